@@ -1,0 +1,125 @@
+/* The client: one connection for commands and one for pub/sub to one Redis
+ * server, driven by a libev loop that the client runs in its own thread
+ * (the default) or that the caller owns (hilock_options_set_loop).
+ *
+ * Thread contract.
+ * - Sync calls (hilock_client_command, ...) may be made from any thread
+ *   except the loop's thread, where they return HILOCK_EDEADLK.
+ * - Async calls may be made from any thread; callbacks always run on the
+ *   loop's thread.  Calls made on the loop's thread act at once; calls
+ *   from other threads are handed over through a locked queue.
+ * - Callback contract: an async call that returns an error never calls its
+ *   callback.  One that returns HILOCK_OK calls it exactly once, on the
+ *   loop's thread, also when the client is closed first (HILOCK_ECLOSED).
+ *   Inside a callback, hilock_last_error() holds the detail of its status. */
+#ifndef HILOCK_CLIENT_H
+#define HILOCK_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "export.h"
+#include "options.h"
+#include "reply.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hilock_client hilock_client;
+
+/* Length of a client id without its NUL: a version 4 UUID. */
+#define HILOCK_CLIENT_ID_LEN 36
+
+/* Create a client and connect it.
+ * With its own loop thread (the default) it waits, at most the connect
+ * timeout, until the first connection is ready (TCP, TLS handshake, AUTH,
+ * SELECT) and fails if that does not happen.  On the caller's loop it
+ * returns at once and connects when the loop runs; requests queue until
+ * then.  After the first connection the client reconnects on its own with
+ * backoff whenever the connection is lost.
+ * @param out   receives the client; NULL on error.
+ * @param opts  copied; NULL means the defaults.
+ * Blocks (own loop thread only) for at most the connect timeout.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL     out is NULL or the options are inconsistent
+ * @return HILOCK_ENOMEM
+ * @return HILOCK_EIO        connection refused, reset or unresolvable host
+ * @return HILOCK_ETIMEDOUT  not ready within the connect timeout
+ * @return HILOCK_EAUTH      the server refused the user or password
+ * @return HILOCK_ETLS       TLS set-up, handshake or verification failed
+ * @return HILOCK_EREDIS     the server refused SELECT */
+HILOCK_API int hilock_client_create(hilock_client **out,
+                                    const hilock_options *opts);
+
+/* Close a client: every pending request and operation completes with
+ * HILOCK_ECLOSED, connections close and the loop thread (if the client owns
+ * one) ends.  Later calls on the client return HILOCK_ECLOSED.  Idempotent.
+ * May be called from any thread, also inside a callback; from a thread
+ * other than the loop's it waits until the loop thread has finished.
+ * @return HILOCK_OK, or HILOCK_ECLOSED if it was closed already, or
+ *         HILOCK_EINVAL for NULL or a handle that is not a live client. */
+HILOCK_API int hilock_client_close(hilock_client *client);
+
+/* Close (if needed) and free a client.  Inside a callback the memory is
+ * released once the callback returns.  Destroying a handle twice is
+ * detected: the second call returns HILOCK_ECLOSED and touches nothing.
+ * @return HILOCK_OK, HILOCK_ECLOSED (already destroyed), HILOCK_EINVAL (NULL) */
+HILOCK_API int hilock_client_destroy(hilock_client *client);
+
+/* The client's id: a random version 4 UUID from OpenSSL's CSPRNG, the
+ * first part of every owner id this client writes to Redis.  Owned by the
+ * client; valid until it is destroyed.  Any thread. */
+HILOCK_API const char *hilock_client_id(const hilock_client *client);
+
+/* 1 if the client talks TLS, 0 if not, -1 for NULL.  Any thread. */
+HILOCK_API int hilock_client_is_tls(const hilock_client *client);
+
+/* 1 while the command connection is ready, else 0.  Any thread. */
+HILOCK_API int hilock_client_is_connected(const hilock_client *client);
+
+/* Completion of an async command.  reply is NULL unless status is
+ * HILOCK_OK or HILOCK_EREDIS (then it is the error reply); ownership of the
+ * reply passes to the callback, which frees it with hilock_reply_free(). */
+typedef void hilock_command_cb(hilock_client *client, int status,
+                               hilock_reply *reply, void *user_data);
+
+/* Send one command (binary-safe arguments, copied before the call
+ * returns).  Commands issued in one loop iteration leave in one write.
+ * The callback gets HILOCK_OK with the reply, HILOCK_EREDIS with an error
+ * reply, HILOCK_ETIMEDOUT after the command timeout, HILOCK_EIO if the
+ * connection was lost after the command was written (it may or may not
+ * have run), HILOCK_ETOOBIG for a reply beyond the bounds, or
+ * HILOCK_ECLOSED.  Commands not yet written survive a reconnect.
+ * Any thread; never blocks.
+ * @return HILOCK_OK      the callback will fire exactly once
+ * argvlen may be NULL for NUL-terminated arguments.
+ * @return HILOCK_EINVAL  NULL client or callback, argc < 1, a NULL argument
+ * @return HILOCK_ENOMEM
+ * @return HILOCK_ECLOSED the client is closed */
+HILOCK_API int hilock_client_command_async(hilock_client *client, int argc,
+                                           const char *const *argv,
+                                           const size_t *argvlen,
+                                           hilock_command_cb *cb,
+                                           void *user_data);
+
+/* Send one command and wait for its reply (at most the command timeout,
+ * plus the reconnect time of commands not yet written).
+ * @param reply  receives the reply on HILOCK_OK and HILOCK_EREDIS, else NULL;
+ *               free it with hilock_reply_free().
+ * Blocks the calling thread.  Not on the loop's thread.
+ * @return the statuses of hilock_client_command_async() and of its callback,
+ *         and HILOCK_EDEADLK when called on the loop's thread. */
+HILOCK_API int hilock_client_command(hilock_client *client, int argc,
+                                     const char *const *argv,
+                                     const size_t *argvlen,
+                                     hilock_reply **reply);
+
+/* The libev loop the client runs on.  Any thread. */
+HILOCK_API struct ev_loop *hilock_client_loop(const hilock_client *client);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

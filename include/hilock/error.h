@@ -1,0 +1,59 @@
+/* Status codes of every hilock call.
+ *
+ * 0 is success; every error is a small positive number from the table
+ * below.  The table is append-only: a code keeps its number forever, new
+ * codes go at the end.  Each failing call also leaves a detail message for
+ * the calling thread, read with hilock_last_error(). */
+#ifndef HILOCK_ERROR_H
+#define HILOCK_ERROR_H
+
+#include "export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(name, number, message).  Append only; never renumber or remove. */
+#define HILOCK_ERROR_TABLE(X)                                                \
+    X(OK, 0, "success")                                                      \
+    X(EINVAL, 1, "invalid argument")                                         \
+    X(ENOMEM, 2, "out of memory")                                            \
+    X(EIO, 3, "connection failed or lost")                                   \
+    X(ETIMEDOUT, 4, "timed out")                                             \
+    X(EPROTO, 5, "protocol error")                                           \
+    X(EAUTH, 6, "authentication failed")                                     \
+    X(ETLS, 7, "TLS error")                                                  \
+    X(ECLOSED, 8, "handle is closed")                                        \
+    X(ECANCELED, 9, "operation canceled")                                    \
+    X(ENOTOWNER, 10, "lock is not held by this owner")                       \
+    X(ELEASELOST, 11, "lease lost")                                          \
+    X(EDEADLK, 12, "blocking call from the loop thread would deadlock")      \
+    X(EREDIS, 13, "server replied with an error")                            \
+    X(ETOOBIG, 14, "reply exceeds the configured bounds")                    \
+    X(EBUSY, 15, "lock is held by another owner")
+
+typedef enum hilock_status {
+#define HILOCK_ERROR_ENUM_(name, num, msg) HILOCK_##name = num,
+    HILOCK_ERROR_TABLE(HILOCK_ERROR_ENUM_)
+#undef HILOCK_ERROR_ENUM_
+} hilock_status;
+
+/* A static English message for a status code; "unknown error" for a number
+ * outside the table.  Any thread; never fails. */
+HILOCK_API const char *hilock_strerror(int status);
+
+/* The symbolic name of a status code without prefix, e.g. "ETIMEDOUT";
+ * "UNKNOWN" outside the table.  Any thread; never fails. */
+HILOCK_API const char *hilock_errname(int status);
+
+/* Detail text of the last error reported to the calling thread: by a
+ * failing call made from it, or, inside an async callback, for the status
+ * that callback receives.  Never NULL; "" when there is none.  The text
+ * stays valid until the next hilock call on this thread. */
+HILOCK_API const char *hilock_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

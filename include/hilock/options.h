@@ -1,0 +1,187 @@
+/* Client options: one object with typed setters, copied by
+ * hilock_client_create(), so it may be changed or freed afterwards.
+ *
+ * Thread contract: an options object belongs to the thread using it; it
+ * has no internal locking.  Every setter returns HILOCK_OK, or
+ * HILOCK_EINVAL for a NULL object or an out-of-range value (the object is
+ * then unchanged), or HILOCK_ENOMEM when a string cannot be copied (the
+ * object is then unchanged as well).  String setters copy their argument;
+ * an empty string is out of range, NULL clears an optional string. */
+#ifndef HILOCK_OPTIONS_H
+#define HILOCK_OPTIONS_H
+
+#include <stdint.h>
+
+#include "export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ev_loop;
+
+typedef struct hilock_options hilock_options;
+
+/* Defaults (milliseconds unless named otherwise). */
+#define HILOCK_DEFAULT_PORT 6379
+#define HILOCK_DEFAULT_CONNECT_TIMEOUT_MS 2000
+#define HILOCK_DEFAULT_COMMAND_TIMEOUT_MS 3000
+#define HILOCK_DEFAULT_WATCHDOG_TIMEOUT_MS 30000
+#define HILOCK_DEFAULT_RECONNECT_MIN_MS 50
+#define HILOCK_DEFAULT_RECONNECT_MAX_MS 5000
+#define HILOCK_DEFAULT_MAX_REPLY_BYTES (64u * 1024 * 1024)
+#define HILOCK_DEFAULT_MAX_REPLY_ELEMENTS (1024u * 1024)
+#define HILOCK_DEFAULT_MAX_REPLY_DEPTH 7
+
+/* Make an options object holding the defaults: host 127.0.0.1, port 6379,
+ * no user, no password, db 0, plain TCP, the timeouts above, TLS peer
+ * verification on (when TLS is enabled), the client's own loop thread.
+ * @param out  receives the object; set to NULL on error.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  out is NULL
+ * @return HILOCK_ENOMEM  */
+HILOCK_API int hilock_options_create(hilock_options **out);
+
+/* Deep copy of an options object.
+ * @return HILOCK_OK, HILOCK_EINVAL (NULL argument), HILOCK_ENOMEM */
+HILOCK_API int hilock_options_copy(hilock_options **out,
+                                   const hilock_options *src);
+
+/* Free an options object and its strings.  NULL is ignored. */
+HILOCK_API void hilock_options_free(hilock_options *opts);
+
+/* Apply a URL on top of the current values:
+ *   redis://[[user]:password@]host[:port][/db][?query]
+ *   rediss://...   (the same, with TLS on)
+ * The scheme is matched without regard to case and sets TLS on or off.
+ * host may be a name, an IPv4 address or an IPv6 address in brackets
+ * ("[::1]:6380"; stored without the brackets).  The port defaults to 6379
+ * when absent: it goes with the host.  db, when present, is a decimal
+ * 0..INT32_MAX; "/" alone or no path keeps the current db.
+ * User info, when present, sets both user and password: it must hold a
+ * ':' and a non-empty password (":secret@" means the default user).
+ * "secret@host" is refused, since clients disagree on whether it names a
+ * user or a password; a raw '@' in the user info is refused too.  Without
+ * user info, the current user and password are kept.  User, password and
+ * query values are percent-decoded ('+' is not a space; %00 is refused),
+ * so write '@', ':', '/', '?', '#', '%' and '&' in them as %XX.
+ * Query: key=value pairs joined by '&', keys matched exactly; each key at
+ * most once and never with an empty value: connect_timeout,
+ * command_timeout, watchdog_timeout (decimal milliseconds), and, with
+ * rediss:// only, ca_file, ca_dir, cert_file, key_file, sni (server name
+ * to verify), verify (yes|no|true|false|1|0, any case).
+ * Refused as well: bytes outside printable ASCII (percent-encode them), a
+ * fragment ('#'), anything after the parts above, and URLs longer than
+ * 8192 bytes.  On error the object is left unchanged and
+ * hilock_last_error() says which part of the URL is wrong, without ever
+ * quoting the user info.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  NULL argument or malformed URL
+ * @return HILOCK_ENOMEM  */
+HILOCK_API int hilock_options_set_url(hilock_options *opts, const char *url);
+
+/* Server address.  host: a name or numeric address, copied, not empty.
+ * port: 1..65535. */
+HILOCK_API int hilock_options_set_host(hilock_options *opts,
+                                       const char *host);
+HILOCK_API int hilock_options_set_port(hilock_options *opts, int port);
+
+/* ACL user (NULL for the default user) and password (NULL for none).
+ * A user without a password is an error at connect time. */
+HILOCK_API int hilock_options_set_user(hilock_options *opts,
+                                       const char *user);
+HILOCK_API int hilock_options_set_password(hilock_options *opts,
+                                           const char *password);
+
+/* Database number, 0..INT32_MAX; SELECTed after each connect when not 0. */
+HILOCK_API int hilock_options_set_db(hilock_options *opts, int db);
+
+/* Timeouts in milliseconds, each 1..86400000.
+ * connect: TCP connect, TLS handshake and AUTH/SELECT together.
+ * command: from submitting a request to its reply.  A request still queued
+ *   (not yet written because the client is disconnected) fails with
+ *   HILOCK_ETIMEDOUT when it expires; a request already written whose reply
+ *   is late fails with HILOCK_ETIMEDOUT and the connection is reset, since
+ *   every reply behind it is late as well.
+ * watchdog: the lease time the watchdog keeps renewing (renewal every
+ *   third of it). */
+HILOCK_API int hilock_options_set_connect_timeout_ms(hilock_options *opts,
+                                                     int64_t ms);
+HILOCK_API int hilock_options_set_command_timeout_ms(hilock_options *opts,
+                                                     int64_t ms);
+HILOCK_API int hilock_options_set_watchdog_timeout_ms(hilock_options *opts,
+                                                      int64_t ms);
+
+/* Reconnect backoff: the n-th consecutive failed attempt waits a random
+ * time in [d/2, d] with d = min(max_ms, min_ms * 2^n).
+ * 1 <= min_ms <= max_ms <= 3600000. */
+HILOCK_API int hilock_options_set_reconnect_backoff_ms(hilock_options *opts,
+                                                       int64_t min_ms,
+                                                       int64_t max_ms);
+
+/* Bounds on one reply: total bytes buffered for an incomplete reply
+ * (1 KiB..4 GiB), elements of one array (1..INT32_MAX), array nesting depth
+ * (1..7).  A reply beyond them fails with HILOCK_ETOOBIG and the
+ * connection is reset; the process is never exposed to it. */
+HILOCK_API int hilock_options_set_max_reply_bytes(hilock_options *opts,
+                                                  uint64_t bytes);
+HILOCK_API int hilock_options_set_max_reply_elements(hilock_options *opts,
+                                                     int64_t elements);
+HILOCK_API int hilock_options_set_max_reply_depth(hilock_options *opts,
+                                                  int depth);
+
+/* TLS.  enable: 0 or 1.  Files and directory are copied paths (NULL
+ * clears).  ca_file/ca_dir: trust anchors; with neither, the system's
+ * default store.  cert_file/key_file: client certificate and key (both or
+ * neither).  server_name: the name sent as SNI and checked against the
+ * server certificate; defaults to the host.  verify: 1 (default) verifies
+ * the peer certificate and its name; 0 turns both off (for tests only). */
+HILOCK_API int hilock_options_set_tls(hilock_options *opts, int enable);
+HILOCK_API int hilock_options_set_tls_ca_file(hilock_options *opts,
+                                              const char *path);
+HILOCK_API int hilock_options_set_tls_ca_dir(hilock_options *opts,
+                                             const char *path);
+HILOCK_API int hilock_options_set_tls_cert_file(hilock_options *opts,
+                                                const char *path);
+HILOCK_API int hilock_options_set_tls_key_file(hilock_options *opts,
+                                               const char *path);
+HILOCK_API int hilock_options_set_tls_server_name(hilock_options *opts,
+                                                  const char *name);
+HILOCK_API int hilock_options_set_tls_verify(hilock_options *opts,
+                                             int verify);
+
+/* Run the client on the caller's libev loop instead of its own thread.
+ * The client then never blocks: sync calls return HILOCK_EDEADLK when made
+ * on the loop's thread, and the loop's thread is the one that called
+ * hilock_client_create().  NULL restores the default (own loop thread). */
+HILOCK_API int hilock_options_set_loop(hilock_options *opts,
+                                       struct ev_loop *loop);
+
+/* Read back values (for diagnostics and tests).  Strings are owned by the
+ * object; NULL when unset.  A NULL object reads as NULL or -1. */
+HILOCK_API const char *hilock_options_host(const hilock_options *opts);
+HILOCK_API int hilock_options_port(const hilock_options *opts);
+HILOCK_API const char *hilock_options_user(const hilock_options *opts);
+HILOCK_API const char *hilock_options_password(const hilock_options *opts);
+HILOCK_API int hilock_options_db(const hilock_options *opts);
+HILOCK_API int hilock_options_tls(const hilock_options *opts);
+HILOCK_API int hilock_options_tls_verify(const hilock_options *opts);
+HILOCK_API const char *hilock_options_tls_ca_file(const hilock_options *opts);
+HILOCK_API const char *hilock_options_tls_ca_dir(const hilock_options *opts);
+HILOCK_API const char *hilock_options_tls_cert_file(
+    const hilock_options *opts);
+HILOCK_API const char *hilock_options_tls_key_file(const hilock_options *opts);
+HILOCK_API const char *hilock_options_tls_server_name(
+    const hilock_options *opts);
+HILOCK_API int64_t hilock_options_connect_timeout_ms(
+    const hilock_options *opts);
+HILOCK_API int64_t hilock_options_command_timeout_ms(
+    const hilock_options *opts);
+HILOCK_API int64_t hilock_options_watchdog_timeout_ms(
+    const hilock_options *opts);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,419 @@
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/rand.h>
+
+#include "alloc.h"
+#include "client_internal.h"
+#include "error_detail.h"
+#include "handle.h"
+#include "options_internal.h"
+#include "stream.h"
+
+/* ---- loop-thread plumbing -------------------------------------------- */
+
+bool hl_client_in_loop(const hilock_client *c)
+{
+    return pthread_equal(pthread_self(), c->loop_tid) != 0;
+}
+
+static void client_free_memory(hilock_client *c)
+{
+    if (c->own_loop && c->loop)
+        ev_loop_destroy(c->loop);
+    SSL_CTX_free(c->ssl_ctx);
+    hilock_options_free(c->opts);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->cond);
+    hl_free(c);
+}
+
+void hl_client_enter_callback(hilock_client *c) { c->callback_depth++; }
+
+void hl_client_leave_callback(hilock_client *c)
+{
+    if (--c->callback_depth == 0 && c->free_when_idle)
+        client_free_memory(c);
+}
+
+static hl_task *take_tasks(hilock_client *c)
+{
+    hl_task *t = c->tasks_head;
+    c->tasks_head = c->tasks_tail = NULL;
+    return t;
+}
+
+static void run_tasks(hilock_client *c, hl_task *t, bool closed)
+{
+    while (t) {
+        hl_task *next = t->next;
+        t->run(c, t, closed);
+        t = next;
+    }
+}
+
+/* Stop everything on the loop thread.  Every pending request, operation
+ * and queued task completes with HILOCK_ECLOSED. */
+static void client_shutdown(hilock_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    bool first = c->conn != NULL;
+    c->closed = true;
+    hl_task *tasks = take_tasks(c);
+    pthread_mutex_unlock(&c->lock);
+    if (!first && tasks == NULL)
+        return;
+    hl_client_enter_callback(c);
+    hl_conn *conn = c->conn;
+    hl_pubsub *ps = c->pubsub;
+    c->conn = NULL;
+    c->pubsub = NULL;
+    atomic_store(&c->connected, false);
+    if (conn)
+        hl_conn_free(conn);
+    if (ps)
+        hl_pubsub_free(ps);
+    run_tasks(c, tasks, true);
+    if (first) {
+        ev_async_stop(c->loop, &c->wakeup);
+        if (c->own_loop)
+            ev_break(c->loop, EVBREAK_ALL);
+    }
+    hl_client_leave_callback(c);
+}
+
+static void on_wakeup(struct ev_loop *loop, ev_async *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    hilock_client *c = w->data;
+    hl_client_enter_callback(c);
+    pthread_mutex_lock(&c->lock);
+    bool closed = c->closed;
+    hl_task *tasks = closed ? NULL : take_tasks(c);
+    pthread_mutex_unlock(&c->lock);
+    if (closed)
+        client_shutdown(c);
+    else
+        run_tasks(c, tasks, false);
+    hl_client_leave_callback(c);
+}
+
+int hl_client_submit(hilock_client *c, hl_task *task)
+{
+    task->next = NULL;
+    if (hl_client_in_loop(c)) {
+        if (c->closed)
+            return hl_fail(HILOCK_ECLOSED, "client is closed");
+        task->run(c, task, false);
+        return HILOCK_OK;
+    }
+    pthread_mutex_lock(&c->lock);
+    if (c->closed) {
+        pthread_mutex_unlock(&c->lock);
+        return hl_fail(HILOCK_ECLOSED, "client is closed");
+    }
+    if (c->tasks_tail)
+        c->tasks_tail->next = task;
+    else
+        c->tasks_head = task;
+    c->tasks_tail = task;
+    /* Under the lock: a shutdown cannot free the loop in between. */
+    ev_async_send(c->loop, &c->wakeup);
+    pthread_mutex_unlock(&c->lock);
+    return HILOCK_OK;
+}
+
+static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
+                          const char *detail, hilock_reply *reply, void *data)
+{
+    hilock_client *c = data;
+    (void)conn;
+    hilock_reply_free(reply);
+    if (ev == HL_CONN_PUSH)
+        return;
+    atomic_store(&c->connected, ev == HL_CONN_UP);
+    pthread_mutex_lock(&c->lock);
+    if (!c->first_done) {
+        c->first_done = true;
+        c->first_status = ev == HL_CONN_UP ? 0 : status;
+        snprintf(c->first_detail, sizeof c->first_detail, "%s",
+                 detail ? detail : "");
+        pthread_cond_broadcast(&c->cond);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+hl_pubsub *hl_client_pubsub(hilock_client *c)
+{
+    if (c->pubsub == NULL && !c->closed)
+        c->pubsub = hl_pubsub_create(c->loop, c->opts, c->ssl_ctx);
+    return c->pubsub;
+}
+
+static void *loop_main(void *arg)
+{
+    hilock_client *c = arg;
+    c->loop_tid = pthread_self();
+    pthread_mutex_lock(&c->lock);
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+    ev_run(c->loop, 0);
+    pthread_mutex_lock(&c->lock);
+    bool free_me = c->free_on_thread_exit;
+    pthread_mutex_unlock(&c->lock);
+    if (free_me)
+        client_free_memory(c);
+    return NULL;
+}
+
+/* ---- create / close / destroy ---------------------------------------- */
+
+static void make_uuid(char out[HILOCK_CLIENT_ID_LEN + 1])
+{
+    unsigned char b[16];
+    if (RAND_bytes(b, sizeof b) != 1) {
+        /* The CSPRNG failing is fatal for unique owner ids; make it loud
+         * rather than guessable. */
+        abort();
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(out, HILOCK_CLIENT_ID_LEN + 1,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+             "%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
+             b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+static int wait_first_connect(hilock_client *c)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    /* The connection enforces the connect timeout itself; the extra
+     * second only guards against a loop thread that never answers. */
+    int64_t ms = c->opts->connect_timeout_ms + 1000;
+    until.tv_sec += (time_t)(ms / 1000);
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    int rc = 0;
+    pthread_mutex_lock(&c->lock);
+    while (!c->first_done && rc == 0)
+        rc = pthread_cond_timedwait(&c->cond, &c->lock, &until);
+    int status = c->first_done ? c->first_status : HILOCK_ETIMEDOUT;
+    pthread_mutex_unlock(&c->lock);
+    if (status != 0) {
+        if (c->first_done)
+            hl_set_detail(c->first_detail);
+        else
+            hl_set_detail("connection not ready within the connect timeout");
+    }
+    return status;
+}
+
+static int start_loop_thread(hilock_client *c)
+{
+    /* The loop thread takes no signals: they belong to the application,
+     * and SIGPIPE from a TLS write must not kill the process. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&c->thread, NULL, loop_main, c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        return -1;
+    c->thread_running = true;
+    return 0;
+}
+
+static void join_loop_thread(hilock_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    bool join = c->thread_running;
+    c->thread_running = false;
+    pthread_mutex_unlock(&c->lock);
+    if (join)
+        pthread_join(c->thread, NULL);
+}
+
+/* Close from a thread other than the loop's (own loop only). */
+static void close_from_outside(hilock_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->closed = true;
+    if (c->thread_running)
+        ev_async_send(c->loop, &c->wakeup);
+    pthread_mutex_unlock(&c->lock);
+    join_loop_thread(c);
+}
+
+int hilock_client_create(hilock_client **out, const hilock_options *opts)
+{
+    hl_clear_detail();
+    if (out == NULL)
+        return hl_fail(HILOCK_EINVAL, "out is NULL");
+    *out = NULL;
+    hilock_client *c = hl_calloc(1, sizeof *c);
+    if (c == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory for the client");
+    int rc = opts ? hilock_options_copy(&c->opts, opts)
+                  : hilock_options_create(&c->opts);
+    if (rc != 0) {
+        hl_free(c);
+        return hl_fail(HILOCK_ENOMEM, "out of memory for the options");
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cond, &attr);
+    pthread_condattr_destroy(&attr);
+    make_uuid(c->id);
+
+    if (c->opts->user && !c->opts->password) {
+        rc = hl_fail(HILOCK_EINVAL, "user '%s' has no password",
+                     c->opts->user);
+        goto fail;
+    }
+    if (c->opts->tls) {
+        char err[256];
+        c->ssl_ctx = hl_tls_context_create(c->opts, err, sizeof err);
+        if (c->ssl_ctx == NULL) {
+            rc = hl_fail(HILOCK_ETLS, "%s", err);
+            goto fail;
+        }
+    }
+    c->own_loop = c->opts->loop == NULL;
+    c->loop = c->own_loop ? ev_loop_new(EVFLAG_AUTO) : c->opts->loop;
+    if (c->loop == NULL) {
+        rc = hl_fail(HILOCK_ENOMEM, "cannot create an event loop");
+        goto fail;
+    }
+    if (!c->own_loop)
+        c->loop_tid = pthread_self();
+    ev_async_init(&c->wakeup, on_wakeup);
+    c->wakeup.data = c;
+    ev_async_start(c->loop, &c->wakeup);
+    hl_conn_config cfg = {.loop = c->loop,
+                          .opts = c->opts,
+                          .ssl_ctx = c->ssl_ctx,
+                          .on_event = on_conn_event,
+                          .data = c};
+    c->conn = hl_conn_create(&cfg);
+    if (c->conn == NULL || hl_handle_add(c) != 0) {
+        if (c->conn)
+            hl_conn_free(c->conn);
+        c->conn = NULL;
+        ev_async_stop(c->loop, &c->wakeup);
+        rc = hl_fail(HILOCK_ENOMEM, "out of memory for the connection");
+        goto fail;
+    }
+    if (!c->own_loop) {
+        *out = c;
+        return HILOCK_OK;
+    }
+    if (start_loop_thread(c) != 0) {
+        hl_handle_remove(c);
+        hl_conn_free(c->conn);
+        c->conn = NULL;
+        ev_async_stop(c->loop, &c->wakeup);
+        rc = hl_fail(HILOCK_ENOMEM, "cannot start the loop thread");
+        goto fail;
+    }
+    rc = wait_first_connect(c);
+    if (rc != 0) {
+        char detail[256];
+        snprintf(detail, sizeof detail, "%s", hilock_last_error());
+        hl_handle_remove(c);
+        close_from_outside(c);
+        client_free_memory(c);
+        return hl_fail(rc, "%s", detail);
+    }
+    *out = c;
+    return HILOCK_OK;
+fail:
+    client_free_memory(c);
+    return rc;
+}
+
+int hilock_client_close(hilock_client *c)
+{
+    if (c == NULL)
+        return hl_fail(HILOCK_EINVAL, "client is NULL");
+    if (!hl_handle_is_live(c))
+        return hl_fail(HILOCK_ECLOSED, "not a live client");
+    bool in_loop = hl_client_in_loop(c);
+    if (!c->own_loop && !in_loop)
+        return hl_fail(HILOCK_EINVAL,
+                       "a client on the caller's loop closes on that loop's "
+                       "thread");
+    pthread_mutex_lock(&c->lock);
+    bool was_closed = c->closed;
+    pthread_mutex_unlock(&c->lock);
+    if (in_loop)
+        client_shutdown(c);
+    else
+        close_from_outside(c);
+    return was_closed ? hl_fail(HILOCK_ECLOSED, "client was closed already")
+                      : HILOCK_OK;
+}
+
+int hilock_client_destroy(hilock_client *c)
+{
+    if (c == NULL)
+        return hl_fail(HILOCK_EINVAL, "client is NULL");
+    if (!hl_handle_is_live(c))
+        return hl_fail(HILOCK_ECLOSED, "client was destroyed already");
+    bool in_loop = hl_client_in_loop(c);
+    if (!c->own_loop && !in_loop)
+        return hl_fail(HILOCK_EINVAL,
+                       "a client on the caller's loop is destroyed on that "
+                       "loop's thread");
+    if (!hl_handle_remove(c))
+        return hl_fail(HILOCK_ECLOSED, "client was destroyed already");
+    if (!in_loop) {
+        close_from_outside(c);
+        client_free_memory(c);
+        return HILOCK_OK;
+    }
+    hl_client_enter_callback(c);
+    client_shutdown(c);
+    if (c->own_loop) {
+        /* The loop thread cannot join itself: it frees the client once
+         * its loop has stopped. */
+        pthread_mutex_lock(&c->lock);
+        c->free_on_thread_exit = true;
+        c->thread_running = false;
+        pthread_mutex_unlock(&c->lock);
+        pthread_detach(pthread_self());
+        c->callback_depth--;
+        return HILOCK_OK;
+    }
+    c->free_when_idle = true;
+    hl_client_leave_callback(c);
+    return HILOCK_OK;
+}
+
+const char *hilock_client_id(const hilock_client *c)
+{
+    return c ? c->id : NULL;
+}
+
+int hilock_client_is_tls(const hilock_client *c)
+{
+    return c ? c->opts->tls != 0 : -1;
+}
+
+int hilock_client_is_connected(const hilock_client *c)
+{
+    return c ? atomic_load(&c->connected) : 0;
+}
+
+struct ev_loop *hilock_client_loop(const hilock_client *c)
+{
+    return c ? c->loop : NULL;
+}

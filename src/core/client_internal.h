@@ -1,0 +1,86 @@
+/* The client's insides, for the lock kinds and the tests. */
+#ifndef HL_CLIENT_INTERNAL_H
+#define HL_CLIENT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include <ev.h>
+#include <openssl/ssl.h>
+
+#include "conn.h"
+#include "hilock/client.h"
+#include "pubsub.h"
+
+/* Work handed to the loop thread.  run is called on the loop thread
+ * exactly once: with closed = false normally, or with closed = true when
+ * the client closed before the work could start (it must then complete
+ * its caller's callback with HILOCK_ECLOSED and release itself). */
+typedef struct hl_task hl_task;
+struct hl_task {
+    hl_task *next;
+    void (*run)(hilock_client *client, hl_task *task, bool closed);
+};
+
+struct hilock_client {
+    hilock_options *opts;
+    struct ev_loop *loop;
+    bool own_loop;
+    pthread_t thread;
+    pthread_t loop_tid;
+    bool thread_running; /* own loop: the thread exists and is joinable */
+
+    ev_async wakeup;
+    pthread_mutex_t lock; /* guards tasks, closed, first_* */
+    pthread_cond_t cond;
+    hl_task *tasks_head;
+    hl_task *tasks_tail;
+    bool closed;
+
+    SSL_CTX *ssl_ctx;
+    hl_conn *conn;
+    hl_pubsub *pubsub; /* created on first use */
+    char id[HILOCK_CLIENT_ID_LEN + 1];
+    atomic_bool connected;
+
+    bool first_done; /* the first attempt ended, one way or the other */
+    int first_status;
+    char first_detail[256];
+
+    int callback_depth;   /* user callbacks running on the loop thread */
+    bool free_when_idle;  /* destroyed inside a callback */
+    bool free_on_thread_exit;
+};
+
+/* Is the calling thread the client's loop thread? */
+bool hl_client_in_loop(const hilock_client *client);
+
+/* Hand a task to the loop thread (or run it now when called there).
+ * HILOCK_OK, or HILOCK_ECLOSED when the client is closed (run not called). */
+int hl_client_submit(hilock_client *client, hl_task *task);
+
+/* The pub/sub connection, created on first use; NULL when memory runs out
+ * or the client is closed.  Loop thread only. */
+hl_pubsub *hl_client_pubsub(hilock_client *client);
+
+/* Wrap every call of user code on the loop thread, so a destroy made
+ * inside it waits until it returns. */
+void hl_client_enter_callback(hilock_client *client);
+void hl_client_leave_callback(hilock_client *client);
+
+/* A one-shot waiter for sync calls: the loop thread posts a result, the
+ * calling thread waits with a deadline.  Reference counted, so a caller
+ * that gives up leaves the late result to be freed by the poster. */
+typedef struct hl_sync hl_sync;
+hl_sync *hl_sync_new(void);
+/* Wait until posted or the deadline (µs from now) passes: HILOCK_OK when
+ * posted, HILOCK_ETIMEDOUT otherwise.  Drops the waiter's reference. */
+int hl_sync_wait(hl_sync *s, int64_t timeout_us, int *status,
+                 hilock_reply **reply, char *detail, size_t detail_len);
+/* Post the result; drops the poster's reference (frees reply if the
+ * waiter is gone). */
+void hl_sync_post(hl_sync *s, int status, hilock_reply *reply,
+                  const char *detail);
+
+#endif

@@ -1,0 +1,88 @@
+/* One connection to one Redis server: non-blocking connect, optional TLS,
+ * AUTH/SELECT, pipelined requests with per-request deadlines, bounded
+ * replies, and reconnection with backoff.  Loop thread only.
+ *
+ * Requests not yet written when the connection drops wait for the next
+ * connection; requests written but unanswered fail with HILOCK_EIO, since
+ * nobody can tell whether the server ran them. */
+#ifndef HL_CONN_H
+#define HL_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <ev.h>
+#include <openssl/ssl.h>
+
+#include "hilock/reply.h"
+#include "monotime.h"
+
+struct hilock_options;
+typedef struct hl_conn hl_conn;
+
+/* Completion of a request: exactly once.  reply (owned by the callee) is
+ * set for HILOCK_OK and HILOCK_EREDIS, else NULL. */
+typedef void hl_request_fn(void *data, int status, hilock_reply *reply);
+
+typedef enum hl_conn_event {
+    HL_CONN_UP,   /* ready: connected, authenticated, db selected */
+    HL_CONN_DOWN, /* an attempt failed or a ready connection was lost */
+    HL_CONN_PUSH  /* push mode: a reply from the server after HL_CONN_UP */
+} hl_conn_event;
+
+/* status and detail describe HL_CONN_DOWN; reply (owned by the callee)
+ * comes with HL_CONN_PUSH. */
+typedef void hl_conn_event_fn(hl_conn *conn, hl_conn_event event, int status,
+                              const char *detail, hilock_reply *reply,
+                              void *data);
+
+typedef struct hl_conn_config {
+    struct ev_loop *loop;
+    const struct hilock_options *opts; /* must outlive the connection */
+    SSL_CTX *ssl_ctx;                  /* NULL: plain TCP */
+    bool push_mode;       /* pub/sub: replies after UP are pushes */
+    hl_conn_event_fn *on_event;
+    void *data;
+} hl_conn_config;
+
+/* Create and start connecting.  NULL when memory runs out. */
+hl_conn *hl_conn_create(const hl_conn_config *cfg);
+
+/* Queue a command.  Returns HILOCK_OK (fn will be called exactly once),
+ * HILOCK_ENOMEM or HILOCK_ECLOSED (fn is not called). */
+int hl_conn_command(hl_conn *conn, int argc, const char *const *argv,
+                    const size_t *argvlen, hl_request_fn *fn, void *data);
+
+/* The same with a command formatted by hl_format_command(), whose buffer
+ * the connection takes over in every case. */
+int hl_conn_command_take(hl_conn *conn, char *cmd, size_t len,
+                         hl_request_fn *fn, void *data);
+
+/* Format a command as RESP into a buffer from hl_malloc.  Any thread.
+ * HILOCK_OK or HILOCK_ENOMEM. */
+int hl_format_command(char **out, size_t *out_len, int argc,
+                      const char *const *argv, const size_t *argvlen);
+
+/* Push mode: send a command whose answers arrive as pushes.  Only while
+ * up: returns HILOCK_OK, HILOCK_ENOMEM, or HILOCK_EIO when not up (the
+ * owner re-sends its state on the next HL_CONN_UP). */
+int hl_conn_send(hl_conn *conn, int argc, const char *const *argv,
+                 const size_t *argvlen);
+
+/* Fail everything pending with status and stop for good; no more events.
+ * Safe inside any callback of this connection. */
+void hl_conn_close(hl_conn *conn, int status, const char *detail);
+/* Close (with HILOCK_ECLOSED) and release; the memory goes once no
+ * callback of this connection is running. */
+void hl_conn_free(hl_conn *conn);
+
+bool hl_conn_is_up(const hl_conn *conn);
+/* Drop the connection as if the server had closed it (tests, timeouts). */
+void hl_conn_reset(hl_conn *conn, int status, const char *detail);
+
+/* Pure backoff rule: a delay in [d/2, d], d = min(max, min * 2^attempt);
+ * unit01 is a random number in [0, 1). */
+hl_monotime hl_backoff_delay(hl_monotime min, hl_monotime max, int attempt,
+                             double unit01);
+
+#endif

@@ -1,0 +1,16 @@
+/* Setting the per-thread error detail that hilock_last_error() reads. */
+#ifndef HL_ERROR_DETAIL_H
+#define HL_ERROR_DETAIL_H
+
+#include "hilock/error.h"
+
+/* Set the calling thread's detail text (printf format) and return status,
+ * so a failure path reads: return hl_fail(HILOCK_EINVAL, "bad port %d", p) */
+int hl_fail(int status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Set the detail verbatim (NULL clears it). */
+void hl_set_detail(const char *text);
+/* Clear the calling thread's detail. */
+void hl_clear_detail(void);
+
+#endif

@@ -1,0 +1,33 @@
+/* The options object's layout, shared by the options, URL and client code. */
+#ifndef HL_OPTIONS_INTERNAL_H
+#define HL_OPTIONS_INTERNAL_H
+
+#include <stdint.h>
+
+#include "hilock/options.h"
+
+struct hilock_options {
+    char *host;
+    int port;
+    char *user;
+    char *password;
+    int db;
+    int64_t connect_timeout_ms;
+    int64_t command_timeout_ms;
+    int64_t watchdog_timeout_ms;
+    int64_t reconnect_min_ms;
+    int64_t reconnect_max_ms;
+    uint64_t max_reply_bytes;
+    int64_t max_reply_elements;
+    int max_reply_depth;
+    int tls;
+    int tls_verify;
+    char *tls_ca_file;
+    char *tls_ca_dir;
+    char *tls_cert_file;
+    char *tls_key_file;
+    char *tls_server_name;
+    struct ev_loop *loop;
+};
+
+#endif

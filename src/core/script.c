@@ -1,0 +1,112 @@
+#include "script.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/sha.h>
+
+#include "alloc.h"
+#include "hilock/error.h"
+#include "reply.h"
+
+void hl_script_init(hl_script *s, const char *body)
+{
+    unsigned char md[SHA_DIGEST_LENGTH];
+    s->body = body;
+    s->len = strlen(body);
+    SHA1((const unsigned char *)body, s->len, md);
+    for (int i = 0; i < SHA_DIGEST_LENGTH; i++)
+        snprintf(s->sha1 + 2 * i, 3, "%02x", md[i]);
+}
+
+/* What a retry needs: the arguments, kept until the first reply. */
+typedef struct script_call {
+    hl_conn *conn;
+    const hl_script *script;
+    hl_request_fn *fn;
+    void *data;
+    int argc; /* "EVALSHA", sha, nkeys, then the caller's arguments */
+    const char **argv;
+    size_t *lens;
+    char nkeys[16];
+    _Alignas(sizeof(void *)) char storage[];
+} script_call;
+
+static void script_call_free(script_call *c) { hl_free(c); }
+
+static int script_send(script_call *c, hl_request_fn *on_reply)
+{
+    char *cmd;
+    size_t len;
+    int rc = hl_format_command(&cmd, &len, c->argc, c->argv, c->lens);
+    if (rc != 0)
+        return rc;
+    return hl_conn_command_take(c->conn, cmd, len, on_reply, c);
+}
+
+static void on_eval_reply(void *data, int status, hilock_reply *reply)
+{
+    script_call *c = data;
+    c->fn(c->data, status, reply);
+    script_call_free(c);
+}
+
+static void on_evalsha_reply(void *data, int status, hilock_reply *reply)
+{
+    script_call *c = data;
+    if (status == HILOCK_EREDIS && hl_reply_is_error_prefix(reply, "NOSCRIPT")) {
+        hilock_reply_free(reply);
+        c->argv[0] = "EVAL";
+        c->lens[0] = 4;
+        c->argv[1] = c->script->body;
+        c->lens[1] = c->script->len;
+        int rc = script_send(c, on_eval_reply);
+        if (rc == 0)
+            return;
+        c->fn(c->data, rc, NULL);
+        script_call_free(c);
+        return;
+    }
+    c->fn(c->data, status, reply);
+    script_call_free(c);
+}
+
+int hl_script_run(hl_conn *conn, const hl_script *s, int nkeys, int argc,
+                  const char *const *argv, const size_t *argvlen,
+                  hl_request_fn *fn, void *data)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < argc; i++)
+        bytes += argvlen[i];
+    int total = argc + 3;
+    size_t head = sizeof(script_call);
+    size_t vec = (size_t)total * (sizeof(char *) + sizeof(size_t));
+    script_call *c = hl_malloc(head + vec + bytes);
+    if (c == NULL)
+        return HILOCK_ENOMEM;
+    c->conn = conn;
+    c->script = s;
+    c->fn = fn;
+    c->data = data;
+    c->argc = total;
+    c->argv = (const char **)(void *)c->storage;
+    c->lens = (size_t *)(void *)(c->storage + (size_t)total * sizeof(char *));
+    char *p = c->storage + vec;
+    snprintf(c->nkeys, sizeof c->nkeys, "%d", nkeys);
+    c->argv[0] = "EVALSHA";
+    c->lens[0] = 7;
+    c->argv[1] = s->sha1;
+    c->lens[1] = 40;
+    c->argv[2] = c->nkeys;
+    c->lens[2] = strlen(c->nkeys);
+    for (int i = 0; i < argc; i++) {
+        memcpy(p, argv[i], argvlen[i]);
+        c->argv[3 + i] = p;
+        c->lens[3 + i] = argvlen[i];
+        p += argvlen[i];
+    }
+    int rc = script_send(c, on_evalsha_reply);
+    if (rc != 0)
+        script_call_free(c);
+    return rc;
+}
