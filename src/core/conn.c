@@ -74,6 +74,7 @@ struct hl_conn {
     req_queue sent;    /* in the output buffer or on the wire */
     int hello_left;
 
+    hl_conn_stats stats;
     int attempt; /* consecutive failed attempts */
     uint64_t rng;
     char err[256];
@@ -393,6 +394,7 @@ static void on_attempt_timer(hl_timer *t)
 
 static void conn_up(hl_conn *c)
 {
+    c->stats.connects++;
     c->state = ST_UP;
     c->attempt = 0;
     c->err[0] = '\0';
@@ -539,6 +541,8 @@ static void flush(hl_conn *c)
                                     c->err, sizeof c->err);
         if (n > 0) {
             c->tls_retry_len = 0;
+            c->stats.writes++;
+            c->stats.bytes_written += (uint64_t)n;
             hl_buf_consume(&c->out, (size_t)n);
             continue;
         }
@@ -849,3 +853,5 @@ void hl_conn_free(hl_conn *c)
 }
 
 bool hl_conn_is_up(const hl_conn *c) { return c->state == ST_UP; }
+
+hl_conn_stats hl_conn_get_stats(const hl_conn *c) { return c->stats; }

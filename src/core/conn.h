@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <ev.h>
 #include <openssl/ssl.h>
@@ -77,6 +78,14 @@ void hl_conn_close(hl_conn *conn, int status, const char *detail);
 void hl_conn_free(hl_conn *conn);
 
 bool hl_conn_is_up(const hl_conn *conn);
+
+/* Counters for tests and the benchmark. */
+typedef struct hl_conn_stats {
+    uint64_t writes;        /* successful write calls on the socket */
+    uint64_t bytes_written;
+    uint64_t connects;      /* times the connection became ready */
+} hl_conn_stats;
+hl_conn_stats hl_conn_get_stats(const hl_conn *conn);
 /* Drop the connection as if the server had closed it (tests, timeouts). */
 void hl_conn_reset(hl_conn *conn, int status, const char *detail);
 
