@@ -57,13 +57,17 @@ HILOCK_API int hilock_client_create(hilock_client **out,
  * one) ends.  Later calls on the client return HILOCK_ECLOSED.  Idempotent.
  * May be called from any thread, also inside a callback; from a thread
  * other than the loop's it waits until the loop thread has finished.
- * @return HILOCK_OK, or HILOCK_ECLOSED if it was closed already, or
- *         HILOCK_EINVAL for NULL or a handle that is not a live client. */
+ * @return HILOCK_OK
+ * @return HILOCK_ECLOSED  closed already, or not a live client (destroyed)
+ * @return HILOCK_EINVAL   NULL, or a client on the caller's loop closed
+ *                         from another thread */
 HILOCK_API int hilock_client_close(hilock_client *client);
 
 /* Close (if needed) and free a client.  Inside a callback the memory is
  * released once the callback returns.  Destroying a handle twice is
  * detected: the second call returns HILOCK_ECLOSED and touches nothing.
+ * Other calls on a destroyed client are undefined, as for any freed
+ * object; a closed but not destroyed client answers HILOCK_ECLOSED.
  * @return HILOCK_OK, HILOCK_ECLOSED (already destroyed), HILOCK_EINVAL (NULL) */
 HILOCK_API int hilock_client_destroy(hilock_client *client);
 

@@ -30,7 +30,8 @@ extern "C" {
     X(EDEADLK, 12, "blocking call from the loop thread would deadlock")      \
     X(EREDIS, 13, "server replied with an error")                            \
     X(ETOOBIG, 14, "reply exceeds the configured bounds")                    \
-    X(EBUSY, 15, "lock is held by another owner")
+    X(EBUSY, 15, "lock is held by another owner")                            \
+    X(ENOTFOUND, 16, "no such pending operation")
 
 typedef enum hilock_status {
 #define HILOCK_ERROR_ENUM_(name, num, msg) HILOCK_##name = num,

@@ -8,6 +8,9 @@
 #include "client_internal.h"
 #include "error_detail.h"
 #include "handle.h"
+#include "lease.h"
+#include "lockobj.h"
+#include "waiters.h"
 #include "options_internal.h"
 #include "stream.h"
 
@@ -65,13 +68,20 @@ static void client_shutdown(hilock_client *c)
     if (!first && tasks == NULL)
         return;
     hl_client_enter_callback(c);
+    /* Locks first: their pending acquires end with HILOCK_ECLOSED and
+     * their leases stop before the connection that renews them goes. */
+    hl_locks_client_closed(c);
     hl_conn *conn = c->conn;
-    hl_pubsub *ps = c->pubsub;
     c->conn = NULL;
-    c->pubsub = NULL;
     atomic_store(&c->connected, false);
     if (conn)
         hl_conn_free(conn);
+    hl_waiters_free(c->waiters);
+    c->waiters = NULL;
+    hl_lease_engine_free(c->leases);
+    c->leases = NULL;
+    hl_pubsub *ps = c->pubsub;
+    c->pubsub = NULL;
     if (ps)
         hl_pubsub_free(ps);
     run_tasks(c, tasks, true);
@@ -150,6 +160,21 @@ hl_pubsub *hl_client_pubsub(hilock_client *c)
     if (c->pubsub == NULL && !c->closed)
         c->pubsub = hl_pubsub_create(c->loop, c->opts, c->ssl_ctx);
     return c->pubsub;
+}
+
+struct hl_lease_engine *hl_client_leases(hilock_client *c)
+{
+    if (c->leases == NULL && !c->closed)
+        c->leases =
+            hl_lease_engine_create(c, c->opts->watchdog_timeout_ms);
+    return c->leases;
+}
+
+struct hl_waiters *hl_client_waiters(hilock_client *c)
+{
+    if (c->waiters == NULL && !c->closed)
+        c->waiters = hl_waiters_create(c);
+    return c->waiters;
 }
 
 static void *loop_main(void *arg)

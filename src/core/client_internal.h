@@ -41,6 +41,9 @@ struct hilock_client {
     SSL_CTX *ssl_ctx;
     hl_conn *conn;
     hl_pubsub *pubsub; /* created on first use */
+    struct hl_lease_engine *leases; /* created on first use */
+    struct hl_waiters *waiters;     /* created on first use */
+    struct hilock_lock *locks;      /* handles made on this client */
     char id[HILOCK_CLIENT_ID_LEN + 1];
     atomic_bool connected;
 
@@ -64,6 +67,11 @@ int hl_client_submit(hilock_client *client, hl_task *task);
  * or the client is closed.  Loop thread only. */
 hl_pubsub *hl_client_pubsub(hilock_client *client);
 
+/* The lease engine and the waiter registry, created on first use; NULL
+ * when memory runs out or the client is closed.  Loop thread only. */
+struct hl_lease_engine *hl_client_leases(hilock_client *client);
+struct hl_waiters *hl_client_waiters(hilock_client *client);
+
 /* Wrap every call of user code on the loop thread, so a destroy made
  * inside it waits until it returns. */
 void hl_client_enter_callback(hilock_client *client);
@@ -77,10 +85,13 @@ hl_sync *hl_sync_new(void);
 /* Wait until posted or the deadline (µs from now) passes: HILOCK_OK when
  * posted, HILOCK_ETIMEDOUT otherwise.  Drops the waiter's reference. */
 int hl_sync_wait(hl_sync *s, int64_t timeout_us, int *status,
-                 hilock_reply **reply, char *detail, size_t detail_len);
+                 hilock_reply **reply, int64_t *value, char *detail,
+                 size_t detail_len);
 /* Post the result; drops the poster's reference (frees reply if the
  * waiter is gone). */
 void hl_sync_post(hl_sync *s, int status, hilock_reply *reply,
                   const char *detail);
+void hl_sync_post_value(hl_sync *s, int status, hilock_reply *reply,
+                        int64_t value, const char *detail);
 
 #endif

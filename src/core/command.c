@@ -154,7 +154,8 @@ int hilock_client_command(hilock_client *c, int argc, const char *const *argv,
     int status = 0;
     hilock_reply *r = NULL;
     char detail[256];
-    if (hl_sync_wait(sync, wait_us, &status, &r, detail, sizeof detail) !=
+    if (hl_sync_wait(sync, wait_us, &status, &r, NULL, detail,
+                     sizeof detail) !=
         0)
         return hl_fail(HILOCK_ETIMEDOUT, "the loop thread did not answer");
     if (status != 0)

@@ -555,7 +555,8 @@ static void flush(hl_conn *c)
             hl_prepare_stop(&c->flusher);
             return;
         }
-        conn_drop(c, HILOCK_EIO, c->err);
+        conn_drop(c, n == HL_STREAM_TLS_ERROR ? HILOCK_ETLS : HILOCK_EIO,
+                  c->err);
         return;
     }
     if (!c->read_wants_write)
@@ -656,7 +657,8 @@ static void read_all(hl_conn *c)
             hl_io_want_write(&c->io, true);
             return;
         }
-        conn_drop(c, HILOCK_EIO, c->err);
+        conn_drop(c, n == HL_STREAM_TLS_ERROR ? HILOCK_ETLS : HILOCK_EIO,
+                  c->err);
         return;
     }
 }

@@ -34,6 +34,15 @@ typedef struct script_call {
 
 static void script_call_free(script_call *c) { hl_free(c); }
 
+static void script_complete(script_call *c, int status, hilock_reply *reply)
+{
+    if (c->fn)
+        c->fn(c->data, status, reply);
+    else
+        hilock_reply_free(reply);
+    script_call_free(c);
+}
+
 static int script_send(script_call *c, hl_request_fn *on_reply)
 {
     char *cmd;
@@ -46,9 +55,7 @@ static int script_send(script_call *c, hl_request_fn *on_reply)
 
 static void on_eval_reply(void *data, int status, hilock_reply *reply)
 {
-    script_call *c = data;
-    c->fn(c->data, status, reply);
-    script_call_free(c);
+    script_complete(data, status, reply);
 }
 
 static void on_evalsha_reply(void *data, int status, hilock_reply *reply)
@@ -63,12 +70,10 @@ static void on_evalsha_reply(void *data, int status, hilock_reply *reply)
         int rc = script_send(c, on_eval_reply);
         if (rc == 0)
             return;
-        c->fn(c->data, rc, NULL);
-        script_call_free(c);
+        script_complete(c, rc, NULL);
         return;
     }
-    c->fn(c->data, status, reply);
-    script_call_free(c);
+    script_complete(c, status, reply);
 }
 
 int hl_script_run(hl_conn *conn, const hl_script *s, int nkeys, int argc,

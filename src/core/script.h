@@ -19,7 +19,7 @@ void hl_script_init(hl_script *s, const char *body);
 
 /* Run a script with nkeys keys followed by the other arguments (argv holds
  * keys then args, argc in all).  fn gets the reply as hl_conn_command's
- * callback would, never a NOSCRIPT error.  Returns HILOCK_OK,
+ * callback would, never a NOSCRIPT error; fn may be NULL to ignore it.  Returns HILOCK_OK,
  * HILOCK_ENOMEM or HILOCK_ECLOSED (fn not called). */
 int hl_script_run(hl_conn *conn, const hl_script *s, int nkeys, int argc,
                   const char *const *argv, const size_t *argvlen,

@@ -150,7 +150,7 @@ static int tls_result(hl_stream *s, int rc, const char *what, char *err,
         } else {
             tls_error_text(what, err, errlen);
         }
-        return HL_STREAM_ERROR;
+        return HL_STREAM_TLS_ERROR;
     }
     }
 }

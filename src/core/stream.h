@@ -13,7 +13,10 @@ enum {
     HL_STREAM_WANT_READ = -1,  /* retry when the socket is readable */
     HL_STREAM_WANT_WRITE = -2, /* retry when the socket is writable */
     HL_STREAM_EOF = -3,        /* the peer closed the connection */
-    HL_STREAM_ERROR = -4       /* see the detail text */
+    HL_STREAM_ERROR = -4,      /* see the detail text */
+    HL_STREAM_TLS_ERROR = -5   /* TLS refused us (e.g. a TLS 1.3 alert
+                                * after the handshake): not a network
+                                * failure */
 };
 
 typedef struct hl_stream {

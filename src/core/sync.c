@@ -14,6 +14,7 @@ struct hl_sync {
     bool posted;
     int status;
     hilock_reply *reply;
+    int64_t value;
     char detail[256];
 };
 
@@ -43,7 +44,8 @@ static void sync_unref(hl_sync *s)
 }
 
 int hl_sync_wait(hl_sync *s, int64_t timeout_us, int *status,
-                 hilock_reply **reply, char *detail, size_t detail_len)
+                 hilock_reply **reply, int64_t *value, char *detail,
+                 size_t detail_len)
 {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
@@ -66,6 +68,8 @@ int hl_sync_wait(hl_sync *s, int64_t timeout_us, int *status,
             *reply = s->reply;
             s->reply = NULL;
         }
+        if (value)
+            *value = s->value;
         if (detail)
             snprintf(detail, detail_len, "%s", s->detail);
     }
@@ -77,10 +81,17 @@ int hl_sync_wait(hl_sync *s, int64_t timeout_us, int *status,
 void hl_sync_post(hl_sync *s, int status, hilock_reply *reply,
                   const char *detail)
 {
+    hl_sync_post_value(s, status, reply, 0, detail);
+}
+
+void hl_sync_post_value(hl_sync *s, int status, hilock_reply *reply,
+                        int64_t value, const char *detail)
+{
     pthread_mutex_lock(&s->m);
     s->posted = true;
     s->status = status;
     s->reply = reply;
+    s->value = value;
     snprintf(s->detail, sizeof s->detail, "%s", detail ? detail : "");
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->m);

@@ -1,0 +1,206 @@
+/* Reentrant distributed lock, Redisson-compatible.
+ *
+ * A lock handle names one lock on the client's server.  Many threads may
+ * share a handle: each sync call acts for the calling thread (its owner id
+ * is hilock_thread_owner()), each async call for the owner id it is given.
+ * An owner may take the lock again while holding it (reentrancy); it is
+ * free again when the owner released it as often as it took it.
+ *
+ * In Redis the lock is a hash at the lock's name, with one field
+ * "<client id>:<owner id>" holding the hold count and a PEXPIRE lease, and
+ * release publishes "0" on "redisson_lock__channel:{NAME}", exactly as
+ * Redisson's RLock does, so Java and C services can share locks.
+ *
+ * Leases.  With lease_ms = HILOCK_LEASE_WATCHDOG the client's watchdog
+ * keeps the lease alive (watchdog timeout, renewed every third of it)
+ * until release; with an explicit lease the lock expires after lease_ms
+ * unless released first.  Either way the client keeps a local deadline on
+ * the monotonic clock, and a lease that stops being confirmed (the key was
+ * deleted behind the holder's back, the server did not answer in time) is
+ * reported lost: through the lost callback, hilock_lock_lease_lost(), and
+ * HILOCK_ELEASELOST from the next release.
+ *
+ * Callback contract as in client.h: an async call that returns an error
+ * never calls back; one that returns HILOCK_OK calls back exactly once on
+ * the loop thread, also when the lock or client is destroyed or closed
+ * first (HILOCK_ECANCELED / HILOCK_ECLOSED). */
+#ifndef HILOCK_LOCK_H
+#define HILOCK_LOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client.h"
+#include "export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hilock_lock hilock_lock;
+
+/* wait_ms: 0 means one attempt, HILOCK_WAIT_FOREVER waits until acquired. */
+#define HILOCK_WAIT_FOREVER (-1)
+/* lease_ms: the watchdog keeps the lease until release. */
+#define HILOCK_LEASE_WATCHDOG 0
+/* Longest lock name in bytes. */
+#define HILOCK_MAX_NAME_LEN 65536
+
+/* Make a handle for the reentrant lock `name` (binary-safe, copied;
+ * 1..HILOCK_MAX_NAME_LEN bytes).  No server round trip.  Any thread.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  NULL argument, empty or overlong name
+ * @return HILOCK_ENOMEM
+ * @return HILOCK_ECLOSED the client is closed */
+HILOCK_API int hilock_lock_create(hilock_lock **out, hilock_client *client,
+                                  const char *name, size_t name_len);
+
+/* Free a handle.  Pending acquires complete with HILOCK_ECANCELED; leases
+ * still held are no longer renewed (they expire on the server within the
+ * watchdog timeout; release first to free the lock at once).  Any thread
+ * except inside one of this lock's callbacks on the loop thread, where it
+ * is deferred until the callback returns.  A second destroy of the same
+ * handle returns HILOCK_ECLOSED.
+ * @return HILOCK_OK, HILOCK_EINVAL (NULL), HILOCK_ECLOSED */
+HILOCK_API int hilock_lock_destroy(hilock_lock *lock);
+
+/* The name the handle was made with, and its length. */
+HILOCK_API const char *hilock_lock_name(const hilock_lock *lock,
+                                        size_t *name_len);
+
+/* The owner id sync calls use for the calling thread: unique within the
+ * process, never 0.  Any thread. */
+HILOCK_API uint64_t hilock_thread_owner(void);
+
+/* ---- sync API: the owner is the calling thread ------------------------
+ * Each blocks the calling thread and must not run on the client's loop
+ * thread (HILOCK_EDEADLK).  Connection errors: HILOCK_EIO, HILOCK_ETIMEDOUT,
+ * HILOCK_ECLOSED, HILOCK_EREDIS (the name holds another type of value). */
+
+/* Take the lock, waiting as long as it takes, with the watchdog. */
+HILOCK_API int hilock_lock_acquire(hilock_lock *lock);
+
+/* Take the lock, waiting at most wait_ms (0: a single attempt;
+ * HILOCK_WAIT_FOREVER), with a lease of lease_ms (HILOCK_LEASE_WATCHDOG or
+ * > 0).
+ * @return HILOCK_OK      acquired (or acquired again: the hold count grew)
+ * @return HILOCK_EBUSY   another owner held it for the whole wait
+ * @return HILOCK_EINVAL  bad wait_ms or lease_ms
+ * and the connection errors above. */
+HILOCK_API int hilock_lock_try_acquire(hilock_lock *lock, int64_t wait_ms,
+                                       int64_t lease_ms);
+
+/* As hilock_lock_try_acquire, and also returns a fencing token: a number
+ * from the counter "redisson_lock_token:{NAME}" that is strictly greater
+ * than every token of an earlier hold of this name.  Reentrant acquires by
+ * the same owner return the token of the hold they join.  Hand the token
+ * to the resource you protect and have it refuse smaller ones. */
+HILOCK_API int hilock_lock_acquire_fenced(hilock_lock *lock, int64_t wait_ms,
+                                          int64_t lease_ms, uint64_t *token);
+
+/* Release one hold of the calling thread.
+ * @return HILOCK_OK          released (the lock is free if it was the last)
+ * @return HILOCK_ENOTOWNER   the calling thread holds no hold of this lock
+ * @return HILOCK_ELEASELOST  the lease had been lost; nothing was held
+ * and the connection errors above. */
+HILOCK_API int hilock_lock_release(hilock_lock *lock);
+
+/* Delete the lock whoever holds it and wake its waiters.  *deleted (may be
+ * NULL) tells whether there was anything to delete. */
+HILOCK_API int hilock_lock_force_release(hilock_lock *lock, bool *deleted);
+
+/* Whether anyone holds the lock now. */
+HILOCK_API int hilock_lock_is_locked(hilock_lock *lock, bool *locked);
+
+/* The calling thread's hold count as the server has it (0: not held). */
+HILOCK_API int hilock_lock_hold_count(hilock_lock *lock, int64_t *count);
+
+/* Whether the calling thread holds the lock, as the server has it. */
+HILOCK_API int hilock_lock_is_held_by_me(hilock_lock *lock, bool *held);
+
+/* Remaining lease of the lock in ms; -1 when it is not locked. */
+HILOCK_API int hilock_lock_remaining_ttl(hilock_lock *lock, int64_t *ttl_ms);
+
+/* Whether the calling thread's lease on this lock was lost (until it
+ * releases or acquires again).  No round trip. */
+HILOCK_API int hilock_lock_lease_lost(hilock_lock *lock, bool *lost);
+
+/* ---- async API: explicit owner ids, callbacks on the loop thread ------ */
+
+/* Acquire flags. */
+#define HILOCK_ACQUIRE_FENCED 1u
+
+typedef struct hilock_acquired {
+    uint64_t owner;
+    int64_t hold_count; /* after this acquire */
+    uint64_t token;     /* with HILOCK_ACQUIRE_FENCED, else 0 */
+} hilock_acquired;
+
+/* acquired is set when status is HILOCK_OK, else NULL. */
+typedef void hilock_acquire_cb(hilock_lock *lock, int status,
+                               const hilock_acquired *acquired,
+                               void *user_data);
+
+/* Acquire for owner (any non-zero id the application chooses; the same id
+ * on the same lock is the same owner).  Statuses as for
+ * hilock_lock_try_acquire, plus HILOCK_ECANCELED.  *op_id (may be NULL)
+ * receives an id for hilock_lock_cancel().  Any thread; never blocks.
+ * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ENOMEM, HILOCK_ECLOSED */
+HILOCK_API int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,
+                                         int64_t wait_ms, int64_t lease_ms,
+                                         unsigned flags,
+                                         hilock_acquire_cb *cb,
+                                         void *user_data, uint64_t *op_id);
+
+/* Cancel a pending acquire: its callback fires with HILOCK_ECANCELED (a
+ * hold that the server granted meanwhile is given back).  Any thread;
+ * never blocks; the callback may already be running elsewhere when this
+ * returns.
+ * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ECLOSED,
+ * @return HILOCK_ENOTFOUND  no such pending acquire (already completed) —
+ *         only detected when called on the loop thread; from other threads
+ *         the cancel is queued and an unknown id is ignored. */
+HILOCK_API int hilock_lock_cancel(hilock_lock *lock, uint64_t op_id);
+
+/* Completion of release, force release and queries: value is the hold
+ * count left (release), 1/0 deleted (force release), 1/0 (is_locked,
+ * held by owner), the count (hold_count) or the ttl in ms (ttl). */
+typedef void hilock_lock_cb(hilock_lock *lock, int status, int64_t value,
+                            void *user_data);
+
+/* Release one hold of owner; statuses as hilock_lock_release. */
+HILOCK_API int hilock_lock_release_async(hilock_lock *lock, uint64_t owner,
+                                         hilock_lock_cb *cb,
+                                         void *user_data);
+HILOCK_API int hilock_lock_force_release_async(hilock_lock *lock,
+                                               hilock_lock_cb *cb,
+                                               void *user_data);
+HILOCK_API int hilock_lock_is_locked_async(hilock_lock *lock,
+                                           hilock_lock_cb *cb,
+                                           void *user_data);
+HILOCK_API int hilock_lock_hold_count_async(hilock_lock *lock, uint64_t owner,
+                                            hilock_lock_cb *cb,
+                                            void *user_data);
+HILOCK_API int hilock_lock_remaining_ttl_async(hilock_lock *lock,
+                                               hilock_lock_cb *cb,
+                                               void *user_data);
+
+/* Called on the loop thread when a lease of this lock is lost, with the
+ * owner that held it.  NULL turns it off.  Any thread.
+ * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ECLOSED */
+typedef void hilock_lost_cb(hilock_lock *lock, uint64_t owner,
+                            void *user_data);
+HILOCK_API int hilock_lock_set_lost_callback(hilock_lock *lock,
+                                             hilock_lost_cb *cb,
+                                             void *user_data);
+
+/* Whether owner's lease on this lock was lost (until that owner releases
+ * or acquires again).  Loop thread only (elsewhere: false). */
+HILOCK_API bool hilock_lock_owner_lost(hilock_lock *lock, uint64_t owner);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

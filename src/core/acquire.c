@@ -1,0 +1,452 @@
+/* Acquire: one attempt, and if the lock is held, wait for its release
+ * message (or its ttl, whichever comes first) and try again, until the
+ * wait runs out.  The same state machine serves every kind. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "error_detail.h"
+#include "lockobj_internal.h"
+#include "options_internal.h"
+
+/* After an attempt whose outcome is unknown (the connection failed under
+ * it), wait this long before trying again. */
+#define HL_RETRY_AFTER_ERROR_MS 50
+
+static void attempt(hl_acquire_op *op);
+
+static void op_free_if_idle(hl_acquire_op *op)
+{
+    if (op->done && op->in_flight == 0) {
+        hilock_lock *lock = op->lock;
+        hl_free(op);
+        hl_lock_unref(lock);
+    }
+}
+
+static void op_unlink(hl_acquire_op *op)
+{
+    hilock_lock *lock = op->lock;
+    if (op->prev)
+        op->prev->next = op->next;
+    else if (lock->ops == op)
+        lock->ops = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    op->prev = op->next = NULL;
+}
+
+/* End the operation and call back; the op lives on while requests that
+ * name it are in flight. */
+static void op_finish(hl_acquire_op *op, int status,
+                      const hilock_acquired *acquired, const char *detail)
+{
+    if (op->done)
+        return;
+    op->done = true;
+    hilock_lock *lock = op->lock;
+    if (op->started) {
+        op_unlink(op);
+        hl_timer_stop(&op->timer);
+        if (lock->client && lock->client->waiters)
+            hl_waiter_remove(lock->client->waiters, &op->waiter);
+    }
+    op->in_flight++; /* keep op alive across the callback */
+    hl_lock_call_acquire_cb(lock, op->cb, status, acquired, op->user_data,
+                            detail);
+    op->in_flight--;
+    op_free_if_idle(op);
+}
+
+void hl_lock_cancel_all(hilock_lock *lock, int status, const char *detail)
+{
+    while (lock->ops != NULL)
+        op_finish(lock->ops, status, NULL, detail);
+}
+
+static void on_hold_lost(hl_lease *lease, void *data)
+{
+    hl_hold *h = data;
+    hilock_lock *lock = h->lock;
+    (void)lease;
+    hl_lease_stop(h->lease);
+    h->lease = NULL;
+    h->lost = true;
+    h->count = 0;
+    if (lock->lost_cb == NULL || lock->client == NULL)
+        return;
+    hl_lock_ref(lock);
+    hl_client_enter_callback(lock->client);
+    hilock_client *c = lock->client;
+    lock->lost_cb(lock, h->owner, lock->lost_data);
+    hl_client_leave_callback(c);
+    hl_lock_unref(lock);
+}
+
+/* The server granted the lock: record the hold and its lease. */
+static int grant(hl_acquire_op *op, const hl_acquire_result *res,
+                 hilock_acquired *out)
+{
+    hilock_lock *lock = op->lock;
+    hl_hold *h = hl_hold_get(lock, op->owner);
+    if (h == NULL)
+        return HILOCK_ENOMEM;
+    if (h->lost) {
+        h->lost = false;
+        h->count = 0;
+        h->token = 0;
+    }
+    bool fresh = h->lease == NULL;
+    h->count = res->count;
+    if (res->token != 0)
+        h->token = res->token;
+    if (fresh) {
+        hl_lease_engine *e = hl_client_leases(lock->client);
+        h->lease_ms = op->lease_ms;
+        h->lease = e ? hl_lease_start(e, lock->kind, lock->name,
+                                      lock->name_len, h->field, h->field_len,
+                                      op->attempt_sent, op->lease_ms, 0,
+                                      on_hold_lost, h)
+                     : NULL;
+        if (h->lease == NULL)
+            return HILOCK_ENOMEM;
+    } else {
+        hl_lease_regranted(h->lease, op->attempt_sent, h->lease_ms);
+    }
+    out->owner = op->owner;
+    out->hold_count = h->count;
+    out->token = (op->flags & HILOCK_ACQUIRE_FENCED) ? h->token : 0;
+    return HILOCK_OK;
+}
+
+static void on_give_back(void *data, int status, hilock_reply *reply)
+{
+    (void)status;
+    hilock_reply_free(reply);
+    hl_lock_unref(data);
+}
+
+/* A hold granted to an operation that ended meanwhile goes back. */
+static void give_back(hl_acquire_op *op)
+{
+    hilock_lock *lock = op->lock;
+    hl_hold *h = hl_hold_find(lock, op->owner);
+    char field[HILOCK_CLIENT_ID_LEN + 22];
+    if (lock->client == NULL)
+        return;
+    size_t len = hl_owner_field(lock, op->owner, field, sizeof field);
+    int64_t expected = h && !h->lost ? h->count : 0;
+    hl_lock_ref(lock);
+    if (lock->kind->reconcile(lock, field, len, expected, on_give_back,
+                              lock) != HILOCK_OK)
+        hl_lock_unref(lock);
+}
+
+static hl_monotime remaining(const hl_acquire_op *op)
+{
+    if (op->deadline == INT64_MAX)
+        return INT64_MAX;
+    return op->deadline - hl_monotime_now();
+}
+
+static void wait_for(hl_acquire_op *op, hl_monotime delay)
+{
+    hl_monotime left = remaining(op);
+    if (delay < 0 || delay > left)
+        delay = left;
+    if (delay == INT64_MAX) {
+        hl_timer_stop(&op->timer);
+        return;
+    }
+    hl_timer_arm(&op->timer, delay);
+}
+
+static void on_wake(hl_waiter *w, hl_wake_reason why)
+{
+    hl_acquire_op *op = w->data;
+    if (op->done)
+        return;
+    if (why == HL_WAKE_CLOSED) {
+        op_finish(op, HILOCK_ECLOSED, NULL, "client closed");
+        return;
+    }
+    if (op->in_flight > 0) {
+        op->retry_after = true;
+        return;
+    }
+    attempt(op);
+}
+
+static void on_timer(hl_timer *t)
+{
+    hl_acquire_op *op = t->data;
+    if (!op->done && op->in_flight == 0)
+        attempt(op);
+}
+
+/* The lock is held by someone else: wait, or give up. */
+static void held(hl_acquire_op *op, int64_t ttl_ms)
+{
+    if (op->wait_ms == 0 || remaining(op) <= 0) {
+        op_finish(op, HILOCK_EBUSY, NULL,
+                  "the lock is held by another owner");
+        return;
+    }
+    hilock_lock *lock = op->lock;
+    if (!op->subscribed) {
+        hl_waiters *reg = hl_client_waiters(lock->client);
+        int rc = reg ? hl_waiter_add(reg, &op->waiter, lock->channel,
+                                     lock->channel_len, on_wake, op)
+                     : -1;
+        if (rc < 0) {
+            op_finish(op, HILOCK_ENOMEM, NULL, "out of memory waiting");
+            return;
+        }
+        op->subscribed = true;
+        if (rc == 1) {
+            /* Subscribed already: the release may have come between the
+             * attempt and now, so look again. */
+            attempt(op);
+            return;
+        }
+        /* HL_WAKE_READY will come; the ttl bounds the wait meanwhile. */
+    } else if (hl_waiter_done_trying(&op->waiter) || op->retry_after) {
+        op->retry_after = false;
+        attempt(op);
+        return;
+    }
+    wait_for(op, ttl_ms >= 0 ? HL_MS(ttl_ms) : -1);
+}
+
+static void on_reconciled(void *data, int status, hilock_reply *reply)
+{
+    hl_acquire_op *op = data;
+    (void)status;
+    hilock_reply_free(reply);
+    op->in_flight--;
+    op_free_if_idle(op);
+}
+
+/* The attempt failed without telling whether it took the lock. */
+static void unknown_outcome(hl_acquire_op *op, int status, const char *why)
+{
+    hilock_lock *lock = op->lock;
+    char detail[256];
+    snprintf(detail, sizeof detail, "%s", why ? why : "");
+    hl_hold *h = hl_hold_find(lock, op->owner);
+    int64_t expected = h && !h->lost ? h->count : 0;
+    char field[HILOCK_CLIENT_ID_LEN + 22];
+    size_t len = hl_owner_field(lock, op->owner, field, sizeof field);
+    if (lock->kind->reconcile(lock, field, len, expected, on_reconciled,
+                              op) == HILOCK_OK)
+        op->in_flight++;
+    if (status == HILOCK_ECLOSED || op->wait_ms == 0 ||
+        remaining(op) <= HL_MS(HL_RETRY_AFTER_ERROR_MS)) {
+        op_finish(op, status, NULL, detail);
+        return;
+    }
+    if (op->subscribed)
+        hl_waiter_done_trying(&op->waiter);
+    wait_for(op, HL_MS(HL_RETRY_AFTER_ERROR_MS));
+}
+
+static void on_attempt_reply(void *data, int status, hilock_reply *reply)
+{
+    hl_acquire_op *op = data;
+    op->in_flight--;
+    if (op->done) {
+        /* Cancelled or closed meanwhile; a hold it won goes back. */
+        hl_acquire_result res = {0};
+        if (status == HILOCK_OK)
+            op->lock->kind->parse_attempt(reply, &res);
+        if (status != HILOCK_OK || res.outcome == HL_ACQ_ACQUIRED)
+            give_back(op);
+        hilock_reply_free(reply);
+        op_free_if_idle(op);
+        return;
+    }
+    if (status == HILOCK_EREDIS) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", reply ? reply->str : "");
+        hilock_reply_free(reply);
+        op_finish(op, HILOCK_EREDIS, NULL, why);
+        return;
+    }
+    if (status != HILOCK_OK) {
+        unknown_outcome(op, status, hilock_last_error());
+        return;
+    }
+    hl_acquire_result res = {0};
+    op->lock->kind->parse_attempt(reply, &res);
+    hilock_reply_free(reply);
+    if (res.outcome == HL_ACQ_ACQUIRED) {
+        hilock_acquired got;
+        int rc = grant(op, &res, &got);
+        if (rc != HILOCK_OK) {
+            give_back(op);
+            op_finish(op, rc, NULL, "out of memory recording a hold");
+            return;
+        }
+        op_finish(op, HILOCK_OK, &got, NULL);
+    } else if (res.outcome == HL_ACQ_HELD) {
+        held(op, res.ttl_ms);
+    } else {
+        op_finish(op, HILOCK_EPROTO, NULL, "unexpected acquire reply");
+    }
+}
+
+static void attempt(hl_acquire_op *op)
+{
+    hilock_lock *lock = op->lock;
+    if (!hl_lock_usable(lock)) {
+        op_finish(op, HILOCK_ECLOSED, NULL, "client closed");
+        return;
+    }
+    hl_timer_stop(&op->timer);
+    hl_hold *h = hl_hold_find(lock, op->owner);
+    bool joining = h != NULL && !h->lost && h->count > 0;
+    hl_attempt_args args;
+    char field[HILOCK_CLIENT_ID_LEN + 22];
+    args.field = field;
+    args.field_len = hl_owner_field(lock, op->owner, field, sizeof field);
+    /* A hold keeps the lease mode of its first acquire. */
+    int64_t lease = joining ? h->lease_ms : op->lease_ms;
+    args.lease_ms = lease == 0 ? hl_lease_engine_watchdog_ms(
+                                     hl_client_leases(lock->client))
+                               : lease;
+    args.fenced = (op->flags & HILOCK_ACQUIRE_FENCED) != 0;
+    args.known_token = joining ? h->token : 0;
+    if (op->subscribed)
+        hl_waiter_trying(&op->waiter);
+    op->retry_after = false;
+    op->attempt_sent = hl_monotime_now();
+    int rc = lock->kind->attempt(lock, &args, on_attempt_reply, op);
+    if (rc != HILOCK_OK) {
+        op_finish(op, rc, NULL,
+                  rc == HILOCK_ECLOSED ? "client closed" : "out of memory");
+        return;
+    }
+    op->in_flight++;
+}
+
+static void op_start(hilock_client *c, hl_task *t, bool closed)
+{
+    hl_acquire_op *op = (hl_acquire_op *)t;
+    hilock_lock *lock = op->lock;
+    (void)c;
+    if (closed || !hl_lock_usable(lock) ||
+        hl_client_leases(lock->client) == NULL) {
+        op->done = false;
+        op_finish(op, lock->destroyed ? HILOCK_ECANCELED : HILOCK_ECLOSED,
+                  NULL, lock->destroyed ? "lock handle destroyed"
+                                        : "client closed");
+        return;
+    }
+    op->started = true;
+    hl_timer_init(&op->timer, lock->client->loop, on_timer, op);
+    op->next = lock->ops;
+    if (lock->ops)
+        lock->ops->prev = op;
+    lock->ops = op;
+    if (op->wait_ms > 0)
+        op->deadline = hl_monotime_now() + HL_MS(op->wait_ms);
+    attempt(op);
+}
+
+int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,
+                              int64_t wait_ms, int64_t lease_ms,
+                              unsigned flags, hilock_acquire_cb *cb,
+                              void *user_data, uint64_t *op_id)
+{
+    if (lock == NULL || cb == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    if (owner == 0)
+        return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
+    if (wait_ms < 0 && wait_ms != HILOCK_WAIT_FOREVER)
+        return hl_fail(HILOCK_EINVAL, "wait_ms must be >= 0 or "
+                                      "HILOCK_WAIT_FOREVER");
+    if (lease_ms < 0)
+        return hl_fail(HILOCK_EINVAL, "lease_ms must be > 0 or "
+                                      "HILOCK_LEASE_WATCHDOG");
+    if ((flags & ~HILOCK_ACQUIRE_FENCED) != 0)
+        return hl_fail(HILOCK_EINVAL, "unknown acquire flags");
+    hilock_client *c = lock->client;
+    if (c == NULL || lock->destroyed)
+        return hl_fail(HILOCK_ECLOSED, "client closed");
+    hl_acquire_op *op = hl_calloc(1, sizeof *op);
+    if (op == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory for an acquire");
+    op->task.run = op_start;
+    op->lock = lock;
+    op->owner = owner;
+    op->wait_ms = wait_ms;
+    op->lease_ms = lease_ms;
+    op->flags = flags;
+    op->deadline = wait_ms == HILOCK_WAIT_FOREVER ? INT64_MAX : 0;
+    op->cb = cb;
+    op->user_data = user_data;
+    static atomic_uint_fast64_t next_id = 1;
+    op->id = atomic_fetch_add(&next_id, 1);
+    if (op_id)
+        *op_id = op->id;
+    hl_lock_ref(lock);
+    int rc = hl_client_submit(c, &op->task);
+    if (rc != HILOCK_OK) {
+        hl_lock_unref(lock);
+        hl_free(op);
+    }
+    return rc;
+}
+
+typedef struct cancel_task {
+    hl_task task;
+    hilock_lock *lock;
+    uint64_t id;
+} cancel_task;
+
+static int cancel_now(hilock_lock *lock, uint64_t id)
+{
+    for (hl_acquire_op *op = lock->ops; op != NULL; op = op->next) {
+        if (op->id == id) {
+            op_finish(op, HILOCK_ECANCELED, NULL, "acquire cancelled");
+            return HILOCK_OK;
+        }
+    }
+    return hl_fail(HILOCK_ENOTFOUND, "no pending acquire with id %llu",
+                   (unsigned long long)id);
+}
+
+static void run_cancel(hilock_client *c, hl_task *t, bool closed)
+{
+    (void)c;
+    cancel_task *ct = (cancel_task *)t;
+    if (!closed)
+        cancel_now(ct->lock, ct->id);
+    hl_lock_unref(ct->lock);
+    hl_free(ct);
+}
+
+int hilock_lock_cancel(hilock_lock *lock, uint64_t op_id)
+{
+    if (lock == NULL)
+        return hl_fail(HILOCK_EINVAL, "lock is NULL");
+    hilock_client *c = lock->client;
+    if (c == NULL)
+        return hl_fail(HILOCK_ECLOSED, "client closed");
+    if (hl_client_in_loop(c))
+        return cancel_now(lock, op_id);
+    cancel_task *ct = hl_calloc(1, sizeof *ct);
+    if (ct == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory");
+    ct->task.run = run_cancel;
+    ct->lock = lock;
+    ct->id = op_id;
+    hl_lock_ref(lock);
+    int rc = hl_client_submit(c, &ct->task);
+    if (rc != HILOCK_OK) {
+        hl_lock_unref(lock);
+        hl_free(ct);
+    }
+    return rc;
+}

@@ -1,0 +1,73 @@
+/* The lease engine (watchdog), shared by every lock kind.
+ *
+ * Each held lock has a lease with a local deadline on the monotonic clock:
+ * the time its grant or last confirmed renewal was sent, plus the lease,
+ * minus a safety margin for clock drift (1 % + 2 ms).  Watchdog leases are
+ * renewed together every third of the watchdog timeout, in batched script
+ * calls of at most 100 leases each.  A lease is lost when a renewal says
+ * it is no longer held, or when its deadline passes without a confirmed
+ * renewal; its owner is told once.  Loop thread only. */
+#ifndef HL_LEASE_H
+#define HL_LEASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io.h"
+#include "monotime.h"
+
+struct hl_kind;
+struct hilock_client;
+typedef struct hl_lease_engine hl_lease_engine;
+typedef struct hl_lease hl_lease;
+
+/* Told once, when the lease is lost; the lease is stopped by then (the
+ * owner still calls hl_lease_stop to let go of it). */
+typedef void hl_lease_lost_fn(hl_lease *lease, void *data);
+
+#define HL_LEASE_BATCH 100
+
+hl_lease_engine *hl_lease_engine_create(struct hilock_client *client,
+                                        int64_t watchdog_ms);
+/* Stops every lease without reporting; the owners still stop theirs. */
+void hl_lease_engine_free(hl_lease_engine *e);
+
+/* Start a lease granted by a request sent at granted_at.  lease_ms 0 means
+ * the watchdog (the engine's timeout, renewed); > 0 a fixed lease.
+ * max_hold_ms > 0 stops renewing once the lease has been held that long.
+ * key and field must stay valid until hl_lease_stop.  NULL on ENOMEM. */
+hl_lease *hl_lease_start(hl_lease_engine *e, const struct hl_kind *kind,
+                         const char *key, size_t key_len, const char *field,
+                         size_t field_len, hl_monotime granted_at,
+                         int64_t lease_ms, int64_t max_hold_ms,
+                         hl_lease_lost_fn *fn, void *data);
+
+/* A grant sent at granted_at set the lease again (a reentrant acquire):
+ * move the deadline if that is later.  lease_ms as in hl_lease_start. */
+void hl_lease_regranted(hl_lease *l, hl_monotime granted_at,
+                        int64_t lease_ms);
+
+/* While a release that may free the lock is in flight, renewals skip the
+ * lease and a "not held" answer is no loss. */
+void hl_lease_set_releasing(hl_lease *l, bool releasing);
+
+/* No more renewals or reports; memory goes once no batch refers to it. */
+void hl_lease_stop(hl_lease *l);
+
+bool hl_lease_is_watchdog(const hl_lease *l);
+int64_t hl_lease_engine_watchdog_ms(const hl_lease_engine *e);
+
+/* Counters for tests and the benchmark. */
+typedef struct hl_lease_stats {
+    uint64_t renew_calls;   /* script calls sent */
+    uint64_t renewed;       /* leases confirmed */
+    uint64_t lost;          /* leases reported lost */
+    uint64_t active;        /* leases running now */
+} hl_lease_stats;
+hl_lease_stats hl_lease_engine_stats(const hl_lease_engine *e);
+
+/* Run a renewal round now (tests). */
+void hl_lease_engine_renew_now(hl_lease_engine *e);
+
+#endif

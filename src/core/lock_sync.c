@@ -1,0 +1,235 @@
+/* The blocking lock API: each call runs its async twin for the calling
+ * thread's owner id and waits for the callback. */
+#include "alloc.h"
+#include "error_detail.h"
+#include "lockobj_internal.h"
+#include "options_internal.h"
+
+static void on_acquired(hilock_lock *lock, int status,
+                        const hilock_acquired *acquired, void *user_data)
+{
+    (void)lock;
+    hl_sync_post_value(user_data, status, NULL,
+                       acquired ? (int64_t)acquired->token : 0,
+                       status ? hilock_last_error() : NULL);
+}
+
+static void on_value(hilock_lock *lock, int status, int64_t value,
+                     void *user_data)
+{
+    (void)lock;
+    hl_sync_post_value(user_data, status, NULL, value,
+                       status ? hilock_last_error() : NULL);
+}
+
+static int check_sync(hilock_lock *lock)
+{
+    if (lock == NULL)
+        return hl_fail(HILOCK_EINVAL, "lock is NULL");
+    if (lock->client == NULL || lock->destroyed)
+        return hl_fail(HILOCK_ECLOSED, "client closed");
+    if (hl_client_in_loop(lock->client))
+        return hl_fail(HILOCK_EDEADLK, "sync call on the loop thread");
+    return 0;
+}
+
+/* Start an async call with a fresh waiter and wait for its callback.  The
+ * async layer always completes; the deadline only guards against a loop
+ * thread that stopped answering. */
+typedef int start_fn(hilock_lock *lock, hl_sync *sync, const void *args);
+
+static int run_sync(hilock_lock *lock, int64_t wait_ms, start_fn *start,
+                    const void *args, int64_t *value)
+{
+    int rc = check_sync(lock);
+    if (rc != 0)
+        return rc;
+    const hilock_options *o = lock->client->opts;
+    hl_sync *sync = hl_sync_new();
+    if (sync == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory");
+    rc = start(lock, sync, args);
+    if (rc != HILOCK_OK) {
+        /* The callback will not come: post in its place. */
+        hl_sync_post(sync, rc, NULL, hilock_last_error());
+    }
+    int64_t limit_ms =
+        2 * o->command_timeout_ms + o->connect_timeout_ms + 1000;
+    int64_t us = wait_ms == HILOCK_WAIT_FOREVER ? INT64_MAX / 4
+                                                : HL_MS(wait_ms + limit_ms);
+    int status = 0;
+    char detail[256];
+    if (hl_sync_wait(sync, us, &status, NULL, value, detail,
+                     sizeof detail) != 0)
+        return hl_fail(HILOCK_ETIMEDOUT, "the loop thread did not answer");
+    if (status != 0)
+        hl_set_detail(detail);
+    else
+        hl_clear_detail();
+    return status;
+}
+
+typedef struct acquire_args {
+    int64_t wait_ms;
+    int64_t lease_ms;
+    unsigned flags;
+} acquire_args;
+
+static int start_acquire(hilock_lock *lock, hl_sync *sync, const void *p)
+{
+    const acquire_args *a = p;
+    return hilock_lock_acquire_async(lock, hilock_thread_owner(), a->wait_ms,
+                                     a->lease_ms, a->flags, on_acquired,
+                                     sync, NULL);
+}
+
+int hilock_lock_acquire_fenced(hilock_lock *lock, int64_t wait_ms,
+                               int64_t lease_ms, uint64_t *token)
+{
+    acquire_args a = {wait_ms, lease_ms, token ? HILOCK_ACQUIRE_FENCED : 0};
+    int64_t value = 0;
+    int rc = run_sync(lock, wait_ms, start_acquire, &a, &value);
+    if (rc == HILOCK_OK && token)
+        *token = (uint64_t)value;
+    return rc;
+}
+
+int hilock_lock_try_acquire(hilock_lock *lock, int64_t wait_ms,
+                            int64_t lease_ms)
+{
+    return hilock_lock_acquire_fenced(lock, wait_ms, lease_ms, NULL);
+}
+
+int hilock_lock_acquire(hilock_lock *lock)
+{
+    return hilock_lock_acquire_fenced(lock, HILOCK_WAIT_FOREVER,
+                                      HILOCK_LEASE_WATCHDOG, NULL);
+}
+
+static int start_release(hilock_lock *lock, hl_sync *sync, const void *p)
+{
+    (void)p;
+    return hilock_lock_release_async(lock, hilock_thread_owner(), on_value,
+                                     sync);
+}
+
+int hilock_lock_release(hilock_lock *lock)
+{
+    return run_sync(lock, 0, start_release, NULL, NULL);
+}
+
+static int start_force(hilock_lock *lock, hl_sync *sync, const void *p)
+{
+    (void)p;
+    return hilock_lock_force_release_async(lock, on_value, sync);
+}
+
+int hilock_lock_force_release(hilock_lock *lock, bool *deleted)
+{
+    int64_t v = 0;
+    int rc = run_sync(lock, 0, start_force, NULL, &v);
+    if (deleted)
+        *deleted = rc == HILOCK_OK && v == 1;
+    return rc;
+}
+
+static int start_is_locked(hilock_lock *lock, hl_sync *sync, const void *p)
+{
+    (void)p;
+    return hilock_lock_is_locked_async(lock, on_value, sync);
+}
+
+int hilock_lock_is_locked(hilock_lock *lock, bool *locked)
+{
+    int64_t v = 0;
+    int rc = run_sync(lock, 0, start_is_locked, NULL, &v);
+    if (locked)
+        *locked = rc == HILOCK_OK && v > 0;
+    return rc;
+}
+
+static int start_hold_count(hilock_lock *lock, hl_sync *sync, const void *p)
+{
+    (void)p;
+    return hilock_lock_hold_count_async(lock, hilock_thread_owner(),
+                                        on_value, sync);
+}
+
+int hilock_lock_hold_count(hilock_lock *lock, int64_t *count)
+{
+    int64_t v = 0;
+    int rc = run_sync(lock, 0, start_hold_count, NULL, &v);
+    if (count)
+        *count = rc == HILOCK_OK ? v : 0;
+    return rc;
+}
+
+int hilock_lock_is_held_by_me(hilock_lock *lock, bool *held)
+{
+    int64_t count = 0;
+    int rc = hilock_lock_hold_count(lock, &count);
+    if (held)
+        *held = rc == HILOCK_OK && count > 0;
+    return rc;
+}
+
+static int start_ttl(hilock_lock *lock, hl_sync *sync, const void *p)
+{
+    (void)p;
+    return hilock_lock_remaining_ttl_async(lock, on_value, sync);
+}
+
+int hilock_lock_remaining_ttl(hilock_lock *lock, int64_t *ttl_ms)
+{
+    int64_t v = -1;
+    int rc = run_sync(lock, 0, start_ttl, NULL, &v);
+    if (ttl_ms)
+        *ttl_ms = rc == HILOCK_OK ? v : -1;
+    return rc;
+}
+
+typedef struct lost_query {
+    hl_task task;
+    hilock_lock *lock;
+    uint64_t owner;
+    hl_sync *sync;
+} lost_query;
+
+static void run_lost_query(hilock_client *c, hl_task *t, bool closed)
+{
+    (void)c;
+    lost_query *q = (lost_query *)t;
+    bool lost = !closed && hilock_lock_owner_lost(q->lock, q->owner);
+    hl_sync_post_value(q->sync, closed ? HILOCK_ECLOSED : HILOCK_OK, NULL,
+                       lost, closed ? "client closed" : NULL);
+    hl_lock_unref(q->lock);
+    hl_free(q);
+}
+
+static int start_lost_query(hilock_lock *lock, hl_sync *sync, const void *p)
+{
+    (void)p;
+    lost_query *q = hl_calloc(1, sizeof *q);
+    if (q == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory");
+    q->task.run = run_lost_query;
+    q->lock = lock;
+    q->owner = hilock_thread_owner();
+    q->sync = sync;
+    hl_lock_ref(lock);
+    int rc = hl_client_submit(lock->client, &q->task);
+    if (rc != HILOCK_OK) {
+        hl_lock_unref(lock);
+        hl_free(q);
+    }
+    return rc;
+}
+
+int hilock_lock_lease_lost(hilock_lock *lock, bool *lost)
+{
+    int64_t v = 0;
+    int rc = run_sync(lock, 0, start_lost_query, NULL, &v);
+    if (lost)
+        *lost = rc == HILOCK_OK && v != 0;
+    return rc;
+}

@@ -1,0 +1,358 @@
+/* Lock handles: creation, naming, holds, teardown. */
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "error_detail.h"
+#include "handle.h"
+#include "lockobj_internal.h"
+
+char *hl_lock_aux_name(const char *prefix, const char *name, size_t name_len,
+                       size_t *out_len)
+{
+    size_t plen = strlen(prefix);
+    bool braces = memchr(name, '{', name_len) == NULL;
+    size_t len = plen + 1 + name_len + (braces ? 2 : 0);
+    char *s = hl_malloc(len + 1);
+    if (s == NULL)
+        return NULL;
+    char *p = s;
+    memcpy(p, prefix, plen);
+    p += plen;
+    *p++ = ':';
+    if (braces)
+        *p++ = '{';
+    memcpy(p, name, name_len);
+    p += name_len;
+    if (braces)
+        *p++ = '}';
+    *p = '\0';
+    *out_len = len;
+    return s;
+}
+
+static void lock_free(hilock_lock *lock)
+{
+    hl_map_clear(&lock->holds);
+    hl_free(lock->name);
+    hl_free(lock->channel);
+    hl_free(lock->token_key);
+    hl_free(lock);
+}
+
+void hl_lock_ref(hilock_lock *lock) { atomic_fetch_add(&lock->refs, 1); }
+
+void hl_lock_unref(hilock_lock *lock)
+{
+    if (atomic_fetch_sub(&lock->refs, 1) == 1)
+        lock_free(lock);
+}
+
+int hl_lock_create(hilock_lock **out, hilock_client *client,
+                   const hl_kind *kind, const char *name, size_t name_len,
+                   const char *channel_prefix)
+{
+    hl_clear_detail();
+    if (out == NULL || client == NULL || name == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    *out = NULL;
+    if (name_len == 0)
+        return hl_fail(HILOCK_EINVAL, "the lock name is empty");
+    if (name_len > HILOCK_MAX_NAME_LEN)
+        return hl_fail(HILOCK_EINVAL,
+                       "the lock name is %zu bytes; at most %d are allowed",
+                       name_len, HILOCK_MAX_NAME_LEN);
+    hilock_lock *lock = hl_calloc(1, sizeof *lock);
+    if (lock == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory for a lock");
+    lock->kind = kind;
+    atomic_init(&lock->refs, 1);
+    lock->name = hl_memdup(name, name_len);
+    lock->name_len = name_len;
+    lock->channel = hl_lock_aux_name(channel_prefix, name, name_len,
+                                     &lock->channel_len);
+    lock->token_key = hl_lock_aux_name("redisson_lock_token", name, name_len,
+                                       &lock->token_key_len);
+    if (!lock->name || !lock->channel || !lock->token_key ||
+        hl_handle_add(lock) != 0) {
+        lock_free(lock);
+        return hl_fail(HILOCK_ENOMEM, "out of memory for a lock");
+    }
+    pthread_mutex_lock(&client->lock);
+    bool closed = client->closed;
+    if (!closed) {
+        lock->client = client;
+        lock->next_in_client = client->locks;
+        if (client->locks)
+            client->locks->prev_in_client = lock;
+        client->locks = lock;
+    }
+    pthread_mutex_unlock(&client->lock);
+    if (closed) {
+        hl_handle_remove(lock);
+        lock_free(lock);
+        return hl_fail(HILOCK_ECLOSED, "client is closed");
+    }
+    *out = lock;
+    return HILOCK_OK;
+}
+
+hl_conn *hl_lock_conn(const hilock_lock *lock)
+{
+    if (lock->client == NULL || lock->client->closed)
+        return NULL;
+    return lock->client->conn;
+}
+
+bool hl_lock_usable(const hilock_lock *lock)
+{
+    return !lock->destroyed && hl_lock_conn(lock) != NULL;
+}
+
+size_t hl_owner_field(const hilock_lock *lock, uint64_t owner, char *buf,
+                      size_t cap)
+{
+    int n = snprintf(buf, cap, "%s:%" PRIu64, lock->client->id, owner);
+    return n > 0 ? (size_t)n : 0;
+}
+
+hl_hold *hl_hold_find(hilock_lock *lock, uint64_t owner)
+{
+    hl_map_entry *e = hl_map_find(&lock->holds, &owner, sizeof owner);
+    return e ? e->value : NULL;
+}
+
+hl_hold *hl_hold_get(hilock_lock *lock, uint64_t owner)
+{
+    hl_hold *h = hl_hold_find(lock, owner);
+    if (h != NULL)
+        return h;
+    h = hl_calloc(1, sizeof *h);
+    if (h == NULL)
+        return NULL;
+    h->lock = lock;
+    h->owner = owner;
+    h->field_len = hl_owner_field(lock, owner, h->field, sizeof h->field);
+    h->entry = hl_map_insert(&lock->holds, &owner, sizeof owner, h);
+    if (h->entry == NULL) {
+        hl_free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void hl_hold_drop(hl_hold *h)
+{
+    hl_lease_stop(h->lease);
+    hl_map_remove(&h->lock->holds, h->entry);
+    hl_free(h);
+}
+
+static void drop_all_holds(hilock_lock *lock)
+{
+    for (;;) {
+        size_t cur;
+        hl_map_entry *e = hl_map_first(&lock->holds, &cur);
+        if (e == NULL)
+            break;
+        hl_hold_drop(e->value);
+    }
+}
+
+void hl_lock_call_acquire_cb(hilock_lock *lock, hilock_acquire_cb *cb,
+                             int status, const hilock_acquired *acquired,
+                             void *user_data, const char *detail)
+{
+    hilock_client *c = lock->client;
+    if (status != 0)
+        hl_set_detail(detail);
+    else
+        hl_clear_detail();
+    hl_lock_ref(lock);
+    if (c)
+        hl_client_enter_callback(c);
+    cb(lock, status, acquired, user_data);
+    if (c)
+        hl_client_leave_callback(c);
+    hl_lock_unref(lock);
+}
+
+void hl_lock_call_cb(hilock_lock *lock, hilock_lock_cb *cb, int status,
+                     int64_t value, void *user_data, const char *detail)
+{
+    hilock_client *c = lock->client;
+    if (status != 0)
+        hl_set_detail(detail);
+    else
+        hl_clear_detail();
+    hl_lock_ref(lock);
+    if (c)
+        hl_client_enter_callback(c);
+    cb(lock, status, value, user_data);
+    if (c)
+        hl_client_leave_callback(c);
+    hl_lock_unref(lock);
+}
+
+/* Detach from the client: no more operations, leases stop unreported. */
+static void lock_detach(hilock_lock *lock, int status, const char *detail)
+{
+    hilock_client *c = lock->client;
+    if (c == NULL)
+        return;
+    hl_lock_cancel_all(lock, status, detail);
+    drop_all_holds(lock);
+    pthread_mutex_lock(&c->lock);
+    if (lock->prev_in_client)
+        lock->prev_in_client->next_in_client = lock->next_in_client;
+    else if (c->locks == lock)
+        c->locks = lock->next_in_client;
+    if (lock->next_in_client)
+        lock->next_in_client->prev_in_client = lock->prev_in_client;
+    lock->prev_in_client = lock->next_in_client = NULL;
+    pthread_mutex_unlock(&c->lock);
+    lock->client = NULL;
+}
+
+void hl_locks_client_closed(hilock_client *c)
+{
+    for (;;) {
+        pthread_mutex_lock(&c->lock);
+        hilock_lock *lock = c->locks;
+        pthread_mutex_unlock(&c->lock);
+        if (lock == NULL)
+            break;
+        hl_lock_ref(lock);
+        lock_detach(lock, HILOCK_ECLOSED, "client closed");
+        hl_lock_unref(lock);
+    }
+}
+
+typedef struct destroy_task {
+    hl_task task;
+    hilock_lock *lock;
+    hl_sync *sync;
+} destroy_task;
+
+static void lock_teardown(hilock_lock *lock)
+{
+    lock->destroyed = true;
+    lock_detach(lock, HILOCK_ECANCELED, "lock handle destroyed");
+    hl_lock_unref(lock);
+}
+
+static void run_destroy(hilock_client *c, hl_task *t, bool closed)
+{
+    (void)c;
+    (void)closed;
+    destroy_task *d = (destroy_task *)t;
+    lock_teardown(d->lock);
+    hl_sync_post(d->sync, 0, NULL, NULL);
+    hl_free(d);
+}
+
+int hilock_lock_destroy(hilock_lock *lock)
+{
+    if (lock == NULL)
+        return hl_fail(HILOCK_EINVAL, "lock is NULL");
+    if (!hl_handle_remove(lock))
+        return hl_fail(HILOCK_ECLOSED, "lock was destroyed already");
+    hilock_client *c = lock->client;
+    if (c == NULL || hl_client_in_loop(c)) {
+        lock_teardown(lock);
+        return HILOCK_OK;
+    }
+    destroy_task *d = hl_calloc(1, sizeof *d);
+    hl_sync *sync = d ? hl_sync_new() : NULL;
+    if (sync == NULL) {
+        hl_free(d);
+        /* Without memory to hand over, the handle is leaked rather than
+         * torn down from the wrong thread. */
+        return hl_fail(HILOCK_ENOMEM, "out of memory destroying a lock");
+    }
+    d->task.run = run_destroy;
+    d->lock = lock;
+    d->sync = sync;
+    if (hl_client_submit(c, &d->task) != HILOCK_OK) {
+        /* The client closed: its loop no longer runs, and closing already
+         * detached the lock. */
+        hl_free(d);
+        hl_sync_post(sync, 0, NULL, NULL);
+        lock_teardown(lock);
+    }
+    int status;
+    hl_sync_wait(sync, INT64_MAX / 4, &status, NULL, NULL, NULL, 0);
+    return HILOCK_OK;
+}
+
+const char *hilock_lock_name(const hilock_lock *lock, size_t *name_len)
+{
+    if (lock == NULL)
+        return NULL;
+    if (name_len)
+        *name_len = lock->name_len;
+    return lock->name;
+}
+
+uint64_t hilock_thread_owner(void)
+{
+    static atomic_uint_fast64_t next_owner = 1;
+    static _Thread_local uint64_t mine;
+    if (mine == 0)
+        mine = atomic_fetch_add(&next_owner, 1);
+    return mine;
+}
+
+typedef struct lost_cb_task {
+    hl_task task;
+    hilock_lock *lock;
+    hilock_lost_cb *cb;
+    void *user_data;
+} lost_cb_task;
+
+static void run_set_lost(hilock_client *c, hl_task *t, bool closed)
+{
+    (void)c;
+    lost_cb_task *l = (lost_cb_task *)t;
+    if (!closed) {
+        l->lock->lost_cb = l->cb;
+        l->lock->lost_data = l->user_data;
+    }
+    hl_lock_unref(l->lock);
+    hl_free(l);
+}
+
+int hilock_lock_set_lost_callback(hilock_lock *lock, hilock_lost_cb *cb,
+                                  void *user_data)
+{
+    if (lock == NULL)
+        return hl_fail(HILOCK_EINVAL, "lock is NULL");
+    hilock_client *c = lock->client;
+    if (c == NULL)
+        return hl_fail(HILOCK_ECLOSED, "client is closed");
+    lost_cb_task *t = hl_calloc(1, sizeof *t);
+    if (t == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory");
+    t->task.run = run_set_lost;
+    t->lock = lock;
+    t->cb = cb;
+    t->user_data = user_data;
+    hl_lock_ref(lock);
+    int rc = hl_client_submit(c, &t->task);
+    if (rc != 0) {
+        hl_lock_unref(lock);
+        hl_free(t);
+    }
+    return rc;
+}
+
+bool hilock_lock_owner_lost(hilock_lock *lock, uint64_t owner)
+{
+    if (lock == NULL || lock->client == NULL ||
+        !hl_client_in_loop(lock->client))
+        return false;
+    hl_hold *h = hl_hold_find(lock, owner);
+    return h != NULL && h->lost;
+}

@@ -1,0 +1,125 @@
+/* The lock handle shared by every lock kind, the kind vtable, and the
+ * generic operations that drive a kind's scripts: acquire with waiting,
+ * release, force release, queries.  A kind is its scripts plus the small
+ * vtable below; it never touches sockets, timers or threads. */
+#ifndef HL_LOCKOBJ_H
+#define HL_LOCKOBJ_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "client_internal.h"
+#include "conn.h"
+#include "hilock/error.h"
+#include "hilock/lock.h"
+#include "lease.h"
+#include "map.h"
+#include "script.h"
+
+typedef struct hl_hold hl_hold;
+typedef struct hl_acquire_op hl_acquire_op;
+
+/* What an acquire attempt came back with. */
+typedef enum hl_acquire_outcome {
+    HL_ACQ_ACQUIRED, /* count, token set */
+    HL_ACQ_HELD,     /* ttl_ms set: remaining lease of the holder, -1 none */
+    HL_ACQ_BAD_REPLY
+} hl_acquire_outcome;
+
+typedef struct hl_acquire_result {
+    hl_acquire_outcome outcome;
+    int64_t count;
+    uint64_t token;
+    int64_t ttl_ms;
+} hl_acquire_result;
+
+/* What a release came back with. */
+typedef enum hl_release_outcome {
+    HL_REL_NOT_OWNER,
+    HL_REL_STILL_HELD, /* remaining count set */
+    HL_REL_FREED,
+    HL_REL_BAD_REPLY
+} hl_release_outcome;
+
+/* Arguments a kind's scripts receive from the engine. */
+typedef struct hl_attempt_args {
+    const char *field; /* "<client id>:<owner>" */
+    size_t field_len;
+    int64_t lease_ms;     /* the PEXPIRE to set */
+    bool fenced;
+    uint64_t known_token; /* the token of the hold it joins, or 0 */
+} hl_attempt_args;
+
+typedef struct hl_kind {
+    const char *name; /* "reentrant", ... */
+    int (*attempt)(hilock_lock *lock, const hl_attempt_args *args,
+                   hl_request_fn *fn, void *data);
+    void (*parse_attempt)(const hilock_reply *reply, hl_acquire_result *out);
+    /* Give back one hold; remaining holds keep lease_ms. */
+    int (*release)(hilock_lock *lock, const char *field, size_t field_len,
+                   int64_t lease_ms, hl_request_fn *fn, void *data);
+    hl_release_outcome (*parse_release)(const hilock_reply *reply,
+                                        int64_t *remaining);
+    /* Delete the lock whoever holds it; reply 1/0 for deleted. */
+    int (*force_release)(hilock_lock *lock, hl_request_fn *fn, void *data);
+    /* After an acquire whose outcome is unknown: bring owner's count on
+     * the server down to expected (the holds the client knows of). */
+    int (*reconcile)(hilock_lock *lock, const char *field, size_t field_len,
+                     int64_t expected, hl_request_fn *fn, void *data);
+    /* Renew a batch: KEYS are lock names, ARGV[1] the lease in ms, then
+     * one field per key; replies an array of 1 (renewed) or 0 (not held). */
+    const hl_script *renew;
+} hl_kind;
+
+struct hl_hold {
+    hilock_lock *lock;
+    hl_map_entry *entry; /* in lock->holds, keyed by the owner id bytes */
+    uint64_t owner;
+    int64_t count;       /* holds the client knows of */
+    int64_t lease_ms;    /* of the hold's lease: watchdog timeout or given */
+    uint64_t token;
+    hl_lease *lease;
+    bool lost;
+    int releases_in_flight;
+    size_t field_len;
+    char field[HILOCK_CLIENT_ID_LEN + 22];
+};
+
+struct hilock_lock {
+    hilock_client *client; /* NULL once the client is gone */
+    const hl_kind *kind;
+    hilock_lock *prev_in_client;
+    hilock_lock *next_in_client;
+    char *name;
+    size_t name_len;
+    char *channel;
+    size_t channel_len;
+    char *token_key;
+    size_t token_key_len;
+    hl_map holds;
+    hl_acquire_op *ops; /* pending acquires */
+    uint64_t next_op_id;
+    hilock_lost_cb *lost_cb;
+    void *lost_data;
+    atomic_int refs; /* the user's, plus one per operation in flight */
+    bool destroyed;
+};
+
+/* Build "prefix:{NAME}", or "prefix:NAME" when NAME holds a '{' already
+ * (Redisson's rule, so both sides name the same keys).  NULL on ENOMEM. */
+char *hl_lock_aux_name(const char *prefix, const char *name, size_t name_len,
+                       size_t *out_len);
+
+/* Create a handle of a kind; the kind module calls this. */
+int hl_lock_create(hilock_lock **out, hilock_client *client,
+                   const hl_kind *kind, const char *name, size_t name_len,
+                   const char *channel_prefix);
+
+/* The client tells its locks that it is going away. */
+void hl_locks_client_closed(hilock_client *client);
+
+/* The connection a lock's scripts run on, or NULL when closed. */
+hl_conn *hl_lock_conn(const hilock_lock *lock);
+
+#endif

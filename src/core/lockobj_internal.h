@@ -1,0 +1,57 @@
+/* Shared between the files that implement the generic lock operations. */
+#ifndef HL_LOCKOBJ_INTERNAL_H
+#define HL_LOCKOBJ_INTERNAL_H
+
+#include "lockobj.h"
+#include "waiters.h"
+
+struct hl_acquire_op {
+    hl_task task; /* first: handed to the loop thread */
+    hilock_lock *lock;
+    hl_acquire_op *prev; /* in lock->ops */
+    hl_acquire_op *next;
+    uint64_t id;
+    uint64_t owner;
+    int64_t wait_ms;
+    int64_t lease_ms;
+    unsigned flags;
+    hl_monotime deadline; /* INT64_MAX: forever */
+    hl_monotime attempt_sent;
+    hl_waiter waiter;
+    hl_timer timer;
+    hilock_acquire_cb *cb;
+    void *user_data;
+    int in_flight;      /* requests naming this op */
+    bool started;       /* linked into the lock, timers initialised */
+    bool done;          /* the callback has fired (or is firing) */
+    bool retry_after;   /* a wake-up came during an attempt */
+    bool subscribed;
+};
+
+/* Holds. */
+hl_hold *hl_hold_find(hilock_lock *lock, uint64_t owner);
+hl_hold *hl_hold_get(hilock_lock *lock, uint64_t owner); /* creates */
+/* Forget a hold: stop its lease and free it. */
+void hl_hold_drop(hl_hold *hold);
+/* Format "<client id>:<owner>" into buf; returns its length. */
+size_t hl_owner_field(const hilock_lock *lock, uint64_t owner, char *buf,
+                      size_t cap);
+
+/* References keep the handle's memory while operations are in flight. */
+void hl_lock_ref(hilock_lock *lock);
+void hl_lock_unref(hilock_lock *lock);
+
+/* True when the handle can start operations (loop thread). */
+bool hl_lock_usable(const hilock_lock *lock);
+
+/* Finish every pending acquire of the lock with status. */
+void hl_lock_cancel_all(hilock_lock *lock, int status, const char *detail);
+
+/* Fire a user callback with the client's callback guard around it. */
+void hl_lock_call_acquire_cb(hilock_lock *lock, hilock_acquire_cb *cb,
+                             int status, const hilock_acquired *acquired,
+                             void *user_data, const char *detail);
+void hl_lock_call_cb(hilock_lock *lock, hilock_lock_cb *cb, int status,
+                     int64_t value, void *user_data, const char *detail);
+
+#endif

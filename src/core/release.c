@@ -1,0 +1,280 @@
+/* Release, force release and the read-only queries of a lock. */
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "error_detail.h"
+#include "lockobj_internal.h"
+
+typedef enum lock_call_kind {
+    CALL_RELEASE,
+    CALL_FORCE,
+    CALL_IS_LOCKED,
+    CALL_HOLD_COUNT,
+    CALL_TTL
+} lock_call_kind;
+
+typedef struct lock_call {
+    hl_task task;
+    hilock_lock *lock;
+    lock_call_kind kind;
+    uint64_t owner;
+    hilock_lock_cb *cb;
+    void *user_data;
+    bool lease_was_releasing; /* this release set the lease aside */
+    int64_t expected_left;    /* holds left if this release works */
+} lock_call;
+
+static void call_finish(lock_call *call, int status, int64_t value,
+                        const char *detail)
+{
+    hilock_lock *lock = call->lock;
+    hl_lock_call_cb(lock, call->cb, status, value, call->user_data, detail);
+    hl_free(call);
+    hl_lock_unref(lock);
+}
+
+static void release_done(lock_call *call, int status, hilock_reply *reply)
+{
+    hilock_lock *lock = call->lock;
+    hl_hold *h = hl_hold_find(lock, call->owner);
+    if (h)
+        h->releases_in_flight--;
+    if (status == HILOCK_EREDIS || status == HILOCK_ECLOSED) {
+        char why[256];
+        snprintf(why, sizeof why, "%s",
+                 reply ? reply->str : hilock_last_error());
+        if (h && call->lease_was_releasing && h->lease)
+            hl_lease_set_releasing(h->lease, false);
+        hilock_reply_free(reply);
+        call_finish(call, status, 0, why);
+        return;
+    }
+    if (status != HILOCK_OK) {
+        /* Unknown whether the server ran it.  Bring the server's count to
+         * what it would be if it did, so both sides agree, and report the
+         * failure. */
+        char why[256];
+        snprintf(why, sizeof why, "%s", hilock_last_error());
+        if (h) {
+            h->count = call->expected_left;
+            lock->kind->reconcile(lock, h->field, h->field_len,
+                                  call->expected_left, NULL, NULL);
+            if (h->count <= 0 && h->releases_in_flight == 0)
+                hl_hold_drop(h);
+            else if (h->lease && call->lease_was_releasing)
+                hl_lease_set_releasing(h->lease, false);
+        }
+        call_finish(call, status, 0, why);
+        return;
+    }
+    int64_t left = 0;
+    hl_release_outcome out = lock->kind->parse_release(reply, &left);
+    hilock_reply_free(reply);
+    switch (out) {
+    case HL_REL_NOT_OWNER: {
+        bool lost = h != NULL && (h->lost || h->count > 0);
+        if (h && h->releases_in_flight == 0)
+            hl_hold_drop(h);
+        if (lost)
+            call_finish(call, HILOCK_ELEASELOST, 0,
+                        "the lease was lost before this release");
+        else
+            call_finish(call, HILOCK_ENOTOWNER, 0,
+                        "this owner does not hold the lock");
+        return;
+    }
+    case HL_REL_STILL_HELD:
+        if (h) {
+            h->count = left;
+            if (h->lease && call->lease_was_releasing)
+                hl_lease_set_releasing(h->lease, false);
+        }
+        call_finish(call, HILOCK_OK, left, NULL);
+        return;
+    case HL_REL_FREED:
+        if (h && h->releases_in_flight == 0)
+            hl_hold_drop(h);
+        else if (h)
+            h->count = 0;
+        call_finish(call, HILOCK_OK, 0, NULL);
+        return;
+    case HL_REL_BAD_REPLY:
+        call_finish(call, HILOCK_EPROTO, 0, "unexpected release reply");
+        return;
+    }
+}
+
+static void on_reply(void *data, int status, hilock_reply *reply)
+{
+    lock_call *call = data;
+    if (call->kind == CALL_RELEASE) {
+        release_done(call, status, reply);
+        return;
+    }
+    if (status != HILOCK_OK) {
+        char why[256];
+        snprintf(why, sizeof why, "%s",
+                 reply ? reply->str : hilock_last_error());
+        hilock_reply_free(reply);
+        call_finish(call, status, 0, why);
+        return;
+    }
+    int64_t value = 0;
+    bool ok = true;
+    switch (call->kind) {
+    case CALL_FORCE:
+    case CALL_IS_LOCKED:
+    case CALL_TTL:
+        ok = reply->type == HILOCK_REPLY_INTEGER;
+        value = reply->integer;
+        if (call->kind == CALL_TTL && value < 0)
+            value = -1; /* no key (-2) or no expiry (-1) alike */
+        break;
+    case CALL_HOLD_COUNT:
+        if (reply->type == HILOCK_REPLY_NIL) {
+            value = 0;
+        } else if (reply->type == HILOCK_REPLY_STRING) {
+            char *end;
+            value = strtoll(reply->str, &end, 10);
+            ok = end != reply->str && *end == '\0';
+        } else {
+            ok = false;
+        }
+        break;
+    case CALL_RELEASE:
+        break;
+    }
+    hilock_reply_free(reply);
+    if (!ok)
+        call_finish(call, HILOCK_EPROTO, 0, "unexpected reply");
+    else
+        call_finish(call, HILOCK_OK, value, NULL);
+}
+
+static int send_query(lock_call *call, hl_conn *conn, const char *cmd,
+                      bool with_field)
+{
+    hilock_lock *lock = call->lock;
+    char field[HILOCK_CLIENT_ID_LEN + 22];
+    const char *argv[3] = {cmd, lock->name, field};
+    size_t lens[3] = {strlen(cmd), lock->name_len, 0};
+    if (with_field)
+        lens[2] = hl_owner_field(lock, call->owner, field, sizeof field);
+    return hl_conn_command(conn, with_field ? 3 : 2, argv, lens, on_reply,
+                           call);
+}
+
+static void call_start(hilock_client *c, hl_task *t, bool closed)
+{
+    lock_call *call = (lock_call *)t;
+    hilock_lock *lock = call->lock;
+    (void)c;
+    hl_conn *conn = hl_lock_conn(lock);
+    if (closed || conn == NULL || lock->destroyed) {
+        call_finish(call, lock->destroyed ? HILOCK_ECANCELED : HILOCK_ECLOSED,
+                    0, "client closed");
+        return;
+    }
+    int rc = HILOCK_OK;
+    switch (call->kind) {
+    case CALL_RELEASE: {
+        hl_hold *h = hl_hold_find(lock, call->owner);
+        char field[HILOCK_CLIENT_ID_LEN + 22];
+        size_t len = hl_owner_field(lock, call->owner, field, sizeof field);
+        int64_t lease = h && h->lease_ms > 0
+                            ? h->lease_ms
+                            : hl_lease_engine_watchdog_ms(
+                                  hl_client_leases(lock->client));
+        if (h) {
+            call->expected_left = h->count > 0 ? h->count - 1 : 0;
+            /* The last hold's release may free the lock: renewals must not
+             * read the freed key as a lost lease. */
+            if (h->count == 1 && h->lease && !h->lost) {
+                hl_lease_set_releasing(h->lease, true);
+                call->lease_was_releasing = true;
+            }
+            h->releases_in_flight++;
+        }
+        rc = lock->kind->release(lock, field, len, lease, on_reply, call);
+        if (rc != HILOCK_OK && h) {
+            h->releases_in_flight--;
+            if (call->lease_was_releasing && h->lease)
+                hl_lease_set_releasing(h->lease, false);
+        }
+        break;
+    }
+    case CALL_FORCE:
+        rc = lock->kind->force_release(lock, on_reply, call);
+        break;
+    case CALL_IS_LOCKED:
+        rc = send_query(call, conn, "EXISTS", false);
+        break;
+    case CALL_HOLD_COUNT:
+        rc = send_query(call, conn, "HGET", true);
+        break;
+    case CALL_TTL:
+        rc = send_query(call, conn, "PTTL", false);
+        break;
+    }
+    if (rc != HILOCK_OK)
+        call_finish(call, rc, 0, "could not send the request");
+}
+
+static int submit_call(hilock_lock *lock, lock_call_kind kind, uint64_t owner,
+                       hilock_lock_cb *cb, void *user_data)
+{
+    if (lock == NULL || cb == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    hilock_client *c = lock->client;
+    if (c == NULL || lock->destroyed)
+        return hl_fail(HILOCK_ECLOSED, "client closed");
+    lock_call *call = hl_calloc(1, sizeof *call);
+    if (call == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory");
+    call->task.run = call_start;
+    call->lock = lock;
+    call->kind = kind;
+    call->owner = owner;
+    call->cb = cb;
+    call->user_data = user_data;
+    hl_lock_ref(lock);
+    int rc = hl_client_submit(c, &call->task);
+    if (rc != HILOCK_OK) {
+        hl_lock_unref(lock);
+        hl_free(call);
+    }
+    return rc;
+}
+
+int hilock_lock_release_async(hilock_lock *lock, uint64_t owner,
+                              hilock_lock_cb *cb, void *user_data)
+{
+    if (owner == 0)
+        return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
+    return submit_call(lock, CALL_RELEASE, owner, cb, user_data);
+}
+
+int hilock_lock_force_release_async(hilock_lock *lock, hilock_lock_cb *cb,
+                                    void *user_data)
+{
+    return submit_call(lock, CALL_FORCE, 0, cb, user_data);
+}
+
+int hilock_lock_is_locked_async(hilock_lock *lock, hilock_lock_cb *cb,
+                                void *user_data)
+{
+    return submit_call(lock, CALL_IS_LOCKED, 0, cb, user_data);
+}
+
+int hilock_lock_hold_count_async(hilock_lock *lock, uint64_t owner,
+                                 hilock_lock_cb *cb, void *user_data)
+{
+    return submit_call(lock, CALL_HOLD_COUNT, owner, cb, user_data);
+}
+
+int hilock_lock_remaining_ttl_async(hilock_lock *lock, hilock_lock_cb *cb,
+                                    void *user_data)
+{
+    return submit_call(lock, CALL_TTL, 0, cb, user_data);
+}

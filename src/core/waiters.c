@@ -1,0 +1,214 @@
+#include "waiters.h"
+
+#include "alloc.h"
+#include "client_internal.h"
+#include "map.h"
+
+struct hl_wait_channel {
+    hl_sub sub;
+    struct hl_waiters *reg;
+    hl_map_entry *entry;
+    hl_waiter *head; /* oldest first */
+    hl_waiter *tail;
+    hl_waiter *cursor; /* next waiter of a wake-all under way */
+    int waking;        /* a wake-all is under way */
+    bool ready;
+};
+
+struct hl_waiters {
+    struct hilock_client *client;
+    hl_map channels;
+    bool closing;
+};
+
+static void channel_maybe_free(hl_waiters *reg, hl_wait_channel *ch)
+{
+    if (ch->head != NULL || ch->waking > 0 || reg->closing)
+        return;
+    hl_pubsub *ps = reg->client->pubsub;
+    if (ps != NULL)
+        hl_pubsub_unsubscribe(ps, &ch->sub);
+    hl_map_remove(&reg->channels, ch->entry);
+    hl_free(ch);
+}
+
+static void wake(hl_waiter *w, hl_wake_reason why)
+{
+    if (w->trying && why == HL_WAKE_MESSAGE) {
+        w->wake_pending = true;
+        return;
+    }
+    w->fn(w, why);
+}
+
+/* Wake every waiter; each may remove itself or others meanwhile. */
+static void wake_all(hl_waiters *reg, hl_wait_channel *ch, hl_wake_reason why)
+{
+    ch->waking++;
+    ch->cursor = ch->head;
+    while (ch->cursor != NULL) {
+        hl_waiter *w = ch->cursor;
+        ch->cursor = w->next;
+        wake(w, why);
+    }
+    ch->waking--;
+    channel_maybe_free(reg, ch);
+}
+
+static void wake_first(hl_waiters *reg, hl_wait_channel *ch)
+{
+    for (hl_waiter *w = ch->head; w != NULL; w = w->next) {
+        if (!w->trying) {
+            ch->waking++;
+            w->fn(w, HL_WAKE_MESSAGE);
+            ch->waking--;
+            channel_maybe_free(reg, ch);
+            return;
+        }
+    }
+    if (ch->head != NULL)
+        ch->head->wake_pending = true;
+}
+
+static void on_sub_event(hl_sub *sub, hl_sub_event ev, const char *msg,
+                         size_t len)
+{
+    hl_wait_channel *ch = sub->data;
+    hl_waiters *reg = ch->reg;
+    switch (ev) {
+    case HL_SUB_READY:
+        ch->ready = true;
+        wake_all(reg, ch, HL_WAKE_READY);
+        break;
+    case HL_SUB_MESSAGE:
+        if (len == 1 && msg[0] == '0')
+            wake_first(reg, ch);
+        else
+            wake_all(reg, ch, HL_WAKE_MESSAGE);
+        break;
+    case HL_SUB_CLOSED:
+        ch->ready = false;
+        wake_all(reg, ch, HL_WAKE_CLOSED);
+        break;
+    }
+}
+
+hl_waiters *hl_waiters_create(struct hilock_client *client)
+{
+    hl_waiters *reg = hl_calloc(1, sizeof *reg);
+    if (reg != NULL)
+        reg->client = client;
+    return reg;
+}
+
+void hl_waiters_free(hl_waiters *reg)
+{
+    if (reg == NULL)
+        return;
+    /* Every waiter hears CLOSED and removes itself; channels stay put
+     * until the end, so walking the map is safe. */
+    reg->closing = true;
+    size_t cur;
+    for (hl_map_entry *e = hl_map_first(&reg->channels, &cur); e;
+         e = hl_map_next(&reg->channels, e, &cur)) {
+        hl_wait_channel *ch = e->value;
+        wake_all(reg, ch, HL_WAKE_CLOSED);
+    }
+    hl_pubsub *ps = reg->client->pubsub;
+    for (hl_map_entry *e = hl_map_first(&reg->channels, &cur); e;
+         e = hl_map_next(&reg->channels, e, &cur)) {
+        hl_wait_channel *ch = e->value;
+        /* Waiters added during the wake-up (none should be) lose their
+         * channel here. */
+        for (hl_waiter *w = ch->head; w; w = w->next)
+            w->chan = NULL;
+        if (ps != NULL)
+            hl_pubsub_unsubscribe(ps, &ch->sub);
+        hl_free(ch);
+    }
+    hl_map_clear(&reg->channels);
+    hl_free(reg);
+}
+
+int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
+                  size_t len, hl_wake_fn *fn, void *data)
+{
+    w->fn = fn;
+    w->data = data;
+    w->trying = false;
+    w->wake_pending = false;
+    hl_map_entry *e = hl_map_find(&reg->channels, channel, len);
+    hl_wait_channel *ch = e ? e->value : NULL;
+    if (ch == NULL) {
+        hl_pubsub *ps = hl_client_pubsub(reg->client);
+        if (ps == NULL)
+            return -1;
+        ch = hl_calloc(1, sizeof *ch);
+        if (ch == NULL)
+            return -1;
+        ch->reg = reg;
+        ch->entry = hl_map_insert(&reg->channels, channel, len, ch);
+        if (ch->entry == NULL) {
+            hl_free(ch);
+            return -1;
+        }
+        int rc = hl_pubsub_subscribe(ps, &ch->sub, channel, len,
+                                     on_sub_event, ch);
+        if (rc < 0) {
+            hl_map_remove(&reg->channels, ch->entry);
+            hl_free(ch);
+            return -1;
+        }
+        ch->ready = rc == 1;
+    }
+    w->chan = ch;
+    w->next = NULL;
+    w->prev = ch->tail;
+    if (ch->tail)
+        ch->tail->next = w;
+    else
+        ch->head = w;
+    ch->tail = w;
+    return ch->ready ? 1 : 0;
+}
+
+void hl_waiter_remove(hl_waiters *reg, hl_waiter *w)
+{
+    hl_wait_channel *ch = w->chan;
+    if (ch == NULL)
+        return;
+    if (ch->cursor == w)
+        ch->cursor = w->next;
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        ch->head = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    else
+        ch->tail = w->prev;
+    w->prev = w->next = NULL;
+    w->chan = NULL;
+    channel_maybe_free(reg, ch);
+}
+
+void hl_waiter_trying(hl_waiter *w)
+{
+    w->trying = true;
+    w->wake_pending = false;
+}
+
+bool hl_waiter_done_trying(hl_waiter *w)
+{
+    w->trying = false;
+    bool pending = w->wake_pending;
+    w->wake_pending = false;
+    return pending;
+}
+
+void hl_waiters_wake_one(hl_waiters *reg, const char *channel, size_t len)
+{
+    hl_map_entry *e = hl_map_find(&reg->channels, channel, len);
+    if (e != NULL)
+        wake_first(reg, e->value);
+}

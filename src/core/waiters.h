@@ -1,0 +1,57 @@
+/* The waiter registry: lock operations waiting for a lock to be released
+ * listen on its channel through one shared subscription per channel per
+ * client.  A "0" message wakes one waiter (the oldest not already trying),
+ * any other message wakes all; every (re)confirmed subscription wakes all,
+ * since messages sent while unsubscribed are lost.  Loop thread only. */
+#ifndef HL_WAITERS_H
+#define HL_WAITERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "pubsub.h"
+
+struct hilock_client;
+typedef struct hl_waiters hl_waiters;
+typedef struct hl_waiter hl_waiter;
+typedef struct hl_wait_channel hl_wait_channel;
+
+typedef enum hl_wake_reason {
+    HL_WAKE_MESSAGE, /* the lock was released */
+    HL_WAKE_READY,   /* subscribed (again): try now */
+    HL_WAKE_CLOSED   /* the client is closing: give up */
+} hl_wake_reason;
+
+typedef void hl_wake_fn(hl_waiter *w, hl_wake_reason why);
+
+struct hl_waiter {
+    hl_waiter *prev;
+    hl_waiter *next;
+    hl_wait_channel *chan; /* NULL when not registered */
+    hl_wake_fn *fn;
+    void *data;
+    bool trying;       /* an attempt is in flight: a wake is kept for later */
+    bool wake_pending; /* woken while trying */
+};
+
+hl_waiters *hl_waiters_create(struct hilock_client *client);
+/* Every registered waiter gets HL_WAKE_CLOSED and is removed. */
+void hl_waiters_free(hl_waiters *reg);
+
+/* Register w on a channel.  Returns 1 when the subscription is confirmed
+ * already (attempt now), 0 when HL_WAKE_READY will come, -1 on ENOMEM. */
+int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
+                  size_t len, hl_wake_fn *fn, void *data);
+/* Unregister (idempotent). */
+void hl_waiter_remove(hl_waiters *reg, hl_waiter *w);
+
+/* Mark an attempt in flight (wakes are kept) or done.  Returns true when
+ * a wake arrived meanwhile: the caller should attempt again at once. */
+void hl_waiter_trying(hl_waiter *w);
+bool hl_waiter_done_trying(hl_waiter *w);
+
+/* Wake the oldest waiter of a channel that is not already trying, as a "0"
+ * message would (local hand-over after a release). */
+void hl_waiters_wake_one(hl_waiters *reg, const char *channel, size_t len);
+
+#endif

@@ -1,0 +1,198 @@
+/* The reentrant lock kind: Redisson's RLock layout.
+ *
+ *   NAME                               hash: "<client id>:<owner>" -> count
+ *   redisson_lock__channel:{NAME}      release publishes "0"
+ *   redisson_lock_token:{NAME}         fencing counter (INCR)
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/lockobj.h"
+
+/* KEYS: name, token key.  ARGV: lease ms, field, fenced (0/1), known
+ * token.  Replies {1, count, token} when held by field now, else
+ * {0, pttl}. */
+static const char acquire_lua[] =
+    "local held = redis.call('hget', KEYS[1], ARGV[2])\n"
+    "if not held and redis.call('exists', KEYS[1]) == 1 then\n"
+    "  return {0, redis.call('pttl', KEYS[1])}\n"
+    "end\n"
+    "local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+    "redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "local token = 0\n"
+    "if ARGV[3] == '1' then\n"
+    "  if count == 1 or ARGV[4] == '0' then\n"
+    "    token = redis.call('incr', KEYS[2])\n"
+    "  else\n"
+    "    token = tonumber(ARGV[4])\n"
+    "  end\n"
+    "end\n"
+    "return {1, count, token}\n";
+
+/* KEYS: name, channel.  ARGV: message, lease ms, field.  Replies -1 when
+ * field holds nothing, the count left when still held, 0 when freed. */
+static const char release_lua[] =
+    "if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return -1 end\n"
+    "local left = redis.call('hincrby', KEYS[1], ARGV[3], -1)\n"
+    "if left > 0 then\n"
+    "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
+    "  return left\n"
+    "end\n"
+    "redis.call('del', KEYS[1])\n"
+    "redis.call('publish', KEYS[2], ARGV[1])\n"
+    "return 0\n";
+
+/* KEYS: name, channel.  ARGV: message.  Replies 1 when deleted. */
+static const char force_lua[] =
+    "if redis.call('del', KEYS[1]) == 1 then\n"
+    "  redis.call('publish', KEYS[2], ARGV[1])\n"
+    "  return 1\n"
+    "end\n"
+    "return 0\n";
+
+/* KEYS: names.  ARGV: lease ms, then one field per name. */
+static const char renew_lua[] =
+    "local out = {}\n"
+    "for i = 1, #KEYS do\n"
+    "  if redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1 then\n"
+    "    redis.call('pexpire', KEYS[i], ARGV[1])\n"
+    "    out[i] = 1\n"
+    "  else\n"
+    "    out[i] = 0\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
+
+/* KEYS: name, channel.  ARGV: field, expected count, message.  Lowers the
+ * field's count to the expected one; replies the count left. */
+static const char reconcile_lua[] =
+    "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
+    "local want = tonumber(ARGV[2])\n"
+    "if n <= want then return n end\n"
+    "if want > 0 then\n"
+    "  redis.call('hset', KEYS[1], ARGV[1], want)\n"
+    "  return want\n"
+    "end\n"
+    "redis.call('hdel', KEYS[1], ARGV[1])\n"
+    "if redis.call('exists', KEYS[1]) == 0 then\n"
+    "  redis.call('publish', KEYS[2], ARGV[3])\n"
+    "end\n"
+    "return 0\n";
+
+static hl_script acquire_script, release_script, force_script, renew_script,
+    reconcile_script;
+
+static int attempt(hilock_lock *lock, const hl_attempt_args *a,
+                   hl_request_fn *fn, void *data)
+{
+    char lease[24], fenced[2], token[24];
+    snprintf(lease, sizeof lease, "%lld", (long long)a->lease_ms);
+    snprintf(fenced, sizeof fenced, "%d", a->fenced ? 1 : 0);
+    snprintf(token, sizeof token, "%llu", (unsigned long long)a->known_token);
+    const char *argv[] = {lock->name, lock->token_key, lease, a->field,
+                          fenced, token};
+    size_t lens[] = {lock->name_len, lock->token_key_len, strlen(lease),
+                     a->field_len, strlen(fenced), strlen(token)};
+    hl_conn *conn = hl_lock_conn(lock);
+    if (conn == NULL)
+        return HILOCK_ECLOSED;
+    return hl_script_run(conn, &acquire_script, 2, 6, argv, lens, fn, data);
+}
+
+static void parse_attempt(const hilock_reply *r, hl_acquire_result *out)
+{
+    out->outcome = HL_ACQ_BAD_REPLY;
+    if (r == NULL || r->type != HILOCK_REPLY_ARRAY || r->elements < 2)
+        return;
+    for (size_t i = 0; i < r->elements; i++)
+        if (r->element[i]->type != HILOCK_REPLY_INTEGER)
+            return;
+    if (r->element[0]->integer == 1 && r->elements == 3) {
+        out->outcome = HL_ACQ_ACQUIRED;
+        out->count = r->element[1]->integer;
+        out->token = (uint64_t)r->element[2]->integer;
+    } else if (r->element[0]->integer == 0) {
+        out->outcome = HL_ACQ_HELD;
+        out->ttl_ms = r->element[1]->integer;
+    }
+}
+
+static int release(hilock_lock *lock, const char *field, size_t field_len,
+                   int64_t lease_ms, hl_request_fn *fn, void *data)
+{
+    char lease[24];
+    snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
+    const char *argv[] = {lock->name, lock->channel, "0", lease, field};
+    size_t lens[] = {lock->name_len, lock->channel_len, 1, strlen(lease),
+                     field_len};
+    hl_conn *conn = hl_lock_conn(lock);
+    if (conn == NULL)
+        return HILOCK_ECLOSED;
+    return hl_script_run(conn, &release_script, 2, 5, argv, lens, fn, data);
+}
+
+static hl_release_outcome parse_release(const hilock_reply *r,
+                                        int64_t *remaining)
+{
+    if (r == NULL || r->type != HILOCK_REPLY_INTEGER)
+        return HL_REL_BAD_REPLY;
+    *remaining = r->integer > 0 ? r->integer : 0;
+    if (r->integer < 0)
+        return HL_REL_NOT_OWNER;
+    return r->integer == 0 ? HL_REL_FREED : HL_REL_STILL_HELD;
+}
+
+static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
+{
+    const char *argv[] = {lock->name, lock->channel, "0"};
+    size_t lens[] = {lock->name_len, lock->channel_len, 1};
+    hl_conn *conn = hl_lock_conn(lock);
+    if (conn == NULL)
+        return HILOCK_ECLOSED;
+    return hl_script_run(conn, &force_script, 2, 3, argv, lens, fn, data);
+}
+
+static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
+                     int64_t expected, hl_request_fn *fn, void *data)
+{
+    char want[24];
+    snprintf(want, sizeof want, "%lld", (long long)expected);
+    const char *argv[] = {lock->name, lock->channel, field, want, "0"};
+    size_t lens[] = {lock->name_len, lock->channel_len, field_len,
+                     strlen(want), 1};
+    hl_conn *conn = hl_lock_conn(lock);
+    if (conn == NULL)
+        return HILOCK_ECLOSED;
+    return hl_script_run(conn, &reconcile_script, 2, 5, argv, lens, fn,
+                         data);
+}
+
+static const hl_kind reentrant_kind = {
+    .name = "reentrant",
+    .attempt = attempt,
+    .parse_attempt = parse_attempt,
+    .release = release,
+    .parse_release = parse_release,
+    .force_release = force_release,
+    .reconcile = reconcile,
+    .renew = &renew_script,
+};
+
+static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
+
+static void init_scripts(void)
+{
+    hl_script_init(&acquire_script, acquire_lua);
+    hl_script_init(&release_script, release_lua);
+    hl_script_init(&force_script, force_lua);
+    hl_script_init(&renew_script, renew_lua);
+    hl_script_init(&reconcile_script, reconcile_lua);
+}
+
+int hilock_lock_create(hilock_lock **out, hilock_client *client,
+                       const char *name, size_t name_len)
+{
+    pthread_once(&scripts_once, init_scripts);
+    return hl_lock_create(out, client, &reentrant_kind, name, name_len,
+                          "redisson_lock__channel");
+}
