@@ -188,9 +188,11 @@ static void call_start(hilock_client *c, hl_task *t, bool closed)
                                   hl_client_leases(lock->client));
         if (h) {
             call->expected_left = h->count > 0 ? h->count - 1 : 0;
-            /* The last hold's release may free the lock: renewals must not
-             * read the freed key as a lost lease. */
-            if (h->count == 1 && h->lease && !h->lost) {
+            /* A release of the last hold not already being released may
+             * free the lock: renewals must not read the freed key as a
+             * lost lease. */
+            if (h->count - h->releases_in_flight == 1 && h->lease &&
+                !h->lost) {
                 hl_lease_set_releasing(h->lease, true);
                 call->lease_was_releasing = true;
             }
