@@ -67,7 +67,7 @@ HILOCK_API void hilock_options_free(hilock_options *opts);
  * so write '@', ':', '/', '?', '#', '%' and '&' in them as %XX.
  * Query: key=value pairs joined by '&', keys matched exactly; each key at
  * most once and never with an empty value: connect_timeout,
- * command_timeout, watchdog_timeout (decimal milliseconds), and, with
+ * command_timeout, watchdog_timeout, max_hold (decimal milliseconds), and, with
  * rediss:// only, ca_file, ca_dir, cert_file, key_file, sni (server name
  * to verify), verify (yes|no|true|false|1|0, any case).
  * Refused as well: bytes outside printable ASCII (percent-encode them), a
@@ -111,6 +111,14 @@ HILOCK_API int hilock_options_set_command_timeout_ms(hilock_options *opts,
                                                      int64_t ms);
 HILOCK_API int hilock_options_set_watchdog_timeout_ms(hilock_options *opts,
                                                       int64_t ms);
+
+/* Cap on how long the watchdog keeps one hold alive: once a lease has
+ * been held this long it is no longer renewed, runs out, and is reported
+ * lost.  0 (the default) renews until release; else 1..86400000.  URL
+ * query key: max_hold. */
+HILOCK_API int hilock_options_set_max_hold_ms(hilock_options *opts,
+                                              int64_t ms);
+HILOCK_API int64_t hilock_options_max_hold_ms(const hilock_options *opts);
 
 /* Reconnect backoff: the n-th consecutive failed attempt waits a random
  * time in [d/2, d] with d = min(max_ms, min_ms * 2^n).

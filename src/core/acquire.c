@@ -106,7 +106,8 @@ static int grant(hl_acquire_op *op, const hl_acquire_result *res,
         h->lease_ms = op->lease_ms;
         h->lease = e ? hl_lease_start(e, lock->kind, lock->name,
                                       lock->name_len, h->field, h->field_len,
-                                      op->attempt_sent, op->lease_ms, 0,
+                                      op->attempt_sent, op->lease_ms,
+                                      lock->client->opts->max_hold_ms,
                                       on_hold_lost, h)
                      : NULL;
         if (h->lease == NULL)

@@ -196,6 +196,21 @@ int hilock_options_set_watchdog_timeout_ms(hilock_options *opts, int64_t ms)
                        "watchdog");
 }
 
+int hilock_options_set_max_hold_ms(hilock_options *opts, int64_t ms)
+{
+    if (ms == 0 && opts != NULL) {
+        opts->max_hold_ms = 0;
+        return HILOCK_OK;
+    }
+    return set_timeout(opts, opts ? &opts->max_hold_ms : NULL, ms,
+                       "max hold");
+}
+
+int64_t hilock_options_max_hold_ms(const hilock_options *opts)
+{
+    return opts ? opts->max_hold_ms : -1;
+}
+
 int hilock_options_set_reconnect_backoff_ms(hilock_options *opts,
                                             int64_t min_ms, int64_t max_ms)
 {

@@ -34,6 +34,7 @@ enum query_key {
     QK_CONNECT_TIMEOUT,
     QK_COMMAND_TIMEOUT,
     QK_WATCHDOG_TIMEOUT,
+    QK_MAX_HOLD,
     QK_CA_FILE,
     QK_CA_DIR,
     QK_CERT_FILE,
@@ -50,6 +51,7 @@ static const struct {
     [QK_CONNECT_TIMEOUT] = {"connect_timeout", 0},
     [QK_COMMAND_TIMEOUT] = {"command_timeout", 0},
     [QK_WATCHDOG_TIMEOUT] = {"watchdog_timeout", 0},
+    [QK_MAX_HOLD] = {"max_hold", 0},
     [QK_CA_FILE] = {"ca_file", 1},
     [QK_CA_DIR] = {"ca_dir", 1},
     [QK_CERT_FILE] = {"cert_file", 1},
@@ -374,6 +376,7 @@ static int apply_query(struct url_parser *up, enum query_key key,
     case QK_CONNECT_TIMEOUT:
     case QK_COMMAND_TIMEOUT:
     case QK_WATCHDOG_TIMEOUT:
+    case QK_MAX_HOLD:
         /* The setter owns the range and its message states it; the cap
          * here only keeps the arithmetic from wrapping. */
         switch (parse_decimal(value, strlen(value), INT64_MAX, &ms)) {
@@ -391,6 +394,9 @@ static int apply_query(struct url_parser *up, enum query_key key,
         if (key == QK_COMMAND_TIMEOUT)
             return relabel(
                 hilock_options_set_command_timeout_ms(o, (int64_t)ms), name);
+        if (key == QK_MAX_HOLD)
+            return relabel(hilock_options_set_max_hold_ms(o, (int64_t)ms),
+                           name);
         return relabel(hilock_options_set_watchdog_timeout_ms(o, (int64_t)ms),
                        name);
     case QK_CA_FILE:
