@@ -9,6 +9,7 @@
 #include "lock.h"
 #include "options.h"
 #include "reply.h"
+#include "segmented.h"
 #include "version.h"
 
 #ifdef __cplusplus

@@ -4,16 +4,23 @@
 
 #include "alloc.h"
 
-uint64_t hl_hash_bytes(const void *key, size_t len)
+uint64_t hl_fnv1a64(const void *key, size_t len)
 {
-    /* FNV-1a with a final mix; names come from the application, not from
-     * an attacker who could choose colliding keys. */
     const unsigned char *p = key;
     uint64_t h = 0xcbf29ce484222325ULL;
     for (size_t i = 0; i < len; i++) {
         h ^= p[i];
         h *= 0x100000001b3ULL;
     }
+    return h;
+}
+
+uint64_t hl_hash_bytes(const void *key, size_t len)
+{
+    /* FNV-1a with a final mix to spread the low bits the buckets use;
+     * names come from the application, not from an attacker who could
+     * choose colliding keys. */
+    uint64_t h = hl_fnv1a64(key, len);
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdULL;
     h ^= h >> 33;

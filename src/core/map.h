@@ -37,5 +37,7 @@ hl_map_entry *hl_map_first(const hl_map *m, size_t *cursor);
 hl_map_entry *hl_map_next(const hl_map *m, hl_map_entry *e, size_t *cursor);
 
 uint64_t hl_hash_bytes(const void *key, size_t len);
+/* Plain FNV-1a 64, for hashes that are part of a documented contract. */
+uint64_t hl_fnv1a64(const void *key, size_t len);
 
 #endif
