@@ -1,0 +1,77 @@
+/* hilock-bench: shared definitions. */
+#ifndef HILOCK_BENCH_H
+#define HILOCK_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <hilock/hilock.h>
+
+typedef struct bench_args {
+    const char *workload; /* NULL: the whole suite */
+    int concurrency;      /* 0: the workload's standard points */
+    double duration_s;
+    double warmup_s;
+    int64_t lease_ms;
+    int64_t retry_ms; /* accepted, ignored: waiting is by notification */
+    const char *host;
+    int port;             /* 0: start a private server */
+    int ports[8];         /* W4 */
+    int nports;
+    int segments;         /* 0: W3 runs S = 1 and S = 16 */
+    int products;
+    char run_id[64];
+    const char *kind;     /* "reentrant" */
+    const char *api;      /* "async" | "sync" | NULL: the standard mix */
+    bool skip_ceiling;
+} bench_args;
+
+/* One measured point, printed as one JSON line. */
+typedef struct bench_point {
+    const char *workload;
+    int concurrency;
+    int segments; /* W3 */
+    const char *api;
+    double cycles_per_s;
+    int64_t p50_us;
+    int64_t p99_us;
+    int64_t max_us;
+    uint64_t violations;
+    double owner_changes_per_s;
+    uint64_t per_worker_min;
+    uint64_t per_worker_max;
+    double jain;
+    const char *stock_check; /* W3: "ok" or "MISMATCH"; else NULL */
+    const char *error;       /* a failed point */
+} bench_point;
+
+int64_t bench_now_us(void);
+/* Nearest-rank percentile of sorted samples. */
+int64_t bench_percentile(const int64_t *sorted, size_t n, double p);
+void bench_sort(int64_t *samples, size_t n);
+
+/* Print one JSON line for a point. */
+void bench_print_point(const bench_args *a, const bench_point *p);
+void bench_print_ceiling(const bench_args *a, const char *what, int clients,
+                         int pipeline, long requests, double rps,
+                         const char *error);
+/* Write s as a JSON string (with quotes). */
+void bench_json_string(FILE *f, const char *s);
+
+/* Workloads: fill p; return 0, or -1 with p->error set. */
+int bench_run_w1(const bench_args *a, hilock_client *c, int concurrency,
+                 const char *api, bench_point *p);
+int bench_run_w2(const bench_args *a, hilock_client *c, int concurrency,
+                 const char *api, bench_point *p);
+int bench_run_w3(const bench_args *a, hilock_client *c, int concurrency,
+                 int segments, const char *api, bench_point *p);
+
+/* redis-benchmark rows for the ceiling, against host:port. */
+void bench_run_ceiling(const bench_args *a, const char *host, int port);
+
+/* FLUSHALL through the client; 0 or -1. */
+int bench_flush(hilock_client *c);
+
+#endif

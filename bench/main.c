@@ -1,0 +1,225 @@
+/* hilock-bench: the workloads of WORKLOADS.md.  One JSON line per point on
+ * stdout; everything else on stderr. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "redis_server.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: hilock-bench [--workload W1|W2|W3|W4] [--concurrency C]\n"
+            "  [--duration S] [--warmup S] [--lease-ms N] [--retry-ms N]\n"
+            "  [--host H] [--port P] [--ports P1,...,P5] [--segments S]\n"
+            "  [--products N] [--run-id ID] [--kind reentrant]\n"
+            "  [--api async|sync] [--no-ceiling]\n"
+            "Without --workload: the ceiling rows, then W1, W2 and W3 at\n"
+            "their standard points.  Without --port: a private\n"
+            "redis-server on a free loopback port.\n");
+}
+
+static bool number(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || v < 0)
+        return false;
+    *out = v;
+    return true;
+}
+
+static int parse(int argc, char **argv, bench_args *a)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        double d = 0;
+        if (strcmp(k, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (strcmp(k, "--no-ceiling") == 0) {
+            a->skip_ceiling = true;
+            continue;
+        }
+        if (v == NULL) {
+            fprintf(stderr, "hilock-bench: %s needs a value\n", k);
+            return -1;
+        }
+        i++;
+        if (strcmp(k, "--workload") == 0) {
+            a->workload = v;
+        } else if (strcmp(k, "--run-id") == 0) {
+            snprintf(a->run_id, sizeof a->run_id, "%s", v);
+        } else if (strcmp(k, "--host") == 0) {
+            a->host = v;
+        } else if (strcmp(k, "--kind") == 0) {
+            a->kind = v;
+        } else if (strcmp(k, "--api") == 0) {
+            a->api = v;
+        } else if (strcmp(k, "--ports") == 0) {
+            char *copy = strdup(v), *save = NULL;
+            for (char *t = strtok_r(copy, ",", &save); t && a->nports < 8;
+                 t = strtok_r(NULL, ",", &save))
+                a->ports[a->nports++] = atoi(t);
+            free(copy);
+        } else if (number(v, &d)) {
+            if (strcmp(k, "--concurrency") == 0)
+                a->concurrency = (int)d;
+            else if (strcmp(k, "--duration") == 0)
+                a->duration_s = d;
+            else if (strcmp(k, "--warmup") == 0)
+                a->warmup_s = d;
+            else if (strcmp(k, "--lease-ms") == 0)
+                a->lease_ms = (int64_t)d;
+            else if (strcmp(k, "--retry-ms") == 0)
+                a->retry_ms = (int64_t)d;
+            else if (strcmp(k, "--port") == 0)
+                a->port = (int)d;
+            else if (strcmp(k, "--segments") == 0)
+                a->segments = (int)d;
+            else if (strcmp(k, "--products") == 0)
+                a->products = (int)d;
+            else {
+                fprintf(stderr, "hilock-bench: unknown option %s\n", k);
+                return -1;
+            }
+        } else {
+            fprintf(stderr, "hilock-bench: bad value for %s: %s\n", k, v);
+            return -1;
+        }
+    }
+    if (a->api && strcmp(a->api, "async") && strcmp(a->api, "sync")) {
+        fprintf(stderr, "hilock-bench: --api is async or sync\n");
+        return -1;
+    }
+    if (strcmp(a->kind, "reentrant") != 0) {
+        fprintf(stderr, "hilock-bench: --kind %s is not available yet\n",
+                a->kind);
+        return -1;
+    }
+    if (a->lease_ms <= 0 || a->products <= 0 || a->duration_s <= 0) {
+        fprintf(stderr, "hilock-bench: lease, products and duration must "
+                        "be positive\n");
+        return -1;
+    }
+    return 0;
+}
+
+int bench_flush(hilock_client *c)
+{
+    const char *argv[] = {"FLUSHALL"};
+    return hilock_client_command(c, 1, argv, NULL, NULL) == HILOCK_OK ? 0
+                                                                      : -1;
+}
+
+static void point(const bench_args *a, hilock_client *c, const char *w,
+                  int concurrency, int segments, const char *api)
+{
+    bench_point p = {0};
+    fprintf(stderr, "hilock-bench: %s C=%d%s%.0d api=%s ...\n", w,
+            concurrency, segments ? " S=" : "", segments, api);
+    if (strcmp(w, "W1") == 0)
+        bench_run_w1(a, c, concurrency, api, &p);
+    else if (strcmp(w, "W2") == 0)
+        bench_run_w2(a, c, concurrency, api, &p);
+    else if (strcmp(w, "W3") == 0)
+        bench_run_w3(a, c, concurrency, segments, api, &p);
+    else {
+        p.workload = w;
+        p.api = api;
+        p.concurrency = concurrency;
+        p.error = "workload not available yet";
+    }
+    bench_print_point(a, &p);
+}
+
+static void run_workload(const bench_args *a, hilock_client *c,
+                         const char *w)
+{
+    const char *api = a->api ? a->api : "async";
+    if (a->concurrency > 0) {
+        if (strcmp(w, "W3") == 0 && a->segments == 0) {
+            point(a, c, w, a->concurrency, 1, api);
+            point(a, c, w, a->concurrency, 16, api);
+        } else {
+            point(a, c, w, a->concurrency, a->segments, api);
+        }
+        return;
+    }
+    if (strcmp(w, "W1") == 0) {
+        point(a, c, w, 1, 0, api);
+        if (a->api == NULL)
+            point(a, c, w, 1, 0, "sync");
+        point(a, c, w, 50, 0, api);
+    } else if (strcmp(w, "W2") == 0) {
+        point(a, c, w, 8, 0, api);
+        point(a, c, w, 64, 0, api);
+    } else if (strcmp(w, "W3") == 0) {
+        int s = a->segments;
+        if (s > 0) {
+            point(a, c, w, 64, s, api);
+        } else {
+            point(a, c, w, 64, 1, api);
+            point(a, c, w, 64, 16, api);
+        }
+    } else {
+        point(a, c, w, 1, 0, api);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    bench_args a = {.duration_s = 8, .warmup_s = 1, .lease_ms = 10000,
+                    .retry_ms = 10, .host = "127.0.0.1", .products = 1000,
+                    .kind = "reentrant"};
+    snprintf(a.run_id, sizeof a.run_id, "%d", (int)getpid());
+    if (parse(argc, argv, &a) != 0) {
+        usage(stderr);
+        return 64;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    hl_redis_server *server = NULL;
+    int port = a.port;
+    if (port == 0) {
+        server = hl_redis_server_start(NULL);
+        if (server == NULL)
+            return 69;
+        port = hl_redis_server_port(server);
+        fprintf(stderr, "hilock-bench: private redis-server on port %d\n",
+                port);
+    }
+    hilock_options *o;
+    hilock_options_create(&o);
+    hilock_options_set_host(o, a.host);
+    hilock_options_set_port(o, port);
+    hilock_client *c;
+    int rc = hilock_client_create(&c, o);
+    hilock_options_free(o);
+    if (rc != HILOCK_OK) {
+        fprintf(stderr, "hilock-bench: cannot connect: %s\n",
+                hilock_last_error());
+        hl_redis_server_stop(server);
+        return 69;
+    }
+    if (a.workload == NULL) {
+        if (!a.skip_ceiling)
+            bench_run_ceiling(&a, a.host, port);
+        run_workload(&a, c, "W1");
+        run_workload(&a, c, "W2");
+        run_workload(&a, c, "W3");
+    } else {
+        if (!a.skip_ceiling)
+            bench_run_ceiling(&a, a.host, port);
+        run_workload(&a, c, a.workload);
+    }
+    bench_flush(c);
+    hilock_client_destroy(c);
+    hl_redis_server_stop(server);
+    return 0;
+}

@@ -1,0 +1,123 @@
+/* Statistics and the JSON lines of hilock-bench. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+int64_t bench_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+void bench_sort(int64_t *samples, size_t n)
+{
+    qsort(samples, n, sizeof *samples, cmp_i64);
+}
+
+int64_t bench_percentile(const int64_t *sorted, size_t n, double p)
+{
+    if (n == 0)
+        return 0;
+    /* Nearest rank: sorted[ceil(p/100 * n) - 1]. */
+    double rank = p / 100.0 * (double)n;
+    size_t k = (size_t)rank;
+    if ((double)k < rank)
+        k++;
+    if (k == 0)
+        k = 1;
+    return sorted[k - 1];
+}
+
+void bench_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void print_params(const bench_args *a, const bench_point *p)
+{
+    printf("\"params\":{\"C\":%d,\"duration_s\":%g,\"warmup_s\":%g,"
+           "\"lease_ms\":%lld,\"retry_ms\":%lld,\"procs\":1,\"servers\":%d,"
+           "\"kind\":",
+           p->concurrency, a->duration_s, a->warmup_s,
+           (long long)a->lease_ms, (long long)a->retry_ms,
+           strcmp(p->workload, "W4") == 0 ? 5 : 1);
+    bench_json_string(stdout, a->kind);
+    printf(",\"api\":");
+    bench_json_string(stdout, p->api);
+    if (strcmp(p->workload, "W3") == 0)
+        printf(",\"S\":%d,\"products\":%d", p->segments, a->products);
+    printf("}");
+}
+
+void bench_print_point(const bench_args *a, const bench_point *p)
+{
+    printf("{\"peer\":\"hilock\",\"workload\":");
+    bench_json_string(stdout, p->workload);
+    printf(",");
+    print_params(a, p);
+    if (p->error) {
+        printf(",\"error\":");
+        bench_json_string(stdout, p->error);
+        printf("}\n");
+        fflush(stdout);
+        return;
+    }
+    printf(",\"cycles_per_s\":%.1f,\"p50_us\":%lld,\"p99_us\":%lld,"
+           "\"violations\":%llu,\"notes\":",
+           p->cycles_per_s, (long long)p->p50_us, (long long)p->p99_us,
+           (unsigned long long)p->violations);
+    bench_json_string(stdout,
+                      "waits by pub/sub notification; --retry-ms is "
+                      "accepted and ignored; one client, one command "
+                      "connection (auto-pipelined) plus one pub/sub "
+                      "connection");
+    printf(",\"extra\":{\"owner_changes_per_s\":%.1f,\"per_worker_min\":%llu,"
+           "\"per_worker_max\":%llu,\"jain\":%.4f,\"max_us\":%lld,"
+           "\"connections\":1",
+           p->owner_changes_per_s, (unsigned long long)p->per_worker_min,
+           (unsigned long long)p->per_worker_max, p->jain,
+           (long long)p->max_us);
+    if (p->stock_check) {
+        printf(",\"stock_check\":");
+        bench_json_string(stdout, p->stock_check);
+    }
+    printf("}}\n");
+    fflush(stdout);
+}
+
+void bench_print_ceiling(const bench_args *a, const char *what, int clients,
+                         int pipeline, long requests, double rps,
+                         const char *error)
+{
+    (void)a;
+    printf("{\"peer\":\"redis-benchmark\",\"workload\":\"ceiling:%s\","
+           "\"params\":{\"C\":%d,\"P\":%d,\"n\":%ld}",
+           what, clients, pipeline, requests);
+    if (error) {
+        printf(",\"error\":");
+        bench_json_string(stdout, error);
+    } else {
+        printf(",\"cycles_per_s\":%.1f,\"notes\":\"requests per second\"",
+               rps);
+    }
+    printf("}\n");
+    fflush(stdout);
+}
