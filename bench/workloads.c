@@ -43,8 +43,9 @@ struct run_ctx {
     bool async;
     int64_t window_start;
     int64_t window_end;
-    hilock_lock **locks;
+    hilock_lock **locks; /* W1: one per worker; W2: one */
     int nlocks;
+    hilock_segmented *segmented; /* W3 */
     atomic_int inside[MAX_SEGMENTS];
     atomic_uint_fast64_t violations;
     atomic_int last_owner;
@@ -105,7 +106,7 @@ static void pick_lock(worker *w)
     case W3:
         w->product = (int)(rand_r(&w->rng) % (unsigned)x->a->products);
         w->segment = w->product % x->segments;
-        w->lock = x->locks[w->segment];
+        w->lock = hilock_segmented_lock(x->segmented, (unsigned)w->segment);
         break;
     }
 }
@@ -263,22 +264,27 @@ static void *sync_worker(void *arg)
 
 static int make_locks(run_ctx *x)
 {
-    x->nlocks = x->workload == W1   ? x->concurrency
-                : x->workload == W2 ? 1
-                                    : x->segments;
+    char name[160];
+    if (x->workload == W3) {
+        /* The segment locks are "<name>:seg:<s>", WORKLOADS.md's names. */
+        int n = snprintf(name, sizeof name, "bench:%s:hilock:w3",
+                         x->a->run_id);
+        return hilock_segmented_create(&x->segmented, x->client, name,
+                                       (size_t)n, (unsigned)x->segments) ==
+                       HILOCK_OK
+                   ? 0
+                   : -1;
+    }
+    x->nlocks = x->workload == W1 ? x->concurrency : 1;
     x->locks = calloc((size_t)x->nlocks, sizeof *x->locks);
     if (x->locks == NULL)
         return -1;
     for (int i = 0; i < x->nlocks; i++) {
-        char name[160];
         int n = x->workload == W1
                     ? snprintf(name, sizeof name, "bench:%s:hilock:w1:%d",
                                x->a->run_id, i)
-                : x->workload == W2
-                    ? snprintf(name, sizeof name, "bench:%s:hilock:w2",
-                               x->a->run_id)
-                    : snprintf(name, sizeof name, "bench:%s:hilock:w3:seg:%d",
-                               x->a->run_id, i);
+                    : snprintf(name, sizeof name, "bench:%s:hilock:w2",
+                               x->a->run_id);
         if (hilock_lock_create(&x->locks[i], x->client, name, (size_t)n) !=
             HILOCK_OK)
             return -1;
@@ -431,6 +437,8 @@ out:
         if (x->locks && x->locks[i])
             hilock_lock_destroy(x->locks[i]);
     free(x->locks);
+    if (x->segmented)
+        hilock_segmented_destroy(x->segmented);
     if (x->workers)
         for (int i = 0; i < concurrency; i++)
             free(x->workers[i].samples);
