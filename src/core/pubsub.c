@@ -21,6 +21,9 @@ struct hl_channel {
 struct hl_pubsub {
     hl_conn *conn;
     hl_map channels;
+    int busy;          /* connection events being handled */
+    bool closing;      /* freed: no channel is forgotten until the end */
+    bool free_pending; /* freed inside an event: finish on the way out */
     bool up;
 };
 
@@ -39,7 +42,7 @@ static void channel_forget(hl_pubsub *ps, hl_channel *ch)
 
 static void channel_maybe_forget(hl_pubsub *ps, hl_channel *ch)
 {
-    if (ch->subs == NULL && ch->awaiting_subscribe == 0 &&
+    if (!ps->closing && ch->subs == NULL && ch->awaiting_subscribe == 0 &&
         ch->awaiting_unsubscribe == 0 && ch->delivering == 0)
         channel_forget(ps, ch);
 }
@@ -134,6 +137,8 @@ static void on_down(hl_pubsub *ps)
     }
 }
 
+static void pubsub_release(hl_pubsub *ps);
+
 static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
                           const char *detail, hilock_reply *reply, void *data)
 {
@@ -141,6 +146,7 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
     (void)conn;
     (void)status;
     (void)detail;
+    ps->busy++;
     switch (ev) {
     case HL_CONN_UP:
         on_up(ps);
@@ -153,6 +159,8 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
         hilock_reply_free(reply);
         break;
     }
+    if (--ps->busy == 0 && ps->free_pending)
+        pubsub_release(ps);
 }
 
 hl_pubsub *hl_pubsub_create(struct ev_loop *loop,
@@ -176,32 +184,52 @@ hl_pubsub *hl_pubsub_create(struct ev_loop *loop,
     return ps;
 }
 
-void hl_pubsub_free(hl_pubsub *ps)
+static void detach(hl_channel *ch, hl_sub *sub)
 {
-    if (ps == NULL)
-        return;
-    hl_conn_free(ps->conn);
-    /* Detach every listener, telling each; a listener may detach others. */
-    for (;;) {
-        size_t cur;
-        hl_map_entry *e = hl_map_first(&ps->channels, &cur);
-        if (e == NULL)
-            break;
-        hl_channel *ch = e->value;
-        hl_sub *s = ch->subs;
-        if (s == NULL) {
-            channel_forget(ps, ch);
-            continue;
-        }
-        ch->subs = s->next;
-        if (ch->subs)
-            ch->subs->prev = NULL;
-        s->channel = NULL;
-        s->next = s->prev = NULL;
-        s->fn(s, HL_SUB_CLOSED, NULL, 0);
-    }
+    if (ch->cursor == sub)
+        ch->cursor = sub->next;
+    if (sub->prev)
+        sub->prev->next = sub->next;
+    else
+        ch->subs = sub->next;
+    if (sub->next)
+        sub->next->prev = sub->prev;
+    sub->channel = NULL;
+    sub->next = sub->prev = NULL;
+}
+
+static void pubsub_release(hl_pubsub *ps)
+{
+    size_t cur;
+    for (hl_map_entry *e = hl_map_first(&ps->channels, &cur); e;
+         e = hl_map_next(&ps->channels, e, &cur))
+        hl_free(e->value);
     hl_map_clear(&ps->channels);
     hl_free(ps);
+}
+
+void hl_pubsub_free(hl_pubsub *ps)
+{
+    if (ps == NULL || ps->closing)
+        return;
+    ps->closing = true;
+    hl_conn_free(ps->conn);
+    /* Detach every listener, telling each; a listener may detach others.
+     * Channels stay until the end, so walking the map is safe. */
+    size_t cur;
+    for (hl_map_entry *e = hl_map_first(&ps->channels, &cur); e;
+         e = hl_map_next(&ps->channels, e, &cur)) {
+        hl_channel *ch = e->value;
+        while (ch->subs != NULL) {
+            hl_sub *s = ch->subs;
+            detach(ch, s);
+            s->fn(s, HL_SUB_CLOSED, NULL, 0);
+        }
+    }
+    if (ps->busy > 0)
+        ps->free_pending = true; /* inside a delivery: finish on unwind */
+    else
+        pubsub_release(ps);
 }
 
 int hl_pubsub_subscribe(hl_pubsub *ps, hl_sub *sub, const char *name,
@@ -242,17 +270,8 @@ void hl_pubsub_unsubscribe(hl_pubsub *ps, hl_sub *sub)
     hl_channel *ch = sub->channel;
     if (ch == NULL)
         return;
-    if (ch->cursor == sub)
-        ch->cursor = sub->next;
-    if (sub->prev)
-        sub->prev->next = sub->next;
-    else
-        ch->subs = sub->next;
-    if (sub->next)
-        sub->next->prev = sub->prev;
-    sub->channel = NULL;
-    sub->next = sub->prev = NULL;
-    if (ch->subs != NULL)
+    detach(ch, sub);
+    if (ch->subs != NULL || ps->closing)
         return;
     ch->confirmed = false;
     if (ps->up && send_one(ps, "UNSUBSCRIBE", ch) == 0)
