@@ -205,9 +205,15 @@ static void held(hl_acquire_op *op, int64_t ttl_ms)
             return;
         }
         op->subscribed = true;
-        if (rc == 1) {
-            /* Subscribed already: the release may have come between the
-             * attempt and now, so look again. */
+        if (rc == 1 &&
+            (op->seq_at_attempt == HL_WAIT_SEQ_NONE ||
+             op->seq_at_attempt != hl_waiters_seq(reg, lock->channel,
+                                                  lock->channel_len))) {
+            /* The channel was not confirmed when the attempt left, or it
+             * heard something since: a release may have slipped between
+             * the attempt and now, so look again.  Otherwise any release
+             * after the attempt wakes a waiter here, and trying again
+             * would only jump the queue of waiters that came first. */
             attempt(op);
             return;
         }
@@ -320,6 +326,9 @@ static void attempt(hl_acquire_op *op)
     args.known_token = joining ? h->token : 0;
     if (op->subscribed)
         hl_waiter_trying(&op->waiter);
+    else
+        op->seq_at_attempt = hl_waiters_seq(lock->client->waiters,
+                                            lock->channel, lock->channel_len);
     op->retry_after = false;
     op->attempt_sent = hl_monotime_now();
     int rc = lock->kind->attempt(lock, &args, on_attempt_reply, op);

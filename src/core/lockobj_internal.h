@@ -17,6 +17,7 @@ struct hl_acquire_op {
     unsigned flags;
     hl_monotime deadline; /* INT64_MAX: forever */
     hl_monotime attempt_sent;
+    uint64_t seq_at_attempt; /* channel's wake sequence when sent */
     hl_waiter waiter;
     hl_timer timer;
     hilock_acquire_cb *cb;

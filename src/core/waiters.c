@@ -12,6 +12,7 @@ struct hl_wait_channel {
     hl_waiter *tail;
     hl_waiter *cursor; /* next waiter of a wake-all under way */
     int waking;        /* a wake-all is under way */
+    uint64_t seq;      /* messages and confirmations heard */
     bool ready;
 };
 
@@ -75,6 +76,7 @@ static void on_sub_event(hl_sub *sub, hl_sub_event ev, const char *msg,
 {
     hl_wait_channel *ch = sub->data;
     hl_waiters *reg = ch->reg;
+    ch->seq++;
     switch (ev) {
     case HL_SUB_READY:
         ch->ready = true;
@@ -204,6 +206,13 @@ bool hl_waiter_done_trying(hl_waiter *w)
     bool pending = w->wake_pending;
     w->wake_pending = false;
     return pending;
+}
+
+uint64_t hl_waiters_seq(hl_waiters *reg, const char *channel, size_t len)
+{
+    hl_map_entry *e = reg ? hl_map_find(&reg->channels, channel, len) : NULL;
+    hl_wait_channel *ch = e ? e->value : NULL;
+    return ch && ch->ready ? ch->seq : HL_WAIT_SEQ_NONE;
 }
 
 void hl_waiters_wake_one(hl_waiters *reg, const char *channel, size_t len)

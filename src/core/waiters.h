@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "pubsub.h"
 
@@ -49,6 +50,13 @@ void hl_waiter_remove(hl_waiters *reg, hl_waiter *w);
  * a wake arrived meanwhile: the caller should attempt again at once. */
 void hl_waiter_trying(hl_waiter *w);
 bool hl_waiter_done_trying(hl_waiter *w);
+
+/* A number that changes whenever the channel hears a message or is
+ * (re)confirmed; HL_WAIT_SEQ_NONE while the channel is not confirmed.
+ * An acquire compares it across its attempt: unchanged means no release
+ * was announced meanwhile, so it can wait without trying again. */
+#define HL_WAIT_SEQ_NONE UINT64_MAX
+uint64_t hl_waiters_seq(hl_waiters *reg, const char *channel, size_t len);
 
 /* Wake the oldest waiter of a channel that is not already trying, as a "0"
  * message would (local hand-over after a release). */
