@@ -97,24 +97,28 @@ static int grant(hl_acquire_op *op, const hl_acquire_result *res,
         h->count = 0;
         h->token = 0;
     }
-    bool fresh = h->lease == NULL;
-    h->count = res->count;
-    if (res->token != 0)
-        h->token = res->token;
-    if (fresh) {
+    if (h->lease == NULL) {
         hl_lease_engine *e = hl_client_leases(lock->client);
-        h->lease_ms = op->lease_ms;
         h->lease = e ? hl_lease_start(e, lock->kind, lock->name,
                                       lock->name_len, h->field, h->field_len,
                                       op->attempt_sent, op->lease_ms,
                                       lock->client->opts->max_hold_ms,
                                       on_hold_lost, h)
                      : NULL;
-        if (h->lease == NULL)
+        if (h->lease == NULL) {
+            /* Leave the count as it was, so giving the grant back lowers
+             * the server to it. */
+            if (h->count == 0 && h->releases_in_flight == 0)
+                hl_hold_drop(h);
             return HILOCK_ENOMEM;
+        }
+        h->lease_ms = op->lease_ms;
     } else {
         hl_lease_regranted(h->lease, op->attempt_sent, h->lease_ms);
     }
+    h->count = res->count;
+    if (res->token != 0)
+        h->token = res->token;
     out->owner = op->owner;
     out->hold_count = h->count;
     out->token = (op->flags & HILOCK_ACQUIRE_FENCED) ? h->token : 0;

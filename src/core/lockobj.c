@@ -230,10 +230,14 @@ void hl_locks_client_closed(hilock_client *c)
     }
 }
 
+/* Lives on the destroying thread's stack, which waits for it without a
+ * deadline: destroy must not fail for want of memory. */
 typedef struct destroy_task {
     hl_task task;
     hilock_lock *lock;
-    hl_sync *sync;
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    bool done;
 } destroy_task;
 
 static void lock_teardown(hilock_lock *lock)
@@ -249,8 +253,10 @@ static void run_destroy(hilock_client *c, hl_task *t, bool closed)
     (void)closed;
     destroy_task *d = (destroy_task *)t;
     lock_teardown(d->lock);
-    hl_sync_post(d->sync, 0, NULL, NULL);
-    hl_free(d);
+    pthread_mutex_lock(&d->m);
+    d->done = true;
+    pthread_cond_signal(&d->cv);
+    pthread_mutex_unlock(&d->m);
 }
 
 int hilock_lock_destroy(hilock_lock *lock)
@@ -264,26 +270,21 @@ int hilock_lock_destroy(hilock_lock *lock)
         lock_teardown(lock);
         return HILOCK_OK;
     }
-    destroy_task *d = hl_calloc(1, sizeof *d);
-    hl_sync *sync = d ? hl_sync_new() : NULL;
-    if (sync == NULL) {
-        hl_free(d);
-        /* Without memory to hand over, the handle is leaked rather than
-         * torn down from the wrong thread. */
-        return hl_fail(HILOCK_ENOMEM, "out of memory destroying a lock");
-    }
-    d->task.run = run_destroy;
-    d->lock = lock;
-    d->sync = sync;
-    if (hl_client_submit(c, &d->task) != HILOCK_OK) {
+    destroy_task d = {.task.run = run_destroy, .lock = lock};
+    pthread_mutex_init(&d.m, NULL);
+    pthread_cond_init(&d.cv, NULL);
+    if (hl_client_submit(c, &d.task) != HILOCK_OK) {
         /* The client closed: its loop no longer runs, and closing already
          * detached the lock. */
-        hl_free(d);
-        hl_sync_post(sync, 0, NULL, NULL);
         lock_teardown(lock);
+    } else {
+        pthread_mutex_lock(&d.m);
+        while (!d.done)
+            pthread_cond_wait(&d.cv, &d.m);
+        pthread_mutex_unlock(&d.m);
     }
-    int status;
-    hl_sync_wait(sync, INT64_MAX / 4, &status, NULL, NULL, NULL, 0);
+    pthread_mutex_destroy(&d.m);
+    pthread_cond_destroy(&d.cv);
     return HILOCK_OK;
 }
 
