@@ -3,16 +3,24 @@
 #define HILOCK_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include <hilock/hilock.h>
 
-/* Exit statuses (sysexits where one fits). */
+/* Exit statuses: sysexits where one fits, the shell's where a command is
+ * run.  A command run by `hilock run` may exit with any of these numbers
+ * itself; scripts that must tell them apart should keep CMD's statuses
+ * clear of 64..76. */
 enum {
     CLI_EXIT_USAGE = 64,       /* bad command line */
+    CLI_EXIT_DATAERR = 65,     /* the name holds something that is no lock */
     CLI_EXIT_UNAVAILABLE = 69, /* Redis unreachable, auth or TLS failed */
     CLI_EXIT_SOFTWARE = 70,    /* an unexpected failure */
     CLI_EXIT_NOT_ACQUIRED = 75,
-    CLI_EXIT_LEASE_LOST = 76
+    CLI_EXIT_LEASE_LOST = 76,
+    CLI_EXIT_CANNOT_EXEC = 126, /* found but not executable */
+    CLI_EXIT_NOT_FOUND = 127
 };
 
 typedef struct cli_globals {
@@ -21,13 +29,52 @@ typedef struct cli_globals {
     long long watchdog_ms; /* 0: the library's default */
 } cli_globals;
 
+/* A lock kind that `hilock run` can take.  New kinds (fair, read, write)
+ * are one more row in the table of kinds.c, as long as their handles are
+ * hilock_lock handles made by a function of this shape. */
+typedef struct cli_kind {
+    const char *name;
+    int (*create)(hilock_lock **out, hilock_client *client, const char *name,
+                  size_t name_len);
+} cli_kind;
+
+/* The kind called name, or NULL. */
+const cli_kind *cli_kind_find(const char *name);
+/* The names of every kind, separated by '|', for messages. */
+const char *cli_kind_names(void);
+
 /* Build client options from the globals (URL and watchdog).  On error,
  * prints the reason and returns the exit status to use. */
 int cli_make_options(const cli_globals *g, const char *url,
                      hilock_options **out);
 /* Connect; on error prints the reason and returns the exit status. */
 int cli_connect(const hilock_options *opts, hilock_client **out);
+/* Both of the above with the globals' URL; *out is the connected client. */
+int cli_open(const cli_globals *g, hilock_client **out);
+
+/* Parse a decimal count of milliseconds: digits only, no sign, at most
+ * max.  A zero is accepted only with allow_zero. */
+bool cli_parse_ms(const char *s, bool allow_zero, long long max,
+                  long long *out);
+
+/* The value of option `opt` at argv[*i], given as "--opt VALUE" or
+ * "--opt=VALUE"; advances *i past a separate value.  NULL if argv[*i] is
+ * another option, or when the value is absent: then it sets *missing,
+ * which it never clears, so that one flag serves a chain of calls. */
+const char *cli_option_value(int argc, char **argv, int *i, const char *opt,
+                             bool *missing);
+
+/* Redisson's name for a key that goes with lock `name`: "prefix:{name}",
+ * or "prefix:name" when the name already has a '{' (then its own hash tag
+ * decides the slot).  Returns a malloc'd string, NULL when out of memory. */
+char *cli_aux_name(const char *prefix, const char *name);
+
+/* CLOCK_MONOTONIC in milliseconds. */
+int64_t cli_now_ms(void);
 
 int cli_demo(const cli_globals *g, int argc, char **argv);
+int cli_run(const cli_globals *g, int argc, char **argv);
+int cli_status(const cli_globals *g, int argc, char **argv);
+int cli_unlock(const cli_globals *g, int argc, char **argv);
 
 #endif

@@ -1,23 +1,168 @@
-/* hilock demo: a private redis-server, a connection, and what it shows. */
+/* hilock demo: a private redis-server, a connection, and a few workers
+ * contending for one lock while the watchdog keeps it alive.
+ *
+ * Each worker has a client of its own, as separate services would, so the
+ * hand-offs go through Redis pub/sub exactly as between processes. */
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "redis_server.h"
 
-static double now_us(void)
+#define DEMO_WORKERS 4
+/* Short enough that a renewal comes within the first second. */
+#define DEMO_WATCHDOG_MS 1500
+/* How long the later workers keep the lock. */
+#define DEMO_SHORT_HOLD_MS 300
+
+typedef struct demo {
+    int64_t t0;
+    pthread_mutex_t mu; /* output and the fields below */
+    pthread_cond_t cond;
+    const char *name;
+    char *channel;
+    int64_t watchdog_ms;
+    bool first_holds;     /* worker 1 has the lock */
+    int last_releaser;
+    int64_t released_at;
+    int failures;
+} demo;
+
+typedef struct worker {
+    demo *d;
+    int id;
+    pthread_t thread;
+    hilock_client *client;
+    hilock_lock *lock;
+} worker;
+
+static void sleep_ms(int64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
 }
 
-static int cmp_double(const void *a, const void *b)
+/* One line, stamped with the time since the demo started.  Lines from the
+ * workers would interleave mid-line without the mutex. */
+__attribute__((format(printf, 2, 3))) static void say(demo *d,
+                                                      const char *fmt, ...)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    va_list ap;
+    pthread_mutex_lock(&d->mu);
+    printf("[%5lld ms] ", (long long)(cli_now_ms() - d->t0));
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    /* Piped output would otherwise arrive all at once at the end. */
+    fflush(stdout);
+    pthread_mutex_unlock(&d->mu);
+}
+
+static void fail(worker *w, const char *what, int rc)
+{
+    say(w->d, "worker %d: %s failed: %s (%s)", w->id, what,
+        hilock_strerror(rc), hilock_last_error());
+    pthread_mutex_lock(&w->d->mu);
+    w->d->failures++;
+    pthread_cond_broadcast(&w->d->cond);
+    pthread_mutex_unlock(&w->d->mu);
+}
+
+static long long numsub(worker *w)
+{
+    const char *argv[] = {"PUBSUB", "NUMSUB", w->d->channel};
+    hilock_reply *r = NULL;
+    long long n = -1;
+    if (hilock_client_command(w->client, 3, argv, NULL, &r) == HILOCK_OK &&
+        r->type == HILOCK_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == HILOCK_REPLY_INTEGER)
+        n = r->element[1]->integer;
+    hilock_reply_free(r);
+    return n;
+}
+
+/* Keep the lock past the watchdog timeout, watching its ttl: it falls,
+ * then jumps back up at each renewal. */
+static void hold_long(worker *w)
+{
+    demo *d = w->d;
+    int64_t wd = d->watchdog_ms, start = cli_now_ms();
+    int64_t hold = wd * 7 / 5;
+    say(d, "worker %d: keeps it %lld ms, past the %lld ms lease; the "
+           "watchdog renews it every %lld ms",
+        w->id, (long long)hold, (long long)wd, (long long)(wd / 3));
+    int64_t prev = -1, ttl = -1;
+    bool counted = false;
+    while (cli_now_ms() - start < hold) {
+        if (hilock_lock_remaining_ttl(w->lock, &ttl) != HILOCK_OK)
+            ttl = -1;
+        if (prev >= 0 && ttl > prev + 50)
+            say(d, "worker %d: watchdog renewal: ttl %lld -> %lld ms", w->id,
+                (long long)prev, (long long)ttl);
+        prev = ttl;
+        if (!counted && cli_now_ms() - start >= 300) {
+            counted = true;
+            say(d, "worker %d: %lld waiting clients subscribed to %s",
+                w->id, numsub(w), d->channel);
+        }
+        sleep_ms(40);
+    }
+    say(d, "worker %d: held it %lld ms; ttl still %lld ms", w->id,
+        (long long)(cli_now_ms() - start), (long long)ttl);
+}
+
+static void *worker_main(void *p)
+{
+    worker *w = p;
+    demo *d = w->d;
+    int64_t asked = cli_now_ms();
+    int rc = hilock_lock_try_acquire(w->lock, 0, HILOCK_LEASE_WATCHDOG);
+    if (rc == HILOCK_EBUSY) {
+        say(d, "worker %d: %s is taken; waiting", w->id, d->name);
+        rc = hilock_lock_try_acquire(w->lock, HILOCK_WAIT_FOREVER,
+                                     HILOCK_LEASE_WATCHDOG);
+        if (rc == HILOCK_OK) {
+            pthread_mutex_lock(&d->mu);
+            int from = d->last_releaser;
+            int64_t gap = cli_now_ms() - d->released_at;
+            pthread_mutex_unlock(&d->mu);
+            say(d, "worker %d: acquired after waiting %lld ms, %lld ms "
+                   "after worker %d let go",
+                w->id, (long long)(cli_now_ms() - asked), (long long)gap,
+                from);
+        }
+    } else if (rc == HILOCK_OK) {
+        say(d, "worker %d: acquired %s at once", w->id, d->name);
+    }
+    if (rc != HILOCK_OK) {
+        fail(w, "acquire", rc);
+        return NULL;
+    }
+    if (w->id == 1) {
+        pthread_mutex_lock(&d->mu);
+        d->first_holds = true;
+        pthread_cond_broadcast(&d->cond);
+        pthread_mutex_unlock(&d->mu);
+        hold_long(w);
+    } else {
+        sleep_ms(DEMO_SHORT_HOLD_MS);
+    }
+    say(d, "worker %d: releases it", w->id);
+    pthread_mutex_lock(&d->mu);
+    d->last_releaser = w->id;
+    d->released_at = cli_now_ms();
+    pthread_mutex_unlock(&d->mu);
+    rc = hilock_lock_release(w->lock);
+    if (rc != HILOCK_OK)
+        fail(w, "release", rc);
+    return NULL;
 }
 
 /* The value of "field:" in an INFO reply, copied into out. */
@@ -33,40 +178,25 @@ static void info_field(const char *info, const char *field, char *out,
     snprintf(out, cap, "%.*s", (int)n, p);
 }
 
-int cli_demo(const cli_globals *g, int argc, char **argv)
+static int cmp_i64(const void *a, const void *b)
 {
-    (void)argv;
-    if (argc > 1) {
-        fprintf(stderr, "usage: hilock [--redis URL] demo\n");
-        return CLI_EXIT_USAGE;
-    }
-    hl_redis_server *server = NULL;
-    char url[64];
-    const char *target = g->redis_url;
-    if (!g->redis_given) {
-        printf("starting a private redis-server on a free loopback port\n");
-        server = hl_redis_server_start(NULL);
-        if (server == NULL) {
-            fprintf(stderr, "hilock: could not start redis-server\n");
-            return CLI_EXIT_UNAVAILABLE;
-        }
-        snprintf(url, sizeof url, "redis://127.0.0.1:%d",
-                 hl_redis_server_port(server));
-        target = url;
-    }
-    hilock_options *opts;
-    int rc = cli_make_options(g, target, &opts);
-    if (rc != 0)
-        goto out;
-    hilock_client *client;
-    rc = cli_connect(opts, &client);
-    if (rc != 0) {
-        hilock_options_free(opts);
-        goto out;
-    }
-    printf("connected to %s:%d as client %s\n", hilock_options_host(opts),
-           hilock_options_port(opts), hilock_client_id(client));
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
 
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* What the demo connected to: server version, TLS, round trip. */
+static int show_connection(demo *d, const hilock_options *opts,
+                           hilock_client *client)
+{
+    say(d, "connected to %s:%d as client %s", hilock_options_host(opts),
+        hilock_options_port(opts), hilock_client_id(client));
     const char *info_argv[] = {"INFO", "server"};
     hilock_reply *reply = NULL;
     char version[64] = "?", mode[64] = "?";
@@ -77,34 +207,136 @@ int cli_demo(const cli_globals *g, int argc, char **argv)
         info_field(reply->str, "redis_mode:", mode, sizeof mode);
     }
     hilock_reply_free(reply);
-    printf("server: redis %s (%s)\n", version, mode);
-    printf("TLS: %s\n", hilock_client_is_tls(client) ? "on" : "off");
+    say(d, "server: redis %s (%s)", version, mode);
+    say(d, "TLS: %s", hilock_client_is_tls(client) ? "on" : "off");
 
     enum { ROUNDS = 200 };
-    double rtt[ROUNDS];
+    int64_t rtt[ROUNDS];
     const char *ping[] = {"PING"};
-    int ok = 0;
     for (int i = 0; i < ROUNDS; i++) {
-        double t0 = now_us();
-        if (hilock_client_command(client, 1, ping, NULL, NULL) != HILOCK_OK)
+        int64_t t0 = now_us();
+        int rc = hilock_client_command(client, 1, ping, NULL, NULL);
+        if (rc != HILOCK_OK) {
+            fprintf(stderr, "hilock: PING failed: %s (%s)\n",
+                    hilock_strerror(rc), hilock_last_error());
+            return CLI_EXIT_UNAVAILABLE;
+        }
+        rtt[i] = now_us() - t0;
+    }
+    qsort(rtt, ROUNDS, sizeof rtt[0], cmp_i64);
+    say(d, "round trip (PING x %d): min %lld us, median %lld us, "
+           "p99 %lld us",
+        ROUNDS, (long long)rtt[0], (long long)rtt[ROUNDS / 2],
+        (long long)rtt[ROUNDS * 99 / 100]);
+    return 0;
+}
+
+/* Start the workers: worker 1 first, the others once it holds the lock,
+ * so that they have to wait. */
+static int contend(demo *d, worker *ws)
+{
+    say(d, "%d workers, each with its own client, contend for %s",
+        DEMO_WORKERS, d->name);
+    int started = 0;
+    for (int i = 0; i < DEMO_WORKERS; i++) {
+        if (pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]) != 0)
             break;
-        rtt[ok++] = now_us() - t0;
+        started++;
+        if (i == 0) {
+            pthread_mutex_lock(&d->mu);
+            while (!d->first_holds && d->failures == 0)
+                pthread_cond_wait(&d->cond, &d->mu);
+            pthread_mutex_unlock(&d->mu);
+        } else {
+            sleep_ms(50);
+        }
     }
-    if (ok == ROUNDS) {
-        qsort(rtt, ROUNDS, sizeof rtt[0], cmp_double);
-        printf("round trip (PING x %d): min %.0f us, median %.0f us, "
-               "p99 %.0f us\n",
-               ROUNDS, rtt[0], rtt[ROUNDS / 2], rtt[ROUNDS * 99 / 100]);
-    } else {
-        fprintf(stderr, "hilock: PING failed: %s\n", hilock_last_error());
-        rc = CLI_EXIT_UNAVAILABLE;
+    for (int i = 0; i < started; i++)
+        pthread_join(ws[i].thread, NULL);
+    if (started < DEMO_WORKERS) {
+        fprintf(stderr, "hilock: cannot start a thread\n");
+        return CLI_EXIT_SOFTWARE;
     }
-    hilock_client_destroy(client);
+    return d->failures ? CLI_EXIT_SOFTWARE : 0;
+}
+
+int cli_demo(const cli_globals *g, int argc, char **argv)
+{
+    (void)argv;
+    if (argc > 1) {
+        fprintf(stderr, "usage: hilock [--redis URL] [--watchdog MS] demo\n");
+        return CLI_EXIT_USAGE;
+    }
+    demo d = {.t0 = cli_now_ms(), .last_releaser = 1};
+    pthread_mutex_init(&d.mu, NULL);
+    pthread_cond_init(&d.cond, NULL);
+    cli_globals dg = *g;
+    if (dg.watchdog_ms == 0)
+        dg.watchdog_ms = DEMO_WATCHDOG_MS;
+    d.watchdog_ms = dg.watchdog_ms;
+
+    hl_redis_server *server = NULL;
+    char url[64], name[64];
+    const char *target = g->redis_url;
+    /* On someone else's server, a name of our own leaves their locks be. */
+    snprintf(name, sizeof name, "hilock-demo-%ld", (long)getpid());
+    if (!g->redis_given) {
+        say(&d, "starting a private redis-server on a free loopback port");
+        server = hl_redis_server_start(NULL);
+        if (server == NULL) {
+            fprintf(stderr, "hilock: could not start redis-server\n");
+            return CLI_EXIT_UNAVAILABLE;
+        }
+        snprintf(url, sizeof url, "redis://127.0.0.1:%d",
+                 hl_redis_server_port(server));
+        target = url;
+        snprintf(name, sizeof name, "demo");
+    }
+    d.name = name;
+    d.channel = cli_aux_name("redisson_lock__channel", name);
+    worker ws[DEMO_WORKERS];
+    memset(ws, 0, sizeof ws);
+    hilock_options *opts = NULL;
+    hilock_client *client = NULL;
+    int rc = d.channel ? cli_make_options(&dg, target, &opts)
+                       : CLI_EXIT_SOFTWARE;
+    if (rc == 0)
+        rc = cli_connect(opts, &client);
+    if (rc == 0)
+        rc = show_connection(&d, opts, client);
+    for (int i = 0; i < DEMO_WORKERS && rc == 0; i++) {
+        ws[i].d = &d;
+        ws[i].id = i + 1;
+        rc = cli_connect(opts, &ws[i].client);
+        if (rc == 0 && hilock_lock_create(&ws[i].lock, ws[i].client, name,
+                                          strlen(name)) != HILOCK_OK) {
+            fprintf(stderr, "hilock: %s\n", hilock_last_error());
+            rc = CLI_EXIT_SOFTWARE;
+        }
+    }
+    if (rc == 0)
+        rc = contend(&d, ws);
+    if (rc == 0) {
+        bool locked = true;
+        hilock_lock_is_locked(ws[0].lock, &locked);
+        say(&d, "all workers done; %s is %s", name,
+            locked ? "still locked" : "free");
+    }
+    for (int i = 0; i < DEMO_WORKERS; i++) {
+        if (ws[i].lock)
+            hilock_lock_destroy(ws[i].lock);
+        if (ws[i].client)
+            hilock_client_destroy(ws[i].client);
+    }
+    if (client)
+        hilock_client_destroy(client);
     hilock_options_free(opts);
-out:
+    free(d.channel);
     if (server) {
         hl_redis_server_stop(server);
-        printf("private redis-server stopped\n");
+        say(&d, "private redis-server stopped");
     }
+    pthread_cond_destroy(&d.cond);
+    pthread_mutex_destroy(&d.mu);
     return rc;
 }

@@ -4,34 +4,100 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
 static void usage(FILE *to)
 {
     fprintf(to,
-            "usage: hilock [--redis URL] [--watchdog MS] COMMAND [ARGS]\n"
-            "\n"
-            "commands:\n"
-            "  demo       start a private redis-server (unless --redis or\n"
-            "             $HILOCK_REDIS is given), connect and show it works\n"
-            "  version    print the library version\n"
-            "\n"
-            "  --redis URL     redis://[user:password@]host[:port][/db] or\n"
-            "                  rediss://... for TLS; default $HILOCK_REDIS,\n"
-            "                  else redis://127.0.0.1:6379\n"
-            "  --watchdog MS   lease time the watchdog keeps renewing\n");
+        "usage: hilock [--redis URL] [--watchdog MS] COMMAND [ARGS]\n"
+        "\n"
+        "commands:\n"
+        "  run [--kind KIND] [--wait MS] [--lease MS] [--fence-env] NAME\n"
+        "      -- CMD [ARG...]\n"
+        "             take lock NAME, run CMD while holding it, release it\n"
+        "             when CMD exits.  The watchdog keeps the lock unless\n"
+        "             --lease gives a fixed lease.  --wait bounds the wait\n"
+        "             (default: forever; 0: one attempt).  --fence-env\n"
+        "             passes the fencing token to CMD as HILOCK_FENCE.\n"
+        "             KIND: reentrant (the default).  TERM, INT and HUP are\n"
+        "             passed on to CMD.  Exit status: CMD's own (128+N if a\n"
+        "             signal N killed it), 75 not acquired within --wait,\n"
+        "             76 the lock was lost while CMD ran (CMD then gets\n"
+        "             TERM, and KILL 5 s later), 126/127 CMD cannot be run\n"
+        "  status NAME\n"
+        "             print the lock as one JSON object: name, kind,\n"
+        "             locked, ttl_ms, holders, waiters (subscribers for a\n"
+        "             reentrant lock, mode for a read-write lock).  Bytes\n"
+        "             that are not valid UTF-8 appear as \\u00XX\n"
+        "  unlock --force NAME\n"
+        "             delete lock NAME whoever holds it; prints \"deleted\"\n"
+        "             or \"not locked\"\n"
+        "  demo       start a private redis-server (unless --redis or\n"
+        "             $HILOCK_REDIS is given) and show threads contending\n"
+        "             for one lock, with the watchdog renewing it\n"
+        "  version    print the library version\n"
+        "\n"
+        "options:\n"
+        "  --redis URL     redis://[user:password@]host[:port][/db] or\n"
+        "                  rediss://... for TLS; default $HILOCK_REDIS,\n"
+        "                  else redis://127.0.0.1:6379\n"
+        "  --watchdog MS   lease time the watchdog keeps renewing\n"
+        "\n"
+        "exit status: 0 success, 64 usage error, 65 NAME holds something\n"
+        "that is not a lock, 69 Redis unreachable or refused the\n"
+        "credentials or TLS, 70 internal error, and those of run above.\n");
 }
 
-static bool parse_ms(const char *s, long long *out)
+bool cli_parse_ms(const char *s, bool allow_zero, long long max,
+                  long long *out)
 {
+    /* strtoll alone would take signs and leading blanks. */
+    if (s[0] < '0' || s[0] > '9')
+        return false;
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v <= 0)
+    if (errno != 0 || *end != '\0' || v > max || (v == 0 && !allow_zero))
         return false;
     *out = v;
     return true;
+}
+
+const char *cli_option_value(int argc, char **argv, int *i, const char *opt,
+                             bool *missing)
+{
+    size_t n = strlen(opt);
+    const char *a = argv[*i];
+    if (strncmp(a, opt, n) != 0)
+        return NULL;
+    if (a[n] == '=')
+        return a + n + 1;
+    if (a[n] != '\0')
+        return NULL;
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+char *cli_aux_name(const char *prefix, const char *name)
+{
+    bool braces = strchr(name, '{') == NULL;
+    size_t len = strlen(prefix) + strlen(name) + 4;
+    char *s = malloc(len);
+    if (s != NULL)
+        snprintf(s, len, braces ? "%s:{%s}" : "%s:%s", prefix, name);
+    return s;
+}
+
+int64_t cli_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 int cli_make_options(const cli_globals *g, const char *url,
@@ -69,6 +135,17 @@ int cli_connect(const hilock_options *opts, hilock_client **out)
     return rc == HILOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_UNAVAILABLE;
 }
 
+int cli_open(const cli_globals *g, hilock_client **out)
+{
+    hilock_options *opts;
+    int rc = cli_make_options(g, g->redis_url, &opts);
+    if (rc != 0)
+        return rc;
+    rc = cli_connect(opts, out);
+    hilock_options_free(opts);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     cli_globals g = {0};
@@ -79,20 +156,27 @@ int main(int argc, char **argv)
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         const char *a = argv[i];
+        const char *v;
+        bool missing = false;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
         }
-        if (strcmp(a, "--redis") == 0 && i + 1 < argc) {
-            g.redis_url = argv[++i];
+        if ((v = cli_option_value(argc, argv, &i, "--redis", &missing))) {
+            g.redis_url = v;
             g.redis_given = true;
-        } else if (strcmp(a, "--watchdog") == 0 && i + 1 < argc) {
-            if (!parse_ms(argv[++i], &g.watchdog_ms)) {
-                fprintf(stderr, "hilock: --watchdog takes milliseconds > 0\n");
+        } else if ((v = cli_option_value(argc, argv, &i, "--watchdog",
+                                         &missing))) {
+            if (!cli_parse_ms(v, false, 86400000, &g.watchdog_ms)) {
+                fprintf(stderr, "hilock: --watchdog takes milliseconds, "
+                                "1..86400000\n"
+                                "usage: hilock [--redis URL] [--watchdog MS] "
+                                "COMMAND [ARGS] (see --help)\n");
                 return CLI_EXIT_USAGE;
             }
         } else {
-            fprintf(stderr, "hilock: unknown or incomplete option %s\n", a);
+            fprintf(stderr, "hilock: %s option %s\n",
+                    missing ? "incomplete" : "unknown", a);
             usage(stderr);
             return CLI_EXIT_USAGE;
         }
@@ -102,6 +186,12 @@ int main(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     const char *cmd = argv[i];
+    if (strcmp(cmd, "run") == 0)
+        return cli_run(&g, argc - i, argv + i);
+    if (strcmp(cmd, "status") == 0)
+        return cli_status(&g, argc - i, argv + i);
+    if (strcmp(cmd, "unlock") == 0)
+        return cli_unlock(&g, argc - i, argv + i);
     if (strcmp(cmd, "demo") == 0)
         return cli_demo(&g, argc - i, argv + i);
     if (strcmp(cmd, "version") == 0) {

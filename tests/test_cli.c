@@ -1,0 +1,1131 @@
+/* The hilock command as scripts use it: exit statuses, signals passed on
+ * to the command, mutual exclusion between two `hilock run`, fencing
+ * tokens in the environment, the JSON of `hilock status` and
+ * `hilock unlock --force`.  Every run goes against a real redis-server;
+ * the test takes locks of its own through the library to play the other
+ * party. */
+/* ctest-timeout: 120 */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "hilock/hilock.h"
+#include "support/fixture.h"
+
+#ifndef HILOCK_TOOL_PATH
+#error "HILOCK_TOOL_PATH must name the hilock executable"
+#endif
+
+#define OUT_CAP 16384
+#define MAX_ARGS 32
+/* Room for the temporary directory, a file in it, and a script naming a
+ * few such files; short enough for the compiler to see nothing is cut. */
+#define DIR_CAP 256
+#define PATH_CAP 512
+#define SCRIPT_CAP 2048
+
+extern char **environ;
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static bool under_valgrind(void)
+{
+    return getenv("HILOCK_TEST_UNDER_VALGRIND") != NULL;
+}
+
+/* Valgrind slows the test's own library calls, not the tool; bounds still
+ * widen so that the test's side never becomes the bottleneck. */
+static int widen(int ms)
+{
+    return under_valgrind() ? ms * 10 : ms;
+}
+
+typedef struct fx {
+    hl_redis_server *server;
+    char url[64];
+    char dir[DIR_CAP];
+} fx;
+
+static fx *F(void **state)
+{
+    return *state;
+}
+
+static int setup(void **state)
+{
+    static fx f;
+    char tmpl[DIR_CAP];
+    const char *tmp = getenv("TMPDIR");
+
+    memset(&f, 0, sizeof f);
+    /* The tool must talk to our server only, and a fence from the
+     * environment of whoever runs the tests must not leak in. */
+    unsetenv("HILOCK_REDIS");
+    unsetenv("HILOCK_FENCE");
+    f.server = hl_fixture_plain();
+    snprintf(f.url, sizeof f.url, "redis://127.0.0.1:%d",
+             hl_redis_server_port(f.server));
+    if (tmp == NULL || *tmp == '\0' || strlen(tmp) > DIR_CAP - 32)
+        tmp = "/tmp";
+    snprintf(tmpl, sizeof tmpl, "%s/hilock-cli-XXXXXX", tmp);
+    if (mkdtemp(tmpl) == NULL)
+        fail_msg("mkdtemp: %s", strerror(errno));
+    snprintf(f.dir, sizeof f.dir, "%s", tmpl);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = F(state);
+    const char *rm[] = { "rm", "-rf", f->dir, NULL };
+
+    hl_redis_server_stop(f->server);
+    f->server = NULL;
+    hl_run(rm, NULL, 0, 10000);
+    return 0;
+}
+
+/* dir/leaf into out. */
+static void path_in(const fx *f, char *out, size_t cap, const char *leaf)
+{
+    snprintf(out, cap, "%s/%s", f->dir, leaf);
+}
+
+static bool file_exists(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0;
+}
+
+static void read_file(const char *path, char *out, size_t cap)
+{
+    FILE *fp = fopen(path, "r");
+    size_t n = 0;
+
+    out[0] = '\0';
+    if (fp == NULL)
+        return;
+    n = fread(out, 1, cap - 1, fp);
+    out[n] = '\0';
+    fclose(fp);
+}
+
+/* argv for the tool: the path, --redis URL (unless url is NULL), then the
+ * NULL-terminated list. */
+static void tool_argv(const char **argv, const char *url, va_list ap)
+{
+    int n = 0;
+    const char *a;
+
+    argv[n++] = HILOCK_TOOL_PATH;
+    if (url != NULL) {
+        argv[n++] = "--redis";
+        argv[n++] = url;
+    }
+    while ((a = va_arg(ap, const char *)) != NULL) {
+        assert_true(n < MAX_ARGS - 1);
+        argv[n++] = a;
+    }
+    argv[n] = NULL;
+}
+
+/* Run the tool against url to its end; its output (stdout and stderr) in
+ * out.  Returns its exit status, 128 + signal, or -1 after timeout_ms. */
+static int tool_at(const char *url, char *out, int timeout_ms, ...)
+{
+    const char *argv[MAX_ARGS];
+    va_list ap;
+
+    va_start(ap, timeout_ms);
+    tool_argv(argv, url, ap);
+    va_end(ap);
+    return hl_run(argv, out, OUT_CAP, timeout_ms);
+}
+
+#define TOOL(f, out, ...) tool_at((f)->url, (out), widen(20000), __VA_ARGS__, \
+                                  (char *)NULL)
+
+/* Start argv in the background with stdout and stderr going to out_path
+ * and the signals of dfl reset to their default dispositions. */
+static pid_t spawn_argv(const char *const *argv, const char *out_path,
+                        const sigset_t *dfl)
+{
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attr;
+    sigset_t none;
+    pid_t pid;
+    int rc;
+
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, out_path,
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+    posix_spawnattr_init(&attr);
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, dfl);
+    posix_spawnattr_setflags(&attr,
+                             POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    rc = posix_spawn(&pid, argv[0], &actions, &attr, (char *const *)argv,
+                     environ);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0)
+        fail_msg("spawn %s: %s", argv[0], strerror(rc));
+    return pid;
+}
+
+/* The tool in the background, with the signals it passes on (and PIPE)
+ * at their defaults, as a shell would start it. */
+static pid_t spawn_tool(const fx *f, const char *out_path, ...)
+{
+    const char *argv[MAX_ARGS];
+    sigset_t dfl;
+    va_list ap;
+
+    va_start(ap, out_path);
+    tool_argv(argv, f->url, ap);
+    va_end(ap);
+    sigemptyset(&dfl);
+    sigaddset(&dfl, SIGTERM);
+    sigaddset(&dfl, SIGINT);
+    sigaddset(&dfl, SIGHUP);
+    sigaddset(&dfl, SIGPIPE);
+    return spawn_argv(argv, out_path, &dfl);
+}
+
+/* Exit status of pid (128 + signal if killed), or -1 if it did not end
+ * within timeout_ms; it is then killed. */
+static int wait_exit(pid_t pid, int timeout_ms)
+{
+    int64_t deadline = hl_now_ms() + timeout_ms;
+    int ws;
+
+    for (;;) {
+        pid_t r = waitpid(pid, &ws, WNOHANG);
+
+        if (r == pid)
+            break;
+        if (r < 0 && errno != EINTR)
+            fail_msg("waitpid: %s", strerror(errno));
+        if (hl_now_ms() >= deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &ws, 0);
+            return -1;
+        }
+        hl_sleep_ms(5);
+    }
+    return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+}
+
+static bool still_running(pid_t pid)
+{
+    int ws;
+
+    return waitpid(pid, &ws, WNOHANG) == 0;
+}
+
+static bool path_appears(void *arg)
+{
+    return file_exists(arg);
+}
+
+static void wait_for_file(const char *path)
+{
+    if (!hl_wait_until(path_appears, (void *)path, widen(10000)))
+        fail_msg("%s did not appear", path);
+}
+
+typedef struct key_probe {
+    hl_redis_server *server;
+    const char *key;
+} key_probe;
+
+static bool key_exists(void *arg)
+{
+    key_probe *p = arg;
+    char reply[64];
+
+    return hl_redis_server_cmd(p->server, reply, sizeof reply, "EXISTS",
+                               p->key, (char *)NULL) == ':'
+           && strncmp(reply, ":1", 2) == 0;
+}
+
+static void assert_has(const char *text, const char *needle)
+{
+    if (strstr(text, needle) == NULL)
+        fail_msg("\"%s\" not found in:\n%s", needle, text);
+}
+
+/* A client of the test's own, playing another process. */
+static hilock_client *client_for(const fx *f)
+{
+    hilock_options *o;
+    hilock_client *c = NULL;
+
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(hilock_options_set_url(o, f->url), HILOCK_OK);
+    if (hilock_client_create(&c, o) != HILOCK_OK)
+        fail_msg("connect: %s", hilock_last_error());
+    hilock_options_free(o);
+    return c;
+}
+
+static hilock_lock *hold(hilock_client *c, const char *name)
+{
+    hilock_lock *lock;
+
+    assert_int_equal(hilock_lock_create(&lock, c, name, strlen(name)),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_acquire(lock), HILOCK_OK);
+    return lock;
+}
+
+/* ---- a small JSON checker ----------------------------------------------
+ * Strict RFC 8259 syntax, with strings checked for raw control bytes and
+ * invalid UTF-8, so that "valid JSON" means what a real parser accepts. */
+
+static const char *js_value(const char *p, int depth);
+
+static const char *js_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    return p;
+}
+
+static bool is_hex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')
+           || (c >= 'A' && c <= 'F');
+}
+
+/* One UTF-8 sequence starting at p; returns its end or NULL. */
+static const char *js_utf8(const char *p)
+{
+    const unsigned char *s = (const unsigned char *)p;
+    unsigned long cp;
+    int more, i;
+
+    if (s[0] < 0x80)
+        return p + 1;
+    if ((s[0] & 0xe0) == 0xc0) {
+        cp = s[0] & 0x1f;
+        more = 1;
+    } else if ((s[0] & 0xf0) == 0xe0) {
+        cp = s[0] & 0x0f;
+        more = 2;
+    } else if ((s[0] & 0xf8) == 0xf0) {
+        cp = s[0] & 0x07;
+        more = 3;
+    } else {
+        return NULL;
+    }
+    for (i = 1; i <= more; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return NULL;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if ((more == 1 && cp < 0x80) || (more == 2 && cp < 0x800)
+        || (more == 3 && cp < 0x10000) || cp > 0x10ffff
+        || (cp >= 0xd800 && cp <= 0xdfff))
+        return NULL;
+    return p + 1 + more;
+}
+
+static const char *js_string(const char *p)
+{
+    if (*p++ != '"')
+        return NULL;
+    while (*p != '"') {
+        unsigned char c = (unsigned char)*p;
+
+        if (c < 0x20)
+            return NULL; /* raw control byte, or the end of the text */
+        if (c == '\\') {
+            p++;
+            if (*p != '\0' && strchr("\"\\/bfnrt", *p) != NULL) {
+                p++;
+            } else if (*p == 'u' && is_hex(p[1]) && is_hex(p[2])
+                       && is_hex(p[3]) && is_hex(p[4])) {
+                p += 5;
+            } else {
+                return NULL;
+            }
+        } else if ((p = js_utf8(p)) == NULL) {
+            return NULL;
+        }
+    }
+    return p + 1;
+}
+
+static const char *js_number(const char *p)
+{
+    if (*p == '-')
+        p++;
+    if (*p == '0')
+        p++;
+    else if (*p >= '1' && *p <= '9')
+        while (*p >= '0' && *p <= '9')
+            p++;
+    else
+        return NULL;
+    if (*p == '.') {
+        if (!(*++p >= '0' && *p <= '9'))
+            return NULL;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-')
+            p++;
+        if (!(*p >= '0' && *p <= '9'))
+            return NULL;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    return p;
+}
+
+static const char *js_list(const char *p, int depth, char close, bool keyed)
+{
+    p = js_ws(p + 1);
+    if (*p == close)
+        return p + 1;
+    for (;;) {
+        if (keyed) {
+            if ((p = js_string(p)) == NULL)
+                return NULL;
+            p = js_ws(p);
+            if (*p++ != ':')
+                return NULL;
+        }
+        if ((p = js_value(p, depth + 1)) == NULL)
+            return NULL;
+        p = js_ws(p);
+        if (*p == close)
+            return p + 1;
+        if (*p++ != ',')
+            return NULL;
+        p = js_ws(p);
+    }
+}
+
+static const char *js_value(const char *p, int depth)
+{
+    if (depth > 64)
+        return NULL;
+    p = js_ws(p);
+    switch (*p) {
+    case '{':
+        return js_list(p, depth, '}', true);
+    case '[':
+        return js_list(p, depth, ']', false);
+    case '"':
+        return js_string(p);
+    case 't':
+        return strncmp(p, "true", 4) == 0 ? p + 4 : NULL;
+    case 'f':
+        return strncmp(p, "false", 5) == 0 ? p + 5 : NULL;
+    case 'n':
+        return strncmp(p, "null", 4) == 0 ? p + 4 : NULL;
+    default:
+        return js_number(p);
+    }
+}
+
+/* The text is one JSON object followed by a newline and nothing else. */
+static void assert_json_object(const char *text)
+{
+    const char *end;
+
+    if (text[0] != '{')
+        fail_msg("not a JSON object: %s", text);
+    end = js_value(text, 0);
+    if (end == NULL || strcmp(end, "\n") != 0)
+        fail_msg("not valid JSON (one object and a newline): %s", text);
+}
+
+/* status NAME, checked to be valid JSON, into out. */
+static void status_of(const fx *f, const char *name, char *out)
+{
+    int rc = TOOL(f, out, "status", name);
+
+    if (rc != 0)
+        fail_msg("status %s exited %d: %s", name, rc, out);
+    assert_json_object(out);
+}
+
+static void assert_free(const fx *f, const char *name)
+{
+    char out[OUT_CAP];
+
+    status_of(f, name, out);
+    assert_has(out, "\"locked\":false");
+    assert_has(out, "\"ttl_ms\":-1");
+    assert_has(out, "\"holders\":[]");
+}
+
+/* ---- exit statuses ---------------------------------------------------- */
+
+static void test_exit_status_passes_through(void **state)
+{
+    fx *f = F(state);
+    char out[OUT_CAP];
+
+    assert_int_equal(TOOL(f, out, "run", "x", "--", "sh", "-c", "exit 7"),
+                     7);
+    assert_int_equal(TOOL(f, out, "run", "x", "--", "true"), 0);
+    assert_int_equal(TOOL(f, out, "run", "x", "--", "sh", "-c",
+                          "echo hello; exit 0"),
+                     0);
+    assert_has(out, "hello");
+    /* Died of a signal: 128 + its number, as a shell reports it. */
+    assert_int_equal(TOOL(f, out, "run", "x", "--", "sh", "-c",
+                          "kill -KILL $$"),
+                     128 + SIGKILL);
+    /* The arguments reach the command unchanged. */
+    assert_int_equal(TOOL(f, out, "run", "x", "--", "printf", "[%s]",
+                          "a b", "--", "-c"),
+                     0);
+    assert_has(out, "[a b][--][-c]");
+    assert_free(f, "x");
+}
+
+static void test_not_acquired_within_wait(void **state)
+{
+    fx *f = F(state);
+    char out[OUT_CAP];
+    hilock_client *c = client_for(f);
+    hilock_lock *lock = hold(c, "busy");
+    int64_t t0 = hl_now_ms(), took;
+
+    assert_int_equal(TOOL(f, out, "run", "--wait", "200", "busy", "--",
+                          "sh", "-c", "echo ran"),
+                     75);
+    took = hl_now_ms() - t0;
+    assert_null(strstr(out, "ran\n"));
+    assert_true(took >= 190);
+    assert_true(took < widen(5000));
+    /* 0 is a single attempt. */
+    assert_int_equal(TOOL(f, out, "run", "--wait=0", "busy", "--", "true"),
+                     75);
+    assert_int_equal(hilock_lock_release(lock), HILOCK_OK);
+    assert_int_equal(TOOL(f, out, "run", "--wait", "200", "busy", "--",
+                          "true"),
+                     0);
+    hilock_lock_destroy(lock);
+    hilock_client_destroy(c);
+}
+
+static void test_lease_lost(void **state)
+{
+    fx *f = F(state);
+    char out_path[PATH_CAP], out[OUT_CAP], reply[64];
+    key_probe probe = { f->server, "lost" };
+    int64_t t0;
+    pid_t pid;
+    int rc;
+
+    path_in(f, out_path, sizeof out_path, "lost.out");
+    /* The trap stops the background sleep too, which hilock does not
+     * signal: it only signals its own child. */
+    pid = spawn_tool(f, out_path, "--watchdog", "1000", "run", "lost", "--",
+                     "sh", "-c",
+                     "trap 'echo got-term; kill $!; exit 0' TERM; "
+                     "echo started; sleep 30 & wait",
+                     (char *)NULL);
+    if (!hl_wait_until(key_exists, &probe, widen(10000)))
+        fail_msg("the run never took the lock");
+    hl_wait_until(path_appears, out_path, widen(5000));
+    for (t0 = hl_now_ms(); hl_now_ms() - t0 < widen(5000);) {
+        read_file(out_path, out, sizeof out);
+        if (strstr(out, "started") != NULL)
+            break;
+        hl_sleep_ms(5);
+    }
+    assert_has(out, "started");
+    assert_int_equal(hl_redis_server_cmd(f->server, reply, sizeof reply,
+                                         "DEL", "lost", (char *)NULL),
+                     ':');
+    t0 = hl_now_ms();
+    /* Renewal every third of 1000 ms: the loss shows within ~340 ms. */
+    rc = wait_exit(pid, widen(4000));
+    read_file(out_path, out, sizeof out);
+    if (rc != 76)
+        fail_msg("exit %d after %lld ms; output:\n%s", rc,
+                 (long long)(hl_now_ms() - t0), out);
+    assert_has(out, "got-term");
+    assert_free(f, "lost");
+}
+
+static void test_unreachable(void **state)
+{
+    char out[OUT_CAP], refused[64], wrong[96], right[96];
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    hl_redis_server *locked;
+    int s;
+
+    (void)state;
+    /* A port that was free a moment ago: nothing listens there. */
+    s = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(s >= 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(s, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(getsockname(s, (struct sockaddr *)&sa, &len), 0);
+    close(s);
+    snprintf(refused, sizeof refused, "redis://127.0.0.1:%d",
+             ntohs(sa.sin_port));
+    assert_int_equal(tool_at(refused, out, widen(20000), "run", "x", "--",
+                             "sh", "-c", "echo ran", (char *)NULL),
+                     69);
+    assert_null(strstr(out, "ran\n"));
+    assert_int_equal(tool_at(refused, out, widen(20000), "status", "x",
+                             (char *)NULL),
+                     69);
+    assert_int_equal(tool_at(refused, out, widen(20000), "unlock",
+                             "--force", "x", (char *)NULL),
+                     69);
+
+    locked = hl_fixture_plain_with("s3cret", NULL);
+    snprintf(wrong, sizeof wrong, "redis://:wrong@127.0.0.1:%d",
+             hl_redis_server_port(locked));
+    snprintf(right, sizeof right, "redis://:s3cret@127.0.0.1:%d",
+             hl_redis_server_port(locked));
+    assert_int_equal(tool_at(wrong, out, widen(20000), "run", "x", "--",
+                             "true", (char *)NULL),
+                     69);
+    assert_int_equal(tool_at(wrong, out, widen(20000), "status", "x",
+                             (char *)NULL),
+                     69);
+    assert_int_equal(tool_at(right, out, widen(20000), "run", "x", "--",
+                             "true", (char *)NULL),
+                     0);
+    /* $HILOCK_REDIS stands in for --redis. */
+    setenv("HILOCK_REDIS", wrong, 1);
+    assert_int_equal(tool_at(NULL, out, widen(20000), "status", "x",
+                             (char *)NULL),
+                     69);
+    setenv("HILOCK_REDIS", right, 1);
+    assert_int_equal(tool_at(NULL, out, widen(20000), "status", "x",
+                             (char *)NULL),
+                     0);
+    unsetenv("HILOCK_REDIS");
+    hl_redis_server_stop(locked);
+}
+
+static void test_usage_errors(void **state)
+{
+    static const char *const cases[][8] = {
+        { "run", "--", "true" },                      /* no NAME */
+        { "run", "u", "true" },                       /* no -- */
+        { "run", "u" },
+        { "run", "u", "--" },                         /* no CMD */
+        { "run", "--bogus", "u", "--", "true" },
+        { "run", "--wait", "abc", "u", "--", "true" },
+        { "run", "--wait", "-5", "u", "--", "true" },
+        { "run", "--wait", "" , "u", "--", "true" },
+        { "run", "--lease", "0", "u", "--", "true" },
+        { "run", "--lease", "10x", "u", "--", "true" },
+        { "run", "--lease", "99999999999999999999999", "u", "--", "true" },
+        { "run", "--kind", "no-such-kind", "u", "--", "true" },
+        { "run", "u", "--wait" },
+        { "run", "a", "b", "--", "true" },
+        { "status" },
+        { "status", "a", "b" },
+        { "unlock", "u" },                            /* no --force */
+        { "unlock", "--force" },
+        { "--watchdog", "0", "status", "u" },
+        { "--watchdog", "x", "status", "u" },
+        { "--bogus", "status", "u" },
+        { "no-such-command" },
+        { "demo", "extra" },
+    };
+    fx *f = F(state);
+    char out[OUT_CAP];
+    const char *argv[MAX_ARGS];
+    size_t i;
+    int n, k, rc;
+
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        n = 0;
+        argv[n++] = HILOCK_TOOL_PATH;
+        argv[n++] = "--redis";
+        argv[n++] = f->url;
+        for (k = 0; k < 8 && cases[i][k] != NULL; k++)
+            argv[n++] = cases[i][k];
+        argv[n] = NULL;
+        rc = hl_run(argv, out, sizeof out, widen(20000));
+        if (rc != 64)
+            fail_msg("case %zu (%s %s ...) exited %d, not 64:\n%s", i,
+                     cases[i][0], cases[i][1] ? cases[i][1] : "", rc, out);
+        assert_true(strstr(out, "usage") != NULL
+                    || strstr(out, "unknown") != NULL);
+    }
+    /* No command at all is a usage error; --help is not. */
+    argv[3] = NULL;
+    assert_int_equal(hl_run(argv, out, sizeof out, widen(20000)), 64);
+    assert_int_equal(tool_at(NULL, out, widen(20000), "--help",
+                             (char *)NULL),
+                     0);
+    assert_has(out, "usage");
+    assert_int_equal(tool_at(NULL, out, widen(20000), "version",
+                             (char *)NULL),
+                     0);
+    assert_has(out, hilock_version_string());
+    /* None of them took the lock. */
+    assert_free(f, "u");
+}
+
+static void test_command_not_found(void **state)
+{
+    fx *f = F(state);
+    char out[OUT_CAP], script[PATH_CAP];
+    FILE *fp;
+
+    assert_int_equal(TOOL(f, out, "run", "nf", "--",
+                          "hilock-test-no-such-command"),
+                     127);
+    assert_int_equal(TOOL(f, out, "run", "nf", "--", "/nonexistent/cmd"),
+                     127);
+    assert_free(f, "nf");
+    /* Found but not executable: 126, as a shell says. */
+    path_in(f, script, sizeof script, "not-executable");
+    fp = fopen(script, "w");
+    assert_non_null(fp);
+    fputs("#!/bin/sh\nexit 0\n", fp);
+    fclose(fp);
+    chmod(script, 0600);
+    assert_int_equal(TOOL(f, out, "run", "nf", "--", script), 126);
+    assert_free(f, "nf");
+}
+
+/* ---- signals ---------------------------------------------------------- */
+
+static void forward_one(fx *f, int sig, const char *sig_name)
+{
+    char out_path[PATH_CAP], ready[PATH_CAP], marker[PATH_CAP];
+    char script[SCRIPT_CAP], out[OUT_CAP];
+    pid_t pid;
+    int rc;
+
+    path_in(f, out_path, sizeof out_path, "fwd.out");
+    path_in(f, ready, sizeof ready, "fwd.ready");
+    path_in(f, marker, sizeof marker, "fwd.marker");
+    unlink(ready);
+    unlink(marker);
+    snprintf(script, sizeof script,
+             "trap 'touch %s; kill $!; exit 3' %s; touch %s; "
+             "sleep 30 & wait",
+             marker, sig_name, ready);
+    pid = spawn_tool(f, out_path, "run", "fwd", "--", "sh", "-c", script,
+                     (char *)NULL);
+    wait_for_file(ready);
+    assert_int_equal(kill(pid, sig), 0);
+    rc = wait_exit(pid, widen(10000));
+    read_file(out_path, out, sizeof out);
+    if (rc != 3)
+        fail_msg("SIG%s: exit %d, not the command's 3:\n%s", sig_name, rc,
+                 out);
+    assert_true(file_exists(marker));
+    assert_free(f, "fwd");
+}
+
+static void test_signals_forwarded(void **state)
+{
+    fx *f = F(state);
+    char out_path[PATH_CAP], ready[PATH_CAP], script[SCRIPT_CAP];
+    pid_t pid;
+
+    forward_one(f, SIGTERM, "TERM");
+    forward_one(f, SIGINT, "INT");
+    forward_one(f, SIGHUP, "HUP");
+
+    /* A command that does not catch the signal dies of it; hilock still
+     * releases the lock and reports the death as a shell does. */
+    path_in(f, out_path, sizeof out_path, "plain.out");
+    path_in(f, ready, sizeof ready, "plain.ready");
+    snprintf(script, sizeof script, "touch %s; exec sleep 30", ready);
+    pid = spawn_tool(f, out_path, "run", "fwd", "--", "sh", "-c", script,
+                     (char *)NULL);
+    wait_for_file(ready);
+    /* The exec may still be under way; a TERM to sh then ends it too. */
+    hl_sleep_ms(50);
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(wait_exit(pid, widen(10000)), 128 + SIGTERM);
+    assert_free(f, "fwd");
+}
+
+/* The signals the command ignores, started by hilock while hilock itself
+ * ignores the signals of ignored (and nothing else). */
+static unsigned long long ignored_by_command(const fx *f,
+                                             const int *ignored, int n)
+{
+    const char *argv[] = { HILOCK_TOOL_PATH, "--redis", f->url, "run", "sd",
+                           "--", "grep", "^SigIgn", "/proc/self/status",
+                           NULL };
+    struct sigaction ign, old[8];
+    char out_path[PATH_CAP], out[OUT_CAP];
+    const char *p;
+    sigset_t dfl;
+    pid_t pid;
+    int i, rc;
+
+    assert_true(n <= 8);
+    path_in(f, out_path, sizeof out_path, "sd.out");
+    /* Every other signal starts at its default, whatever the test runner
+     * gave this process. */
+    sigfillset(&dfl);
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    for (i = 0; i < n; i++) {
+        sigdelset(&dfl, ignored[i]);
+        sigaction(ignored[i], &ign, &old[i]);
+    }
+    pid = spawn_argv(argv, out_path, &dfl);
+    for (i = 0; i < n; i++)
+        sigaction(ignored[i], &old[i], NULL);
+    rc = wait_exit(pid, widen(20000));
+    read_file(out_path, out, sizeof out);
+    if (rc != 0)
+        fail_msg("exit %d:\n%s", rc, out);
+    p = strstr(out, "SigIgn:");
+    assert_non_null(p);
+    return strtoull(p + 7, NULL, 16);
+}
+
+static unsigned long long sig_bit(int sig)
+{
+    return 1ULL << (sig - 1);
+}
+
+/* The command gets default dispositions, except that the signals that
+ * hilock's parent ignored on purpose for the whole job (nohup, `cmd &` in
+ * a script) stay ignored. */
+static void test_child_signal_dispositions(void **state)
+{
+    static const int none[1] = { 0 };
+    static const int stray[] = { SIGPIPE, SIGUSR1, SIGTERM };
+    static const int nohup[] = { SIGHUP };
+    static const int background[] = { SIGINT, SIGQUIT, SIGPIPE };
+    fx *f = F(state);
+
+    assert_int_equal(ignored_by_command(f, none, 0), 0);
+    assert_int_equal(ignored_by_command(f, stray, 3), sig_bit(SIGTERM));
+    assert_int_equal(ignored_by_command(f, nohup, 1), sig_bit(SIGHUP));
+    assert_int_equal(ignored_by_command(f, background, 3),
+                     sig_bit(SIGINT) | sig_bit(SIGQUIT));
+}
+
+/* ---- locking through the command ------------------------------------- */
+
+static void test_mutual_exclusion(void **state)
+{
+    enum { RUNS = 3 };
+    fx *f = F(state);
+    char log[PATH_CAP], script[SCRIPT_CAP], out_path[PATH_CAP];
+    char text[OUT_CAP], expect[OUT_CAP] = "";
+    pid_t pids[RUNS];
+    int i;
+
+    path_in(f, log, sizeof log, "mutex.log");
+    snprintf(script, sizeof script,
+             "echo start >> %s; sleep 0.2; echo end >> %s", log, log);
+    for (i = 0; i < RUNS; i++) {
+        char leaf[32];
+
+        snprintf(leaf, sizeof leaf, "mutex%d.out", i);
+        path_in(f, out_path, sizeof out_path, leaf);
+        pids[i] = spawn_tool(f, out_path, "run", "mx", "--", "sh", "-c",
+                             script, (char *)NULL);
+    }
+    for (i = 0; i < RUNS; i++) {
+        assert_int_equal(wait_exit(pids[i], widen(20000)), 0);
+        strcat(expect, "start\nend\n");
+    }
+    read_file(log, text, sizeof text);
+    /* Overlapping intervals would show as two starts in a row. */
+    assert_string_equal(text, expect);
+    assert_free(f, "mx");
+}
+
+static void test_fence_env(void **state)
+{
+    fx *f = F(state);
+    char out[OUT_CAP];
+    unsigned long long prev = 0, token;
+    const char *p;
+    int i;
+
+    for (i = 0; i < 3; i++) {
+        assert_int_equal(TOOL(f, out, "run", "--fence-env", "fence", "--",
+                              "sh", "-c", "echo \"fence=$HILOCK_FENCE\""),
+                         0);
+        p = strstr(out, "fence=");
+        assert_non_null(p);
+        token = strtoull(p + 6, NULL, 10);
+        if (token <= prev)
+            fail_msg("fence %llu after %llu", token, prev);
+        prev = token;
+    }
+    /* Without --fence-env nothing is set. */
+    assert_int_equal(TOOL(f, out, "run", "fence", "--", "sh", "-c",
+                          "echo \"fence=${HILOCK_FENCE-unset}\""),
+                     0);
+    assert_has(out, "fence=unset");
+    /* One inherited from an outer run is replaced, not doubled. */
+    setenv("HILOCK_FENCE", "1", 1);
+    assert_int_equal(TOOL(f, out, "run", "--fence-env", "fence", "--",
+                          "sh", "-c", "env | grep -c '^HILOCK_FENCE='; "
+                                      "echo \"fence=$HILOCK_FENCE\""),
+                     0);
+    unsetenv("HILOCK_FENCE");
+    assert_true(strncmp(out, "1\n", 2) == 0);
+    p = strstr(out, "fence=");
+    assert_non_null(p);
+    assert_true(strtoull(p + 6, NULL, 10) > prev);
+}
+
+/* ---- status ----------------------------------------------------------- */
+
+static void test_status_json(void **state)
+{
+    fx *f = F(state);
+    char out[OUT_CAP], out_path[PATH_CAP], ready[PATH_CAP];
+    char script[SCRIPT_CAP], owner[128];
+    hilock_client *c;
+    hilock_lock *lock;
+    const char *p;
+    pid_t pid;
+
+    status_of(f, "st", out);
+    assert_string_equal(out, "{\"name\":\"st\",\"kind\":\"reentrant\","
+                             "\"locked\":false,\"ttl_ms\":-1,"
+                             "\"holders\":[],\"waiters\":[],"
+                             "\"subscribers\":0}\n");
+
+    /* Held by a run: one holder, count 1, a live ttl. */
+    path_in(f, out_path, sizeof out_path, "st.out");
+    path_in(f, ready, sizeof ready, "st.ready");
+    snprintf(script, sizeof script, "touch %s; exec sleep 30", ready);
+    pid = spawn_tool(f, out_path, "run", "st", "--", "sh", "-c", script,
+                     (char *)NULL);
+    wait_for_file(ready);
+    status_of(f, "st", out);
+    assert_has(out, "\"kind\":\"reentrant\"");
+    assert_has(out, "\"locked\":true");
+    assert_has(out, "\"count\":1}]");
+    p = strstr(out, "\"ttl_ms\":");
+    assert_non_null(p);
+    assert_true(atoll(p + 9) > 0);
+    /* The owner: "<client uuid>:<owner id>". */
+    p = strstr(out, "\"holders\":[{\"owner\":\"");
+    assert_non_null(p);
+    p += strlen("\"holders\":[{\"owner\":\"");
+    assert_true(strlen(p) > HILOCK_CLIENT_ID_LEN + 2);
+    assert_int_equal(p[8], '-');
+    assert_int_equal(p[HILOCK_CLIENT_ID_LEN], ':');
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(wait_exit(pid, widen(10000)), 128 + SIGTERM);
+    assert_free(f, "st");
+
+    /* Held twice by the test: exactly its owner id and count. */
+    c = client_for(f);
+    lock = hold(c, "st");
+    assert_int_equal(hilock_lock_acquire(lock), HILOCK_OK);
+    snprintf(owner, sizeof owner, "{\"owner\":\"%s:%llu\",\"count\":2}",
+             hilock_client_id(c),
+             (unsigned long long)hilock_thread_owner());
+    status_of(f, "st", out);
+    assert_has(out, owner);
+    assert_int_equal(hilock_lock_release(lock), HILOCK_OK);
+    assert_int_equal(hilock_lock_release(lock), HILOCK_OK);
+    hilock_lock_destroy(lock);
+    hilock_client_destroy(c);
+    assert_free(f, "st");
+}
+
+static void test_status_escapes_names(void **state)
+{
+    /* A quote, a backslash, control bytes, DEL, valid UTF-8 (e-acute and
+     * a 4-byte emoji), a lone invalid byte and a truncated sequence. */
+    static const char name[] = "q\"b\\s\x01\t\x7f \xc3\xa9 \xf0\x9f\x94\x92"
+                               " \xff \xe2\x82";
+    static const char want[] = "\"name\":\"q\\\"b\\\\s\\u0001\\u0009"
+                               "\\u007f \xc3\xa9 \xf0\x9f\x94\x92 \\u00ff "
+                               "\\u00e2\\u0082\"";
+    fx *f = F(state);
+    char out[OUT_CAP];
+    hilock_client *c = client_for(f);
+    hilock_lock *lock = hold(c, name);
+
+    status_of(f, name, out);
+    assert_has(out, want);
+    assert_has(out, "\"locked\":true");
+    assert_int_equal(hilock_lock_release(lock), HILOCK_OK);
+    hilock_lock_destroy(lock);
+    hilock_client_destroy(c);
+    status_of(f, name, out);
+    assert_has(out, want);
+    assert_has(out, "\"locked\":false");
+}
+
+/* The layouts of Redisson's other kinds, written by hand. */
+static void test_status_kinds(void **state)
+{
+    fx *f = F(state);
+    char out[OUT_CAP], reply[256];
+    hl_redis_server *s = f->server;
+    int64_t t0;
+
+    hl_redis_server_cmd(s, reply, sizeof reply, "HSET", "fair", "c:3", "1",
+                        (char *)NULL);
+    hl_redis_server_cmd(s, reply, sizeof reply, "PEXPIRE", "fair", "60000",
+                        (char *)NULL);
+    hl_redis_server_cmd(s, reply, sizeof reply, "RPUSH",
+                        "redisson_lock_queue:{fair}", "a:1", "b\"2",
+                        (char *)NULL);
+    status_of(f, "fair", out);
+    assert_has(out, "\"kind\":\"fair\",\"locked\":true");
+    assert_has(out, "\"holders\":[{\"owner\":\"c:3\",\"count\":1}]");
+    assert_has(out, "\"waiters\":[{\"owner\":\"a:1\"},"
+                    "{\"owner\":\"b\\\"2\"}]");
+
+    hl_redis_server_cmd(s, reply, sizeof reply, "HSET", "rw", "mode",
+                        "write", "x:1:write", "2", (char *)NULL);
+    hl_redis_server_cmd(s, reply, sizeof reply, "PEXPIRE", "rw", "60000",
+                        (char *)NULL);
+    status_of(f, "rw", out);
+    assert_has(out, "\"kind\":\"read-write\",\"locked\":true");
+    assert_has(out, "\"holders\":[{\"owner\":\"x:1:write\",\"count\":2}]");
+    assert_has(out, "\"mode\":\"write\"");
+
+    /* A name with its own hash tag keeps it: no braces added. */
+    hl_redis_server_cmd(s, reply, sizeof reply, "RPUSH",
+                        "redisson_lock_queue:{t}x", "w:1", (char *)NULL);
+    status_of(f, "{t}x", out);
+    assert_has(out, "\"kind\":\"fair\",\"locked\":false");
+    assert_has(out, "\"waiters\":[{\"owner\":\"w:1\"}]");
+
+    /* Waiting clients show as subscribers of the release channel. */
+    {
+        hilock_client *c = client_for(f);
+        hilock_lock *lock = hold(c, "sub");
+        char out_path[PATH_CAP];
+        pid_t pid;
+
+        path_in(f, out_path, sizeof out_path, "sub.out");
+        pid = spawn_tool(f, out_path, "run", "sub", "--", "true",
+                         (char *)NULL);
+        for (t0 = hl_now_ms(); hl_now_ms() - t0 < widen(10000);) {
+            if (hl_fixture_numsub(s, "redisson_lock__channel:{sub}") == 1)
+                break;
+            hl_sleep_ms(5);
+        }
+        status_of(f, "sub", out);
+        assert_has(out, "\"waiters\":[],\"subscribers\":1}");
+        assert_int_equal(hilock_lock_release(lock), HILOCK_OK);
+        assert_int_equal(wait_exit(pid, widen(10000)), 0);
+        hilock_lock_destroy(lock);
+        hilock_client_destroy(c);
+    }
+
+    /* Not a lock at all. */
+    hl_redis_server_cmd(s, reply, sizeof reply, "SET", "str", "v",
+                        (char *)NULL);
+    assert_int_equal(TOOL(f, out, "status", "str"), 65);
+}
+
+/* ---- unlock --force --------------------------------------------------- */
+
+static void test_unlock_force(void **state)
+{
+    fx *f = F(state);
+    char out[OUT_CAP], out_path[PATH_CAP], reply[64];
+    hilock_client *c = client_for(f);
+    hilock_lock *lock = hold(c, "uf");
+    pid_t pid;
+    int rc;
+
+    path_in(f, out_path, sizeof out_path, "uf.out");
+    pid = spawn_tool(f, out_path, "run", "--wait", "5000", "uf", "--",
+                     "sh", "-c", "echo acquired", (char *)NULL);
+    hl_sleep_ms(300);
+    assert_true(still_running(pid));
+    assert_int_equal(TOOL(f, out, "unlock", "--force", "uf"), 0);
+    assert_string_equal(out, "deleted\n");
+    rc = wait_exit(pid, widen(4000));
+    read_file(out_path, out, sizeof out);
+    if (rc != 0)
+        fail_msg("the waiting run exited %d:\n%s", rc, out);
+    assert_has(out, "acquired");
+    assert_int_equal(TOOL(f, out, "unlock", "--force", "uf"), 0);
+    assert_string_equal(out, "not locked\n");
+    /* The test's hold is gone: its release says so. */
+    assert_int_not_equal(hilock_lock_release(lock), HILOCK_OK);
+    hilock_lock_destroy(lock);
+    hilock_client_destroy(c);
+
+    /* A value that is not a lock is left alone. */
+    hl_redis_server_cmd(f->server, reply, sizeof reply, "SET", "s", "v",
+                        (char *)NULL);
+    assert_int_equal(TOOL(f, out, "unlock", "--force", "s"), 65);
+    hl_redis_server_cmd(f->server, reply, sizeof reply, "EXISTS", "s",
+                        (char *)NULL);
+    assert_string_equal(reply, ":1\r\n");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_exit_status_passes_through,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_not_acquired_within_wait, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_lease_lost, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unreachable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_usage_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_command_not_found, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_signals_forwarded, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_child_signal_dispositions,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mutual_exclusion, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_fence_env, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_escapes_names, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_status_kinds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unlock_force, setup, teardown),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

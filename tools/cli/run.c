@@ -1,0 +1,537 @@
+/* hilock run: hold a lock while a command runs.
+ *
+ * One thread waits for everything with poll() on a self-pipe: the signal
+ * handlers, the acquire callback and the lost callback (both on the
+ * library's loop thread) set a flag and write a byte to it.  The flags
+ * carry the news; the byte only wakes the poll, so a full pipe loses
+ * nothing.
+ *
+ * CMD stays in hilock's process group, so that it keeps the terminal (it
+ * can read from it, and ^C reaches it directly).  Signals go to CMD's own
+ * process only: a CMD that starts children of its own has to pass TERM on
+ * to them when the lease is lost, as a shell script does with
+ * `trap ... TERM` or exec. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* How long CMD has between SIGTERM and SIGKILL once the lease is lost. */
+#define RUN_GRACE_MS 5000
+/* Bound on --wait and --lease: a year. */
+#define RUN_MAX_MS (365LL * 24 * 3600 * 1000)
+
+extern char **environ;
+
+/* The signals passed on to CMD. */
+static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP};
+#define N_FORWARDED (sizeof forwarded / sizeof forwarded[0])
+
+/* Per signal number: 0 none, SIG_FROM_PROCESS sent by some process (kill),
+ * SIG_FROM_TTY sent by the terminal to the whole foreground process group,
+ * which includes CMD: passing that one on would deliver it twice. */
+enum { SIG_FROM_PROCESS = 1, SIG_FROM_TTY = 2 };
+static volatile sig_atomic_t pending_signal[NSIG];
+static volatile sig_atomic_t child_changed;
+static int wake_fds[2] = {-1, -1};
+
+typedef struct run_state {
+    atomic_bool acquire_done;
+    int acquire_status;
+    uint64_t token;
+    char acquire_detail[256];
+    atomic_bool lost;
+} run_state;
+
+static void wake(void)
+{
+    /* EAGAIN means bytes are waiting already: the wake-up is due. */
+    ssize_t n = write(wake_fds[1], "", 1);
+    (void)n;
+}
+
+static void on_signal(int sig, siginfo_t *info, void *ctx)
+{
+    (void)ctx;
+    int saved = errno;
+    if (sig == SIGCHLD)
+        child_changed = 1;
+    else
+        pending_signal[sig] =
+            info != NULL && info->si_code == SI_KERNEL ? SIG_FROM_TTY
+                                                       : SIG_FROM_PROCESS;
+    wake();
+    errno = saved;
+}
+
+static void on_acquired(hilock_lock *lock, int status,
+                        const hilock_acquired *acquired, void *user_data)
+{
+    (void)lock;
+    run_state *st = user_data;
+    st->acquire_status = status;
+    st->token = acquired ? acquired->token : 0;
+    snprintf(st->acquire_detail, sizeof st->acquire_detail, "%s",
+             status ? hilock_last_error() : "");
+    atomic_store(&st->acquire_done, true);
+    wake();
+}
+
+static void on_lost(hilock_lock *lock, uint64_t owner, void *user_data)
+{
+    (void)lock;
+    (void)owner;
+    run_state *st = user_data;
+    atomic_store(&st->lost, true);
+    wake();
+}
+
+/* These signals, when ignored as hilock starts, stay ignored for hilock
+ * and CMD alike: nohup and `cmd &` in a script ask that of the whole job.
+ * Every other disposition CMD gets is the default one, since an ignored
+ * SIGPIPE, say, is usually a leftover of the parent's own needs. */
+static const int kept_if_ignored[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+static sigset_t ignored_at_start;
+
+static int setup_signals(void)
+{
+    if (pipe2(wake_fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+        perror("hilock: pipe");
+        return -1;
+    }
+    sigemptyset(&ignored_at_start);
+    for (size_t i = 0; i < sizeof kept_if_ignored / sizeof(int); i++) {
+        struct sigaction old;
+        sigaction(kept_if_ignored[i], NULL, &old);
+        if (old.sa_handler == SIG_IGN)
+            sigaddset(&ignored_at_start, kept_if_ignored[i]);
+    }
+    sigset_t unblock;
+    sigemptyset(&unblock);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    for (size_t i = 0; i < N_FORWARDED; i++) {
+        if (sigismember(&ignored_at_start, forwarded[i]))
+            continue;
+        sigaction(forwarded[i], &sa, NULL);
+        sigaddset(&unblock, forwarded[i]);
+    }
+    sa.sa_flags |= SA_NOCLDSTOP;
+    sigaction(SIGCHLD, &sa, NULL);
+    sigaddset(&unblock, SIGCHLD);
+    /* The library's loop thread blocks every signal, so they all come to
+     * this thread, which must therefore take them. */
+    pthread_sigmask(SIG_UNBLOCK, &unblock, NULL);
+    return 0;
+}
+
+static void drain_wake(void)
+{
+    char buf[64];
+    while (read(wake_fds[0], buf, sizeof buf) > 0)
+        ;
+}
+
+/* Wait for a wake-up, at most timeout_ms (-1: no bound). */
+static void wait_wake(int timeout_ms)
+{
+    struct pollfd p = {.fd = wake_fds[0], .events = POLLIN};
+    if (poll(&p, 1, timeout_ms) > 0)
+        drain_wake();
+}
+
+/* The first pending signal that should end hilock, whatever its origin;
+ * 0 if none.  Clears it. */
+static int take_terminating_signal(void)
+{
+    for (size_t i = 0; i < N_FORWARDED; i++) {
+        int sig = forwarded[i];
+        if (pending_signal[sig]) {
+            pending_signal[sig] = 0;
+            return sig;
+        }
+    }
+    return 0;
+}
+
+/* Die of sig, as if hilock had not caught it, so that a shell or
+ * supervisor sees the reason it sent. */
+static void die_of(int sig)
+{
+    fflush(NULL);
+    signal(sig, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    raise(sig);
+    _exit(128 + sig);
+}
+
+typedef struct run_args {
+    const cli_kind *kind;
+    long long wait_ms;  /* HILOCK_WAIT_FOREVER when not given */
+    long long lease_ms; /* HILOCK_LEASE_WATCHDOG when not given */
+    bool fence_env;
+    const char *name;
+    char **cmd;
+} run_args;
+
+static int run_usage(const char *why, const char *what)
+{
+    if (why != NULL)
+        fprintf(stderr, "hilock run: %s%s%s\n", why, what ? " " : "",
+                what ? what : "");
+    fprintf(stderr,
+            "usage: hilock [--redis URL] [--watchdog MS] run [--kind %s]\n"
+            "           [--wait MS] [--lease MS] [--fence-env] NAME -- CMD "
+            "[ARG...]\n",
+            cli_kind_names());
+    return CLI_EXIT_USAGE;
+}
+
+static int parse_args(int argc, char **argv, run_args *a)
+{
+    a->kind = cli_kind_find("reentrant");
+    a->wait_ms = HILOCK_WAIT_FOREVER;
+    a->lease_ms = HILOCK_LEASE_WATCHDOG;
+    int i = 1;
+    for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        const char *arg = argv[i], *v;
+        bool missing = false;
+        if (arg[0] != '-') {
+            if (a->name != NULL)
+                return run_usage("expected -- before", arg);
+            a->name = arg;
+        } else if (strcmp(arg, "--fence-env") == 0) {
+            a->fence_env = true;
+        } else if ((v = cli_option_value(argc, argv, &i, "--kind",
+                                         &missing))) {
+            a->kind = cli_kind_find(v);
+            if (a->kind == NULL)
+                return run_usage("unknown lock kind", v);
+        } else if ((v = cli_option_value(argc, argv, &i, "--wait",
+                                         &missing))) {
+            if (!cli_parse_ms(v, true, RUN_MAX_MS, &a->wait_ms))
+                return run_usage("--wait takes milliseconds >= 0, not", v);
+        } else if ((v = cli_option_value(argc, argv, &i, "--lease",
+                                         &missing))) {
+            if (!cli_parse_ms(v, false, RUN_MAX_MS, &a->lease_ms))
+                return run_usage("--lease takes milliseconds > 0, not", v);
+        } else {
+            return run_usage(missing ? "missing value after"
+                                     : "unknown option",
+                             arg);
+        }
+    }
+    if (a->name == NULL || a->name[0] == '\0')
+        return run_usage("missing lock NAME", NULL);
+    if (i >= argc)
+        return run_usage("missing -- before the command", NULL);
+    if (i + 1 >= argc)
+        return run_usage("missing the command after --", NULL);
+    a->cmd = argv + i + 1;
+    return 0;
+}
+
+/* environ with HILOCK_FENCE=token in place of any HILOCK_FENCE it had.
+ * The process environment itself stays untouched, as setenv() could race
+ * with getenv() on the library's thread. */
+static char **fence_environ(uint64_t token, char *entry, size_t cap)
+{
+    size_t n = 0;
+    while (environ[n] != NULL)
+        n++;
+    char **env = calloc(n + 2, sizeof *env);
+    if (env == NULL)
+        return NULL;
+    snprintf(entry, cap, "HILOCK_FENCE=%llu", (unsigned long long)token);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "HILOCK_FENCE=", 13) != 0)
+            env[k++] = environ[i];
+    env[k] = entry;
+    return env;
+}
+
+/* The forked child, up to exec: async-signal-safe calls only, since the
+ * library's thread may have held any lock at the fork.  Signals stay
+ * blocked until every disposition is back to its default, so that none
+ * runs hilock's handler in here; one that came meanwhile then acts as it
+ * would on CMD.  Handlers need no reset, exec does that; what exec keeps
+ * is an ignored disposition, and the mask. */
+static _Noreturn void exec_child(char **cmd, char **env, int err_fd)
+{
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction old;
+        if (sigaction(sig, NULL, &old) != 0 || old.sa_handler != SIG_IGN)
+            continue;
+        if (!sigismember(&ignored_at_start, sig))
+            sigaction(sig, &dfl, NULL);
+    }
+    /* glibc keeps the signals between 32 and SIGRTMIN for itself and
+     * refuses to touch them through sigaction(); a parent that spawned
+     * hilock with posix_spawn() left them ignored, so reset them with the
+     * system call.  An all-zero kernel sigaction is SIG_DFL with no flags
+     * on every architecture, whatever the order of its fields. */
+    static const unsigned long zero_action[8];
+    for (int sig = 32; sig < SIGRTMIN; sig++)
+        syscall(SYS_rt_sigaction, sig, zero_action, NULL, (NSIG - 1) / 8);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execvpe(cmd[0], cmd, env);
+    int err = errno;
+    ssize_t n = write(err_fd, &err, sizeof err);
+    (void)n;
+    _exit(CLI_EXIT_NOT_FOUND);
+}
+
+/* Start CMD; returns 0, or the exit status when it cannot be started.
+ * posix_spawn would be simpler, but glibc's leaves the signals it keeps
+ * for itself (32 and 33) ignored in the new program. */
+static int spawn_cmd(char **cmd, char **env, pid_t *pid)
+{
+    int err_pipe[2];
+    if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+        perror("hilock: pipe");
+        return CLI_EXIT_SOFTWARE;
+    }
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t p = fork();
+    if (p == 0)
+        exec_child(cmd, env, err_pipe[1]);
+    int fork_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    close(err_pipe[1]);
+    if (p < 0) {
+        close(err_pipe[0]);
+        fprintf(stderr, "hilock: fork: %s\n", strerror(fork_errno));
+        return CLI_EXIT_SOFTWARE;
+    }
+    /* End of file: the exec closed the pipe, CMD runs. */
+    int err = 0;
+    ssize_t n;
+    while ((n = read(err_pipe[0], &err, sizeof err)) < 0 && errno == EINTR)
+        ;
+    close(err_pipe[0]);
+    if (n <= 0) {
+        *pid = p;
+        return 0;
+    }
+    while (waitpid(p, NULL, 0) < 0 && errno == EINTR)
+        ;
+    fprintf(stderr, "hilock: %s: %s\n", cmd[0], strerror(err));
+    return err == ENOENT || err == ENOTDIR ? CLI_EXIT_NOT_FOUND
+                                           : CLI_EXIT_CANNOT_EXEC;
+}
+
+/* Wait for the acquire to complete, cancelling it if a signal asks hilock
+ * to stop.  Returns that signal, or 0. */
+static int wait_acquired(hilock_lock *lock, uint64_t op, run_state *st)
+{
+    int stop_sig = 0;
+    while (!atomic_load(&st->acquire_done)) {
+        wait_wake(-1);
+        int sig = take_terminating_signal();
+        if (sig != 0 && stop_sig == 0) {
+            stop_sig = sig;
+            /* The callback still comes, with ECANCELED, or with OK when
+             * the grant won the race; the hold is then released below. */
+            hilock_lock_cancel(lock, op);
+        }
+    }
+    return stop_sig;
+}
+
+static int acquire_failed(const run_args *a, const run_state *st)
+{
+    int rc = st->acquire_status;
+    if (rc == HILOCK_EBUSY) {
+        fprintf(stderr, "hilock: %s is held by another owner; not acquired "
+                        "within %lld ms\n",
+                a->name, a->wait_ms);
+        return CLI_EXIT_NOT_ACQUIRED;
+    }
+    fprintf(stderr, "hilock: cannot acquire %s: %s (%s)\n", a->name,
+            hilock_strerror(rc), st->acquire_detail);
+    switch (rc) {
+    case HILOCK_EREDIS:
+        return CLI_EXIT_DATAERR; /* e.g. WRONGTYPE: the name is no lock */
+    case HILOCK_EIO:
+    case HILOCK_ETIMEDOUT:
+    case HILOCK_EAUTH:
+    case HILOCK_ETLS:
+    case HILOCK_ECLOSED:
+        return CLI_EXIT_UNAVAILABLE;
+    default:
+        return CLI_EXIT_SOFTWARE;
+    }
+}
+
+/* Run CMD to its end, passing signals on and stopping it if the lease is
+ * lost (then *lost_seen is set).  Returns its wait status. */
+static int supervise(pid_t pid, run_state *st, const char *name,
+                     bool *lost_seen)
+{
+    int64_t kill_at = 0; /* when SIGKILL is due; 0: not scheduled */
+    for (;;) {
+        if (child_changed) {
+            child_changed = 0;
+            int ws;
+            pid_t r = waitpid(pid, &ws, WNOHANG);
+            if (r == pid)
+                return ws;
+        }
+        for (size_t i = 0; i < N_FORWARDED; i++) {
+            int sig = forwarded[i];
+            int from = pending_signal[sig];
+            if (from == 0)
+                continue;
+            pending_signal[sig] = 0;
+            if (from == SIG_FROM_PROCESS)
+                kill(pid, sig);
+        }
+        if (atomic_load(&st->lost) && !*lost_seen) {
+            *lost_seen = true;
+            fprintf(stderr, "hilock: lost the lock %s; stopping %d with "
+                            "SIGTERM\n",
+                    name, (int)pid);
+            kill(pid, SIGTERM);
+            kill_at = cli_now_ms() + RUN_GRACE_MS;
+        }
+        int timeout = -1;
+        if (kill_at != 0) {
+            int64_t left = kill_at - cli_now_ms();
+            if (left <= 0) {
+                fprintf(stderr, "hilock: %d still runs %d ms after SIGTERM; "
+                                "sending SIGKILL\n",
+                        (int)pid, RUN_GRACE_MS);
+                kill(pid, SIGKILL);
+                kill_at = 0;
+            } else {
+                timeout = (int)left;
+            }
+        }
+        wait_wake(timeout);
+    }
+}
+
+int cli_run(const cli_globals *g, int argc, char **argv)
+{
+    run_args a = {0};
+    int rc = parse_args(argc, argv, &a);
+    if (rc != 0)
+        return rc;
+    if (setup_signals() != 0)
+        return CLI_EXIT_SOFTWARE;
+    hilock_client *client;
+    rc = cli_open(g, &client);
+    if (rc != 0)
+        return rc;
+    int sig = take_terminating_signal();
+    if (sig != 0) {
+        hilock_client_destroy(client);
+        die_of(sig);
+    }
+    hilock_lock *lock;
+    rc = a.kind->create(&lock, client, a.name, strlen(a.name));
+    if (rc != HILOCK_OK) {
+        fprintf(stderr, "hilock: %s: %s\n", hilock_strerror(rc),
+                hilock_last_error());
+        hilock_client_destroy(client);
+        return rc == HILOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_SOFTWARE;
+    }
+    run_state st;
+    memset(&st, 0, sizeof st);
+    atomic_init(&st.acquire_done, false);
+    atomic_init(&st.lost, false);
+    int status = CLI_EXIT_SOFTWARE;
+    uint64_t op = 0;
+    /* The sync release below acts for this thread's owner id, so the
+     * async acquire (used for its cancel) takes the same one. */
+    if (hilock_lock_set_lost_callback(lock, on_lost, &st) != HILOCK_OK ||
+        hilock_lock_acquire_async(lock, hilock_thread_owner(), a.wait_ms,
+                                  a.lease_ms,
+                                  a.fence_env ? HILOCK_ACQUIRE_FENCED : 0,
+                                  on_acquired, &st, &op) != HILOCK_OK) {
+        fprintf(stderr, "hilock: cannot start the acquire: %s\n",
+                hilock_last_error());
+        goto out;
+    }
+    sig = wait_acquired(lock, op, &st);
+    if (st.acquire_status != HILOCK_OK) {
+        if (sig != 0) {
+            hilock_lock_destroy(lock);
+            hilock_client_destroy(client);
+            die_of(sig);
+        }
+        status = acquire_failed(&a, &st);
+        goto out;
+    }
+
+    pid_t pid = 0;
+    bool lost_seen = false;
+    char fence[48];
+    char **env = environ;
+    if (sig == 0 && a.fence_env) {
+        env = fence_environ(st.token, fence, sizeof fence);
+        if (env == NULL) {
+            fprintf(stderr, "hilock: out of memory\n");
+            status = CLI_EXIT_SOFTWARE;
+        }
+    }
+    if (sig == 0 && env != NULL) {
+        status = spawn_cmd(a.cmd, env, &pid);
+        if (status == 0) {
+            int ws = supervise(pid, &st, a.name, &lost_seen);
+            status = WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : WEXITSTATUS(ws);
+        }
+    }
+    if (env != environ)
+        free(env);
+
+    rc = hilock_lock_release(lock);
+    if (rc == HILOCK_ELEASELOST || atomic_load(&st.lost)) {
+        /* Noticed only after CMD ended, but the loss itself may date from
+         * while it ran: nobody can tell it kept the lock throughout. */
+        if (!lost_seen)
+            fprintf(stderr, "hilock: the lock %s was lost before %s could "
+                            "release it\n",
+                    a.name, pid != 0 ? a.cmd[0] : "hilock");
+        status = CLI_EXIT_LEASE_LOST;
+    } else if (rc != HILOCK_OK) {
+        fprintf(stderr, "hilock: could not release %s: %s (%s); it expires "
+                        "by itself\n",
+                a.name, hilock_strerror(rc), hilock_last_error());
+    }
+    if (sig != 0) {
+        hilock_lock_destroy(lock);
+        hilock_client_destroy(client);
+        die_of(sig);
+    }
+out:
+    hilock_lock_destroy(lock);
+    hilock_client_destroy(client);
+    close(wake_fds[0]);
+    close(wake_fds[1]);
+    return status;
+}
