@@ -18,6 +18,7 @@
 #include "options_internal.h"
 #include "reply.h"
 #include "resolve.h"
+#include "script.h"
 #include "stream.h"
 
 typedef enum conn_state {
@@ -38,6 +39,7 @@ struct hl_request {
     hl_monotime deadline;
     hl_request_fn *fn;
     void *data;
+    const hl_script *script; /* an EVALSHA of it, or NULL */
     bool internal; /* part of the connection handshake */
 };
 
@@ -75,6 +77,7 @@ struct hl_conn {
     int hello_left;
 
     hl_conn_stats stats;
+    uint64_t scripts_loaded; /* bits of hl_script.index, this socket */
     int attempt; /* consecutive failed attempts */
     uint64_t rng;
     char err[256];
@@ -206,6 +209,7 @@ static void close_socket(hl_conn *c)
     c->limits.violated = 0;
     hl_buf_reset(&c->out);
     hl_prepare_stop(&c->flusher);
+    c->scripts_loaded = 0;
 }
 
 /* The socket is gone (or never came): fail what was written, tell the
@@ -515,10 +519,37 @@ static void hello_start(hl_conn *c)
 
 /* ---- writing --------------------------------------------------------- */
 
+/* Put SCRIPT LOAD for r's script in front of it, once per socket.  On
+ * failure nothing is queued: the EVALSHA then meets NOSCRIPT and falls
+ * back to EVAL. */
+static void load_script_first(hl_conn *c, const hl_script *s)
+{
+    uint64_t bit = (uint64_t)1 << s->index;
+    if (c->scripts_loaded & bit)
+        return;
+    const char *argv[] = {"SCRIPT", "LOAD", s->body};
+    size_t lens[] = {6, 4, s->len};
+    hl_request *load;
+    if (format_request(&load, 3, argv, lens) != 0)
+        return;
+    if (hl_buf_append(&c->out, load->cmd, load->len) != 0) {
+        hl_free(load->cmd);
+        hl_free(load);
+        return;
+    }
+    hl_free(load->cmd);
+    load->cmd = NULL;
+    load->deadline = hl_monotime_now() + HL_MS(c->o->command_timeout_ms);
+    queue_push(&c->sent, load);
+    c->scripts_loaded |= bit;
+}
+
 static void move_pending(hl_conn *c)
 {
     hl_request *r;
     while ((r = queue_pop(&c->pending)) != NULL) {
+        if (r->script)
+            load_script_first(c, r->script);
         if (hl_buf_append(&c->out, r->cmd, r->len) != 0) {
             complete(r, HILOCK_ENOMEM, NULL, "out of memory for output");
             continue;
@@ -810,6 +841,28 @@ int hl_conn_command_take(hl_conn *c, char *cmd, size_t len,
     r->data = data;
     return enqueue(c, r);
 }
+
+int hl_conn_script_take(hl_conn *c, const hl_script *script, char *cmd,
+                        size_t len, hl_request_fn *fn, void *data)
+{
+    if (c->state == ST_CLOSED) {
+        hl_free(cmd);
+        return HILOCK_ECLOSED;
+    }
+    hl_request *r = hl_calloc(1, sizeof *r);
+    if (r == NULL) {
+        hl_free(cmd);
+        return HILOCK_ENOMEM;
+    }
+    r->cmd = cmd;
+    r->len = len;
+    r->fn = fn;
+    r->data = data;
+    r->script = script;
+    return enqueue(c, r);
+}
+
+void hl_conn_forget_scripts(hl_conn *c) { c->scripts_loaded = 0; }
 
 int hl_conn_send(hl_conn *c, int argc, const char *const *argv,
                  const size_t *argvlen)

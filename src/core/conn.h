@@ -20,6 +20,7 @@
 
 struct hilock_options;
 typedef struct hl_conn hl_conn;
+typedef struct hl_script hl_script;
 
 /* Completion of a request: exactly once.  reply (owned by the callee) is
  * set for HILOCK_OK and HILOCK_EREDIS, else NULL. */
@@ -58,6 +59,13 @@ int hl_conn_command(hl_conn *conn, int argc, const char *const *argv,
  * the connection takes over in every case. */
 int hl_conn_command_take(hl_conn *conn, char *cmd, size_t len,
                          hl_request_fn *fn, void *data);
+
+/* The same for an EVALSHA of script: the connection sends SCRIPT LOAD
+ * before it when the script is not known to be loaded on it. */
+int hl_conn_script_take(hl_conn *conn, const hl_script *script, char *cmd,
+                        size_t len, hl_request_fn *fn, void *data);
+/* The server forgot its scripts (NOSCRIPT): load each again before use. */
+void hl_conn_forget_scripts(hl_conn *conn);
 
 /* Format a command as RESP into a buffer from hl_malloc.  Any thread.
  * HILOCK_OK or HILOCK_ENOMEM. */

@@ -1,17 +1,24 @@
 #include "script.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/sha.h>
 
 #include "alloc.h"
 #include "hilock/error.h"
+#include "error_detail.h"
 #include "reply.h"
 
 void hl_script_init(hl_script *s, const char *body)
 {
+    static atomic_int next_index;
     unsigned char md[SHA_DIGEST_LENGTH];
+    s->index = atomic_fetch_add(&next_index, 1);
+    if (s->index >= HL_MAX_SCRIPTS)
+        abort();
     s->body = body;
     s->len = strlen(body);
     SHA1((const unsigned char *)body, s->len, md);
@@ -43,13 +50,16 @@ static void script_complete(script_call *c, int status, hilock_reply *reply)
     script_call_free(c);
 }
 
-static int script_send(script_call *c, hl_request_fn *on_reply)
+static int script_send(script_call *c, hl_request_fn *on_reply, bool sha)
 {
     char *cmd;
     size_t len;
     int rc = hl_format_command(&cmd, &len, c->argc, c->argv, c->lens);
     if (rc != 0)
         return rc;
+    if (sha)
+        return hl_conn_script_take(c->conn, c->script, cmd, len, on_reply,
+                                   c);
     return hl_conn_command_take(c->conn, cmd, len, on_reply, c);
 }
 
@@ -63,13 +73,16 @@ static void on_evalsha_reply(void *data, int status, hilock_reply *reply)
     script_call *c = data;
     if (status == HILOCK_EREDIS && hl_reply_is_error_prefix(reply, "NOSCRIPT")) {
         hilock_reply_free(reply);
+        /* Flushed under us: every script must be loaded again. */
+        hl_conn_forget_scripts(c->conn);
         c->argv[0] = "EVAL";
         c->lens[0] = 4;
         c->argv[1] = c->script->body;
         c->lens[1] = c->script->len;
-        int rc = script_send(c, on_eval_reply);
+        int rc = script_send(c, on_eval_reply, false);
         if (rc == 0)
             return;
+        hl_set_detail("could not queue the script again after NOSCRIPT");
         script_complete(c, rc, NULL);
         return;
     }
@@ -110,7 +123,7 @@ int hl_script_run(hl_conn *conn, const hl_script *s, int nkeys, int argc,
         c->lens[3 + i] = argvlen[i];
         p += argvlen[i];
     }
-    int rc = script_send(c, on_evalsha_reply);
+    int rc = script_send(c, on_evalsha_reply, true);
     if (rc != 0)
         script_call_free(c);
     return rc;

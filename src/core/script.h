@@ -1,6 +1,10 @@
-/* Lua scripts run by SHA1 (EVALSHA), falling back to EVAL when the server
- * has forgotten them (NOSCRIPT after a restart or SCRIPT FLUSH); EVAL
- * also loads the script again, so the next call is an EVALSHA hit. */
+/* Lua scripts run by SHA1 (EVALSHA).  Each connection loads a script
+ * (SCRIPT LOAD, in the same pipeline, just before its first EVALSHA on
+ * that connection), so a reconnect to a restarted server costs no
+ * NOSCRIPT round trip and nothing runs out of order.  Only a SCRIPT FLUSH
+ * on a live connection still meets NOSCRIPT: the call then runs as EVAL
+ * (after commands sent behind it) and the connection loads every script
+ * again before its next use. */
 #ifndef HL_SCRIPT_H
 #define HL_SCRIPT_H
 
@@ -8,13 +12,18 @@
 
 #include "conn.h"
 
-typedef struct hl_script {
+struct hl_script {
     const char *body;
     size_t len;
+    int index; /* bit in a connection's set of loaded scripts */
     char sha1[41];
-} hl_script;
+};
 
-/* Compute the SHA1 of a static script body. */
+/* Most scripts the process can register. */
+#define HL_MAX_SCRIPTS 64
+
+/* Compute the SHA1 of a static script body and give it an index; at most
+ * HL_MAX_SCRIPTS per process (more abort: a programming error). */
 void hl_script_init(hl_script *s, const char *body);
 
 /* Run a script with nkeys keys followed by the other arguments (argv holds
