@@ -87,17 +87,34 @@ static void client_shutdown(hilock_client *c)
     run_tasks(c, tasks, true);
     if (first) {
         ev_async_stop(c->loop, &c->wakeup);
+        ev_idle_stop(c->loop, &c->spin);
         if (c->own_loop)
             ev_break(c->loop, EVBREAK_ALL);
     }
     hl_client_leave_callback(c);
 }
 
-static void on_wakeup(struct ev_loop *loop, ev_async *w, int revents)
+/* While active, libev polls without blocking: the loop stays awake for
+ * the next piece of work from another thread, then goes back to sleep. */
+static void on_spin(struct ev_loop *loop, ev_idle *w, int revents)
 {
-    (void)loop;
     (void)revents;
     hilock_client *c = w->data;
+    /* Several waiting callers keep the loop busy without help. */
+    if (hl_sync_waiting() > 1 ||
+        hl_monotime_now() > atomic_load_explicit(&c->spin_until,
+                                                 memory_order_relaxed))
+        ev_idle_stop(loop, w);
+}
+
+static void on_wakeup(struct ev_loop *loop, ev_async *w, int revents)
+{
+    (void)revents;
+    hilock_client *c = w->data;
+    if (!ev_is_active(&c->spin) &&
+        hl_monotime_now() < atomic_load_explicit(&c->spin_until,
+                                                 memory_order_relaxed))
+        ev_idle_start(loop, &c->spin);
     hl_client_enter_callback(c);
     pthread_mutex_lock(&c->lock);
     bool closed = c->closed;
@@ -124,6 +141,9 @@ int hl_client_submit(hilock_client *c, hl_task *task)
         pthread_mutex_unlock(&c->lock);
         return hl_fail(HILOCK_ECLOSED, "client is closed");
     }
+    atomic_store_explicit(&c->spin_until,
+                          hl_monotime_now() + HL_HANDOVER_SPIN_US,
+                          memory_order_relaxed);
     if (c->tasks_tail)
         c->tasks_tail->next = task;
     else
@@ -322,6 +342,8 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
         c->loop_tid = pthread_self();
     ev_async_init(&c->wakeup, on_wakeup);
     c->wakeup.data = c;
+    ev_idle_init(&c->spin, on_spin);
+    c->spin.data = c;
     ev_async_start(c->loop, &c->wakeup);
     hl_conn_config cfg = {.loop = c->loop,
                           .opts = c->opts,

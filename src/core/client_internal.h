@@ -32,6 +32,8 @@ struct hilock_client {
     bool thread_running; /* own loop: the thread exists and is joinable */
 
     ev_async wakeup;
+    ev_idle spin;               /* keeps the loop polling, not sleeping */
+    _Atomic int64_t spin_until; /* µs: until then, after a hand-over */
     pthread_mutex_t lock; /* guards tasks, closed, first_* */
     pthread_cond_t cond;
     hl_task *tasks_head;
@@ -55,6 +57,13 @@ struct hilock_client {
     bool free_when_idle;  /* destroyed inside a callback */
     bool free_on_thread_exit;
 };
+
+/* How long both sides of a hand-over between threads stay awake (µs):
+ * the loop thread after work arrives from another thread, and a sync
+ * caller waiting for its answer.  Putting a thread to sleep and waking it
+ * costs more than a round trip to Redis on many machines, so the few
+ * microseconds of a reply are better waited out awake. */
+#define HL_HANDOVER_SPIN_US 200
 
 /* Is the calling thread the client's loop thread? */
 bool hl_client_in_loop(const hilock_client *client);
@@ -91,6 +100,8 @@ int hl_sync_wait(hl_sync *s, int64_t timeout_us, int *status,
  * waiter is gone). */
 void hl_sync_post(hl_sync *s, int status, hilock_reply *reply,
                   const char *detail);
+/* How many threads wait in sync calls right now (process-wide). */
+int hl_sync_waiting(void);
 void hl_sync_post_value(hl_sync *s, int status, hilock_reply *reply,
                         int64_t value, const char *detail);
 

@@ -6,12 +6,13 @@
 #include "alloc.h"
 #include "client_internal.h"
 #include "hilock/error.h"
+#include "monotime.h"
 
 struct hl_sync {
     pthread_mutex_t m;
     pthread_cond_t cv;
     atomic_int refs;
-    bool posted;
+    atomic_bool posted;
     int status;
     hilock_reply *reply;
     int64_t value;
@@ -43,6 +44,30 @@ static void sync_unref(hl_sync *s)
     hl_free(s);
 }
 
+/* Threads waiting in sync calls, process-wide. */
+static atomic_int waiting;
+
+int hl_sync_waiting(void) { return atomic_load_explicit(&waiting,
+                                                        memory_order_relaxed); }
+
+/* A lone caller's answer usually comes within a round trip: wait for it
+ * awake.  With more callers waiting the loop thread is busy anyway, and
+ * spinning would only take its time and the server's. */
+static void spin_for_post(hl_sync *s, int64_t timeout_us)
+{
+    if (atomic_load_explicit(&waiting, memory_order_relaxed) > 1)
+        return;
+    int64_t us = timeout_us < HL_HANDOVER_SPIN_US ? timeout_us
+                                                  : HL_HANDOVER_SPIN_US;
+    hl_monotime end = hl_monotime_now() + us;
+    while (!atomic_load_explicit(&s->posted, memory_order_acquire) &&
+           hl_monotime_now() < end) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+}
+
 int hl_sync_wait(hl_sync *s, int64_t timeout_us, int *status,
                  hilock_reply **reply, int64_t *value, char *detail,
                  size_t detail_len)
@@ -55,6 +80,8 @@ int hl_sync_wait(hl_sync *s, int64_t timeout_us, int *status,
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
+    atomic_fetch_add_explicit(&waiting, 1, memory_order_relaxed);
+    spin_for_post(s, timeout_us);
     pthread_mutex_lock(&s->m);
     while (!s->posted) {
         if (pthread_cond_timedwait(&s->cv, &s->m, &until) == ETIMEDOUT)
@@ -74,6 +101,7 @@ int hl_sync_wait(hl_sync *s, int64_t timeout_us, int *status,
             snprintf(detail, detail_len, "%s", s->detail);
     }
     pthread_mutex_unlock(&s->m);
+    atomic_fetch_sub_explicit(&waiting, 1, memory_order_relaxed);
     sync_unref(s);
     return rc;
 }
@@ -88,7 +116,7 @@ void hl_sync_post_value(hl_sync *s, int status, hilock_reply *reply,
                         int64_t value, const char *detail)
 {
     pthread_mutex_lock(&s->m);
-    s->posted = true;
+    atomic_store_explicit(&s->posted, true, memory_order_release);
     s->status = status;
     s->reply = reply;
     s->value = value;
