@@ -10,11 +10,22 @@
 #include "lockobj_internal.h"
 #include "options_internal.h"
 
-/* After an attempt whose outcome is unknown (the connection failed under
- * it), wait this long before trying again. */
-#define HL_RETRY_AFTER_ERROR_MS 50
-
 static void attempt(hl_acquire_op *op);
+
+/* A reconcile after an attempt whose outcome is unknown (the connection
+ * failed under it).  It voids that attempt on the server, so the attempt
+ * refuses to run should it still arrive (from a paused server's socket
+ * buffer, say), and lowers the owner's count to what the client knows.
+ * Until it has been answered no new attempt may be sent, since it would
+ * lower that attempt's grant too; so it is sent again until answered,
+ * each time waiting for a connection. */
+struct hl_reconcile {
+    hilock_lock *lock;   /* referenced */
+    hl_acquire_op *op;   /* waiting for the answer, or NULL */
+    uint64_t owner;
+    char nonce[HILOCK_CLIENT_ID_LEN + 22]; /* "" when nothing to void */
+    size_t nonce_len;
+};
 
 static void op_free_if_idle(hl_acquire_op *op)
 {
@@ -46,6 +57,10 @@ static void op_finish(hl_acquire_op *op, int status,
         return;
     op->done = true;
     hilock_lock *lock = op->lock;
+    if (op->reconcile) {
+        op->reconcile->op = NULL;
+        op->reconcile = NULL;
+    }
     if (op->started) {
         op_unlink(op);
         hl_timer_stop(&op->timer);
@@ -125,27 +140,92 @@ static int grant(hl_acquire_op *op, const hl_acquire_result *res,
     return HILOCK_OK;
 }
 
-static void on_give_back(void *data, int status, hilock_reply *reply)
+static void reconcile_send(struct hl_reconcile *r);
+
+static void reconcile_free(struct hl_reconcile *r)
 {
-    (void)status;
-    hilock_reply_free(reply);
-    hl_lock_unref(data);
+    hilock_lock *lock = r->lock;
+    hl_free(r);
+    hl_lock_unref(lock);
 }
 
-/* A hold granted to an operation that ended meanwhile goes back. */
-static void give_back(hl_acquire_op *op)
+static void reconcile_done(struct hl_reconcile *r, int status);
+
+static void on_reconciled(void *data, int status, hilock_reply *reply)
+{
+    struct hl_reconcile *r = data;
+    hilock_reply_free(reply);
+    if (status == HILOCK_EIO || status == HILOCK_ETIMEDOUT ||
+        status == HILOCK_EPROTO || status == HILOCK_ETOOBIG) {
+        /* Still unknown: the request waits for the next connection. */
+        reconcile_send(r);
+        return;
+    }
+    reconcile_done(r, status);
+}
+
+static void reconcile_send(struct hl_reconcile *r)
+{
+    hilock_lock *lock = r->lock;
+    hl_hold *h = lock->client ? hl_hold_find(lock, r->owner) : NULL;
+    int64_t expected = h && !h->lost ? h->count : 0;
+    char field[HILOCK_CLIENT_ID_LEN + 22];
+    if (lock->client == NULL) {
+        reconcile_done(r, HILOCK_ECLOSED);
+        return;
+    }
+    size_t len = hl_owner_field(lock, r->owner, field, sizeof field);
+    int rc = lock->kind->reconcile(lock, field, len, expected, r->nonce,
+                                   r->nonce_len, on_reconciled, r);
+    if (rc != HILOCK_OK)
+        reconcile_done(r, rc);
+}
+
+/* Start a reconcile for op's owner, voiding its last attempt when the
+ * outcome of that attempt is unknown.  With wait_for_it, op makes no new
+ * attempt until the reconcile has been answered. */
+static void reconcile_start(hl_acquire_op *op, bool void_attempt,
+                            bool wait_for_it)
 {
     hilock_lock *lock = op->lock;
-    hl_hold *h = hl_hold_find(lock, op->owner);
-    char field[HILOCK_CLIENT_ID_LEN + 22];
     if (lock->client == NULL)
         return;
-    size_t len = hl_owner_field(lock, op->owner, field, sizeof field);
-    int64_t expected = h && !h->lost ? h->count : 0;
+    struct hl_reconcile *r = hl_calloc(1, sizeof *r);
+    if (r == NULL)
+        return; /* the hold, if any, runs out with its lease */
+    r->lock = lock;
+    r->owner = op->owner;
+    if (void_attempt) {
+        memcpy(r->nonce, op->nonce, op->nonce_len);
+        r->nonce_len = op->nonce_len;
+    }
     hl_lock_ref(lock);
-    if (lock->kind->reconcile(lock, field, len, expected, on_give_back,
-                              lock) != HILOCK_OK)
-        hl_lock_unref(lock);
+    if (wait_for_it && !op->done) {
+        r->op = op;
+        op->reconcile = r;
+    }
+    reconcile_send(r);
+}
+
+static hl_monotime remaining(const hl_acquire_op *op);
+static void wait_for(hl_acquire_op *op, hl_monotime delay);
+
+static void reconcile_done(struct hl_reconcile *r, int status)
+{
+    hl_acquire_op *op = r->op;
+    reconcile_free(r);
+    if (op == NULL)
+        return;
+    op->reconcile = NULL;
+    if (status == HILOCK_ECLOSED) {
+        op_finish(op, HILOCK_ECLOSED, NULL, "client closed");
+        return;
+    }
+    if (remaining(op) <= 0) {
+        op_finish(op, op->last_status, NULL, op->last_detail);
+        return;
+    }
+    attempt(op);
 }
 
 static hl_monotime remaining(const hl_acquire_op *op)
@@ -186,8 +266,21 @@ static void on_wake(hl_waiter *w, hl_wake_reason why)
 static void on_timer(hl_timer *t)
 {
     hl_acquire_op *op = t->data;
-    if (!op->done && op->in_flight == 0)
-        attempt(op);
+    if (op->done)
+        return;
+    if (op->reconcile != NULL) {
+        /* Waiting for a reconcile: only the deadline can end that. */
+        if (remaining(op) <= 0)
+            op_finish(op, op->last_status, NULL, op->last_detail);
+        else
+            wait_for(op, -1);
+        return;
+    }
+    if (op->in_flight > 0) {
+        op->retry_after = true;
+        return;
+    }
+    attempt(op);
 }
 
 /* The lock is held by someone else: wait, or give up. */
@@ -230,36 +323,23 @@ static void held(hl_acquire_op *op, int64_t ttl_ms)
     wait_for(op, ttl_ms >= 0 ? HL_MS(ttl_ms) : -1);
 }
 
-static void on_reconciled(void *data, int status, hilock_reply *reply)
-{
-    hl_acquire_op *op = data;
-    (void)status;
-    hilock_reply_free(reply);
-    op->in_flight--;
-    op_free_if_idle(op);
-}
-
 /* The attempt failed without telling whether it took the lock. */
 static void unknown_outcome(hl_acquire_op *op, int status, const char *why)
 {
-    hilock_lock *lock = op->lock;
-    char detail[256];
-    snprintf(detail, sizeof detail, "%s", why ? why : "");
-    hl_hold *h = hl_hold_find(lock, op->owner);
-    int64_t expected = h && !h->lost ? h->count : 0;
-    char field[HILOCK_CLIENT_ID_LEN + 22];
-    size_t len = hl_owner_field(lock, op->owner, field, sizeof field);
-    if (lock->kind->reconcile(lock, field, len, expected, on_reconciled,
-                              op) == HILOCK_OK)
-        op->in_flight++;
-    if (status == HILOCK_ECLOSED || op->wait_ms == 0 ||
-        remaining(op) <= HL_MS(HL_RETRY_AFTER_ERROR_MS)) {
-        op_finish(op, status, NULL, detail);
-        return;
-    }
+    op->last_status = status;
+    snprintf(op->last_detail, sizeof op->last_detail, "%s", why ? why : "");
     if (op->subscribed)
         hl_waiter_done_trying(&op->waiter);
-    wait_for(op, HL_MS(HL_RETRY_AFTER_ERROR_MS));
+    bool keep_waiting = status != HILOCK_ECLOSED && op->wait_ms != 0 &&
+                        remaining(op) > 0;
+    reconcile_start(op, true, keep_waiting);
+    if (!keep_waiting) {
+        op_finish(op, status, NULL, op->last_detail);
+        return;
+    }
+    /* The reconcile's answer continues the acquire; the timer only ends
+     * it at the deadline. */
+    wait_for(op, -1);
 }
 
 static void on_attempt_reply(void *data, int status, hilock_reply *reply)
@@ -271,9 +351,11 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
         hl_acquire_result res = {0};
         if (status == HILOCK_OK)
             op->lock->kind->parse_attempt(reply, &res);
-        if (status != HILOCK_OK || res.outcome == HL_ACQ_ACQUIRED)
-            give_back(op);
         hilock_reply_free(reply);
+        if (status != HILOCK_OK && status != HILOCK_EREDIS)
+            reconcile_start(op, true, false);
+        else if (status == HILOCK_OK && res.outcome == HL_ACQ_ACQUIRED)
+            reconcile_start(op, false, false);
         op_free_if_idle(op);
         return;
     }
@@ -295,7 +377,7 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
         hilock_acquired got;
         int rc = grant(op, &res, &got);
         if (rc != HILOCK_OK) {
-            give_back(op);
+            reconcile_start(op, false, false);
             op_finish(op, rc, NULL, "out of memory recording a hold");
             return;
         }
@@ -328,6 +410,13 @@ static void attempt(hl_acquire_op *op)
                                : lease;
     args.fenced = (op->flags & HILOCK_ACQUIRE_FENCED) != 0;
     args.known_token = joining ? h->token : 0;
+    static atomic_uint_fast64_t attempts;
+    int n = snprintf(op->nonce, sizeof op->nonce, "%s:%llu",
+                     lock->client->id,
+                     (unsigned long long)atomic_fetch_add(&attempts, 1));
+    op->nonce_len = n > 0 ? (size_t)n : 0;
+    args.nonce = op->nonce;
+    args.nonce_len = op->nonce_len;
     if (op->subscribed)
         hl_waiter_trying(&op->waiter);
     else
@@ -363,8 +452,13 @@ static void op_start(hilock_client *c, hl_task *t, bool closed)
     if (lock->ops)
         lock->ops->prev = op;
     lock->ops = op;
-    if (op->wait_ms > 0)
-        op->deadline = hl_monotime_now() + HL_MS(op->wait_ms);
+    if (op->wait_ms > 0) {
+        hl_monotime now = hl_monotime_now();
+        /* Waits too long to represent are waits forever. */
+        op->deadline = op->wait_ms >= (INT64_MAX - now) / 1000
+                           ? INT64_MAX
+                           : now + HL_MS(op->wait_ms);
+    }
     attempt(op);
 }
 

@@ -39,6 +39,7 @@ static void lock_free(hilock_lock *lock)
     hl_free(lock->name);
     hl_free(lock->channel);
     hl_free(lock->token_key);
+    hl_free(lock->void_key);
     hl_free(lock);
 }
 
@@ -75,7 +76,10 @@ int hl_lock_create(hilock_lock **out, hilock_client *client,
                                      &lock->channel_len);
     lock->token_key = hl_lock_aux_name("redisson_lock_token", name, name_len,
                                        &lock->token_key_len);
+    lock->void_key = hl_lock_aux_name("hilock_void", name, name_len,
+                                      &lock->void_key_len);
     if (!lock->name || !lock->channel || !lock->token_key ||
+        !lock->void_key ||
         hl_handle_add(lock) != 0) {
         lock_free(lock);
         return hl_fail(HILOCK_ENOMEM, "out of memory for a lock");

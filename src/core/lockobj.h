@@ -24,6 +24,7 @@ typedef struct hl_acquire_op hl_acquire_op;
 typedef enum hl_acquire_outcome {
     HL_ACQ_ACQUIRED, /* count, token set */
     HL_ACQ_HELD,     /* ttl_ms set: remaining lease of the holder, -1 none */
+    HL_ACQ_VOID,     /* the attempt had been voided by a reconcile */
     HL_ACQ_BAD_REPLY
 } hl_acquire_outcome;
 
@@ -49,6 +50,8 @@ typedef struct hl_attempt_args {
     int64_t lease_ms;     /* the PEXPIRE to set */
     bool fenced;
     uint64_t known_token; /* the token of the hold it joins, or 0 */
+    const char *nonce;    /* names this attempt, for a later reconcile */
+    size_t nonce_len;
 } hl_attempt_args;
 
 typedef struct hl_kind {
@@ -63,10 +66,13 @@ typedef struct hl_kind {
                                         int64_t *remaining);
     /* Delete the lock whoever holds it; reply 1/0 for deleted. */
     int (*force_release)(hilock_lock *lock, hl_request_fn *fn, void *data);
-    /* After an acquire whose outcome is unknown: bring owner's count on
-     * the server down to expected (the holds the client knows of). */
+    /* After an acquire whose outcome is unknown: void the attempt named
+     * by nonce (empty: none), so that it refuses to run if it reaches the
+     * server later, and bring owner's count on the server down to
+     * expected (the holds the client knows of).  Replies the count. */
     int (*reconcile)(hilock_lock *lock, const char *field, size_t field_len,
-                     int64_t expected, hl_request_fn *fn, void *data);
+                     int64_t expected, const char *nonce, size_t nonce_len,
+                     hl_request_fn *fn, void *data);
     /* Renew a batch: KEYS are lock names, ARGV[1] the lease in ms, then
      * one field per key; replies an array of 1 (renewed) or 0 (not held). */
     const hl_script *renew;
@@ -97,6 +103,8 @@ struct hilock_lock {
     size_t channel_len;
     char *token_key;
     size_t token_key_len;
+    char *void_key; /* attempts voided by reconciles (a set) */
+    size_t void_key_len;
     hl_map holds;
     hl_acquire_op *ops; /* pending acquires */
     uint64_t next_op_id;
@@ -105,6 +113,10 @@ struct hilock_lock {
     atomic_int refs; /* the user's, plus one per operation in flight */
     bool destroyed;
 };
+
+/* How long a voided attempt stays refused: longer than any delay a
+ * request can plausibly spend in a paused server's socket buffer. */
+#define HL_VOID_TTL_MS 600000
 
 /* Build "prefix:{NAME}", or "prefix:NAME" when NAME holds a '{' already
  * (Redisson's rule, so both sides name the same keys).  NULL on ENOMEM. */

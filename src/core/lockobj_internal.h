@@ -18,6 +18,11 @@ struct hl_acquire_op {
     hl_monotime deadline; /* INT64_MAX: forever */
     hl_monotime attempt_sent;
     uint64_t seq_at_attempt; /* channel's wake sequence when sent */
+    char nonce[HILOCK_CLIENT_ID_LEN + 22]; /* names the last attempt */
+    size_t nonce_len;
+    struct hl_reconcile *reconcile; /* answered before the next attempt */
+    int last_status; /* why the last attempt failed, for the deadline */
+    char last_detail[200];
     hl_waiter waiter;
     hl_timer timer;
     hilock_acquire_cb *cb;

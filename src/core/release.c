@@ -59,7 +59,7 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
         if (h) {
             h->count = call->expected_left;
             lock->kind->reconcile(lock, h->field, h->field_len,
-                                  call->expected_left, NULL, NULL);
+                                  call->expected_left, "", 0, NULL, NULL);
             if (h->count <= 0 && h->releases_in_flight == 0)
                 hl_hold_drop(h);
             else if (h->lease && call->lease_was_releasing)
@@ -85,19 +85,30 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
         return;
     }
     case HL_REL_STILL_HELD:
+    case HL_REL_FREED:
+        if (h && h->lost) {
+            /* A loss already reported stands, even if a late renewal kept
+             * the key alive within the drift margin. */
+            if (h->releases_in_flight == 0)
+                hl_hold_drop(h);
+            call_finish(call, HILOCK_ELEASELOST, 0,
+                        "the lease was lost before this release");
+            return;
+        }
+        if (out == HL_REL_FREED) {
+            if (h && h->releases_in_flight == 0)
+                hl_hold_drop(h);
+            else if (h)
+                h->count = 0;
+            call_finish(call, HILOCK_OK, 0, NULL);
+            return;
+        }
         if (h) {
             h->count = left;
             if (h->lease && call->lease_was_releasing)
                 hl_lease_set_releasing(h->lease, false);
         }
         call_finish(call, HILOCK_OK, left, NULL);
-        return;
-    case HL_REL_FREED:
-        if (h && h->releases_in_flight == 0)
-            hl_hold_drop(h);
-        else if (h)
-            h->count = 0;
-        call_finish(call, HILOCK_OK, 0, NULL);
         return;
     case HL_REL_BAD_REPLY:
         call_finish(call, HILOCK_EPROTO, 0, "unexpected release reply");

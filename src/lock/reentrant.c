@@ -3,16 +3,24 @@
  *   NAME                               hash: "<client id>:<owner>" -> count
  *   redisson_lock__channel:{NAME}      release publishes "0"
  *   redisson_lock_token:{NAME}         fencing counter (INCR)
+ *   hilock_void:{NAME}                 attempts voided by a reconcile (set;
+ *                                      exists only after connection trouble)
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "core/lockobj.h"
 
-/* KEYS: name, token key.  ARGV: lease ms, field, fenced (0/1), known
- * token.  Replies {1, count, token} when held by field now, else
- * {0, pttl}. */
+#define HL_STR_(x) #x
+#define HL_STR(x) HL_STR_(x)
+#define HL_VOID_TTL_MS_TEXT HL_STR(HL_VOID_TTL_MS)
+
+/* KEYS: name, token key, void set.  ARGV: lease ms, field, fenced (0/1),
+ * known token, attempt nonce.  Replies {1, count, token} when held by
+ * field now, {0, pttl} when held by another, {2} when the attempt was
+ * voided. */
 static const char acquire_lua[] =
+    "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n"
     "local held = redis.call('hget', KEYS[1], ARGV[2])\n"
     "if not held and redis.call('exists', KEYS[1]) == 1 then\n"
     "  return {0, redis.call('pttl', KEYS[1])}\n"
@@ -63,9 +71,14 @@ static const char renew_lua[] =
     "end\n"
     "return out\n";
 
-/* KEYS: name, channel.  ARGV: field, expected count, message.  Lowers the
- * field's count to the expected one; replies the count left. */
+/* KEYS: name, channel, void set.  ARGV: field, expected count, message,
+ * nonce of the attempt to void (or "").  Lowers the field's count to the
+ * expected one; replies the count left. */
 static const char reconcile_lua[] =
+    "if ARGV[4] ~= '' then\n"
+    "  redis.call('sadd', KEYS[3], ARGV[4])\n"
+    "  redis.call('pexpire', KEYS[3], " HL_VOID_TTL_MS_TEXT ")\n"
+    "end\n"
     "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
     "local want = tonumber(ARGV[2])\n"
     "if n <= want then return n end\n"
@@ -89,20 +102,22 @@ static int attempt(hilock_lock *lock, const hl_attempt_args *a,
     snprintf(lease, sizeof lease, "%lld", (long long)a->lease_ms);
     snprintf(fenced, sizeof fenced, "%d", a->fenced ? 1 : 0);
     snprintf(token, sizeof token, "%llu", (unsigned long long)a->known_token);
-    const char *argv[] = {lock->name, lock->token_key, lease, a->field,
-                          fenced, token};
-    size_t lens[] = {lock->name_len, lock->token_key_len, strlen(lease),
-                     a->field_len, strlen(fenced), strlen(token)};
+    const char *argv[] = {lock->name,   lock->token_key, lock->void_key,
+                          lease,        a->field,        fenced,
+                          token,        a->nonce};
+    size_t lens[] = {lock->name_len, lock->token_key_len, lock->void_key_len,
+                     strlen(lease),  a->field_len,        strlen(fenced),
+                     strlen(token),  a->nonce_len};
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
         return HILOCK_ECLOSED;
-    return hl_script_run(conn, &acquire_script, 2, 6, argv, lens, fn, data);
+    return hl_script_run(conn, &acquire_script, 3, 8, argv, lens, fn, data);
 }
 
 static void parse_attempt(const hilock_reply *r, hl_acquire_result *out)
 {
     out->outcome = HL_ACQ_BAD_REPLY;
-    if (r == NULL || r->type != HILOCK_REPLY_ARRAY || r->elements < 2)
+    if (r == NULL || r->type != HILOCK_REPLY_ARRAY || r->elements < 1)
         return;
     for (size_t i = 0; i < r->elements; i++)
         if (r->element[i]->type != HILOCK_REPLY_INTEGER)
@@ -111,9 +126,11 @@ static void parse_attempt(const hilock_reply *r, hl_acquire_result *out)
         out->outcome = HL_ACQ_ACQUIRED;
         out->count = r->element[1]->integer;
         out->token = (uint64_t)r->element[2]->integer;
-    } else if (r->element[0]->integer == 0) {
+    } else if (r->element[0]->integer == 0 && r->elements == 2) {
         out->outcome = HL_ACQ_HELD;
         out->ttl_ms = r->element[1]->integer;
+    } else if (r->element[0]->integer == 2) {
+        out->outcome = HL_ACQ_VOID;
     }
 }
 
@@ -153,17 +170,20 @@ static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
 }
 
 static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
-                     int64_t expected, hl_request_fn *fn, void *data)
+                     int64_t expected, const char *nonce, size_t nonce_len,
+                     hl_request_fn *fn, void *data)
 {
     char want[24];
     snprintf(want, sizeof want, "%lld", (long long)expected);
-    const char *argv[] = {lock->name, lock->channel, field, want, "0"};
-    size_t lens[] = {lock->name_len, lock->channel_len, field_len,
-                     strlen(want), 1};
+    const char *argv[] = {lock->name, lock->channel, lock->void_key, field,
+                          want,       "0",           nonce};
+    size_t lens[] = {lock->name_len, lock->channel_len, lock->void_key_len,
+                     field_len,      strlen(want),      1,
+                     nonce_len};
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
         return HILOCK_ECLOSED;
-    return hl_script_run(conn, &reconcile_script, 2, 5, argv, lens, fn,
+    return hl_script_run(conn, &reconcile_script, 3, 7, argv, lens, fn,
                          data);
 }
 

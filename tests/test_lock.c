@@ -1,0 +1,1790 @@
+/* The reentrant lock against a real redis-server: hold counts, ownership,
+ * mutual exclusion across threads and processes, the watchdog and
+ * explicit leases, lost leases, wake-ups by the release message, one
+ * subscription per channel, fencing tokens, the async API and its
+ * callback contract, bad input, and the Redisson-compatible layout. */
+/* ctest-timeout: 180 */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "core/client_internal.h"
+#include "core/lease.h"
+#include "core/lockobj_internal.h"
+#include "core/pubsub.h"
+#include "hilock/client.h"
+#include "hilock/error.h"
+#include "hilock/lock.h"
+#include "hilock/options.h"
+#include "hilock/reply.h"
+#include "support/fixture.h"
+#include "support/mutex_checker.h"
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static hl_redis_server *server;
+
+static bool under_valgrind(void)
+{
+    return getenv("HILOCK_TEST_UNDER_VALGRIND") != NULL;
+}
+
+/* Valgrind runs the library tens of times slower, so bounds that catch a
+ * hang on a normal build would catch mere slowness there. */
+static int widen(int ms)
+{
+    return under_valgrind() ? ms * 10 : ms;
+}
+
+static int scaled(int normal, int small)
+{
+    return under_valgrind() ? small : normal;
+}
+
+static int setup_server(void **state)
+{
+    (void)state;
+    server = hl_fixture_plain();
+    return 0;
+}
+
+static int teardown_server(void **state)
+{
+    (void)state;
+    hl_redis_server_stop(server);
+    server = NULL;
+    return 0;
+}
+
+/* No cmocka in here: forked children make their clients with it too.
+ * watchdog_ms 0 keeps the default. */
+static hilock_client *make_client(int port, int64_t watchdog_ms, char *why,
+                                  size_t cap)
+{
+    hilock_options *o = NULL;
+    hilock_client *c = NULL;
+    int rc = hilock_options_create(&o);
+
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_host(o, "127.0.0.1");
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_port(o, port);
+    /* Short backoff: a test that breaks connections should not wait
+     * seconds for the client to come back. */
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_reconnect_backoff_ms(o, 20, 200);
+    if (rc == HILOCK_OK && watchdog_ms > 0)
+        rc = hilock_options_set_watchdog_timeout_ms(o, watchdog_ms);
+    if (rc == HILOCK_OK && under_valgrind())
+        rc = hilock_options_set_connect_timeout_ms(o, 20000);
+    if (rc == HILOCK_OK && under_valgrind())
+        rc = hilock_options_set_command_timeout_ms(o, 20000);
+    if (rc == HILOCK_OK)
+        rc = hilock_client_create(&c, o);
+    if (rc != HILOCK_OK)
+        snprintf(why, cap, "%s: %s", hilock_errname(rc),
+                 hilock_last_error());
+    hilock_options_free(o);
+    return c;
+}
+
+static hilock_client *client_with(int64_t watchdog_ms)
+{
+    char why[300];
+    hilock_client *c = make_client(hl_redis_server_port(server), watchdog_ms,
+                                   why, sizeof why);
+
+    if (c == NULL)
+        fail_msg("client: %s", why);
+    return c;
+}
+
+static hilock_client *client_new(void)
+{
+    return client_with(0);
+}
+
+static void client_free(hilock_client *c)
+{
+    assert_int_equal(hilock_client_destroy(c), HILOCK_OK);
+}
+
+static hilock_lock *lock_bin(hilock_client *c, const char *name, size_t len)
+{
+    hilock_lock *l = NULL;
+    int rc = hilock_lock_create(&l, c, name, len);
+
+    if (rc != HILOCK_OK)
+        fail_msg("lock create: %s: %s", hilock_errname(rc),
+                 hilock_last_error());
+    assert_non_null(l);
+    return l;
+}
+
+static hilock_lock *lock_new(hilock_client *c, const char *name)
+{
+    return lock_bin(c, name, strlen(name));
+}
+
+static void lock_free(hilock_lock *l)
+{
+    assert_int_equal(hilock_lock_destroy(l), HILOCK_OK);
+}
+
+/* Compare statuses by name, so a failure says which codes differ. */
+#define assert_status(actual, expected)                                    \
+    do {                                                                   \
+        int a_ = (actual), e_ = (expected);                                \
+        if (a_ != e_)                                                      \
+            fail_msg("%s returned %s (%s), expected %s", #actual,          \
+                     hilock_errname(a_), hilock_last_error(),              \
+                     hilock_errname(e_));                                  \
+    } while (0)
+
+/* A raw command through a client, binary-safe; the reply must come. */
+static hilock_reply *command(hilock_client *c, int argc,
+                             const char *const *argv, const size_t *lens)
+{
+    hilock_reply *r = NULL;
+    int rc = hilock_client_command(c, argc, argv, lens, &r);
+
+    if (rc != HILOCK_OK)
+        fail_msg("%s: %s: %s", argv[0], hilock_errname(rc),
+                 hilock_last_error());
+    assert_non_null(r);
+    return r;
+}
+
+static hilock_reply *cmd(hilock_client *c, const char *arg0, ...)
+    __attribute__((sentinel));
+
+static hilock_reply *cmd(hilock_client *c, const char *arg0, ...)
+{
+    const char *argv[8];
+    int argc = 0;
+    va_list ap;
+
+    va_start(ap, arg0);
+    for (const char *a = arg0; a != NULL; a = va_arg(ap, const char *)) {
+        assert_true(argc < 8);
+        argv[argc++] = a;
+    }
+    va_end(ap);
+    return command(c, argc, argv, NULL);
+}
+
+static long long int_of(hilock_reply *r)
+{
+    long long v;
+
+    if (r->type != HILOCK_REPLY_INTEGER)
+        fail_msg("expected an integer reply, got type %d", (int)r->type);
+    v = r->integer;
+    hilock_reply_free(r);
+    return v;
+}
+
+static void assert_bulk(hilock_reply *r, const char *text)
+{
+    if (r->type != HILOCK_REPLY_STRING)
+        fail_msg("expected \"%s\", got reply type %d", text, (int)r->type);
+    assert_int_equal(r->len, strlen(text));
+    assert_memory_equal(r->str, text, r->len);
+    hilock_reply_free(r);
+}
+
+static long long pttl(hilock_client *c, const char *key)
+{
+    return int_of(cmd(c, "PTTL", key, (char *)NULL));
+}
+
+static long long exists_bin(hilock_client *c, const char *key, size_t len)
+{
+    const char *argv[] = { "EXISTS", key };
+    size_t lens[] = { 6, len };
+
+    return int_of(command(c, 2, argv, lens));
+}
+
+/* "<client id>:<owner id>", the hash field of a hold. */
+static void owner_field(char *out, size_t cap, hilock_client *c,
+                        uint64_t owner)
+{
+    snprintf(out, cap, "%s:%" PRIu64, hilock_client_id(c), owner);
+}
+
+/* Runs fn on the client's loop thread and waits until it has run. */
+typedef void loop_fn(hilock_client *c, void *arg);
+
+typedef struct loop_call {
+    hl_task task;
+    loop_fn *fn;
+    void *arg;
+    atomic_bool done;
+    bool closed;
+} loop_call;
+
+static void loop_call_run(hilock_client *c, hl_task *t, bool closed)
+{
+    loop_call *lc = (loop_call *)t;
+
+    lc->closed = closed;
+    if (!closed)
+        lc->fn(c, lc->arg);
+    atomic_store(&lc->done, true);
+}
+
+static bool flag_set(void *arg)
+{
+    return atomic_load((atomic_bool *)arg);
+}
+
+static void on_loop(hilock_client *c, loop_fn *fn, void *arg)
+{
+    loop_call lc;
+
+    memset(&lc, 0, sizeof lc);
+    lc.task.run = loop_call_run;
+    lc.fn = fn;
+    lc.arg = arg;
+    atomic_init(&lc.done, false);
+    assert_int_equal(hl_client_submit(c, &lc.task), HILOCK_OK);
+    /* The task sits on the loop's queue: leaving early would leave it a
+     * dangling pointer, so this wait has no reason to end but a hang. */
+    if (!hl_wait_until(flag_set, &lc.done, widen(30000)))
+        fail_msg("the loop thread did not run a task within 30 s");
+    assert_false(lc.closed);
+}
+
+static void read_stats(hilock_client *c, void *arg)
+{
+    hl_lease_stats *s = arg;
+
+    if (c->leases != NULL)
+        *s = hl_lease_engine_stats(c->leases);
+    else
+        memset(s, 0, sizeof *s);
+}
+
+/* The engine's counters change on the loop thread; read them there. */
+static hl_lease_stats lease_stats(hilock_client *c)
+{
+    hl_lease_stats s;
+
+    on_loop(c, read_stats, &s);
+    return s;
+}
+
+typedef struct pending {
+    hilock_lock *lock;
+    int ops;
+    int subscribed;
+    int channels; /* channels of the client's pub/sub with listeners */
+} pending;
+
+static void read_pending(hilock_client *c, void *arg)
+{
+    pending *p = arg;
+
+    p->ops = p->subscribed = 0;
+    for (hl_acquire_op *op = p->lock->ops; op != NULL; op = op->next) {
+        p->ops++;
+        if (op->subscribed && op->waiter.chan != NULL)
+            p->subscribed++;
+    }
+    p->channels = c->pubsub ? (int)hl_pubsub_channel_count(c->pubsub) : 0;
+}
+
+typedef struct pending_want {
+    hilock_client *client;
+    hilock_lock *lock;
+    int ops;
+} pending_want;
+
+static bool pending_reached(void *arg)
+{
+    pending_want *w = arg;
+    pending p = { .lock = w->lock };
+
+    on_loop(w->client, read_pending, &p);
+    return p.ops == w->ops && p.subscribed == w->ops;
+}
+
+/* Waits until exactly n acquires of lock are pending and each listens on
+ * the lock's channel: the point where a release must wake them. */
+static void wait_pending(hilock_client *c, hilock_lock *lock, int n)
+{
+    pending_want w = { c, lock, n };
+
+    if (!hl_wait_until(pending_reached, &w, widen(10000))) {
+        pending p = { .lock = lock };
+
+        on_loop(c, read_pending, &p);
+        fail_msg("%d acquires pending, %d subscribed; expected %d", p.ops,
+                 p.subscribed, n);
+    }
+}
+
+typedef struct numsub_want {
+    const char *channel;
+    long long min;
+    long long max;
+} numsub_want;
+
+static bool numsub_in_range(void *arg)
+{
+    numsub_want *w = arg;
+    long long n = hl_fixture_numsub(server, w->channel);
+
+    return n >= w->min && n <= w->max;
+}
+
+static void wait_numsub(const char *channel, long long min, long long max)
+{
+    numsub_want w = { channel, min, max };
+
+    if (!hl_wait_until(numsub_in_range, &w, widen(10000)))
+        fail_msg("PUBSUB NUMSUB %s is %lld, expected %lld..%lld", channel,
+                 hl_fixture_numsub(server, channel), min, max);
+}
+
+typedef struct counter_want {
+    atomic_int *value;
+    int min;
+} counter_want;
+
+static bool counter_reached(void *arg)
+{
+    counter_want *w = arg;
+
+    return atomic_load(w->value) >= w->min;
+}
+
+static bool wait_count(atomic_int *value, int min, int timeout_ms)
+{
+    counter_want w = { value, min };
+
+    return hl_wait_until(counter_reached, &w, timeout_ms);
+}
+
+/* The lost callback's record. */
+typedef struct lost_rec {
+    hilock_client *client;
+    atomic_int calls;
+    atomic_int off_loop;
+    _Atomic uint64_t owner;
+    _Atomic int64_t at_ms;
+} lost_rec;
+
+static void lost_rec_init(lost_rec *r, hilock_client *c)
+{
+    r->client = c;
+    atomic_init(&r->calls, 0);
+    atomic_init(&r->off_loop, 0);
+    atomic_init(&r->owner, 0);
+    atomic_init(&r->at_ms, 0);
+}
+
+static void on_lost(hilock_lock *lock, uint64_t owner, void *data)
+{
+    lost_rec *r = data;
+
+    (void)lock;
+    if (!hl_client_in_loop(r->client))
+        atomic_fetch_add(&r->off_loop, 1);
+    atomic_store(&r->owner, owner);
+    atomic_store(&r->at_ms, hl_now_ms());
+    atomic_fetch_add(&r->calls, 1);
+}
+
+/* An acquire callback's record; the fields are written before calls is
+ * counted, so a reader that saw the count sees them. */
+typedef struct acq_rec {
+    hilock_client *client;
+    atomic_int calls;
+    atomic_int off_loop;
+    int status;
+    bool had_result;
+    hilock_acquired got;
+} acq_rec;
+
+static void acq_rec_init(acq_rec *r, hilock_client *c)
+{
+    memset(r, 0, sizeof *r);
+    r->client = c;
+    atomic_init(&r->calls, 0);
+    atomic_init(&r->off_loop, 0);
+}
+
+static void on_acquire(hilock_lock *lock, int status,
+                       const hilock_acquired *acquired, void *data)
+{
+    acq_rec *r = data;
+
+    (void)lock;
+    if (!hl_client_in_loop(r->client))
+        atomic_fetch_add(&r->off_loop, 1);
+    r->status = status;
+    r->had_result = acquired != NULL;
+    if (acquired)
+        r->got = *acquired;
+    atomic_fetch_add(&r->calls, 1);
+}
+
+static void wait_acq(acq_rec *r, int n)
+{
+    if (!wait_count(&r->calls, n, widen(10000)))
+        fail_msg("the acquire callback fired %d times, expected %d",
+                 atomic_load(&r->calls), n);
+}
+
+typedef struct val_rec {
+    atomic_int calls;
+    int status;
+    int64_t value;
+} val_rec;
+
+static void on_value(hilock_lock *lock, int status, int64_t value,
+                     void *data)
+{
+    val_rec *r = data;
+
+    (void)lock;
+    r->status = status;
+    r->value = value;
+    atomic_fetch_add(&r->calls, 1);
+}
+
+/* Waits for the one callback of an async lock call; returns its value. */
+static int64_t await_value(val_rec *r, int expected_status)
+{
+    if (!wait_count(&r->calls, 1, widen(10000)))
+        fail_msg("a lock callback did not fire");
+    assert_int_equal(atomic_load(&r->calls), 1);
+    if (r->status != expected_status)
+        fail_msg("callback status %s, expected %s",
+                 hilock_errname(r->status), hilock_errname(expected_status));
+    return r->value;
+}
+
+/* A thread that acquires and, when asked, releases. */
+typedef struct waiter {
+    pthread_t thread;
+    hilock_lock *lock;
+    int64_t wait_ms;
+    int64_t lease_ms;
+    bool release;
+    hl_mutex_checker *mc;
+    uint32_t id;
+    int rc;
+    int release_rc;
+    int64_t acquired_at;
+    atomic_bool done;
+} waiter;
+
+static void *waiter_main(void *arg)
+{
+    waiter *w = arg;
+
+    w->rc = hilock_lock_try_acquire(w->lock, w->wait_ms, w->lease_ms);
+    w->acquired_at = hl_now_ms();
+    if (w->rc == HILOCK_OK && w->release) {
+        long slot = w->mc ? hl_mutex_checker_enter(w->mc, w->id, 0) : -1;
+
+        if (w->mc)
+            hl_mutex_checker_exit(w->mc, slot);
+        w->release_rc = hilock_lock_release(w->lock);
+    }
+    atomic_store(&w->done, true);
+    return NULL;
+}
+
+static void waiter_start_checked(waiter *w, hilock_lock *lock,
+                                 int64_t wait_ms, int64_t lease_ms,
+                                 bool release, hl_mutex_checker *mc,
+                                 uint32_t id)
+{
+    memset(w, 0, sizeof *w);
+    w->mc = mc;
+    w->id = id;
+    w->lock = lock;
+    w->wait_ms = wait_ms;
+    w->lease_ms = lease_ms;
+    w->release = release;
+    w->rc = -1;
+    w->release_rc = -1;
+    atomic_init(&w->done, false);
+    assert_int_equal(pthread_create(&w->thread, NULL, waiter_main, w), 0);
+}
+
+static void waiter_start(waiter *w, hilock_lock *lock, int64_t wait_ms,
+                         int64_t lease_ms, bool release)
+{
+    waiter_start_checked(w, lock, wait_ms, lease_ms, release, NULL, 0);
+}
+
+/* A waiter still blocked at the deadline is a failure; it is detached so
+ * the process can go on to report. */
+static void waiter_join(waiter *w, int timeout_ms)
+{
+    if (!hl_wait_until(flag_set, &w->done, timeout_ms)) {
+        pthread_detach(w->thread);
+        fail_msg("a waiter did not finish within %d ms", timeout_ms);
+    }
+    pthread_join(w->thread, NULL);
+}
+
+/* ---- hold counts ------------------------------------------------------- */
+
+static void assert_hold_count(hilock_lock *l, int64_t want)
+{
+    int64_t count = -1;
+    bool held = want == 0;
+
+    assert_status(hilock_lock_hold_count(l, &count), HILOCK_OK);
+    assert_int_equal(count, want);
+    assert_status(hilock_lock_is_held_by_me(l, &held), HILOCK_OK);
+    assert_int_equal(held, want > 0);
+}
+
+static void test_nested_hold_counts(void **state)
+{
+    hilock_client *c = client_new(), *obs = client_new();
+    hilock_lock *l = lock_new(c, "nested");
+    char field[80], count[8];
+    bool locked = false;
+    int64_t ttl = 0;
+
+    (void)state;
+    owner_field(field, sizeof field, c, hilock_thread_owner());
+    assert_hold_count(l, 0);
+    for (int i = 1; i <= 3; i++) {
+        assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
+                      HILOCK_OK);
+        assert_hold_count(l, i);
+        snprintf(count, sizeof count, "%d", i);
+        assert_bulk(cmd(obs, "HGET", "nested", field, (char *)NULL), count);
+        assert_int_equal(int_of(cmd(obs, "HLEN", "nested", (char *)NULL)),
+                         1);
+    }
+    for (int i = 2; i >= 0; i--) {
+        assert_status(hilock_lock_release(l), HILOCK_OK);
+        assert_hold_count(l, i);
+        if (i > 0) {
+            snprintf(count, sizeof count, "%d", i);
+            assert_bulk(cmd(obs, "HGET", "nested", field, (char *)NULL),
+                        count);
+            /* An inner release leaves the lease in place. */
+            assert_true(pttl(obs, "nested") > 0);
+        }
+    }
+    assert_int_equal(exists_bin(obs, "nested", 6), 0);
+    assert_status(hilock_lock_is_locked(l, &locked), HILOCK_OK);
+    assert_false(locked);
+    assert_status(hilock_lock_remaining_ttl(l, &ttl), HILOCK_OK);
+    assert_int_equal(ttl, -1);
+    /* One release too many is refused, not absorbed. */
+    assert_status(hilock_lock_release(l), HILOCK_ENOTOWNER);
+    lock_free(l);
+    client_free(obs);
+    client_free(c);
+}
+
+/* ---- release by a non-owner -------------------------------------------- */
+
+typedef struct release_job {
+    hilock_lock *lock;
+    int rc;
+    uint64_t owner;
+} release_job;
+
+static void *release_main(void *arg)
+{
+    release_job *j = arg;
+
+    j->owner = hilock_thread_owner();
+    j->rc = hilock_lock_release(j->lock);
+    return NULL;
+}
+
+static void test_release_by_non_owner(void **state)
+{
+    hilock_client *c = client_new(), *c2 = client_new();
+    hilock_lock *l = lock_new(c, "owned"), *l2 = lock_new(c2, "owned");
+    hilock_lock *never = lock_new(c, "never-taken");
+    release_job job = { .lock = l, .rc = -1 };
+    char field[80];
+    pthread_t t;
+    val_rec vr;
+
+    (void)state;
+    assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_OK);
+    /* Another thread of the same process, on the same handle. */
+    assert_int_equal(pthread_create(&t, NULL, release_main, &job), 0);
+    pthread_join(t, NULL);
+    assert_true(job.owner != hilock_thread_owner());
+    assert_status(job.rc, HILOCK_ENOTOWNER);
+    /* Another client, whose owner ids carry another client id. */
+    assert_status(hilock_lock_release(l2), HILOCK_ENOTOWNER);
+    /* An explicit owner id that never took it. */
+    memset(&vr, 0, sizeof vr);
+    atomic_init(&vr.calls, 0);
+    assert_status(hilock_lock_release_async(l, hilock_thread_owner() + 1000,
+                                            on_value, &vr),
+                  HILOCK_OK);
+    await_value(&vr, HILOCK_ENOTOWNER);
+    /* None of that touched the hold. */
+    owner_field(field, sizeof field, c, hilock_thread_owner());
+    assert_bulk(cmd(c2, "HGET", "owned", field, (char *)NULL), "1");
+    assert_hold_count(l, 1);
+    assert_status(hilock_lock_release(never), HILOCK_ENOTOWNER);
+    assert_status(hilock_lock_release(l), HILOCK_OK);
+    assert_int_equal(exists_bin(c2, "owned", 5), 0);
+    lock_free(never);
+    lock_free(l2);
+    lock_free(l);
+    client_free(c2);
+    client_free(c);
+}
+
+/* ---- mutual exclusion across threads and processes --------------------- */
+
+#define MX_PROCS 3
+#define MX_THREADS 8
+
+typedef struct mx_thread {
+    pthread_t thread;
+    hilock_lock *lock;
+    hl_mutex_checker *mc;
+    int cycles;
+    uint32_t holder;
+} mx_thread;
+
+static void *mx_thread_main(void *arg)
+{
+    mx_thread *t = arg;
+
+    for (int i = 0; i < t->cycles; i++) {
+        /* A finite wait turns a lost wake-up into a reported failure
+         * instead of a hang: nobody holds the lock for long here. */
+        int rc = hilock_lock_try_acquire(t->lock, widen(30000),
+                                         HILOCK_LEASE_WATCHDOG);
+        long slot;
+
+        if (rc != HILOCK_OK) {
+            hl_mutex_checker_fail(t->mc, "holder %u cycle %d: acquire: %s "
+                                  "(%s)", t->holder, i, hilock_errname(rc),
+                                  hilock_last_error());
+            return NULL;
+        }
+        slot = hl_mutex_checker_enter(t->mc, t->holder, 0);
+        hl_mutex_checker_exit(t->mc, slot);
+        rc = hilock_lock_release(t->lock);
+        if (rc != HILOCK_OK) {
+            hl_mutex_checker_fail(t->mc, "holder %u cycle %d: release: %s "
+                                  "(%s)", t->holder, i, hilock_errname(rc),
+                                  hilock_last_error());
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+/* One process's share: its own client, one handle shared by its threads.
+ * Runs in forked children, so failures go to the checker. */
+static void mx_run_process(hilock_client *c, hl_mutex_checker *mc, int proc,
+                           int cycles)
+{
+    mx_thread threads[MX_THREADS];
+    hilock_lock *lock = NULL;
+    int rc = hilock_lock_create(&lock, c, "mutex", 5);
+
+    if (rc != HILOCK_OK) {
+        hl_mutex_checker_fail(mc, "process %d: lock create: %s", proc,
+                              hilock_errname(rc));
+        return;
+    }
+    for (int i = 0; i < MX_THREADS; i++) {
+        threads[i].lock = lock;
+        threads[i].mc = mc;
+        threads[i].cycles = cycles;
+        threads[i].holder = (uint32_t)(proc * 100 + i);
+        if (pthread_create(&threads[i].thread, NULL, mx_thread_main,
+                           &threads[i]) != 0) {
+            hl_mutex_checker_fail(mc, "process %d: pthread_create", proc);
+            threads[i].cycles = -1;
+        }
+    }
+    for (int i = 0; i < MX_THREADS; i++)
+        if (threads[i].cycles >= 0)
+            pthread_join(threads[i].thread, NULL);
+    rc = hilock_lock_destroy(lock);
+    if (rc != HILOCK_OK)
+        hl_mutex_checker_fail(mc, "process %d: lock destroy: %s", proc,
+                              hilock_errname(rc));
+}
+
+static void mx_child(int port, hl_mutex_checker *mc, int proc, int cycles,
+                     int ready_fd, int go_fd)
+{
+    char why[300], byte = 'r';
+    hilock_client *c = make_client(port, 0, why, sizeof why);
+
+    if (c == NULL) {
+        hl_mutex_checker_fail(mc, "process %d: client: %s", proc, why);
+        _exit(1);
+    }
+    if (write(ready_fd, &byte, 1) != 1)
+        _exit(1);
+    /* The parent closes its end to start everyone at once. */
+    while (read(go_fd, &byte, 1) < 0 && errno == EINTR)
+        ;
+    mx_run_process(c, mc, proc, cycles);
+    hilock_client_destroy(c);
+    _exit(0);
+}
+
+typedef struct children {
+    pid_t pid[MX_PROCS];
+    int status[MX_PROCS];
+    int n;
+} children;
+
+static bool children_reaped(void *arg)
+{
+    children *ch = arg;
+    bool all = true;
+
+    for (int i = 0; i < ch->n; i++) {
+        if (ch->pid[i] <= 0)
+            continue;
+        if (waitpid(ch->pid[i], &ch->status[i], WNOHANG) == ch->pid[i])
+            ch->pid[i] = 0;
+        else
+            all = false;
+    }
+    return all;
+}
+
+static void kill_children(children *ch)
+{
+    for (int i = 0; i < ch->n; i++)
+        if (ch->pid[i] > 0) {
+            kill(ch->pid[i], SIGKILL);
+            waitpid(ch->pid[i], NULL, 0);
+            ch->pid[i] = 0;
+        }
+}
+
+static bool read_ready(int fd, int n, int timeout_ms)
+{
+    int64_t deadline = hl_now_ms() + timeout_ms;
+    char byte;
+
+    while (n > 0) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        int left = (int)(deadline - hl_now_ms());
+
+        if (left <= 0 || poll(&p, 1, left) <= 0)
+            return false;
+        if (read(fd, &byte, 1) != 1)
+            return false;
+        n--;
+    }
+    return true;
+}
+
+static void test_mutual_exclusion(void **state)
+{
+    int cycles = scaled(20, 3);
+    size_t total = (size_t)MX_PROCS * MX_THREADS * (size_t)cycles;
+    hl_mutex_checker *mc = hl_mutex_checker_create(total, 20);
+    int port = hl_redis_server_port(server);
+    int ready[2], go[2];
+    children ch = { .n = MX_PROCS - 1 };
+    hilock_client *c, *obs;
+    char why[512];
+
+    (void)state;
+    assert_non_null(mc);
+    assert_int_equal(pipe(ready), 0);
+    assert_int_equal(pipe(go), 0);
+    /* Fork before this process has a client: a child inherits only the
+     * forking thread, and a lock some other thread held at that moment
+     * would stay locked in the child for ever. */
+    for (int i = 0; i < ch.n; i++) {
+        ch.pid[i] = fork();
+        assert_true(ch.pid[i] >= 0);
+        if (ch.pid[i] == 0) {
+            close(ready[0]);
+            close(go[1]);
+            mx_child(port, mc, i + 1, cycles, ready[1], go[0]);
+        }
+    }
+    close(ready[1]);
+    close(go[0]);
+    c = client_new();
+    obs = client_new();
+    if (!read_ready(ready[0], ch.n, widen(10000))) {
+        close(go[1]);
+        kill_children(&ch);
+        fail_msg("the child processes did not connect: %s",
+                 hl_mutex_checker_verify(mc, false, why, sizeof why)
+                     ? "no reason given" : why);
+    }
+    close(go[1]);
+    mx_run_process(c, mc, 0, cycles);
+    if (!hl_wait_until(children_reaped, &ch, widen(60000))) {
+        kill_children(&ch);
+        fail_msg("the child processes did not finish");
+    }
+    close(ready[0]);
+    for (int i = 0; i < ch.n; i++)
+        if (!WIFEXITED(ch.status[i]) || WEXITSTATUS(ch.status[i]) != 0)
+            fail_msg("child %d ended with status 0x%x", i + 1,
+                     ch.status[i]);
+    if (!hl_mutex_checker_verify(mc, false, why, sizeof why))
+        fail_msg("%s", why);
+    assert_int_equal(hl_mutex_checker_count(mc), total);
+    assert_int_equal(exists_bin(obs, "mutex", 5), 0);
+    hl_mutex_checker_free(mc);
+    client_free(obs);
+    client_free(c);
+}
+
+/* ---- the watchdog keeps a lease past its timeout ----------------------- */
+
+static void test_watchdog_keeps_lease(void **state)
+{
+    hilock_client *c = client_with(1000), *other = client_new();
+    hilock_lock *l = lock_new(c, "watched"), *l2 = lock_new(other, "watched");
+    int64_t start, hold_ms = 3500;
+    long long ttl, min_ttl = 1000000;
+    hl_lease_stats st;
+    bool lost = true;
+    lost_rec lr;
+
+    (void)state;
+    lost_rec_init(&lr, c);
+    assert_status(hilock_lock_set_lost_callback(l, on_lost, &lr), HILOCK_OK);
+    assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_OK);
+    /* Holding for three and a half watchdog timeouts is the point: the
+     * lease would have run out three times without renewals. */
+    start = hl_now_ms();
+    while (hl_now_ms() - start < hold_ms) {
+        ttl = pttl(other, "watched");
+        if (ttl <= 0)
+            fail_msg("PTTL %lld after %lld ms of holding", ttl,
+                     (long long)(hl_now_ms() - start));
+        if (ttl < min_ttl)
+            min_ttl = ttl;
+        assert_int_equal(atomic_load(&lr.calls), 0);
+        hl_sleep_ms(50);
+    }
+    assert_true(min_ttl > 0 && min_ttl <= 1000);
+    assert_status(hilock_lock_lease_lost(l, &lost), HILOCK_OK);
+    assert_false(lost);
+    st = lease_stats(c);
+    if (st.renewed < 3)
+        fail_msg("%llu renewals in %lld ms with a 1000 ms watchdog",
+                 (unsigned long long)st.renewed, (long long)hold_ms);
+    assert_int_equal(st.lost, 0);
+    assert_int_equal(st.active, 1);
+    assert_status(hilock_lock_try_acquire(l2, 0, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_EBUSY);
+    assert_status(hilock_lock_release(l), HILOCK_OK);
+    assert_status(hilock_lock_try_acquire(l2, 0, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_OK);
+    assert_status(hilock_lock_release(l2), HILOCK_OK);
+    assert_int_equal(lease_stats(c).active, 0);
+    assert_int_equal(atomic_load(&lr.calls), 0);
+    lock_free(l2);
+    lock_free(l);
+    client_free(other);
+    client_free(c);
+}
+
+/* ---- an explicit lease runs out ---------------------------------------- */
+
+typedef struct key_gone {
+    hilock_client *client;
+    const char *key;
+} key_gone;
+
+static bool key_is_gone(void *arg)
+{
+    key_gone *k = arg;
+
+    return exists_bin(k->client, k->key, strlen(k->key)) == 0;
+}
+
+static void test_explicit_lease_expires(void **state)
+{
+    /* A short watchdog would renew this lease several times over if the
+     * engine mistook it for a watchdog lease. */
+    hilock_client *c = client_with(300), *obs = client_new();
+    hilock_lock *l = lock_new(c, "leased");
+    key_gone gone = { obs, "leased" };
+    int64_t t0, after;
+    long long ttl;
+    bool lost = false;
+    lost_rec lr;
+
+    (void)state;
+    lost_rec_init(&lr, c);
+    assert_status(hilock_lock_set_lost_callback(l, on_lost, &lr), HILOCK_OK);
+    t0 = hl_now_ms();
+    assert_status(hilock_lock_try_acquire(l, 0, 500), HILOCK_OK);
+    ttl = pttl(obs, "leased");
+    assert_true(ttl > 0 && ttl <= 500);
+    if (!wait_count(&lr.calls, 1, widen(3000)))
+        fail_msg("no lost callback within 3 s of a 500 ms lease");
+    after = atomic_load(&lr.at_ms) - t0;
+    /* Reported when the lease ran out, not before: the local deadline
+     * only takes off the drift margin. */
+    if (after < 450)
+        fail_msg("lease reported lost after %lld ms of 500",
+                 (long long)after);
+    assert_int_equal(atomic_load(&lr.owner), hilock_thread_owner());
+    assert_int_equal(atomic_load(&lr.off_loop), 0);
+    assert_true(hl_wait_until(key_is_gone, &gone, widen(2000)));
+    assert_int_equal(lease_stats(c).renew_calls, 0);
+    assert_int_equal(lease_stats(c).lost, 1);
+    assert_status(hilock_lock_lease_lost(l, &lost), HILOCK_OK);
+    assert_true(lost);
+    assert_status(hilock_lock_release(l), HILOCK_ELEASELOST);
+    /* The loss is reported once; after that the owner holds nothing. */
+    assert_status(hilock_lock_lease_lost(l, &lost), HILOCK_OK);
+    assert_false(lost);
+    assert_status(hilock_lock_release(l), HILOCK_ENOTOWNER);
+    assert_int_equal(atomic_load(&lr.calls), 1);
+    lock_free(l);
+    client_free(obs);
+    client_free(c);
+}
+
+/* ---- the key deleted behind the holder's back -------------------------- */
+
+static void test_lost_when_key_deleted(void **state)
+{
+    hilock_client *c = client_with(1000), *other = client_new();
+    hilock_lock *l = lock_new(c, "deleted");
+    bool lost = false;
+    int64_t t_del;
+    lost_rec lr;
+
+    (void)state;
+    lost_rec_init(&lr, c);
+    assert_status(hilock_lock_set_lost_callback(l, on_lost, &lr), HILOCK_OK);
+    assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_OK);
+    assert_int_equal(int_of(cmd(other, "DEL", "deleted", (char *)NULL)), 1);
+    t_del = hl_now_ms();
+    /* The next renewal, a third of the watchdog timeout away, finds the
+     * field gone. */
+    if (!wait_count(&lr.calls, 1, widen(3000)))
+        fail_msg("no lost callback within 3 s of deleting the key");
+    assert_true(atomic_load(&lr.at_ms) >= t_del);
+    assert_int_equal(atomic_load(&lr.owner), hilock_thread_owner());
+    assert_int_equal(atomic_load(&lr.off_loop), 0);
+    assert_status(hilock_lock_lease_lost(l, &lost), HILOCK_OK);
+    assert_true(lost);
+    assert_int_equal(lease_stats(c).lost, 1);
+    assert_status(hilock_lock_release(l), HILOCK_ELEASELOST);
+    assert_status(hilock_lock_release(l), HILOCK_ENOTOWNER);
+    assert_int_equal(atomic_load(&lr.calls), 1);
+    lock_free(l);
+    client_free(other);
+    client_free(c);
+}
+
+/* ---- the release message wakes a waiter -------------------------------- */
+
+static void test_release_wakes_waiter(void **state)
+{
+    hilock_client *a = client_new(), *b = client_new();
+    hilock_lock *la = lock_new(a, "wake"), *lb = lock_new(b, "wake");
+    int64_t t_rel, took;
+    waiter w;
+
+    (void)state;
+    assert_status(hilock_lock_try_acquire(la, 0, 30000), HILOCK_OK);
+    waiter_start(&w, lb, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
+    wait_pending(b, lb, 1);
+    wait_numsub("redisson_lock__channel:{wake}", 1, 1);
+    t_rel = hl_now_ms();
+    assert_status(hilock_lock_release(la), HILOCK_OK);
+    waiter_join(&w, widen(10000));
+    assert_status(w.rc, HILOCK_OK);
+    assert_status(w.release_rc, HILOCK_OK);
+    took = w.acquired_at - t_rel;
+    /* The holder's lease had 30 s left: only the message explains a
+     * waiter that got the lock within seconds. */
+    if (took >= 5000)
+        fail_msg("the waiter acquired %lld ms after the release",
+                 (long long)took);
+    lock_free(lb);
+    lock_free(la);
+    client_free(b);
+    client_free(a);
+}
+
+/* ---- many waiters share one subscription ------------------------------- */
+
+#define CROWD 10
+
+static void test_one_subscription_for_many_waiters(void **state)
+{
+    hilock_client *holder = client_new(), *c = client_new();
+    hilock_lock *lh = lock_new(holder, "crowd"), *l = lock_new(c, "crowd");
+    hl_mutex_checker *mc = hl_mutex_checker_create(CROWD, 0);
+    const char *channel = "redisson_lock__channel:{crowd}";
+    waiter w[CROWD];
+    pending p = { .lock = l };
+    char why[300];
+
+    (void)state;
+    assert_non_null(mc);
+    assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
+    for (int i = 0; i < CROWD; i++) {
+        waiter_start_checked(&w[i], l, HILOCK_WAIT_FOREVER,
+                             HILOCK_LEASE_WATCHDOG, true, mc, (uint32_t)i);
+    }
+    /* Every waiter registered, so the count can no longer grow. */
+    wait_pending(c, l, CROWD);
+    assert_int_equal(hl_fixture_numsub(server, channel), 1);
+    on_loop(c, read_pending, &p);
+    assert_int_equal(p.channels, 1);
+    assert_status(hilock_lock_release(lh), HILOCK_OK);
+    for (int i = 0; i < CROWD; i++) {
+        waiter_join(&w[i], widen(20000));
+        if (w[i].rc != HILOCK_OK || w[i].release_rc != HILOCK_OK)
+            fail_msg("waiter %d: acquire %s, release %s", i,
+                     hilock_errname(w[i].rc),
+                     hilock_errname(w[i].release_rc));
+    }
+    if (!hl_mutex_checker_verify(mc, false, why, sizeof why))
+        fail_msg("%s", why);
+    assert_int_equal(hl_mutex_checker_count(mc), CROWD);
+    /* The last waiter gone, the subscription goes too. */
+    wait_numsub(channel, 0, 0);
+    hl_mutex_checker_free(mc);
+    lock_free(l);
+    lock_free(lh);
+    client_free(c);
+    client_free(holder);
+}
+
+/* ---- fencing tokens ---------------------------------------------------- */
+
+typedef struct fence_thread {
+    pthread_t thread;
+    hilock_lock *lock;
+    hl_mutex_checker *mc;
+    int holds;
+    uint32_t id;
+} fence_thread;
+
+static void *fence_main(void *arg)
+{
+    fence_thread *t = arg;
+
+    for (int i = 0; i < t->holds; i++) {
+        uint64_t token = 0, again = 0;
+        long slot;
+        int rc = hilock_lock_acquire_fenced(t->lock, widen(30000),
+                                            HILOCK_LEASE_WATCHDOG, &token);
+
+        if (rc != HILOCK_OK) {
+            hl_mutex_checker_fail(t->mc, "thread %u: acquire: %s (%s)",
+                                  t->id, hilock_errname(rc),
+                                  hilock_last_error());
+            return NULL;
+        }
+        slot = hl_mutex_checker_enter(t->mc, t->id, token);
+        if (i % 10 == 0) {
+            /* Joining one's own hold must not bump the counter. */
+            rc = hilock_lock_acquire_fenced(t->lock, 0,
+                                            HILOCK_LEASE_WATCHDOG, &again);
+            if (rc != HILOCK_OK || again != token)
+                hl_mutex_checker_fail(t->mc, "thread %u: reentrant "
+                                      "acquire %s, token %llu in a hold "
+                                      "with %llu", t->id,
+                                      hilock_errname(rc),
+                                      (unsigned long long)again,
+                                      (unsigned long long)token);
+            if (rc == HILOCK_OK && hilock_lock_release(t->lock) != 0)
+                hl_mutex_checker_fail(t->mc, "thread %u: inner release",
+                                      t->id);
+        }
+        hl_mutex_checker_exit(t->mc, slot);
+        rc = hilock_lock_release(t->lock);
+        if (rc != HILOCK_OK) {
+            hl_mutex_checker_fail(t->mc, "thread %u: release: %s", t->id,
+                                  hilock_errname(rc));
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+static void test_fencing_tokens(void **state)
+{
+    int per_thread = scaled(250, 25);
+    hilock_client *c = client_new();
+    hilock_lock *l = lock_new(c, "fenced");
+    hl_mutex_checker *mc = hl_mutex_checker_create(4 * (size_t)per_thread,
+                                                   0);
+    fence_thread t[4];
+    hilock_reply *r;
+    char why[300];
+
+    (void)state;
+    assert_non_null(mc);
+    for (int i = 0; i < 4; i++) {
+        t[i].lock = l;
+        t[i].mc = mc;
+        t[i].holds = per_thread;
+        t[i].id = (uint32_t)i;
+        assert_int_equal(pthread_create(&t[i].thread, NULL, fence_main,
+                                        &t[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i].thread, NULL);
+    if (!hl_mutex_checker_verify(mc, true, why, sizeof why))
+        fail_msg("%s", why);
+    assert_int_equal(hl_mutex_checker_count(mc), 4 * per_thread);
+    /* One increment per hold, none for the reentrant ones. */
+    r = cmd(c, "GET", "redisson_lock_token:{fenced}", (char *)NULL);
+    assert_int_equal(r->type, HILOCK_REPLY_STRING);
+    assert_int_equal(strtoll(r->str, NULL, 10), 4 * per_thread);
+    hilock_reply_free(r);
+    hl_mutex_checker_free(mc);
+    lock_free(l);
+    client_free(c);
+}
+
+/* ---- the async API and its callback contract --------------------------- */
+
+#define OWNER_A UINT64_C(0xC0FFEE)
+#define OWNER_B UINT64_C(0xBEEF)
+
+static void call_cancel_unknown(hilock_client *c, void *arg)
+{
+    hilock_lock *l = arg;
+
+    (void)c;
+    /* On the loop thread an unknown id is detected. */
+    assert_int_equal(hilock_lock_cancel(l, UINT64_MAX - 1),
+                     HILOCK_ENOTFOUND);
+}
+
+static void no_op(hilock_client *c, void *arg)
+{
+    (void)c;
+    (void)arg;
+}
+
+static void test_async_api(void **state)
+{
+    hilock_client *c = client_new(), *other = client_new();
+    hilock_client *c2 = client_new();
+    hilock_lock *l = lock_new(c, "async"), *lo = lock_new(other, "async");
+    hilock_lock *l2 = lock_new(c, "async"), *l3 = lock_new(c2, "async");
+    acq_rec first, again, busy, canceled, destroyed, closed;
+    val_rec v1, v2, v3;
+    uint64_t id = 0, token;
+    char field[80];
+
+    (void)state;
+    acq_rec_init(&first, c);
+    acq_rec_init(&again, c);
+    acq_rec_init(&busy, c);
+    acq_rec_init(&canceled, c);
+    acq_rec_init(&destroyed, c);
+    acq_rec_init(&closed, c2);
+    memset(&v1, 0, sizeof v1);
+    memset(&v2, 0, sizeof v2);
+    memset(&v3, 0, sizeof v3);
+
+    /* An explicit owner from a thread that is not the loop's. */
+    assert_status(hilock_lock_acquire_async(l, OWNER_A, 0,
+                                            HILOCK_LEASE_WATCHDOG,
+                                            HILOCK_ACQUIRE_FENCED,
+                                            on_acquire, &first, &id),
+                  HILOCK_OK);
+    assert_true(id != 0);
+    wait_acq(&first, 1);
+    assert_status(first.status, HILOCK_OK);
+    assert_true(first.had_result);
+    assert_int_equal(first.got.owner, OWNER_A);
+    assert_int_equal(first.got.hold_count, 1);
+    assert_true(first.got.token >= 1);
+    token = first.got.token;
+    owner_field(field, sizeof field, c, OWNER_A);
+    assert_bulk(cmd(other, "HGET", "async", field, (char *)NULL), "1");
+    assert_status(hilock_lock_acquire_async(l, OWNER_A, 0,
+                                            HILOCK_LEASE_WATCHDOG,
+                                            HILOCK_ACQUIRE_FENCED,
+                                            on_acquire, &again, NULL),
+                  HILOCK_OK);
+    wait_acq(&again, 1);
+    assert_status(again.status, HILOCK_OK);
+    assert_int_equal(again.got.hold_count, 2);
+    assert_int_equal(again.got.token, token);
+    assert_status(hilock_lock_hold_count_async(l, OWNER_A, on_value, &v1),
+                  HILOCK_OK);
+    assert_int_equal(await_value(&v1, HILOCK_OK), 2);
+    assert_status(hilock_lock_release_async(l, OWNER_A, on_value, &v2),
+                  HILOCK_OK);
+    assert_int_equal(await_value(&v2, HILOCK_OK), 1);
+    assert_status(hilock_lock_release_async(l, OWNER_A, on_value, &v3),
+                  HILOCK_OK);
+    assert_int_equal(await_value(&v3, HILOCK_OK), 0);
+    assert_int_equal(exists_bin(other, "async", 5), 0);
+
+    /* Held by another client: a single attempt gives up. */
+    assert_status(hilock_lock_try_acquire(lo, 0, 30000), HILOCK_OK);
+    assert_status(hilock_lock_acquire_async(l, OWNER_A, 0,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            on_acquire, &busy, NULL),
+                  HILOCK_OK);
+    wait_acq(&busy, 1);
+    assert_status(busy.status, HILOCK_EBUSY);
+    assert_false(busy.had_result);
+
+    /* Cancel a waiting acquire. */
+    assert_status(hilock_lock_acquire_async(l, OWNER_B, HILOCK_WAIT_FOREVER,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            on_acquire, &canceled, &id),
+                  HILOCK_OK);
+    wait_pending(c, l, 1);
+    assert_status(hilock_lock_cancel(l, id), HILOCK_OK);
+    wait_acq(&canceled, 1);
+    assert_status(canceled.status, HILOCK_ECANCELED);
+    assert_false(canceled.had_result);
+    /* From another thread a stale id is queued and ignored. */
+    assert_status(hilock_lock_cancel(l, id), HILOCK_OK);
+    on_loop(c, call_cancel_unknown, l);
+    wait_numsub("redisson_lock__channel:{async}", 0, 0);
+
+    /* Destroying the handle cancels its pending acquire. */
+    assert_status(hilock_lock_acquire_async(l2, OWNER_B, HILOCK_WAIT_FOREVER,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            on_acquire, &destroyed, NULL),
+                  HILOCK_OK);
+    wait_pending(c, l2, 1);
+    lock_free(l2);
+    wait_acq(&destroyed, 1);
+    assert_status(destroyed.status, HILOCK_ECANCELED);
+
+    /* Closing the client ends it with ECLOSED. */
+    assert_status(hilock_lock_acquire_async(l3, OWNER_B, HILOCK_WAIT_FOREVER,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            on_acquire, &closed, NULL),
+                  HILOCK_OK);
+    wait_pending(c2, l3, 1);
+    assert_status(hilock_client_close(c2), HILOCK_OK);
+    wait_acq(&closed, 1);
+    assert_status(closed.status, HILOCK_ECLOSED);
+    lock_free(l3);
+    client_free(c2);
+
+    assert_status(hilock_lock_release(lo), HILOCK_OK);
+    lock_free(lo);
+    lock_free(l);
+    /* Anything still queued on the loop has run by now. */
+    on_loop(c, no_op, NULL);
+    acq_rec *all[] = { &first, &again, &busy, &canceled, &destroyed,
+                       &closed };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        assert_int_equal(atomic_load(&all[i]->calls), 1);
+        assert_int_equal(atomic_load(&all[i]->off_loop), 0);
+    }
+    assert_int_equal(atomic_load(&v1.calls), 1);
+    assert_int_equal(atomic_load(&v2.calls), 1);
+    assert_int_equal(atomic_load(&v3.calls), 1);
+    client_free(other);
+    client_free(c);
+}
+
+/* ---- a bounded wait runs out ------------------------------------------- */
+
+static void test_wait_runs_out(void **state)
+{
+    hilock_client *holder = client_new(), *c = client_new();
+    hilock_lock *lh = lock_new(holder, "busy"), *l = lock_new(c, "busy");
+    const int64_t wait_ms = 300;
+    int64_t t0, took;
+
+    (void)state;
+    assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
+    assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_EBUSY);
+    t0 = hl_now_ms();
+    assert_status(hilock_lock_try_acquire(l, wait_ms, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_EBUSY);
+    took = hl_now_ms() - t0;
+    if (took < wait_ms || took > wait_ms + widen(5000))
+        fail_msg("a %lld ms wait gave up after %lld ms", (long long)wait_ms,
+                 (long long)took);
+    /* Nothing is left waiting, and nobody listens any more. */
+    wait_pending(c, l, 0);
+    wait_numsub("redisson_lock__channel:{busy}", 0, 0);
+    assert_status(hilock_lock_release(lh), HILOCK_OK);
+    lock_free(l);
+    lock_free(lh);
+    client_free(c);
+    client_free(holder);
+}
+
+/* Waits at the ends of the range.  The most negative one is refused like
+ * any other; one too long to add to a clock reading is still a wait (the
+ * lock is busy when the acquire starts, so the wait is computed with). */
+static void test_extreme_waits(void **state)
+{
+    static const int64_t waits[] = { INT64_MAX, INT64_MAX / 1000 };
+    hilock_client *holder = client_new(), *c = client_new();
+    hilock_lock *lh = lock_new(holder, "huge"), *l = lock_new(c, "huge");
+    waiter w;
+
+    (void)state;
+    assert_status(hilock_lock_try_acquire(l, INT64_MIN,
+                                          HILOCK_LEASE_WATCHDOG),
+                  HILOCK_EINVAL);
+    for (size_t i = 0; i < sizeof waits / sizeof waits[0]; i++) {
+        assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
+        waiter_start(&w, l, waits[i], HILOCK_LEASE_WATCHDOG, true);
+        /* Only a waiter that took the wait for a long one is still
+         * there to be woken. */
+        pending_want pw = { c, l, 1 };
+        if (!hl_wait_until(pending_reached, &pw, widen(10000))) {
+            if (atomic_load(&w.done))
+                fail_msg("wait_ms %" PRId64 ": the acquire ended at once "
+                         "with %s", waits[i], hilock_errname(w.rc));
+            fail_msg("wait_ms %" PRId64 ": the acquire never waited",
+                     waits[i]);
+        }
+        assert_status(hilock_lock_release(lh), HILOCK_OK);
+        waiter_join(&w, widen(10000));
+        if (w.rc != HILOCK_OK || w.release_rc != HILOCK_OK)
+            fail_msg("wait_ms %" PRId64 ": acquire %s, release %s",
+                     waits[i], hilock_errname(w.rc),
+                     hilock_errname(w.release_rc));
+    }
+    lock_free(l);
+    lock_free(lh);
+    client_free(c);
+    client_free(holder);
+}
+
+/* ---- bad input --------------------------------------------------------- */
+
+/* Takes a lock named by arbitrary bytes, makes a second client wait for
+ * it, and releases: the name, its channel and its message must all
+ * survive the trip. */
+static void odd_name_round_trip(hilock_client *c, hilock_client *other,
+                                const char *name, size_t len)
+{
+    hilock_lock *l = lock_bin(c, name, len), *lo = lock_bin(other, name, len);
+    const char *argv[] = { "HGET", name, NULL };
+    size_t lens[] = { 4, len, 0 };
+    char field[80];
+    waiter w;
+
+    owner_field(field, sizeof field, c, hilock_thread_owner());
+    argv[2] = field;
+    lens[2] = strlen(field);
+    assert_status(hilock_lock_try_acquire(l, 0, 30000), HILOCK_OK);
+    assert_int_equal(exists_bin(other, name, len), 1);
+    assert_bulk(command(other, 3, argv, lens), "1");
+    waiter_start(&w, lo, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
+    wait_pending(other, lo, 1);
+    assert_status(hilock_lock_release(l), HILOCK_OK);
+    /* Well inside the 30 s lease: the release message reached it. */
+    waiter_join(&w, widen(5000));
+    assert_status(w.rc, HILOCK_OK);
+    assert_status(w.release_rc, HILOCK_OK);
+    assert_int_equal(exists_bin(other, name, len), 0);
+    lock_free(lo);
+    lock_free(l);
+}
+
+static void test_odd_names(void **state)
+{
+    hilock_client *c = client_new(), *other = client_new();
+    static const char nul_name[] = "nul\0inside";
+    static const char high[] = "\xff\xfe";
+    hilock_lock *l, *lo, *prefix;
+    bool locked = true;
+    uint64_t token = 0;
+    waiter w;
+
+    (void)state;
+    /* A name with braces is its own hash tag: no braces are added. */
+    l = lock_new(c, "a{b}c");
+    lo = lock_new(other, "a{b}c");
+    assert_status(hilock_lock_acquire_fenced(l, 0, 30000, &token),
+                  HILOCK_OK);
+    assert_int_equal(int_of(cmd(other, "EXISTS", "redisson_lock_token:a{b}c",
+                                (char *)NULL)), 1);
+    waiter_start(&w, lo, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
+    wait_pending(other, lo, 1);
+    assert_int_equal(hl_fixture_numsub(server, "redisson_lock__channel:a{b}c"),
+                     1);
+    assert_int_equal(
+        hl_fixture_numsub(server, "redisson_lock__channel:{a{b}c}"), 0);
+    assert_status(hilock_lock_release(l), HILOCK_OK);
+    waiter_join(&w, widen(5000));
+    assert_status(w.rc, HILOCK_OK);
+    assert_status(w.release_rc, HILOCK_OK);
+    lock_free(lo);
+    lock_free(l);
+
+    odd_name_round_trip(c, other, "a lock with spaces", 18);
+    odd_name_round_trip(c, other, high, 2);
+    odd_name_round_trip(c, other, nul_name, sizeof nul_name - 1);
+
+    /* The bytes after a NUL are part of the name. */
+    l = lock_bin(c, nul_name, sizeof nul_name - 1);
+    prefix = lock_new(c, "nul");
+    assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_OK);
+    assert_status(hilock_lock_is_locked(prefix, &locked), HILOCK_OK);
+    assert_false(locked);
+    assert_status(hilock_lock_release(l), HILOCK_OK);
+    lock_free(prefix);
+    lock_free(l);
+    client_free(other);
+    client_free(c);
+}
+
+static void test_bad_names(void **state)
+{
+    hilock_client *c = client_new();
+    size_t big = 1u << 20;
+    char *name = malloc(big);
+    hilock_lock *l = (hilock_lock *)&l;
+
+    (void)state;
+    assert_non_null(name);
+    memset(name, 'n', big);
+    assert_status(hilock_lock_create(&l, c, "", 0), HILOCK_EINVAL);
+    assert_null(l);
+    assert_true(strlen(hilock_last_error()) > 0);
+    l = (hilock_lock *)&l;
+    assert_status(hilock_lock_create(&l, c, name, big), HILOCK_EINVAL);
+    assert_null(l);
+    if (strstr(hilock_last_error(), "65536") == NULL)
+        fail_msg("the message \"%s\" does not state the limit",
+                 hilock_last_error());
+    assert_status(hilock_lock_create(&l, c, name, HILOCK_MAX_NAME_LEN + 1),
+                  HILOCK_EINVAL);
+    assert_status(hilock_lock_create(NULL, c, "x", 1), HILOCK_EINVAL);
+    assert_status(hilock_lock_create(&l, NULL, "x", 1), HILOCK_EINVAL);
+    assert_status(hilock_lock_create(&l, c, NULL, 1), HILOCK_EINVAL);
+    /* The longest name allowed works end to end. */
+    l = lock_bin(c, name, HILOCK_MAX_NAME_LEN);
+    assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_OK);
+    assert_int_equal(exists_bin(c, name, HILOCK_MAX_NAME_LEN), 1);
+    assert_status(hilock_lock_release(l), HILOCK_OK);
+    assert_int_equal(exists_bin(c, name, HILOCK_MAX_NAME_LEN), 0);
+    lock_free(l);
+    free(name);
+    client_free(c);
+}
+
+static void test_bad_arguments(void **state)
+{
+    hilock_client *c = client_new();
+    hilock_lock *l = lock_new(c, "args");
+    uint64_t token = 0;
+    acq_rec never;
+    val_rec vnever;
+
+    (void)state;
+    acq_rec_init(&never, c);
+    memset(&vnever, 0, sizeof vnever);
+    assert_status(hilock_lock_try_acquire(l, -2, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_EINVAL);
+    assert_status(hilock_lock_try_acquire(l, 0, -1), HILOCK_EINVAL);
+    assert_status(hilock_lock_acquire_fenced(l, -5, 0, &token),
+                  HILOCK_EINVAL);
+    assert_status(hilock_lock_acquire_async(l, 7, 0, 0, 2u, on_acquire,
+                                            &never, NULL),
+                  HILOCK_EINVAL);
+    assert_status(hilock_lock_acquire_async(l, 0, 0, 0, 0, on_acquire,
+                                            &never, NULL),
+                  HILOCK_EINVAL);
+    assert_status(hilock_lock_acquire_async(l, 7, -3, 0, 0, on_acquire,
+                                            &never, NULL),
+                  HILOCK_EINVAL);
+    assert_status(hilock_lock_acquire_async(l, 7, 0, 0, 0, NULL, NULL,
+                                            NULL),
+                  HILOCK_EINVAL);
+    assert_status(hilock_lock_release_async(l, 0, on_value, &vnever),
+                  HILOCK_EINVAL);
+    assert_status(hilock_lock_acquire(NULL), HILOCK_EINVAL);
+    assert_status(hilock_lock_release(NULL), HILOCK_EINVAL);
+    assert_status(hilock_lock_cancel(NULL, 1), HILOCK_EINVAL);
+    assert_status(hilock_lock_set_lost_callback(NULL, on_lost, NULL),
+                  HILOCK_EINVAL);
+    assert_status(hilock_lock_destroy(NULL), HILOCK_EINVAL);
+    /* None of the refused calls holds anything. */
+    assert_int_equal(exists_bin(c, "args", 4), 0);
+    lock_free(l);
+    /* The handle table notices the second destroy. */
+    assert_status(hilock_lock_destroy(l), HILOCK_ECLOSED);
+    on_loop(c, no_op, NULL);
+    assert_int_equal(atomic_load(&never.calls), 0);
+    assert_int_equal(atomic_load(&vnever.calls), 0);
+    client_free(c);
+}
+
+static void test_calls_after_close(void **state)
+{
+    hilock_client *c = client_new();
+    hilock_lock *l = lock_new(c, "closed"), *late = NULL;
+    acq_rec never;
+    val_rec vnever;
+    int64_t n;
+    bool b;
+
+    (void)state;
+    acq_rec_init(&never, c);
+    memset(&vnever, 0, sizeof vnever);
+    assert_status(hilock_client_close(c), HILOCK_OK);
+    assert_status(hilock_lock_acquire(l), HILOCK_ECLOSED);
+    assert_status(hilock_lock_try_acquire(l, 0, 0), HILOCK_ECLOSED);
+    assert_status(hilock_lock_release(l), HILOCK_ECLOSED);
+    assert_status(hilock_lock_force_release(l, &b), HILOCK_ECLOSED);
+    assert_status(hilock_lock_is_locked(l, &b), HILOCK_ECLOSED);
+    assert_status(hilock_lock_hold_count(l, &n), HILOCK_ECLOSED);
+    assert_status(hilock_lock_remaining_ttl(l, &n), HILOCK_ECLOSED);
+    assert_status(hilock_lock_lease_lost(l, &b), HILOCK_ECLOSED);
+    assert_status(hilock_lock_acquire_async(l, 9, 0, 0, 0, on_acquire,
+                                            &never, NULL),
+                  HILOCK_ECLOSED);
+    assert_status(hilock_lock_release_async(l, 9, on_value, &vnever),
+                  HILOCK_ECLOSED);
+    assert_status(hilock_lock_is_locked_async(l, on_value, &vnever),
+                  HILOCK_ECLOSED);
+    assert_status(hilock_lock_cancel(l, 1), HILOCK_ECLOSED);
+    assert_status(hilock_lock_set_lost_callback(l, on_lost, NULL),
+                  HILOCK_ECLOSED);
+    assert_status(hilock_lock_create(&late, c, "late", 4), HILOCK_ECLOSED);
+    assert_null(late);
+    lock_free(l);
+    assert_status(hilock_lock_destroy(l), HILOCK_ECLOSED);
+    client_free(c);
+    assert_int_equal(atomic_load(&never.calls), 0);
+    assert_int_equal(atomic_load(&vnever.calls), 0);
+}
+
+/* Sync calls made inside a callback, on the loop thread. */
+typedef struct deadlock_probe {
+    acq_rec rec;
+    int rc[8];
+} deadlock_probe;
+
+static void on_acquire_probe(hilock_lock *lock, int status,
+                             const hilock_acquired *acquired, void *data)
+{
+    deadlock_probe *p = data;
+    hilock_client *c = p->rec.client;
+    hilock_reply *r = NULL;
+    const char *ping[] = { "PING" };
+    int64_t n;
+    bool b;
+
+    p->rc[0] = hilock_lock_acquire(lock);
+    p->rc[1] = hilock_lock_try_acquire(lock, 0, 0);
+    p->rc[2] = hilock_lock_release(lock);
+    p->rc[3] = hilock_lock_is_locked(lock, &b);
+    p->rc[4] = hilock_lock_hold_count(lock, &n);
+    p->rc[5] = hilock_lock_lease_lost(lock, &b);
+    p->rc[6] = hilock_lock_force_release(lock, &b);
+    p->rc[7] = hilock_client_command(c, 1, ping, NULL, &r);
+    hilock_reply_free(r);
+    on_acquire(lock, status, acquired, &p->rec);
+}
+
+static void test_sync_call_on_loop_thread(void **state)
+{
+    hilock_client *c = client_new();
+    hilock_lock *l = lock_new(c, "deadlock");
+    deadlock_probe p;
+    val_rec vr;
+
+    (void)state;
+    memset(&p, 0, sizeof p);
+    acq_rec_init(&p.rec, c);
+    memset(&vr, 0, sizeof vr);
+    assert_status(hilock_lock_acquire_async(l, OWNER_A, 0,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            on_acquire_probe, &p, NULL),
+                  HILOCK_OK);
+    wait_acq(&p.rec, 1);
+    assert_status(p.rec.status, HILOCK_OK);
+    for (int i = 0; i < 8; i++)
+        if (p.rc[i] != HILOCK_EDEADLK)
+            fail_msg("sync call %d on the loop thread returned %s", i,
+                     hilock_errname(p.rc[i]));
+    /* The refused calls changed nothing: the hold is still there. */
+    assert_int_equal(exists_bin(c, "deadlock", 8), 1);
+    assert_status(hilock_lock_release_async(l, OWNER_A, on_value, &vr),
+                  HILOCK_OK);
+    assert_int_equal(await_value(&vr, HILOCK_OK), 0);
+    lock_free(l);
+    client_free(c);
+}
+
+/* ---- the Redis layout is Redisson's ------------------------------------ */
+
+typedef struct channel_tap {
+    hl_sub sub;
+    atomic_int ready;
+    atomic_int messages;
+    char last[16];
+    size_t last_len;
+} channel_tap;
+
+static void on_tap(hl_sub *sub, hl_sub_event ev, const char *msg, size_t len)
+{
+    channel_tap *t = sub->data;
+
+    if (ev == HL_SUB_READY) {
+        atomic_fetch_add(&t->ready, 1);
+    } else if (ev == HL_SUB_MESSAGE) {
+        t->last_len = len < sizeof t->last ? len : sizeof t->last;
+        memcpy(t->last, msg, t->last_len);
+        atomic_fetch_add(&t->messages, 1);
+    }
+}
+
+static void tap_on(hilock_client *c, void *arg)
+{
+    channel_tap *t = arg;
+    const char *ch = "redisson_lock__channel:{layout}";
+
+    if (hl_pubsub_subscribe(hl_client_pubsub(c), &t->sub, ch, strlen(ch),
+                            on_tap, t) == 1)
+        atomic_fetch_add(&t->ready, 1);
+}
+
+static void tap_off(hilock_client *c, void *arg)
+{
+    channel_tap *t = arg;
+
+    hl_pubsub_unsubscribe(c->pubsub, &t->sub);
+}
+
+static void test_redisson_layout(void **state)
+{
+    hilock_client *c = client_with(10000), *obs = client_new();
+    hilock_lock *l = lock_new(c, "layout");
+    const char *id = hilock_client_id(c);
+    char field[80];
+    channel_tap tap;
+    hilock_reply *r;
+    long long ttl;
+    uint64_t token = 0;
+
+    (void)state;
+    assert_int_equal(strlen(id), HILOCK_CLIENT_ID_LEN);
+    assert_int_equal(id[14], '4'); /* a version 4 UUID */
+    assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_OK);
+    owner_field(field, sizeof field, c, hilock_thread_owner());
+    r = cmd(obs, "HGETALL", "layout", (char *)NULL);
+    assert_int_equal(r->type, HILOCK_REPLY_ARRAY);
+    assert_int_equal(r->elements, 2);
+    assert_int_equal(r->element[0]->len, strlen(field));
+    assert_memory_equal(r->element[0]->str, field, strlen(field));
+    assert_int_equal(r->element[1]->len, 1);
+    assert_memory_equal(r->element[1]->str, "1", 1);
+    hilock_reply_free(r);
+    r = cmd(obs, "TYPE", "layout", (char *)NULL);
+    assert_int_equal(r->type, HILOCK_REPLY_STATUS);
+    assert_string_equal(r->str, "hash");
+    hilock_reply_free(r);
+    ttl = pttl(obs, "layout");
+    if (ttl <= 9000 || ttl > 10000)
+        fail_msg("PTTL %lld with a 10000 ms watchdog", ttl);
+
+    /* Release publishes "0" on the lock's channel. */
+    memset(&tap, 0, sizeof tap);
+    atomic_init(&tap.ready, 0);
+    atomic_init(&tap.messages, 0);
+    on_loop(obs, tap_on, &tap);
+    if (!wait_count(&tap.ready, 1, widen(5000)))
+        fail_msg("the channel tap was never subscribed");
+    assert_status(hilock_lock_release(l), HILOCK_OK);
+    if (!wait_count(&tap.messages, 1, widen(5000)))
+        fail_msg("no release message");
+    assert_int_equal(tap.last_len, 1);
+    assert_int_equal(tap.last[0], '0');
+    on_loop(obs, tap_off, &tap);
+    assert_int_equal(exists_bin(obs, "layout", 6), 0);
+
+    /* The fencing counter is a plain string under its own key. */
+    assert_status(hilock_lock_acquire_fenced(l, 0, HILOCK_LEASE_WATCHDOG,
+                                             &token),
+                  HILOCK_OK);
+    r = cmd(obs, "GET", "redisson_lock_token:{layout}", (char *)NULL);
+    assert_int_equal(r->type, HILOCK_REPLY_STRING);
+    assert_int_equal(strtoull(r->str, NULL, 10), token);
+    hilock_reply_free(r);
+    assert_status(hilock_lock_release(l), HILOCK_OK);
+    lock_free(l);
+    client_free(obs);
+    client_free(c);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup_server, teardown_server)
+    const struct CMUnitTest tests[] = {
+        T(test_nested_hold_counts),
+        T(test_release_by_non_owner),
+        T(test_mutual_exclusion),
+        T(test_watchdog_keeps_lease),
+        T(test_explicit_lease_expires),
+        T(test_lost_when_key_deleted),
+        T(test_release_wakes_waiter),
+        T(test_one_subscription_for_many_waiters),
+        T(test_fencing_tokens),
+        T(test_async_api),
+        T(test_wait_runs_out),
+        T(test_odd_names),
+        T(test_bad_names),
+        T(test_bad_arguments),
+        T(test_calls_after_close),
+        T(test_sync_call_on_loop_thread),
+        T(test_redisson_layout),
+        /* Last: an arithmetic overflow here aborts the whole process
+         * under UBSan, which should not hide the other results. */
+        T(test_extreme_waits),
+    };
+#undef T
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
