@@ -75,6 +75,7 @@ struct hl_conn {
     req_queue pending; /* not yet in the output buffer */
     req_queue sent;    /* in the output buffer or on the wire */
     int hello_left;
+    bool hello_answered; /* the server answered a handshake command */
 
     hl_conn_stats stats;
     uint64_t scripts_loaded; /* bits of hl_script.index, this socket */
@@ -426,6 +427,7 @@ static void hello_reply(void *data, int status, hilock_reply *reply)
         return;
     }
     hilock_reply_free(reply);
+    c->hello_answered = true;
     if (--c->hello_left == 0)
         conn_up(c);
 }
@@ -490,6 +492,7 @@ static void hello_start(hl_conn *c)
 {
     c->state = ST_HELLO;
     c->hello_left = 0;
+    c->hello_answered = false;
     hl_io_want_read(&c->io, true);
     hl_io_want_write(&c->io, false);
     const hilock_options *o = c->o;
@@ -515,6 +518,31 @@ static void hello_start(hl_conn *c)
         return;
     }
     flush(c);
+}
+
+/* The status for a stream failure.  A TLS server that refuses us after
+ * the handshake (a client certificate it requires, under TLS 1.3) sends an
+ * alert and closes; depending on timing the alert or only the close
+ * reaches us.  A close before the server answered anything on a fresh TLS
+ * session is therefore reported as a TLS failure. */
+static int stream_failure_status(hl_conn *c, ssize_t n)
+{
+    if (n == HL_STREAM_TLS_ERROR)
+        return HILOCK_ETLS;
+    if (n == HL_STREAM_EOF && c->state == ST_HELLO && c->stream.ssl &&
+        !c->hello_answered) {
+        char was[96];
+        size_t len = strnlen(c->err, sizeof was - 1);
+        memcpy(was, c->err, len);
+        was[len] = '\0';
+        snprintf(c->err, sizeof c->err,
+                 "the server closed the TLS session before answering; a "
+                 "client certificate required by the server would explain "
+                 "it (%s)",
+                 was);
+        return HILOCK_ETLS;
+    }
+    return HILOCK_EIO;
 }
 
 /* ---- writing --------------------------------------------------------- */
@@ -586,8 +614,7 @@ static void flush(hl_conn *c)
             hl_prepare_stop(&c->flusher);
             return;
         }
-        conn_drop(c, n == HL_STREAM_TLS_ERROR ? HILOCK_ETLS : HILOCK_EIO,
-                  c->err);
+        conn_drop(c, stream_failure_status(c, n), c->err);
         return;
     }
     if (!c->read_wants_write)
@@ -688,8 +715,7 @@ static void read_all(hl_conn *c)
             hl_io_want_write(&c->io, true);
             return;
         }
-        conn_drop(c, n == HL_STREAM_TLS_ERROR ? HILOCK_ETLS : HILOCK_EIO,
-                  c->err);
+        conn_drop(c, stream_failure_status(c, n), c->err);
         return;
     }
 }
