@@ -73,6 +73,9 @@ char *cli_aux_name(const char *prefix, const char *name);
 int64_t cli_now_ms(void);
 
 int cli_demo(const cli_globals *g, int argc, char **argv);
+/* The stock part of the demo, on a connected client; keys start with
+ * base.  Returns 0 or an exit status. */
+int cli_stock_demo(hilock_client *client, const char *base, int64_t t0);
 int cli_run(const cli_globals *g, int argc, char **argv);
 int cli_status(const cli_globals *g, int argc, char **argv);
 int cli_unlock(const cli_globals *g, int argc, char **argv);

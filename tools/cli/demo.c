@@ -322,6 +322,8 @@ int cli_demo(const cli_globals *g, int argc, char **argv)
         say(&d, "all workers done; %s is %s", name,
             locked ? "still locked" : "free");
     }
+    if (rc == 0)
+        rc = cli_stock_demo(client, name, d.t0);
     for (int i = 0; i < DEMO_WORKERS; i++) {
         if (ws[i].lock)
             hilock_lock_destroy(ws[i].lock);
