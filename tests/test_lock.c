@@ -980,6 +980,56 @@ static void test_explicit_lease_expires(void **state)
     client_free(c);
 }
 
+/* ---- a cap on total hold time ----------------------------------------- */
+
+static void test_max_hold_caps_the_watchdog(void **state)
+{
+    /* Watchdog 300 ms, cap 1000 ms: renewed about three times, then left
+     * to run out and reported lost, well before it could be renewed
+     * forever. */
+    hilock_options *o = NULL;
+    hilock_client *c = NULL, *obs = client_new();
+    char url[128];
+    int64_t t0, after;
+    bool lost = false;
+    lost_rec lr;
+
+    (void)state;
+    snprintf(url, sizeof url,
+             "redis://127.0.0.1:%d?watchdog_timeout=300&max_hold=1000",
+             hl_redis_server_port(server));
+    assert_status(hilock_options_create(&o), HILOCK_OK);
+    assert_status(hilock_options_set_url(o, url), HILOCK_OK);
+    if (under_valgrind())
+        assert_status(hilock_options_set_command_timeout_ms(o, 20000),
+                      HILOCK_OK);
+    assert_int_equal(hilock_options_max_hold_ms(o), 1000);
+    assert_status(hilock_client_create(&c, o), HILOCK_OK);
+    hilock_options_free(o);
+    hilock_lock *l = lock_new(c, "capped");
+    key_gone gone = { obs, "capped" };
+    lost_rec_init(&lr, c);
+    assert_status(hilock_lock_set_lost_callback(l, on_lost, &lr), HILOCK_OK);
+    t0 = hl_now_ms();
+    assert_status(hilock_lock_acquire(l), HILOCK_OK);
+    if (!wait_count(&lr.calls, 1, widen(4000)))
+        fail_msg("no lost callback within 4 s of a 1000 ms cap");
+    after = atomic_load(&lr.at_ms) - t0;
+    /* Held past the 300 ms lease by the watchdog, up to the cap, and lost
+     * within one lease after it. */
+    if (after < 1000)
+        fail_msg("lost after %lld ms, before the 1000 ms cap",
+                 (long long)after);
+    assert_true(lease_stats(c).renewed >= 2);
+    assert_true(hl_wait_until(key_is_gone, &gone, widen(2000)));
+    assert_status(hilock_lock_lease_lost(l, &lost), HILOCK_OK);
+    assert_true(lost);
+    assert_status(hilock_lock_release(l), HILOCK_ELEASELOST);
+    lock_free(l);
+    client_free(obs);
+    client_free(c);
+}
+
 /* ---- the key deleted behind the holder's back -------------------------- */
 
 static void test_lost_when_key_deleted(void **state)
@@ -1768,6 +1818,7 @@ int main(void)
         T(test_mutual_exclusion),
         T(test_watchdog_keeps_lease),
         T(test_explicit_lease_expires),
+        T(test_max_hold_caps_the_watchdog),
         T(test_lost_when_key_deleted),
         T(test_release_wakes_waiter),
         T(test_one_subscription_for_many_waiters),
