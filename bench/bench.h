@@ -26,6 +26,7 @@ typedef struct bench_args {
     const char *kind;     /* "reentrant" */
     const char *api;      /* "async" | "sync" | NULL: the standard mix */
     bool skip_ceiling;
+    int64_t watchdog_ms; /* WD: the client's watchdog timeout */
 } bench_args;
 
 /* One measured point, printed as one JSON line. */
@@ -67,6 +68,10 @@ int bench_run_w2(const bench_args *a, hilock_client *c, int concurrency,
                  const char *api, bench_point *p);
 int bench_run_w3(const bench_args *a, hilock_client *c, int concurrency,
                  int segments, const char *api, bench_point *p);
+
+/* WD: one client holding `leases` watchdog leases for the duration.
+ * Prints its own JSON line. */
+int bench_run_wd(const bench_args *a, hilock_client *c, int leases);
 
 /* redis-benchmark rows for the ceiling, against host:port. */
 void bench_run_ceiling(const bench_args *a, const char *host, int port);

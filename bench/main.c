@@ -12,11 +12,12 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: hilock-bench [--workload W1|W2|W3|W4] [--concurrency C]\n"
+            "usage: hilock-bench [--workload W1|W2|W3|W4|WD] [--concurrency C]\n"
             "  [--duration S] [--warmup S] [--lease-ms N] [--retry-ms N]\n"
             "  [--host H] [--port P] [--ports P1,...,P5] [--segments S]\n"
             "  [--products N] [--run-id ID] [--kind reentrant]\n"
-            "  [--api async|sync] [--no-ceiling]\n"
+            "  [--api async|sync] [--no-ceiling] [--watchdog-ms N]\n"
+            "WD holds C (default 100000) watchdog leases for --duration.\n"
             "Without --workload: the ceiling rows, then W1, W2 and W3 at\n"
             "their standard points.  Without --port: a private\n"
             "redis-server on a free loopback port.\n");
@@ -85,6 +86,8 @@ static int parse(int argc, char **argv, bench_args *a)
                 a->segments = (int)d;
             else if (strcmp(k, "--products") == 0)
                 a->products = (int)d;
+            else if (strcmp(k, "--watchdog-ms") == 0)
+                a->watchdog_ms = (int64_t)d;
             else {
                 fprintf(stderr, "hilock-bench: unknown option %s\n", k);
                 return -1;
@@ -130,7 +133,16 @@ static void point(const bench_args *a, hilock_client *c, const char *w,
         bench_run_w2(a, c, concurrency, api, &p);
     else if (strcmp(w, "W3") == 0)
         bench_run_w3(a, c, concurrency, segments, api, &p);
-    else {
+    else if (strcmp(w, "WD") == 0) {
+        if (bench_run_wd(a, c, concurrency) != 0) {
+            p.workload = w;
+            p.api = api;
+            p.concurrency = concurrency;
+            p.error = "set-up failed";
+            bench_print_point(a, &p);
+        }
+        return;
+    } else {
         p.workload = w;
         p.api = api;
         p.concurrency = concurrency;
@@ -168,6 +180,8 @@ static void run_workload(const bench_args *a, hilock_client *c,
             point(a, c, w, 64, 1, api);
             point(a, c, w, 64, 16, api);
         }
+    } else if (strcmp(w, "WD") == 0) {
+        point(a, c, w, 100000, 0, api);
     } else {
         point(a, c, w, 1, 0, api);
     }
@@ -198,6 +212,10 @@ int main(int argc, char **argv)
     hilock_options_create(&o);
     hilock_options_set_host(o, a.host);
     hilock_options_set_port(o, port);
+    if (a.watchdog_ms > 0)
+        hilock_options_set_watchdog_timeout_ms(o, a.watchdog_ms);
+    else
+        a.watchdog_ms = HILOCK_DEFAULT_WATCHDOG_TIMEOUT_MS;
     hilock_client *c;
     int rc = hilock_client_create(&c, o);
     hilock_options_free(o);

@@ -119,6 +119,25 @@ HILOCK_API int hilock_client_command(hilock_client *client, int argc,
                                      const size_t *argvlen,
                                      hilock_reply **reply);
 
+/* Counters of a client, for monitoring. */
+typedef struct hilock_client_stats {
+    uint64_t leases_active;  /* leases held now (with or without watchdog) */
+    uint64_t leases_renewed; /* watchdog renewals confirmed */
+    uint64_t leases_lost;    /* leases reported lost */
+    uint64_t renew_calls;    /* batched renewal scripts sent */
+    uint64_t connects;       /* times the command connection became ready */
+    uint64_t writes;         /* write calls on the command connection */
+} hilock_client_stats;
+
+/* Read the client's counters.  Any thread: on the loop thread it reads
+ * them at once, elsewhere it asks the loop thread and waits briefly.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL   NULL argument
+ * @return HILOCK_ECLOSED  the client is closed
+ * @return HILOCK_ENOMEM */
+HILOCK_API int hilock_client_get_stats(hilock_client *client,
+                                       hilock_client_stats *out);
+
 /* The libev loop the client runs on.  Any thread. */
 HILOCK_API struct ev_loop *hilock_client_loop(const hilock_client *client);
 

@@ -460,6 +460,73 @@ int hilock_client_is_connected(const hilock_client *c)
     return c ? atomic_load(&c->connected) : 0;
 }
 
+static void read_stats(hilock_client *c, hilock_client_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (c->leases) {
+        hl_lease_stats l = hl_lease_engine_stats(c->leases);
+        out->leases_active = l.active;
+        out->leases_renewed = l.renewed;
+        out->leases_lost = l.lost;
+        out->renew_calls = l.renew_calls;
+    }
+    if (c->conn) {
+        hl_conn_stats s = hl_conn_get_stats(c->conn);
+        out->connects = s.connects;
+        out->writes = s.writes;
+    }
+}
+
+typedef struct stats_task {
+    hl_task task;
+    hl_sync *sync;
+    hilock_client_stats *out;
+} stats_task;
+
+static void run_stats(hilock_client *c, hl_task *t, bool closed)
+{
+    stats_task *st = (stats_task *)t;
+    if (!closed)
+        read_stats(c, st->out);
+    hl_sync_post(st->sync, closed ? HILOCK_ECLOSED : HILOCK_OK, NULL,
+                 closed ? "client closed" : NULL);
+    hl_free(st);
+}
+
+int hilock_client_get_stats(hilock_client *c, hilock_client_stats *out)
+{
+    if (c == NULL || out == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    if (hl_client_in_loop(c)) {
+        if (c->closed)
+            return hl_fail(HILOCK_ECLOSED, "client is closed");
+        read_stats(c, out);
+        return HILOCK_OK;
+    }
+    /* The wait has no deadline of its own: the loop answers at once, and
+     * out must stay valid until it has. */
+    stats_task *st = hl_calloc(1, sizeof *st);
+    hl_sync *sync = st ? hl_sync_new() : NULL;
+    if (sync == NULL) {
+        hl_free(st);
+        return hl_fail(HILOCK_ENOMEM, "out of memory");
+    }
+    st->task.run = run_stats;
+    st->sync = sync;
+    st->out = out;
+    int rc = hl_client_submit(c, &st->task);
+    if (rc != HILOCK_OK) {
+        hl_free(st);
+        hl_sync_post(sync, rc, NULL, hilock_last_error());
+    }
+    int status = 0;
+    char detail[128];
+    if (hl_sync_wait(sync, INT64_MAX / 4, &status, NULL, NULL, detail,
+                     sizeof detail) != 0)
+        return hl_fail(HILOCK_ETIMEDOUT, "the loop thread did not answer");
+    return status ? hl_fail(status, "%s", detail) : HILOCK_OK;
+}
+
 struct ev_loop *hilock_client_loop(const hilock_client *c)
 {
     return c ? c->loop : NULL;
