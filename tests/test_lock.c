@@ -980,6 +980,48 @@ static void test_explicit_lease_expires(void **state)
     client_free(c);
 }
 
+/* ---- releases crossing renewals ---------------------------------------- */
+
+static void test_release_crosses_renewals(void **state)
+{
+    /* A watchdog of 100 ms renews every 33 ms, so hundreds of quick
+     * holds release while renewals are in flight.  None may be reported
+     * lost, none may be renewed after its release, and once all are
+     * released the watchdog must go quiet: a lock renewed forever after
+     * its release is the failure this guards against. */
+    hilock_client *c = client_with(100), *obs = client_new();
+    hilock_lock *l = lock_new(c, "crossing");
+    key_gone gone = { obs, "crossing" };
+    int cycles = under_valgrind() ? 50 : 400;
+    lost_rec lr;
+
+    (void)state;
+    lost_rec_init(&lr, c);
+    assert_status(hilock_lock_set_lost_callback(l, on_lost, &lr), HILOCK_OK);
+    for (int i = 0; i < cycles; i++) {
+        assert_status(hilock_lock_acquire(l), HILOCK_OK);
+        /* Every few holds, stay long enough for a renewal round. */
+        if (i % 20 == 0)
+            hl_sleep_ms(40);
+        assert_status(hilock_lock_release(l), HILOCK_OK);
+    }
+    assert_true(hl_wait_until(key_is_gone, &gone, widen(1000)));
+    hl_lease_stats before = lease_stats(c);
+    assert_int_equal(before.active, 0);
+    assert_int_equal(before.lost, 0);
+    assert_true(before.renewed > 0);
+    /* Three watchdog periods later nothing has been renewed since. */
+    hl_sleep_ms(300);
+    hl_lease_stats after = lease_stats(c);
+    assert_int_equal(after.renew_calls, before.renew_calls);
+    assert_int_equal(after.renewed, before.renewed);
+    assert_int_equal(atomic_load(&lr.calls), 0);
+    assert_true(key_is_gone(&gone));
+    lock_free(l);
+    client_free(obs);
+    client_free(c);
+}
+
 /* ---- a cap on total hold time ----------------------------------------- */
 
 static void test_max_hold_caps_the_watchdog(void **state)
@@ -1818,6 +1860,7 @@ int main(void)
         T(test_mutual_exclusion),
         T(test_watchdog_keeps_lease),
         T(test_explicit_lease_expires),
+        T(test_release_crosses_renewals),
         T(test_max_hold_caps_the_watchdog),
         T(test_lost_when_key_deleted),
         T(test_release_wakes_waiter),
