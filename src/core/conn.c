@@ -852,20 +852,7 @@ int hl_conn_command(hl_conn *c, int argc, const char *const *argv,
 int hl_conn_command_take(hl_conn *c, char *cmd, size_t len,
                          hl_request_fn *fn, void *data)
 {
-    if (c->state == ST_CLOSED) {
-        hl_free(cmd);
-        return HILOCK_ECLOSED;
-    }
-    hl_request *r = hl_calloc(1, sizeof *r);
-    if (r == NULL) {
-        hl_free(cmd);
-        return HILOCK_ENOMEM;
-    }
-    r->cmd = cmd;
-    r->len = len;
-    r->fn = fn;
-    r->data = data;
-    return enqueue(c, r);
+    return hl_conn_script_take(c, NULL, cmd, len, fn, data);
 }
 
 int hl_conn_script_take(hl_conn *c, const hl_script *script, char *cmd,

@@ -165,9 +165,17 @@ static void drop_all_holds(hilock_lock *lock)
     }
 }
 
-void hl_lock_call_acquire_cb(hilock_lock *lock, hilock_acquire_cb *cb,
-                             int status, const hilock_acquired *acquired,
-                             void *user_data, const char *detail)
+/* Run user code for a lock: the detail for its status set, the handle
+ * kept alive, and the client's callback guard around it. */
+typedef struct user_call {
+    hilock_acquire_cb *acquire_cb;
+    const hilock_acquired *acquired;
+    hilock_lock_cb *cb;
+    int64_t value;
+} user_call;
+
+static void call_user(hilock_lock *lock, const user_call *u, int status,
+                      void *user_data, const char *detail)
 {
     hilock_client *c = lock->client;
     if (status != 0)
@@ -177,27 +185,28 @@ void hl_lock_call_acquire_cb(hilock_lock *lock, hilock_acquire_cb *cb,
     hl_lock_ref(lock);
     if (c)
         hl_client_enter_callback(c);
-    cb(lock, status, acquired, user_data);
+    if (u->acquire_cb)
+        u->acquire_cb(lock, status, u->acquired, user_data);
+    else
+        u->cb(lock, status, u->value, user_data);
     if (c)
         hl_client_leave_callback(c);
     hl_lock_unref(lock);
 }
 
+void hl_lock_call_acquire_cb(hilock_lock *lock, hilock_acquire_cb *cb,
+                             int status, const hilock_acquired *acquired,
+                             void *user_data, const char *detail)
+{
+    user_call u = {.acquire_cb = cb, .acquired = acquired};
+    call_user(lock, &u, status, user_data, detail);
+}
+
 void hl_lock_call_cb(hilock_lock *lock, hilock_lock_cb *cb, int status,
                      int64_t value, void *user_data, const char *detail)
 {
-    hilock_client *c = lock->client;
-    if (status != 0)
-        hl_set_detail(detail);
-    else
-        hl_clear_detail();
-    hl_lock_ref(lock);
-    if (c)
-        hl_client_enter_callback(c);
-    cb(lock, status, value, user_data);
-    if (c)
-        hl_client_leave_callback(c);
-    hl_lock_unref(lock);
+    user_call u = {.cb = cb, .value = value};
+    call_user(lock, &u, status, user_data, detail);
 }
 
 /* Detach from the client: no more operations, leases stop unreported. */
