@@ -1138,9 +1138,35 @@ static void test_options_out_of_memory(void **state)
     hilock_options_free(src);
 }
 
+/* The connection count: a query key and a setter with a range. */
+static void test_connections_option(void **state)
+{
+    (void)state;
+    hilock_options *o = NULL;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(hilock_options_connections(o),
+                     HILOCK_DEFAULT_CONNECTIONS);
+    assert_int_equal(hilock_options_set_url(o, "redis://h?connections=3"),
+                     HILOCK_OK);
+    assert_int_equal(hilock_options_connections(o), 3);
+    assert_int_equal(hilock_options_set_url(o, "redis://h?connections=0"),
+                     HILOCK_EINVAL);
+    assert_int_equal(hilock_options_set_url(o, "redis://h?connections=17"),
+                     HILOCK_EINVAL);
+    assert_int_equal(hilock_options_set_url(o, "redis://h?connections=x"),
+                     HILOCK_EINVAL);
+    assert_int_equal(hilock_options_connections(o), 3);
+    assert_int_equal(hilock_options_set_connections(o, 0), HILOCK_EINVAL);
+    assert_int_equal(hilock_options_set_connections(o, 16), HILOCK_OK);
+    assert_int_equal(hilock_options_connections(o), 16);
+    assert_int_equal(hilock_options_set_connections(NULL, 1), HILOCK_EINVAL);
+    hilock_options_free(o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_connections_option),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_null_arguments),
         cmocka_unit_test(test_copy_is_deep),

@@ -79,7 +79,7 @@ HILOCK_API const char *hilock_client_id(const hilock_client *client);
 /* 1 if the client talks TLS, 0 if not, -1 for NULL.  Any thread. */
 HILOCK_API int hilock_client_is_tls(const hilock_client *client);
 
-/* 1 while the command connection is ready, else 0.  Any thread. */
+/* 1 while every command connection is ready, else 0.  Any thread. */
 HILOCK_API int hilock_client_is_connected(const hilock_client *client);
 
 /* Completion of an async command.  reply is NULL unless status is

@@ -32,6 +32,8 @@ typedef struct hilock_options hilock_options;
 #define HILOCK_DEFAULT_MAX_REPLY_BYTES (64u * 1024 * 1024)
 #define HILOCK_DEFAULT_MAX_REPLY_ELEMENTS (1024u * 1024)
 #define HILOCK_DEFAULT_MAX_REPLY_DEPTH 7
+#define HILOCK_DEFAULT_CONNECTIONS 2
+#define HILOCK_MAX_CONNECTIONS 16
 
 /* Make an options object holding the defaults: host 127.0.0.1, port 6379,
  * no user, no password, db 0, plain TCP, the timeouts above, TLS peer
@@ -67,7 +69,8 @@ HILOCK_API void hilock_options_free(hilock_options *opts);
  * so write '@', ':', '/', '?', '#', '%' and '&' in them as %XX.
  * Query: key=value pairs joined by '&', keys matched exactly; each key at
  * most once and never with an empty value: connect_timeout,
- * command_timeout, watchdog_timeout, max_hold (decimal milliseconds), and, with
+ * command_timeout, watchdog_timeout, max_hold (decimal milliseconds),
+ * connections (a count), and, with
  * rediss:// only, ca_file, ca_dir, cert_file, key_file, sni (server name
  * to verify), verify (yes|no|true|false|1|0, any case).
  * Refused as well: bytes outside printable ASCII (percent-encode them), a
@@ -119,6 +122,14 @@ HILOCK_API int hilock_options_set_watchdog_timeout_ms(hilock_options *opts,
 HILOCK_API int hilock_options_set_max_hold_ms(hilock_options *opts,
                                               int64_t ms);
 HILOCK_API int64_t hilock_options_max_hold_ms(const hilock_options *opts);
+
+/* Command connections, 1..HILOCK_MAX_CONNECTIONS (default 2).  A lock's
+ * requests always use the same connection (chosen by its name), so they
+ * keep their order; raw commands use the first.  With two, the server
+ * works on one connection's batch while the client answers the other's,
+ * which keeps both busy.  URL query key: connections. */
+HILOCK_API int hilock_options_set_connections(hilock_options *opts, int n);
+HILOCK_API int hilock_options_connections(const hilock_options *opts);
 
 /* Reconnect backoff: the n-th consecutive failed attempt waits a random
  * time in [d/2, d] with d = min(max_ms, min_ms * 2^n).

@@ -411,10 +411,9 @@ static void attempt(hl_acquire_op *op)
     args.fenced = (op->flags & HILOCK_ACQUIRE_FENCED) != 0;
     args.known_token = joining ? h->token : 0;
     static atomic_uint_fast64_t attempts;
-    int n = snprintf(op->nonce, sizeof op->nonce, "%s:%llu",
-                     lock->client->id,
-                     (unsigned long long)atomic_fetch_add(&attempts, 1));
-    op->nonce_len = n > 0 ? (size_t)n : 0;
+    /* "<client id>:<attempt number>", shaped like an owner field. */
+    op->nonce_len = hl_owner_field(lock, atomic_fetch_add(&attempts, 1),
+                                   op->nonce, sizeof op->nonce);
     args.nonce = op->nonce;
     args.nonce_len = op->nonce_len;
     if (op->subscribed)

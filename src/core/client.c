@@ -10,6 +10,7 @@
 #include "handle.h"
 #include "lease.h"
 #include "lockobj.h"
+#include "map.h"
 #include "waiters.h"
 #include "options_internal.h"
 #include "stream.h"
@@ -71,11 +72,16 @@ static void client_shutdown(hilock_client *c)
     /* Locks first: their pending acquires end with HILOCK_ECLOSED and
      * their leases stop before the connection that renews them goes. */
     hl_locks_client_closed(c);
-    hl_conn *conn = c->conn;
+    int nconns = c->nconns;
+    hl_conn *conns[HILOCK_MAX_CONNECTIONS];
+    memcpy(conns, c->conns, sizeof conns);
+    memset(c->conns, 0, sizeof c->conns);
     c->conn = NULL;
+    c->nconns = 0;
     atomic_store(&c->connected, false);
-    if (conn)
-        hl_conn_free(conn);
+    for (int i = 0; i < nconns; i++)
+        if (conns[i])
+            hl_conn_free(conns[i]);
     hl_waiters_free(c->waiters);
     c->waiters = NULL;
     hl_lease_engine_free(c->leases);
@@ -159,13 +165,24 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
                           const char *detail, hilock_reply *reply, void *data)
 {
     hilock_client *c = data;
-    (void)conn;
     hilock_reply_free(reply);
     if (ev == HL_CONN_PUSH)
         return;
-    atomic_store(&c->connected, ev == HL_CONN_UP);
+    int i = 0;
+    while (i < c->nconns && c->conns[i] != conn)
+        i++;
+    if (i == c->nconns)
+        return;
+    if (ev == HL_CONN_UP)
+        c->up_mask |= 1u << i;
+    else
+        c->up_mask &= ~(1u << i);
+    bool all_up = c->up_mask == (1u << c->nconns) - 1;
+    atomic_store(&c->connected, all_up);
     pthread_mutex_lock(&c->lock);
-    if (!c->first_done) {
+    /* The first connection attempt ends when every connection is up, or
+     * at the first failure. */
+    if (!c->first_done && (all_up || ev == HL_CONN_DOWN)) {
         c->first_done = true;
         c->first_status = ev == HL_CONN_UP ? 0 : status;
         snprintf(c->first_detail, sizeof c->first_detail, "%s",
@@ -173,6 +190,14 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
         pthread_cond_broadcast(&c->cond);
     }
     pthread_mutex_unlock(&c->lock);
+}
+
+hl_conn *hl_client_conn_for(const hilock_client *c, const char *name,
+                            size_t len)
+{
+    if (c->nconns <= 1)
+        return c->conn;
+    return c->conns[hl_hash_bytes(name, len) % (uint64_t)c->nconns];
 }
 
 hl_pubsub *hl_client_pubsub(hilock_client *c)
@@ -350,10 +375,19 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
                           .ssl_ctx = c->ssl_ctx,
                           .on_event = on_conn_event,
                           .data = c};
-    c->conn = hl_conn_create(&cfg);
-    if (c->conn == NULL || hl_handle_add(c) != 0) {
-        if (c->conn)
-            hl_conn_free(c->conn);
+    bool made = true;
+    for (int i = 0; i < c->opts->connections && made; i++) {
+        c->conns[i] = hl_conn_create(&cfg);
+        made = c->conns[i] != NULL;
+        c->nconns = i + 1;
+    }
+    c->conn = c->conns[0];
+    if (!made || hl_handle_add(c) != 0) {
+        for (int i = 0; i < c->nconns; i++)
+            if (c->conns[i])
+                hl_conn_free(c->conns[i]);
+        memset(c->conns, 0, sizeof c->conns);
+        c->nconns = 0;
         c->conn = NULL;
         ev_async_stop(c->loop, &c->wakeup);
         rc = hl_fail(HILOCK_ENOMEM, "out of memory for the connection");
@@ -365,7 +399,10 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
     }
     if (start_loop_thread(c) != 0) {
         hl_handle_remove(c);
-        hl_conn_free(c->conn);
+        for (int i = 0; i < c->nconns; i++)
+            hl_conn_free(c->conns[i]);
+        memset(c->conns, 0, sizeof c->conns);
+        c->nconns = 0;
         c->conn = NULL;
         ev_async_stop(c->loop, &c->wakeup);
         rc = hl_fail(HILOCK_ENOMEM, "cannot start the loop thread");
@@ -470,10 +507,10 @@ static void read_stats(hilock_client *c, hilock_client_stats *out)
         out->leases_lost = l.lost;
         out->renew_calls = l.renew_calls;
     }
-    if (c->conn) {
-        hl_conn_stats s = hl_conn_get_stats(c->conn);
-        out->connects = s.connects;
-        out->writes = s.writes;
+    for (int i = 0; i < c->nconns; i++) {
+        hl_conn_stats s = hl_conn_get_stats(c->conns[i]);
+        out->connects += s.connects;
+        out->writes += s.writes;
     }
 }
 

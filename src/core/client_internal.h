@@ -41,7 +41,10 @@ struct hilock_client {
     bool closed;
 
     SSL_CTX *ssl_ctx;
-    hl_conn *conn;
+    hl_conn *conn; /* conns[0]: raw commands and lease renewals */
+    hl_conn *conns[HILOCK_MAX_CONNECTIONS];
+    int nconns;
+    unsigned up_mask; /* bit i: conns[i] is up */
     hl_pubsub *pubsub; /* created on first use */
     struct hl_lease_engine *leases; /* created on first use */
     struct hl_waiters *waiters;     /* created on first use */
@@ -64,6 +67,11 @@ struct hilock_client {
  * costs more than a round trip to Redis on many machines, so the few
  * microseconds of a reply are better waited out awake. */
 #define HL_HANDOVER_SPIN_US 200
+
+/* The command connection that carries a lock's scripts: always the same
+ * one for a name, so that its requests keep their order. */
+hl_conn *hl_client_conn_for(const hilock_client *client, const char *name,
+                            size_t len);
 
 /* Is the calling thread the client's loop thread? */
 bool hl_client_in_loop(const hilock_client *client);

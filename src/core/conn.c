@@ -8,7 +8,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <hiredis/hiredis.h>
 #include <openssl/rand.h>
 
 #include "alloc.h"
@@ -18,6 +17,7 @@
 #include "options_internal.h"
 #include "reply.h"
 #include "resolve.h"
+#include "resp.h"
 #include "script.h"
 #include "stream.h"
 
@@ -435,17 +435,13 @@ static void hello_reply(void *data, int status, hilock_reply *reply)
 int hl_format_command(char **out, size_t *out_len, int argc,
                       const char *const *argv, const size_t *argvlen)
 {
-    char *cmd = NULL;
-    int len = redisFormatCommandArgv(&cmd, argc, (const char **)argv,
-                                     argvlen);
-    if (len < 0 || cmd == NULL)
+    size_t len = hl_resp_size(argc, argvlen);
+    char *cmd = hl_malloc(len);
+    if (cmd == NULL)
         return HILOCK_ENOMEM;
-    /* hiredis allocates with the C library; keep one allocator per block. */
-    *out = hl_memdup(cmd, (size_t)len);
-    redisFreeCommand(cmd);
-    if (*out == NULL)
-        return HILOCK_ENOMEM;
-    *out_len = (size_t)len;
+    hl_resp_write(cmd, argc, argv, argvlen);
+    *out = cmd;
+    *out_len = len;
     return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "error_detail.h"
 #include "handle.h"
 #include "lockobj_internal.h"
+#include "resp.h"
 
 char *hl_lock_aux_name(const char *prefix, const char *name, size_t name_len,
                        size_t *out_len)
@@ -88,6 +89,7 @@ int hl_lock_create(hilock_lock **out, hilock_client *client,
     bool closed = client->closed;
     if (!closed) {
         lock->client = client;
+        lock->conn = hl_client_conn_for(client, name, name_len);
         lock->next_in_client = client->locks;
         if (client->locks)
             client->locks->prev_in_client = lock;
@@ -107,7 +109,7 @@ hl_conn *hl_lock_conn(const hilock_lock *lock)
 {
     if (lock->client == NULL || lock->client->closed)
         return NULL;
-    return lock->client->conn;
+    return lock->conn;
 }
 
 bool hl_lock_usable(const hilock_lock *lock)
@@ -118,8 +120,14 @@ bool hl_lock_usable(const hilock_lock *lock)
 size_t hl_owner_field(const hilock_lock *lock, uint64_t owner, char *buf,
                       size_t cap)
 {
-    int n = snprintf(buf, cap, "%s:%" PRIu64, lock->client->id, owner);
-    return n > 0 ? (size_t)n : 0;
+    /* On every attempt and release: no printf. */
+    (void)cap; /* HILOCK_CLIENT_ID_LEN + 1 + 20 digits fit by contract */
+    memcpy(buf, lock->client->id, HILOCK_CLIENT_ID_LEN);
+    buf[HILOCK_CLIENT_ID_LEN] = ':';
+    size_t n = HILOCK_CLIENT_ID_LEN + 1 +
+               hl_u64_dec(buf + HILOCK_CLIENT_ID_LEN + 1, owner);
+    buf[n] = '\0';
+    return n;
 }
 
 hl_hold *hl_hold_find(hilock_lock *lock, uint64_t owner)

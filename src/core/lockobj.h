@@ -94,6 +94,7 @@ struct hl_hold {
 
 struct hilock_lock {
     hilock_client *client; /* NULL once the client is gone */
+    hl_conn *conn;         /* the client's connection for this name */
     const hl_kind *kind;
     hilock_lock *prev_in_client;
     hilock_lock *next_in_client;

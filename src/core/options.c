@@ -41,6 +41,7 @@ int hilock_options_create(hilock_options **out)
     o->connect_timeout_ms = HILOCK_DEFAULT_CONNECT_TIMEOUT_MS;
     o->command_timeout_ms = HILOCK_DEFAULT_COMMAND_TIMEOUT_MS;
     o->watchdog_timeout_ms = HILOCK_DEFAULT_WATCHDOG_TIMEOUT_MS;
+    o->connections = HILOCK_DEFAULT_CONNECTIONS;
     o->reconnect_min_ms = HILOCK_DEFAULT_RECONNECT_MIN_MS;
     o->reconnect_max_ms = HILOCK_DEFAULT_RECONNECT_MAX_MS;
     o->max_reply_bytes = HILOCK_DEFAULT_MAX_REPLY_BYTES;
@@ -194,6 +195,22 @@ int hilock_options_set_watchdog_timeout_ms(hilock_options *opts, int64_t ms)
 {
     return set_timeout(opts, opts ? &opts->watchdog_timeout_ms : NULL, ms,
                        "watchdog");
+}
+
+int hilock_options_set_connections(hilock_options *opts, int n)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set connections: options is NULL");
+    if (n < 1 || n > HILOCK_MAX_CONNECTIONS)
+        return hl_fail(HILOCK_EINVAL, "connections out of range 1..%d: %d",
+                       HILOCK_MAX_CONNECTIONS, n);
+    opts->connections = n;
+    return HILOCK_OK;
+}
+
+int hilock_options_connections(const hilock_options *opts)
+{
+    return opts ? opts->connections : -1;
 }
 
 int hilock_options_set_max_hold_ms(hilock_options *opts, int64_t ms)

@@ -11,6 +11,7 @@
 #include "hilock/error.h"
 #include "error_detail.h"
 #include "reply.h"
+#include "resp.h"
 
 void hl_script_init(hl_script *s, const char *body)
 {
@@ -35,7 +36,7 @@ typedef struct script_call {
     int argc; /* "EVALSHA", sha, nkeys, then the caller's arguments */
     const char **argv;
     size_t *lens;
-    char nkeys[16];
+    char nkeys[24];
     _Alignas(sizeof(void *)) char storage[];
 } script_call;
 
@@ -110,13 +111,14 @@ int hl_script_run(hl_conn *conn, const hl_script *s, int nkeys, int argc,
     c->argv = (const char **)(void *)c->storage;
     c->lens = (size_t *)(void *)(c->storage + (size_t)total * sizeof(char *));
     char *p = c->storage + vec;
-    snprintf(c->nkeys, sizeof c->nkeys, "%d", nkeys);
+    size_t nkeys_len = hl_u64_dec(c->nkeys, (uint64_t)(nkeys > 0 ? nkeys
+                                                                   : 0));
     c->argv[0] = "EVALSHA";
     c->lens[0] = 7;
     c->argv[1] = s->sha1;
     c->lens[1] = 40;
     c->argv[2] = c->nkeys;
-    c->lens[2] = strlen(c->nkeys);
+    c->lens[2] = nkeys_len;
     for (int i = 0; i < argc; i++) {
         memcpy(p, argv[i], argvlen[i]);
         c->argv[3 + i] = p;

@@ -35,6 +35,7 @@ enum query_key {
     QK_COMMAND_TIMEOUT,
     QK_WATCHDOG_TIMEOUT,
     QK_MAX_HOLD,
+    QK_CONNECTIONS,
     QK_CA_FILE,
     QK_CA_DIR,
     QK_CERT_FILE,
@@ -52,6 +53,7 @@ static const struct {
     [QK_COMMAND_TIMEOUT] = {"command_timeout", 0},
     [QK_WATCHDOG_TIMEOUT] = {"watchdog_timeout", 0},
     [QK_MAX_HOLD] = {"max_hold", 0},
+    [QK_CONNECTIONS] = {"connections", 0},
     [QK_CA_FILE] = {"ca_file", 1},
     [QK_CA_DIR] = {"ca_dir", 1},
     [QK_CERT_FILE] = {"cert_file", 1},
@@ -377,12 +379,13 @@ static int apply_query(struct url_parser *up, enum query_key key,
     case QK_COMMAND_TIMEOUT:
     case QK_WATCHDOG_TIMEOUT:
     case QK_MAX_HOLD:
+    case QK_CONNECTIONS:
         /* The setter owns the range and its message states it; the cap
          * here only keeps the arithmetic from wrapping. */
         switch (parse_decimal(value, strlen(value), INT64_MAX, &ms)) {
         case DEC_SYNTAX:
             return hl_fail(HILOCK_EINVAL,
-                           "URL %s '%.*s' is not a number of milliseconds",
+                           "URL %s '%.*s' is not a decimal number",
                            name, quote_len(strlen(value)), value);
         case DEC_RANGE:
             return hl_fail(HILOCK_EINVAL, "URL %s '%.*s' is too large",
@@ -394,6 +397,10 @@ static int apply_query(struct url_parser *up, enum query_key key,
         if (key == QK_COMMAND_TIMEOUT)
             return relabel(
                 hilock_options_set_command_timeout_ms(o, (int64_t)ms), name);
+        if (key == QK_CONNECTIONS)
+            return relabel(hilock_options_set_connections(
+                               o, ms > 1000 ? 1000 : (int)ms),
+                           name);
         if (key == QK_MAX_HOLD)
             return relabel(hilock_options_set_max_hold_ms(o, (int64_t)ms),
                            name);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/lockobj.h"
+#include "core/resp.h"
 
 #define HL_STR_(x) #x
 #define HL_STR(x) HL_STR_(x)
@@ -98,16 +99,15 @@ static hl_script acquire_script, release_script, force_script, renew_script,
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
 {
-    char lease[24], fenced[2], token[24];
-    snprintf(lease, sizeof lease, "%lld", (long long)a->lease_ms);
-    snprintf(fenced, sizeof fenced, "%d", a->fenced ? 1 : 0);
-    snprintf(token, sizeof token, "%llu", (unsigned long long)a->known_token);
+    char lease[24], token[24];
+    size_t lease_len = hl_i64_dec(lease, a->lease_ms);
+    size_t token_len = hl_u64_dec(token, a->known_token);
     const char *argv[] = {lock->name,   lock->token_key, lock->void_key,
-                          lease,        a->field,        fenced,
+                          lease,        a->field,        a->fenced ? "1" : "0",
                           token,        a->nonce};
     size_t lens[] = {lock->name_len, lock->token_key_len, lock->void_key_len,
-                     strlen(lease),  a->field_len,        strlen(fenced),
-                     strlen(token),  a->nonce_len};
+                     lease_len,      a->field_len,        1,
+                     token_len,      a->nonce_len};
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
         return HILOCK_ECLOSED;
@@ -138,9 +138,9 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
                    int64_t lease_ms, hl_request_fn *fn, void *data)
 {
     char lease[24];
-    snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
+    size_t lease_len = hl_i64_dec(lease, lease_ms);
     const char *argv[] = {lock->name, lock->channel, "0", lease, field};
-    size_t lens[] = {lock->name_len, lock->channel_len, 1, strlen(lease),
+    size_t lens[] = {lock->name_len, lock->channel_len, 1, lease_len,
                      field_len};
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
