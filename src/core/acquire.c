@@ -65,7 +65,8 @@ static void op_finish(hl_acquire_op *op, int status,
         op_unlink(op);
         hl_timer_stop(&op->timer);
         if (lock->client && lock->client->waiters)
-            hl_waiter_remove(lock->client->waiters, &op->waiter);
+            hl_waiter_remove(lock->client->waiters, &op->waiter,
+                             status != HILOCK_OK);
     }
     op->in_flight++; /* keep op alive across the callback */
     hl_lock_call_acquire_cb(lock, op->cb, status, acquired, op->user_data,
@@ -457,6 +458,22 @@ static void op_start(hilock_client *c, hl_task *t, bool closed)
         op->deadline = op->wait_ms >= (INT64_MAX - now) / 1000
                            ? INT64_MAX
                            : now + HL_MS(op->wait_ms);
+    }
+    hl_hold *h = hl_hold_find(lock, op->owner);
+    bool reentry = h != NULL && !h->lost && h->count > 0;
+    hl_waiters *reg = lock->client->waiters;
+    if (op->wait_ms != 0 && !reentry &&
+        hl_waiters_queued(reg, lock->channel, lock->channel_len)) {
+        /* Others of this client already wait for this lock: queue behind
+         * them rather than race them.  A release wakes the oldest, and a
+         * waiter leaving without the lock wakes the next, so the queue
+         * always moves. */
+        if (hl_waiter_add(reg, &op->waiter, lock->channel, lock->channel_len,
+                          on_wake, op) >= 0) {
+            op->subscribed = true;
+            wait_for(op, -1);
+            return;
+        }
     }
     attempt(op);
 }

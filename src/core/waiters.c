@@ -2,7 +2,13 @@
 
 #include "alloc.h"
 #include "client_internal.h"
+#include "io.h"
 #include "map.h"
+
+/* A channel without waiters stays subscribed this long: a lock contended
+ * now is likely contended again soon, and subscribing anew costs a round
+ * trip before the next waiter may try. */
+#define HL_CHANNEL_LINGER_MS 5000
 
 struct hl_wait_channel {
     hl_sub sub;
@@ -13,6 +19,7 @@ struct hl_wait_channel {
     hl_waiter *cursor; /* next waiter of a wake-all under way */
     int waking;        /* a wake-all is under way */
     uint64_t seq;      /* messages and confirmations heard */
+    hl_timer linger;   /* runs while the channel has no waiters */
     bool ready;
 };
 
@@ -22,15 +29,30 @@ struct hl_waiters {
     bool closing;
 };
 
-static void channel_maybe_free(hl_waiters *reg, hl_wait_channel *ch)
+static void channel_free(hl_waiters *reg, hl_wait_channel *ch)
 {
-    if (ch->head != NULL || ch->waking > 0 || reg->closing)
-        return;
+    hl_timer_stop(&ch->linger);
     hl_pubsub *ps = reg->client->pubsub;
     if (ps != NULL)
         hl_pubsub_unsubscribe(ps, &ch->sub);
     hl_map_remove(&reg->channels, ch->entry);
     hl_free(ch);
+}
+
+static void on_linger_over(hl_timer *t)
+{
+    hl_wait_channel *ch = t->data;
+    if (ch->head == NULL && ch->waking == 0 && !ch->reg->closing)
+        channel_free(ch->reg, ch);
+}
+
+/* The last waiter left: keep the subscription a while. */
+static void channel_maybe_free(hl_waiters *reg, hl_wait_channel *ch)
+{
+    if (ch->head != NULL || ch->waking > 0 || reg->closing)
+        return;
+    if (!ch->linger.armed)
+        hl_timer_arm(&ch->linger, HL_MS(HL_CHANNEL_LINGER_MS));
 }
 
 static void wake(hl_waiter *w, hl_wake_reason why)
@@ -124,6 +146,7 @@ void hl_waiters_free(hl_waiters *reg)
          * channel here. */
         for (hl_waiter *w = ch->head; w; w = w->next)
             w->chan = NULL;
+        hl_timer_stop(&ch->linger);
         if (ps != NULL)
             hl_pubsub_unsubscribe(ps, &ch->sub);
         hl_free(ch);
@@ -149,6 +172,7 @@ int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
         if (ch == NULL)
             return -1;
         ch->reg = reg;
+        hl_timer_init(&ch->linger, reg->client->loop, on_linger_over, ch);
         ch->entry = hl_map_insert(&reg->channels, channel, len, ch);
         if (ch->entry == NULL) {
             hl_free(ch);
@@ -163,6 +187,7 @@ int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
         }
         ch->ready = rc == 1;
     }
+    hl_timer_stop(&ch->linger);
     w->chan = ch;
     w->next = NULL;
     w->prev = ch->tail;
@@ -174,7 +199,7 @@ int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
     return ch->ready ? 1 : 0;
 }
 
-void hl_waiter_remove(hl_waiters *reg, hl_waiter *w)
+void hl_waiter_remove(hl_waiters *reg, hl_waiter *w, bool pass_on)
 {
     hl_wait_channel *ch = w->chan;
     if (ch == NULL)
@@ -191,7 +216,10 @@ void hl_waiter_remove(hl_waiters *reg, hl_waiter *w)
         ch->tail = w->prev;
     w->prev = w->next = NULL;
     w->chan = NULL;
-    channel_maybe_free(reg, ch);
+    if (pass_on && ch->head != NULL && !reg->closing)
+        wake_first(reg, ch);
+    else
+        channel_maybe_free(reg, ch);
 }
 
 void hl_waiter_trying(hl_waiter *w)
@@ -206,6 +234,13 @@ bool hl_waiter_done_trying(hl_waiter *w)
     bool pending = w->wake_pending;
     w->wake_pending = false;
     return pending;
+}
+
+bool hl_waiters_queued(hl_waiters *reg, const char *channel, size_t len)
+{
+    hl_map_entry *e = reg ? hl_map_find(&reg->channels, channel, len) : NULL;
+    hl_wait_channel *ch = e ? e->value : NULL;
+    return ch != NULL && ch->ready && ch->head != NULL;
 }
 
 uint64_t hl_waiters_seq(hl_waiters *reg, const char *channel, size_t len)

@@ -43,8 +43,15 @@ void hl_waiters_free(hl_waiters *reg);
  * already (attempt now), 0 when HL_WAKE_READY will come, -1 on ENOMEM. */
 int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
                   size_t len, hl_wake_fn *fn, void *data);
-/* Unregister (idempotent). */
-void hl_waiter_remove(hl_waiters *reg, hl_waiter *w);
+/* Unregister (idempotent).  pass_on: the waiter leaves without the lock
+ * (cancelled, timed out, failed), so the next in line is woken to look
+ * again: a waiter that joined the queue without trying relies on it. */
+void hl_waiter_remove(hl_waiters *reg, hl_waiter *w, bool pass_on);
+
+/* Whether waiters of this client already queue on a confirmed channel:
+ * a newcomer then joins them instead of trying first, keeping the local
+ * order first come, first served. */
+bool hl_waiters_queued(hl_waiters *reg, const char *channel, size_t len);
 
 /* Mark an attempt in flight (wakes are kept) or done.  Returns true when
  * a wake arrived meanwhile: the caller should attempt again at once. */
