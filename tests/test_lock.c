@@ -980,6 +980,56 @@ static void test_explicit_lease_expires(void **state)
     client_free(c);
 }
 
+#define OWNER_A UINT64_C(0xC0FFEE)
+#define OWNER_B UINT64_C(0xBEEF)
+
+/* ---- the local queue keeps moving -------------------------------------- */
+
+static void test_queue_moves_when_a_waiter_leaves(void **state)
+{
+    /* B holds with a lease that runs out (no release message will come).
+     * A's first acquire waits on B's ttl; A's second, for another owner,
+     * joins the queue behind it without trying.  Cancelling the first
+     * must hand its turn on, or the second would wait forever for a
+     * message that never comes. */
+    hilock_client *a = client_new(), *b = client_new();
+    hilock_lock *la = lock_new(a, "queue"), *lb = lock_new(b, "queue");
+    acq_rec first, second;
+    uint64_t first_id = 0;
+    int64_t t0;
+
+    (void)state;
+    acq_rec_init(&first, a);
+    acq_rec_init(&second, a);
+    assert_status(hilock_lock_try_acquire(lb, 0, 1500), HILOCK_OK);
+    assert_status(hilock_lock_acquire_async(la, OWNER_A, HILOCK_WAIT_FOREVER,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            on_acquire, &first, &first_id),
+                  HILOCK_OK);
+    /* The first is subscribed and waiting when the channel counts it. */
+    wait_numsub("redisson_lock__channel:{queue}", 1, 1);
+    assert_status(hilock_lock_acquire_async(la, OWNER_B, HILOCK_WAIT_FOREVER,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            on_acquire, &second, NULL),
+                  HILOCK_OK);
+    t0 = hl_now_ms();
+    assert_status(hilock_lock_cancel(la, first_id), HILOCK_OK);
+    wait_acq(&first, 1);
+    assert_status(first.status, HILOCK_ECANCELED);
+    /* B's lease runs out without a release message; the second acquires
+     * on its own ttl timer, which it only has because it was woken to
+     * try when the first left. */
+    wait_acq(&second, 1);
+    assert_status(second.status, HILOCK_OK);
+    assert_true(hl_now_ms() - t0 < widen(5000));
+    assert_int_equal(atomic_load(&first.calls), 1);
+    assert_int_equal(second.got.hold_count, 1);
+    lock_free(lb);
+    lock_free(la);
+    client_free(b);
+    client_free(a);
+}
+
 /* ---- releases crossing renewals ---------------------------------------- */
 
 static void test_release_crosses_renewals(void **state)
@@ -1275,8 +1325,6 @@ static void test_fencing_tokens(void **state)
 
 /* ---- the async API and its callback contract --------------------------- */
 
-#define OWNER_A UINT64_C(0xC0FFEE)
-#define OWNER_B UINT64_C(0xBEEF)
 
 static void call_cancel_unknown(hilock_client *c, void *arg)
 {
@@ -1860,6 +1908,7 @@ int main(void)
         T(test_mutual_exclusion),
         T(test_watchdog_keeps_lease),
         T(test_explicit_lease_expires),
+        T(test_queue_moves_when_a_waiter_leaves),
         T(test_release_crosses_renewals),
         T(test_max_hold_caps_the_watchdog),
         T(test_lost_when_key_deleted),
