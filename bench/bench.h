@@ -27,6 +27,8 @@ typedef struct bench_args {
     const char *api;      /* "async" | "sync" | NULL: the standard mix */
     bool skip_ceiling;
     int64_t watchdog_ms; /* WD: the client's watchdog timeout */
+    int connections;     /* command connections of the client */
+    int64_t busy_poll_us; /* the client's busy polling, 0: off */
 } bench_args;
 
 /* One measured point, printed as one JSON line. */

@@ -17,6 +17,7 @@ static void usage(FILE *f)
             "  [--host H] [--port P] [--ports P1,...,P5] [--segments S]\n"
             "  [--products N] [--run-id ID] [--kind reentrant]\n"
             "  [--api async|sync] [--no-ceiling] [--watchdog-ms N]\n"
+            "  [--connections N] [--busy-poll-us N]\n"
             "WD holds C (default 100000) watchdog leases for --duration.\n"
             "Without --workload: the ceiling rows, then W1, W2 and W3 at\n"
             "their standard points.  Without --port: a private\n"
@@ -88,6 +89,10 @@ static int parse(int argc, char **argv, bench_args *a)
                 a->products = (int)d;
             else if (strcmp(k, "--watchdog-ms") == 0)
                 a->watchdog_ms = (int64_t)d;
+            else if (strcmp(k, "--connections") == 0)
+                a->connections = (int)d;
+            else if (strcmp(k, "--busy-poll-us") == 0)
+                a->busy_poll_us = (int64_t)d;
             else {
                 fprintf(stderr, "hilock-bench: unknown option %s\n", k);
                 return -1;
@@ -212,6 +217,14 @@ int main(int argc, char **argv)
     hilock_options_create(&o);
     hilock_options_set_host(o, a.host);
     hilock_options_set_port(o, port);
+    if (a.connections > 0 &&
+        hilock_options_set_connections(o, a.connections) != HILOCK_OK) {
+        fprintf(stderr, "hilock-bench: %s\n", hilock_last_error());
+        return 64;
+    }
+    a.connections = hilock_options_connections(o);
+    if (a.busy_poll_us > 0)
+        hilock_options_set_busy_poll_us(o, a.busy_poll_us);
     if (a.watchdog_ms > 0)
         hilock_options_set_watchdog_timeout_ms(o, a.watchdog_ms);
     else

@@ -62,6 +62,7 @@ static void print_params(const bench_args *a, const bench_point *p)
     bench_json_string(stdout, a->kind);
     printf(",\"api\":");
     bench_json_string(stdout, p->api);
+    printf(",\"busy_poll_us\":%lld", (long long)a->busy_poll_us);
     if (strcmp(p->workload, "W3") == 0)
         printf(",\"S\":%d,\"products\":%d", p->segments, a->products);
     printf("}");
@@ -84,17 +85,19 @@ void bench_print_point(const bench_args *a, const bench_point *p)
            "\"violations\":%llu,\"notes\":",
            p->cycles_per_s, (long long)p->p50_us, (long long)p->p99_us,
            (unsigned long long)p->violations);
-    bench_json_string(stdout,
-                      "waits by pub/sub notification; --retry-ms is "
-                      "accepted and ignored; one client, one command "
-                      "connection (auto-pipelined) plus one pub/sub "
-                      "connection");
+    char notes[256];
+    snprintf(notes, sizeof notes,
+             "waits by pub/sub notification; --retry-ms is accepted and "
+             "ignored; one client: %d command connections (auto-pipelined) "
+             "and one pub/sub connection",
+             a->connections);
+    bench_json_string(stdout, notes);
     printf(",\"extra\":{\"owner_changes_per_s\":%.1f,\"per_worker_min\":%llu,"
            "\"per_worker_max\":%llu,\"jain\":%.4f,\"max_us\":%lld,"
-           "\"connections\":1",
+           "\"connections\":%d",
            p->owner_changes_per_s, (unsigned long long)p->per_worker_min,
            (unsigned long long)p->per_worker_max, p->jain,
-           (long long)p->max_us);
+           (long long)p->max_us, a->connections + 1);
     if (p->stock_check) {
         printf(",\"stock_check\":");
         bench_json_string(stdout, p->stock_check);

@@ -369,17 +369,34 @@ static void *incr_main(void *arg)
     return NULL;
 }
 
+static void sync_from_threads(hilock_client *c, hl_redis_server *s);
+
 static void test_sync_from_threads(void **state)
 {
+    (void)state;
     hl_redis_server *s = hl_fixture_plain();
-    hilock_client *c = connect_plain(s);
+    sync_from_threads(connect_plain(s), s);
+}
+
+/* The same with busy polling: the loop stays awake while requests are
+ * outstanding, and everything else behaves the same. */
+static void test_sync_from_threads_busy_poll(void **state)
+{
+    (void)state;
+    hl_redis_server *s = hl_fixture_plain();
+    hilock_options *o = new_options();
+    assert_int_equal(hilock_options_set_busy_poll_us(o, 100), HILOCK_OK);
+    sync_from_threads(connect_with(s, o), s);
+}
+
+static void sync_from_threads(hilock_client *c, hl_redis_server *s)
+{
     struct incr_worker w[STREAMS];
     pthread_t tid[STREAMS];
     int per = scaled(2000);
     const char *get[] = { "GET", "shared" };
     hilock_reply *r = NULL;
 
-    (void)state;
     for (int t = 0; t < STREAMS; t++) {
         w[t].client = c;
         w[t].n = per;
@@ -1142,6 +1159,7 @@ int main(void)
         cmocka_unit_test(test_threads_share_one_client),
         cmocka_unit_test(test_auto_pipelining),
         cmocka_unit_test(test_sync_from_threads),
+        cmocka_unit_test(test_sync_from_threads_busy_poll),
         cmocka_unit_test(test_big_binary_value),
         cmocka_unit_test(test_reply_too_many_bytes),
         cmocka_unit_test(test_reply_too_many_elements),

@@ -131,6 +131,17 @@ HILOCK_API int64_t hilock_options_max_hold_ms(const hilock_options *opts);
 HILOCK_API int hilock_options_set_connections(hilock_options *opts, int n);
 HILOCK_API int hilock_options_connections(const hilock_options *opts);
 
+/* Busy polling, 0..1000000 µs (default 0: off).  With it, the loop thread
+ * does not sleep while requests are outstanding, nor for this long after
+ * the last answer: waking a sleeping thread costs tens of microseconds
+ * on many machines, more than a round trip to a nearby Redis.  It trades
+ * a core's worth of CPU while busy for latency; leave it off unless
+ * latency matters more.  (Sync calls from other threads always poll
+ * briefly around their own hand-over.) */
+HILOCK_API int hilock_options_set_busy_poll_us(hilock_options *opts,
+                                               int64_t us);
+HILOCK_API int64_t hilock_options_busy_poll_us(const hilock_options *opts);
+
 /* Reconnect backoff: the n-th consecutive failed attempt waits a random
  * time in [d/2, d] with d = min(max_ms, min_ms * 2^n).
  * 1 <= min_ms <= max_ms <= 3600000. */

@@ -102,15 +102,37 @@ static void client_shutdown(hilock_client *c)
 
 /* While active, libev polls without blocking: the loop stays awake for
  * the next piece of work from another thread, then goes back to sleep. */
+static bool requests_outstanding(const hilock_client *c)
+{
+    for (int i = 0; i < c->nconns; i++)
+        if (hl_conn_busy(c->conns[i]))
+            return true;
+    return false;
+}
+
 static void on_spin(struct ev_loop *loop, ev_idle *w, int revents)
 {
     (void)revents;
     hilock_client *c = w->data;
+    hl_monotime now = hl_monotime_now();
+    if (c->opts->busy_poll_us > 0 && requests_outstanding(c)) {
+        atomic_store_explicit(&c->spin_until, now + c->opts->busy_poll_us,
+                              memory_order_relaxed);
+        return;
+    }
     /* Several waiting callers keep the loop busy without help. */
     if (hl_sync_waiting() > 1 ||
-        hl_monotime_now() > atomic_load_explicit(&c->spin_until,
-                                                 memory_order_relaxed))
+        now > atomic_load_explicit(&c->spin_until, memory_order_relaxed))
         ev_idle_stop(loop, w);
+}
+
+/* Busy polling: a queued request keeps the loop awake until its answer
+ * and busy_poll_us beyond. */
+static void on_request(void *data)
+{
+    hilock_client *c = data;
+    if (c->opts->busy_poll_us > 0 && !ev_is_active(&c->spin))
+        ev_idle_start(c->loop, &c->spin);
 }
 
 static void on_wakeup(struct ev_loop *loop, ev_async *w, int revents)
@@ -374,6 +396,7 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
                           .opts = c->opts,
                           .ssl_ctx = c->ssl_ctx,
                           .on_event = on_conn_event,
+                          .on_request = on_request,
                           .data = c};
     bool made = true;
     for (int i = 0; i < c->opts->connections && made; i++) {

@@ -828,6 +828,8 @@ static int enqueue(hl_conn *c, hl_request *r)
         hl_timer_arm(&c->request_timer, r->deadline - hl_monotime_now());
     if (c->state == ST_UP)
         hl_prepare_start(&c->flusher);
+    if (c->cfg.on_request)
+        c->cfg.on_request(c->cfg.data);
     return 0;
 }
 
@@ -917,5 +919,10 @@ void hl_conn_free(hl_conn *c)
 }
 
 bool hl_conn_is_up(const hl_conn *c) { return c->state == ST_UP; }
+
+bool hl_conn_busy(const hl_conn *c)
+{
+    return c->pending.head != NULL || c->sent.head != NULL;
+}
 
 hl_conn_stats hl_conn_get_stats(const hl_conn *c) { return c->stats; }

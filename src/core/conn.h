@@ -44,6 +44,8 @@ typedef struct hl_conn_config {
     SSL_CTX *ssl_ctx;                  /* NULL: plain TCP */
     bool push_mode;       /* pub/sub: replies after UP are pushes */
     hl_conn_event_fn *on_event;
+    /* Called whenever a request is queued (may be NULL). */
+    void (*on_request)(void *data);
     void *data;
 } hl_conn_config;
 
@@ -86,6 +88,8 @@ void hl_conn_close(hl_conn *conn, int status, const char *detail);
 void hl_conn_free(hl_conn *conn);
 
 bool hl_conn_is_up(const hl_conn *conn);
+/* Whether requests wait to be written or answered. */
+bool hl_conn_busy(const hl_conn *conn);
 
 /* Counters for tests and the benchmark. */
 typedef struct hl_conn_stats {

@@ -197,6 +197,23 @@ int hilock_options_set_watchdog_timeout_ms(hilock_options *opts, int64_t ms)
                        "watchdog");
 }
 
+int hilock_options_set_busy_poll_us(hilock_options *opts, int64_t us)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set busy poll: options is NULL");
+    if (us < 0 || us > 1000000)
+        return hl_fail(HILOCK_EINVAL, "busy poll out of range 0..1000000 "
+                                      "us: %lld",
+                       (long long)us);
+    opts->busy_poll_us = us;
+    return HILOCK_OK;
+}
+
+int64_t hilock_options_busy_poll_us(const hilock_options *opts)
+{
+    return opts ? opts->busy_poll_us : -1;
+}
+
 int hilock_options_set_connections(hilock_options *opts, int n)
 {
     if (opts == NULL)

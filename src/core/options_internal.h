@@ -17,6 +17,7 @@ struct hilock_options {
     int64_t watchdog_timeout_ms;
     int64_t max_hold_ms; /* 0: the watchdog renews until release */
     int connections;     /* command connections */
+    int64_t busy_poll_us; /* 0: the loop sleeps when it has nothing to do */
     int64_t reconnect_min_ms;
     int64_t reconnect_max_ms;
     uint64_t max_reply_bytes;
