@@ -10,16 +10,14 @@
 #include "lockobj_internal.h"
 #include "resp.h"
 
-char *hl_lock_aux_name(const char *prefix, const char *name, size_t name_len,
-                       size_t *out_len)
+/* Write "prefix:{NAME}", or "prefix:NAME" when NAME holds a '{' already
+ * (Redisson's rule, so both sides name the same keys), at out. */
+static size_t aux_write(char *out, const char *prefix, const char *name,
+                        size_t name_len)
 {
     size_t plen = strlen(prefix);
     bool braces = memchr(name, '{', name_len) == NULL;
-    size_t len = plen + 1 + name_len + (braces ? 2 : 0);
-    char *s = hl_malloc(len + 1);
-    if (s == NULL)
-        return NULL;
-    char *p = s;
+    char *p = out;
     memcpy(p, prefix, plen);
     p += plen;
     *p++ = ':';
@@ -30,17 +28,40 @@ char *hl_lock_aux_name(const char *prefix, const char *name, size_t name_len,
     if (braces)
         *p++ = '}';
     *p = '\0';
-    *out_len = len;
+    return (size_t)(p - out);
+}
+
+char *hl_lock_aux_name(const char *prefix, const char *name, size_t name_len,
+                       size_t *out_len)
+{
+    char *s = hl_malloc(strlen(prefix) + name_len + 4);
+    if (s != NULL)
+        *out_len = aux_write(s, prefix, name, name_len);
     return s;
+}
+
+int hl_aux_name_make(hl_aux_name *a, const char *prefix,
+                     const hilock_lock *lock)
+{
+    size_t need = strlen(prefix) + lock->name_len + 4;
+    a->s = need <= sizeof a->buf ? a->buf : hl_malloc(need);
+    if (a->s == NULL)
+        return HILOCK_ENOMEM;
+    a->len = aux_write(a->s, prefix, lock->name, lock->name_len);
+    return 0;
+}
+
+void hl_aux_name_done(hl_aux_name *a)
+{
+    if (a->s != a->buf)
+        hl_free(a->s);
+    a->s = NULL;
 }
 
 static void lock_free(hilock_lock *lock)
 {
-    hl_map_clear(&lock->holds);
     hl_free(lock->name);
     hl_free(lock->channel);
-    hl_free(lock->token_key);
-    hl_free(lock->void_key);
     hl_free(lock);
 }
 
@@ -75,12 +96,7 @@ int hl_lock_create(hilock_lock **out, hilock_client *client,
     lock->name_len = name_len;
     lock->channel = hl_lock_aux_name(channel_prefix, name, name_len,
                                      &lock->channel_len);
-    lock->token_key = hl_lock_aux_name("redisson_lock_token", name, name_len,
-                                       &lock->token_key_len);
-    lock->void_key = hl_lock_aux_name("hilock_void", name, name_len,
-                                      &lock->void_key_len);
-    if (!lock->name || !lock->channel || !lock->token_key ||
-        !lock->void_key ||
+    if (!lock->name || !lock->channel ||
         hl_handle_add(lock) != 0) {
         lock_free(lock);
         return hl_fail(HILOCK_ENOMEM, "out of memory for a lock");
@@ -130,10 +146,14 @@ size_t hl_owner_field(const hilock_lock *lock, uint64_t owner, char *buf,
     return n;
 }
 
+/* Holds are a short list: a lock has one holder at a time, plus owners
+ * of this client whose release or loss is still being settled. */
 hl_hold *hl_hold_find(hilock_lock *lock, uint64_t owner)
 {
-    hl_map_entry *e = hl_map_find(&lock->holds, &owner, sizeof owner);
-    return e ? e->value : NULL;
+    for (hl_hold *h = lock->holds; h != NULL; h = h->next)
+        if (h->owner == owner)
+            return h;
+    return NULL;
 }
 
 hl_hold *hl_hold_get(hilock_lock *lock, uint64_t owner)
@@ -147,30 +167,26 @@ hl_hold *hl_hold_get(hilock_lock *lock, uint64_t owner)
     h->lock = lock;
     h->owner = owner;
     h->field_len = hl_owner_field(lock, owner, h->field, sizeof h->field);
-    h->entry = hl_map_insert(&lock->holds, &owner, sizeof owner, h);
-    if (h->entry == NULL) {
-        hl_free(h);
-        return NULL;
-    }
+    h->next = lock->holds;
+    lock->holds = h;
     return h;
 }
 
 void hl_hold_drop(hl_hold *h)
 {
     hl_lease_stop(h->lease);
-    hl_map_remove(&h->lock->holds, h->entry);
+    hl_hold **pp = &h->lock->holds;
+    while (*pp != NULL && *pp != h)
+        pp = &(*pp)->next;
+    if (*pp == h)
+        *pp = h->next;
     hl_free(h);
 }
 
 static void drop_all_holds(hilock_lock *lock)
 {
-    for (;;) {
-        size_t cur;
-        hl_map_entry *e = hl_map_first(&lock->holds, &cur);
-        if (e == NULL)
-            break;
-        hl_hold_drop(e->value);
-    }
+    while (lock->holds != NULL)
+        hl_hold_drop(lock->holds);
 }
 
 /* Run user code for a lock: the detail for its status set, the handle

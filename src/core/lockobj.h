@@ -80,7 +80,7 @@ typedef struct hl_kind {
 
 struct hl_hold {
     hilock_lock *lock;
-    hl_map_entry *entry; /* in lock->holds, keyed by the owner id bytes */
+    hl_hold *next;       /* in lock->holds */
     uint64_t owner;
     int64_t count;       /* holds the client knows of */
     int64_t lease_ms;    /* of the hold's lease: watchdog timeout or given */
@@ -102,11 +102,7 @@ struct hilock_lock {
     size_t name_len;
     char *channel;
     size_t channel_len;
-    char *token_key;
-    size_t token_key_len;
-    char *void_key; /* attempts voided by reconciles (a set) */
-    size_t void_key_len;
-    hl_map holds;
+    hl_hold *holds;
     hl_acquire_op *ops; /* pending acquires */
     uint64_t next_op_id;
     hilock_lost_cb *lost_cb;
@@ -123,6 +119,20 @@ struct hilock_lock {
  * (Redisson's rule, so both sides name the same keys).  NULL on ENOMEM. */
 char *hl_lock_aux_name(const char *prefix, const char *name, size_t name_len,
                        size_t *out_len);
+
+/* An auxiliary key name made when needed, so that a handle carries only
+ * its name and channel: on the stack for ordinary names, on the heap for
+ * long ones. */
+typedef struct hl_aux_name {
+    char *s;
+    size_t len;
+    char buf[160];
+} hl_aux_name;
+
+/* 0, or HILOCK_ENOMEM.  Release with hl_aux_name_done. */
+int hl_aux_name_make(hl_aux_name *a, const char *prefix,
+                     const hilock_lock *lock);
+void hl_aux_name_done(hl_aux_name *a);
 
 /* Create a handle of a kind; the kind module calls this. */
 int hl_lock_create(hilock_lock **out, hilock_client *client,

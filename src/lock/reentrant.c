@@ -99,19 +99,29 @@ static hl_script acquire_script, release_script, force_script, renew_script,
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
 {
-    char lease[24], token[24];
-    size_t lease_len = hl_i64_dec(lease, a->lease_ms);
-    size_t token_len = hl_u64_dec(token, a->known_token);
-    const char *argv[] = {lock->name,   lock->token_key, lock->void_key,
-                          lease,        a->field,        a->fenced ? "1" : "0",
-                          token,        a->nonce};
-    size_t lens[] = {lock->name_len, lock->token_key_len, lock->void_key_len,
-                     lease_len,      a->field_len,        1,
-                     token_len,      a->nonce_len};
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
         return HILOCK_ECLOSED;
-    return hl_script_run(conn, &acquire_script, 3, 8, argv, lens, fn, data);
+    hl_aux_name token_key, void_key;
+    if (hl_aux_name_make(&token_key, "redisson_lock_token", lock) != 0)
+        return HILOCK_ENOMEM;
+    if (hl_aux_name_make(&void_key, "hilock_void", lock) != 0) {
+        hl_aux_name_done(&token_key);
+        return HILOCK_ENOMEM;
+    }
+    char lease[24], token[24];
+    size_t lease_len = hl_i64_dec(lease, a->lease_ms);
+    size_t token_len = hl_u64_dec(token, a->known_token);
+    const char *argv[] = {lock->name,   token_key.s, void_key.s,
+                          lease,        a->field,    a->fenced ? "1" : "0",
+                          token,        a->nonce};
+    size_t lens[] = {lock->name_len, token_key.len, void_key.len,
+                     lease_len,      a->field_len,  1,
+                     token_len,      a->nonce_len};
+    int rc = hl_script_run(conn, &acquire_script, 3, 8, argv, lens, fn, data);
+    hl_aux_name_done(&token_key);
+    hl_aux_name_done(&void_key);
+    return rc;
 }
 
 static void parse_attempt(const hilock_reply *r, hl_acquire_result *out)
@@ -173,18 +183,23 @@ static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
                      int64_t expected, const char *nonce, size_t nonce_len,
                      hl_request_fn *fn, void *data)
 {
-    char want[24];
-    snprintf(want, sizeof want, "%lld", (long long)expected);
-    const char *argv[] = {lock->name, lock->channel, lock->void_key, field,
-                          want,       "0",           nonce};
-    size_t lens[] = {lock->name_len, lock->channel_len, lock->void_key_len,
-                     field_len,      strlen(want),      1,
-                     nonce_len};
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
         return HILOCK_ECLOSED;
-    return hl_script_run(conn, &reconcile_script, 3, 7, argv, lens, fn,
-                         data);
+    hl_aux_name void_key;
+    if (hl_aux_name_make(&void_key, "hilock_void", lock) != 0)
+        return HILOCK_ENOMEM;
+    char want[24];
+    size_t want_len = hl_i64_dec(want, expected);
+    const char *argv[] = {lock->name, lock->channel, void_key.s, field,
+                          want,       "0",           nonce};
+    size_t lens[] = {lock->name_len, lock->channel_len, void_key.len,
+                     field_len,      want_len,          1,
+                     nonce_len};
+    int rc = hl_script_run(conn, &reconcile_script, 3, 7, argv, lens, fn,
+                           data);
+    hl_aux_name_done(&void_key);
+    return rc;
 }
 
 static const hl_kind reentrant_kind = {
