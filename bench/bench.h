@@ -29,6 +29,8 @@ typedef struct bench_args {
     int64_t watchdog_ms; /* WD: the client's watchdog timeout */
     int connections;     /* command connections of the client */
     int64_t busy_poll_us; /* the client's busy polling, 0: off */
+    int wd_leases;        /* WD in the full suite; 0 skips it */
+    double wd_duration_s;
 } bench_args;
 
 /* One measured point, printed as one JSON line. */

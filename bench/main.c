@@ -17,11 +17,13 @@ static void usage(FILE *f)
             "  [--host H] [--port P] [--ports P1,...,P5] [--segments S]\n"
             "  [--products N] [--run-id ID] [--kind reentrant]\n"
             "  [--api async|sync] [--no-ceiling] [--watchdog-ms N]\n"
-            "  [--connections N] [--busy-poll-us N]\n"
+            "  [--connections N] [--busy-poll-us N] [--wd-leases N]\n"
+            "  [--wd-duration S]\n"
             "WD holds C (default 100000) watchdog leases for --duration.\n"
-            "Without --workload: the ceiling rows, then W1, W2 and W3 at\n"
-            "their standard points.  Without --port: a private\n"
-            "redis-server on a free loopback port.\n");
+            "Without --workload: the ceiling rows; W1, W2 and W3 at their\n"
+            "standard points; W1 C=1 again with busy polling; and WD\n"
+            "(--wd-leases, 0 to skip, for --wd-duration).  Without --port:\n"
+            "a private redis-server on a free loopback port.\n");
 }
 
 static bool number(const char *s, double *out)
@@ -93,6 +95,10 @@ static int parse(int argc, char **argv, bench_args *a)
                 a->connections = (int)d;
             else if (strcmp(k, "--busy-poll-us") == 0)
                 a->busy_poll_us = (int64_t)d;
+            else if (strcmp(k, "--wd-leases") == 0)
+                a->wd_leases = (int)d;
+            else if (strcmp(k, "--wd-duration") == 0)
+                a->wd_duration_s = d;
             else {
                 fprintf(stderr, "hilock-bench: unknown option %s\n", k);
                 return -1;
@@ -186,17 +192,39 @@ static void run_workload(const bench_args *a, hilock_client *c,
             point(a, c, w, 64, 16, api);
         }
     } else if (strcmp(w, "WD") == 0) {
-        point(a, c, w, 100000, 0, api);
+        point(a, c, w, a->wd_leases > 0 ? a->wd_leases : 100000, 0, api);
     } else {
         point(a, c, w, 1, 0, api);
     }
+}
+
+/* The latency points again on a client that busy-polls. */
+static void busy_poll_points(const bench_args *a, int port)
+{
+    bench_args bp = *a;
+    bp.busy_poll_us = 200;
+    hilock_options *o;
+    hilock_client *c;
+    hilock_options_create(&o);
+    hilock_options_set_host(o, a->host);
+    hilock_options_set_port(o, port);
+    hilock_options_set_connections(o, a->connections);
+    hilock_options_set_busy_poll_us(o, bp.busy_poll_us);
+    int rc = hilock_client_create(&c, o);
+    hilock_options_free(o);
+    if (rc != HILOCK_OK)
+        return;
+    point(&bp, c, "W1", 1, 0, "async");
+    point(&bp, c, "W1", 1, 0, "sync");
+    hilock_client_destroy(c);
 }
 
 int main(int argc, char **argv)
 {
     bench_args a = {.duration_s = 8, .warmup_s = 1, .lease_ms = 10000,
                     .retry_ms = 10, .host = "127.0.0.1", .products = 1000,
-                    .kind = "reentrant"};
+                    .kind = "reentrant", .wd_leases = 100000,
+                    .wd_duration_s = 60};
     snprintf(a.run_id, sizeof a.run_id, "%d", (int)getpid());
     if (parse(argc, argv, &a) != 0) {
         usage(stderr);
@@ -243,7 +271,16 @@ int main(int argc, char **argv)
             bench_run_ceiling(&a, a.host, port);
         run_workload(&a, c, "W1");
         run_workload(&a, c, "W2");
+        if (a.api == NULL)
+            point(&a, c, "W2", 64, 0, "sync");
         run_workload(&a, c, "W3");
+        if (a.busy_poll_us == 0 && a.api == NULL)
+            busy_poll_points(&a, port);
+        if (a.wd_leases > 0) {
+            bench_args wd = a;
+            wd.duration_s = a.wd_duration_s;
+            run_workload(&wd, c, "WD");
+        }
     } else {
         if (!a.skip_ceiling)
             bench_run_ceiling(&a, a.host, port);

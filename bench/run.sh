@@ -1,0 +1,24 @@
+#!/bin/sh
+# Run the whole benchmark on this machine and keep the results:
+#   bench/results/<UTC time>.jsonl   one JSON line per point
+#   bench/results/latest.md          the table for bench/README.md
+#   bench/results/latest.svg         hilock against the ceiling
+# Set-up as for the tests (scripts/setup), plus gnuplot for the plot.
+set -eu
+here=$(cd "$(dirname "$0")/.." && pwd)
+"$here/scripts/setup"
+if ! command -v gnuplot >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gnuplot-nox \
+        </dev/null
+fi
+"$here/scripts/build" "$here/build"
+stamp=$(date -u +%Y%m%d-%H%M%S)
+out="$here/bench/results/$stamp.jsonl"
+mkdir -p "$here/bench/results"
+"$here/build/bench/hilock-bench" "$@" >"$out"
+cp "$out" "$here/bench/results/latest.jsonl"
+"$here/bench/report.awk" "$out" >"$here/bench/results/latest.md"
+"$here/bench/report.awk" -v mode=plot "$out" >"$here/bench/results/latest.dat"
+gnuplot -e "data='$here/bench/results/latest.dat'" \
+    -e "out='$here/bench/results/latest.svg'" "$here/bench/plot.gp"
+echo "results: $out"
