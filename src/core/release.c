@@ -22,6 +22,7 @@ typedef struct lock_call {
     hilock_lock_cb *cb;
     void *user_data;
     bool lease_was_releasing; /* this release set the lease aside */
+    bool handed_on;           /* a local waiter was woken with it */
     int64_t expected_left;    /* holds left if this release works */
 } lock_call;
 
@@ -40,6 +41,11 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
     hl_hold *h = hl_hold_find(lock, call->owner);
     if (h)
         h->releases_in_flight--;
+    if (call->handed_on && lock->client &&
+        (status != HILOCK_OK ||
+         lock->kind->parse_release(reply, &(int64_t){0}) != HL_REL_FREED))
+        hl_waiters_hand_on_undone(lock->client->waiters, lock->channel,
+                                  lock->channel_len);
     if (status == HILOCK_EREDIS || status == HILOCK_ECLOSED) {
         char why[256];
         snprintf(why, sizeof why, "%s",
@@ -214,6 +220,11 @@ static void call_start(hilock_client *c, hl_task *t, bool closed)
             h->releases_in_flight--;
             if (call->lease_was_releasing && h->lease)
                 hl_lease_set_releasing(h->lease, false);
+        } else if (call->lease_was_releasing) {
+            /* This release frees the lock: the next local waiter's
+             * attempt can follow it in the same write. */
+            call->handed_on = hl_waiters_hand_on(
+                lock->client->waiters, lock->channel, lock->channel_len);
         }
         break;
     }

@@ -19,6 +19,7 @@ struct hl_wait_channel {
     hl_waiter *cursor; /* next waiter of a wake-all under way */
     int waking;        /* a wake-all is under way */
     uint64_t seq;      /* messages and confirmations heard */
+    int handed_on;     /* our releases whose "0" already woke a waiter */
     hl_timer linger;   /* runs while the channel has no waiters */
     bool ready;
 };
@@ -102,10 +103,14 @@ static void on_sub_event(hl_sub *sub, hl_sub_event ev, const char *msg,
     switch (ev) {
     case HL_SUB_READY:
         ch->ready = true;
+        /* Messages may have been lost meanwhile: count nothing as owed. */
+        ch->handed_on = 0;
         wake_all(reg, ch, HL_WAKE_READY);
         break;
     case HL_SUB_MESSAGE:
-        if (len == 1 && msg[0] == '0')
+        if (len == 1 && msg[0] == '0' && ch->handed_on > 0)
+            ch->handed_on--; /* its waiter was woken with the release */
+        else if (len == 1 && msg[0] == '0')
             wake_first(reg, ch);
         else
             wake_all(reg, ch, HL_WAKE_MESSAGE);
@@ -234,6 +239,38 @@ bool hl_waiter_done_trying(hl_waiter *w)
     bool pending = w->wake_pending;
     w->wake_pending = false;
     return pending;
+}
+
+bool hl_waiters_hand_on(hl_waiters *reg, const char *channel, size_t len)
+{
+    hl_map_entry *e = reg ? hl_map_find(&reg->channels, channel, len) : NULL;
+    hl_wait_channel *ch = e ? e->value : NULL;
+    if (ch == NULL || !ch->ready)
+        return false;
+    for (hl_waiter *w = ch->head; w != NULL; w = w->next) {
+        if (!w->trying) {
+            ch->handed_on++;
+            ch->waking++;
+            w->fn(w, HL_WAKE_MESSAGE);
+            ch->waking--;
+            channel_maybe_free(reg, ch);
+            return true;
+        }
+    }
+    return false;
+}
+
+void hl_waiters_hand_on_undone(hl_waiters *reg, const char *channel,
+                               size_t len)
+{
+    hl_map_entry *e = reg ? hl_map_find(&reg->channels, channel, len) : NULL;
+    hl_wait_channel *ch = e ? e->value : NULL;
+    if (ch == NULL)
+        return;
+    if (ch->handed_on > 0)
+        ch->handed_on--;
+    /* Whoever waits must not wait on a message that will not come. */
+    wake_first(reg, ch);
 }
 
 bool hl_waiters_queued(hl_waiters *reg, const char *channel, size_t len)

@@ -48,6 +48,19 @@ int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
  * again: a waiter that joined the queue without trying relies on it. */
 void hl_waiter_remove(hl_waiters *reg, hl_waiter *w, bool pass_on);
 
+/* A release that will free the lock has just been queued: wake the
+ * oldest idle waiter now, so that its attempt leaves in the same write,
+ * right behind the release, instead of a round trip later.  The release's
+ * own "0" message is then not acted on when it comes.  Returns whether a
+ * waiter was woken. */
+bool hl_waiters_hand_on(hl_waiters *reg, const char *channel, size_t len);
+
+/* The release behind a hand-on did not publish (it failed, or did not
+ * free the lock): stop expecting its message, and wake the oldest idle
+ * waiter so nobody waits for it. */
+void hl_waiters_hand_on_undone(hl_waiters *reg, const char *channel,
+                               size_t len);
+
 /* Whether waiters of this client already queue on a confirmed channel:
  * a newcomer then joins them instead of trying first, keeping the local
  * order first come, first served. */
