@@ -21,7 +21,7 @@ static void usage(FILE *f)
             "  [--wd-duration S]\n"
             "WD holds C (default 100000) watchdog leases for --duration.\n"
             "Without --workload: the ceiling rows; W1, W2 and W3 at their\n"
-            "standard points; W1 C=1 again with busy polling; and WD\n"
+            "standard points; again with busy polling; and WD\n"
             "(--wd-leases, 0 to skip, for --wd-duration).  Without --port:\n"
             "a private redis-server on a free loopback port.\n");
 }
@@ -198,7 +198,7 @@ static void run_workload(const bench_args *a, hilock_client *c,
     }
 }
 
-/* The latency points again on a client that busy-polls. */
+/* The points again on a client that busy-polls. */
 static void busy_poll_points(const bench_args *a, int port)
 {
     bench_args bp = *a;
@@ -216,6 +216,10 @@ static void busy_poll_points(const bench_args *a, int port)
         return;
     point(&bp, c, "W1", 1, 0, "async");
     point(&bp, c, "W1", 1, 0, "sync");
+    point(&bp, c, "W1", 50, 0, "async");
+    point(&bp, c, "W2", 64, 0, "async");
+    point(&bp, c, "W3", 64, 1, "async");
+    point(&bp, c, "W3", 64, 16, "async");
     hilock_client_destroy(c);
 }
 
