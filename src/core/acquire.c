@@ -116,7 +116,7 @@ static int grant(hl_acquire_op *op, const hl_acquire_result *res,
     if (h->lease == NULL) {
         hl_lease_engine *e = hl_client_leases(lock->client);
         h->lease = e ? hl_lease_start(e, lock->kind, lock->name,
-                                      lock->name_len, h->field, h->field_len,
+                                      lock->name_len, op->owner,
                                       op->attempt_sent, op->lease_ms,
                                       lock->client->opts->max_hold_ms,
                                       on_hold_lost, h)
@@ -295,18 +295,21 @@ static void held(hl_acquire_op *op, int64_t ttl_ms)
     hilock_lock *lock = op->lock;
     if (!op->subscribed) {
         hl_waiters *reg = hl_client_waiters(lock->client);
-        int rc = reg ? hl_waiter_add(reg, &op->waiter, lock->channel,
-                                     lock->channel_len, on_wake, op)
-                     : -1;
+        hl_aux_name ch;
+        int rc = reg && hl_lock_channel(lock, &ch) == 0 ? 0 : -1;
+        uint64_t seq = HL_WAIT_SEQ_NONE;
+        if (rc == 0) {
+            rc = hl_waiter_add(reg, &op->waiter, ch.s, ch.len, on_wake, op);
+            seq = hl_waiters_seq(reg, ch.s, ch.len);
+            hl_aux_name_done(&ch);
+        }
         if (rc < 0) {
             op_finish(op, HILOCK_ENOMEM, NULL, "out of memory waiting");
             return;
         }
         op->subscribed = true;
-        if (rc == 1 &&
-            (op->seq_at_attempt == HL_WAIT_SEQ_NONE ||
-             op->seq_at_attempt != hl_waiters_seq(reg, lock->channel,
-                                                  lock->channel_len))) {
+        if (rc == 1 && (op->seq_at_attempt == HL_WAIT_SEQ_NONE ||
+                        op->seq_at_attempt != seq)) {
             /* The channel was not confirmed when the attempt left, or it
              * heard something since: a release may have slipped between
              * the attempt and now, so look again.  Otherwise any release
@@ -417,11 +420,17 @@ static void attempt(hl_acquire_op *op)
                                    op->nonce, sizeof op->nonce);
     args.nonce = op->nonce;
     args.nonce_len = op->nonce_len;
-    if (op->subscribed)
+    if (op->subscribed) {
         hl_waiter_trying(&op->waiter);
-    else
-        op->seq_at_attempt = hl_waiters_seq(lock->client->waiters,
-                                            lock->channel, lock->channel_len);
+    } else {
+        hl_aux_name ch;
+        op->seq_at_attempt = HL_WAIT_SEQ_NONE;
+        if (lock->client->waiters && hl_lock_channel(lock, &ch) == 0) {
+            op->seq_at_attempt =
+                hl_waiters_seq(lock->client->waiters, ch.s, ch.len);
+            hl_aux_name_done(&ch);
+        }
+    }
     op->retry_after = false;
     op->attempt_sent = hl_monotime_now();
     int rc = lock->kind->attempt(lock, &args, on_attempt_reply, op);
@@ -462,14 +471,18 @@ static void op_start(hilock_client *c, hl_task *t, bool closed)
     hl_hold *h = hl_hold_find(lock, op->owner);
     bool reentry = h != NULL && !h->lost && h->count > 0;
     hl_waiters *reg = lock->client->waiters;
-    if (op->wait_ms != 0 && !reentry &&
-        hl_waiters_queued(reg, lock->channel, lock->channel_len)) {
+    hl_aux_name ch;
+    if (op->wait_ms != 0 && !reentry && reg != NULL &&
+        hl_lock_channel(lock, &ch) == 0) {
         /* Others of this client already wait for this lock: queue behind
          * them rather than race them.  A release wakes the oldest, and a
          * waiter leaving without the lock wakes the next, so the queue
          * always moves. */
-        if (hl_waiter_add(reg, &op->waiter, lock->channel, lock->channel_len,
-                          on_wake, op) >= 0) {
+        bool queued = hl_waiters_queued(reg, ch.s, ch.len) &&
+                      hl_waiter_add(reg, &op->waiter, ch.s, ch.len, on_wake,
+                                    op) >= 0;
+        hl_aux_name_done(&ch);
+        if (queued) {
             op->subscribed = true;
             wait_for(op, -1);
             return;

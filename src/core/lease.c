@@ -8,6 +8,7 @@
 #include "hilock/error.h"
 #include "lockobj.h"
 #include "options_internal.h"
+#include "resp.h"
 
 struct hl_lease {
     hl_lease_engine *engine;
@@ -16,8 +17,7 @@ struct hl_lease {
     const hl_kind *kind;
     const char *key;
     size_t key_len;
-    const char *field;
-    size_t field_len;
+    uint64_t owner;
     hl_timer deadline_timer;
     hl_monotime deadline;
     hl_monotime started;
@@ -155,17 +155,25 @@ static void on_renew_reply(void *data, int status, hilock_reply *reply)
     engine_free_if_unused(e);
 }
 
+/* "<client id>:<owner>" for each lease of a batch, written when sent. */
+typedef char owner_field[HILOCK_CLIENT_ID_LEN + 22];
+
 static void send_batch(hl_lease_engine *e, renew_batch *b)
 {
     const char *argv[1 + 2 * HL_LEASE_BATCH];
     size_t lens[1 + 2 * HL_LEASE_BATCH];
+    static _Thread_local owner_field fields[HL_LEASE_BATCH];
     char ttl[24];
     int n = b->n;
     for (int i = 0; i < n; i++) {
         argv[i] = b->leases[i]->key;
         lens[i] = b->leases[i]->key_len;
-        argv[n + 1 + i] = b->leases[i]->field;
-        lens[n + 1 + i] = b->leases[i]->field_len;
+        memcpy(fields[i], e->client->id, HILOCK_CLIENT_ID_LEN);
+        fields[i][HILOCK_CLIENT_ID_LEN] = ':';
+        argv[n + 1 + i] = fields[i];
+        lens[n + 1 + i] = HILOCK_CLIENT_ID_LEN + 1 +
+                          hl_u64_dec(fields[i] + HILOCK_CLIENT_ID_LEN + 1,
+                                     b->leases[i]->owner);
     }
     snprintf(ttl, sizeof ttl, "%lld", (long long)e->watchdog_ms);
     argv[n] = ttl;
@@ -260,10 +268,10 @@ void hl_lease_engine_free(hl_lease_engine *e)
 }
 
 hl_lease *hl_lease_start(hl_lease_engine *e, const hl_kind *kind,
-                         const char *key, size_t key_len, const char *field,
-                         size_t field_len, hl_monotime granted_at,
-                         int64_t lease_ms, int64_t max_hold_ms,
-                         hl_lease_lost_fn *fn, void *data)
+                         const char *key, size_t key_len, uint64_t owner,
+                         hl_monotime granted_at, int64_t lease_ms,
+                         int64_t max_hold_ms, hl_lease_lost_fn *fn,
+                         void *data)
 {
     hl_lease *l = hl_calloc(1, sizeof *l);
     if (l == NULL)
@@ -272,8 +280,7 @@ hl_lease *hl_lease_start(hl_lease_engine *e, const hl_kind *kind,
     l->kind = kind;
     l->key = key;
     l->key_len = key_len;
-    l->field = field;
-    l->field_len = field_len;
+    l->owner = owner;
     l->started = granted_at;
     l->max_hold_ms = max_hold_ms;
     l->on_lost = fn;

@@ -36,12 +36,13 @@ void hl_lease_engine_free(hl_lease_engine *e);
 /* Start a lease granted by a request sent at granted_at.  lease_ms 0 means
  * the watchdog (the engine's timeout, renewed); > 0 a fixed lease.
  * max_hold_ms > 0 stops renewing once the lease has been held that long.
- * key and field must stay valid until hl_lease_stop.  NULL on ENOMEM. */
+ * key must stay valid until hl_lease_stop; the owner's field is written
+ * when a renewal is sent.  NULL on ENOMEM. */
 hl_lease *hl_lease_start(hl_lease_engine *e, const struct hl_kind *kind,
-                         const char *key, size_t key_len, const char *field,
-                         size_t field_len, hl_monotime granted_at,
-                         int64_t lease_ms, int64_t max_hold_ms,
-                         hl_lease_lost_fn *fn, void *data);
+                         const char *key, size_t key_len, uint64_t owner,
+                         hl_monotime granted_at, int64_t lease_ms,
+                         int64_t max_hold_ms, hl_lease_lost_fn *fn,
+                         void *data);
 
 /* A grant sent at granted_at set the lease again (a reentrant acquire):
  * move the deadline if that is later.  lease_ms as in hl_lease_start. */

@@ -31,15 +31,6 @@ static size_t aux_write(char *out, const char *prefix, const char *name,
     return (size_t)(p - out);
 }
 
-char *hl_lock_aux_name(const char *prefix, const char *name, size_t name_len,
-                       size_t *out_len)
-{
-    char *s = hl_malloc(strlen(prefix) + name_len + 4);
-    if (s != NULL)
-        *out_len = aux_write(s, prefix, name, name_len);
-    return s;
-}
-
 int hl_aux_name_make(hl_aux_name *a, const char *prefix,
                      const hilock_lock *lock)
 {
@@ -49,6 +40,11 @@ int hl_aux_name_make(hl_aux_name *a, const char *prefix,
         return HILOCK_ENOMEM;
     a->len = aux_write(a->s, prefix, lock->name, lock->name_len);
     return 0;
+}
+
+int hl_lock_channel(const hilock_lock *lock, hl_aux_name *out)
+{
+    return hl_aux_name_make(out, lock->channel_prefix, lock);
 }
 
 void hl_aux_name_done(hl_aux_name *a)
@@ -61,7 +57,6 @@ void hl_aux_name_done(hl_aux_name *a)
 static void lock_free(hilock_lock *lock)
 {
     hl_free(lock->name);
-    hl_free(lock->channel);
     hl_free(lock);
 }
 
@@ -94,9 +89,8 @@ int hl_lock_create(hilock_lock **out, hilock_client *client,
     atomic_init(&lock->refs, 1);
     lock->name = hl_memdup(name, name_len);
     lock->name_len = name_len;
-    lock->channel = hl_lock_aux_name(channel_prefix, name, name_len,
-                                     &lock->channel_len);
-    if (!lock->name || !lock->channel ||
+    lock->channel_prefix = channel_prefix;
+    if (!lock->name ||
         hl_handle_add(lock) != 0) {
         lock_free(lock);
         return hl_fail(HILOCK_ENOMEM, "out of memory for a lock");
@@ -166,7 +160,6 @@ hl_hold *hl_hold_get(hilock_lock *lock, uint64_t owner)
         return NULL;
     h->lock = lock;
     h->owner = owner;
-    h->field_len = hl_owner_field(lock, owner, h->field, sizeof h->field);
     h->next = lock->holds;
     lock->holds = h;
     return h;

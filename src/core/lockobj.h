@@ -88,8 +88,6 @@ struct hl_hold {
     hl_lease *lease;
     bool lost;
     int releases_in_flight;
-    size_t field_len;
-    char field[HILOCK_CLIENT_ID_LEN + 22];
 };
 
 struct hilock_lock {
@@ -100,8 +98,7 @@ struct hilock_lock {
     hilock_lock *next_in_client;
     char *name;
     size_t name_len;
-    char *channel;
-    size_t channel_len;
+    const char *channel_prefix; /* the channel is "<prefix>:{NAME}" */
     hl_hold *holds;
     hl_acquire_op *ops; /* pending acquires */
     uint64_t next_op_id;
@@ -114,11 +111,6 @@ struct hilock_lock {
 /* How long a voided attempt stays refused: longer than any delay a
  * request can plausibly spend in a paused server's socket buffer. */
 #define HL_VOID_TTL_MS 600000
-
-/* Build "prefix:{NAME}", or "prefix:NAME" when NAME holds a '{' already
- * (Redisson's rule, so both sides name the same keys).  NULL on ENOMEM. */
-char *hl_lock_aux_name(const char *prefix, const char *name, size_t name_len,
-                       size_t *out_len);
 
 /* An auxiliary key name made when needed, so that a handle carries only
  * its name and channel: on the stack for ordinary names, on the heap for
@@ -133,6 +125,8 @@ typedef struct hl_aux_name {
 int hl_aux_name_make(hl_aux_name *a, const char *prefix,
                      const hilock_lock *lock);
 void hl_aux_name_done(hl_aux_name *a);
+/* The lock's wake-up channel, made the same way. */
+int hl_lock_channel(const hilock_lock *lock, hl_aux_name *out);
 
 /* Create a handle of a kind; the kind module calls this. */
 int hl_lock_create(hilock_lock **out, hilock_client *client,

@@ -41,11 +41,14 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
     hl_hold *h = hl_hold_find(lock, call->owner);
     if (h)
         h->releases_in_flight--;
+    hl_aux_name ch;
     if (call->handed_on && lock->client &&
         (status != HILOCK_OK ||
-         lock->kind->parse_release(reply, &(int64_t){0}) != HL_REL_FREED))
-        hl_waiters_hand_on_undone(lock->client->waiters, lock->channel,
-                                  lock->channel_len);
+         lock->kind->parse_release(reply, &(int64_t){0}) != HL_REL_FREED) &&
+        hl_lock_channel(lock, &ch) == 0) {
+        hl_waiters_hand_on_undone(lock->client->waiters, ch.s, ch.len);
+        hl_aux_name_done(&ch);
+    }
     if (status == HILOCK_EREDIS || status == HILOCK_ECLOSED) {
         char why[256];
         snprintf(why, sizeof why, "%s",
@@ -63,9 +66,11 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
         char why[256];
         snprintf(why, sizeof why, "%s", hilock_last_error());
         if (h) {
+            char field[HILOCK_CLIENT_ID_LEN + 22];
+            size_t len = hl_owner_field(lock, h->owner, field, sizeof field);
             h->count = call->expected_left;
-            lock->kind->reconcile(lock, h->field, h->field_len,
-                                  call->expected_left, "", 0, NULL, NULL);
+            lock->kind->reconcile(lock, field, len, call->expected_left, "",
+                                  0, NULL, NULL);
             if (h->count <= 0 && h->releases_in_flight == 0)
                 hl_hold_drop(h);
             else if (h->lease && call->lease_was_releasing)
@@ -223,8 +228,12 @@ static void call_start(hilock_client *c, hl_task *t, bool closed)
         } else if (call->lease_was_releasing) {
             /* This release frees the lock: the next local waiter's
              * attempt can follow it in the same write. */
-            call->handed_on = hl_waiters_hand_on(
-                lock->client->waiters, lock->channel, lock->channel_len);
+            hl_aux_name ch;
+            if (hl_lock_channel(lock, &ch) == 0) {
+                call->handed_on =
+                    hl_waiters_hand_on(lock->client->waiters, ch.s, ch.len);
+                hl_aux_name_done(&ch);
+            }
         }
         break;
     }

@@ -147,15 +147,20 @@ static void parse_attempt(const hilock_reply *r, hl_acquire_result *out)
 static int release(hilock_lock *lock, const char *field, size_t field_len,
                    int64_t lease_ms, hl_request_fn *fn, void *data)
 {
-    char lease[24];
-    size_t lease_len = hl_i64_dec(lease, lease_ms);
-    const char *argv[] = {lock->name, lock->channel, "0", lease, field};
-    size_t lens[] = {lock->name_len, lock->channel_len, 1, lease_len,
-                     field_len};
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
         return HILOCK_ECLOSED;
-    return hl_script_run(conn, &release_script, 2, 5, argv, lens, fn, data);
+    hl_aux_name ch;
+    if (hl_lock_channel(lock, &ch) != 0)
+        return HILOCK_ENOMEM;
+    char lease[24];
+    size_t lease_len = hl_i64_dec(lease, lease_ms);
+    const char *argv[] = {lock->name, ch.s, "0", lease, field};
+    size_t lens[] = {lock->name_len, ch.len, 1, lease_len, field_len};
+    int rc =
+        hl_script_run(conn, &release_script, 2, 5, argv, lens, fn, data);
+    hl_aux_name_done(&ch);
+    return rc;
 }
 
 static hl_release_outcome parse_release(const hilock_reply *r,
@@ -171,12 +176,17 @@ static hl_release_outcome parse_release(const hilock_reply *r,
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
-    const char *argv[] = {lock->name, lock->channel, "0"};
-    size_t lens[] = {lock->name_len, lock->channel_len, 1};
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
         return HILOCK_ECLOSED;
-    return hl_script_run(conn, &force_script, 2, 3, argv, lens, fn, data);
+    hl_aux_name ch;
+    if (hl_lock_channel(lock, &ch) != 0)
+        return HILOCK_ENOMEM;
+    const char *argv[] = {lock->name, ch.s, "0"};
+    size_t lens[] = {lock->name_len, ch.len, 1};
+    int rc = hl_script_run(conn, &force_script, 2, 3, argv, lens, fn, data);
+    hl_aux_name_done(&ch);
+    return rc;
 }
 
 static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
@@ -186,19 +196,23 @@ static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
         return HILOCK_ECLOSED;
-    hl_aux_name void_key;
+    hl_aux_name void_key, ch;
     if (hl_aux_name_make(&void_key, "hilock_void", lock) != 0)
         return HILOCK_ENOMEM;
+    if (hl_lock_channel(lock, &ch) != 0) {
+        hl_aux_name_done(&void_key);
+        return HILOCK_ENOMEM;
+    }
     char want[24];
     size_t want_len = hl_i64_dec(want, expected);
-    const char *argv[] = {lock->name, lock->channel, void_key.s, field,
-                          want,       "0",           nonce};
-    size_t lens[] = {lock->name_len, lock->channel_len, void_key.len,
-                     field_len,      want_len,          1,
-                     nonce_len};
+    const char *argv[] = {lock->name, ch.s,     void_key.s, field,
+                          want,       "0",      nonce};
+    size_t lens[] = {lock->name_len, ch.len,    void_key.len, field_len,
+                     want_len,       1,         nonce_len};
     int rc = hl_script_run(conn, &reconcile_script, 3, 7, argv, lens, fn,
                            data);
     hl_aux_name_done(&void_key);
+    hl_aux_name_done(&ch);
     return rc;
 }
 
