@@ -12,13 +12,12 @@
 
 struct hl_lease {
     hl_lease_engine *engine;
-    hl_lease *prev; /* in the engine's list of running leases */
+    hl_lease *prev; /* in the engine's running leases, by deadline */
     hl_lease *next;
     const hl_kind *kind;
     const char *key;
     size_t key_len;
     uint64_t owner;
-    hl_timer deadline_timer;
     hl_monotime deadline;
     hl_monotime started;
     int64_t max_hold_ms;
@@ -34,7 +33,13 @@ struct hl_lease_engine {
     hilock_client *client;
     int64_t watchdog_ms;
     hl_timer tick;
-    hl_lease *running; /* leases not yet lost or stopped */
+    /* Leases not yet lost or stopped, earliest deadline first, and one
+     * timer for the earliest: a timer per lease cost more memory than
+     * the rest of a lease together. */
+    hl_lease *running;
+    hl_lease *running_tail;
+    hl_timer deadline_timer;
+    hl_monotime timer_at; /* the deadline the timer is armed for */
     size_t watched;    /* how many of them the watchdog renews */
     hl_lease_stats stats;
     int batches;       /* batches in flight */
@@ -70,19 +75,57 @@ static void lease_free_if_unused(hl_lease *l)
     }
 }
 
-/* Take a lease off the running list and its timer: it will neither be
- * renewed nor reported again. */
-static void lease_detach(hl_lease *l)
+static void list_remove(hl_lease_engine *e, hl_lease *l)
 {
-    hl_lease_engine *e = l->engine;
-    hl_timer_stop(&l->deadline_timer);
     if (l->prev)
         l->prev->next = l->next;
     else if (e->running == l)
         e->running = l->next;
     if (l->next)
         l->next->prev = l->prev;
+    else if (e->running_tail == l)
+        e->running_tail = l->prev;
     l->prev = l->next = NULL;
+}
+
+/* Insert by deadline, searching from the end: a renewed or new lease
+ * usually has the latest deadline of all. */
+static void list_insert(hl_lease_engine *e, hl_lease *l)
+{
+    hl_lease *after = e->running_tail;
+    while (after != NULL && after->deadline > l->deadline)
+        after = after->prev;
+    l->prev = after;
+    l->next = after ? after->next : e->running;
+    if (l->next)
+        l->next->prev = l;
+    else
+        e->running_tail = l;
+    if (after)
+        after->next = l;
+    else
+        e->running = l;
+}
+
+/* Keep the timer no later than the earliest deadline; a timer that
+ * fires early just finds nothing due and is set again. */
+static void arm_deadline_timer(hl_lease_engine *e)
+{
+    hl_lease *head = e->running;
+    if (head == NULL)
+        return;
+    if (e->deadline_timer.armed && e->timer_at <= head->deadline)
+        return;
+    e->timer_at = head->deadline;
+    hl_timer_arm(&e->deadline_timer, head->deadline - hl_monotime_now());
+}
+
+/* Take a lease off the running list: it will neither be renewed nor
+ * reported again. */
+static void lease_detach(hl_lease *l)
+{
+    hl_lease_engine *e = l->engine;
+    list_remove(e, l);
     if (l->watchdog)
         e->watched--;
     e->stats.active--;
@@ -103,25 +146,52 @@ static void lease_lost(hl_lease *l)
     lease_free_if_unused(l);
 }
 
+/* The first lease due and not being released, or NULL.  A lease being
+ * released is left to its release, which decides. */
+static hl_lease *first_due(hl_lease_engine *e, hl_monotime now)
+{
+    for (hl_lease *l = e->running; l != NULL && l->deadline <= now;
+         l = l->next)
+        if (!l->releasing)
+            return l;
+    return NULL;
+}
+
 static void on_deadline(hl_timer *t)
 {
-    hl_lease *l = t->data;
-    if (l->releasing) {
-        /* The release in flight decides; if it fails the owner stops the
-         * lease itself. */
+    hl_lease_engine *e = t->data;
+    hl_monotime now = hl_monotime_now();
+    /* Each loss runs the owner's callback, which may stop other leases
+     * or free the engine; start over from the head every time. */
+    e->batches++;
+    hl_lease *l;
+    while (!e->freed && (l = first_due(e, now)) != NULL)
+        lease_lost(l);
+    e->batches--;
+    if (e->freed) {
+        engine_free_if_unused(e);
         return;
     }
-    lease_lost(l);
+    hl_lease *next = e->running;
+    while (next != NULL && next->deadline <= now)
+        next = next->next; /* overdue leases whose release is in flight */
+    if (next != NULL) {
+        e->timer_at = next->deadline;
+        hl_timer_arm(&e->deadline_timer, next->deadline - now);
+    }
 }
 
 static void set_deadline(hl_lease *l, hl_monotime granted_at,
                          int64_t lease_ms)
 {
+    hl_lease_engine *e = l->engine;
     hl_monotime d = granted_at + HL_MS(lease_ms) - drift_margin(lease_ms);
-    if (d <= l->deadline && l->deadline_timer.armed)
+    if (d <= l->deadline)
         return;
+    list_remove(e, l);
     l->deadline = d;
-    hl_timer_arm(&l->deadline_timer, d - hl_monotime_now());
+    list_insert(e, l);
+    arm_deadline_timer(e);
 }
 
 static void on_renew_reply(void *data, int status, hilock_reply *reply)
@@ -251,6 +321,7 @@ hl_lease_engine *hl_lease_engine_create(hilock_client *client,
     e->client = client;
     e->watchdog_ms = watchdog_ms;
     hl_timer_init(&e->tick, client->loop, on_tick, e);
+    hl_timer_init(&e->deadline_timer, client->loop, on_deadline, e);
     return e;
 }
 
@@ -259,6 +330,7 @@ void hl_lease_engine_free(hl_lease_engine *e)
     if (e == NULL)
         return;
     hl_timer_stop(&e->tick);
+    hl_timer_stop(&e->deadline_timer);
     /* The owners still hold their lease pointers and stop them later; the
      * loop may be gone by then, so every timer stops now. */
     while (e->running)
@@ -285,15 +357,13 @@ hl_lease *hl_lease_start(hl_lease_engine *e, const hl_kind *kind,
     l->max_hold_ms = max_hold_ms;
     l->on_lost = fn;
     l->data = data;
-    hl_timer_init(&l->deadline_timer, e->client->loop, on_deadline, l);
     l->watchdog = lease_ms == 0;
-    set_deadline(l, granted_at, l->watchdog ? e->watchdog_ms : lease_ms);
+    int64_t ms = l->watchdog ? e->watchdog_ms : lease_ms;
+    l->deadline = granted_at + HL_MS(ms) - drift_margin(ms);
+    list_insert(e, l);
+    arm_deadline_timer(e);
     e->stats.active++;
     e->allocated++;
-    l->next = e->running;
-    if (e->running)
-        e->running->prev = l;
-    e->running = l;
     if (l->watchdog) {
         e->watched++;
         if (!e->tick.armed)
