@@ -1,5 +1,5 @@
-/* The client: one connection for commands and one for pub/sub to one Redis
- * server, driven by a libev loop that the client runs in its own thread
+/* The client: a few command connections (two by default) and one pub/sub
+ * connection to one Redis server, driven by a libev loop that the client runs in its own thread
  * (the default) or that the caller owns (hilock_options_set_loop).
  *
  * Thread contract.

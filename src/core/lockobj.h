@@ -101,7 +101,6 @@ struct hilock_lock {
     const char *channel_prefix; /* the channel is "<prefix>:{NAME}" */
     hl_hold *holds;
     hl_acquire_op *ops; /* pending acquires */
-    uint64_t next_op_id;
     hilock_lost_cb *lost_cb;
     void *lost_data;
     atomic_int refs; /* the user's, plus one per operation in flight */
