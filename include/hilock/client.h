@@ -1,6 +1,7 @@
 /* The client: a few command connections (two by default) and one pub/sub
- * connection to one Redis server, driven by a libev loop that the client runs in its own thread
- * (the default) or that the caller owns (hilock_options_set_loop).
+ * connection to one Redis server, driven by a libev loop that the client
+ * runs in its own thread (the default) or that the caller owns
+ * (hilock_options_set_loop).
  *
  * Thread contract.
  * - Sync calls (hilock_client_command, ...) may be made from any thread
