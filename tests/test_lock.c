@@ -1030,6 +1030,97 @@ static void test_queue_moves_when_a_waiter_leaves(void **state)
     client_free(a);
 }
 
+/* ---- leases of different lengths --------------------------------------- */
+
+static void test_mixed_leases_lost_in_order(void **state)
+{
+    /* The engine keeps one timer over its leases in deadline order; leases
+     * granted in an order other than their deadlines' must each still be
+     * reported lost at their own deadline, not sooner and not later. */
+    static const int64_t lease_ms[] = {900, 300, 600, 1200, 450};
+    enum { N = sizeof lease_ms / sizeof lease_ms[0] };
+    hilock_client *c = client_new();
+    hilock_lock *l[N];
+    lost_rec lr[N];
+    int64_t t0 = hl_now_ms();
+
+    (void)state;
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "mixed:%d", i);
+        l[i] = lock_new(c, name);
+        lost_rec_init(&lr[i], c);
+        assert_status(hilock_lock_set_lost_callback(l[i], on_lost, &lr[i]),
+                      HILOCK_OK);
+        assert_status(hilock_lock_try_acquire(l[i], 0, lease_ms[i]),
+                      HILOCK_OK);
+    }
+    for (int i = 0; i < N; i++) {
+        if (!wait_count(&lr[i].calls, 1, widen(5000)))
+            fail_msg("lease %d (%lld ms) never reported lost", i,
+                     (long long)lease_ms[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        int64_t after = atomic_load(&lr[i].at_ms) - t0;
+        /* Not before the lease less its drift margin (1 % + 2 ms), and
+         * not long after it. */
+        if (after < lease_ms[i] - lease_ms[i] / 100 - 2)
+            fail_msg("lease %d of %lld ms reported lost after %lld ms", i,
+                     (long long)lease_ms[i], (long long)after);
+        if (after > lease_ms[i] + widen(700))
+            fail_msg("lease %d of %lld ms reported lost only after %lld ms",
+                     i, (long long)lease_ms[i], (long long)after);
+        assert_int_equal(atomic_load(&lr[i].calls), 1);
+    }
+    for (int i = 0; i < N; i++) {
+        assert_status(hilock_lock_release(l[i]), HILOCK_ELEASELOST);
+        lock_free(l[i]);
+    }
+    client_free(c);
+}
+
+/* ---- one and many command connections ---------------------------------- */
+
+static void lock_cycle_on(int connections)
+{
+    hilock_options *o = NULL;
+    hilock_client *c = NULL;
+    char url[128];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d?connections=%d",
+             hl_redis_server_port(server), connections);
+    assert_status(hilock_options_create(&o), HILOCK_OK);
+    assert_status(hilock_options_set_url(o, url), HILOCK_OK);
+    assert_status(hilock_client_create(&c, o), HILOCK_OK);
+    hilock_options_free(o);
+    /* Names spread over the connections; each keeps its own order. */
+    for (int i = 0; i < 20; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "conns:%d:%d", connections, i);
+        hilock_lock *l = lock_new(c, name);
+        int64_t count = 0;
+        assert_status(hilock_lock_acquire(l), HILOCK_OK);
+        assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
+                      HILOCK_OK);
+        assert_status(hilock_lock_hold_count(l, &count), HILOCK_OK);
+        assert_int_equal(count, 2);
+        assert_status(hilock_lock_release(l), HILOCK_OK);
+        assert_status(hilock_lock_release(l), HILOCK_OK);
+        assert_status(hilock_lock_release(l), HILOCK_ENOTOWNER);
+        lock_free(l);
+    }
+    hilock_client_stats st;
+    assert_status(hilock_client_get_stats(c, &st), HILOCK_OK);
+    assert_int_equal(st.connects, (uint64_t)connections);
+    client_free(c);
+}
+
+static void test_connections_one_and_many(void **state)
+{
+    (void)state;
+    lock_cycle_on(1);
+    lock_cycle_on(3);
+}
+
 /* ---- releases crossing renewals ---------------------------------------- */
 
 static void test_release_crosses_renewals(void **state)
@@ -1909,6 +2000,8 @@ int main(void)
         T(test_watchdog_keeps_lease),
         T(test_explicit_lease_expires),
         T(test_queue_moves_when_a_waiter_leaves),
+        T(test_mixed_leases_lost_in_order),
+        T(test_connections_one_and_many),
         T(test_release_crosses_renewals),
         T(test_max_hold_caps_the_watchdog),
         T(test_lost_when_key_deleted),
