@@ -1030,6 +1030,85 @@ static void test_queue_moves_when_a_waiter_leaves(void **state)
     client_free(a);
 }
 
+/* ---- a hand-on whose release did not free the lock ---------------------- */
+
+static void test_hand_on_taken_back(void **state)
+{
+    /* A release that should free the lock wakes the next local waiter at
+     * once and expects its own "0" message to be owed to that waiter.  If
+     * the release does not free the lock after all (here: someone raised
+     * the count on the server behind the client's back), the hand-on must
+     * be taken back, or the real release's message would be swallowed
+     * and the waiter would sit out the whole 30 s lease of the holder it
+     * last saw. */
+    hilock_client *c = client_new();
+    hilock_lock *l = lock_new(c, "handon");
+    acq_rec holder;
+    char field[HILOCK_CLIENT_ID_LEN + 24];
+    int64_t t0;
+
+    (void)state;
+    acq_rec_init(&holder, c);
+    assert_status(hilock_lock_acquire_async(l, OWNER_A, HILOCK_WAIT_FOREVER,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            on_acquire, &holder, NULL),
+                  HILOCK_OK);
+    wait_acq(&holder, 1);
+    assert_status(holder.status, HILOCK_OK);
+
+    acq_rec second;
+    acq_rec_init(&second, c);
+    assert_status(hilock_lock_acquire_async(l, OWNER_B, HILOCK_WAIT_FOREVER,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            on_acquire, &second, NULL),
+                  HILOCK_OK);
+    wait_numsub("redisson_lock__channel:{handon}", 1, 1);
+    /* Two holds on the server, one known to the client. */
+    snprintf(field, sizeof field, "%s:%llu", hilock_client_id(c),
+             (unsigned long long)OWNER_A);
+    {
+        const char *argv[] = {"HINCRBY", "handon", field, "1"};
+        assert_status(hilock_client_command(c, 4, argv, NULL, NULL),
+                      HILOCK_OK);
+    }
+    val_rec rel;
+    memset(&rel, 0, sizeof rel);
+    atomic_init(&rel.calls, 0);
+    assert_status(hilock_lock_release_async(l, OWNER_A, on_value, &rel),
+                  HILOCK_OK);
+    assert_true(wait_count(&rel.calls, 1, widen(3000)));
+    assert_status(rel.status, HILOCK_OK);
+    assert_int_equal(rel.value, 1);
+    assert_int_equal(atomic_load(&second.calls), 0);
+    /* Another client frees it, as a Redisson release would: delete and
+     * publish "0".  That message must wake the waiter; a hand-on still
+     * counted as owed would swallow it. */
+    t0 = hl_now_ms();
+    {
+        const char *del[] = {"DEL", "handon"};
+        const char *pub[] = {"PUBLISH", "redisson_lock__channel:{handon}",
+                             "0"};
+        hilock_client *other = client_new();
+        assert_status(hilock_client_command(other, 2, del, NULL, NULL),
+                      HILOCK_OK);
+        assert_status(hilock_client_command(other, 3, pub, NULL, NULL),
+                      HILOCK_OK);
+        client_free(other);
+    }
+    wait_acq(&second, 1);
+    assert_status(second.status, HILOCK_OK);
+    assert_true(hl_now_ms() - t0 < widen(5000));
+    val_rec done;
+    memset(&done, 0, sizeof done);
+    atomic_init(&done.calls, 0);
+    assert_status(hilock_lock_release_async(l, OWNER_B, on_value, &done),
+                  HILOCK_OK);
+    assert_true(wait_count(&done.calls, 1, widen(3000)));
+    assert_status(done.status, HILOCK_OK);
+    lock_free(l);
+    client_free(c);
+}
+
 /* ---- leases of different lengths --------------------------------------- */
 
 static void test_mixed_leases_lost_in_order(void **state)
@@ -2000,6 +2079,7 @@ int main(void)
         T(test_watchdog_keeps_lease),
         T(test_explicit_lease_expires),
         T(test_queue_moves_when_a_waiter_leaves),
+        T(test_hand_on_taken_back),
         T(test_mixed_leases_lost_in_order),
         T(test_connections_one_and_many),
         T(test_release_crosses_renewals),
