@@ -47,6 +47,25 @@ int hl_lock_channel(const hilock_lock *lock, hl_aux_name *out)
     return hl_aux_name_make(out, lock->channel_prefix, lock);
 }
 
+int hl_aux_names_make(const hilock_lock *lock, int n,
+                      const char *const *prefixes, hl_aux_name *out)
+{
+    for (int i = 0; i < n; i++) {
+        const char *prefix = prefixes[i] ? prefixes[i] : lock->channel_prefix;
+        if (hl_aux_name_make(&out[i], prefix, lock) != 0) {
+            hl_aux_names_done(i, out);
+            return HILOCK_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+void hl_aux_names_done(int n, hl_aux_name *names)
+{
+    for (int i = 0; i < n; i++)
+        hl_aux_name_done(&names[i]);
+}
+
 void hl_aux_name_done(hl_aux_name *a)
 {
     if (a->s != a->buf)

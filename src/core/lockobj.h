@@ -126,6 +126,10 @@ int hl_aux_name_make(hl_aux_name *a, const char *prefix,
 void hl_aux_name_done(hl_aux_name *a);
 /* The lock's wake-up channel, made the same way. */
 int hl_lock_channel(const hilock_lock *lock, hl_aux_name *out);
+/* Several at once, all or none (NULL prefix: the channel). */
+int hl_aux_names_make(const hilock_lock *lock, int n,
+                      const char *const *prefixes, hl_aux_name *out);
+void hl_aux_names_done(int n, hl_aux_name *names);
 
 /* Create a handle of a kind; the kind module calls this. */
 int hl_lock_create(hilock_lock **out, hilock_client *client,

@@ -102,25 +102,22 @@ static int attempt(hilock_lock *lock, const hl_attempt_args *a,
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
         return HILOCK_ECLOSED;
-    hl_aux_name token_key, void_key;
-    if (hl_aux_name_make(&token_key, "redisson_lock_token", lock) != 0)
+    static const char *const prefixes[] = {"redisson_lock_token",
+                                           "hilock_void"};
+    hl_aux_name k[2]; /* fencing counter, void set */
+    if (hl_aux_names_make(lock, 2, prefixes, k) != 0)
         return HILOCK_ENOMEM;
-    if (hl_aux_name_make(&void_key, "hilock_void", lock) != 0) {
-        hl_aux_name_done(&token_key);
-        return HILOCK_ENOMEM;
-    }
     char lease[24], token[24];
     size_t lease_len = hl_i64_dec(lease, a->lease_ms);
     size_t token_len = hl_u64_dec(token, a->known_token);
-    const char *argv[] = {lock->name,   token_key.s, void_key.s,
-                          lease,        a->field,    a->fenced ? "1" : "0",
-                          token,        a->nonce};
-    size_t lens[] = {lock->name_len, token_key.len, void_key.len,
-                     lease_len,      a->field_len,  1,
+    const char *argv[] = {lock->name, k[0].s,   k[1].s,
+                          lease,      a->field, a->fenced ? "1" : "0",
+                          token,      a->nonce};
+    size_t lens[] = {lock->name_len, k[0].len,     k[1].len,
+                     lease_len,      a->field_len, 1,
                      token_len,      a->nonce_len};
     int rc = hl_script_run(conn, &acquire_script, 3, 8, argv, lens, fn, data);
-    hl_aux_name_done(&token_key);
-    hl_aux_name_done(&void_key);
+    hl_aux_names_done(2, k);
     return rc;
 }
 
@@ -196,23 +193,19 @@ static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
         return HILOCK_ECLOSED;
-    hl_aux_name void_key, ch;
-    if (hl_aux_name_make(&void_key, "hilock_void", lock) != 0)
+    static const char *const prefixes[] = {NULL, "hilock_void"};
+    hl_aux_name k[2]; /* channel, void set */
+    if (hl_aux_names_make(lock, 2, prefixes, k) != 0)
         return HILOCK_ENOMEM;
-    if (hl_lock_channel(lock, &ch) != 0) {
-        hl_aux_name_done(&void_key);
-        return HILOCK_ENOMEM;
-    }
     char want[24];
     size_t want_len = hl_i64_dec(want, expected);
-    const char *argv[] = {lock->name, ch.s,     void_key.s, field,
-                          want,       "0",      nonce};
-    size_t lens[] = {lock->name_len, ch.len,    void_key.len, field_len,
-                     want_len,       1,         nonce_len};
+    const char *argv[] = {lock->name, k[0].s, k[1].s, field,
+                          want,       "0",    nonce};
+    size_t lens[] = {lock->name_len, k[0].len, k[1].len, field_len,
+                     want_len,       1,        nonce_len};
     int rc = hl_script_run(conn, &reconcile_script, 3, 7, argv, lens, fn,
                            data);
-    hl_aux_name_done(&void_key);
-    hl_aux_name_done(&ch);
+    hl_aux_names_done(2, k);
     return rc;
 }
 
