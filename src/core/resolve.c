@@ -1,8 +1,8 @@
 #include "resolve.h"
 
 #include <pthread.h>
-#include <stdbool.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -10,9 +10,14 @@
 
 #include "alloc.h"
 
+/* The eventfd belongs to the loop: only the loop closes it, after it has
+ * stopped watching it.  The thread writes to it only under the lock and
+ * only while the loop still wants the answer, so it never writes to a
+ * closed descriptor (or to another file that got its number). */
 struct hl_resolve {
-    atomic_int refs;  /* the loop's side and the thread's side */
-    atomic_bool done; /* the answer below is written */
+    pthread_mutex_t lock;
+    bool abandoned;  /* the loop took its answer or gave up */
+    atomic_int refs; /* the loop's side and the thread's side */
     int fd;
     int port;
     int gai_status;
@@ -26,7 +31,7 @@ static void resolve_unref(hl_resolve *r)
         return;
     if (r->result != NULL)
         freeaddrinfo(r->result);
-    close(r->fd);
+    pthread_mutex_destroy(&r->lock);
     hl_free(r);
 }
 
@@ -46,12 +51,17 @@ static void lookup(const char *host, int port, int flags, int *status,
 static void *resolve_thread(void *arg)
 {
     hl_resolve *r = arg;
-    lookup(r->host, r->port, AI_ADDRCONFIG, &r->gai_status, &r->result);
-    uint64_t one = 1;
-    atomic_store_explicit(&r->done, true, memory_order_release);
-    /* An eventfd write cannot fail for want of a reader, so the loop side
-     * may have given up already. */
-    (void)!write(r->fd, &one, sizeof one);
+    int status;
+    struct addrinfo *result = NULL;
+    lookup(r->host, r->port, AI_ADDRCONFIG, &status, &result);
+    pthread_mutex_lock(&r->lock);
+    r->gai_status = status;
+    r->result = result;
+    if (!r->abandoned) {
+        uint64_t one = 1;
+        (void)!write(r->fd, &one, sizeof one);
+    }
+    pthread_mutex_unlock(&r->lock);
     resolve_unref(r);
     return NULL;
 }
@@ -69,8 +79,8 @@ hl_resolve *hl_resolve_start(const char *host, int port, int *fd_out)
         hl_free(r);
         return NULL;
     }
+    pthread_mutex_init(&r->lock, NULL);
     atomic_init(&r->refs, 2);
-    atomic_init(&r->done, false);
     pthread_attr_t attr;
     pthread_t tid;
     pthread_attr_init(&attr);
@@ -79,6 +89,7 @@ hl_resolve *hl_resolve_start(const char *host, int port, int *fd_out)
     pthread_attr_destroy(&attr);
     if (rc != 0) {
         close(r->fd);
+        pthread_mutex_destroy(&r->lock);
         hl_free(r);
         return NULL;
     }
@@ -86,26 +97,31 @@ hl_resolve *hl_resolve_start(const char *host, int port, int *fd_out)
     return r;
 }
 
+/* The loop's side lets go: no more writes, then the descriptor closes. */
+static void abandon(hl_resolve *r)
+{
+    pthread_mutex_lock(&r->lock);
+    r->abandoned = true;
+    pthread_mutex_unlock(&r->lock);
+    close(r->fd);
+    resolve_unref(r);
+}
+
 int hl_resolve_finish(hl_resolve *r, struct addrinfo **out)
 {
-    /* The eventfd said the answer is there; the flag makes the ordering
-     * explicit to the memory model (and to race detectors). */
-    if (!atomic_load_explicit(&r->done, memory_order_acquire)) {
-        resolve_unref(r);
-        *out = NULL;
-        return EAI_AGAIN;
-    }
+    pthread_mutex_lock(&r->lock);
     int status = r->gai_status;
     *out = r->result;
     r->result = NULL;
-    resolve_unref(r);
+    pthread_mutex_unlock(&r->lock);
+    abandon(r);
     return status;
 }
 
 void hl_resolve_cancel(hl_resolve *r)
 {
     if (r != NULL)
-        resolve_unref(r);
+        abandon(r);
 }
 
 int hl_resolve_numeric(const char *host, int port, struct addrinfo **out)
