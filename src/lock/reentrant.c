@@ -141,8 +141,12 @@ static void parse_attempt(const hilock_reply *r, hl_acquire_result *out)
     }
 }
 
-static int release(hilock_lock *lock, const char *field, size_t field_len,
-                   int64_t lease_ms, hl_request_fn *fn, void *data)
+/* Run a script with KEYS name and channel and ARGV "0" (the release
+ * message) followed by extra arguments. */
+static int run_with_channel(hilock_lock *lock, const hl_script *script,
+                            int nextra, const char *const *extra,
+                            const size_t *extra_lens, hl_request_fn *fn,
+                            void *data)
 {
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
@@ -150,14 +154,25 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
     hl_aux_name ch;
     if (hl_lock_channel(lock, &ch) != 0)
         return HILOCK_ENOMEM;
-    char lease[24];
-    size_t lease_len = hl_i64_dec(lease, lease_ms);
-    const char *argv[] = {lock->name, ch.s, "0", lease, field};
-    size_t lens[] = {lock->name_len, ch.len, 1, lease_len, field_len};
-    int rc =
-        hl_script_run(conn, &release_script, 2, 5, argv, lens, fn, data);
+    const char *argv[3 + 2] = {lock->name, ch.s, "0"};
+    size_t lens[3 + 2] = {lock->name_len, ch.len, 1};
+    for (int i = 0; i < nextra; i++) {
+        argv[3 + i] = extra[i];
+        lens[3 + i] = extra_lens[i];
+    }
+    int rc = hl_script_run(conn, script, 2, 3 + nextra, argv, lens, fn,
+                           data);
     hl_aux_name_done(&ch);
     return rc;
+}
+
+static int release(hilock_lock *lock, const char *field, size_t field_len,
+                   int64_t lease_ms, hl_request_fn *fn, void *data)
+{
+    char lease[24];
+    const char *extra[] = {lease, field};
+    size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len};
+    return run_with_channel(lock, &release_script, 2, extra, lens, fn, data);
 }
 
 static hl_release_outcome parse_release(const hilock_reply *r,
@@ -173,17 +188,7 @@ static hl_release_outcome parse_release(const hilock_reply *r,
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
-    hl_conn *conn = hl_lock_conn(lock);
-    if (conn == NULL)
-        return HILOCK_ECLOSED;
-    hl_aux_name ch;
-    if (hl_lock_channel(lock, &ch) != 0)
-        return HILOCK_ENOMEM;
-    const char *argv[] = {lock->name, ch.s, "0"};
-    size_t lens[] = {lock->name_len, ch.len, 1};
-    int rc = hl_script_run(conn, &force_script, 2, 3, argv, lens, fn, data);
-    hl_aux_name_done(&ch);
-    return rc;
+    return run_with_channel(lock, &force_script, 0, NULL, NULL, fn, data);
 }
 
 static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
