@@ -90,12 +90,12 @@ static void on_hold_lost(hl_lease *lease, void *data)
     h->lease = NULL;
     h->lost = true;
     h->count = 0;
-    if (lock->lost_cb == NULL || lock->client == NULL)
+    if (lock->lost == NULL || lock->client == NULL)
         return;
     hl_lock_ref(lock);
     hl_client_enter_callback(lock->client);
     hilock_client *c = lock->client;
-    lock->lost_cb(lock, h->owner, lock->lost_data);
+    lock->lost->cb(lock, h->owner, lock->lost->data);
     hl_client_leave_callback(c);
     hl_lock_unref(lock);
 }

@@ -44,14 +44,15 @@ int hl_aux_name_make(hl_aux_name *a, const char *prefix,
 
 int hl_lock_channel(const hilock_lock *lock, hl_aux_name *out)
 {
-    return hl_aux_name_make(out, lock->channel_prefix, lock);
+    return hl_aux_name_make(out, lock->kind->channel_prefix, lock);
 }
 
 int hl_aux_names_make(const hilock_lock *lock, int n,
                       const char *const *prefixes, hl_aux_name *out)
 {
     for (int i = 0; i < n; i++) {
-        const char *prefix = prefixes[i] ? prefixes[i] : lock->channel_prefix;
+        const char *prefix =
+            prefixes[i] ? prefixes[i] : lock->kind->channel_prefix;
         if (hl_aux_name_make(&out[i], prefix, lock) != 0) {
             hl_aux_names_done(i, out);
             return HILOCK_ENOMEM;
@@ -75,7 +76,7 @@ void hl_aux_name_done(hl_aux_name *a)
 
 static void lock_free(hilock_lock *lock)
 {
-    hl_free(lock->name);
+    hl_free(lock->lost);
     hl_free(lock);
 }
 
@@ -88,8 +89,7 @@ void hl_lock_unref(hilock_lock *lock)
 }
 
 int hl_lock_create(hilock_lock **out, hilock_client *client,
-                   const hl_kind *kind, const char *name, size_t name_len,
-                   const char *channel_prefix)
+                   const hl_kind *kind, const char *name, size_t name_len)
 {
     hl_clear_detail();
     if (out == NULL || client == NULL || name == NULL)
@@ -101,16 +101,15 @@ int hl_lock_create(hilock_lock **out, hilock_client *client,
         return hl_fail(HILOCK_EINVAL,
                        "the lock name is %zu bytes; at most %d are allowed",
                        name_len, HILOCK_MAX_NAME_LEN);
-    hilock_lock *lock = hl_calloc(1, sizeof *lock);
+    hilock_lock *lock = hl_calloc(1, sizeof *lock + name_len + 1);
     if (lock == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory for a lock");
     lock->kind = kind;
     atomic_init(&lock->refs, 1);
-    lock->name = hl_memdup(name, name_len);
+    memcpy(lock->name, name, name_len);
+    lock->name[name_len] = '\0';
     lock->name_len = name_len;
-    lock->channel_prefix = channel_prefix;
-    if (!lock->name ||
-        hl_handle_add(lock) != 0) {
+    if (hl_handle_add(lock) != 0) {
         lock_free(lock);
         return hl_fail(HILOCK_ENOMEM, "out of memory for a lock");
     }
@@ -355,23 +354,20 @@ uint64_t hilock_thread_owner(void)
     return mine;
 }
 
-typedef struct lost_cb_task {
-    hl_task task;
-    hilock_lock *lock;
-    hilock_lost_cb *cb;
-    void *user_data;
-} lost_cb_task;
-
 static void run_set_lost(hilock_client *c, hl_task *t, bool closed)
 {
     (void)c;
-    lost_cb_task *l = (lost_cb_task *)t;
-    if (!closed) {
-        l->lock->lost_cb = l->cb;
-        l->lock->lost_data = l->user_data;
+    struct hl_lost_cb *l = (struct hl_lost_cb *)t;
+    hilock_lock *lock = l->lock;
+    if (closed || l->cb == NULL) {
+        hl_free(l);
+        l = NULL;
     }
-    hl_lock_unref(l->lock);
-    hl_free(l);
+    if (!closed) {
+        hl_free(lock->lost);
+        lock->lost = l;
+    }
+    hl_lock_unref(lock);
 }
 
 int hilock_lock_set_lost_callback(hilock_lock *lock, hilock_lost_cb *cb,
@@ -382,13 +378,13 @@ int hilock_lock_set_lost_callback(hilock_lock *lock, hilock_lost_cb *cb,
     hilock_client *c = lock->client;
     if (c == NULL)
         return hl_fail(HILOCK_ECLOSED, "client is closed");
-    lost_cb_task *t = hl_calloc(1, sizeof *t);
+    struct hl_lost_cb *t = hl_calloc(1, sizeof *t);
     if (t == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory");
     t->task.run = run_set_lost;
     t->lock = lock;
     t->cb = cb;
-    t->user_data = user_data;
+    t->data = user_data;
     hl_lock_ref(lock);
     int rc = hl_client_submit(c, &t->task);
     if (rc != 0) {

@@ -55,7 +55,8 @@ typedef struct hl_attempt_args {
 } hl_attempt_args;
 
 typedef struct hl_kind {
-    const char *name; /* "reentrant", ... */
+    const char *name;           /* "reentrant", ... */
+    const char *channel_prefix; /* a lock's channel: "<prefix>:{NAME}" */
     int (*attempt)(hilock_lock *lock, const hl_attempt_args *args,
                    hl_request_fn *fn, void *data);
     void (*parse_attempt)(const hilock_reply *reply, hl_acquire_result *out);
@@ -96,15 +97,21 @@ struct hilock_lock {
     const hl_kind *kind;
     hilock_lock *prev_in_client;
     hilock_lock *next_in_client;
-    char *name;
     size_t name_len;
-    const char *channel_prefix; /* the channel is "<prefix>:{NAME}" */
     hl_hold *holds;
     hl_acquire_op *ops; /* pending acquires */
-    hilock_lost_cb *lost_cb;
-    void *lost_data;
+    struct hl_lost_cb *lost; /* set by hilock_lock_set_lost_callback */
     atomic_int refs; /* the user's, plus one per operation in flight */
     bool destroyed;
+    char name[]; /* name_len bytes and a NUL */
+};
+
+/* A lock's lost callback, allocated only for locks that have one. */
+struct hl_lost_cb {
+    hl_task task; /* hands a new setting to the loop thread */
+    hilock_lock *lock;
+    hilock_lost_cb *cb;
+    void *data;
 };
 
 /* How long a voided attempt stays refused: longer than any delay a
@@ -133,8 +140,7 @@ void hl_aux_names_done(int n, hl_aux_name *names);
 
 /* Create a handle of a kind; the kind module calls this. */
 int hl_lock_create(hilock_lock **out, hilock_client *client,
-                   const hl_kind *kind, const char *name, size_t name_len,
-                   const char *channel_prefix);
+                   const hl_kind *kind, const char *name, size_t name_len);
 
 /* The client tells its locks that it is going away. */
 void hl_locks_client_closed(hilock_client *client);

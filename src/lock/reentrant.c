@@ -216,6 +216,7 @@ static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
 
 static const hl_kind reentrant_kind = {
     .name = "reentrant",
+    .channel_prefix = "redisson_lock__channel",
     .attempt = attempt,
     .parse_attempt = parse_attempt,
     .release = release,
@@ -240,6 +241,5 @@ int hilock_lock_create(hilock_lock **out, hilock_client *client,
                        const char *name, size_t name_len)
 {
     pthread_once(&scripts_once, init_scripts);
-    return hl_lock_create(out, client, &reentrant_kind, name, name_len,
-                          "redisson_lock__channel");
+    return hl_lock_create(out, client, &reentrant_kind, name, name_len);
 }
