@@ -2,6 +2,7 @@
  * message (or its ttl, whichever comes first) and try again, until the
  * wait runs out.  The same state machine serves every kind. */
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -81,13 +82,15 @@ void hl_lock_cancel_all(hilock_lock *lock, int status, const char *detail)
         op_finish(lock->ops, status, NULL, detail);
 }
 
-static void on_hold_lost(hl_lease *lease, void *data)
+void hl_hold_lease_lost(hl_lease *lease)
 {
-    hl_hold *h = data;
+    hl_hold *h = (hl_hold *)(void *)((char *)lease -
+                                     offsetof(hl_hold, lease_mem));
     hilock_lock *lock = h->lock;
-    (void)lease;
-    hl_lease_stop(h->lease);
-    h->lease = NULL;
+    /* The engine is inside its own report: it gives the lease back when
+     * it returns. */
+    h->leased = false;
+    hl_lease_stop(lease);
     h->lost = true;
     h->count = 0;
     if (lock->lost == NULL || lock->client == NULL)
@@ -108,29 +111,29 @@ static int grant(hl_acquire_op *op, const hl_acquire_result *res,
     hl_hold *h = hl_hold_get(lock, op->owner);
     if (h == NULL)
         return HILOCK_ENOMEM;
-    if (h->lost) {
+    if (h->lost && h->lease_busy) {
+        /* A lost hold whose lease a renewal in flight still names: start
+         * afresh in a new hold and let that one go. */
+        hl_hold_drop(h);
+        h = hl_hold_get(lock, op->owner);
+        if (h == NULL)
+            return HILOCK_ENOMEM;
+    } else if (h->lost) {
         h->lost = false;
         h->count = 0;
         h->token = 0;
     }
-    if (h->lease == NULL) {
-        hl_lease_engine *e = hl_client_leases(lock->client);
-        h->lease = e ? hl_lease_start(e, lock->kind, lock->name,
-                                      lock->name_len, op->owner,
-                                      op->attempt_sent, op->lease_ms,
-                                      lock->client->opts->max_hold_ms,
-                                      on_hold_lost, h)
-                     : NULL;
-        if (h->lease == NULL) {
+    if (!h->leased) {
+        if (hl_hold_start_lease(h, op->attempt_sent, op->lease_ms) !=
+            HILOCK_OK) {
             /* Leave the count as it was, so giving the grant back lowers
              * the server to it. */
             if (h->count == 0 && h->releases_in_flight == 0)
                 hl_hold_drop(h);
             return HILOCK_ENOMEM;
         }
-        h->lease_ms = op->lease_ms;
     } else {
-        hl_lease_regranted(h->lease, op->attempt_sent, h->lease_ms);
+        hl_lease_regranted(&h->lease_mem, op->attempt_sent, h->lease_ms);
     }
     h->count = res->count;
     if (res->token != 0)

@@ -232,8 +232,9 @@ hl_pubsub *hl_client_pubsub(hilock_client *c)
 struct hl_lease_engine *hl_client_leases(hilock_client *c)
 {
     if (c->leases == NULL && !c->closed)
-        c->leases =
-            hl_lease_engine_create(c, c->opts->watchdog_timeout_ms);
+        c->leases = hl_lease_engine_create(
+            c, c->opts->watchdog_timeout_ms, c->opts->max_hold_ms,
+            hl_hold_lease_lost, hl_hold_lease_released);
     return c->leases;
 }
 

@@ -10,28 +10,12 @@
 #include "options_internal.h"
 #include "resp.h"
 
-struct hl_lease {
-    hl_lease_engine *engine;
-    hl_lease *prev; /* in the engine's running leases, by deadline */
-    hl_lease *next;
-    const hl_kind *kind;
-    const char *key;
-    size_t key_len;
-    uint64_t owner;
-    hl_monotime deadline;
-    hl_monotime started;
-    int64_t max_hold_ms;
-    hl_lease_lost_fn *on_lost;
-    void *data;
-    int batches;    /* renewal batches in flight that name this lease */
-    bool watchdog;
-    bool releasing;
-    bool stopped;   /* the owner let go */
-};
-
 struct hl_lease_engine {
     hilock_client *client;
     int64_t watchdog_ms;
+    int64_t max_hold_ms;
+    hl_lease_lost_fn *on_lost;
+    hl_lease_release_fn *on_release;
     hl_timer tick;
     /* Leases not yet lost or stopped, earliest deadline first, and one
      * timer for the earliest: a timer per lease cost more memory than
@@ -43,7 +27,7 @@ struct hl_lease_engine {
     size_t watched;    /* how many of them the watchdog renews */
     hl_lease_stats stats;
     int batches;       /* batches in flight */
-    size_t allocated;  /* lease structures not yet freed */
+    size_t allocated;  /* leases started and not yet given back */
     bool freed;
 };
 
@@ -65,12 +49,14 @@ static void engine_free_if_unused(hl_lease_engine *e)
         hl_free(e);
 }
 
+/* Both the owner and every batch are done with a stopped lease: give its
+ * memory back to the owner. */
 static void lease_free_if_unused(hl_lease *l)
 {
-    if (l->stopped && l->batches == 0) {
+    if (l->owner_released && l->batches == 0) {
         hl_lease_engine *e = l->engine;
-        hl_free(l);
         e->allocated--;
+        e->on_release(l);
         engine_free_if_unused(e);
     }
 }
@@ -139,9 +125,10 @@ static void lease_lost(hl_lease *l)
     /* Detach first: the owner's callback ends with hl_lease_stop, which
      * must then only release memory. */
     lease_detach(l);
-    l->engine->stats.lost++;
+    hl_lease_engine *e = l->engine;
+    e->stats.lost++;
     l->batches++;
-    l->on_lost(l, l->data);
+    e->on_lost(l);
     l->batches--;
     lease_free_if_unused(l);
 }
@@ -273,7 +260,7 @@ static void renew_all(hl_lease_engine *e)
     for (hl_lease *l = e->running; l != NULL; l = l->next) {
         if (!l->watchdog || l->releasing)
             continue;
-        if (l->max_hold_ms > 0 && now - l->started >= HL_MS(l->max_hold_ms))
+        if (e->max_hold_ms > 0 && now - l->started >= HL_MS(e->max_hold_ms))
             continue; /* held long enough: let it run out */
         int k = 0;
         while (k < 4 && kinds[k] != NULL && kinds[k] != l->kind)
@@ -313,13 +300,19 @@ static void on_tick(hl_timer *t)
 }
 
 hl_lease_engine *hl_lease_engine_create(hilock_client *client,
-                                        int64_t watchdog_ms)
+                                        int64_t watchdog_ms,
+                                        int64_t max_hold_ms,
+                                        hl_lease_lost_fn *on_lost,
+                                        hl_lease_release_fn *on_release)
 {
     hl_lease_engine *e = hl_calloc(1, sizeof *e);
     if (e == NULL)
         return NULL;
     e->client = client;
     e->watchdog_ms = watchdog_ms;
+    e->max_hold_ms = max_hold_ms;
+    e->on_lost = on_lost;
+    e->on_release = on_release;
     hl_timer_init(&e->tick, client->loop, on_tick, e);
     hl_timer_init(&e->deadline_timer, client->loop, on_deadline, e);
     return e;
@@ -339,24 +332,17 @@ void hl_lease_engine_free(hl_lease_engine *e)
     engine_free_if_unused(e);
 }
 
-hl_lease *hl_lease_start(hl_lease_engine *e, const hl_kind *kind,
-                         const char *key, size_t key_len, uint64_t owner,
-                         hl_monotime granted_at, int64_t lease_ms,
-                         int64_t max_hold_ms, hl_lease_lost_fn *fn,
-                         void *data)
+void hl_lease_start(hl_lease_engine *e, hl_lease *l, const hl_kind *kind,
+                    const char *key, size_t key_len, uint64_t owner,
+                    hl_monotime granted_at, int64_t lease_ms)
 {
-    hl_lease *l = hl_calloc(1, sizeof *l);
-    if (l == NULL)
-        return NULL;
+    memset(l, 0, sizeof *l);
     l->engine = e;
     l->kind = kind;
     l->key = key;
-    l->key_len = key_len;
+    l->key_len = (uint32_t)key_len; /* names are at most 64 KiB */
     l->owner = owner;
     l->started = granted_at;
-    l->max_hold_ms = max_hold_ms;
-    l->on_lost = fn;
-    l->data = data;
     l->watchdog = lease_ms == 0;
     int64_t ms = l->watchdog ? e->watchdog_ms : lease_ms;
     l->deadline = granted_at + HL_MS(ms) - drift_margin(ms);
@@ -369,7 +355,6 @@ hl_lease *hl_lease_start(hl_lease_engine *e, const hl_kind *kind,
         if (!e->tick.armed)
             hl_timer_arm(&e->tick, HL_MS(e->watchdog_ms) / 3);
     }
-    return l;
 }
 
 void hl_lease_regranted(hl_lease *l, hl_monotime granted_at,
@@ -389,13 +374,19 @@ void hl_lease_set_releasing(hl_lease *l, bool releasing)
         lease_lost(l);
 }
 
-void hl_lease_stop(hl_lease *l)
+bool hl_lease_stop(hl_lease *l)
 {
-    if (l == NULL)
-        return;
     if (!l->stopped)
         lease_detach(l);
-    lease_free_if_unused(l);
+    if (l->owner_released)
+        return false;
+    l->owner_released = true;
+    if (l->batches > 0)
+        return false;
+    hl_lease_engine *e = l->engine;
+    e->allocated--;
+    engine_free_if_unused(e);
+    return true;
 }
 
 bool hl_lease_is_watchdog(const hl_lease *l) { return l->watchdog; }

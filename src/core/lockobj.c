@@ -1,5 +1,6 @@
 /* Lock handles: creation, naming, holds, teardown. */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -183,15 +184,52 @@ hl_hold *hl_hold_get(hilock_lock *lock, uint64_t owner)
     return h;
 }
 
+/* Let go of the hold's lease; true when the engine is done with it. */
+static bool hold_stop_lease(hl_hold *h)
+{
+    if (h->leased) {
+        h->leased = false;
+        if (hl_lease_stop(&h->lease_mem))
+            h->lease_busy = false;
+    }
+    return !h->lease_busy;
+}
+
 void hl_hold_drop(hl_hold *h)
 {
-    hl_lease_stop(h->lease);
     hl_hold **pp = &h->lock->holds;
     while (*pp != NULL && *pp != h)
         pp = &(*pp)->next;
     if (*pp == h)
         *pp = h->next;
-    hl_free(h);
+    h->dropped = true;
+    /* A renewal in flight may still name the lease inside: the engine
+     * then gives it back later and the hold is freed there. */
+    if (hold_stop_lease(h))
+        hl_free(h);
+}
+
+void hl_hold_lease_released(hl_lease *lease)
+{
+    hl_hold *h = (hl_hold *)(void *)((char *)lease -
+                                     offsetof(hl_hold, lease_mem));
+    h->lease_busy = false;
+    if (h->dropped)
+        hl_free(h);
+}
+
+int hl_hold_start_lease(hl_hold *h, hl_monotime granted_at, int64_t lease_ms)
+{
+    hilock_lock *lock = h->lock;
+    hl_lease_engine *e = hl_client_leases(lock->client);
+    if (e == NULL)
+        return HILOCK_ENOMEM;
+    hl_lease_start(e, &h->lease_mem, lock->kind, lock->name, lock->name_len,
+                   h->owner, granted_at, lease_ms);
+    h->leased = true;
+    h->lease_busy = true;
+    h->lease_ms = (int32_t)lease_ms;
+    return HILOCK_OK;
 }
 
 static void drop_all_holds(hilock_lock *lock)

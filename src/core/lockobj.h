@@ -79,17 +79,31 @@ typedef struct hl_kind {
     const hl_script *renew;
 } hl_kind;
 
+/* One owner's holds of a lock, with their lease in the same allocation. */
 struct hl_hold {
     hilock_lock *lock;
     hl_hold *next;       /* in lock->holds */
     uint64_t owner;
     int64_t count;       /* holds the client knows of */
-    int64_t lease_ms;    /* of the hold's lease: watchdog timeout or given */
     uint64_t token;
-    hl_lease *lease;
+    int32_t lease_ms;    /* of the hold's lease: 0 for the watchdog */
+    int32_t releases_in_flight;
     bool lost;
-    int releases_in_flight;
+    bool leased;         /* the lease below runs for this hold */
+    bool lease_busy;     /* the engine still names the lease below */
+    bool dropped;        /* off the lock's list; freed when not busy */
+    hl_lease lease_mem;
 };
+
+/* The hold's running lease, or NULL. */
+static inline hl_lease *hl_hold_lease(hl_hold *h)
+{
+    return h->leased ? &h->lease_mem : NULL;
+}
+
+/* The engine's callbacks for leases living in holds. */
+void hl_hold_lease_lost(hl_lease *lease);
+void hl_hold_lease_released(hl_lease *lease);
 
 struct hilock_lock {
     hilock_client *client; /* NULL once the client is gone */

@@ -37,8 +37,12 @@ struct hl_acquire_op {
 /* Holds. */
 hl_hold *hl_hold_find(hilock_lock *lock, uint64_t owner);
 hl_hold *hl_hold_get(hilock_lock *lock, uint64_t owner); /* creates */
-/* Forget a hold: stop its lease and free it. */
+/* Forget a hold: stop its lease and free it (once the engine is done
+ * with the lease inside). */
 void hl_hold_drop(hl_hold *hold);
+/* Start the hold's lease; HILOCK_OK or HILOCK_ENOMEM (no engine). */
+int hl_hold_start_lease(hl_hold *hold, hl_monotime granted_at,
+                        int64_t lease_ms);
 /* Format "<client id>:<owner>" into buf; returns its length. */
 size_t hl_owner_field(const hilock_lock *lock, uint64_t owner, char *buf,
                       size_t cap);

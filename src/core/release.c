@@ -53,8 +53,8 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
         char why[256];
         snprintf(why, sizeof why, "%s",
                  reply ? reply->str : hilock_last_error());
-        if (h && call->lease_was_releasing && h->lease)
-            hl_lease_set_releasing(h->lease, false);
+        if (h && call->lease_was_releasing && hl_hold_lease(h))
+            hl_lease_set_releasing(hl_hold_lease(h), false);
         hilock_reply_free(reply);
         call_finish(call, status, 0, why);
         return;
@@ -73,8 +73,8 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
                                   0, NULL, NULL);
             if (h->count <= 0 && h->releases_in_flight == 0)
                 hl_hold_drop(h);
-            else if (h->lease && call->lease_was_releasing)
-                hl_lease_set_releasing(h->lease, false);
+            else if (hl_hold_lease(h) && call->lease_was_releasing)
+                hl_lease_set_releasing(hl_hold_lease(h), false);
         }
         call_finish(call, status, 0, why);
         return;
@@ -116,8 +116,8 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
         }
         if (h) {
             h->count = left;
-            if (h->lease && call->lease_was_releasing)
-                hl_lease_set_releasing(h->lease, false);
+            if (hl_hold_lease(h) && call->lease_was_releasing)
+                hl_lease_set_releasing(hl_hold_lease(h), false);
         }
         call_finish(call, HILOCK_OK, left, NULL);
         return;
@@ -213,9 +213,9 @@ static void call_start(hilock_client *c, hl_task *t, bool closed)
             /* A release of the last hold not already being released may
              * free the lock: renewals must not read the freed key as a
              * lost lease. */
-            if (h->count - h->releases_in_flight == 1 && h->lease &&
+            if (h->count - h->releases_in_flight == 1 && hl_hold_lease(h) &&
                 !h->lost) {
-                hl_lease_set_releasing(h->lease, true);
+                hl_lease_set_releasing(hl_hold_lease(h), true);
                 call->lease_was_releasing = true;
             }
             h->releases_in_flight++;
@@ -223,8 +223,8 @@ static void call_start(hilock_client *c, hl_task *t, bool closed)
         rc = lock->kind->release(lock, field, len, lease, on_reply, call);
         if (rc != HILOCK_OK && h) {
             h->releases_in_flight--;
-            if (call->lease_was_releasing && h->lease)
-                hl_lease_set_releasing(h->lease, false);
+            if (call->lease_was_releasing && hl_hold_lease(h))
+                hl_lease_set_releasing(hl_hold_lease(h), false);
         } else if (call->lease_was_releasing) {
             /* This release frees the lock: the next local waiter's
              * attempt can follow it in the same write. */
