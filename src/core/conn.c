@@ -822,10 +822,11 @@ hl_conn *hl_conn_create(const hl_conn_config *cfg)
 
 static int enqueue(hl_conn *c, hl_request *r)
 {
-    r->deadline = hl_monotime_now() + HL_MS(c->o->command_timeout_ms);
+    hl_monotime timeout = HL_MS(c->o->command_timeout_ms);
+    r->deadline = hl_monotime_now() + timeout;
     queue_push(&c->pending, r);
     if (!c->request_timer.armed)
-        hl_timer_arm(&c->request_timer, r->deadline - hl_monotime_now());
+        hl_timer_arm(&c->request_timer, timeout);
     if (c->state == ST_UP)
         hl_prepare_start(&c->flusher);
     if (c->cfg.on_request)
@@ -917,8 +918,6 @@ void hl_conn_free(hl_conn *c)
     hl_conn_close(c, HILOCK_ECLOSED, "client closed");
     conn_unref(c);
 }
-
-bool hl_conn_is_up(const hl_conn *c) { return c->state == ST_UP; }
 
 bool hl_conn_busy(const hl_conn *c)
 {

@@ -87,7 +87,6 @@ void hl_conn_close(hl_conn *conn, int status, const char *detail);
  * callback of this connection is running. */
 void hl_conn_free(hl_conn *conn);
 
-bool hl_conn_is_up(const hl_conn *conn);
 /* Whether requests wait to be written or answered. */
 bool hl_conn_busy(const hl_conn *conn);
 

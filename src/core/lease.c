@@ -389,8 +389,6 @@ bool hl_lease_stop(hl_lease *l)
     return true;
 }
 
-bool hl_lease_is_watchdog(const hl_lease *l) { return l->watchdog; }
-
 int64_t hl_lease_engine_watchdog_ms(const hl_lease_engine *e)
 {
     return e->watchdog_ms;
@@ -400,5 +398,3 @@ hl_lease_stats hl_lease_engine_stats(const hl_lease_engine *e)
 {
     return e->stats;
 }
-
-void hl_lease_engine_renew_now(hl_lease_engine *e) { renew_all(e); }

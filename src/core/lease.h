@@ -84,7 +84,6 @@ void hl_lease_set_releasing(hl_lease *l, bool releasing);
  * and the engine's on_release will say when. */
 bool hl_lease_stop(hl_lease *l);
 
-bool hl_lease_is_watchdog(const hl_lease *l);
 int64_t hl_lease_engine_watchdog_ms(const hl_lease_engine *e);
 
 /* Counters for tests and the benchmark. */
@@ -95,8 +94,5 @@ typedef struct hl_lease_stats {
     uint64_t active;        /* leases running now */
 } hl_lease_stats;
 hl_lease_stats hl_lease_engine_stats(const hl_lease_engine *e);
-
-/* Run a renewal round now (tests). */
-void hl_lease_engine_renew_now(hl_lease_engine *e);
 
 #endif

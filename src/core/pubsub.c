@@ -290,8 +290,3 @@ size_t hl_pubsub_channel_count(const hl_pubsub *ps)
             n++;
     return n;
 }
-
-void hl_pubsub_reset(hl_pubsub *ps)
-{
-    hl_conn_reset(ps->conn, HILOCK_EIO, "reset on request");
-}

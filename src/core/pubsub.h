@@ -52,7 +52,5 @@ void hl_pubsub_unsubscribe(hl_pubsub *ps, hl_sub *sub);
 bool hl_pubsub_is_up(const hl_pubsub *ps);
 /* The number of channels with listeners (for tests). */
 size_t hl_pubsub_channel_count(const hl_pubsub *ps);
-/* Drop the connection as a network fault would (for tests). */
-void hl_pubsub_reset(hl_pubsub *ps);
 
 #endif

@@ -41,10 +41,12 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
     hl_hold *h = hl_hold_find(lock, call->owner);
     if (h)
         h->releases_in_flight--;
+    int64_t left = 0;
+    hl_release_outcome out = status == HILOCK_OK
+                                 ? lock->kind->parse_release(reply, &left)
+                                 : HL_REL_BAD_REPLY;
     hl_aux_name ch;
-    if (call->handed_on && lock->client &&
-        (status != HILOCK_OK ||
-         lock->kind->parse_release(reply, &(int64_t){0}) != HL_REL_FREED) &&
+    if (call->handed_on && lock->client && out != HL_REL_FREED &&
         hl_lock_channel(lock, &ch) == 0) {
         hl_waiters_hand_on_undone(lock->client->waiters, ch.s, ch.len);
         hl_aux_name_done(&ch);
@@ -79,8 +81,6 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
         call_finish(call, status, 0, why);
         return;
     }
-    int64_t left = 0;
-    hl_release_outcome out = lock->kind->parse_release(reply, &left);
     hilock_reply_free(reply);
     switch (out) {
     case HL_REL_NOT_OWNER: {

@@ -286,10 +286,3 @@ uint64_t hl_waiters_seq(hl_waiters *reg, const char *channel, size_t len)
     hl_wait_channel *ch = e ? e->value : NULL;
     return ch && ch->ready ? ch->seq : HL_WAIT_SEQ_NONE;
 }
-
-void hl_waiters_wake_one(hl_waiters *reg, const char *channel, size_t len)
-{
-    hl_map_entry *e = hl_map_find(&reg->channels, channel, len);
-    if (e != NULL)
-        wake_first(reg, e->value);
-}

@@ -78,8 +78,4 @@ bool hl_waiter_done_trying(hl_waiter *w);
 #define HL_WAIT_SEQ_NONE UINT64_MAX
 uint64_t hl_waiters_seq(hl_waiters *reg, const char *channel, size_t len);
 
-/* Wake the oldest waiter of a channel that is not already trying, as a "0"
- * message would (local hand-over after a release). */
-void hl_waiters_wake_one(hl_waiters *reg, const char *channel, size_t len);
-
 #endif
