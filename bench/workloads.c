@@ -124,6 +124,7 @@ static void enter(worker *w)
     if (x->workload == W2) {
         int prev = atomic_exchange(&x->last_owner, w->id);
         w->changed = prev != w->id;
+        sched_yield(); /* W2's critical section */
     }
 }
 
@@ -193,8 +194,6 @@ static void on_acquired(hilock_lock *lock, int status,
     }
     enter(w);
     run_ctx *x = w->ctx;
-    if (x->workload == W2)
-        sched_yield();
     if (x->workload == W3) {
         char key[160];
         int n = stock_key(x, w->product, key, sizeof key);
@@ -236,8 +235,6 @@ static void *sync_worker(void *arg)
             return NULL;
         }
         enter(w);
-        if (x->workload == W2)
-            sched_yield();
         if (x->workload == W3) {
             char key[160];
             int n = stock_key(x, w->product, key, sizeof key);
