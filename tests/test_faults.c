@@ -44,28 +44,9 @@ static hilock_client *connect_with(const hl_redis_server *s,
     return c;
 }
 
-static bool flag_is_set(void *arg)
-{
-    return atomic_load((atomic_bool *)arg);
-}
-
-struct int_at_least {
-    atomic_int *value;
-    int want;
-};
-
-static bool reached(void *arg)
-{
-    struct int_at_least *w = arg;
-
-    return atomic_load(w->value) >= w->want;
-}
-
 static void wait_count(atomic_int *value, int want)
 {
-    struct int_at_least w = { value, want };
-
-    if (!hl_wait_until(reached, &w, WAIT_MS))
+    if (!hl_wait_count(value, want, WAIT_MS))
         fail_msg("only %d of %d callbacks within %d ms", atomic_load(value),
                  want, WAIT_MS);
 }
@@ -123,7 +104,7 @@ static hl_conn_stats conn_stats(hilock_client *c)
     sr.task.run = stats_run;
     atomic_init(&sr.done, false);
     assert_int_equal(hl_client_submit(c, &sr.task), HILOCK_OK);
-    assert_true(hl_wait_until(flag_is_set, &sr.done, WAIT_MS));
+    assert_true(hl_wait_flag(&sr.done, WAIT_MS));
     return sr.stats;
 }
 
@@ -349,7 +330,7 @@ static void test_requests_time_out_while_down(void **state)
                          HILOCK_OK);
     }
     for (int i = 0; i < 5; i++) {
-        assert_true(hl_wait_until(flag_is_set, &tm[i].done, WAIT_MS));
+        assert_true(hl_wait_flag(&tm[i].done, WAIT_MS));
         assert_int_equal(atomic_load(&tm[i].status), HILOCK_ETIMEDOUT);
         assert_true(tm[i].detail[0] != '\0');
         /* Not before the timeout: the request may still have gone out

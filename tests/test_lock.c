@@ -249,11 +249,6 @@ static void loop_call_run(hilock_client *c, hl_task *t, bool closed)
     atomic_store(&lc->done, true);
 }
 
-static bool flag_set(void *arg)
-{
-    return atomic_load((atomic_bool *)arg);
-}
-
 static void on_loop(hilock_client *c, loop_fn *fn, void *arg)
 {
     loop_call lc;
@@ -266,7 +261,7 @@ static void on_loop(hilock_client *c, loop_fn *fn, void *arg)
     assert_int_equal(hl_client_submit(c, &lc.task), HILOCK_OK);
     /* The task sits on the loop's queue: leaving early would leave it a
      * dangling pointer, so this wait has no reason to end but a hang. */
-    if (!hl_wait_until(flag_set, &lc.done, widen(30000)))
+    if (!hl_wait_flag(&lc.done, widen(30000)))
         fail_msg("the loop thread did not run a task within 30 s");
     assert_false(lc.closed);
 }
@@ -363,23 +358,9 @@ static void wait_numsub(const char *channel, long long min, long long max)
                  hl_fixture_numsub(server, channel), min, max);
 }
 
-typedef struct counter_want {
-    atomic_int *value;
-    int min;
-} counter_want;
-
-static bool counter_reached(void *arg)
-{
-    counter_want *w = arg;
-
-    return atomic_load(w->value) >= w->min;
-}
-
 static bool wait_count(atomic_int *value, int min, int timeout_ms)
 {
-    counter_want w = { value, min };
-
-    return hl_wait_until(counter_reached, &w, timeout_ms);
+    return hl_wait_count(value, min, timeout_ms);
 }
 
 /* The lost callback's record. */
@@ -542,7 +523,7 @@ static void waiter_start(waiter *w, hilock_lock *lock, int64_t wait_ms,
  * the process can go on to report. */
 static void waiter_join(waiter *w, int timeout_ms)
 {
-    if (!hl_wait_until(flag_set, &w->done, timeout_ms)) {
+    if (!hl_wait_flag(&w->done, timeout_ms)) {
         pthread_detach(w->thread);
         fail_msg("a waiter did not finish within %d ms", timeout_ms);
     }

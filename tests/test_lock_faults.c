@@ -148,11 +148,6 @@ static void lock_free(hilock_lock *l)
     assert_int_equal(hilock_lock_destroy(l), HILOCK_OK);
 }
 
-static bool flag_set(void *arg)
-{
-    return atomic_load((atomic_bool *)arg);
-}
-
 typedef void loop_fn(hilock_client *c, void *arg);
 
 typedef struct loop_call {
@@ -185,7 +180,7 @@ static void on_loop(hilock_client *c, loop_fn *fn, void *arg)
     atomic_init(&lc.done, false);
     assert_int_equal(hl_client_submit(c, &lc.task), HILOCK_OK);
     /* Leaving early would leave the queued task dangling. */
-    if (!hl_wait_until(flag_set, &lc.done, widen(30000)))
+    if (!hl_wait_flag(&lc.done, widen(30000)))
         fail_msg("the loop thread did not run a task within 30 s");
     assert_false(lc.closed);
 }
@@ -331,7 +326,7 @@ static void waiter_start(waiter *w, hilock_lock *lock)
 
 static void waiter_end(waiter *w, int timeout_ms)
 {
-    if (!hl_wait_until(flag_set, &w->done, timeout_ms)) {
+    if (!hl_wait_flag(&w->done, timeout_ms)) {
         pthread_detach(w->thread);
         fail_msg("the waiter did not finish within %d ms", timeout_ms);
     }

@@ -60,28 +60,9 @@ static hilock_client *connect_plain(const hl_redis_server *s)
     return connect_with(s, new_options());
 }
 
-static bool flag_is_set(void *arg)
-{
-    return atomic_load((atomic_bool *)arg);
-}
-
-struct int_at_least {
-    atomic_int *value;
-    int want;
-};
-
-static bool reached(void *arg)
-{
-    struct int_at_least *w = arg;
-
-    return atomic_load(w->value) >= w->want;
-}
-
 static void wait_count(atomic_int *value, int want)
 {
-    struct int_at_least w = { value, want };
-
-    if (!hl_wait_until(reached, &w, WAIT_MS))
+    if (!hl_wait_count(value, want, WAIT_MS))
         fail_msg("only %d of %d callbacks within %d ms", atomic_load(value),
                  want, WAIT_MS);
 }
@@ -117,7 +98,7 @@ static void run_on_loop(hilock_client *c,
     ol.arg = arg;
     atomic_init(&ol.done, false);
     assert_int_equal(hl_client_submit(c, &ol.task), HILOCK_OK);
-    assert_true(hl_wait_until(flag_is_set, &ol.done, WAIT_MS));
+    assert_true(hl_wait_flag(&ol.done, WAIT_MS));
     assert_false(ol.closed);
 }
 
@@ -792,7 +773,7 @@ static void test_close_with_queued_tasks(void **state)
     atomic_init(&g.entered, false);
     atomic_init(&g.saw_close, false);
     assert_int_equal(hl_client_submit(c, &g.task), HILOCK_OK);
-    assert_true(hl_wait_until(flag_is_set, &g.entered, WAIT_MS));
+    assert_true(hl_wait_flag(&g.entered, WAIT_MS));
     for (int i = 0; i < 50; i++)
         assert_int_equal(hilock_client_command_async(c, 1, ping, NULL,
                                                      tally_cb, &t),
@@ -892,7 +873,7 @@ static void test_destroy_in_callback_own_loop(void **state)
     destroyer_init(&d, 50);
     run_on_loop(c, destroyer_start, &d);
     assert_int_equal(d.submit_failures, 0);
-    assert_true(hl_wait_until(flag_is_set, &d.returned, WAIT_MS));
+    assert_true(hl_wait_flag(&d.returned, WAIT_MS));
     assert_int_equal(atomic_load(&d.sync_rc), HILOCK_EDEADLK);
     assert_int_equal(atomic_load(&d.destroy_rc), HILOCK_OK);
     assert_int_equal(atomic_load(&d.second_rc), HILOCK_ECLOSED);
@@ -999,7 +980,7 @@ static void run_echo(hilock_client *c, const char *arg)
     atomic_init(&j.done, false);
     run_on_loop(c, script_start, &j);
     assert_int_equal(j.rc, HILOCK_OK);
-    assert_true(hl_wait_until(flag_is_set, &j.done, WAIT_MS));
+    assert_true(hl_wait_flag(&j.done, WAIT_MS));
     if (j.status != HILOCK_OK)
         fail_msg("script run failed with %s: %s", hilock_errname(j.status),
                  j.value);

@@ -166,11 +166,6 @@ static void op_run(hilock_client *c, hl_task *t, bool closed)
     atomic_store(&op->done, true);
 }
 
-static bool flag_is_set(void *arg)
-{
-    return atomic_load((atomic_bool *)arg);
-}
-
 static void run_op(hilock_client *c, enum op_kind kind,
                    struct listener **ls, int n, const char *channel,
                    int *rc_out)
@@ -186,7 +181,7 @@ static void run_op(hilock_client *c, enum op_kind kind,
     op.channel = channel;
     atomic_init(&op.done, false);
     assert_int_equal(hl_client_submit(c, &op.task), HILOCK_OK);
-    assert_true(hl_wait_until(flag_is_set, &op.done, WAIT_MS));
+    assert_true(hl_wait_flag(&op.done, WAIT_MS));
     assert_false(op.closed);
     assert_false(op.no_pubsub);
     if (rc_out != NULL)
@@ -233,29 +228,15 @@ static bool pubsub_is_down(void *arg)
     u.task.run = up_run;
     atomic_init(&u.done, false);
     assert_int_equal(hl_client_submit(arg, &u.task), HILOCK_OK);
-    assert_true(hl_wait_until(flag_is_set, &u.done, WAIT_MS));
+    assert_true(hl_wait_flag(&u.done, WAIT_MS));
     return !u.up;
 }
 
 /* ---- waiting -------------------------------------------------------- */
 
-struct counter_wait {
-    atomic_int *value;
-    int want;
-};
-
-static bool counter_reached(void *arg)
-{
-    struct counter_wait *w = arg;
-
-    return atomic_load(w->value) >= w->want;
-}
-
 static void wait_counter(atomic_int *value, int want, const char *what)
 {
-    struct counter_wait w = { value, want };
-
-    if (!hl_wait_until(counter_reached, &w, WAIT_MS))
+    if (!hl_wait_count(value, want, WAIT_MS))
         fail_msg("%s: %d, wanted %d within %d ms", what, atomic_load(value),
                  want, WAIT_MS);
 }

@@ -55,6 +55,30 @@ bool hl_wait_until(bool (*pred)(void *), void *arg, int timeout_ms)
     }
 }
 
+static bool flag_is_set(void *arg) { return atomic_load((atomic_bool *)arg); }
+
+bool hl_wait_flag(atomic_bool *flag, int timeout_ms)
+{
+    return hl_wait_until(flag_is_set, flag, timeout_ms);
+}
+
+struct count_wait {
+    atomic_int *value;
+    int want;
+};
+
+static bool count_reached(void *arg)
+{
+    struct count_wait *w = arg;
+    return atomic_load(w->value) >= w->want;
+}
+
+bool hl_wait_count(atomic_int *value, int want, int timeout_ms)
+{
+    struct count_wait w = {value, want};
+    return hl_wait_until(count_reached, &w, timeout_ms);
+}
+
 /* ---- child processes ---- */
 
 static int hl_fx_collect(pid_t pid, int fd, char *out, size_t cap,

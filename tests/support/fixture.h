@@ -14,6 +14,7 @@
 #ifndef HL_FIXTURE_H
 #define HL_FIXTURE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -102,6 +103,10 @@ int hl_run(const char *const argv[], char *out, size_t cap, int timeout_ms);
  * timeout_ms pass (then returns false), for conditions that can only be
  * observed, such as a subscriber count reaching a value. */
 bool hl_wait_until(bool (*pred)(void *), void *arg, int timeout_ms);
+/* hl_wait_until for the two conditions most tests wait on: a flag set by
+ * a callback, and a counter reaching want. */
+bool hl_wait_flag(atomic_bool *flag, int timeout_ms);
+bool hl_wait_count(atomic_int *value, int want, int timeout_ms);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t hl_now_ms(void);
