@@ -6,6 +6,7 @@
 #include "client.h"
 #include "error.h"
 #include "export.h"
+#include "fair.h"
 #include "lock.h"
 #include "options.h"
 #include "reply.h"

@@ -27,6 +27,7 @@ typedef struct hilock_options hilock_options;
 #define HILOCK_DEFAULT_CONNECT_TIMEOUT_MS 2000
 #define HILOCK_DEFAULT_COMMAND_TIMEOUT_MS 3000
 #define HILOCK_DEFAULT_WATCHDOG_TIMEOUT_MS 30000
+#define HILOCK_DEFAULT_WAITER_TIMEOUT_MS 5000
 #define HILOCK_DEFAULT_RECONNECT_MIN_MS 50
 #define HILOCK_DEFAULT_RECONNECT_MAX_MS 5000
 #define HILOCK_DEFAULT_MAX_REPLY_BYTES (64u * 1024 * 1024)
@@ -69,7 +70,8 @@ HILOCK_API void hilock_options_free(hilock_options *opts);
  * so write '@', ':', '/', '?', '#', '%' and '&' in them as %XX.
  * Query: key=value pairs joined by '&', keys matched exactly; each key at
  * most once and never with an empty value: connect_timeout,
- * command_timeout, watchdog_timeout, max_hold (decimal milliseconds),
+ * command_timeout, watchdog_timeout, max_hold, waiter_timeout (decimal
+ * milliseconds),
  * connections (a count), and, with
  * rediss:// only, ca_file, ca_dir, cert_file, key_file, sni (server name
  * to verify), verify (yes|no|true|false|1|0, any case).
@@ -122,6 +124,18 @@ HILOCK_API int hilock_options_set_watchdog_timeout_ms(hilock_options *opts,
 HILOCK_API int hilock_options_set_max_hold_ms(hilock_options *opts,
                                               int64_t ms);
 HILOCK_API int64_t hilock_options_max_hold_ms(const hilock_options *opts);
+
+/* How long a waiter's place stays reserved without a sign of life, in
+ * ms, 100..3600000 (default 5000).  A waiter queued in a fair lock, or a
+ * writer waiting for a read-write lock (which holds new readers back),
+ * confirms its place every third of this; a waiter that stops (its
+ * process died, its connection is gone) is passed over once this much
+ * time has gone by on the server's clock.  URL query key:
+ * waiter_timeout. */
+HILOCK_API int hilock_options_set_waiter_timeout_ms(hilock_options *opts,
+                                                    int64_t ms);
+HILOCK_API int64_t hilock_options_waiter_timeout_ms(
+    const hilock_options *opts);
 
 /* Command connections, 1..HILOCK_MAX_CONNECTIONS (default 2).  A lock's
  * requests always use the same connection (chosen by its name), so they

@@ -69,6 +69,14 @@ static void op_finish(hl_acquire_op *op, int status,
             hl_waiter_remove(lock->client->waiters, &op->waiter,
                              status != HILOCK_OK);
     }
+    if (op->placed && status != HILOCK_OK && lock->client != NULL) {
+        /* Give the place back, behind any attempt still in flight on the
+         * same connection; should that leave be lost, the place runs out
+         * with the waiter timeout. */
+        char field[HILOCK_CLIENT_ID_LEN + 22];
+        size_t len = hl_owner_field(lock, op->owner, field, sizeof field);
+        lock->kind->leave(lock, field, len);
+    }
     op->in_flight++; /* keep op alive across the callback */
     hl_lock_call_acquire_cb(lock, op->cb, status, acquired, op->user_data,
                             detail);
@@ -299,7 +307,7 @@ static void held(hl_acquire_op *op, int64_t ttl_ms)
     if (!op->subscribed) {
         hl_waiters *reg = hl_client_waiters(lock->client);
         hl_aux_name ch;
-        int rc = reg && hl_lock_channel(lock, &ch) == 0 ? 0 : -1;
+        int rc = reg && hl_owner_channel(lock, op->owner, &ch) == 0 ? 0 : -1;
         uint64_t seq = HL_WAIT_SEQ_NONE;
         if (rc == 0) {
             rc = hl_waiter_add(reg, &op->waiter, ch.s, ch.len, on_wake, op);
@@ -327,7 +335,14 @@ static void held(hl_acquire_op *op, int64_t ttl_ms)
         attempt(op);
         return;
     }
-    wait_for(op, ttl_ms >= 0 ? HL_MS(ttl_ms) : -1);
+    hl_monotime delay = ttl_ms >= 0 ? HL_MS(ttl_ms) : -1;
+    if (lock->kind->leave != NULL) {
+        /* The next attempt renews this waiter's place on the server. */
+        hl_monotime beat = HL_MS(lock->client->opts->waiter_timeout_ms) / 3;
+        if (delay < 0 || delay > beat)
+            delay = beat;
+    }
+    wait_for(op, delay);
 }
 
 /* The attempt failed without telling whether it took the lock. */
@@ -391,6 +406,10 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
         op_finish(op, HILOCK_OK, &got, NULL);
     } else if (res.outcome == HL_ACQ_HELD) {
         held(op, res.ttl_ms);
+    } else if (res.outcome == HL_ACQ_UPGRADE) {
+        op_finish(op, HILOCK_EDEADLK, NULL,
+                  "this owner holds the read lock: taking the write lock "
+                  "would wait for itself; release the read holds first");
     } else {
         op_finish(op, HILOCK_EPROTO, NULL, "unexpected acquire reply");
     }
@@ -423,12 +442,14 @@ static void attempt(hl_acquire_op *op)
                                    op->nonce, sizeof op->nonce);
     args.nonce = op->nonce;
     args.nonce_len = op->nonce_len;
+    args.waiter_timeout_ms = lock->client->opts->waiter_timeout_ms;
     if (op->subscribed) {
         hl_waiter_trying(&op->waiter);
     } else {
         hl_aux_name ch;
         op->seq_at_attempt = HL_WAIT_SEQ_NONE;
-        if (lock->client->waiters && hl_lock_channel(lock, &ch) == 0) {
+        if (lock->client->waiters &&
+            hl_owner_channel(lock, op->owner, &ch) == 0) {
             op->seq_at_attempt =
                 hl_waiters_seq(lock->client->waiters, ch.s, ch.len);
             hl_aux_name_done(&ch);
@@ -443,6 +464,34 @@ static void attempt(hl_acquire_op *op)
         return;
     }
     op->in_flight++;
+    if (lock->kind->leave != NULL)
+        op->placed = true;
+}
+
+bool hl_lock_hand_on(hilock_lock *lock)
+{
+    if (!lock->kind->hand_on || lock->client == NULL)
+        return false;
+    if (!lock->kind->channel_per_owner) {
+        hl_aux_name ch;
+        if (hl_lock_channel(lock, &ch) != 0)
+            return false;
+        bool woken = hl_waiters_hand_on(lock->client->waiters, ch.s, ch.len);
+        hl_aux_name_done(&ch);
+        return woken;
+    }
+    /* Each waiter has its own channel, and the release wakes the head of
+     * the server's queue on it.  Guess that the oldest local waiter is that
+     * head and let its attempt follow the release: the attempt's script
+     * grants only to the head, so a wrong guess costs one request. */
+    hl_acquire_op *oldest = NULL;
+    for (hl_acquire_op *op = lock->ops; op != NULL; op = op->next)
+        if (op->subscribed && op->in_flight == 0 && op->reconcile == NULL)
+            oldest = op;
+    if (oldest == NULL)
+        return false;
+    attempt(oldest);
+    return false; /* no message is owed to the guess */
 }
 
 static void op_start(hilock_client *c, hl_task *t, bool closed)
@@ -476,7 +525,7 @@ static void op_start(hilock_client *c, hl_task *t, bool closed)
     hl_waiters *reg = lock->client->waiters;
     hl_aux_name ch;
     if (op->wait_ms != 0 && !reentry && reg != NULL &&
-        hl_lock_channel(lock, &ch) == 0) {
+        lock->kind->leave == NULL && hl_lock_channel(lock, &ch) == 0) {
         /* Others of this client already wait for this lock: queue behind
          * them rather than race them.  A release wakes the oldest, and a
          * waiter leaving without the lock wakes the next, so the queue

@@ -48,6 +48,26 @@ int hl_lock_channel(const hilock_lock *lock, hl_aux_name *out)
     return hl_aux_name_make(out, lock->kind->channel_prefix, lock);
 }
 
+int hl_owner_channel(const hilock_lock *lock, uint64_t owner,
+                     hl_aux_name *out)
+{
+    if (!lock->kind->channel_per_owner)
+        return hl_lock_channel(lock, out);
+    const char *prefix = lock->kind->channel_prefix;
+    char field[HILOCK_CLIENT_ID_LEN + 22];
+    size_t flen = hl_owner_field(lock, owner, field, sizeof field);
+    size_t need = strlen(prefix) + lock->name_len + 5 + flen;
+    out->s = need <= sizeof out->buf ? out->buf : hl_malloc(need);
+    if (out->s == NULL)
+        return HILOCK_ENOMEM;
+    out->len = aux_write(out->s, prefix, lock->name, lock->name_len);
+    out->s[out->len++] = ':';
+    memcpy(out->s + out->len, field, flen);
+    out->len += flen;
+    out->s[out->len] = '\0';
+    return 0;
+}
+
 int hl_aux_names_make(const hilock_lock *lock, int n,
                       const char *const *prefixes, hl_aux_name *out)
 {

@@ -25,6 +25,7 @@ typedef enum hl_acquire_outcome {
     HL_ACQ_ACQUIRED, /* count, token set */
     HL_ACQ_HELD,     /* ttl_ms set: remaining lease of the holder, -1 none */
     HL_ACQ_VOID,     /* the attempt had been voided by a reconcile */
+    HL_ACQ_UPGRADE,  /* the owner holds the read lock and asked to write */
     HL_ACQ_BAD_REPLY
 } hl_acquire_outcome;
 
@@ -40,6 +41,7 @@ typedef enum hl_release_outcome {
     HL_REL_NOT_OWNER,
     HL_REL_STILL_HELD, /* remaining count set */
     HL_REL_FREED,
+    HL_REL_OWNER_DONE, /* the owner holds nothing more; others still do */
     HL_REL_BAD_REPLY
 } hl_release_outcome;
 
@@ -52,11 +54,20 @@ typedef struct hl_attempt_args {
     uint64_t known_token; /* the token of the hold it joins, or 0 */
     const char *nonce;    /* names this attempt, for a later reconcile */
     size_t nonce_len;
+    int64_t waiter_timeout_ms; /* how long a place stays reserved */
 } hl_attempt_args;
 
 typedef struct hl_kind {
     const char *name;           /* "reentrant", ... */
     const char *channel_prefix; /* a lock's channel: "<prefix>:{NAME}" */
+    /* Waiters listen on a channel of their own, "<prefix>:{NAME}:<field>",
+     * where a release wakes exactly the next in line (the fair queue). */
+    bool channel_per_owner;
+    /* A release that frees the lock may wake the next local waiter at
+     * once, so that its attempt leaves in the same write. */
+    bool hand_on;
+    /* The owner's field in the lock's hash is "<field><field_suffix>". */
+    const char *field_suffix;
     int (*attempt)(hilock_lock *lock, const hl_attempt_args *args,
                    hl_request_fn *fn, void *data);
     void (*parse_attempt)(const hilock_reply *reply, hl_acquire_result *out);
@@ -74,6 +85,13 @@ typedef struct hl_kind {
     int (*reconcile)(hilock_lock *lock, const char *field, size_t field_len,
                      int64_t expected, const char *nonce, size_t nonce_len,
                      hl_request_fn *fn, void *data);
+    /* Kinds whose waiters reserve a place on the server (a queue slot, a
+     * waiting writer's claim) set leave.  Their waiters then never queue
+     * behind local ones without asking the server, attempt again at least
+     * every third of the waiter timeout (the attempt renews the place),
+     * and call leave, without waiting for its reply, when they stop
+     * waiting without the lock. */
+    int (*leave)(hilock_lock *lock, const char *field, size_t field_len);
     /* Renew a batch: KEYS are lock names, ARGV[1] the lease in ms, then
      * one field per key; replies an array of 1 (renewed) or 0 (not held). */
     const hl_script *renew;
@@ -147,6 +165,10 @@ int hl_aux_name_make(hl_aux_name *a, const char *prefix,
 void hl_aux_name_done(hl_aux_name *a);
 /* The lock's wake-up channel, made the same way. */
 int hl_lock_channel(const hilock_lock *lock, hl_aux_name *out);
+/* The channel owner's waiters listen on: the lock's channel, or with
+ * channel_per_owner, "<channel>:<client id>:<owner>". */
+int hl_owner_channel(const hilock_lock *lock, uint64_t owner,
+                     hl_aux_name *out);
 /* Several at once, all or none (NULL prefix: the channel). */
 int hl_aux_names_make(const hilock_lock *lock, int n,
                       const char *const *prefixes, hl_aux_name *out);

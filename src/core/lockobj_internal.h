@@ -32,7 +32,14 @@ struct hl_acquire_op {
     bool done;          /* the callback has fired (or is firing) */
     bool retry_after;   /* a wake-up came during an attempt */
     bool subscribed;
+    bool placed;        /* may hold a place on the server to give back */
 };
+
+/* A release that frees the lock is being sent: wake the next local
+ * waiter so its attempt follows in the same write (kinds with hand_on).
+ * Returns whether a waiter was woken that expects the release's message
+ * on the lock's channel (see hl_waiters_hand_on). */
+bool hl_lock_hand_on(hilock_lock *lock);
 
 /* Holds. */
 hl_hold *hl_hold_find(hilock_lock *lock, uint64_t owner);

@@ -41,6 +41,7 @@ int hilock_options_create(hilock_options **out)
     o->connect_timeout_ms = HILOCK_DEFAULT_CONNECT_TIMEOUT_MS;
     o->command_timeout_ms = HILOCK_DEFAULT_COMMAND_TIMEOUT_MS;
     o->watchdog_timeout_ms = HILOCK_DEFAULT_WATCHDOG_TIMEOUT_MS;
+    o->waiter_timeout_ms = HILOCK_DEFAULT_WAITER_TIMEOUT_MS;
     o->connections = HILOCK_DEFAULT_CONNECTIONS;
     o->reconnect_min_ms = HILOCK_DEFAULT_RECONNECT_MIN_MS;
     o->reconnect_max_ms = HILOCK_DEFAULT_RECONNECT_MAX_MS;
@@ -243,6 +244,24 @@ int hilock_options_set_max_hold_ms(hilock_options *opts, int64_t ms)
 int64_t hilock_options_max_hold_ms(const hilock_options *opts)
 {
     return opts ? opts->max_hold_ms : -1;
+}
+
+int hilock_options_set_waiter_timeout_ms(hilock_options *opts, int64_t ms)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set waiter timeout: options is NULL");
+    /* Below this, heartbeats every third of it would load the server. */
+    if (ms < 100 || ms > 3600000)
+        return hl_fail(HILOCK_EINVAL, "waiter timeout out of range "
+                                      "100..3600000 ms: %lld",
+                       (long long)ms);
+    opts->waiter_timeout_ms = ms;
+    return HILOCK_OK;
+}
+
+int64_t hilock_options_waiter_timeout_ms(const hilock_options *opts)
+{
+    return opts ? opts->waiter_timeout_ms : -1;
 }
 
 int hilock_options_set_reconnect_backoff_ms(hilock_options *opts,

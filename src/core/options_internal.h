@@ -15,6 +15,7 @@ struct hilock_options {
     int64_t connect_timeout_ms;
     int64_t command_timeout_ms;
     int64_t watchdog_timeout_ms;
+    int64_t waiter_timeout_ms; /* fair queue and waiting writers */
     int64_t max_hold_ms; /* 0: the watchdog renews until release */
     int connections;     /* command connections */
     int64_t busy_poll_us; /* 0: the loop sleeps when it has nothing to do */

@@ -97,6 +97,7 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
     }
     case HL_REL_STILL_HELD:
     case HL_REL_FREED:
+    case HL_REL_OWNER_DONE:
         if (h && h->lost) {
             /* A loss already reported stands, even if a late renewal kept
              * the key alive within the drift margin. */
@@ -106,7 +107,7 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
                         "the lease was lost before this release");
             return;
         }
-        if (out == HL_REL_FREED) {
+        if (out != HL_REL_STILL_HELD) {
             if (h && h->releases_in_flight == 0)
                 hl_hold_drop(h);
             else if (h)
@@ -178,11 +179,18 @@ static int send_query(lock_call *call, hl_conn *conn, const char *cmd,
                       bool with_field)
 {
     hilock_lock *lock = call->lock;
-    char field[HILOCK_CLIENT_ID_LEN + 22];
+    char field[HILOCK_CLIENT_ID_LEN + 22 + 16];
     const char *argv[3] = {cmd, lock->name, field};
     size_t lens[3] = {strlen(cmd), lock->name_len, 0};
-    if (with_field)
-        lens[2] = hl_owner_field(lock, call->owner, field, sizeof field);
+    if (with_field) {
+        const char *suffix = lock->kind->field_suffix;
+        size_t slen = suffix ? strlen(suffix) : 0;
+        lens[2] = hl_owner_field(lock, call->owner, field,
+                                 sizeof field - slen);
+        if (slen > 0)
+            memcpy(field + lens[2], suffix, slen);
+        lens[2] += slen;
+    }
     return hl_conn_command(conn, with_field ? 3 : 2, argv, lens, on_reply,
                            call);
 }
@@ -228,12 +236,7 @@ static void call_start(hilock_client *c, hl_task *t, bool closed)
         } else if (call->lease_was_releasing) {
             /* This release frees the lock: the next local waiter's
              * attempt can follow it in the same write. */
-            hl_aux_name ch;
-            if (hl_lock_channel(lock, &ch) == 0) {
-                call->handed_on =
-                    hl_waiters_hand_on(lock->client->waiters, ch.s, ch.len);
-                hl_aux_name_done(&ch);
-            }
+            call->handed_on = hl_lock_hand_on(lock);
         }
         break;
     }

@@ -35,6 +35,7 @@ enum query_key {
     QK_COMMAND_TIMEOUT,
     QK_WATCHDOG_TIMEOUT,
     QK_MAX_HOLD,
+    QK_WAITER_TIMEOUT,
     QK_CONNECTIONS,
     QK_CA_FILE,
     QK_CA_DIR,
@@ -53,6 +54,7 @@ static const struct {
     [QK_COMMAND_TIMEOUT] = {"command_timeout", 0},
     [QK_WATCHDOG_TIMEOUT] = {"watchdog_timeout", 0},
     [QK_MAX_HOLD] = {"max_hold", 0},
+    [QK_WAITER_TIMEOUT] = {"waiter_timeout", 0},
     [QK_CONNECTIONS] = {"connections", 0},
     [QK_CA_FILE] = {"ca_file", 1},
     [QK_CA_DIR] = {"ca_dir", 1},
@@ -379,6 +381,7 @@ static int apply_query(struct url_parser *up, enum query_key key,
     case QK_COMMAND_TIMEOUT:
     case QK_WATCHDOG_TIMEOUT:
     case QK_MAX_HOLD:
+    case QK_WAITER_TIMEOUT:
     case QK_CONNECTIONS:
         /* The setter owns the range and its message states it; the cap
          * here only keeps the arithmetic from wrapping. */
@@ -404,6 +407,9 @@ static int apply_query(struct url_parser *up, enum query_key key,
         if (key == QK_MAX_HOLD)
             return relabel(hilock_options_set_max_hold_ms(o, (int64_t)ms),
                            name);
+        if (key == QK_WAITER_TIMEOUT)
+            return relabel(
+                hilock_options_set_waiter_timeout_ms(o, (int64_t)ms), name);
         return relabel(hilock_options_set_watchdog_timeout_ms(o, (int64_t)ms),
                        name);
     case QK_CA_FILE:

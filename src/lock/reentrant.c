@@ -11,9 +11,8 @@
 
 #include "core/lockobj.h"
 #include "core/resp.h"
+#include "lua_common.h"
 
-#define HL_STR_(x) #x
-#define HL_STR(x) HL_STR_(x)
 #define HL_VOID_TTL_MS_TEXT HL_STR(HL_VOID_TTL_MS)
 
 /* KEYS: name, token key, void set.  ARGV: lease ms, field, fenced (0/1),
@@ -21,6 +20,7 @@
  * field now, {0, pttl} when held by another, {2} when the attempt was
  * voided. */
 static const char acquire_lua[] =
+    HL_LUA_TOKEN
     "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n"
     "local held = redis.call('hget', KEYS[1], ARGV[2])\n"
     "if not held and redis.call('exists', KEYS[1]) == 1 then\n"
@@ -28,15 +28,7 @@ static const char acquire_lua[] =
     "end\n"
     "local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "local token = 0\n"
-    "if ARGV[3] == '1' then\n"
-    "  if count == 1 or ARGV[4] == '0' then\n"
-    "    token = redis.call('incr', KEYS[2])\n"
-    "  else\n"
-    "    token = tonumber(ARGV[4])\n"
-    "  end\n"
-    "end\n"
-    "return {1, count, token}\n";
+    "return {1, count, token(KEYS[2], count)}\n";
 
 /* KEYS: name, channel.  ARGV: message, lease ms, field.  Replies -1 when
  * field holds nothing, the count left when still held, 0 when freed. */
@@ -59,19 +51,6 @@ static const char force_lua[] =
     "end\n"
     "return 0\n";
 
-/* KEYS: names.  ARGV: lease ms, then one field per name. */
-static const char renew_lua[] =
-    "local out = {}\n"
-    "for i = 1, #KEYS do\n"
-    "  if redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1 then\n"
-    "    redis.call('pexpire', KEYS[i], ARGV[1])\n"
-    "    out[i] = 1\n"
-    "  else\n"
-    "    out[i] = 0\n"
-    "  end\n"
-    "end\n"
-    "return out\n";
-
 /* KEYS: name, channel, void set.  ARGV: field, expected count, message,
  * nonce of the attempt to void (or "").  Lowers the field's count to the
  * expected one; replies the count left. */
@@ -93,7 +72,7 @@ static const char reconcile_lua[] =
     "end\n"
     "return 0\n";
 
-static hl_script acquire_script, release_script, force_script, renew_script,
+static hl_script acquire_script, release_script, force_script,
     reconcile_script;
 
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
@@ -217,13 +196,15 @@ static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
 static const hl_kind reentrant_kind = {
     .name = "reentrant",
     .channel_prefix = "redisson_lock__channel",
+    .hand_on = true,
+    .field_suffix = "",
     .attempt = attempt,
     .parse_attempt = parse_attempt,
     .release = release,
     .parse_release = parse_release,
     .force_release = force_release,
     .reconcile = reconcile,
-    .renew = &renew_script,
+    .renew = &hl_hash_renew,
 };
 
 static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
@@ -233,7 +214,7 @@ static void init_scripts(void)
     hl_script_init(&acquire_script, acquire_lua);
     hl_script_init(&release_script, release_lua);
     hl_script_init(&force_script, force_lua);
-    hl_script_init(&renew_script, renew_lua);
+    hl_hash_renew_init();
     hl_script_init(&reconcile_script, reconcile_lua);
 }
 

@@ -5,6 +5,7 @@
 
 static const cli_kind kinds[] = {
     {"reentrant", hilock_lock_create},
+    {"fair", hilock_fair_lock_create},
 };
 
 const cli_kind *cli_kind_find(const char *name)
@@ -19,5 +20,5 @@ const char *cli_kind_names(void)
 {
     /* Kept by hand next to the table: a static string needs no memory
      * management in the error paths that print it. */
-    return "reentrant";
+    return "reentrant, fair";
 }

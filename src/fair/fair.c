@@ -1,0 +1,288 @@
+/* The fair lock kind: Redisson's RFairLock layout, first come first
+ * served across every client.
+ *
+ *   NAME                                  hash: "<client id>:<owner>" -> count
+ *   redisson_lock_queue:{NAME}            list of waiting fields, oldest first
+ *   redisson_lock_timeout:{NAME}          zset: field -> server time (ms) at
+ *                                         which its place runs out
+ *   redisson_lock__channel:{NAME}:<field> a release publishes "0" here for the
+ *                                         waiter at the head
+ *   redisson_lock_token:{NAME}            fencing counter
+ *   hilock_void:{NAME}                    voided attempts (see reentrant.c)
+ *
+ * Unlike Redisson, a place is reserved for the waiter timeout from its
+ * last attempt on the server's clock, and waiting attempts renew it: a live
+ * waiter keeps its place however long it waits, a dead one is passed over
+ * within the waiter timeout. */
+#include <pthread.h>
+#include <string.h>
+
+#include "core/lockobj.h"
+#include "core/resp.h"
+#include "hilock/fair.h"
+#include "lock/lua_common.h"
+
+#define HL_VOID_TTL_MS_TEXT HL_STR(HL_VOID_TTL_MS)
+
+/* Drop waiters whose place ran out (only dead ones: live ones renew it),
+ * then tell the head, if the lock is free, that it is its turn.  KEYS[1]
+ * the lock, q the queue, tq the timeout zset, ch the channel base. */
+#define FAIR_LUA_COMMON                                                     \
+    HL_LUA_NOW                                                              \
+    "local function purge(q, tq, now)\n"                                    \
+    "  local dead = redis.call('zrangebyscore', tq, '-inf', now)\n"         \
+    "  for _, w in ipairs(dead) do redis.call('lrem', q, 0, w) end\n"       \
+    "  if #dead > 0 then redis.call('zremrangebyscore', tq, '-inf', now) "  \
+    "end\n"                                                                 \
+    "end\n"                                                                 \
+    "local function wake_head(q, ch)\n"                                     \
+    "  if redis.call('exists', KEYS[1]) == 1 then return end\n"             \
+    "  local head = redis.call('lindex', q, 0)\n"                           \
+    "  if head then redis.call('publish', ch .. ':' .. head, '0') end\n"    \
+    "end\n"
+
+/* KEYS: name, queue, timeouts, channel base, void set, token key.
+ * ARGV: lease ms, field, fenced, known token, nonce, waiter timeout ms.
+ * Replies {1, count, token} when held by field now; {0, ms} when it waits
+ * in line, ms being how long until the lock's lease, or the head's place,
+ * runs out; {2} when the attempt was voided. */
+static const char acquire_lua[] =
+    FAIR_LUA_COMMON HL_LUA_TOKEN HL_LUA_EXTEND
+    "if redis.call('sismember', KEYS[5], ARGV[5]) == 1 then return {2} end\n"
+    "local now = now_ms()\n"
+    "purge(KEYS[2], KEYS[3], now)\n"
+    "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
+    "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  return {1, n, token(KEYS[6], n)}\n"
+    "end\n"
+    "local head = redis.call('lindex', KEYS[2], 0)\n"
+    "if redis.call('exists', KEYS[1]) == 0 and "
+    "(not head or head == ARGV[2]) then\n"
+    "  if head then redis.call('lpop', KEYS[2]) end\n"
+    "  redis.call('zrem', KEYS[3], ARGV[2])\n"
+    "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  return {1, 1, token(KEYS[6], 1)}\n"
+    "end\n"
+    "if not redis.call('zscore', KEYS[3], ARGV[2]) then\n"
+    "  redis.call('rpush', KEYS[2], ARGV[2])\n"
+    "  head = head or ARGV[2]\n"
+    "end\n"
+    "local wt = tonumber(ARGV[6])\n"
+    "redis.call('zadd', KEYS[3], now + wt, ARGV[2])\n"
+    /* The queue's keys go when the last live waiter has gone quiet. */
+    "extend(KEYS[2], wt)\n"
+    "extend(KEYS[3], wt)\n"
+    "local ttl = redis.call('pttl', KEYS[1])\n"
+    "if ttl < 0 then\n"
+    "  wake_head(KEYS[2], KEYS[4])\n"
+    "  ttl = tonumber(redis.call('zscore', KEYS[3], head)) - now\n"
+    "  if ttl < 1 then ttl = 1 end\n"
+    "end\n"
+    "return {0, ttl}\n";
+
+/* KEYS: name, queue, timeouts, channel base.  ARGV: lease ms, field.
+ * Replies -1 when field holds nothing, the count left when still held,
+ * 0 when freed (and the head woken). */
+static const char release_lua[] =
+    FAIR_LUA_COMMON
+    "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
+    "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
+    "if left > 0 then\n"
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  return left\n"
+    "end\n"
+    "redis.call('del', KEYS[1])\n"
+    "purge(KEYS[2], KEYS[3], now_ms())\n"
+    "wake_head(KEYS[2], KEYS[4])\n"
+    "return 0\n";
+
+/* KEYS: name, queue, timeouts, channel base.  ARGV: field.  A waiter
+ * gives its place up; if it was next, the one behind it is woken. */
+static const char leave_lua[] =
+    FAIR_LUA_COMMON
+    "redis.call('lrem', KEYS[2], 0, ARGV[1])\n"
+    "redis.call('zrem', KEYS[3], ARGV[1])\n"
+    "purge(KEYS[2], KEYS[3], now_ms())\n"
+    "wake_head(KEYS[2], KEYS[4])\n"
+    "return 0\n";
+
+/* KEYS: name, queue, timeouts, channel base.  Replies 1 when deleted. */
+static const char force_lua[] =
+    FAIR_LUA_COMMON
+    "if redis.call('del', KEYS[1]) == 0 then return 0 end\n"
+    "purge(KEYS[2], KEYS[3], now_ms())\n"
+    "wake_head(KEYS[2], KEYS[4])\n"
+    "return 1\n";
+
+/* KEYS: name, queue, timeouts, channel base, void set.  ARGV: field,
+ * expected count, nonce to void (or "").  As the reentrant kind's
+ * reconcile; a freed lock wakes the head. */
+static const char reconcile_lua[] =
+    FAIR_LUA_COMMON
+    "if ARGV[3] ~= '' then\n"
+    "  redis.call('sadd', KEYS[5], ARGV[3])\n"
+    "  redis.call('pexpire', KEYS[5], " HL_VOID_TTL_MS_TEXT ")\n"
+    "end\n"
+    "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
+    "local want = tonumber(ARGV[2])\n"
+    "if n <= want then return n end\n"
+    "if want > 0 then\n"
+    "  redis.call('hset', KEYS[1], ARGV[1], want)\n"
+    "  return want\n"
+    "end\n"
+    "redis.call('hdel', KEYS[1], ARGV[1])\n"
+    "purge(KEYS[2], KEYS[3], now_ms())\n"
+    "wake_head(KEYS[2], KEYS[4])\n"
+    "return 0\n";
+
+static hl_script acquire_script, release_script, leave_script, force_script,
+    reconcile_script;
+
+/* The keys every script takes after the name, in this order; a script
+ * takes the first 3 + nextra_keys of them. */
+static const char *const key_prefixes[] = {
+    "redisson_lock_queue", "redisson_lock_timeout", NULL, "hilock_void",
+    "redisson_lock_token"};
+
+/* Run a script with KEYS name, queue, timeouts, channel base and
+ * nextra_keys more of key_prefixes, then the given ARGV. */
+static int run(hilock_lock *lock, const hl_script *script, int nextra_keys,
+               int nargs, const char *const *args, const size_t *arg_lens,
+               hl_request_fn *fn, void *data)
+{
+    hl_conn *conn = hl_lock_conn(lock);
+    if (conn == NULL)
+        return HILOCK_ECLOSED;
+    int nk = 3 + nextra_keys;
+    hl_aux_name k[5];
+    if (hl_aux_names_make(lock, nk, key_prefixes, k) != 0)
+        return HILOCK_ENOMEM;
+    const char *argv[1 + 5 + 6];
+    size_t lens[1 + 5 + 6];
+    argv[0] = lock->name;
+    lens[0] = lock->name_len;
+    for (int i = 0; i < nk; i++) {
+        argv[1 + i] = k[i].s;
+        lens[1 + i] = k[i].len;
+    }
+    for (int i = 0; i < nargs; i++) {
+        argv[1 + nk + i] = args[i];
+        lens[1 + nk + i] = arg_lens[i];
+    }
+    int rc = hl_script_run(conn, script, 1 + nk, 1 + nk + nargs, argv, lens,
+                           fn, data);
+    hl_aux_names_done(nk, k);
+    return rc;
+}
+
+static int attempt(hilock_lock *lock, const hl_attempt_args *a,
+                   hl_request_fn *fn, void *data)
+{
+    char lease[24], token[24], wt[24];
+    const char *args[] = {lease,      a->field, a->fenced ? "1" : "0",
+                          token,      a->nonce, wt};
+    size_t lens[] = {hl_i64_dec(lease, a->lease_ms),
+                     a->field_len,
+                     1,
+                     hl_u64_dec(token, a->known_token),
+                     a->nonce_len,
+                     hl_i64_dec(wt, a->waiter_timeout_ms)};
+    return run(lock, &acquire_script, 2, 6, args, lens, fn, data);
+}
+
+static void parse_attempt(const hilock_reply *r, hl_acquire_result *out)
+{
+    out->outcome = HL_ACQ_BAD_REPLY;
+    if (r == NULL || r->type != HILOCK_REPLY_ARRAY || r->elements < 1)
+        return;
+    for (size_t i = 0; i < r->elements; i++)
+        if (r->element[i]->type != HILOCK_REPLY_INTEGER)
+            return;
+    if (r->element[0]->integer == 1 && r->elements == 3) {
+        out->outcome = HL_ACQ_ACQUIRED;
+        out->count = r->element[1]->integer;
+        out->token = (uint64_t)r->element[2]->integer;
+    } else if (r->element[0]->integer == 0 && r->elements == 2) {
+        out->outcome = HL_ACQ_HELD;
+        out->ttl_ms = r->element[1]->integer;
+    } else if (r->element[0]->integer == 2) {
+        out->outcome = HL_ACQ_VOID;
+    }
+}
+
+static int release(hilock_lock *lock, const char *field, size_t field_len,
+                   int64_t lease_ms, hl_request_fn *fn, void *data)
+{
+    char lease[24];
+    const char *args[] = {lease, field};
+    size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len};
+    return run(lock, &release_script, 0, 2, args, lens, fn, data);
+}
+
+static hl_release_outcome parse_release(const hilock_reply *r,
+                                        int64_t *remaining)
+{
+    if (r == NULL || r->type != HILOCK_REPLY_INTEGER)
+        return HL_REL_BAD_REPLY;
+    *remaining = r->integer > 0 ? r->integer : 0;
+    if (r->integer < 0)
+        return HL_REL_NOT_OWNER;
+    return r->integer == 0 ? HL_REL_FREED : HL_REL_STILL_HELD;
+}
+
+static int leave(hilock_lock *lock, const char *field, size_t field_len)
+{
+    return run(lock, &leave_script, 0, 1, &field, &field_len, NULL, NULL);
+}
+
+static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
+{
+    return run(lock, &force_script, 0, 0, NULL, NULL, fn, data);
+}
+
+static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
+                     int64_t expected, const char *nonce, size_t nonce_len,
+                     hl_request_fn *fn, void *data)
+{
+    char want[24];
+    const char *args[] = {field, want, nonce};
+    size_t lens[] = {field_len, hl_i64_dec(want, expected), nonce_len};
+    return run(lock, &reconcile_script, 1, 3, args, lens, fn, data);
+}
+
+static const hl_kind fair_kind = {
+    .name = "fair",
+    .channel_prefix = "redisson_lock__channel",
+    .channel_per_owner = true,
+    .hand_on = true,
+    .field_suffix = "",
+    .attempt = attempt,
+    .parse_attempt = parse_attempt,
+    .release = release,
+    .parse_release = parse_release,
+    .force_release = force_release,
+    .reconcile = reconcile,
+    .leave = leave,
+    .renew = &hl_hash_renew,
+};
+
+static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
+
+static void init_scripts(void)
+{
+    hl_script_init(&acquire_script, acquire_lua);
+    hl_script_init(&release_script, release_lua);
+    hl_script_init(&leave_script, leave_lua);
+    hl_script_init(&force_script, force_lua);
+    hl_script_init(&reconcile_script, reconcile_lua);
+    hl_hash_renew_init();
+}
+
+int hilock_fair_lock_create(hilock_lock **out, hilock_client *client,
+                            const char *name, size_t name_len)
+{
+    pthread_once(&scripts_once, init_scripts);
+    return hl_lock_create(out, client, &fair_kind, name, name_len);
+}

@@ -1,0 +1,46 @@
+/* Lua pieces shared by the kinds' scripts, pasted in front of a script
+ * body at compile time, and the one renew script of every kind whose
+ * holder's field sits in a hash at the lock's name. */
+#ifndef HL_LUA_COMMON_H
+#define HL_LUA_COMMON_H
+
+#include "core/script.h"
+
+#define HL_STR_(x) #x
+#define HL_STR(x) HL_STR_(x)
+
+/* The server's clock in ms: deadlines on the server never depend on the
+ * clocks of clients. */
+#define HL_LUA_NOW                                                          \
+    "local function now_ms()\n"                                             \
+    "  local t = redis.call('time')\n"                                      \
+    "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"  \
+    "end\n"
+
+/* The fencing token of an acquire: ARGV[3] '1' asks for one, ARGV[4] is
+ * the token of the hold being joined ('0' when none).  A first hold draws
+ * a new number from the counter; a reentry keeps its hold's. */
+#define HL_LUA_TOKEN                                                        \
+    "local function token(key, count)\n"                                    \
+    "  if ARGV[3] ~= '1' then return 0 end\n"                               \
+    "  if count == 1 or ARGV[4] == '0' then\n"                              \
+    "    return redis.call('incr', key)\n"                                  \
+    "  end\n"                                                               \
+    "  return tonumber(ARGV[4])\n"                                          \
+    "end\n"
+
+/* Set a key's expiry to at least ms. */
+#define HL_LUA_EXTEND                                                       \
+    "local function extend(key, ms)\n"                                      \
+    "  if redis.call('pttl', key) < tonumber(ms) then\n"                    \
+    "    redis.call('pexpire', key, ms)\n"                                  \
+    "  end\n"                                                               \
+    "end\n"
+
+/* KEYS: names.  ARGV: lease ms, then one field per name.  Renews each
+ * lock whose hash still holds the field; replies 1/0 per lock.  Ready
+ * once hl_hash_renew_init() has run (any thread, any number of times). */
+extern hl_script hl_hash_renew;
+void hl_hash_renew_init(void);
+
+#endif
