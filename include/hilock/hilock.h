@@ -10,6 +10,7 @@
 #include "lock.h"
 #include "options.h"
 #include "reply.h"
+#include "rwlock.h"
 #include "segmented.h"
 #include "version.h"
 

@@ -310,7 +310,8 @@ static void held(hl_acquire_op *op, int64_t ttl_ms)
         int rc = reg && hl_owner_channel(lock, op->owner, &ch) == 0 ? 0 : -1;
         uint64_t seq = HL_WAIT_SEQ_NONE;
         if (rc == 0) {
-            rc = hl_waiter_add(reg, &op->waiter, ch.s, ch.len, on_wake, op);
+            rc = hl_waiter_add(reg, &op->waiter, ch.s, ch.len,
+                               lock->kind->wake_all, on_wake, op);
             seq = hl_waiters_seq(reg, ch.s, ch.len);
             hl_aux_name_done(&ch);
         }
@@ -525,14 +526,14 @@ static void op_start(hilock_client *c, hl_task *t, bool closed)
     hl_waiters *reg = lock->client->waiters;
     hl_aux_name ch;
     if (op->wait_ms != 0 && !reentry && reg != NULL &&
-        lock->kind->leave == NULL && hl_lock_channel(lock, &ch) == 0) {
+        lock->kind->queue_locally && hl_lock_channel(lock, &ch) == 0) {
         /* Others of this client already wait for this lock: queue behind
          * them rather than race them.  A release wakes the oldest, and a
          * waiter leaving without the lock wakes the next, so the queue
          * always moves. */
         bool queued = hl_waiters_queued(reg, ch.s, ch.len) &&
-                      hl_waiter_add(reg, &op->waiter, ch.s, ch.len, on_wake,
-                                    op) >= 0;
+                      hl_waiter_add(reg, &op->waiter, ch.s, ch.len,
+                                    lock->kind->wake_all, on_wake, op) >= 0;
         hl_aux_name_done(&ch);
         if (queued) {
             op->subscribed = true;

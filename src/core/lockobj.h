@@ -66,6 +66,12 @@ typedef struct hl_kind {
     /* A release that frees the lock may wake the next local waiter at
      * once, so that its attempt leaves in the same write. */
     bool hand_on;
+    /* A new waiter may queue behind this client's waiters without asking
+     * the server (only where nothing but the server's order is lost, and
+     * no owner can hold the lock through another handle). */
+    bool queue_locally;
+    /* Every message on the channel wakes every waiter (hl_waiter_add). */
+    bool wake_all;
     /* The owner's field in the lock's hash is "<field><field_suffix>". */
     const char *field_suffix;
     int (*attempt)(hilock_lock *lock, const hl_attempt_args *args,
@@ -86,11 +92,10 @@ typedef struct hl_kind {
                      int64_t expected, const char *nonce, size_t nonce_len,
                      hl_request_fn *fn, void *data);
     /* Kinds whose waiters reserve a place on the server (a queue slot, a
-     * waiting writer's claim) set leave.  Their waiters then never queue
-     * behind local ones without asking the server, attempt again at least
-     * every third of the waiter timeout (the attempt renews the place),
-     * and call leave, without waiting for its reply, when they stop
-     * waiting without the lock. */
+     * waiting writer's claim) set leave.  Their waiters attempt again at
+     * least every third of the waiter timeout (the attempt renews the
+     * place), and call leave, without waiting for its reply, when they
+     * stop waiting without the lock. */
     int (*leave)(hilock_lock *lock, const char *field, size_t field_len);
     /* Renew a batch: KEYS are lock names, ARGV[1] the lease in ms, then
      * one field per key; replies an array of 1 (renewed) or 0 (not held). */

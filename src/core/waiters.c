@@ -22,6 +22,7 @@ struct hl_wait_channel {
     int handed_on;     /* our releases whose "0" already woke a waiter */
     hl_timer linger;   /* runs while the channel has no waiters */
     bool ready;
+    bool wake_all;     /* every message wakes every waiter */
 };
 
 struct hl_waiters {
@@ -108,7 +109,9 @@ static void on_sub_event(hl_sub *sub, hl_sub_event ev, const char *msg,
         wake_all(reg, ch, HL_WAKE_READY);
         break;
     case HL_SUB_MESSAGE:
-        if (len == 1 && msg[0] == '0' && ch->handed_on > 0)
+        if (ch->wake_all)
+            wake_all(reg, ch, HL_WAKE_MESSAGE);
+        else if (len == 1 && msg[0] == '0' && ch->handed_on > 0)
             ch->handed_on--; /* its waiter was woken with the release */
         else if (len == 1 && msg[0] == '0')
             wake_first(reg, ch);
@@ -161,7 +164,7 @@ void hl_waiters_free(hl_waiters *reg)
 }
 
 int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
-                  size_t len, hl_wake_fn *fn, void *data)
+                  size_t len, bool wake_all, hl_wake_fn *fn, void *data)
 {
     w->fn = fn;
     w->data = data;
@@ -177,6 +180,7 @@ int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
         if (ch == NULL)
             return -1;
         ch->reg = reg;
+        ch->wake_all = wake_all;
         hl_timer_init(&ch->linger, reg->client->loop, on_linger_over, ch);
         ch->entry = hl_map_insert(&reg->channels, channel, len, ch);
         if (ch->entry == NULL) {

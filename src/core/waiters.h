@@ -39,10 +39,14 @@ hl_waiters *hl_waiters_create(struct hilock_client *client);
 /* Every registered waiter gets HL_WAKE_CLOSED and is removed. */
 void hl_waiters_free(hl_waiters *reg);
 
-/* Register w on a channel.  Returns 1 when the subscription is confirmed
- * already (attempt now), 0 when HL_WAKE_READY will come, -1 on ENOMEM. */
+/* Register w on a channel.  With wake_all (fixed by the channel's first
+ * waiter) every message wakes every waiter: for channels whose waiters
+ * want different things (readers and writers), where the one a "0" would
+ * wake may not be the one that can go.  Returns 1 when the subscription
+ * is confirmed already (attempt now), 0 when HL_WAKE_READY will come, -1
+ * on ENOMEM. */
 int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
-                  size_t len, hl_wake_fn *fn, void *data);
+                  size_t len, bool wake_all, hl_wake_fn *fn, void *data);
 /* Unregister (idempotent).  pass_on: the waiter leaves without the lock
  * (cancelled, timed out, failed), so the next in line is woken to look
  * again: a waiter that joined the queue without trying relies on it. */

@@ -197,6 +197,7 @@ static const hl_kind reentrant_kind = {
     .name = "reentrant",
     .channel_prefix = "redisson_lock__channel",
     .hand_on = true,
+    .queue_locally = true,
     .field_suffix = "",
     .attempt = attempt,
     .parse_attempt = parse_attempt,

@@ -6,6 +6,8 @@
 static const cli_kind kinds[] = {
     {"reentrant", hilock_lock_create},
     {"fair", hilock_fair_lock_create},
+    {"read", hilock_read_lock_create},
+    {"write", hilock_write_lock_create},
 };
 
 const cli_kind *cli_kind_find(const char *name)
@@ -20,5 +22,5 @@ const char *cli_kind_names(void)
 {
     /* Kept by hand next to the table: a static string needs no memory
      * management in the error paths that print it. */
-    return "reentrant, fair";
+    return "reentrant, fair, read, write";
 }

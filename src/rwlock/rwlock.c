@@ -1,0 +1,511 @@
+/* The read and write kinds: Redisson's RReadWriteLock layout.
+ *
+ *   NAME                        hash: "mode" -> "read" | "write",
+ *                               "<client id>:<owner>" -> read holds,
+ *                               "<client id>:<owner>:write" -> write holds
+ *   {NAME}:<field>:rwlock_timeout:<n>
+ *                               one key per read hold n = 1..count, with
+ *                               that hold's lease; NAME lives as long as
+ *                               the longest of them
+ *   redisson_rwlock:{NAME}      "0" when a read release frees the lock,
+ *                               "1" when a write release frees it or lets
+ *                               readers in
+ *   hilock_rwlock_writers:{NAME}
+ *                               zset: waiting writer -> server time (ms) at
+ *                               which its claim runs out; while it has a
+ *                               live member, new readers wait
+ *   redisson_lock_token:{NAME}  fencing counter
+ *   hilock_void:{NAME}          voided attempts (see reentrant.c)
+ *
+ * Beyond Redisson: waiting writers hold new readers back, a reader whose
+ * holds all ran out (its process died) is dropped when a writer looks,
+ * read-to-write upgrade is refused instead of waiting forever, and every
+ * release that lets someone in says so on the channel. */
+#include <pthread.h>
+#include <string.h>
+
+#include "core/lockobj.h"
+#include "core/resp.h"
+#include "hilock/rwlock.h"
+#include "lock/lua_common.h"
+
+#define HL_VOID_TTL_MS_TEXT HL_STR(HL_VOID_TTL_MS)
+
+/* Per-hold timeout keys, and what the read holds say about the lock. */
+#define RW_LUA_COMMON                                                       \
+    HL_LUA_NOW HL_LUA_EXTEND                                                \
+    "local function tkey(name, f, i)\n"                                     \
+    "  if string.find(name, '{', 1, true) then\n"                           \
+    "    return name .. ':' .. f .. ':rwlock_timeout:' .. i\n"              \
+    "  end\n"                                                               \
+    "  return '{' .. name .. '}:' .. f .. ':rwlock_timeout:' .. i\n"        \
+    "end\n"                                                                 \
+    "local function is_reader(f)\n"                                         \
+    "  return f ~= 'mode' and string.sub(f, -6) ~= ':write'\n"              \
+    "end\n"                                                                 \
+    /* The longest lease left among the read holds, or -1. */              \
+    "local function readers_pttl(name)\n"                                   \
+    "  local best = -1\n"                                                   \
+    "  local all = redis.call('hgetall', name)\n"                           \
+    "  for i = 1, #all, 2 do\n"                                             \
+    "    if is_reader(all[i]) then\n"                                       \
+    "      for j = 1, tonumber(all[i + 1]) do\n"                            \
+    "        local t = redis.call('pttl', tkey(name, all[i], j))\n"         \
+    "        if t > best then best = t end\n"                               \
+    "      end\n"                                                           \
+    "    end\n"                                                             \
+    "  end\n"                                                               \
+    "  return best\n"                                                       \
+    "end\n"
+
+/* KEYS: name, waiting writers, channel, void set, token key.
+ * ARGV: lease ms, field, fenced, known token, nonce, waiter timeout ms.
+ * Replies {1, count, token}, {0, ms to wait at most}, or {2} (voided). */
+static const char read_acquire_lua[] =
+    RW_LUA_COMMON HL_LUA_TOKEN
+    "if redis.call('sismember', KEYS[4], ARGV[5]) == 1 then return {2} end\n"
+    "local function grant()\n"
+    "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+    "  redis.call('set', tkey(KEYS[1], ARGV[2], n), 1, 'px', ARGV[1])\n"
+    "  extend(KEYS[1], ARGV[1])\n"
+    "  return {1, n, token(KEYS[5], n)}\n"
+    "end\n"
+    "local mode = redis.call('hget', KEYS[1], 'mode')\n"
+    "if mode == 'write' then\n"
+    /* The writer may read too (downgrade); nobody else may. */
+    "  if redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 1 then\n"
+    "    return grant()\n"
+    "  end\n"
+    "  return {0, redis.call('pttl', KEYS[1])}\n"
+    "end\n"
+    /* A reader reading again must not wait for a writer that waits for
+     * it. */
+    "if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
+    "  return grant()\n"
+    "end\n"
+    "local now = now_ms()\n"
+    "redis.call('zremrangebyscore', KEYS[2], '-inf', now)\n"
+    "local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
+    "if #first > 0 then\n"
+    "  local ttl = redis.call('pttl', KEYS[1])\n"
+    "  if ttl < 0 then ttl = tonumber(first[2]) - now end\n"
+    "  if ttl < 1 then ttl = 1 end\n"
+    "  return {0, ttl}\n"
+    "end\n"
+    "if not mode then redis.call('hset', KEYS[1], 'mode', 'read') end\n"
+    "return grant()\n";
+
+/* As read_acquire_lua; also replies {3} when the owner holds the read
+ * lock (an upgrade, which would wait for itself). */
+static const char write_acquire_lua[] =
+    RW_LUA_COMMON HL_LUA_TOKEN
+    "if redis.call('sismember', KEYS[4], ARGV[5]) == 1 then return {2} end\n"
+    "local wf = ARGV[2] .. ':write'\n"
+    "local mode = redis.call('hget', KEYS[1], 'mode')\n"
+    "if mode == 'write' and redis.call('hexists', KEYS[1], wf) == 1 then\n"
+    "  local n = redis.call('hincrby', KEYS[1], wf, 1)\n"
+    "  extend(KEYS[1], ARGV[1])\n"
+    "  return {1, n, token(KEYS[5], n)}\n"
+    "end\n"
+    "if mode == 'read' then\n"
+    "  if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then return {3} end\n"
+    /* Readers whose every hold ran out are dead: drop them. */
+    "  local all = redis.call('hgetall', KEYS[1])\n"
+    "  local live = false\n"
+    "  for i = 1, #all, 2 do\n"
+    "    if is_reader(all[i]) then\n"
+    "      local alive = false\n"
+    "      for j = 1, tonumber(all[i + 1]) do\n"
+    "        if redis.call('exists', tkey(KEYS[1], all[i], j)) == 1 then\n"
+    "          alive = true\n"
+    "          break\n"
+    "        end\n"
+    "      end\n"
+    "      if alive then live = true\n"
+    "      else redis.call('hdel', KEYS[1], all[i]) end\n"
+    "    end\n"
+    "  end\n"
+    "  if not live then\n"
+    "    redis.call('del', KEYS[1])\n"
+    "    mode = false\n"
+    "  end\n"
+    "end\n"
+    "if not mode then\n"
+    "  redis.call('hset', KEYS[1], 'mode', 'write', wf, 1)\n"
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  redis.call('zrem', KEYS[2], ARGV[2])\n"
+    "  return {1, 1, token(KEYS[5], 1)}\n"
+    "end\n"
+    /* Wait, and claim the next turn so that new readers wait behind. */
+    "local now = now_ms()\n"
+    "local wt = tonumber(ARGV[6])\n"
+    "redis.call('zremrangebyscore', KEYS[2], '-inf', now)\n"
+    "redis.call('zadd', KEYS[2], now + wt, ARGV[2])\n"
+    "extend(KEYS[2], wt)\n"
+    "return {0, redis.call('pttl', KEYS[1])}\n";
+
+/* KEYS: name, channel.  ARGV: lease ms, field.  Replies -1 when the field
+ * holds nothing, the count left, 0 when the lock was freed, -2 when the
+ * owner's last read hold went and others still hold the lock. */
+static const char read_release_lua[] =
+    RW_LUA_COMMON
+    "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
+    "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
+    "redis.call('del', tkey(KEYS[1], ARGV[2], n + 1))\n"
+    "if n > 0 then return n end\n"
+    "redis.call('hdel', KEYS[1], ARGV[2])\n"
+    "if redis.call('hlen', KEYS[1]) > 1 then\n"
+    "  if redis.call('hget', KEYS[1], 'mode') == 'read' then\n"
+    "    local t = readers_pttl(KEYS[1])\n"
+    "    if t > 0 then redis.call('pexpire', KEYS[1], t) end\n"
+    "  end\n"
+    "  return -2\n"
+    "end\n"
+    "redis.call('del', KEYS[1])\n"
+    "redis.call('publish', KEYS[2], '0')\n"
+    "return 0\n";
+
+/* As read_release_lua, for the write holds. */
+static const char write_release_lua[] =
+    RW_LUA_COMMON
+    "local wf = ARGV[2] .. ':write'\n"
+    "if redis.call('hexists', KEYS[1], wf) == 0 then return -1 end\n"
+    "local n = redis.call('hincrby', KEYS[1], wf, -1)\n"
+    "if n > 0 then\n"
+    "  extend(KEYS[1], ARGV[1])\n"
+    "  return n\n"
+    "end\n"
+    "redis.call('hdel', KEYS[1], wf)\n"
+    "if redis.call('hlen', KEYS[1]) > 1 then\n"
+    /* The owner still reads (a downgrade): other readers may join. */
+    "  redis.call('hset', KEYS[1], 'mode', 'read')\n"
+    "  local t = readers_pttl(KEYS[1])\n"
+    "  if t > 0 then redis.call('pexpire', KEYS[1], t) end\n"
+    "  redis.call('publish', KEYS[2], '1')\n"
+    "  return -2\n"
+    "end\n"
+    "redis.call('del', KEYS[1])\n"
+    "redis.call('publish', KEYS[2], '1')\n"
+    "return 0\n";
+
+/* KEYS: name, waiting writers, channel.  ARGV: field.  A writer stops
+ * waiting: without other waiting writers, readers may go. */
+static const char write_leave_lua[] =
+    "redis.call('zrem', KEYS[2], ARGV[1])\n"
+    "if redis.call('exists', KEYS[2]) == 0 then\n"
+    "  redis.call('publish', KEYS[3], '1')\n"
+    "end\n"
+    "return 0\n";
+
+/* KEYS: name, channel.  Replies 1 when deleted. */
+static const char force_lua[] =
+    "if redis.call('del', KEYS[1]) == 1 then\n"
+    "  redis.call('publish', KEYS[2], '1')\n"
+    "  return 1\n"
+    "end\n"
+    "return 0\n";
+
+/* KEYS: name, channel, void set.  ARGV: field, expected count, nonce to
+ * void (or ""), ":write" for the write side or "" for the read side.
+ * Lowers the side's count to the expected one; replies the count left. */
+static const char reconcile_lua[] =
+    RW_LUA_COMMON
+    "if ARGV[3] ~= '' then\n"
+    "  redis.call('sadd', KEYS[3], ARGV[3])\n"
+    "  redis.call('pexpire', KEYS[3], " HL_VOID_TTL_MS_TEXT ")\n"
+    "end\n"
+    "local f = ARGV[1] .. ARGV[4]\n"
+    "local n = tonumber(redis.call('hget', KEYS[1], f) or '0')\n"
+    "local want = tonumber(ARGV[2])\n"
+    "if n <= want then return n end\n"
+    "if ARGV[4] == '' then\n"
+    "  for i = want + 1, n do redis.call('del', tkey(KEYS[1], f, i)) end\n"
+    "end\n"
+    "if want > 0 then\n"
+    "  redis.call('hset', KEYS[1], f, want)\n"
+    "  return want\n"
+    "end\n"
+    "redis.call('hdel', KEYS[1], f)\n"
+    "if redis.call('hlen', KEYS[1]) <= 1 then\n"
+    "  redis.call('del', KEYS[1])\n"
+    "elseif ARGV[4] ~= '' then\n"
+    "  redis.call('hset', KEYS[1], 'mode', 'read')\n"
+    "else\n"
+    "  return 0\n"
+    "end\n"
+    "redis.call('publish', KEYS[2], '1')\n"
+    "return 0\n";
+
+/* KEYS: names.  ARGV: lease ms, then one field per name.  Renews every
+ * read hold of the field and the lock; a field whose holds all ran out
+ * has lost its lease.  Replies 1/0 per lock. */
+static const char read_renew_lua[] =
+    RW_LUA_COMMON
+    "local out = {}\n"
+    "for i = 1, #KEYS do\n"
+    "  local n = tonumber(redis.call('hget', KEYS[i], ARGV[i + 1]) or '0')\n"
+    "  local alive = 0\n"
+    "  for j = 1, n do\n"
+    "    alive = alive + redis.call('pexpire', tkey(KEYS[i], ARGV[i + 1], j),"
+    " ARGV[1])\n"
+    "  end\n"
+    "  if alive > 0 then\n"
+    /* A hold that ran out beside live ones comes back with them. */
+    "    for j = 1, n do\n"
+    "      redis.call('set', tkey(KEYS[i], ARGV[i + 1], j), 1, 'px', ARGV[1],"
+    " 'nx')\n"
+    "    end\n"
+    "    extend(KEYS[i], ARGV[1])\n"
+    "    out[i] = 1\n"
+    "  else\n"
+    "    out[i] = 0\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
+
+/* KEYS: names.  ARGV: lease ms, then one field per name. */
+static const char write_renew_lua[] =
+    HL_LUA_EXTEND
+    "local out = {}\n"
+    "for i = 1, #KEYS do\n"
+    "  if redis.call('hexists', KEYS[i], ARGV[i + 1] .. ':write') == 1 then\n"
+    "    extend(KEYS[i], ARGV[1])\n"
+    "    out[i] = 1\n"
+    "  else\n"
+    "    out[i] = 0\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
+
+static hl_script read_acquire_script, write_acquire_script,
+    read_release_script, write_release_script, write_leave_script,
+    force_script, reconcile_script, read_renew_script, write_renew_script;
+
+/* Run a script with KEYS name then nkeys of the auxiliary keys named by
+ * prefixes (NULL: the channel), then the given ARGV. */
+static int run(hilock_lock *lock, const hl_script *script, int nkeys,
+               const char *const *prefixes, int nargs,
+               const char *const *args, const size_t *arg_lens,
+               hl_request_fn *fn, void *data)
+{
+    hl_conn *conn = hl_lock_conn(lock);
+    if (conn == NULL)
+        return HILOCK_ECLOSED;
+    hl_aux_name k[4];
+    if (hl_aux_names_make(lock, nkeys, prefixes, k) != 0)
+        return HILOCK_ENOMEM;
+    const char *argv[1 + 4 + 6];
+    size_t lens[1 + 4 + 6];
+    argv[0] = lock->name;
+    lens[0] = lock->name_len;
+    for (int i = 0; i < nkeys; i++) {
+        argv[1 + i] = k[i].s;
+        lens[1 + i] = k[i].len;
+    }
+    for (int i = 0; i < nargs; i++) {
+        argv[1 + nkeys + i] = args[i];
+        lens[1 + nkeys + i] = arg_lens[i];
+    }
+    int rc = hl_script_run(conn, script, 1 + nkeys, 1 + nkeys + nargs, argv,
+                           lens, fn, data);
+    hl_aux_names_done(nkeys, k);
+    return rc;
+}
+
+static const char *const acquire_keys[] = {
+    "hilock_rwlock_writers", NULL, "hilock_void", "redisson_lock_token"};
+static const char *const channel_only[] = {NULL};
+static const char *const reconcile_keys[] = {NULL, "hilock_void"};
+
+static int attempt_with(const hl_script *script, hilock_lock *lock,
+                        const hl_attempt_args *a, hl_request_fn *fn,
+                        void *data)
+{
+    char lease[24], token[24], wt[24];
+    const char *args[] = {lease, a->field, a->fenced ? "1" : "0",
+                          token, a->nonce, wt};
+    size_t lens[] = {hl_i64_dec(lease, a->lease_ms),
+                     a->field_len,
+                     1,
+                     hl_u64_dec(token, a->known_token),
+                     a->nonce_len,
+                     hl_i64_dec(wt, a->waiter_timeout_ms)};
+    return run(lock, script, 4, acquire_keys, 6, args, lens, fn, data);
+}
+
+static int read_attempt(hilock_lock *lock, const hl_attempt_args *a,
+                        hl_request_fn *fn, void *data)
+{
+    return attempt_with(&read_acquire_script, lock, a, fn, data);
+}
+
+static int write_attempt(hilock_lock *lock, const hl_attempt_args *a,
+                         hl_request_fn *fn, void *data)
+{
+    return attempt_with(&write_acquire_script, lock, a, fn, data);
+}
+
+static void parse_attempt(const hilock_reply *r, hl_acquire_result *out)
+{
+    out->outcome = HL_ACQ_BAD_REPLY;
+    if (r == NULL || r->type != HILOCK_REPLY_ARRAY || r->elements < 1)
+        return;
+    for (size_t i = 0; i < r->elements; i++)
+        if (r->element[i]->type != HILOCK_REPLY_INTEGER)
+            return;
+    long long what = r->element[0]->integer;
+    if (what == 1 && r->elements == 3) {
+        out->outcome = HL_ACQ_ACQUIRED;
+        out->count = r->element[1]->integer;
+        out->token = (uint64_t)r->element[2]->integer;
+    } else if (what == 0 && r->elements == 2) {
+        out->outcome = HL_ACQ_HELD;
+        out->ttl_ms = r->element[1]->integer;
+    } else if (what == 2) {
+        out->outcome = HL_ACQ_VOID;
+    } else if (what == 3) {
+        out->outcome = HL_ACQ_UPGRADE;
+    }
+}
+
+static int release_with(const hl_script *script, hilock_lock *lock,
+                        const char *field, size_t field_len, int64_t lease_ms,
+                        hl_request_fn *fn, void *data)
+{
+    char lease[24];
+    const char *args[] = {lease, field};
+    size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len};
+    return run(lock, script, 1, channel_only, 2, args, lens, fn, data);
+}
+
+static int read_release(hilock_lock *lock, const char *field,
+                        size_t field_len, int64_t lease_ms, hl_request_fn *fn,
+                        void *data)
+{
+    return release_with(&read_release_script, lock, field, field_len,
+                        lease_ms, fn, data);
+}
+
+static int write_release(hilock_lock *lock, const char *field,
+                         size_t field_len, int64_t lease_ms,
+                         hl_request_fn *fn, void *data)
+{
+    return release_with(&write_release_script, lock, field, field_len,
+                        lease_ms, fn, data);
+}
+
+static hl_release_outcome parse_release(const hilock_reply *r,
+                                        int64_t *remaining)
+{
+    if (r == NULL || r->type != HILOCK_REPLY_INTEGER)
+        return HL_REL_BAD_REPLY;
+    *remaining = r->integer > 0 ? r->integer : 0;
+    if (r->integer == -1)
+        return HL_REL_NOT_OWNER;
+    if (r->integer == -2)
+        return HL_REL_OWNER_DONE;
+    if (r->integer < 0)
+        return HL_REL_BAD_REPLY;
+    return r->integer == 0 ? HL_REL_FREED : HL_REL_STILL_HELD;
+}
+
+static int write_leave(hilock_lock *lock, const char *field, size_t field_len)
+{
+    static const char *const keys[] = {"hilock_rwlock_writers", NULL};
+    return run(lock, &write_leave_script, 2, keys, 1, &field, &field_len,
+               NULL, NULL);
+}
+
+static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
+{
+    return run(lock, &force_script, 1, channel_only, 0, NULL, NULL, fn, data);
+}
+
+static int reconcile_with(const char *side, hilock_lock *lock,
+                          const char *field, size_t field_len,
+                          int64_t expected, const char *nonce,
+                          size_t nonce_len, hl_request_fn *fn, void *data)
+{
+    char want[24];
+    const char *args[] = {field, want, nonce, side};
+    size_t lens[] = {field_len, hl_i64_dec(want, expected), nonce_len,
+                     strlen(side)};
+    return run(lock, &reconcile_script, 2, reconcile_keys, 4, args, lens, fn,
+               data);
+}
+
+static int read_reconcile(hilock_lock *lock, const char *field,
+                          size_t field_len, int64_t expected,
+                          const char *nonce, size_t nonce_len,
+                          hl_request_fn *fn, void *data)
+{
+    return reconcile_with("", lock, field, field_len, expected, nonce,
+                          nonce_len, fn, data);
+}
+
+static int write_reconcile(hilock_lock *lock, const char *field,
+                           size_t field_len, int64_t expected,
+                           const char *nonce, size_t nonce_len,
+                           hl_request_fn *fn, void *data)
+{
+    return reconcile_with(":write", lock, field, field_len, expected, nonce,
+                          nonce_len, fn, data);
+}
+
+static const hl_kind read_kind = {
+    .name = "read",
+    .channel_prefix = "redisson_rwlock",
+    .wake_all = true,
+    .field_suffix = "",
+    .attempt = read_attempt,
+    .parse_attempt = parse_attempt,
+    .release = read_release,
+    .parse_release = parse_release,
+    .force_release = force_release,
+    .reconcile = read_reconcile,
+    .renew = &read_renew_script,
+};
+
+static const hl_kind write_kind = {
+    .name = "write",
+    .channel_prefix = "redisson_rwlock",
+    .wake_all = true,
+    .field_suffix = ":write",
+    .attempt = write_attempt,
+    .parse_attempt = parse_attempt,
+    .release = write_release,
+    .parse_release = parse_release,
+    .force_release = force_release,
+    .reconcile = write_reconcile,
+    .leave = write_leave,
+    .renew = &write_renew_script,
+};
+
+static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
+
+static void init_scripts(void)
+{
+    hl_script_init(&read_acquire_script, read_acquire_lua);
+    hl_script_init(&write_acquire_script, write_acquire_lua);
+    hl_script_init(&read_release_script, read_release_lua);
+    hl_script_init(&write_release_script, write_release_lua);
+    hl_script_init(&write_leave_script, write_leave_lua);
+    hl_script_init(&force_script, force_lua);
+    hl_script_init(&reconcile_script, reconcile_lua);
+    hl_script_init(&read_renew_script, read_renew_lua);
+    hl_script_init(&write_renew_script, write_renew_lua);
+}
+
+int hilock_read_lock_create(hilock_lock **out, hilock_client *client,
+                            const char *name, size_t name_len)
+{
+    pthread_once(&scripts_once, init_scripts);
+    return hl_lock_create(out, client, &read_kind, name, name_len);
+}
+
+int hilock_write_lock_create(hilock_lock **out, hilock_client *client,
+                             const char *name, size_t name_len)
+{
+    pthread_once(&scripts_once, init_scripts);
+    return hl_lock_create(out, client, &write_kind, name, name_len);
+}
