@@ -443,7 +443,9 @@ static void attempt(hl_acquire_op *op)
                                    op->nonce, sizeof op->nonce);
     args.nonce = op->nonce;
     args.nonce_len = op->nonce_len;
-    args.waiter_timeout_ms = lock->client->opts->waiter_timeout_ms;
+    /* A single try keeps no place on the server. */
+    args.waiter_timeout_ms =
+        op->wait_ms == 0 ? 0 : lock->client->opts->waiter_timeout_ms;
     if (op->subscribed) {
         hl_waiter_trying(&op->waiter);
     } else {
@@ -465,7 +467,7 @@ static void attempt(hl_acquire_op *op)
         return;
     }
     op->in_flight++;
-    if (lock->kind->leave != NULL)
+    if (lock->kind->leave != NULL && op->wait_ms != 0)
         op->placed = true;
 }
 

@@ -54,7 +54,8 @@ typedef struct hl_attempt_args {
     uint64_t known_token; /* the token of the hold it joins, or 0 */
     const char *nonce;    /* names this attempt, for a later reconcile */
     size_t nonce_len;
-    int64_t waiter_timeout_ms; /* how long a place stays reserved */
+    int64_t waiter_timeout_ms; /* how long a place stays reserved; 0 for
+                                * a single try, which keeps none */
 } hl_attempt_args;
 
 typedef struct hl_kind {

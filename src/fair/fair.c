@@ -42,10 +42,11 @@
     "end\n"
 
 /* KEYS: name, queue, timeouts, channel base, void set, token key.
- * ARGV: lease ms, field, fenced, known token, nonce, waiter timeout ms.
+ * ARGV: lease ms, field, fenced, known token, nonce, waiter timeout ms
+ * (0: a single try, which does not join the line).
  * Replies {1, count, token} when held by field now; {0, ms} when it waits
  * in line, ms being how long until the lock's lease, or the head's place,
- * runs out; {2} when the attempt was voided. */
+ * runs out (-1: no lease); {2} when the attempt was voided. */
 static const char acquire_lua[] =
     FAIR_LUA_COMMON HL_LUA_TOKEN HL_LUA_EXTEND
     "if redis.call('sismember', KEYS[5], ARGV[5]) == 1 then return {2} end\n"
@@ -65,20 +66,26 @@ static const char acquire_lua[] =
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "  return {1, 1, token(KEYS[6], 1)}\n"
     "end\n"
-    "if not redis.call('zscore', KEYS[3], ARGV[2]) then\n"
-    "  redis.call('rpush', KEYS[2], ARGV[2])\n"
-    "  head = head or ARGV[2]\n"
-    "end\n"
+    /* A waiter joins the line at its tail, or renews its place; a single
+     * try (waiter timeout 0) does neither. */
     "local wt = tonumber(ARGV[6])\n"
-    "redis.call('zadd', KEYS[3], now + wt, ARGV[2])\n"
-    /* The queue's keys go when the last live waiter has gone quiet. */
-    "extend(KEYS[2], wt)\n"
-    "extend(KEYS[3], wt)\n"
+    "if wt > 0 then\n"
+    "  if not redis.call('zscore', KEYS[3], ARGV[2]) then\n"
+    "    redis.call('rpush', KEYS[2], ARGV[2])\n"
+    "    head = head or ARGV[2]\n"
+    "  end\n"
+    "  redis.call('zadd', KEYS[3], now + wt, ARGV[2])\n"
+    /* The line's keys go once its last live waiter has gone quiet. */
+    "  extend(KEYS[2], wt)\n"
+    "  extend(KEYS[3], wt)\n"
+    "end\n"
     "local ttl = redis.call('pttl', KEYS[1])\n"
-    "if ttl < 0 then\n"
+    "if ttl == -2 and head then\n"
+    /* Free, and another waiter's turn: it may not know yet, and if it
+     * died its place runs out at its score. */
     "  wake_head(KEYS[2], KEYS[4])\n"
-    "  ttl = tonumber(redis.call('zscore', KEYS[3], head)) - now\n"
-    "  if ttl < 1 then ttl = 1 end\n"
+    "  local s = redis.call('zscore', KEYS[3], head)\n"
+    "  ttl = s and math.max(tonumber(s) - now, 1) or 1\n"
     "end\n"
     "return {0, ttl}\n";
 

@@ -59,7 +59,8 @@
     "end\n"
 
 /* KEYS: name, waiting writers, channel, void set, token key.
- * ARGV: lease ms, field, fenced, known token, nonce, waiter timeout ms.
+ * ARGV: lease ms, field, fenced, known token, nonce, waiter timeout ms
+ * (0: a single try).
  * Replies {1, count, token}, {0, ms to wait at most}, or {2} (voided). */
 static const char read_acquire_lua[] =
     RW_LUA_COMMON HL_LUA_TOKEN
@@ -136,12 +137,15 @@ static const char write_acquire_lua[] =
     "  redis.call('zrem', KEYS[2], ARGV[2])\n"
     "  return {1, 1, token(KEYS[5], 1)}\n"
     "end\n"
-    /* Wait, and claim the next turn so that new readers wait behind. */
-    "local now = now_ms()\n"
+    /* Wait, and claim the next turn so that new readers wait behind; a
+     * single try (waiter timeout 0) claims nothing. */
     "local wt = tonumber(ARGV[6])\n"
-    "redis.call('zremrangebyscore', KEYS[2], '-inf', now)\n"
-    "redis.call('zadd', KEYS[2], now + wt, ARGV[2])\n"
-    "extend(KEYS[2], wt)\n"
+    "if wt > 0 then\n"
+    "  local now = now_ms()\n"
+    "  redis.call('zremrangebyscore', KEYS[2], '-inf', now)\n"
+    "  redis.call('zadd', KEYS[2], now + wt, ARGV[2])\n"
+    "  extend(KEYS[2], wt)\n"
+    "end\n"
     "return {0, redis.call('pttl', KEYS[1])}\n";
 
 /* KEYS: name, channel.  ARGV: lease ms, field.  Replies -1 when the field
