@@ -273,6 +273,42 @@ static bool key_exists(void *arg)
            && strncmp(reply, ":1", 2) == 0;
 }
 
+typedef struct len_probe {
+    hl_redis_server *server;
+    const char *key;
+    long long want;
+} len_probe;
+
+static bool list_has_len(void *arg)
+{
+    len_probe *p = arg;
+    char reply[64];
+
+    return hl_redis_server_cmd(p->server, reply, sizeof reply, "LLEN",
+                               p->key, (char *)NULL) == ':'
+           && atoll(reply + 1) == p->want;
+}
+
+/* Entry i of the list at key, as text. */
+static void list_entry(const fx *f, const char *key, int i, char *out,
+                       size_t cap)
+{
+    char reply[256], index[16];
+    const char *body = NULL;
+    int len = -1;
+
+    snprintf(index, sizeof index, "%d", i);
+    if (hl_redis_server_cmd(f->server, reply, sizeof reply, "LINDEX", key,
+                            index, (char *)NULL) == '$') {
+        len = atoi(reply + 1);
+        body = strstr(reply, "\r\n");
+    }
+    if (len < 0 || body == NULL)
+        fail_msg("LINDEX %s %d: %s", key, i, reply);
+    else
+        snprintf(out, cap, "%.*s", len, body + 2);
+}
+
 static void assert_has(const char *text, const char *needle)
 {
     if (strstr(text, needle) == NULL)
@@ -659,6 +695,9 @@ static void test_usage_errors(void **state)
         { "run", "a", "b", "--", "true" },
         { "status" },
         { "status", "a", "b" },
+        { "status", "--kind", "no-such-kind", "u" },
+        { "status", "u", "--kind" },
+        { "status", "--bogus", "u" },
         { "unlock", "u" },                            /* no --force */
         { "unlock", "--force" },
         { "--watchdog", "0", "status", "u" },
@@ -1016,6 +1055,31 @@ static void test_status_kinds(void **state)
     assert_has(out, "\"holders\":[{\"owner\":\"c:3\",\"count\":1}]");
     assert_has(out, "\"waiters\":[{\"owner\":\"a:1\"},"
                     "{\"owner\":\"b\\\"2\"}]");
+    /* No places in the zset yet: the line is shown, its times are not. */
+    assert_has(out, "\"queue\":[{\"owner\":\"a:1\",\"expires_in_ms\":null},"
+                    "{\"owner\":\"b\\\"2\",\"expires_in_ms\":null}]}\n");
+    /* A place that ran out long ago, not yet dropped by an attempt. */
+    hl_redis_server_cmd(s, reply, sizeof reply, "ZADD",
+                        "redisson_lock_timeout:{fair}", "1000", "a:1",
+                        (char *)NULL);
+    status_of(f, "fair", out);
+    assert_has(out, "\"queue\":[{\"owner\":\"a:1\",\"expires_in_ms\":-");
+    assert_has(out, "{\"owner\":\"b\\\"2\",\"expires_in_ms\":null}]}\n");
+    /* --kind overrides what the server data says. */
+    assert_int_equal(TOOL(f, out, "status", "--kind", "reentrant", "fair"),
+                     0);
+    assert_json_object(out);
+    assert_has(out, "\"kind\":\"reentrant\"");
+    assert_has(out, "\"waiters\":[],\"subscribers\":0}\n");
+    /* Only the zset of places is enough to tell a fair lock. */
+    hl_redis_server_cmd(s, reply, sizeof reply, "ZADD",
+                        "redisson_lock_timeout:{tq}", "1000", "a:1",
+                        (char *)NULL);
+    status_of(f, "tq", out);
+    assert_string_equal(out, "{\"name\":\"tq\",\"kind\":\"fair\","
+                             "\"locked\":false,\"ttl_ms\":-1,"
+                             "\"holders\":[],\"waiters\":[],"
+                             "\"queue\":[]}\n");
 
     hl_redis_server_cmd(s, reply, sizeof reply, "HSET", "rw", "mode",
                         "write", "x:1:write", "2", (char *)NULL);
@@ -1024,7 +1088,46 @@ static void test_status_kinds(void **state)
     status_of(f, "rw", out);
     assert_has(out, "\"kind\":\"read-write\",\"locked\":true");
     assert_has(out, "\"holders\":[{\"owner\":\"x:1:write\",\"count\":2}]");
-    assert_has(out, "\"mode\":\"write\"");
+    assert_has(out, "\"mode\":\"write\",\"readers\":[],"
+                    "\"writer\":{\"owner\":\"x:1\",\"count\":2},"
+                    "\"waiting_writers\":[]}\n");
+    /* The writer reads too (a downgrade under way), another writer
+     * waits. */
+    hl_redis_server_cmd(s, reply, sizeof reply, "HSET", "rw", "x:1", "1",
+                        (char *)NULL);
+    hl_redis_server_cmd(s, reply, sizeof reply, "ZADD",
+                        "hilock_rwlock_writers:{rw}", "1000", "w:2",
+                        (char *)NULL);
+    status_of(f, "rw", out);
+    assert_has(out, "\"waiters\":[{\"owner\":\"w:2\"}],\"mode\":\"write\","
+                    "\"readers\":[{\"owner\":\"x:1\",\"count\":1}],"
+                    "\"writer\":{\"owner\":\"x:1\",\"count\":2},"
+                    "\"waiting_writers\":[{\"owner\":\"w:2\"}]}\n");
+    /* Readers only. */
+    hl_redis_server_cmd(s, reply, sizeof reply, "HSET", "rr", "mode", "read",
+                        "a:1", "2", (char *)NULL);
+    hl_redis_server_cmd(s, reply, sizeof reply, "HSET", "rr", "b:2", "1",
+                        (char *)NULL);
+    status_of(f, "rr", out);
+    assert_has(out, "\"kind\":\"read-write\",\"locked\":true");
+    assert_has(out, "\"mode\":\"read\",\"readers\":[{\"owner\":\"a:1\","
+                    "\"count\":2},{\"owner\":\"b:2\",\"count\":1}],"
+                    "\"writer\":null,\"waiting_writers\":[]}\n");
+    /* Free, but a writer waits: still a read-write lock. */
+    hl_redis_server_cmd(s, reply, sizeof reply, "ZADD",
+                        "hilock_rwlock_writers:{rw3}", "1000", "w:3",
+                        (char *)NULL);
+    status_of(f, "rw3", out);
+    assert_has(out, "\"kind\":\"read-write\",\"locked\":false");
+    assert_has(out, "\"mode\":null,\"readers\":[],\"writer\":null,"
+                    "\"waiting_writers\":[{\"owner\":\"w:3\"}]}\n");
+    /* Either side names the whole lock. */
+    assert_int_equal(TOOL(f, out, "status", "--kind=read", "free"), 0);
+    assert_string_equal(out, "{\"name\":\"free\",\"kind\":\"read-write\","
+                             "\"locked\":false,\"ttl_ms\":-1,"
+                             "\"holders\":[],\"waiters\":[],"
+                             "\"mode\":null,\"readers\":[],"
+                             "\"writer\":null,\"waiting_writers\":[]}\n");
 
     /* A name with its own hash tag keeps it: no braces added. */
     hl_redis_server_cmd(s, reply, sizeof reply, "RPUSH",
@@ -1060,6 +1163,89 @@ static void test_status_kinds(void **state)
     hl_redis_server_cmd(s, reply, sizeof reply, "SET", "str", "v",
                         (char *)NULL);
     assert_int_equal(TOOL(f, out, "status", "str"), 65);
+}
+
+/* Two `hilock run --kind fair` wait behind the test's hold: status shows
+ * them in line order, each with the time its place has left. */
+static void test_status_fair_queue(void **state)
+{
+    fx *f = F(state);
+    len_probe probe = { f->server, "redisson_lock_queue:{fq}", 0 };
+    char out[OUT_CAP], out_path[PATH_CAP], owners[2][128];
+    char want[512];
+    hilock_client *c = client_for(f);
+    hilock_lock *lock;
+    const char *p;
+    pid_t pids[2];
+    int i;
+
+    assert_int_equal(hilock_fair_lock_create(&lock, c, "fq", 2), HILOCK_OK);
+    assert_int_equal(hilock_lock_acquire(lock), HILOCK_OK);
+    for (i = 0; i < 2; i++) {
+        char leaf[32];
+
+        snprintf(leaf, sizeof leaf, "fq%d.out", i);
+        path_in(f, out_path, sizeof out_path, leaf);
+        pids[i] = spawn_tool(f, out_path, "run", "--kind", "fair", "fq",
+                             "--", "true", (char *)NULL);
+        /* One at a time, so that the order of the line is known. */
+        probe.want = i + 1;
+        if (!hl_wait_until(list_has_len, &probe, widen(10000)))
+            fail_msg("run %d never joined the line", i);
+        list_entry(f, probe.key, i, owners[i], sizeof owners[i]);
+    }
+
+    status_of(f, "fq", out);
+    assert_has(out, "\"kind\":\"fair\",\"locked\":true");
+    snprintf(want, sizeof want, "\"holders\":[{\"owner\":\"%s:%llu\","
+             "\"count\":1}]",
+             hilock_client_id(c), (unsigned long long)hilock_thread_owner());
+    assert_has(out, want);
+    snprintf(want, sizeof want, "\"waiters\":[{\"owner\":\"%s\"},"
+             "{\"owner\":\"%s\"}]",
+             owners[0], owners[1]);
+    assert_has(out, want);
+    p = strstr(out, "\"queue\":[");
+    assert_non_null(p);
+    for (i = 0; i < 2; i++) {
+        long long ms;
+
+        snprintf(want, sizeof want, "%s{\"owner\":\"%s\",\"expires_in_ms\":",
+                 i ? "," : "[", owners[i]);
+        p = strstr(p, want);
+        if (p == NULL)
+            fail_msg("waiter %d (%s) not in line order in:\n%s", i,
+                     owners[i], out);
+        p += strlen(want);
+        ms = strtoll(p, NULL, 10);
+        /* A place lasts the waiter timeout (5 s by default) from its last
+         * renewal, and waiters renew it every third of that. */
+        if (ms <= 0 || ms > 5000)
+            fail_msg("waiter %d: expires_in_ms %lld in:\n%s", i, ms, out);
+    }
+    assert_non_null(strstr(p, "}]}\n"));
+
+    /* Released: the line moves on and empties. */
+    assert_int_equal(hilock_lock_release(lock), HILOCK_OK);
+    for (i = 0; i < 2; i++) {
+        int rc = wait_exit(pids[i], widen(10000));
+
+        if (rc != 0) {
+            char leaf[32];
+
+            snprintf(leaf, sizeof leaf, "fq%d.out", i);
+            path_in(f, out_path, sizeof out_path, leaf);
+            read_file(out_path, out, sizeof out);
+            fail_msg("run %d exited %d:\n%s", i, rc, out);
+        }
+    }
+    assert_int_equal(TOOL(f, out, "status", "--kind", "fair", "fq"), 0);
+    assert_string_equal(out, "{\"name\":\"fq\",\"kind\":\"fair\","
+                             "\"locked\":false,\"ttl_ms\":-1,"
+                             "\"holders\":[],\"waiters\":[],"
+                             "\"queue\":[]}\n");
+    hilock_lock_destroy(lock);
+    hilock_client_destroy(c);
 }
 
 /* ---- unlock --force --------------------------------------------------- */
@@ -1124,6 +1310,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_status_escapes_names, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_status_kinds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_fair_queue, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_unlock_force, setup, teardown),
     };
 
