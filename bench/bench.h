@@ -23,7 +23,7 @@ typedef struct bench_args {
     int segments;         /* 0: W3 runs S = 1 and S = 16 */
     int products;
     char run_id[64];
-    const char *kind;     /* "reentrant" */
+    const char *kind;     /* W1 and W2: "reentrant" | "fair" */
     const char *api;      /* "async" | "sync" | NULL: the standard mix */
     bool skip_ceiling;
     int64_t watchdog_ms; /* WD: the client's watchdog timeout */
@@ -39,6 +39,7 @@ typedef struct bench_point {
     int concurrency;
     int segments; /* W3 */
     const char *api;
+    const char *kind; /* of the locks the point took; NULL: the run's */
     double cycles_per_s;
     int64_t p50_us;
     int64_t p99_us;

@@ -15,10 +15,12 @@ static void usage(FILE *f)
             "usage: hilock-bench [--workload W1|W2|W3|W4|WD] [--concurrency C]\n"
             "  [--duration S] [--warmup S] [--lease-ms N] [--retry-ms N]\n"
             "  [--host H] [--port P] [--ports P1,...,P5] [--segments S]\n"
-            "  [--products N] [--run-id ID] [--kind reentrant]\n"
+            "  [--products N] [--run-id ID] [--kind reentrant|fair]\n"
             "  [--api async|sync] [--no-ceiling] [--watchdog-ms N]\n"
             "  [--connections N] [--busy-poll-us N] [--wd-leases N]\n"
             "  [--wd-duration S]\n"
+            "--kind is the lock kind of W1 and W2 (default reentrant); W3\n"
+            "always takes reentrant segment locks, WD reentrant leases.\n"
             "WD holds C (default 100000) watchdog leases for --duration.\n"
             "Without --workload: the ceiling rows; W1, W2 and W3 at their\n"
             "standard points; again with busy polling; and WD\n"
@@ -112,9 +114,8 @@ static int parse(int argc, char **argv, bench_args *a)
         fprintf(stderr, "hilock-bench: --api is async or sync\n");
         return -1;
     }
-    if (strcmp(a->kind, "reentrant") != 0) {
-        fprintf(stderr, "hilock-bench: --kind %s is not available yet\n",
-                a->kind);
+    if (strcmp(a->kind, "reentrant") != 0 && strcmp(a->kind, "fair") != 0) {
+        fprintf(stderr, "hilock-bench: --kind is reentrant or fair\n");
         return -1;
     }
     if (a->lease_ms <= 0 || a->products <= 0 || a->duration_s <= 0) {
@@ -136,8 +137,10 @@ static void point(const bench_args *a, hilock_client *c, const char *w,
                   int concurrency, int segments, const char *api)
 {
     bench_point p = {0};
-    fprintf(stderr, "hilock-bench: %s C=%d%s%.0d api=%s ...\n", w,
-            concurrency, segments ? " S=" : "", segments, api);
+    fprintf(stderr, "hilock-bench: %s C=%d%s%.0d api=%s%s%s ...\n", w,
+            concurrency, segments ? " S=" : "", segments, api,
+            strcmp(w, "W1") == 0 || strcmp(w, "W2") == 0 ? " kind=" : "",
+            strcmp(w, "W1") == 0 || strcmp(w, "W2") == 0 ? a->kind : "");
     if (strcmp(w, "W1") == 0)
         bench_run_w1(a, c, concurrency, api, &p);
     else if (strcmp(w, "W2") == 0)
@@ -149,6 +152,7 @@ static void point(const bench_args *a, hilock_client *c, const char *w,
             p.workload = w;
             p.api = api;
             p.concurrency = concurrency;
+            p.kind = "reentrant";
             p.error = "set-up failed";
             bench_print_point(a, &p);
         }

@@ -59,7 +59,7 @@ static void print_params(const bench_args *a, const bench_point *p)
            p->concurrency, a->duration_s, a->warmup_s,
            (long long)a->lease_ms, (long long)a->retry_ms,
            strcmp(p->workload, "W4") == 0 ? 5 : 1);
-    bench_json_string(stdout, a->kind);
+    bench_json_string(stdout, p->kind ? p->kind : a->kind);
     printf(",\"api\":");
     bench_json_string(stdout, p->api);
     printf(",\"busy_poll_us\":%lld", (long long)a->busy_poll_us);

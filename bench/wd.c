@@ -125,7 +125,8 @@ int bench_run_wd(const bench_args *a, hilock_client *c, int leases)
     double per_lease =
         ((double)heap1 - (double)heap0 - (double)name_bytes) / measured;
     printf("{\"peer\":\"hilock\",\"workload\":\"WD\",\"params\":{\"leases\":%d,"
-           "\"duration_s\":%g,\"watchdog_ms\":%lld},\"cycles_per_s\":%.1f,"
+           "\"duration_s\":%g,\"watchdog_ms\":%lld,\"kind\":\"reentrant\"},"
+           "\"cycles_per_s\":%.1f,"
            "\"violations\":%ld,\"notes\":\"cycles_per_s counts confirmed "
            "renewals per second; cpu_pct is the whole process (client and "
            "its loop thread) over the window; bytes_per_lease is the heap growth "

@@ -272,6 +272,9 @@ static int make_locks(run_ctx *x)
                    ? 0
                    : -1;
     }
+    int (*create)(hilock_lock **, hilock_client *, const char *, size_t) =
+        strcmp(x->a->kind, "fair") == 0 ? hilock_fair_lock_create
+                                        : hilock_lock_create;
     x->nlocks = x->workload == W1 ? x->concurrency : 1;
     x->locks = calloc((size_t)x->nlocks, sizeof *x->locks);
     if (x->locks == NULL)
@@ -282,8 +285,7 @@ static int make_locks(run_ctx *x)
                                x->a->run_id, i)
                     : snprintf(name, sizeof name, "bench:%s:hilock:w2",
                                x->a->run_id);
-        if (hilock_lock_create(&x->locks[i], x->client, name, (size_t)n) !=
-            HILOCK_OK)
+        if (create(&x->locks[i], x->client, name, (size_t)n) != HILOCK_OK)
             return -1;
     }
     return 0;
@@ -464,6 +466,8 @@ int bench_run_w3(const bench_args *a, hilock_client *c, int concurrency,
                  int segments, const char *api, bench_point *p)
 {
     p->workload = "W3";
+    /* Segmented locks are reentrant ones; --kind does not apply. */
+    p->kind = "reentrant";
     if (segments > MAX_SEGMENTS) {
         p->error = "too many segments";
         return -1;
