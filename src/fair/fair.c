@@ -24,9 +24,9 @@
 
 #define HL_VOID_TTL_MS_TEXT HL_STR(HL_VOID_TTL_MS)
 
-/* Drop waiters whose place ran out (only dead ones: live ones renew it),
- * then tell the head, if the lock is free, that it is its turn.  KEYS[1]
- * the lock, q the queue, tq the timeout zset, ch the channel base. */
+/* purge drops waiters whose place ran out (only dead ones: live ones
+ * renew it); wake_head tells the head of the line, when the lock is free,
+ * that it is its turn.  q the line, tq its timeouts, ch the channel base. */
 #define FAIR_LUA_COMMON                                                     \
     HL_LUA_NOW                                                              \
     "local function purge(q, tq, now)\n"                                    \
@@ -36,7 +36,6 @@
     "end\n"                                                                 \
     "end\n"                                                                 \
     "local function wake_head(q, ch)\n"                                     \
-    "  if redis.call('exists', KEYS[1]) == 1 then return end\n"             \
     "  local head = redis.call('lindex', q, 0)\n"                           \
     "  if head then redis.call('publish', ch .. ':' .. head, '0') end\n"    \
     "end\n"
@@ -46,20 +45,28 @@
  * (0: a single try, which does not join the line).
  * Replies {1, count, token} when held by field now; {0, ms} when it waits
  * in line, ms being how long until the lock's lease, or the head's place,
- * runs out (-1: no lease); {2} when the attempt was voided. */
+ * runs out (-1: no lease); {2} when the attempt was voided.
+ * Every call here is on the hand-over's critical path, so the common
+ * cases (the head taking a free lock, a newcomer joining behind a held
+ * one) ask Redis as little as they can. */
 static const char acquire_lua[] =
-    FAIR_LUA_COMMON HL_LUA_TOKEN HL_LUA_EXTEND
+    FAIR_LUA_COMMON HL_LUA_TOKEN
     "if redis.call('sismember', KEYS[5], ARGV[5]) == 1 then return {2} end\n"
-    "local now = now_ms()\n"
-    "purge(KEYS[2], KEYS[3], now)\n"
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
     "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "  return {1, n, token(KEYS[6], n)}\n"
     "end\n"
+    "local ttl = redis.call('pttl', KEYS[1])\n"
     "local head = redis.call('lindex', KEYS[2], 0)\n"
-    "if redis.call('exists', KEYS[1]) == 0 and "
-    "(not head or head == ARGV[2]) then\n"
+    "local now = nil\n"
+    "if ttl == -2 and head and head ~= ARGV[2] then\n"
+    /* Free, yet someone else is first: unless it died. */
+    "  now = now_ms()\n"
+    "  purge(KEYS[2], KEYS[3], now)\n"
+    "  head = redis.call('lindex', KEYS[2], 0)\n"
+    "end\n"
+    "if ttl == -2 and (not head or head == ARGV[2]) then\n"
     "  if head then redis.call('lpop', KEYS[2]) end\n"
     "  redis.call('zrem', KEYS[3], ARGV[2])\n"
     "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
@@ -70,20 +77,24 @@ static const char acquire_lua[] =
      * try (waiter timeout 0) does neither. */
     "local wt = tonumber(ARGV[6])\n"
     "if wt > 0 then\n"
-    "  if not redis.call('zscore', KEYS[3], ARGV[2]) then\n"
-    "    redis.call('rpush', KEYS[2], ARGV[2])\n"
-    "    head = head or ARGV[2]\n"
+    "  now = now or now_ms()\n"
+    "  if redis.call('zadd', KEYS[3], now + wt, ARGV[2]) == 1 and\n"
+    "     redis.call('rpush', KEYS[2], ARGV[2]) == 1 then\n"
+    /* A new line: its keys go once its last live waiter has gone quiet. */
+    "    redis.call('pexpire', KEYS[2], wt)\n"
+    "    redis.call('pexpire', KEYS[3], wt)\n"
+    "    head = ARGV[2]\n"
+    "  else\n"
+    /* GT leaves alone a line kept without expiry by another client. */
+    "    redis.call('pexpire', KEYS[2], wt, 'GT')\n"
+    "    redis.call('pexpire', KEYS[3], wt, 'GT')\n"
     "  end\n"
-    "  redis.call('zadd', KEYS[3], now + wt, ARGV[2])\n"
-    /* The line's keys go once its last live waiter has gone quiet. */
-    "  extend(KEYS[2], wt)\n"
-    "  extend(KEYS[3], wt)\n"
     "end\n"
-    "local ttl = redis.call('pttl', KEYS[1])\n"
     "if ttl == -2 and head then\n"
     /* Free, and another waiter's turn: it may not know yet, and if it
      * died its place runs out at its score. */
     "  wake_head(KEYS[2], KEYS[4])\n"
+    "  now = now or now_ms()\n"
     "  local s = redis.call('zscore', KEYS[3], head)\n"
     "  ttl = s and math.max(tonumber(s) - now, 1) or 1\n"
     "end\n"
@@ -111,8 +122,10 @@ static const char leave_lua[] =
     FAIR_LUA_COMMON
     "redis.call('lrem', KEYS[2], 0, ARGV[1])\n"
     "redis.call('zrem', KEYS[3], ARGV[1])\n"
-    "purge(KEYS[2], KEYS[3], now_ms())\n"
-    "wake_head(KEYS[2], KEYS[4])\n"
+    "if redis.call('exists', KEYS[1]) == 0 then\n"
+    "  purge(KEYS[2], KEYS[3], now_ms())\n"
+    "  wake_head(KEYS[2], KEYS[4])\n"
+    "end\n"
     "return 0\n";
 
 /* KEYS: name, queue, timeouts, channel base.  Replies 1 when deleted. */
@@ -140,8 +153,10 @@ static const char reconcile_lua[] =
     "  return want\n"
     "end\n"
     "redis.call('hdel', KEYS[1], ARGV[1])\n"
-    "purge(KEYS[2], KEYS[3], now_ms())\n"
-    "wake_head(KEYS[2], KEYS[4])\n"
+    "if redis.call('exists', KEYS[1]) == 0 then\n"
+    "  purge(KEYS[2], KEYS[3], now_ms())\n"
+    "  wake_head(KEYS[2], KEYS[4])\n"
+    "end\n"
     "return 0\n";
 
 static hl_script acquire_script, release_script, leave_script, force_script,
