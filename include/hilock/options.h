@@ -28,6 +28,7 @@ typedef struct hilock_options hilock_options;
 #define HILOCK_DEFAULT_COMMAND_TIMEOUT_MS 3000
 #define HILOCK_DEFAULT_WATCHDOG_TIMEOUT_MS 30000
 #define HILOCK_DEFAULT_WAITER_TIMEOUT_MS 5000
+#define HILOCK_DEFAULT_NODE_TIMEOUT_MS 100
 #define HILOCK_DEFAULT_RECONNECT_MIN_MS 50
 #define HILOCK_DEFAULT_RECONNECT_MAX_MS 5000
 #define HILOCK_DEFAULT_MAX_REPLY_BYTES (64u * 1024 * 1024)
@@ -70,8 +71,8 @@ HILOCK_API void hilock_options_free(hilock_options *opts);
  * so write '@', ':', '/', '?', '#', '%' and '&' in them as %XX.
  * Query: key=value pairs joined by '&', keys matched exactly; each key at
  * most once and never with an empty value: connect_timeout,
- * command_timeout, watchdog_timeout, max_hold, waiter_timeout (decimal
- * milliseconds),
+ * command_timeout, watchdog_timeout, max_hold, waiter_timeout,
+ * node_timeout, quarantine (decimal milliseconds),
  * connections (a count), and, with
  * rediss:// only, ca_file, ca_dir, cert_file, key_file, sni (server name
  * to verify), verify (yes|no|true|false|1|0, any case).
@@ -136,6 +137,20 @@ HILOCK_API int hilock_options_set_waiter_timeout_ms(hilock_options *opts,
                                                     int64_t ms);
 HILOCK_API int64_t hilock_options_waiter_timeout_ms(
     const hilock_options *opts);
+
+/* RedLock only (see multi.h).  node: each master's command timeout, small
+ * next to the lease so that a stalled master costs little of it;
+ * 1..86400000 (default 100).  quarantine: how long a master that
+ * restarted does not vote, and how long a master must have been up before
+ * it votes at all; at least the longest lease you take.  0 (the default)
+ * means the watchdog timeout; else 1..86400000.  URL query keys:
+ * node_timeout, quarantine. */
+HILOCK_API int hilock_options_set_node_timeout_ms(hilock_options *opts,
+                                                  int64_t ms);
+HILOCK_API int64_t hilock_options_node_timeout_ms(const hilock_options *opts);
+HILOCK_API int hilock_options_set_quarantine_ms(hilock_options *opts,
+                                                int64_t ms);
+HILOCK_API int64_t hilock_options_quarantine_ms(const hilock_options *opts);
 
 /* Command connections, 1..HILOCK_MAX_CONNECTIONS (default 2).  A lock's
  * requests always use the same connection (chosen by its name), so they

@@ -183,6 +183,41 @@ int hl_client_submit(hilock_client *c, hl_task *task)
     return HILOCK_OK;
 }
 
+bool hl_client_quarantined(const hilock_client *c)
+{
+    return hl_monotime_now() < atomic_load(&c->quarantine_until);
+}
+
+/* A connection came up with track_restarts: a server seen for the first
+ * time votes once it has been up for the quarantine time; one whose
+ * run_id changed restarted, may have forgotten what it granted, and
+ * takes every lease held on it down with it. */
+static void check_restart(hilock_client *c, hl_conn *conn)
+{
+    hl_server_identity id = hl_conn_identity(conn);
+    int64_t q = c->opts->quarantine_ms > 0 ? c->opts->quarantine_ms
+                                           : c->opts->watchdog_timeout_ms;
+    hl_monotime now = hl_monotime_now();
+    bool restarted;
+    if (!c->run_id_seen && id.known) {
+        c->run_id_seen = true;
+        snprintf(c->run_id, sizeof c->run_id, "%s", id.run_id);
+        int64_t up_ms = id.uptime_s * 1000;
+        if (up_ms < q)
+            atomic_store(&c->quarantine_until, now + HL_MS(q - up_ms));
+        return;
+    }
+    /* An unknown identity cannot be told from a restart. */
+    restarted = !id.known || strcmp(c->run_id, id.run_id) != 0;
+    if (!restarted)
+        return;
+    if (id.known)
+        snprintf(c->run_id, sizeof c->run_id, "%s", id.run_id);
+    atomic_store(&c->quarantine_until, now + HL_MS(q));
+    if (c->leases)
+        hl_lease_engine_lose_all(c->leases);
+}
+
 static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
                           const char *detail, hilock_reply *reply, void *data)
 {
@@ -195,9 +230,11 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
         i++;
     if (i == c->nconns)
         return;
-    if (ev == HL_CONN_UP)
+    if (ev == HL_CONN_UP) {
         c->up_mask |= 1u << i;
-    else
+        if (c->opts->track_restarts)
+            check_restart(c, conn);
+    } else
         c->up_mask &= ~(1u << i);
     bool all_up = c->up_mask == (1u << c->nconns) - 1;
     atomic_store(&c->connected, all_up);

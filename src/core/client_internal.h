@@ -51,6 +51,11 @@ struct hilock_client {
     struct hilock_lock *locks;      /* handles made on this client */
     char id[HILOCK_CLIENT_ID_LEN + 1];
     atomic_bool connected;
+    /* track_restarts: the run_id the server had when first seen, and the
+     * monotonic time (µs) until which it must not vote (0: never). */
+    char run_id[48];
+    bool run_id_seen;
+    _Atomic int64_t quarantine_until;
 
     bool first_done; /* the first attempt ended, one way or the other */
     int first_status;
@@ -72,6 +77,11 @@ struct hilock_client {
  * one for a name, so that its requests keep their order. */
 hl_conn *hl_client_conn_for(const hilock_client *client, const char *name,
                             size_t len);
+
+/* With track_restarts: whether the server restarted, or came up, less
+ * than the quarantine time ago (so it may have forgotten keys it
+ * granted).  Any thread. */
+bool hl_client_quarantined(const hilock_client *client);
 
 /* Is the calling thread the client's loop thread? */
 bool hl_client_in_loop(const hilock_client *client);

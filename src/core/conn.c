@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -76,6 +77,7 @@ struct hl_conn {
     req_queue sent;    /* in the output buffer or on the wire */
     int hello_left;
     bool hello_answered; /* the server answered a handshake command */
+    hl_server_identity identity; /* from the last handshake, if asked */
 
     hl_conn_stats stats;
     uint64_t scripts_loaded; /* bits of hl_script.index, this socket */
@@ -432,6 +434,48 @@ static void hello_reply(void *data, int status, hilock_reply *reply)
         conn_up(c);
 }
 
+/* The value of "key:" in an INFO text, or NULL; *len its length. */
+static const char *info_field(const char *text, const char *key, size_t *len)
+{
+    size_t klen = strlen(key);
+    for (const char *p = text; p != NULL && *p; ) {
+        if (strncmp(p, key, klen) == 0 && p[klen] == ':') {
+            const char *v = p + klen + 1;
+            *len = strcspn(v, "\r\n");
+            return v;
+        }
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    return NULL;
+}
+
+static void info_reply(void *data, int status, hilock_reply *reply)
+{
+    hl_conn *c = data;
+    if (status == 0 && reply && reply->type == HILOCK_REPLY_STRING) {
+        size_t len;
+        const char *v = info_field(reply->str, "run_id", &len);
+        if (v && len < sizeof c->identity.run_id) {
+            memcpy(c->identity.run_id, v, len);
+            c->identity.run_id[len] = '\0';
+            const char *up = info_field(reply->str, "uptime_in_seconds", &len);
+            c->identity.uptime_s = up ? strtoll(up, NULL, 10) : 0;
+            c->identity.known = true;
+        }
+    }
+    /* A server that will not say (INFO refused to this user) still
+     * serves: without an identity the client treats it as restarted at
+     * every connect (see the client). */
+    if (status != 0) {
+        hilock_reply_free(reply);
+        status = 0;
+        reply = NULL;
+    }
+    hello_reply(data, status, reply);
+}
+
 int hl_format_command(char **out, size_t *out_len, int argc,
                       const char *const *argv, const size_t *argvlen)
 {
@@ -460,7 +504,8 @@ static int format_request(hl_request **out, int argc, const char *const *argv,
     return 0;
 }
 
-static int hello_send(hl_conn *c, int argc, const char *const *argv)
+static int hello_send_with(hl_conn *c, int argc, const char *const *argv,
+                           hl_request_fn *fn)
 {
     size_t lens[4];
     for (int i = 0; i < argc; i++)
@@ -476,12 +521,17 @@ static int hello_send(hl_conn *c, int argc, const char *const *argv)
     hl_free(r->cmd);
     r->cmd = NULL;
     r->internal = true;
-    r->fn = hello_reply;
+    r->fn = fn;
     r->data = c;
     r->deadline = INT64_MAX;
     queue_push(&c->sent, r);
     c->hello_left++;
     return 0;
+}
+
+static int hello_send(hl_conn *c, int argc, const char *const *argv)
+{
+    return hello_send_with(c, argc, argv, hello_reply);
 }
 
 static void hello_start(hl_conn *c)
@@ -509,6 +559,11 @@ static void hello_start(hl_conn *c)
     const char *ping[] = {"PING"};
     if (rc == 0)
         rc = hello_send(c, 1, ping);
+    c->identity.known = false;
+    if (rc == 0 && o->track_restarts) {
+        const char *info[] = {"INFO", "server"};
+        rc = hello_send_with(c, 2, info, info_reply);
+    }
     if (rc != 0) {
         conn_drop(c, HILOCK_ENOMEM, "out of memory in the handshake");
         return;
@@ -925,3 +980,5 @@ bool hl_conn_busy(const hl_conn *c)
 }
 
 hl_conn_stats hl_conn_get_stats(const hl_conn *c) { return c->stats; }
+
+hl_server_identity hl_conn_identity(const hl_conn *c) { return c->identity; }

@@ -389,6 +389,17 @@ bool hl_lease_stop(hl_lease *l)
     return true;
 }
 
+void hl_lease_engine_lose_all(hl_lease_engine *e)
+{
+    e->batches++;
+    hl_lease *l;
+    while (!e->freed && (l = first_due(e, INT64_MAX)) != NULL)
+        lease_lost(l);
+    e->batches--;
+    if (e->freed)
+        engine_free_if_unused(e);
+}
+
 int64_t hl_lease_engine_watchdog_ms(const hl_lease_engine *e)
 {
     return e->watchdog_ms;

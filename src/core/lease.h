@@ -86,6 +86,10 @@ bool hl_lease_stop(hl_lease *l);
 
 int64_t hl_lease_engine_watchdog_ms(const hl_lease_engine *e);
 
+/* Report every running lease lost now (its server restarted).  Leases
+ * being released are left to their release. */
+void hl_lease_engine_lose_all(hl_lease_engine *e);
+
 /* Counters for tests and the benchmark. */
 typedef struct hl_lease_stats {
     uint64_t renew_calls;   /* script calls sent */

@@ -42,6 +42,7 @@ int hilock_options_create(hilock_options **out)
     o->command_timeout_ms = HILOCK_DEFAULT_COMMAND_TIMEOUT_MS;
     o->watchdog_timeout_ms = HILOCK_DEFAULT_WATCHDOG_TIMEOUT_MS;
     o->waiter_timeout_ms = HILOCK_DEFAULT_WAITER_TIMEOUT_MS;
+    o->node_timeout_ms = HILOCK_DEFAULT_NODE_TIMEOUT_MS;
     o->connections = HILOCK_DEFAULT_CONNECTIONS;
     o->reconnect_min_ms = HILOCK_DEFAULT_RECONNECT_MIN_MS;
     o->reconnect_max_ms = HILOCK_DEFAULT_RECONNECT_MAX_MS;
@@ -262,6 +263,32 @@ int hilock_options_set_waiter_timeout_ms(hilock_options *opts, int64_t ms)
 int64_t hilock_options_waiter_timeout_ms(const hilock_options *opts)
 {
     return opts ? opts->waiter_timeout_ms : -1;
+}
+
+int hilock_options_set_node_timeout_ms(hilock_options *opts, int64_t ms)
+{
+    return set_timeout(opts, opts ? &opts->node_timeout_ms : NULL, ms,
+                       "node");
+}
+
+int64_t hilock_options_node_timeout_ms(const hilock_options *opts)
+{
+    return opts ? opts->node_timeout_ms : -1;
+}
+
+int hilock_options_set_quarantine_ms(hilock_options *opts, int64_t ms)
+{
+    if (ms == 0 && opts != NULL) {
+        opts->quarantine_ms = 0;
+        return HILOCK_OK;
+    }
+    return set_timeout(opts, opts ? &opts->quarantine_ms : NULL, ms,
+                       "quarantine");
+}
+
+int64_t hilock_options_quarantine_ms(const hilock_options *opts)
+{
+    return opts ? opts->quarantine_ms : -1;
 }
 
 int hilock_options_set_reconnect_backoff_ms(hilock_options *opts,

@@ -2,6 +2,7 @@
 #ifndef HL_OPTIONS_INTERNAL_H
 #define HL_OPTIONS_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "hilock/options.h"
@@ -16,6 +17,11 @@ struct hilock_options {
     int64_t command_timeout_ms;
     int64_t watchdog_timeout_ms;
     int64_t waiter_timeout_ms; /* fair queue and waiting writers */
+    int64_t node_timeout_ms;   /* RedLock: a master's command timeout */
+    int64_t quarantine_ms;     /* RedLock: 0 means the watchdog timeout */
+    /* Ask each server its run_id when connecting and quarantine it after
+     * a restart (RedLock's clients only). */
+    bool track_restarts;
     int64_t max_hold_ms; /* 0: the watchdog renews until release */
     int connections;     /* command connections */
     int64_t busy_poll_us; /* 0: the loop sleeps when it has nothing to do */

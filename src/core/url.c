@@ -36,6 +36,8 @@ enum query_key {
     QK_WATCHDOG_TIMEOUT,
     QK_MAX_HOLD,
     QK_WAITER_TIMEOUT,
+    QK_NODE_TIMEOUT,
+    QK_QUARANTINE,
     QK_CONNECTIONS,
     QK_CA_FILE,
     QK_CA_DIR,
@@ -55,6 +57,8 @@ static const struct {
     [QK_WATCHDOG_TIMEOUT] = {"watchdog_timeout", 0},
     [QK_MAX_HOLD] = {"max_hold", 0},
     [QK_WAITER_TIMEOUT] = {"waiter_timeout", 0},
+    [QK_NODE_TIMEOUT] = {"node_timeout", 0},
+    [QK_QUARANTINE] = {"quarantine", 0},
     [QK_CONNECTIONS] = {"connections", 0},
     [QK_CA_FILE] = {"ca_file", 1},
     [QK_CA_DIR] = {"ca_dir", 1},
@@ -382,6 +386,8 @@ static int apply_query(struct url_parser *up, enum query_key key,
     case QK_WATCHDOG_TIMEOUT:
     case QK_MAX_HOLD:
     case QK_WAITER_TIMEOUT:
+    case QK_NODE_TIMEOUT:
+    case QK_QUARANTINE:
     case QK_CONNECTIONS:
         /* The setter owns the range and its message states it; the cap
          * here only keeps the arithmetic from wrapping. */
@@ -410,6 +416,12 @@ static int apply_query(struct url_parser *up, enum query_key key,
         if (key == QK_WAITER_TIMEOUT)
             return relabel(
                 hilock_options_set_waiter_timeout_ms(o, (int64_t)ms), name);
+        if (key == QK_NODE_TIMEOUT)
+            return relabel(hilock_options_set_node_timeout_ms(o, (int64_t)ms),
+                           name);
+        if (key == QK_QUARANTINE)
+            return relabel(hilock_options_set_quarantine_ms(o, (int64_t)ms),
+                           name);
         return relabel(hilock_options_set_watchdog_timeout_ms(o, (int64_t)ms),
                        name);
     case QK_CA_FILE:
