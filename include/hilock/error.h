@@ -31,7 +31,9 @@ extern "C" {
     X(EREDIS, 13, "server replied with an error")                            \
     X(ETOOBIG, 14, "reply exceeds the configured bounds")                    \
     X(EBUSY, 15, "lock is held by another owner")                            \
-    X(ENOTFOUND, 16, "no such pending operation")
+    X(ENOTFOUND, 16, "no such pending operation")                           \
+    X(ENOQUORUM, 17, "too few servers answered for a quorum")               \
+    X(EEXPIRED, 18, "the lease ran out while it was being acquired")
 
 typedef enum hilock_status {
 #define HILOCK_ERROR_ENUM_(name, num, msg) HILOCK_##name = num,

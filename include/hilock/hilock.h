@@ -8,6 +8,7 @@
 #include "export.h"
 #include "fair.h"
 #include "lock.h"
+#include "multi.h"
 #include "options.h"
 #include "reply.h"
 #include "rwlock.h"

@@ -101,13 +101,18 @@ void hl_hold_lease_lost(hl_lease *lease)
     hl_lease_stop(lease);
     h->lost = true;
     h->count = 0;
-    if (lock->lost == NULL || lock->client == NULL)
+    if (lock->client == NULL || (lock->lost == NULL && lock->group == NULL))
         return;
+    uint64_t owner = h->owner; /* the hold may go in a callback */
     hl_lock_ref(lock);
-    hl_client_enter_callback(lock->client);
     hilock_client *c = lock->client;
-    lock->lost->cb(lock, h->owner, lock->lost->data);
-    hl_client_leave_callback(c);
+    if (lock->group != NULL)
+        lock->group->cb(lock, owner, lock->group->data);
+    if (lock->lost != NULL && lock->client != NULL) {
+        hl_client_enter_callback(c);
+        lock->lost->cb(lock, owner, lock->lost->data);
+        hl_client_leave_callback(c);
+    }
     hl_lock_unref(lock);
 }
 

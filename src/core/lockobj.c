@@ -98,6 +98,7 @@ void hl_aux_name_done(hl_aux_name *a)
 static void lock_free(hilock_lock *lock)
 {
     hl_free(lock->lost);
+    hl_free(lock->group);
     hl_free(lock);
 }
 
@@ -422,14 +423,16 @@ static void run_set_lost(hilock_client *c, hl_task *t, bool closed)
         l = NULL;
     }
     if (!closed) {
-        hl_free(lock->lost);
-        lock->lost = l;
+        struct hl_lost_cb **slot =
+            ((struct hl_lost_cb *)t)->for_group ? &lock->group : &lock->lost;
+        hl_free(*slot);
+        *slot = l;
     }
     hl_lock_unref(lock);
 }
 
-int hilock_lock_set_lost_callback(hilock_lock *lock, hilock_lost_cb *cb,
-                                  void *user_data)
+static int set_lost(hilock_lock *lock, hilock_lost_cb *cb, void *user_data,
+                    bool for_group)
 {
     if (lock == NULL)
         return hl_fail(HILOCK_EINVAL, "lock is NULL");
@@ -443,6 +446,7 @@ int hilock_lock_set_lost_callback(hilock_lock *lock, hilock_lost_cb *cb,
     t->lock = lock;
     t->cb = cb;
     t->data = user_data;
+    t->for_group = for_group;
     hl_lock_ref(lock);
     int rc = hl_client_submit(c, &t->task);
     if (rc != 0) {
@@ -450,6 +454,18 @@ int hilock_lock_set_lost_callback(hilock_lock *lock, hilock_lost_cb *cb,
         hl_free(t);
     }
     return rc;
+}
+
+int hilock_lock_set_lost_callback(hilock_lock *lock, hilock_lost_cb *cb,
+                                  void *user_data)
+{
+    return set_lost(lock, cb, user_data, false);
+}
+
+int hl_lock_set_group_listener(hilock_lock *lock, hilock_lost_cb *cb,
+                               void *data)
+{
+    return set_lost(lock, cb, data, true);
 }
 
 bool hilock_lock_owner_lost(hilock_lock *lock, uint64_t owner)

@@ -139,6 +139,7 @@ struct hilock_lock {
     hl_hold *holds;
     hl_acquire_op *ops; /* pending acquires */
     struct hl_lost_cb *lost; /* set by hilock_lock_set_lost_callback */
+    struct hl_lost_cb *group; /* the multi-lock holding it, told first */
     atomic_int refs; /* the user's, plus one per operation in flight */
     bool destroyed;
     char name[]; /* name_len bytes and a NUL */
@@ -150,7 +151,15 @@ struct hl_lost_cb {
     hilock_lock *lock;
     hilock_lost_cb *cb;
     void *data;
+    bool for_group; /* sets lock->group, not lock->lost */
 };
+
+/* The multi-lock a handle belongs to hears of its lost leases through
+ * this listener (NULL to stop), apart from the user's lost callback.
+ * Any thread; takes effect on the loop thread.  HILOCK_OK, HILOCK_ENOMEM,
+ * HILOCK_ECLOSED. */
+int hl_lock_set_group_listener(hilock_lock *lock, hilock_lost_cb *cb,
+                               void *data);
 
 /* How long a voided attempt stays refused: longer than any delay a
  * request can plausibly spend in a paused server's socket buffer. */

@@ -1,0 +1,52 @@
+/* Shared by the files of src/multi. */
+#ifndef HL_MULTI_INTERNAL_H
+#define HL_MULTI_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/client_internal.h"
+#include "hilock/multi.h"
+
+struct group_hold;
+struct multi_op;
+
+struct hilock_multilock {
+    hilock_client *coord;  /* its loop thread runs the group */
+    hilock_redlock *rl;    /* owner of the members, or NULL */
+    size_t n;
+    size_t quorum;         /* n, or n/2+1 for RedLock */
+    bool redlock;          /* quarantine applies */
+    int64_t watchdog_ms;   /* the shortest watchdog lease of the members */
+    atomic_int refs;       /* the user's, plus one per task in flight */
+    atomic_bool destroyed;
+    struct group_hold *holds; /* coordinator thread only */
+    struct multi_op *ops;     /* coordinator thread only */
+    hilock_multi_lost_cb *lost_cb; /* coordinator thread only */
+    void *lost_data;
+    hilock_lock *members[];
+};
+
+/* Make a group over n members (checked by the caller) with the quorum. */
+int hl_multi_create(hilock_multilock **out, hilock_lock *const *locks,
+                    size_t n, size_t quorum, hilock_redlock *rl);
+
+void hl_multi_ref(hilock_multilock *m);
+void hl_multi_unref(hilock_multilock *m);
+bool hl_multi_in_loop(const hilock_multilock *m);
+/* Run a task on the coordinator (now, when called there). */
+int hl_multi_post(hilock_multilock *m, hl_task *task);
+
+/* A member handle's lease was lost: its group listener. */
+void hl_multi_member_lost(hilock_lock *lock, uint64_t owner, void *data);
+/* Coordinator thread: whether owner holds the group, and lost it. */
+bool hl_multi_owner_lost(hilock_multilock *m, uint64_t owner, bool *held);
+/* Coordinator thread: end every pending acquire with HILOCK_ECANCELED. */
+void hl_multi_cancel_all(hilock_multilock *m);
+
+/* The RedLock's side of its locks. */
+void hl_redlock_lock_gone(hilock_redlock *rl);
+
+#endif

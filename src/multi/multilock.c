@@ -1,0 +1,779 @@
+/* Multi-locks: all members, or a quorum of them (RedLock), taken as one.
+ *
+ * Everything about a group happens on one loop thread: its coordinator's
+ * (the first member's client, or the RedLock's loop).  Members may live on
+ * other loops; their callbacks come back to the coordinator as tasks.
+ * Each attempt asks every member at once with a single try; the outcome
+ * is decided as soon as enough members said yes, or too many said no.
+ * Members keep their leases with their own clients' watchdogs; the group
+ * hears of a member's lost lease through the handle's group listener. */
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/error_detail.h"
+#include "core/lockobj_internal.h"
+#include "core/options_internal.h"
+#include "multi_internal.h"
+
+typedef struct multi_op multi_op;
+
+/* One owner's hold of the group. */
+typedef struct group_hold {
+    struct group_hold *next;
+    uint64_t owner;
+    int64_t count;         /* acquires of the group by this owner */
+    uint64_t granted;      /* bit i: member i holds for the owner */
+    uint64_t lost_members; /* bit i: member i's lease was lost */
+    uint64_t op_id;        /* the acquire that made it */
+    bool lost;             /* fewer than a quorum left: reported */
+} group_hold;
+
+struct multi_op {
+    hl_task task; /* first: handed to the coordinator */
+    hilock_multilock *m;
+    multi_op *next; /* in m->ops */
+    multi_op *prev;
+    uint64_t id;
+    uint64_t owner;
+    int64_t wait_ms;
+    int64_t lease_ms;
+    hl_monotime deadline; /* INT64_MAX: forever */
+    hl_monotime round_start;
+    unsigned round;
+    size_t yes, busy, errs;
+    uint64_t granted;    /* members that granted in this round */
+    uint64_t pending;    /* members not yet answered in this round */
+    uint64_t member_ops[HILOCK_MAX_MEMBERS];
+    hilock_member_result results[HILOCK_MAX_MEMBERS];
+    size_t attempts;
+    int last_status;
+    char last_detail[200];
+    hl_timer backoff;
+    int in_flight;  /* member requests naming this op */
+    bool started;
+    bool done;
+    bool round_open; /* answers of this round still count */
+    hilock_multi_acquire_cb *cb;
+    void *user_data;
+};
+
+/* A member request's way back to its op. */
+typedef struct member_call {
+    hl_task task; /* first: the answer travels to the coordinator */
+    multi_op *op;
+    hilock_multilock *m;
+    size_t index;
+    unsigned round;
+    hl_monotime sent_at;
+    int status;
+    char detail[160];
+} member_call;
+
+static void attempt_round(multi_op *op);
+
+static uint64_t bit(size_t i) { return (uint64_t)1 << i; }
+
+static size_t popcount(uint64_t x) { return (size_t)__builtin_popcountll(x); }
+
+void hl_multi_ref(hilock_multilock *m) { atomic_fetch_add(&m->refs, 1); }
+
+void hl_multi_unref(hilock_multilock *m)
+{
+    if (atomic_fetch_sub(&m->refs, 1) != 1)
+        return;
+    for (group_hold *g = m->holds, *next; g != NULL; g = next) {
+        next = g->next;
+        hl_free(g);
+    }
+    hl_free(m);
+}
+
+bool hl_multi_in_loop(const hilock_multilock *m)
+{
+    return hl_client_in_loop(m->coord);
+}
+
+/* Run task on the coordinator: now when already there, else through the
+ * coordinator client's queue.  Returns HILOCK_ECLOSED when it is gone
+ * (run is then not called). */
+int hl_multi_post(hilock_multilock *m, hl_task *task)
+{
+    if (hl_client_in_loop(m->coord)) {
+        task->run(m->coord, task, false);
+        return HILOCK_OK;
+    }
+    return hl_client_submit(m->coord, task);
+}
+
+static group_hold *hold_find(hilock_multilock *m, uint64_t owner)
+{
+    for (group_hold *g = m->holds; g != NULL; g = g->next)
+        if (g->owner == owner)
+            return g;
+    return NULL;
+}
+
+static void hold_unlink(hilock_multilock *m, group_hold *g)
+{
+    for (group_hold **p = &m->holds; *p != NULL; p = &(*p)->next) {
+        if (*p == g) {
+            *p = g->next;
+            return;
+        }
+    }
+}
+
+static bool quarantined(const hilock_multilock *m, size_t i)
+{
+    hilock_client *c = m->members[i]->client;
+    return m->redlock && c != NULL && hl_client_quarantined(c);
+}
+
+/* Give member i back for owner, answer ignored: a failure leaves the
+ * member to expire with its lease. */
+static void on_given_back(hilock_lock *lock, int status, int64_t value,
+                          void *user_data)
+{
+    (void)lock;
+    (void)status;
+    (void)value;
+    (void)user_data;
+}
+
+static void give_back(hilock_multilock *m, size_t i, uint64_t owner)
+{
+    hilock_lock_release_async(m->members[i], owner, on_given_back, NULL);
+}
+
+/* ---- acquire ----------------------------------------------------------- */
+
+static void op_unlink(multi_op *op)
+{
+    hilock_multilock *m = op->m;
+    if (op->prev)
+        op->prev->next = op->next;
+    else if (m->ops == op)
+        m->ops = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    op->prev = op->next = NULL;
+}
+
+static void op_free_if_idle(multi_op *op)
+{
+    if (op->done && op->in_flight == 0) {
+        hilock_multilock *m = op->m;
+        hl_free(op);
+        hl_multi_unref(m);
+    }
+}
+
+/* Close the round: members that granted go back, members still asked are
+ * cancelled (a grant that races the cancel goes back too). */
+static void round_close(multi_op *op)
+{
+    hilock_multilock *m = op->m;
+    op->round_open = false;
+    for (size_t i = 0; i < m->n; i++) {
+        if (op->granted & bit(i))
+            give_back(m, i, op->owner);
+        else if (op->pending & bit(i))
+            hilock_lock_cancel(m->members[i], op->member_ops[i]);
+    }
+    op->granted = 0;
+}
+
+static void op_finish(multi_op *op, int status, const char *detail)
+{
+    if (op->done)
+        return;
+    op->done = true;
+    hilock_multilock *m = op->m;
+    if (op->started) {
+        op_unlink(op);
+        hl_timer_stop(&op->backoff);
+    }
+    if (status != HILOCK_OK && op->round_open)
+        round_close(op);
+    hilock_multi_outcome out = {
+        .owner = op->owner,
+        .granted = popcount(op->granted),
+        .attempts = op->attempts,
+        .n = m->n,
+        .members = op->results,
+    };
+    if (status == HILOCK_OK) {
+        group_hold *g = hold_find(m, op->owner);
+        int64_t lease = op->lease_ms > 0 ? op->lease_ms : m->watchdog_ms;
+        hl_monotime elapsed = hl_monotime_now() - op->round_start;
+        out.validity_ms = lease - elapsed / 1000 - (lease / 100 + 2);
+        if (g != NULL)
+            out.granted = popcount(g->granted);
+    }
+    op->in_flight++; /* keep op alive across the callback */
+    if (status != HILOCK_OK)
+        hl_set_detail(detail ? detail : "");
+    else
+        hl_clear_detail();
+    hilock_client *coord = m->coord;
+    hl_client_enter_callback(coord);
+    op->cb(m, status, &out, op->user_data);
+    hl_client_leave_callback(coord);
+    op->in_flight--;
+    op_free_if_idle(op);
+}
+
+static hl_monotime op_remaining(const multi_op *op)
+{
+    if (op->deadline == INT64_MAX)
+        return INT64_MAX;
+    return op->deadline - hl_monotime_now();
+}
+
+static void on_backoff(hl_timer *t)
+{
+    multi_op *op = t->data;
+    if (!op->done)
+        attempt_round(op);
+}
+
+/* The round cannot succeed: give back, then wait a random while and try
+ * again, or give up. */
+static void round_failed(multi_op *op, int status, const char *detail)
+{
+    op->last_status = status;
+    snprintf(op->last_detail, sizeof op->last_detail, "%s", detail);
+    round_close(op);
+    hl_monotime left = op_remaining(op);
+    if (op->wait_ms == 0 || left <= 0) {
+        op_finish(op, status, op->last_detail);
+        return;
+    }
+    /* Random back-off, growing with the attempts: contenders that failed
+     * together must not all come back together. */
+    unsigned shift = op->attempts < 6 ? (unsigned)op->attempts : 6;
+    hl_monotime cap = HL_MS(5) << shift; /* 10 ms .. 320 ms */
+    uint32_t r = 0;
+    if (RAND_bytes((unsigned char *)&r, sizeof r) != 1)
+        r = (uint32_t)hl_monotime_now();
+    hl_monotime delay = cap / 2 + (hl_monotime)(r % (uint32_t)(cap / 2 + 1));
+    if (delay > left)
+        delay = left;
+    hl_timer_arm(&op->backoff, delay);
+}
+
+static void decide(multi_op *op)
+{
+    hilock_multilock *m = op->m;
+    if (!op->round_open)
+        return;
+    if (op->yes >= m->quorum) {
+        int64_t lease = op->lease_ms > 0 ? op->lease_ms : m->watchdog_ms;
+        hl_monotime elapsed = hl_monotime_now() - op->round_start;
+        int64_t validity = lease - elapsed / 1000 - (lease / 100 + 2);
+        if (validity <= 0) {
+            round_failed(op, HILOCK_EEXPIRED,
+                         "the members granted, but the lease had run out "
+                         "by the time enough of them had");
+            return;
+        }
+        group_hold *g = hl_calloc(1, sizeof *g);
+        if (g == NULL) {
+            round_failed(op, HILOCK_ENOMEM, "out of memory");
+            return;
+        }
+        g->owner = op->owner;
+        g->count = 1;
+        g->granted = op->granted;
+        g->op_id = op->id;
+        g->next = m->holds;
+        m->holds = g;
+        /* Members still asked may grant yet: they join the hold. */
+        op->round_open = false;
+        op->last_status = HILOCK_OK;
+        op_finish(op, HILOCK_OK, NULL);
+        return;
+    }
+    size_t no = op->busy + op->errs;
+    if (no > m->n - m->quorum) {
+        if (op->errs > m->n - m->quorum)
+            round_failed(op, HILOCK_ENOQUORUM,
+                         "too many members failed or are quarantined");
+        else
+            round_failed(op, HILOCK_EBUSY,
+                         "a member is held by another owner");
+    }
+}
+
+static void member_answered(hl_task *t)
+{
+    member_call *mc = (member_call *)t;
+    multi_op *op = mc->op;
+    hilock_multilock *m = mc->m;
+    size_t i = mc->index;
+    op->in_flight--;
+    bool current = op->round == mc->round && op->round_open;
+    if (current) {
+        op->pending &= ~bit(i);
+        op->results[i].status = mc->status;
+        op->results[i].latency_us = hl_monotime_now() - mc->sent_at;
+        if (mc->status == HILOCK_OK) {
+            op->yes++;
+            op->granted |= bit(i);
+        } else if (mc->status == HILOCK_EBUSY) {
+            op->busy++;
+        } else {
+            op->errs++;
+            snprintf(op->last_detail, sizeof op->last_detail, "member %zu: %s",
+                     i, mc->detail);
+        }
+        decide(op);
+    } else if (mc->status == HILOCK_OK) {
+        /* A grant after the outcome: it joins the owner's hold when that
+         * round won, else it goes back. */
+        group_hold *g = hold_find(m, op->owner);
+        if (op->round == mc->round && g != NULL && g->op_id == op->id &&
+            !g->lost && !(g->granted & bit(i)))
+            g->granted |= bit(i);
+        else
+            give_back(m, i, op->owner);
+    }
+    hl_free(mc);
+    op_free_if_idle(op);
+}
+
+static void run_member_answer(hilock_client *c, hl_task *t, bool closed)
+{
+    (void)c;
+    member_call *mc = (member_call *)t;
+    if (closed && mc->status == HILOCK_OK)
+        mc->status = HILOCK_ECLOSED; /* nobody is left to give it back */
+    member_answered(t);
+}
+
+static void on_member_acquired(hilock_lock *lock, int status,
+                               const hilock_acquired *acquired,
+                               void *user_data)
+{
+    (void)lock;
+    (void)acquired;
+    member_call *mc = user_data;
+    mc->status = status;
+    snprintf(mc->detail, sizeof mc->detail, "%s",
+             status ? hilock_last_error() : "");
+    mc->task.run = run_member_answer;
+    if (hl_multi_post(mc->m, &mc->task) != HILOCK_OK) {
+        /* The coordinator is gone: nothing waits for this answer. */
+        if (status == HILOCK_OK)
+            give_back(mc->m, mc->index, mc->op->owner);
+        mc->status = HILOCK_ECLOSED;
+        member_answered(&mc->task);
+    }
+}
+
+static void attempt_round(multi_op *op)
+{
+    hilock_multilock *m = op->m;
+    op->in_flight++; /* answers given at once must not free op here */
+    op->round++;
+    op->attempts++;
+    op->round_open = true;
+    op->yes = op->busy = op->errs = 0;
+    op->granted = op->pending = 0;
+    op->round_start = hl_monotime_now();
+    for (size_t i = 0; i < m->n; i++) {
+        op->results[i] = (hilock_member_result){HILOCK_ECANCELED, -1, false};
+        if (quarantined(m, i)) {
+            op->results[i].status = HILOCK_ENOQUORUM;
+            op->results[i].quarantined = true;
+            op->errs++;
+            continue;
+        }
+        member_call *mc = hl_calloc(1, sizeof *mc);
+        if (mc == NULL) {
+            op->results[i].status = HILOCK_ENOMEM;
+            op->errs++;
+            continue;
+        }
+        mc->op = op;
+        mc->m = m;
+        mc->index = i;
+        mc->round = op->round;
+        mc->sent_at = hl_monotime_now();
+        op->pending |= bit(i);
+        op->in_flight++;
+        int rc = hilock_lock_acquire_async(m->members[i], op->owner, 0,
+                                           op->lease_ms, 0,
+                                           on_member_acquired, mc,
+                                           &op->member_ops[i]);
+        if (rc != HILOCK_OK) {
+            op->pending &= ~bit(i);
+            op->in_flight--;
+            op->results[i].status = rc;
+            op->errs++;
+            hl_free(mc);
+        }
+        if (op->done || !op->round_open)
+            break; /* decided by an answer given at once */
+    }
+    decide(op);
+    op->in_flight--;
+    op_free_if_idle(op);
+}
+
+static void op_start(hilock_client *c, hl_task *t, bool closed)
+{
+    (void)c;
+    multi_op *op = (multi_op *)t;
+    hilock_multilock *m = op->m;
+    if (closed || m->destroyed) {
+        op_finish(op, m->destroyed ? HILOCK_ECANCELED : HILOCK_ECLOSED,
+                  m->destroyed ? "multi-lock destroyed" : "client closed");
+        return;
+    }
+    op->started = true;
+    hl_timer_init(&op->backoff, m->coord->loop, on_backoff, op);
+    op->next = m->ops;
+    if (m->ops)
+        m->ops->prev = op;
+    m->ops = op;
+    if (op->wait_ms > 0) {
+        hl_monotime now = hl_monotime_now();
+        op->deadline = op->wait_ms >= (INT64_MAX - now) / 1000
+                           ? INT64_MAX
+                           : now + HL_MS(op->wait_ms);
+    }
+    group_hold *g = hold_find(m, op->owner);
+    if (g != NULL && !g->lost) {
+        /* Reentry: the members are held already. */
+        g->count++;
+        op->granted = g->granted;
+        op->round_start = hl_monotime_now();
+        op->last_status = HILOCK_OK;
+        op_finish(op, HILOCK_OK, NULL);
+        return;
+    }
+    if (g != NULL) {
+        /* A lost hold: what is left of it goes back first. */
+        hold_unlink(m, g);
+        for (size_t i = 0; i < m->n; i++)
+            if (g->granted & bit(i))
+                give_back(m, i, g->owner);
+        hl_free(g);
+    }
+    op->last_status = HILOCK_EBUSY;
+    attempt_round(op);
+}
+
+int hilock_multilock_acquire_async(hilock_multilock *m, uint64_t owner,
+                                   int64_t wait_ms, int64_t lease_ms,
+                                   hilock_multi_acquire_cb *cb,
+                                   void *user_data, uint64_t *op_id)
+{
+    if (m == NULL || cb == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    if (owner == 0)
+        return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
+    if (wait_ms < 0 && wait_ms != HILOCK_WAIT_FOREVER)
+        return hl_fail(HILOCK_EINVAL, "wait_ms must be >= 0 or "
+                                      "HILOCK_WAIT_FOREVER");
+    if (lease_ms < 0)
+        return hl_fail(HILOCK_EINVAL, "lease_ms must be > 0 or "
+                                      "HILOCK_LEASE_WATCHDOG");
+    if (m->destroyed)
+        return hl_fail(HILOCK_ECLOSED, "multi-lock destroyed");
+    multi_op *op = hl_calloc(1, sizeof *op);
+    if (op == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory for an acquire");
+    op->task.run = op_start;
+    op->m = m;
+    op->owner = owner;
+    op->wait_ms = wait_ms;
+    op->lease_ms = lease_ms;
+    op->deadline = wait_ms == HILOCK_WAIT_FOREVER ? INT64_MAX : 0;
+    op->cb = cb;
+    op->user_data = user_data;
+    static atomic_uint_fast64_t next_id = 1;
+    op->id = atomic_fetch_add(&next_id, 1);
+    if (op_id)
+        *op_id = op->id;
+    hl_multi_ref(m);
+    int rc = hl_multi_post(m, &op->task);
+    if (rc != HILOCK_OK) {
+        hl_multi_unref(m);
+        hl_free(op);
+    }
+    return rc;
+}
+
+/* ---- cancel ------------------------------------------------------------ */
+
+typedef struct cancel_task {
+    hl_task task;
+    hilock_multilock *m;
+    uint64_t id;
+} cancel_task;
+
+static void run_cancel(hilock_client *c, hl_task *t, bool closed)
+{
+    (void)c;
+    cancel_task *ct = (cancel_task *)t;
+    if (!closed) {
+        for (multi_op *op = ct->m->ops; op != NULL; op = op->next) {
+            if (op->id == ct->id) {
+                op_finish(op, HILOCK_ECANCELED, "acquire cancelled");
+                break;
+            }
+        }
+    }
+    hl_multi_unref(ct->m);
+    hl_free(ct);
+}
+
+int hilock_multilock_cancel(hilock_multilock *m, uint64_t op_id)
+{
+    if (m == NULL)
+        return hl_fail(HILOCK_EINVAL, "multi-lock is NULL");
+    if (m->destroyed)
+        return hl_fail(HILOCK_ECLOSED, "multi-lock destroyed");
+    cancel_task *ct = hl_calloc(1, sizeof *ct);
+    if (ct == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory");
+    ct->task.run = run_cancel;
+    ct->m = m;
+    ct->id = op_id;
+    hl_multi_ref(m);
+    int rc = hl_multi_post(m, &ct->task);
+    if (rc != HILOCK_OK) {
+        hl_multi_unref(m);
+        hl_free(ct);
+    }
+    return rc;
+}
+
+/* ---- release ------------------------------------------------------------ */
+
+typedef struct release_call {
+    hl_task task;
+    hilock_multilock *m;
+    uint64_t owner;
+    int pending;
+    int status;      /* first member failure that matters */
+    bool lost;
+    char detail[200];
+    hilock_multi_cb *cb;
+    void *user_data;
+} release_call;
+
+static void release_finish(release_call *rc)
+{
+    hilock_multilock *m = rc->m;
+    int status = rc->lost ? HILOCK_ELEASELOST : rc->status;
+    if (status == HILOCK_ELEASELOST && rc->detail[0] == '\0')
+        snprintf(rc->detail, sizeof rc->detail,
+                 "the group's lease was lost before this release");
+    if (status != HILOCK_OK)
+        hl_set_detail(rc->detail);
+    else
+        hl_clear_detail();
+    hilock_client *coord = m->coord;
+    hl_client_enter_callback(coord);
+    rc->cb(m, status, rc->user_data);
+    hl_client_leave_callback(coord);
+    hl_free(rc);
+    hl_multi_unref(m);
+}
+
+typedef struct member_release {
+    hl_task task;
+    release_call *call;
+    size_t index;
+    int status;
+    char detail[160];
+} member_release;
+
+static void run_member_released(hilock_client *c, hl_task *t, bool closed)
+{
+    (void)c;
+    member_release *mr = (member_release *)t;
+    release_call *rc = mr->call;
+    int st = closed ? HILOCK_ECLOSED : mr->status;
+    /* A member that lost its lease or forgot it (a restarted master) is
+     * the group's business only if the group is lost, which rc->lost
+     * says. */
+    if (st != HILOCK_OK && st != HILOCK_ELEASELOST &&
+        st != HILOCK_ENOTOWNER && rc->status == HILOCK_OK) {
+        rc->status = st;
+        snprintf(rc->detail, sizeof rc->detail, "member %zu: %s", mr->index,
+                 mr->detail);
+    }
+    hl_free(mr);
+    if (--rc->pending == 0)
+        release_finish(rc);
+}
+
+static void on_member_released(hilock_lock *lock, int status, int64_t value,
+                               void *user_data)
+{
+    (void)lock;
+    (void)value;
+    member_release *mr = user_data;
+    mr->status = status;
+    snprintf(mr->detail, sizeof mr->detail, "%s",
+             status ? hilock_last_error() : "");
+    mr->task.run = run_member_released;
+    if (hl_multi_post(mr->call->m, &mr->task) != HILOCK_OK)
+        run_member_released(NULL, &mr->task, true);
+}
+
+static void release_start(hilock_client *c, hl_task *t, bool closed)
+{
+    (void)c;
+    release_call *rc = (release_call *)t;
+    hilock_multilock *m = rc->m;
+    if (closed) {
+        rc->status = HILOCK_ECLOSED;
+        snprintf(rc->detail, sizeof rc->detail, "client closed");
+        release_finish(rc);
+        return;
+    }
+    group_hold *g = hold_find(m, rc->owner);
+    if (g == NULL) {
+        rc->status = HILOCK_ENOTOWNER;
+        snprintf(rc->detail, sizeof rc->detail,
+                 "this owner does not hold the group");
+        release_finish(rc);
+        return;
+    }
+    rc->lost = g->lost;
+    if (g->count > 1 && !g->lost) {
+        g->count--;
+        release_finish(rc);
+        return;
+    }
+    hold_unlink(m, g);
+    uint64_t granted = g->granted;
+    hl_free(g);
+    rc->pending = 1; /* until every member is asked */
+    for (size_t i = 0; i < m->n; i++) {
+        if (!(granted & bit(i)))
+            continue;
+        member_release *mr = hl_calloc(1, sizeof *mr);
+        if (mr == NULL) {
+            rc->status = HILOCK_ENOMEM;
+            snprintf(rc->detail, sizeof rc->detail, "out of memory");
+            continue;
+        }
+        mr->call = rc;
+        mr->index = i;
+        rc->pending++;
+        int st = hilock_lock_release_async(m->members[i], rc->owner,
+                                           on_member_released, mr);
+        if (st != HILOCK_OK) {
+            rc->pending--;
+            if (rc->status == HILOCK_OK && st != HILOCK_ECLOSED) {
+                rc->status = st;
+                snprintf(rc->detail, sizeof rc->detail, "member %zu: %s", i,
+                         hilock_last_error());
+            }
+            hl_free(mr);
+        }
+    }
+    if (--rc->pending == 0)
+        release_finish(rc);
+}
+
+int hilock_multilock_release_async(hilock_multilock *m, uint64_t owner,
+                                   hilock_multi_cb *cb, void *user_data)
+{
+    if (m == NULL || cb == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    if (owner == 0)
+        return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
+    if (m->destroyed)
+        return hl_fail(HILOCK_ECLOSED, "multi-lock destroyed");
+    release_call *rc = hl_calloc(1, sizeof *rc);
+    if (rc == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory");
+    rc->task.run = release_start;
+    rc->m = m;
+    rc->owner = owner;
+    rc->cb = cb;
+    rc->user_data = user_data;
+    hl_multi_ref(m);
+    int st = hl_multi_post(m, &rc->task);
+    if (st != HILOCK_OK) {
+        hl_multi_unref(m);
+        hl_free(rc);
+    }
+    return st;
+}
+
+/* ---- losses -------------------------------------------------------------- */
+
+typedef struct member_lost {
+    hl_task task;
+    hilock_multilock *m;
+    size_t index;
+    uint64_t owner;
+} member_lost;
+
+static void run_member_lost(hilock_client *c, hl_task *t, bool closed)
+{
+    (void)c;
+    member_lost *ml = (member_lost *)t;
+    hilock_multilock *m = ml->m;
+    group_hold *g = closed ? NULL : hold_find(m, ml->owner);
+    if (g != NULL && (g->granted & bit(ml->index))) {
+        g->lost_members |= bit(ml->index);
+        size_t alive = popcount(g->granted & ~g->lost_members);
+        if (alive < m->quorum && !g->lost) {
+            g->lost = true;
+            if (m->lost_cb != NULL) {
+                hilock_client *coord = m->coord;
+                hl_client_enter_callback(coord);
+                m->lost_cb(m, ml->owner, m->lost_data);
+                hl_client_leave_callback(coord);
+            }
+        }
+    }
+    hl_free(ml);
+    hl_multi_unref(m);
+}
+
+void hl_multi_member_lost(hilock_lock *lock, uint64_t owner, void *data)
+{
+    hilock_multilock *m = data;
+    size_t i = 0;
+    while (i < m->n && m->members[i] != lock)
+        i++;
+    if (i == m->n)
+        return;
+    member_lost *ml = hl_calloc(1, sizeof *ml);
+    if (ml == NULL)
+        return; /* the group then learns at its release */
+    ml->task.run = run_member_lost;
+    ml->m = m;
+    ml->index = i;
+    ml->owner = owner;
+    hl_multi_ref(m);
+    if (hl_multi_post(m, &ml->task) != HILOCK_OK) {
+        hl_multi_unref(m);
+        hl_free(ml);
+    }
+}
+
+bool hl_multi_owner_lost(hilock_multilock *m, uint64_t owner, bool *held)
+{
+    group_hold *g = hold_find(m, owner);
+    *held = g != NULL;
+    return g != NULL && g->lost;
+}
+
+void hl_multi_cancel_all(hilock_multilock *m)
+{
+    while (m->ops != NULL)
+        op_finish(m->ops, HILOCK_ECANCELED, "multi-lock destroyed");
+}

@@ -1,0 +1,241 @@
+/* RedLock: one client per master, all on one loop thread owned by the
+ * RedLock, so that a RedLock lock and its members share one thread and
+ * the group never waits for another thread to hear its members. */
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include <ev.h>
+
+#include "core/alloc.h"
+#include "core/error_detail.h"
+#include "core/handle.h"
+#include "core/options_internal.h"
+#include "multi_internal.h"
+
+struct hilock_redlock {
+    struct ev_loop *loop;
+    pthread_t thread;
+    ev_async stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool started;
+    atomic_int locks; /* RedLock locks not yet destroyed */
+    size_t n;
+    hilock_options *opts[HILOCK_MAX_MEMBERS];
+    hilock_client *clients[HILOCK_MAX_MEMBERS];
+    int create_status[HILOCK_MAX_MEMBERS];
+};
+
+static void on_stop(struct ev_loop *loop, ev_async *w, int revents)
+{
+    (void)revents;
+    hilock_redlock *rl = w->data;
+    for (size_t i = 0; i < rl->n; i++) {
+        if (rl->clients[i] != NULL)
+            hilock_client_destroy(rl->clients[i]);
+        rl->clients[i] = NULL;
+    }
+    ev_async_stop(loop, w);
+    ev_break(loop, EVBREAK_ALL);
+}
+
+static void *loop_main(void *arg)
+{
+    hilock_redlock *rl = arg;
+    /* Clients on a caller's loop belong to the thread that makes them. */
+    for (size_t i = 0; i < rl->n; i++)
+        rl->create_status[i] =
+            hilock_client_create(&rl->clients[i], rl->opts[i]);
+    ev_async_init(&rl->stop, on_stop);
+    rl->stop.data = rl;
+    ev_async_start(rl->loop, &rl->stop);
+    pthread_mutex_lock(&rl->mu);
+    rl->started = true;
+    pthread_cond_broadcast(&rl->cv);
+    pthread_mutex_unlock(&rl->mu);
+    ev_run(rl->loop, 0);
+    return NULL;
+}
+
+static void redlock_free(hilock_redlock *rl)
+{
+    for (size_t i = 0; i < rl->n; i++)
+        hilock_options_free(rl->opts[i]);
+    if (rl->loop != NULL)
+        ev_loop_destroy(rl->loop);
+    pthread_cond_destroy(&rl->cv);
+    pthread_mutex_destroy(&rl->mu);
+    hl_free(rl);
+}
+
+static void stop_thread(hilock_redlock *rl)
+{
+    ev_async_send(rl->loop, &rl->stop);
+    pthread_join(rl->thread, NULL);
+}
+
+static int master_options(hilock_options **out, const hilock_options *base,
+                          const char *url, struct ev_loop *loop)
+{
+    int rc = base ? hilock_options_copy(out, base) : hilock_options_create(out);
+    if (rc != HILOCK_OK)
+        return rc;
+    hilock_options *o = *out;
+    rc = hilock_options_set_url(o, url);
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_command_timeout_ms(o, o->node_timeout_ms);
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_loop(o, loop);
+    o->track_restarts = true;
+    if (rc != HILOCK_OK) {
+        hilock_options_free(o);
+        *out = NULL;
+    }
+    return rc;
+}
+
+static size_t connected_count(const hilock_redlock *rl)
+{
+    size_t up = 0;
+    for (size_t i = 0; i < rl->n; i++)
+        if (rl->clients[i] != NULL &&
+            hilock_client_is_connected(rl->clients[i]) == 1)
+            up++;
+    return up;
+}
+
+int hilock_redlock_create(hilock_redlock **out, const char *const *urls,
+                          size_t n, const hilock_options *base)
+{
+    if (out == NULL || urls == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    *out = NULL;
+    if (n < 3 || n > HILOCK_MAX_MEMBERS || n % 2 == 0)
+        return hl_fail(HILOCK_EINVAL,
+                       "RedLock needs an odd number of masters, 3..%d: %zu",
+                       HILOCK_MAX_MEMBERS, n);
+    for (size_t i = 0; i < n; i++)
+        if (urls[i] == NULL)
+            return hl_fail(HILOCK_EINVAL, "URL %zu is NULL", i);
+    hilock_redlock *rl = hl_calloc(1, sizeof *rl);
+    if (rl == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory");
+    pthread_mutex_init(&rl->mu, NULL);
+    pthread_cond_init(&rl->cv, NULL);
+    rl->n = n;
+    rl->loop = ev_loop_new(EVFLAG_AUTO);
+    if (rl->loop == NULL) {
+        redlock_free(rl);
+        return hl_fail(HILOCK_ENOMEM, "could not make an event loop");
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc = master_options(&rl->opts[i], base, urls[i], rl->loop);
+        if (rc != HILOCK_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", hilock_last_error());
+            redlock_free(rl);
+            return hl_fail(rc, "master %zu: %s", i, why);
+        }
+    }
+    if (pthread_create(&rl->thread, NULL, loop_main, rl) != 0) {
+        redlock_free(rl);
+        return hl_fail(HILOCK_ENOMEM, "could not start the loop thread");
+    }
+    pthread_mutex_lock(&rl->mu);
+    while (!rl->started)
+        pthread_cond_wait(&rl->cv, &rl->mu);
+    pthread_mutex_unlock(&rl->mu);
+    size_t quorum = n / 2 + 1;
+    for (size_t i = 0; i < n; i++) {
+        if (rl->create_status[i] == HILOCK_ENOMEM) {
+            stop_thread(rl);
+            redlock_free(rl);
+            return hl_fail(HILOCK_ENOMEM, "out of memory for master %zu", i);
+        }
+    }
+    /* Connecting happens on the loop; wait (briefly, once) until a quorum
+     * of masters is up or the connect timeout has passed.  Masters still
+     * down keep reconnecting in the background. */
+    const hilock_options *o = rl->opts[0];
+    struct timespec step = {0, 2 * 1000 * 1000};
+    hl_monotime until = hl_monotime_now() + HL_MS(o->connect_timeout_ms);
+    while (connected_count(rl) < n && hl_monotime_now() < until)
+        nanosleep(&step, NULL);
+    if (connected_count(rl) < quorum) {
+        stop_thread(rl);
+        redlock_free(rl);
+        return hl_fail(HILOCK_ENOQUORUM,
+                       "fewer than %zu of %zu masters reachable", quorum, n);
+    }
+    if (hl_handle_add(rl) != 0) {
+        stop_thread(rl);
+        redlock_free(rl);
+        return hl_fail(HILOCK_ENOMEM, "out of memory");
+    }
+    *out = rl;
+    return HILOCK_OK;
+}
+
+int hilock_redlock_destroy(hilock_redlock *rl)
+{
+    if (rl == NULL)
+        return hl_fail(HILOCK_EINVAL, "RedLock is NULL");
+    if (!hl_handle_is_live(rl))
+        return hl_fail(HILOCK_ECLOSED, "RedLock destroyed already");
+    if (atomic_load(&rl->locks) > 0)
+        return hl_fail(HILOCK_EBUSY, "destroy the RedLock's locks first");
+    for (size_t i = 0; i < rl->n; i++)
+        if (rl->clients[i] != NULL && hl_client_in_loop(rl->clients[i]))
+            return hl_fail(HILOCK_EDEADLK, "destroy on the RedLock's thread");
+    if (!hl_handle_remove(rl))
+        return hl_fail(HILOCK_ECLOSED, "RedLock destroyed already");
+    stop_thread(rl);
+    redlock_free(rl);
+    return HILOCK_OK;
+}
+
+size_t hilock_redlock_masters(const hilock_redlock *rl)
+{
+    return rl ? rl->n : 0;
+}
+
+hilock_client *hilock_redlock_client(const hilock_redlock *rl, size_t i)
+{
+    return rl && i < rl->n ? rl->clients[i] : NULL;
+}
+
+void hl_redlock_lock_gone(hilock_redlock *rl)
+{
+    atomic_fetch_sub(&rl->locks, 1);
+}
+
+int hilock_redlock_lock_create(hilock_multilock **out, hilock_redlock *rl,
+                               const char *name, size_t name_len)
+{
+    if (out == NULL || rl == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    *out = NULL;
+    if (!hl_handle_is_live(rl))
+        return hl_fail(HILOCK_ECLOSED, "RedLock destroyed");
+    hilock_lock *locks[HILOCK_MAX_MEMBERS];
+    for (size_t i = 0; i < rl->n; i++) {
+        int rc = rl->clients[i] == NULL
+                     ? hl_fail(HILOCK_ECLOSED, "master %zu has no client", i)
+                     : hilock_lock_create(&locks[i], rl->clients[i], name,
+                                          name_len);
+        if (rc != HILOCK_OK) {
+            for (size_t j = 0; j < i; j++)
+                hilock_lock_destroy(locks[j]);
+            return rc;
+        }
+    }
+    atomic_fetch_add(&rl->locks, 1);
+    int rc = hl_multi_create(out, locks, rl->n, rl->n / 2 + 1, rl);
+    if (rc != HILOCK_OK) {
+        for (size_t i = 0; i < rl->n; i++)
+            hilock_lock_destroy(locks[i]);
+        atomic_fetch_sub(&rl->locks, 1);
+    }
+    return rc;
+}
