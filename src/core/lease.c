@@ -38,11 +38,6 @@ typedef struct renew_batch {
     hl_lease *leases[HL_LEASE_BATCH];
 } renew_batch;
 
-static hl_monotime drift_margin(int64_t lease_ms)
-{
-    return HL_MS(lease_ms) / 100 + HL_MS(2);
-}
-
 static void engine_free_if_unused(hl_lease_engine *e)
 {
     if (e->freed && e->batches == 0 && e->allocated == 0)
@@ -172,7 +167,7 @@ static void set_deadline(hl_lease *l, hl_monotime granted_at,
                          int64_t lease_ms)
 {
     hl_lease_engine *e = l->engine;
-    hl_monotime d = granted_at + HL_MS(lease_ms) - drift_margin(lease_ms);
+    hl_monotime d = granted_at + HL_MS(lease_ms) - hl_drift_margin(lease_ms);
     if (d <= l->deadline)
         return;
     list_remove(e, l);
@@ -345,7 +340,7 @@ void hl_lease_start(hl_lease_engine *e, hl_lease *l, const hl_kind *kind,
     l->started = granted_at;
     l->watchdog = lease_ms == 0;
     int64_t ms = l->watchdog ? e->watchdog_ms : lease_ms;
-    l->deadline = granted_at + HL_MS(ms) - drift_margin(ms);
+    l->deadline = granted_at + HL_MS(ms) - hl_drift_margin(ms);
     list_insert(e, l);
     arm_deadline_timer(e);
     e->stats.active++;

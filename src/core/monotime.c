@@ -1,5 +1,6 @@
 #include "monotime.h"
 
+#include <stdatomic.h>
 #include <time.h>
 
 static hl_monotime system_clock(void)
@@ -9,11 +10,29 @@ static hl_monotime system_clock(void)
     return (hl_monotime)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static hl_clock_fn *current_clock = system_clock;
+/* Swapped by tests while loop threads read it. */
+static _Atomic(hl_clock_fn *) current_clock = system_clock;
 
-hl_monotime hl_monotime_now(void) { return current_clock(); }
+hl_monotime hl_monotime_now(void)
+{
+    hl_clock_fn *fn = atomic_load_explicit(&current_clock,
+                                           memory_order_acquire);
+    return fn();
+}
 
 void hl_monotime_set_clock(hl_clock_fn *fn)
 {
-    current_clock = fn ? fn : system_clock;
+    atomic_store_explicit(&current_clock, fn ? fn : system_clock,
+                          memory_order_release);
+}
+
+hl_monotime hl_drift_margin(int64_t lease_ms)
+{
+    return HL_MS(lease_ms) / 100 + HL_MS(2);
+}
+
+hl_monotime hl_validity(int64_t lease_ms, hl_monotime sent_at,
+                        hl_monotime now)
+{
+    return HL_MS(lease_ms) - (now - sent_at) - hl_drift_margin(lease_ms);
 }

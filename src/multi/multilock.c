@@ -207,8 +207,8 @@ static void op_finish(multi_op *op, int status, const char *detail)
     if (status == HILOCK_OK) {
         group_hold *g = hold_find(m, op->owner);
         int64_t lease = op->lease_ms > 0 ? op->lease_ms : m->watchdog_ms;
-        hl_monotime elapsed = hl_monotime_now() - op->round_start;
-        out.validity_ms = lease - elapsed / 1000 - (lease / 100 + 2);
+        out.validity_ms =
+            hl_validity(lease, op->round_start, hl_monotime_now()) / 1000;
         if (g != NULL)
             out.granted = popcount(g->granted);
     }
@@ -271,9 +271,7 @@ static void decide(multi_op *op)
         return;
     if (op->yes >= m->quorum) {
         int64_t lease = op->lease_ms > 0 ? op->lease_ms : m->watchdog_ms;
-        hl_monotime elapsed = hl_monotime_now() - op->round_start;
-        int64_t validity = lease - elapsed / 1000 - (lease / 100 + 2);
-        if (validity <= 0) {
+        if (hl_validity(lease, op->round_start, hl_monotime_now()) <= 0) {
             round_failed(op, HILOCK_EEXPIRED,
                          "the members granted, but the lease had run out "
                          "by the time enough of them had");
