@@ -83,6 +83,15 @@ static void run_teardown(hilock_client *c, hl_task *t, bool closed)
     hl_multi_unref(m);
 }
 
+static void run_unref(hilock_client *c, hl_task *t, bool closed)
+{
+    (void)c;
+    (void)closed;
+    hilock_multilock *m = *(hilock_multilock **)(void *)(t + 1);
+    hl_free(t);
+    hl_multi_unref(m);
+}
+
 int hilock_multilock_destroy(hilock_multilock *m)
 {
     if (m == NULL)
@@ -90,8 +99,24 @@ int hilock_multilock_destroy(hilock_multilock *m)
     if (!hl_handle_remove(m))
         return hl_fail(HILOCK_ECLOSED, "multi-lock destroyed already");
     atomic_store(&m->destroyed, true);
-    for (size_t i = 0; i < m->n; i++)
+    for (size_t i = 0; i < m->n; i++) {
         hl_lock_set_group_listener(m->members[i], NULL, NULL);
+        /* A loss the member's loop reports before it drops the listener
+         * still names m: m lives until that loop has passed this point. */
+        hl_task *u = hl_calloc(1, sizeof *u + sizeof m);
+        hilock_client *mc = m->members[i]->client;
+        if (u == NULL || mc == NULL) {
+            hl_free(u);
+            continue;
+        }
+        u->run = run_unref;
+        memcpy(u + 1, &m, sizeof m);
+        hl_multi_ref(m);
+        if (hl_client_submit(mc, u) != HILOCK_OK) {
+            hl_multi_unref(m);
+            hl_free(u);
+        }
+    }
     /* Pending acquires end on the coordinator; the memory goes with the
      * last reference. */
     hl_task *t = hl_calloc(1, sizeof *t + sizeof m);

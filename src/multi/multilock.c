@@ -190,6 +190,9 @@ static void op_finish(multi_op *op, int status, const char *detail)
     if (op->done)
         return;
     op->done = true;
+    /* Keep op alive: cancelled members may answer inside round_close, and
+     * the callback may do anything. */
+    op->in_flight++;
     hilock_multilock *m = op->m;
     if (op->started) {
         op_unlink(op);
@@ -212,7 +215,6 @@ static void op_finish(multi_op *op, int status, const char *detail)
         if (g != NULL)
             out.granted = popcount(g->granted);
     }
-    op->in_flight++; /* keep op alive across the callback */
     if (status != HILOCK_OK)
         hl_set_detail(detail ? detail : "");
     else
@@ -346,8 +348,11 @@ static void run_member_answer(hilock_client *c, hl_task *t, bool closed)
 {
     (void)c;
     member_call *mc = (member_call *)t;
-    if (closed && mc->status == HILOCK_OK)
-        mc->status = HILOCK_ECLOSED; /* nobody is left to give it back */
+    if (closed && mc->status == HILOCK_OK) {
+        /* The coordinator is gone: the grant goes back from here. */
+        give_back(mc->m, mc->index, mc->op->owner);
+        mc->status = HILOCK_ECLOSED;
+    }
     member_answered(t);
 }
 
