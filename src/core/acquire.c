@@ -521,13 +521,7 @@ static void op_start(hilock_client *c, hl_task *t, bool closed)
     if (lock->ops)
         lock->ops->prev = op;
     lock->ops = op;
-    if (op->wait_ms > 0) {
-        hl_monotime now = hl_monotime_now();
-        /* Waits too long to represent are waits forever. */
-        op->deadline = op->wait_ms >= (INT64_MAX - now) / 1000
-                           ? INT64_MAX
-                           : now + HL_MS(op->wait_ms);
-    }
+    op->deadline = hl_wait_deadline(op->wait_ms);
     hl_hold *h = hl_hold_find(lock, op->owner);
     bool reentry = h != NULL && !h->lost && h->count > 0;
     hl_waiters *reg = lock->client->waiters;
@@ -551,13 +545,8 @@ static void op_start(hilock_client *c, hl_task *t, bool closed)
     attempt(op);
 }
 
-int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,
-                              int64_t wait_ms, int64_t lease_ms,
-                              unsigned flags, hilock_acquire_cb *cb,
-                              void *user_data, uint64_t *op_id)
+int hl_check_acquire_args(uint64_t owner, int64_t wait_ms, int64_t lease_ms)
 {
-    if (lock == NULL || cb == NULL)
-        return hl_fail(HILOCK_EINVAL, "NULL argument");
     if (owner == 0)
         return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
     if (wait_ms < 0 && wait_ms != HILOCK_WAIT_FOREVER)
@@ -566,6 +555,30 @@ int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,
     if (lease_ms < 0)
         return hl_fail(HILOCK_EINVAL, "lease_ms must be > 0 or "
                                       "HILOCK_LEASE_WATCHDOG");
+    return HILOCK_OK;
+}
+
+hl_monotime hl_wait_deadline(int64_t wait_ms)
+{
+    if (wait_ms == 0)
+        return 0;
+    hl_monotime now = hl_monotime_now();
+    /* Waits too long to represent are waits forever. */
+    if (wait_ms < 0 || wait_ms >= (INT64_MAX - now) / 1000)
+        return INT64_MAX;
+    return now + HL_MS(wait_ms);
+}
+
+int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,
+                              int64_t wait_ms, int64_t lease_ms,
+                              unsigned flags, hilock_acquire_cb *cb,
+                              void *user_data, uint64_t *op_id)
+{
+    if (lock == NULL || cb == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    int bad = hl_check_acquire_args(owner, wait_ms, lease_ms);
+    if (bad != HILOCK_OK)
+        return bad;
     if ((flags & ~HILOCK_ACQUIRE_FENCED) != 0)
         return hl_fail(HILOCK_EINVAL, "unknown acquire flags");
     hilock_client *c = lock->client;
@@ -580,7 +593,6 @@ int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,
     op->wait_ms = wait_ms;
     op->lease_ms = lease_ms;
     op->flags = flags;
-    op->deadline = wait_ms == HILOCK_WAIT_FOREVER ? INT64_MAX : 0;
     op->cb = cb;
     op->user_data = user_data;
     static atomic_uint_fast64_t next_id = 1;

@@ -118,6 +118,12 @@ int hl_sync_wait(hl_sync *s, int64_t timeout_us, int *status,
  * waiter is gone). */
 void hl_sync_post(hl_sync *s, int status, hilock_reply *reply,
                   const char *detail);
+/* How long a sync call waits for its callback, in µs: the operation's own
+ * wait (negative: forever) plus room for its requests.  The async layer
+ * always completes; the limit only guards against a loop thread that
+ * stopped answering. */
+int64_t hl_sync_limit_us(const hilock_options *opts, int64_t wait_ms);
+
 /* How many threads wait in sync calls right now (process-wide). */
 int hl_sync_waiting(void);
 void hl_sync_post_value(hl_sync *s, int status, hilock_reply *reply,

@@ -53,12 +53,7 @@ static int run_sync(hilock_lock *lock, int64_t wait_ms, start_fn *start,
         /* The callback will not come: post in its place. */
         hl_sync_post(sync, rc, NULL, hilock_last_error());
     }
-    int64_t limit_ms =
-        2 * o->command_timeout_ms + o->connect_timeout_ms + 1000;
-    /* Waits too long to represent are waits forever. */
-    int64_t us = wait_ms < 0 || wait_ms > INT64_MAX / 4 / 1000 - limit_ms
-                     ? INT64_MAX / 4
-                     : HL_MS(wait_ms + limit_ms);
+    int64_t us = hl_sync_limit_us(o, wait_ms);
     int status = 0;
     char detail[256];
     if (hl_sync_wait(sync, us, &status, NULL, value, detail,

@@ -41,6 +41,13 @@ struct hl_acquire_op {
  * on the lock's channel (see hl_waiters_hand_on). */
 bool hl_lock_hand_on(hilock_lock *lock);
 
+/* Check an acquire's owner, wait and lease: HILOCK_OK or HILOCK_EINVAL
+ * (with the detail set). */
+int hl_check_acquire_args(uint64_t owner, int64_t wait_ms, int64_t lease_ms);
+/* The deadline of a wait starting now: 0 for a single try, INT64_MAX for
+ * HILOCK_WAIT_FOREVER and for waits too long to represent. */
+hl_monotime hl_wait_deadline(int64_t wait_ms);
+
 /* Holds. */
 hl_hold *hl_hold_find(hilock_lock *lock, uint64_t owner);
 hl_hold *hl_hold_get(hilock_lock *lock, uint64_t owner); /* creates */

@@ -7,6 +7,7 @@
 #include "client_internal.h"
 #include "hilock/error.h"
 #include "monotime.h"
+#include "options_internal.h"
 
 struct hl_sync {
     pthread_mutex_t m;
@@ -124,4 +125,14 @@ void hl_sync_post_value(hl_sync *s, int status, hilock_reply *reply,
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->m);
     sync_unref(s);
+}
+
+int64_t hl_sync_limit_us(const hilock_options *o, int64_t wait_ms)
+{
+    int64_t limit_ms =
+        2 * o->command_timeout_ms + o->connect_timeout_ms + 1000;
+    /* Waits too long to represent are waits forever. */
+    if (wait_ms < 0 || wait_ms > INT64_MAX / 4 / 1000 - limit_ms)
+        return INT64_MAX / 4;
+    return HL_MS(wait_ms + limit_ms);
 }

@@ -20,3 +20,41 @@ static pthread_once_t renew_once = PTHREAD_ONCE_INIT;
 static void init_renew(void) { hl_script_init(&hl_hash_renew, renew_lua); }
 
 void hl_hash_renew_init(void) { pthread_once(&renew_once, init_renew); }
+
+void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out)
+{
+    out->outcome = HL_ACQ_BAD_REPLY;
+    if (r == NULL || r->type != HILOCK_REPLY_ARRAY || r->elements < 1)
+        return;
+    for (size_t i = 0; i < r->elements; i++)
+        if (r->element[i]->type != HILOCK_REPLY_INTEGER)
+            return;
+    long long what = r->element[0]->integer;
+    if (what == 1 && r->elements == 3) {
+        out->outcome = HL_ACQ_ACQUIRED;
+        out->count = r->element[1]->integer;
+        out->token = (uint64_t)r->element[2]->integer;
+    } else if (what == 0 && r->elements == 2) {
+        out->outcome = HL_ACQ_HELD;
+        out->ttl_ms = r->element[1]->integer;
+    } else if (what == 2) {
+        out->outcome = HL_ACQ_VOID;
+    } else if (what == 3) {
+        out->outcome = HL_ACQ_UPGRADE;
+    }
+}
+
+hl_release_outcome hl_parse_release_reply(const hilock_reply *r,
+                                          int64_t *remaining)
+{
+    if (r == NULL || r->type != HILOCK_REPLY_INTEGER)
+        return HL_REL_BAD_REPLY;
+    *remaining = r->integer > 0 ? r->integer : 0;
+    if (r->integer == -1)
+        return HL_REL_NOT_OWNER;
+    if (r->integer == -2)
+        return HL_REL_OWNER_DONE;
+    if (r->integer < 0)
+        return HL_REL_BAD_REPLY;
+    return r->integer == 0 ? HL_REL_FREED : HL_REL_STILL_HELD;
+}

@@ -4,6 +4,7 @@
 #ifndef HL_LUA_COMMON_H
 #define HL_LUA_COMMON_H
 
+#include "core/lockobj.h"
 #include "core/script.h"
 
 #define HL_STR_(x) #x
@@ -42,5 +43,16 @@
  * once hl_hash_renew_init() has run (any thread, any number of times). */
 extern hl_script hl_hash_renew;
 void hl_hash_renew_init(void);
+
+/* Every kind's acquire script replies {1, count, token} when granted,
+ * {0, ms to wait at most} when held by another, {2} when voided, {3}
+ * when the owner's read hold makes the write an upgrade. */
+void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out);
+
+/* Every kind's release script replies -1 (nothing held by the owner),
+ * the count left, 0 (freed), or -2 (the owner's holds are gone, others
+ * still hold the lock). */
+hl_release_outcome hl_parse_release_reply(const hilock_reply *r,
+                                          int64_t *remaining);
 
 #endif

@@ -100,26 +100,6 @@ static int attempt(hilock_lock *lock, const hl_attempt_args *a,
     return rc;
 }
 
-static void parse_attempt(const hilock_reply *r, hl_acquire_result *out)
-{
-    out->outcome = HL_ACQ_BAD_REPLY;
-    if (r == NULL || r->type != HILOCK_REPLY_ARRAY || r->elements < 1)
-        return;
-    for (size_t i = 0; i < r->elements; i++)
-        if (r->element[i]->type != HILOCK_REPLY_INTEGER)
-            return;
-    if (r->element[0]->integer == 1 && r->elements == 3) {
-        out->outcome = HL_ACQ_ACQUIRED;
-        out->count = r->element[1]->integer;
-        out->token = (uint64_t)r->element[2]->integer;
-    } else if (r->element[0]->integer == 0 && r->elements == 2) {
-        out->outcome = HL_ACQ_HELD;
-        out->ttl_ms = r->element[1]->integer;
-    } else if (r->element[0]->integer == 2) {
-        out->outcome = HL_ACQ_VOID;
-    }
-}
-
 /* Run a script with KEYS name and channel and ARGV "0" (the release
  * message) followed by extra arguments. */
 static int run_with_channel(hilock_lock *lock, const hl_script *script,
@@ -152,17 +132,6 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
     const char *extra[] = {lease, field};
     size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len};
     return run_with_channel(lock, &release_script, 2, extra, lens, fn, data);
-}
-
-static hl_release_outcome parse_release(const hilock_reply *r,
-                                        int64_t *remaining)
-{
-    if (r == NULL || r->type != HILOCK_REPLY_INTEGER)
-        return HL_REL_BAD_REPLY;
-    *remaining = r->integer > 0 ? r->integer : 0;
-    if (r->integer < 0)
-        return HL_REL_NOT_OWNER;
-    return r->integer == 0 ? HL_REL_FREED : HL_REL_STILL_HELD;
 }
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
@@ -200,9 +169,9 @@ static const hl_kind reentrant_kind = {
     .queue_locally = true,
     .field_suffix = "",
     .attempt = attempt,
-    .parse_attempt = parse_attempt,
+    .parse_attempt = hl_parse_acquire_reply,
     .release = release,
-    .parse_release = parse_release,
+    .parse_release = hl_parse_release_reply,
     .force_release = force_release,
     .reconcile = reconcile,
     .renew = &hl_hash_renew,

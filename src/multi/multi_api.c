@@ -206,17 +206,10 @@ static int check_sync(hilock_multilock *m)
     return 0;
 }
 
-/* The async layer always completes; the limit only guards against a loop
- * thread that stopped answering. */
 static int wait_sync(hilock_multilock *m, hl_sync *sync, int64_t wait_ms,
                      bool *answered)
 {
-    const hilock_options *o = m->coord->opts;
-    int64_t limit_ms =
-        2 * o->command_timeout_ms + o->connect_timeout_ms + 1000;
-    int64_t us = wait_ms < 0 || wait_ms > INT64_MAX / 4 / 1000 - limit_ms
-                     ? INT64_MAX / 4
-                     : HL_MS(wait_ms + limit_ms);
+    int64_t us = hl_sync_limit_us(m->coord->opts, wait_ms);
     int status = 0;
     char detail[256];
     *answered = hl_sync_wait(sync, us, &status, NULL, NULL, detail,

@@ -442,12 +442,7 @@ static void op_start(hilock_client *c, hl_task *t, bool closed)
     if (m->ops)
         m->ops->prev = op;
     m->ops = op;
-    if (op->wait_ms > 0) {
-        hl_monotime now = hl_monotime_now();
-        op->deadline = op->wait_ms >= (INT64_MAX - now) / 1000
-                           ? INT64_MAX
-                           : now + HL_MS(op->wait_ms);
-    }
+    op->deadline = hl_wait_deadline(op->wait_ms);
     group_hold *g = hold_find(m, op->owner);
     if (g != NULL && !g->lost) {
         /* Reentry: the members are held already. */
@@ -477,14 +472,9 @@ int hilock_multilock_acquire_async(hilock_multilock *m, uint64_t owner,
 {
     if (m == NULL || cb == NULL)
         return hl_fail(HILOCK_EINVAL, "NULL argument");
-    if (owner == 0)
-        return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
-    if (wait_ms < 0 && wait_ms != HILOCK_WAIT_FOREVER)
-        return hl_fail(HILOCK_EINVAL, "wait_ms must be >= 0 or "
-                                      "HILOCK_WAIT_FOREVER");
-    if (lease_ms < 0)
-        return hl_fail(HILOCK_EINVAL, "lease_ms must be > 0 or "
-                                      "HILOCK_LEASE_WATCHDOG");
+    int bad = hl_check_acquire_args(owner, wait_ms, lease_ms);
+    if (bad != HILOCK_OK)
+        return bad;
     if (m->destroyed)
         return hl_fail(HILOCK_ECLOSED, "multi-lock destroyed");
     multi_op *op = hl_calloc(1, sizeof *op);
@@ -495,7 +485,6 @@ int hilock_multilock_acquire_async(hilock_multilock *m, uint64_t owner,
     op->owner = owner;
     op->wait_ms = wait_ms;
     op->lease_ms = lease_ms;
-    op->deadline = wait_ms == HILOCK_WAIT_FOREVER ? INT64_MAX : 0;
     op->cb = cb;
     op->user_data = user_data;
     static atomic_uint_fast64_t next_id = 1;

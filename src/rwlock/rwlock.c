@@ -349,29 +349,6 @@ static int write_attempt(hilock_lock *lock, const hl_attempt_args *a,
     return attempt_with(&write_acquire_script, lock, a, fn, data);
 }
 
-static void parse_attempt(const hilock_reply *r, hl_acquire_result *out)
-{
-    out->outcome = HL_ACQ_BAD_REPLY;
-    if (r == NULL || r->type != HILOCK_REPLY_ARRAY || r->elements < 1)
-        return;
-    for (size_t i = 0; i < r->elements; i++)
-        if (r->element[i]->type != HILOCK_REPLY_INTEGER)
-            return;
-    long long what = r->element[0]->integer;
-    if (what == 1 && r->elements == 3) {
-        out->outcome = HL_ACQ_ACQUIRED;
-        out->count = r->element[1]->integer;
-        out->token = (uint64_t)r->element[2]->integer;
-    } else if (what == 0 && r->elements == 2) {
-        out->outcome = HL_ACQ_HELD;
-        out->ttl_ms = r->element[1]->integer;
-    } else if (what == 2) {
-        out->outcome = HL_ACQ_VOID;
-    } else if (what == 3) {
-        out->outcome = HL_ACQ_UPGRADE;
-    }
-}
-
 static int release_with(const hl_script *script, hilock_lock *lock,
                         const char *field, size_t field_len, int64_t lease_ms,
                         hl_request_fn *fn, void *data)
@@ -396,21 +373,6 @@ static int write_release(hilock_lock *lock, const char *field,
 {
     return release_with(&write_release_script, lock, field, field_len,
                         lease_ms, fn, data);
-}
-
-static hl_release_outcome parse_release(const hilock_reply *r,
-                                        int64_t *remaining)
-{
-    if (r == NULL || r->type != HILOCK_REPLY_INTEGER)
-        return HL_REL_BAD_REPLY;
-    *remaining = r->integer > 0 ? r->integer : 0;
-    if (r->integer == -1)
-        return HL_REL_NOT_OWNER;
-    if (r->integer == -2)
-        return HL_REL_OWNER_DONE;
-    if (r->integer < 0)
-        return HL_REL_BAD_REPLY;
-    return r->integer == 0 ? HL_REL_FREED : HL_REL_STILL_HELD;
 }
 
 static int write_leave(hilock_lock *lock, const char *field, size_t field_len)
@@ -462,9 +424,9 @@ static const hl_kind read_kind = {
     .wake_all = true,
     .field_suffix = "",
     .attempt = read_attempt,
-    .parse_attempt = parse_attempt,
+    .parse_attempt = hl_parse_acquire_reply,
     .release = read_release,
-    .parse_release = parse_release,
+    .parse_release = hl_parse_release_reply,
     .force_release = force_release,
     .reconcile = read_reconcile,
     .renew = &read_renew_script,
@@ -476,9 +438,9 @@ static const hl_kind write_kind = {
     .wake_all = true,
     .field_suffix = ":write",
     .attempt = write_attempt,
-    .parse_attempt = parse_attempt,
+    .parse_attempt = hl_parse_acquire_reply,
     .release = write_release,
-    .parse_release = parse_release,
+    .parse_release = hl_parse_release_reply,
     .force_release = force_release,
     .reconcile = write_reconcile,
     .leave = write_leave,
