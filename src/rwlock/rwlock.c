@@ -88,8 +88,11 @@ static const char read_acquire_lua[] =
     "redis.call('zremrangebyscore', KEYS[2], '-inf', now)\n"
     "local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
     "if #first > 0 then\n"
-    "  local ttl = redis.call('pttl', KEYS[1])\n"
-    "  if ttl < 0 then ttl = tonumber(first[2]) - now end\n"
+    /* Look again when the lock's lease or the writer's claim runs out,
+     * whichever is first: a writer that died sends no message. */
+    "  local ttl = tonumber(first[2]) - now\n"
+    "  local held = redis.call('pttl', KEYS[1])\n"
+    "  if held > 0 and held < ttl then ttl = held end\n"
     "  if ttl < 1 then ttl = 1 end\n"
     "  return {0, ttl}\n"
     "end\n"
