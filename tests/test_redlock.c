@@ -1,0 +1,2036 @@
+/* Multi-locks and RedLock against real, independent redis-server masters:
+ * a quorum with masters killed, no quorum, a stopped master, restart
+ * quarantine, the validity rule on an injected clock, mutual exclusion
+ * across threads and processes while masters die and come back, and the
+ * all-or-nothing multi-lock over plain lock handles. */
+/* ctest-timeout: 300 */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "core/client_internal.h"
+#include "core/monotime.h"
+#include "hilock/client.h"
+#include "hilock/error.h"
+#include "hilock/lock.h"
+#include "hilock/multi.h"
+#include "hilock/options.h"
+#include "multi/multi_internal.h"
+#include "support/fixture.h"
+
+#define NMASTERS 5
+#define ALL_MASTERS ((1u << NMASTERS) - 1)
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static hl_redis_server *masters[NMASTERS];
+static int nmasters;
+/* A forked holder process still alive when its test fails is killed. */
+static pid_t child_pid;
+
+static bool under_valgrind(void)
+{
+    return getenv("HILOCK_TEST_UNDER_VALGRIND") != NULL;
+}
+
+/* Valgrind runs the library tens of times slower: bounds that catch a
+ * hang on a normal build would only catch slowness there. */
+static int widen(int ms)
+{
+    return under_valgrind() ? ms * 10 : ms;
+}
+
+#define assert_status(actual, expected)                                    \
+    do {                                                                   \
+        int a_ = (actual), e_ = (expected);                                \
+        if (a_ != e_)                                                      \
+            fail_msg("%s returned %s (%s), expected %s", #actual,          \
+                     hilock_errname(a_), hilock_last_error(),              \
+                     hilock_errname(e_));                                  \
+    } while (0)
+
+/* The injected clock: the real monotonic clock plus an offset that a test
+ * moves forward to make time jump for the library alone. */
+static _Atomic int64_t clock_offset_us;
+
+static hl_monotime offset_clock(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (hl_monotime)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 +
+           atomic_load(&clock_offset_us);
+}
+
+static int start_masters(int n)
+{
+    nmasters = n;
+    hl_fixture_masters(masters, n);
+    return 0;
+}
+
+static int setup_five(void **state)
+{
+    (void)state;
+    return start_masters(NMASTERS);
+}
+
+static int setup_two(void **state)
+{
+    (void)state;
+    return start_masters(2);
+}
+
+static void stop_parent_holders(void);
+static void destroy_owned(void);
+
+static int teardown_masters(void **state)
+{
+    (void)state;
+    if (child_pid > 0) {
+        kill(child_pid, SIGKILL);
+        waitpid(child_pid, NULL, 0);
+        child_pid = 0;
+    }
+    stop_parent_holders();
+    destroy_owned();
+    /* After the clients: deadlines they took on the injected clock would
+     * lie far ahead of the real one. */
+    hl_monotime_set_clock(NULL);
+    atomic_store(&clock_offset_us, 0);
+    /* Stopping resumes a paused master first. */
+    hl_fixture_stop_masters(masters, nmasters);
+    nmasters = 0;
+    return 0;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- what a test made ---------------------------------------------------
+ * A test that fails half-way leaves clients running whose callbacks would
+ * write into its dead stack frame: teardown destroys whatever is still
+ * listed here, groups before the handles and clients they use. */
+
+enum { OWN_MULTI, OWN_LOCK, OWN_REDLOCK, OWN_CLIENT, OWN_KINDS };
+
+static struct owned {
+    int kind;
+    void *p;
+} owned[64];
+static int nowned;
+
+static void own(int kind, void *p)
+{
+    if (nowned == (int)(sizeof owned / sizeof owned[0]))
+        fail_msg("too many objects for one test");
+    owned[nowned].kind = kind;
+    owned[nowned].p = p;
+    nowned++;
+}
+
+static void disown(const void *p)
+{
+    for (int i = 0; i < nowned; i++) {
+        if (owned[i].p == p) {
+            owned[i] = owned[--nowned];
+            i--;
+        }
+    }
+}
+
+static void destroy_owned(void)
+{
+    for (int kind = 0; kind < OWN_KINDS; kind++) {
+        for (int i = 0; i < nowned; i++) {
+            if (owned[i].kind != kind)
+                continue;
+            if (kind == OWN_MULTI)
+                hilock_multilock_destroy(owned[i].p);
+            else if (kind == OWN_LOCK)
+                hilock_lock_destroy(owned[i].p);
+            else if (kind == OWN_REDLOCK)
+                hilock_redlock_destroy(owned[i].p);
+            else
+                hilock_client_destroy(owned[i].p);
+        }
+    }
+    nowned = 0;
+}
+
+static void multi_free(hilock_multilock *m)
+{
+    disown(m);
+    assert_status(hilock_multilock_destroy(m), HILOCK_OK);
+}
+
+static void redlock_free(hilock_redlock *rl)
+{
+    disown(rl);
+    assert_status(hilock_redlock_destroy(rl), HILOCK_OK);
+}
+
+static void lock_free(hilock_lock *l)
+{
+    disown(l);
+    assert_status(hilock_lock_destroy(l), HILOCK_OK);
+}
+
+static void client_free(hilock_client *c)
+{
+    disown(c);
+    assert_status(hilock_client_destroy(c), HILOCK_OK);
+}
+
+/* ---- RedLocks ---------------------------------------------------------- */
+
+typedef struct rl_params {
+    int64_t node_ms;
+    int64_t quarantine_ms;
+    int64_t watchdog_ms; /* 0: the default */
+    int64_t connect_ms;
+    int64_t backoff_min_ms; /* 0: 10 */
+    int64_t backoff_max_ms; /* 0: 100 */
+} rl_params;
+
+/* Fixture masters are fresh, so each is quarantined for quarantine_ms
+ * after a RedLock first sees it: keep it short. */
+static rl_params basic_params(void)
+{
+    rl_params p = {
+        .node_ms = widen(200),
+        .quarantine_ms = widen(300),
+        .watchdog_ms = 0,
+        .connect_ms = widen(500),
+    };
+    return p;
+}
+
+/* No cmocka: a forked child opens its RedLock with it. */
+static int redlock_open(hilock_redlock **out, const rl_params *p, char *why,
+                        size_t cap)
+{
+    char buf[NMASTERS][64];
+    const char *urls[NMASTERS];
+    hilock_options *o = NULL;
+    int rc = hilock_options_create(&o);
+
+    for (int i = 0; i < NMASTERS; i++) {
+        snprintf(buf[i], sizeof buf[i], "redis://127.0.0.1:%d",
+                 hl_redis_server_port(masters[i]));
+        urls[i] = buf[i];
+    }
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_node_timeout_ms(o, p->node_ms);
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_quarantine_ms(o, p->quarantine_ms);
+    if (rc == HILOCK_OK && p->watchdog_ms > 0)
+        rc = hilock_options_set_watchdog_timeout_ms(o, p->watchdog_ms);
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_connect_timeout_ms(o, p->connect_ms);
+    /* Masters are killed and restarted here: a client that waits seconds
+     * before reconnecting would only slow the tests down. */
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_reconnect_backoff_ms(
+            o, p->backoff_min_ms > 0 ? p->backoff_min_ms : 10,
+            p->backoff_max_ms > 0 ? p->backoff_max_ms : 100);
+    if (rc == HILOCK_OK)
+        rc = hilock_redlock_create(out, urls, NMASTERS, o);
+    if (rc != HILOCK_OK && why != NULL)
+        snprintf(why, cap, "%s: %s", hilock_errname(rc),
+                 hilock_last_error());
+    hilock_options_free(o);
+    return rc;
+}
+
+static hilock_redlock *redlock_new(const rl_params *p)
+{
+    hilock_redlock *rl = NULL;
+    char why[300];
+
+    if (redlock_open(&rl, p, why, sizeof why) != HILOCK_OK)
+        fail_msg("hilock_redlock_create: %s", why);
+    own(OWN_REDLOCK, rl);
+    return rl;
+}
+
+static hilock_multilock *redlock_lock_new(hilock_redlock *rl,
+                                          const char *name)
+{
+    hilock_multilock *m = NULL;
+
+    assert_status(hilock_redlock_lock_create(&m, rl, name, strlen(name)),
+                  HILOCK_OK);
+    own(OWN_MULTI, m);
+    return m;
+}
+
+typedef struct voting_want {
+    hilock_redlock *rl;
+    unsigned mask;
+} voting_want;
+
+static bool masters_voting(void *arg)
+{
+    voting_want *w = arg;
+
+    for (size_t i = 0; i < NMASTERS; i++) {
+        hilock_client *c = hilock_redlock_client(w->rl, i);
+
+        if (!(w->mask & (1u << i)))
+            continue;
+        if (c == NULL || hilock_client_is_connected(c) != 1 ||
+            hl_client_quarantined(c))
+            return false;
+    }
+    return true;
+}
+
+/* Waits until the masters in mask are connected and out of quarantine
+ * for rl: the deterministic end of the quarantine of a fresh master. */
+static void wait_voting(hilock_redlock *rl, unsigned mask, int timeout_ms)
+{
+    voting_want w = { rl, mask };
+
+    if (!hl_wait_until(masters_voting, &w, timeout_ms))
+        fail_msg("masters 0x%x did not all vote within %d ms", mask,
+                 timeout_ms);
+}
+
+/* ---- raw commands on the masters ---------------------------------------- */
+
+/* An integer reply of cmd key on master i; -1 when there is none (the
+ * master is down). */
+static long long master_int(int i, const char *cmd, const char *key)
+{
+    char r[256];
+    int t = hl_redis_server_cmd(masters[i], r, sizeof r, cmd, key,
+                                (char *)NULL);
+
+    if (t != ':')
+        return -1;
+    return strtoll(r + 1, NULL, 10);
+}
+
+static long long master_exists(int i, const char *key)
+{
+    long long v = master_int(i, "EXISTS", key);
+
+    if (v < 0)
+        fail_msg("EXISTS %s on master %d: no answer", key, i);
+    return v;
+}
+
+static void master_del(int i, const char *key)
+{
+    if (master_int(i, "DEL", key) != 1)
+        fail_msg("DEL %s on master %d deleted nothing", key, i);
+}
+
+typedef struct keys_want {
+    const char *key;
+    unsigned mask;
+} keys_want;
+
+static bool keys_gone(void *arg)
+{
+    keys_want *w = arg;
+
+    for (int i = 0; i < nmasters; i++)
+        if ((w->mask & (1u << i)) && master_int(i, "EXISTS", w->key) != 0)
+            return false;
+    return true;
+}
+
+static bool keys_present(void *arg)
+{
+    keys_want *w = arg;
+
+    for (int i = 0; i < nmasters; i++)
+        if ((w->mask & (1u << i)) && master_int(i, "EXISTS", w->key) != 1)
+            return false;
+    return true;
+}
+
+/* Waits until key is gone from every master in mask.  Callers take
+ * leases far longer than timeout_ms, so expiry cannot be what removed
+ * it. */
+static void wait_keys_gone(const char *key, unsigned mask, int timeout_ms)
+{
+    keys_want w = { key, mask };
+
+    if (hl_wait_until(keys_gone, &w, timeout_ms))
+        return;
+    for (int i = 0; i < nmasters; i++)
+        if ((mask & (1u << i)) && master_int(i, "EXISTS", key) != 0)
+            fail_msg("%s is still on master %d %d ms later (pttl %lld ms)",
+                     key, i, timeout_ms, master_int(i, "PTTL", key));
+}
+
+static void wait_keys_present(const char *key, unsigned mask, int timeout_ms)
+{
+    keys_want w = { key, mask };
+
+    if (!hl_wait_until(keys_present, &w, timeout_ms))
+        fail_msg("%s did not appear on masters 0x%x within %d ms", key, mask,
+                 timeout_ms);
+}
+
+/* ---- the loop thread ---------------------------------------------------- */
+
+typedef void loop_fn(hilock_client *c, void *arg);
+
+typedef struct loop_call {
+    hl_task task;
+    loop_fn *fn;
+    void *arg;
+    atomic_bool done;
+    bool closed;
+} loop_call;
+
+static void loop_call_run(hilock_client *c, hl_task *t, bool closed)
+{
+    loop_call *lc = (loop_call *)t;
+
+    lc->closed = closed;
+    if (!closed && lc->fn != NULL)
+        lc->fn(c, lc->arg);
+    atomic_store(&lc->done, true);
+}
+
+/* Runs fn (may be NULL) on c's loop thread, behind every task already
+ * queued there, and waits until it has run. */
+static void on_loop(hilock_client *c, loop_fn *fn, void *arg)
+{
+    loop_call lc;
+
+    memset(&lc, 0, sizeof lc);
+    lc.task.run = loop_call_run;
+    lc.fn = fn;
+    lc.arg = arg;
+    atomic_init(&lc.done, false);
+    assert_int_equal(hl_client_submit(c, &lc.task), HILOCK_OK);
+    /* Leaving early would leave the queued task dangling. */
+    if (!hl_wait_flag(&lc.done, widen(30000)))
+        fail_msg("the loop thread did not run a task within 30 s");
+    assert_false(lc.closed);
+}
+
+static void read_up_mask(hilock_client *c, void *arg)
+{
+    *(unsigned *)arg = c->up_mask;
+}
+
+typedef struct down_want {
+    hilock_client *c;
+} down_want;
+
+static bool all_conns_down(void *arg)
+{
+    down_want *w = arg;
+    unsigned mask = 1;
+
+    on_loop(w->c, read_up_mask, &mask);
+    return mask == 0;
+}
+
+/* ---- recording callbacks ------------------------------------------------ */
+
+typedef struct acq_rec {
+    atomic_bool done;
+    int status;
+    int64_t validity_ms;
+    size_t granted;
+    size_t attempts;
+    int64_t at_ms;
+    hilock_member_result res[HILOCK_MAX_MEMBERS];
+    char detail[256];
+} acq_rec;
+
+static void acq_rec_init(acq_rec *r)
+{
+    memset(r, 0, sizeof *r);
+    atomic_init(&r->done, false);
+    r->status = -1;
+}
+
+static void on_acquired(hilock_multilock *m, int status,
+                        const hilock_multi_outcome *out, void *data)
+{
+    acq_rec *r = data;
+
+    (void)m;
+    r->status = status;
+    r->validity_ms = out->validity_ms;
+    r->granted = out->granted;
+    r->attempts = out->attempts;
+    r->at_ms = hl_now_ms();
+    for (size_t i = 0; i < out->n && i < HILOCK_MAX_MEMBERS; i++)
+        r->res[i] = out->members[i];
+    snprintf(r->detail, sizeof r->detail, "%s",
+             status ? hilock_last_error() : "");
+    atomic_store(&r->done, true);
+}
+
+static void acq_rec_wait(acq_rec *r, int timeout_ms)
+{
+    if (!hl_wait_flag(&r->done, timeout_ms))
+        fail_msg("an acquire did not complete within %d ms", timeout_ms);
+}
+
+typedef struct rel_rec {
+    atomic_bool done;
+    int status;
+} rel_rec;
+
+static void on_released(hilock_multilock *m, int status, void *data)
+{
+    rel_rec *r = data;
+
+    (void)m;
+    r->status = status;
+    atomic_store(&r->done, true);
+}
+
+static int release_as(hilock_multilock *m, uint64_t owner)
+{
+    rel_rec r;
+
+    memset(&r, 0, sizeof r);
+    atomic_init(&r.done, false);
+    assert_status(hilock_multilock_release_async(m, owner, on_released, &r),
+                  HILOCK_OK);
+    if (!hl_wait_flag(&r.done, widen(10000)))
+        fail_msg("a release did not complete within 10 s");
+    return r.status;
+}
+
+typedef struct group_lost {
+    atomic_int calls;
+    _Atomic uint64_t owner;
+    _Atomic int64_t at_ms;
+} group_lost;
+
+static void group_lost_init(group_lost *g)
+{
+    atomic_init(&g->calls, 0);
+    atomic_init(&g->owner, 0);
+    atomic_init(&g->at_ms, 0);
+}
+
+static void on_group_lost(hilock_multilock *m, uint64_t owner, void *data)
+{
+    group_lost *g = data;
+
+    (void)m;
+    atomic_store(&g->owner, owner);
+    atomic_store(&g->at_ms, hl_now_ms());
+    atomic_fetch_add(&g->calls, 1);
+}
+
+static bool group_lost_seen(void *arg)
+{
+    return atomic_load(&((group_lost *)arg)->calls) > 0;
+}
+
+/* Whether the calling thread's lease on member i of m was reported
+ * lost. */
+typedef struct member_want {
+    hilock_multilock *m;
+    size_t i;
+} member_want;
+
+static bool member_lost(void *arg)
+{
+    member_want *w = arg;
+    bool lost = false;
+
+    return hilock_lock_lease_lost(w->m->members[w->i], &lost) ==
+               HILOCK_OK &&
+           lost;
+}
+
+static void wait_member_lost(hilock_multilock *m, size_t i, int timeout_ms)
+{
+    member_want w = { m, i };
+
+    if (!hl_wait_until(member_lost, &w, timeout_ms))
+        fail_msg("member %zu was not reported lost within %d ms", i,
+                 timeout_ms);
+}
+
+static bool group_lease_lost(hilock_multilock *m)
+{
+    bool lost = true;
+
+    assert_status(hilock_multilock_lease_lost(m, &lost), HILOCK_OK);
+    return lost;
+}
+
+static const char *member_status(const hilock_member_result *r)
+{
+    return hilock_errname(r->status);
+}
+
+/* ---- 1. a quorum with two masters killed -------------------------------- */
+
+static void test_two_masters_killed(void **state)
+{
+    rl_params p = basic_params();
+    hilock_member_result res[NMASTERS];
+    hilock_redlock *rl;
+    hilock_multilock *m;
+    int64_t validity = -1, t0, took;
+    const int64_t drift_ms = 30000 / 100 + 2;
+
+    (void)state;
+    rl = redlock_new(&p);
+    wait_voting(rl, ALL_MASTERS, widen(5000));
+    m = redlock_lock_new(rl, "rl.two");
+    hl_fixture_kill9(masters[1]);
+    hl_fixture_kill9(masters[3]);
+
+    t0 = hl_now_ms();
+    assert_status(hilock_multilock_try_acquire(m, 0, HILOCK_LEASE_WATCHDOG,
+                                               res, &validity),
+                  HILOCK_OK);
+    took = hl_now_ms() - t0;
+    /* Three live masters are exactly a quorum: each of them granted. */
+    for (int i = 0; i < NMASTERS; i++) {
+        bool dead = i == 1 || i == 3;
+
+        if (dead && res[i].status == HILOCK_OK)
+            fail_msg("dead master %d reported as granted", i);
+        if (!dead && res[i].status != HILOCK_OK)
+            fail_msg("live master %d: %s", i, member_status(&res[i]));
+        if (dead && res[i].status == HILOCK_ECANCELED)
+            assert_int_equal(res[i].latency_us, -1);
+        if (!dead)
+            assert_true(res[i].latency_us >= 0);
+        assert_false(res[i].quarantined);
+    }
+    /* The default watchdog lease is 30 s. */
+    if (validity > 30000 - drift_ms || validity < 30000 - drift_ms - took - 1)
+        fail_msg("validity %lld ms after a %lld ms acquire of a 30000 ms "
+                 "lease", (long long)validity, (long long)took);
+    for (int i = 0; i < NMASTERS; i++)
+        if (i != 1 && i != 3)
+            assert_int_equal(master_exists(i, "rl.two"), 1);
+    assert_false(group_lease_lost(m));
+
+    assert_status(hilock_multilock_release(m), HILOCK_OK);
+    for (int i = 0; i < NMASTERS; i++)
+        if (i != 1 && i != 3)
+            assert_int_equal(master_exists(i, "rl.two"), 0);
+    assert_status(hilock_multilock_release(m), HILOCK_ENOTOWNER);
+
+    /* The RedLock outlives its locks, not the other way round. */
+    assert_status(hilock_redlock_destroy(rl), HILOCK_EBUSY);
+    multi_free(m);
+    assert_status(hilock_multilock_destroy(m), HILOCK_ECLOSED);
+    redlock_free(rl);
+    assert_status(hilock_redlock_destroy(rl), HILOCK_ECLOSED);
+}
+
+/* ---- 2. no quorum with three masters down ------------------------------- */
+
+static void test_three_masters_down(void **state)
+{
+    rl_params p = basic_params();
+    hilock_member_result res[NMASTERS];
+    hilock_redlock *rl, *late = (hilock_redlock *)&late;
+    hilock_multilock *m;
+    const unsigned live = (1u << 1) | (1u << 3);
+    const int64_t wait_ms = 3 * p.node_ms;
+    int64_t t0, took;
+
+    (void)state;
+    rl = redlock_new(&p);
+    wait_voting(rl, ALL_MASTERS, widen(5000));
+    m = redlock_lock_new(rl, "rl.three");
+    hl_fixture_kill9(masters[0]);
+    hl_fixture_kill9(masters[2]);
+    hl_fixture_kill9(masters[4]);
+
+    /* One attempt: the dead masters cost at most their node timeout. */
+    t0 = hl_now_ms();
+    assert_status(hilock_multilock_try_acquire(m, 0, 60000, res, NULL),
+                  HILOCK_ENOQUORUM);
+    took = hl_now_ms() - t0;
+    if (took > p.node_ms + widen(1000))
+        fail_msg("a single attempt took %lld ms with a %lld ms node timeout",
+                 (long long)took, (long long)p.node_ms);
+    for (int i = 0; i < NMASTERS; i++)
+        if (!(live & (1u << i)) && res[i].status == HILOCK_OK)
+            fail_msg("dead master %d reported as granted", i);
+    /* The lease is a minute: only giving back can empty them this soon. */
+    wait_keys_gone("rl.three", live, widen(3000));
+
+    /* A bounded wait keeps trying until it runs out, then says why. */
+    t0 = hl_now_ms();
+    assert_status(hilock_multilock_try_acquire(m, wait_ms, 60000, res, NULL),
+                  HILOCK_ENOQUORUM);
+    took = hl_now_ms() - t0;
+    if (took < wait_ms - 1 || took > wait_ms + p.node_ms + widen(1000))
+        fail_msg("a %lld ms wait gave up after %lld ms", (long long)wait_ms,
+                 (long long)took);
+    wait_keys_gone("rl.three", live, widen(3000));
+    assert_status(hilock_multilock_release(m), HILOCK_ENOTOWNER);
+
+    /* A RedLock cannot even be made without a quorum of masters. */
+    assert_status(redlock_open(&late, &p, NULL, 0), HILOCK_ENOQUORUM);
+    assert_null(late);
+
+    /* Failing left nothing behind: with the masters back (and out of
+     * quarantine), the lock is there to take. */
+    hl_fixture_restart(masters[0]);
+    hl_fixture_restart(masters[2]);
+    hl_fixture_restart(masters[4]);
+    wait_voting(rl, ALL_MASTERS, widen(5000));
+    assert_status(hilock_multilock_try_acquire(m, widen(3000),
+                                               HILOCK_LEASE_WATCHDOG, res,
+                                               NULL),
+                  HILOCK_OK);
+    assert_status(hilock_multilock_release(m), HILOCK_OK);
+    wait_keys_gone("rl.three", ALL_MASTERS, widen(3000));
+    multi_free(m);
+    redlock_free(rl);
+}
+
+/* ---- 3. a stopped master costs only its node timeout -------------------- */
+
+static void test_paused_master(void **state)
+{
+    rl_params p = basic_params();
+    hilock_member_result res[NMASTERS];
+    hilock_redlock *rl;
+    hilock_multilock *m;
+    const unsigned others = ALL_MASTERS & ~(1u << 2);
+    int64_t validity = -1, t0, took;
+
+    (void)state;
+    rl = redlock_new(&p);
+    wait_voting(rl, ALL_MASTERS, widen(5000));
+    m = redlock_lock_new(rl, "rl.paused");
+    hl_fixture_pause(masters[2]);
+
+    t0 = hl_now_ms();
+    assert_status(hilock_multilock_try_acquire(m, 0, HILOCK_LEASE_WATCHDOG,
+                                               res, &validity),
+                  HILOCK_OK);
+    took = hl_now_ms() - t0;
+    /* The quorum answers at once; the stopped master may at worst hold
+     * the outcome up for its node timeout, never for the lease. */
+    if (took > p.node_ms + widen(300))
+        fail_msg("acquired after %lld ms with a %lld ms node timeout and "
+                 "one master stopped", (long long)took,
+                 (long long)p.node_ms);
+    if (res[2].status == HILOCK_OK)
+        fail_msg("the stopped master is reported as granted");
+    if (validity < 30000 - 302 - took - 1)
+        fail_msg("validity %lld ms after %lld ms", (long long)validity,
+                 (long long)took);
+    wait_keys_present("rl.paused", others, widen(3000));
+
+    assert_status(hilock_multilock_release(m), HILOCK_OK);
+    for (int i = 0; i < NMASTERS; i++)
+        if (others & (1u << i))
+            assert_int_equal(master_exists(i, "rl.paused"), 0);
+    hl_fixture_resume(masters[2]);
+    /* The attempt still sitting in the stopped master's socket must not
+     * leave a 30 s hold behind once the master runs again. */
+    wait_keys_gone("rl.paused", ALL_MASTERS, widen(5000));
+
+    wait_voting(rl, ALL_MASTERS, widen(5000));
+    assert_status(hilock_multilock_try_acquire(m, widen(3000),
+                                               HILOCK_LEASE_WATCHDOG, res,
+                                               NULL),
+                  HILOCK_OK);
+    assert_status(hilock_multilock_release(m), HILOCK_OK);
+    wait_keys_gone("rl.paused", ALL_MASTERS, widen(3000));
+    multi_free(m);
+    redlock_free(rl);
+}
+
+/* ---- 4. restart quarantine ---------------------------------------------- */
+
+/* The quarantine is at least the longest lease taken (the watchdog's),
+ * as multi.h asks; the node timeout is wide enough for a restart and a
+ * reconnect to fit inside it. */
+static rl_params quarantine_params(void)
+{
+    rl_params p = {
+        .node_ms = widen(1000),
+        .quarantine_ms = widen(1500),
+        .watchdog_ms = widen(1200),
+        .connect_ms = widen(1000),
+    };
+    return p;
+}
+
+static int64_t pttl(int i, const char *key)
+{
+    return master_int(i, "PTTL", key);
+}
+
+/* A holds the lock on masters 0, 1 and 2 only; master 0 restarts, empty.
+ * B can make a quorum only with master 0, so the quarantine alone keeps
+ * B out until A has been told that its group is lost. */
+static void test_quarantine_restarted_master(void **state)
+{
+    rl_params p = quarantine_params(), pa = p;
+    const char *key = "rl.quarantine";
+    hilock_member_result res[NMASTERS];
+    hilock_redlock *rla, *rlb;
+    hilock_multilock *ma, *mb;
+    hilock_client *b0;
+    static group_lost lost_a, lost_b;
+    static acq_rec probe;
+    int64_t t_kill, t_b;
+    int tries = 0;
+
+    (void)state;
+    group_lost_init(&lost_a);
+    group_lost_init(&lost_b);
+    /* A comes back to a master slower than B does, as a client across a
+     * slower network would: the quarantine, not A's luck, must keep B
+     * out. */
+    pa.backoff_min_ms = pa.backoff_max_ms = widen(800);
+    rla = redlock_new(&pa);
+    rlb = redlock_new(&p);
+    b0 = hilock_redlock_client(rlb, 0);
+    wait_voting(rla, ALL_MASTERS, widen(5000));
+    wait_voting(rlb, ALL_MASTERS, widen(5000));
+    ma = redlock_lock_new(rla, key);
+    mb = redlock_lock_new(rlb, key);
+    assert_status(hilock_multilock_set_lost_callback(ma, on_group_lost,
+                                                     &lost_a),
+                  HILOCK_OK);
+    assert_status(hilock_multilock_set_lost_callback(mb, on_group_lost,
+                                                     &lost_b),
+                  HILOCK_OK);
+
+    assert_status(hilock_multilock_try_acquire(ma, 0, HILOCK_LEASE_WATCHDOG,
+                                               res, NULL),
+                  HILOCK_OK);
+    /* Late grants join the hold: A ends up holding all five. */
+    wait_keys_present(key, ALL_MASTERS, widen(3000));
+
+    /* Take masters 3 and 4 away from A: its renewals there fail, and
+     * three members, still a quorum, keep the group. */
+    master_del(3, key);
+    master_del(4, key);
+    wait_member_lost(ma, 3, 3 * (int)p.watchdog_ms);
+    wait_member_lost(ma, 4, 3 * (int)p.watchdog_ms);
+    assert_int_equal(atomic_load(&lost_a.calls), 0);
+    assert_false(group_lease_lost(ma));
+
+    /* B gets 3 and 4, which is no quorum. */
+    assert_status(hilock_multilock_try_acquire(mb, 0, HILOCK_LEASE_WATCHDOG,
+                                               res, NULL),
+                  HILOCK_EBUSY);
+    for (int i = 0; i < 3; i++)
+        if (res[i].status == HILOCK_OK)
+            fail_msg("B was granted master %d, which A holds", i);
+    wait_keys_gone(key, (1u << 3) | (1u << 4), widen(3000));
+
+    /* Master 0 restarts with no data.  B's attempt is sent while B's
+     * connections to it are down, so it waits in B's queue; it reaches
+     * the new server right after B has seen the new run_id.  The grant it
+     * gets there must not count. */
+    t_kill = hl_now_ms();
+    hl_fixture_kill9(masters[0]);
+    {
+        down_want w = { b0 };
+
+        if (!hl_wait_until(all_conns_down, &w, widen(5000)))
+            fail_msg("B never noticed that master 0 died");
+    }
+    acq_rec_init(&probe);
+    assert_status(hilock_multilock_acquire_async(mb, 0xB0B, 0,
+                                                 HILOCK_LEASE_WATCHDOG,
+                                                 on_acquired, &probe, NULL),
+                  HILOCK_OK);
+    /* Two hops through master 0's client (the group's coordinator): the
+     * round has started, then the member's attempt is queued. */
+    on_loop(b0, NULL, NULL);
+    on_loop(b0, NULL, NULL);
+    hl_fixture_restart(masters[0]);
+    acq_rec_wait(&probe, (int)p.node_ms + widen(5000));
+    if (probe.status == HILOCK_OK) {
+        bool told = hl_wait_until(group_lost_seen, &lost_a, widen(5000));
+
+        fail_msg("B acquired %lld ms after master 0 was killed, inside its "
+                 "%lld ms quarantine, counting master 0's grant (%s, "
+                 "quarantined %d); A %s",
+                 (long long)(probe.at_ms - t_kill),
+                 (long long)p.quarantine_ms, member_status(&probe.res[0]),
+                 probe.res[0].quarantined,
+                 !told ? "was never told its group was lost"
+                 : atomic_load(&lost_a.at_ms) > probe.at_ms
+                     ? "still believed it held the lock: both held it"
+                     : "had been told its group was lost");
+    }
+    if (probe.status != HILOCK_EBUSY && probe.status != HILOCK_ENOQUORUM)
+        fail_msg("B's attempt: %s (%s)", hilock_errname(probe.status),
+                 probe.detail);
+
+    /* No attempt of B may win before the quarantine has run out.  The
+     * new server came up after the kill, so that is after
+     * t_kill + quarantine at the earliest. */
+    while (hl_now_ms() < t_kill + p.quarantine_ms) {
+        int rc = hilock_multilock_try_acquire(mb, 0, HILOCK_LEASE_WATCHDOG,
+                                              res, NULL);
+        int64_t at = hl_now_ms();
+
+        tries++;
+        if (rc == HILOCK_OK && at < t_kill + p.quarantine_ms)
+            fail_msg("B acquired %lld ms after master 0 was killed, inside "
+                     "the %lld ms quarantine (master 0: %s)",
+                     (long long)(at - t_kill), (long long)p.quarantine_ms,
+                     member_status(&res[0]));
+        if (rc == HILOCK_OK) {
+            if (atomic_load(&lost_a.calls) == 0 ||
+                atomic_load(&lost_a.at_ms) > at)
+                fail_msg("B acquired before A was told it lost the lock");
+            assert_status(hilock_multilock_release(mb), HILOCK_OK);
+            break;
+        }
+        if (rc != HILOCK_EBUSY && rc != HILOCK_ENOQUORUM)
+            fail_msg("B: %s (%s)", hilock_errname(rc), hilock_last_error());
+        /* Pacing only: every attempt is judged on its own. */
+        hl_sleep_ms(20);
+    }
+    assert_true(tries > 0);
+
+    /* A kept two of five members: it must have been told. */
+    if (!hl_wait_until(group_lost_seen, &lost_a, widen(5000)))
+        fail_msg("A was never told that its group was lost");
+    assert_int_equal(atomic_load(&lost_a.owner), hilock_thread_owner());
+    assert_true(group_lease_lost(ma));
+
+    /* Once master 0 votes for B, B's quorum is 0, 3 and 4; A still holds
+     * 1 and 2 on the servers. */
+    assert_status(hilock_multilock_try_acquire(mb,
+                                               (int)p.quarantine_ms +
+                                                   widen(5000),
+                                               HILOCK_LEASE_WATCHDOG, res,
+                                               NULL),
+                  HILOCK_OK);
+    t_b = hl_now_ms();
+    for (int i = 0; i < NMASTERS; i++) {
+        bool a_holds = i == 1 || i == 2;
+
+        if (a_holds && res[i].status == HILOCK_OK)
+            fail_msg("B was granted master %d while A held it", i);
+        if (!a_holds && res[i].status != HILOCK_OK)
+            fail_msg("B's quorum lacks master %d: %s", i,
+                     member_status(&res[i]));
+    }
+    if (atomic_load(&lost_a.at_ms) > t_b)
+        fail_msg("A was told of its loss after B acquired");
+    assert_int_equal(atomic_load(&lost_a.calls), 1);
+    assert_int_equal(atomic_load(&lost_b.calls), 0);
+
+    assert_status(hilock_multilock_release(ma), HILOCK_ELEASELOST);
+    assert_status(hilock_multilock_release(mb), HILOCK_OK);
+    wait_keys_gone(key, ALL_MASTERS, widen(3000));
+    multi_free(mb);
+    multi_free(ma);
+    redlock_free(rlb);
+    redlock_free(rla);
+}
+
+/* A holds all five; one restarts.  Four members remain, the group is
+ * kept, and the watchdog keeps the other four alive through and past the
+ * quarantine, so B never gets in. */
+static void test_quarantine_group_survives(void **state)
+{
+    rl_params p = quarantine_params();
+    const char *key = "rl.survivor";
+    hilock_member_result res[NMASTERS];
+    hilock_redlock *rla, *rlb;
+    hilock_multilock *ma, *mb;
+    static group_lost lost_a;
+    int64_t t_kill;
+    int tries = 0;
+
+    (void)state;
+    group_lost_init(&lost_a);
+    rla = redlock_new(&p);
+    rlb = redlock_new(&p);
+    wait_voting(rla, ALL_MASTERS, widen(5000));
+    wait_voting(rlb, ALL_MASTERS, widen(5000));
+    ma = redlock_lock_new(rla, key);
+    mb = redlock_lock_new(rlb, key);
+    assert_status(hilock_multilock_set_lost_callback(ma, on_group_lost,
+                                                     &lost_a),
+                  HILOCK_OK);
+    assert_status(hilock_multilock_try_acquire(ma, 0, HILOCK_LEASE_WATCHDOG,
+                                               res, NULL),
+                  HILOCK_OK);
+    wait_keys_present(key, ALL_MASTERS, widen(3000));
+
+    t_kill = hl_now_ms();
+    hl_fixture_kill9(masters[0]);
+    hl_fixture_restart(masters[0]);
+    wait_member_lost(ma, 0, widen(5000));
+    assert_int_equal(atomic_load(&lost_a.calls), 0);
+    assert_false(group_lease_lost(ma));
+
+    /* Through the quarantine and until master 0 votes for B again, and
+     * once more after: B can only ever get master 0. */
+    for (;;) {
+        bool voting = hl_now_ms() > t_kill + p.quarantine_ms &&
+                      !hl_client_quarantined(hilock_redlock_client(rlb, 0)) &&
+                      hilock_client_is_connected(
+                          hilock_redlock_client(rlb, 0)) == 1;
+        int rc = hilock_multilock_try_acquire(mb, 0, HILOCK_LEASE_WATCHDOG,
+                                              res, NULL);
+
+        tries++;
+        if (rc != HILOCK_EBUSY)
+            fail_msg("B, %lld ms after master 0 was killed: %s (%s)",
+                     (long long)(hl_now_ms() - t_kill), hilock_errname(rc),
+                     hilock_last_error());
+        if (voting)
+            break;
+        if (hl_now_ms() > t_kill + p.quarantine_ms + widen(10000))
+            fail_msg("master 0 never came out of quarantine for B");
+        hl_sleep_ms(20);
+    }
+    assert_true(tries > 1);
+    /* Longer than a watchdog lease has passed since the restart: the
+     * keys on 1..4 are alive only because A keeps renewing them. */
+    assert_true(hl_now_ms() - t_kill > p.watchdog_ms);
+    for (int i = 1; i < NMASTERS; i++) {
+        assert_int_equal(master_exists(i, key), 1);
+        assert_true(pttl(i, key) > 0);
+    }
+    assert_int_equal(atomic_load(&lost_a.calls), 0);
+    assert_false(group_lease_lost(ma));
+
+    /* A member lost while the group held is not the group's error. */
+    assert_status(hilock_multilock_release(ma), HILOCK_OK);
+    wait_keys_gone(key, ALL_MASTERS, widen(3000));
+    assert_status(hilock_multilock_try_acquire(mb, widen(3000),
+                                               HILOCK_LEASE_WATCHDOG, res,
+                                               NULL),
+                  HILOCK_OK);
+    assert_status(hilock_multilock_release(mb), HILOCK_OK);
+    assert_int_equal(atomic_load(&lost_a.calls), 0);
+    multi_free(mb);
+    multi_free(ma);
+    redlock_free(rlb);
+    redlock_free(rla);
+}
+
+/* ---- 5. drift and validity ---------------------------------------------- */
+
+static void test_validity_arithmetic(void **state)
+{
+    hl_monotime real;
+
+    (void)state;
+    /* 1 % of the lease plus 2 ms. */
+    assert_int_equal(hl_drift_margin(10000), HL_MS(102));
+    assert_int_equal(hl_drift_margin(30000), HL_MS(302));
+    assert_int_equal(hl_drift_margin(1), 2010);
+    assert_int_equal(hl_validity(10000, 0, 0), HL_MS(9898));
+    assert_int_equal(hl_validity(10000, HL_MS(7), HL_MS(7)), HL_MS(9898));
+    assert_int_equal(hl_validity(10000, 0, HL_MS(9898)), 0);
+    assert_true(hl_validity(10000, 0, HL_MS(9898) + 1) < 0);
+    assert_int_equal(hl_validity(10000, HL_MS(1000), HL_MS(6000)),
+                     HL_MS(4898));
+    assert_int_equal(hl_validity(200, 0, HL_MS(50)), HL_MS(146));
+
+    /* The injected clock is the library's clock, and NULL gives the real
+     * one back. */
+    atomic_store(&clock_offset_us, HL_MS(7000));
+    hl_monotime_set_clock(offset_clock);
+    real = (hl_monotime)hl_now_ms() * 1000;
+    assert_true(hl_monotime_now() - real >= HL_MS(6990));
+    assert_true(hl_monotime_now() - real <= HL_MS(7010) + HL_MS(widen(100)));
+    hl_monotime_set_clock(NULL);
+    atomic_store(&clock_offset_us, 0);
+    real = (hl_monotime)hl_now_ms() * 1000;
+    assert_true(hl_monotime_now() - real < HL_MS(10) + HL_MS(widen(100)));
+    assert_true(hl_monotime_now() - real > -HL_MS(10));
+}
+
+/* Every master stopped, the attempt sent, the library's clock moved
+ * forward by jump_ms, every master running again: the answers come
+ * after the jump. */
+static void acquire_across_jump(hilock_multilock *m, uint64_t owner,
+                                int64_t lease_ms, int64_t jump_ms,
+                                acq_rec *r)
+{
+    hilock_client *coord = m->coord;
+
+    acq_rec_init(r);
+    for (int i = 0; i < NMASTERS; i++)
+        hl_fixture_pause(masters[i]);
+    assert_status(hilock_multilock_acquire_async(m, owner, 0, lease_ms,
+                                                 on_acquired, r, NULL),
+                  HILOCK_OK);
+    /* The coordinator has started the round (its start is taken) once a
+     * task queued behind the acquire has run. */
+    on_loop(coord, NULL, NULL);
+    assert_false(atomic_load(&r->done));
+    atomic_fetch_add(&clock_offset_us, HL_MS(jump_ms));
+    for (int i = 0; i < NMASTERS; i++)
+        hl_fixture_resume(masters[i]);
+    acq_rec_wait(r, widen(10000));
+}
+
+static void test_clock_jump(void **state)
+{
+    rl_params p = basic_params();
+    const int64_t lease = 10000;
+    hilock_redlock *rl;
+    hilock_multilock *m;
+    static acq_rec r;
+    int64_t t0, real_ms;
+    int granted = 0;
+
+    (void)state;
+    /* The attempt waits in stopped masters' sockets, and when its request
+     * timer fires, the jump makes its deadline look long past: the
+     * answers have to come before the timer, in real time. */
+    p.node_ms = widen(5000);
+    atomic_store(&clock_offset_us, 0);
+    hl_monotime_set_clock(offset_clock);
+    rl = redlock_new(&p);
+    wait_voting(rl, ALL_MASTERS, widen(5000));
+    m = redlock_lock_new(rl, "rl.clock");
+
+    /* Half the lease gone on the way: acquired, with validity reduced by
+     * exactly the jump plus the real time taken. */
+    t0 = hl_now_ms();
+    acquire_across_jump(m, 0xC10C1, lease, 5000, &r);
+    real_ms = hl_now_ms() - t0;
+    if (r.status != HILOCK_OK)
+        fail_msg("acquire across a 5000 ms jump of a 10000 ms lease: %s (%s)",
+                 hilock_errname(r.status), r.detail);
+    if (r.validity_ms > 4898 || r.validity_ms < 4898 - real_ms - 1)
+        fail_msg("validity %lld ms after a 5000 ms jump and %lld ms of "
+                 "real time; expected at most 4898",
+                 (long long)r.validity_ms, (long long)real_ms);
+    assert_status(release_as(m, 0xC10C1), HILOCK_OK);
+    wait_keys_gone("rl.clock", ALL_MASTERS, widen(3000));
+
+    /* More than the lease gone on the way: a quorum granted, but the lock
+     * is not held, and nothing is left on the servers (the keys would
+     * otherwise stay for the 10 s lease). */
+    acquire_across_jump(m, 0xC10C2, lease, lease + 1000, &r);
+    if (r.status != HILOCK_EEXPIRED)
+        fail_msg("acquire across an %lld ms jump of a %lld ms lease: %s "
+                 "(%s)", (long long)(lease + 1000), (long long)lease,
+                 hilock_errname(r.status), r.detail);
+    assert_int_equal(r.validity_ms, 0);
+    assert_int_equal(r.attempts, 1);
+    for (int i = 0; i < NMASTERS; i++)
+        if (r.res[i].status == HILOCK_OK)
+            granted++;
+    assert_true(granted >= NMASTERS / 2 + 1);
+    wait_keys_gone("rl.clock", ALL_MASTERS, widen(3000));
+    assert_status(release_as(m, 0xC10C2), HILOCK_ENOTOWNER);
+
+    multi_free(m);
+    redlock_free(rl);
+    hl_monotime_set_clock(NULL);
+    atomic_store(&clock_offset_us, 0);
+}
+
+/* ---- 6. mutual exclusion while masters die and come back ---------------- */
+
+#define MX_MAX_THREADS 4
+
+/* One critical section.  lost: the holder was told its hold was lost
+ * (callback, query or release), so the section may overlap another. */
+typedef struct mx_section {
+    int64_t enter_ns;
+    int64_t exit_ns;
+    uint32_t holder;
+    uint32_t lost;
+} mx_section;
+
+/* Shared by the parent and the forked child (MAP_SHARED). */
+typedef struct mx_log {
+    size_t map_len;
+    size_t cap;
+    atomic_size_t used;
+    /* Read and written without a read-modify-write on purpose: only the
+     * lock keeps the increments apart. */
+    atomic_uint_fast64_t counter;
+    atomic_bool stop;
+    atomic_uint failures;
+    atomic_flag msg_taken;
+    char message[256];
+    atomic_int held[2];
+    atomic_int lost[2];
+    mx_section s[];
+} mx_log;
+
+static mx_log *mx_log_new(size_t cap)
+{
+    size_t len = sizeof(mx_log) + cap * sizeof(mx_section);
+    mx_log *log = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+    if (log == MAP_FAILED)
+        return NULL;
+    log->map_len = len;
+    log->cap = cap;
+    atomic_init(&log->used, 0);
+    atomic_init(&log->counter, 0);
+    atomic_init(&log->stop, false);
+    atomic_init(&log->failures, 0);
+    atomic_flag_clear(&log->msg_taken);
+    for (int i = 0; i < 2; i++) {
+        atomic_init(&log->held[i], 0);
+        atomic_init(&log->lost[i], 0);
+    }
+    return log;
+}
+
+static void mx_fail(mx_log *log, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void mx_fail(mx_log *log, const char *fmt, ...)
+{
+    va_list ap;
+
+    atomic_fetch_add(&log->failures, 1);
+    if (atomic_flag_test_and_set(&log->msg_taken))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(log->message, sizeof log->message, fmt, ap);
+    va_end(ap);
+}
+
+typedef struct mx_holder {
+    pthread_t thread;
+    mx_log *log;
+    hilock_multilock *m;
+    int proc;
+    uint32_t id;
+    int64_t wait_ms;
+    int spin_us;
+    _Atomic uint64_t owner;
+    atomic_bool lost; /* set by the group's lost callback */
+    atomic_bool done;
+} mx_holder;
+
+typedef struct mx_team {
+    mx_holder h[MX_MAX_THREADS];
+    int n;
+} mx_team;
+
+static void mx_on_lost(hilock_multilock *m, uint64_t owner, void *data)
+{
+    mx_team *team = data;
+
+    (void)m;
+    for (int i = 0; i < team->n; i++)
+        if (atomic_load(&team->h[i].owner) == owner)
+            atomic_store(&team->h[i].lost, true);
+}
+
+static void *mx_holder_main(void *arg)
+{
+    mx_holder *h = arg;
+    mx_log *log = h->log;
+
+    atomic_store(&h->owner, hilock_thread_owner());
+    while (!atomic_load(&log->stop)) {
+        int rc, rel;
+        bool lost = false;
+        size_t slot;
+        mx_section *sec;
+        uint_fast64_t seen;
+        int64_t until;
+
+        atomic_store(&h->lost, false);
+        rc = hilock_multilock_try_acquire(h->m, h->wait_ms,
+                                          HILOCK_LEASE_WATCHDOG, NULL, NULL);
+        if (rc == HILOCK_EBUSY || rc == HILOCK_ENOQUORUM ||
+            rc == HILOCK_EEXPIRED)
+            continue;
+        if (rc != HILOCK_OK) {
+            mx_fail(log, "holder %u: acquire: %s (%s)", h->id,
+                    hilock_errname(rc), hilock_last_error());
+            break;
+        }
+        slot = atomic_fetch_add(&log->used, 1);
+        if (slot >= log->cap) {
+            mx_fail(log, "more than %zu critical sections", log->cap);
+            hilock_multilock_release(h->m);
+            break;
+        }
+        sec = &log->s[slot];
+        sec->holder = h->id;
+        sec->enter_ns = now_ns();
+        seen = atomic_load_explicit(&log->counter, memory_order_relaxed);
+        until = now_ns() + (int64_t)h->spin_us * 1000;
+        /* A holder told of a loss stops at once. */
+        while (now_ns() < until && !atomic_load(&h->lost))
+            ;
+        atomic_store_explicit(&log->counter, seen + 1, memory_order_relaxed);
+        sec->exit_ns = now_ns();
+        rc = hilock_multilock_lease_lost(h->m, &lost);
+        if (rc != HILOCK_OK)
+            mx_fail(log, "holder %u: lease_lost: %s", h->id,
+                    hilock_errname(rc));
+        rel = hilock_multilock_release(h->m);
+        lost = lost || atomic_load(&h->lost) || rel == HILOCK_ELEASELOST;
+        /* A master that died under the hold cannot confirm its part of
+         * the release; the group was given back all the same. */
+        if (rel != HILOCK_OK && rel != HILOCK_ELEASELOST &&
+            rel != HILOCK_ETIMEDOUT && rel != HILOCK_EIO)
+            mx_fail(log, "holder %u: release: %s (%s)", h->id,
+                    hilock_errname(rel), hilock_last_error());
+        sec->lost = lost;
+        atomic_fetch_add(lost ? &log->lost[h->proc] : &log->held[h->proc],
+                         1);
+    }
+    atomic_store(&h->done, true);
+    return NULL;
+}
+
+static int mx_team_start(mx_team *team, mx_log *log, hilock_multilock *m,
+                         int proc, int threads, int64_t wait_ms, int spin_us)
+{
+    memset(team, 0, sizeof *team);
+    team->n = threads;
+    for (int i = 0; i < threads; i++) {
+        mx_holder *h = &team->h[i];
+
+        h->log = log;
+        h->m = m;
+        h->proc = proc;
+        h->id = (uint32_t)(proc * 100 + i);
+        h->wait_ms = wait_ms;
+        h->spin_us = spin_us;
+        atomic_init(&h->owner, 0);
+        atomic_init(&h->lost, false);
+        atomic_init(&h->done, false);
+    }
+    if (hilock_multilock_set_lost_callback(m, mx_on_lost, team) !=
+        HILOCK_OK)
+        return -1;
+    for (int i = 0; i < threads; i++)
+        if (pthread_create(&team->h[i].thread, NULL, mx_holder_main,
+                           &team->h[i]) != 0)
+            return -1;
+    return 0;
+}
+
+static bool mx_team_done(mx_team *team, int timeout_ms)
+{
+    for (int i = 0; i < team->n; i++)
+        if (!hl_wait_flag(&team->h[i].done, timeout_ms))
+            return false;
+    for (int i = 0; i < team->n; i++)
+        pthread_join(team->h[i].thread, NULL);
+    return true;
+}
+
+typedef struct mx_setup {
+    rl_params p;
+    int threads;
+    int64_t wait_ms;
+    int spin_us;
+} mx_setup;
+
+/* The forked holder process: no cmocka, only an exit status. */
+static void mx_child(mx_log *log, const mx_setup *s)
+    __attribute__((noreturn));
+
+static void mx_child(mx_log *log, const mx_setup *s)
+{
+    hilock_redlock *rl = NULL;
+    hilock_multilock *m = NULL;
+    mx_team team;
+    char why[300];
+    int64_t until = hl_now_ms() + widen(120000);
+
+    if (redlock_open(&rl, &s->p, why, sizeof why) != HILOCK_OK) {
+        mx_fail(log, "child: %s", why);
+        _exit(1);
+    }
+    if (hilock_redlock_lock_create(&m, rl, "rl.mutex", 8) != HILOCK_OK) {
+        mx_fail(log, "child: lock: %s", hilock_last_error());
+        _exit(1);
+    }
+    if (mx_team_start(&team, log, m, 1, s->threads, s->wait_ms,
+                      s->spin_us) != 0) {
+        mx_fail(log, "child: could not start its holders");
+        _exit(1);
+    }
+    while (!atomic_load(&log->stop) && hl_now_ms() < until)
+        hl_sleep_ms(10);
+    atomic_store(&log->stop, true);
+    if (!mx_team_done(&team, widen(30000))) {
+        mx_fail(log, "child: a holder did not stop");
+        _exit(1);
+    }
+    if (hilock_multilock_destroy(m) != HILOCK_OK ||
+        hilock_redlock_destroy(rl) != HILOCK_OK) {
+        mx_fail(log, "child: teardown: %s", hilock_last_error());
+        _exit(1);
+    }
+    _exit(0);
+}
+
+static int mx_by_entry(const void *a, const void *b)
+{
+    const mx_section *x = a, *y = b;
+
+    return x->enter_ns < y->enter_ns ? -1 : x->enter_ns > y->enter_ns;
+}
+
+/* No overlap among the sections whose holds were not lost, every section
+ * closed, and no increment lost while no hold was lost (a lost hold may
+ * overwrite another's increment, at most once each). */
+static bool mx_verify(mx_log *log, char *why, size_t cap)
+{
+    size_t n = atomic_load(&log->used), good = 0, lost = 0;
+    uint64_t counter = atomic_load(&log->counter);
+    mx_section *sorted, *latest = NULL;
+    bool ok = true;
+
+    if (n > log->cap)
+        n = log->cap;
+    if (atomic_load(&log->failures) != 0) {
+        snprintf(why, cap, "%u holder failure(s), the first: %s",
+                 atomic_load(&log->failures), log->message);
+        return false;
+    }
+    sorted = malloc(n ? n * sizeof *sorted : 1);
+    if (sorted == NULL) {
+        snprintf(why, cap, "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (log->s[i].exit_ns == 0 || log->s[i].exit_ns < log->s[i].enter_ns) {
+            snprintf(why, cap, "the section of holder %u was never closed",
+                     log->s[i].holder);
+            free(sorted);
+            return false;
+        }
+        if (log->s[i].lost)
+            lost++;
+        else
+            sorted[good++] = log->s[i];
+    }
+    if (lost == 0 ? counter != n : counter > n || counter + lost < n) {
+        snprintf(why, cap, "the counter is %llu after %zu sections (%zu of "
+                 "them lost): updates were lost",
+                 (unsigned long long)counter, n, lost);
+        free(sorted);
+        return false;
+    }
+    qsort(sorted, good, sizeof *sorted, mx_by_entry);
+    for (size_t i = 0; i < good && ok; i++) {
+        mx_section *r = &sorted[i];
+
+        if (latest != NULL && r->enter_ns <= latest->exit_ns) {
+            snprintf(why, cap, "holder %u entered at %lld ns, before holder "
+                     "%u left at %lld ns", r->holder,
+                     (long long)r->enter_ns, latest->holder,
+                     (long long)latest->exit_ns);
+            ok = false;
+        }
+        if (latest == NULL || r->exit_ns > latest->exit_ns)
+            latest = r;
+    }
+    free(sorted);
+    return ok;
+}
+
+/* The parent's holders, reachable from teardown when a test fails. */
+static mx_team parent_team;
+static mx_log *parent_log;
+
+static void stop_parent_holders(void)
+{
+    if (parent_log == NULL)
+        return;
+    atomic_store(&parent_log->stop, true);
+    if (mx_team_done(&parent_team, widen(30000))) {
+        munmap(parent_log, parent_log->map_len);
+    }
+    /* Else a holder is stuck: leak the log rather than pull it away. */
+    parent_log = NULL;
+}
+
+static bool mx_both_held(void *arg)
+{
+    mx_log *log = arg;
+
+    return atomic_load(&log->held[0]) > 0 && atomic_load(&log->held[1]) > 0;
+}
+
+static void test_mutual_exclusion_under_faults(void **state)
+{
+    mx_setup s = {
+        .p = {
+            .node_ms = widen(200),
+            .quarantine_ms = widen(500),
+            .watchdog_ms = widen(500),
+            .connect_ms = widen(500),
+        },
+        .threads = under_valgrind() ? 2 : 3,
+        .wait_ms = widen(1000),
+        .spin_us = under_valgrind() ? 100 : 300,
+    };
+    const int faults = under_valgrind() ? NMASTERS : 2 * NMASTERS;
+    mx_log *log = mx_log_new(100000);
+    hilock_redlock *rl;
+    hilock_multilock *m;
+    mx_team *team = &parent_team;
+    char why[400];
+    int status = 0;
+    pid_t pid;
+
+    (void)state;
+    assert_non_null(log);
+    /* Fork first: the child must not inherit clients whose threads it
+     * does not have. */
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        mx_child(log, &s);
+    child_pid = pid;
+
+    rl = redlock_new(&s.p);
+    wait_voting(rl, ALL_MASTERS, widen(5000));
+    m = redlock_lock_new(rl, "rl.mutex");
+    parent_log = log;
+    if (mx_team_start(team, log, m, 0, s.threads, s.wait_ms, s.spin_us) != 0)
+        fail_msg("could not start the holders");
+    if (!hl_wait_until(mx_both_held, log, widen(20000))) {
+        atomic_store(&log->stop, true);
+        fail_msg("both processes did not hold the lock within 20 s "
+                 "(parent %d, child %d): %s", atomic_load(&log->held[0]),
+                 atomic_load(&log->held[1]), log->message);
+    }
+
+    /* One master at a time, each back in the vote before the next goes:
+     * never more than a minority is missing. */
+    for (int k = 0; k < faults; k++) {
+        int i = (k * 2) % NMASTERS;
+
+        hl_fixture_kill9(masters[i]);
+        /* The length of the outage, not a wait: attempts and renewals
+         * meet a dead master meanwhile. */
+        hl_sleep_ms(100);
+        hl_fixture_restart(masters[i]);
+        wait_voting(rl, ALL_MASTERS, widen(10000));
+    }
+
+    atomic_store(&log->stop, true);
+    if (!mx_team_done(team, (int)s.wait_ms + widen(20000)))
+        fail_msg("a holder did not stop");
+    parent_log = NULL;
+    {
+        int64_t until = hl_now_ms() + widen(30000);
+        pid_t got = 0;
+
+        while ((got = waitpid(pid, &status, WNOHANG)) == 0 &&
+               hl_now_ms() < until)
+            hl_sleep_ms(10);
+        if (got != pid)
+            fail_msg("the child did not finish: %s", log->message);
+        child_pid = 0;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("the child failed (status 0x%x): %s", status, log->message);
+
+    print_message("mutual exclusion: %zu sections (parent %d, child %d), "
+                  "%d + %d lost, %d restarts\n",
+                  atomic_load(&log->used), atomic_load(&log->held[0]),
+                  atomic_load(&log->held[1]), atomic_load(&log->lost[0]),
+                  atomic_load(&log->lost[1]), faults);
+    if (!mx_verify(log, why, sizeof why))
+        fail_msg("%s", why);
+    assert_true(atomic_load(&log->held[0]) > 0);
+    assert_true(atomic_load(&log->held[1]) > 0);
+
+    multi_free(m);
+    redlock_free(rl);
+    wait_keys_gone("rl.mutex", ALL_MASTERS, widen(5000));
+    munmap(log, log->map_len);
+}
+
+/* ---- 7. multi-locks over plain lock handles ----------------------------- */
+
+static hilock_client *plain_client(int server, int64_t watchdog_ms)
+{
+    hilock_options *o = NULL;
+    hilock_client *c = NULL;
+
+    assert_status(hilock_options_create(&o), HILOCK_OK);
+    assert_status(hilock_options_set_host(o, "127.0.0.1"), HILOCK_OK);
+    assert_status(hilock_options_set_port(o,
+                                          hl_redis_server_port(
+                                              masters[server])),
+                  HILOCK_OK);
+    if (watchdog_ms > 0)
+        assert_status(hilock_options_set_watchdog_timeout_ms(o, watchdog_ms),
+                      HILOCK_OK);
+    if (under_valgrind()) {
+        assert_status(hilock_options_set_connect_timeout_ms(o, 20000),
+                      HILOCK_OK);
+        assert_status(hilock_options_set_command_timeout_ms(o, 20000),
+                      HILOCK_OK);
+    }
+    assert_status(hilock_client_create(&c, o), HILOCK_OK);
+    hilock_options_free(o);
+    own(OWN_CLIENT, c);
+    return c;
+}
+
+static hilock_lock *lock_new(hilock_client *c, const char *name)
+{
+    hilock_lock *l = NULL;
+
+    assert_status(hilock_lock_create(&l, c, name, strlen(name)), HILOCK_OK);
+    own(OWN_LOCK, l);
+    return l;
+}
+
+/* Members "m.a" and "m.b" on server 0, "m.c" on server 1, each on a
+ * client of its own server; outsiders reach the same names through
+ * clients of their own. */
+typedef struct trio {
+    hilock_client *c0, *c1;
+    hilock_lock *l[3];
+    hilock_client *o0, *o1;
+    hilock_lock *out[3];
+    hilock_multilock *m;
+} trio;
+
+static const char *const trio_names[3] = { "m.a", "m.b", "m.c" };
+static const int trio_server[3] = { 0, 0, 1 };
+
+static void trio_open(trio *t, int64_t watchdog_ms)
+{
+    memset(t, 0, sizeof *t);
+    t->c0 = plain_client(0, watchdog_ms);
+    t->c1 = plain_client(1, watchdog_ms);
+    t->o0 = plain_client(0, 0);
+    t->o1 = plain_client(1, 0);
+    for (int i = 0; i < 3; i++) {
+        t->l[i] = lock_new(trio_server[i] ? t->c1 : t->c0, trio_names[i]);
+        t->out[i] = lock_new(trio_server[i] ? t->o1 : t->o0, trio_names[i]);
+    }
+    assert_status(hilock_multilock_create(&t->m, t->l, 3), HILOCK_OK);
+    own(OWN_MULTI, t->m);
+}
+
+static void trio_close(trio *t)
+{
+    if (t->m != NULL)
+        multi_free(t->m);
+    for (int i = 0; i < 3; i++) {
+        lock_free(t->l[i]);
+        lock_free(t->out[i]);
+    }
+    client_free(t->o1);
+    client_free(t->o0);
+    client_free(t->c1);
+    client_free(t->c0);
+}
+
+static bool member_locked(trio *t, int i)
+{
+    bool locked = false;
+
+    assert_status(hilock_lock_is_locked(t->out[i], &locked), HILOCK_OK);
+    return locked;
+}
+
+/* Script calls a server has run (EVAL and EVALSHA). */
+static long long script_calls(int server)
+{
+    static const char *const cmds[] = { "cmdstat_eval:", "cmdstat_evalsha:" };
+    char r[16384];
+    long long sum = 0;
+    int t = hl_redis_server_cmd(masters[server], r, sizeof r, "INFO",
+                                "commandstats", (char *)NULL);
+
+    if (t != '$')
+        fail_msg("INFO commandstats on server %d failed", server);
+    for (size_t k = 0; k < 2; k++) {
+        const char *line = strstr(r, cmds[k]);
+        const char *calls, *rejected, *eol;
+
+        if (line == NULL)
+            continue;
+        eol = strchr(line, '\r');
+        calls = strstr(line, "calls=");
+        rejected = strstr(line, "rejected_calls=");
+        if (calls != NULL && (eol == NULL || calls < eol))
+            sum += strtoll(calls + 6, NULL, 10);
+        if (rejected != NULL && (eol == NULL || rejected < eol))
+            sum += strtoll(rejected + 15, NULL, 10);
+    }
+    return sum;
+}
+
+typedef struct calls_want {
+    int server;
+    long long min;
+} calls_want;
+
+static bool calls_reached(void *arg)
+{
+    calls_want *w = arg;
+
+    return script_calls(w->server) >= w->min;
+}
+
+static void test_multilock_all_or_nothing(void **state)
+{
+    hilock_member_result res[3];
+    hilock_client *bc;
+    hilock_lock *blocker;
+    static acq_rec r;
+    trio t;
+    calls_want cw;
+
+    (void)state;
+    trio_open(&t, 0);
+    bc = plain_client(1, 0);
+    blocker = lock_new(bc, "m.c");
+    /* An explicit lease: no renewals muddle the script counts below. */
+    assert_status(hilock_lock_try_acquire(blocker, 0, 60000), HILOCK_OK);
+
+    assert_status(hilock_multilock_try_acquire(t.m, 0, 60000, res, NULL),
+                  HILOCK_EBUSY);
+    assert_int_equal(res[2].status, HILOCK_EBUSY);
+    assert_true(res[0].status == HILOCK_OK ||
+                res[0].status == HILOCK_ECANCELED);
+    assert_true(res[1].status == HILOCK_OK ||
+                res[1].status == HILOCK_ECANCELED);
+    /* What was granted went back: the one-minute leases did not have to
+     * run out for an outsider to take each member. */
+    for (int i = 0; i < 2; i++) {
+        assert_status(hilock_lock_try_acquire(t.out[i], widen(3000), 60000),
+                      HILOCK_OK);
+        assert_status(hilock_lock_release(t.out[i]), HILOCK_OK);
+    }
+    assert_int_equal(master_int(0, "EXISTS", "m.a"), 0);
+    assert_int_equal(master_int(0, "EXISTS", "m.b"), 0);
+    /* On the blocked member's server only the blocker's hold is left. */
+    assert_int_equal(master_int(1, "HLEN", "m.c"), 1);
+    assert_status(hilock_multilock_release(t.m), HILOCK_ENOTOWNER);
+
+    /* With a wait: refused while the blocker holds, taken once it lets
+     * go. */
+    cw.server = 1;
+    cw.min = script_calls(1) + 1;
+    acq_rec_init(&r);
+    assert_status(hilock_multilock_acquire_async(t.m, 0xA11, widen(10000),
+                                                 HILOCK_LEASE_WATCHDOG,
+                                                 on_acquired, &r, NULL),
+                  HILOCK_OK);
+    /* An attempt has reached the blocked member's server, where it was
+     * refused. */
+    if (!hl_wait_until(calls_reached, &cw, widen(5000)))
+        fail_msg("the waiting acquire never tried the blocked member");
+    assert_false(atomic_load(&r.done));
+    assert_status(hilock_lock_release(blocker), HILOCK_OK);
+    acq_rec_wait(&r, widen(15000));
+    assert_status(r.status, HILOCK_OK);
+    assert_true(r.attempts >= 2);
+    assert_int_equal(r.granted, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(r.res[i].status, HILOCK_OK);
+        assert_true(member_locked(&t, i));
+    }
+    assert_status(hilock_lock_try_acquire(blocker, 0, 60000), HILOCK_EBUSY);
+    assert_status(release_as(t.m, 0xA11), HILOCK_OK);
+    for (int i = 0; i < 3; i++)
+        assert_false(member_locked(&t, i));
+
+    lock_free(blocker);
+    client_free(bc);
+    trio_close(&t);
+}
+
+static void test_multilock_lost_member(void **state)
+{
+    const int64_t watchdog = widen(900);
+    static group_lost gl;
+    bool deleted = false;
+    trio t;
+
+    (void)state;
+    group_lost_init(&gl);
+    trio_open(&t, watchdog);
+    assert_status(hilock_multilock_set_lost_callback(t.m, on_group_lost,
+                                                     &gl),
+                  HILOCK_OK);
+    assert_status(hilock_multilock_try_acquire(t.m, 0, HILOCK_LEASE_WATCHDOG,
+                                               NULL, NULL),
+                  HILOCK_OK);
+    for (int i = 0; i < 3; i++)
+        assert_true(member_locked(&t, i));
+    assert_false(group_lease_lost(t.m));
+
+    /* One member taken away: the group needs all of them. */
+    assert_status(hilock_lock_force_release(t.out[1], &deleted), HILOCK_OK);
+    assert_true(deleted);
+    if (!hl_wait_until(group_lost_seen, &gl, 3 * (int)watchdog))
+        fail_msg("no group lost callback within %lld ms of losing a member",
+                 (long long)(3 * watchdog));
+    assert_int_equal(atomic_load(&gl.owner), hilock_thread_owner());
+    assert_true(group_lease_lost(t.m));
+    assert_status(hilock_multilock_release(t.m), HILOCK_ELEASELOST);
+    /* What was still held went back with that release. */
+    for (int i = 0; i < 3; i++)
+        assert_false(member_locked(&t, i));
+    assert_int_equal(atomic_load(&gl.calls), 1);
+    assert_status(hilock_multilock_release(t.m), HILOCK_ENOTOWNER);
+
+    /* The group recovers. */
+    assert_status(hilock_multilock_try_acquire(t.m, widen(3000),
+                                               HILOCK_LEASE_WATCHDOG, NULL,
+                                               NULL),
+                  HILOCK_OK);
+    assert_false(group_lease_lost(t.m));
+    assert_status(hilock_multilock_release(t.m), HILOCK_OK);
+    assert_int_equal(atomic_load(&gl.calls), 1);
+    trio_close(&t);
+}
+
+typedef struct release_thread {
+    pthread_t thread;
+    hilock_multilock *m;
+    int rc;
+} release_thread;
+
+static void *release_main(void *arg)
+{
+    release_thread *rt = arg;
+
+    rt->rc = hilock_multilock_release(rt->m);
+    return NULL;
+}
+
+static void test_multilock_reentry_and_ownership(void **state)
+{
+    release_thread rt;
+    trio t;
+
+    (void)state;
+    trio_open(&t, 0);
+    assert_status(hilock_multilock_try_acquire(t.m, 0, HILOCK_LEASE_WATCHDOG,
+                                               NULL, NULL),
+                  HILOCK_OK);
+    assert_status(hilock_multilock_try_acquire(t.m, 0, HILOCK_LEASE_WATCHDOG,
+                                               NULL, NULL),
+                  HILOCK_OK);
+
+    /* Another thread is another owner, holding nothing. */
+    rt.m = t.m;
+    rt.rc = -1;
+    assert_int_equal(pthread_create(&rt.thread, NULL, release_main, &rt), 0);
+    pthread_join(rt.thread, NULL);
+    assert_status(rt.rc, HILOCK_ENOTOWNER);
+    assert_status(release_as(t.m, 0x5EED), HILOCK_ENOTOWNER);
+
+    /* Taken twice, so it stays held after one release. */
+    assert_status(hilock_multilock_release(t.m), HILOCK_OK);
+    for (int i = 0; i < 3; i++) {
+        assert_true(member_locked(&t, i));
+        assert_status(hilock_lock_try_acquire(t.out[i], 0, 60000),
+                      HILOCK_EBUSY);
+    }
+    assert_status(hilock_multilock_release(t.m), HILOCK_OK);
+    for (int i = 0; i < 3; i++)
+        assert_false(member_locked(&t, i));
+    assert_status(hilock_multilock_release(t.m), HILOCK_ENOTOWNER);
+
+    /* Destroying the group leaves its members to their owner. */
+    multi_free(t.m);
+    assert_status(hilock_multilock_destroy(t.m), HILOCK_ECLOSED);
+    t.m = NULL;
+    assert_status(hilock_lock_try_acquire(t.l[0], 0, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_OK);
+    assert_status(hilock_lock_release(t.l[0]), HILOCK_OK);
+    trio_close(&t);
+}
+
+static void test_bad_arguments(void **state)
+{
+    hilock_lock *many[HILOCK_MAX_MEMBERS + 1];
+    hilock_multilock *m = (hilock_multilock *)&m;
+    hilock_redlock *rl = (hilock_redlock *)&rl;
+    hilock_client *c;
+    hilock_lock *a, *b;
+    char url[64];
+    const char *urls[5];
+    bool lost;
+    static acq_rec r;
+
+    (void)state;
+    c = plain_client(0, 0);
+    a = lock_new(c, "bad.a");
+    b = lock_new(c, "bad.b");
+    for (size_t i = 0; i <= HILOCK_MAX_MEMBERS; i++)
+        many[i] = a;
+
+    {
+        hilock_lock *pair[2] = { a, b };
+        hilock_lock *twice[3] = { a, b, a };
+        hilock_lock *hole[2] = { a, NULL };
+
+        assert_status(hilock_multilock_create(NULL, pair, 2), HILOCK_EINVAL);
+        assert_status(hilock_multilock_create(&m, NULL, 2), HILOCK_EINVAL);
+        assert_status(hilock_multilock_create(&m, pair, 0), HILOCK_EINVAL);
+        assert_null(m);
+        m = (hilock_multilock *)&m;
+        assert_status(hilock_multilock_create(&m, many,
+                                              HILOCK_MAX_MEMBERS + 1),
+                      HILOCK_EINVAL);
+        assert_null(m);
+        assert_status(hilock_multilock_create(&m, twice, 3), HILOCK_EINVAL);
+        assert_status(hilock_multilock_create(&m, hole, 2), HILOCK_EINVAL);
+        assert_null(m);
+        assert_status(hilock_multilock_create(&m, pair, 2), HILOCK_OK);
+        own(OWN_MULTI, m);
+    }
+
+    assert_status(hilock_multilock_try_acquire(NULL, 0, 0, NULL, NULL),
+                  HILOCK_EINVAL);
+    assert_status(hilock_multilock_try_acquire(m, -2, 0, NULL, NULL),
+                  HILOCK_EINVAL);
+    assert_status(hilock_multilock_try_acquire(m, 0, -1, NULL, NULL),
+                  HILOCK_EINVAL);
+    acq_rec_init(&r);
+    assert_status(hilock_multilock_acquire_async(m, 0, 0, 0, on_acquired, &r,
+                                                 NULL),
+                  HILOCK_EINVAL);
+    assert_status(hilock_multilock_acquire_async(m, 1, 0, 0, NULL, NULL,
+                                                 NULL),
+                  HILOCK_EINVAL);
+    assert_status(hilock_multilock_acquire_async(NULL, 1, 0, 0, on_acquired,
+                                                 &r, NULL),
+                  HILOCK_EINVAL);
+    assert_false(atomic_load(&r.done));
+    assert_status(hilock_multilock_release(NULL), HILOCK_EINVAL);
+    assert_status(hilock_multilock_release_async(m, 0, on_released, NULL),
+                  HILOCK_EINVAL);
+    assert_status(hilock_multilock_release_async(m, 1, NULL, NULL),
+                  HILOCK_EINVAL);
+    assert_status(hilock_multilock_lease_lost(m, NULL), HILOCK_EINVAL);
+    assert_status(hilock_multilock_lease_lost(NULL, &lost), HILOCK_EINVAL);
+    assert_status(hilock_multilock_set_lost_callback(NULL, NULL, NULL),
+                  HILOCK_EINVAL);
+    assert_status(hilock_multilock_cancel(NULL, 1), HILOCK_EINVAL);
+    assert_status(hilock_multilock_destroy(NULL), HILOCK_EINVAL);
+    multi_free(m);
+    assert_status(hilock_multilock_destroy(m), HILOCK_ECLOSED);
+
+    /* RedLock: an odd number of masters, 3 and up; nothing here is ever
+     * connected to. */
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d",
+             hl_redis_server_port(masters[0]));
+    for (int i = 0; i < 5; i++)
+        urls[i] = url;
+    assert_status(hilock_redlock_create(&rl, urls, 4, NULL), HILOCK_EINVAL);
+    assert_null(rl);
+    assert_status(hilock_redlock_create(&rl, urls, 2, NULL), HILOCK_EINVAL);
+    assert_status(hilock_redlock_create(&rl, urls, 1, NULL), HILOCK_EINVAL);
+    assert_status(hilock_redlock_create(&rl, urls, 0, NULL), HILOCK_EINVAL);
+    assert_status(hilock_redlock_create(&rl, urls, HILOCK_MAX_MEMBERS + 1,
+                                        NULL),
+                  HILOCK_EINVAL);
+    assert_status(hilock_redlock_create(&rl, NULL, 3, NULL), HILOCK_EINVAL);
+    assert_status(hilock_redlock_create(NULL, urls, 3, NULL), HILOCK_EINVAL);
+    urls[1] = NULL;
+    assert_status(hilock_redlock_create(&rl, urls, 3, NULL), HILOCK_EINVAL);
+    urls[1] = "http://127.0.0.1:1";
+    assert_status(hilock_redlock_create(&rl, urls, 3, NULL), HILOCK_EINVAL);
+    assert_null(rl);
+    assert_status(hilock_redlock_lock_create(NULL, NULL, "x", 1),
+                  HILOCK_EINVAL);
+    assert_status(hilock_redlock_lock_create(&m, NULL, "x", 1),
+                  HILOCK_EINVAL);
+    assert_status(hilock_redlock_destroy(NULL), HILOCK_EINVAL);
+    assert_int_equal(hilock_redlock_masters(NULL), 0);
+    assert_null(hilock_redlock_client(NULL, 0));
+
+    lock_free(b);
+    lock_free(a);
+    client_free(c);
+}
+
+/* A RedLock lock refuses an empty name, and reports its masters. */
+static void test_redlock_lock_arguments(void **state)
+{
+    rl_params p = basic_params();
+    hilock_redlock *rl;
+    hilock_multilock *m = NULL;
+
+    (void)state;
+    rl = redlock_new(&p);
+    assert_int_equal(hilock_redlock_masters(rl), NMASTERS);
+    for (size_t i = 0; i < NMASTERS; i++)
+        assert_non_null(hilock_redlock_client(rl, i));
+    assert_null(hilock_redlock_client(rl, NMASTERS));
+    assert_status(hilock_redlock_lock_create(&m, rl, "", 0), HILOCK_EINVAL);
+    assert_status(hilock_redlock_lock_create(&m, rl, NULL, 1),
+                  HILOCK_EINVAL);
+    redlock_free(rl);
+}
+
+int main(void)
+{
+#define T5(fn) cmocka_unit_test_setup_teardown(fn, setup_five, teardown_masters)
+#define T2(fn) cmocka_unit_test_setup_teardown(fn, setup_two, teardown_masters)
+    const struct CMUnitTest tests[] = {
+        T5(test_two_masters_killed),
+        T5(test_three_masters_down),
+        T5(test_paused_master),
+        T5(test_quarantine_restarted_master),
+        T5(test_quarantine_group_survives),
+        cmocka_unit_test(test_validity_arithmetic),
+        T5(test_clock_jump),
+        T5(test_mutual_exclusion_under_faults),
+        T2(test_multilock_all_or_nothing),
+        T2(test_multilock_lost_member),
+        T2(test_multilock_reentry_and_ownership),
+        T2(test_bad_arguments),
+        T5(test_redlock_lock_arguments),
+    };
+#undef T5
+#undef T2
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
