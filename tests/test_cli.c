@@ -1,7 +1,8 @@
 /* The hilock command as scripts use it: exit statuses, signals passed on
  * to the command, mutual exclusion between two `hilock run`, fencing
  * tokens in the environment, the JSON of `hilock status` and
- * `hilock unlock --force`.  Every run goes against a real redis-server;
+ * `hilock unlock --force`, and `run` and `status` over RedLock on five
+ * masters.  Every run goes against a real redis-server;
  * the test takes locks of its own through the library to play the other
  * party. */
 /* ctest-timeout: 120 */
@@ -1287,6 +1288,383 @@ static void test_unlock_force(void **state)
     assert_string_equal(reply, ":1\r\n");
 }
 
+/* ---- RedLock ------------------------------------------------------------
+ * Five masters of the test's own.  Their URLs carry quarantine=200: a
+ * master votes once it has been up that long, and the library reads a
+ * master's uptime in whole seconds, so a fresh one keeps a client waiting
+ * until 200 ms after it connected, as long as the server has been up for
+ * less than a second.  Runs that must not see that wait say so with
+ * --wait (the acquire keeps trying through it), or come after
+ * wait_masters_vote(). */
+
+#define N_MASTERS 5
+#define URLS_CAP (N_MASTERS * 96)
+
+/* The --redlock list for the masters, each URL ending in ?query. */
+static void redlock_urls(hl_redis_server *const *s, const char *query,
+                         char *out, size_t cap)
+{
+    size_t used = 0;
+    int i;
+
+    out[0] = '\0';
+    for (i = 0; i < N_MASTERS; i++)
+        used += (size_t)snprintf(out + used, cap - used,
+                                 "%sredis://127.0.0.1:%d?%s", i ? "," : "",
+                                 hl_redis_server_port(s[i]), query);
+    assert_true(used < cap);
+}
+
+/* The tool with --redlock urls in the background, as spawn_tool. */
+static pid_t spawn_redlock(const char *urls, const char *out_path, ...)
+{
+    const char *argv[MAX_ARGS];
+    const char *a;
+    sigset_t dfl;
+    va_list ap;
+    int n = 0;
+
+    argv[n++] = HILOCK_TOOL_PATH;
+    argv[n++] = "--redlock";
+    argv[n++] = urls;
+    va_start(ap, out_path);
+    while ((a = va_arg(ap, const char *)) != NULL) {
+        assert_true(n < MAX_ARGS - 1);
+        argv[n++] = a;
+    }
+    va_end(ap);
+    argv[n] = NULL;
+    sigemptyset(&dfl);
+    sigaddset(&dfl, SIGTERM);
+    sigaddset(&dfl, SIGINT);
+    sigaddset(&dfl, SIGHUP);
+    sigaddset(&dfl, SIGPIPE);
+    return spawn_argv(argv, out_path, &dfl);
+}
+
+#define REDLOCK(urls, out, ...) tool_at(NULL, (out), widen(20000), \
+                                        "--redlock", (urls), __VA_ARGS__, \
+                                        (char *)NULL)
+
+typedef struct uptime_probe {
+    hl_redis_server *const *servers;
+    long long min_s;
+} uptime_probe;
+
+static bool masters_up_for(void *arg)
+{
+    uptime_probe *p = arg;
+    char reply[8192];
+    const char *v;
+    int i;
+
+    for (i = 0; i < N_MASTERS; i++) {
+        if (hl_redis_server_cmd(p->servers[i], reply, sizeof reply, "INFO",
+                                "server", (char *)NULL) != '$')
+            return false;
+        v = strstr(reply, "uptime_in_seconds:");
+        if (v == NULL || atoll(v + strlen("uptime_in_seconds:")) < p->min_s)
+            return false;
+    }
+    return true;
+}
+
+/* Until every master has been up for a whole second, and so for more than
+ * the quarantine of the URLs, as the library counts it. */
+static void wait_masters_vote(hl_redis_server *const *s)
+{
+    uptime_probe p = { s, 1 };
+
+    if (!hl_wait_until(masters_up_for, &p, widen(10000)))
+        fail_msg("the masters did not report a second of uptime");
+}
+
+static int count_of(const char *text, const char *needle)
+{
+    int n = 0;
+
+    while ((text = strstr(text, needle)) != NULL) {
+        n++;
+        text += strlen(needle);
+    }
+    return n;
+}
+
+/* status of a RedLock lock, checked to be valid JSON with the masters of
+ * s in order, into out; returns locked_on. */
+static int redlock_status(const char *urls, hl_redis_server *const *s,
+                          const char *name, int want_rc, char *out)
+{
+    char want[128];
+    const char *p;
+    int rc = REDLOCK(urls, out, "status", name);
+    int i;
+
+    if (rc != want_rc)
+        fail_msg("status %s exited %d, not %d: %s", name, rc, want_rc, out);
+    /* Masters that cannot be read say so on stderr, which the capture
+     * mixes in; the JSON is the line of its own. */
+    p = strstr(out, "{\"name\":");
+    if (p == NULL || strchr(p, '\n') == NULL)
+        fail_msg("no JSON line in:\n%s", out);
+    memmove(out, p, (size_t)(strchr(p, '\n') - p) + 1);
+    out[strchr(out, '\n') - out + 1] = '\0';
+    assert_json_object(out);
+    snprintf(want, sizeof want, "{\"name\":\"%s\",\"kind\":\"redlock\","
+             "\"masters\":[{\"url\":", name);
+    assert_has(out, want);
+    p = out;
+    for (i = 0; i < N_MASTERS; i++) {
+        snprintf(want, sizeof want, "{\"url\":\"127.0.0.1:%d\",",
+                 hl_redis_server_port(s[i]));
+        if ((p = strstr(p, want)) == NULL)
+            fail_msg("master %d missing or out of order in:\n%s", i, out);
+    }
+    assert_has(out, "\"quorum\":3,\"locked_on\":");
+    p = strstr(out, "\"locked_on\":");
+    assert_int_equal(count_of(out, "\"locked\":true"),
+                     atoi(p + strlen("\"locked_on\":")));
+    return atoi(p + strlen("\"locked_on\":"));
+}
+
+/* Every master that holds the lock names one holder, once, and they all
+ * carry the same owner id after the client id, which differs by master
+ * (each has a client of its own). */
+static void assert_one_owner(const char *out)
+{
+    static const char key[] = "\"holders\":[{\"owner\":\"";
+    char first[32] = "";
+    const char *p = out;
+
+    while ((p = strstr(p, key)) != NULL) {
+        const char *end = strchr(p + sizeof key - 1, '"');
+        const char *colon = end;
+        char id[32];
+
+        assert_non_null(end);
+        while (colon > p && *colon != ':')
+            colon--;
+        snprintf(id, sizeof id, "%.*s", (int)(end - colon), colon);
+        if (first[0] == '\0')
+            snprintf(first, sizeof first, "%s", id);
+        else if (strcmp(first, id) != 0)
+            fail_msg("owners %s and %s in:\n%s", first, id, out);
+        if (strncmp(end, "\",\"count\":1}]", 13) != 0)
+            fail_msg("not one holder with count 1 in:\n%s", out);
+        p = end;
+    }
+    assert_true(first[0] != '\0');
+}
+
+/* A run in the background that holds name until killed. */
+static pid_t redlock_holder(const fx *f, const char *urls, const char *name,
+                            const char *leaf)
+{
+    char out_path[PATH_CAP], ready[PATH_CAP], script[SCRIPT_CAP];
+    char ready_leaf[64];
+    pid_t pid;
+
+    snprintf(ready_leaf, sizeof ready_leaf, "%s.ready", leaf);
+    path_in(f, ready, sizeof ready, ready_leaf);
+    path_in(f, out_path, sizeof out_path, leaf);
+    snprintf(script, sizeof script, "touch %s; exec sleep 30", ready);
+    pid = spawn_redlock(urls, out_path, "run", "--wait", "10000", name, "--",
+                        "sh", "-c", script, (char *)NULL);
+    wait_for_file(ready);
+    return pid;
+}
+
+static void test_redlock_run_and_status(void **state)
+{
+    fx *f = F(state);
+    hl_redis_server *s[N_MASTERS];
+    char urls[URLS_CAP], strict[URLS_CAP], out[OUT_CAP];
+    int locked_on;
+    pid_t pid;
+
+    hl_fixture_masters(s, N_MASTERS);
+    redlock_urls(s, "quarantine=200", urls, sizeof urls);
+
+    /* At once: the masters are still in quarantine, and the run waits it
+     * out. */
+    assert_int_equal(REDLOCK(urls, out, "run", "--wait", "10000", "rl",
+                             "--", "sh", "-c", "echo ran"),
+                     0);
+    assert_has(out, "ran\n");
+    wait_masters_vote(s);
+    assert_int_equal(redlock_status(urls, s, "rl", 0, out), 0);
+    assert_int_equal(count_of(out, "\"locked\":false,\"ttl_ms\":-1,"
+                                   "\"holders\":[]"),
+                     N_MASTERS);
+
+    /* A quarantine longer than the masters' uptime: no master votes. */
+    redlock_urls(s, "quarantine=60000", strict, sizeof strict);
+    assert_int_equal(REDLOCK(strict, out, "run", "--wait", "300", "rl", "--",
+                             "sh", "-c", "echo ran"),
+                     69);
+    assert_null(strstr(out, "ran\n"));
+    assert_has(out, "quorum");
+    assert_has(out, "quarantined");
+
+    /* Held by a run: a quorum at least shows the same owner. */
+    pid = redlock_holder(f, urls, "rl", "rl.out");
+    locked_on = redlock_status(urls, s, "rl", 0, out);
+    if (locked_on < 3)
+        fail_msg("held on %d masters only:\n%s", locked_on, out);
+    assert_one_owner(out);
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(wait_exit(pid, widen(10000)), 128 + SIGTERM);
+    assert_int_equal(redlock_status(urls, s, "rl", 0, out), 0);
+
+    /* Two masters down: still a quorum. */
+    hl_fixture_kill9(s[3]);
+    hl_fixture_kill9(s[4]);
+    assert_int_equal(REDLOCK(urls, out, "run", "rl", "--", "sh", "-c",
+                             "echo ran"),
+                     0);
+    assert_has(out, "ran\n");
+    pid = redlock_holder(f, urls, "rl", "rl2.out");
+    assert_int_equal(redlock_status(urls, s, "rl", 0, out), 3);
+    assert_one_owner(out);
+    assert_int_equal(count_of(out, "\"locked\":null,\"ttl_ms\":null,"
+                                   "\"holders\":null,"
+                                   "\"error\":\"unreachable\""),
+                     2);
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(wait_exit(pid, widen(10000)), 128 + SIGTERM);
+
+    /* Three down: no quorum, nothing runs. */
+    hl_fixture_kill9(s[2]);
+    assert_int_equal(REDLOCK(urls, out, "run", "rl", "--", "sh", "-c",
+                             "echo ran"),
+                     69);
+    assert_null(strstr(out, "ran\n"));
+    assert_has(out, "fewer than 3 of 5 masters");
+    assert_int_equal(REDLOCK(urls, out, "status", "rl"), 69);
+    hl_fixture_stop_masters(s, N_MASTERS);
+}
+
+static void test_redlock_not_acquired(void **state)
+{
+    fx *f = F(state);
+    hl_redis_server *s[N_MASTERS];
+    char urls[URLS_CAP], out[OUT_CAP];
+    int64_t t0, took;
+    pid_t pid;
+
+    hl_fixture_masters(s, N_MASTERS);
+    redlock_urls(s, "quarantine=200", urls, sizeof urls);
+    wait_masters_vote(s);
+    pid = redlock_holder(f, urls, "rb", "rb.out");
+    t0 = hl_now_ms();
+    assert_int_equal(REDLOCK(urls, out, "run", "--wait", "300", "rb", "--",
+                             "sh", "-c", "echo ran"),
+                     75);
+    took = hl_now_ms() - t0;
+    assert_null(strstr(out, "ran\n"));
+    assert_true(took >= 290);
+    assert_int_equal(REDLOCK(urls, out, "run", "--wait=0", "rb", "--",
+                             "true"),
+                     75);
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(wait_exit(pid, widen(10000)), 128 + SIGTERM);
+    assert_int_equal(REDLOCK(urls, out, "run", "--wait=0", "rb", "--",
+                             "true"),
+                     0);
+    hl_fixture_stop_masters(s, N_MASTERS);
+}
+
+static void test_redlock_lease_lost(void **state)
+{
+    fx *f = F(state);
+    hl_redis_server *s[N_MASTERS];
+    char urls[URLS_CAP], out[OUT_CAP], out_path[PATH_CAP];
+    char ready[PATH_CAP], script[SCRIPT_CAP], reply[64];
+    int i, rc;
+    pid_t pid;
+
+    hl_fixture_masters(s, N_MASTERS);
+    redlock_urls(s, "quarantine=200", urls, sizeof urls);
+    path_in(f, out_path, sizeof out_path, "rll.out");
+    path_in(f, ready, sizeof ready, "rll.ready");
+    snprintf(script, sizeof script,
+             "trap 'echo got-term; kill $!; exit 0' TERM; touch %s; "
+             "sleep 30 & wait",
+             ready);
+    pid = spawn_redlock(urls, out_path, "--watchdog", "1000", "run",
+                        "--wait", "10000", "rll", "--", "sh", "-c", script,
+                        (char *)NULL);
+    wait_for_file(ready);
+    /* Whichever masters the hold has, at most two of them are left. */
+    for (i = 0; i < 3; i++)
+        assert_int_equal(hl_redis_server_cmd(s[i], reply, sizeof reply,
+                                             "DEL", "rll", (char *)NULL),
+                         ':');
+    rc = wait_exit(pid, widen(4000));
+    read_file(out_path, out, sizeof out);
+    if (rc != 76)
+        fail_msg("exit %d; output:\n%s", rc, out);
+    assert_has(out, "got-term");
+    assert_has(out, "lost the lock rll");
+    hl_fixture_stop_masters(s, N_MASTERS);
+}
+
+static void test_redlock_usage(void **state)
+{
+    static const char *const cases[][8] = {
+        { "run", "--kind", "fair", "u", "--", "true" },
+        { "run", "--kind=reentrant", "u", "--", "true" },
+        { "run", "--fence-env", "u", "--", "true" },
+        { "status", "--kind", "reentrant", "u" },
+        { "unlock", "--force", "u" },
+        { "demo" },
+    };
+    static const char *const lists[] = {
+        "redis://127.0.0.1:1,redis://127.0.0.1:2",
+        "redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3,"
+        "redis://127.0.0.1:4",
+        "redis://127.0.0.1:1,,redis://127.0.0.1:3",
+        "redis://127.0.0.1:1,redis://:hunter2@127.0.0.1:x,"
+        "redis://127.0.0.1:3",
+    };
+    const char *three = "redis://127.0.0.1:1,redis://127.0.0.1:2,"
+                        "redis://127.0.0.1:3";
+    fx *f = F(state);
+    char out[OUT_CAP];
+    const char *argv[MAX_ARGS];
+    size_t i;
+    int n, k, rc;
+
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        n = 0;
+        argv[n++] = HILOCK_TOOL_PATH;
+        argv[n++] = "--redlock";
+        argv[n++] = three;
+        for (k = 0; k < 8 && cases[i][k] != NULL; k++)
+            argv[n++] = cases[i][k];
+        argv[n] = NULL;
+        rc = hl_run(argv, out, sizeof out, widen(20000));
+        if (rc != 64)
+            fail_msg("case %zu (%s %s ...) exited %d, not 64:\n%s", i,
+                     cases[i][0], cases[i][1] ? cases[i][1] : "", rc, out);
+        assert_has(out, "redlock");
+    }
+    for (i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        assert_int_equal(REDLOCK(lists[i], out, "status", "u"), 64);
+        assert_has(out, "usage");
+        assert_null(strstr(out, "hunter2"));
+    }
+    /* --redis beside --redlock is a contradiction; $HILOCK_REDIS is only
+     * a default, which --redlock replaces. */
+    assert_int_equal(tool_at(f->url, out, widen(20000), "--redlock", three,
+                             "status", "u", (char *)NULL),
+                     64);
+    assert_int_equal(tool_at(NULL, out, widen(20000), "--help",
+                             (char *)NULL),
+                     0);
+    assert_has(out, "--redlock URL1,...,URLn");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1313,6 +1691,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_status_fair_queue, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_unlock_force, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_redlock_run_and_status, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_redlock_not_acquired, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_redlock_lease_lost, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_redlock_usage, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

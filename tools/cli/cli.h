@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <hilock/hilock.h>
 
@@ -27,6 +28,8 @@ typedef struct cli_globals {
     const char *redis_url; /* NULL: $HILOCK_REDIS, else the default */
     bool redis_given;      /* --redis or $HILOCK_REDIS was set */
     long long watchdog_ms; /* 0: the library's default */
+    const char *redlock;   /* --redlock: the masters' URLs, comma-separated;
+                            * NULL without it */
 } cli_globals;
 
 /* A lock kind that `hilock run` can take.  New kinds (fair, read, write)
@@ -42,6 +45,49 @@ typedef struct cli_kind {
 const cli_kind *cli_kind_find(const char *name);
 /* The names of every kind, separated by '|', for messages. */
 const char *cli_kind_names(void);
+
+/* The lock `hilock run` holds, whatever stands behind it: a lock of one
+ * of the kinds on one server, or a RedLock over several masters.  The
+ * outcome of an acquire and the loss of a hold come back through
+ * cli_run_acquired() and cli_run_lost(), from any thread. */
+typedef struct cli_run_state cli_run_state;
+
+typedef struct cli_runlock {
+    void *impl;
+    /* Start taking the lock for owner, reporting a loss of the hold from
+     * then on; *op names the acquire for cancel.  A HILOCK_ status. */
+    int (*acquire)(void *impl, uint64_t owner, int64_t wait_ms,
+                   int64_t lease_ms, bool fenced, cli_run_state *st,
+                   uint64_t *op);
+    void (*cancel)(void *impl, uint64_t op);
+    /* Give back the calling thread's hold: HILOCK_OK, HILOCK_ELEASELOST
+     * when it had been lost, or another error. */
+    int (*release)(void *impl);
+    /* Free the lock and its connections. */
+    void (*close)(void *impl);
+} cli_runlock;
+
+/* detail: why it failed (NULL: hilock_last_error()); unused on success. */
+void cli_run_acquired(cli_run_state *st, int status, uint64_t token,
+                      const char *detail);
+void cli_run_lost(cli_run_state *st);
+
+/* Connect to the masters of --redlock and make the RedLock lock `name`.
+ * Returns 0, or the exit status after printing why. */
+int cli_redlock_open(const cli_globals *g, const char *name,
+                     cli_runlock *out);
+/* hilock --redlock ... status NAME. */
+int cli_redlock_status(const cli_globals *g, const char *name);
+
+/* s as a JSON string; see status.c for what happens to bytes that are
+ * not UTF-8. */
+void cli_json_string(FILE *out, const char *s, size_t len);
+/* The reentrant lock `name` on one server as the members of a JSON
+ * object: "locked":..,"ttl_ms":..,"holders":[...] (no braces).  Returns 0,
+ * or the exit status after printing why on stderr (then nothing went to
+ * out). */
+int cli_status_reentrant(hilock_client *client, const char *name, FILE *out,
+                         bool *locked);
 
 /* Build client options from the globals (URL and watchdog).  On error,
  * prints the reason and returns the exit status to use. */

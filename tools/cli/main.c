@@ -12,6 +12,8 @@ static void usage(FILE *to)
 {
     fprintf(to,
         "usage: hilock [--redis URL] [--watchdog MS] COMMAND [ARGS]\n"
+        "       hilock --redlock URL1,...,URLn [--watchdog MS] run|status "
+        "[ARGS]\n"
         "\n"
         "commands:\n"
         "  run [--kind KIND] [--wait MS] [--lease MS] [--fence-env] NAME\n"
@@ -49,11 +51,28 @@ static void usage(FILE *to)
         "  --redis URL     redis://[user:password@]host[:port][/db] or\n"
         "                  rediss://... for TLS; default $HILOCK_REDIS,\n"
         "                  else redis://127.0.0.1:6379\n"
+        "  --redlock URL1,...,URLn\n"
+        "                  RedLock over n independent masters (n odd, 3 or\n"
+        "                  more; write a comma inside a URL as %%2C): run\n"
+        "                  takes a reentrant lock NAME on each of them at\n"
+        "                  once and holds it with a quorum of n/2+1; no\n"
+        "                  --kind, no --fence-env (RedLock has no fencing\n"
+        "                  token).  Not acquired because too few masters\n"
+        "                  could vote exits 69.  A master votes once it\n"
+        "                  has been up for its quarantine time (URL key\n"
+        "                  quarantine, default the watchdog time): set it to\n"
+        "                  at least the longest lease.  status prints\n"
+        "                  {\"name\",\"kind\":\"redlock\",\"masters\":[{\"url\",\n"
+        "                  \"locked\",\"ttl_ms\",\"holders\"}...],\"quorum\",\n"
+        "                  \"locked_on\"}; a master that cannot be read shows\n"
+        "                  \"error\" and nulls, and status exits 69 when fewer\n"
+        "                  than a quorum could be read\n"
         "  --watchdog MS   lease time the watchdog keeps renewing\n"
         "\n"
         "exit status: 0 success, 64 usage error, 65 NAME holds something\n"
         "that is not a lock, 69 Redis unreachable or refused the\n"
-        "credentials or TLS, 70 internal error, and those of run above.\n");
+        "credentials or TLS (with --redlock: too few masters for a\n"
+        "quorum), 70 internal error, and those of run above.\n");
 }
 
 bool cli_parse_ms(const char *s, bool allow_zero, long long max,
@@ -159,6 +178,7 @@ int main(int argc, char **argv)
     if (g.redis_url && g.redis_url[0] == '\0')
         g.redis_url = NULL;
     g.redis_given = g.redis_url != NULL;
+    bool redis_flag = false;
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         const char *a = argv[i];
@@ -171,6 +191,10 @@ int main(int argc, char **argv)
         if ((v = cli_option_value(argc, argv, &i, "--redis", &missing))) {
             g.redis_url = v;
             g.redis_given = true;
+            redis_flag = true;
+        } else if ((v = cli_option_value(argc, argv, &i, "--redlock",
+                                         &missing))) {
+            g.redlock = v;
         } else if ((v = cli_option_value(argc, argv, &i, "--watchdog",
                                          &missing))) {
             if (!cli_parse_ms(v, false, 86400000, &g.watchdog_ms)) {
@@ -192,6 +216,24 @@ int main(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     const char *cmd = argv[i];
+    if (g.redlock != NULL) {
+        /* $HILOCK_REDIS is a default for one server; --redlock names its
+         * own, so only an explicit --redis beside it is a contradiction. */
+        const char *why =
+            redis_flag ? "--redis and --redlock name different servers; "
+                         "give one of them"
+            : strcmp(cmd, "run") != 0 && strcmp(cmd, "status") != 0 &&
+                    strcmp(cmd, "version") != 0
+                ? "--redlock goes with run and status only"
+                : NULL;
+        if (why != NULL) {
+            fprintf(stderr, "hilock: %s\n", why);
+            usage(stderr);
+            return CLI_EXIT_USAGE;
+        }
+        g.redis_url = NULL;
+        g.redis_given = false;
+    }
     if (strcmp(cmd, "run") == 0)
         return cli_run(&g, argc - i, argv + i);
     if (strcmp(cmd, "status") == 0)

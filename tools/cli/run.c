@@ -6,6 +6,10 @@
  * carry the news; the byte only wakes the poll, so a full pipe loses
  * nothing.
  *
+ * The lock is reached through a cli_runlock (cli.h): below, a lock of
+ * one of the kinds on one server; in redlock.c, RedLock over several
+ * masters.  Everything else here is the same for both.
+ *
  * CMD stays in hilock's process group, so that it keeps the terminal (it
  * can read from it, and ^C reaches it directly).  Signals go to CMD's own
  * process only: a CMD that starts children of its own has to pass TERM on
@@ -45,13 +49,14 @@ static volatile sig_atomic_t pending_signal[NSIG];
 static volatile sig_atomic_t child_changed;
 static int wake_fds[2] = {-1, -1};
 
-typedef struct run_state {
+struct cli_run_state {
     atomic_bool acquire_done;
     int acquire_status;
     uint64_t token;
-    char acquire_detail[256];
+    char acquire_detail[1024]; /* room for a line per RedLock master */
     atomic_bool lost;
-} run_state;
+};
+typedef cli_run_state run_state;
 
 static void wake(void)
 {
@@ -74,26 +79,107 @@ static void on_signal(int sig, siginfo_t *info, void *ctx)
     errno = saved;
 }
 
-static void on_acquired(hilock_lock *lock, int status,
-                        const hilock_acquired *acquired, void *user_data)
+void cli_run_acquired(cli_run_state *st, int status, uint64_t token,
+                      const char *detail)
 {
-    (void)lock;
-    run_state *st = user_data;
     st->acquire_status = status;
-    st->token = acquired ? acquired->token : 0;
+    st->token = token;
     snprintf(st->acquire_detail, sizeof st->acquire_detail, "%s",
-             status ? hilock_last_error() : "");
+             status == HILOCK_OK ? ""
+             : detail != NULL    ? detail
+                                 : hilock_last_error());
     atomic_store(&st->acquire_done, true);
     wake();
 }
 
-static void on_lost(hilock_lock *lock, uint64_t owner, void *user_data)
+void cli_run_lost(cli_run_state *st)
+{
+    atomic_store(&st->lost, true);
+    wake();
+}
+
+/* ---- a lock of one of the kinds, on one server ------------------------ */
+
+typedef struct single_lock {
+    hilock_client *client;
+    hilock_lock *lock;
+} single_lock;
+
+static void single_acquired(hilock_lock *lock, int status,
+                            const hilock_acquired *acquired, void *user_data)
+{
+    (void)lock;
+    cli_run_acquired(user_data, status, acquired ? acquired->token : 0,
+                     NULL);
+}
+
+static void single_lost(hilock_lock *lock, uint64_t owner, void *user_data)
 {
     (void)lock;
     (void)owner;
-    run_state *st = user_data;
-    atomic_store(&st->lost, true);
-    wake();
+    cli_run_lost(user_data);
+}
+
+static int single_acquire(void *impl, uint64_t owner, int64_t wait_ms,
+                          int64_t lease_ms, bool fenced, cli_run_state *st,
+                          uint64_t *op)
+{
+    single_lock *s = impl;
+    int rc = hilock_lock_set_lost_callback(s->lock, single_lost, st);
+    if (rc != HILOCK_OK)
+        return rc;
+    return hilock_lock_acquire_async(s->lock, owner, wait_ms, lease_ms,
+                                     fenced ? HILOCK_ACQUIRE_FENCED : 0,
+                                     single_acquired, st, op);
+}
+
+static void single_cancel(void *impl, uint64_t op)
+{
+    single_lock *s = impl;
+    hilock_lock_cancel(s->lock, op);
+}
+
+static int single_release(void *impl)
+{
+    single_lock *s = impl;
+    return hilock_lock_release(s->lock);
+}
+
+static void single_close(void *impl)
+{
+    single_lock *s = impl;
+    hilock_lock_destroy(s->lock);
+    hilock_client_destroy(s->client);
+    free(s);
+}
+
+static int single_open(const cli_globals *g, const cli_kind *kind,
+                       const char *name, cli_runlock *out)
+{
+    single_lock *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        fprintf(stderr, "hilock: out of memory\n");
+        return CLI_EXIT_SOFTWARE;
+    }
+    int rc = cli_open(g, &s->client);
+    if (rc != 0) {
+        free(s);
+        return rc;
+    }
+    rc = kind->create(&s->lock, s->client, name, strlen(name));
+    if (rc != HILOCK_OK) {
+        fprintf(stderr, "hilock: %s: %s\n", hilock_strerror(rc),
+                hilock_last_error());
+        hilock_client_destroy(s->client);
+        free(s);
+        return rc == HILOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_SOFTWARE;
+    }
+    *out = (cli_runlock){.impl = s,
+                         .acquire = single_acquire,
+                         .cancel = single_cancel,
+                         .release = single_release,
+                         .close = single_close};
+    return 0;
 }
 
 /* These signals, when ignored as hilock starts, stay ignored for hilock
@@ -198,16 +284,21 @@ static int run_usage(const char *why, const char *what)
     fprintf(stderr,
             "usage: hilock [--redis URL] [--watchdog MS] run [--kind %s]\n"
             "           [--wait MS] [--lease MS] [--fence-env] NAME -- CMD "
-            "[ARG...]\n",
+            "[ARG...]\n"
+            "       hilock --redlock URL1,...,URLn [--watchdog MS] run "
+            "[--wait MS]\n"
+            "           [--lease MS] NAME -- CMD [ARG...]\n",
             cli_kind_names());
     return CLI_EXIT_USAGE;
 }
 
-static int parse_args(int argc, char **argv, run_args *a)
+static int parse_args(const cli_globals *g, int argc, char **argv,
+                      run_args *a)
 {
     a->kind = cli_kind_find("reentrant");
     a->wait_ms = HILOCK_WAIT_FOREVER;
     a->lease_ms = HILOCK_LEASE_WATCHDOG;
+    bool kind_given = false;
     int i = 1;
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
         const char *arg = argv[i], *v;
@@ -221,6 +312,7 @@ static int parse_args(int argc, char **argv, run_args *a)
         } else if ((v = cli_option_value(argc, argv, &i, "--kind",
                                          &missing))) {
             a->kind = cli_kind_find(v);
+            kind_given = true;
             if (a->kind == NULL)
                 return run_usage("unknown lock kind", v);
         } else if ((v = cli_option_value(argc, argv, &i, "--wait",
@@ -237,6 +329,16 @@ static int parse_args(int argc, char **argv, run_args *a)
                              arg);
         }
     }
+    /* A RedLock is made of reentrant locks, and has no fencing token: no
+     * counter kept apart on independent masters is safe to hand out. */
+    if (g->redlock != NULL && kind_given)
+        return run_usage("--kind does not go with --redlock, which takes "
+                         "a reentrant lock on each master",
+                         NULL);
+    if (g->redlock != NULL && a->fence_env)
+        return run_usage("--fence-env does not go with --redlock: RedLock "
+                         "gives no fencing token",
+                         NULL);
     if (a->name == NULL || a->name[0] == '\0')
         return run_usage("missing lock NAME", NULL);
     if (i >= argc)
@@ -346,7 +448,7 @@ static int spawn_cmd(char **cmd, char **env, pid_t *pid)
 
 /* Wait for the acquire to complete, cancelling it if a signal asks hilock
  * to stop.  Returns that signal, or 0. */
-static int wait_acquired(hilock_lock *lock, uint64_t op, run_state *st)
+static int wait_acquired(const cli_runlock *lk, uint64_t op, run_state *st)
 {
     int stop_sig = 0;
     while (!atomic_load(&st->acquire_done)) {
@@ -356,7 +458,7 @@ static int wait_acquired(hilock_lock *lock, uint64_t op, run_state *st)
             stop_sig = sig;
             /* The callback still comes, with ECANCELED, or with OK when
              * the grant won the race; the hold is then released below. */
-            hilock_lock_cancel(lock, op);
+            lk->cancel(lk->impl, op);
         }
     }
     return stop_sig;
@@ -370,6 +472,19 @@ static int acquire_failed(const run_args *a, const run_state *st)
                         "within %lld ms\n",
                 a->name, a->wait_ms);
         return CLI_EXIT_NOT_ACQUIRED;
+    }
+    if (rc == HILOCK_EEXPIRED) {
+        fprintf(stderr, "hilock: %s: the masters granted it, but the lease "
+                        "had run out by the time a quorum had; not acquired "
+                        "within %lld ms\n",
+                a->name, a->wait_ms);
+        return CLI_EXIT_NOT_ACQUIRED;
+    }
+    if (rc == HILOCK_ENOQUORUM) {
+        fprintf(stderr, "hilock: cannot acquire %s: too few masters could "
+                        "vote for a quorum: %s\n",
+                a->name, st->acquire_detail);
+        return CLI_EXIT_UNAVAILABLE;
     }
     fprintf(stderr, "hilock: cannot acquire %s: %s (%s)\n", a->name,
             hilock_strerror(rc), st->acquire_detail);
@@ -438,27 +553,20 @@ static int supervise(pid_t pid, run_state *st, const char *name,
 int cli_run(const cli_globals *g, int argc, char **argv)
 {
     run_args a = {0};
-    int rc = parse_args(argc, argv, &a);
+    int rc = parse_args(g, argc, argv, &a);
     if (rc != 0)
         return rc;
     if (setup_signals() != 0)
         return CLI_EXIT_SOFTWARE;
-    hilock_client *client;
-    rc = cli_open(g, &client);
+    cli_runlock lk;
+    rc = g->redlock != NULL ? cli_redlock_open(g, a.name, &lk)
+                            : single_open(g, a.kind, a.name, &lk);
     if (rc != 0)
         return rc;
     int sig = take_terminating_signal();
     if (sig != 0) {
-        hilock_client_destroy(client);
+        lk.close(lk.impl);
         die_of(sig);
-    }
-    hilock_lock *lock;
-    rc = a.kind->create(&lock, client, a.name, strlen(a.name));
-    if (rc != HILOCK_OK) {
-        fprintf(stderr, "hilock: %s: %s\n", hilock_strerror(rc),
-                hilock_last_error());
-        hilock_client_destroy(client);
-        return rc == HILOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_SOFTWARE;
     }
     run_state st;
     memset(&st, 0, sizeof st);
@@ -468,20 +576,16 @@ int cli_run(const cli_globals *g, int argc, char **argv)
     uint64_t op = 0;
     /* The sync release below acts for this thread's owner id, so the
      * async acquire (used for its cancel) takes the same one. */
-    if (hilock_lock_set_lost_callback(lock, on_lost, &st) != HILOCK_OK ||
-        hilock_lock_acquire_async(lock, hilock_thread_owner(), a.wait_ms,
-                                  a.lease_ms,
-                                  a.fence_env ? HILOCK_ACQUIRE_FENCED : 0,
-                                  on_acquired, &st, &op) != HILOCK_OK) {
+    if (lk.acquire(lk.impl, hilock_thread_owner(), a.wait_ms, a.lease_ms,
+                   a.fence_env, &st, &op) != HILOCK_OK) {
         fprintf(stderr, "hilock: cannot start the acquire: %s\n",
                 hilock_last_error());
         goto out;
     }
-    sig = wait_acquired(lock, op, &st);
+    sig = wait_acquired(&lk, op, &st);
     if (st.acquire_status != HILOCK_OK) {
         if (sig != 0) {
-            hilock_lock_destroy(lock);
-            hilock_client_destroy(client);
+            lk.close(lk.impl);
             die_of(sig);
         }
         status = acquire_failed(&a, &st);
@@ -509,7 +613,7 @@ int cli_run(const cli_globals *g, int argc, char **argv)
     if (env != environ)
         free(env);
 
-    rc = hilock_lock_release(lock);
+    rc = lk.release(lk.impl);
     if (rc == HILOCK_ELEASELOST || atomic_load(&st.lost)) {
         /* Noticed only after CMD ended, but the loss itself may date from
          * while it ran: nobody can tell it kept the lock throughout. */
@@ -524,13 +628,11 @@ int cli_run(const cli_globals *g, int argc, char **argv)
                 a.name, hilock_strerror(rc), hilock_last_error());
     }
     if (sig != 0) {
-        hilock_lock_destroy(lock);
-        hilock_client_destroy(client);
+        lk.close(lk.impl);
         die_of(sig);
     }
 out:
-    hilock_lock_destroy(lock);
-    hilock_client_destroy(client);
+    lk.close(lk.impl);
     close(wake_fds[0]);
     close(wake_fds[1]);
     return status;

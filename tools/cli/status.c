@@ -311,15 +311,8 @@ static void print_read_write(FILE *out, const status *st)
     putc(']', out);
 }
 
-static void print_status(const status *st)
+static void print_holders(FILE *out, const status *st)
 {
-    FILE *out = stdout;
-    fputs("{\"name\":", out);
-    json_string(out, st->name, strlen(st->name));
-    fprintf(out, ",\"kind\":\"%s\",\"locked\":%s,\"ttl_ms\":%lld",
-            kind_label[st->kind], st->holders > 0 ? "true" : "false",
-            st->holders > 0 ? st->ttl_ms : -1);
-    fputs(",\"holders\":[", out);
     const hilock_reply *f = st->fields;
     int shown = 0;
     for (size_t i = 0; f != NULL && i + 1 < f->elements; i += 2) {
@@ -330,6 +323,18 @@ static void print_status(const status *st)
             putc(',', out);
         print_owner_count(out, k->str, k->len, f->element[i + 1]);
     }
+}
+
+static void print_status(const status *st)
+{
+    FILE *out = stdout;
+    fputs("{\"name\":", out);
+    json_string(out, st->name, strlen(st->name));
+    fprintf(out, ",\"kind\":\"%s\",\"locked\":%s,\"ttl_ms\":%lld",
+            kind_label[st->kind], st->holders > 0 ? "true" : "false",
+            st->holders > 0 ? st->ttl_ms : -1);
+    fputs(",\"holders\":[", out);
+    print_holders(out, st);
     /* "waiters" lists whoever the server keeps a line of, whatever the
      * kind, for scripts that need not know the kinds apart. */
     fputs("],\"waiters\":[", out);
@@ -522,12 +527,35 @@ out:
     return rc;
 }
 
+void cli_json_string(FILE *out, const char *s, size_t len)
+{
+    json_string(out, s, len);
+}
+
+int cli_status_reentrant(hilock_client *client, const char *name, FILE *out,
+                         bool *locked)
+{
+    status st = {.name = name, .kind = KIND_REENTRANT, .ttl_ms = -1,
+                 .subscribers = -1};
+    int rc = read_status(client, &st);
+    if (rc == 0) {
+        *locked = st.holders > 0;
+        fprintf(out, "\"locked\":%s,\"ttl_ms\":%lld,\"holders\":[",
+                *locked ? "true" : "false", *locked ? st.ttl_ms : -1);
+        print_holders(out, &st);
+        putc(']', out);
+    }
+    hilock_reply_free(st.fields);
+    return rc;
+}
+
 static int status_usage(const char *why, const char *what)
 {
     fprintf(stderr, "hilock status: %s%s%s\n", why, what ? " " : "",
             what ? what : "");
     fprintf(stderr, "usage: hilock [--redis URL] status "
-                    "[--kind reentrant|fair|read|write] NAME\n");
+                    "[--kind reentrant|fair|read|write] NAME\n"
+                    "       hilock --redlock URL1,...,URLn status NAME\n");
     return CLI_EXIT_USAGE;
 }
 
@@ -553,6 +581,13 @@ int cli_status(const cli_globals *g, int argc, char **argv)
     }
     if (st.name == NULL || st.name[0] == '\0')
         return status_usage("missing lock NAME", NULL);
+    if (g->redlock != NULL) {
+        if (st.kind != KIND_UNKNOWN)
+            return status_usage("--kind does not go with --redlock, which "
+                                "takes a reentrant lock on each master",
+                                NULL);
+        return cli_redlock_status(g, st.name);
+    }
     hilock_client *client;
     int rc = cli_open(g, &client);
     if (rc != 0)
