@@ -418,13 +418,13 @@ static void run_set_lost(hilock_client *c, hl_task *t, bool closed)
     (void)c;
     struct hl_lost_cb *l = (struct hl_lost_cb *)t;
     hilock_lock *lock = l->lock;
+    bool for_group = l->for_group;
     if (closed || l->cb == NULL) {
         hl_free(l);
         l = NULL;
     }
     if (!closed) {
-        struct hl_lost_cb **slot =
-            ((struct hl_lost_cb *)t)->for_group ? &lock->group : &lock->lost;
+        struct hl_lost_cb **slot = for_group ? &lock->group : &lock->lost;
         hl_free(*slot);
         *slot = l;
     }

@@ -313,8 +313,23 @@ static void member_answered(hl_task *t)
     multi_op *op = mc->op;
     hilock_multilock *m = mc->m;
     size_t i = mc->index;
-    op->in_flight--;
     bool current = op->round == mc->round && op->round_open;
+    if (mc->status == HILOCK_OK && quarantined(m, i)) {
+        /* The master restarted while the request waited for a connection
+         * and granted from a memory that may have lost another holder's
+         * key: its vote does not count, and the grant goes back. */
+        give_back(m, i, op->owner);
+        mc->status = HILOCK_ENOQUORUM;
+        snprintf(mc->detail, sizeof mc->detail, "master quarantined");
+        if (current)
+            op->results[i].quarantined = true;
+        else {
+            hl_free(mc);
+            op->in_flight--;
+            op_free_if_idle(op);
+            return;
+        }
+    }
     if (current) {
         op->pending &= ~bit(i);
         op->results[i].status = mc->status;
@@ -341,6 +356,9 @@ static void member_answered(hl_task *t)
             give_back(m, i, op->owner);
     }
     hl_free(mc);
+    /* Only now: deciding above may have finished op, which must not be
+     * freed under this function. */
+    op->in_flight--;
     op_free_if_idle(op);
 }
 
