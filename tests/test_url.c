@@ -1169,10 +1169,56 @@ static void test_connections_option(void **state)
     hilock_options_free(o);
 }
 
+/* The options of the fair queue and of RedLock: defaults, ranges, and
+ * their URL keys, which leave the value alone when refused. */
+static void test_waiter_node_quarantine_options(void **state)
+{
+    (void)state;
+    hilock_options *o = NULL;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(hilock_options_waiter_timeout_ms(o),
+                     HILOCK_DEFAULT_WAITER_TIMEOUT_MS);
+    assert_int_equal(hilock_options_node_timeout_ms(o),
+                     HILOCK_DEFAULT_NODE_TIMEOUT_MS);
+    assert_int_equal(hilock_options_quarantine_ms(o), 0);
+    assert_int_equal(hilock_options_set_url(
+                         o, "redis://h?waiter_timeout=1500&node_timeout=40"
+                            "&quarantine=9000"),
+                     HILOCK_OK);
+    assert_int_equal(hilock_options_waiter_timeout_ms(o), 1500);
+    assert_int_equal(hilock_options_node_timeout_ms(o), 40);
+    assert_int_equal(hilock_options_quarantine_ms(o), 9000);
+    assert_int_equal(hilock_options_set_url(o, "redis://h?waiter_timeout=99"),
+                     HILOCK_EINVAL);
+    assert_int_equal(hilock_options_set_url(o, "redis://h?node_timeout=0"),
+                     HILOCK_EINVAL);
+    assert_int_equal(
+        hilock_options_set_url(o, "redis://h?quarantine=86400001"),
+        HILOCK_EINVAL);
+    assert_int_equal(hilock_options_waiter_timeout_ms(o), 1500);
+    assert_int_equal(hilock_options_node_timeout_ms(o), 40);
+    assert_int_equal(hilock_options_quarantine_ms(o), 9000);
+    assert_int_equal(hilock_options_set_waiter_timeout_ms(o, 100), HILOCK_OK);
+    assert_int_equal(hilock_options_set_waiter_timeout_ms(o, 3600001),
+                     HILOCK_EINVAL);
+    assert_int_equal(hilock_options_set_quarantine_ms(o, 0), HILOCK_OK);
+    assert_int_equal(hilock_options_quarantine_ms(o), 0);
+    assert_int_equal(hilock_options_set_node_timeout_ms(NULL, 5),
+                     HILOCK_EINVAL);
+    assert_int_equal(hilock_options_node_timeout_ms(NULL), -1);
+    hilock_options *copy = NULL;
+    assert_int_equal(hilock_options_copy(&copy, o), HILOCK_OK);
+    assert_int_equal(hilock_options_waiter_timeout_ms(copy), 100);
+    assert_int_equal(hilock_options_node_timeout_ms(copy), 40);
+    hilock_options_free(copy);
+    hilock_options_free(o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_connections_option),
+        cmocka_unit_test(test_waiter_node_quarantine_options),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_null_arguments),
         cmocka_unit_test(test_copy_is_deep),
