@@ -51,6 +51,9 @@ typedef struct bench_point {
     double jain;
     const char *stock_check; /* W3: "ok" or "MISMATCH"; else NULL */
     const char *error;       /* a failed point */
+    int servers;             /* redis-servers the point used; 0: one */
+    const char *notes;       /* what the point did beyond the common
+                              * rules; NULL: nothing */
 } bench_point;
 
 int64_t bench_now_us(void);
@@ -73,6 +76,10 @@ int bench_run_w2(const bench_args *a, hilock_client *c, int concurrency,
                  const char *api, bench_point *p);
 int bench_run_w3(const bench_args *a, hilock_client *c, int concurrency,
                  int segments, const char *api, bench_point *p);
+
+/* W4: W1 over RedLock on the masters of rl (5 of them). */
+int bench_run_w4(const bench_args *a, hilock_redlock *rl, int concurrency,
+                 const char *api, bench_point *p);
 
 /* WD: one client holding `leases` watchdog leases for the duration.
  * Prints its own JSON line. */

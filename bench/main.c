@@ -22,8 +22,11 @@ static void usage(FILE *f)
             "--kind is the lock kind of W1 and W2 (default reentrant); W3\n"
             "always takes reentrant segment locks, WD reentrant leases.\n"
             "WD holds C (default 100000) watchdog leases for --duration.\n"
-            "Without --workload: the ceiling rows; W1, W2 and W3 at their\n"
-            "standard points; again with busy polling; and WD\n"
+            "W4 is W1 over RedLock on 5 masters: --ports names them, else\n"
+            "5 private redis-servers; a master votes once it has been up\n"
+            "for the quarantine, which is set to the lease.\n"
+            "Without --workload: the ceiling rows; W1, W4, W2 and W3 at\n"
+            "their standard points; again with busy polling; and WD\n"
             "(--wd-leases, 0 to skip, for --wd-duration).  Without --port:\n"
             "a private redis-server on a free loopback port.\n");
 }
@@ -133,6 +136,88 @@ int bench_flush(hilock_client *c)
                                                                       : -1;
 }
 
+/* W4's masters: five private redis-servers unless --ports names them,
+ * and the RedLock over them, made for the first W4 point. */
+#define W4_MASTERS 5
+static hl_redis_server *w4_servers[W4_MASTERS];
+static hilock_redlock *w4_rl;
+static const char *w4_error;
+
+static bool wants_w4(const bench_args *a)
+{
+    return a->workload == NULL || strcmp(a->workload, "W4") == 0;
+}
+
+/* Started before anything else is measured: a master votes only once it
+ * has been up for the quarantine, and the points before W4 fill that
+ * time. */
+static void w4_start_servers(const bench_args *a)
+{
+    if (a->nports > 0) {
+        if (a->nports != W4_MASTERS)
+            w4_error = "--ports takes the ports of 5 masters";
+        return;
+    }
+    for (int i = 0; i < W4_MASTERS; i++) {
+        w4_servers[i] = hl_redis_server_start(NULL);
+        if (w4_servers[i] == NULL) {
+            w4_error = "could not start the W4 masters";
+            return;
+        }
+        fprintf(stderr, "hilock-bench: W4 master %d on port %d\n", i + 1,
+                hl_redis_server_port(w4_servers[i]));
+    }
+}
+
+static hilock_redlock *w4_redlock(const bench_args *a)
+{
+    if (w4_rl != NULL || w4_error != NULL)
+        return w4_rl;
+    char buf[W4_MASTERS][320];
+    const char *urls[W4_MASTERS];
+    for (int i = 0; i < W4_MASTERS; i++) {
+        int port = a->nports > 0 ? a->ports[i]
+                                 : hl_redis_server_port(w4_servers[i]);
+        if (strchr(a->host, ':') != NULL)
+            snprintf(buf[i], sizeof buf[i], "redis://[%s]:%d", a->host, port);
+        else
+            snprintf(buf[i], sizeof buf[i], "redis://%s:%d", a->host, port);
+        urls[i] = buf[i];
+    }
+    hilock_options *o;
+    if (hilock_options_create(&o) != HILOCK_OK) {
+        w4_error = "out of memory";
+        return NULL;
+    }
+    hilock_options_set_connections(o, a->connections);
+    if (a->busy_poll_us > 0)
+        hilock_options_set_busy_poll_us(o, a->busy_poll_us);
+    hilock_options_set_watchdog_timeout_ms(o, a->watchdog_ms);
+    /* At least the longest lease, as RedLock's safety asks, and no more:
+     * fresh masters vote that much sooner. */
+    int rc = hilock_options_set_quarantine_ms(o, a->lease_ms);
+    if (rc == HILOCK_OK)
+        rc = hilock_redlock_create(&w4_rl, urls, W4_MASTERS, o);
+    hilock_options_free(o);
+    if (rc != HILOCK_OK) {
+        fprintf(stderr, "hilock-bench: W4: %s\n", hilock_last_error());
+        w4_rl = NULL;
+        w4_error = "cannot set up the RedLock over the W4 masters";
+    }
+    return w4_rl;
+}
+
+static void w4_close(void)
+{
+    if (w4_rl != NULL) {
+        for (size_t i = 0; i < hilock_redlock_masters(w4_rl); i++)
+            bench_flush(hilock_redlock_client(w4_rl, i));
+        hilock_redlock_destroy(w4_rl);
+    }
+    for (int i = 0; i < W4_MASTERS; i++)
+        hl_redis_server_stop(w4_servers[i]);
+}
+
 static void point(const bench_args *a, hilock_client *c, const char *w,
                   int concurrency, int segments, const char *api)
 {
@@ -147,7 +232,19 @@ static void point(const bench_args *a, hilock_client *c, const char *w,
         bench_run_w2(a, c, concurrency, api, &p);
     else if (strcmp(w, "W3") == 0)
         bench_run_w3(a, c, concurrency, segments, api, &p);
-    else if (strcmp(w, "WD") == 0) {
+    else if (strcmp(w, "W4") == 0) {
+        hilock_redlock *rl = w4_redlock(a);
+        if (rl != NULL) {
+            bench_run_w4(a, rl, concurrency, api, &p);
+        } else {
+            p.workload = w;
+            p.api = api;
+            p.concurrency = concurrency;
+            p.kind = "reentrant";
+            p.servers = W4_MASTERS;
+            p.error = w4_error;
+        }
+    } else if (strcmp(w, "WD") == 0) {
         if (bench_run_wd(a, c, concurrency) != 0) {
             p.workload = w;
             p.api = api;
@@ -183,6 +280,9 @@ static void run_workload(const bench_args *a, hilock_client *c,
         point(a, c, w, 1, 0, api);
         if (a->api == NULL)
             point(a, c, w, 1, 0, "sync");
+        point(a, c, w, 50, 0, api);
+    } else if (strcmp(w, "W4") == 0) {
+        point(a, c, w, 1, 0, api);
         point(a, c, w, 50, 0, api);
     } else if (strcmp(w, "W2") == 0) {
         point(a, c, w, 8, 0, api);
@@ -249,6 +349,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "hilock-bench: private redis-server on port %d\n",
                 port);
     }
+    if (wants_w4(&a))
+        w4_start_servers(&a);
     hilock_options *o;
     hilock_options_create(&o);
     hilock_options_set_host(o, a.host);
@@ -278,6 +380,7 @@ int main(int argc, char **argv)
         if (!a.skip_ceiling)
             bench_run_ceiling(&a, a.host, port);
         run_workload(&a, c, "W1");
+        run_workload(&a, c, "W4");
         run_workload(&a, c, "W2");
         if (a.api == NULL)
             point(&a, c, "W2", 64, 0, "sync");
@@ -294,6 +397,7 @@ int main(int argc, char **argv)
             bench_run_ceiling(&a, a.host, port);
         run_workload(&a, c, a.workload);
     }
+    w4_close();
     bench_flush(c);
     hilock_client_destroy(c);
     hl_redis_server_stop(server);

@@ -38,6 +38,54 @@ function lock_ceiling(c, p) {
     return 0
 }
 
+# The W1 point of this run with the same C, api and busy polling as line
+# l; 0 if none.
+function w1_twin(l,    j, m) {
+    for (j = 1; j <= n; j++) {
+        m = line[j]
+        if (field(m, "workload") == "W1" && field(m, "error") == "" &&
+            field(m, "C") == field(l, "C") &&
+            field(m, "api") == field(l, "api") &&
+            field(m, "busy_poll_us") == field(l, "busy_poll_us"))
+            return j
+    }
+    return 0
+}
+
+# RedLock's targets, each against W1 measured in the same run: C = 1
+# acquire p50 at most 2 x W1's, C = 50 throughput at least 0.25 x W1's.
+function redlock_ratios(    i, l, j, m, c, shown, r) {
+    for (i = 1; i <= n; i++) {
+        l = line[i]
+        if (field(l, "workload") != "W4" || field(l, "error") != "")
+            continue
+        c = field(l, "C")
+        j = w1_twin(l)
+        if ((c != 1 && c != 50) || j == 0)
+            continue
+        m = line[j]
+        if (!shown++) {
+            print ""
+            print "RedLock (W4, 5 masters) against W1 in this run:"
+            print ""
+            print "| C | api | busy poll | measure | W4 | W1 | W4 / W1 | target |"
+            print "| ---: | --- | ---: | --- | ---: | ---: | ---: | --- |"
+        }
+        if (c == 1) {
+            r = field(m, "p50_us") > 0 ? field(l, "p50_us") / field(m, "p50_us") : 0
+            printf "| 1 | %s | %s | acquire p50 µs | %s | %s | %.2f | <= 2 (%s) |\n",
+                field(l, "api"), field(l, "busy_poll_us"), field(l, "p50_us"),
+                field(m, "p50_us"), r, (r <= 2 ? "met" : "not met")
+        } else {
+            r = field(m, "cycles_per_s") > 0 ? field(l, "cycles_per_s") / field(m, "cycles_per_s") : 0
+            printf "| 50 | %s | %s | cycles/s | %.0f | %.0f | %.2f | >= 0.25 (%s) |\n",
+                field(l, "api"), field(l, "busy_poll_us"),
+                field(l, "cycles_per_s"), field(m, "cycles_per_s"), r,
+                (r >= 0.25 ? "met" : "not met")
+        }
+    }
+}
+
 END {
     if (mode == "plot") {
         for (i = 1; i <= n; i++) {
@@ -54,8 +102,9 @@ END {
                 label = label " sync"
             if (field(l, "busy_poll_us") > 0)
                 label = label " busy"
+            # The ceiling is one server's; W4 spreads over five.
             printf "\"%s\" %s %s\n", label, field(l, "cycles_per_s"),
-                   lock_ceiling(c)
+                   w == "W4" ? 0 : lock_ceiling(c)
         }
         exit
     }
@@ -67,16 +116,17 @@ END {
         if (w == "WD")
             continue
         c = field(l, "C")
-        ceil = lock_ceiling(c)
+        ceil = w == "W4" ? 0 : lock_ceiling(c)
         cyc = field(l, "cycles_per_s")
         ratio = ceil > 0 ? sprintf("%.2f", cyc / ceil) : ""
-        printf "| %s | %s | %s | %s | %s | %.0f | %.0f | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+        printf "| %s | %s | %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
             w, c, field(l, "S"), field(l, "api"), field(l, "busy_poll_us"),
-            cyc, ceil, ratio, field(l, "p50_us"), field(l, "p99_us"),
+            cyc, (ceil > 0 ? sprintf("%.0f", ceil) : ""), ratio, field(l, "p50_us"), field(l, "p99_us"),
             field(l, "max_us"), field(l, "owner_changes_per_s"),
             field(l, "jain"), field(l, "violations"),
             field(l, "stock_check") field(l, "error")
     }
+    redlock_ratios()
     for (i = 1; i <= n; i++) {
         l = line[i]
         if (field(l, "workload") != "WD")

@@ -58,7 +58,7 @@ static void print_params(const bench_args *a, const bench_point *p)
            "\"kind\":",
            p->concurrency, a->duration_s, a->warmup_s,
            (long long)a->lease_ms, (long long)a->retry_ms,
-           strcmp(p->workload, "W4") == 0 ? 5 : 1);
+           p->servers > 0 ? p->servers : 1);
     bench_json_string(stdout, p->kind ? p->kind : a->kind);
     printf(",\"api\":");
     bench_json_string(stdout, p->api);
@@ -85,19 +85,21 @@ void bench_print_point(const bench_args *a, const bench_point *p)
            "\"violations\":%llu,\"notes\":",
            p->cycles_per_s, (long long)p->p50_us, (long long)p->p99_us,
            (unsigned long long)p->violations);
-    char notes[256];
+    int servers = p->servers > 0 ? p->servers : 1;
+    char notes[768];
     snprintf(notes, sizeof notes,
              "waits by pub/sub notification; --retry-ms is accepted and "
-             "ignored; one client: %d command connections (auto-pipelined) "
-             "and one pub/sub connection",
-             a->connections);
+             "ignored; %s: %d command connections (auto-pipelined) "
+             "and one pub/sub connection%s%s",
+             servers > 1 ? "one client per server" : "one client",
+             a->connections, p->notes ? "; " : "", p->notes ? p->notes : "");
     bench_json_string(stdout, notes);
     printf(",\"extra\":{\"owner_changes_per_s\":%.1f,\"per_worker_min\":%llu,"
            "\"per_worker_max\":%llu,\"jain\":%.4f,\"max_us\":%lld,"
            "\"connections\":%d",
            p->owner_changes_per_s, (unsigned long long)p->per_worker_min,
            (unsigned long long)p->per_worker_max, p->jain,
-           (long long)p->max_us, a->connections + 1);
+           (long long)p->max_us, servers * (a->connections + 1));
     if (p->stock_check) {
         printf(",\"stock_check\":");
         bench_json_string(stdout, p->stock_check);

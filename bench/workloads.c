@@ -1,15 +1,17 @@
-/* W1, W2 and W3 of WORKLOADS.md, on the async API (state machines on the
- * client's loop) or the sync API (one thread per worker). */
+/* W1, W2, W3 and W4 of WORKLOADS.md, on the async API (state machines on
+ * the client's loop) or the sync API (one thread per worker).  W4 is W1
+ * with RedLock locks (hilock_multilock) in place of single ones. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bench.h"
 
-enum { W1 = 1, W2, W3 };
+enum { W1 = 1, W2, W3, W4 };
 #define MAX_SEGMENTS 1024
 #define STOCK_START 1000000000LL
 
@@ -27,6 +29,7 @@ typedef struct worker {
     int64_t latency;  /* of the cycle under way */
     bool changed;     /* W2: this acquisition changed the owner */
     hilock_lock *lock;
+    hilock_multilock *multi; /* W4 */
     int segment;
     int product;
     unsigned rng;
@@ -46,6 +49,8 @@ struct run_ctx {
     hilock_lock **locks; /* W1: one per worker; W2: one */
     int nlocks;
     hilock_segmented *segmented; /* W3 */
+    hilock_redlock *rl;          /* W4 */
+    hilock_multilock **multis;   /* W4: one per worker */
     atomic_int inside[MAX_SEGMENTS];
     atomic_uint_fast64_t violations;
     atomic_int last_owner;
@@ -100,6 +105,9 @@ static void pick_lock(worker *w)
     case W1:
         w->lock = x->locks[w->id];
         break;
+    case W4:
+        w->multi = x->multis[w->id];
+        break;
     case W2:
         w->lock = x->locks[0];
         break;
@@ -116,7 +124,7 @@ static void enter(worker *w)
 {
     run_ctx *x = w->ctx;
     w->latency = bench_now_us() - w->t0;
-    if (x->workload == W1)
+    if (x->workload == W1 || x->workload == W4)
         return;
     int s = x->workload == W3 ? w->segment : 0;
     if (atomic_fetch_add(&x->inside[s], 1) + 1 > 1)
@@ -131,7 +139,7 @@ static void enter(worker *w)
 static void leave(worker *w)
 {
     run_ctx *x = w->ctx;
-    if (x->workload == W1)
+    if (x->workload == W1 || x->workload == W4)
         return;
     int s = x->workload == W3 ? w->segment : 0;
     atomic_fetch_sub(&x->inside[s], 1);
@@ -147,12 +155,8 @@ static int stock_key(const run_ctx *x, int product, char *buf, size_t cap)
 
 static void async_cycle(worker *w);
 
-static void on_released(hilock_lock *lock, int status, int64_t value,
-                        void *user_data)
+static void released(worker *w, int status)
 {
-    (void)lock;
-    (void)value;
-    worker *w = user_data;
     if (status != HILOCK_OK) {
         worker_stop(w, hilock_last_error());
         return;
@@ -163,10 +167,29 @@ static void on_released(hilock_lock *lock, int status, int64_t value,
         worker_stop(w, NULL);
 }
 
+static void on_released(hilock_lock *lock, int status, int64_t value,
+                        void *user_data)
+{
+    (void)lock;
+    (void)value;
+    released(user_data, status);
+}
+
+static void on_multi_released(hilock_multilock *m, int status,
+                              void *user_data)
+{
+    (void)m;
+    released(user_data, status);
+}
+
 static void async_release(worker *w)
 {
     leave(w);
-    int rc = hilock_lock_release_async(w->lock, w->owner, on_released, w);
+    int rc = w->ctx->workload == W4
+                 ? hilock_multilock_release_async(w->multi, w->owner,
+                                                  on_multi_released, w)
+                 : hilock_lock_release_async(w->lock, w->owner, on_released,
+                                             w);
     if (rc != HILOCK_OK)
         worker_stop(w, hilock_last_error());
 }
@@ -207,14 +230,33 @@ static void on_acquired(hilock_lock *lock, int status,
     async_release(w);
 }
 
+static void on_multi_acquired(hilock_multilock *m, int status,
+                              const hilock_multi_outcome *outcome,
+                              void *user_data)
+{
+    (void)m;
+    (void)outcome;
+    worker *w = user_data;
+    if (status != HILOCK_OK) {
+        worker_stop(w, hilock_last_error());
+        return;
+    }
+    enter(w);
+    async_release(w);
+}
+
 static void async_cycle(worker *w)
 {
     pick_lock(w);
     w->t0 = bench_now_us();
-    int rc = hilock_lock_acquire_async(w->lock, w->owner,
-                                       HILOCK_WAIT_FOREVER,
-                                       w->ctx->a->lease_ms, 0, on_acquired,
-                                       w, NULL);
+    int64_t lease = w->ctx->a->lease_ms;
+    int rc = w->ctx->workload == W4
+                 ? hilock_multilock_acquire_async(w->multi, w->owner,
+                                                  HILOCK_WAIT_FOREVER, lease,
+                                                  on_multi_acquired, w, NULL)
+                 : hilock_lock_acquire_async(w->lock, w->owner,
+                                             HILOCK_WAIT_FOREVER, lease, 0,
+                                             on_acquired, w, NULL);
     if (rc != HILOCK_OK)
         worker_stop(w, hilock_last_error());
 }
@@ -228,8 +270,13 @@ static void *sync_worker(void *arg)
     for (;;) {
         pick_lock(w);
         w->t0 = bench_now_us();
-        int rc = hilock_lock_try_acquire(w->lock, HILOCK_WAIT_FOREVER,
-                                         x->a->lease_ms);
+        int rc = x->workload == W4
+                     ? hilock_multilock_try_acquire(w->multi,
+                                                    HILOCK_WAIT_FOREVER,
+                                                    x->a->lease_ms, NULL,
+                                                    NULL)
+                     : hilock_lock_try_acquire(w->lock, HILOCK_WAIT_FOREVER,
+                                               x->a->lease_ms);
         if (rc != HILOCK_OK) {
             worker_stop(w, hilock_last_error());
             return NULL;
@@ -245,7 +292,8 @@ static void *sync_worker(void *arg)
                 atomic_fetch_add(&x->decrs, 1);
         }
         leave(w);
-        rc = hilock_lock_release(w->lock);
+        rc = x->workload == W4 ? hilock_multilock_release(w->multi)
+                               : hilock_lock_release(w->lock);
         if (rc != HILOCK_OK) {
             worker_stop(w, hilock_last_error());
             return NULL;
@@ -262,6 +310,19 @@ static void *sync_worker(void *arg)
 static int make_locks(run_ctx *x)
 {
     char name[160];
+    if (x->workload == W4) {
+        x->multis = calloc((size_t)x->concurrency, sizeof *x->multis);
+        if (x->multis == NULL)
+            return -1;
+        for (int i = 0; i < x->concurrency; i++) {
+            int n = snprintf(name, sizeof name, "bench:%s:hilock:w4:%d",
+                             x->a->run_id, i);
+            if (hilock_redlock_lock_create(&x->multis[i], x->rl, name,
+                                           (size_t)n) != HILOCK_OK)
+                return -1;
+        }
+        return 0;
+    }
     if (x->workload == W3) {
         /* The segment locks are "<name>:seg:<s>", WORKLOADS.md's names. */
         int n = snprintf(name, sizeof name, "bench:%s:hilock:w3",
@@ -371,8 +432,20 @@ static void summarise(run_ctx *x, bench_point *p)
     free(all);
 }
 
-static int run(const bench_args *a, hilock_client *c, int workload,
-               int concurrency, int segments, const char *api,
+/* Flush every server the point uses. */
+static int flush_all(run_ctx *x)
+{
+    if (x->rl == NULL)
+        return bench_flush(x->client);
+    for (size_t i = 0; i < hilock_redlock_masters(x->rl); i++)
+        if (bench_flush(hilock_redlock_client(x->rl, i)) != 0)
+            return -1;
+    return 0;
+}
+
+/* c for W1-W3, rl for W4. */
+static int run(const bench_args *a, hilock_client *c, hilock_redlock *rl,
+               int workload, int concurrency, int segments, const char *api,
                bench_point *p)
 {
     run_ctx *x = calloc(1, sizeof *x);
@@ -380,6 +453,7 @@ static int run(const bench_args *a, hilock_client *c, int workload,
         return -1;
     x->a = a;
     x->client = c;
+    x->rl = rl;
     x->workload = workload;
     x->concurrency = concurrency;
     x->segments = segments > 0 ? segments : 1;
@@ -391,7 +465,7 @@ static int run(const bench_args *a, hilock_client *c, int workload,
     p->segments = segments;
     p->api = api;
     int rc = -1;
-    if (bench_flush(c) != 0 || make_locks(x) != 0 ||
+    if (flush_all(x) != 0 || make_locks(x) != 0 ||
         (workload == W3 && preset_stock(x) != 0)) {
         p->error = "set-up failed";
         goto out;
@@ -436,6 +510,10 @@ out:
         if (x->locks && x->locks[i])
             hilock_lock_destroy(x->locks[i]);
     free(x->locks);
+    for (int i = 0; x->multis && i < concurrency; i++)
+        if (x->multis[i])
+            hilock_multilock_destroy(x->multis[i]);
+    free(x->multis);
     if (x->segmented)
         hilock_segmented_destroy(x->segmented);
     if (x->workers)
@@ -452,14 +530,14 @@ int bench_run_w1(const bench_args *a, hilock_client *c, int concurrency,
                  const char *api, bench_point *p)
 {
     p->workload = "W1";
-    return run(a, c, W1, concurrency, 0, api, p);
+    return run(a, c, NULL, W1, concurrency, 0, api, p);
 }
 
 int bench_run_w2(const bench_args *a, hilock_client *c, int concurrency,
                  const char *api, bench_point *p)
 {
     p->workload = "W2";
-    return run(a, c, W2, concurrency, 0, api, p);
+    return run(a, c, NULL, W2, concurrency, 0, api, p);
 }
 
 int bench_run_w3(const bench_args *a, hilock_client *c, int concurrency,
@@ -472,5 +550,74 @@ int bench_run_w3(const bench_args *a, hilock_client *c, int concurrency,
         p->error = "too many segments";
         return -1;
     }
-    return run(a, c, W3, concurrency, segments, api, p);
+    return run(a, c, NULL, W3, concurrency, segments, api, p);
+}
+
+/* Until every master votes.  A master that has been up for less than the
+ * quarantine (here the lease) when its client connects does not count
+ * toward a quorum for the rest of that time; a point measured meanwhile
+ * would measure a RedLock of fewer masters.  A probe lock is taken with a
+ * single attempt until no master's answer was set aside for quarantine. */
+static int wait_votes(const bench_args *a, hilock_redlock *rl)
+{
+    char name[160];
+    int n = snprintf(name, sizeof name, "bench:%s:hilock:w4:probe",
+                     a->run_id);
+    hilock_multilock *probe;
+    if (hilock_redlock_lock_create(&probe, rl, name, (size_t)n) != HILOCK_OK)
+        return -1;
+    size_t masters = hilock_redlock_masters(rl);
+    hilock_member_result results[HILOCK_MAX_MEMBERS];
+    /* The quarantine is the lease from the server's start at most, and
+     * uptime is read in whole seconds: one more second covers that. */
+    int64_t deadline = bench_now_us() + (a->lease_ms + 1000) * 1000 +
+                       10 * 1000000LL;
+    bool announced = false;
+    int rc = -1;
+    while (bench_now_us() < deadline) {
+        memset(results, 0, sizeof results);
+        int st = hilock_multilock_try_acquire(probe, 0, a->lease_ms, results,
+                                              NULL);
+        if (st == HILOCK_OK)
+            hilock_multilock_release(probe);
+        size_t quarantined = 0;
+        for (size_t i = 0; i < masters; i++)
+            quarantined += results[i].quarantined;
+        if (st == HILOCK_OK && quarantined == 0) {
+            rc = 0;
+            break;
+        }
+        if (!announced) {
+            fprintf(stderr, "hilock-bench: W4: waiting for the masters' "
+                            "quarantine (%lld ms) to pass\n",
+                    (long long)a->lease_ms);
+            announced = true;
+        }
+        struct timespec step = {0, 20 * 1000 * 1000};
+        nanosleep(&step, NULL);
+    }
+    hilock_multilock_destroy(probe);
+    return rc;
+}
+
+int bench_run_w4(const bench_args *a, hilock_redlock *rl, int concurrency,
+                 const char *api, bench_point *p)
+{
+    p->workload = "W4";
+    /* RedLock takes a reentrant lock on each master. */
+    p->kind = "reentrant";
+    p->servers = (int)hilock_redlock_masters(rl);
+    static _Thread_local char notes[320];
+    snprintf(notes, sizeof notes,
+             "RedLock over %d masters, quorum %d, their clients on one loop "
+             "thread; quarantine = lease (%lld ms), measured once every "
+             "master voted; node timeout %d ms",
+             p->servers, p->servers / 2 + 1, (long long)a->lease_ms,
+             HILOCK_DEFAULT_NODE_TIMEOUT_MS);
+    p->notes = notes;
+    if (wait_votes(a, rl) != 0) {
+        p->error = "the masters never all voted";
+        return -1;
+    }
+    return run(a, NULL, rl, W4, concurrency, 0, api, p);
 }
