@@ -108,7 +108,9 @@ HILOCK_API int hilock_multilock_destroy(hilock_multilock *m);
  *                            out, quarantined) for the group to be taken
  * @return HILOCK_EEXPIRED    the members granted, but the lease had run
  *                            out by the time they had (validity <= 0)
- * @return HILOCK_EINVAL      bad wait_ms or lease_ms
+ * @return HILOCK_EINVAL      bad wait_ms or lease_ms (also a lease too
+ *                            short to outlast its drift margin, 1 % +
+ *                            2 ms: 1..2 ms)
  * @return HILOCK_ECLOSED, HILOCK_ENOMEM */
 HILOCK_API int hilock_multilock_try_acquire(hilock_multilock *m,
                                             int64_t wait_ms,
@@ -172,9 +174,9 @@ HILOCK_API int hilock_multilock_set_lost_callback(hilock_multilock *m,
  * client each, all on one loop thread owned by the RedLock.  urls[i] is a
  * redis:// or rediss:// URL (see hilock_options_set_url) applied over
  * base (NULL: defaults), whose node timeout becomes each client's command
- * timeout.  Waits until every master answered or failed; masters that
- * fail to connect keep being retried in the background and simply do not
- * vote meanwhile.
+ * timeout.  Waits until every master has connected or failed its first
+ * attempt (at most the connect timeout); masters that failed keep being
+ * retried in the background and simply do not vote meanwhile.
  * @return HILOCK_OK
  * @return HILOCK_EINVAL     NULL, n even or out of range, a bad URL
  * @return HILOCK_ENOQUORUM  fewer than a quorum of masters reachable

@@ -183,6 +183,14 @@ int hl_client_submit(hilock_client *c, hl_task *task)
     return HILOCK_OK;
 }
 
+bool hl_client_first_attempt_done(hilock_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    bool done = c->first_done;
+    pthread_mutex_unlock(&c->lock);
+    return done;
+}
+
 bool hl_client_quarantined(const hilock_client *c)
 {
     return hl_monotime_now() < atomic_load(&c->quarantine_until);

@@ -83,6 +83,10 @@ hl_conn *hl_client_conn_for(const hilock_client *client, const char *name,
  * granted).  Any thread. */
 bool hl_client_quarantined(const hilock_client *client);
 
+/* Whether the client's first connection attempt has ended, one way or
+ * the other.  Any thread. */
+bool hl_client_first_attempt_done(hilock_client *client);
+
 /* Is the calling thread the client's loop thread? */
 bool hl_client_in_loop(const hilock_client *client);
 

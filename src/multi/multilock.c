@@ -493,6 +493,10 @@ int hilock_multilock_acquire_async(hilock_multilock *m, uint64_t owner,
     int bad = hl_check_acquire_args(owner, wait_ms, lease_ms);
     if (bad != HILOCK_OK)
         return bad;
+    if (lease_ms > 0 && hl_validity(lease_ms, 0, 0) <= 0)
+        return hl_fail(HILOCK_EINVAL, "a lease of %lld ms does not outlast "
+                                      "its drift margin",
+                       (long long)lease_ms);
     if (m->destroyed)
         return hl_fail(HILOCK_ECLOSED, "multi-lock destroyed");
     multi_op *op = hl_calloc(1, sizeof *op);

@@ -95,6 +95,15 @@ static int master_options(hilock_options **out, const hilock_options *base,
     return rc;
 }
 
+static bool all_tried(const hilock_redlock *rl)
+{
+    for (size_t i = 0; i < rl->n; i++)
+        if (rl->clients[i] != NULL &&
+            !hl_client_first_attempt_done(rl->clients[i]))
+            return false;
+    return true;
+}
+
 static size_t connected_count(const hilock_redlock *rl)
 {
     size_t up = 0;
@@ -154,13 +163,14 @@ int hilock_redlock_create(hilock_redlock **out, const char *const *urls,
             return hl_fail(HILOCK_ENOMEM, "out of memory for master %zu", i);
         }
     }
-    /* Connecting happens on the loop; wait (briefly, once) until a quorum
-     * of masters is up or the connect timeout has passed.  Masters still
-     * down keep reconnecting in the background. */
+    /* Connecting happens on the loop; wait (once, in short steps) until
+     * every master has connected or failed its first attempt, at most the
+     * connect timeout.  Masters still down keep reconnecting in the
+     * background. */
     const hilock_options *o = rl->opts[0];
-    struct timespec step = {0, 2 * 1000 * 1000};
+    struct timespec step = {0, 1000 * 1000};
     hl_monotime until = hl_monotime_now() + HL_MS(o->connect_timeout_ms);
-    while (connected_count(rl) < n && hl_monotime_now() < until)
+    while (!all_tried(rl) && hl_monotime_now() < until)
         nanosleep(&step, NULL);
     if (connected_count(rl) < quorum) {
         stop_thread(rl);
