@@ -322,6 +322,9 @@ static void busy_poll_points(const bench_args *a, int port)
     point(&bp, c, "W1", 1, 0, "sync");
     point(&bp, c, "W1", 50, 0, "async");
     point(&bp, c, "W2", 64, 0, "async");
+    bench_args bp_fair = bp;
+    bp_fair.kind = "fair";
+    point(&bp_fair, c, "W2", 64, 0, "async");
     point(&bp, c, "W3", 64, 1, "async");
     point(&bp, c, "W3", 64, 16, "async");
     hilock_client_destroy(c);
@@ -384,6 +387,14 @@ int main(int argc, char **argv)
         run_workload(&a, c, "W2");
         if (a.api == NULL)
             point(&a, c, "W2", 64, 0, "sync");
+        if (strcmp(a.kind, "fair") != 0) {
+            /* The fair lock's W2 beside the reentrant one. */
+            bench_args fair = a;
+            fair.kind = "fair";
+            point(&fair, c, "W2", 64, 0, a.api ? a.api : "async");
+            if (a.api == NULL)
+                point(&fair, c, "W2", 64, 0, "sync");
+        }
         run_workload(&a, c, "W3");
         if (a.busy_poll_us == 0 && a.api == NULL)
             busy_poll_points(&a, port);

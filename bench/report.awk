@@ -94,7 +94,7 @@ END {
             if (w == "WD" || field(l, "error") != "")
                 continue
             c = field(l, "C")
-            label = w " C=" c
+            label = w (field(l, "kind") == "fair" ? " fair" : "") " C=" c
             if (w == "W3")
                 label = label " S=" field(l, "S")
             api = field(l, "api")
@@ -118,6 +118,8 @@ END {
         c = field(l, "C")
         ceil = w == "W4" ? 0 : lock_ceiling(c)
         cyc = field(l, "cycles_per_s")
+        if (field(l, "kind") == "fair")
+            w = w " fair"
         ratio = ceil > 0 ? sprintf("%.2f", cyc / ceil) : ""
         printf "| %s | %s | %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
             w, c, field(l, "S"), field(l, "api"), field(l, "busy_poll_us"),
