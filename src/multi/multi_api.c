@@ -73,21 +73,46 @@ int hilock_multilock_create(hilock_multilock **out, hilock_lock *const *locks,
 
 /* ---- teardown --------------------------------------------------------- */
 
+/* A task that names a group. */
+typedef struct group_task {
+    hl_task task;
+    hilock_multilock *m;
+} group_task;
+
 static void run_teardown(hilock_client *c, hl_task *t, bool closed)
 {
     (void)c;
     (void)closed;
-    hilock_multilock *m = *(hilock_multilock **)(void *)(t + 1);
+    hilock_multilock *m = ((group_task *)t)->m;
     hl_multi_cancel_all(m);
     hl_free(t);
     hl_multi_unref(m);
+}
+
+/* Post a task naming m to client's loop (the coordinator when client is
+ * NULL), holding a reference for it. */
+static void post_group_task(hilock_multilock *m, hilock_client *client,
+                            void (*run)(hilock_client *, hl_task *, bool))
+{
+    group_task *g = hl_calloc(1, sizeof *g);
+    if (g == NULL)
+        return;
+    g->task.run = run;
+    g->m = m;
+    hl_multi_ref(m);
+    int rc = client ? hl_client_submit(client, &g->task)
+                    : hl_multi_post(m, &g->task);
+    if (rc != HILOCK_OK) {
+        hl_multi_unref(m);
+        hl_free(g);
+    }
 }
 
 static void run_unref(hilock_client *c, hl_task *t, bool closed)
 {
     (void)c;
     (void)closed;
-    hilock_multilock *m = *(hilock_multilock **)(void *)(t + 1);
+    hilock_multilock *m = ((group_task *)t)->m;
     hl_free(t);
     hl_multi_unref(m);
 }
@@ -103,32 +128,12 @@ int hilock_multilock_destroy(hilock_multilock *m)
         hl_lock_set_group_listener(m->members[i], NULL, NULL);
         /* A loss the member's loop reports before it drops the listener
          * still names m: m lives until that loop has passed this point. */
-        hl_task *u = hl_calloc(1, sizeof *u + sizeof m);
-        hilock_client *mc = m->members[i]->client;
-        if (u == NULL || mc == NULL) {
-            hl_free(u);
-            continue;
-        }
-        u->run = run_unref;
-        memcpy(u + 1, &m, sizeof m);
-        hl_multi_ref(m);
-        if (hl_client_submit(mc, u) != HILOCK_OK) {
-            hl_multi_unref(m);
-            hl_free(u);
-        }
+        if (m->members[i]->client != NULL)
+            post_group_task(m, m->members[i]->client, run_unref);
     }
     /* Pending acquires end on the coordinator; the memory goes with the
      * last reference. */
-    hl_task *t = hl_calloc(1, sizeof *t + sizeof m);
-    if (t != NULL) {
-        t->run = run_teardown;
-        memcpy(t + 1, &m, sizeof m);
-        hl_multi_ref(m);
-        if (hl_multi_post(m, t) != HILOCK_OK) {
-            hl_multi_unref(m);
-            hl_free(t);
-        }
-    }
+    post_group_task(m, NULL, run_teardown);
     if (m->rl != NULL) {
         for (size_t i = 0; i < m->n; i++)
             hilock_lock_destroy(m->members[i]);
