@@ -32,7 +32,10 @@
  * obvious constructions is safe.
  *
  * Ownership and owners work as in lock.h: sync calls act for the calling
- * thread, async calls for the owner id they are given.  Callbacks run on
+ * thread, async calls for the owner id they are given.  A group is
+ * reentrant: an owner that holds it may acquire it again at once (no
+ * round trip) and holds it until it released it as often; the hold keeps
+ * the lease of its first acquire.  Callbacks run on
  * the loop thread of one of the members' clients (for RedLock, the
  * RedLock's own loop thread), exactly once. */
 #ifndef HILOCK_MULTI_H

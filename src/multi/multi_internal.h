@@ -35,7 +35,6 @@ int hl_multi_create(hilock_multilock **out, hilock_lock *const *locks,
 
 void hl_multi_ref(hilock_multilock *m);
 void hl_multi_unref(hilock_multilock *m);
-bool hl_multi_in_loop(const hilock_multilock *m);
 /* Run a task on the coordinator (now, when called there). */
 int hl_multi_post(hilock_multilock *m, hl_task *task);
 

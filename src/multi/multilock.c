@@ -90,11 +90,6 @@ void hl_multi_unref(hilock_multilock *m)
     hl_free(m);
 }
 
-bool hl_multi_in_loop(const hilock_multilock *m)
-{
-    return hl_client_in_loop(m->coord);
-}
-
 /* Run task on the coordinator: now when already there, else through the
  * coordinator client's queue.  Returns HILOCK_ECLOSED when it is gone
  * (run is then not called). */
