@@ -212,6 +212,16 @@ static void call_start(hilock_client *c, hl_task *t, bool closed)
         hl_hold *h = hl_hold_find(lock, call->owner);
         char field[HILOCK_CLIENT_ID_LEN + 22];
         size_t len = hl_owner_field(lock, call->owner, field, sizeof field);
+        if (h != NULL && h->lost && h->releases_in_flight == 0) {
+            /* The loss was reported already: say so now rather than after
+             * a round trip to a server that may be down, and clear what
+             * may be left of the hold there in the background. */
+            lock->kind->reconcile(lock, field, len, 0, "", 0, NULL, NULL);
+            hl_hold_drop(h);
+            call_finish(call, HILOCK_ELEASELOST, 0,
+                        "the lease was lost before this release");
+            return;
+        }
         int64_t lease = h && h->lease_ms > 0
                             ? h->lease_ms
                             : hl_lease_engine_watchdog_ms(
