@@ -6,9 +6,7 @@
 /* ctest-timeout: 180 */
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -32,29 +30,15 @@
 #include "hilock/lock.h"
 #include "hilock/options.h"
 #include "hilock/reply.h"
+#include "support/children.h"
 #include "support/fixture.h"
+#include "support/lock_helpers.h"
+#include "support/loop_call.h"
 #include "support/mutex_checker.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
 static hl_redis_server *server;
-
-static bool under_valgrind(void)
-{
-    return getenv("HILOCK_TEST_UNDER_VALGRIND") != NULL;
-}
-
-/* Valgrind runs the library tens of times slower, so bounds that catch a
- * hang on a normal build would catch mere slowness there. */
-static int widen(int ms)
-{
-    return under_valgrind() ? ms * 10 : ms;
-}
-
-static int scaled(int normal, int small)
-{
-    return under_valgrind() ? small : normal;
-}
 
 static int setup_server(void **state)
 {
@@ -71,59 +55,7 @@ static int teardown_server(void **state)
     return 0;
 }
 
-/* No cmocka in here: forked children make their clients with it too.
- * watchdog_ms 0 keeps the default. */
-static hilock_client *make_client(int port, int64_t watchdog_ms, char *why,
-                                  size_t cap)
-{
-    hilock_options *o = NULL;
-    hilock_client *c = NULL;
-    int rc = hilock_options_create(&o);
-
-    if (rc == HILOCK_OK)
-        rc = hilock_options_set_host(o, "127.0.0.1");
-    if (rc == HILOCK_OK)
-        rc = hilock_options_set_port(o, port);
-    /* Short backoff: a test that breaks connections should not wait
-     * seconds for the client to come back. */
-    if (rc == HILOCK_OK)
-        rc = hilock_options_set_reconnect_backoff_ms(o, 20, 200);
-    if (rc == HILOCK_OK && watchdog_ms > 0)
-        rc = hilock_options_set_watchdog_timeout_ms(o, watchdog_ms);
-    if (rc == HILOCK_OK && under_valgrind())
-        rc = hilock_options_set_connect_timeout_ms(o, 20000);
-    if (rc == HILOCK_OK && under_valgrind())
-        rc = hilock_options_set_command_timeout_ms(o, 20000);
-    if (rc == HILOCK_OK)
-        rc = hilock_client_create(&c, o);
-    if (rc != HILOCK_OK)
-        snprintf(why, cap, "%s: %s", hilock_errname(rc),
-                 hilock_last_error());
-    hilock_options_free(o);
-    return c;
-}
-
-static hilock_client *client_with(int64_t watchdog_ms)
-{
-    char why[300];
-    hilock_client *c = make_client(hl_redis_server_port(server), watchdog_ms,
-                                   why, sizeof why);
-
-    if (c == NULL)
-        fail_msg("client: %s", why);
-    return c;
-}
-
-static hilock_client *client_new(void)
-{
-    return client_with(0);
-}
-
-static void client_free(hilock_client *c)
-{
-    assert_int_equal(hilock_client_destroy(c), HILOCK_OK);
-}
-
+/* hl_new_lock for names that are not C strings. */
 static hilock_lock *lock_bin(hilock_client *c, const char *name, size_t len)
 {
     hilock_lock *l = NULL;
@@ -135,26 +67,6 @@ static hilock_lock *lock_bin(hilock_client *c, const char *name, size_t len)
     assert_non_null(l);
     return l;
 }
-
-static hilock_lock *lock_new(hilock_client *c, const char *name)
-{
-    return lock_bin(c, name, strlen(name));
-}
-
-static void lock_free(hilock_lock *l)
-{
-    assert_int_equal(hilock_lock_destroy(l), HILOCK_OK);
-}
-
-/* Compare statuses by name, so a failure says which codes differ. */
-#define assert_status(actual, expected)                                    \
-    do {                                                                   \
-        int a_ = (actual), e_ = (expected);                                \
-        if (a_ != e_)                                                      \
-            fail_msg("%s returned %s (%s), expected %s", #actual,          \
-                     hilock_errname(a_), hilock_last_error(),              \
-                     hilock_errname(e_));                                  \
-    } while (0)
 
 /* A raw command through a client, binary-safe; the reply must come. */
 static hilock_reply *command(hilock_client *c, int argc,
@@ -228,44 +140,6 @@ static void owner_field(char *out, size_t cap, hilock_client *c,
     snprintf(out, cap, "%s:%" PRIu64, hilock_client_id(c), owner);
 }
 
-/* Runs fn on the client's loop thread and waits until it has run. */
-typedef void loop_fn(hilock_client *c, void *arg);
-
-typedef struct loop_call {
-    hl_task task;
-    loop_fn *fn;
-    void *arg;
-    atomic_bool done;
-    bool closed;
-} loop_call;
-
-static void loop_call_run(hilock_client *c, hl_task *t, bool closed)
-{
-    loop_call *lc = (loop_call *)t;
-
-    lc->closed = closed;
-    if (!closed)
-        lc->fn(c, lc->arg);
-    atomic_store(&lc->done, true);
-}
-
-static void on_loop(hilock_client *c, loop_fn *fn, void *arg)
-{
-    loop_call lc;
-
-    memset(&lc, 0, sizeof lc);
-    lc.task.run = loop_call_run;
-    lc.fn = fn;
-    lc.arg = arg;
-    atomic_init(&lc.done, false);
-    assert_int_equal(hl_client_submit(c, &lc.task), HILOCK_OK);
-    /* The task sits on the loop's queue: leaving early would leave it a
-     * dangling pointer, so this wait has no reason to end but a hang. */
-    if (!hl_wait_flag(&lc.done, widen(30000)))
-        fail_msg("the loop thread did not run a task within 30 s");
-    assert_false(lc.closed);
-}
-
 static void read_stats(hilock_client *c, void *arg)
 {
     hl_lease_stats *s = arg;
@@ -281,186 +155,8 @@ static hl_lease_stats lease_stats(hilock_client *c)
 {
     hl_lease_stats s;
 
-    on_loop(c, read_stats, &s);
+    hl_run_on_loop(c, read_stats, &s);
     return s;
-}
-
-typedef struct pending {
-    hilock_lock *lock;
-    int ops;
-    int subscribed;
-    int channels; /* channels of the client's pub/sub with listeners */
-} pending;
-
-static void read_pending(hilock_client *c, void *arg)
-{
-    pending *p = arg;
-
-    p->ops = p->subscribed = 0;
-    for (hl_acquire_op *op = p->lock->ops; op != NULL; op = op->next) {
-        p->ops++;
-        if (op->subscribed && op->waiter.chan != NULL)
-            p->subscribed++;
-    }
-    p->channels = c->pubsub ? (int)hl_pubsub_channel_count(c->pubsub) : 0;
-}
-
-typedef struct pending_want {
-    hilock_client *client;
-    hilock_lock *lock;
-    int ops;
-} pending_want;
-
-static bool pending_reached(void *arg)
-{
-    pending_want *w = arg;
-    pending p = { .lock = w->lock };
-
-    on_loop(w->client, read_pending, &p);
-    return p.ops == w->ops && p.subscribed == w->ops;
-}
-
-/* Waits until exactly n acquires of lock are pending and each listens on
- * the lock's channel: the point where a release must wake them. */
-static void wait_pending(hilock_client *c, hilock_lock *lock, int n)
-{
-    pending_want w = { c, lock, n };
-
-    if (!hl_wait_until(pending_reached, &w, widen(10000))) {
-        pending p = { .lock = lock };
-
-        on_loop(c, read_pending, &p);
-        fail_msg("%d acquires pending, %d subscribed; expected %d", p.ops,
-                 p.subscribed, n);
-    }
-}
-
-typedef struct numsub_want {
-    const char *channel;
-    long long min;
-    long long max;
-} numsub_want;
-
-static bool numsub_in_range(void *arg)
-{
-    numsub_want *w = arg;
-    long long n = hl_fixture_numsub(server, w->channel);
-
-    return n >= w->min && n <= w->max;
-}
-
-static void wait_numsub(const char *channel, long long min, long long max)
-{
-    numsub_want w = { channel, min, max };
-
-    if (!hl_wait_until(numsub_in_range, &w, widen(10000)))
-        fail_msg("PUBSUB NUMSUB %s is %lld, expected %lld..%lld", channel,
-                 hl_fixture_numsub(server, channel), min, max);
-}
-
-static bool wait_count(atomic_int *value, int min, int timeout_ms)
-{
-    return hl_wait_count(value, min, timeout_ms);
-}
-
-/* The lost callback's record. */
-typedef struct lost_rec {
-    hilock_client *client;
-    atomic_int calls;
-    atomic_int off_loop;
-    _Atomic uint64_t owner;
-    _Atomic int64_t at_ms;
-} lost_rec;
-
-static void lost_rec_init(lost_rec *r, hilock_client *c)
-{
-    r->client = c;
-    atomic_init(&r->calls, 0);
-    atomic_init(&r->off_loop, 0);
-    atomic_init(&r->owner, 0);
-    atomic_init(&r->at_ms, 0);
-}
-
-static void on_lost(hilock_lock *lock, uint64_t owner, void *data)
-{
-    lost_rec *r = data;
-
-    (void)lock;
-    if (!hl_client_in_loop(r->client))
-        atomic_fetch_add(&r->off_loop, 1);
-    atomic_store(&r->owner, owner);
-    atomic_store(&r->at_ms, hl_now_ms());
-    atomic_fetch_add(&r->calls, 1);
-}
-
-/* An acquire callback's record; the fields are written before calls is
- * counted, so a reader that saw the count sees them. */
-typedef struct acq_rec {
-    hilock_client *client;
-    atomic_int calls;
-    atomic_int off_loop;
-    int status;
-    bool had_result;
-    hilock_acquired got;
-} acq_rec;
-
-static void acq_rec_init(acq_rec *r, hilock_client *c)
-{
-    memset(r, 0, sizeof *r);
-    r->client = c;
-    atomic_init(&r->calls, 0);
-    atomic_init(&r->off_loop, 0);
-}
-
-static void on_acquire(hilock_lock *lock, int status,
-                       const hilock_acquired *acquired, void *data)
-{
-    acq_rec *r = data;
-
-    (void)lock;
-    if (!hl_client_in_loop(r->client))
-        atomic_fetch_add(&r->off_loop, 1);
-    r->status = status;
-    r->had_result = acquired != NULL;
-    if (acquired)
-        r->got = *acquired;
-    atomic_fetch_add(&r->calls, 1);
-}
-
-static void wait_acq(acq_rec *r, int n)
-{
-    if (!wait_count(&r->calls, n, widen(10000)))
-        fail_msg("the acquire callback fired %d times, expected %d",
-                 atomic_load(&r->calls), n);
-}
-
-typedef struct val_rec {
-    atomic_int calls;
-    int status;
-    int64_t value;
-} val_rec;
-
-static void on_value(hilock_lock *lock, int status, int64_t value,
-                     void *data)
-{
-    val_rec *r = data;
-
-    (void)lock;
-    r->status = status;
-    r->value = value;
-    atomic_fetch_add(&r->calls, 1);
-}
-
-/* Waits for the one callback of an async lock call; returns its value. */
-static int64_t await_value(val_rec *r, int expected_status)
-{
-    if (!wait_count(&r->calls, 1, widen(10000)))
-        fail_msg("a lock callback did not fire");
-    assert_int_equal(atomic_load(&r->calls), 1);
-    if (r->status != expected_status)
-        fail_msg("callback status %s, expected %s",
-                 hilock_errname(r->status), hilock_errname(expected_status));
-    return r->value;
 }
 
 /* A thread that acquires and, when asked, releases. */
@@ -519,15 +215,9 @@ static void waiter_start(waiter *w, hilock_lock *lock, int64_t wait_ms,
     waiter_start_checked(w, lock, wait_ms, lease_ms, release, NULL, 0);
 }
 
-/* A waiter still blocked at the deadline is a failure; it is detached so
- * the process can go on to report. */
 static void waiter_join(waiter *w, int timeout_ms)
 {
-    if (!hl_wait_flag(&w->done, timeout_ms)) {
-        pthread_detach(w->thread);
-        fail_msg("a waiter did not finish within %d ms", timeout_ms);
-    }
-    pthread_join(w->thread, NULL);
+    hl_join_within(w->thread, &w->done, timeout_ms);
 }
 
 /* ---- hold counts ------------------------------------------------------- */
@@ -545,8 +235,9 @@ static void assert_hold_count(hilock_lock *l, int64_t want)
 
 static void test_nested_hold_counts(void **state)
 {
-    hilock_client *c = client_new(), *obs = client_new();
-    hilock_lock *l = lock_new(c, "nested");
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *obs = hl_new_client(server, NULL);
+    hilock_lock *l = hl_new_lock(c, "nested");
     char field[80], count[8];
     bool locked = false;
     int64_t ttl = 0;
@@ -581,55 +272,38 @@ static void test_nested_hold_counts(void **state)
     assert_int_equal(ttl, -1);
     /* One release too many is refused, not absorbed. */
     assert_status(hilock_lock_release(l), HILOCK_ENOTOWNER);
-    lock_free(l);
-    client_free(obs);
-    client_free(c);
+    hl_free_lock(l);
+    hl_free_client(obs);
+    hl_free_client(c);
 }
 
 /* ---- release by a non-owner -------------------------------------------- */
 
-typedef struct release_job {
-    hilock_lock *lock;
-    int rc;
-    uint64_t owner;
-} release_job;
-
-static void *release_main(void *arg)
-{
-    release_job *j = arg;
-
-    j->owner = hilock_thread_owner();
-    j->rc = hilock_lock_release(j->lock);
-    return NULL;
-}
-
 static void test_release_by_non_owner(void **state)
 {
-    hilock_client *c = client_new(), *c2 = client_new();
-    hilock_lock *l = lock_new(c, "owned"), *l2 = lock_new(c2, "owned");
-    hilock_lock *never = lock_new(c, "never-taken");
-    release_job job = { .lock = l, .rc = -1 };
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c2 = hl_new_client(server, NULL);
+    hilock_lock *l = hl_new_lock(c, "owned"), *l2 = hl_new_lock(c2, "owned");
+    hilock_lock *never = hl_new_lock(c, "never-taken");
+    uint64_t other_owner = 0;
     char field[80];
-    pthread_t t;
-    val_rec vr;
+    hl_value_rec vr;
 
     (void)state;
     assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
     /* Another thread of the same process, on the same handle. */
-    assert_int_equal(pthread_create(&t, NULL, release_main, &job), 0);
-    pthread_join(t, NULL);
-    assert_true(job.owner != hilock_thread_owner());
-    assert_status(job.rc, HILOCK_ENOTOWNER);
+    assert_status(hl_release_from_other_thread(l, &other_owner),
+                  HILOCK_ENOTOWNER);
+    assert_true(other_owner != hilock_thread_owner());
     /* Another client, whose owner ids carry another client id. */
     assert_status(hilock_lock_release(l2), HILOCK_ENOTOWNER);
     /* An explicit owner id that never took it. */
-    memset(&vr, 0, sizeof vr);
-    atomic_init(&vr.calls, 0);
+    hl_value_rec_init(&vr);
     assert_status(hilock_lock_release_async(l, hilock_thread_owner() + 1000,
-                                            on_value, &vr),
+                                            hl_record_value, &vr),
                   HILOCK_OK);
-    await_value(&vr, HILOCK_ENOTOWNER);
+    hl_expect_value(&vr, HILOCK_ENOTOWNER);
     /* None of that touched the hold. */
     owner_field(field, sizeof field, c, hilock_thread_owner());
     assert_bulk(cmd(c2, "HGET", "owned", field, (char *)NULL), "1");
@@ -637,11 +311,11 @@ static void test_release_by_non_owner(void **state)
     assert_status(hilock_lock_release(never), HILOCK_ENOTOWNER);
     assert_status(hilock_lock_release(l), HILOCK_OK);
     assert_int_equal(exists_bin(c2, "owned", 5), 0);
-    lock_free(never);
-    lock_free(l2);
-    lock_free(l);
-    client_free(c2);
-    client_free(c);
+    hl_free_lock(never);
+    hl_free_lock(l2);
+    hl_free_lock(l);
+    hl_free_client(c2);
+    hl_free_client(c);
 }
 
 /* ---- mutual exclusion across threads and processes --------------------- */
@@ -649,50 +323,14 @@ static void test_release_by_non_owner(void **state)
 #define MX_PROCS 3
 #define MX_THREADS 8
 
-typedef struct mx_thread {
-    pthread_t thread;
-    hilock_lock *lock;
-    hl_mutex_checker *mc;
-    int cycles;
-    uint32_t holder;
-} mx_thread;
-
-static void *mx_thread_main(void *arg)
-{
-    mx_thread *t = arg;
-
-    for (int i = 0; i < t->cycles; i++) {
-        /* A finite wait turns a lost wake-up into a reported failure
-         * instead of a hang: nobody holds the lock for long here. */
-        int rc = hilock_lock_try_acquire(t->lock, widen(30000),
-                                         HILOCK_LEASE_WATCHDOG);
-        long slot;
-
-        if (rc != HILOCK_OK) {
-            hl_mutex_checker_fail(t->mc, "holder %u cycle %d: acquire: %s "
-                                  "(%s)", t->holder, i, hilock_errname(rc),
-                                  hilock_last_error());
-            return NULL;
-        }
-        slot = hl_mutex_checker_enter(t->mc, t->holder, 0);
-        hl_mutex_checker_exit(t->mc, slot);
-        rc = hilock_lock_release(t->lock);
-        if (rc != HILOCK_OK) {
-            hl_mutex_checker_fail(t->mc, "holder %u cycle %d: release: %s "
-                                  "(%s)", t->holder, i, hilock_errname(rc),
-                                  hilock_last_error());
-            return NULL;
-        }
-    }
-    return NULL;
-}
+#define MX_CHILDREN (MX_PROCS - 1)
 
 /* One process's share: its own client, one handle shared by its threads.
  * Runs in forked children, so failures go to the checker. */
 static void mx_run_process(hilock_client *c, hl_mutex_checker *mc, int proc,
                            int cycles)
 {
-    mx_thread threads[MX_THREADS];
+    hl_checked_holder threads[MX_THREADS];
     hilock_lock *lock = NULL;
     int rc = hilock_lock_create(&lock, c, "mutex", 5);
 
@@ -702,18 +340,20 @@ static void mx_run_process(hilock_client *c, hl_mutex_checker *mc, int proc,
         return;
     }
     for (int i = 0; i < MX_THREADS; i++) {
-        threads[i].lock = lock;
-        threads[i].mc = mc;
-        threads[i].cycles = cycles;
-        threads[i].holder = (uint32_t)(proc * 100 + i);
-        if (pthread_create(&threads[i].thread, NULL, mx_thread_main,
+        threads[i] = (hl_checked_holder){
+            .lock = lock,
+            .mc = mc,
+            .id = (uint32_t)(proc * 100 + i),
+            .holds = cycles,
+        };
+        if (pthread_create(&threads[i].thread, NULL, hl_checked_holder_main,
                            &threads[i]) != 0) {
             hl_mutex_checker_fail(mc, "process %d: pthread_create", proc);
-            threads[i].cycles = -1;
+            threads[i].holds = -1;
         }
     }
     for (int i = 0; i < MX_THREADS; i++)
-        if (threads[i].cycles >= 0)
+        if (threads[i].holds >= 0)
             pthread_join(threads[i].thread, NULL);
     rc = hilock_lock_destroy(lock);
     if (rc != HILOCK_OK)
@@ -721,11 +361,11 @@ static void mx_run_process(hilock_client *c, hl_mutex_checker *mc, int proc,
                               hilock_errname(rc));
 }
 
-static void mx_child(int port, hl_mutex_checker *mc, int proc, int cycles,
+static void mx_child(hl_mutex_checker *mc, int proc, int cycles,
                      int ready_fd, int go_fd)
 {
     char why[300], byte = 'r';
-    hilock_client *c = make_client(port, 0, why, sizeof why);
+    hilock_client *c = hl_open_client(server, NULL, why, sizeof why);
 
     if (c == NULL) {
         hl_mutex_checker_fail(mc, "process %d: client: %s", proc, why);
@@ -741,66 +381,15 @@ static void mx_child(int port, hl_mutex_checker *mc, int proc, int cycles,
     _exit(0);
 }
 
-typedef struct children {
-    pid_t pid[MX_PROCS];
-    int status[MX_PROCS];
-    int n;
-} children;
-
-static bool children_reaped(void *arg)
-{
-    children *ch = arg;
-    bool all = true;
-
-    for (int i = 0; i < ch->n; i++) {
-        if (ch->pid[i] <= 0)
-            continue;
-        if (waitpid(ch->pid[i], &ch->status[i], WNOHANG) == ch->pid[i])
-            ch->pid[i] = 0;
-        else
-            all = false;
-    }
-    return all;
-}
-
-static void kill_children(children *ch)
-{
-    for (int i = 0; i < ch->n; i++)
-        if (ch->pid[i] > 0) {
-            kill(ch->pid[i], SIGKILL);
-            waitpid(ch->pid[i], NULL, 0);
-            ch->pid[i] = 0;
-        }
-}
-
-static bool read_ready(int fd, int n, int timeout_ms)
-{
-    int64_t deadline = hl_now_ms() + timeout_ms;
-    char byte;
-
-    while (n > 0) {
-        struct pollfd p = { .fd = fd, .events = POLLIN };
-        int left = (int)(deadline - hl_now_ms());
-
-        if (left <= 0 || poll(&p, 1, left) <= 0)
-            return false;
-        if (read(fd, &byte, 1) != 1)
-            return false;
-        n--;
-    }
-    return true;
-}
-
 static void test_mutual_exclusion(void **state)
 {
-    int cycles = scaled(20, 3);
+    int cycles = hl_scaled(20, 3);
     size_t total = (size_t)MX_PROCS * MX_THREADS * (size_t)cycles;
     hl_mutex_checker *mc = hl_mutex_checker_create(total, 20);
-    int port = hl_redis_server_port(server);
     int ready[2], go[2];
-    children ch = { .n = MX_PROCS - 1 };
+    hl_children ch = { 0 };
     hilock_client *c, *obs;
-    char why[512];
+    char why[512], bytes[MX_CHILDREN];
 
     (void)state;
     assert_non_null(mc);
@@ -809,34 +398,32 @@ static void test_mutual_exclusion(void **state)
     /* Fork before this process has a client: a child inherits only the
      * forking thread, and a lock some other thread held at that moment
      * would stay locked in the child for ever. */
-    for (int i = 0; i < ch.n; i++) {
-        ch.pid[i] = fork();
-        assert_true(ch.pid[i] >= 0);
-        if (ch.pid[i] == 0) {
+    for (int i = 0; i < MX_CHILDREN; i++) {
+        if (hl_children_fork(&ch, i) == 0) {
             close(ready[0]);
             close(go[1]);
-            mx_child(port, mc, i + 1, cycles, ready[1], go[0]);
+            mx_child(mc, i + 1, cycles, ready[1], go[0]);
         }
     }
     close(ready[1]);
     close(go[0]);
-    c = client_new();
-    obs = client_new();
-    if (!read_ready(ready[0], ch.n, widen(10000))) {
+    c = hl_new_client(server, NULL);
+    obs = hl_new_client(server, NULL);
+    if (!hl_read_exact(ready[0], bytes, MX_CHILDREN, hl_widen(10000))) {
         close(go[1]);
-        kill_children(&ch);
+        hl_children_kill_all(&ch);
         fail_msg("the child processes did not connect: %s",
                  hl_mutex_checker_verify(mc, false, why, sizeof why)
                      ? "no reason given" : why);
     }
     close(go[1]);
     mx_run_process(c, mc, 0, cycles);
-    if (!hl_wait_until(children_reaped, &ch, widen(60000))) {
-        kill_children(&ch);
+    if (!hl_children_wait(&ch, hl_widen(60000))) {
+        hl_children_kill_all(&ch);
         fail_msg("the child processes did not finish");
     }
     close(ready[0]);
-    for (int i = 0; i < ch.n; i++)
+    for (int i = 0; i < MX_CHILDREN; i++)
         if (!WIFEXITED(ch.status[i]) || WEXITSTATUS(ch.status[i]) != 0)
             fail_msg("child %d ended with status 0x%x", i + 1,
                      ch.status[i]);
@@ -845,25 +432,29 @@ static void test_mutual_exclusion(void **state)
     assert_int_equal(hl_mutex_checker_count(mc), total);
     assert_int_equal(exists_bin(obs, "mutex", 5), 0);
     hl_mutex_checker_free(mc);
-    client_free(obs);
-    client_free(c);
+    hl_free_client(obs);
+    hl_free_client(c);
 }
 
 /* ---- the watchdog keeps a lease past its timeout ----------------------- */
 
 static void test_watchdog_keeps_lease(void **state)
 {
-    hilock_client *c = client_with(1000), *other = client_new();
-    hilock_lock *l = lock_new(c, "watched"), *l2 = lock_new(other, "watched");
+    hilock_client *c =
+        hl_new_client(server, &(hl_client_opts){ .watchdog_ms = 1000 });
+    hilock_client *other = hl_new_client(server, NULL);
+    hilock_lock *l = hl_new_lock(c, "watched");
+    hilock_lock *l2 = hl_new_lock(other, "watched");
     int64_t start, hold_ms = 3500;
     long long ttl, min_ttl = 1000000;
     hl_lease_stats st;
     bool lost = true;
-    lost_rec lr;
+    hl_lost_rec lr;
 
     (void)state;
-    lost_rec_init(&lr, c);
-    assert_status(hilock_lock_set_lost_callback(l, on_lost, &lr), HILOCK_OK);
+    hl_lost_rec_init(&lr, c);
+    assert_status(hilock_lock_set_lost_callback(l, hl_record_lost, &lr),
+                  HILOCK_OK);
     assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
     /* Holding for three and a half watchdog timeouts is the point: the
@@ -896,10 +487,10 @@ static void test_watchdog_keeps_lease(void **state)
     assert_status(hilock_lock_release(l2), HILOCK_OK);
     assert_int_equal(lease_stats(c).active, 0);
     assert_int_equal(atomic_load(&lr.calls), 0);
-    lock_free(l2);
-    lock_free(l);
-    client_free(other);
-    client_free(c);
+    hl_free_lock(l2);
+    hl_free_lock(l);
+    hl_free_client(other);
+    hl_free_client(c);
 }
 
 /* ---- an explicit lease runs out ---------------------------------------- */
@@ -920,22 +511,25 @@ static void test_explicit_lease_expires(void **state)
 {
     /* A short watchdog would renew this lease several times over if the
      * engine mistook it for a watchdog lease. */
-    hilock_client *c = client_with(300), *obs = client_new();
-    hilock_lock *l = lock_new(c, "leased");
+    hilock_client *c =
+        hl_new_client(server, &(hl_client_opts){ .watchdog_ms = 300 });
+    hilock_client *obs = hl_new_client(server, NULL);
+    hilock_lock *l = hl_new_lock(c, "leased");
     key_gone gone = { obs, "leased" };
     int64_t t0, after;
     long long ttl;
     bool lost = false;
-    lost_rec lr;
+    hl_lost_rec lr;
 
     (void)state;
-    lost_rec_init(&lr, c);
-    assert_status(hilock_lock_set_lost_callback(l, on_lost, &lr), HILOCK_OK);
+    hl_lost_rec_init(&lr, c);
+    assert_status(hilock_lock_set_lost_callback(l, hl_record_lost, &lr),
+                  HILOCK_OK);
     t0 = hl_now_ms();
     assert_status(hilock_lock_try_acquire(l, 0, 500), HILOCK_OK);
     ttl = pttl(obs, "leased");
     assert_true(ttl > 0 && ttl <= 500);
-    if (!wait_count(&lr.calls, 1, widen(3000)))
+    if (!hl_wait_count(&lr.calls, 1, hl_widen(3000)))
         fail_msg("no lost callback within 3 s of a 500 ms lease");
     after = atomic_load(&lr.at_ms) - t0;
     /* Reported when the lease ran out, not before: the local deadline
@@ -945,7 +539,7 @@ static void test_explicit_lease_expires(void **state)
                  (long long)after);
     assert_int_equal(atomic_load(&lr.owner), hilock_thread_owner());
     assert_int_equal(atomic_load(&lr.off_loop), 0);
-    assert_true(hl_wait_until(key_is_gone, &gone, widen(2000)));
+    assert_true(hl_wait_until(key_is_gone, &gone, hl_widen(2000)));
     assert_int_equal(lease_stats(c).renew_calls, 0);
     assert_int_equal(lease_stats(c).lost, 1);
     assert_status(hilock_lock_lease_lost(l, &lost), HILOCK_OK);
@@ -956,9 +550,9 @@ static void test_explicit_lease_expires(void **state)
     assert_false(lost);
     assert_status(hilock_lock_release(l), HILOCK_ENOTOWNER);
     assert_int_equal(atomic_load(&lr.calls), 1);
-    lock_free(l);
-    client_free(obs);
-    client_free(c);
+    hl_free_lock(l);
+    hl_free_client(obs);
+    hl_free_client(c);
 }
 
 #define OWNER_A UINT64_C(0xC0FFEE)
@@ -973,42 +567,44 @@ static void test_queue_moves_when_a_waiter_leaves(void **state)
      * joins the queue behind it without trying.  Cancelling the first
      * must hand its turn on, or the second would wait forever for a
      * message that never comes. */
-    hilock_client *a = client_new(), *b = client_new();
-    hilock_lock *la = lock_new(a, "queue"), *lb = lock_new(b, "queue");
-    acq_rec first, second;
+    hilock_client *a = hl_new_client(server, NULL);
+    hilock_client *b = hl_new_client(server, NULL);
+    hilock_lock *la = hl_new_lock(a, "queue"), *lb = hl_new_lock(b, "queue");
+    hl_acquire_rec first, second;
     uint64_t first_id = 0;
     int64_t t0;
 
     (void)state;
-    acq_rec_init(&first, a);
-    acq_rec_init(&second, a);
+    hl_acquire_rec_init(&first, a);
+    hl_acquire_rec_init(&second, a);
     assert_status(hilock_lock_try_acquire(lb, 0, 1500), HILOCK_OK);
     assert_status(hilock_lock_acquire_async(la, OWNER_A, HILOCK_WAIT_FOREVER,
                                             HILOCK_LEASE_WATCHDOG, 0,
-                                            on_acquire, &first, &first_id),
+                                            hl_record_acquire, &first,
+                                            &first_id),
                   HILOCK_OK);
     /* The first is subscribed and waiting when the channel counts it. */
-    wait_numsub("redisson_lock__channel:{queue}", 1, 1);
+    hl_expect_numsub(server, "redisson_lock__channel:{queue}", 1, 1);
     assert_status(hilock_lock_acquire_async(la, OWNER_B, HILOCK_WAIT_FOREVER,
                                             HILOCK_LEASE_WATCHDOG, 0,
-                                            on_acquire, &second, NULL),
+                                            hl_record_acquire, &second, NULL),
                   HILOCK_OK);
     t0 = hl_now_ms();
     assert_status(hilock_lock_cancel(la, first_id), HILOCK_OK);
-    wait_acq(&first, 1);
+    hl_expect_acquire(&first);
     assert_status(first.status, HILOCK_ECANCELED);
     /* B's lease runs out without a release message; the second acquires
      * on its own ttl timer, which it only has because it was woken to
      * try when the first left. */
-    wait_acq(&second, 1);
+    hl_expect_acquire(&second);
     assert_status(second.status, HILOCK_OK);
-    assert_true(hl_now_ms() - t0 < widen(5000));
+    assert_true(hl_now_ms() - t0 < hl_widen(5000));
     assert_int_equal(atomic_load(&first.calls), 1);
     assert_int_equal(second.got.hold_count, 1);
-    lock_free(lb);
-    lock_free(la);
-    client_free(b);
-    client_free(a);
+    hl_free_lock(lb);
+    hl_free_lock(la);
+    hl_free_client(b);
+    hl_free_client(a);
 }
 
 /* ---- a hand-on whose release did not free the lock ---------------------- */
@@ -1022,28 +618,28 @@ static void test_hand_on_taken_back(void **state)
      * be taken back, or the real release's message would be swallowed
      * and the waiter would sit out the whole 30 s lease of the holder it
      * last saw. */
-    hilock_client *c = client_new();
-    hilock_lock *l = lock_new(c, "handon");
-    acq_rec holder;
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_lock *l = hl_new_lock(c, "handon");
+    hl_acquire_rec holder;
     char field[HILOCK_CLIENT_ID_LEN + 24];
     int64_t t0;
 
     (void)state;
-    acq_rec_init(&holder, c);
+    hl_acquire_rec_init(&holder, c);
     assert_status(hilock_lock_acquire_async(l, OWNER_A, HILOCK_WAIT_FOREVER,
                                             HILOCK_LEASE_WATCHDOG, 0,
-                                            on_acquire, &holder, NULL),
+                                            hl_record_acquire, &holder, NULL),
                   HILOCK_OK);
-    wait_acq(&holder, 1);
+    hl_expect_acquire(&holder);
     assert_status(holder.status, HILOCK_OK);
 
-    acq_rec second;
-    acq_rec_init(&second, c);
+    hl_acquire_rec second;
+    hl_acquire_rec_init(&second, c);
     assert_status(hilock_lock_acquire_async(l, OWNER_B, HILOCK_WAIT_FOREVER,
                                             HILOCK_LEASE_WATCHDOG, 0,
-                                            on_acquire, &second, NULL),
+                                            hl_record_acquire, &second, NULL),
                   HILOCK_OK);
-    wait_numsub("redisson_lock__channel:{handon}", 1, 1);
+    hl_expect_numsub(server, "redisson_lock__channel:{handon}", 1, 1);
     /* Two holds on the server, one known to the client. */
     snprintf(field, sizeof field, "%s:%llu", hilock_client_id(c),
              (unsigned long long)OWNER_A);
@@ -1052,12 +648,11 @@ static void test_hand_on_taken_back(void **state)
         assert_status(hilock_client_command(c, 4, argv, NULL, NULL),
                       HILOCK_OK);
     }
-    val_rec rel;
-    memset(&rel, 0, sizeof rel);
-    atomic_init(&rel.calls, 0);
-    assert_status(hilock_lock_release_async(l, OWNER_A, on_value, &rel),
+    hl_value_rec rel;
+    hl_value_rec_init(&rel);
+    assert_status(hilock_lock_release_async(l, OWNER_A, hl_record_value, &rel),
                   HILOCK_OK);
-    assert_true(wait_count(&rel.calls, 1, widen(3000)));
+    assert_true(hl_wait_count(&rel.calls, 1, hl_widen(3000)));
     assert_status(rel.status, HILOCK_OK);
     assert_int_equal(rel.value, 1);
     assert_int_equal(atomic_load(&second.calls), 0);
@@ -1069,25 +664,25 @@ static void test_hand_on_taken_back(void **state)
         const char *del[] = {"DEL", "handon"};
         const char *pub[] = {"PUBLISH", "redisson_lock__channel:{handon}",
                              "0"};
-        hilock_client *other = client_new();
+        hilock_client *other = hl_new_client(server, NULL);
         assert_status(hilock_client_command(other, 2, del, NULL, NULL),
                       HILOCK_OK);
         assert_status(hilock_client_command(other, 3, pub, NULL, NULL),
                       HILOCK_OK);
-        client_free(other);
+        hl_free_client(other);
     }
-    wait_acq(&second, 1);
+    hl_expect_acquire(&second);
     assert_status(second.status, HILOCK_OK);
-    assert_true(hl_now_ms() - t0 < widen(5000));
-    val_rec done;
-    memset(&done, 0, sizeof done);
-    atomic_init(&done.calls, 0);
-    assert_status(hilock_lock_release_async(l, OWNER_B, on_value, &done),
+    assert_true(hl_now_ms() - t0 < hl_widen(5000));
+    hl_value_rec done;
+    hl_value_rec_init(&done);
+    assert_status(hilock_lock_release_async(l, OWNER_B, hl_record_value,
+                                            &done),
                   HILOCK_OK);
-    assert_true(wait_count(&done.calls, 1, widen(3000)));
+    assert_true(hl_wait_count(&done.calls, 1, hl_widen(3000)));
     assert_status(done.status, HILOCK_OK);
-    lock_free(l);
-    client_free(c);
+    hl_free_lock(l);
+    hl_free_client(c);
 }
 
 /* ---- leases of different lengths --------------------------------------- */
@@ -1099,24 +694,25 @@ static void test_mixed_leases_lost_in_order(void **state)
      * reported lost at their own deadline, not sooner and not later. */
     static const int64_t lease_ms[] = {900, 300, 600, 1200, 450};
     enum { N = sizeof lease_ms / sizeof lease_ms[0] };
-    hilock_client *c = client_new();
+    hilock_client *c = hl_new_client(server, NULL);
     hilock_lock *l[N];
-    lost_rec lr[N];
+    hl_lost_rec lr[N];
     int64_t t0 = hl_now_ms();
 
     (void)state;
     for (int i = 0; i < N; i++) {
         char name[32];
         snprintf(name, sizeof name, "mixed:%d", i);
-        l[i] = lock_new(c, name);
-        lost_rec_init(&lr[i], c);
-        assert_status(hilock_lock_set_lost_callback(l[i], on_lost, &lr[i]),
+        l[i] = hl_new_lock(c, name);
+        hl_lost_rec_init(&lr[i], c);
+        assert_status(hilock_lock_set_lost_callback(l[i], hl_record_lost,
+                                                    &lr[i]),
                       HILOCK_OK);
         assert_status(hilock_lock_try_acquire(l[i], 0, lease_ms[i]),
                       HILOCK_OK);
     }
     for (int i = 0; i < N; i++) {
-        if (!wait_count(&lr[i].calls, 1, widen(5000)))
+        if (!hl_wait_count(&lr[i].calls, 1, hl_widen(5000)))
             fail_msg("lease %d (%lld ms) never reported lost", i,
                      (long long)lease_ms[i]);
     }
@@ -1127,16 +723,16 @@ static void test_mixed_leases_lost_in_order(void **state)
         if (after < lease_ms[i] - lease_ms[i] / 100 - 2)
             fail_msg("lease %d of %lld ms reported lost after %lld ms", i,
                      (long long)lease_ms[i], (long long)after);
-        if (after > lease_ms[i] + widen(700))
+        if (after > lease_ms[i] + hl_widen(700))
             fail_msg("lease %d of %lld ms reported lost only after %lld ms",
                      i, (long long)lease_ms[i], (long long)after);
         assert_int_equal(atomic_load(&lr[i].calls), 1);
     }
     for (int i = 0; i < N; i++) {
         assert_status(hilock_lock_release(l[i]), HILOCK_ELEASELOST);
-        lock_free(l[i]);
+        hl_free_lock(l[i]);
     }
-    client_free(c);
+    hl_free_client(c);
 }
 
 /* ---- one and many command connections ---------------------------------- */
@@ -1156,7 +752,7 @@ static void lock_cycle_on(int connections)
     for (int i = 0; i < 20; i++) {
         char name[32];
         snprintf(name, sizeof name, "conns:%d:%d", connections, i);
-        hilock_lock *l = lock_new(c, name);
+        hilock_lock *l = hl_new_lock(c, name);
         int64_t count = 0;
         assert_status(hilock_lock_acquire(l), HILOCK_OK);
         assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
@@ -1166,12 +762,12 @@ static void lock_cycle_on(int connections)
         assert_status(hilock_lock_release(l), HILOCK_OK);
         assert_status(hilock_lock_release(l), HILOCK_OK);
         assert_status(hilock_lock_release(l), HILOCK_ENOTOWNER);
-        lock_free(l);
+        hl_free_lock(l);
     }
     hilock_client_stats st;
     assert_status(hilock_client_get_stats(c, &st), HILOCK_OK);
     assert_int_equal(st.connects, (uint64_t)connections);
-    client_free(c);
+    hl_free_client(c);
 }
 
 static void test_connections_one_and_many(void **state)
@@ -1190,15 +786,18 @@ static void test_release_crosses_renewals(void **state)
      * lost, none may be renewed after its release, and once all are
      * released the watchdog must go quiet: a lock renewed forever after
      * its release is the failure this guards against. */
-    hilock_client *c = client_with(100), *obs = client_new();
-    hilock_lock *l = lock_new(c, "crossing");
+    hilock_client *c =
+        hl_new_client(server, &(hl_client_opts){ .watchdog_ms = 100 });
+    hilock_client *obs = hl_new_client(server, NULL);
+    hilock_lock *l = hl_new_lock(c, "crossing");
     key_gone gone = { obs, "crossing" };
-    int cycles = under_valgrind() ? 50 : 400;
-    lost_rec lr;
+    int cycles = hl_under_valgrind() ? 50 : 400;
+    hl_lost_rec lr;
 
     (void)state;
-    lost_rec_init(&lr, c);
-    assert_status(hilock_lock_set_lost_callback(l, on_lost, &lr), HILOCK_OK);
+    hl_lost_rec_init(&lr, c);
+    assert_status(hilock_lock_set_lost_callback(l, hl_record_lost, &lr),
+                  HILOCK_OK);
     for (int i = 0; i < cycles; i++) {
         assert_status(hilock_lock_acquire(l), HILOCK_OK);
         /* Every few holds, stay long enough for a renewal round. */
@@ -1206,7 +805,7 @@ static void test_release_crosses_renewals(void **state)
             hl_sleep_ms(40);
         assert_status(hilock_lock_release(l), HILOCK_OK);
     }
-    assert_true(hl_wait_until(key_is_gone, &gone, widen(1000)));
+    assert_true(hl_wait_until(key_is_gone, &gone, hl_widen(1000)));
     hl_lease_stats before = lease_stats(c);
     assert_int_equal(before.active, 0);
     assert_int_equal(before.lost, 0);
@@ -1218,9 +817,9 @@ static void test_release_crosses_renewals(void **state)
     assert_int_equal(after.renewed, before.renewed);
     assert_int_equal(atomic_load(&lr.calls), 0);
     assert_true(key_is_gone(&gone));
-    lock_free(l);
-    client_free(obs);
-    client_free(c);
+    hl_free_lock(l);
+    hl_free_client(obs);
+    hl_free_client(c);
 }
 
 /* ---- a cap on total hold time ----------------------------------------- */
@@ -1231,11 +830,11 @@ static void test_max_hold_caps_the_watchdog(void **state)
      * to run out and reported lost, well before it could be renewed
      * forever. */
     hilock_options *o = NULL;
-    hilock_client *c = NULL, *obs = client_new();
+    hilock_client *c = NULL, *obs = hl_new_client(server, NULL);
     char url[128];
     int64_t t0, after;
     bool lost = false;
-    lost_rec lr;
+    hl_lost_rec lr;
 
     (void)state;
     snprintf(url, sizeof url,
@@ -1243,19 +842,20 @@ static void test_max_hold_caps_the_watchdog(void **state)
              hl_redis_server_port(server));
     assert_status(hilock_options_create(&o), HILOCK_OK);
     assert_status(hilock_options_set_url(o, url), HILOCK_OK);
-    if (under_valgrind())
+    if (hl_under_valgrind())
         assert_status(hilock_options_set_command_timeout_ms(o, 20000),
                       HILOCK_OK);
     assert_int_equal(hilock_options_max_hold_ms(o), 1000);
     assert_status(hilock_client_create(&c, o), HILOCK_OK);
     hilock_options_free(o);
-    hilock_lock *l = lock_new(c, "capped");
+    hilock_lock *l = hl_new_lock(c, "capped");
     key_gone gone = { obs, "capped" };
-    lost_rec_init(&lr, c);
-    assert_status(hilock_lock_set_lost_callback(l, on_lost, &lr), HILOCK_OK);
+    hl_lost_rec_init(&lr, c);
+    assert_status(hilock_lock_set_lost_callback(l, hl_record_lost, &lr),
+                  HILOCK_OK);
     t0 = hl_now_ms();
     assert_status(hilock_lock_acquire(l), HILOCK_OK);
-    if (!wait_count(&lr.calls, 1, widen(4000)))
+    if (!hl_wait_count(&lr.calls, 1, hl_widen(4000)))
         fail_msg("no lost callback within 4 s of a 1000 ms cap");
     after = atomic_load(&lr.at_ms) - t0;
     /* Held past the 300 ms lease by the watchdog, up to the cap, and lost
@@ -1264,35 +864,38 @@ static void test_max_hold_caps_the_watchdog(void **state)
         fail_msg("lost after %lld ms, before the 1000 ms cap",
                  (long long)after);
     assert_true(lease_stats(c).renewed >= 2);
-    assert_true(hl_wait_until(key_is_gone, &gone, widen(2000)));
+    assert_true(hl_wait_until(key_is_gone, &gone, hl_widen(2000)));
     assert_status(hilock_lock_lease_lost(l, &lost), HILOCK_OK);
     assert_true(lost);
     assert_status(hilock_lock_release(l), HILOCK_ELEASELOST);
-    lock_free(l);
-    client_free(obs);
-    client_free(c);
+    hl_free_lock(l);
+    hl_free_client(obs);
+    hl_free_client(c);
 }
 
 /* ---- the key deleted behind the holder's back -------------------------- */
 
 static void test_lost_when_key_deleted(void **state)
 {
-    hilock_client *c = client_with(1000), *other = client_new();
-    hilock_lock *l = lock_new(c, "deleted");
+    hilock_client *c =
+        hl_new_client(server, &(hl_client_opts){ .watchdog_ms = 1000 });
+    hilock_client *other = hl_new_client(server, NULL);
+    hilock_lock *l = hl_new_lock(c, "deleted");
     bool lost = false;
     int64_t t_del;
-    lost_rec lr;
+    hl_lost_rec lr;
 
     (void)state;
-    lost_rec_init(&lr, c);
-    assert_status(hilock_lock_set_lost_callback(l, on_lost, &lr), HILOCK_OK);
+    hl_lost_rec_init(&lr, c);
+    assert_status(hilock_lock_set_lost_callback(l, hl_record_lost, &lr),
+                  HILOCK_OK);
     assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
     assert_int_equal(int_of(cmd(other, "DEL", "deleted", (char *)NULL)), 1);
     t_del = hl_now_ms();
     /* The next renewal, a third of the watchdog timeout away, finds the
      * field gone. */
-    if (!wait_count(&lr.calls, 1, widen(3000)))
+    if (!hl_wait_count(&lr.calls, 1, hl_widen(3000)))
         fail_msg("no lost callback within 3 s of deleting the key");
     assert_true(atomic_load(&lr.at_ms) >= t_del);
     assert_int_equal(atomic_load(&lr.owner), hilock_thread_owner());
@@ -1303,28 +906,29 @@ static void test_lost_when_key_deleted(void **state)
     assert_status(hilock_lock_release(l), HILOCK_ELEASELOST);
     assert_status(hilock_lock_release(l), HILOCK_ENOTOWNER);
     assert_int_equal(atomic_load(&lr.calls), 1);
-    lock_free(l);
-    client_free(other);
-    client_free(c);
+    hl_free_lock(l);
+    hl_free_client(other);
+    hl_free_client(c);
 }
 
 /* ---- the release message wakes a waiter -------------------------------- */
 
 static void test_release_wakes_waiter(void **state)
 {
-    hilock_client *a = client_new(), *b = client_new();
-    hilock_lock *la = lock_new(a, "wake"), *lb = lock_new(b, "wake");
+    hilock_client *a = hl_new_client(server, NULL);
+    hilock_client *b = hl_new_client(server, NULL);
+    hilock_lock *la = hl_new_lock(a, "wake"), *lb = hl_new_lock(b, "wake");
     int64_t t_rel, took;
     waiter w;
 
     (void)state;
     assert_status(hilock_lock_try_acquire(la, 0, 30000), HILOCK_OK);
     waiter_start(&w, lb, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
-    wait_pending(b, lb, 1);
-    wait_numsub("redisson_lock__channel:{wake}", 1, 1);
+    hl_expect_pending(b, lb, 1);
+    hl_expect_numsub(server, "redisson_lock__channel:{wake}", 1, 1);
     t_rel = hl_now_ms();
     assert_status(hilock_lock_release(la), HILOCK_OK);
-    waiter_join(&w, widen(10000));
+    waiter_join(&w, hl_widen(10000));
     assert_status(w.rc, HILOCK_OK);
     assert_status(w.release_rc, HILOCK_OK);
     took = w.acquired_at - t_rel;
@@ -1333,10 +937,10 @@ static void test_release_wakes_waiter(void **state)
     if (took >= 5000)
         fail_msg("the waiter acquired %lld ms after the release",
                  (long long)took);
-    lock_free(lb);
-    lock_free(la);
-    client_free(b);
-    client_free(a);
+    hl_free_lock(lb);
+    hl_free_lock(la);
+    hl_free_client(b);
+    hl_free_client(a);
 }
 
 /* ---- many waiters share one subscription ------------------------------- */
@@ -1345,12 +949,13 @@ static void test_release_wakes_waiter(void **state)
 
 static void test_one_subscription_for_many_waiters(void **state)
 {
-    hilock_client *holder = client_new(), *c = client_new();
-    hilock_lock *lh = lock_new(holder, "crowd"), *l = lock_new(c, "crowd");
+    hilock_client *holder = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_lock *lh = hl_new_lock(holder, "crowd");
+    hilock_lock *l = hl_new_lock(c, "crowd");
     hl_mutex_checker *mc = hl_mutex_checker_create(CROWD, 0);
     const char *channel = "redisson_lock__channel:{crowd}";
     waiter w[CROWD];
-    pending p = { .lock = l };
     char why[300];
 
     (void)state;
@@ -1361,13 +966,12 @@ static void test_one_subscription_for_many_waiters(void **state)
                              HILOCK_LEASE_WATCHDOG, true, mc, (uint32_t)i);
     }
     /* Every waiter registered, so the count can no longer grow. */
-    wait_pending(c, l, CROWD);
+    hl_expect_pending(c, l, CROWD);
     assert_int_equal(hl_fixture_numsub(server, channel), 1);
-    on_loop(c, read_pending, &p);
-    assert_int_equal(p.channels, 1);
+    assert_int_equal(hl_read_pending(c, l).channels, 1);
     assert_status(hilock_lock_release(lh), HILOCK_OK);
     for (int i = 0; i < CROWD; i++) {
-        waiter_join(&w[i], widen(20000));
+        waiter_join(&w[i], hl_widen(20000));
         if (w[i].rc != HILOCK_OK || w[i].release_rc != HILOCK_OK)
             fail_msg("waiter %d: acquire %s, release %s", i,
                      hilock_errname(w[i].rc),
@@ -1377,87 +981,40 @@ static void test_one_subscription_for_many_waiters(void **state)
         fail_msg("%s", why);
     assert_int_equal(hl_mutex_checker_count(mc), CROWD);
     /* The last waiter gone, the subscription goes too. */
-    wait_numsub(channel, 0, 0);
+    hl_expect_numsub(server, channel, 0, 0);
     hl_mutex_checker_free(mc);
-    lock_free(l);
-    lock_free(lh);
-    client_free(c);
-    client_free(holder);
+    hl_free_lock(l);
+    hl_free_lock(lh);
+    hl_free_client(c);
+    hl_free_client(holder);
 }
 
 /* ---- fencing tokens ---------------------------------------------------- */
 
-typedef struct fence_thread {
-    pthread_t thread;
-    hilock_lock *lock;
-    hl_mutex_checker *mc;
-    int holds;
-    uint32_t id;
-} fence_thread;
-
-static void *fence_main(void *arg)
-{
-    fence_thread *t = arg;
-
-    for (int i = 0; i < t->holds; i++) {
-        uint64_t token = 0, again = 0;
-        long slot;
-        int rc = hilock_lock_acquire_fenced(t->lock, widen(30000),
-                                            HILOCK_LEASE_WATCHDOG, &token);
-
-        if (rc != HILOCK_OK) {
-            hl_mutex_checker_fail(t->mc, "thread %u: acquire: %s (%s)",
-                                  t->id, hilock_errname(rc),
-                                  hilock_last_error());
-            return NULL;
-        }
-        slot = hl_mutex_checker_enter(t->mc, t->id, token);
-        if (i % 10 == 0) {
-            /* Joining one's own hold must not bump the counter. */
-            rc = hilock_lock_acquire_fenced(t->lock, 0,
-                                            HILOCK_LEASE_WATCHDOG, &again);
-            if (rc != HILOCK_OK || again != token)
-                hl_mutex_checker_fail(t->mc, "thread %u: reentrant "
-                                      "acquire %s, token %llu in a hold "
-                                      "with %llu", t->id,
-                                      hilock_errname(rc),
-                                      (unsigned long long)again,
-                                      (unsigned long long)token);
-            if (rc == HILOCK_OK && hilock_lock_release(t->lock) != 0)
-                hl_mutex_checker_fail(t->mc, "thread %u: inner release",
-                                      t->id);
-        }
-        hl_mutex_checker_exit(t->mc, slot);
-        rc = hilock_lock_release(t->lock);
-        if (rc != HILOCK_OK) {
-            hl_mutex_checker_fail(t->mc, "thread %u: release: %s", t->id,
-                                  hilock_errname(rc));
-            return NULL;
-        }
-    }
-    return NULL;
-}
-
 static void test_fencing_tokens(void **state)
 {
-    int per_thread = scaled(250, 25);
-    hilock_client *c = client_new();
-    hilock_lock *l = lock_new(c, "fenced");
+    int per_thread = hl_scaled(250, 25);
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_lock *l = hl_new_lock(c, "fenced");
     hl_mutex_checker *mc = hl_mutex_checker_create(4 * (size_t)per_thread,
                                                    0);
-    fence_thread t[4];
+    hl_checked_holder t[4];
     hilock_reply *r;
     char why[300];
 
     (void)state;
     assert_non_null(mc);
     for (int i = 0; i < 4; i++) {
-        t[i].lock = l;
-        t[i].mc = mc;
-        t[i].holds = per_thread;
-        t[i].id = (uint32_t)i;
-        assert_int_equal(pthread_create(&t[i].thread, NULL, fence_main,
-                                        &t[i]), 0);
+        t[i] = (hl_checked_holder){
+            .lock = l,
+            .mc = mc,
+            .id = (uint32_t)i,
+            .holds = per_thread,
+            .fenced = true,
+            .rejoin_every = 10,
+        };
+        assert_int_equal(pthread_create(&t[i].thread, NULL,
+                                        hl_checked_holder_main, &t[i]), 0);
     }
     for (int i = 0; i < 4; i++)
         pthread_join(t[i].thread, NULL);
@@ -1470,8 +1027,8 @@ static void test_fencing_tokens(void **state)
     assert_int_equal(strtoll(r->str, NULL, 10), 4 * per_thread);
     hilock_reply_free(r);
     hl_mutex_checker_free(mc);
-    lock_free(l);
-    client_free(c);
+    hl_free_lock(l);
+    hl_free_client(c);
 }
 
 /* ---- the async API and its callback contract --------------------------- */
@@ -1487,42 +1044,38 @@ static void call_cancel_unknown(hilock_client *c, void *arg)
                      HILOCK_ENOTFOUND);
 }
 
-static void no_op(hilock_client *c, void *arg)
-{
-    (void)c;
-    (void)arg;
-}
-
 static void test_async_api(void **state)
 {
-    hilock_client *c = client_new(), *other = client_new();
-    hilock_client *c2 = client_new();
-    hilock_lock *l = lock_new(c, "async"), *lo = lock_new(other, "async");
-    hilock_lock *l2 = lock_new(c, "async"), *l3 = lock_new(c2, "async");
-    acq_rec first, again, busy, canceled, destroyed, closed;
-    val_rec v1, v2, v3;
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *other = hl_new_client(server, NULL);
+    hilock_client *c2 = hl_new_client(server, NULL);
+    hilock_lock *l = hl_new_lock(c, "async");
+    hilock_lock *lo = hl_new_lock(other, "async");
+    hilock_lock *l2 = hl_new_lock(c, "async"), *l3 = hl_new_lock(c2, "async");
+    hl_acquire_rec first, again, busy, canceled, destroyed, closed;
+    hl_value_rec v1, v2, v3;
     uint64_t id = 0, token;
     char field[80];
 
     (void)state;
-    acq_rec_init(&first, c);
-    acq_rec_init(&again, c);
-    acq_rec_init(&busy, c);
-    acq_rec_init(&canceled, c);
-    acq_rec_init(&destroyed, c);
-    acq_rec_init(&closed, c2);
-    memset(&v1, 0, sizeof v1);
-    memset(&v2, 0, sizeof v2);
-    memset(&v3, 0, sizeof v3);
+    hl_acquire_rec_init(&first, c);
+    hl_acquire_rec_init(&again, c);
+    hl_acquire_rec_init(&busy, c);
+    hl_acquire_rec_init(&canceled, c);
+    hl_acquire_rec_init(&destroyed, c);
+    hl_acquire_rec_init(&closed, c2);
+    hl_value_rec_init(&v1);
+    hl_value_rec_init(&v2);
+    hl_value_rec_init(&v3);
 
     /* An explicit owner from a thread that is not the loop's. */
     assert_status(hilock_lock_acquire_async(l, OWNER_A, 0,
                                             HILOCK_LEASE_WATCHDOG,
                                             HILOCK_ACQUIRE_FENCED,
-                                            on_acquire, &first, &id),
+                                            hl_record_acquire, &first, &id),
                   HILOCK_OK);
     assert_true(id != 0);
-    wait_acq(&first, 1);
+    hl_expect_acquire(&first);
     assert_status(first.status, HILOCK_OK);
     assert_true(first.had_result);
     assert_int_equal(first.got.owner, OWNER_A);
@@ -1534,76 +1087,78 @@ static void test_async_api(void **state)
     assert_status(hilock_lock_acquire_async(l, OWNER_A, 0,
                                             HILOCK_LEASE_WATCHDOG,
                                             HILOCK_ACQUIRE_FENCED,
-                                            on_acquire, &again, NULL),
+                                            hl_record_acquire, &again, NULL),
                   HILOCK_OK);
-    wait_acq(&again, 1);
+    hl_expect_acquire(&again);
     assert_status(again.status, HILOCK_OK);
     assert_int_equal(again.got.hold_count, 2);
     assert_int_equal(again.got.token, token);
-    assert_status(hilock_lock_hold_count_async(l, OWNER_A, on_value, &v1),
+    assert_status(hilock_lock_hold_count_async(l, OWNER_A, hl_record_value,
+                                              &v1),
                   HILOCK_OK);
-    assert_int_equal(await_value(&v1, HILOCK_OK), 2);
-    assert_status(hilock_lock_release_async(l, OWNER_A, on_value, &v2),
+    assert_int_equal(hl_expect_value(&v1, HILOCK_OK), 2);
+    assert_status(hilock_lock_release_async(l, OWNER_A, hl_record_value, &v2),
                   HILOCK_OK);
-    assert_int_equal(await_value(&v2, HILOCK_OK), 1);
-    assert_status(hilock_lock_release_async(l, OWNER_A, on_value, &v3),
+    assert_int_equal(hl_expect_value(&v2, HILOCK_OK), 1);
+    assert_status(hilock_lock_release_async(l, OWNER_A, hl_record_value, &v3),
                   HILOCK_OK);
-    assert_int_equal(await_value(&v3, HILOCK_OK), 0);
+    assert_int_equal(hl_expect_value(&v3, HILOCK_OK), 0);
     assert_int_equal(exists_bin(other, "async", 5), 0);
 
     /* Held by another client: a single attempt gives up. */
     assert_status(hilock_lock_try_acquire(lo, 0, 30000), HILOCK_OK);
     assert_status(hilock_lock_acquire_async(l, OWNER_A, 0,
                                             HILOCK_LEASE_WATCHDOG, 0,
-                                            on_acquire, &busy, NULL),
+                                            hl_record_acquire, &busy, NULL),
                   HILOCK_OK);
-    wait_acq(&busy, 1);
+    hl_expect_acquire(&busy);
     assert_status(busy.status, HILOCK_EBUSY);
     assert_false(busy.had_result);
 
     /* Cancel a waiting acquire. */
     assert_status(hilock_lock_acquire_async(l, OWNER_B, HILOCK_WAIT_FOREVER,
                                             HILOCK_LEASE_WATCHDOG, 0,
-                                            on_acquire, &canceled, &id),
+                                            hl_record_acquire, &canceled, &id),
                   HILOCK_OK);
-    wait_pending(c, l, 1);
+    hl_expect_pending(c, l, 1);
     assert_status(hilock_lock_cancel(l, id), HILOCK_OK);
-    wait_acq(&canceled, 1);
+    hl_expect_acquire(&canceled);
     assert_status(canceled.status, HILOCK_ECANCELED);
     assert_false(canceled.had_result);
     /* From another thread a stale id is queued and ignored. */
     assert_status(hilock_lock_cancel(l, id), HILOCK_OK);
-    on_loop(c, call_cancel_unknown, l);
-    wait_numsub("redisson_lock__channel:{async}", 0, 0);
+    hl_run_on_loop(c, call_cancel_unknown, l);
+    hl_expect_numsub(server, "redisson_lock__channel:{async}", 0, 0);
 
     /* Destroying the handle cancels its pending acquire. */
     assert_status(hilock_lock_acquire_async(l2, OWNER_B, HILOCK_WAIT_FOREVER,
                                             HILOCK_LEASE_WATCHDOG, 0,
-                                            on_acquire, &destroyed, NULL),
+                                            hl_record_acquire, &destroyed,
+                                            NULL),
                   HILOCK_OK);
-    wait_pending(c, l2, 1);
-    lock_free(l2);
-    wait_acq(&destroyed, 1);
+    hl_expect_pending(c, l2, 1);
+    hl_free_lock(l2);
+    hl_expect_acquire(&destroyed);
     assert_status(destroyed.status, HILOCK_ECANCELED);
 
     /* Closing the client ends it with ECLOSED. */
     assert_status(hilock_lock_acquire_async(l3, OWNER_B, HILOCK_WAIT_FOREVER,
                                             HILOCK_LEASE_WATCHDOG, 0,
-                                            on_acquire, &closed, NULL),
+                                            hl_record_acquire, &closed, NULL),
                   HILOCK_OK);
-    wait_pending(c2, l3, 1);
+    hl_expect_pending(c2, l3, 1);
     assert_status(hilock_client_close(c2), HILOCK_OK);
-    wait_acq(&closed, 1);
+    hl_expect_acquire(&closed);
     assert_status(closed.status, HILOCK_ECLOSED);
-    lock_free(l3);
-    client_free(c2);
+    hl_free_lock(l3);
+    hl_free_client(c2);
 
     assert_status(hilock_lock_release(lo), HILOCK_OK);
-    lock_free(lo);
-    lock_free(l);
+    hl_free_lock(lo);
+    hl_free_lock(l);
     /* Anything still queued on the loop has run by now. */
-    on_loop(c, no_op, NULL);
-    acq_rec *all[] = { &first, &again, &busy, &canceled, &destroyed,
+    hl_run_on_loop(c, NULL, NULL);
+    hl_acquire_rec *all[] = { &first, &again, &busy, &canceled, &destroyed,
                        &closed };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         assert_int_equal(atomic_load(&all[i]->calls), 1);
@@ -1612,16 +1167,17 @@ static void test_async_api(void **state)
     assert_int_equal(atomic_load(&v1.calls), 1);
     assert_int_equal(atomic_load(&v2.calls), 1);
     assert_int_equal(atomic_load(&v3.calls), 1);
-    client_free(other);
-    client_free(c);
+    hl_free_client(other);
+    hl_free_client(c);
 }
 
 /* ---- a bounded wait runs out ------------------------------------------- */
 
 static void test_wait_runs_out(void **state)
 {
-    hilock_client *holder = client_new(), *c = client_new();
-    hilock_lock *lh = lock_new(holder, "busy"), *l = lock_new(c, "busy");
+    hilock_client *holder = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_lock *lh = hl_new_lock(holder, "busy"), *l = hl_new_lock(c, "busy");
     const int64_t wait_ms = 300;
     int64_t t0, took;
 
@@ -1633,17 +1189,17 @@ static void test_wait_runs_out(void **state)
     assert_status(hilock_lock_try_acquire(l, wait_ms, HILOCK_LEASE_WATCHDOG),
                   HILOCK_EBUSY);
     took = hl_now_ms() - t0;
-    if (took < wait_ms || took > wait_ms + widen(5000))
+    if (took < wait_ms || took > wait_ms + hl_widen(5000))
         fail_msg("a %lld ms wait gave up after %lld ms", (long long)wait_ms,
                  (long long)took);
     /* Nothing is left waiting, and nobody listens any more. */
-    wait_pending(c, l, 0);
-    wait_numsub("redisson_lock__channel:{busy}", 0, 0);
+    hl_expect_pending(c, l, 0);
+    hl_expect_numsub(server, "redisson_lock__channel:{busy}", 0, 0);
     assert_status(hilock_lock_release(lh), HILOCK_OK);
-    lock_free(l);
-    lock_free(lh);
-    client_free(c);
-    client_free(holder);
+    hl_free_lock(l);
+    hl_free_lock(lh);
+    hl_free_client(c);
+    hl_free_client(holder);
 }
 
 /* Waits at the ends of the range.  The most negative one is refused like
@@ -1652,8 +1208,9 @@ static void test_wait_runs_out(void **state)
 static void test_extreme_waits(void **state)
 {
     static const int64_t waits[] = { INT64_MAX, INT64_MAX / 1000 };
-    hilock_client *holder = client_new(), *c = client_new();
-    hilock_lock *lh = lock_new(holder, "huge"), *l = lock_new(c, "huge");
+    hilock_client *holder = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_lock *lh = hl_new_lock(holder, "huge"), *l = hl_new_lock(c, "huge");
     waiter w;
 
     (void)state;
@@ -1665,8 +1222,7 @@ static void test_extreme_waits(void **state)
         waiter_start(&w, l, waits[i], HILOCK_LEASE_WATCHDOG, true);
         /* Only a waiter that took the wait for a long one is still
          * there to be woken. */
-        pending_want pw = { c, l, 1 };
-        if (!hl_wait_until(pending_reached, &pw, widen(10000))) {
+        if (!hl_wait_pending(c, l, 1, hl_widen(10000))) {
             if (atomic_load(&w.done))
                 fail_msg("wait_ms %" PRId64 ": the acquire ended at once "
                          "with %s", waits[i], hilock_errname(w.rc));
@@ -1674,16 +1230,16 @@ static void test_extreme_waits(void **state)
                      waits[i]);
         }
         assert_status(hilock_lock_release(lh), HILOCK_OK);
-        waiter_join(&w, widen(10000));
+        waiter_join(&w, hl_widen(10000));
         if (w.rc != HILOCK_OK || w.release_rc != HILOCK_OK)
             fail_msg("wait_ms %" PRId64 ": acquire %s, release %s",
                      waits[i], hilock_errname(w.rc),
                      hilock_errname(w.release_rc));
     }
-    lock_free(l);
-    lock_free(lh);
-    client_free(c);
-    client_free(holder);
+    hl_free_lock(l);
+    hl_free_lock(lh);
+    hl_free_client(c);
+    hl_free_client(holder);
 }
 
 /* ---- bad input --------------------------------------------------------- */
@@ -1707,20 +1263,21 @@ static void odd_name_round_trip(hilock_client *c, hilock_client *other,
     assert_int_equal(exists_bin(other, name, len), 1);
     assert_bulk(command(other, 3, argv, lens), "1");
     waiter_start(&w, lo, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
-    wait_pending(other, lo, 1);
+    hl_expect_pending(other, lo, 1);
     assert_status(hilock_lock_release(l), HILOCK_OK);
     /* Well inside the 30 s lease: the release message reached it. */
-    waiter_join(&w, widen(5000));
+    waiter_join(&w, hl_widen(5000));
     assert_status(w.rc, HILOCK_OK);
     assert_status(w.release_rc, HILOCK_OK);
     assert_int_equal(exists_bin(other, name, len), 0);
-    lock_free(lo);
-    lock_free(l);
+    hl_free_lock(lo);
+    hl_free_lock(l);
 }
 
 static void test_odd_names(void **state)
 {
-    hilock_client *c = client_new(), *other = client_new();
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *other = hl_new_client(server, NULL);
     static const char nul_name[] = "nul\0inside";
     static const char high[] = "\xff\xfe";
     hilock_lock *l, *lo, *prefix;
@@ -1730,24 +1287,24 @@ static void test_odd_names(void **state)
 
     (void)state;
     /* A name with braces is its own hash tag: no braces are added. */
-    l = lock_new(c, "a{b}c");
-    lo = lock_new(other, "a{b}c");
+    l = hl_new_lock(c, "a{b}c");
+    lo = hl_new_lock(other, "a{b}c");
     assert_status(hilock_lock_acquire_fenced(l, 0, 30000, &token),
                   HILOCK_OK);
     assert_int_equal(int_of(cmd(other, "EXISTS", "redisson_lock_token:a{b}c",
                                 (char *)NULL)), 1);
     waiter_start(&w, lo, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
-    wait_pending(other, lo, 1);
+    hl_expect_pending(other, lo, 1);
     assert_int_equal(hl_fixture_numsub(server, "redisson_lock__channel:a{b}c"),
                      1);
     assert_int_equal(
         hl_fixture_numsub(server, "redisson_lock__channel:{a{b}c}"), 0);
     assert_status(hilock_lock_release(l), HILOCK_OK);
-    waiter_join(&w, widen(5000));
+    waiter_join(&w, hl_widen(5000));
     assert_status(w.rc, HILOCK_OK);
     assert_status(w.release_rc, HILOCK_OK);
-    lock_free(lo);
-    lock_free(l);
+    hl_free_lock(lo);
+    hl_free_lock(l);
 
     odd_name_round_trip(c, other, "a lock with spaces", 18);
     odd_name_round_trip(c, other, high, 2);
@@ -1755,21 +1312,21 @@ static void test_odd_names(void **state)
 
     /* The bytes after a NUL are part of the name. */
     l = lock_bin(c, nul_name, sizeof nul_name - 1);
-    prefix = lock_new(c, "nul");
+    prefix = hl_new_lock(c, "nul");
     assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
     assert_status(hilock_lock_is_locked(prefix, &locked), HILOCK_OK);
     assert_false(locked);
     assert_status(hilock_lock_release(l), HILOCK_OK);
-    lock_free(prefix);
-    lock_free(l);
-    client_free(other);
-    client_free(c);
+    hl_free_lock(prefix);
+    hl_free_lock(l);
+    hl_free_client(other);
+    hl_free_client(c);
 }
 
 static void test_bad_names(void **state)
 {
-    hilock_client *c = client_new();
+    hilock_client *c = hl_new_client(server, NULL);
     size_t big = 1u << 20;
     char *name = malloc(big);
     hilock_lock *l = (hilock_lock *)&l;
@@ -1798,70 +1355,70 @@ static void test_bad_names(void **state)
     assert_int_equal(exists_bin(c, name, HILOCK_MAX_NAME_LEN), 1);
     assert_status(hilock_lock_release(l), HILOCK_OK);
     assert_int_equal(exists_bin(c, name, HILOCK_MAX_NAME_LEN), 0);
-    lock_free(l);
+    hl_free_lock(l);
     free(name);
-    client_free(c);
+    hl_free_client(c);
 }
 
 static void test_bad_arguments(void **state)
 {
-    hilock_client *c = client_new();
-    hilock_lock *l = lock_new(c, "args");
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_lock *l = hl_new_lock(c, "args");
     uint64_t token = 0;
-    acq_rec never;
-    val_rec vnever;
+    hl_acquire_rec never;
+    hl_value_rec vnever;
 
     (void)state;
-    acq_rec_init(&never, c);
-    memset(&vnever, 0, sizeof vnever);
+    hl_acquire_rec_init(&never, c);
+    hl_value_rec_init(&vnever);
     assert_status(hilock_lock_try_acquire(l, -2, HILOCK_LEASE_WATCHDOG),
                   HILOCK_EINVAL);
     assert_status(hilock_lock_try_acquire(l, 0, -1), HILOCK_EINVAL);
     assert_status(hilock_lock_acquire_fenced(l, -5, 0, &token),
                   HILOCK_EINVAL);
-    assert_status(hilock_lock_acquire_async(l, 7, 0, 0, 2u, on_acquire,
+    assert_status(hilock_lock_acquire_async(l, 7, 0, 0, 2u, hl_record_acquire,
                                             &never, NULL),
                   HILOCK_EINVAL);
-    assert_status(hilock_lock_acquire_async(l, 0, 0, 0, 0, on_acquire,
+    assert_status(hilock_lock_acquire_async(l, 0, 0, 0, 0, hl_record_acquire,
                                             &never, NULL),
                   HILOCK_EINVAL);
-    assert_status(hilock_lock_acquire_async(l, 7, -3, 0, 0, on_acquire,
+    assert_status(hilock_lock_acquire_async(l, 7, -3, 0, 0, hl_record_acquire,
                                             &never, NULL),
                   HILOCK_EINVAL);
     assert_status(hilock_lock_acquire_async(l, 7, 0, 0, 0, NULL, NULL,
                                             NULL),
                   HILOCK_EINVAL);
-    assert_status(hilock_lock_release_async(l, 0, on_value, &vnever),
+    assert_status(hilock_lock_release_async(l, 0, hl_record_value, &vnever),
                   HILOCK_EINVAL);
     assert_status(hilock_lock_acquire(NULL), HILOCK_EINVAL);
     assert_status(hilock_lock_release(NULL), HILOCK_EINVAL);
     assert_status(hilock_lock_cancel(NULL, 1), HILOCK_EINVAL);
-    assert_status(hilock_lock_set_lost_callback(NULL, on_lost, NULL),
+    assert_status(hilock_lock_set_lost_callback(NULL, hl_record_lost, NULL),
                   HILOCK_EINVAL);
     assert_status(hilock_lock_destroy(NULL), HILOCK_EINVAL);
     /* None of the refused calls holds anything. */
     assert_int_equal(exists_bin(c, "args", 4), 0);
-    lock_free(l);
+    hl_free_lock(l);
     /* The handle table notices the second destroy. */
     assert_status(hilock_lock_destroy(l), HILOCK_ECLOSED);
-    on_loop(c, no_op, NULL);
+    hl_run_on_loop(c, NULL, NULL);
     assert_int_equal(atomic_load(&never.calls), 0);
     assert_int_equal(atomic_load(&vnever.calls), 0);
-    client_free(c);
+    hl_free_client(c);
 }
 
 static void test_calls_after_close(void **state)
 {
-    hilock_client *c = client_new();
-    hilock_lock *l = lock_new(c, "closed"), *late = NULL;
-    acq_rec never;
-    val_rec vnever;
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_lock *l = hl_new_lock(c, "closed"), *late = NULL;
+    hl_acquire_rec never;
+    hl_value_rec vnever;
     int64_t n;
     bool b;
 
     (void)state;
-    acq_rec_init(&never, c);
-    memset(&vnever, 0, sizeof vnever);
+    hl_acquire_rec_init(&never, c);
+    hl_value_rec_init(&vnever);
     assert_status(hilock_client_close(c), HILOCK_OK);
     assert_status(hilock_lock_acquire(l), HILOCK_ECLOSED);
     assert_status(hilock_lock_try_acquire(l, 0, 0), HILOCK_ECLOSED);
@@ -1871,28 +1428,28 @@ static void test_calls_after_close(void **state)
     assert_status(hilock_lock_hold_count(l, &n), HILOCK_ECLOSED);
     assert_status(hilock_lock_remaining_ttl(l, &n), HILOCK_ECLOSED);
     assert_status(hilock_lock_lease_lost(l, &b), HILOCK_ECLOSED);
-    assert_status(hilock_lock_acquire_async(l, 9, 0, 0, 0, on_acquire,
+    assert_status(hilock_lock_acquire_async(l, 9, 0, 0, 0, hl_record_acquire,
                                             &never, NULL),
                   HILOCK_ECLOSED);
-    assert_status(hilock_lock_release_async(l, 9, on_value, &vnever),
+    assert_status(hilock_lock_release_async(l, 9, hl_record_value, &vnever),
                   HILOCK_ECLOSED);
-    assert_status(hilock_lock_is_locked_async(l, on_value, &vnever),
+    assert_status(hilock_lock_is_locked_async(l, hl_record_value, &vnever),
                   HILOCK_ECLOSED);
     assert_status(hilock_lock_cancel(l, 1), HILOCK_ECLOSED);
-    assert_status(hilock_lock_set_lost_callback(l, on_lost, NULL),
+    assert_status(hilock_lock_set_lost_callback(l, hl_record_lost, NULL),
                   HILOCK_ECLOSED);
     assert_status(hilock_lock_create(&late, c, "late", 4), HILOCK_ECLOSED);
     assert_null(late);
-    lock_free(l);
+    hl_free_lock(l);
     assert_status(hilock_lock_destroy(l), HILOCK_ECLOSED);
-    client_free(c);
+    hl_free_client(c);
     assert_int_equal(atomic_load(&never.calls), 0);
     assert_int_equal(atomic_load(&vnever.calls), 0);
 }
 
 /* Sync calls made inside a callback, on the loop thread. */
 typedef struct deadlock_probe {
-    acq_rec rec;
+    hl_acquire_rec rec;
     int rc[8];
 } deadlock_probe;
 
@@ -1915,25 +1472,25 @@ static void on_acquire_probe(hilock_lock *lock, int status,
     p->rc[6] = hilock_lock_force_release(lock, &b);
     p->rc[7] = hilock_client_command(c, 1, ping, NULL, &r);
     hilock_reply_free(r);
-    on_acquire(lock, status, acquired, &p->rec);
+    hl_record_acquire(lock, status, acquired, &p->rec);
 }
 
 static void test_sync_call_on_loop_thread(void **state)
 {
-    hilock_client *c = client_new();
-    hilock_lock *l = lock_new(c, "deadlock");
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_lock *l = hl_new_lock(c, "deadlock");
     deadlock_probe p;
-    val_rec vr;
+    hl_value_rec vr;
 
     (void)state;
     memset(&p, 0, sizeof p);
-    acq_rec_init(&p.rec, c);
-    memset(&vr, 0, sizeof vr);
+    hl_acquire_rec_init(&p.rec, c);
+    hl_value_rec_init(&vr);
     assert_status(hilock_lock_acquire_async(l, OWNER_A, 0,
                                             HILOCK_LEASE_WATCHDOG, 0,
                                             on_acquire_probe, &p, NULL),
                   HILOCK_OK);
-    wait_acq(&p.rec, 1);
+    hl_expect_acquire(&p.rec);
     assert_status(p.rec.status, HILOCK_OK);
     for (int i = 0; i < 8; i++)
         if (p.rc[i] != HILOCK_EDEADLK)
@@ -1941,11 +1498,11 @@ static void test_sync_call_on_loop_thread(void **state)
                      hilock_errname(p.rc[i]));
     /* The refused calls changed nothing: the hold is still there. */
     assert_int_equal(exists_bin(c, "deadlock", 8), 1);
-    assert_status(hilock_lock_release_async(l, OWNER_A, on_value, &vr),
+    assert_status(hilock_lock_release_async(l, OWNER_A, hl_record_value, &vr),
                   HILOCK_OK);
-    assert_int_equal(await_value(&vr, HILOCK_OK), 0);
-    lock_free(l);
-    client_free(c);
+    assert_int_equal(hl_expect_value(&vr, HILOCK_OK), 0);
+    hl_free_lock(l);
+    hl_free_client(c);
 }
 
 /* ---- the Redis layout is Redisson's ------------------------------------ */
@@ -1990,8 +1547,10 @@ static void tap_off(hilock_client *c, void *arg)
 
 static void test_redisson_layout(void **state)
 {
-    hilock_client *c = client_with(10000), *obs = client_new();
-    hilock_lock *l = lock_new(c, "layout");
+    hilock_client *c =
+        hl_new_client(server, &(hl_client_opts){ .watchdog_ms = 10000 });
+    hilock_client *obs = hl_new_client(server, NULL);
+    hilock_lock *l = hl_new_lock(c, "layout");
     const char *id = hilock_client_id(c);
     char field[80];
     channel_tap tap;
@@ -2025,15 +1584,15 @@ static void test_redisson_layout(void **state)
     memset(&tap, 0, sizeof tap);
     atomic_init(&tap.ready, 0);
     atomic_init(&tap.messages, 0);
-    on_loop(obs, tap_on, &tap);
-    if (!wait_count(&tap.ready, 1, widen(5000)))
+    hl_run_on_loop(obs, tap_on, &tap);
+    if (!hl_wait_count(&tap.ready, 1, hl_widen(5000)))
         fail_msg("the channel tap was never subscribed");
     assert_status(hilock_lock_release(l), HILOCK_OK);
-    if (!wait_count(&tap.messages, 1, widen(5000)))
+    if (!hl_wait_count(&tap.messages, 1, hl_widen(5000)))
         fail_msg("no release message");
     assert_int_equal(tap.last_len, 1);
     assert_int_equal(tap.last[0], '0');
-    on_loop(obs, tap_off, &tap);
+    hl_run_on_loop(obs, tap_off, &tap);
     assert_int_equal(exists_bin(obs, "layout", 6), 0);
 
     /* The fencing counter is a plain string under its own key. */
@@ -2045,9 +1604,9 @@ static void test_redisson_layout(void **state)
     assert_int_equal(strtoull(r->str, NULL, 10), token);
     hilock_reply_free(r);
     assert_status(hilock_lock_release(l), HILOCK_OK);
-    lock_free(l);
-    client_free(obs);
-    client_free(c);
+    hl_free_lock(l);
+    hl_free_client(obs);
+    hl_free_client(c);
 }
 
 int main(void)

@@ -42,6 +42,21 @@ void hl_sleep_ms(int ms)
         ;
 }
 
+bool hl_under_valgrind(void)
+{
+    return getenv("HILOCK_TEST_UNDER_VALGRIND") != NULL;
+}
+
+int hl_widen(int ms)
+{
+    return hl_under_valgrind() ? ms * 10 : ms;
+}
+
+int hl_scaled(int normal, int small)
+{
+    return hl_under_valgrind() ? small : normal;
+}
+
 bool hl_wait_until(bool (*pred)(void *), void *arg, int timeout_ms)
 {
     int64_t deadline = hl_now_ms() + timeout_ms;
@@ -564,6 +579,31 @@ long long hl_fixture_numsub(hl_redis_server *s, const char *channel)
     /* *2 $len channel :count — the count is the last integer. */
     return hl_fx_integer("PUBSUB NUMSUB", t, reply,
                          t == '*' ? strrchr(reply, ':') : NULL);
+}
+
+typedef struct numsub_want {
+    hl_redis_server *server;
+    const char *channel;
+    long long min;
+    long long max;
+} numsub_want;
+
+static bool numsub_in_range(void *arg)
+{
+    numsub_want *w = arg;
+    long long n = hl_fixture_numsub(w->server, w->channel);
+
+    return n >= w->min && n <= w->max;
+}
+
+void hl_expect_numsub(hl_redis_server *s, const char *channel,
+                      long long min, long long max)
+{
+    numsub_want w = { s, channel, min, max };
+
+    if (!hl_wait_until(numsub_in_range, &w, hl_widen(10000)))
+        fail_msg("PUBSUB NUMSUB %s is %lld, expected %lld..%lld", channel,
+                 hl_fixture_numsub(s, channel), min, max);
 }
 
 void hl_fixture_debug_sleep(hl_redis_server *s, double seconds)

@@ -1,10 +1,12 @@
 /* The real-Redis test fixture: servers (plain, TLS, password, ACL users,
  * several masters), faults, and waiting on conditions with a deadline.
  *
- * Functions named hl_fixture_* fail the running cmocka test (fail_msg)
- * when they cannot do their job, so a test never continues on a broken
- * setup; they may also be called from cmocka setup functions.  The other
- * helpers only report.  Servers still running when the process exits are
+ * Functions named hl_fixture_* and hl_expect_* fail the running cmocka
+ * test (fail_msg) when they cannot do their job, so a test never
+ * continues on a broken setup; they may also be called from cmocka setup
+ * functions.  The other helpers only report: hl_wait_* say whether a
+ * condition came in time, and an hl_expect_* is the same wait that fails
+ * the test when it did not.  Servers still running when the process exits are
  * killed by redis_server.c, so a failed test leaves nothing behind; a test
  * should still stop its servers to keep the next test's ports and
  * processes apart.
@@ -91,6 +93,11 @@ void hl_fixture_debug_sleep(hl_redis_server *s, double seconds);
 /* PUBSUB NUMSUB channel: the number of subscribers. */
 long long hl_fixture_numsub(hl_redis_server *s, const char *channel);
 
+/* Waits hl_widen(10000) ms for PUBSUB NUMSUB channel to be within
+ * min..max. */
+void hl_expect_numsub(hl_redis_server *s, const char *channel,
+                      long long min, long long max);
+
 /* Runs argv[0] (searched on PATH) with stdin from /dev/null and stdout
  * and stderr captured together into out (NUL-terminated, cut at cap - 1
  * bytes; out may be NULL when cap is 0).  The child inherits no other
@@ -112,5 +119,17 @@ bool hl_wait_count(atomic_int *value, int want, int timeout_ms);
 int64_t hl_now_ms(void);
 
 void hl_sleep_ms(int ms);
+
+/* Valgrind runs the library tens of times slower.  The valgrind pass of
+ * scripts/test sets HILOCK_TEST_UNDER_VALGRIND; tests then keep their
+ * assertions but widen their deadlines and shrink their loop counts. */
+bool hl_under_valgrind(void);
+
+/* ms, or ten times ms under valgrind: a bound that catches a hang on a
+ * normal build would catch mere slowness there. */
+int hl_widen(int ms);
+
+/* normal, or small under valgrind. */
+int hl_scaled(int normal, int small);
 
 #endif

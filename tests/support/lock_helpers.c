@@ -1,0 +1,368 @@
+/* What the lock tests all need; see lock_helpers.h. */
+#include "support/lock_helpers.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "core/client_internal.h"
+#include "core/lockobj_internal.h"
+#include "core/pubsub.h"
+#include "hilock/fair.h"
+#include "hilock/options.h"
+#include "hilock/rwlock.h"
+#include "support/loop_call.h"
+
+/* ---- clients and handles ------------------------------------------------ */
+
+hilock_client *hl_open_client(const hl_redis_server *s,
+                              const hl_client_opts *opts, char *why,
+                              size_t cap)
+{
+    static const hl_client_opts none;
+    hilock_options *o = NULL;
+    hilock_client *c = NULL;
+    int rc = hilock_options_create(&o);
+
+    if (opts == NULL)
+        opts = &none;
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_host(o, "127.0.0.1");
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_port(o, hl_redis_server_port(s));
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_reconnect_backoff_ms(o, 20, 200);
+    if (rc == HILOCK_OK && opts->watchdog_ms > 0)
+        rc = hilock_options_set_watchdog_timeout_ms(o, opts->watchdog_ms);
+    if (rc == HILOCK_OK && opts->waiter_ms > 0)
+        rc = hilock_options_set_waiter_timeout_ms(o, opts->waiter_ms);
+    if (rc == HILOCK_OK && hl_under_valgrind())
+        rc = hilock_options_set_connect_timeout_ms(o, 20000);
+    if (rc == HILOCK_OK && opts->command_timeout_ms > 0)
+        rc = hilock_options_set_command_timeout_ms(o,
+                                                   opts->command_timeout_ms);
+    else if (rc == HILOCK_OK && hl_under_valgrind())
+        rc = hilock_options_set_command_timeout_ms(o, 20000);
+    if (rc == HILOCK_OK)
+        rc = hilock_client_create(&c, o);
+    if (rc != HILOCK_OK)
+        snprintf(why, cap, "%s: %s", hilock_errname(rc),
+                 hilock_last_error());
+    hilock_options_free(o);
+    return c;
+}
+
+hilock_client *hl_new_client(const hl_redis_server *s,
+                             const hl_client_opts *opts)
+{
+    char why[300];
+    hilock_client *c = hl_open_client(s, opts, why, sizeof why);
+
+    if (c == NULL)
+        fail_msg("client: %s", why);
+    return c;
+}
+
+void hl_free_client(hilock_client *c)
+{
+    assert_status(hilock_client_destroy(c), HILOCK_OK);
+}
+
+typedef int lock_create_fn(hilock_lock **out, hilock_client *c,
+                           const char *name, size_t len);
+
+static hilock_lock *new_lock(lock_create_fn *create, const char *kind,
+                             hilock_client *c, const char *name)
+{
+    hilock_lock *l = NULL;
+    int rc = create(&l, c, name, strlen(name));
+
+    if (rc != HILOCK_OK)
+        fail_msg("%s create: %s: %s", kind, hilock_errname(rc),
+                 hilock_last_error());
+    assert_non_null(l);
+    return l;
+}
+
+hilock_lock *hl_new_lock(hilock_client *c, const char *name)
+{
+    return new_lock(hilock_lock_create, "lock", c, name);
+}
+
+hilock_lock *hl_new_fair_lock(hilock_client *c, const char *name)
+{
+    return new_lock(hilock_fair_lock_create, "fair lock", c, name);
+}
+
+hilock_lock *hl_new_read_lock(hilock_client *c, const char *name)
+{
+    return new_lock(hilock_read_lock_create, "read lock", c, name);
+}
+
+hilock_lock *hl_new_write_lock(hilock_client *c, const char *name)
+{
+    return new_lock(hilock_write_lock_create, "write lock", c, name);
+}
+
+void hl_free_lock(hilock_lock *l)
+{
+    assert_status(hilock_lock_destroy(l), HILOCK_OK);
+}
+
+/* ---- acquires pending on the loop --------------------------------------- */
+
+typedef struct pending_read {
+    hilock_lock *lock;
+    hl_pending seen;
+} pending_read;
+
+static void read_pending(hilock_client *c, void *arg)
+{
+    pending_read *r = arg;
+    hl_pending *p = &r->seen;
+
+    p->ops = p->subscribed = 0;
+    for (hl_acquire_op *op = r->lock->ops; op != NULL; op = op->next) {
+        p->ops++;
+        if (op->subscribed && op->waiter.chan != NULL)
+            p->subscribed++;
+    }
+    p->channels = c->pubsub ? (int)hl_pubsub_channel_count(c->pubsub) : 0;
+}
+
+hl_pending hl_read_pending(hilock_client *c, hilock_lock *lock)
+{
+    pending_read r = { .lock = lock };
+
+    hl_run_on_loop(c, read_pending, &r);
+    return r.seen;
+}
+
+typedef struct pending_want {
+    hilock_client *client;
+    hilock_lock *lock;
+    int ops;
+} pending_want;
+
+static bool pending_reached(void *arg)
+{
+    pending_want *w = arg;
+    hl_pending p = hl_read_pending(w->client, w->lock);
+
+    return p.ops == w->ops && p.subscribed == w->ops;
+}
+
+bool hl_wait_pending(hilock_client *c, hilock_lock *lock, int n,
+                     int timeout_ms)
+{
+    pending_want w = { c, lock, n };
+
+    return hl_wait_until(pending_reached, &w, timeout_ms);
+}
+
+void hl_expect_pending(hilock_client *c, hilock_lock *lock, int n)
+{
+    if (!hl_wait_pending(c, lock, n, hl_widen(10000))) {
+        hl_pending p = hl_read_pending(c, lock);
+
+        fail_msg("%d acquires pending, %d subscribed; expected %d", p.ops,
+                 p.subscribed, n);
+    }
+}
+
+/* ---- records of async callbacks ----------------------------------------- */
+
+void hl_acquire_rec_init(hl_acquire_rec *r, hilock_client *client)
+{
+    memset(r, 0, sizeof *r);
+    r->client = client;
+    r->status = -1;
+    atomic_init(&r->calls, 0);
+    atomic_init(&r->off_loop, 0);
+}
+
+void hl_record_acquire(hilock_lock *lock, int status,
+                       const hilock_acquired *acquired, void *data)
+{
+    hl_acquire_rec *r = data;
+
+    (void)lock;
+    if (r->client != NULL && !hl_client_in_loop(r->client))
+        atomic_fetch_add(&r->off_loop, 1);
+    r->status = status;
+    r->had_result = acquired != NULL;
+    if (acquired != NULL)
+        r->got = *acquired;
+    r->at_ms = hl_now_ms();
+    atomic_fetch_add(&r->calls, 1);
+}
+
+int hl_expect_acquire(hl_acquire_rec *r)
+{
+    int timeout_ms = hl_widen(10000);
+
+    if (!hl_wait_count(&r->calls, 1, timeout_ms))
+        fail_msg("an acquire did not complete within %d ms", timeout_ms);
+    return r->status;
+}
+
+void hl_value_rec_init(hl_value_rec *r)
+{
+    memset(r, 0, sizeof *r);
+    r->status = -1;
+    r->value = -1;
+    atomic_init(&r->calls, 0);
+}
+
+void hl_record_value(hilock_lock *lock, int status, int64_t value,
+                     void *data)
+{
+    hl_value_rec *r = data;
+
+    (void)lock;
+    r->status = status;
+    r->value = value;
+    atomic_fetch_add(&r->calls, 1);
+}
+
+int64_t hl_expect_value(hl_value_rec *r, int expected_status)
+{
+    if (!hl_wait_count(&r->calls, 1, hl_widen(10000)))
+        fail_msg("a lock callback did not fire");
+    assert_int_equal(atomic_load(&r->calls), 1);
+    if (r->status != expected_status)
+        fail_msg("callback status %s, expected %s",
+                 hilock_errname(r->status), hilock_errname(expected_status));
+    return r->value;
+}
+
+void hl_lost_rec_init(hl_lost_rec *r, hilock_client *client)
+{
+    r->client = client;
+    atomic_init(&r->calls, 0);
+    atomic_init(&r->off_loop, 0);
+    atomic_init(&r->owner, 0);
+    atomic_init(&r->at_ms, 0);
+}
+
+static void record_lost(hl_lost_rec *r, uint64_t owner)
+{
+    if (r->client != NULL && !hl_client_in_loop(r->client))
+        atomic_fetch_add(&r->off_loop, 1);
+    atomic_store(&r->owner, owner);
+    atomic_store(&r->at_ms, hl_now_ms());
+    atomic_fetch_add(&r->calls, 1);
+}
+
+void hl_record_lost(hilock_lock *lock, uint64_t owner, void *data)
+{
+    (void)lock;
+    record_lost(data, owner);
+}
+
+void hl_record_group_lost(hilock_multilock *m, uint64_t owner, void *data)
+{
+    (void)m;
+    record_lost(data, owner);
+}
+
+bool hl_lost_seen(void *rec)
+{
+    return atomic_load(&((hl_lost_rec *)rec)->calls) > 0;
+}
+
+/* ---- threads that take a lock -------------------------------------------- */
+
+typedef struct other_release {
+    hilock_lock *lock;
+    int rc;
+    uint64_t owner;
+} other_release;
+
+static void *other_release_main(void *arg)
+{
+    other_release *j = arg;
+
+    j->owner = hilock_thread_owner();
+    j->rc = hilock_lock_release(j->lock);
+    return NULL;
+}
+
+int hl_release_from_other_thread(hilock_lock *lock, uint64_t *owner)
+{
+    other_release job = { .lock = lock, .rc = -1 };
+    pthread_t t;
+
+    assert_int_equal(pthread_create(&t, NULL, other_release_main, &job), 0);
+    pthread_join(t, NULL);
+    if (owner != NULL)
+        *owner = job.owner;
+    return job.rc;
+}
+
+void hl_join_within(pthread_t thread, atomic_bool *done, int timeout_ms)
+{
+    if (!hl_wait_flag(done, timeout_ms)) {
+        pthread_detach(thread);
+        fail_msg("a thread did not finish within %d ms", timeout_ms);
+    }
+    pthread_join(thread, NULL);
+}
+
+/* The hold taken again inside itself: joining one's own hold must neither
+ * fail nor bump the token. */
+static void rejoin(hl_checked_holder *h, int hold, uint64_t token)
+{
+    uint64_t again = 0;
+    int rc = hilock_lock_acquire_fenced(h->lock, 0, HILOCK_LEASE_WATCHDOG,
+                                        &again);
+
+    if (rc != HILOCK_OK || again != token)
+        hl_mutex_checker_fail(h->mc, "holder %u, hold %d: reentrant "
+                              "acquire %s, token %llu in a hold with %llu",
+                              h->id, hold, hilock_errname(rc),
+                              (unsigned long long)again,
+                              (unsigned long long)token);
+    if (rc == HILOCK_OK && hilock_lock_release(h->lock) != HILOCK_OK)
+        hl_mutex_checker_fail(h->mc, "holder %u, hold %d: inner release",
+                              h->id, hold);
+}
+
+void *hl_checked_holder_main(void *arg)
+{
+    hl_checked_holder *h = arg;
+
+    for (int i = 0; i < h->holds; i++) {
+        uint64_t token = 0;
+        long slot;
+        int rc = h->fenced
+                     ? hilock_lock_acquire_fenced(h->lock, hl_widen(30000),
+                                                  HILOCK_LEASE_WATCHDOG,
+                                                  &token)
+                     : hilock_lock_try_acquire(h->lock, hl_widen(30000),
+                                               HILOCK_LEASE_WATCHDOG);
+
+        if (rc != HILOCK_OK) {
+            hl_mutex_checker_fail(h->mc, "holder %u, hold %d: acquire: %s "
+                                  "(%s)", h->id, i, hilock_errname(rc),
+                                  hilock_last_error());
+            return NULL;
+        }
+        slot = hl_mutex_checker_enter(h->mc, h->id, token);
+        if (h->rejoin_every > 0 && i % h->rejoin_every == 0)
+            rejoin(h, i, token);
+        hl_mutex_checker_exit(h->mc, slot);
+        rc = hilock_lock_release(h->lock);
+        if (rc != HILOCK_OK) {
+            hl_mutex_checker_fail(h->mc, "holder %u, hold %d: release: %s "
+                                  "(%s)", h->id, i, hilock_errname(rc),
+                                  hilock_last_error());
+            return NULL;
+        }
+    }
+    return NULL;
+}

@@ -1,0 +1,186 @@
+/* What the lock tests (test_lock, test_lock_faults, test_fair,
+ * test_rwlock, test_redlock) all need: clients of a fixture server, lock
+ * handles of each kind, a status assertion, records of the async
+ * callbacks, the acquires a handle has pending, and threads that take a
+ * lock for a test.
+ *
+ * Every function here fails the running cmocka test (fail_msg) when it
+ * cannot do its job, except those whose comment starts "No cmocka": they
+ * only report, and only they may be called in a forked child, where
+ * cmocka must not run, or on a thread that outlives a failed test.  As
+ * in fixture.h, hl_wait_* say whether a condition came in time and
+ * hl_expect_* fail the test when it did not. */
+#ifndef HL_LOCK_HELPERS_H
+#define HL_LOCK_HELPERS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hilock/client.h"
+#include "hilock/error.h"
+#include "hilock/lock.h"
+#include "hilock/multi.h"
+#include "support/fixture.h"
+#include "support/mutex_checker.h"
+
+/* Compares statuses by name, so a failure says which codes differ and
+ * what the library said last.  Named after cmocka's assert_int_equal,
+ * which it stands in for wherever a status is checked. */
+#define assert_status(actual, expected)                                    \
+    do {                                                                   \
+        int a_ = (actual), e_ = (expected);                                \
+        if (a_ != e_)                                                      \
+            fail_msg("%s returned %s (%s), expected %s", #actual,          \
+                     hilock_errname(a_), hilock_last_error(),              \
+                     hilock_errname(e_));                                  \
+    } while (0)
+
+/* ---- clients and handles ------------------------------------------------ */
+
+/* What a test client sets beyond the common options; a zero field keeps
+ * the library's default. */
+typedef struct hl_client_opts {
+    int64_t watchdog_ms;
+    int64_t waiter_ms;
+    /* Zero gives 20 s under valgrind, where the default is too short. */
+    int64_t command_timeout_ms;
+} hl_client_opts;
+
+/* No cmocka: a client of s with opts (NULL: none).  Every such client
+ * reconnects after 20 to 200 ms, since a test that breaks connections
+ * should not wait seconds for it to come back, and under valgrind gets
+ * 20 s to connect.  NULL on failure, with the reason in why. */
+hilock_client *hl_open_client(const hl_redis_server *s,
+                              const hl_client_opts *opts, char *why,
+                              size_t cap);
+
+/* hl_open_client, failing the test instead of returning NULL. */
+hilock_client *hl_new_client(const hl_redis_server *s,
+                             const hl_client_opts *opts);
+void hl_free_client(hilock_client *c);
+
+/* A handle on the lock called name, of each kind. */
+hilock_lock *hl_new_lock(hilock_client *c, const char *name);
+hilock_lock *hl_new_fair_lock(hilock_client *c, const char *name);
+hilock_lock *hl_new_read_lock(hilock_client *c, const char *name);
+hilock_lock *hl_new_write_lock(hilock_client *c, const char *name);
+void hl_free_lock(hilock_lock *l);
+
+/* ---- acquires pending on the loop --------------------------------------- */
+
+/* What a handle has pending, as its client's loop thread sees it. */
+typedef struct hl_pending {
+    int ops;        /* acquires of the handle still pending */
+    int subscribed; /* of those, the ones listening on the lock's channel */
+    int channels;   /* channels of the client's pub/sub with listeners */
+} hl_pending;
+
+hl_pending hl_read_pending(hilock_client *c, hilock_lock *lock);
+
+/* Whether exactly n acquires of lock came to be pending within
+ * timeout_ms, each listening on the lock's channel: from then on only a
+ * release message or a timer moves them. */
+bool hl_wait_pending(hilock_client *c, hilock_lock *lock, int n,
+                     int timeout_ms);
+
+/* hl_wait_pending for hl_widen(10000) ms. */
+void hl_expect_pending(hilock_client *c, hilock_lock *lock, int n);
+
+/* ---- records of async callbacks -----------------------------------------
+ * A callback writes its record's fields before it counts the call, so a
+ * reader that saw the count sees them.  A record a callback may still
+ * write after a failed assertion ended the test early belongs in static
+ * storage, not in the test's stack frame. */
+
+typedef struct hl_acquire_rec {
+    hilock_client *client; /* whose loop thread should call; may be NULL */
+    atomic_int calls;
+    atomic_int off_loop;  /* calls made on another thread than client's */
+    int status;           /* of the last call; -1 before the first */
+    bool had_result;      /* the last call came with a hilock_acquired */
+    hilock_acquired got;  /* the last one that came */
+    int64_t at_ms;        /* hl_now_ms() at the last call */
+    uint64_t id;          /* room for the acquire's id, for the caller */
+} hl_acquire_rec;
+
+void hl_acquire_rec_init(hl_acquire_rec *r, hilock_client *client);
+
+/* No cmocka: a hilock_acquire_cb whose data is an hl_acquire_rec. */
+void hl_record_acquire(hilock_lock *lock, int status,
+                       const hilock_acquired *acquired, void *data);
+
+/* Waits hl_widen(10000) ms for the first call; returns its status. */
+int hl_expect_acquire(hl_acquire_rec *r);
+
+typedef struct hl_value_rec {
+    atomic_int calls;
+    int status; /* of the last call; -1 before the first */
+    int64_t value;
+} hl_value_rec;
+
+void hl_value_rec_init(hl_value_rec *r);
+
+/* No cmocka: a hilock_lock_cb whose data is an hl_value_rec. */
+void hl_record_value(hilock_lock *lock, int status, int64_t value,
+                     void *data);
+
+/* Waits hl_widen(10000) ms for the one call, which must have brought
+ * expected_status; returns its value. */
+int64_t hl_expect_value(hl_value_rec *r, int expected_status);
+
+typedef struct hl_lost_rec {
+    hilock_client *client; /* whose loop thread should call; may be NULL */
+    atomic_int calls;
+    atomic_int off_loop;
+    _Atomic uint64_t owner; /* of the last call */
+    _Atomic int64_t at_ms;  /* hl_now_ms() at the last call */
+} hl_lost_rec;
+
+void hl_lost_rec_init(hl_lost_rec *r, hilock_client *client);
+
+/* No cmocka: a hilock_lost_cb and a hilock_multi_lost_cb whose data is
+ * an hl_lost_rec. */
+void hl_record_lost(hilock_lock *lock, uint64_t owner, void *data);
+void hl_record_group_lost(hilock_multilock *m, uint64_t owner, void *data);
+
+/* No cmocka: for hl_wait_until, whether the hl_lost_rec at rec has been
+ * called. */
+bool hl_lost_seen(void *rec);
+
+/* ---- threads that take a lock -------------------------------------------- */
+
+/* Releases lock on a thread of its own, which is another owner of the
+ * same handle; returns the status, and that owner in *owner unless owner
+ * is NULL. */
+int hl_release_from_other_thread(hilock_lock *lock, uint64_t *owner);
+
+/* Joins thread once *done is set.  A thread still running after
+ * timeout_ms fails the test; it is detached first, so that the process
+ * can go on to report. */
+void hl_join_within(pthread_t thread, atomic_bool *done, int timeout_ms);
+
+/* A thread that takes lock holds times, each hold a critical section for
+ * mc.  A fenced hold hands its token to mc; with rejoin_every n, every
+ * n-th hold (the first among them) also takes the lock again inside
+ * itself, which must keep the token, and lets go of that once.  Each
+ * acquire waits at most hl_widen(30000) ms, so that a lost wake-up is a
+ * reported failure rather than a hang.  Set the fields, then start
+ * hl_checked_holder_main on it with pthread_create. */
+typedef struct hl_checked_holder {
+    pthread_t thread;
+    hilock_lock *lock;
+    hl_mutex_checker *mc;
+    uint32_t id; /* the holder, as mc reports it */
+    int holds;
+    bool fenced;
+    int rejoin_every; /* 0: never; only with fenced */
+} hl_checked_holder;
+
+/* No cmocka: failures go to the holder's checker, so a forked child may
+ * run it too. */
+void *hl_checked_holder_main(void *arg);
+
+#endif

@@ -1,0 +1,28 @@
+/* Running code on a client's loop thread from a test.
+ *
+ * What the loop thread owns (the lease engine, the pub/sub channels, the
+ * pending acquires of a handle, the connection counters) may only be
+ * read there; so may some internal calls only be made there.  These
+ * helpers queue a task with fn on the loop and wait until it has run, so
+ * a test reads that state without racing the loop.
+ *
+ * They fail the running cmocka test when the task cannot be queued, does
+ * not run in time or finds the client closed: not for forked children. */
+#ifndef HL_LOOP_CALL_H
+#define HL_LOOP_CALL_H
+
+#include "hilock/client.h"
+
+typedef void hl_loop_fn(hilock_client *c, void *arg);
+
+/* Runs fn(c, arg) on c's loop thread, behind every task already queued
+ * there, and returns once it has run.  fn may be NULL: the call then
+ * only waits for the tasks ahead of it. */
+void hl_run_on_loop(hilock_client *c, hl_loop_fn *fn, void *arg);
+
+/* The same with a deadline of the caller's own; hl_run_on_loop allows
+ * hl_widen(30000) ms. */
+void hl_run_on_loop_within(hilock_client *c, hl_loop_fn *fn, void *arg,
+                           int timeout_ms);
+
+#endif
