@@ -10,9 +10,7 @@
 /* ctest-timeout: 150 */
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -34,43 +32,18 @@
 #include "hilock/lock.h"
 #include "hilock/options.h"
 #include "hilock/reply.h"
+#include "support/children.h"
 #include "support/fixture.h"
+#include "support/lock_helpers.h"
 #include "support/mutex_checker.h"
+#include "support/raw_reads.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
 static hl_redis_server *server;
 
 /* Forked processes still alive when their test fails are killed here. */
-#define MAX_KIDS 4
-static pid_t kids[MAX_KIDS];
-
-static bool under_valgrind(void)
-{
-    return getenv("HILOCK_TEST_UNDER_VALGRIND") != NULL;
-}
-
-/* Valgrind runs the library tens of times slower, so bounds that catch a
- * hang on a normal build would catch mere slowness there. */
-static int widen(int ms)
-{
-    return under_valgrind() ? ms * 10 : ms;
-}
-
-static int scaled(int normal, int small)
-{
-    return under_valgrind() ? small : normal;
-}
-
-static void kill_kids(void)
-{
-    for (int i = 0; i < MAX_KIDS; i++)
-        if (kids[i] > 0) {
-            kill(kids[i], SIGKILL);
-            waitpid(kids[i], NULL, 0);
-            kids[i] = 0;
-        }
-}
+static hl_children kids;
 
 static int setup_server(void **state)
 {
@@ -82,128 +55,10 @@ static int setup_server(void **state)
 static int teardown_server(void **state)
 {
     (void)state;
-    kill_kids();
+    hl_children_kill_all(&kids);
     hl_redis_server_stop(server);
     server = NULL;
     return 0;
-}
-
-#define assert_status(actual, expected)                                    \
-    do {                                                                   \
-        int a_ = (actual), e_ = (expected);                                \
-        if (a_ != e_)                                                      \
-            fail_msg("%s returned %s (%s), expected %s", #actual,          \
-                     hilock_errname(a_), hilock_last_error(),              \
-                     hilock_errname(e_));                                  \
-    } while (0)
-
-/* No cmocka in here: forked children make their clients with it too.
- * 0 keeps a default. */
-static hilock_client *make_client(int64_t watchdog_ms, int64_t waiter_ms,
-                                  char *why, size_t cap)
-{
-    hilock_options *o = NULL;
-    hilock_client *c = NULL;
-    int rc = hilock_options_create(&o);
-
-    if (rc == HILOCK_OK)
-        rc = hilock_options_set_host(o, "127.0.0.1");
-    if (rc == HILOCK_OK)
-        rc = hilock_options_set_port(o, hl_redis_server_port(server));
-    if (rc == HILOCK_OK)
-        rc = hilock_options_set_reconnect_backoff_ms(o, 20, 200);
-    if (rc == HILOCK_OK && watchdog_ms > 0)
-        rc = hilock_options_set_watchdog_timeout_ms(o, watchdog_ms);
-    if (rc == HILOCK_OK && waiter_ms > 0)
-        rc = hilock_options_set_waiter_timeout_ms(o, waiter_ms);
-    if (rc == HILOCK_OK && under_valgrind())
-        rc = hilock_options_set_connect_timeout_ms(o, 20000);
-    if (rc == HILOCK_OK && under_valgrind())
-        rc = hilock_options_set_command_timeout_ms(o, 20000);
-    if (rc == HILOCK_OK)
-        rc = hilock_client_create(&c, o);
-    if (rc != HILOCK_OK)
-        snprintf(why, cap, "%s: %s", hilock_errname(rc),
-                 hilock_last_error());
-    hilock_options_free(o);
-    return c;
-}
-
-static hilock_client *client_with(int64_t watchdog_ms, int64_t waiter_ms)
-{
-    char why[300];
-    hilock_client *c = make_client(watchdog_ms, waiter_ms, why, sizeof why);
-
-    if (c == NULL)
-        fail_msg("client: %s", why);
-    return c;
-}
-
-static hilock_client *client_new(void)
-{
-    return client_with(0, 0);
-}
-
-static void client_free(hilock_client *c)
-{
-    assert_status(hilock_client_destroy(c), HILOCK_OK);
-}
-
-static hilock_lock *fair_new(hilock_client *c, const char *name)
-{
-    hilock_lock *l = NULL;
-
-    assert_status(hilock_fair_lock_create(&l, c, name, strlen(name)),
-                  HILOCK_OK);
-    assert_non_null(l);
-    return l;
-}
-
-static void lock_free(hilock_lock *l)
-{
-    assert_status(hilock_lock_destroy(l), HILOCK_OK);
-}
-
-/* Reads exactly len bytes within timeout_ms. */
-static bool read_all(int fd, void *buf, size_t len, int timeout_ms)
-{
-    int64_t deadline = hl_now_ms() + timeout_ms;
-    char *p = buf;
-
-    while (len > 0) {
-        struct pollfd pf = { .fd = fd, .events = POLLIN };
-        int left = (int)(deadline - hl_now_ms());
-        ssize_t n;
-
-        if (left <= 0)
-            return false;
-        if (poll(&pf, 1, left) <= 0)
-            continue;
-        n = read(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        p += n;
-        len -= (size_t)n;
-    }
-    return true;
-}
-
-static bool kids_reaped(void *arg)
-{
-    int *status = arg;
-    bool all = true;
-
-    for (int i = 0; i < MAX_KIDS; i++) {
-        if (kids[i] <= 0)
-            continue;
-        if (waitpid(kids[i], &status[i], WNOHANG) == kids[i])
-            kids[i] = 0;
-        else
-            all = false;
-    }
-    return all;
 }
 
 /* "<client id>:<owner id>": an owner's field in the lock's hash, its
@@ -238,150 +93,32 @@ static fair_keys keys_of(const char *name)
 
 /* ---- the server as the fixture sees it --------------------------------- */
 
-#define REPLY_CAP 16384
-
-static int srv(char *reply, size_t cap, const char *arg0, ...)
-    __attribute__((sentinel));
-
-static int srv(char *reply, size_t cap, const char *arg0, ...)
-{
-    const char *argv[8];
-    int argc = 0, type;
-    bool too_many = false;
-    va_list ap;
-
-    va_start(ap, arg0);
-    for (const char *a = arg0; a != NULL; a = va_arg(ap, const char *)) {
-        if (argc == 8)
-            too_many = true;
-        else
-            argv[argc++] = a;
-    }
-    va_end(ap);
-    if (too_many)
-        fail_msg("%s: too many arguments for this helper", arg0);
-    type = hl_redis_server_command(server, reply, cap, widen(5000), argc,
-                                   argv);
-    if (type < 0)
-        fail_msg("%s: no reply from the server", arg0);
-    if (type == '-')
-        fail_msg("%s: %s", arg0, reply);
-    return type;
-}
-
-static long long int_reply(const char *what, int type, const char *reply)
-{
-    if (type != ':')
-        fail_msg("%s: expected an integer, got \"%.60s\"", what, reply);
-    return strtoll(reply + 1, NULL, 10);
-}
-
 static long long srv_llen(const char *key)
 {
-    char r[64];
-
-    return int_reply("LLEN", srv(r, sizeof r, "LLEN", key, (char *)NULL), r);
-}
-
-static long long srv_exists(const char *key)
-{
-    char r[64];
-
-    return int_reply("EXISTS",
-                     srv(r, sizeof r, "EXISTS", key, (char *)NULL), r);
-}
-
-static long long srv_pttl(const char *key)
-{
-    char r[64];
-
-    return int_reply("PTTL", srv(r, sizeof r, "PTTL", key, (char *)NULL), r);
-}
-
-static long long srv_zcard(const char *key)
-{
-    char r[64];
-
-    return int_reply("ZCARD",
-                     srv(r, sizeof r, "ZCARD", key, (char *)NULL), r);
-}
-
-static long long srv_dbsize(void)
-{
-    char r[64];
-
-    return int_reply("DBSIZE", srv(r, sizeof r, "DBSIZE", (char *)NULL), r);
-}
-
-static long long srv_numsub(const char *channel)
-{
-    return hl_fixture_numsub(server, channel);
-}
-
-/* One bulk string at *p ("$len\r\nbytes\r\n" or "$-1\r\n"): copied to out
- * (cut to fit), its length returned, -1 for nil; *p moves past it. */
-static long parse_bulk(const char **p, char *out, size_t cap)
-{
-    const char *s = *p;
-    char *end;
-    long len;
-
-    if (*s != '$')
-        fail_msg("expected a bulk string, got \"%.40s\"", s);
-    len = strtol(s + 1, &end, 10);
-    if (end[0] != '\r' || end[1] != '\n')
-        fail_msg("malformed bulk header \"%.40s\"", s);
-    s = end + 2;
-    if (len < 0) {
-        *p = s;
-        if (out != NULL && cap > 0)
-            out[0] = '\0';
-        return -1;
-    }
-    if (out != NULL && cap > 0) {
-        size_t n = (size_t)len < cap - 1 ? (size_t)len : cap - 1;
-
-        memcpy(out, s, n);
-        out[n] = '\0';
-    }
-    *p = s + len + 2;
-    return len;
-}
-
-static long array_header(const char **p)
-{
-    char *end;
-    long n;
-
-    if (**p != '*')
-        fail_msg("expected an array, got \"%.40s\"", *p);
-    n = strtol(*p + 1, &end, 10);
-    *p = end + 2;
-    return n;
+    return hl_raw_int(server, "LLEN", key, (char *)NULL);
 }
 
 /* The queue's entries, oldest first: up to max into out; the count. */
 static int srv_lrange(const char *key, field_t *out, int max)
 {
-    char r[REPLY_CAP];
+    char r[HL_RAW_REPLY_CAP];
     const char *p = r;
     long n;
 
-    srv(r, sizeof r, "LRANGE", key, "0", "-1", (char *)NULL);
-    n = array_header(&p);
+    hl_raw_cmd(server, r, sizeof r, "LRANGE", key, "0", "-1", (char *)NULL);
+    n = hl_raw_parse_array(&p);
     for (long i = 0; i < n; i++)
-        parse_bulk(&p, i < max ? out[i] : NULL, FIELD_CAP);
+        hl_raw_parse_bulk(&p, i < max ? out[i] : NULL, FIELD_CAP);
     return (int)n;
 }
 
 /* The server time (ms) at which member's place runs out; -1 if none. */
 static long long srv_zscore(const char *key, const char *member)
 {
-    char r[256], num[64];
-    const char *p = r;
+    char num[64];
 
-    srv(r, sizeof r, "ZSCORE", key, member, (char *)NULL);
-    if (parse_bulk(&p, num, sizeof num) < 0)
+    if (!hl_raw_bulk(server, num, sizeof num, "ZSCORE", key, member,
+                     (char *)NULL))
         return -1;
     return (long long)strtod(num, NULL);
 }
@@ -392,11 +129,11 @@ static long long srv_time_ms(void)
     char r[256], secs[32], usecs[32];
     const char *p = r;
 
-    srv(r, sizeof r, "TIME", (char *)NULL);
-    if (array_header(&p) != 2)
+    hl_raw_cmd(server, r, sizeof r, "TIME", (char *)NULL);
+    if (hl_raw_parse_array(&p) != 2)
         fail_msg("TIME: unexpected reply \"%.60s\"", r);
-    parse_bulk(&p, secs, sizeof secs);
-    parse_bulk(&p, usecs, sizeof usecs);
+    hl_raw_parse_bulk(&p, secs, sizeof secs);
+    hl_raw_parse_bulk(&p, usecs, sizeof usecs);
     return strtoll(secs, NULL, 10) * 1000 + strtoll(usecs, NULL, 10) / 1000;
 }
 
@@ -447,81 +184,25 @@ static void wait_llen(const char *key, long long want, int timeout_ms)
                  srv_llen(key), want, timeout_ms);
 }
 
-typedef struct numsub_want {
-    const char *channel;
-    long long want;
-} numsub_want;
-
-static bool numsub_reached(void *arg)
-{
-    numsub_want *w = arg;
-
-    return srv_numsub(w->channel) == w->want;
-}
-
-static void wait_numsub(const char *channel, long long want)
-{
-    numsub_want w = { channel, want };
-
-    if (!hl_wait_until(numsub_reached, &w, widen(10000)))
-        fail_msg("PUBSUB NUMSUB %s is %lld, expected %lld", channel,
-                 srv_numsub(channel), want);
-}
-
 static bool db_empty(void *arg)
 {
     (void)arg;
-    return srv_dbsize() == 0;
+    return hl_raw_int(server, "DBSIZE", (char *)NULL) == 0;
 }
 
-/* ---- callbacks and waiting threads ------------------------------------- */
-
-typedef struct acq_rec {
-    atomic_int calls;
-    int status;
-    hilock_acquired got;
-} acq_rec;
-
-static void acq_rec_init(acq_rec *r)
+static void assert_lock_gone(const char *name)
 {
-    memset(r, 0, sizeof *r);
-    atomic_init(&r->calls, 0);
+    fair_keys k = keys_of(name);
+    const char *keys[] = { name, k.queue, k.timeout };
+
+    for (int i = 0; i < 3; i++)
+        if (hl_raw_exists(server, keys[i]) != 0)
+            fail_msg("%s is still there (%lld in the queue, %lld places)",
+                     keys[i], srv_llen(k.queue),
+                     hl_raw_int(server, "ZCARD", k.timeout, (char *)NULL));
 }
 
-static void on_acquire(hilock_lock *lock, int status,
-                       const hilock_acquired *acquired, void *data)
-{
-    acq_rec *r = data;
-
-    (void)lock;
-    r->status = status;
-    if (acquired != NULL)
-        r->got = *acquired;
-    atomic_fetch_add(&r->calls, 1);
-}
-
-typedef struct val_rec {
-    atomic_int calls;
-    int status;
-    int64_t value;
-} val_rec;
-
-static void val_rec_init(val_rec *r)
-{
-    memset(r, 0, sizeof *r);
-    atomic_init(&r->calls, 0);
-}
-
-static void on_value(hilock_lock *lock, int status, int64_t value,
-                     void *data)
-{
-    val_rec *r = data;
-
-    (void)lock;
-    r->status = status;
-    r->value = value;
-    atomic_fetch_add(&r->calls, 1);
-}
+/* ---- waiting threads --------------------------------------------------- */
 
 /* A thread that takes the lock for itself (its own owner id), notes when
  * and in which rank, and releases, once allowed to. */
@@ -563,7 +244,7 @@ static void *fwaiter_main(void *arg)
             w->rank = atomic_fetch_add(w->seq, 1);
         atomic_store(&w->acquired, true);
         if (w->hold_until != NULL)
-            hl_wait_flag(w->hold_until, widen(20000));
+            hl_wait_flag(w->hold_until, hl_widen(20000));
         w->release_rc = hilock_lock_release(w->lock);
     }
     atomic_store(&w->done, true);
@@ -602,20 +283,14 @@ static bool owner_known(void *arg)
 
 static void fwaiter_field(fwaiter *w, char *out)
 {
-    if (!hl_wait_until(owner_known, w, widen(5000)))
+    if (!hl_wait_until(owner_known, w, hl_widen(5000)))
         fail_msg("a waiter thread never started");
     field_of(out, w->client, atomic_load(&w->owner));
 }
 
-/* A thread still blocked at the deadline is a failure; it is detached so
- * the process can go on to report. */
 static void fwaiter_end(fwaiter *w, int timeout_ms)
 {
-    if (!hl_wait_flag(&w->done, timeout_ms)) {
-        pthread_detach(w->thread);
-        fail_msg("a waiter did not finish within %d ms", timeout_ms);
-    }
-    pthread_join(w->thread, NULL);
+    hl_join_within(w->thread, &w->done, timeout_ms);
 }
 
 static void fwaiter_join_ok(fwaiter *w, int timeout_ms)
@@ -625,17 +300,6 @@ static void fwaiter_join_ok(fwaiter *w, int timeout_ms)
         fail_msg("waiter: acquire %s (%s), release %s",
                  hilock_errname(w->rc), w->detail,
                  hilock_errname(w->release_rc));
-}
-
-static void assert_lock_gone(const char *name)
-{
-    fair_keys k = keys_of(name);
-    const char *keys[] = { name, k.queue, k.timeout };
-
-    for (int i = 0; i < 3; i++)
-        if (srv_exists(keys[i]) != 0)
-            fail_msg("%s is still there (%lld in the queue, %lld places)",
-                     keys[i], srv_llen(k.queue), srv_zcard(k.timeout));
 }
 
 /* ---- first come, first served across processes ------------------------- */
@@ -723,7 +387,7 @@ static int fifo_enqueue(fifo_proc *p, fifo_ticket *t, int index)
     /* Bounded, so that a lost wake-up is reported instead of hanging. */
     rc = hilock_lock_acquire_async(p->lock,
                                    FIFO_OWNER_BASE + (uint64_t)index,
-                                   widen(30000), HILOCK_LEASE_WATCHDOG, 0,
+                                   hl_widen(30000), HILOCK_LEASE_WATCHDOG, 0,
                                    fifo_acquired, t, NULL);
     if (rc != HILOCK_OK) {
         hl_mutex_checker_fail(p->mc, "waiter %d: acquire_async: %s", index,
@@ -758,7 +422,7 @@ static void fifo_child(fifo_shared *sh, hl_mutex_checker *mc, int proc,
     fifo_ticket tickets[FIFO_MAX];
     char why[300], byte = 'r';
     hilock_lock *l = NULL;
-    hilock_client *c = make_client(0, 0, why, sizeof why);
+    hilock_client *c = hl_open_client(server, NULL, why, sizeof why);
     fifo_proc p;
 
     if (c == NULL || hilock_fair_lock_create(&l, c, "fifo", 4) != 0) {
@@ -786,7 +450,7 @@ static void fifo_child(fifo_shared *sh, hl_mutex_checker *mc, int proc,
         }
         fifo_enqueue(&p, &tickets[index], index);
     }
-    if (!hl_wait_until(fifo_proc_idle, &p, widen(10000))) {
+    if (!hl_wait_until(fifo_proc_idle, &p, hl_widen(10000))) {
         hl_mutex_checker_fail(mc, "process %d: waiters still pending", proc);
         _exit(1);
     }
@@ -797,12 +461,12 @@ static void fifo_child(fifo_shared *sh, hl_mutex_checker *mc, int proc,
 
 static void test_fifo_across_processes(void **state)
 {
-    int n = scaled(FIFO_MAX, 8);
+    int n = hl_scaled(FIFO_MAX, 8);
     fair_keys k = keys_of("fifo");
     hl_mutex_checker *mc = hl_mutex_checker_create(FIFO_MAX, 50);
     fifo_shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
                            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    int ready[2], cmd[FIFO_PROCS][2], status[MAX_KIDS] = { 0 };
+    int ready[2], cmd[FIFO_PROCS][2];
     fifo_ticket tickets[FIFO_MAX];
     field_t want[FIFO_MAX];
     hilock_client *hc, *pc;
@@ -824,10 +488,7 @@ static void test_fifo_across_processes(void **state)
      * forking thread, so a client's loop thread (and any lock it held at
      * that moment) would not come along. */
     for (int i = 1; i < FIFO_PROCS; i++) {
-        pid_t pid = fork();
-
-        assert_true(pid >= 0);
-        if (pid == 0) {
+        if (hl_children_fork(&kids, i - 1) == 0) {
             close(ready[0]);
             for (int j = 1; j < FIFO_PROCS; j++) {
                 close(cmd[j][1]);
@@ -836,19 +497,18 @@ static void test_fifo_across_processes(void **state)
             }
             fifo_child(sh, mc, i, ready[1], cmd[i][0]);
         }
-        kids[i - 1] = pid;
     }
     close(ready[1]);
     for (int i = 1; i < FIFO_PROCS; i++)
         close(cmd[i][0]);
-    hc = client_new();
-    pc = client_new();
-    hl = fair_new(hc, "fifo");
-    pl = fair_new(pc, "fifo");
+    hc = hl_new_client(server, NULL);
+    pc = hl_new_client(server, NULL);
+    hl = hl_new_fair_lock(hc, "fifo");
+    pl = hl_new_fair_lock(pc, "fifo");
     fifo_proc_init(&p, pl, sh, mc);
     memcpy(sh->ids[0], hilock_client_id(pc), HILOCK_CLIENT_ID_LEN);
     sh->ids[0][HILOCK_CLIENT_ID_LEN] = '\0';
-    if (!read_all(ready[0], byte, FIFO_PROCS - 1, widen(10000)))
+    if (!hl_read_exact(ready[0], byte, FIFO_PROCS - 1, hl_widen(10000)))
         fail_msg("the child processes did not connect: %s",
                  hl_mutex_checker_verify(mc, false, why, sizeof why)
                      ? "no reason given" : why);
@@ -868,7 +528,7 @@ static void test_fifo_across_processes(void **state)
         }
         /* The next waiter starts only once this one has its place, so the
          * order of the queue is known rather than assumed. */
-        wait_llen(k.queue, i + 1, widen(5000));
+        wait_llen(k.queue, i + 1, hl_widen(5000));
         snprintf(want[i], FIELD_CAP, "%s:%d", sh->ids[proc],
                  FIFO_OWNER_BASE + i);
     }
@@ -878,7 +538,7 @@ static void test_fifo_across_processes(void **state)
     assert_status(hilock_lock_release(hl), HILOCK_OK);
     /* Hand-overs by message take milliseconds each; renewal timers
      * (every 1.7 s with the default waiter timeout) would not make it. */
-    if (!hl_wait_count(&sh->done, n, widen(10000)))
+    if (!hl_wait_count(&sh->done, n, hl_widen(10000)))
         fail_msg("%d of %d waiters got and gave back the lock: %s",
                  atomic_load(&sh->done), n,
                  hl_mutex_checker_verify(mc, false, why, sizeof why)
@@ -897,23 +557,23 @@ static void test_fifo_across_processes(void **state)
     }
     for (int i = 1; i < FIFO_PROCS; i++)
         close(cmd[i][1]);
-    if (!hl_wait_until(kids_reaped, status, widen(20000)))
+    if (!hl_children_wait(&kids, hl_widen(20000)))
         fail_msg("the child processes did not finish");
     for (int i = 0; i < FIFO_PROCS - 1; i++)
-        if (!WIFEXITED(status[i]) || WEXITSTATUS(status[i]) != 0)
+        if (!WIFEXITED(kids.status[i]) || WEXITSTATUS(kids.status[i]) != 0)
             fail_msg("child %d ended with status 0x%x: %s", i + 1,
-                     status[i],
+                     kids.status[i],
                      hl_mutex_checker_verify(mc, false, why, sizeof why)
                          ? "no failure reported" : why);
-    assert_true(hl_wait_until(fifo_proc_idle, &p, widen(5000)));
+    assert_true(hl_wait_until(fifo_proc_idle, &p, hl_widen(5000)));
     if (!hl_mutex_checker_verify(mc, false, why, sizeof why))
         fail_msg("%s", why);
     assert_int_equal(hl_mutex_checker_count(mc), n);
     assert_lock_gone("fifo");
-    lock_free(pl);
-    lock_free(hl);
-    client_free(pc);
-    client_free(hc);
+    hl_free_lock(pl);
+    hl_free_lock(hl);
+    hl_free_client(pc);
+    hl_free_client(hc);
     hl_mutex_checker_free(mc);
     munmap(sh, sizeof *sh);
 }
@@ -924,20 +584,21 @@ static void test_fifo_across_processes(void **state)
 
 static void dead_child(int64_t waiter_ms, int go_fd, int info_fd)
 {
+    const hl_client_opts opts = { .waiter_ms = waiter_ms };
     char why[300], go;
     field_t field;
     hilock_client *c;
     hilock_lock *l = NULL;
-    static acq_rec never;
+    static hl_acquire_rec never;
 
-    acq_rec_init(&never);
-    if (!read_all(go_fd, &go, 1, widen(10000)))
+    hl_acquire_rec_init(&never, NULL);
+    if (!hl_read_exact(go_fd, &go, 1, hl_widen(10000)))
         _exit(1);
-    c = make_client(0, waiter_ms, why, sizeof why);
+    c = hl_open_client(server, &opts, why, sizeof why);
     if (c == NULL || hilock_fair_lock_create(&l, c, "dead", 4) != 0)
         _exit(1);
     if (hilock_lock_acquire_async(l, DEAD_OWNER, HILOCK_WAIT_FOREVER,
-                                  HILOCK_LEASE_WATCHDOG, 0, on_acquire,
+                                  HILOCK_LEASE_WATCHDOG, 0, hl_record_acquire,
                                   &never, NULL) != 0)
         _exit(1);
     memset(field, 0, sizeof field);
@@ -951,7 +612,7 @@ static void dead_child(int64_t waiter_ms, int go_fd, int info_fd)
 
 static void test_dead_head_passed_over(void **state)
 {
-    const int wt = scaled(1000, 3000);
+    const int wt = hl_scaled(1000, 3000);
     fair_keys k = keys_of("dead");
     int go[2], info[2];
     hilock_client *hc, *bc, *cc;
@@ -962,7 +623,6 @@ static void test_dead_head_passed_over(void **state)
     long long left, took;
     int64_t t_obs;
     fwaiter b, c;
-    pid_t pid;
 
     (void)state;
     atomic_init(&let_go, false);
@@ -970,42 +630,37 @@ static void test_dead_head_passed_over(void **state)
     assert_int_equal(pipe(go), 0);
     assert_int_equal(pipe(info), 0);
     /* Fork first: the child makes its own client. */
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
+    if (hl_children_fork(&kids, 0) == 0) {
         close(go[1]);
         close(info[0]);
         dead_child(wt, go[0], info[1]);
     }
-    kids[0] = pid;
     close(go[0]);
     close(info[1]);
-    hc = client_new();
-    hl = fair_new(hc, "dead");
+    hc = hl_new_client(server, NULL);
+    hl = hl_new_fair_lock(hc, "dead");
     assert_status(hilock_lock_try_acquire(hl, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
     assert_int_equal(write(go[1], "g", 1), 1);
-    if (!read_all(info[0], q[0], sizeof q[0], widen(10000)))
+    if (!hl_read_exact(info[0], q[0], sizeof q[0], hl_widen(10000)))
         fail_msg("the child never queued");
     close(go[1]);
     close(info[0]);
-    wait_llen(k.queue, 1, widen(5000));
+    wait_llen(k.queue, 1, hl_widen(5000));
 
-    bc = client_with(0, wt);
-    cc = client_with(0, wt);
-    bl = fair_new(bc, "dead");
-    cl = fair_new(cc, "dead");
-    fwaiter_start_with(&b, bc, bl, widen(30000), &seq, &let_go, false);
+    bc = hl_new_client(server, &(hl_client_opts){ .waiter_ms = wt });
+    cc = hl_new_client(server, &(hl_client_opts){ .waiter_ms = wt });
+    bl = hl_new_fair_lock(bc, "dead");
+    cl = hl_new_fair_lock(cc, "dead");
+    fwaiter_start_with(&b, bc, bl, hl_widen(30000), &seq, &let_go, false);
     fwaiter_field(&b, q[1]);
-    wait_llen(k.queue, 2, widen(5000));
-    fwaiter_start(&c, cc, cl, widen(30000), &seq);
+    wait_llen(k.queue, 2, hl_widen(5000));
+    fwaiter_start(&c, cc, cl, hl_widen(30000), &seq);
     fwaiter_field(&c, q[2]);
-    wait_llen(k.queue, 3, widen(5000));
+    wait_llen(k.queue, 3, hl_widen(5000));
     assert_queue(k.queue, q, 3);
 
-    assert_int_equal(kill(pid, SIGKILL), 0);
-    waitpid(pid, NULL, 0);
-    kids[0] = 0;
+    assert_int_equal(hl_children_kill(&kids, 0), 0);
     /* When the dead waiter's place runs out, on the server's clock: it
      * last renewed it within a third of the waiter timeout. */
     left = srv_zscore(k.timeout, q[0]) - srv_time_ms();
@@ -1014,9 +669,9 @@ static void test_dead_head_passed_over(void **state)
         fail_msg("the killed waiter's place had %lld ms left, expected "
                  "0..%d", left, wt);
     assert_status(hilock_lock_release(hl), HILOCK_OK);
-    if (!hl_wait_flag(&b.acquired, widen(wt + 5000)))
+    if (!hl_wait_flag(&b.acquired, hl_widen(wt + 5000)))
         fail_msg("the waiter behind a dead head did not get the lock "
-                 "within %d ms", widen(wt + 5000));
+                 "within %d ms", hl_widen(wt + 5000));
     took = b.acquired_at - t_obs;
     /* Not before the dead place ran out (it was a place like any other
      * until then), and soon after: the waiter behind it times its next
@@ -1024,7 +679,7 @@ static void test_dead_head_passed_over(void **state)
     if (took < left - 30)
         fail_msg("the dead head was passed over %lld ms after the kill "
                  "but its place had %lld ms left", took, left);
-    if (took > left + wt / 3 + widen(500))
+    if (took > left + wt / 3 + hl_widen(500))
         fail_msg("the dead head was passed over only %lld ms after the "
                  "kill; its place had %lld ms left", took, left);
     /* The dead entry went, the live one behind stays. */
@@ -1033,17 +688,17 @@ static void test_dead_head_passed_over(void **state)
     assert_int_equal(srv_zscore(k.timeout, q[0]), -1);
     assert_true(srv_zscore(k.timeout, q[2]) > 0);
     atomic_store(&let_go, true);
-    fwaiter_join_ok(&b, widen(5000));
-    fwaiter_join_ok(&c, widen(5000));
+    fwaiter_join_ok(&b, hl_widen(5000));
+    fwaiter_join_ok(&c, hl_widen(5000));
     assert_int_equal(b.rank, 0);
     assert_int_equal(c.rank, 1);
     assert_lock_gone("dead");
-    lock_free(cl);
-    lock_free(bl);
-    lock_free(hl);
-    client_free(cc);
-    client_free(bc);
-    client_free(hc);
+    hl_free_lock(cl);
+    hl_free_lock(bl);
+    hl_free_lock(hl);
+    hl_free_client(cc);
+    hl_free_client(bc);
+    hl_free_client(hc);
 }
 
 /* ---- a live waiter keeps its place ------------------------------------- */
@@ -1060,7 +715,7 @@ static hilock_client *url_client(int waiter_ms)
     assert_status(hilock_options_create(&o), HILOCK_OK);
     assert_status(hilock_options_set_url(o, url), HILOCK_OK);
     assert_int_equal(hilock_options_waiter_timeout_ms(o), waiter_ms);
-    if (under_valgrind()) {
+    if (hl_under_valgrind()) {
         assert_status(hilock_options_set_connect_timeout_ms(o, 20000),
                       HILOCK_OK);
         assert_status(hilock_options_set_command_timeout_ms(o, 20000),
@@ -1073,13 +728,14 @@ static hilock_client *url_client(int waiter_ms)
 
 static void test_live_waiter_keeps_place(void **state)
 {
-    const int wt = scaled(1000, 2000);
+    const int wt = hl_scaled(1000, 2000);
     const int hold_ms = 3 * wt + wt / 2;
     fair_keys k = keys_of("live");
-    hilock_client *hc = client_new(), *c1 = url_client(wt),
+    hilock_client *hc = hl_new_client(server, NULL), *c1 = url_client(wt),
                   *c2 = url_client(wt);
-    hilock_lock *hl = fair_new(hc, "live"), *l1 = fair_new(c1, "live"),
-                *l2 = fair_new(c2, "live");
+    hilock_lock *hl = hl_new_fair_lock(hc, "live");
+    hilock_lock *l1 = hl_new_fair_lock(c1, "live");
+    hilock_lock *l2 = hl_new_fair_lock(c2, "live");
     long long z0, z1, left;
     field_t q[2];
     atomic_int seq;
@@ -1090,12 +746,12 @@ static void test_live_waiter_keeps_place(void **state)
     atomic_init(&seq, 0);
     assert_status(hilock_lock_try_acquire(hl, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
-    fwaiter_start(&w1, c1, l1, widen(60000), &seq);
+    fwaiter_start(&w1, c1, l1, hl_widen(60000), &seq);
     fwaiter_field(&w1, q[0]);
-    wait_llen(k.queue, 1, widen(5000));
-    fwaiter_start(&w2, c2, l2, widen(60000), &seq);
+    wait_llen(k.queue, 1, hl_widen(5000));
+    fwaiter_start(&w2, c2, l2, hl_widen(60000), &seq);
     fwaiter_field(&w2, q[1]);
-    wait_llen(k.queue, 2, widen(5000));
+    wait_llen(k.queue, 2, hl_widen(5000));
     z0 = srv_zscore(k.timeout, q[0]);
     /* The place is reserved for the URL's timeout, not the default. */
     left = z0 - srv_time_ms();
@@ -1132,18 +788,18 @@ static void test_live_waiter_keeps_place(void **state)
                  z1 - z0, hold_ms);
 
     assert_status(hilock_lock_release(hl), HILOCK_OK);
-    fwaiter_join_ok(&w1, widen(5000));
-    fwaiter_join_ok(&w2, widen(5000));
+    fwaiter_join_ok(&w1, hl_widen(5000));
+    fwaiter_join_ok(&w2, hl_widen(5000));
     assert_int_equal(w1.rank, 0);
     assert_int_equal(w2.rank, 1);
     assert_true(w1.acquired_at <= w2.acquired_at);
     assert_lock_gone("live");
-    lock_free(l2);
-    lock_free(l1);
-    lock_free(hl);
-    client_free(c2);
-    client_free(c1);
-    client_free(hc);
+    hl_free_lock(l2);
+    hl_free_lock(l1);
+    hl_free_lock(hl);
+    hl_free_client(c2);
+    hl_free_client(c1);
+    hl_free_client(hc);
 }
 
 /* ---- a cancel or a wait that runs out gives the place back ------------- */
@@ -1155,37 +811,42 @@ static void test_cancel_and_timeout_leave_at_once(void **state)
     /* Places reserved for a minute: anything that leaves the queue within
      * seconds left it, it did not run out. */
     const int64_t wt = 60000;
-    const int quick = widen(2000);
+    const int quick = hl_widen(2000);
     fair_keys k = keys_of("leave");
-    hilock_client *hc = client_new(), *c1 = client_with(0, wt),
-                  *c2 = client_with(0, wt), *c3 = client_with(0, wt);
-    hilock_lock *hl = fair_new(hc, "leave"), *l1 = fair_new(c1, "leave"),
-                *l2 = fair_new(c2, "leave"), *l3 = fair_new(c3, "leave");
+    const hl_client_opts opts = { .waiter_ms = wt };
+    hilock_client *hc = hl_new_client(server, NULL);
+    hilock_client *c1 = hl_new_client(server, &opts);
+    hilock_client *c2 = hl_new_client(server, &opts);
+    hilock_client *c3 = hl_new_client(server, &opts);
+    hilock_lock *hl = hl_new_fair_lock(hc, "leave");
+    hilock_lock *l1 = hl_new_fair_lock(c1, "leave");
+    hilock_lock *l2 = hl_new_fair_lock(c2, "leave");
+    hilock_lock *l3 = hl_new_fair_lock(c3, "leave");
     field_t q[2], mine;
     uint64_t id = 0;
     int64_t t0;
     fwaiter w2, w3;
-    acq_rec a;
+    hl_acquire_rec a;
 
     (void)state;
-    acq_rec_init(&a);
+    hl_acquire_rec_init(&a, NULL);
     assert_status(hilock_lock_try_acquire(hl, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
     assert_status(hilock_lock_acquire_async(l1, OWNER_A, HILOCK_WAIT_FOREVER,
                                             HILOCK_LEASE_WATCHDOG, 0,
-                                            on_acquire, &a, &id),
+                                            hl_record_acquire, &a, &id),
                   HILOCK_OK);
     field_of(q[0], c1, OWNER_A);
-    wait_llen(k.queue, 1, widen(5000));
-    fwaiter_start(&w2, c2, l2, widen(30000), NULL);
+    wait_llen(k.queue, 1, hl_widen(5000));
+    fwaiter_start(&w2, c2, l2, hl_widen(30000), NULL);
     fwaiter_field(&w2, q[1]);
-    wait_llen(k.queue, 2, widen(5000));
+    wait_llen(k.queue, 2, hl_widen(5000));
     assert_queue(k.queue, q, 2);
 
     /* A cancelled acquire at the head. */
     t0 = hl_now_ms();
     assert_status(hilock_lock_cancel(l1, id), HILOCK_OK);
-    if (!hl_wait_count(&a.calls, 1, widen(5000)))
+    if (!hl_wait_count(&a.calls, 1, hl_widen(5000)))
         fail_msg("the cancelled acquire never called back");
     assert_status(a.status, HILOCK_ECANCELED);
     wait_llen(k.queue, 1, quick);
@@ -1194,10 +855,10 @@ static void test_cancel_and_timeout_leave_at_once(void **state)
     assert_int_equal(srv_zscore(k.timeout, q[0]), -1);
 
     /* A bounded wait that runs out. */
-    fwaiter_start(&w3, c3, l3, scaled(400, 3000), NULL);
+    fwaiter_start(&w3, c3, l3, hl_scaled(400, 3000), NULL);
     fwaiter_field(&w3, q[0]);
-    wait_llen(k.queue, 2, widen(2000));
-    fwaiter_end(&w3, widen(5000));
+    wait_llen(k.queue, 2, hl_widen(2000));
+    fwaiter_end(&w3, hl_widen(5000));
     assert_status(w3.rc, HILOCK_EBUSY);
     wait_llen(k.queue, 1, quick);
     assert_true(hl_now_ms() - w3.acquired_at < quick);
@@ -1216,8 +877,8 @@ static void test_cancel_and_timeout_leave_at_once(void **state)
     assert_false(atomic_load(&w2.done));
     t0 = hl_now_ms();
     assert_status(hilock_lock_release(hl), HILOCK_OK);
-    fwaiter_join_ok(&w2, widen(5000));
-    if (w2.acquired_at - t0 > widen(2000))
+    fwaiter_join_ok(&w2, hl_widen(5000));
+    if (w2.acquired_at - t0 > hl_widen(2000))
         fail_msg("the remaining waiter got the lock %lld ms after the "
                  "release", (long long)(w2.acquired_at - t0));
     assert_int_equal(atomic_load(&a.calls), 1);
@@ -1227,33 +888,33 @@ static void test_cancel_and_timeout_leave_at_once(void **state)
      * handle destroyed under a waiting acquire gives its place back. */
     assert_status(hilock_lock_try_acquire(hl, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
-    fwaiter_start(&w3, c3, l3, scaled(400, 3000), NULL);
-    wait_llen(k.queue, 1, widen(2000));
-    fwaiter_end(&w3, widen(5000));
+    fwaiter_start(&w3, c3, l3, hl_scaled(400, 3000), NULL);
+    wait_llen(k.queue, 1, hl_widen(2000));
+    fwaiter_end(&w3, hl_widen(5000));
     assert_status(w3.rc, HILOCK_EBUSY);
     wait_llen(k.queue, 0, quick);
-    assert_int_equal(srv_exists(k.timeout), 0);
-    acq_rec_init(&a);
+    assert_int_equal(hl_raw_exists(server, k.timeout), 0);
+    hl_acquire_rec_init(&a, NULL);
     assert_status(hilock_lock_acquire_async(l1, OWNER_A, HILOCK_WAIT_FOREVER,
                                             HILOCK_LEASE_WATCHDOG, 0,
-                                            on_acquire, &a, NULL),
+                                            hl_record_acquire, &a, NULL),
                   HILOCK_OK);
-    wait_llen(k.queue, 1, widen(5000));
-    lock_free(l1);
-    if (!hl_wait_count(&a.calls, 1, widen(5000)))
+    wait_llen(k.queue, 1, hl_widen(5000));
+    hl_free_lock(l1);
+    if (!hl_wait_count(&a.calls, 1, hl_widen(5000)))
         fail_msg("destroying the handle did not end its acquire");
     assert_status(a.status, HILOCK_ECANCELED);
     wait_llen(k.queue, 0, quick);
-    assert_int_equal(srv_exists(k.timeout), 0);
+    assert_int_equal(hl_raw_exists(server, k.timeout), 0);
     assert_status(hilock_lock_release(hl), HILOCK_OK);
     assert_lock_gone("leave");
-    lock_free(l3);
-    lock_free(l2);
-    lock_free(hl);
-    client_free(c3);
-    client_free(c2);
-    client_free(c1);
-    client_free(hc);
+    hl_free_lock(l3);
+    hl_free_lock(l2);
+    hl_free_lock(hl);
+    hl_free_client(c3);
+    hl_free_client(c2);
+    hl_free_client(c1);
+    hl_free_client(hc);
 }
 
 /* ---- nothing left behind after contention ------------------------------ */
@@ -1283,15 +944,15 @@ static bool churn_cancel(churn *t, int cycle)
     uint64_t owner = UINT64_C(1) << 40 | (uint64_t)t->id << 20 |
                      (uint64_t)cycle;
     uint64_t op = 0;
-    acq_rec r;
-    val_rec v;
+    hl_acquire_rec r;
+    hl_value_rec v;
     int rc;
 
-    acq_rec_init(&r);
-    val_rec_init(&v);
+    hl_acquire_rec_init(&r, NULL);
+    hl_value_rec_init(&v);
     rc = hilock_lock_acquire_async(t->lock, owner, HILOCK_WAIT_FOREVER,
-                                   HILOCK_LEASE_WATCHDOG, 0, on_acquire, &r,
-                                   &op);
+                                   HILOCK_LEASE_WATCHDOG, 0,
+                                   hl_record_acquire, &r, &op);
     if (rc == HILOCK_OK)
         rc = hilock_lock_cancel(t->lock, op);
     if (rc != HILOCK_OK) {
@@ -1299,7 +960,7 @@ static bool churn_cancel(churn *t, int cycle)
                               t->id, hilock_errname(rc));
         return false;
     }
-    if (!hl_wait_count(&r.calls, 1, widen(30000))) {
+    if (!hl_wait_count(&r.calls, 1, hl_widen(30000))) {
         hl_mutex_checker_fail(t->mc, "holder %u: a cancelled acquire never "
                               "called back", t->id);
         return false;
@@ -1314,9 +975,10 @@ static bool churn_cancel(churn *t, int cycle)
         return false;
     }
     churn_hold(t);
-    if (hilock_lock_release_async(t->lock, owner, on_value, &v) !=
+    if (hilock_lock_release_async(t->lock, owner, hl_record_value, &v) !=
             HILOCK_OK ||
-        !hl_wait_count(&v.calls, 1, widen(30000)) || v.status != HILOCK_OK) {
+        !hl_wait_count(&v.calls, 1, hl_widen(30000)) ||
+        v.status != HILOCK_OK) {
         hl_mutex_checker_fail(t->mc, "holder %u: async release failed",
                               t->id);
         return false;
@@ -1329,7 +991,7 @@ static void *churn_main(void *arg)
     churn *t = arg;
 
     for (int i = 0; i < t->cycles; i++) {
-        int64_t wait = i % 3 == 2 ? 1 : widen(30000);
+        int64_t wait = i % 3 == 2 ? 1 : hl_widen(30000);
         int rc;
 
         if (i % 6 == 5) {
@@ -1361,23 +1023,23 @@ static void *churn_main(void *arg)
 
 static void test_no_leftover_keys(void **state)
 {
-    int cycles = scaled(30, 6);
+    int cycles = hl_scaled(30, 6);
     size_t total = (size_t)CHURN_CLIENTS * CHURN_THREADS * (size_t)cycles;
     hl_mutex_checker *mc = hl_mutex_checker_create(total, 20);
     hilock_client *c[CHURN_CLIENTS];
     hilock_lock *l[CHURN_CLIENTS];
     churn t[CHURN_CLIENTS * CHURN_THREADS];
     int timeouts = 0, cancels = 0;
-    char why[512], keys[REPLY_CAP];
+    char why[512], keys[HL_RAW_REPLY_CAP];
 
     (void)state;
     assert_non_null(mc);
-    assert_int_equal(srv_dbsize(), 0);
+    assert_int_equal(hl_raw_int(server, "DBSIZE", (char *)NULL), 0);
     for (int i = 0; i < CHURN_CLIENTS; i++) {
         /* Places reserved for a minute: keys that vanish within seconds
          * were deleted, they did not expire. */
-        c[i] = client_with(0, 60000);
-        l[i] = fair_new(c[i], "churn");
+        c[i] = hl_new_client(server, &(hl_client_opts){ .waiter_ms = 60000 });
+        l[i] = hl_new_fair_lock(c[i], "churn");
     }
     for (int i = 0; i < CHURN_CLIENTS * CHURN_THREADS; i++) {
         memset(&t[i], 0, sizeof t[i]);
@@ -1397,14 +1059,14 @@ static void test_no_leftover_keys(void **state)
         fail_msg("%s", why);
     print_message("fair churn: %zu holds, %d waits ran out, %d cancelled\n",
                   hl_mutex_checker_count(mc), timeouts, cancels);
-    if (!hl_wait_until(db_empty, NULL, widen(3000))) {
-        srv(keys, sizeof keys, "KEYS", "*", (char *)NULL);
+    if (!hl_wait_until(db_empty, NULL, hl_widen(3000))) {
+        hl_raw_cmd(server, keys, sizeof keys, "KEYS", "*", (char *)NULL);
         fail_msg("%lld keys left after every hold was released: %.400s",
-                 srv_dbsize(), keys);
+                 hl_raw_int(server, "DBSIZE", (char *)NULL), keys);
     }
     for (int i = 0; i < CHURN_CLIENTS; i++) {
-        lock_free(l[i]);
-        client_free(c[i]);
+        hl_free_lock(l[i]);
+        hl_free_client(c[i]);
     }
     hl_mutex_checker_free(mc);
 }
@@ -1417,8 +1079,11 @@ static void test_wakeup_by_message(void **state)
      * fire 20 s apart at the soonest, so only the message can explain a
      * waiter that gets the lock within a second. */
     fair_keys k = keys_of("wake");
-    hilock_client *hc = client_new(), *wc = client_with(0, 60000);
-    hilock_lock *hl = fair_new(hc, "wake"), *wl = fair_new(wc, "wake");
+    hilock_client *hc = hl_new_client(server, NULL);
+    hilock_client *wc =
+        hl_new_client(server, &(hl_client_opts){ .waiter_ms = 60000 });
+    hilock_lock *hl = hl_new_fair_lock(hc, "wake");
+    hilock_lock *wl = hl_new_fair_lock(wc, "wake");
     char channel[200];
     field_t field;
     int64_t t_rel, took;
@@ -1427,62 +1092,49 @@ static void test_wakeup_by_message(void **state)
 
     (void)state;
     assert_status(hilock_lock_try_acquire(hl, 0, 60000), HILOCK_OK);
-    ttl = srv_pttl("wake");
+    ttl = hl_raw_pttl(server, "wake");
     assert_true(ttl > 50000 && ttl <= 60000);
-    fwaiter_start(&w, wc, wl, widen(30000), NULL);
+    fwaiter_start(&w, wc, wl, hl_widen(30000), NULL);
     fwaiter_field(&w, field);
-    wait_llen(k.queue, 1, widen(5000));
+    wait_llen(k.queue, 1, hl_widen(5000));
     snprintf(channel, sizeof channel, "%s:%s", k.channel, field);
-    wait_numsub(channel, 1);
+    hl_expect_numsub(server, channel, 1, 1);
     /* Each waiter listens on its own channel, not the lock's. */
-    assert_int_equal(srv_numsub(k.channel), 0);
+    assert_int_equal(hl_fixture_numsub(server, k.channel), 0);
     t_rel = hl_now_ms();
     assert_status(hilock_lock_release(hl), HILOCK_OK);
-    fwaiter_join_ok(&w, widen(5000));
+    fwaiter_join_ok(&w, hl_widen(5000));
     took = w.acquired_at - t_rel;
-    if (took > widen(1000))
+    if (took > hl_widen(1000))
         fail_msg("the waiter got the lock %lld ms after the release",
                  (long long)took);
-    wait_numsub(channel, 0);
+    hl_expect_numsub(server, channel, 0, 0);
     assert_lock_gone("wake");
-    lock_free(wl);
-    lock_free(hl);
-    client_free(wc);
-    client_free(hc);
+    hl_free_lock(wl);
+    hl_free_lock(hl);
+    hl_free_client(wc);
+    hl_free_client(hc);
 }
 
 /* ---- reentrancy and ownership ------------------------------------------ */
 
-typedef struct release_job {
-    hilock_lock *lock;
-    int rc;
-} release_job;
-
-static void *release_main(void *arg)
-{
-    release_job *j = arg;
-
-    j->rc = hilock_lock_release(j->lock);
-    return NULL;
-}
-
 static void test_reentrancy_and_ownership(void **state)
 {
     fair_keys k = keys_of("reent");
-    hilock_client *c = client_new(), *oc = client_new();
-    hilock_lock *l = fair_new(c, "reent"), *ol = fair_new(oc, "reent");
-    hilock_lock *never = fair_new(c, "reent-never");
-    release_job job = { .lock = l, .rc = -1 };
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *oc = hl_new_client(server, NULL);
+    hilock_lock *l = hl_new_fair_lock(c, "reent");
+    hilock_lock *ol = hl_new_fair_lock(oc, "reent");
+    hilock_lock *never = hl_new_fair_lock(c, "reent-never");
     char field[FIELD_CAP], r[128];
     field_t q[1];
     int64_t count = -1;
     bool held = false;
-    pthread_t th;
-    val_rec v;
+    hl_value_rec v;
     fwaiter w;
 
     (void)state;
-    val_rec_init(&v);
+    hl_value_rec_init(&v);
     field_of(field, c, hilock_thread_owner());
     for (int i = 1; i <= 3; i++) {
         assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
@@ -1490,15 +1142,16 @@ static void test_reentrancy_and_ownership(void **state)
         assert_status(hilock_lock_hold_count(l, &count), HILOCK_OK);
         assert_int_equal(count, i);
     }
-    assert_int_equal(srv(r, sizeof r, "HGET", "reent", field, (char *)NULL),
+    assert_int_equal(hl_raw_cmd(server, r, sizeof r, "HGET", "reent", field,
+                                (char *)NULL),
                      '$');
     assert_string_equal(r, "$1\r\n3\r\n");
 
     /* With somebody in line, the holder still takes it again at once:
      * the line is for those who do not hold it. */
-    fwaiter_start(&w, oc, ol, widen(30000), NULL);
+    fwaiter_start(&w, oc, ol, hl_widen(30000), NULL);
     fwaiter_field(&w, q[0]);
-    wait_llen(k.queue, 1, widen(5000));
+    wait_llen(k.queue, 1, hl_widen(5000));
     assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
     assert_status(hilock_lock_hold_count(l, &count), HILOCK_OK);
@@ -1508,21 +1161,19 @@ static void test_reentrancy_and_ownership(void **state)
     /* Nobody else can give it back: another thread on the same handle,
      * another client, an explicit owner that never took it, a lock never
      * taken. */
-    assert_int_equal(pthread_create(&th, NULL, release_main, &job), 0);
-    pthread_join(th, NULL);
-    assert_status(job.rc, HILOCK_ENOTOWNER);
+    assert_status(hl_release_from_other_thread(l, NULL), HILOCK_ENOTOWNER);
     assert_status(hilock_lock_release(ol), HILOCK_ENOTOWNER);
     assert_status(hilock_lock_release_async(l, hilock_thread_owner() + 999,
-                                            on_value, &v),
+                                            hl_record_value, &v),
                   HILOCK_OK);
-    if (!hl_wait_count(&v.calls, 1, widen(5000)))
+    if (!hl_wait_count(&v.calls, 1, hl_widen(5000)))
         fail_msg("the async release never called back");
     assert_status(v.status, HILOCK_ENOTOWNER);
     assert_status(hilock_lock_release(never), HILOCK_ENOTOWNER);
     /* None of that touched the hold or the line. */
-    srv(r, sizeof r, "HGET", "reent", field, (char *)NULL);
+    hl_raw_cmd(server, r, sizeof r, "HGET", "reent", field, (char *)NULL);
     assert_string_equal(r, "$1\r\n4\r\n");
-    assert_int_equal(srv_exists("reent-never"), 0);
+    assert_int_equal(hl_raw_exists(server, "reent-never"), 0);
     assert_queue(k.queue, q, 1);
     assert_false(atomic_load(&w.done));
 
@@ -1537,14 +1188,14 @@ static void test_reentrancy_and_ownership(void **state)
     assert_status(hilock_lock_release(l), HILOCK_OK);
     assert_status(hilock_lock_is_held_by_me(l, &held), HILOCK_OK);
     assert_false(held);
-    fwaiter_join_ok(&w, widen(5000));
+    fwaiter_join_ok(&w, hl_widen(5000));
     assert_status(hilock_lock_release(l), HILOCK_ENOTOWNER);
     assert_lock_gone("reent");
-    lock_free(never);
-    lock_free(ol);
-    lock_free(l);
-    client_free(oc);
-    client_free(c);
+    hl_free_lock(never);
+    hl_free_lock(ol);
+    hl_free_lock(l);
+    hl_free_client(oc);
+    hl_free_client(c);
 }
 
 /* ---- fencing tokens ---------------------------------------------------- */
@@ -1554,8 +1205,8 @@ static void test_reentrancy_and_ownership(void **state)
 static void test_fencing_tokens_follow_the_line(void **state)
 {
     fair_keys k = keys_of("fence");
-    hilock_client *hc = client_new(), *c[FENCE_WAITERS];
-    hilock_lock *hl = fair_new(hc, "fence"), *l[FENCE_WAITERS];
+    hilock_client *hc = hl_new_client(server, NULL), *c[FENCE_WAITERS];
+    hilock_lock *hl = hl_new_fair_lock(hc, "fence"), *l[FENCE_WAITERS];
     uint64_t first = 0, again = 0, last;
     fwaiter w[FENCE_WAITERS];
     char r[128];
@@ -1574,16 +1225,16 @@ static void test_fencing_tokens_follow_the_line(void **state)
     assert_int_equal(again, first);
     assert_status(hilock_lock_release(hl), HILOCK_OK);
     for (int i = 0; i < FENCE_WAITERS; i++) {
-        c[i] = client_new();
-        l[i] = fair_new(c[i], "fence");
-        fwaiter_start_with(&w[i], c[i], l[i], widen(30000), &seq, NULL,
+        c[i] = hl_new_client(server, NULL);
+        l[i] = hl_new_fair_lock(c[i], "fence");
+        fwaiter_start_with(&w[i], c[i], l[i], hl_widen(30000), &seq, NULL,
                            true);
-        wait_llen(k.queue, i + 1, widen(5000));
+        wait_llen(k.queue, i + 1, hl_widen(5000));
     }
     assert_status(hilock_lock_release(hl), HILOCK_OK);
     last = first;
     for (int i = 0; i < FENCE_WAITERS; i++) {
-        fwaiter_join_ok(&w[i], widen(5000));
+        fwaiter_join_ok(&w[i], hl_widen(5000));
         assert_int_equal(w[i].rank, i);
         if (w[i].token <= last)
             fail_msg("owner %d of the line got token %llu after %llu", i,
@@ -1591,21 +1242,21 @@ static void test_fencing_tokens_follow_the_line(void **state)
                      (unsigned long long)last);
         last = w[i].token;
     }
-    srv(r, sizeof r, "GET", k.token, (char *)NULL);
+    hl_raw_cmd(server, r, sizeof r, "GET", k.token, (char *)NULL);
     {
         const char *p = r;
         char num[32];
 
-        parse_bulk(&p, num, sizeof num);
+        hl_raw_parse_bulk(&p, num, sizeof num);
         assert_int_equal(strtoull(num, NULL, 10), last);
     }
     assert_lock_gone("fence");
     for (int i = 0; i < FENCE_WAITERS; i++) {
-        lock_free(l[i]);
-        client_free(c[i]);
+        hl_free_lock(l[i]);
+        hl_free_client(c[i]);
     }
-    lock_free(hl);
-    client_free(hc);
+    hl_free_lock(hl);
+    hl_free_client(hc);
 }
 
 /* ---- mutual exclusion under contention --------------------------------- */
@@ -1613,79 +1264,34 @@ static void test_fencing_tokens_follow_the_line(void **state)
 #define MX_CLIENTS 2
 #define MX_THREADS 4
 
-typedef struct mx_thread {
-    pthread_t thread;
-    hilock_lock *lock;
-    hl_mutex_checker *mc;
-    int cycles;
-    uint32_t id;
-} mx_thread;
-
-static void *mx_main(void *arg)
-{
-    mx_thread *t = arg;
-
-    for (int i = 0; i < t->cycles; i++) {
-        uint64_t token = 0, again = 0;
-        long slot;
-        int rc = hilock_lock_acquire_fenced(t->lock, widen(30000),
-                                            HILOCK_LEASE_WATCHDOG, &token);
-
-        if (rc != HILOCK_OK) {
-            hl_mutex_checker_fail(t->mc, "thread %u cycle %d: acquire: %s "
-                                  "(%s)", t->id, i, hilock_errname(rc),
-                                  hilock_last_error());
-            return NULL;
-        }
-        slot = hl_mutex_checker_enter(t->mc, t->id, token);
-        if (i % 5 == 0) {
-            rc = hilock_lock_acquire_fenced(t->lock, 0,
-                                            HILOCK_LEASE_WATCHDOG, &again);
-            if (rc != HILOCK_OK || again != token)
-                hl_mutex_checker_fail(t->mc, "thread %u: reentrant acquire "
-                                      "%s, token %llu in a hold with %llu",
-                                      t->id, hilock_errname(rc),
-                                      (unsigned long long)again,
-                                      (unsigned long long)token);
-            if (rc == HILOCK_OK && hilock_lock_release(t->lock) != 0)
-                hl_mutex_checker_fail(t->mc, "thread %u: inner release",
-                                      t->id);
-        }
-        hl_mutex_checker_exit(t->mc, slot);
-        rc = hilock_lock_release(t->lock);
-        if (rc != HILOCK_OK) {
-            hl_mutex_checker_fail(t->mc, "thread %u cycle %d: release: %s",
-                                  t->id, i, hilock_errname(rc));
-            return NULL;
-        }
-    }
-    return NULL;
-}
-
 static void test_mutual_exclusion(void **state)
 {
-    int cycles = scaled(40, 5);
+    int cycles = hl_scaled(40, 5);
     size_t total = (size_t)MX_CLIENTS * MX_THREADS * (size_t)cycles;
     hl_mutex_checker *mc = hl_mutex_checker_create(total, 20);
     fair_keys k = keys_of("mx");
     hilock_client *c[MX_CLIENTS];
     hilock_lock *l[MX_CLIENTS];
-    mx_thread t[MX_CLIENTS * MX_THREADS];
+    hl_checked_holder t[MX_CLIENTS * MX_THREADS];
     char why[512], r[128];
 
     (void)state;
     assert_non_null(mc);
     for (int i = 0; i < MX_CLIENTS; i++) {
-        c[i] = client_new();
-        l[i] = fair_new(c[i], "mx");
+        c[i] = hl_new_client(server, NULL);
+        l[i] = hl_new_fair_lock(c[i], "mx");
     }
     for (int i = 0; i < MX_CLIENTS * MX_THREADS; i++) {
-        t[i].lock = l[i % MX_CLIENTS];
-        t[i].mc = mc;
-        t[i].cycles = cycles;
-        t[i].id = (uint32_t)i;
-        assert_int_equal(pthread_create(&t[i].thread, NULL, mx_main, &t[i]),
-                         0);
+        t[i] = (hl_checked_holder){
+            .lock = l[i % MX_CLIENTS],
+            .mc = mc,
+            .id = (uint32_t)i,
+            .holds = cycles,
+            .fenced = true,
+            .rejoin_every = 5,
+        };
+        assert_int_equal(pthread_create(&t[i].thread, NULL,
+                                        hl_checked_holder_main, &t[i]), 0);
     }
     for (int i = 0; i < MX_CLIENTS * MX_THREADS; i++)
         pthread_join(t[i].thread, NULL);
@@ -1693,20 +1299,20 @@ static void test_mutual_exclusion(void **state)
         fail_msg("%s", why);
     assert_int_equal(hl_mutex_checker_count(mc), total);
     /* One token per hold, none for the reentrant ones. */
-    srv(r, sizeof r, "GET", k.token, (char *)NULL);
+    hl_raw_cmd(server, r, sizeof r, "GET", k.token, (char *)NULL);
     {
         const char *p = r;
         char num[32];
 
-        parse_bulk(&p, num, sizeof num);
+        hl_raw_parse_bulk(&p, num, sizeof num);
         assert_int_equal(strtoull(num, NULL, 10), total);
     }
     /* Every waiter got the lock, so each one's place went with it. */
     assert_lock_gone("mx");
-    assert_int_equal(srv_dbsize(), 1);
+    assert_int_equal(hl_raw_int(server, "DBSIZE", (char *)NULL), 1);
     for (int i = 0; i < MX_CLIENTS; i++) {
-        lock_free(l[i]);
-        client_free(c[i]);
+        hl_free_lock(l[i]);
+        hl_free_client(c[i]);
     }
     hl_mutex_checker_free(mc);
 }
@@ -1716,8 +1322,11 @@ static void test_mutual_exclusion(void **state)
 static void test_watchdog_keeps_fair_hold(void **state)
 {
     fair_keys k = keys_of("watched");
-    hilock_client *c = client_with(1000, 0), *oc = client_new();
-    hilock_lock *l = fair_new(c, "watched"), *ol = fair_new(oc, "watched");
+    hilock_client *c =
+        hl_new_client(server, &(hl_client_opts){ .watchdog_ms = 1000 });
+    hilock_client *oc = hl_new_client(server, NULL);
+    hilock_lock *l = hl_new_fair_lock(c, "watched");
+    hilock_lock *ol = hl_new_fair_lock(oc, "watched");
     const int64_t hold_ms = 3500;
     long long ttl, min_ttl = 1000000;
     bool lost = true;
@@ -1727,13 +1336,13 @@ static void test_watchdog_keeps_fair_hold(void **state)
     (void)state;
     assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
-    fwaiter_start(&w, oc, ol, widen(30000), NULL);
-    wait_llen(k.queue, 1, widen(5000));
+    fwaiter_start(&w, oc, ol, hl_widen(30000), NULL);
+    wait_llen(k.queue, 1, hl_widen(5000));
     /* Three and a half watchdog timeouts: the lease would have run out
      * three times without renewals, and the waiter would have got in. */
     t0 = hl_now_ms();
     while (hl_now_ms() - t0 < hold_ms) {
-        ttl = srv_pttl("watched");
+        ttl = hl_raw_pttl(server, "watched");
         if (ttl <= 0 || ttl > 1000)
             fail_msg("PTTL %lld after %lld ms of holding", ttl,
                      (long long)(hl_now_ms() - t0));
@@ -1747,12 +1356,12 @@ static void test_watchdog_keeps_fair_hold(void **state)
     assert_false(lost);
     assert_int_equal(srv_llen(k.queue), 1);
     assert_status(hilock_lock_release(l), HILOCK_OK);
-    fwaiter_join_ok(&w, widen(5000));
+    fwaiter_join_ok(&w, hl_widen(5000));
     assert_lock_gone("watched");
-    lock_free(ol);
-    lock_free(l);
-    client_free(oc);
-    client_free(c);
+    hl_free_lock(ol);
+    hl_free_lock(l);
+    hl_free_client(oc);
+    hl_free_client(c);
 }
 
 /* ---- the waiter timeout option ----------------------------------------- */
@@ -1795,12 +1404,12 @@ static void test_waiter_timeout_option(void **state)
     assert_int_equal(hilock_options_waiter_timeout_ms(NULL), -1);
     hilock_options_free(o);
 
-    c = client_new();
+    c = hl_new_client(server, NULL);
     assert_status(hilock_fair_lock_create(&l, c, "", 0), HILOCK_EINVAL);
     assert_status(hilock_fair_lock_create(NULL, c, "x", 1), HILOCK_EINVAL);
     assert_status(hilock_fair_lock_create(&l, NULL, "x", 1), HILOCK_EINVAL);
     assert_status(hilock_fair_lock_create(&l, c, NULL, 1), HILOCK_EINVAL);
-    client_free(c);
+    hl_free_client(c);
 }
 
 int main(void)
