@@ -11,9 +11,7 @@
 /* ctest-timeout: 180 */
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -22,27 +20,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/client_internal.h"
-#include "core/lockobj_internal.h"
 #include "hilock/client.h"
 #include "hilock/error.h"
 #include "hilock/lock.h"
 #include "hilock/options.h"
 #include "hilock/rwlock.h"
+#include "support/children.h"
 #include "support/fixture.h"
+#include "support/lock_helpers.h"
+#include "support/raw_reads.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
 static hl_redis_server *server;
 /* A forked process still alive when its test fails is killed here. */
-static pid_t child_pid;
+static hl_children kids;
 
 /* Leases and waiter timeouts so long that neither a lease running out nor
  * a waiting writer's heartbeat can explain a waiter getting in within
@@ -54,23 +51,6 @@ static pid_t child_pid;
 #define OWNER_C UINT64_C(0xC3)
 #define OWNER_D UINT64_C(0xD4)
 
-static bool under_valgrind(void)
-{
-    return getenv("HILOCK_TEST_UNDER_VALGRIND") != NULL;
-}
-
-/* Valgrind runs the library tens of times slower, so bounds that catch a
- * hang on a normal build would catch mere slowness there. */
-static int widen(int ms)
-{
-    return under_valgrind() ? ms * 10 : ms;
-}
-
-static int scaled(int normal, int small)
-{
-    return under_valgrind() ? small : normal;
-}
-
 static int setup_server(void **state)
 {
     (void)state;
@@ -81,191 +61,13 @@ static int setup_server(void **state)
 static int teardown_server(void **state)
 {
     (void)state;
-    if (child_pid > 0) {
-        kill(child_pid, SIGKILL);
-        waitpid(child_pid, NULL, 0);
-        child_pid = 0;
-    }
+    hl_children_kill_all(&kids);
     hl_redis_server_stop(server);
     server = NULL;
     return 0;
 }
 
-/* Compare statuses by name, so a failure says which codes differ. */
-#define assert_status(actual, expected)                                    \
-    do {                                                                   \
-        int a_ = (actual), e_ = (expected);                                \
-        if (a_ != e_)                                                      \
-            fail_msg("%s returned %s (%s), expected %s", #actual,          \
-                     hilock_errname(a_), hilock_last_error(),              \
-                     hilock_errname(e_));                                  \
-    } while (0)
-
-/* No cmocka in here: forked children make their clients with it too.
- * 0 keeps a default. */
-static hilock_client *make_client(int port, int64_t watchdog_ms,
-                                  int64_t waiter_ms, char *why, size_t cap)
-{
-    hilock_options *o = NULL;
-    hilock_client *c = NULL;
-    int rc = hilock_options_create(&o);
-
-    if (rc == HILOCK_OK)
-        rc = hilock_options_set_host(o, "127.0.0.1");
-    if (rc == HILOCK_OK)
-        rc = hilock_options_set_port(o, port);
-    if (rc == HILOCK_OK)
-        rc = hilock_options_set_reconnect_backoff_ms(o, 20, 200);
-    if (rc == HILOCK_OK && watchdog_ms > 0)
-        rc = hilock_options_set_watchdog_timeout_ms(o, watchdog_ms);
-    if (rc == HILOCK_OK && waiter_ms > 0)
-        rc = hilock_options_set_waiter_timeout_ms(o, waiter_ms);
-    if (rc == HILOCK_OK && under_valgrind())
-        rc = hilock_options_set_connect_timeout_ms(o, 20000);
-    if (rc == HILOCK_OK && under_valgrind())
-        rc = hilock_options_set_command_timeout_ms(o, 20000);
-    if (rc == HILOCK_OK)
-        rc = hilock_client_create(&c, o);
-    if (rc != HILOCK_OK)
-        snprintf(why, cap, "%s: %s", hilock_errname(rc),
-                 hilock_last_error());
-    hilock_options_free(o);
-    return c;
-}
-
-static hilock_client *client_opts(int64_t watchdog_ms, int64_t waiter_ms)
-{
-    char why[300];
-    hilock_client *c = make_client(hl_redis_server_port(server),
-                                   watchdog_ms, waiter_ms, why, sizeof why);
-
-    if (c == NULL)
-        fail_msg("client: %s", why);
-    return c;
-}
-
-static hilock_client *client_new(void)
-{
-    return client_opts(0, 0);
-}
-
-static void client_free(hilock_client *c)
-{
-    assert_int_equal(hilock_client_destroy(c), HILOCK_OK);
-}
-
-static hilock_lock *read_new(hilock_client *c, const char *name)
-{
-    hilock_lock *l = NULL;
-
-    assert_status(hilock_read_lock_create(&l, c, name, strlen(name)),
-                  HILOCK_OK);
-    assert_non_null(l);
-    return l;
-}
-
-static hilock_lock *write_new(hilock_client *c, const char *name)
-{
-    hilock_lock *l = NULL;
-
-    assert_status(hilock_write_lock_create(&l, c, name, strlen(name)),
-                  HILOCK_OK);
-    assert_non_null(l);
-    return l;
-}
-
-static void lock_free(hilock_lock *l)
-{
-    assert_int_equal(hilock_lock_destroy(l), HILOCK_OK);
-}
-
 /* ---- the server seen through the fixture ------------------------------- */
-
-#define REPLY_CAP 16384
-#define MAX_ARGS 8
-
-static int srv_v(char *reply, size_t cap, const char *arg0, va_list ap)
-{
-    const char *argv[MAX_ARGS];
-    int argc = 0, type;
-
-    for (const char *a = arg0; a != NULL; a = va_arg(ap, const char *)) {
-        if (argc == MAX_ARGS)
-            fail_msg("%s: too many arguments", arg0);
-        argv[argc++] = a;
-    }
-    type = hl_redis_server_command(server, reply, cap, widen(5000), argc,
-                                   argv);
-    if (type < 0)
-        fail_msg("%s: no reply from the server", arg0);
-    if (type == '-')
-        fail_msg("%s: %s", arg0, reply);
-    return type;
-}
-
-static long long srv_int(const char *arg0, ...) __attribute__((sentinel));
-
-static long long srv_int(const char *arg0, ...)
-{
-    char reply[REPLY_CAP], *end;
-    long long v;
-    va_list ap;
-    int type;
-
-    va_start(ap, arg0);
-    type = srv_v(reply, sizeof reply, arg0, ap);
-    va_end(ap);
-    if (type != ':')
-        fail_msg("%s: expected an integer, got %s", arg0, reply);
-    v = strtoll(reply + 1, &end, 10);
-    if (end == reply + 1 || *end != '\r')
-        fail_msg("%s: malformed integer %s", arg0, reply);
-    return v;
-}
-
-/* One "$len\r\nbytes\r\n" at *p into out (NULL for a nil); moves *p on.
- * False when malformed or too long for out. */
-static bool resp_bulk_at(const char **p, char *out, size_t cap, bool *nil)
-{
-    char *end;
-    long len;
-
-    if (**p != '$')
-        return false;
-    len = strtol(*p + 1, &end, 10);
-    if (end[0] != '\r' || end[1] != '\n')
-        return false;
-    *nil = len < 0;
-    if (len < 0) {
-        *p = end + 2;
-        return true;
-    }
-    if ((size_t)len >= cap)
-        return false;
-    memcpy(out, end + 2, (size_t)len);
-    out[len] = '\0';
-    *p = end + 2 + len + 2;
-    return true;
-}
-
-/* A bulk string reply into out; false for a nil. */
-static bool srv_bulk(char *out, size_t cap, const char *arg0, ...)
-    __attribute__((sentinel));
-
-static bool srv_bulk(char *out, size_t cap, const char *arg0, ...)
-{
-    char reply[REPLY_CAP];
-    const char *p = reply;
-    bool nil = true;
-    va_list ap;
-
-    va_start(ap, arg0);
-    srv_v(reply, sizeof reply, arg0, ap);
-    va_end(ap);
-    if (!resp_bulk_at(&p, out, cap, &nil))
-        fail_msg("%s: expected a bulk string, got %s", arg0, reply);
-    return !nil;
-}
 
 #define HASH_MAX 32
 
@@ -277,27 +79,18 @@ typedef struct hash_view {
 
 static void srv_hash(hash_view *h, const char *key)
 {
-    char reply[REPLY_CAP], *end;
-    const char *argv[] = { "HGETALL", key };
-    const char *p;
+    char reply[HL_RAW_REPLY_CAP];
+    const char *p = reply;
     long n;
-    bool nil;
-    int type;
 
     memset(h, 0, sizeof *h);
-    type = hl_redis_server_command(server, reply, sizeof reply, widen(5000),
-                                   2, argv);
-    if (type != '*')
-        fail_msg("HGETALL %s: unexpected reply %s", key,
-                 type < 0 ? "(none)" : reply);
-    n = strtol(reply + 1, &end, 10);
-    if (*end != '\r' || n < 0 || n % 2 != 0 || n / 2 > HASH_MAX)
+    hl_raw_cmd(server, reply, sizeof reply, "HGETALL", key, (char *)NULL);
+    n = hl_raw_parse_array(&p);
+    if (n < 0 || n % 2 != 0 || n / 2 > HASH_MAX)
         fail_msg("HGETALL %s: unexpected reply %s", key, reply);
-    p = end + 2;
     for (int i = 0; i < n / 2; i++) {
-        if (!resp_bulk_at(&p, h->field[i], sizeof h->field[i], &nil) ||
-            nil ||
-            !resp_bulk_at(&p, h->value[i], sizeof h->value[i], &nil) || nil)
+        if (hl_raw_parse_bulk(&p, h->field[i], sizeof h->field[i]) < 0 ||
+            hl_raw_parse_bulk(&p, h->value[i], sizeof h->value[i]) < 0)
             fail_msg("HGETALL %s: malformed reply %s", key, reply);
     }
     h->n = (int)(n / 2);
@@ -322,16 +115,6 @@ static void expect_field(const hash_view *h, const char *field,
     if (value != NULL && (got == NULL || strcmp(got, value) != 0))
         fail_msg("field %s is %s, expected %s", field,
                  got ? got : "absent", value);
-}
-
-static long long exists(const char *key)
-{
-    return srv_int("EXISTS", key, (char *)NULL);
-}
-
-static long long pttl(const char *key)
-{
-    return srv_int("PTTL", key, (char *)NULL);
 }
 
 /* ---- names of things in Redis ------------------------------------------ */
@@ -368,8 +151,8 @@ static bool claim_present(const char *name, const char *member)
     char key[KEY_CAP], score[64];
 
     writers_key(key, name);
-    return srv_bulk(score, sizeof score, "ZSCORE", key, member,
-                    (char *)NULL);
+    return hl_raw_bulk(server, score, sizeof score, "ZSCORE", key, member,
+                       (char *)NULL);
 }
 
 static long long claim_score(const char *name, const char *member)
@@ -377,7 +160,8 @@ static long long claim_score(const char *name, const char *member)
     char key[KEY_CAP], score[64];
 
     writers_key(key, name);
-    if (!srv_bulk(score, sizeof score, "ZSCORE", key, member, (char *)NULL))
+    if (!hl_raw_bulk(server, score, sizeof score, "ZSCORE", key, member,
+                     (char *)NULL))
         return -1;
     return strtoll(score, NULL, 10);
 }
@@ -405,57 +189,35 @@ static bool wait_claim_for(const char *name, const char *member,
 
 static void wait_claim(const char *name, const char *member, bool present)
 {
-    if (!wait_claim_for(name, member, present, widen(10000)))
+    if (!wait_claim_for(name, member, present, hl_widen(10000)))
         fail_msg("the writer %s's claim on %s never %s", member, name,
                  present ? "appeared" : "went away");
 }
 
 /* ---- acquires and releases for any owner ------------------------------- */
 
-/* An acquire's record; the fields are written before calls is counted,
- * so a reader that saw the count sees them. */
-typedef struct acq {
-    atomic_int calls;
-    int status;
-    int64_t count;
-    int64_t at_ms;
-    uint64_t id;
-} acq;
-
-static void on_acquired(hilock_lock *lock, int status,
-                        const hilock_acquired *got, void *data)
-{
-    acq *a = data;
-
-    (void)lock;
-    a->status = status;
-    a->count = got ? got->hold_count : 0;
-    a->at_ms = hl_now_ms();
-    atomic_fetch_add(&a->calls, 1);
-}
-
-static int acquire_begin(acq *a, hilock_lock *l, uint64_t owner,
+static int acquire_begin(hl_acquire_rec *a, hilock_lock *l, uint64_t owner,
                          int64_t wait_ms, int64_t lease_ms)
 {
-    memset(a, 0, sizeof *a);
-    atomic_init(&a->calls, 0);
-    a->status = -1;
+    hl_acquire_rec_init(a, NULL);
     return hilock_lock_acquire_async(l, owner, wait_ms, lease_ms, 0,
-                                     on_acquired, a, &a->id);
+                                     hl_record_acquire, a, &a->id);
 }
 
-static void acquire_start(acq *a, hilock_lock *l, uint64_t owner,
+static void acquire_start(hl_acquire_rec *a, hilock_lock *l, uint64_t owner,
                           int64_t wait_ms, int64_t lease_ms)
 {
     assert_status(acquire_begin(a, l, owner, wait_ms, lease_ms), HILOCK_OK);
 }
 
-static int acquire_end(acq *a, int timeout_ms)
+/* The status of an acquire started with acquire_start, which must call
+ * back exactly once. */
+static int acquire_end(hl_acquire_rec *a)
 {
-    if (!hl_wait_count(&a->calls, 1, timeout_ms))
-        fail_msg("an acquire did not complete within %d ms", timeout_ms);
+    int status = hl_expect_acquire(a);
+
     assert_int_equal(atomic_load(&a->calls), 1);
-    return a->status;
+    return status;
 }
 
 /* No cmocka: the reader threads use these too.  -1 when no answer came
@@ -463,8 +225,8 @@ static int acquire_end(acq *a, int timeout_ms)
 static int acquire_owner(hilock_lock *l, uint64_t owner, int64_t wait_ms,
                          int64_t lease_ms, int64_t *count)
 {
-    acq *a = malloc(sizeof *a);
-    int rc, limit = (wait_ms > 0 ? (int)wait_ms : 0) + widen(10000);
+    hl_acquire_rec *a = malloc(sizeof *a);
+    int rc, limit = (wait_ms > 0 ? (int)wait_ms : 0) + hl_widen(10000);
 
     if (a == NULL)
         return HILOCK_ENOMEM;
@@ -477,26 +239,9 @@ static int acquire_owner(hilock_lock *l, uint64_t owner, int64_t wait_ms,
         return -1;
     rc = a->status;
     if (count)
-        *count = a->count;
+        *count = a->got.hold_count;
     free(a);
     return rc;
-}
-
-typedef struct val {
-    atomic_int calls;
-    int status;
-    int64_t value;
-} val;
-
-static void on_value(hilock_lock *lock, int status, int64_t value,
-                     void *data)
-{
-    val *v = data;
-
-    (void)lock;
-    v->status = status;
-    v->value = value;
-    atomic_fetch_add(&v->calls, 1);
 }
 
 typedef int val_call(hilock_lock *l, uint64_t owner, hilock_lock_cb *cb,
@@ -505,20 +250,18 @@ typedef int val_call(hilock_lock *l, uint64_t owner, hilock_lock_cb *cb,
 static int value_owner(val_call *fn, hilock_lock *l, uint64_t owner,
                        int64_t *value)
 {
-    val *v = malloc(sizeof *v);
+    hl_value_rec *v = malloc(sizeof *v);
     int rc;
 
     if (v == NULL)
         return HILOCK_ENOMEM;
-    atomic_init(&v->calls, 0);
-    v->status = -1;
-    v->value = -1;
-    rc = fn(l, owner, on_value, v);
+    hl_value_rec_init(v);
+    rc = fn(l, owner, hl_record_value, v);
     if (rc != HILOCK_OK) {
         free(v);
         return rc;
     }
-    if (!hl_wait_count(&v->calls, 1, widen(10000)))
+    if (!hl_wait_count(&v->calls, 1, hl_widen(10000)))
         return -1;
     rc = v->status;
     if (value)
@@ -570,152 +313,6 @@ static bool locked(hilock_lock *l)
     return b;
 }
 
-/* ---- the client's loop, for what only it can see ------------------------ */
-
-typedef void loop_fn(hilock_client *c, void *arg);
-
-typedef struct loop_call {
-    hl_task task;
-    loop_fn *fn;
-    void *arg;
-    atomic_bool done;
-    bool closed;
-} loop_call;
-
-static void loop_call_run(hilock_client *c, hl_task *t, bool closed)
-{
-    loop_call *lc = (loop_call *)t;
-
-    lc->closed = closed;
-    if (!closed)
-        lc->fn(c, lc->arg);
-    atomic_store(&lc->done, true);
-}
-
-static void on_loop(hilock_client *c, loop_fn *fn, void *arg)
-{
-    loop_call lc;
-
-    memset(&lc, 0, sizeof lc);
-    lc.task.run = loop_call_run;
-    lc.fn = fn;
-    lc.arg = arg;
-    atomic_init(&lc.done, false);
-    assert_int_equal(hl_client_submit(c, &lc.task), HILOCK_OK);
-    /* The task sits on the loop's queue: leaving early would leave it a
-     * dangling pointer, so this wait has no reason to end but a hang. */
-    if (!hl_wait_flag(&lc.done, widen(30000)))
-        fail_msg("the loop thread did not run a task within 30 s");
-    assert_false(lc.closed);
-}
-
-typedef struct pending {
-    hilock_lock *lock;
-    int ops;
-    int subscribed;
-} pending;
-
-static void read_pending(hilock_client *c, void *arg)
-{
-    pending *p = arg;
-
-    (void)c;
-    p->ops = p->subscribed = 0;
-    for (hl_acquire_op *op = p->lock->ops; op != NULL; op = op->next) {
-        p->ops++;
-        if (op->subscribed && op->waiter.chan != NULL)
-            p->subscribed++;
-    }
-}
-
-typedef struct pending_want {
-    hilock_client *client;
-    hilock_lock *lock;
-    int ops;
-} pending_want;
-
-static bool pending_reached(void *arg)
-{
-    pending_want *w = arg;
-    pending p = { .lock = w->lock };
-
-    on_loop(w->client, read_pending, &p);
-    return p.ops == w->ops && p.subscribed == w->ops;
-}
-
-/* Waits until exactly n acquires of lock are pending and each listens on
- * the lock's channel: from then on only a message or a timer moves them. */
-static void wait_pending(hilock_client *c, hilock_lock *lock, int n)
-{
-    pending_want w = { c, lock, n };
-
-    if (!hl_wait_until(pending_reached, &w, widen(10000))) {
-        pending p = { .lock = lock };
-
-        on_loop(c, read_pending, &p);
-        fail_msg("%d acquires pending, %d subscribed; expected %d", p.ops,
-                 p.subscribed, n);
-    }
-}
-
-typedef struct lost_rec {
-    atomic_int calls;
-} lost_rec;
-
-static void on_lost(hilock_lock *lock, uint64_t owner, void *data)
-{
-    (void)lock;
-    (void)owner;
-    atomic_fetch_add(&((lost_rec *)data)->calls, 1);
-}
-
-/* ---- forked processes -------------------------------------------------- */
-
-static bool read_byte(int fd, int timeout_ms)
-{
-    struct pollfd p = { .fd = fd, .events = POLLIN };
-    char byte;
-
-    return poll(&p, 1, timeout_ms) == 1 && read(fd, &byte, 1) == 1;
-}
-
-/* A line the child wrote, without its newline. */
-static bool read_line(int fd, char *out, size_t cap, int timeout_ms)
-{
-    int64_t deadline = hl_now_ms() + timeout_ms;
-    size_t n = 0;
-
-    while (n + 1 < cap) {
-        struct pollfd p = { .fd = fd, .events = POLLIN };
-        int left = (int)(deadline - hl_now_ms());
-        char ch;
-
-        if (left <= 0 || poll(&p, 1, left) <= 0 || read(fd, &ch, 1) != 1)
-            return false;
-        if (ch == '\n') {
-            out[n] = '\0';
-            return true;
-        }
-        out[n++] = ch;
-    }
-    return false;
-}
-
-static void kill_child(void)
-{
-    assert_int_equal(kill(child_pid, SIGKILL), 0);
-    waitpid(child_pid, NULL, 0);
-    child_pid = 0;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- readers share ----------------------------------------------------- */
 
 #define SHARERS 6
@@ -736,24 +333,26 @@ static void *sharer_main(void *arg)
     sharer *s = arg;
 
     s->owner = hilock_thread_owner();
-    s->rc = hilock_lock_try_acquire(s->lock, widen(10000),
+    s->rc = hilock_lock_try_acquire(s->lock, hl_widen(10000),
                                     HILOCK_LEASE_WATCHDOG);
     if (s->rc != HILOCK_OK)
         return NULL;
     atomic_fetch_add(s->arrived, 1);
     /* Nobody lets go before the parent has seen every reader holding. */
-    s->go_seen = hl_wait_flag(s->go, widen(20000));
+    s->go_seen = hl_wait_flag(s->go, hl_widen(20000));
     s->release_rc = hilock_lock_release(s->lock);
     return NULL;
 }
 
 static void test_readers_share(void **state)
 {
-    int n = scaled(SHARERS, 4);
-    hilock_client *c[2] = { client_new(), client_new() };
-    hilock_client *wc = client_new();
-    hilock_lock *r[2] = { read_new(c[0], "shared"), read_new(c[1], "shared") };
-    hilock_lock *w = write_new(wc, "shared");
+    int n = hl_scaled(SHARERS, 4);
+    hilock_client *c[2] = { hl_new_client(server, NULL),
+                            hl_new_client(server, NULL) };
+    hilock_client *wc = hl_new_client(server, NULL);
+    hilock_lock *r[2] = { hl_new_read_lock(c[0], "shared"),
+                          hl_new_read_lock(c[1], "shared") };
+    hilock_lock *w = hl_new_write_lock(wc, "shared");
     /* Static, as every record a thread or a callback may still write
      * after a failed assertion ended the test early. */
     static sharer s[SHARERS];
@@ -777,7 +376,7 @@ static void test_readers_share(void **state)
     }
     /* Each reader counts itself only once it holds, and none lets go
      * before go: reaching n means all n hold at the same time. */
-    all = hl_wait_count(&arrived, n, widen(15000));
+    all = hl_wait_count(&arrived, n, hl_widen(15000));
     if (all) {
         srv_hash(&h, "shared");
         expect_field(&h, "mode", "read");
@@ -793,7 +392,7 @@ static void test_readers_share(void **state)
                       HILOCK_EBUSY);
         /* A single try claims no turn, so it holds no reader back. */
         writers_key(zkey, "shared");
-        assert_int_equal(exists(zkey), 0);
+        assert_int_equal(hl_raw_exists(server, zkey), 0);
     }
     atomic_store(&go, true);
     for (int i = 0; i < n; i++)
@@ -808,15 +407,15 @@ static void test_readers_share(void **state)
                      hilock_errname(s[i].rc),
                      hilock_errname(s[i].release_rc));
     }
-    assert_int_equal(exists("shared"), 0);
+    assert_int_equal(hl_raw_exists(server, "shared"), 0);
     assert_false(locked(r[1]));
     assert_false(locked(w));
-    lock_free(w);
-    lock_free(r[1]);
-    lock_free(r[0]);
-    client_free(wc);
-    client_free(c[1]);
-    client_free(c[0]);
+    hl_free_lock(w);
+    hl_free_lock(r[1]);
+    hl_free_lock(r[0]);
+    hl_free_client(wc);
+    hl_free_client(c[1]);
+    hl_free_client(c[0]);
 }
 
 /* ---- writers exclude everyone ------------------------------------------ */
@@ -824,8 +423,8 @@ static void test_readers_share(void **state)
 #define MIX_THREADS 6
 
 typedef struct section {
-    uint64_t enter_ns;
-    uint64_t exit_ns;
+    int64_t enter_ns;
+    int64_t exit_ns;
     int thread;
     bool write;
 } section;
@@ -843,9 +442,9 @@ typedef struct mix_thread {
 
 static void spin_us(int us)
 {
-    uint64_t end = now_ns() + (uint64_t)us * 1000u;
+    int64_t end = hl_now_ns() + (int64_t)us * 1000;
 
-    while (now_ns() < end)
+    while (hl_now_ns() < end)
         ;
 }
 
@@ -865,7 +464,8 @@ static void *mix_main(void *arg)
         l = write ? t->wlock : t->rlock;
         t0 = hl_now_ms();
         /* Finite: a lost wake-up becomes a report, not a hang. */
-        rc = hilock_lock_try_acquire(l, widen(30000), HILOCK_LEASE_WATCHDOG);
+        rc = hilock_lock_try_acquire(l, hl_widen(30000),
+                                     HILOCK_LEASE_WATCHDOG);
         waited = hl_now_ms() - t0;
         if (waited > t->longest_wait_ms)
             t->longest_wait_ms = waited;
@@ -875,13 +475,13 @@ static void *mix_main(void *arg)
                      hilock_last_error());
             return NULL;
         }
-        t->out[i].enter_ns = now_ns();
+        t->out[i].enter_ns = hl_now_ns();
         t->out[i].write = write;
         t->out[i].thread = t->index;
         /* Readers stay a little longer, so that they overlap each other
          * and writers have readers to wait for. */
         spin_us(write ? 100 : 400);
-        t->out[i].exit_ns = now_ns();
+        t->out[i].exit_ns = hl_now_ns();
         rc = hilock_lock_release(l);
         if (rc != HILOCK_OK) {
             snprintf(t->error, sizeof t->error, "cycle %d: %s release: %s",
@@ -894,11 +494,13 @@ static void *mix_main(void *arg)
 
 static void test_writers_exclude(void **state)
 {
-    int threads = scaled(MIX_THREADS, 3), cycles = scaled(40, 6);
-    hilock_client *c[2] = { client_new(), client_new() };
-    hilock_lock *r[2] = { read_new(c[0], "mixed"), read_new(c[1], "mixed") };
-    hilock_lock *w[2] = { write_new(c[0], "mixed"),
-                          write_new(c[1], "mixed") };
+    int threads = hl_scaled(MIX_THREADS, 3), cycles = hl_scaled(40, 6);
+    hilock_client *c[2] = { hl_new_client(server, NULL),
+                            hl_new_client(server, NULL) };
+    hilock_lock *r[2] = { hl_new_read_lock(c[0], "mixed"),
+                          hl_new_read_lock(c[1], "mixed") };
+    hilock_lock *w[2] = { hl_new_write_lock(c[0], "mixed"),
+                          hl_new_write_lock(c[1], "mixed") };
     size_t total = (size_t)threads * (size_t)cycles;
     section *all = calloc(total, sizeof *all);
     mix_thread t[MIX_THREADS];
@@ -940,9 +542,9 @@ static void test_writers_exclude(void **state)
             if (!overlap)
                 continue;
             if (a->write || b->write)
-                fail_msg("a %s hold of thread %d [%" PRIu64 ", %" PRIu64
-                         "] overlaps a %s hold of thread %d [%" PRIu64
-                         ", %" PRIu64 "] (ns)",
+                fail_msg("a %s hold of thread %d [%" PRId64 ", %" PRId64
+                         "] overlaps a %s hold of thread %d [%" PRId64
+                         ", %" PRId64 "] (ns)",
                          a->write ? "write" : "read", a->thread,
                          a->enter_ns, a->exit_ns,
                          b->write ? "write" : "read", b->thread,
@@ -955,20 +557,20 @@ static void test_writers_exclude(void **state)
         fail_msg("%d write holds and %d read holds", writes, reads);
     /* Every hold is short: an acquire that waited this long sat out a
      * lease or a heartbeat instead of hearing a release. */
-    if (longest > widen(10000))
+    if (longest > hl_widen(10000))
         fail_msg("an acquire waited %lld ms for holds of microseconds",
                  (long long)longest);
     print_message("%d write holds, %d read holds, %d overlapping read "
                   "pairs, longest wait %lld ms\n", writes, reads, shared,
                   (long long)longest);
-    assert_int_equal(exists("mixed"), 0);
+    assert_int_equal(hl_raw_exists(server, "mixed"), 0);
     free(all);
     for (int i = 0; i < 2; i++) {
-        lock_free(w[i]);
-        lock_free(r[i]);
+        hl_free_lock(w[i]);
+        hl_free_lock(r[i]);
     }
-    client_free(c[1]);
-    client_free(c[0]);
+    hl_free_client(c[1]);
+    hl_free_client(c[0]);
 }
 
 /* ---- a writer is not starved ------------------------------------------- */
@@ -995,8 +597,8 @@ static void *churner_main(void *arg)
 {
     churner *t = arg;
     uint64_t held = t->owner[0], next = t->owner[1];
-    int rc = acquire_owner(t->lock, held, widen(5000), HILOCK_LEASE_WATCHDOG,
-                           NULL);
+    int rc = acquire_owner(t->lock, held, hl_widen(5000),
+                           HILOCK_LEASE_WATCHDOG, NULL);
 
     if (rc != HILOCK_OK) {
         snprintf(t->error, sizeof t->error, "first acquire: %s",
@@ -1066,11 +668,13 @@ static bool churn_finished(void *arg)
 
 static void test_writer_not_starved(void **state)
 {
-    int n = scaled(CHURNERS, 3);
-    hilock_client *c[2] = { client_new(), client_new() };
-    hilock_client *wc = client_new();
-    hilock_lock *r[2] = { read_new(c[0], "stream"), read_new(c[1], "stream") };
-    hilock_lock *w = write_new(wc, "stream");
+    int n = hl_scaled(CHURNERS, 3);
+    hilock_client *c[2] = { hl_new_client(server, NULL),
+                            hl_new_client(server, NULL) };
+    hilock_client *wc = hl_new_client(server, NULL);
+    hilock_lock *r[2] = { hl_new_read_lock(c[0], "stream"),
+                          hl_new_read_lock(c[1], "stream") };
+    hilock_lock *w = hl_new_write_lock(wc, "stream");
     static churner t[CHURNERS];
     churn_all ca = { t, n, 10 };
     static atomic_bool stop;
@@ -1093,7 +697,7 @@ static void test_writer_not_starved(void **state)
                                         &t[i]), 0);
     }
     /* Every reader is churning, each always holding something. */
-    if (!hl_wait_until(churned_enough, &ca, widen(20000))) {
+    if (!hl_wait_until(churned_enough, &ca, hl_widen(20000))) {
         atomic_store(&stop, true);
         for (int i = 0; i < n; i++)
             pthread_join(t[i].thread, NULL);
@@ -1103,7 +707,7 @@ static void test_writer_not_starved(void **state)
         fail_msg("the readers did not get going");
     }
     t_ask = hl_now_ms();
-    rc = hilock_lock_try_acquire(w, widen(5000), HILOCK_LEASE_WATCHDOG);
+    rc = hilock_lock_try_acquire(w, hl_widen(5000), HILOCK_LEASE_WATCHDOG);
     t_got = hl_now_ms();
     if (rc == HILOCK_OK) {
         /* Nobody reads any more: the writer is alone in the hash. */
@@ -1116,7 +720,7 @@ static void test_writer_not_starved(void **state)
         assert_false(claim_present("stream", wfield));
     }
     atomic_store(&stop, true);
-    if (!hl_wait_until(churn_finished, &ca, widen(20000)))
+    if (!hl_wait_until(churn_finished, &ca, hl_widen(20000)))
         fail_msg("the reader threads did not stop");
     for (int i = 0; i < n; i++)
         pthread_join(t[i].thread, NULL);
@@ -1138,28 +742,31 @@ static void test_writer_not_starved(void **state)
     }
     print_message("the writer waited %lld ms\n", (long long)(t_got - t_ask));
     assert_status(hilock_lock_release(w), HILOCK_OK);
-    assert_int_equal(exists("stream"), 0);
-    lock_free(w);
-    lock_free(r[1]);
-    lock_free(r[0]);
-    client_free(wc);
-    client_free(c[1]);
-    client_free(c[0]);
+    assert_int_equal(hl_raw_exists(server, "stream"), 0);
+    hl_free_lock(w);
+    hl_free_lock(r[1]);
+    hl_free_lock(r[0]);
+    hl_free_client(wc);
+    hl_free_client(c[1]);
+    hl_free_client(c[0]);
 }
 
 static void test_waiting_writer_holds_new_readers_back(void **state)
 {
-    hilock_client *c = client_new(), *wc = client_opts(0, LONG_MS);
-    hilock_lock *r = read_new(c, "behind"), *w = write_new(wc, "behind");
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *wc =
+        hl_new_client(server, &(hl_client_opts){ .waiter_ms = LONG_MS });
+    hilock_lock *r = hl_new_read_lock(c, "behind");
+    hilock_lock *w = hl_new_write_lock(wc, "behind");
     char wmember[FIELD_CAP], field[FIELD_CAP], tkey[KEY_CAP];
     int64_t t_rel;
     hash_view h;
-    static acq wa;
+    static hl_acquire_rec wa;
 
     (void)state;
     field_of(wmember, wc, OWNER_C);
     assert_status(acquire_as(r, OWNER_A, 0, LONG_MS), HILOCK_OK);
-    acquire_start(&wa, w, OWNER_C, widen(20000), HILOCK_LEASE_WATCHDOG);
+    acquire_start(&wa, w, OWNER_C, hl_widen(20000), HILOCK_LEASE_WATCHDOG);
     wait_claim("behind", wmember, true);
     /* A newcomer waits behind the writer... */
     assert_status(acquire_as(r, OWNER_B, 0, HILOCK_LEASE_WATCHDOG),
@@ -1174,24 +781,24 @@ static void test_waiting_writer_holds_new_readers_back(void **state)
     field_of(field, c, OWNER_B);
     expect_field(&h, field, NULL);
     timeout_key(tkey, "behind", field, 1);
-    assert_int_equal(exists(tkey), 0);
+    assert_int_equal(hl_raw_exists(server, tkey), 0);
     assert_int_equal(h.n, 2);
     assert_int_equal(atomic_load(&wa.calls), 0);
     assert_status(release_as(r, OWNER_A), HILOCK_OK);
     assert_int_equal(atomic_load(&wa.calls), 0);
     t_rel = hl_now_ms();
     assert_status(release_as(r, OWNER_A), HILOCK_OK);
-    assert_status(acquire_end(&wa, widen(10000)), HILOCK_OK);
-    if (wa.at_ms - t_rel > widen(2000))
+    assert_status(acquire_end(&wa), HILOCK_OK);
+    if (wa.at_ms - t_rel > hl_widen(2000))
         fail_msg("the writer got in %lld ms after the last read release",
                  (long long)(wa.at_ms - t_rel));
     assert_false(claim_present("behind", wmember));
     assert_status(release_as(w, OWNER_C), HILOCK_OK);
-    assert_int_equal(exists("behind"), 0);
-    lock_free(w);
-    lock_free(r);
-    client_free(wc);
-    client_free(c);
+    assert_int_equal(hl_raw_exists(server, "behind"), 0);
+    hl_free_lock(w);
+    hl_free_lock(r);
+    hl_free_client(wc);
+    hl_free_client(c);
 }
 
 /* ---- downgrade --------------------------------------------------------- */
@@ -1200,12 +807,16 @@ static void test_downgrade(void **state)
 {
     /* The waiting writer's heartbeat is minutes apart: only a release
      * message can let it in soon. */
-    hilock_client *c = client_new(), *d = client_opts(0, LONG_MS);
-    hilock_lock *r = read_new(c, "down"), *w = write_new(c, "down");
-    hilock_lock *rd = read_new(d, "down"), *wd = write_new(d, "down");
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *d =
+        hl_new_client(server, &(hl_client_opts){ .waiter_ms = LONG_MS });
+    hilock_lock *r = hl_new_read_lock(c, "down");
+    hilock_lock *w = hl_new_write_lock(c, "down");
+    hilock_lock *rd = hl_new_read_lock(d, "down");
+    hilock_lock *wd = hl_new_write_lock(d, "down");
     char of[FIELD_CAP], owf[FIELD_CAP], pf[FIELD_CAP];
     char qm[FIELD_CAP], qwf[FIELD_CAP], tkey[KEY_CAP];
-    static acq pa, qa;
+    static hl_acquire_rec pa, qa;
     int64_t t_rel;
     hash_view h;
 
@@ -1220,8 +831,8 @@ static void test_downgrade(void **state)
     assert_status(acquire_as(w, OWNER_A, 0, LONG_MS), HILOCK_OK);
     assert_status(acquire_as(rd, OWNER_B, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_EBUSY);
-    acquire_start(&pa, rd, OWNER_B, widen(60000), HILOCK_LEASE_WATCHDOG);
-    wait_pending(d, rd, 1);
+    acquire_start(&pa, rd, OWNER_B, hl_widen(60000), HILOCK_LEASE_WATCHDOG);
+    hl_expect_pending(d, rd, 1);
     /* The writer may read too, and write again while reading: it is not
      * an upgrade when it holds the write lock already. */
     assert_status(acquire_as(r, OWNER_A, 0, HILOCK_LEASE_WATCHDOG),
@@ -1241,8 +852,8 @@ static void test_downgrade(void **state)
 
     /* Downgraded: still reading, no longer writing, and the reader that
      * waited is told it may join. */
-    assert_status(acquire_end(&pa, widen(10000)), HILOCK_OK);
-    if (pa.at_ms - t_rel > widen(2000))
+    assert_status(acquire_end(&pa), HILOCK_OK);
+    if (pa.at_ms - t_rel > hl_widen(2000))
         fail_msg("the waiting reader got in %lld ms after the downgrade",
                  (long long)(pa.at_ms - t_rel));
     srv_hash(&h, "down");
@@ -1252,15 +863,15 @@ static void test_downgrade(void **state)
     expect_field(&h, owf, NULL);
     assert_int_equal(h.n, 3);
     timeout_key(tkey, "down", of, 1);
-    assert_true(pttl(tkey) > 0);
-    assert_true(pttl("down") > 0);
+    assert_true(hl_raw_pttl(server, tkey) > 0);
+    assert_true(hl_raw_pttl(server, "down") > 0);
     assert_int_equal(hold_count_as(w, OWNER_A), 0);
     assert_int_equal(hold_count_as(r, OWNER_A), 1);
     assert_status(acquire_as(wd, OWNER_C, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_EBUSY);
 
     /* A writer waits for the downgraded owner as for any reader. */
-    acquire_start(&qa, wd, OWNER_C, widen(20000), HILOCK_LEASE_WATCHDOG);
+    acquire_start(&qa, wd, OWNER_C, hl_widen(20000), HILOCK_LEASE_WATCHDOG);
     wait_claim("down", qm, true);
     assert_status(release_as(rd, OWNER_B), HILOCK_OK);
     srv_hash(&h, "down");
@@ -1277,8 +888,8 @@ static void test_downgrade(void **state)
     assert_int_equal(atomic_load(&qa.calls), 0);
     t_rel = hl_now_ms();
     assert_status(release_as(r, OWNER_A), HILOCK_OK);
-    assert_status(acquire_end(&qa, widen(10000)), HILOCK_OK);
-    if (qa.at_ms - t_rel > widen(2000))
+    assert_status(acquire_end(&qa), HILOCK_OK);
+    if (qa.at_ms - t_rel > hl_widen(2000))
         fail_msg("the writer got in %lld ms after the downgraded owner's "
                  "last read release", (long long)(qa.at_ms - t_rel));
     srv_hash(&h, "down");
@@ -1286,13 +897,13 @@ static void test_downgrade(void **state)
     expect_field(&h, qwf, "1");
     assert_int_equal(h.n, 2);
     assert_status(release_as(wd, OWNER_C), HILOCK_OK);
-    assert_int_equal(exists("down"), 0);
-    lock_free(wd);
-    lock_free(rd);
-    lock_free(w);
-    lock_free(r);
-    client_free(d);
-    client_free(c);
+    assert_int_equal(hl_raw_exists(server, "down"), 0);
+    hl_free_lock(wd);
+    hl_free_lock(rd);
+    hl_free_lock(w);
+    hl_free_lock(r);
+    hl_free_client(d);
+    hl_free_client(c);
 }
 
 /* ---- upgrade is refused ------------------------------------------------ */
@@ -1306,9 +917,11 @@ static void assert_same_hash(const hash_view *a, const hash_view *b)
 
 static void test_upgrade_refused(void **state)
 {
-    hilock_client *c = client_new(), *d = client_new();
-    hilock_lock *r = read_new(c, "upgrade"), *w = write_new(c, "upgrade");
-    hilock_lock *rd = read_new(d, "upgrade");
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *d = hl_new_client(server, NULL);
+    hilock_lock *r = hl_new_read_lock(c, "upgrade");
+    hilock_lock *w = hl_new_write_lock(c, "upgrade");
+    hilock_lock *rd = hl_new_read_lock(d, "upgrade");
     char of[FIELD_CAP], tkey[KEY_CAP], zkey[KEY_CAP];
     hash_view before, after;
     int64_t t0, took;
@@ -1328,20 +941,20 @@ static void test_upgrade_refused(void **state)
 
     /* With a long wait it would wait for itself: refused at once. */
     t0 = hl_now_ms();
-    rc = acquire_as(w, OWNER_A, widen(30000), HILOCK_LEASE_WATCHDOG);
+    rc = acquire_as(w, OWNER_A, hl_widen(30000), HILOCK_LEASE_WATCHDOG);
     took = hl_now_ms() - t0;
     assert_status(rc, HILOCK_EDEADLK);
-    if (took > widen(1000))
+    if (took > hl_widen(1000))
         fail_msg("the upgrade was refused only after %lld ms",
                  (long long)took);
     srv_hash(&after, "upgrade");
     assert_same_hash(&before, &after);
     for (int i = 1; i <= 2; i++) {
         timeout_key(tkey, "upgrade", of, i);
-        assert_true(pttl(tkey) > 0);
+        assert_true(hl_raw_pttl(server, tkey) > 0);
     }
     /* No claim was left to hold other readers back. */
-    assert_int_equal(exists(zkey), 0);
+    assert_int_equal(hl_raw_exists(server, zkey), 0);
     assert_status(acquire_as(rd, OWNER_C, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
     assert_status(release_as(rd, OWNER_C), HILOCK_OK);
@@ -1358,7 +971,7 @@ static void test_upgrade_refused(void **state)
                   HILOCK_EDEADLK);
     assert_status(hilock_lock_acquire(w), HILOCK_EDEADLK);
     took = hl_now_ms() - t0;
-    if (took > widen(2000))
+    if (took > hl_widen(2000))
         fail_msg("two refused upgrades took %lld ms", (long long)took);
     assert_status(hilock_lock_release(r), HILOCK_OK);
 
@@ -1371,12 +984,12 @@ static void test_upgrade_refused(void **state)
     assert_status(acquire_as(w, OWNER_A, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
     assert_status(release_as(w, OWNER_A), HILOCK_OK);
-    assert_int_equal(exists("upgrade"), 0);
-    lock_free(rd);
-    lock_free(w);
-    lock_free(r);
-    client_free(d);
-    client_free(c);
+    assert_int_equal(hl_raw_exists(server, "upgrade"), 0);
+    hl_free_lock(rd);
+    hl_free_lock(w);
+    hl_free_lock(r);
+    hl_free_client(d);
+    hl_free_client(c);
 }
 
 /* ---- a killed reader's holds run out, the others' stay ----------------- */
@@ -1390,7 +1003,7 @@ static bool key_exists_is(void *arg)
 {
     key_state *k = arg;
 
-    return exists(k->key) == k->want;
+    return hl_raw_exists(server, k->key) == k->want;
 }
 
 static void test_dead_reader_expires(void **state)
@@ -1403,26 +1016,24 @@ static void test_dead_reader_expires(void **state)
     hilock_lock *r, *w;
     key_state gone;
     int64_t t_kill, t_rel, count = -1;
-    static lost_rec lr;
+    static hl_lost_rec lr;
     hash_view h;
     bool lost = true;
-    static acq wa;
+    static hl_acquire_rec wa;
 
     (void)state;
     assert_int_equal(pipe(ready), 0);
     /* Fork first: the child must not inherit a client whose threads it
      * does not have. */
-    child_pid = fork();
-    assert_true(child_pid >= 0);
-    if (child_pid == 0) {
+    if (hl_children_fork(&kids, 0) == 0) {
+        const hl_client_opts opts = { .watchdog_ms = watchdog_ms };
         char why[300], line[FIELD_CAP + 1];
         hilock_client *hc;
         hilock_lock *hr = NULL;
         int len;
 
         close(ready[0]);
-        hc = make_client(hl_redis_server_port(server), watchdog_ms, 0, why,
-                         sizeof why);
+        hc = hl_open_client(server, &opts, why, sizeof why);
         if (hc == NULL || hilock_read_lock_create(&hr, hc, "dead", 4) != 0 ||
             hilock_lock_try_acquire(hr, 0, HILOCK_LEASE_WATCHDOG) != 0)
             _exit(1);
@@ -1435,15 +1046,17 @@ static void test_dead_reader_expires(void **state)
             pause();
     }
     close(ready[1]);
-    if (!read_line(ready[0], child_field, sizeof child_field, widen(10000)))
+    if (!hl_read_line(ready[0], child_field, sizeof child_field,
+                      hl_widen(10000)))
         fail_msg("the child never reported holding the read lock");
     close(ready[0]);
-    c = client_opts(watchdog_ms, 0);
-    wc = client_opts(0, LONG_MS);
-    r = read_new(c, "dead");
-    w = write_new(wc, "dead");
-    atomic_store(&lr.calls, 0);
-    assert_status(hilock_lock_set_lost_callback(r, on_lost, &lr), HILOCK_OK);
+    c = hl_new_client(server, &(hl_client_opts){ .watchdog_ms = watchdog_ms });
+    wc = hl_new_client(server, &(hl_client_opts){ .waiter_ms = LONG_MS });
+    r = hl_new_read_lock(c, "dead");
+    w = hl_new_write_lock(wc, "dead");
+    hl_lost_rec_init(&lr, NULL);
+    assert_status(hilock_lock_set_lost_callback(r, hl_record_lost, &lr),
+                  HILOCK_OK);
     assert_status(hilock_lock_try_acquire(r, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
     field_of(pf, c, hilock_thread_owner());
@@ -1453,16 +1066,16 @@ static void test_dead_reader_expires(void **state)
     expect_field(&h, child_field, "1");
     expect_field(&h, pf, "1");
 
-    kill_child();
+    assert_int_equal(hl_children_kill(&kids, 0), 0);
     t_kill = hl_now_ms();
     /* Nobody renews the child's hold: it runs out within a watchdog
      * timeout of its last renewal. */
     gone.key = child_tkey;
     gone.want = 0;
-    if (!hl_wait_until(key_exists_is, &gone, watchdog_ms + widen(2000)))
+    if (!hl_wait_until(key_exists_is, &gone, watchdog_ms + hl_widen(2000)))
         fail_msg("the killed reader's hold was still there %lld ms after "
                  "the kill", (long long)(hl_now_ms() - t_kill));
-    assert_true(pttl(parent_tkey) > 0);
+    assert_true(hl_raw_pttl(server, parent_tkey) > 0);
     /* A writer looking drops the dead reader but still waits for the
      * live one. */
     assert_status(hilock_lock_try_acquire(w, 0, HILOCK_LEASE_WATCHDOG),
@@ -1475,7 +1088,7 @@ static void test_dead_reader_expires(void **state)
 
     /* The live reader's hold outlasts three watchdog timeouts. */
     while (hl_now_ms() - t_kill < 3 * watchdog_ms) {
-        long long ttl = pttl(parent_tkey);
+        long long ttl = hl_raw_pttl(server, parent_tkey);
 
         if (ttl <= 0 || ttl > watchdog_ms)
             fail_msg("the live reader's hold has PTTL %lld, %lld ms after "
@@ -1488,80 +1101,85 @@ static void test_dead_reader_expires(void **state)
     assert_status(hilock_lock_lease_lost(r, &lost), HILOCK_OK);
     assert_false(lost);
 
-    acquire_start(&wa, w, OWNER_D, widen(20000), HILOCK_LEASE_WATCHDOG);
+    acquire_start(&wa, w, OWNER_D, hl_widen(20000), HILOCK_LEASE_WATCHDOG);
     field_of(pf, wc, OWNER_D);
     wait_claim("dead", pf, true);
     t_rel = hl_now_ms();
     assert_status(hilock_lock_release(r), HILOCK_OK);
-    assert_status(acquire_end(&wa, widen(10000)), HILOCK_OK);
-    if (wa.at_ms - t_rel > widen(2000))
+    assert_status(acquire_end(&wa), HILOCK_OK);
+    if (wa.at_ms - t_rel > hl_widen(2000))
         fail_msg("the writer got in %lld ms after the last live reader "
                  "let go", (long long)(wa.at_ms - t_rel));
     assert_status(release_as(w, OWNER_D), HILOCK_OK);
-    assert_int_equal(exists("dead"), 0);
+    assert_int_equal(hl_raw_exists(server, "dead"), 0);
     assert_int_equal(atomic_load(&lr.calls), 0);
-    lock_free(w);
-    lock_free(r);
-    client_free(wc);
-    client_free(c);
+    hl_free_lock(w);
+    hl_free_lock(r);
+    hl_free_client(wc);
+    hl_free_client(c);
 }
 
 /* ---- wake-ups by message ----------------------------------------------- */
 
 static void test_writer_woken_by_message(void **state)
 {
-    hilock_client *c = client_new(), *wc = client_opts(0, LONG_MS);
-    hilock_lock *r = read_new(c, "wakew"), *w = write_new(wc, "wakew");
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *wc =
+        hl_new_client(server, &(hl_client_opts){ .waiter_ms = LONG_MS });
+    hilock_lock *r = hl_new_read_lock(c, "wakew");
+    hilock_lock *w = hl_new_write_lock(wc, "wakew");
     char member[FIELD_CAP];
     int64_t t_rel;
-    static acq wa;
+    static hl_acquire_rec wa;
 
     (void)state;
     field_of(member, wc, OWNER_B);
     assert_status(acquire_as(r, OWNER_A, 0, LONG_MS), HILOCK_OK);
-    acquire_start(&wa, w, OWNER_B, widen(60000), HILOCK_LEASE_WATCHDOG);
+    acquire_start(&wa, w, OWNER_B, hl_widen(60000), HILOCK_LEASE_WATCHDOG);
     wait_claim("wakew", member, true);
-    wait_pending(wc, w, 1);
+    hl_expect_pending(wc, w, 1);
     t_rel = hl_now_ms();
     assert_status(release_as(r, OWNER_A), HILOCK_OK);
-    assert_status(acquire_end(&wa, widen(10000)), HILOCK_OK);
+    assert_status(acquire_end(&wa), HILOCK_OK);
     /* The reader's lease had minutes left and the writer's heartbeat is
      * minutes apart: only the release message explains this. */
-    if (wa.at_ms - t_rel > widen(2000))
+    if (wa.at_ms - t_rel > hl_widen(2000))
         fail_msg("the writer got in %lld ms after the read release",
                  (long long)(wa.at_ms - t_rel));
     assert_status(release_as(w, OWNER_B), HILOCK_OK);
-    assert_int_equal(exists("wakew"), 0);
-    lock_free(w);
-    lock_free(r);
-    client_free(wc);
-    client_free(c);
+    assert_int_equal(hl_raw_exists(server, "wakew"), 0);
+    hl_free_lock(w);
+    hl_free_lock(r);
+    hl_free_client(wc);
+    hl_free_client(c);
 }
 
 #define WOKEN 4
 
 static void test_readers_woken_by_message(void **state)
 {
-    hilock_client *wc = client_new();
-    hilock_client *c[2] = { client_new(), client_new() };
-    hilock_lock *w = write_new(wc, "waker");
-    hilock_lock *r[2] = { read_new(c[0], "waker"), read_new(c[1], "waker") };
-    static acq ra[WOKEN];
+    hilock_client *wc = hl_new_client(server, NULL);
+    hilock_client *c[2] = { hl_new_client(server, NULL),
+                            hl_new_client(server, NULL) };
+    hilock_lock *w = hl_new_write_lock(wc, "waker");
+    hilock_lock *r[2] = { hl_new_read_lock(c[0], "waker"),
+                          hl_new_read_lock(c[1], "waker") };
+    static hl_acquire_rec ra[WOKEN];
     int64_t t_rel;
     hash_view h;
 
     (void)state;
     assert_status(acquire_as(w, OWNER_A, 0, LONG_MS), HILOCK_OK);
     for (int i = 0; i < WOKEN; i++)
-        acquire_start(&ra[i], r[i % 2], OWNER_B + (uint64_t)i, widen(60000),
+        acquire_start(&ra[i], r[i % 2], OWNER_B + (uint64_t)i, hl_widen(60000),
                       HILOCK_LEASE_WATCHDOG);
-    wait_pending(c[0], r[0], WOKEN / 2);
-    wait_pending(c[1], r[1], WOKEN / 2);
+    hl_expect_pending(c[0], r[0], WOKEN / 2);
+    hl_expect_pending(c[1], r[1], WOKEN / 2);
     t_rel = hl_now_ms();
     assert_status(release_as(w, OWNER_A), HILOCK_OK);
     for (int i = 0; i < WOKEN; i++) {
-        assert_status(acquire_end(&ra[i], widen(10000)), HILOCK_OK);
-        if (ra[i].at_ms - t_rel > widen(2000))
+        assert_status(acquire_end(&ra[i]), HILOCK_OK);
+        if (ra[i].at_ms - t_rel > hl_widen(2000))
             fail_msg("reader %d got in %lld ms after the write release", i,
                      (long long)(ra[i].at_ms - t_rel));
     }
@@ -1572,13 +1190,13 @@ static void test_readers_woken_by_message(void **state)
     for (int i = 0; i < WOKEN; i++)
         assert_status(release_as(r[i % 2], OWNER_B + (uint64_t)i),
                       HILOCK_OK);
-    assert_int_equal(exists("waker"), 0);
-    lock_free(r[1]);
-    lock_free(r[0]);
-    lock_free(w);
-    client_free(c[1]);
-    client_free(c[0]);
-    client_free(wc);
+    assert_int_equal(hl_raw_exists(server, "waker"), 0);
+    hl_free_lock(r[1]);
+    hl_free_lock(r[0]);
+    hl_free_lock(w);
+    hl_free_client(c[1]);
+    hl_free_client(c[0]);
+    hl_free_client(wc);
 }
 
 /* ---- a writer that stops waiting gives up its claim -------------------- */
@@ -1621,7 +1239,7 @@ static void claim_given_up(hilock_client *wc, hilock_lock *w,
     /* Static: a thread or a callback still using it after a failed
      * assertion must not write into a dead stack frame. */
     static sync_writer sw;
-    static acq wa, ra;
+    static hl_acquire_rec wa, ra;
     char member[FIELD_CAP];
     int64_t t_end;
 
@@ -1638,20 +1256,20 @@ static void claim_given_up(hilock_client *wc, hilock_lock *w,
         atomic_init(&sw.done, false);
         assert_int_equal(pthread_create(&sw.thread, NULL, sync_writer_main,
                                         &sw), 0);
-        if (!hl_wait_until(owner_known, &sw, widen(5000)))
+        if (!hl_wait_until(owner_known, &sw, hl_widen(5000)))
             fail_msg("the writer thread did not start");
         field_of(member, wc, atomic_load(&sw.owner));
     }
     wait_claim("claim", member, true);
-    acquire_start(&ra, r2, reader, widen(60000), HILOCK_LEASE_WATCHDOG);
-    wait_pending(rc2, r2, 1);
+    acquire_start(&ra, r2, reader, hl_widen(60000), HILOCK_LEASE_WATCHDOG);
+    hl_expect_pending(rc2, r2, 1);
     assert_int_equal(atomic_load(&ra.calls), 0);
     if (cancel) {
         assert_status(hilock_lock_cancel(w, wa.id), HILOCK_OK);
-        assert_status(acquire_end(&wa, widen(10000)), HILOCK_ECANCELED);
+        assert_status(acquire_end(&wa), HILOCK_ECANCELED);
         t_end = wa.at_ms;
     } else {
-        if (!hl_wait_flag(&sw.done, widen(10000))) {
+        if (!hl_wait_flag(&sw.done, hl_widen(10000))) {
             pthread_detach(sw.thread);
             fail_msg("the writer's 1500 ms try-acquire did not return");
         }
@@ -1660,11 +1278,11 @@ static void claim_given_up(hilock_client *wc, hilock_lock *w,
         t_end = sw.ended_ms;
     }
     /* On its own the claim would last minutes. */
-    if (!wait_claim_for("claim", member, false, widen(500)))
+    if (!wait_claim_for("claim", member, false, hl_widen(500)))
         fail_msg("the writer's claim outlived its %s by 500 ms",
                  cancel ? "cancel" : "timeout");
-    assert_status(acquire_end(&ra, widen(10000)), HILOCK_OK);
-    if (ra.at_ms - t_end > widen(2000))
+    assert_status(acquire_end(&ra), HILOCK_OK);
+    if (ra.at_ms - t_end > hl_widen(2000))
         fail_msg("the reader got in %lld ms after the writer gave up",
                  (long long)(ra.at_ms - t_end));
     assert_status(release_as(r2, reader), HILOCK_OK);
@@ -1672,10 +1290,13 @@ static void claim_given_up(hilock_client *wc, hilock_lock *w,
 
 static void test_writer_gives_up_claim(void **state)
 {
-    hilock_client *c = client_new(), *c2 = client_new();
-    hilock_client *wc = client_opts(0, LONG_MS);
-    hilock_lock *r = read_new(c, "claim"), *r2 = read_new(c2, "claim");
-    hilock_lock *w = write_new(wc, "claim");
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c2 = hl_new_client(server, NULL);
+    hilock_client *wc =
+        hl_new_client(server, &(hl_client_opts){ .waiter_ms = LONG_MS });
+    hilock_lock *r = hl_new_read_lock(c, "claim");
+    hilock_lock *r2 = hl_new_read_lock(c2, "claim");
+    hilock_lock *w = hl_new_write_lock(wc, "claim");
 
     (void)state;
     assert_status(acquire_as(r, OWNER_A, 0, LONG_MS), HILOCK_OK);
@@ -1684,13 +1305,13 @@ static void test_writer_gives_up_claim(void **state)
     assert_status(release_as(r, OWNER_A), HILOCK_OK);
     /* Nothing at all is left behind: no hash, no per-hold keys, no
      * claims. */
-    assert_int_equal(srv_int("DBSIZE", (char *)NULL), 0);
-    lock_free(w);
-    lock_free(r2);
-    lock_free(r);
-    client_free(wc);
-    client_free(c2);
-    client_free(c);
+    assert_int_equal(hl_raw_int(server, "DBSIZE", (char *)NULL), 0);
+    hl_free_lock(w);
+    hl_free_lock(r2);
+    hl_free_lock(r);
+    hl_free_client(wc);
+    hl_free_client(c2);
+    hl_free_client(c);
 }
 
 /* ---- a dead writer's claim lapses -------------------------------------- */
@@ -1699,8 +1320,8 @@ static void test_dead_writer_claim_lapses(void **state)
 {
     /* Short enough for the test; long enough that a loaded machine (or
      * valgrind) does not miss a heartbeat by that much. */
-    const int waiter_ms = under_valgrind() ? 5000 : 2000;
-    const int bound = waiter_ms + widen(1500);
+    const int waiter_ms = hl_under_valgrind() ? 5000 : 2000;
+    const int bound = waiter_ms + hl_widen(1500);
     int ready[2], go[2];
     char member[FIELD_CAP], zkey[KEY_CAP];
     hilock_client *c, *c2;
@@ -1712,25 +1333,23 @@ static void test_dead_writer_claim_lapses(void **state)
     (void)state;
     assert_int_equal(pipe(ready), 0);
     assert_int_equal(pipe(go), 0);
-    child_pid = fork();
-    assert_true(child_pid >= 0);
-    if (child_pid == 0) {
-        char why[300], line[FIELD_CAP + 1];
+    if (hl_children_fork(&kids, 0) == 0) {
+        const hl_client_opts opts = { .waiter_ms = waiter_ms };
+        char why[300], line[FIELD_CAP + 1], go_byte;
         hilock_client *hc;
         hilock_lock *hw = NULL;
         int len;
 
         close(ready[0]);
         close(go[1]);
-        hc = make_client(hl_redis_server_port(server), 0, waiter_ms, why,
-                         sizeof why);
+        hc = hl_open_client(server, &opts, why, sizeof why);
         if (hc == NULL || hilock_write_lock_create(&hw, hc, "claim", 5) != 0)
             _exit(1);
         len = snprintf(line, sizeof line, "%s:%" PRIu64 "\n",
                        hilock_client_id(hc), hilock_thread_owner());
         if (write(ready[1], line, (size_t)len) != len)
             _exit(1);
-        if (!read_byte(go[0], 30000))
+        if (!hl_read_exact(go[0], &go_byte, 1, 30000))
             _exit(1);
         /* Waits, renewing its claim, until the parent kills us. */
         hilock_lock_try_acquire(hw, HILOCK_WAIT_FOREVER,
@@ -1739,13 +1358,13 @@ static void test_dead_writer_claim_lapses(void **state)
     }
     close(ready[1]);
     close(go[0]);
-    if (!read_line(ready[0], member, sizeof member, widen(10000)))
+    if (!hl_read_line(ready[0], member, sizeof member, hl_widen(10000)))
         fail_msg("the child never reported its client");
     close(ready[0]);
-    c = client_new();
-    c2 = client_new();
-    r = read_new(c, "claim");
-    r2 = read_new(c2, "claim");
+    c = hl_new_client(server, NULL);
+    c2 = hl_new_client(server, NULL);
+    r = hl_new_read_lock(c, "claim");
+    r2 = hl_new_read_lock(c2, "claim");
     writers_key(zkey, "claim");
     assert_status(acquire_as(r, OWNER_A, 0, LONG_MS), HILOCK_OK);
     assert_int_equal(write(go[1], "g", 1), 1);
@@ -1769,33 +1388,34 @@ static void test_dead_writer_claim_lapses(void **state)
     assert_status(acquire_as(r2, OWNER_B, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_EBUSY);
 
-    kill_child();
+    assert_int_equal(hl_children_kill(&kids, 0), 0);
     t_kill = hl_now_ms();
     /* The live reader's lease has minutes left, so only the claim's own
      * deadline can let this reader in. */
     rc = acquire_as(r2, OWNER_C, bound + 3000, HILOCK_LEASE_WATCHDOG);
     took = hl_now_ms() - t_kill;
     assert_status(rc, HILOCK_OK);
-    assert_int_equal(exists(zkey), 0);
+    assert_int_equal(hl_raw_exists(server, zkey), 0);
     if (took > bound)
         fail_msg("a new reader got in %lld ms after the waiting writer was "
                  "killed; its claim lapses %d ms after its last renewal",
                  (long long)took, waiter_ms);
     assert_status(release_as(r2, OWNER_C), HILOCK_OK);
     assert_status(release_as(r, OWNER_A), HILOCK_OK);
-    assert_int_equal(exists("claim"), 0);
-    lock_free(r2);
-    lock_free(r);
-    client_free(c2);
-    client_free(c);
+    assert_int_equal(hl_raw_exists(server, "claim"), 0);
+    hl_free_lock(r2);
+    hl_free_lock(r);
+    hl_free_client(c2);
+    hl_free_client(c);
 }
 
 /* ---- reentrancy, ownership, is_locked ---------------------------------- */
 
 static void test_reentrant_both_sides(void **state)
 {
-    hilock_client *c = client_new();
-    hilock_lock *r = read_new(c, "again"), *w = write_new(c, "again");
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_lock *r = hl_new_read_lock(c, "again");
+    hilock_lock *w = hl_new_write_lock(c, "again");
     char f[FIELD_CAP], wf[FIELD_CAP], tkey[KEY_CAP], count[8];
     bool held = true;
     int64_t n = -1;
@@ -1812,12 +1432,12 @@ static void test_reentrant_both_sides(void **state)
         assert_status(hilock_lock_hold_count(r, &n), HILOCK_OK);
         assert_int_equal(n, i);
         snprintf(count, sizeof count, "%d", i);
-        assert_true(srv_bulk(count, sizeof count, "HGET", "again", f,
-                             (char *)NULL));
+        assert_true(hl_raw_bulk(server, count, sizeof count, "HGET", "again",
+                                f, (char *)NULL));
         assert_int_equal(strtol(count, NULL, 10), i);
         /* One lease per hold. */
         timeout_key(tkey, "again", f, i);
-        assert_true(pttl(tkey) > 0);
+        assert_true(hl_raw_pttl(server, tkey) > 0);
     }
     assert_status(hilock_lock_hold_count(w, &n), HILOCK_OK);
     assert_int_equal(n, 0);
@@ -1831,13 +1451,13 @@ static void test_reentrant_both_sides(void **state)
         assert_int_equal(n, i);
         /* The lease of the hold given back goes with it. */
         timeout_key(tkey, "again", f, i + 1);
-        assert_int_equal(exists(tkey), 0);
+        assert_int_equal(hl_raw_exists(server, tkey), 0);
         if (i > 0) {
             timeout_key(tkey, "again", f, i);
-            assert_true(pttl(tkey) > 0);
+            assert_true(hl_raw_pttl(server, tkey) > 0);
         }
     }
-    assert_int_equal(exists("again"), 0);
+    assert_int_equal(hl_raw_exists(server, "again"), 0);
     assert_false(locked(r));
     assert_false(locked(w));
     assert_status(hilock_lock_release(r), HILOCK_ENOTOWNER);
@@ -1847,8 +1467,8 @@ static void test_reentrant_both_sides(void **state)
                       HILOCK_OK);
         assert_status(hilock_lock_hold_count(w, &n), HILOCK_OK);
         assert_int_equal(n, i);
-        assert_true(srv_bulk(count, sizeof count, "HGET", "again", wf,
-                             (char *)NULL));
+        assert_true(hl_raw_bulk(server, count, sizeof count, "HGET", "again",
+                                wf, (char *)NULL));
         assert_int_equal(strtol(count, NULL, 10), i);
     }
     assert_status(hilock_lock_hold_count(r, &n), HILOCK_OK);
@@ -1864,22 +1484,25 @@ static void test_reentrant_both_sides(void **state)
         assert_status(hilock_lock_hold_count(w, &n), HILOCK_OK);
         assert_int_equal(n, i);
         if (i > 0)
-            assert_true(pttl("again") > 0);
+            assert_true(hl_raw_pttl(server, "again") > 0);
     }
-    assert_int_equal(exists("again"), 0);
+    assert_int_equal(hl_raw_exists(server, "again"), 0);
     assert_false(locked(r));
     assert_false(locked(w));
     assert_status(hilock_lock_release(w), HILOCK_ENOTOWNER);
-    lock_free(w);
-    lock_free(r);
-    client_free(c);
+    hl_free_lock(w);
+    hl_free_lock(r);
+    hl_free_client(c);
 }
 
 static void test_release_by_non_owner(void **state)
 {
-    hilock_client *c = client_new(), *d = client_new();
-    hilock_lock *r = read_new(c, "owned"), *w = write_new(c, "owned");
-    hilock_lock *rd = read_new(d, "owned"), *wd = write_new(d, "owned");
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *d = hl_new_client(server, NULL);
+    hilock_lock *r = hl_new_read_lock(c, "owned");
+    hilock_lock *w = hl_new_write_lock(c, "owned");
+    hilock_lock *rd = hl_new_read_lock(d, "owned");
+    hilock_lock *wd = hl_new_write_lock(d, "owned");
     char f[FIELD_CAP], wf[FIELD_CAP];
     hash_view h;
 
@@ -1899,7 +1522,7 @@ static void test_release_by_non_owner(void **state)
     assert_int_equal(h.n, 2);
     assert_int_equal(hold_count_as(r, OWNER_A), 1);
     assert_status(release_as(r, OWNER_A), HILOCK_OK);
-    assert_int_equal(exists("owned"), 0);
+    assert_int_equal(hl_raw_exists(server, "owned"), 0);
 
     assert_status(acquire_as(w, OWNER_B, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
@@ -1913,56 +1536,59 @@ static void test_release_by_non_owner(void **state)
     assert_int_equal(h.n, 2);
     assert_int_equal(hold_count_as(w, OWNER_B), 1);
     assert_status(release_as(w, OWNER_B), HILOCK_OK);
-    assert_int_equal(exists("owned"), 0);
-    lock_free(wd);
-    lock_free(rd);
-    lock_free(w);
-    lock_free(r);
-    client_free(d);
-    client_free(c);
+    assert_int_equal(hl_raw_exists(server, "owned"), 0);
+    hl_free_lock(wd);
+    hl_free_lock(rd);
+    hl_free_lock(w);
+    hl_free_lock(r);
+    hl_free_client(d);
+    hl_free_client(c);
 }
 
 /* ---- force release ----------------------------------------------------- */
 
 static void test_force_release_frees_both(void **state)
 {
-    hilock_client *c = client_new(), *d = client_new();
-    hilock_lock *r = read_new(c, "forced"), *w = write_new(c, "forced");
-    hilock_lock *rd = read_new(d, "forced"), *wd = write_new(d, "forced");
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *d = hl_new_client(server, NULL);
+    hilock_lock *r = hl_new_read_lock(c, "forced");
+    hilock_lock *w = hl_new_write_lock(c, "forced");
+    hilock_lock *rd = hl_new_read_lock(d, "forced");
+    hilock_lock *wd = hl_new_write_lock(d, "forced");
     bool deleted = false;
     int64_t t_force;
-    static acq wa, ra;
+    static hl_acquire_rec wa, ra;
 
     (void)state;
     assert_status(acquire_as(r, OWNER_A, 0, LONG_MS), HILOCK_OK);
     assert_status(acquire_as(rd, OWNER_B, 0, LONG_MS), HILOCK_OK);
-    acquire_start(&wa, wd, OWNER_C, widen(60000), LONG_MS);
-    wait_pending(d, wd, 1);
+    acquire_start(&wa, wd, OWNER_C, hl_widen(60000), LONG_MS);
+    hl_expect_pending(d, wd, 1);
 
     /* The write handle frees the readers, and its message wakes the
      * writer, whose wait the readers' long leases would not end. */
     t_force = hl_now_ms();
     assert_status(hilock_lock_force_release(w, &deleted), HILOCK_OK);
     assert_true(deleted);
-    assert_status(acquire_end(&wa, widen(10000)), HILOCK_OK);
-    if (wa.at_ms - t_force > widen(2000))
+    assert_status(acquire_end(&wa), HILOCK_OK);
+    if (wa.at_ms - t_force > hl_widen(2000))
         fail_msg("the writer got in %lld ms after the force release",
                  (long long)(wa.at_ms - t_force));
     assert_true(locked(r));
 
     /* The read handle frees the writer. */
-    acquire_start(&ra, r, OWNER_D, widen(60000), HILOCK_LEASE_WATCHDOG);
-    wait_pending(c, r, 1);
+    acquire_start(&ra, r, OWNER_D, hl_widen(60000), HILOCK_LEASE_WATCHDOG);
+    hl_expect_pending(c, r, 1);
     t_force = hl_now_ms();
     deleted = false;
     assert_status(hilock_lock_force_release(rd, &deleted), HILOCK_OK);
     assert_true(deleted);
-    assert_status(acquire_end(&ra, widen(10000)), HILOCK_OK);
-    if (ra.at_ms - t_force > widen(2000))
+    assert_status(acquire_end(&ra), HILOCK_OK);
+    if (ra.at_ms - t_force > hl_widen(2000))
         fail_msg("the reader got in %lld ms after the force release",
                  (long long)(ra.at_ms - t_force));
     assert_status(release_as(r, OWNER_D), HILOCK_OK);
-    assert_int_equal(exists("forced"), 0);
+    assert_int_equal(hl_raw_exists(server, "forced"), 0);
     assert_false(locked(r));
     assert_false(locked(w));
 
@@ -1973,12 +1599,12 @@ static void test_force_release_frees_both(void **state)
     deleted = true;
     assert_status(hilock_lock_force_release(w, &deleted), HILOCK_OK);
     assert_false(deleted);
-    lock_free(wd);
-    lock_free(rd);
-    lock_free(w);
-    lock_free(r);
-    client_free(d);
-    client_free(c);
+    hl_free_lock(wd);
+    hl_free_lock(rd);
+    hl_free_lock(w);
+    hl_free_lock(r);
+    hl_free_client(d);
+    hl_free_client(c);
 }
 
 /* ---- the watchdog keeps both sides ------------------------------------- */
@@ -1986,21 +1612,24 @@ static void test_force_release_frees_both(void **state)
 static void test_watchdog_keeps_both_sides(void **state)
 {
     const int watchdog_ms = 1000;
-    hilock_client *c = client_opts(watchdog_ms, 0), *other = client_new();
-    hilock_lock *r = read_new(c, "wd:r"), *w = write_new(c, "wd:w");
-    hilock_lock *ow = write_new(other, "wd:r"), *orr = read_new(other,
-                                                                "wd:w");
+    hilock_client *c =
+        hl_new_client(server, &(hl_client_opts){ .watchdog_ms = watchdog_ms });
+    hilock_client *other = hl_new_client(server, NULL);
+    hilock_lock *r = hl_new_read_lock(c, "wd:r");
+    hilock_lock *w = hl_new_write_lock(c, "wd:w");
+    hilock_lock *ow = hl_new_write_lock(other, "wd:r");
+    hilock_lock *orr = hl_new_read_lock(other, "wd:w");
     char f[FIELD_CAP], tkey[KEY_CAP];
-    static lost_rec lr_r, lr_w;
+    static hl_lost_rec lr_r, lr_w;
     int64_t t0;
     bool lost = true;
 
     (void)state;
-    atomic_store(&lr_r.calls, 0);
-    atomic_store(&lr_w.calls, 0);
-    assert_status(hilock_lock_set_lost_callback(r, on_lost, &lr_r),
+    hl_lost_rec_init(&lr_r, NULL);
+    hl_lost_rec_init(&lr_w, NULL);
+    assert_status(hilock_lock_set_lost_callback(r, hl_record_lost, &lr_r),
                   HILOCK_OK);
-    assert_status(hilock_lock_set_lost_callback(w, on_lost, &lr_w),
+    assert_status(hilock_lock_set_lost_callback(w, hl_record_lost, &lr_w),
                   HILOCK_OK);
     assert_status(hilock_lock_try_acquire(r, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
@@ -2012,8 +1641,9 @@ static void test_watchdog_keeps_both_sides(void **state)
      * have run out three times over. */
     t0 = hl_now_ms();
     while (hl_now_ms() - t0 < 3 * watchdog_ms + watchdog_ms / 2) {
-        long long hold = pttl(tkey), rname = pttl("wd:r"),
-                  wname = pttl("wd:w");
+        long long hold = hl_raw_pttl(server, tkey);
+        long long rname = hl_raw_pttl(server, "wd:r");
+        long long wname = hl_raw_pttl(server, "wd:w");
 
         if (hold <= 0 || hold > watchdog_ms || rname <= 0 || wname <= 0 ||
             wname > watchdog_ms)
@@ -2035,17 +1665,17 @@ static void test_watchdog_keeps_both_sides(void **state)
                   HILOCK_EBUSY);
     assert_status(hilock_lock_release(r), HILOCK_OK);
     assert_status(hilock_lock_release(w), HILOCK_OK);
-    assert_int_equal(exists("wd:r"), 0);
-    assert_int_equal(exists("wd:w"), 0);
-    assert_int_equal(exists(tkey), 0);
+    assert_int_equal(hl_raw_exists(server, "wd:r"), 0);
+    assert_int_equal(hl_raw_exists(server, "wd:w"), 0);
+    assert_int_equal(hl_raw_exists(server, tkey), 0);
     assert_int_equal(atomic_load(&lr_r.calls), 0);
     assert_int_equal(atomic_load(&lr_w.calls), 0);
-    lock_free(orr);
-    lock_free(ow);
-    lock_free(w);
-    lock_free(r);
-    client_free(other);
-    client_free(c);
+    hl_free_lock(orr);
+    hl_free_lock(ow);
+    hl_free_lock(w);
+    hl_free_lock(r);
+    hl_free_client(other);
+    hl_free_client(c);
 }
 
 int main(void)

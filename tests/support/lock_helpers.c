@@ -275,7 +275,7 @@ bool hl_lost_seen(void *rec)
     return atomic_load(&((hl_lost_rec *)rec)->calls) > 0;
 }
 
-/* ---- threads that take a lock -------------------------------------------- */
+/* ---- threads that take a lock ------------------------------------------- */
 
 typedef struct other_release {
     hilock_lock *lock;

@@ -150,7 +150,7 @@ void hl_record_group_lost(hilock_multilock *m, uint64_t owner, void *data);
  * called. */
 bool hl_lost_seen(void *rec);
 
-/* ---- threads that take a lock -------------------------------------------- */
+/* ---- threads that take a lock ------------------------------------------- */
 
 /* Releases lock on a thread of its own, which is another owner of the
  * same handle; returns the status, and that owner in *owner unless owner
