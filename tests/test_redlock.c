@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -32,7 +31,10 @@
 #include "hilock/multi.h"
 #include "hilock/options.h"
 #include "multi/multi_internal.h"
+#include "support/children.h"
 #include "support/fixture.h"
+#include "support/lock_helpers.h"
+#include "support/loop_call.h"
 
 #define NMASTERS 5
 #define ALL_MASTERS ((1u << NMASTERS) - 1)
@@ -42,28 +44,7 @@
 static hl_redis_server *masters[NMASTERS];
 static int nmasters;
 /* A forked holder process still alive when its test fails is killed. */
-static pid_t child_pid;
-
-static bool under_valgrind(void)
-{
-    return getenv("HILOCK_TEST_UNDER_VALGRIND") != NULL;
-}
-
-/* Valgrind runs the library tens of times slower: bounds that catch a
- * hang on a normal build would only catch slowness there. */
-static int widen(int ms)
-{
-    return under_valgrind() ? ms * 10 : ms;
-}
-
-#define assert_status(actual, expected)                                    \
-    do {                                                                   \
-        int a_ = (actual), e_ = (expected);                                \
-        if (a_ != e_)                                                      \
-            fail_msg("%s returned %s (%s), expected %s", #actual,          \
-                     hilock_errname(a_), hilock_last_error(),              \
-                     hilock_errname(e_));                                  \
-    } while (0)
+static hl_children kids;
 
 /* The injected clock: the real monotonic clock plus an offset that a test
  * moves forward to make time jump for the library alone. */
@@ -103,11 +84,7 @@ static void destroy_owned(void);
 static int teardown_masters(void **state)
 {
     (void)state;
-    if (child_pid > 0) {
-        kill(child_pid, SIGKILL);
-        waitpid(child_pid, NULL, 0);
-        child_pid = 0;
-    }
+    hl_children_kill_all(&kids);
     stop_parent_holders();
     destroy_owned();
     /* After the clients: deadlines they took on the injected clock would
@@ -118,14 +95,6 @@ static int teardown_masters(void **state)
     hl_fixture_stop_masters(masters, nmasters);
     nmasters = 0;
     return 0;
-}
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* ---- what a test made ---------------------------------------------------
@@ -194,13 +163,13 @@ static void redlock_free(hilock_redlock *rl)
 static void lock_free(hilock_lock *l)
 {
     disown(l);
-    assert_status(hilock_lock_destroy(l), HILOCK_OK);
+    hl_free_lock(l);
 }
 
 static void client_free(hilock_client *c)
 {
     disown(c);
-    assert_status(hilock_client_destroy(c), HILOCK_OK);
+    hl_free_client(c);
 }
 
 /* ---- RedLocks ---------------------------------------------------------- */
@@ -219,10 +188,10 @@ typedef struct rl_params {
 static rl_params basic_params(void)
 {
     rl_params p = {
-        .node_ms = widen(200),
-        .quarantine_ms = widen(300),
+        .node_ms = hl_widen(200),
+        .quarantine_ms = hl_widen(300),
         .watchdog_ms = 0,
-        .connect_ms = widen(500),
+        .connect_ms = hl_widen(500),
     };
     return p;
 }
@@ -399,44 +368,6 @@ static void wait_keys_present(const char *key, unsigned mask, int timeout_ms)
 
 /* ---- the loop thread ---------------------------------------------------- */
 
-typedef void loop_fn(hilock_client *c, void *arg);
-
-typedef struct loop_call {
-    hl_task task;
-    loop_fn *fn;
-    void *arg;
-    atomic_bool done;
-    bool closed;
-} loop_call;
-
-static void loop_call_run(hilock_client *c, hl_task *t, bool closed)
-{
-    loop_call *lc = (loop_call *)t;
-
-    lc->closed = closed;
-    if (!closed && lc->fn != NULL)
-        lc->fn(c, lc->arg);
-    atomic_store(&lc->done, true);
-}
-
-/* Runs fn (may be NULL) on c's loop thread, behind every task already
- * queued there, and waits until it has run. */
-static void on_loop(hilock_client *c, loop_fn *fn, void *arg)
-{
-    loop_call lc;
-
-    memset(&lc, 0, sizeof lc);
-    lc.task.run = loop_call_run;
-    lc.fn = fn;
-    lc.arg = arg;
-    atomic_init(&lc.done, false);
-    assert_int_equal(hl_client_submit(c, &lc.task), HILOCK_OK);
-    /* Leaving early would leave the queued task dangling. */
-    if (!hl_wait_flag(&lc.done, widen(30000)))
-        fail_msg("the loop thread did not run a task within 30 s");
-    assert_false(lc.closed);
-}
-
 static void read_up_mask(hilock_client *c, void *arg)
 {
     *(unsigned *)arg = c->up_mask;
@@ -451,7 +382,7 @@ static bool all_conns_down(void *arg)
     down_want *w = arg;
     unsigned mask = 1;
 
-    on_loop(w->c, read_up_mask, &mask);
+    hl_run_on_loop(w->c, read_up_mask, &mask);
     return mask == 0;
 }
 
@@ -521,37 +452,9 @@ static int release_as(hilock_multilock *m, uint64_t owner)
     atomic_init(&r.done, false);
     assert_status(hilock_multilock_release_async(m, owner, on_released, &r),
                   HILOCK_OK);
-    if (!hl_wait_flag(&r.done, widen(10000)))
+    if (!hl_wait_flag(&r.done, hl_widen(10000)))
         fail_msg("a release did not complete within 10 s");
     return r.status;
-}
-
-typedef struct group_lost {
-    atomic_int calls;
-    _Atomic uint64_t owner;
-    _Atomic int64_t at_ms;
-} group_lost;
-
-static void group_lost_init(group_lost *g)
-{
-    atomic_init(&g->calls, 0);
-    atomic_init(&g->owner, 0);
-    atomic_init(&g->at_ms, 0);
-}
-
-static void on_group_lost(hilock_multilock *m, uint64_t owner, void *data)
-{
-    group_lost *g = data;
-
-    (void)m;
-    atomic_store(&g->owner, owner);
-    atomic_store(&g->at_ms, hl_now_ms());
-    atomic_fetch_add(&g->calls, 1);
-}
-
-static bool group_lost_seen(void *arg)
-{
-    return atomic_load(&((group_lost *)arg)->calls) > 0;
 }
 
 /* Whether the calling thread's lease on member i of m was reported
@@ -606,7 +509,7 @@ static void test_two_masters_killed(void **state)
 
     (void)state;
     rl = redlock_new(&p);
-    wait_voting(rl, ALL_MASTERS, widen(5000));
+    wait_voting(rl, ALL_MASTERS, hl_widen(5000));
     m = redlock_lock_new(rl, "rl.two");
     hl_fixture_kill9(masters[1]);
     hl_fixture_kill9(masters[3]);
@@ -667,7 +570,7 @@ static void test_three_masters_down(void **state)
 
     (void)state;
     rl = redlock_new(&p);
-    wait_voting(rl, ALL_MASTERS, widen(5000));
+    wait_voting(rl, ALL_MASTERS, hl_widen(5000));
     m = redlock_lock_new(rl, "rl.three");
     hl_fixture_kill9(masters[0]);
     hl_fixture_kill9(masters[2]);
@@ -678,24 +581,24 @@ static void test_three_masters_down(void **state)
     assert_status(hilock_multilock_try_acquire(m, 0, 60000, res, NULL),
                   HILOCK_ENOQUORUM);
     took = hl_now_ms() - t0;
-    if (took > p.node_ms + widen(1000))
+    if (took > p.node_ms + hl_widen(1000))
         fail_msg("a single attempt took %lld ms with a %lld ms node timeout",
                  (long long)took, (long long)p.node_ms);
     for (int i = 0; i < NMASTERS; i++)
         if (!(live & (1u << i)) && res[i].status == HILOCK_OK)
             fail_msg("dead master %d reported as granted", i);
     /* The lease is a minute: only giving back can empty them this soon. */
-    wait_keys_gone("rl.three", live, widen(3000));
+    wait_keys_gone("rl.three", live, hl_widen(3000));
 
     /* A bounded wait keeps trying until it runs out, then says why. */
     t0 = hl_now_ms();
     assert_status(hilock_multilock_try_acquire(m, wait_ms, 60000, res, NULL),
                   HILOCK_ENOQUORUM);
     took = hl_now_ms() - t0;
-    if (took < wait_ms - 1 || took > wait_ms + p.node_ms + widen(1000))
+    if (took < wait_ms - 1 || took > wait_ms + p.node_ms + hl_widen(1000))
         fail_msg("a %lld ms wait gave up after %lld ms", (long long)wait_ms,
                  (long long)took);
-    wait_keys_gone("rl.three", live, widen(3000));
+    wait_keys_gone("rl.three", live, hl_widen(3000));
     assert_status(hilock_multilock_release(m), HILOCK_ENOTOWNER);
 
     /* A RedLock cannot even be made without a quorum of masters. */
@@ -707,13 +610,13 @@ static void test_three_masters_down(void **state)
     hl_fixture_restart(masters[0]);
     hl_fixture_restart(masters[2]);
     hl_fixture_restart(masters[4]);
-    wait_voting(rl, ALL_MASTERS, widen(5000));
-    assert_status(hilock_multilock_try_acquire(m, widen(3000),
+    wait_voting(rl, ALL_MASTERS, hl_widen(5000));
+    assert_status(hilock_multilock_try_acquire(m, hl_widen(3000),
                                                HILOCK_LEASE_WATCHDOG, res,
                                                NULL),
                   HILOCK_OK);
     assert_status(hilock_multilock_release(m), HILOCK_OK);
-    wait_keys_gone("rl.three", ALL_MASTERS, widen(3000));
+    wait_keys_gone("rl.three", ALL_MASTERS, hl_widen(3000));
     multi_free(m);
     redlock_free(rl);
 }
@@ -731,7 +634,7 @@ static void test_paused_master(void **state)
 
     (void)state;
     rl = redlock_new(&p);
-    wait_voting(rl, ALL_MASTERS, widen(5000));
+    wait_voting(rl, ALL_MASTERS, hl_widen(5000));
     m = redlock_lock_new(rl, "rl.paused");
     hl_fixture_pause(masters[2]);
 
@@ -742,7 +645,7 @@ static void test_paused_master(void **state)
     took = hl_now_ms() - t0;
     /* The quorum answers at once; the stopped master may at worst hold
      * the outcome up for its node timeout, never for the lease. */
-    if (took > p.node_ms + widen(300))
+    if (took > p.node_ms + hl_widen(300))
         fail_msg("acquired after %lld ms with a %lld ms node timeout and "
                  "one master stopped", (long long)took,
                  (long long)p.node_ms);
@@ -751,7 +654,7 @@ static void test_paused_master(void **state)
     if (validity < 30000 - 302 - took - 1)
         fail_msg("validity %lld ms after %lld ms", (long long)validity,
                  (long long)took);
-    wait_keys_present("rl.paused", others, widen(3000));
+    wait_keys_present("rl.paused", others, hl_widen(3000));
 
     assert_status(hilock_multilock_release(m), HILOCK_OK);
     for (int i = 0; i < NMASTERS; i++)
@@ -760,15 +663,15 @@ static void test_paused_master(void **state)
     hl_fixture_resume(masters[2]);
     /* The attempt still sitting in the stopped master's socket must not
      * leave a 30 s hold behind once the master runs again. */
-    wait_keys_gone("rl.paused", ALL_MASTERS, widen(5000));
+    wait_keys_gone("rl.paused", ALL_MASTERS, hl_widen(5000));
 
-    wait_voting(rl, ALL_MASTERS, widen(5000));
-    assert_status(hilock_multilock_try_acquire(m, widen(3000),
+    wait_voting(rl, ALL_MASTERS, hl_widen(5000));
+    assert_status(hilock_multilock_try_acquire(m, hl_widen(3000),
                                                HILOCK_LEASE_WATCHDOG, res,
                                                NULL),
                   HILOCK_OK);
     assert_status(hilock_multilock_release(m), HILOCK_OK);
-    wait_keys_gone("rl.paused", ALL_MASTERS, widen(3000));
+    wait_keys_gone("rl.paused", ALL_MASTERS, hl_widen(3000));
     multi_free(m);
     redlock_free(rl);
 }
@@ -781,10 +684,10 @@ static void test_paused_master(void **state)
 static rl_params quarantine_params(void)
 {
     rl_params p = {
-        .node_ms = widen(1000),
-        .quarantine_ms = widen(1500),
-        .watchdog_ms = widen(1200),
-        .connect_ms = widen(1000),
+        .node_ms = hl_widen(1000),
+        .quarantine_ms = hl_widen(1500),
+        .watchdog_ms = hl_widen(1200),
+        .connect_ms = hl_widen(1000),
     };
     return p;
 }
@@ -805,29 +708,29 @@ static void test_quarantine_restarted_master(void **state)
     hilock_redlock *rla, *rlb;
     hilock_multilock *ma, *mb;
     hilock_client *b0;
-    static group_lost lost_a, lost_b;
+    static hl_lost_rec lost_a, lost_b;
     static acq_rec probe;
     int64_t t_kill, t_b;
     int tries = 0;
 
     (void)state;
-    group_lost_init(&lost_a);
-    group_lost_init(&lost_b);
+    hl_lost_rec_init(&lost_a, NULL);
+    hl_lost_rec_init(&lost_b, NULL);
     /* A comes back to a master slower than B does, as a client across a
      * slower network would: the quarantine, not A's luck, must keep B
      * out. */
-    pa.backoff_min_ms = pa.backoff_max_ms = widen(800);
+    pa.backoff_min_ms = pa.backoff_max_ms = hl_widen(800);
     rla = redlock_new(&pa);
     rlb = redlock_new(&p);
     b0 = hilock_redlock_client(rlb, 0);
-    wait_voting(rla, ALL_MASTERS, widen(5000));
-    wait_voting(rlb, ALL_MASTERS, widen(5000));
+    wait_voting(rla, ALL_MASTERS, hl_widen(5000));
+    wait_voting(rlb, ALL_MASTERS, hl_widen(5000));
     ma = redlock_lock_new(rla, key);
     mb = redlock_lock_new(rlb, key);
-    assert_status(hilock_multilock_set_lost_callback(ma, on_group_lost,
+    assert_status(hilock_multilock_set_lost_callback(ma, hl_record_group_lost,
                                                      &lost_a),
                   HILOCK_OK);
-    assert_status(hilock_multilock_set_lost_callback(mb, on_group_lost,
+    assert_status(hilock_multilock_set_lost_callback(mb, hl_record_group_lost,
                                                      &lost_b),
                   HILOCK_OK);
 
@@ -835,7 +738,7 @@ static void test_quarantine_restarted_master(void **state)
                                                res, NULL),
                   HILOCK_OK);
     /* Late grants join the hold: A ends up holding all five. */
-    wait_keys_present(key, ALL_MASTERS, widen(3000));
+    wait_keys_present(key, ALL_MASTERS, hl_widen(3000));
 
     /* Take masters 3 and 4 away from A: its renewals there fail, and
      * three members, still a quorum, keep the group. */
@@ -853,7 +756,7 @@ static void test_quarantine_restarted_master(void **state)
     for (int i = 0; i < 3; i++)
         if (res[i].status == HILOCK_OK)
             fail_msg("B was granted master %d, which A holds", i);
-    wait_keys_gone(key, (1u << 3) | (1u << 4), widen(3000));
+    wait_keys_gone(key, (1u << 3) | (1u << 4), hl_widen(3000));
 
     /* Master 0 restarts with no data.  B's attempt is sent while B's
      * connections to it are down, so it waits in B's queue; it reaches
@@ -864,7 +767,7 @@ static void test_quarantine_restarted_master(void **state)
     {
         down_want w = { b0 };
 
-        if (!hl_wait_until(all_conns_down, &w, widen(5000)))
+        if (!hl_wait_until(all_conns_down, &w, hl_widen(5000)))
             fail_msg("B never noticed that master 0 died");
     }
     acq_rec_init(&probe);
@@ -874,12 +777,12 @@ static void test_quarantine_restarted_master(void **state)
                   HILOCK_OK);
     /* Two hops through master 0's client (the group's coordinator): the
      * round has started, then the member's attempt is queued. */
-    on_loop(b0, NULL, NULL);
-    on_loop(b0, NULL, NULL);
+    hl_run_on_loop(b0, NULL, NULL);
+    hl_run_on_loop(b0, NULL, NULL);
     hl_fixture_restart(masters[0]);
-    acq_rec_wait(&probe, (int)p.node_ms + widen(5000));
+    acq_rec_wait(&probe, (int)p.node_ms + hl_widen(5000));
     if (probe.status == HILOCK_OK) {
-        bool told = hl_wait_until(group_lost_seen, &lost_a, widen(5000));
+        bool told = hl_wait_until(hl_lost_seen, &lost_a, hl_widen(5000));
 
         fail_msg("B acquired %lld ms after master 0 was killed, inside its "
                  "%lld ms quarantine, counting master 0's grant (%s, "
@@ -925,7 +828,7 @@ static void test_quarantine_restarted_master(void **state)
     assert_true(tries > 0);
 
     /* A kept two of five members: it must have been told. */
-    if (!hl_wait_until(group_lost_seen, &lost_a, widen(5000)))
+    if (!hl_wait_until(hl_lost_seen, &lost_a, hl_widen(5000)))
         fail_msg("A was never told that its group was lost");
     assert_int_equal(atomic_load(&lost_a.owner), hilock_thread_owner());
     assert_true(group_lease_lost(ma));
@@ -934,7 +837,7 @@ static void test_quarantine_restarted_master(void **state)
      * 1 and 2 on the servers. */
     assert_status(hilock_multilock_try_acquire(mb,
                                                (int)p.quarantine_ms +
-                                                   widen(5000),
+                                                   hl_widen(5000),
                                                HILOCK_LEASE_WATCHDOG, res,
                                                NULL),
                   HILOCK_OK);
@@ -955,7 +858,7 @@ static void test_quarantine_restarted_master(void **state)
 
     assert_status(hilock_multilock_release(ma), HILOCK_ELEASELOST);
     assert_status(hilock_multilock_release(mb), HILOCK_OK);
-    wait_keys_gone(key, ALL_MASTERS, widen(3000));
+    wait_keys_gone(key, ALL_MASTERS, hl_widen(3000));
     multi_free(mb);
     multi_free(ma);
     redlock_free(rlb);
@@ -972,30 +875,30 @@ static void test_quarantine_group_survives(void **state)
     hilock_member_result res[NMASTERS];
     hilock_redlock *rla, *rlb;
     hilock_multilock *ma, *mb;
-    static group_lost lost_a;
+    static hl_lost_rec lost_a;
     int64_t t_kill;
     int tries = 0;
 
     (void)state;
-    group_lost_init(&lost_a);
+    hl_lost_rec_init(&lost_a, NULL);
     rla = redlock_new(&p);
     rlb = redlock_new(&p);
-    wait_voting(rla, ALL_MASTERS, widen(5000));
-    wait_voting(rlb, ALL_MASTERS, widen(5000));
+    wait_voting(rla, ALL_MASTERS, hl_widen(5000));
+    wait_voting(rlb, ALL_MASTERS, hl_widen(5000));
     ma = redlock_lock_new(rla, key);
     mb = redlock_lock_new(rlb, key);
-    assert_status(hilock_multilock_set_lost_callback(ma, on_group_lost,
+    assert_status(hilock_multilock_set_lost_callback(ma, hl_record_group_lost,
                                                      &lost_a),
                   HILOCK_OK);
     assert_status(hilock_multilock_try_acquire(ma, 0, HILOCK_LEASE_WATCHDOG,
                                                res, NULL),
                   HILOCK_OK);
-    wait_keys_present(key, ALL_MASTERS, widen(3000));
+    wait_keys_present(key, ALL_MASTERS, hl_widen(3000));
 
     t_kill = hl_now_ms();
     hl_fixture_kill9(masters[0]);
     hl_fixture_restart(masters[0]);
-    wait_member_lost(ma, 0, widen(5000));
+    wait_member_lost(ma, 0, hl_widen(5000));
     assert_int_equal(atomic_load(&lost_a.calls), 0);
     assert_false(group_lease_lost(ma));
 
@@ -1016,7 +919,7 @@ static void test_quarantine_group_survives(void **state)
                      hilock_last_error());
         if (voting)
             break;
-        if (hl_now_ms() > t_kill + p.quarantine_ms + widen(10000))
+        if (hl_now_ms() > t_kill + p.quarantine_ms + hl_widen(10000))
             fail_msg("master 0 never came out of quarantine for B");
         hl_sleep_ms(20);
     }
@@ -1033,8 +936,8 @@ static void test_quarantine_group_survives(void **state)
 
     /* A member lost while the group held is not the group's error. */
     assert_status(hilock_multilock_release(ma), HILOCK_OK);
-    wait_keys_gone(key, ALL_MASTERS, widen(3000));
-    assert_status(hilock_multilock_try_acquire(mb, widen(3000),
+    wait_keys_gone(key, ALL_MASTERS, hl_widen(3000));
+    assert_status(hilock_multilock_try_acquire(mb, hl_widen(3000),
                                                HILOCK_LEASE_WATCHDOG, res,
                                                NULL),
                   HILOCK_OK);
@@ -1071,11 +974,12 @@ static void test_validity_arithmetic(void **state)
     hl_monotime_set_clock(offset_clock);
     real = (hl_monotime)hl_now_ms() * 1000;
     assert_true(hl_monotime_now() - real >= HL_MS(6990));
-    assert_true(hl_monotime_now() - real <= HL_MS(7010) + HL_MS(widen(100)));
+    assert_true(hl_monotime_now() - real <=
+                HL_MS(7010) + HL_MS(hl_widen(100)));
     hl_monotime_set_clock(NULL);
     atomic_store(&clock_offset_us, 0);
     real = (hl_monotime)hl_now_ms() * 1000;
-    assert_true(hl_monotime_now() - real < HL_MS(10) + HL_MS(widen(100)));
+    assert_true(hl_monotime_now() - real < HL_MS(10) + HL_MS(hl_widen(100)));
     assert_true(hl_monotime_now() - real > -HL_MS(10));
 }
 
@@ -1096,12 +1000,12 @@ static void acquire_across_jump(hilock_multilock *m, uint64_t owner,
                   HILOCK_OK);
     /* The coordinator has started the round (its start is taken) once a
      * task queued behind the acquire has run. */
-    on_loop(coord, NULL, NULL);
+    hl_run_on_loop(coord, NULL, NULL);
     assert_false(atomic_load(&r->done));
     atomic_fetch_add(&clock_offset_us, HL_MS(jump_ms));
     for (int i = 0; i < NMASTERS; i++)
         hl_fixture_resume(masters[i]);
-    acq_rec_wait(r, widen(10000));
+    acq_rec_wait(r, hl_widen(10000));
 }
 
 static void test_clock_jump(void **state)
@@ -1118,11 +1022,11 @@ static void test_clock_jump(void **state)
     /* The attempt waits in stopped masters' sockets, and when its request
      * timer fires, the jump makes its deadline look long past: the
      * answers have to come before the timer, in real time. */
-    p.node_ms = widen(5000);
+    p.node_ms = hl_widen(5000);
     atomic_store(&clock_offset_us, 0);
     hl_monotime_set_clock(offset_clock);
     rl = redlock_new(&p);
-    wait_voting(rl, ALL_MASTERS, widen(5000));
+    wait_voting(rl, ALL_MASTERS, hl_widen(5000));
     m = redlock_lock_new(rl, "rl.clock");
 
     /* Half the lease gone on the way: acquired, with validity reduced by
@@ -1138,7 +1042,7 @@ static void test_clock_jump(void **state)
                  "real time; expected at most 4898",
                  (long long)r.validity_ms, (long long)real_ms);
     assert_status(release_as(m, 0xC10C1), HILOCK_OK);
-    wait_keys_gone("rl.clock", ALL_MASTERS, widen(3000));
+    wait_keys_gone("rl.clock", ALL_MASTERS, hl_widen(3000));
 
     /* More than the lease gone on the way: a quorum granted, but the lock
      * is not held, and nothing is left on the servers (the keys would
@@ -1154,7 +1058,7 @@ static void test_clock_jump(void **state)
         if (r.res[i].status == HILOCK_OK)
             granted++;
     assert_true(granted >= NMASTERS / 2 + 1);
-    wait_keys_gone("rl.clock", ALL_MASTERS, widen(3000));
+    wait_keys_gone("rl.clock", ALL_MASTERS, hl_widen(3000));
     assert_status(release_as(m, 0xC10C2), HILOCK_ENOTOWNER);
 
     multi_free(m);
@@ -1291,14 +1195,14 @@ static void *mx_holder_main(void *arg)
         }
         sec = &log->s[slot];
         sec->holder = h->id;
-        sec->enter_ns = now_ns();
+        sec->enter_ns = hl_now_ns();
         seen = atomic_load_explicit(&log->counter, memory_order_relaxed);
-        until = now_ns() + (int64_t)h->spin_us * 1000;
+        until = hl_now_ns() + (int64_t)h->spin_us * 1000;
         /* A holder told of a loss stops at once. */
-        while (now_ns() < until && !atomic_load(&h->lost))
+        while (hl_now_ns() < until && !atomic_load(&h->lost))
             ;
         atomic_store_explicit(&log->counter, seen + 1, memory_order_relaxed);
-        sec->exit_ns = now_ns();
+        sec->exit_ns = hl_now_ns();
         rc = hilock_multilock_lease_lost(h->m, &lost);
         if (rc != HILOCK_OK)
             mx_fail(log, "holder %u: lease_lost: %s", h->id,
@@ -1374,7 +1278,7 @@ static void mx_child(mx_log *log, const mx_setup *s)
     hilock_multilock *m = NULL;
     mx_team team;
     char why[300];
-    int64_t until = hl_now_ms() + widen(120000);
+    int64_t until = hl_now_ms() + hl_widen(120000);
 
     if (redlock_open(&rl, &s->p, why, sizeof why) != HILOCK_OK) {
         mx_fail(log, "child: %s", why);
@@ -1392,7 +1296,7 @@ static void mx_child(mx_log *log, const mx_setup *s)
     while (!atomic_load(&log->stop) && hl_now_ms() < until)
         hl_sleep_ms(10);
     atomic_store(&log->stop, true);
-    if (!mx_team_done(&team, widen(30000))) {
+    if (!mx_team_done(&team, hl_widen(30000))) {
         mx_fail(log, "child: a holder did not stop");
         _exit(1);
     }
@@ -1479,7 +1383,7 @@ static void stop_parent_holders(void)
     if (parent_log == NULL)
         return;
     atomic_store(&parent_log->stop, true);
-    if (mx_team_done(&parent_team, widen(30000))) {
+    if (mx_team_done(&parent_team, hl_widen(30000))) {
         munmap(parent_log, parent_log->map_len);
     }
     /* Else a holder is stuck: leak the log rather than pull it away. */
@@ -1497,41 +1401,37 @@ static void test_mutual_exclusion_under_faults(void **state)
 {
     mx_setup s = {
         .p = {
-            .node_ms = widen(200),
-            .quarantine_ms = widen(500),
-            .watchdog_ms = widen(500),
-            .connect_ms = widen(500),
+            .node_ms = hl_widen(200),
+            .quarantine_ms = hl_widen(500),
+            .watchdog_ms = hl_widen(500),
+            .connect_ms = hl_widen(500),
         },
-        .threads = under_valgrind() ? 2 : 3,
-        .wait_ms = widen(1000),
-        .spin_us = under_valgrind() ? 100 : 300,
+        .threads = hl_under_valgrind() ? 2 : 3,
+        .wait_ms = hl_widen(1000),
+        .spin_us = hl_under_valgrind() ? 100 : 300,
     };
-    const int faults = under_valgrind() ? NMASTERS : 2 * NMASTERS;
+    const int faults = hl_under_valgrind() ? NMASTERS : 2 * NMASTERS;
     mx_log *log = mx_log_new(100000);
     hilock_redlock *rl;
     hilock_multilock *m;
     mx_team *team = &parent_team;
     char why[400];
-    int status = 0;
-    pid_t pid;
+    int status;
 
     (void)state;
     assert_non_null(log);
     /* Fork first: the child must not inherit clients whose threads it
      * does not have. */
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0)
+    if (hl_children_fork(&kids, 0) == 0)
         mx_child(log, &s);
-    child_pid = pid;
 
     rl = redlock_new(&s.p);
-    wait_voting(rl, ALL_MASTERS, widen(5000));
+    wait_voting(rl, ALL_MASTERS, hl_widen(5000));
     m = redlock_lock_new(rl, "rl.mutex");
     parent_log = log;
     if (mx_team_start(team, log, m, 0, s.threads, s.wait_ms, s.spin_us) != 0)
         fail_msg("could not start the holders");
-    if (!hl_wait_until(mx_both_held, log, widen(20000))) {
+    if (!hl_wait_until(mx_both_held, log, hl_widen(20000))) {
         atomic_store(&log->stop, true);
         fail_msg("both processes did not hold the lock within 20 s "
                  "(parent %d, child %d): %s", atomic_load(&log->held[0]),
@@ -1548,24 +1448,16 @@ static void test_mutual_exclusion_under_faults(void **state)
          * meet a dead master meanwhile. */
         hl_sleep_ms(100);
         hl_fixture_restart(masters[i]);
-        wait_voting(rl, ALL_MASTERS, widen(10000));
+        wait_voting(rl, ALL_MASTERS, hl_widen(10000));
     }
 
     atomic_store(&log->stop, true);
-    if (!mx_team_done(team, (int)s.wait_ms + widen(20000)))
+    if (!mx_team_done(team, (int)s.wait_ms + hl_widen(20000)))
         fail_msg("a holder did not stop");
     parent_log = NULL;
-    {
-        int64_t until = hl_now_ms() + widen(30000);
-        pid_t got = 0;
-
-        while ((got = waitpid(pid, &status, WNOHANG)) == 0 &&
-               hl_now_ms() < until)
-            hl_sleep_ms(10);
-        if (got != pid)
-            fail_msg("the child did not finish: %s", log->message);
-        child_pid = 0;
-    }
+    if (!hl_children_wait(&kids, hl_widen(30000)))
+        fail_msg("the child did not finish: %s", log->message);
+    status = kids.status[0];
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         fail_msg("the child failed (status 0x%x): %s", status, log->message);
 
@@ -1581,7 +1473,7 @@ static void test_mutual_exclusion_under_faults(void **state)
 
     multi_free(m);
     redlock_free(rl);
-    wait_keys_gone("rl.mutex", ALL_MASTERS, widen(5000));
+    wait_keys_gone("rl.mutex", ALL_MASTERS, hl_widen(5000));
     munmap(log, log->map_len);
 }
 
@@ -1601,7 +1493,7 @@ static hilock_client *plain_client(int server, int64_t watchdog_ms)
     if (watchdog_ms > 0)
         assert_status(hilock_options_set_watchdog_timeout_ms(o, watchdog_ms),
                       HILOCK_OK);
-    if (under_valgrind()) {
+    if (hl_under_valgrind()) {
         assert_status(hilock_options_set_connect_timeout_ms(o, 20000),
                       HILOCK_OK);
         assert_status(hilock_options_set_command_timeout_ms(o, 20000),
@@ -1615,9 +1507,8 @@ static hilock_client *plain_client(int server, int64_t watchdog_ms)
 
 static hilock_lock *lock_new(hilock_client *c, const char *name)
 {
-    hilock_lock *l = NULL;
+    hilock_lock *l = hl_new_lock(c, name);
 
-    assert_status(hilock_lock_create(&l, c, name, strlen(name)), HILOCK_OK);
     own(OWN_LOCK, l);
     return l;
 }
@@ -1739,7 +1630,7 @@ static void test_multilock_all_or_nothing(void **state)
     /* What was granted went back: the one-minute leases did not have to
      * run out for an outsider to take each member. */
     for (int i = 0; i < 2; i++) {
-        assert_status(hilock_lock_try_acquire(t.out[i], widen(3000), 60000),
+        assert_status(hilock_lock_try_acquire(t.out[i], hl_widen(3000), 60000),
                       HILOCK_OK);
         assert_status(hilock_lock_release(t.out[i]), HILOCK_OK);
     }
@@ -1754,17 +1645,17 @@ static void test_multilock_all_or_nothing(void **state)
     cw.server = 1;
     cw.min = script_calls(1) + 1;
     acq_rec_init(&r);
-    assert_status(hilock_multilock_acquire_async(t.m, 0xA11, widen(10000),
+    assert_status(hilock_multilock_acquire_async(t.m, 0xA11, hl_widen(10000),
                                                  HILOCK_LEASE_WATCHDOG,
                                                  on_acquired, &r, NULL),
                   HILOCK_OK);
     /* An attempt has reached the blocked member's server, where it was
      * refused. */
-    if (!hl_wait_until(calls_reached, &cw, widen(5000)))
+    if (!hl_wait_until(calls_reached, &cw, hl_widen(5000)))
         fail_msg("the waiting acquire never tried the blocked member");
     assert_false(atomic_load(&r.done));
     assert_status(hilock_lock_release(blocker), HILOCK_OK);
-    acq_rec_wait(&r, widen(15000));
+    acq_rec_wait(&r, hl_widen(15000));
     assert_status(r.status, HILOCK_OK);
     assert_true(r.attempts >= 2);
     assert_int_equal(r.granted, 3);
@@ -1784,15 +1675,15 @@ static void test_multilock_all_or_nothing(void **state)
 
 static void test_multilock_lost_member(void **state)
 {
-    const int64_t watchdog = widen(900);
-    static group_lost gl;
+    const int64_t watchdog = hl_widen(900);
+    static hl_lost_rec gl;
     bool deleted = false;
     trio t;
 
     (void)state;
-    group_lost_init(&gl);
+    hl_lost_rec_init(&gl, NULL);
     trio_open(&t, watchdog);
-    assert_status(hilock_multilock_set_lost_callback(t.m, on_group_lost,
+    assert_status(hilock_multilock_set_lost_callback(t.m, hl_record_group_lost,
                                                      &gl),
                   HILOCK_OK);
     assert_status(hilock_multilock_try_acquire(t.m, 0, HILOCK_LEASE_WATCHDOG,
@@ -1805,7 +1696,7 @@ static void test_multilock_lost_member(void **state)
     /* One member taken away: the group needs all of them. */
     assert_status(hilock_lock_force_release(t.out[1], &deleted), HILOCK_OK);
     assert_true(deleted);
-    if (!hl_wait_until(group_lost_seen, &gl, 3 * (int)watchdog))
+    if (!hl_wait_until(hl_lost_seen, &gl, 3 * (int)watchdog))
         fail_msg("no group lost callback within %lld ms of losing a member",
                  (long long)(3 * watchdog));
     assert_int_equal(atomic_load(&gl.owner), hilock_thread_owner());
@@ -1818,7 +1709,7 @@ static void test_multilock_lost_member(void **state)
     assert_status(hilock_multilock_release(t.m), HILOCK_ENOTOWNER);
 
     /* The group recovers. */
-    assert_status(hilock_multilock_try_acquire(t.m, widen(3000),
+    assert_status(hilock_multilock_try_acquire(t.m, hl_widen(3000),
                                                HILOCK_LEASE_WATCHDOG, NULL,
                                                NULL),
                   HILOCK_OK);
