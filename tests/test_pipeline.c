@@ -20,19 +20,13 @@
 #include "core/script.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"
+#include "support/loop_call.h"
 
 /* ctest-timeout: 300 */
 
 #define WAIT_MS 60000
 
 static char reply_buf[65536];
-
-/* Valgrind runs the same assertions on fewer iterations, since it is
- * there to find memory errors, not to reproduce the load. */
-static int scaled(int n)
-{
-    return getenv("HILOCK_TEST_UNDER_VALGRIND") ? n / 10 : n;
-}
 
 static hilock_client *connect_with(const hl_redis_server *s,
                                    hilock_options *o)
@@ -58,48 +52,6 @@ static hilock_options *new_options(void)
 static hilock_client *connect_plain(const hl_redis_server *s)
 {
     return connect_with(s, new_options());
-}
-
-static void wait_count(atomic_int *value, int want)
-{
-    if (!hl_wait_count(value, want, WAIT_MS))
-        fail_msg("only %d of %d callbacks within %d ms", atomic_load(value),
-                 want, WAIT_MS);
-}
-
-/* Internal calls belong on the loop thread; this runs fn there and waits
- * for it, so a test can read loop-owned state without racing it. */
-struct on_loop {
-    hl_task task; /* first: the loop thread hands back this pointer */
-    void (*fn)(hilock_client *c, void *arg);
-    void *arg;
-    atomic_bool done;
-    bool closed;
-};
-
-static void on_loop_run(hilock_client *c, hl_task *t, bool closed)
-{
-    struct on_loop *ol = (struct on_loop *)t;
-
-    ol->closed = closed;
-    if (!closed)
-        ol->fn(c, ol->arg);
-    atomic_store(&ol->done, true);
-}
-
-static void run_on_loop(hilock_client *c,
-                        void (*fn)(hilock_client *c, void *arg), void *arg)
-{
-    struct on_loop ol;
-
-    memset(&ol, 0, sizeof ol);
-    ol.task.run = on_loop_run;
-    ol.fn = fn;
-    ol.arg = arg;
-    atomic_init(&ol.done, false);
-    assert_int_equal(hl_client_submit(c, &ol.task), HILOCK_OK);
-    assert_true(hl_wait_flag(&ol.done, WAIT_MS));
-    assert_false(ol.closed);
 }
 
 static long long sync_integer(hilock_client *c, int argc,
@@ -221,7 +173,9 @@ static void test_threads_share_one_client(void **state)
     pthread_t tid[STREAMS];
     pthread_barrier_t start;
     atomic_int all_done;
-    int per = scaled(100000) / STREAMS;
+    /* Valgrind runs the same assertions on fewer iterations, since it is
+     * there to find memory errors, not to reproduce the load. */
+    int per = hl_scaled(100000, 10000) / STREAMS;
     const char *ping[] = { "PING" };
 
     (void)state;
@@ -243,7 +197,7 @@ static void test_threads_share_one_client(void **state)
     for (int t = 0; t < STREAMS; t++)
         pthread_join(tid[t], NULL);
     pthread_barrier_destroy(&start);
-    wait_count(&all_done, STREAMS * per);
+    hl_expect_count(&all_done, STREAMS * per, WAIT_MS);
 
     /* Every earlier reply is dispatched before this one, so a callback
      * that fired twice would show in the counts below. */
@@ -311,8 +265,8 @@ static void test_auto_pipelining(void **state)
     memset(&b, 0, sizeof b);
     b.n = 1000;
     atomic_init(&b.done, 0);
-    run_on_loop(c, batch_start, &b);
-    wait_count(&b.done, b.n);
+    hl_run_on_loop_within(c, batch_start, &b, WAIT_MS);
+    hl_expect_count(&b.done, b.n, WAIT_MS);
     assert_int_equal(b.submit_failures, 0);
     assert_int_equal(b.pongs, b.n);
     /* 14 KB of PINGs fit one socket write; a few more are tolerated only
@@ -374,7 +328,7 @@ static void sync_from_threads(hilock_client *c, hl_redis_server *s)
 {
     struct incr_worker w[STREAMS];
     pthread_t tid[STREAMS];
-    int per = scaled(2000);
+    int per = hl_scaled(2000, 200);
     const char *get[] = { "GET", "shared" };
     hilock_reply *r = NULL;
 
@@ -535,8 +489,8 @@ static void test_reply_too_many_bytes(void **state)
                                  bounded, 2, get_small, NULL, tally_cb,
                                  &rest),
                              HILOCK_OK);
-        wait_count(&big.total, 1);
-        wait_count(&rest.total, 10);
+        hl_expect_count(&big.total, 1, WAIT_MS);
+        hl_expect_count(&rest.total, 10, WAIT_MS);
         assert_int_equal(atomic_load(&big.toobig), 1);
         assert_int_equal(atomic_load(&rest.ok) + atomic_load(&rest.eio),
                          10);
@@ -642,7 +596,7 @@ static bool written_reached(void *arg)
     struct written_wait *w = arg;
     uint64_t now = 0;
 
-    run_on_loop(w->client, read_bytes_written, &now);
+    hl_run_on_loop_within(w->client, read_bytes_written, &now, WAIT_MS);
     return now >= w->want;
 }
 
@@ -657,7 +611,7 @@ static void test_close_with_pending(void **state)
 
     (void)state;
     tally_init(&t);
-    run_on_loop(c, read_bytes_written, &w.want);
+    hl_run_on_loop_within(c, read_bytes_written, &w.want, WAIT_MS);
     w.client = c;
     /* A PING is 14 bytes on the wire. */
     w.want += 100 * 14;
@@ -686,12 +640,6 @@ static void test_close_with_pending(void **state)
     assert_int_equal(hilock_client_destroy(c), HILOCK_OK);
     assert_int_equal(atomic_load(&t.total), 100);
     hl_redis_server_stop(s);
-}
-
-static void nothing(hilock_client *c, void *arg)
-{
-    (void)c;
-    (void)arg;
 }
 
 static bool is_disconnected(void *arg)
@@ -723,7 +671,7 @@ static void test_close_with_unwritten(void **state)
     /* Tasks run in order: past this one, all fifty sit in the
      * connection's queue rather than in the hand-over queue, which the
      * close would complete by another path. */
-    run_on_loop(c, nothing, NULL);
+    hl_run_on_loop_within(c, NULL, NULL, WAIT_MS);
     assert_int_equal(atomic_load(&t.total), 0);
     assert_int_equal(hilock_client_close(c), HILOCK_OK);
     assert_int_equal(atomic_load(&t.total), 50);
@@ -871,7 +819,7 @@ static void test_destroy_in_callback_own_loop(void **state)
 
     (void)state;
     destroyer_init(&d, 50);
-    run_on_loop(c, destroyer_start, &d);
+    hl_run_on_loop_within(c, destroyer_start, &d, WAIT_MS);
     assert_int_equal(d.submit_failures, 0);
     assert_true(hl_wait_flag(&d.returned, WAIT_MS));
     assert_int_equal(atomic_load(&d.sync_rc), HILOCK_EDEADLK);
@@ -978,7 +926,7 @@ static void run_echo(hilock_client *c, const char *arg)
     memset(&j, 0, sizeof j);
     j.arg = arg;
     atomic_init(&j.done, false);
-    run_on_loop(c, script_start, &j);
+    hl_run_on_loop_within(c, script_start, &j, WAIT_MS);
     assert_int_equal(j.rc, HILOCK_OK);
     assert_true(hl_wait_flag(&j.done, WAIT_MS));
     if (j.status != HILOCK_OK)
@@ -1109,9 +1057,9 @@ static void test_noscript_keeps_order(void **state)
                    "return redis.call('RPUSH', KEYS[1], ARGV[1])");
     memset(&o, 0, sizeof o);
     atomic_init(&o.done, 0);
-    run_on_loop(c, ordered_start, &o);
+    hl_run_on_loop_within(c, ordered_start, &o, WAIT_MS);
     assert_int_equal(o.rc, HILOCK_OK);
-    wait_count(&o.done, 2);
+    hl_expect_count(&o.done, 2, WAIT_MS);
     assert_int_equal(o.n, 2);
     assert_int_equal(o.status[0], HILOCK_OK);
     assert_int_equal(o.status[1], HILOCK_OK);

@@ -102,6 +102,13 @@ bool hl_wait_count(atomic_int *value, int want, int timeout_ms)
     return hl_wait_until(count_reached, &w, timeout_ms);
 }
 
+void hl_expect_count(atomic_int *value, int want, int timeout_ms)
+{
+    if (!hl_wait_count(value, want, timeout_ms))
+        fail_msg("only %d of %d callbacks within %d ms", atomic_load(value),
+                 want, timeout_ms);
+}
+
 /* ---- child processes ---- */
 
 static int hl_fx_collect(pid_t pid, int fd, char *out, size_t cap,

@@ -115,6 +115,9 @@ bool hl_wait_until(bool (*pred)(void *), void *arg, int timeout_ms);
 bool hl_wait_flag(atomic_bool *flag, int timeout_ms);
 bool hl_wait_count(atomic_int *value, int want, int timeout_ms);
 
+/* The failing form of hl_wait_count, for counts of callbacks. */
+void hl_expect_count(atomic_int *value, int want, int timeout_ms);
+
 /* CLOCK_MONOTONIC in milliseconds, and in nanoseconds for intervals too
  * short for milliseconds. */
 int64_t hl_now_ms(void);
