@@ -17,6 +17,7 @@
 #include "core/conn.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"
+#include "support/loop_call.h"
 
 /* ctest-timeout: 180 */
 
@@ -42,13 +43,6 @@ static hilock_client *connect_with(const hl_redis_server *s,
     assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
     hilock_options_free(o);
     return c;
-}
-
-static void wait_count(atomic_int *value, int want)
-{
-    if (!hl_wait_count(value, want, WAIT_MS))
-        fail_msg("only %d of %d callbacks within %d ms", atomic_load(value),
-                 want, WAIT_MS);
 }
 
 static bool is_connected(void *arg)
@@ -80,32 +74,20 @@ static bool ping_succeeds(void *arg)
     return ping(arg) == HILOCK_OK;
 }
 
-/* Internal state belongs to the loop thread; read it there. */
-struct stats_read {
-    hl_task task; /* first: the loop thread hands back this pointer */
-    hl_conn_stats stats;
-    atomic_bool done;
-};
-
-static void stats_run(hilock_client *c, hl_task *t, bool closed)
+static void read_conn_stats(hilock_client *c, void *arg)
 {
-    struct stats_read *sr = (struct stats_read *)t;
-
-    if (!closed && c->conn != NULL)
-        sr->stats = hl_conn_get_stats(c->conn);
-    atomic_store(&sr->done, true);
+    if (c->conn != NULL)
+        *(hl_conn_stats *)arg = hl_conn_get_stats(c->conn);
 }
 
+/* Internal state belongs to the loop thread; read it there. */
 static hl_conn_stats conn_stats(hilock_client *c)
 {
-    struct stats_read sr;
+    hl_conn_stats stats;
 
-    memset(&sr, 0, sizeof sr);
-    sr.task.run = stats_run;
-    atomic_init(&sr.done, false);
-    assert_int_equal(hl_client_submit(c, &sr.task), HILOCK_OK);
-    assert_true(hl_wait_flag(&sr.done, WAIT_MS));
-    return sr.stats;
+    memset(&stats, 0, sizeof stats);
+    hl_run_on_loop_within(c, read_conn_stats, &stats, WAIT_MS);
+    return stats;
 }
 
 /* Statuses seen by callbacks; bumped on the loop thread. */
@@ -216,20 +198,20 @@ static void test_restart_with_requests_in_flight(void **state)
     atomic_init(&p.stop, false);
     assert_int_equal(pthread_create(&tid, NULL, producer_main, &p), 0);
 
-    wait_count(&t.ok, 50);
+    hl_expect_count(&t.ok, 50, WAIT_MS);
     hl_fixture_kill9(s);
     assert_true(hl_wait_until(is_disconnected, c, WAIT_MS));
     hl_fixture_restart(s);
     ok_at_restart = atomic_load(&t.ok);
     /* The stream goes on through the outage; fresh successes prove the
      * client found the new server by itself. */
-    wait_count(&t.ok, ok_at_restart + 50);
+    hl_expect_count(&t.ok, ok_at_restart + 50, WAIT_MS);
     assert_true(hl_wait_until(is_connected, c, WAIT_MS));
 
     atomic_store(&p.stop, true);
     pthread_join(tid, NULL);
     assert_int_equal(p.submit_failures, 0);
-    wait_count(&t.total, p.issued);
+    hl_expect_count(&t.total, p.issued, WAIT_MS);
     print_message("%d requests: %d OK, %d EIO, %d ETIMEDOUT\n", p.issued,
                   atomic_load(&t.ok), atomic_load(&t.eio),
                   atomic_load(&t.etimedout));
@@ -274,7 +256,7 @@ static void test_requests_while_down_survive_restart(void **state)
     hl_sleep_ms(500);
     assert_int_equal(atomic_load(&t.total), 0);
     hl_fixture_restart(s);
-    wait_count(&t.total, 20);
+    hl_expect_count(&t.total, 20, WAIT_MS);
     assert_int_equal(atomic_load(&t.ok), 20);
     /* Each ran once, in order, on the restarted (empty) server. */
     assert_int_equal(t.nvalues, 20);
@@ -403,7 +385,7 @@ static void test_paused_server(void **state)
     assert_int_equal(ping(c), HILOCK_OK);
     hl_fixture_pause(s);
     send_many(c, &t, 10, "PING");
-    wait_count(&t.total, 10);
+    hl_expect_count(&t.total, 10, WAIT_MS);
     assert_int_equal(atomic_load(&t.etimedout), 10);
     assert_int_equal(atomic_load(&t.empty_detail), 0);
 
