@@ -216,6 +216,49 @@ static void test_server_paused_past_deadline(void **state)
     hl_free_client(c);
 }
 
+/* A release after a reported loss must not wait for a server that is
+ * still stopped: the answer is known (ELEASELOST), and waiting would cost
+ * the whole command timeout. */
+static void test_release_after_loss_answers_at_once(void **state)
+{
+    const hl_client_opts opts = { .watchdog_ms = 1000,
+                                  .command_timeout_ms = 5000 };
+    hilock_client *c = hl_new_client(server, &opts);
+    hilock_lock *l = hl_new_lock(c, "lost-release");
+    hl_lost_rec lr;
+    int64_t t0;
+
+    (void)state;
+    hl_lost_rec_init(&lr, NULL);
+    assert_status(hilock_lock_set_lost_callback(l, hl_record_lost, &lr),
+                  HILOCK_OK);
+    assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_OK);
+    hl_fixture_pause(server);
+    if (!hl_wait_until(hl_lost_seen, &lr, hl_under_valgrind() ? 8000 : 3000)) {
+        hl_fixture_resume(server);
+        fail_msg("no lost callback while the server was stopped");
+    }
+    t0 = hl_now_ms();
+    int rc = hilock_lock_release(l);
+    int64_t took = hl_now_ms() - t0;
+    hl_fixture_resume(server);
+    assert_status(rc, HILOCK_ELEASELOST);
+    /* Well inside the 5 s command timeout a round trip would have taken
+     * with the server stopped. */
+    assert_true(took < 2500);
+    /* Nothing of the hold stands in anyone's way afterwards. */
+    hilock_client *other = hl_new_client(server, NULL);
+    hilock_lock *lo = hl_new_lock(other, "lost-release");
+    assert_status(hilock_lock_try_acquire(lo, hl_widen(5000), 10000),
+                  HILOCK_OK);
+    assert_status(hilock_lock_release(lo), HILOCK_OK);
+    hl_free_lock(lo);
+    hl_free_client(other);
+    hl_free_lock(l);
+    hl_free_client(c);
+}
+
 /* ---- connections killed under a waiter --------------------------------- */
 
 typedef enum kill_mode {
@@ -419,6 +462,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_killed_holder),
         T(test_server_paused_past_deadline),
+        T(test_release_after_loss_answers_at_once),
         T(test_pubsub_killed_then_release),
         T(test_pubsub_killed_resubscribed),
         T(test_normal_killed),
