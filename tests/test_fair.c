@@ -40,26 +40,8 @@
 
 /* ---- helpers ----------------------------------------------------------- */
 
-static hl_redis_server *server;
-
-/* Forked processes still alive when their test fails are killed here. */
-static hl_children kids;
-
-static int setup_server(void **state)
-{
-    (void)state;
-    server = hl_fixture_plain();
-    return 0;
-}
-
-static int teardown_server(void **state)
-{
-    (void)state;
-    hl_children_kill_all(&kids);
-    hl_redis_server_stop(server);
-    server = NULL;
-    return 0;
-}
+/* Each test's server and forked children; see hl_lock_fixture. */
+static hl_lock_fixture fx;
 
 /* "<client id>:<owner id>": an owner's field in the lock's hash, its
  * entry in the queue and the tail of its wake-up channel. */
@@ -95,7 +77,7 @@ static fair_keys keys_of(const char *name)
 
 static long long srv_llen(const char *key)
 {
-    return hl_raw_int(server, "LLEN", key, (char *)NULL);
+    return hl_raw_int(fx.server, "LLEN", key, (char *)NULL);
 }
 
 /* The queue's entries, oldest first: up to max into out; the count. */
@@ -105,7 +87,7 @@ static int srv_lrange(const char *key, field_t *out, int max)
     const char *p = r;
     long n;
 
-    hl_raw_cmd(server, r, sizeof r, "LRANGE", key, "0", "-1", (char *)NULL);
+    hl_raw_cmd(fx.server, r, sizeof r, "LRANGE", key, "0", "-1", (char *)NULL);
     n = hl_raw_parse_array(&p);
     for (long i = 0; i < n; i++)
         hl_raw_parse_bulk(&p, i < max ? out[i] : NULL, FIELD_CAP);
@@ -117,7 +99,7 @@ static long long srv_zscore(const char *key, const char *member)
 {
     char num[64];
 
-    if (!hl_raw_bulk(server, num, sizeof num, "ZSCORE", key, member,
+    if (!hl_raw_bulk(fx.server, num, sizeof num, "ZSCORE", key, member,
                      (char *)NULL))
         return -1;
     return (long long)strtod(num, NULL);
@@ -129,7 +111,7 @@ static long long srv_time_ms(void)
     char r[256], secs[32], usecs[32];
     const char *p = r;
 
-    hl_raw_cmd(server, r, sizeof r, "TIME", (char *)NULL);
+    hl_raw_cmd(fx.server, r, sizeof r, "TIME", (char *)NULL);
     if (hl_raw_parse_array(&p) != 2)
         fail_msg("TIME: unexpected reply \"%.60s\"", r);
     hl_raw_parse_bulk(&p, secs, sizeof secs);
@@ -187,7 +169,7 @@ static void wait_llen(const char *key, long long want, int timeout_ms)
 static bool db_empty(void *arg)
 {
     (void)arg;
-    return hl_raw_int(server, "DBSIZE", (char *)NULL) == 0;
+    return hl_raw_int(fx.server, "DBSIZE", (char *)NULL) == 0;
 }
 
 static void assert_lock_gone(const char *name)
@@ -196,10 +178,10 @@ static void assert_lock_gone(const char *name)
     const char *keys[] = { name, k.queue, k.timeout };
 
     for (int i = 0; i < 3; i++)
-        if (hl_raw_exists(server, keys[i]) != 0)
+        if (hl_raw_exists(fx.server, keys[i]) != 0)
             fail_msg("%s is still there (%lld in the queue, %lld places)",
                      keys[i], srv_llen(k.queue),
-                     hl_raw_int(server, "ZCARD", k.timeout, (char *)NULL));
+                     hl_raw_int(fx.server, "ZCARD", k.timeout, (char *)NULL));
 }
 
 /* ---- waiting threads --------------------------------------------------- */
@@ -422,7 +404,7 @@ static void fifo_child(fifo_shared *sh, hl_mutex_checker *mc, int proc,
     fifo_ticket tickets[FIFO_MAX];
     char why[300], byte = 'r';
     hilock_lock *l = NULL;
-    hilock_client *c = hl_open_client(server, NULL, why, sizeof why);
+    hilock_client *c = hl_open_client(fx.server, NULL, why, sizeof why);
     fifo_proc p;
 
     if (c == NULL || hilock_fair_lock_create(&l, c, "fifo", 4) != 0) {
@@ -488,7 +470,7 @@ static void test_fifo_across_processes(void **state)
      * forking thread, so a client's loop thread (and any lock it held at
      * that moment) would not come along. */
     for (int i = 1; i < FIFO_PROCS; i++) {
-        if (hl_children_fork(&kids, i - 1) == 0) {
+        if (hl_children_fork(&fx.kids, i - 1) == 0) {
             close(ready[0]);
             for (int j = 1; j < FIFO_PROCS; j++) {
                 close(cmd[j][1]);
@@ -501,8 +483,8 @@ static void test_fifo_across_processes(void **state)
     close(ready[1]);
     for (int i = 1; i < FIFO_PROCS; i++)
         close(cmd[i][0]);
-    hc = hl_new_client(server, NULL);
-    pc = hl_new_client(server, NULL);
+    hc = hl_new_client(fx.server, NULL);
+    pc = hl_new_client(fx.server, NULL);
     hl = hl_new_fair_lock(hc, "fifo");
     pl = hl_new_fair_lock(pc, "fifo");
     fifo_proc_init(&p, pl, sh, mc);
@@ -557,12 +539,13 @@ static void test_fifo_across_processes(void **state)
     }
     for (int i = 1; i < FIFO_PROCS; i++)
         close(cmd[i][1]);
-    if (!hl_children_wait(&kids, hl_widen(20000)))
+    if (!hl_children_wait(&fx.kids, hl_widen(20000)))
         fail_msg("the child processes did not finish");
     for (int i = 0; i < FIFO_PROCS - 1; i++)
-        if (!WIFEXITED(kids.status[i]) || WEXITSTATUS(kids.status[i]) != 0)
+        if (!WIFEXITED(fx.kids.status[i]) ||
+            WEXITSTATUS(fx.kids.status[i]) != 0)
             fail_msg("child %d ended with status 0x%x: %s", i + 1,
-                     kids.status[i],
+                     fx.kids.status[i],
                      hl_mutex_checker_verify(mc, false, why, sizeof why)
                          ? "no failure reported" : why);
     assert_true(hl_wait_until(fifo_proc_idle, &p, hl_widen(5000)));
@@ -594,7 +577,7 @@ static void dead_child(int64_t waiter_ms, int go_fd, int info_fd)
     hl_acquire_rec_init(&never, NULL);
     if (!hl_read_exact(go_fd, &go, 1, hl_widen(10000)))
         _exit(1);
-    c = hl_open_client(server, &opts, why, sizeof why);
+    c = hl_open_client(fx.server, &opts, why, sizeof why);
     if (c == NULL || hilock_fair_lock_create(&l, c, "dead", 4) != 0)
         _exit(1);
     if (hilock_lock_acquire_async(l, DEAD_OWNER, HILOCK_WAIT_FOREVER,
@@ -630,14 +613,14 @@ static void test_dead_head_passed_over(void **state)
     assert_int_equal(pipe(go), 0);
     assert_int_equal(pipe(info), 0);
     /* Fork first: the child makes its own client. */
-    if (hl_children_fork(&kids, 0) == 0) {
+    if (hl_children_fork(&fx.kids, 0) == 0) {
         close(go[1]);
         close(info[0]);
         dead_child(wt, go[0], info[1]);
     }
     close(go[0]);
     close(info[1]);
-    hc = hl_new_client(server, NULL);
+    hc = hl_new_client(fx.server, NULL);
     hl = hl_new_fair_lock(hc, "dead");
     assert_status(hilock_lock_try_acquire(hl, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
@@ -648,8 +631,8 @@ static void test_dead_head_passed_over(void **state)
     close(info[0]);
     wait_llen(k.queue, 1, hl_widen(5000));
 
-    bc = hl_new_client(server, &(hl_client_opts){ .waiter_ms = wt });
-    cc = hl_new_client(server, &(hl_client_opts){ .waiter_ms = wt });
+    bc = hl_new_client(fx.server, &(hl_client_opts){ .waiter_ms = wt });
+    cc = hl_new_client(fx.server, &(hl_client_opts){ .waiter_ms = wt });
     bl = hl_new_fair_lock(bc, "dead");
     cl = hl_new_fair_lock(cc, "dead");
     fwaiter_start_with(&b, bc, bl, hl_widen(30000), &seq, &let_go, false);
@@ -660,7 +643,7 @@ static void test_dead_head_passed_over(void **state)
     wait_llen(k.queue, 3, hl_widen(5000));
     assert_queue(k.queue, q, 3);
 
-    assert_int_equal(hl_children_kill(&kids, 0), 0);
+    assert_int_equal(hl_children_kill(&fx.kids, 0), 0);
     /* When the dead waiter's place runs out, on the server's clock: it
      * last renewed it within a third of the waiter timeout. */
     left = srv_zscore(k.timeout, q[0]) - srv_time_ms();
@@ -711,7 +694,7 @@ static hilock_client *url_client(int waiter_ms)
     char url[128];
 
     snprintf(url, sizeof url, "redis://127.0.0.1:%d?waiter_timeout=%d",
-             hl_redis_server_port(server), waiter_ms);
+             hl_redis_server_port(fx.server), waiter_ms);
     assert_status(hilock_options_create(&o), HILOCK_OK);
     assert_status(hilock_options_set_url(o, url), HILOCK_OK);
     assert_int_equal(hilock_options_waiter_timeout_ms(o), waiter_ms);
@@ -731,7 +714,7 @@ static void test_live_waiter_keeps_place(void **state)
     const int wt = hl_scaled(1000, 2000);
     const int hold_ms = 3 * wt + wt / 2;
     fair_keys k = keys_of("live");
-    hilock_client *hc = hl_new_client(server, NULL), *c1 = url_client(wt),
+    hilock_client *hc = hl_new_client(fx.server, NULL), *c1 = url_client(wt),
                   *c2 = url_client(wt);
     hilock_lock *hl = hl_new_fair_lock(hc, "live");
     hilock_lock *l1 = hl_new_fair_lock(c1, "live");
@@ -814,10 +797,10 @@ static void test_cancel_and_timeout_leave_at_once(void **state)
     const int quick = hl_widen(2000);
     fair_keys k = keys_of("leave");
     const hl_client_opts opts = { .waiter_ms = wt };
-    hilock_client *hc = hl_new_client(server, NULL);
-    hilock_client *c1 = hl_new_client(server, &opts);
-    hilock_client *c2 = hl_new_client(server, &opts);
-    hilock_client *c3 = hl_new_client(server, &opts);
+    hilock_client *hc = hl_new_client(fx.server, NULL);
+    hilock_client *c1 = hl_new_client(fx.server, &opts);
+    hilock_client *c2 = hl_new_client(fx.server, &opts);
+    hilock_client *c3 = hl_new_client(fx.server, &opts);
     hilock_lock *hl = hl_new_fair_lock(hc, "leave");
     hilock_lock *l1 = hl_new_fair_lock(c1, "leave");
     hilock_lock *l2 = hl_new_fair_lock(c2, "leave");
@@ -893,7 +876,7 @@ static void test_cancel_and_timeout_leave_at_once(void **state)
     fwaiter_end(&w3, hl_widen(5000));
     assert_status(w3.rc, HILOCK_EBUSY);
     wait_llen(k.queue, 0, quick);
-    assert_int_equal(hl_raw_exists(server, k.timeout), 0);
+    assert_int_equal(hl_raw_exists(fx.server, k.timeout), 0);
     hl_acquire_rec_init(&a, NULL);
     assert_status(hilock_lock_acquire_async(l1, OWNER_A, HILOCK_WAIT_FOREVER,
                                             HILOCK_LEASE_WATCHDOG, 0,
@@ -905,7 +888,7 @@ static void test_cancel_and_timeout_leave_at_once(void **state)
         fail_msg("destroying the handle did not end its acquire");
     assert_status(a.status, HILOCK_ECANCELED);
     wait_llen(k.queue, 0, quick);
-    assert_int_equal(hl_raw_exists(server, k.timeout), 0);
+    assert_int_equal(hl_raw_exists(fx.server, k.timeout), 0);
     assert_status(hilock_lock_release(hl), HILOCK_OK);
     assert_lock_gone("leave");
     hl_free_lock(l3);
@@ -1023,6 +1006,9 @@ static void *churn_main(void *arg)
 
 static void test_no_leftover_keys(void **state)
 {
+    /* Places reserved for a minute: keys that vanish within seconds
+     * were deleted, they did not expire. */
+    const hl_client_opts opts = { .waiter_ms = 60000 };
     int cycles = hl_scaled(30, 6);
     size_t total = (size_t)CHURN_CLIENTS * CHURN_THREADS * (size_t)cycles;
     hl_mutex_checker *mc = hl_mutex_checker_create(total, 20);
@@ -1034,11 +1020,9 @@ static void test_no_leftover_keys(void **state)
 
     (void)state;
     assert_non_null(mc);
-    assert_int_equal(hl_raw_int(server, "DBSIZE", (char *)NULL), 0);
+    assert_int_equal(hl_raw_int(fx.server, "DBSIZE", (char *)NULL), 0);
     for (int i = 0; i < CHURN_CLIENTS; i++) {
-        /* Places reserved for a minute: keys that vanish within seconds
-         * were deleted, they did not expire. */
-        c[i] = hl_new_client(server, &(hl_client_opts){ .waiter_ms = 60000 });
+        c[i] = hl_new_client(fx.server, &opts);
         l[i] = hl_new_fair_lock(c[i], "churn");
     }
     for (int i = 0; i < CHURN_CLIENTS * CHURN_THREADS; i++) {
@@ -1060,9 +1044,9 @@ static void test_no_leftover_keys(void **state)
     print_message("fair churn: %zu holds, %d waits ran out, %d cancelled\n",
                   hl_mutex_checker_count(mc), timeouts, cancels);
     if (!hl_wait_until(db_empty, NULL, hl_widen(3000))) {
-        hl_raw_cmd(server, keys, sizeof keys, "KEYS", "*", (char *)NULL);
+        hl_raw_cmd(fx.server, keys, sizeof keys, "KEYS", "*", (char *)NULL);
         fail_msg("%lld keys left after every hold was released: %.400s",
-                 hl_raw_int(server, "DBSIZE", (char *)NULL), keys);
+                 hl_raw_int(fx.server, "DBSIZE", (char *)NULL), keys);
     }
     for (int i = 0; i < CHURN_CLIENTS; i++) {
         hl_free_lock(l[i]);
@@ -1079,9 +1063,9 @@ static void test_wakeup_by_message(void **state)
      * fire 20 s apart at the soonest, so only the message can explain a
      * waiter that gets the lock within a second. */
     fair_keys k = keys_of("wake");
-    hilock_client *hc = hl_new_client(server, NULL);
+    hilock_client *hc = hl_new_client(fx.server, NULL);
     hilock_client *wc =
-        hl_new_client(server, &(hl_client_opts){ .waiter_ms = 60000 });
+        hl_new_client(fx.server, &(hl_client_opts){ .waiter_ms = 60000 });
     hilock_lock *hl = hl_new_fair_lock(hc, "wake");
     hilock_lock *wl = hl_new_fair_lock(wc, "wake");
     char channel[200];
@@ -1092,15 +1076,15 @@ static void test_wakeup_by_message(void **state)
 
     (void)state;
     assert_status(hilock_lock_try_acquire(hl, 0, 60000), HILOCK_OK);
-    ttl = hl_raw_pttl(server, "wake");
+    ttl = hl_raw_pttl(fx.server, "wake");
     assert_true(ttl > 50000 && ttl <= 60000);
     fwaiter_start(&w, wc, wl, hl_widen(30000), NULL);
     fwaiter_field(&w, field);
     wait_llen(k.queue, 1, hl_widen(5000));
     snprintf(channel, sizeof channel, "%s:%s", k.channel, field);
-    hl_expect_numsub(server, channel, 1, 1);
+    hl_expect_numsub(fx.server, channel, 1, 1);
     /* Each waiter listens on its own channel, not the lock's. */
-    assert_int_equal(hl_fixture_numsub(server, k.channel), 0);
+    assert_int_equal(hl_fixture_numsub(fx.server, k.channel), 0);
     t_rel = hl_now_ms();
     assert_status(hilock_lock_release(hl), HILOCK_OK);
     fwaiter_join_ok(&w, hl_widen(5000));
@@ -1108,7 +1092,7 @@ static void test_wakeup_by_message(void **state)
     if (took > hl_widen(1000))
         fail_msg("the waiter got the lock %lld ms after the release",
                  (long long)took);
-    hl_expect_numsub(server, channel, 0, 0);
+    hl_expect_numsub(fx.server, channel, 0, 0);
     assert_lock_gone("wake");
     hl_free_lock(wl);
     hl_free_lock(hl);
@@ -1121,8 +1105,8 @@ static void test_wakeup_by_message(void **state)
 static void test_reentrancy_and_ownership(void **state)
 {
     fair_keys k = keys_of("reent");
-    hilock_client *c = hl_new_client(server, NULL);
-    hilock_client *oc = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_client *oc = hl_new_client(fx.server, NULL);
     hilock_lock *l = hl_new_fair_lock(c, "reent");
     hilock_lock *ol = hl_new_fair_lock(oc, "reent");
     hilock_lock *never = hl_new_fair_lock(c, "reent-never");
@@ -1142,7 +1126,7 @@ static void test_reentrancy_and_ownership(void **state)
         assert_status(hilock_lock_hold_count(l, &count), HILOCK_OK);
         assert_int_equal(count, i);
     }
-    assert_int_equal(hl_raw_cmd(server, r, sizeof r, "HGET", "reent", field,
+    assert_int_equal(hl_raw_cmd(fx.server, r, sizeof r, "HGET", "reent", field,
                                 (char *)NULL),
                      '$');
     assert_string_equal(r, "$1\r\n3\r\n");
@@ -1171,9 +1155,9 @@ static void test_reentrancy_and_ownership(void **state)
     assert_status(v.status, HILOCK_ENOTOWNER);
     assert_status(hilock_lock_release(never), HILOCK_ENOTOWNER);
     /* None of that touched the hold or the line. */
-    hl_raw_cmd(server, r, sizeof r, "HGET", "reent", field, (char *)NULL);
+    hl_raw_cmd(fx.server, r, sizeof r, "HGET", "reent", field, (char *)NULL);
     assert_string_equal(r, "$1\r\n4\r\n");
-    assert_int_equal(hl_raw_exists(server, "reent-never"), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "reent-never"), 0);
     assert_queue(k.queue, q, 1);
     assert_false(atomic_load(&w.done));
 
@@ -1205,7 +1189,7 @@ static void test_reentrancy_and_ownership(void **state)
 static void test_fencing_tokens_follow_the_line(void **state)
 {
     fair_keys k = keys_of("fence");
-    hilock_client *hc = hl_new_client(server, NULL), *c[FENCE_WAITERS];
+    hilock_client *hc = hl_new_client(fx.server, NULL), *c[FENCE_WAITERS];
     hilock_lock *hl = hl_new_fair_lock(hc, "fence"), *l[FENCE_WAITERS];
     uint64_t first = 0, again = 0, last;
     fwaiter w[FENCE_WAITERS];
@@ -1225,7 +1209,7 @@ static void test_fencing_tokens_follow_the_line(void **state)
     assert_int_equal(again, first);
     assert_status(hilock_lock_release(hl), HILOCK_OK);
     for (int i = 0; i < FENCE_WAITERS; i++) {
-        c[i] = hl_new_client(server, NULL);
+        c[i] = hl_new_client(fx.server, NULL);
         l[i] = hl_new_fair_lock(c[i], "fence");
         fwaiter_start_with(&w[i], c[i], l[i], hl_widen(30000), &seq, NULL,
                            true);
@@ -1242,7 +1226,7 @@ static void test_fencing_tokens_follow_the_line(void **state)
                      (unsigned long long)last);
         last = w[i].token;
     }
-    hl_raw_cmd(server, r, sizeof r, "GET", k.token, (char *)NULL);
+    hl_raw_cmd(fx.server, r, sizeof r, "GET", k.token, (char *)NULL);
     {
         const char *p = r;
         char num[32];
@@ -1278,7 +1262,7 @@ static void test_mutual_exclusion(void **state)
     (void)state;
     assert_non_null(mc);
     for (int i = 0; i < MX_CLIENTS; i++) {
-        c[i] = hl_new_client(server, NULL);
+        c[i] = hl_new_client(fx.server, NULL);
         l[i] = hl_new_fair_lock(c[i], "mx");
     }
     for (int i = 0; i < MX_CLIENTS * MX_THREADS; i++) {
@@ -1299,7 +1283,7 @@ static void test_mutual_exclusion(void **state)
         fail_msg("%s", why);
     assert_int_equal(hl_mutex_checker_count(mc), total);
     /* One token per hold, none for the reentrant ones. */
-    hl_raw_cmd(server, r, sizeof r, "GET", k.token, (char *)NULL);
+    hl_raw_cmd(fx.server, r, sizeof r, "GET", k.token, (char *)NULL);
     {
         const char *p = r;
         char num[32];
@@ -1309,7 +1293,7 @@ static void test_mutual_exclusion(void **state)
     }
     /* Every waiter got the lock, so each one's place went with it. */
     assert_lock_gone("mx");
-    assert_int_equal(hl_raw_int(server, "DBSIZE", (char *)NULL), 1);
+    assert_int_equal(hl_raw_int(fx.server, "DBSIZE", (char *)NULL), 1);
     for (int i = 0; i < MX_CLIENTS; i++) {
         hl_free_lock(l[i]);
         hl_free_client(c[i]);
@@ -1323,8 +1307,8 @@ static void test_watchdog_keeps_fair_hold(void **state)
 {
     fair_keys k = keys_of("watched");
     hilock_client *c =
-        hl_new_client(server, &(hl_client_opts){ .watchdog_ms = 1000 });
-    hilock_client *oc = hl_new_client(server, NULL);
+        hl_new_client(fx.server, &(hl_client_opts){ .watchdog_ms = 1000 });
+    hilock_client *oc = hl_new_client(fx.server, NULL);
     hilock_lock *l = hl_new_fair_lock(c, "watched");
     hilock_lock *ol = hl_new_fair_lock(oc, "watched");
     const int64_t hold_ms = 3500;
@@ -1342,7 +1326,7 @@ static void test_watchdog_keeps_fair_hold(void **state)
      * three times without renewals, and the waiter would have got in. */
     t0 = hl_now_ms();
     while (hl_now_ms() - t0 < hold_ms) {
-        ttl = hl_raw_pttl(server, "watched");
+        ttl = hl_raw_pttl(fx.server, "watched");
         if (ttl <= 0 || ttl > 1000)
             fail_msg("PTTL %lld after %lld ms of holding", ttl,
                      (long long)(hl_now_ms() - t0));
@@ -1404,7 +1388,7 @@ static void test_waiter_timeout_option(void **state)
     assert_int_equal(hilock_options_waiter_timeout_ms(NULL), -1);
     hilock_options_free(o);
 
-    c = hl_new_client(server, NULL);
+    c = hl_new_client(fx.server, NULL);
     assert_status(hilock_fair_lock_create(&l, c, "", 0), HILOCK_EINVAL);
     assert_status(hilock_fair_lock_create(NULL, c, "x", 1), HILOCK_EINVAL);
     assert_status(hilock_fair_lock_create(&l, NULL, "x", 1), HILOCK_EINVAL);
@@ -1414,7 +1398,9 @@ static void test_waiter_timeout_option(void **state)
 
 int main(void)
 {
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup_server, teardown_server)
+#define T(fn)                                                              \
+    cmocka_unit_test_prestate_setup_teardown(fn, hl_lock_fixture_setup,     \
+                                             hl_lock_fixture_teardown, &fx)
     const struct CMUnitTest tests[] = {
         T(test_fifo_across_processes),
         T(test_dead_head_passed_over),

@@ -38,22 +38,8 @@
 
 /* ---- helpers ----------------------------------------------------------- */
 
-static hl_redis_server *server;
-
-static int setup_server(void **state)
-{
-    (void)state;
-    server = hl_fixture_plain();
-    return 0;
-}
-
-static int teardown_server(void **state)
-{
-    (void)state;
-    hl_redis_server_stop(server);
-    server = NULL;
-    return 0;
-}
+/* Each test's server and forked children; see hl_lock_fixture. */
+static hl_lock_fixture fx;
 
 /* hl_new_lock for names that are not C strings. */
 static hilock_lock *lock_bin(hilock_client *c, const char *name, size_t len)
@@ -235,8 +221,8 @@ static void assert_hold_count(hilock_lock *l, int64_t want)
 
 static void test_nested_hold_counts(void **state)
 {
-    hilock_client *c = hl_new_client(server, NULL);
-    hilock_client *obs = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_client *obs = hl_new_client(fx.server, NULL);
     hilock_lock *l = hl_new_lock(c, "nested");
     char field[80], count[8];
     bool locked = false;
@@ -281,8 +267,8 @@ static void test_nested_hold_counts(void **state)
 
 static void test_release_by_non_owner(void **state)
 {
-    hilock_client *c = hl_new_client(server, NULL);
-    hilock_client *c2 = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_client *c2 = hl_new_client(fx.server, NULL);
     hilock_lock *l = hl_new_lock(c, "owned"), *l2 = hl_new_lock(c2, "owned");
     hilock_lock *never = hl_new_lock(c, "never-taken");
     uint64_t other_owner = 0;
@@ -365,7 +351,7 @@ static void mx_child(hl_mutex_checker *mc, int proc, int cycles,
                      int ready_fd, int go_fd)
 {
     char why[300], byte = 'r';
-    hilock_client *c = hl_open_client(server, NULL, why, sizeof why);
+    hilock_client *c = hl_open_client(fx.server, NULL, why, sizeof why);
 
     if (c == NULL) {
         hl_mutex_checker_fail(mc, "process %d: client: %s", proc, why);
@@ -387,7 +373,6 @@ static void test_mutual_exclusion(void **state)
     size_t total = (size_t)MX_PROCS * MX_THREADS * (size_t)cycles;
     hl_mutex_checker *mc = hl_mutex_checker_create(total, 20);
     int ready[2], go[2];
-    hl_children ch = { 0 };
     hilock_client *c, *obs;
     char why[512], bytes[MX_CHILDREN];
 
@@ -399,7 +384,7 @@ static void test_mutual_exclusion(void **state)
      * forking thread, and a lock some other thread held at that moment
      * would stay locked in the child for ever. */
     for (int i = 0; i < MX_CHILDREN; i++) {
-        if (hl_children_fork(&ch, i) == 0) {
+        if (hl_children_fork(&fx.kids, i) == 0) {
             close(ready[0]);
             close(go[1]);
             mx_child(mc, i + 1, cycles, ready[1], go[0]);
@@ -407,26 +392,25 @@ static void test_mutual_exclusion(void **state)
     }
     close(ready[1]);
     close(go[0]);
-    c = hl_new_client(server, NULL);
-    obs = hl_new_client(server, NULL);
+    c = hl_new_client(fx.server, NULL);
+    obs = hl_new_client(fx.server, NULL);
     if (!hl_read_exact(ready[0], bytes, MX_CHILDREN, hl_widen(10000))) {
         close(go[1]);
-        hl_children_kill_all(&ch);
         fail_msg("the child processes did not connect: %s",
                  hl_mutex_checker_verify(mc, false, why, sizeof why)
                      ? "no reason given" : why);
     }
     close(go[1]);
     mx_run_process(c, mc, 0, cycles);
-    if (!hl_children_wait(&ch, hl_widen(60000))) {
-        hl_children_kill_all(&ch);
+    /* A child still running then is killed by the fixture's teardown. */
+    if (!hl_children_wait(&fx.kids, hl_widen(60000)))
         fail_msg("the child processes did not finish");
-    }
     close(ready[0]);
     for (int i = 0; i < MX_CHILDREN; i++)
-        if (!WIFEXITED(ch.status[i]) || WEXITSTATUS(ch.status[i]) != 0)
+        if (!WIFEXITED(fx.kids.status[i]) ||
+            WEXITSTATUS(fx.kids.status[i]) != 0)
             fail_msg("child %d ended with status 0x%x", i + 1,
-                     ch.status[i]);
+                     fx.kids.status[i]);
     if (!hl_mutex_checker_verify(mc, false, why, sizeof why))
         fail_msg("%s", why);
     assert_int_equal(hl_mutex_checker_count(mc), total);
@@ -441,8 +425,8 @@ static void test_mutual_exclusion(void **state)
 static void test_watchdog_keeps_lease(void **state)
 {
     hilock_client *c =
-        hl_new_client(server, &(hl_client_opts){ .watchdog_ms = 1000 });
-    hilock_client *other = hl_new_client(server, NULL);
+        hl_new_client(fx.server, &(hl_client_opts){ .watchdog_ms = 1000 });
+    hilock_client *other = hl_new_client(fx.server, NULL);
     hilock_lock *l = hl_new_lock(c, "watched");
     hilock_lock *l2 = hl_new_lock(other, "watched");
     int64_t start, hold_ms = 3500;
@@ -512,8 +496,8 @@ static void test_explicit_lease_expires(void **state)
     /* A short watchdog would renew this lease several times over if the
      * engine mistook it for a watchdog lease. */
     hilock_client *c =
-        hl_new_client(server, &(hl_client_opts){ .watchdog_ms = 300 });
-    hilock_client *obs = hl_new_client(server, NULL);
+        hl_new_client(fx.server, &(hl_client_opts){ .watchdog_ms = 300 });
+    hilock_client *obs = hl_new_client(fx.server, NULL);
     hilock_lock *l = hl_new_lock(c, "leased");
     key_gone gone = { obs, "leased" };
     int64_t t0, after;
@@ -567,8 +551,8 @@ static void test_queue_moves_when_a_waiter_leaves(void **state)
      * joins the queue behind it without trying.  Cancelling the first
      * must hand its turn on, or the second would wait forever for a
      * message that never comes. */
-    hilock_client *a = hl_new_client(server, NULL);
-    hilock_client *b = hl_new_client(server, NULL);
+    hilock_client *a = hl_new_client(fx.server, NULL);
+    hilock_client *b = hl_new_client(fx.server, NULL);
     hilock_lock *la = hl_new_lock(a, "queue"), *lb = hl_new_lock(b, "queue");
     hl_acquire_rec first, second;
     uint64_t first_id = 0;
@@ -584,7 +568,7 @@ static void test_queue_moves_when_a_waiter_leaves(void **state)
                                             &first_id),
                   HILOCK_OK);
     /* The first is subscribed and waiting when the channel counts it. */
-    hl_expect_numsub(server, "redisson_lock__channel:{queue}", 1, 1);
+    hl_expect_numsub(fx.server, "redisson_lock__channel:{queue}", 1, 1);
     assert_status(hilock_lock_acquire_async(la, OWNER_B, HILOCK_WAIT_FOREVER,
                                             HILOCK_LEASE_WATCHDOG, 0,
                                             hl_record_acquire, &second, NULL),
@@ -618,7 +602,7 @@ static void test_hand_on_taken_back(void **state)
      * be taken back, or the real release's message would be swallowed
      * and the waiter would sit out the whole 30 s lease of the holder it
      * last saw. */
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
     hilock_lock *l = hl_new_lock(c, "handon");
     hl_acquire_rec holder;
     char field[HILOCK_CLIENT_ID_LEN + 24];
@@ -639,7 +623,7 @@ static void test_hand_on_taken_back(void **state)
                                             HILOCK_LEASE_WATCHDOG, 0,
                                             hl_record_acquire, &second, NULL),
                   HILOCK_OK);
-    hl_expect_numsub(server, "redisson_lock__channel:{handon}", 1, 1);
+    hl_expect_numsub(fx.server, "redisson_lock__channel:{handon}", 1, 1);
     /* Two holds on the server, one known to the client. */
     snprintf(field, sizeof field, "%s:%llu", hilock_client_id(c),
              (unsigned long long)OWNER_A);
@@ -664,7 +648,7 @@ static void test_hand_on_taken_back(void **state)
         const char *del[] = {"DEL", "handon"};
         const char *pub[] = {"PUBLISH", "redisson_lock__channel:{handon}",
                              "0"};
-        hilock_client *other = hl_new_client(server, NULL);
+        hilock_client *other = hl_new_client(fx.server, NULL);
         assert_status(hilock_client_command(other, 2, del, NULL, NULL),
                       HILOCK_OK);
         assert_status(hilock_client_command(other, 3, pub, NULL, NULL),
@@ -694,7 +678,7 @@ static void test_mixed_leases_lost_in_order(void **state)
      * reported lost at their own deadline, not sooner and not later. */
     static const int64_t lease_ms[] = {900, 300, 600, 1200, 450};
     enum { N = sizeof lease_ms / sizeof lease_ms[0] };
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
     hilock_lock *l[N];
     hl_lost_rec lr[N];
     int64_t t0 = hl_now_ms();
@@ -743,7 +727,7 @@ static void lock_cycle_on(int connections)
     hilock_client *c = NULL;
     char url[128];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d?connections=%d",
-             hl_redis_server_port(server), connections);
+             hl_redis_server_port(fx.server), connections);
     assert_status(hilock_options_create(&o), HILOCK_OK);
     assert_status(hilock_options_set_url(o, url), HILOCK_OK);
     assert_status(hilock_client_create(&c, o), HILOCK_OK);
@@ -787,8 +771,8 @@ static void test_release_crosses_renewals(void **state)
      * released the watchdog must go quiet: a lock renewed forever after
      * its release is the failure this guards against. */
     hilock_client *c =
-        hl_new_client(server, &(hl_client_opts){ .watchdog_ms = 100 });
-    hilock_client *obs = hl_new_client(server, NULL);
+        hl_new_client(fx.server, &(hl_client_opts){ .watchdog_ms = 100 });
+    hilock_client *obs = hl_new_client(fx.server, NULL);
     hilock_lock *l = hl_new_lock(c, "crossing");
     key_gone gone = { obs, "crossing" };
     int cycles = hl_under_valgrind() ? 50 : 400;
@@ -830,7 +814,7 @@ static void test_max_hold_caps_the_watchdog(void **state)
      * to run out and reported lost, well before it could be renewed
      * forever. */
     hilock_options *o = NULL;
-    hilock_client *c = NULL, *obs = hl_new_client(server, NULL);
+    hilock_client *c = NULL, *obs = hl_new_client(fx.server, NULL);
     char url[128];
     int64_t t0, after;
     bool lost = false;
@@ -839,7 +823,7 @@ static void test_max_hold_caps_the_watchdog(void **state)
     (void)state;
     snprintf(url, sizeof url,
              "redis://127.0.0.1:%d?watchdog_timeout=300&max_hold=1000",
-             hl_redis_server_port(server));
+             hl_redis_server_port(fx.server));
     assert_status(hilock_options_create(&o), HILOCK_OK);
     assert_status(hilock_options_set_url(o, url), HILOCK_OK);
     if (hl_under_valgrind())
@@ -878,8 +862,8 @@ static void test_max_hold_caps_the_watchdog(void **state)
 static void test_lost_when_key_deleted(void **state)
 {
     hilock_client *c =
-        hl_new_client(server, &(hl_client_opts){ .watchdog_ms = 1000 });
-    hilock_client *other = hl_new_client(server, NULL);
+        hl_new_client(fx.server, &(hl_client_opts){ .watchdog_ms = 1000 });
+    hilock_client *other = hl_new_client(fx.server, NULL);
     hilock_lock *l = hl_new_lock(c, "deleted");
     bool lost = false;
     int64_t t_del;
@@ -915,8 +899,8 @@ static void test_lost_when_key_deleted(void **state)
 
 static void test_release_wakes_waiter(void **state)
 {
-    hilock_client *a = hl_new_client(server, NULL);
-    hilock_client *b = hl_new_client(server, NULL);
+    hilock_client *a = hl_new_client(fx.server, NULL);
+    hilock_client *b = hl_new_client(fx.server, NULL);
     hilock_lock *la = hl_new_lock(a, "wake"), *lb = hl_new_lock(b, "wake");
     int64_t t_rel, took;
     waiter w;
@@ -925,7 +909,7 @@ static void test_release_wakes_waiter(void **state)
     assert_status(hilock_lock_try_acquire(la, 0, 30000), HILOCK_OK);
     waiter_start(&w, lb, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
     hl_expect_pending(b, lb, 1);
-    hl_expect_numsub(server, "redisson_lock__channel:{wake}", 1, 1);
+    hl_expect_numsub(fx.server, "redisson_lock__channel:{wake}", 1, 1);
     t_rel = hl_now_ms();
     assert_status(hilock_lock_release(la), HILOCK_OK);
     waiter_join(&w, hl_widen(10000));
@@ -949,8 +933,8 @@ static void test_release_wakes_waiter(void **state)
 
 static void test_one_subscription_for_many_waiters(void **state)
 {
-    hilock_client *holder = hl_new_client(server, NULL);
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *holder = hl_new_client(fx.server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
     hilock_lock *lh = hl_new_lock(holder, "crowd");
     hilock_lock *l = hl_new_lock(c, "crowd");
     hl_mutex_checker *mc = hl_mutex_checker_create(CROWD, 0);
@@ -967,7 +951,7 @@ static void test_one_subscription_for_many_waiters(void **state)
     }
     /* Every waiter registered, so the count can no longer grow. */
     hl_expect_pending(c, l, CROWD);
-    assert_int_equal(hl_fixture_numsub(server, channel), 1);
+    assert_int_equal(hl_fixture_numsub(fx.server, channel), 1);
     assert_int_equal(hl_read_pending(c, l).channels, 1);
     assert_status(hilock_lock_release(lh), HILOCK_OK);
     for (int i = 0; i < CROWD; i++) {
@@ -981,7 +965,7 @@ static void test_one_subscription_for_many_waiters(void **state)
         fail_msg("%s", why);
     assert_int_equal(hl_mutex_checker_count(mc), CROWD);
     /* The last waiter gone, the subscription goes too. */
-    hl_expect_numsub(server, channel, 0, 0);
+    hl_expect_numsub(fx.server, channel, 0, 0);
     hl_mutex_checker_free(mc);
     hl_free_lock(l);
     hl_free_lock(lh);
@@ -994,7 +978,7 @@ static void test_one_subscription_for_many_waiters(void **state)
 static void test_fencing_tokens(void **state)
 {
     int per_thread = hl_scaled(250, 25);
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
     hilock_lock *l = hl_new_lock(c, "fenced");
     hl_mutex_checker *mc = hl_mutex_checker_create(4 * (size_t)per_thread,
                                                    0);
@@ -1046,9 +1030,9 @@ static void call_cancel_unknown(hilock_client *c, void *arg)
 
 static void test_async_api(void **state)
 {
-    hilock_client *c = hl_new_client(server, NULL);
-    hilock_client *other = hl_new_client(server, NULL);
-    hilock_client *c2 = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_client *other = hl_new_client(fx.server, NULL);
+    hilock_client *c2 = hl_new_client(fx.server, NULL);
     hilock_lock *l = hl_new_lock(c, "async");
     hilock_lock *lo = hl_new_lock(other, "async");
     hilock_lock *l2 = hl_new_lock(c, "async"), *l3 = hl_new_lock(c2, "async");
@@ -1128,7 +1112,7 @@ static void test_async_api(void **state)
     /* From another thread a stale id is queued and ignored. */
     assert_status(hilock_lock_cancel(l, id), HILOCK_OK);
     hl_run_on_loop(c, call_cancel_unknown, l);
-    hl_expect_numsub(server, "redisson_lock__channel:{async}", 0, 0);
+    hl_expect_numsub(fx.server, "redisson_lock__channel:{async}", 0, 0);
 
     /* Destroying the handle cancels its pending acquire. */
     assert_status(hilock_lock_acquire_async(l2, OWNER_B, HILOCK_WAIT_FOREVER,
@@ -1175,8 +1159,8 @@ static void test_async_api(void **state)
 
 static void test_wait_runs_out(void **state)
 {
-    hilock_client *holder = hl_new_client(server, NULL);
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *holder = hl_new_client(fx.server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
     hilock_lock *lh = hl_new_lock(holder, "busy"), *l = hl_new_lock(c, "busy");
     const int64_t wait_ms = 300;
     int64_t t0, took;
@@ -1194,7 +1178,7 @@ static void test_wait_runs_out(void **state)
                  (long long)took);
     /* Nothing is left waiting, and nobody listens any more. */
     hl_expect_pending(c, l, 0);
-    hl_expect_numsub(server, "redisson_lock__channel:{busy}", 0, 0);
+    hl_expect_numsub(fx.server, "redisson_lock__channel:{busy}", 0, 0);
     assert_status(hilock_lock_release(lh), HILOCK_OK);
     hl_free_lock(l);
     hl_free_lock(lh);
@@ -1208,8 +1192,8 @@ static void test_wait_runs_out(void **state)
 static void test_extreme_waits(void **state)
 {
     static const int64_t waits[] = { INT64_MAX, INT64_MAX / 1000 };
-    hilock_client *holder = hl_new_client(server, NULL);
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *holder = hl_new_client(fx.server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
     hilock_lock *lh = hl_new_lock(holder, "huge"), *l = hl_new_lock(c, "huge");
     waiter w;
 
@@ -1276,8 +1260,8 @@ static void odd_name_round_trip(hilock_client *c, hilock_client *other,
 
 static void test_odd_names(void **state)
 {
-    hilock_client *c = hl_new_client(server, NULL);
-    hilock_client *other = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_client *other = hl_new_client(fx.server, NULL);
     static const char nul_name[] = "nul\0inside";
     static const char high[] = "\xff\xfe";
     hilock_lock *l, *lo, *prefix;
@@ -1295,10 +1279,10 @@ static void test_odd_names(void **state)
                                 (char *)NULL)), 1);
     waiter_start(&w, lo, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
     hl_expect_pending(other, lo, 1);
-    assert_int_equal(hl_fixture_numsub(server, "redisson_lock__channel:a{b}c"),
-                     1);
     assert_int_equal(
-        hl_fixture_numsub(server, "redisson_lock__channel:{a{b}c}"), 0);
+        hl_fixture_numsub(fx.server, "redisson_lock__channel:a{b}c"), 1);
+    assert_int_equal(
+        hl_fixture_numsub(fx.server, "redisson_lock__channel:{a{b}c}"), 0);
     assert_status(hilock_lock_release(l), HILOCK_OK);
     waiter_join(&w, hl_widen(5000));
     assert_status(w.rc, HILOCK_OK);
@@ -1326,7 +1310,7 @@ static void test_odd_names(void **state)
 
 static void test_bad_names(void **state)
 {
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
     size_t big = 1u << 20;
     char *name = malloc(big);
     hilock_lock *l = (hilock_lock *)&l;
@@ -1362,7 +1346,7 @@ static void test_bad_names(void **state)
 
 static void test_bad_arguments(void **state)
 {
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
     hilock_lock *l = hl_new_lock(c, "args");
     uint64_t token = 0;
     hl_acquire_rec never;
@@ -1409,7 +1393,7 @@ static void test_bad_arguments(void **state)
 
 static void test_calls_after_close(void **state)
 {
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
     hilock_lock *l = hl_new_lock(c, "closed"), *late = NULL;
     hl_acquire_rec never;
     hl_value_rec vnever;
@@ -1477,7 +1461,7 @@ static void on_acquire_probe(hilock_lock *lock, int status,
 
 static void test_sync_call_on_loop_thread(void **state)
 {
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
     hilock_lock *l = hl_new_lock(c, "deadlock");
     deadlock_probe p;
     hl_value_rec vr;
@@ -1548,8 +1532,8 @@ static void tap_off(hilock_client *c, void *arg)
 static void test_redisson_layout(void **state)
 {
     hilock_client *c =
-        hl_new_client(server, &(hl_client_opts){ .watchdog_ms = 10000 });
-    hilock_client *obs = hl_new_client(server, NULL);
+        hl_new_client(fx.server, &(hl_client_opts){ .watchdog_ms = 10000 });
+    hilock_client *obs = hl_new_client(fx.server, NULL);
     hilock_lock *l = hl_new_lock(c, "layout");
     const char *id = hilock_client_id(c);
     char field[80];
@@ -1611,7 +1595,9 @@ static void test_redisson_layout(void **state)
 
 int main(void)
 {
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup_server, teardown_server)
+#define T(fn)                                                              \
+    cmocka_unit_test_prestate_setup_teardown(fn, hl_lock_fixture_setup,     \
+                                             hl_lock_fixture_teardown, &fx)
     const struct CMUnitTest tests[] = {
         T(test_nested_hold_counts),
         T(test_release_by_non_owner),

@@ -29,25 +29,8 @@
 
 /* ---- helpers ----------------------------------------------------------- */
 
-static hl_redis_server *server;
-/* A forked holder still alive when its test fails is killed here. */
-static hl_children kids;
-
-static int setup_server(void **state)
-{
-    (void)state;
-    server = hl_fixture_plain();
-    return 0;
-}
-
-static int teardown_server(void **state)
-{
-    (void)state;
-    hl_children_kill_all(&kids);
-    hl_redis_server_stop(server);
-    server = NULL;
-    return 0;
-}
+/* Each test's server and forked children; see hl_lock_fixture. */
+static hl_lock_fixture fx;
 
 /* A thread that acquires, waiting as long as it takes, then releases. */
 typedef struct waiter {
@@ -124,7 +107,7 @@ static void test_killed_holder(void **state)
     assert_int_equal(pipe(ready), 0);
     /* Fork first: the child must not inherit a client whose threads it
      * does not have. */
-    if (hl_children_fork(&kids, 0) == 0) {
+    if (hl_children_fork(&fx.kids, 0) == 0) {
         const hl_client_opts opts = { .watchdog_ms = 1000 };
         char why[300];
         hilock_client *hc;
@@ -132,7 +115,7 @@ static void test_killed_holder(void **state)
 
         byte = 'h';
         close(ready[0]);
-        hc = hl_open_client(server, &opts, why, sizeof why);
+        hc = hl_open_client(fx.server, &opts, why, sizeof why);
         if (hc == NULL || hilock_lock_create(&hl, hc, "victim", 6) != 0 ||
             hilock_lock_try_acquire(hl, 0, HILOCK_LEASE_WATCHDOG) != 0)
             _exit(1);
@@ -146,12 +129,12 @@ static void test_killed_holder(void **state)
     if (!hl_read_exact(ready[0], &byte, 1, hl_widen(10000)))
         fail_msg("the child never reported holding the lock");
     close(ready[0]);
-    c = hl_new_client(server, NULL);
+    c = hl_new_client(fx.server, NULL);
     l = hl_new_lock(c, "victim");
     waiter_start(&w, l);
     hl_expect_pending(c, l, 1);
     t_kill = hl_now_ms();
-    assert_int_equal(hl_children_kill(&kids, 0), 0);
+    assert_int_equal(hl_children_kill(&fx.kids, 0), 0);
     /* Nobody releases: the key has to expire, at most a watchdog timeout
      * after the dead holder's last renewal. */
     waiter_join(&w, hl_widen(10000));
@@ -169,7 +152,7 @@ static void test_server_paused_past_deadline(void **state)
 {
     const hl_client_opts opts = { .watchdog_ms = 1000,
                                   .command_timeout_ms = 300 };
-    hilock_client *c = hl_new_client(server, &opts);
+    hilock_client *c = hl_new_client(fx.server, &opts);
     hilock_lock *l = hl_new_lock(c, "paused");
     int pause_ms = hl_under_valgrind() ? 6000 : 2000;
     int64_t t_pause;
@@ -182,13 +165,13 @@ static void test_server_paused_past_deadline(void **state)
                   HILOCK_OK);
     assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
-    hl_fixture_pause(server);
+    hl_fixture_pause(fx.server);
     t_pause = hl_now_ms();
     /* No renewal can be confirmed now; the local deadline, at most a
      * watchdog timeout after the last confirmed one, must pass while the
      * server is still stopped. */
     if (!hl_wait_until(hl_lost_seen, &lr, pause_ms)) {
-        hl_fixture_resume(server);
+        hl_fixture_resume(fx.server);
         fail_msg("no lost callback within %d ms of stopping the server",
                  pause_ms);
     }
@@ -198,7 +181,7 @@ static void test_server_paused_past_deadline(void **state)
      * the fault under test, not a guess at timing. */
     if (hl_now_ms() - t_pause < pause_ms)
         hl_sleep_ms((int)(pause_ms - (hl_now_ms() - t_pause)));
-    hl_fixture_resume(server);
+    hl_fixture_resume(fx.server);
     assert_status(hilock_lock_lease_lost(l, &lost), HILOCK_OK);
     assert_true(lost);
     /* ELEASELOST, not ENOTOWNER: the client still knows of the hold it
@@ -223,7 +206,7 @@ static void test_release_after_loss_answers_at_once(void **state)
 {
     const hl_client_opts opts = { .watchdog_ms = 1000,
                                   .command_timeout_ms = 5000 };
-    hilock_client *c = hl_new_client(server, &opts);
+    hilock_client *c = hl_new_client(fx.server, &opts);
     hilock_lock *l = hl_new_lock(c, "lost-release");
     hl_lost_rec lr;
     int64_t t0;
@@ -234,21 +217,21 @@ static void test_release_after_loss_answers_at_once(void **state)
                   HILOCK_OK);
     assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
-    hl_fixture_pause(server);
+    hl_fixture_pause(fx.server);
     if (!hl_wait_until(hl_lost_seen, &lr, hl_under_valgrind() ? 8000 : 3000)) {
-        hl_fixture_resume(server);
+        hl_fixture_resume(fx.server);
         fail_msg("no lost callback while the server was stopped");
     }
     t0 = hl_now_ms();
     int rc = hilock_lock_release(l);
     int64_t took = hl_now_ms() - t0;
-    hl_fixture_resume(server);
+    hl_fixture_resume(fx.server);
     assert_status(rc, HILOCK_ELEASELOST);
     /* Well inside the 5 s command timeout a round trip would have taken
      * with the server stopped. */
     assert_true(took < 2500);
     /* Nothing of the hold stands in anyone's way afterwards. */
-    hilock_client *other = hl_new_client(server, NULL);
+    hilock_client *other = hl_new_client(fx.server, NULL);
     hilock_lock *lo = hl_new_lock(other, "lost-release");
     assert_status(hilock_lock_try_acquire(lo, hl_widen(5000), 10000),
                   HILOCK_OK);
@@ -270,8 +253,8 @@ typedef enum kill_mode {
 static void waiter_survives_kill(kill_mode mode)
 {
     const char *channel = "redisson_lock__channel:{reconnect}";
-    hilock_client *a = hl_new_client(server, NULL);
-    hilock_client *b = hl_new_client(server, NULL);
+    hilock_client *a = hl_new_client(fx.server, NULL);
+    hilock_client *b = hl_new_client(fx.server, NULL);
     hilock_lock *la = hl_new_lock(a, "reconnect");
     hilock_lock *lb = hl_new_lock(b, "reconnect");
     int64_t t_rel;
@@ -280,15 +263,15 @@ static void waiter_survives_kill(kill_mode mode)
     assert_status(hilock_lock_try_acquire(la, 0, 30000), HILOCK_OK);
     waiter_start(&w, lb);
     hl_expect_pending(b, lb, 1);
-    hl_expect_numsub(server, channel, 1, LLONG_MAX);
+    hl_expect_numsub(fx.server, channel, 1, LLONG_MAX);
     if (mode == KILL_NORMAL) {
         /* Both clients' command connections: the holder's release and
          * the waiter's next attempt each wait for a reconnect. */
-        assert_true(hl_fixture_client_kill(server, "normal") >= 2);
+        assert_true(hl_fixture_client_kill(fx.server, "normal") >= 2);
     } else {
-        assert_int_equal(hl_fixture_client_kill(server, "pubsub"), 1);
+        assert_int_equal(hl_fixture_client_kill(fx.server, "pubsub"), 1);
         if (mode == KILL_PUBSUB_RESUBSCRIBED)
-            hl_expect_numsub(server, channel, 1, LLONG_MAX);
+            hl_expect_numsub(fx.server, channel, 1, LLONG_MAX);
     }
     t_rel = hl_now_ms();
     assert_status(hilock_lock_release(la), HILOCK_OK);
@@ -326,8 +309,8 @@ static void test_normal_killed(void **state)
 
 static void test_restart_under_waiter(void **state)
 {
-    hilock_client *a = hl_new_client(server, NULL);
-    hilock_client *b = hl_new_client(server, NULL);
+    hilock_client *a = hl_new_client(fx.server, NULL);
+    hilock_client *b = hl_new_client(fx.server, NULL);
     hilock_lock *la = hl_new_lock(a, "restart");
     hilock_lock *lb = hl_new_lock(b, "restart");
     int64_t t_restart;
@@ -337,10 +320,11 @@ static void test_restart_under_waiter(void **state)
     assert_status(hilock_lock_try_acquire(la, 0, 30000), HILOCK_OK);
     waiter_start(&w, lb);
     hl_expect_pending(b, lb, 1);
-    hl_expect_numsub(server, "redisson_lock__channel:{restart}", 1, LLONG_MAX);
+    hl_expect_numsub(fx.server, "redisson_lock__channel:{restart}", 1,
+                     LLONG_MAX);
     t_restart = hl_now_ms();
-    hl_fixture_kill9(server);
-    hl_fixture_restart(server);
+    hl_fixture_kill9(fx.server);
+    hl_fixture_restart(fx.server);
     /* The lock went with the data; nobody will ever publish its release,
      * so the waiter has to try again once it is subscribed again. */
     waiter_join(&w, hl_widen(10000));
@@ -361,7 +345,7 @@ static void test_restart_under_waiter(void **state)
 static void test_restart_under_holder(void **state)
 {
     hilock_client *c =
-        hl_new_client(server, &(hl_client_opts){ .watchdog_ms = 1000 });
+        hl_new_client(fx.server, &(hl_client_opts){ .watchdog_ms = 1000 });
     hilock_lock *l = hl_new_lock(c, "amnesia");
     int64_t t_kill, took;
     bool lost = false;
@@ -374,8 +358,8 @@ static void test_restart_under_holder(void **state)
     assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
     t_kill = hl_now_ms();
-    hl_fixture_kill9(server);
-    hl_fixture_restart(server);
+    hl_fixture_kill9(fx.server);
+    hl_fixture_restart(fx.server);
     /* The first renewal after the reconnect finds nothing, or the
      * deadline passes first; either way within the watchdog timeout of
      * the last renewal, plus the time a restart takes. */
@@ -398,9 +382,9 @@ static void test_restart_under_holder(void **state)
 
 static void test_outage_during_wait(void **state)
 {
-    hilock_client *c =
-        hl_new_client(server, &(hl_client_opts){ .command_timeout_ms = 300 });
-    hilock_client *obs = hl_new_client(server, NULL);
+    const hl_client_opts opts = { .command_timeout_ms = 300 };
+    hilock_client *c = hl_new_client(fx.server, &opts);
+    hilock_client *obs = hl_new_client(fx.server, NULL);
     hilock_lock *l = hl_new_lock(c, "outage");
     hilock_lock *lo = hl_new_lock(obs, "outage");
     const int64_t wait_ms = 3000;
@@ -409,13 +393,13 @@ static void test_outage_during_wait(void **state)
     waiter w;
 
     (void)state;
-    hl_fixture_pause(server);
+    hl_fixture_pause(fx.server);
     t0 = hl_now_ms();
     waiter_start_for(&w, l, wait_ms, true);
     /* The first attempt times out and resets the connection; the server
      * comes back well inside the wait, with the lock free. */
     hl_sleep_ms(800);
-    hl_fixture_resume(server);
+    hl_fixture_resume(fx.server);
     waiter_end(&w, hl_widen(15000));
     if (w.rc != HILOCK_OK) {
         int64_t ttl = 0;
@@ -458,7 +442,9 @@ static void test_outage_during_wait(void **state)
 
 int main(void)
 {
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup_server, teardown_server)
+#define T(fn)                                                              \
+    cmocka_unit_test_prestate_setup_teardown(fn, hl_lock_fixture_setup,     \
+                                             hl_lock_fixture_teardown, &fx)
     const struct CMUnitTest tests[] = {
         T(test_killed_holder),
         T(test_server_paused_past_deadline),

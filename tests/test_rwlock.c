@@ -37,9 +37,8 @@
 
 /* ---- helpers ----------------------------------------------------------- */
 
-static hl_redis_server *server;
-/* A forked process still alive when its test fails is killed here. */
-static hl_children kids;
+/* Each test's server and forked children; see hl_lock_fixture. */
+static hl_lock_fixture fx;
 
 /* Leases and waiter timeouts so long that neither a lease running out nor
  * a waiting writer's heartbeat can explain a waiter getting in within
@@ -50,22 +49,6 @@ static hl_children kids;
 #define OWNER_B UINT64_C(0xB2)
 #define OWNER_C UINT64_C(0xC3)
 #define OWNER_D UINT64_C(0xD4)
-
-static int setup_server(void **state)
-{
-    (void)state;
-    server = hl_fixture_plain();
-    return 0;
-}
-
-static int teardown_server(void **state)
-{
-    (void)state;
-    hl_children_kill_all(&kids);
-    hl_redis_server_stop(server);
-    server = NULL;
-    return 0;
-}
 
 /* ---- the server seen through the fixture ------------------------------- */
 
@@ -84,7 +67,7 @@ static void srv_hash(hash_view *h, const char *key)
     long n;
 
     memset(h, 0, sizeof *h);
-    hl_raw_cmd(server, reply, sizeof reply, "HGETALL", key, (char *)NULL);
+    hl_raw_cmd(fx.server, reply, sizeof reply, "HGETALL", key, (char *)NULL);
     n = hl_raw_parse_array(&p);
     if (n < 0 || n % 2 != 0 || n / 2 > HASH_MAX)
         fail_msg("HGETALL %s: unexpected reply %s", key, reply);
@@ -151,7 +134,7 @@ static bool claim_present(const char *name, const char *member)
     char key[KEY_CAP], score[64];
 
     writers_key(key, name);
-    return hl_raw_bulk(server, score, sizeof score, "ZSCORE", key, member,
+    return hl_raw_bulk(fx.server, score, sizeof score, "ZSCORE", key, member,
                        (char *)NULL);
 }
 
@@ -160,7 +143,7 @@ static long long claim_score(const char *name, const char *member)
     char key[KEY_CAP], score[64];
 
     writers_key(key, name);
-    if (!hl_raw_bulk(server, score, sizeof score, "ZSCORE", key, member,
+    if (!hl_raw_bulk(fx.server, score, sizeof score, "ZSCORE", key, member,
                      (char *)NULL))
         return -1;
     return strtoll(score, NULL, 10);
@@ -347,9 +330,9 @@ static void *sharer_main(void *arg)
 static void test_readers_share(void **state)
 {
     int n = hl_scaled(SHARERS, 4);
-    hilock_client *c[2] = { hl_new_client(server, NULL),
-                            hl_new_client(server, NULL) };
-    hilock_client *wc = hl_new_client(server, NULL);
+    hilock_client *c[2] = { hl_new_client(fx.server, NULL),
+                            hl_new_client(fx.server, NULL) };
+    hilock_client *wc = hl_new_client(fx.server, NULL);
     hilock_lock *r[2] = { hl_new_read_lock(c[0], "shared"),
                           hl_new_read_lock(c[1], "shared") };
     hilock_lock *w = hl_new_write_lock(wc, "shared");
@@ -392,7 +375,7 @@ static void test_readers_share(void **state)
                       HILOCK_EBUSY);
         /* A single try claims no turn, so it holds no reader back. */
         writers_key(zkey, "shared");
-        assert_int_equal(hl_raw_exists(server, zkey), 0);
+        assert_int_equal(hl_raw_exists(fx.server, zkey), 0);
     }
     atomic_store(&go, true);
     for (int i = 0; i < n; i++)
@@ -407,7 +390,7 @@ static void test_readers_share(void **state)
                      hilock_errname(s[i].rc),
                      hilock_errname(s[i].release_rc));
     }
-    assert_int_equal(hl_raw_exists(server, "shared"), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "shared"), 0);
     assert_false(locked(r[1]));
     assert_false(locked(w));
     hl_free_lock(w);
@@ -495,8 +478,8 @@ static void *mix_main(void *arg)
 static void test_writers_exclude(void **state)
 {
     int threads = hl_scaled(MIX_THREADS, 3), cycles = hl_scaled(40, 6);
-    hilock_client *c[2] = { hl_new_client(server, NULL),
-                            hl_new_client(server, NULL) };
+    hilock_client *c[2] = { hl_new_client(fx.server, NULL),
+                            hl_new_client(fx.server, NULL) };
     hilock_lock *r[2] = { hl_new_read_lock(c[0], "mixed"),
                           hl_new_read_lock(c[1], "mixed") };
     hilock_lock *w[2] = { hl_new_write_lock(c[0], "mixed"),
@@ -563,7 +546,7 @@ static void test_writers_exclude(void **state)
     print_message("%d write holds, %d read holds, %d overlapping read "
                   "pairs, longest wait %lld ms\n", writes, reads, shared,
                   (long long)longest);
-    assert_int_equal(hl_raw_exists(server, "mixed"), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "mixed"), 0);
     free(all);
     for (int i = 0; i < 2; i++) {
         hl_free_lock(w[i]);
@@ -669,9 +652,9 @@ static bool churn_finished(void *arg)
 static void test_writer_not_starved(void **state)
 {
     int n = hl_scaled(CHURNERS, 3);
-    hilock_client *c[2] = { hl_new_client(server, NULL),
-                            hl_new_client(server, NULL) };
-    hilock_client *wc = hl_new_client(server, NULL);
+    hilock_client *c[2] = { hl_new_client(fx.server, NULL),
+                            hl_new_client(fx.server, NULL) };
+    hilock_client *wc = hl_new_client(fx.server, NULL);
     hilock_lock *r[2] = { hl_new_read_lock(c[0], "stream"),
                           hl_new_read_lock(c[1], "stream") };
     hilock_lock *w = hl_new_write_lock(wc, "stream");
@@ -742,7 +725,7 @@ static void test_writer_not_starved(void **state)
     }
     print_message("the writer waited %lld ms\n", (long long)(t_got - t_ask));
     assert_status(hilock_lock_release(w), HILOCK_OK);
-    assert_int_equal(hl_raw_exists(server, "stream"), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "stream"), 0);
     hl_free_lock(w);
     hl_free_lock(r[1]);
     hl_free_lock(r[0]);
@@ -753,9 +736,9 @@ static void test_writer_not_starved(void **state)
 
 static void test_waiting_writer_holds_new_readers_back(void **state)
 {
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
     hilock_client *wc =
-        hl_new_client(server, &(hl_client_opts){ .waiter_ms = LONG_MS });
+        hl_new_client(fx.server, &(hl_client_opts){ .waiter_ms = LONG_MS });
     hilock_lock *r = hl_new_read_lock(c, "behind");
     hilock_lock *w = hl_new_write_lock(wc, "behind");
     char wmember[FIELD_CAP], field[FIELD_CAP], tkey[KEY_CAP];
@@ -781,7 +764,7 @@ static void test_waiting_writer_holds_new_readers_back(void **state)
     field_of(field, c, OWNER_B);
     expect_field(&h, field, NULL);
     timeout_key(tkey, "behind", field, 1);
-    assert_int_equal(hl_raw_exists(server, tkey), 0);
+    assert_int_equal(hl_raw_exists(fx.server, tkey), 0);
     assert_int_equal(h.n, 2);
     assert_int_equal(atomic_load(&wa.calls), 0);
     assert_status(release_as(r, OWNER_A), HILOCK_OK);
@@ -794,7 +777,7 @@ static void test_waiting_writer_holds_new_readers_back(void **state)
                  (long long)(wa.at_ms - t_rel));
     assert_false(claim_present("behind", wmember));
     assert_status(release_as(w, OWNER_C), HILOCK_OK);
-    assert_int_equal(hl_raw_exists(server, "behind"), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "behind"), 0);
     hl_free_lock(w);
     hl_free_lock(r);
     hl_free_client(wc);
@@ -807,9 +790,9 @@ static void test_downgrade(void **state)
 {
     /* The waiting writer's heartbeat is minutes apart: only a release
      * message can let it in soon. */
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
     hilock_client *d =
-        hl_new_client(server, &(hl_client_opts){ .waiter_ms = LONG_MS });
+        hl_new_client(fx.server, &(hl_client_opts){ .waiter_ms = LONG_MS });
     hilock_lock *r = hl_new_read_lock(c, "down");
     hilock_lock *w = hl_new_write_lock(c, "down");
     hilock_lock *rd = hl_new_read_lock(d, "down");
@@ -863,8 +846,8 @@ static void test_downgrade(void **state)
     expect_field(&h, owf, NULL);
     assert_int_equal(h.n, 3);
     timeout_key(tkey, "down", of, 1);
-    assert_true(hl_raw_pttl(server, tkey) > 0);
-    assert_true(hl_raw_pttl(server, "down") > 0);
+    assert_true(hl_raw_pttl(fx.server, tkey) > 0);
+    assert_true(hl_raw_pttl(fx.server, "down") > 0);
     assert_int_equal(hold_count_as(w, OWNER_A), 0);
     assert_int_equal(hold_count_as(r, OWNER_A), 1);
     assert_status(acquire_as(wd, OWNER_C, 0, HILOCK_LEASE_WATCHDOG),
@@ -897,7 +880,7 @@ static void test_downgrade(void **state)
     expect_field(&h, qwf, "1");
     assert_int_equal(h.n, 2);
     assert_status(release_as(wd, OWNER_C), HILOCK_OK);
-    assert_int_equal(hl_raw_exists(server, "down"), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "down"), 0);
     hl_free_lock(wd);
     hl_free_lock(rd);
     hl_free_lock(w);
@@ -917,8 +900,8 @@ static void assert_same_hash(const hash_view *a, const hash_view *b)
 
 static void test_upgrade_refused(void **state)
 {
-    hilock_client *c = hl_new_client(server, NULL);
-    hilock_client *d = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_client *d = hl_new_client(fx.server, NULL);
     hilock_lock *r = hl_new_read_lock(c, "upgrade");
     hilock_lock *w = hl_new_write_lock(c, "upgrade");
     hilock_lock *rd = hl_new_read_lock(d, "upgrade");
@@ -951,10 +934,10 @@ static void test_upgrade_refused(void **state)
     assert_same_hash(&before, &after);
     for (int i = 1; i <= 2; i++) {
         timeout_key(tkey, "upgrade", of, i);
-        assert_true(hl_raw_pttl(server, tkey) > 0);
+        assert_true(hl_raw_pttl(fx.server, tkey) > 0);
     }
     /* No claim was left to hold other readers back. */
-    assert_int_equal(hl_raw_exists(server, zkey), 0);
+    assert_int_equal(hl_raw_exists(fx.server, zkey), 0);
     assert_status(acquire_as(rd, OWNER_C, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
     assert_status(release_as(rd, OWNER_C), HILOCK_OK);
@@ -984,7 +967,7 @@ static void test_upgrade_refused(void **state)
     assert_status(acquire_as(w, OWNER_A, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
     assert_status(release_as(w, OWNER_A), HILOCK_OK);
-    assert_int_equal(hl_raw_exists(server, "upgrade"), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "upgrade"), 0);
     hl_free_lock(rd);
     hl_free_lock(w);
     hl_free_lock(r);
@@ -1003,12 +986,13 @@ static bool key_exists_is(void *arg)
 {
     key_state *k = arg;
 
-    return hl_raw_exists(server, k->key) == k->want;
+    return hl_raw_exists(fx.server, k->key) == k->want;
 }
 
 static void test_dead_reader_expires(void **state)
 {
     const int watchdog_ms = 1000;
+    const hl_client_opts watched = { .watchdog_ms = watchdog_ms };
     int ready[2];
     char child_field[FIELD_CAP], pf[FIELD_CAP];
     char child_tkey[KEY_CAP], parent_tkey[KEY_CAP];
@@ -1025,15 +1009,14 @@ static void test_dead_reader_expires(void **state)
     assert_int_equal(pipe(ready), 0);
     /* Fork first: the child must not inherit a client whose threads it
      * does not have. */
-    if (hl_children_fork(&kids, 0) == 0) {
-        const hl_client_opts opts = { .watchdog_ms = watchdog_ms };
+    if (hl_children_fork(&fx.kids, 0) == 0) {
         char why[300], line[FIELD_CAP + 1];
         hilock_client *hc;
         hilock_lock *hr = NULL;
         int len;
 
         close(ready[0]);
-        hc = hl_open_client(server, &opts, why, sizeof why);
+        hc = hl_open_client(fx.server, &watched, why, sizeof why);
         if (hc == NULL || hilock_read_lock_create(&hr, hc, "dead", 4) != 0 ||
             hilock_lock_try_acquire(hr, 0, HILOCK_LEASE_WATCHDOG) != 0)
             _exit(1);
@@ -1050,8 +1033,8 @@ static void test_dead_reader_expires(void **state)
                       hl_widen(10000)))
         fail_msg("the child never reported holding the read lock");
     close(ready[0]);
-    c = hl_new_client(server, &(hl_client_opts){ .watchdog_ms = watchdog_ms });
-    wc = hl_new_client(server, &(hl_client_opts){ .waiter_ms = LONG_MS });
+    c = hl_new_client(fx.server, &watched);
+    wc = hl_new_client(fx.server, &(hl_client_opts){ .waiter_ms = LONG_MS });
     r = hl_new_read_lock(c, "dead");
     w = hl_new_write_lock(wc, "dead");
     hl_lost_rec_init(&lr, NULL);
@@ -1066,7 +1049,7 @@ static void test_dead_reader_expires(void **state)
     expect_field(&h, child_field, "1");
     expect_field(&h, pf, "1");
 
-    assert_int_equal(hl_children_kill(&kids, 0), 0);
+    assert_int_equal(hl_children_kill(&fx.kids, 0), 0);
     t_kill = hl_now_ms();
     /* Nobody renews the child's hold: it runs out within a watchdog
      * timeout of its last renewal. */
@@ -1075,7 +1058,7 @@ static void test_dead_reader_expires(void **state)
     if (!hl_wait_until(key_exists_is, &gone, watchdog_ms + hl_widen(2000)))
         fail_msg("the killed reader's hold was still there %lld ms after "
                  "the kill", (long long)(hl_now_ms() - t_kill));
-    assert_true(hl_raw_pttl(server, parent_tkey) > 0);
+    assert_true(hl_raw_pttl(fx.server, parent_tkey) > 0);
     /* A writer looking drops the dead reader but still waits for the
      * live one. */
     assert_status(hilock_lock_try_acquire(w, 0, HILOCK_LEASE_WATCHDOG),
@@ -1088,7 +1071,7 @@ static void test_dead_reader_expires(void **state)
 
     /* The live reader's hold outlasts three watchdog timeouts. */
     while (hl_now_ms() - t_kill < 3 * watchdog_ms) {
-        long long ttl = hl_raw_pttl(server, parent_tkey);
+        long long ttl = hl_raw_pttl(fx.server, parent_tkey);
 
         if (ttl <= 0 || ttl > watchdog_ms)
             fail_msg("the live reader's hold has PTTL %lld, %lld ms after "
@@ -1111,7 +1094,7 @@ static void test_dead_reader_expires(void **state)
         fail_msg("the writer got in %lld ms after the last live reader "
                  "let go", (long long)(wa.at_ms - t_rel));
     assert_status(release_as(w, OWNER_D), HILOCK_OK);
-    assert_int_equal(hl_raw_exists(server, "dead"), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "dead"), 0);
     assert_int_equal(atomic_load(&lr.calls), 0);
     hl_free_lock(w);
     hl_free_lock(r);
@@ -1123,9 +1106,9 @@ static void test_dead_reader_expires(void **state)
 
 static void test_writer_woken_by_message(void **state)
 {
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
     hilock_client *wc =
-        hl_new_client(server, &(hl_client_opts){ .waiter_ms = LONG_MS });
+        hl_new_client(fx.server, &(hl_client_opts){ .waiter_ms = LONG_MS });
     hilock_lock *r = hl_new_read_lock(c, "wakew");
     hilock_lock *w = hl_new_write_lock(wc, "wakew");
     char member[FIELD_CAP];
@@ -1147,7 +1130,7 @@ static void test_writer_woken_by_message(void **state)
         fail_msg("the writer got in %lld ms after the read release",
                  (long long)(wa.at_ms - t_rel));
     assert_status(release_as(w, OWNER_B), HILOCK_OK);
-    assert_int_equal(hl_raw_exists(server, "wakew"), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "wakew"), 0);
     hl_free_lock(w);
     hl_free_lock(r);
     hl_free_client(wc);
@@ -1158,9 +1141,9 @@ static void test_writer_woken_by_message(void **state)
 
 static void test_readers_woken_by_message(void **state)
 {
-    hilock_client *wc = hl_new_client(server, NULL);
-    hilock_client *c[2] = { hl_new_client(server, NULL),
-                            hl_new_client(server, NULL) };
+    hilock_client *wc = hl_new_client(fx.server, NULL);
+    hilock_client *c[2] = { hl_new_client(fx.server, NULL),
+                            hl_new_client(fx.server, NULL) };
     hilock_lock *w = hl_new_write_lock(wc, "waker");
     hilock_lock *r[2] = { hl_new_read_lock(c[0], "waker"),
                           hl_new_read_lock(c[1], "waker") };
@@ -1190,7 +1173,7 @@ static void test_readers_woken_by_message(void **state)
     for (int i = 0; i < WOKEN; i++)
         assert_status(release_as(r[i % 2], OWNER_B + (uint64_t)i),
                       HILOCK_OK);
-    assert_int_equal(hl_raw_exists(server, "waker"), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "waker"), 0);
     hl_free_lock(r[1]);
     hl_free_lock(r[0]);
     hl_free_lock(w);
@@ -1290,10 +1273,10 @@ static void claim_given_up(hilock_client *wc, hilock_lock *w,
 
 static void test_writer_gives_up_claim(void **state)
 {
-    hilock_client *c = hl_new_client(server, NULL);
-    hilock_client *c2 = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_client *c2 = hl_new_client(fx.server, NULL);
     hilock_client *wc =
-        hl_new_client(server, &(hl_client_opts){ .waiter_ms = LONG_MS });
+        hl_new_client(fx.server, &(hl_client_opts){ .waiter_ms = LONG_MS });
     hilock_lock *r = hl_new_read_lock(c, "claim");
     hilock_lock *r2 = hl_new_read_lock(c2, "claim");
     hilock_lock *w = hl_new_write_lock(wc, "claim");
@@ -1305,7 +1288,7 @@ static void test_writer_gives_up_claim(void **state)
     assert_status(release_as(r, OWNER_A), HILOCK_OK);
     /* Nothing at all is left behind: no hash, no per-hold keys, no
      * claims. */
-    assert_int_equal(hl_raw_int(server, "DBSIZE", (char *)NULL), 0);
+    assert_int_equal(hl_raw_int(fx.server, "DBSIZE", (char *)NULL), 0);
     hl_free_lock(w);
     hl_free_lock(r2);
     hl_free_lock(r);
@@ -1333,7 +1316,7 @@ static void test_dead_writer_claim_lapses(void **state)
     (void)state;
     assert_int_equal(pipe(ready), 0);
     assert_int_equal(pipe(go), 0);
-    if (hl_children_fork(&kids, 0) == 0) {
+    if (hl_children_fork(&fx.kids, 0) == 0) {
         const hl_client_opts opts = { .waiter_ms = waiter_ms };
         char why[300], line[FIELD_CAP + 1], go_byte;
         hilock_client *hc;
@@ -1342,7 +1325,7 @@ static void test_dead_writer_claim_lapses(void **state)
 
         close(ready[0]);
         close(go[1]);
-        hc = hl_open_client(server, &opts, why, sizeof why);
+        hc = hl_open_client(fx.server, &opts, why, sizeof why);
         if (hc == NULL || hilock_write_lock_create(&hw, hc, "claim", 5) != 0)
             _exit(1);
         len = snprintf(line, sizeof line, "%s:%" PRIu64 "\n",
@@ -1361,8 +1344,8 @@ static void test_dead_writer_claim_lapses(void **state)
     if (!hl_read_line(ready[0], member, sizeof member, hl_widen(10000)))
         fail_msg("the child never reported its client");
     close(ready[0]);
-    c = hl_new_client(server, NULL);
-    c2 = hl_new_client(server, NULL);
+    c = hl_new_client(fx.server, NULL);
+    c2 = hl_new_client(fx.server, NULL);
     r = hl_new_read_lock(c, "claim");
     r2 = hl_new_read_lock(c2, "claim");
     writers_key(zkey, "claim");
@@ -1388,21 +1371,21 @@ static void test_dead_writer_claim_lapses(void **state)
     assert_status(acquire_as(r2, OWNER_B, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_EBUSY);
 
-    assert_int_equal(hl_children_kill(&kids, 0), 0);
+    assert_int_equal(hl_children_kill(&fx.kids, 0), 0);
     t_kill = hl_now_ms();
     /* The live reader's lease has minutes left, so only the claim's own
      * deadline can let this reader in. */
     rc = acquire_as(r2, OWNER_C, bound + 3000, HILOCK_LEASE_WATCHDOG);
     took = hl_now_ms() - t_kill;
     assert_status(rc, HILOCK_OK);
-    assert_int_equal(hl_raw_exists(server, zkey), 0);
+    assert_int_equal(hl_raw_exists(fx.server, zkey), 0);
     if (took > bound)
         fail_msg("a new reader got in %lld ms after the waiting writer was "
                  "killed; its claim lapses %d ms after its last renewal",
                  (long long)took, waiter_ms);
     assert_status(release_as(r2, OWNER_C), HILOCK_OK);
     assert_status(release_as(r, OWNER_A), HILOCK_OK);
-    assert_int_equal(hl_raw_exists(server, "claim"), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "claim"), 0);
     hl_free_lock(r2);
     hl_free_lock(r);
     hl_free_client(c2);
@@ -1413,7 +1396,7 @@ static void test_dead_writer_claim_lapses(void **state)
 
 static void test_reentrant_both_sides(void **state)
 {
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
     hilock_lock *r = hl_new_read_lock(c, "again");
     hilock_lock *w = hl_new_write_lock(c, "again");
     char f[FIELD_CAP], wf[FIELD_CAP], tkey[KEY_CAP], count[8];
@@ -1432,12 +1415,12 @@ static void test_reentrant_both_sides(void **state)
         assert_status(hilock_lock_hold_count(r, &n), HILOCK_OK);
         assert_int_equal(n, i);
         snprintf(count, sizeof count, "%d", i);
-        assert_true(hl_raw_bulk(server, count, sizeof count, "HGET", "again",
-                                f, (char *)NULL));
+        assert_true(hl_raw_bulk(fx.server, count, sizeof count, "HGET",
+                                "again", f, (char *)NULL));
         assert_int_equal(strtol(count, NULL, 10), i);
         /* One lease per hold. */
         timeout_key(tkey, "again", f, i);
-        assert_true(hl_raw_pttl(server, tkey) > 0);
+        assert_true(hl_raw_pttl(fx.server, tkey) > 0);
     }
     assert_status(hilock_lock_hold_count(w, &n), HILOCK_OK);
     assert_int_equal(n, 0);
@@ -1451,13 +1434,13 @@ static void test_reentrant_both_sides(void **state)
         assert_int_equal(n, i);
         /* The lease of the hold given back goes with it. */
         timeout_key(tkey, "again", f, i + 1);
-        assert_int_equal(hl_raw_exists(server, tkey), 0);
+        assert_int_equal(hl_raw_exists(fx.server, tkey), 0);
         if (i > 0) {
             timeout_key(tkey, "again", f, i);
-            assert_true(hl_raw_pttl(server, tkey) > 0);
+            assert_true(hl_raw_pttl(fx.server, tkey) > 0);
         }
     }
-    assert_int_equal(hl_raw_exists(server, "again"), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "again"), 0);
     assert_false(locked(r));
     assert_false(locked(w));
     assert_status(hilock_lock_release(r), HILOCK_ENOTOWNER);
@@ -1467,8 +1450,8 @@ static void test_reentrant_both_sides(void **state)
                       HILOCK_OK);
         assert_status(hilock_lock_hold_count(w, &n), HILOCK_OK);
         assert_int_equal(n, i);
-        assert_true(hl_raw_bulk(server, count, sizeof count, "HGET", "again",
-                                wf, (char *)NULL));
+        assert_true(hl_raw_bulk(fx.server, count, sizeof count, "HGET",
+                                "again", wf, (char *)NULL));
         assert_int_equal(strtol(count, NULL, 10), i);
     }
     assert_status(hilock_lock_hold_count(r, &n), HILOCK_OK);
@@ -1484,9 +1467,9 @@ static void test_reentrant_both_sides(void **state)
         assert_status(hilock_lock_hold_count(w, &n), HILOCK_OK);
         assert_int_equal(n, i);
         if (i > 0)
-            assert_true(hl_raw_pttl(server, "again") > 0);
+            assert_true(hl_raw_pttl(fx.server, "again") > 0);
     }
-    assert_int_equal(hl_raw_exists(server, "again"), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "again"), 0);
     assert_false(locked(r));
     assert_false(locked(w));
     assert_status(hilock_lock_release(w), HILOCK_ENOTOWNER);
@@ -1497,8 +1480,8 @@ static void test_reentrant_both_sides(void **state)
 
 static void test_release_by_non_owner(void **state)
 {
-    hilock_client *c = hl_new_client(server, NULL);
-    hilock_client *d = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_client *d = hl_new_client(fx.server, NULL);
     hilock_lock *r = hl_new_read_lock(c, "owned");
     hilock_lock *w = hl_new_write_lock(c, "owned");
     hilock_lock *rd = hl_new_read_lock(d, "owned");
@@ -1522,7 +1505,7 @@ static void test_release_by_non_owner(void **state)
     assert_int_equal(h.n, 2);
     assert_int_equal(hold_count_as(r, OWNER_A), 1);
     assert_status(release_as(r, OWNER_A), HILOCK_OK);
-    assert_int_equal(hl_raw_exists(server, "owned"), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "owned"), 0);
 
     assert_status(acquire_as(w, OWNER_B, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
@@ -1536,7 +1519,7 @@ static void test_release_by_non_owner(void **state)
     assert_int_equal(h.n, 2);
     assert_int_equal(hold_count_as(w, OWNER_B), 1);
     assert_status(release_as(w, OWNER_B), HILOCK_OK);
-    assert_int_equal(hl_raw_exists(server, "owned"), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "owned"), 0);
     hl_free_lock(wd);
     hl_free_lock(rd);
     hl_free_lock(w);
@@ -1549,8 +1532,8 @@ static void test_release_by_non_owner(void **state)
 
 static void test_force_release_frees_both(void **state)
 {
-    hilock_client *c = hl_new_client(server, NULL);
-    hilock_client *d = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_client *d = hl_new_client(fx.server, NULL);
     hilock_lock *r = hl_new_read_lock(c, "forced");
     hilock_lock *w = hl_new_write_lock(c, "forced");
     hilock_lock *rd = hl_new_read_lock(d, "forced");
@@ -1588,7 +1571,7 @@ static void test_force_release_frees_both(void **state)
         fail_msg("the reader got in %lld ms after the force release",
                  (long long)(ra.at_ms - t_force));
     assert_status(release_as(r, OWNER_D), HILOCK_OK);
-    assert_int_equal(hl_raw_exists(server, "forced"), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "forced"), 0);
     assert_false(locked(r));
     assert_false(locked(w));
 
@@ -1612,9 +1595,9 @@ static void test_force_release_frees_both(void **state)
 static void test_watchdog_keeps_both_sides(void **state)
 {
     const int watchdog_ms = 1000;
-    hilock_client *c =
-        hl_new_client(server, &(hl_client_opts){ .watchdog_ms = watchdog_ms });
-    hilock_client *other = hl_new_client(server, NULL);
+    const hl_client_opts watched = { .watchdog_ms = watchdog_ms };
+    hilock_client *c = hl_new_client(fx.server, &watched);
+    hilock_client *other = hl_new_client(fx.server, NULL);
     hilock_lock *r = hl_new_read_lock(c, "wd:r");
     hilock_lock *w = hl_new_write_lock(c, "wd:w");
     hilock_lock *ow = hl_new_write_lock(other, "wd:r");
@@ -1641,9 +1624,9 @@ static void test_watchdog_keeps_both_sides(void **state)
      * have run out three times over. */
     t0 = hl_now_ms();
     while (hl_now_ms() - t0 < 3 * watchdog_ms + watchdog_ms / 2) {
-        long long hold = hl_raw_pttl(server, tkey);
-        long long rname = hl_raw_pttl(server, "wd:r");
-        long long wname = hl_raw_pttl(server, "wd:w");
+        long long hold = hl_raw_pttl(fx.server, tkey);
+        long long rname = hl_raw_pttl(fx.server, "wd:r");
+        long long wname = hl_raw_pttl(fx.server, "wd:w");
 
         if (hold <= 0 || hold > watchdog_ms || rname <= 0 || wname <= 0 ||
             wname > watchdog_ms)
@@ -1665,9 +1648,9 @@ static void test_watchdog_keeps_both_sides(void **state)
                   HILOCK_EBUSY);
     assert_status(hilock_lock_release(r), HILOCK_OK);
     assert_status(hilock_lock_release(w), HILOCK_OK);
-    assert_int_equal(hl_raw_exists(server, "wd:r"), 0);
-    assert_int_equal(hl_raw_exists(server, "wd:w"), 0);
-    assert_int_equal(hl_raw_exists(server, tkey), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "wd:r"), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "wd:w"), 0);
+    assert_int_equal(hl_raw_exists(fx.server, tkey), 0);
     assert_int_equal(atomic_load(&lr_r.calls), 0);
     assert_int_equal(atomic_load(&lr_w.calls), 0);
     hl_free_lock(orr);
@@ -1680,7 +1663,9 @@ static void test_watchdog_keeps_both_sides(void **state)
 
 int main(void)
 {
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup_server, teardown_server)
+#define T(fn)                                                              \
+    cmocka_unit_test_prestate_setup_teardown(fn, hl_lock_fixture_setup,     \
+                                             hl_lock_fixture_teardown, &fx)
     const struct CMUnitTest tests[] = {
         T(test_readers_share),
         T(test_writers_exclude),

@@ -17,6 +17,26 @@
 #include "hilock/rwlock.h"
 #include "support/loop_call.h"
 
+/* ---- the fixture of a test ---------------------------------------------- */
+
+int hl_lock_fixture_setup(void **state)
+{
+    hl_lock_fixture *fx = *state;
+
+    fx->server = hl_fixture_plain();
+    return 0;
+}
+
+int hl_lock_fixture_teardown(void **state)
+{
+    hl_lock_fixture *fx = *state;
+
+    hl_children_kill_all(&fx->kids);
+    hl_redis_server_stop(fx->server);
+    fx->server = NULL;
+    return 0;
+}
+
 /* ---- clients and handles ------------------------------------------------ */
 
 hilock_client *hl_open_client(const hl_redis_server *s,

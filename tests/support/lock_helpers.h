@@ -23,6 +23,7 @@
 #include "hilock/error.h"
 #include "hilock/lock.h"
 #include "hilock/multi.h"
+#include "support/children.h"
 #include "support/fixture.h"
 #include "support/mutex_checker.h"
 
@@ -37,6 +38,23 @@
                      hilock_errname(a_), hilock_last_error(),              \
                      hilock_errname(e_));                                  \
     } while (0)
+
+/* ---- the fixture of a test ---------------------------------------------- */
+
+/* A fresh plain server for each test, and the children the test forks:
+ * those still running when the test ends, failed or not, are killed, so
+ * that nothing outlives it.  A test file keeps one and hands it to cmocka
+ * as every test's initial state:
+ *   cmocka_unit_test_prestate_setup_teardown(test, hl_lock_fixture_setup,
+ *                                            hl_lock_fixture_teardown, &fx)
+ */
+typedef struct hl_lock_fixture {
+    hl_redis_server *server;
+    hl_children kids;
+} hl_lock_fixture;
+
+int hl_lock_fixture_setup(void **state);
+int hl_lock_fixture_teardown(void **state);
 
 /* ---- clients and handles ------------------------------------------------ */
 
