@@ -698,12 +698,7 @@ static hilock_client *url_client(int waiter_ms)
     assert_status(hilock_options_create(&o), HILOCK_OK);
     assert_status(hilock_options_set_url(o, url), HILOCK_OK);
     assert_int_equal(hilock_options_waiter_timeout_ms(o), waiter_ms);
-    if (hl_under_valgrind()) {
-        assert_status(hilock_options_set_connect_timeout_ms(o, 20000),
-                      HILOCK_OK);
-        assert_status(hilock_options_set_command_timeout_ms(o, 20000),
-                      HILOCK_OK);
-    }
+    assert_status(hl_set_valgrind_timeouts(o), HILOCK_OK);
     assert_status(hilock_client_create(&c, o), HILOCK_OK);
     hilock_options_free(o);
     return c;

@@ -1493,12 +1493,7 @@ static hilock_client *plain_client(int server, int64_t watchdog_ms)
     if (watchdog_ms > 0)
         assert_status(hilock_options_set_watchdog_timeout_ms(o, watchdog_ms),
                       HILOCK_OK);
-    if (hl_under_valgrind()) {
-        assert_status(hilock_options_set_connect_timeout_ms(o, 20000),
-                      HILOCK_OK);
-        assert_status(hilock_options_set_command_timeout_ms(o, 20000),
-                      HILOCK_OK);
-    }
+    assert_status(hl_set_valgrind_timeouts(o), HILOCK_OK);
     assert_status(hilock_client_create(&c, o), HILOCK_OK);
     hilock_options_free(o);
     own(OWN_CLIENT, c);

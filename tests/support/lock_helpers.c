@@ -13,7 +13,6 @@
 #include "core/lockobj_internal.h"
 #include "core/pubsub.h"
 #include "hilock/fair.h"
-#include "hilock/options.h"
 #include "hilock/rwlock.h"
 #include "support/loop_call.h"
 
@@ -60,13 +59,12 @@ hilock_client *hl_open_client(const hl_redis_server *s,
         rc = hilock_options_set_watchdog_timeout_ms(o, opts->watchdog_ms);
     if (rc == HILOCK_OK && opts->waiter_ms > 0)
         rc = hilock_options_set_waiter_timeout_ms(o, opts->waiter_ms);
-    if (rc == HILOCK_OK && hl_under_valgrind())
-        rc = hilock_options_set_connect_timeout_ms(o, 20000);
+    if (rc == HILOCK_OK)
+        rc = hl_set_valgrind_timeouts(o);
+    /* After those: a test's own command timeout holds under valgrind too. */
     if (rc == HILOCK_OK && opts->command_timeout_ms > 0)
         rc = hilock_options_set_command_timeout_ms(o,
                                                    opts->command_timeout_ms);
-    else if (rc == HILOCK_OK && hl_under_valgrind())
-        rc = hilock_options_set_command_timeout_ms(o, 20000);
     if (rc == HILOCK_OK)
         rc = hilock_client_create(&c, o);
     if (rc != HILOCK_OK)
@@ -74,6 +72,17 @@ hilock_client *hl_open_client(const hl_redis_server *s,
                  hilock_last_error());
     hilock_options_free(o);
     return c;
+}
+
+int hl_set_valgrind_timeouts(hilock_options *o)
+{
+    int rc = HILOCK_OK;
+
+    if (hl_under_valgrind())
+        rc = hilock_options_set_connect_timeout_ms(o, 20000);
+    if (rc == HILOCK_OK && hl_under_valgrind())
+        rc = hilock_options_set_command_timeout_ms(o, 20000);
+    return rc;
 }
 
 hilock_client *hl_new_client(const hl_redis_server *s,

@@ -23,6 +23,7 @@
 #include "hilock/error.h"
 #include "hilock/lock.h"
 #include "hilock/multi.h"
+#include "hilock/options.h"
 #include "support/children.h"
 #include "support/fixture.h"
 #include "support/mutex_checker.h"
@@ -74,6 +75,12 @@ typedef struct hl_client_opts {
 hilock_client *hl_open_client(const hl_redis_server *s,
                               const hl_client_opts *opts, char *why,
                               size_t cap);
+
+/* No cmocka: under valgrind, 20 s to connect and for each command,
+ * where the defaults would time out on mere slowness; nothing otherwise.
+ * For clients made from options of the test's own.  Returns the status
+ * of the first option call that failed. */
+int hl_set_valgrind_timeouts(hilock_options *o);
 
 /* hl_open_client, failing the test instead of returning NULL. */
 hilock_client *hl_new_client(const hl_redis_server *s,
