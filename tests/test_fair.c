@@ -1393,9 +1393,7 @@ static void test_waiter_timeout_option(void **state)
 
 int main(void)
 {
-#define T(fn)                                                              \
-    cmocka_unit_test_prestate_setup_teardown(fn, hl_lock_fixture_setup,     \
-                                             hl_lock_fixture_teardown, &fx)
+#define T(fn) hl_lock_test(fn, &fx)
     const struct CMUnitTest tests[] = {
         T(test_fifo_across_processes),
         T(test_dead_head_passed_over),

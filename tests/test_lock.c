@@ -1595,9 +1595,7 @@ static void test_redisson_layout(void **state)
 
 int main(void)
 {
-#define T(fn)                                                              \
-    cmocka_unit_test_prestate_setup_teardown(fn, hl_lock_fixture_setup,     \
-                                             hl_lock_fixture_teardown, &fx)
+#define T(fn) hl_lock_test(fn, &fx)
     const struct CMUnitTest tests[] = {
         T(test_nested_hold_counts),
         T(test_release_by_non_owner),

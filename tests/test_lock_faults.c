@@ -442,9 +442,7 @@ static void test_outage_during_wait(void **state)
 
 int main(void)
 {
-#define T(fn)                                                              \
-    cmocka_unit_test_prestate_setup_teardown(fn, hl_lock_fixture_setup,     \
-                                             hl_lock_fixture_teardown, &fx)
+#define T(fn) hl_lock_test(fn, &fx)
     const struct CMUnitTest tests[] = {
         T(test_killed_holder),
         T(test_server_paused_past_deadline),

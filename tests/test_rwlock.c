@@ -1663,9 +1663,7 @@ static void test_watchdog_keeps_both_sides(void **state)
 
 int main(void)
 {
-#define T(fn)                                                              \
-    cmocka_unit_test_prestate_setup_teardown(fn, hl_lock_fixture_setup,     \
-                                             hl_lock_fixture_teardown, &fx)
+#define T(fn) hl_lock_test(fn, &fx)
     const struct CMUnitTest tests[] = {
         T(test_readers_share),
         T(test_writers_exclude),

@@ -44,18 +44,21 @@
 
 /* A fresh plain server for each test, and the children the test forks:
  * those still running when the test ends, failed or not, are killed, so
- * that nothing outlives it.  A test file keeps one and hands it to cmocka
- * as every test's initial state:
- *   cmocka_unit_test_prestate_setup_teardown(test, hl_lock_fixture_setup,
- *                                            hl_lock_fixture_teardown, &fx)
- */
+ * that nothing outlives it.  A test file keeps one and lists each test
+ * with it as hl_lock_test(test, &fx). */
 typedef struct hl_lock_fixture {
     hl_redis_server *server;
     hl_children kids;
 } hl_lock_fixture;
 
+/* cmocka setup and teardown; the state is the hl_lock_fixture. */
 int hl_lock_fixture_setup(void **state);
 int hl_lock_fixture_teardown(void **state);
+
+#define hl_lock_test(fn, fixture)                                          \
+    cmocka_unit_test_prestate_setup_teardown(fn, hl_lock_fixture_setup,     \
+                                             hl_lock_fixture_teardown,      \
+                                             fixture)
 
 /* ---- clients and handles ------------------------------------------------ */
 
