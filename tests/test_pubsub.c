@@ -16,6 +16,7 @@
 #include "core/pubsub.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"
+#include "support/loop_call.h"
 
 /* ctest-timeout: 120 */
 
@@ -133,23 +134,19 @@ static hilock_client *connect_plain(const hl_redis_server *s)
 enum op_kind { OP_SUBSCRIBE, OP_UNSUBSCRIBE };
 
 struct op {
-    hl_task task; /* first: the loop thread hands back this pointer */
     enum op_kind kind;
     struct listener **ls;
     int n;
     const char *channel;
     int rc[64];
     bool no_pubsub;
-    bool closed;
-    atomic_bool done;
 };
 
-static void op_run(hilock_client *c, hl_task *t, bool closed)
+static void op_run(hilock_client *c, void *arg)
 {
-    struct op *op = (struct op *)t;
-    hl_pubsub *ps = closed ? NULL : hl_client_pubsub(c);
+    struct op *op = arg;
+    hl_pubsub *ps = hl_client_pubsub(c);
 
-    op->closed = closed;
     op->no_pubsub = ps == NULL;
     for (int i = 0; ps != NULL && i < op->n; i++) {
         struct listener *l = op->ls[i];
@@ -163,7 +160,6 @@ static void op_run(hilock_client *c, hl_task *t, bool closed)
             hl_pubsub_unsubscribe(ps, &l->sub);
         }
     }
-    atomic_store(&op->done, true);
 }
 
 static void run_op(hilock_client *c, enum op_kind kind,
@@ -174,15 +170,11 @@ static void run_op(hilock_client *c, enum op_kind kind,
 
     assert_true(n <= 64);
     memset(&op, 0, sizeof op);
-    op.task.run = op_run;
     op.kind = kind;
     op.ls = ls;
     op.n = n;
     op.channel = channel;
-    atomic_init(&op.done, false);
-    assert_int_equal(hl_client_submit(c, &op.task), HILOCK_OK);
-    assert_true(hl_wait_flag(&op.done, WAIT_MS));
-    assert_false(op.closed);
+    hl_run_on_loop_within(c, op_run, &op, WAIT_MS);
     assert_false(op.no_pubsub);
     if (rc_out != NULL)
         memcpy(rc_out, op.rc, (size_t)n * sizeof *rc_out);
@@ -205,31 +197,19 @@ static void unsubscribe(hilock_client *c, struct listener **ls, int n)
     run_op(c, OP_UNSUBSCRIBE, ls, n, NULL, NULL);
 }
 
-struct up_read {
-    hl_task task; /* first: the loop thread hands back this pointer */
-    bool up;
-    atomic_bool done;
-};
-
-static void up_run(hilock_client *c, hl_task *t, bool closed)
+static void read_pubsub_up(hilock_client *c, void *arg)
 {
-    struct up_read *u = (struct up_read *)t;
-    hl_pubsub *ps = closed ? NULL : hl_client_pubsub(c);
+    hl_pubsub *ps = hl_client_pubsub(c);
 
-    u->up = ps != NULL && hl_pubsub_is_up(ps);
-    atomic_store(&u->done, true);
+    *(bool *)arg = ps != NULL && hl_pubsub_is_up(ps);
 }
 
 static bool pubsub_is_down(void *arg)
 {
-    struct up_read u;
+    bool up = false;
 
-    memset(&u, 0, sizeof u);
-    u.task.run = up_run;
-    atomic_init(&u.done, false);
-    assert_int_equal(hl_client_submit(arg, &u.task), HILOCK_OK);
-    assert_true(hl_wait_flag(&u.done, WAIT_MS));
-    return !u.up;
+    hl_run_on_loop_within(arg, read_pubsub_up, &up, WAIT_MS);
+    return !up;
 }
 
 /* ---- waiting -------------------------------------------------------- */
