@@ -6,10 +6,12 @@
  * continues on a broken setup; they may also be called from cmocka setup
  * functions.  The other helpers only report: hl_wait_* say whether a
  * condition came in time, and an hl_expect_* is the same wait that fails
- * the test when it did not.  Servers still running when the process exits are
- * killed by redis_server.c, so a failed test leaves nothing behind; a test
- * should still stop its servers to keep the next test's ports and
- * processes apart.
+ * the test when it did not.
+ *
+ * Servers still running when the process exits are killed by
+ * redis_server.c, so a failed test leaves nothing behind; a test should
+ * still stop its servers to keep the next test's ports and processes
+ * apart.
  *
  * Start servers from the main thread: they die with the thread that
  * started them (see redis_server.h). */
