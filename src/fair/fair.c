@@ -163,41 +163,11 @@ static hl_script acquire_script, release_script, leave_script, force_script,
     reconcile_script;
 
 /* The keys every script takes after the name, in this order; a script
- * takes the first 3 + nextra_keys of them. */
+ * takes the first three (line, timeouts, channel base) and as many more
+ * as it needs. */
 static const char *const key_prefixes[] = {
     "redisson_lock_queue", "redisson_lock_timeout", NULL, "hilock_void",
     "redisson_lock_token"};
-
-/* Run a script with KEYS name, queue, timeouts, channel base and
- * nextra_keys more of key_prefixes, then the given ARGV. */
-static int run(hilock_lock *lock, const hl_script *script, int nextra_keys,
-               int nargs, const char *const *args, const size_t *arg_lens,
-               hl_request_fn *fn, void *data)
-{
-    hl_conn *conn = hl_lock_conn(lock);
-    if (conn == NULL)
-        return HILOCK_ECLOSED;
-    int nk = 3 + nextra_keys;
-    hl_aux_name k[5];
-    if (hl_aux_names_make(lock, nk, key_prefixes, k) != 0)
-        return HILOCK_ENOMEM;
-    const char *argv[1 + 5 + 6];
-    size_t lens[1 + 5 + 6];
-    argv[0] = lock->name;
-    lens[0] = lock->name_len;
-    for (int i = 0; i < nk; i++) {
-        argv[1 + i] = k[i].s;
-        lens[1 + i] = k[i].len;
-    }
-    for (int i = 0; i < nargs; i++) {
-        argv[1 + nk + i] = args[i];
-        lens[1 + nk + i] = arg_lens[i];
-    }
-    int rc = hl_script_run(conn, script, 1 + nk, 1 + nk + nargs, argv, lens,
-                           fn, data);
-    hl_aux_names_done(nk, k);
-    return rc;
-}
 
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
@@ -211,7 +181,8 @@ static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                      hl_u64_dec(token, a->known_token),
                      a->nonce_len,
                      hl_i64_dec(wt, a->waiter_timeout_ms)};
-    return run(lock, &acquire_script, 2, 6, args, lens, fn, data);
+    return hl_run_lock_script(lock, &acquire_script, 5, key_prefixes, 6, args,
+                              lens, fn, data);
 }
 
 static int release(hilock_lock *lock, const char *field, size_t field_len,
@@ -220,17 +191,20 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
     char lease[24];
     const char *args[] = {lease, field};
     size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len};
-    return run(lock, &release_script, 0, 2, args, lens, fn, data);
+    return hl_run_lock_script(lock, &release_script, 3, key_prefixes, 2, args,
+                              lens, fn, data);
 }
 
 static int leave(hilock_lock *lock, const char *field, size_t field_len)
 {
-    return run(lock, &leave_script, 0, 1, &field, &field_len, NULL, NULL);
+    return hl_run_lock_script(lock, &leave_script, 3, key_prefixes, 1, &field,
+                              &field_len, NULL, NULL);
 }
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
-    return run(lock, &force_script, 0, 0, NULL, NULL, fn, data);
+    return hl_run_lock_script(lock, &force_script, 3, key_prefixes, 0, NULL,
+                              NULL, fn, data);
 }
 
 static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
@@ -240,7 +214,8 @@ static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
     char want[24];
     const char *args[] = {field, want, nonce};
     size_t lens[] = {field_len, hl_i64_dec(want, expected), nonce_len};
-    return run(lock, &reconcile_script, 1, 3, args, lens, fn, data);
+    return hl_run_lock_script(lock, &reconcile_script, 4, key_prefixes, 3,
+                              args, lens, fn, data);
 }
 
 static const hl_kind fair_kind = {

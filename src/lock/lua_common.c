@@ -58,3 +58,32 @@ hl_release_outcome hl_parse_release_reply(const hilock_reply *r,
         return HL_REL_BAD_REPLY;
     return r->integer == 0 ? HL_REL_FREED : HL_REL_STILL_HELD;
 }
+
+int hl_run_lock_script(hilock_lock *lock, const hl_script *script, int naux,
+                       const char *const *prefixes, int nargs,
+                       const char *const *args, const size_t *arg_lens,
+                       hl_request_fn *fn, void *data)
+{
+    hl_conn *conn = hl_lock_conn(lock);
+    if (conn == NULL)
+        return HILOCK_ECLOSED;
+    hl_aux_name k[HL_LOCK_SCRIPT_MAX_AUX];
+    if (hl_aux_names_make(lock, naux, prefixes, k) != 0)
+        return HILOCK_ENOMEM;
+    const char *argv[1 + HL_LOCK_SCRIPT_MAX_AUX + HL_LOCK_SCRIPT_MAX_ARGS];
+    size_t lens[1 + HL_LOCK_SCRIPT_MAX_AUX + HL_LOCK_SCRIPT_MAX_ARGS];
+    argv[0] = lock->name;
+    lens[0] = lock->name_len;
+    for (int i = 0; i < naux; i++) {
+        argv[1 + i] = k[i].s;
+        lens[1 + i] = k[i].len;
+    }
+    for (int i = 0; i < nargs; i++) {
+        argv[1 + naux + i] = args[i];
+        lens[1 + naux + i] = arg_lens[i];
+    }
+    int rc = hl_script_run(conn, script, 1 + naux, 1 + naux + nargs, argv,
+                           lens, fn, data);
+    hl_aux_names_done(naux, k);
+    return rc;
+}

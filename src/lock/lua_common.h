@@ -44,6 +44,19 @@
 extern hl_script hl_hash_renew;
 void hl_hash_renew_init(void);
 
+/* Most auxiliary keys and arguments hl_run_lock_script passes. */
+#define HL_LOCK_SCRIPT_MAX_AUX 5
+#define HL_LOCK_SCRIPT_MAX_ARGS 6
+
+/* Run a kind's script on the lock's connection with KEYS the lock's name
+ * then naux auxiliary keys named by prefixes (NULL: the lock's channel),
+ * and ARGV args.  HILOCK_OK, HILOCK_ECLOSED or HILOCK_ENOMEM (fn not
+ * called). */
+int hl_run_lock_script(hilock_lock *lock, const hl_script *script, int naux,
+                       const char *const *prefixes, int nargs,
+                       const char *const *args, const size_t *arg_lens,
+                       hl_request_fn *fn, void *data);
+
 /* Every kind's acquire script replies {1, count, token} when granted,
  * {0, ms to wait at most} when held by another, {2} when voided, {3}
  * when the owner's read hold makes the write an upgrade. */

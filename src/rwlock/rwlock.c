@@ -288,37 +288,6 @@ static hl_script read_acquire_script, write_acquire_script,
     read_release_script, write_release_script, write_leave_script,
     force_script, reconcile_script, read_renew_script, write_renew_script;
 
-/* Run a script with KEYS name then nkeys of the auxiliary keys named by
- * prefixes (NULL: the channel), then the given ARGV. */
-static int run(hilock_lock *lock, const hl_script *script, int nkeys,
-               const char *const *prefixes, int nargs,
-               const char *const *args, const size_t *arg_lens,
-               hl_request_fn *fn, void *data)
-{
-    hl_conn *conn = hl_lock_conn(lock);
-    if (conn == NULL)
-        return HILOCK_ECLOSED;
-    hl_aux_name k[4];
-    if (hl_aux_names_make(lock, nkeys, prefixes, k) != 0)
-        return HILOCK_ENOMEM;
-    const char *argv[1 + 4 + 6];
-    size_t lens[1 + 4 + 6];
-    argv[0] = lock->name;
-    lens[0] = lock->name_len;
-    for (int i = 0; i < nkeys; i++) {
-        argv[1 + i] = k[i].s;
-        lens[1 + i] = k[i].len;
-    }
-    for (int i = 0; i < nargs; i++) {
-        argv[1 + nkeys + i] = args[i];
-        lens[1 + nkeys + i] = arg_lens[i];
-    }
-    int rc = hl_script_run(conn, script, 1 + nkeys, 1 + nkeys + nargs, argv,
-                           lens, fn, data);
-    hl_aux_names_done(nkeys, k);
-    return rc;
-}
-
 static const char *const acquire_keys[] = {
     "hilock_rwlock_writers", NULL, "hilock_void", "redisson_lock_token"};
 static const char *const channel_only[] = {NULL};
@@ -337,7 +306,8 @@ static int attempt_with(const hl_script *script, hilock_lock *lock,
                      hl_u64_dec(token, a->known_token),
                      a->nonce_len,
                      hl_i64_dec(wt, a->waiter_timeout_ms)};
-    return run(lock, script, 4, acquire_keys, 6, args, lens, fn, data);
+    return hl_run_lock_script(lock, script, 4, acquire_keys, 6, args, lens, fn,
+                              data);
 }
 
 static int read_attempt(hilock_lock *lock, const hl_attempt_args *a,
@@ -359,7 +329,8 @@ static int release_with(const hl_script *script, hilock_lock *lock,
     char lease[24];
     const char *args[] = {lease, field};
     size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len};
-    return run(lock, script, 1, channel_only, 2, args, lens, fn, data);
+    return hl_run_lock_script(lock, script, 1, channel_only, 2, args, lens, fn,
+                              data);
 }
 
 static int read_release(hilock_lock *lock, const char *field,
@@ -381,13 +352,14 @@ static int write_release(hilock_lock *lock, const char *field,
 static int write_leave(hilock_lock *lock, const char *field, size_t field_len)
 {
     static const char *const keys[] = {"hilock_rwlock_writers", NULL};
-    return run(lock, &write_leave_script, 2, keys, 1, &field, &field_len,
-               NULL, NULL);
+    return hl_run_lock_script(lock, &write_leave_script, 2, keys, 1, &field,
+                              &field_len, NULL, NULL);
 }
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
-    return run(lock, &force_script, 1, channel_only, 0, NULL, NULL, fn, data);
+    return hl_run_lock_script(lock, &force_script, 1, channel_only, 0, NULL,
+                              NULL, fn, data);
 }
 
 static int reconcile_with(const char *side, hilock_lock *lock,
@@ -399,8 +371,8 @@ static int reconcile_with(const char *side, hilock_lock *lock,
     const char *args[] = {field, want, nonce, side};
     size_t lens[] = {field_len, hl_i64_dec(want, expected), nonce_len,
                      strlen(side)};
-    return run(lock, &reconcile_script, 2, reconcile_keys, 4, args, lens, fn,
-               data);
+    return hl_run_lock_script(lock, &reconcile_script, 2, reconcile_keys, 4,
+                              args, lens, fn, data);
 }
 
 static int read_reconcile(hilock_lock *lock, const char *field,
