@@ -12,21 +12,7 @@
 #include "options_internal.h"
 
 static void attempt(hl_acquire_op *op);
-
-/* A reconcile after an attempt whose outcome is unknown (the connection
- * failed under it).  It voids that attempt on the server, so the attempt
- * refuses to run should it still arrive (from a paused server's socket
- * buffer, say), and lowers the owner's count to what the client knows.
- * Until it has been answered no new attempt may be sent, since it would
- * lower that attempt's grant too; so it is sent again until answered,
- * each time waiting for a connection. */
-struct hl_reconcile {
-    hilock_lock *lock;   /* referenced */
-    hl_acquire_op *op;   /* waiting for the answer, or NULL */
-    uint64_t owner;
-    char nonce[HILOCK_CLIENT_ID_LEN + 22]; /* "" when nothing to void */
-    size_t nonce_len;
-};
+static void send_attempt(hl_acquire_op *op);
 
 static void op_free_if_idle(hl_acquire_op *op)
 {
@@ -58,10 +44,10 @@ static void op_finish(hl_acquire_op *op, int status,
         return;
     op->done = true;
     hilock_lock *lock = op->lock;
-    if (op->reconcile) {
-        op->reconcile->op = NULL;
-        op->reconcile = NULL;
-    }
+    /* A turn held by an attempt in flight passes on with its answer. */
+    if (op->in_flight == 0)
+        hl_turn_end(lock, &op->turn);
+    op->queued = false;
     if (op->started) {
         op_unlink(op);
         hl_timer_stop(&op->timer);
@@ -157,94 +143,6 @@ static int grant(hl_acquire_op *op, const hl_acquire_result *res,
     return HILOCK_OK;
 }
 
-static void reconcile_send(struct hl_reconcile *r);
-
-static void reconcile_free(struct hl_reconcile *r)
-{
-    hilock_lock *lock = r->lock;
-    hl_free(r);
-    hl_lock_unref(lock);
-}
-
-static void reconcile_done(struct hl_reconcile *r, int status);
-
-static void on_reconciled(void *data, int status, hilock_reply *reply)
-{
-    struct hl_reconcile *r = data;
-    hilock_reply_free(reply);
-    if (status == HILOCK_EIO || status == HILOCK_ETIMEDOUT ||
-        status == HILOCK_EPROTO || status == HILOCK_ETOOBIG) {
-        /* Still unknown: the request waits for the next connection. */
-        reconcile_send(r);
-        return;
-    }
-    reconcile_done(r, status);
-}
-
-static void reconcile_send(struct hl_reconcile *r)
-{
-    hilock_lock *lock = r->lock;
-    hl_hold *h = lock->client ? hl_hold_find(lock, r->owner) : NULL;
-    int64_t expected = h && !h->lost ? h->count : 0;
-    char field[HILOCK_CLIENT_ID_LEN + 22];
-    if (lock->client == NULL) {
-        reconcile_done(r, HILOCK_ECLOSED);
-        return;
-    }
-    size_t len = hl_owner_field(lock, r->owner, field, sizeof field);
-    int rc = lock->kind->reconcile(lock, field, len, expected, r->nonce,
-                                   r->nonce_len, on_reconciled, r);
-    if (rc != HILOCK_OK)
-        reconcile_done(r, rc);
-}
-
-/* Start a reconcile for op's owner, voiding its last attempt when the
- * outcome of that attempt is unknown.  With wait_for_it, op makes no new
- * attempt until the reconcile has been answered. */
-static void reconcile_start(hl_acquire_op *op, bool void_attempt,
-                            bool wait_for_it)
-{
-    hilock_lock *lock = op->lock;
-    if (lock->client == NULL)
-        return;
-    struct hl_reconcile *r = hl_calloc(1, sizeof *r);
-    if (r == NULL)
-        return; /* the hold, if any, runs out with its lease */
-    r->lock = lock;
-    r->owner = op->owner;
-    if (void_attempt) {
-        memcpy(r->nonce, op->nonce, op->nonce_len);
-        r->nonce_len = op->nonce_len;
-    }
-    hl_lock_ref(lock);
-    if (wait_for_it && !op->done) {
-        r->op = op;
-        op->reconcile = r;
-    }
-    reconcile_send(r);
-}
-
-static hl_monotime remaining(const hl_acquire_op *op);
-static void wait_for(hl_acquire_op *op, hl_monotime delay);
-
-static void reconcile_done(struct hl_reconcile *r, int status)
-{
-    hl_acquire_op *op = r->op;
-    reconcile_free(r);
-    if (op == NULL)
-        return;
-    op->reconcile = NULL;
-    if (status == HILOCK_ECLOSED) {
-        op_finish(op, HILOCK_ECLOSED, NULL, "client closed");
-        return;
-    }
-    if (remaining(op) <= 0) {
-        op_finish(op, op->last_status, NULL, op->last_detail);
-        return;
-    }
-    attempt(op);
-}
-
 static hl_monotime remaining(const hl_acquire_op *op)
 {
     if (op->deadline == INT64_MAX)
@@ -280,17 +178,44 @@ static void on_wake(hl_waiter *w, hl_wake_reason why)
     attempt(op);
 }
 
+/* How long a queued op may still wait for its turn: its own wait, and a
+ * single try as long as a command may take, since the request it waits
+ * for is one. */
+static hl_monotime turn_left(const hl_acquire_op *op)
+{
+    if (op->wait_ms != 0)
+        return remaining(op);
+    hl_monotime limit =
+        HL_MS(op->lock->client ? op->lock->client->opts->command_timeout_ms
+                               : 0);
+    return op->queued_at + limit - hl_monotime_now();
+}
+
+/* Why an op that could not attempt in time ends. */
+static void finish_unattempted(hl_acquire_op *op)
+{
+    if (op->last_status != 0)
+        op_finish(op, op->last_status, NULL, op->last_detail);
+    else if (op->saw_held)
+        op_finish(op, HILOCK_EBUSY, NULL,
+                  "the lock is held by another owner");
+    else
+        op_finish(op, HILOCK_ETIMEDOUT, NULL,
+                  "an earlier request of this owner on this lock is still "
+                  "unanswered");
+}
+
 static void on_timer(hl_timer *t)
 {
     hl_acquire_op *op = t->data;
     if (op->done)
         return;
-    if (op->reconcile != NULL) {
-        /* Waiting for a reconcile: only the deadline can end that. */
-        if (remaining(op) <= 0)
-            op_finish(op, op->last_status, NULL, op->last_detail);
-        else
-            wait_for(op, -1);
+    if (op->queued) {
+        hl_monotime left = turn_left(op);
+        if (left <= 0)
+            finish_unattempted(op);
+        else if (left != INT64_MAX)
+            hl_timer_arm(&op->timer, left);
         return;
     }
     if (op->in_flight > 0) {
@@ -351,39 +276,42 @@ static void held(hl_acquire_op *op, int64_t ttl_ms)
     wait_for(op, delay);
 }
 
-/* The attempt failed without telling whether it took the lock. */
+/* The attempt failed without telling whether it took the lock: a
+ * reconcile voids it and takes its turn, and a next attempt, if the wait
+ * goes on, queues behind that reconcile's answer. */
 static void unknown_outcome(hl_acquire_op *op, int status, const char *why)
 {
     op->last_status = status;
     snprintf(op->last_detail, sizeof op->last_detail, "%s", why ? why : "");
     if (op->subscribed)
         hl_waiter_done_trying(&op->waiter);
-    bool keep_waiting = status != HILOCK_ECLOSED && op->wait_ms != 0 &&
-                        remaining(op) > 0;
-    reconcile_start(op, true, keep_waiting);
-    if (!keep_waiting) {
+    hl_reconcile_start(op->lock, op->owner, &op->turn, op->nonce,
+                       op->nonce_len);
+    if (status == HILOCK_ECLOSED || op->wait_ms == 0 || remaining(op) <= 0) {
         op_finish(op, status, NULL, op->last_detail);
         return;
     }
-    /* The reconcile's answer continues the acquire; the timer only ends
-     * it at the deadline. */
-    wait_for(op, -1);
+    attempt(op);
 }
 
 static void on_attempt_reply(void *data, int status, hilock_reply *reply)
 {
     hl_acquire_op *op = data;
+    hilock_lock *lock = op->lock;
     op->in_flight--;
+    hl_acquire_result res = {0};
+    if (status == HILOCK_OK)
+        lock->kind->parse_attempt(reply, &res);
     if (op->done) {
         /* Cancelled or closed meanwhile; a hold it won goes back. */
-        hl_acquire_result res = {0};
-        if (status == HILOCK_OK)
-            op->lock->kind->parse_attempt(reply, &res);
         hilock_reply_free(reply);
         if (status != HILOCK_OK && status != HILOCK_EREDIS)
-            reconcile_start(op, true, false);
+            hl_reconcile_start(lock, op->owner, &op->turn, op->nonce,
+                               op->nonce_len);
         else if (status == HILOCK_OK && res.outcome == HL_ACQ_ACQUIRED)
-            reconcile_start(op, false, false);
+            hl_reconcile_start(lock, op->owner, &op->turn, NULL, 0);
+        else
+            hl_turn_end(lock, &op->turn);
         op_free_if_idle(op);
         return;
     }
@@ -394,23 +322,23 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
         op_finish(op, HILOCK_EREDIS, NULL, why);
         return;
     }
+    hilock_reply_free(reply);
     if (status != HILOCK_OK) {
         unknown_outcome(op, status, hilock_last_error());
         return;
     }
-    hl_acquire_result res = {0};
-    op->lock->kind->parse_attempt(reply, &res);
-    hilock_reply_free(reply);
     if (res.outcome == HL_ACQ_ACQUIRED) {
         hilock_acquired got;
         int rc = grant(op, &res, &got);
         if (rc != HILOCK_OK) {
-            reconcile_start(op, false, false);
+            hl_reconcile_start(lock, op->owner, &op->turn, NULL, 0);
             op_finish(op, rc, NULL, "out of memory recording a hold");
             return;
         }
         op_finish(op, HILOCK_OK, &got, NULL);
     } else if (res.outcome == HL_ACQ_HELD) {
+        hl_turn_end(lock, &op->turn);
+        op->saw_held = true;
         held(op, res.ttl_ms);
     } else if (res.outcome == HL_ACQ_UPGRADE) {
         op_finish(op, HILOCK_EDEADLK, NULL,
@@ -421,7 +349,44 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
     }
 }
 
+static void op_turn_go(hl_turn *t)
+{
+    hl_acquire_op *op =
+        (hl_acquire_op *)(void *)((char *)t - offsetof(hl_acquire_op, turn));
+    op->queued = false;
+    hl_timer_stop(&op->timer);
+    if (op->wait_ms != 0 && remaining(op) <= 0) {
+        finish_unattempted(op);
+        return;
+    }
+    send_attempt(op);
+}
+
+/* Attempt now if it is the owner's turn, else when it comes. */
 static void attempt(hl_acquire_op *op)
+{
+    if (!hl_lock_usable(op->lock)) {
+        op_finish(op, HILOCK_ECLOSED, NULL, "client closed");
+        return;
+    }
+    if (op->queued)
+        return;
+    if (!hl_turn_take(op->lock, &op->turn, op->owner, op_turn_go)) {
+        op->queued = true;
+        op->queued_at = hl_monotime_now();
+        hl_monotime left = turn_left(op);
+        if (left <= 0)
+            left = 0;
+        if (left != INT64_MAX)
+            hl_timer_arm(&op->timer, left);
+        else
+            hl_timer_stop(&op->timer);
+        return;
+    }
+    send_attempt(op);
+}
+
+static void send_attempt(hl_acquire_op *op)
 {
     hilock_lock *lock = op->lock;
     if (!hl_lock_usable(lock)) {
@@ -494,7 +459,7 @@ bool hl_lock_hand_on(hilock_lock *lock)
      * grants only to the head, so a wrong guess costs one request. */
     hl_acquire_op *oldest = NULL;
     for (hl_acquire_op *op = lock->ops; op != NULL; op = op->next)
-        if (op->subscribed && op->in_flight == 0 && op->reconcile == NULL)
+        if (op->subscribed && op->in_flight == 0 && !op->queued)
             oldest = op;
     if (oldest == NULL)
         return false;

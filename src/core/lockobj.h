@@ -19,6 +19,7 @@
 
 typedef struct hl_hold hl_hold;
 typedef struct hl_acquire_op hl_acquire_op;
+typedef struct hl_turn hl_turn;
 
 /* What an acquire attempt came back with. */
 typedef enum hl_acquire_outcome {
@@ -138,6 +139,7 @@ struct hilock_lock {
     size_t name_len;
     hl_hold *holds;
     hl_acquire_op *ops; /* pending acquires */
+    hl_turn *turns;     /* requests taking turns per owner, oldest first */
     struct hl_lost_cb *lost; /* set by hilock_lock_set_lost_callback */
     struct hl_lost_cb *group; /* the multi-lock holding it, told first */
     atomic_int refs; /* the user's, plus one per operation in flight */

@@ -5,6 +5,47 @@
 #include "lockobj.h"
 #include "waiters.h"
 
+/* Owner turns.  An attempt, a give-back and a reconcile each change an
+ * owner's count on the server in a way the client learns only from the
+ * answer, and a give-back or reconcile computes what to leave from the
+ * count the client knows when it is sent.  So these requests take turns
+ * per owner and lock: one is unanswered at a time, the others wait in
+ * the order they came.  A give-back or reconcile that follows an attempt
+ * takes that attempt's place, ahead of attempts that queued meanwhile.
+ * Requests of one lock share a connection and reach the server in the
+ * order they are sent, so a reconcile then knows every grant it may
+ * remove, and can remove only the one it is about.  Releases take no
+ * turn: each removes one hold the client knows of. */
+struct hl_turn {
+    hl_turn *next;
+    uint64_t owner;
+    void (*go)(hl_turn *turn); /* its turn came */
+    bool active; /* its request may be sent, or is unanswered */
+    bool listed;
+};
+
+/* Join the line of owner's requests on lock; true when it is turn's turn
+ * now.  Otherwise go is called when it comes (loop thread). */
+bool hl_turn_take(hilock_lock *lock, hl_turn *turn, uint64_t owner,
+                  void (*go)(hl_turn *turn));
+/* to takes from's place in the line, active or not; from leaves it. */
+void hl_turn_pass(hilock_lock *lock, hl_turn *from, hl_turn *to,
+                  void (*go)(hl_turn *turn));
+/* Leave the line (nothing when not in it); the turn, if it was this one's,
+ * passes to the owner's next request, whose go runs before this
+ * returns. */
+void hl_turn_end(hilock_lock *lock, hl_turn *turn);
+
+/* Reconcile owner's count on the server with the holds the client knows
+ * of, after an attempt whose outcome is unknown (nonce names it: it is
+ * voided, so it refuses to run should it still arrive), after a grant
+ * nobody will take (a cancelled acquire's: nonce NULL), or after a
+ * release whose outcome is unknown.  from is the turn of the attempt it
+ * follows, whose place it takes, or NULL to queue for a turn of its own.
+ * Sent again on every new connection until answered. */
+void hl_reconcile_start(hilock_lock *lock, uint64_t owner, hl_turn *from,
+                        const char *nonce, size_t nonce_len);
+
 struct hl_acquire_op {
     hl_task task; /* first: handed to the loop thread */
     hilock_lock *lock;
@@ -20,7 +61,8 @@ struct hl_acquire_op {
     uint64_t seq_at_attempt; /* channel's wake sequence when sent */
     char nonce[HILOCK_CLIENT_ID_LEN + 22]; /* names the last attempt */
     size_t nonce_len;
-    struct hl_reconcile *reconcile; /* answered before the next attempt */
+    hl_turn turn;         /* of its attempt */
+    hl_monotime queued_at; /* when it started waiting for its turn */
     int last_status; /* why the last attempt failed, for the deadline */
     char last_detail[200];
     hl_waiter waiter;
@@ -33,6 +75,8 @@ struct hl_acquire_op {
     bool retry_after;   /* a wake-up came during an attempt */
     bool subscribed;
     bool placed;        /* may hold a place on the server to give back */
+    bool queued;        /* waits for its owner's turn to attempt */
+    bool saw_held;      /* an attempt found the lock held by another */
 };
 
 /* A release that frees the lock is being sent: wake the next local

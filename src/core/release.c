@@ -23,7 +23,6 @@ typedef struct lock_call {
     void *user_data;
     bool lease_was_releasing; /* this release set the lease aside */
     bool handed_on;           /* a local waiter was woken with it */
-    int64_t expected_left;    /* holds left if this release works */
 } lock_call;
 
 static void call_finish(lock_call *call, int status, int64_t value,
@@ -62,21 +61,19 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
         return;
     }
     if (status != HILOCK_OK) {
-        /* Unknown whether the server ran it.  Bring the server's count to
-         * what it would be if it did, so both sides agree, and report the
-         * failure. */
+        /* Unknown whether the server ran it.  Count it as done, and bring
+         * the server's count to the same, so both sides agree, and report
+         * the failure. */
         char why[256];
         snprintf(why, sizeof why, "%s", hilock_last_error());
         if (h) {
-            char field[HILOCK_CLIENT_ID_LEN + 22];
-            size_t len = hl_owner_field(lock, h->owner, field, sizeof field);
-            h->count = call->expected_left;
-            lock->kind->reconcile(lock, field, len, call->expected_left, "",
-                                  0, NULL, NULL);
+            if (h->count > 0)
+                h->count--;
             if (h->count <= 0 && h->releases_in_flight == 0)
                 hl_hold_drop(h);
             else if (hl_hold_lease(h) && call->lease_was_releasing)
                 hl_lease_set_releasing(hl_hold_lease(h), false);
+            hl_reconcile_start(lock, call->owner, NULL, NULL, 0);
         }
         call_finish(call, status, 0, why);
         return;
@@ -106,6 +103,15 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
             call_finish(call, HILOCK_ELEASELOST, 0,
                         "the lease was lost before this release");
             return;
+        }
+        if (h && out == HL_REL_STILL_HELD) {
+            /* The client's own count, not the server's: a grant the
+             * server counts but the client does not (a cancelled
+             * acquire's) is being given back, and is no hold of the
+             * caller's. */
+            left = h->count - 1 < left ? h->count - 1 : left;
+            if (left <= 0)
+                out = HL_REL_OWNER_DONE;
         }
         if (out != HL_REL_STILL_HELD) {
             if (h && h->releases_in_flight == 0)
@@ -216,8 +222,8 @@ static void call_start(hilock_client *c, hl_task *t, bool closed)
             /* The loss was reported already: say so now rather than after
              * a round trip to a server that may be down, and clear what
              * may be left of the hold there in the background. */
-            lock->kind->reconcile(lock, field, len, 0, "", 0, NULL, NULL);
             hl_hold_drop(h);
+            hl_reconcile_start(lock, call->owner, NULL, NULL, 0);
             call_finish(call, HILOCK_ELEASELOST, 0,
                         "the lease was lost before this release");
             return;
@@ -227,7 +233,6 @@ static void call_start(hilock_client *c, hl_task *t, bool closed)
                             : hl_lease_engine_watchdog_ms(
                                   hl_client_leases(lock->client));
         if (h) {
-            call->expected_left = h->count > 0 ? h->count - 1 : 0;
             /* A release of the last hold not already being released may
              * free the lock: renewals must not read the freed key as a
              * lost lease. */
