@@ -20,14 +20,26 @@
 
 /* The fencing token of an acquire: ARGV[3] '1' asks for one, ARGV[4] is
  * the token of the hold being joined ('0' when none).  A first hold draws
- * a new number from the counter; a reentry keeps its hold's. */
+ * a new number from the counter; a reentry keeps its hold's.
+ *
+ * A draw is the counter's next value, raised to the server's clock in us
+ * when that is ahead: a server that lost the counter (restarted without
+ * persistence, or a replica that missed it) would otherwise count again
+ * from 1 and hand out tokens already used.  The clock goes into the
+ * counter as TIME's own digits, not through Lua's formatting of a number,
+ * so the counter stays a plain integer string that Redisson's INCR goes
+ * on from.  The comparison and the reply use Lua numbers, exact below
+ * 2^53, which the clock in us reaches in the year 2255. */
 #define HL_LUA_TOKEN                                                        \
     "local function token(key, count)\n"                                    \
     "  if ARGV[3] ~= '1' then return 0 end\n"                               \
-    "  if count == 1 or ARGV[4] == '0' then\n"                              \
-    "    return redis.call('incr', key)\n"                                  \
-    "  end\n"                                                               \
-    "  return tonumber(ARGV[4])\n"                                          \
+    "  if count > 1 and ARGV[4] ~= '0' then return tonumber(ARGV[4]) end\n" \
+    "  local n = redis.call('incr', key)\n"                                 \
+    "  local t = redis.call('time')\n"                                      \
+    "  local us = t[1] .. string.format('%06d', tonumber(t[2]))\n"          \
+    "  if n >= tonumber(us) then return n end\n"                            \
+    "  redis.call('set', key, us)\n"                                        \
+    "  return tonumber(us)\n"                                               \
     "end\n"
 
 /* Set a key's expiry to at least ms. */
