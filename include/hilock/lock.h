@@ -93,9 +93,12 @@ HILOCK_API int hilock_lock_try_acquire(hilock_lock *lock, int64_t wait_ms,
 
 /* As hilock_lock_try_acquire, and also returns a fencing token: a number
  * from the counter "redisson_lock_token:{NAME}" that is strictly greater
- * than every token of an earlier hold of this name.  Reentrant acquires by
- * the same owner return the token of the hold they join.  Hand the token
- * to the resource you protect and have it refuse smaller ones. */
+ * than every token of an earlier hold of this name, also when the server
+ * lost the counter (a draw is at least the server's clock in
+ * microseconds), as long as the server's clock does not step back past
+ * the last token issued.  Reentrant acquires by the same owner return the
+ * token of the hold they join.  Hand the token to the resource you
+ * protect and have it refuse smaller ones. */
 HILOCK_API int hilock_lock_acquire_fenced(hilock_lock *lock, int64_t wait_ms,
                                           int64_t lease_ms, uint64_t *token);
 
