@@ -38,7 +38,9 @@ struct hilock_client {
     pthread_cond_t cond;
     hl_task *tasks_head;
     hl_task *tasks_tail;
-    bool closed;
+    /* Written under lock, read without it on the loop thread as well
+     * (hl_lock_conn, on every request): atomic so both sides agree. */
+    atomic_bool closed;
 
     SSL_CTX *ssl_ctx;
     hl_conn *conn; /* conns[0]: raw commands and lease renewals */
