@@ -588,8 +588,8 @@ static void test_lease_lost(void **state)
     int rc;
 
     path_in(f, out_path, sizeof out_path, "lost.out");
-    /* The trap stops the background sleep too, which hilock does not
-     * signal: it only signals its own child. */
+    /* The TERM reaches the background sleep as well, since hilock
+     * signals the command's whole process group. */
     pid = spawn_tool(f, out_path, "--watchdog", "1000", "run", "lost", "--",
                      "sh", "-c",
                      "trap 'echo got-term; kill $!; exit 0' TERM; "
@@ -881,6 +881,102 @@ static void test_child_signal_dispositions(void **state)
     assert_int_equal(ignored_by_command(f, nohup, 1), sig_bit(SIGHUP));
     assert_int_equal(ignored_by_command(f, background, 3),
                      sig_bit(SIGINT) | sig_bit(SIGQUIT));
+}
+
+/* ---- the command's process group ------------------------------------- */
+
+/* A process still runs: it exists and is no zombie (one that outlived its
+ * parent waits for init to reap it). */
+static bool pid_alive(pid_t pid)
+{
+    char path[64], stat[256];
+    const char *state;
+
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    read_file(path, stat, sizeof stat);
+    state = strrchr(stat, ')');
+    return state != NULL && state[1] == ' ' && state[2] != 'Z'
+           && state[2] != 'X';
+}
+
+static bool pid_gone(void *arg)
+{
+    return !pid_alive(*(pid_t *)arg);
+}
+
+/* `hilock run` of a shell that starts a sleep in the background and
+ * waits for it; returns the pid of hilock, and the sleep's in
+ * *grandchild. */
+static pid_t run_with_grandchild(const fx *f, const char *name,
+                                 const char *watchdog, pid_t *grandchild)
+{
+    char out_path[PATH_CAP], gc_path[PATH_CAP], script[SCRIPT_CAP];
+    char text[64];
+    pid_t pid;
+
+    path_in(f, out_path, sizeof out_path, "gc.out");
+    path_in(f, gc_path, sizeof gc_path, "gc.pid");
+    unlink(gc_path);
+    snprintf(script, sizeof script,
+             "sleep 30 & echo $! > %s.tmp; mv %s.tmp %s; wait", gc_path,
+             gc_path, gc_path);
+    pid = spawn_tool(f, out_path, "--watchdog", watchdog, "run", name, "--",
+                     "sh", "-c", script, (char *)NULL);
+    wait_for_file(gc_path);
+    read_file(gc_path, text, sizeof text);
+    *grandchild = (pid_t)atol(text);
+    assert_true(*grandchild > 0);
+    assert_true(pid_alive(*grandchild));
+    return pid;
+}
+
+/* The command leads a process group of its own. */
+static void test_command_own_group(void **state)
+{
+    fx *f = F(state);
+    char out[OUT_CAP];
+    long pid = 0, pgrp = 0;
+
+    assert_int_equal(TOOL(f, out, "run", "pg", "--", "sh", "-c",
+                          "echo \"$$ $(cut -d' ' -f5 /proc/$$/stat)\""),
+                     0);
+    if (sscanf(out, "%ld %ld", &pid, &pgrp) != 2)
+        fail_msg("unexpected output:\n%s", out);
+    assert_int_equal(pgrp, pid);
+    assert_int_not_equal(pgrp, (long)getpgrp());
+}
+
+/* What hilock sends to the command, on a lost lease and when it passes
+ * on a signal, reaches the command's own children as well. */
+static void test_group_signalled(void **state)
+{
+    fx *f = F(state);
+    char reply[64];
+    pid_t pid, gc;
+    int rc;
+
+    pid = run_with_grandchild(f, "grp", "1000", &gc);
+    assert_int_equal(hl_redis_server_cmd(f->server, reply, sizeof reply,
+                                         "DEL", "grp", (char *)NULL),
+                     ':');
+    rc = wait_exit(pid, widen(4000));
+    if (!hl_wait_until(pid_gone, &gc, widen(2000))) {
+        kill(gc, SIGKILL);
+        fail_msg("the command's child outlived the lost lease (exit %d)",
+                 rc);
+    }
+    assert_int_equal(rc, 76);
+
+    pid = run_with_grandchild(f, "grp", "30000", &gc);
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    rc = wait_exit(pid, widen(10000));
+    if (!hl_wait_until(pid_gone, &gc, widen(2000))) {
+        kill(gc, SIGKILL);
+        fail_msg("the command's child outlived a SIGTERM to hilock (exit "
+                 "%d)", rc);
+    }
+    assert_int_equal(rc, 128 + SIGTERM);
+    assert_free(f, "grp");
 }
 
 /* ---- locking through the command ------------------------------------- */
@@ -1681,6 +1777,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_child_signal_dispositions,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_command_own_group, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_group_signalled, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_mutual_exclusion, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fence_env, setup, teardown),
