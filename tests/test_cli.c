@@ -885,6 +885,42 @@ static void test_child_signal_dispositions(void **state)
 
 /* ---- the command's process group ------------------------------------- */
 
+/* The command of these tests, as a mode of this executable:
+ *   test_cli --beat ID FILE COUNT
+ * appends "ID PID NS\n" to FILE (NS: CLOCK_MONOTONIC) at once and then
+ * every 2 ms, COUNT lines in all, or until killed when COUNT is 0.  One
+ * write() per line to a file opened with O_APPEND: the lines lie in the
+ * order they were written, across processes. */
+static int beat_main(char **argv)
+{
+    long id = strtol(argv[2], NULL, 10);
+    long count = strtol(argv[4], NULL, 10);
+    int fd = open(argv[3], O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    char line[64];
+    long i;
+
+    if (fd < 0)
+        return 1;
+    for (i = 0; count == 0 || i < count; i++) {
+        int n = snprintf(line, sizeof line, "%ld %ld %lld\n", id,
+                         (long)getpid(), (long long)hl_now_ns());
+
+        if (write(fd, line, (size_t)n) != n)
+            return 1;
+        hl_sleep_ms(2);
+    }
+    return 0;
+}
+
+static void self_path(char *out, size_t cap)
+{
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+
+    if (n <= 0)
+        fail_msg("readlink /proc/self/exe: %s", strerror(errno));
+    out[n] = '\0';
+}
+
 /* A process still runs: it exists and is no zombie (one that outlived its
  * parent waits for init to reap it). */
 static bool pid_alive(pid_t pid)
@@ -902,6 +938,111 @@ static bool pid_alive(pid_t pid)
 static bool pid_gone(void *arg)
 {
     return !pid_alive(*(pid_t *)arg);
+}
+
+typedef struct beat_probe {
+    const char *path;
+    long id;
+    pid_t pid; /* of the first line of id, once seen */
+} beat_probe;
+
+/* Room for every line of the --beat commands of one test. */
+static char beats[1 << 20];
+
+static bool beat_seen(void *arg)
+{
+    beat_probe *p = arg;
+    const char *line;
+    const char *text = beats;
+
+    read_file(p->path, beats, sizeof beats);
+    for (line = text; *line != '\0';) {
+        char *end;
+        long id = strtol(line, &end, 10);
+
+        if (id == p->id && strchr(end, '\n') != NULL) {
+            p->pid = (pid_t)strtol(end, NULL, 10);
+            return true;
+        }
+        line = strchr(line, '\n');
+        if (line == NULL)
+            break;
+        line++;
+    }
+    return false;
+}
+
+/* hilock killed by SIGKILL takes its command along at once (the kernel's
+ * death signal), so the next holder of the lock never runs beside it. */
+static void test_killed_run_takes_command_along(void **state)
+{
+    fx *f = F(state);
+    char self[PATH_CAP], log[PATH_CAP], out1[PATH_CAP], out2[PATH_CAP];
+    char out[OUT_CAP];
+    beat_probe first;
+    const char *line;
+    long long last_first = 0, first_second = 0;
+    int late = 0, rc;
+    int64_t t_kill, took;
+    bool second_began = false, gone;
+    pid_t run1, run2;
+
+    self_path(self, sizeof self);
+    path_in(f, log, sizeof log, "beats");
+    path_in(f, out1, sizeof out1, "k9-1.out");
+    path_in(f, out2, sizeof out2, "k9-2.out");
+    first = (beat_probe){ log, 1, 0 };
+    /* A short watchdog: once hilock is dead, the lease runs out within
+     * a second and the second run takes the lock. */
+    run1 = spawn_tool(f, out1, "--watchdog", "1000", "run", "k9", "--",
+                      self, "--beat", "1", log, "0", (char *)NULL);
+    if (!hl_wait_until(beat_seen, &first, widen(10000)))
+        fail_msg("the first command never wrote");
+    assert_int_equal(kill(run1, SIGKILL), 0);
+    assert_int_equal(wait_exit(run1, widen(5000)), 128 + SIGKILL);
+    t_kill = hl_now_ms();
+    gone = hl_wait_until(pid_gone, &first.pid, 2000);
+    took = hl_now_ms() - t_kill;
+
+    run2 = spawn_tool(f, out2, "run", "k9", "--", self, "--beat", "2", log,
+                      "25", (char *)NULL);
+    rc = wait_exit(run2, widen(20000));
+    read_file(out2, out, sizeof out);
+    if (!gone)
+        kill(first.pid, SIGKILL);
+    if (rc != 0)
+        fail_msg("second run: exit %d:\n%s", rc, out);
+
+    read_file(log, beats, sizeof beats);
+    for (line = beats; line != NULL && *line != '\0';) {
+        long id, pid;
+        long long ns;
+
+        if (sscanf(line, "%ld %ld %lld", &id, &pid, &ns) != 3)
+            fail_msg("bad line in %s: %.40s", log, line);
+        if (id == 2 && !second_began) {
+            second_began = true;
+            first_second = ns;
+        }
+        if (id == 1) {
+            last_first = ns;
+            late += second_began;
+        }
+        line = strchr(line, '\n');
+        if (line != NULL)
+            line++;
+    }
+    if (!second_began)
+        fail_msg("the second command never wrote");
+    if (!gone || late > 0 || last_first >= first_second)
+        fail_msg("the command of the killed run %s; %d of its writes came "
+                 "after the next holder's command began, the last %.1f ms "
+                 "after",
+                 gone ? "ended" : "still ran 2 s after the kill", late,
+                 (double)(last_first - first_second) / 1e6);
+    print_message("command gone %lld ms after the kill of hilock\n",
+                  (long long)took);
+    assert_free(f, "k9");
 }
 
 /* `hilock run` of a shell that starts a sleep in the background and
@@ -1761,7 +1902,7 @@ static void test_redlock_usage(void **state)
     assert_has(out, "--redlock URL1,...,URLn");
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_exit_status_passes_through,
@@ -1776,6 +1917,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_signals_forwarded, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_child_signal_dispositions,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_killed_run_takes_command_along,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_command_own_group, setup,
                                         teardown),
@@ -1800,5 +1943,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_redlock_usage, setup, teardown),
     };
 
+    if (argc == 5 && strcmp(argv[1], "--beat") == 0)
+        return beat_main(argv);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

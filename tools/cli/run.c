@@ -12,7 +12,10 @@
  *
  * CMD runs in a process group of its own, so that hilock can signal it
  * together with the children it starts: the signals hilock passes on, and
- * those it sends when the lease is lost, go to that whole group.
+ * those it sends when the lease is lost, go to that whole group.  Should
+ * hilock die without a chance to do so (SIGKILL), the kernel sends
+ * SIGKILL to CMD itself, but not to CMD's own children, which a death
+ * signal never reaches.
  *
  * When hilock runs in the foreground of a terminal, it hands the terminal
  * over to CMD's group, as a shell does for a job: CMD reads from it, and
@@ -28,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -384,8 +388,10 @@ static char **fence_environ(uint64_t token, char *entry, size_t cap)
  * runs hilock's handler in here; one that came meanwhile then acts as it
  * would on CMD.  Handlers need no reset, exec does that; what exec keeps
  * is an ignored disposition, and the mask.
- */
-static _Noreturn void exec_child(char **cmd, char **env, int err_fd)
+ *
+ * parent is hilock's pid as it was before the fork. */
+static _Noreturn void exec_child(char **cmd, char **env, int err_fd,
+                                 pid_t parent)
 {
     /* The parent does both as well: whichever comes first, CMD is in its
      * group, with the terminal, before anyone signals it or it reads.
@@ -394,6 +400,14 @@ static _Noreturn void exec_child(char **cmd, char **env, int err_fd)
     setpgid(0, 0);
     if (tty_fd >= 0)
         tcsetpgrp(tty_fd, getpid());
+    /* The death signal goes when the thread that forked ends, which is
+     * hilock's main thread: it outlives CMD unless hilock dies.  It is
+     * kept across exec, except into a set-user-ID or privileged program. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* hilock may have died before the prctl(): then no signal will come,
+     * and nobody holds the lock for CMD. */
+    if (getppid() != parent)
+        _exit(CLI_EXIT_SOFTWARE);
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
@@ -486,9 +500,10 @@ static int spawn_cmd(char **cmd, char **env, pid_t *pid)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t parent = getpid();
     pid_t p = fork();
     if (p == 0)
-        exec_child(cmd, env, err_pipe[1]);
+        exec_child(cmd, env, err_pipe[1], parent);
     int fork_errno = errno;
     if (p > 0) {
         /* After the exec, setpgid() fails: the child did it already. */
