@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -1120,6 +1121,72 @@ static void test_group_signalled(void **state)
     assert_free(f, "grp");
 }
 
+/* In the foreground of a terminal, the command gets the terminal (a
+ * command in a background group that reads from it would be stopped),
+ * and hilock's own group gets it back once the command is done: a shell
+ * that ran hilock in its session on a fresh pseudo-terminal reads from it
+ * after hilock, and a shell that lost the terminal would read nothing. */
+static void test_terminal_handed_over(void **state)
+{
+    fx *f = F(state);
+    char script[SCRIPT_CAP], out[OUT_CAP];
+    const char *slave;
+    size_t len = 0;
+    int64_t deadline;
+    int master, rc;
+    pid_t pid;
+
+    snprintf(script, sizeof script,
+             "%s --redis %s run tty -- sh -c 'read l; echo got:$l'; "
+             "read m; echo after:$m",
+             HILOCK_TOOL_PATH, f->url);
+    master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    assert_true(master >= 0);
+    assert_int_equal(grantpt(master), 0);
+    assert_int_equal(unlockpt(master), 0);
+    slave = ptsname(master);
+    assert_non_null(slave);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd;
+
+        /* The first terminal a session leader opens becomes its
+         * controlling terminal, with the leader's group in front. */
+        if (setsid() < 0 || (fd = open(slave, O_RDWR)) < 0)
+            _exit(126);
+        dup2(fd, 0);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+        _exit(127);
+    }
+    /* The terminal keeps the lines until each reader takes its own:
+     * sh's read takes one byte at a time. */
+    assert_int_equal(write(master, "one\ntwo\n", 8), 8);
+    /* Until the session ends: then reads fail with EIO. */
+    deadline = hl_now_ms() + widen(20000);
+    for (;;) {
+        struct pollfd p = { .fd = master, .events = POLLIN };
+        int left = (int)(deadline - hl_now_ms());
+        ssize_t n;
+
+        if (left <= 0 || poll(&p, 1, left) <= 0 || len + 1 >= sizeof out)
+            break;
+        n = read(master, out + len, sizeof out - 1 - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    out[len] = '\0';
+    close(master);
+    rc = wait_exit(pid, widen(5000));
+    if (rc != 0 || strstr(out, "got:one") == NULL
+        || strstr(out, "after:two") == NULL)
+        fail_msg("exit %d; on the terminal:\n%s", rc, out);
+    assert_free(f, "tty");
+}
+
 /* ---- locking through the command ------------------------------------- */
 
 static void test_mutual_exclusion(void **state)
@@ -1923,6 +1990,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_command_own_group, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_group_signalled, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_terminal_handed_over, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mutual_exclusion, setup,
                                         teardown),
