@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -588,8 +589,8 @@ static void test_lease_lost(void **state)
     int rc;
 
     path_in(f, out_path, sizeof out_path, "lost.out");
-    /* The trap stops the background sleep too, which hilock does not
-     * signal: it only signals its own child. */
+    /* The TERM reaches the background sleep as well, since hilock
+     * signals the command's whole process group. */
     pid = spawn_tool(f, out_path, "--watchdog", "1000", "run", "lost", "--",
                      "sh", "-c",
                      "trap 'echo got-term; kill $!; exit 0' TERM; "
@@ -881,6 +882,309 @@ static void test_child_signal_dispositions(void **state)
     assert_int_equal(ignored_by_command(f, nohup, 1), sig_bit(SIGHUP));
     assert_int_equal(ignored_by_command(f, background, 3),
                      sig_bit(SIGINT) | sig_bit(SIGQUIT));
+}
+
+/* ---- the command's process group ------------------------------------- */
+
+/* The command of these tests, as a mode of this executable:
+ *   test_cli --beat ID FILE COUNT
+ * appends "ID PID NS\n" to FILE (NS: CLOCK_MONOTONIC) at once and then
+ * every 2 ms, COUNT lines in all, or until killed when COUNT is 0.  One
+ * write() per line to a file opened with O_APPEND: the lines lie in the
+ * order they were written, across processes. */
+static int beat_main(char **argv)
+{
+    long id = strtol(argv[2], NULL, 10);
+    long count = strtol(argv[4], NULL, 10);
+    int fd = open(argv[3], O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    char line[64];
+    long i;
+
+    if (fd < 0)
+        return 1;
+    for (i = 0; count == 0 || i < count; i++) {
+        int n = snprintf(line, sizeof line, "%ld %ld %lld\n", id,
+                         (long)getpid(), (long long)hl_now_ns());
+
+        if (write(fd, line, (size_t)n) != n)
+            return 1;
+        hl_sleep_ms(2);
+    }
+    return 0;
+}
+
+static void self_path(char *out, size_t cap)
+{
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+
+    if (n <= 0)
+        fail_msg("readlink /proc/self/exe: %s", strerror(errno));
+    out[n] = '\0';
+}
+
+/* A process still runs: it exists and is no zombie (one that outlived its
+ * parent waits for init to reap it). */
+static bool pid_alive(pid_t pid)
+{
+    char path[64], stat[256];
+    const char *state;
+
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    read_file(path, stat, sizeof stat);
+    state = strrchr(stat, ')');
+    return state != NULL && state[1] == ' ' && state[2] != 'Z'
+           && state[2] != 'X';
+}
+
+static bool pid_gone(void *arg)
+{
+    return !pid_alive(*(pid_t *)arg);
+}
+
+typedef struct beat_probe {
+    const char *path;
+    long id;
+    pid_t pid; /* of the first line of id, once seen */
+} beat_probe;
+
+/* Room for every line of the --beat commands of one test. */
+static char beats[1 << 20];
+
+static bool beat_seen(void *arg)
+{
+    beat_probe *p = arg;
+    const char *line;
+    const char *text = beats;
+
+    read_file(p->path, beats, sizeof beats);
+    for (line = text; *line != '\0';) {
+        char *end;
+        long id = strtol(line, &end, 10);
+
+        if (id == p->id && strchr(end, '\n') != NULL) {
+            p->pid = (pid_t)strtol(end, NULL, 10);
+            return true;
+        }
+        line = strchr(line, '\n');
+        if (line == NULL)
+            break;
+        line++;
+    }
+    return false;
+}
+
+/* hilock killed by SIGKILL takes its command along at once (the kernel's
+ * death signal), so the next holder of the lock never runs beside it. */
+static void test_killed_run_takes_command_along(void **state)
+{
+    fx *f = F(state);
+    char self[PATH_CAP], log[PATH_CAP], out1[PATH_CAP], out2[PATH_CAP];
+    char out[OUT_CAP];
+    beat_probe first;
+    const char *line;
+    long long last_first = 0, first_second = 0;
+    int late = 0, rc;
+    int64_t t_kill, took;
+    bool second_began = false, gone;
+    pid_t run1, run2;
+
+    self_path(self, sizeof self);
+    path_in(f, log, sizeof log, "beats");
+    path_in(f, out1, sizeof out1, "k9-1.out");
+    path_in(f, out2, sizeof out2, "k9-2.out");
+    first = (beat_probe){ log, 1, 0 };
+    /* A short watchdog: once hilock is dead, the lease runs out within
+     * a second and the second run takes the lock. */
+    run1 = spawn_tool(f, out1, "--watchdog", "1000", "run", "k9", "--",
+                      self, "--beat", "1", log, "0", (char *)NULL);
+    if (!hl_wait_until(beat_seen, &first, widen(10000)))
+        fail_msg("the first command never wrote");
+    assert_int_equal(kill(run1, SIGKILL), 0);
+    assert_int_equal(wait_exit(run1, widen(5000)), 128 + SIGKILL);
+    t_kill = hl_now_ms();
+    gone = hl_wait_until(pid_gone, &first.pid, 2000);
+    took = hl_now_ms() - t_kill;
+
+    run2 = spawn_tool(f, out2, "run", "k9", "--", self, "--beat", "2", log,
+                      "25", (char *)NULL);
+    rc = wait_exit(run2, widen(20000));
+    read_file(out2, out, sizeof out);
+    if (!gone)
+        kill(first.pid, SIGKILL);
+    if (rc != 0)
+        fail_msg("second run: exit %d:\n%s", rc, out);
+
+    read_file(log, beats, sizeof beats);
+    for (line = beats; line != NULL && *line != '\0';) {
+        long id, pid;
+        long long ns;
+
+        if (sscanf(line, "%ld %ld %lld", &id, &pid, &ns) != 3)
+            fail_msg("bad line in %s: %.40s", log, line);
+        if (id == 2 && !second_began) {
+            second_began = true;
+            first_second = ns;
+        }
+        if (id == 1) {
+            last_first = ns;
+            late += second_began;
+        }
+        line = strchr(line, '\n');
+        if (line != NULL)
+            line++;
+    }
+    if (!second_began)
+        fail_msg("the second command never wrote");
+    if (!gone || late > 0 || last_first >= first_second)
+        fail_msg("the command of the killed run %s; %d of its writes came "
+                 "after the next holder's command began, the last %.1f ms "
+                 "after",
+                 gone ? "ended" : "still ran 2 s after the kill", late,
+                 (double)(last_first - first_second) / 1e6);
+    print_message("command gone %lld ms after the kill of hilock\n",
+                  (long long)took);
+    assert_free(f, "k9");
+}
+
+/* `hilock run` of a shell that starts a sleep in the background and
+ * waits for it; returns the pid of hilock, and the sleep's in
+ * *grandchild. */
+static pid_t run_with_grandchild(const fx *f, const char *name,
+                                 const char *watchdog, pid_t *grandchild)
+{
+    char out_path[PATH_CAP], gc_path[PATH_CAP], script[SCRIPT_CAP];
+    char text[64];
+    pid_t pid;
+
+    path_in(f, out_path, sizeof out_path, "gc.out");
+    path_in(f, gc_path, sizeof gc_path, "gc.pid");
+    unlink(gc_path);
+    snprintf(script, sizeof script,
+             "sleep 30 & echo $! > %s.tmp; mv %s.tmp %s; wait", gc_path,
+             gc_path, gc_path);
+    pid = spawn_tool(f, out_path, "--watchdog", watchdog, "run", name, "--",
+                     "sh", "-c", script, (char *)NULL);
+    wait_for_file(gc_path);
+    read_file(gc_path, text, sizeof text);
+    *grandchild = (pid_t)atol(text);
+    assert_true(*grandchild > 0);
+    assert_true(pid_alive(*grandchild));
+    return pid;
+}
+
+/* The command leads a process group of its own. */
+static void test_command_own_group(void **state)
+{
+    fx *f = F(state);
+    char out[OUT_CAP];
+    long pid = 0, pgrp = 0;
+
+    assert_int_equal(TOOL(f, out, "run", "pg", "--", "sh", "-c",
+                          "echo \"$$ $(cut -d' ' -f5 /proc/$$/stat)\""),
+                     0);
+    if (sscanf(out, "%ld %ld", &pid, &pgrp) != 2)
+        fail_msg("unexpected output:\n%s", out);
+    assert_int_equal(pgrp, pid);
+    assert_int_not_equal(pgrp, (long)getpgrp());
+}
+
+/* What hilock sends to the command, on a lost lease and when it passes
+ * on a signal, reaches the command's own children as well. */
+static void test_group_signalled(void **state)
+{
+    fx *f = F(state);
+    char reply[64];
+    pid_t pid, gc;
+    int rc;
+
+    pid = run_with_grandchild(f, "grp", "1000", &gc);
+    assert_int_equal(hl_redis_server_cmd(f->server, reply, sizeof reply,
+                                         "DEL", "grp", (char *)NULL),
+                     ':');
+    rc = wait_exit(pid, widen(4000));
+    if (!hl_wait_until(pid_gone, &gc, widen(2000))) {
+        kill(gc, SIGKILL);
+        fail_msg("the command's child outlived the lost lease (exit %d)",
+                 rc);
+    }
+    assert_int_equal(rc, 76);
+
+    pid = run_with_grandchild(f, "grp", "30000", &gc);
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    rc = wait_exit(pid, widen(10000));
+    if (!hl_wait_until(pid_gone, &gc, widen(2000))) {
+        kill(gc, SIGKILL);
+        fail_msg("the command's child outlived a SIGTERM to hilock (exit "
+                 "%d)", rc);
+    }
+    assert_int_equal(rc, 128 + SIGTERM);
+    assert_free(f, "grp");
+}
+
+/* In the foreground of a terminal, the command gets the terminal (a
+ * command in a background group that reads from it would be stopped),
+ * and hilock's own group gets it back once the command is done: a shell
+ * that ran hilock in its session on a fresh pseudo-terminal reads from it
+ * after hilock, and a shell that lost the terminal would read nothing. */
+static void test_terminal_handed_over(void **state)
+{
+    fx *f = F(state);
+    char script[SCRIPT_CAP], out[OUT_CAP];
+    const char *slave;
+    size_t len = 0;
+    int64_t deadline;
+    int master, rc;
+    pid_t pid;
+
+    snprintf(script, sizeof script,
+             "%s --redis %s run tty -- sh -c 'read l; echo got:$l'; "
+             "read m; echo after:$m",
+             HILOCK_TOOL_PATH, f->url);
+    master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    assert_true(master >= 0);
+    assert_int_equal(grantpt(master), 0);
+    assert_int_equal(unlockpt(master), 0);
+    slave = ptsname(master);
+    assert_non_null(slave);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd;
+
+        /* The first terminal a session leader opens becomes its
+         * controlling terminal, with the leader's group in front. */
+        if (setsid() < 0 || (fd = open(slave, O_RDWR)) < 0)
+            _exit(126);
+        dup2(fd, 0);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+        _exit(127);
+    }
+    /* The terminal keeps the lines until each reader takes its own:
+     * sh's read takes one byte at a time. */
+    assert_int_equal(write(master, "one\ntwo\n", 8), 8);
+    /* Until the session ends: then reads fail with EIO. */
+    deadline = hl_now_ms() + widen(20000);
+    for (;;) {
+        struct pollfd p = { .fd = master, .events = POLLIN };
+        int left = (int)(deadline - hl_now_ms());
+        ssize_t n;
+
+        if (left <= 0 || poll(&p, 1, left) <= 0 || len + 1 >= sizeof out)
+            break;
+        n = read(master, out + len, sizeof out - 1 - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    out[len] = '\0';
+    close(master);
+    rc = wait_exit(pid, widen(5000));
+    if (rc != 0 || strstr(out, "got:one") == NULL
+        || strstr(out, "after:two") == NULL)
+        fail_msg("exit %d; on the terminal:\n%s", rc, out);
+    assert_free(f, "tty");
 }
 
 /* ---- locking through the command ------------------------------------- */
@@ -1665,7 +1969,7 @@ static void test_redlock_usage(void **state)
     assert_has(out, "--redlock URL1,...,URLn");
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_exit_status_passes_through,
@@ -1681,6 +1985,14 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_child_signal_dispositions,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_killed_run_takes_command_along,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_command_own_group, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_group_signalled, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_terminal_handed_over, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_mutual_exclusion, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fence_env, setup, teardown),
@@ -1700,5 +2012,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_redlock_usage, setup, teardown),
     };
 
+    if (argc == 5 && strcmp(argv[1], "--beat") == 0)
+        return beat_main(argv);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

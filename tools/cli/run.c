@@ -10,11 +10,18 @@
  * one of the kinds on one server; in redlock.c, RedLock over several
  * masters.  Everything else here is the same for both.
  *
- * CMD stays in hilock's process group, so that it keeps the terminal (it
- * can read from it, and ^C reaches it directly).  Signals go to CMD's own
- * process only: a CMD that starts children of its own has to pass TERM on
- * to them when the lease is lost, as a shell script does with
- * `trap ... TERM` or exec. */
+ * CMD runs in a process group of its own, so that hilock can signal it
+ * together with the children it starts: the signals hilock passes on, and
+ * those it sends when the lease is lost, go to that whole group.  Should
+ * hilock die without a chance to do so (SIGKILL), the kernel sends
+ * SIGKILL to CMD itself, but not to CMD's own children, which a death
+ * signal never reaches.
+ *
+ * When hilock runs in the foreground of a terminal, it hands the terminal
+ * over to CMD's group, as a shell does for a job: CMD reads from it, and
+ * ^C or ^\ reach CMD alone.  ^Z stops CMD; hilock then takes the terminal
+ * back and stops its own group with the same signal, so that the shell
+ * sees the job stopped, and on being continued continues CMD. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -24,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,17 +45,20 @@
 
 extern char **environ;
 
-/* The signals passed on to CMD. */
+/* The signals passed on to CMD's group.  One that the terminal sent to
+ * hilock's group is passed on as well: CMD's group is another one, which
+ * the terminal did not reach. */
 static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP};
 #define N_FORWARDED (sizeof forwarded / sizeof forwarded[0])
 
-/* Per signal number: 0 none, SIG_FROM_PROCESS sent by some process (kill),
- * SIG_FROM_TTY sent by the terminal to the whole foreground process group,
- * which includes CMD: passing that one on would deliver it twice. */
-enum { SIG_FROM_PROCESS = 1, SIG_FROM_TTY = 2 };
+/* Per signal number: whether it came and is not yet dealt with. */
 static volatile sig_atomic_t pending_signal[NSIG];
 static volatile sig_atomic_t child_changed;
+static volatile sig_atomic_t continued;
 static int wake_fds[2] = {-1, -1};
+/* The controlling terminal, when hilock was in its foreground and handed
+ * it to CMD's group; -1 otherwise. */
+static int tty_fd = -1;
 
 struct cli_run_state {
     atomic_bool acquire_done;
@@ -65,16 +76,15 @@ static void wake(void)
     (void)n;
 }
 
-static void on_signal(int sig, siginfo_t *info, void *ctx)
+static void on_signal(int sig)
 {
-    (void)ctx;
     int saved = errno;
     if (sig == SIGCHLD)
         child_changed = 1;
+    else if (sig == SIGCONT)
+        continued = 1;
     else
-        pending_signal[sig] =
-            info != NULL && info->si_code == SI_KERNEL ? SIG_FROM_TTY
-                                                       : SIG_FROM_PROCESS;
+        pending_signal[sig] = 1;
     wake();
     errno = saved;
 }
@@ -206,8 +216,8 @@ static int setup_signals(void)
     sigemptyset(&unblock);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
     sigfillset(&sa.sa_mask);
     for (size_t i = 0; i < N_FORWARDED; i++) {
         if (sigismember(&ignored_at_start, forwarded[i]))
@@ -215,9 +225,12 @@ static int setup_signals(void)
         sigaction(forwarded[i], &sa, NULL);
         sigaddset(&unblock, forwarded[i]);
     }
-    sa.sa_flags |= SA_NOCLDSTOP;
+    /* Stops of CMD wake hilock too: a stopped job has to be shown to
+     * the shell (follow_stop). */
     sigaction(SIGCHLD, &sa, NULL);
     sigaddset(&unblock, SIGCHLD);
+    sigaction(SIGCONT, &sa, NULL);
+    sigaddset(&unblock, SIGCONT);
     /* The library's loop thread blocks every signal, so they all come to
      * this thread, which must therefore take them. */
     pthread_sigmask(SIG_UNBLOCK, &unblock, NULL);
@@ -374,9 +387,27 @@ static char **fence_environ(uint64_t token, char *entry, size_t cap)
  * blocked until every disposition is back to its default, so that none
  * runs hilock's handler in here; one that came meanwhile then acts as it
  * would on CMD.  Handlers need no reset, exec does that; what exec keeps
- * is an ignored disposition, and the mask. */
-static _Noreturn void exec_child(char **cmd, char **env, int err_fd)
+ * is an ignored disposition, and the mask.
+ *
+ * parent is hilock's pid as it was before the fork. */
+static _Noreturn void exec_child(char **cmd, char **env, int err_fd,
+                                 pid_t parent)
 {
+    /* The parent does both as well: whichever comes first, CMD is in its
+     * group, with the terminal, before anyone signals it or it reads.
+     * tcsetpgrp() from here, a background group, would raise SIGTTOU,
+     * which is blocked. */
+    setpgid(0, 0);
+    if (tty_fd >= 0)
+        tcsetpgrp(tty_fd, getpid());
+    /* The death signal goes when the thread that forked ends, which is
+     * hilock's main thread: it outlives CMD unless hilock dies.  It is
+     * kept across exec, except into a set-user-ID or privileged program. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* hilock may have died before the prctl(): then no signal will come,
+     * and nobody holds the lock for CMD. */
+    if (getppid() != parent)
+        _exit(CLI_EXIT_SOFTWARE);
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
@@ -405,6 +436,57 @@ static _Noreturn void exec_child(char **cmd, char **env, int err_fd)
     _exit(CLI_EXIT_NOT_FOUND);
 }
 
+/* The controlling terminal, open, when hilock's group is in its
+ * foreground; -1 when there is none or hilock runs in the background. */
+static int foreground_tty(void)
+{
+    int fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (fd >= 0 && tcgetpgrp(fd) != getpgrp()) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Hand the terminal to CMD's group, if hilock's group has it. */
+static void give_terminal(pid_t pgid)
+{
+    if (tty_fd >= 0 && tcgetpgrp(tty_fd) == getpgrp())
+        tcsetpgrp(tty_fd, pgid);
+}
+
+/* Take the terminal back from CMD's group, if that group still has it,
+ * so that hilock's group (a shell script, say) can go on using it.
+ * hilock is in the background then, where tcsetpgrp() would raise
+ * SIGTTOU unless it is blocked. */
+static void take_terminal(pid_t pgid)
+{
+    if (tty_fd < 0 || tcgetpgrp(tty_fd) != pgid)
+        return;
+    sigset_t ttou, old;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    pthread_sigmask(SIG_BLOCK, &ttou, &old);
+    tcsetpgrp(tty_fd, getpgrp());
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* CMD stopped with sig while it had the terminal: do what the terminal
+ * would have done to hilock's group had CMD been in it, and stop that
+ * group, so that the shell sees the job stopped and gets the terminal
+ * back.  SIGSTOP (a program's way to stop itself after its own ^Z
+ * handling) becomes SIGTSTP, which the kernel discards in a group that
+ * has no shell to continue it.  Once hilock runs again, CMD does too. */
+static void follow_stop(pid_t pgid, int sig)
+{
+    if (tty_fd < 0)
+        return;
+    take_terminal(pgid);
+    kill(0, sig == SIGSTOP ? SIGTSTP : sig);
+    give_terminal(pgid);
+    kill(-pgid, SIGCONT);
+}
+
 /* Start CMD; returns 0, or the exit status when it cannot be started.
  * posix_spawn would be simpler, but glibc's leaves the signals it keeps
  * for itself (32 and 33) ignored in the new program. */
@@ -418,10 +500,17 @@ static int spawn_cmd(char **cmd, char **env, pid_t *pid)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t parent = getpid();
     pid_t p = fork();
     if (p == 0)
-        exec_child(cmd, env, err_pipe[1]);
+        exec_child(cmd, env, err_pipe[1], parent);
     int fork_errno = errno;
+    if (p > 0) {
+        /* After the exec, setpgid() fails: the child did it already. */
+        setpgid(p, p);
+        if (tty_fd >= 0)
+            tcsetpgrp(tty_fd, p);
+    }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     close(err_pipe[1]);
     if (p < 0) {
@@ -441,6 +530,7 @@ static int spawn_cmd(char **cmd, char **env, pid_t *pid)
     }
     while (waitpid(p, NULL, 0) < 0 && errno == EINTR)
         ;
+    take_terminal(p);
     fprintf(stderr, "hilock: %s: %s\n", cmd[0], strerror(err));
     return err == ENOENT || err == ENOTDIR ? CLI_EXIT_NOT_FOUND
                                            : CLI_EXIT_CANNOT_EXEC;
@@ -503,7 +593,9 @@ static int acquire_failed(const run_args *a, const run_state *st)
 }
 
 /* Run CMD to its end, passing signals on and stopping it if the lease is
- * lost (then *lost_seen is set).  Returns its wait status. */
+ * lost (then *lost_seen is set).  Signals go to CMD's group, whose id is
+ * pid: until CMD is reaped, that id cannot pass to another process, so
+ * the group is never signalled after that.  Returns CMD's wait status. */
 static int supervise(pid_t pid, run_state *st, const char *name,
                      bool *lost_seen)
 {
@@ -512,25 +604,30 @@ static int supervise(pid_t pid, run_state *st, const char *name,
         if (child_changed) {
             child_changed = 0;
             int ws;
-            pid_t r = waitpid(pid, &ws, WNOHANG);
-            if (r == pid)
+            pid_t r = waitpid(pid, &ws, WNOHANG | WUNTRACED);
+            if (r == pid && !WIFSTOPPED(ws))
                 return ws;
+            if (r == pid)
+                follow_stop(pid, WSTOPSIG(ws));
+        }
+        if (continued) {
+            /* Continued by `fg`, after running in the background. */
+            continued = 0;
+            give_terminal(pid);
         }
         for (size_t i = 0; i < N_FORWARDED; i++) {
             int sig = forwarded[i];
-            int from = pending_signal[sig];
-            if (from == 0)
+            if (!pending_signal[sig])
                 continue;
             pending_signal[sig] = 0;
-            if (from == SIG_FROM_PROCESS)
-                kill(pid, sig);
+            kill(-pid, sig);
         }
         if (atomic_load(&st->lost) && !*lost_seen) {
             *lost_seen = true;
-            fprintf(stderr, "hilock: lost the lock %s; stopping %d with "
-                            "SIGTERM\n",
+            fprintf(stderr, "hilock: lost the lock %s; stopping %d and its "
+                            "process group with SIGTERM\n",
                     name, (int)pid);
-            kill(pid, SIGTERM);
+            kill(-pid, SIGTERM);
             kill_at = cli_now_ms() + RUN_GRACE_MS;
         }
         int timeout = -1;
@@ -538,9 +635,9 @@ static int supervise(pid_t pid, run_state *st, const char *name,
             int64_t left = kill_at - cli_now_ms();
             if (left <= 0) {
                 fprintf(stderr, "hilock: %d still runs %d ms after SIGTERM; "
-                                "sending SIGKILL\n",
+                                "sending SIGKILL to its group\n",
                         (int)pid, RUN_GRACE_MS);
-                kill(pid, SIGKILL);
+                kill(-pid, SIGKILL);
                 kill_at = 0;
             } else {
                 timeout = (int)left;
@@ -604,9 +701,11 @@ int cli_run(const cli_globals *g, int argc, char **argv)
         }
     }
     if (sig == 0 && env != NULL) {
+        tty_fd = foreground_tty();
         status = spawn_cmd(a.cmd, env, &pid);
         if (status == 0) {
             int ws = supervise(pid, &st, a.name, &lost_seen);
+            take_terminal(pid);
             status = WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : WEXITSTATUS(ws);
         }
     }
@@ -633,6 +732,8 @@ int cli_run(const cli_globals *g, int argc, char **argv)
     }
 out:
     lk.close(lk.impl);
+    if (tty_fd >= 0)
+        close(tty_fd);
     close(wake_fds[0]);
     close(wake_fds[1]);
     return status;
