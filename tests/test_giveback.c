@@ -14,12 +14,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+#include <unistd.h>
+
+#include <ev.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
 #include "hilock/client.h"
 #include "hilock/error.h"
 #include "hilock/lock.h"
+#include "hilock/options.h"
 #include "support/fixture.h"
 #include "support/lock_helpers.h"
 #include "support/raw_reads.h"
@@ -175,12 +180,124 @@ static void test_wake_during_reconcile_sends_no_second_attempt(void **state)
     hl_free_client(c);
 }
 
+/* ---- a blocking acquire whose loop does not answer in time ------------ */
+
+/* A client on a loop of the test's own, whose thread does not run the
+ * loop at first, as a caller that blocks its own loop would.  The other
+ * thread's blocking acquire gives up meanwhile; when the loop runs, the
+ * acquire it started must not take the lock for nobody. */
+typedef struct stalled_loop {
+    pthread_t thread;
+    struct ev_loop *loop;
+    ev_async stop;
+    hilock_client *client;
+    hilock_lock *lock;
+    int block_ms;
+    int setup_rc;
+    atomic_bool ready;
+    atomic_bool done;
+} stalled_loop;
+
+static void on_stop(struct ev_loop *loop, ev_async *w, int revents)
+{
+    stalled_loop *sl = w->data;
+
+    (void)revents;
+    /* The client goes on its loop's thread, which then has nothing left
+     * to run but the stop watcher. */
+    hilock_lock_destroy(sl->lock);
+    hilock_client_destroy(sl->client);
+    ev_async_stop(loop, w);
+}
+
+static void *stalled_loop_main(void *arg)
+{
+    stalled_loop *sl = arg;
+    hilock_options *o = NULL;
+    int64_t timeout = hl_under_valgrind() ? 1500 : 200;
+    int rc = hilock_options_create(&o);
+
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_host(o, "127.0.0.1");
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_port(o, hl_redis_server_port(fx.server));
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_command_timeout_ms(o, timeout);
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_connect_timeout_ms(o, timeout);
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_loop(o, sl->loop);
+    if (rc == HILOCK_OK)
+        rc = hilock_client_create(&sl->client, o);
+    if (rc == HILOCK_OK)
+        rc = hilock_lock_create(&sl->lock, sl->client, "stalled", 7);
+    hilock_options_free(o);
+    sl->setup_rc = rc;
+    ev_async_init(&sl->stop, on_stop);
+    sl->stop.data = sl;
+    if (rc == HILOCK_OK)
+        ev_async_start(sl->loop, &sl->stop);
+    atomic_store(&sl->ready, true);
+    if (rc == HILOCK_OK) {
+        hl_sleep_ms(sl->block_ms); /* the caller keeps its loop busy */
+        ev_run(sl->loop, 0);
+    }
+    atomic_store(&sl->done, true);
+    return NULL;
+}
+
+static void test_blocking_acquire_timeout_leaves_no_grant(void **state)
+{
+    static stalled_loop sl;
+    int64_t t0, took, count = 0;
+    int rc;
+
+    (void)state;
+    memset(&sl, 0, sizeof sl);
+    sl.loop = ev_loop_new(EVFLAG_AUTO);
+    assert_non_null(sl.loop);
+    /* Past the blocking call's limit: twice the command timeout, the
+     * connect timeout and a second. */
+    sl.block_ms = hl_under_valgrind() ? 7000 : 2500;
+    atomic_init(&sl.ready, false);
+    atomic_init(&sl.done, false);
+    assert_int_equal(pthread_create(&sl.thread, NULL, stalled_loop_main,
+                                    &sl), 0);
+    assert_true(hl_wait_flag(&sl.ready, hl_widen(10000)));
+    assert_status(sl.setup_rc, HILOCK_OK);
+    t0 = hl_now_ms();
+    rc = hilock_lock_try_acquire(sl.lock, 0, HILOCK_LEASE_WATCHDOG);
+    took = hl_now_ms() - t0;
+    /* The call gave up on the loop, and says so. */
+    assert_status(rc, HILOCK_ETIMEDOUT);
+    /* The acquire it started may have reached the server before its
+     * cancel: what it took there goes back, rather than being held and
+     * renewed for a thread that was told it failed.  The thread's next
+     * acquire goes to the server after that give-back, and finds the
+     * lock free: one hold, which its one release ends. */
+    assert_status(hilock_lock_try_acquire(sl.lock, 0, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_OK);
+    assert_status(hilock_lock_hold_count(sl.lock, &count), HILOCK_OK);
+    if (count != 1)
+        fail_msg("%lld holds on the server after one acquire; the one "
+                 "reported as timed out took the lock", (long long)count);
+    assert_status(hilock_lock_release(sl.lock), HILOCK_OK);
+    assert_int_equal(hl_raw_exists(fx.server, "stalled"), 0);
+    /* It returned once the loop had run the acquire's cancel, after the
+     * stall, not at its limit. */
+    assert_true(took >= sl.block_ms - 100);
+    ev_async_send(sl.loop, &sl.stop);
+    hl_join_within(sl.thread, &sl.done, hl_widen(10000));
+    ev_loop_destroy(sl.loop);
+}
+
 int main(void)
 {
 #define T(fn) hl_lock_test(fn, &fx)
     const struct CMUnitTest tests[] = {
         T(test_cancelled_grant_spares_newer),
         T(test_wake_during_reconcile_sends_no_second_attempt),
+        T(test_blocking_acquire_timeout_leaves_no_grant),
     };
 #undef T
 

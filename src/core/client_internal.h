@@ -115,6 +115,11 @@ void hl_client_leave_callback(hilock_client *client);
  * that gives up leaves the late result to be freed by the poster. */
 typedef struct hl_sync hl_sync;
 hl_sync *hl_sync_new(void);
+/* Each wait drops a reference: a caller that waits a second time (after
+ * a timeout) takes one more first, and drops it itself if the first wait
+ * was answered. */
+void hl_sync_ref(hl_sync *s);
+void hl_sync_unref(hl_sync *s);
 /* Wait until posted or the deadline (µs from now) passes: HILOCK_OK when
  * posted, HILOCK_ETIMEDOUT otherwise.  Drops the waiter's reference. */
 int hl_sync_wait(hl_sync *s, int64_t timeout_us, int *status,

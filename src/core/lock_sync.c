@@ -35,11 +35,16 @@ static int check_sync(hilock_lock *lock)
 
 /* Start an async call with a fresh waiter and wait for its callback.  The
  * async layer always completes; the deadline only guards against a loop
- * thread that stopped answering. */
-typedef int start_fn(hilock_lock *lock, hl_sync *sync, const void *args);
+ * thread that stopped answering (a caller's own loop that the caller
+ * blocks, say).  An acquire that has not answered by then is cancelled,
+ * and the caller waits for it to complete: returning at once would leave
+ * a grant that lands later held, and renewed, for a thread that was told
+ * it failed. */
+typedef int start_fn(hilock_lock *lock, hl_sync *sync, void *args,
+                     uint64_t *op_id);
 
 static int run_sync(hilock_lock *lock, int64_t wait_ms, start_fn *start,
-                    const void *args, int64_t *value)
+                    void *args, int64_t *value)
 {
     int rc = check_sync(lock);
     if (rc != 0)
@@ -48,17 +53,34 @@ static int run_sync(hilock_lock *lock, int64_t wait_ms, start_fn *start,
     hl_sync *sync = hl_sync_new();
     if (sync == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory");
-    rc = start(lock, sync, args);
+    uint64_t op_id = 0;
+    rc = start(lock, sync, args, &op_id);
     if (rc != HILOCK_OK) {
         /* The callback will not come: post in its place. */
         hl_sync_post(sync, rc, NULL, hilock_last_error());
+        op_id = 0;
     }
+    if (op_id != 0)
+        hl_sync_ref(sync); /* for a second wait, after a cancel */
     int64_t us = hl_sync_limit_us(o, wait_ms);
     int status = 0;
     char detail[256];
     if (hl_sync_wait(sync, us, &status, NULL, value, detail,
-                     sizeof detail) != 0)
-        return hl_fail(HILOCK_ETIMEDOUT, "the loop thread did not answer");
+                     sizeof detail) != 0) {
+        if (op_id == 0)
+            return hl_fail(HILOCK_ETIMEDOUT, "the loop thread did not answer");
+        /* Should the cancel not reach the loop, the acquire still ends at
+         * its own deadline, which has passed. */
+        hilock_lock_cancel(lock, op_id);
+        hl_sync_wait(sync, INT64_MAX / 4, &status, NULL, value, detail,
+                     sizeof detail);
+        if (status == HILOCK_ECANCELED)
+            return hl_fail(HILOCK_ETIMEDOUT,
+                           "the loop thread did not answer in time; the "
+                           "acquire was cancelled");
+    } else if (op_id != 0) {
+        hl_sync_unref(sync);
+    }
     if (status != 0)
         hl_set_detail(detail);
     else
@@ -72,12 +94,13 @@ typedef struct acquire_args {
     unsigned flags;
 } acquire_args;
 
-static int start_acquire(hilock_lock *lock, hl_sync *sync, const void *p)
+static int start_acquire(hilock_lock *lock, hl_sync *sync, void *p,
+                         uint64_t *op_id)
 {
     const acquire_args *a = p;
     return hilock_lock_acquire_async(lock, hilock_thread_owner(), a->wait_ms,
                                      a->lease_ms, a->flags, on_acquired,
-                                     sync, NULL);
+                                     sync, op_id);
 }
 
 int hilock_lock_acquire_fenced(hilock_lock *lock, int64_t wait_ms,
@@ -103,9 +126,11 @@ int hilock_lock_acquire(hilock_lock *lock)
                                       HILOCK_LEASE_WATCHDOG, NULL);
 }
 
-static int start_release(hilock_lock *lock, hl_sync *sync, const void *p)
+static int start_release(hilock_lock *lock, hl_sync *sync, void *p,
+                            uint64_t *op_id)
 {
     (void)p;
+    (void)op_id;
     return hilock_lock_release_async(lock, hilock_thread_owner(), on_value,
                                      sync);
 }
@@ -115,9 +140,11 @@ int hilock_lock_release(hilock_lock *lock)
     return run_sync(lock, 0, start_release, NULL, NULL);
 }
 
-static int start_force(hilock_lock *lock, hl_sync *sync, const void *p)
+static int start_force(hilock_lock *lock, hl_sync *sync, void *p,
+                            uint64_t *op_id)
 {
     (void)p;
+    (void)op_id;
     return hilock_lock_force_release_async(lock, on_value, sync);
 }
 
@@ -130,9 +157,11 @@ int hilock_lock_force_release(hilock_lock *lock, bool *deleted)
     return rc;
 }
 
-static int start_is_locked(hilock_lock *lock, hl_sync *sync, const void *p)
+static int start_is_locked(hilock_lock *lock, hl_sync *sync, void *p,
+                            uint64_t *op_id)
 {
     (void)p;
+    (void)op_id;
     return hilock_lock_is_locked_async(lock, on_value, sync);
 }
 
@@ -145,9 +174,11 @@ int hilock_lock_is_locked(hilock_lock *lock, bool *locked)
     return rc;
 }
 
-static int start_hold_count(hilock_lock *lock, hl_sync *sync, const void *p)
+static int start_hold_count(hilock_lock *lock, hl_sync *sync, void *p,
+                            uint64_t *op_id)
 {
     (void)p;
+    (void)op_id;
     return hilock_lock_hold_count_async(lock, hilock_thread_owner(),
                                         on_value, sync);
 }
@@ -170,9 +201,11 @@ int hilock_lock_is_held_by_me(hilock_lock *lock, bool *held)
     return rc;
 }
 
-static int start_ttl(hilock_lock *lock, hl_sync *sync, const void *p)
+static int start_ttl(hilock_lock *lock, hl_sync *sync, void *p,
+                            uint64_t *op_id)
 {
     (void)p;
+    (void)op_id;
     return hilock_lock_remaining_ttl_async(lock, on_value, sync);
 }
 
@@ -203,9 +236,11 @@ static void run_lost_query(hilock_client *c, hl_task *t, bool closed)
     hl_free(q);
 }
 
-static int start_lost_query(hilock_lock *lock, hl_sync *sync, const void *p)
+static int start_lost_query(hilock_lock *lock, hl_sync *sync, void *p,
+                            uint64_t *op_id)
 {
     (void)p;
+    (void)op_id;
     lost_query *q = hl_calloc(1, sizeof *q);
     if (q == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory");

@@ -35,7 +35,9 @@ hl_sync *hl_sync_new(void)
     return s;
 }
 
-static void sync_unref(hl_sync *s)
+void hl_sync_ref(hl_sync *s) { atomic_fetch_add(&s->refs, 1); }
+
+void hl_sync_unref(hl_sync *s)
 {
     if (atomic_fetch_sub(&s->refs, 1) != 1)
         return;
@@ -103,7 +105,7 @@ int hl_sync_wait(hl_sync *s, int64_t timeout_us, int *status,
     }
     pthread_mutex_unlock(&s->m);
     atomic_fetch_sub_explicit(&waiting, 1, memory_order_relaxed);
-    sync_unref(s);
+    hl_sync_unref(s);
     return rc;
 }
 
@@ -124,7 +126,7 @@ void hl_sync_post_value(hl_sync *s, int status, hilock_reply *reply,
     snprintf(s->detail, sizeof s->detail, "%s", detail ? detail : "");
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->m);
-    sync_unref(s);
+    hl_sync_unref(s);
 }
 
 int64_t hl_sync_limit_us(const hilock_options *o, int64_t wait_ms)
