@@ -291,6 +291,46 @@ static void test_blocking_acquire_timeout_leaves_no_grant(void **state)
     ev_loop_destroy(sl.loop);
 }
 
+/* ---- a reconcile the server never answers ----------------------------- */
+
+/* A reconcile keeps the owner's next acquires behind it, since they could
+ * be granted beside what it is about to remove.  Against a server that
+ * does not answer, it must not do so for longer than the grant it is
+ * about can last: then every such grant has run out on the server, and a
+ * new acquire should meet the server itself, not a request of the past. */
+static void test_reconcile_gives_up_after_the_lease(void **state)
+{
+    const int64_t lease_ms = hl_under_valgrind() ? 4000 : 1000;
+    const hl_client_opts opts = {
+        .command_timeout_ms = hl_under_valgrind() ? 1000 : 200 };
+    hilock_client *c = hl_new_client(fx.server, &opts);
+    hilock_lock *l = hl_new_lock(c, "unanswered");
+    int64_t t0;
+
+    (void)state;
+    hl_fixture_pause(fx.server);
+    t0 = hl_now_ms();
+    assert_status(hilock_lock_try_acquire(l, 0, lease_ms), HILOCK_ETIMEDOUT);
+    /* The attempt's outcome is unknown: its reconcile has the turn. */
+    assert_status(hilock_lock_try_acquire(l, 0, lease_ms), HILOCK_ETIMEDOUT);
+    assert_non_null(strstr(hilock_last_error(), "earlier request"));
+    /* The lease of anything the first attempt took has run out, and the
+     * reconcile has failed once more since. */
+    hl_sleep_ms((int)(lease_ms + 3 * opts.command_timeout_ms -
+                      (hl_now_ms() - t0)));
+    assert_status(hilock_lock_try_acquire(l, 0, lease_ms), HILOCK_ETIMEDOUT);
+    if (strstr(hilock_last_error(), "earlier request") != NULL)
+        fail_msg("%lld ms after an attempt with a %lld ms lease, its "
+                 "reconcile still holds the owner's acquires back",
+                 (long long)(hl_now_ms() - t0), (long long)lease_ms);
+    hl_fixture_resume(fx.server);
+    assert_status(hilock_lock_try_acquire(l, hl_widen(5000), lease_ms),
+                  HILOCK_OK);
+    assert_status(hilock_lock_release(l), HILOCK_OK);
+    hl_free_lock(l);
+    hl_free_client(c);
+}
+
 int main(void)
 {
 #define T(fn) hl_lock_test(fn, &fx)
@@ -298,6 +338,7 @@ int main(void)
         T(test_cancelled_grant_spares_newer),
         T(test_wake_during_reconcile_sends_no_second_attempt),
         T(test_blocking_acquire_timeout_leaves_no_grant),
+        T(test_reconcile_gives_up_after_the_lease),
     };
 #undef T
 

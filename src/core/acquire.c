@@ -286,7 +286,7 @@ static void unknown_outcome(hl_acquire_op *op, int status, const char *why)
     if (op->subscribed)
         hl_waiter_done_trying(&op->waiter);
     hl_reconcile_start(op->lock, op->owner, &op->turn, op->nonce,
-                       op->nonce_len);
+                       op->nonce_len, op->lease_ms);
     if (status == HILOCK_ECLOSED || op->wait_ms == 0 || remaining(op) <= 0) {
         op_finish(op, status, NULL, op->last_detail);
         return;
@@ -307,9 +307,10 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
         hilock_reply_free(reply);
         if (status != HILOCK_OK && status != HILOCK_EREDIS)
             hl_reconcile_start(lock, op->owner, &op->turn, op->nonce,
-                               op->nonce_len);
+                               op->nonce_len, op->lease_ms);
         else if (status == HILOCK_OK && res.outcome == HL_ACQ_ACQUIRED)
-            hl_reconcile_start(lock, op->owner, &op->turn, NULL, 0);
+            hl_reconcile_start(lock, op->owner, &op->turn, NULL, 0,
+                               op->lease_ms);
         else
             hl_turn_end(lock, &op->turn);
         op_free_if_idle(op);
@@ -331,7 +332,8 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
         hilock_acquired got;
         int rc = grant(op, &res, &got);
         if (rc != HILOCK_OK) {
-            hl_reconcile_start(lock, op->owner, &op->turn, NULL, 0);
+            hl_reconcile_start(lock, op->owner, &op->turn, NULL, 0,
+                               op->lease_ms);
             op_finish(op, rc, NULL, "out of memory recording a hold");
             return;
         }

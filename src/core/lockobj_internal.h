@@ -42,9 +42,12 @@ void hl_turn_end(hilock_lock *lock, hl_turn *turn);
  * nobody will take (a cancelled acquire's: nonce NULL), or after a
  * release whose outcome is unknown.  from is the turn of the attempt it
  * follows, whose place it takes, or NULL to queue for a turn of its own.
- * Sent again on every new connection until answered. */
+ * Sent again on every new connection until answered, or until lease_ms
+ * (the longest lease the grants it is about may have; 0: the watchdog
+ * timeout) has passed, when they have all run out on the server. */
 void hl_reconcile_start(hilock_lock *lock, uint64_t owner, hl_turn *from,
-                        const char *nonce, size_t nonce_len);
+                        const char *nonce, size_t nonce_len,
+                        int64_t lease_ms);
 
 struct hl_acquire_op {
     hl_task task; /* first: handed to the loop thread */

@@ -8,11 +8,13 @@
 
 #include "alloc.h"
 #include "lockobj_internal.h"
+#include "options_internal.h"
 
 typedef struct hl_reconcile {
     hl_turn turn;
     hilock_lock *lock; /* referenced */
     uint64_t owner;
+    hl_monotime give_up_at;
     char nonce[HILOCK_CLIENT_ID_LEN + 22]; /* "" when nothing to void */
     size_t nonce_len;
 } hl_reconcile;
@@ -31,8 +33,9 @@ static void on_reconciled(void *data, int status, hilock_reply *reply)
 {
     hl_reconcile *r = data;
     hilock_reply_free(reply);
-    if (status == HILOCK_EIO || status == HILOCK_ETIMEDOUT ||
-        status == HILOCK_EPROTO || status == HILOCK_ETOOBIG) {
+    if ((status == HILOCK_EIO || status == HILOCK_ETIMEDOUT ||
+         status == HILOCK_EPROTO || status == HILOCK_ETOOBIG) &&
+        hl_monotime_now() < r->give_up_at) {
         /* Still unknown: the request waits for the next connection. */
         reconcile_send(r);
         return;
@@ -75,7 +78,8 @@ static void reconcile_go(hl_turn *t)
 }
 
 void hl_reconcile_start(hilock_lock *lock, uint64_t owner, hl_turn *from,
-                        const char *nonce, size_t nonce_len)
+                        const char *nonce, size_t nonce_len,
+                        int64_t lease_ms)
 {
     hl_reconcile *r =
         lock->client != NULL ? hl_calloc(1, sizeof *r) : NULL;
@@ -88,6 +92,13 @@ void hl_reconcile_start(hilock_lock *lock, uint64_t owner, hl_turn *from,
     }
     r->lock = lock;
     r->owner = owner;
+    /* Once every grant it may be about has run out on the server, a
+     * reconcile has nothing left to remove; trying longer would only
+     * keep the owner's next acquires waiting for a server that does not
+     * answer. */
+    if (lease_ms <= 0)
+        lease_ms = lock->client->opts->watchdog_timeout_ms;
+    r->give_up_at = hl_monotime_now() + HL_MS(lease_ms);
     if (nonce != NULL && nonce_len < sizeof r->nonce) {
         memcpy(r->nonce, nonce, nonce_len);
         r->nonce_len = nonce_len;

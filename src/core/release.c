@@ -67,13 +67,14 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
         char why[256];
         snprintf(why, sizeof why, "%s", hilock_last_error());
         if (h) {
+            int64_t lease_ms = h->lease_ms;
             if (h->count > 0)
                 h->count--;
             if (h->count <= 0 && h->releases_in_flight == 0)
                 hl_hold_drop(h);
             else if (hl_hold_lease(h) && call->lease_was_releasing)
                 hl_lease_set_releasing(hl_hold_lease(h), false);
-            hl_reconcile_start(lock, call->owner, NULL, NULL, 0);
+            hl_reconcile_start(lock, call->owner, NULL, NULL, 0, lease_ms);
         }
         call_finish(call, status, 0, why);
         return;
@@ -222,8 +223,9 @@ static void call_start(hilock_client *c, hl_task *t, bool closed)
             /* The loss was reported already: say so now rather than after
              * a round trip to a server that may be down, and clear what
              * may be left of the hold there in the background. */
+            int64_t lease_ms = h->lease_ms;
             hl_hold_drop(h);
-            hl_reconcile_start(lock, call->owner, NULL, NULL, 0);
+            hl_reconcile_start(lock, call->owner, NULL, NULL, 0, lease_ms);
             call_finish(call, HILOCK_ELEASELOST, 0,
                         "the lease was lost before this release");
             return;
