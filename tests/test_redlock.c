@@ -722,7 +722,7 @@ static void test_paused_master(void **state)
     redlock_free(rl);
 }
 
-/* ---- 3b. too few masters beats contention -------------------------------- */
+/* ---- 3b. too few masters beats contention ------------------------------- */
 
 /* Takes m for owner, not the calling thread, on every master, and waits
  * until each master shows the hold. */
