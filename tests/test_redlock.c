@@ -5,8 +5,11 @@
  * all-or-nothing multi-lock over plain lock handles. */
 /* ctest-timeout: 300 */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -35,6 +38,7 @@
 #include "support/fixture.h"
 #include "support/lock_helpers.h"
 #include "support/loop_call.h"
+#include "support/raw_reads.h"
 
 #define NMASTERS 5
 #define ALL_MASTERS ((1u << NMASTERS) - 1)
@@ -80,11 +84,13 @@ static int setup_two(void **state)
 
 static void stop_parent_holders(void);
 static void destroy_owned(void);
+static void tool_kill(void);
 
 static int teardown_masters(void **state)
 {
     (void)state;
     hl_children_kill_all(&kids);
+    tool_kill();
     stop_parent_holders();
     destroy_owned();
     /* After the clients: deadlines they took on the injected clock would
@@ -364,6 +370,46 @@ static void wait_keys_present(const char *key, unsigned mask, int timeout_ms)
     if (!hl_wait_until(keys_present, &w, timeout_ms))
         fail_msg("%s did not appear on masters 0x%x within %d ms", key, mask,
                  timeout_ms);
+}
+
+/* Script calls a server has run (EVAL and EVALSHA). */
+static long long script_calls(int server)
+{
+    static const char *const cmds[] = { "cmdstat_eval:", "cmdstat_evalsha:" };
+    char r[16384];
+    long long sum = 0;
+    int t = hl_redis_server_cmd(masters[server], r, sizeof r, "INFO",
+                                "commandstats", (char *)NULL);
+
+    if (t != '$')
+        fail_msg("INFO commandstats on server %d failed", server);
+    for (size_t k = 0; k < 2; k++) {
+        const char *line = strstr(r, cmds[k]);
+        const char *calls, *rejected, *eol;
+
+        if (line == NULL)
+            continue;
+        eol = strchr(line, '\r');
+        calls = strstr(line, "calls=");
+        rejected = strstr(line, "rejected_calls=");
+        if (calls != NULL && (eol == NULL || calls < eol))
+            sum += strtoll(calls + 6, NULL, 10);
+        if (rejected != NULL && (eol == NULL || rejected < eol))
+            sum += strtoll(rejected + 15, NULL, 10);
+    }
+    return sum;
+}
+
+typedef struct calls_want {
+    int server;
+    long long min;
+} calls_want;
+
+static bool calls_reached(void *arg)
+{
+    calls_want *w = arg;
+
+    return script_calls(w->server) >= w->min;
 }
 
 /* ---- the loop thread ---------------------------------------------------- */
@@ -672,6 +718,256 @@ static void test_paused_master(void **state)
                   HILOCK_OK);
     assert_status(hilock_multilock_release(m), HILOCK_OK);
     wait_keys_gone("rl.paused", ALL_MASTERS, hl_widen(3000));
+    multi_free(m);
+    redlock_free(rl);
+}
+
+/* ---- 3b. too few masters beats contention ------------------------------- */
+
+/* Takes m for owner, not the calling thread, on every master, and waits
+ * until each master shows the hold. */
+static void hold_as(hilock_multilock *m, uint64_t owner, const char *key)
+{
+    static acq_rec r;
+
+    acq_rec_init(&r);
+    assert_status(hilock_multilock_acquire_async(m, owner, hl_widen(3000),
+                                                 HILOCK_LEASE_WATCHDOG,
+                                                 on_acquired, &r, NULL),
+                  HILOCK_OK);
+    acq_rec_wait(&r, hl_widen(10000));
+    assert_status(r.status, HILOCK_OK);
+    wait_keys_present(key, ALL_MASTERS, hl_widen(3000));
+}
+
+/* A try with a wait whose outcome must be want, in about wait_ms: each
+ * round waits at most the node timeout for the masters that are down. */
+static void expect_wait_outcome(hilock_multilock *m, int64_t wait_ms,
+                                int64_t node_ms, int want,
+                                hilock_member_result *res)
+{
+    int64_t t0 = hl_now_ms(), took;
+
+    assert_status(hilock_multilock_try_acquire(m, wait_ms, 60000, res, NULL),
+                  want);
+    took = hl_now_ms() - t0;
+    if (took < wait_ms - 1 || took > wait_ms + node_ms + hl_widen(1000))
+        fail_msg("a %lld ms wait gave up after %lld ms", (long long)wait_ms,
+                 (long long)took);
+}
+
+/* Another owner holds the lock, then three masters stop.  The two live
+ * masters answer "held" long before the stopped ones time out, but no
+ * owner could reach a quorum with three masters silent: that is what the
+ * caller has to hear, not that the lock is busy. */
+static void test_no_quorum_beats_contention(void **state)
+{
+    rl_params p = basic_params();
+    hilock_member_result res[NMASTERS];
+    hilock_redlock *rl;
+    hilock_multilock *m;
+    const uint64_t other = 0x5eed;
+    const unsigned down = (1u << 0) | (1u << 2) | (1u << 4);
+    const int64_t wait_ms = 3 * p.node_ms;
+
+    (void)state;
+    rl = redlock_new(&p);
+    wait_voting(rl, ALL_MASTERS, hl_widen(5000));
+    m = redlock_lock_new(rl, "rl.nq");
+    hold_as(m, other, "rl.nq");
+
+    for (int i = 0; i < NMASTERS; i++)
+        if (down & (1u << i))
+            hl_fixture_pause(masters[i]);
+    expect_wait_outcome(m, wait_ms, p.node_ms, HILOCK_ENOQUORUM, res);
+    for (int i = 0; i < NMASTERS; i++) {
+        if (down & (1u << i)) {
+            if (res[i].status == HILOCK_OK || res[i].status == HILOCK_EBUSY)
+                fail_msg("stopped master %d answered %s", i,
+                         member_status(&res[i]));
+        } else if (res[i].status != HILOCK_EBUSY) {
+            fail_msg("live master %d: %s, not EBUSY", i,
+                     member_status(&res[i]));
+        }
+    }
+    /* A single try decides the same way. */
+    assert_status(hilock_multilock_try_acquire(m, 0, 60000, res, NULL),
+                  HILOCK_ENOQUORUM);
+
+    /* Dead masters rather than stopped ones: refused connections may
+     * come before or after the "held" answers; either way, no quorum. */
+    for (int i = 0; i < NMASTERS; i++)
+        if (down & (1u << i))
+            hl_fixture_kill9(masters[i]);
+    expect_wait_outcome(m, wait_ms, p.node_ms, HILOCK_ENOQUORUM, res);
+    assert_status(hilock_multilock_try_acquire(m, 0, 60000, res, NULL),
+                  HILOCK_ENOQUORUM);
+
+    for (int i = 0; i < NMASTERS; i++)
+        if (down & (1u << i))
+            hl_fixture_restart(masters[i]);
+    multi_free(m);
+    redlock_free(rl);
+}
+
+/* Two masters down leave a quorum possible: the lock is busy, and the
+ * caller is told so. */
+static void test_contention_with_two_down(void **state)
+{
+    rl_params p = basic_params();
+    hilock_member_result res[NMASTERS];
+    hilock_redlock *rl;
+    hilock_multilock *m;
+    const uint64_t other = 0x5eed;
+    const int64_t wait_ms = 3 * p.node_ms;
+
+    (void)state;
+    rl = redlock_new(&p);
+    wait_voting(rl, ALL_MASTERS, hl_widen(5000));
+    m = redlock_lock_new(rl, "rl.busy");
+    hold_as(m, other, "rl.busy");
+
+    hl_fixture_pause(masters[1]);
+    hl_fixture_kill9(masters[3]);
+    expect_wait_outcome(m, wait_ms, p.node_ms, HILOCK_EBUSY, res);
+    for (int i = 0; i < NMASTERS; i++)
+        if (i != 1 && i != 3 && res[i].status != HILOCK_EBUSY)
+            fail_msg("live master %d: %s, not EBUSY", i,
+                     member_status(&res[i]));
+    assert_status(hilock_multilock_try_acquire(m, 0, 60000, res, NULL),
+                  HILOCK_EBUSY);
+
+    hl_fixture_resume(masters[1]);
+    hl_fixture_restart(masters[3]);
+    multi_free(m);
+    redlock_free(rl);
+}
+
+/* The hilock tool run in the background; teardown kills it if a test
+ * fails with it still running. */
+static pid_t tool_pid;
+
+static void tool_kill(void)
+{
+    if (tool_pid > 0) {
+        kill(tool_pid, SIGKILL);
+        waitpid(tool_pid, NULL, 0);
+    }
+    tool_pid = 0;
+}
+
+/* hilock --redlock over the masters with argv after it, its stdout and
+ * stderr into the file at out_path. */
+static void tool_spawn(const char *out_path, const char *const *args)
+{
+    char urls[NMASTERS * 96];
+    const char *argv[16];
+    posix_spawn_file_actions_t fa;
+    size_t used = 0;
+    int n = 0, rc;
+
+    for (int i = 0; i < NMASTERS; i++)
+        used += (size_t)snprintf(urls + used, sizeof urls - used,
+                                 "%sredis://127.0.0.1:%d?quarantine=%d"
+                                 "&node_timeout=%d",
+                                 i ? "," : "",
+                                 hl_redis_server_port(masters[i]),
+                                 hl_widen(300), hl_widen(200));
+    assert_true(used < sizeof urls);
+    argv[n++] = HILOCK_TOOL_PATH;
+    argv[n++] = "--redlock";
+    argv[n++] = urls;
+    while (*args != NULL && n < 15)
+        argv[n++] = *args++;
+    argv[n] = NULL;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path,
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    rc = posix_spawn(&tool_pid, argv[0], &fa, NULL, (char *const *)argv,
+                     environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0)
+        fail_msg("spawn %s: %s", argv[0], strerror(rc));
+}
+
+/* The tool's exit status (128 + signal when killed); fails the test if
+ * it has not ended within timeout_ms. */
+static int tool_wait(int timeout_ms)
+{
+    int64_t deadline = hl_now_ms() + timeout_ms;
+    int ws;
+
+    for (;;) {
+        pid_t r = waitpid(tool_pid, &ws, WNOHANG);
+
+        if (r == tool_pid)
+            break;
+        if (r < 0 && errno != EINTR)
+            fail_msg("waitpid: %s", strerror(errno));
+        if (hl_now_ms() >= deadline) {
+            tool_kill();
+            fail_msg("the tool did not end within %d ms", timeout_ms);
+        }
+        hl_sleep_ms(5);
+    }
+    tool_pid = 0;
+    return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+}
+
+/* The tool waits for a lock another owner holds; three masters stop
+ * meanwhile.  It must end saying the masters are the problem (69), not
+ * that the lock was busy (75). */
+static void test_tool_no_quorum_exit(void **state)
+{
+    rl_params p = basic_params();
+    hilock_redlock *rl;
+    hilock_multilock *m;
+    const uint64_t other = 0x5eed;
+    const unsigned down = (1u << 0) | (1u << 2) | (1u << 4);
+    char wait_arg[32], out_path[] = "/tmp/hilock-redlock-tool-XXXXXX";
+    static char out[4096];
+    int fd, rc;
+    ssize_t len;
+    calls_want w;
+
+    (void)state;
+    fd = mkstemp(out_path);
+    if (fd < 0)
+        fail_msg("mkstemp: %s", strerror(errno));
+    rl = redlock_new(&p);
+    wait_voting(rl, ALL_MASTERS, hl_widen(5000));
+    m = redlock_lock_new(rl, "rl.tool");
+    hold_as(m, other, "rl.tool");
+
+    snprintf(wait_arg, sizeof wait_arg, "%d", hl_widen(2000));
+    {
+        const char *args[] = { "run", "--wait", wait_arg, "rl.tool", "--",
+                               "true", NULL };
+
+        w.server = 1;
+        w.min = script_calls(1) + 2;
+        tool_spawn(out_path, args);
+    }
+    /* Two attempts on a live master: the tool has connected and is in
+     * its wait, where only the masters it loses can change the answer. */
+    if (!hl_wait_until(calls_reached, &w, hl_widen(10000)))
+        fail_msg("the tool made no two attempts within 10 s");
+    for (int i = 0; i < NMASTERS; i++)
+        if (down & (1u << i))
+            hl_fixture_pause(masters[i]);
+    rc = tool_wait(hl_widen(2000) + hl_widen(10000));
+    len = pread(fd, out, sizeof out - 1, 0);
+    out[len > 0 ? len : 0] = '\0';
+    close(fd);
+    unlink(out_path);
+    if (rc != 69 || strstr(out, "too few masters") == NULL)
+        fail_msg("the tool exited %d, not 69:\n%s", rc, out);
+
+    for (int i = 0; i < NMASTERS; i++)
+        if (down & (1u << i))
+            hl_fixture_resume(masters[i]);
     multi_free(m);
     redlock_free(rl);
 }
@@ -1559,46 +1855,6 @@ static bool member_locked(trio *t, int i)
     return locked;
 }
 
-/* Script calls a server has run (EVAL and EVALSHA). */
-static long long script_calls(int server)
-{
-    static const char *const cmds[] = { "cmdstat_eval:", "cmdstat_evalsha:" };
-    char r[16384];
-    long long sum = 0;
-    int t = hl_redis_server_cmd(masters[server], r, sizeof r, "INFO",
-                                "commandstats", (char *)NULL);
-
-    if (t != '$')
-        fail_msg("INFO commandstats on server %d failed", server);
-    for (size_t k = 0; k < 2; k++) {
-        const char *line = strstr(r, cmds[k]);
-        const char *calls, *rejected, *eol;
-
-        if (line == NULL)
-            continue;
-        eol = strchr(line, '\r');
-        calls = strstr(line, "calls=");
-        rejected = strstr(line, "rejected_calls=");
-        if (calls != NULL && (eol == NULL || calls < eol))
-            sum += strtoll(calls + 6, NULL, 10);
-        if (rejected != NULL && (eol == NULL || rejected < eol))
-            sum += strtoll(rejected + 15, NULL, 10);
-    }
-    return sum;
-}
-
-typedef struct calls_want {
-    int server;
-    long long min;
-} calls_want;
-
-static bool calls_reached(void *arg)
-{
-    calls_want *w = arg;
-
-    return script_calls(w->server) >= w->min;
-}
-
 static void test_multilock_all_or_nothing(void **state)
 {
     hilock_member_result res[3];
@@ -1904,6 +2160,9 @@ int main(void)
         T5(test_two_masters_killed),
         T5(test_three_masters_down),
         T5(test_paused_master),
+        T5(test_no_quorum_beats_contention),
+        T5(test_contention_with_two_down),
+        T5(test_tool_no_quorum_exit),
         T5(test_quarantine_restarted_master),
         T5(test_quarantine_group_survives),
         cmocka_unit_test(test_validity_arithmetic),

@@ -14,7 +14,9 @@
  * the Redlock algorithm with the gaps its critiques point at closed:
  * - all N are asked at once, each with the per-node timeout
  *   (hilock_options_set_node_timeout_ms), and the outcome is decided as
- *   soon as a quorum said yes or can no longer say yes;
+ *   soon as a quorum said yes or can no longer say yes (the last attempt
+ *   may wait for the rest to learn why not: see
+ *   hilock_multilock_try_acquire);
  * - validity = lease - elapsed - (lease * 1% + 2 ms), elapsed measured on
  *   CLOCK_MONOTONIC from sending the attempt; the lock is held only with a
  *   quorum and a positive validity, otherwise every master is released at
@@ -104,11 +106,21 @@ HILOCK_API int hilock_multilock_destroy(hilock_multilock *m);
  * (HILOCK_LEASE_WATCHDOG or > 0).  results (may be NULL) receives one
  * entry per member for the last attempt, validity_ms (may be NULL) the
  * validity left when acquired.
+ * The outcome is that of the last attempt, the one that failed with no
+ * wait left.  For RedLock, that attempt waits for the masters still
+ * asked (at most the node timeout) when their answers decide between the
+ * two below; a multi-lock's counts the answers in when it failed.
  * @return HILOCK_OK          acquired
- * @return HILOCK_EBUSY       another owner held a member for the whole
- *                            wait
- * @return HILOCK_ENOQUORUM   too many members failed (unreachable, timed
- *                            out, quarantined) for the group to be taken
+ * @return HILOCK_EBUSY       another owner kept the group out until the
+ *                            wait ran out: in the last attempt, members
+ *                            held by others, with or without members that
+ *                            failed, left too few to grant
+ * @return HILOCK_ENOQUORUM   in the last attempt, the members that failed
+ *                            (unreachable, timed out, closed, refused by
+ *                            an error, quarantined) were alone too many
+ *                            for the group to be taken by any owner:
+ *                            more than n - quorum (any one for a
+ *                            multi-lock)
  * @return HILOCK_EEXPIRED    the members granted, but the lease had run
  *                            out by the time they had (validity <= 0)
  * @return HILOCK_EINVAL      bad wait_ms or lease_ms (also a lease too

@@ -55,6 +55,7 @@ struct multi_op {
     bool started;
     bool done;
     bool round_open; /* answers of this round still count */
+    bool settling;   /* the last round failed: waiting to learn why */
     hilock_multi_acquire_cb *cb;
     void *user_data;
 };
@@ -261,11 +262,57 @@ static void round_failed(multi_op *op, int status, const char *detail)
     hl_timer_arm(&op->backoff, delay);
 }
 
+/* Whether a failed round is the acquire's last. */
+static bool last_round(const multi_op *op)
+{
+    return op->wait_ms == 0 || op_remaining(op) <= 0;
+}
+
+/* Grants of a round that can no longer win go back at once: another
+ * owner may be waiting for them. */
+static void give_back_granted(multi_op *op)
+{
+    hilock_multilock *m = op->m;
+    for (size_t i = 0; i < m->n; i++)
+        if (op->granted & bit(i))
+            give_back(m, i, op->owner);
+    op->granted = 0;
+}
+
+/* A failed round's verdict: HILOCK_ENOQUORUM once its failures alone
+ * rule out a quorum, HILOCK_EBUSY once they no longer can, 0 while the
+ * members still asked could tip it either way. */
+static int failed_verdict(const multi_op *op)
+{
+    const hilock_multilock *m = op->m;
+    size_t spare = m->n - m->quorum;
+    if (op->errs > spare)
+        return HILOCK_ENOQUORUM;
+    if (op->errs + popcount(op->pending) <= spare)
+        return HILOCK_EBUSY;
+    return 0;
+}
+
+static void settle(multi_op *op)
+{
+    give_back_granted(op);
+    int verdict = failed_verdict(op);
+    if (verdict == HILOCK_ENOQUORUM)
+        round_failed(op, verdict, "too many members failed or are "
+                                  "quarantined");
+    else if (verdict == HILOCK_EBUSY)
+        round_failed(op, verdict, "a member is held by another owner");
+}
+
 static void decide(multi_op *op)
 {
     hilock_multilock *m = op->m;
     if (!op->round_open)
         return;
+    if (op->settling) {
+        settle(op);
+        return;
+    }
     if (op->yes >= m->quorum) {
         int64_t lease = op->lease_ms > 0 ? op->lease_ms : m->watchdog_ms;
         if (hl_validity(lease, op->round_start, hl_monotime_now()) <= 0) {
@@ -292,14 +339,23 @@ static void decide(multi_op *op)
         return;
     }
     size_t no = op->busy + op->errs;
-    if (no > m->n - m->quorum) {
-        if (op->errs > m->n - m->quorum)
-            round_failed(op, HILOCK_ENOQUORUM,
-                         "too many members failed or are quarantined");
-        else
-            round_failed(op, HILOCK_EBUSY,
-                         "a member is held by another owner");
+    if (no <= m->n - m->quorum)
+        return;
+    if (m->redlock && failed_verdict(op) == 0 && last_round(op)) {
+        /* "Held by another" came first, but the masters still asked may
+         * yet fail in numbers that rule out a quorum whoever holds the
+         * lock, and that is what the caller must hear: let them answer,
+         * which the node timeout bounds.  A multi-lock's members have no
+         * such bound, and its caller would rather not wait. */
+        op->settling = true;
+        give_back_granted(op);
+        return;
     }
+    if (op->errs > m->n - m->quorum)
+        round_failed(op, HILOCK_ENOQUORUM,
+                     "too many members failed or are quarantined");
+    else
+        round_failed(op, HILOCK_EBUSY, "a member is held by another owner");
 }
 
 static void member_answered(hl_task *t)
@@ -396,6 +452,7 @@ static void attempt_round(multi_op *op)
     op->round++;
     op->attempts++;
     op->round_open = true;
+    op->settling = false;
     op->yes = op->busy = op->errs = 0;
     op->granted = op->pending = 0;
     op->round_start = hl_monotime_now();

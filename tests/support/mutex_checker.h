@@ -42,6 +42,14 @@ long hl_mutex_checker_enter(hl_mutex_checker *mc, uint32_t holder,
 /* Call right before the lock is released. */
 void hl_mutex_checker_exit(hl_mutex_checker *mc, long slot);
 
+/* The holder of the section in slot was told, at told_ns on
+ * CLOCK_MONOTONIC (as hl_now_ns() reads it), that its hold was lost: from
+ * then on it may overlap others, and its increment may be lost.  Call it
+ * before hl_mutex_checker_exit(), at most once per section.  A holder that
+ * learns of the loss only when it lets go (an error from its release, say)
+ * was not told in time and must not call this. */
+void hl_mutex_checker_told(hl_mutex_checker *mc, long slot, uint64_t told_ns);
+
 /* Record a problem a holder saw, such as an unexpected status.  The first
  * message is kept; every call counts. */
 void hl_mutex_checker_fail(hl_mutex_checker *mc, const char *fmt, ...)
@@ -54,7 +62,9 @@ size_t hl_mutex_checker_count(const hl_mutex_checker *mc);
  * every section was closed, none overlapped another, the counter equals
  * the number of sections, and (with check_tokens) tokens strictly
  * increase in order of entry.  Otherwise false, with the first problem
- * described in why. */
+ * described in why.  A told section counts as ended when its holder was
+ * told (or when it began, if that was earlier), and each told section
+ * may have cost the counter one increment. */
 bool hl_mutex_checker_verify(const hl_mutex_checker *mc, bool check_tokens,
                              char *why, size_t cap);
 
