@@ -17,9 +17,12 @@
 
 #include "core/client_internal.h"
 #include "core/lease.h"
+#include "core/lockobj.h"
+#include "hilock/rwlock.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"
 #include "support/lock_helpers.h"
+#include "support/loop_call.h"
 
 /* Counts allocations; the one numbered fail_at (from 1) returns NULL.  The
  * memory still comes from the C library, so swapping the table while
@@ -279,11 +282,161 @@ static void test_calls_without_acquire_fail_cleanly(void **state)
     hl_redis_server_stop(s);
 }
 
+/* Leases of the reentrant kind in the renewal tests below: more than one
+ * batch holds, so that a round sends a batch while others are open. */
+#define ROUND_REENTRANT 120
+#define ROUND_LEASES (ROUND_REENTRANT + 2)
+
+typedef struct round_probe {
+    hilock_lock **locks;
+    long fail;        /* the allocation of the round to fail; 0: none */
+    long allocations; /* the round made, the failed one included */
+    hl_lease_stats before;
+    hl_lease_stats after; /* once the round was sent */
+    hl_monotime deadlines[ROUND_LEASES];
+} round_probe;
+
+static hl_lease *only_lease(hilock_lock *lock)
+{
+    assert_non_null(lock->holds);
+    hl_lease *l = hl_hold_lease(lock->holds);
+    assert_non_null(l);
+    return l;
+}
+
+static void run_round(hilock_client *c, void *arg)
+{
+    round_probe *p = arg;
+    for (int i = 0; i < ROUND_LEASES; i++)
+        p->deadlines[i] = only_lease(p->locks[i])->deadline;
+    p->before = hl_lease_engine_stats(c->leases);
+    arm(p->fail);
+    hl_lease_engine_renew_now(c->leases);
+    p->allocations = atomic_load(&alloc_count);
+    arm(0);
+    p->after = hl_lease_engine_stats(c->leases);
+}
+
+static void read_lease_stats(hilock_client *c, void *arg)
+{
+    *(hl_lease_stats *)arg = hl_lease_engine_stats(c->leases);
+}
+
+static bool round_answered(void *arg)
+{
+    hl_lease_stats st;
+    hl_run_on_loop(arg, read_lease_stats, &st);
+    return st.renewing == 0;
+}
+
+typedef struct moved_count {
+    round_probe *p;
+    int moved;
+} moved_count;
+
+static void count_moved(hilock_client *c, void *arg)
+{
+    (void)c;
+    moved_count *m = arg;
+    m->moved = 0;
+    for (int i = 0; i < ROUND_LEASES; i++)
+        m->moved += only_lease(m->p->locks[i])->deadline != m->p->deadlines[i];
+}
+
+/* Runs one round failing allocation p->fail of it, waits for every call it
+ * sent to be answered, and returns how many leases it renewed, after
+ * checking that exactly those leases moved their deadline and that none
+ * was lost. */
+static uint64_t one_round(hilock_client *c, round_probe *p)
+{
+    hl_run_on_loop(c, run_round, p);
+    if (!hl_wait_until(round_answered, c, hl_widen(10000)))
+        fail_msg("renewals of round %ld still unanswered", p->fail);
+    hl_lease_stats st;
+    hl_run_on_loop(c, read_lease_stats, &st);
+    uint64_t renewed = st.renewed - p->before.renewed;
+    moved_count m = {p, 0};
+    hl_run_on_loop(c, count_moved, &m);
+    /* An unconfirmed renewal never moves a deadline. */
+    assert_int_equal(m.moved, renewed);
+    assert_int_equal(st.lost, 0);
+    assert_int_equal(st.active, ROUND_LEASES);
+    return renewed;
+}
+
+static void test_failures_in_a_renewal_round(void **state)
+{
+    (void)state;
+    hl_redis_server *s = hl_fixture_plain();
+    assert_int_equal(hilock_set_allocators(&counting), HILOCK_OK);
+    arm(0);
+    long before = atomic_load(&live);
+    /* Rounds are run by hand; the timer's would land between a round and
+     * the counts checked after it. */
+    hilock_client *c = counted_client(s, 600000);
+
+    /* A read lock first and a write lock last around the reentrant ones:
+     * a round opens batches of three scripts, sends a full one in the
+     * middle and the others at its end. */
+    static hilock_lock *locks[ROUND_LEASES];
+    assert_status(hilock_read_lock_create(&locks[0], c, "round:r", 7),
+                  HILOCK_OK);
+    for (int i = 1; i <= ROUND_REENTRANT; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "round:%d", i);
+        assert_status(hilock_lock_create(&locks[i], c, name, strlen(name)),
+                      HILOCK_OK);
+    }
+    assert_status(hilock_write_lock_create(&locks[ROUND_LEASES - 1], c,
+                                           "round:w", 7),
+                  HILOCK_OK);
+    for (int i = 0; i < ROUND_LEASES; i++)
+        assert_status(hilock_lock_try_acquire(locks[i], hl_widen(5000),
+                                              HILOCK_LEASE_WATCHDOG),
+                      HILOCK_OK);
+
+    static round_probe p;
+    memset(&p, 0, sizeof p);
+    p.locks = locks;
+    assert_int_equal(one_round(c, &p), ROUND_LEASES);
+    assert_int_equal(p.after.renew_calls - p.before.renew_calls, 4);
+    long clean = p.allocations;
+    assert_true(clean >= 4);
+
+    bool some_left_out = false;
+    for (long n = 1; n <= clean + 1; n++) {
+        p.fail = n;
+        long failures_before = atomic_load(&failures);
+        uint64_t renewed = one_round(c, &p);
+        if (p.allocations >= n)
+            assert_int_equal(atomic_load(&failures), failures_before + 1);
+        some_left_out |= renewed < ROUND_LEASES;
+    }
+    assert_true(some_left_out);
+
+    /* The next round renews every lease as if nothing had happened. */
+    p.fail = 0;
+    assert_int_equal(one_round(c, &p), ROUND_LEASES);
+    assert_int_equal(p.after.renew_calls - p.before.renew_calls, 4);
+
+    for (int i = 0; i < ROUND_LEASES; i++) {
+        assert_status(hilock_lock_release(locks[i]), HILOCK_OK);
+        assert_status(hilock_lock_destroy(locks[i]), HILOCK_OK);
+    }
+    assert_status(hilock_client_destroy(c), HILOCK_OK);
+    long leaked = atomic_load(&live) - before;
+    if (leaked != 0)
+        fail_msg("%ld blocks still allocated after the client went", leaked);
+    hilock_set_allocators(NULL);
+    hl_redis_server_stop(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_allocation_fails_once),
         cmocka_unit_test(test_calls_without_acquire_fail_cleanly),
+        cmocka_unit_test(test_failures_in_a_renewal_round),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -202,6 +202,7 @@ static void on_renew_reply(void *data, int status, hilock_reply *reply)
     }
     hilock_reply_free(reply);
     hl_free(b);
+    e->stats.renewing--;
     /* Counted until here, so no lease freed above could free the engine. */
     e->batches--;
     engine_free_if_unused(e);
@@ -244,6 +245,7 @@ static void send_batch(hl_lease_engine *e, renew_batch *b)
     }
     e->batches++;
     e->stats.renew_calls++;
+    e->stats.renewing++;
 }
 
 /* Renew every watched lease, grouping leases of the same kind. */
@@ -252,6 +254,7 @@ static void renew_all(hl_lease_engine *e)
     hl_monotime now = hl_monotime_now();
     renew_batch *open[4] = {0}; /* one open batch per kind seen (few) */
     const hl_kind *kinds[4] = {0};
+    bool short_of_memory = false;
     for (hl_lease *l = e->running; l != NULL; l = l->next) {
         if (!l->watchdog || l->releasing)
             continue;
@@ -269,9 +272,15 @@ static void renew_all(hl_lease_engine *e)
         }
         kinds[k] = l->kind;
         if (open[k] == NULL) {
-            open[k] = hl_calloc(1, sizeof *open[k]);
-            if (open[k] == NULL)
-                return;
+            /* With no memory for a batch, the lease goes without renewal
+             * this round and keeps its deadline; the batches already open
+             * still go out, or their leases would stay counted as named by
+             * a batch and never be given back. */
+            if (short_of_memory ||
+                (open[k] = hl_calloc(1, sizeof *open[k])) == NULL) {
+                short_of_memory = true;
+                continue;
+            }
             open[k]->engine = e;
         }
         open[k]->leases[open[k]->n++] = l;
@@ -285,6 +294,8 @@ static void renew_all(hl_lease_engine *e)
         if (open[k] != NULL)
             send_batch(e, open[k]);
 }
+
+void hl_lease_engine_renew_now(hl_lease_engine *e) { renew_all(e); }
 
 static void on_tick(hl_timer *t)
 {
