@@ -33,6 +33,7 @@ struct hl_lease_engine {
 
 typedef struct renew_batch {
     hl_lease_engine *engine;
+    const hl_script *script; /* the renew script of all its leases */
     hl_monotime sent_at;
     int n;
     hl_lease *leases[HL_LEASE_BATCH];
@@ -202,6 +203,7 @@ static void on_renew_reply(void *data, int status, hilock_reply *reply)
     }
     hilock_reply_free(reply);
     hl_free(b);
+    e->stats.renewing--;
     /* Counted until here, so no lease freed above could free the engine. */
     e->batches--;
     engine_free_if_unused(e);
@@ -232,8 +234,8 @@ static void send_batch(hl_lease_engine *e, renew_batch *b)
     lens[n] = strlen(ttl);
     hl_conn *conn = e->client->conn;
     b->sent_at = hl_monotime_now();
-    int rc = conn ? hl_script_run(conn, b->leases[0]->kind->renew, n,
-                                  2 * n + 1, argv, lens, on_renew_reply, b)
+    int rc = conn ? hl_script_run(conn, b->script, n, 2 * n + 1, argv, lens,
+                                  on_renew_reply, b)
                   : HILOCK_ECLOSED;
     if (rc != HILOCK_OK) {
         /* Not sent: the deadlines will tell if this keeps failing. */
@@ -244,47 +246,58 @@ static void send_batch(hl_lease_engine *e, renew_batch *b)
     }
     e->batches++;
     e->stats.renew_calls++;
+    e->stats.renewing++;
 }
 
-/* Renew every watched lease, grouping leases of the same kind. */
+/* Renew every watched lease, one batch per renew script at a time (kinds
+ * may share one).  A script's index names its open batch, so a lease costs
+ * one array read whatever the number of kinds, and a round is linear in
+ * its leases plus HL_MAX_SCRIPTS to send what is left open. */
 static void renew_all(hl_lease_engine *e)
 {
     hl_monotime now = hl_monotime_now();
-    renew_batch *open[4] = {0}; /* one open batch per kind seen (few) */
-    const hl_kind *kinds[4] = {0};
+    renew_batch *open[HL_MAX_SCRIPTS] = {0};
+    bool short_of_memory = false;
     for (hl_lease *l = e->running; l != NULL; l = l->next) {
         if (!l->watchdog || l->releasing)
             continue;
         if (e->max_hold_ms > 0 && now - l->started >= HL_MS(e->max_hold_ms))
             continue; /* held long enough: let it run out */
-        int k = 0;
-        while (k < 4 && kinds[k] != NULL && kinds[k] != l->kind)
-            k++;
-        if (k == 4) {
-            /* More kinds than slots in one round: flush the first. */
-            send_batch(e, open[0]);
-            open[0] = NULL;
-            kinds[0] = l->kind;
-            k = 0;
+        const hl_script *script = l->kind->renew;
+        renew_batch **slot = &open[script->index];
+        if (*slot != NULL && (*slot)->script != script) {
+            /* Only a script never initialised shares an index; still,
+             * a batch runs one script for all its leases. */
+            send_batch(e, *slot);
+            *slot = NULL;
         }
-        kinds[k] = l->kind;
-        if (open[k] == NULL) {
-            open[k] = hl_calloc(1, sizeof *open[k]);
-            if (open[k] == NULL)
-                return;
-            open[k]->engine = e;
+        if (*slot == NULL) {
+            /* With no memory for a batch, the lease goes without renewal
+             * this round and keeps its deadline; the batches already open
+             * still go out, or their leases would stay counted as named by
+             * a batch and never be given back. */
+            if (short_of_memory ||
+                (*slot = hl_calloc(1, sizeof **slot)) == NULL) {
+                short_of_memory = true;
+                continue;
+            }
+            (*slot)->engine = e;
+            (*slot)->script = script;
         }
-        open[k]->leases[open[k]->n++] = l;
+        renew_batch *b = *slot;
+        b->leases[b->n++] = l;
         l->batches++;
-        if (open[k]->n == HL_LEASE_BATCH) {
-            send_batch(e, open[k]);
-            open[k] = NULL;
+        if (b->n == HL_LEASE_BATCH) {
+            send_batch(e, b);
+            *slot = NULL;
         }
     }
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < HL_MAX_SCRIPTS; k++)
         if (open[k] != NULL)
             send_batch(e, open[k]);
 }
+
+void hl_lease_engine_renew_now(hl_lease_engine *e) { renew_all(e); }
 
 static void on_tick(hl_timer *t)
 {

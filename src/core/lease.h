@@ -86,6 +86,10 @@ bool hl_lease_stop(hl_lease *l);
 
 int64_t hl_lease_engine_watchdog_ms(const hl_lease_engine *e);
 
+/* A renewal round now, besides the timer's: the timer keeps its rhythm.
+ * Tests use it to place a round exactly. */
+void hl_lease_engine_renew_now(hl_lease_engine *e);
+
 /* Report every running lease lost now (its server restarted).  Leases
  * being released are left to their release. */
 void hl_lease_engine_lose_all(hl_lease_engine *e);
@@ -96,6 +100,7 @@ typedef struct hl_lease_stats {
     uint64_t renewed;       /* leases confirmed */
     uint64_t lost;          /* leases reported lost */
     uint64_t active;        /* leases running now */
+    uint64_t renewing;      /* script calls sent and not yet answered */
 } hl_lease_stats;
 hl_lease_stats hl_lease_engine_stats(const hl_lease_engine *e);
 

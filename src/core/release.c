@@ -5,6 +5,7 @@
 #include "alloc.h"
 #include "error_detail.h"
 #include "lockobj_internal.h"
+#include "options_internal.h"
 
 typedef enum lock_call_kind {
     CALL_RELEASE,
@@ -230,10 +231,12 @@ static void call_start(hilock_client *c, hl_task *t, bool closed)
                         "the lease was lost before this release");
             return;
         }
+        /* The watchdog timeout from the options, not the lease engine: a
+         * release before any acquire would have to make the engine, and
+         * may find no memory for it. */
         int64_t lease = h && h->lease_ms > 0
                             ? h->lease_ms
-                            : hl_lease_engine_watchdog_ms(
-                                  hl_client_leases(lock->client));
+                            : lock->client->opts->watchdog_timeout_ms;
         if (h) {
             /* A release of the last hold not already being released may
              * free the lock: renewals must not read the freed key as a
