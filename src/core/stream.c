@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -86,15 +88,139 @@ fail:
     return NULL;
 }
 
+/* ---- the socket under TLS -------------------------------------------
+ * OpenSSL's own socket BIO writes with write(2), which raises SIGPIPE on a
+ * connection the peer has reset, and SIGPIPE kills by default.  The loop
+ * may run on any thread (the caller's loop, a RedLock's), whose signal
+ * mask is not ours to change, and the process's disposition belongs to the
+ * application.  So TLS goes through this BIO, which writes with
+ * MSG_NOSIGNAL and otherwise behaves like the socket BIO: retry flags on
+ * EAGAIN, an end-of-file flag that SSL asks for with BIO_eof(), and the
+ * descriptor for SSL_get_fd().  It never closes the descriptor: the
+ * stream does, after SSL_free. */
+
+/* Made at the first TLS connection and kept for the life of the process;
+ * a failure to make it (out of memory) is retried at the next one. */
+static BIO_METHOD *socket_method;
+static pthread_mutex_t socket_method_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int bio_fd(BIO *b)
+{
+    return (int)(intptr_t)BIO_get_data(b);
+}
+
+static int sock_bio_write(BIO *b, const char *buf, int len)
+{
+    BIO_clear_retry_flags(b);
+    if (len <= 0)
+        return 0;
+    ssize_t n;
+    do
+        n = send(bio_fd(b), buf, (size_t)len, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        BIO_set_retry_write(b);
+    return (int)n;
+}
+
+static int sock_bio_read(BIO *b, char *buf, int len)
+{
+    BIO_clear_retry_flags(b);
+    if (buf == NULL || len <= 0)
+        return 0;
+    ssize_t n;
+    do
+        n = recv(bio_fd(b), buf, (size_t)len, 0);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        BIO_set_retry_read(b);
+    else if (n == 0)
+        BIO_set_flags(b, BIO_FLAGS_IN_EOF);
+    return (int)n;
+}
+
+static long sock_bio_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+    (void)num;
+    switch (cmd) {
+    case BIO_C_SET_FD: {
+        int fd = *(const int *)ptr;
+        BIO_set_data(b, (void *)(intptr_t)fd);
+        BIO_set_init(b, 1);
+        BIO_clear_flags(b, BIO_FLAGS_IN_EOF);
+        return 1;
+    }
+    case BIO_C_GET_FD:
+        if (!BIO_get_init(b))
+            return -1;
+        if (ptr != NULL)
+            *(int *)ptr = bio_fd(b);
+        return bio_fd(b);
+    case BIO_CTRL_EOF:
+        return BIO_test_flags(b, BIO_FLAGS_IN_EOF) != 0;
+    case BIO_CTRL_FLUSH:
+        /* Every write went straight to the socket: nothing is held. */
+        return 1;
+    default:
+        /* PUSH, POP, the kTLS queries, GET_CLOSE (BIO_NOCLOSE is 0) and
+         * the rest: a plain socket has nothing to add, and 0 is what SSL
+         * expects then. */
+        return 0;
+    }
+}
+
+static int sock_bio_create(BIO *b)
+{
+    BIO_set_data(b, (void *)(intptr_t)-1);
+    BIO_set_init(b, 0);
+    return 1;
+}
+
+static BIO_METHOD *make_socket_method(void)
+{
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK |
+                                     BIO_TYPE_DESCRIPTOR,
+                                 "hilock socket");
+    if (m == NULL)
+        return NULL;
+    if (BIO_meth_set_write(m, sock_bio_write) != 1 ||
+        BIO_meth_set_read(m, sock_bio_read) != 1 ||
+        BIO_meth_set_ctrl(m, sock_bio_ctrl) != 1 ||
+        BIO_meth_set_create(m, sock_bio_create) != 1) {
+        BIO_meth_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* A BIO on fd that can never raise SIGPIPE; NULL when out of memory. */
+static BIO *socket_bio(int fd)
+{
+    pthread_mutex_lock(&socket_method_lock);
+    if (socket_method == NULL)
+        socket_method = make_socket_method();
+    BIO_METHOD *m = socket_method;
+    pthread_mutex_unlock(&socket_method_lock);
+    if (m == NULL)
+        return NULL;
+    BIO *b = BIO_new(m);
+    if (b != NULL)
+        BIO_set_fd(b, fd, BIO_NOCLOSE);
+    return b;
+}
+
 int hl_stream_tls_begin(hl_stream *s, SSL_CTX *ctx, const char *name,
                         int verify, char *err, size_t errlen)
 {
     ERR_clear_error();
     s->ssl = SSL_new(ctx);
-    if (s->ssl == NULL || SSL_set_fd(s->ssl, s->fd) != 1) {
+    BIO *bio = s->ssl != NULL ? socket_bio(s->fd) : NULL;
+    if (bio == NULL) {
         tls_error_text("TLS session", err, errlen);
         return HL_STREAM_ERROR;
     }
+    /* One BIO both ways: SSL takes over our single reference. */
+    SSL_set_bio(s->ssl, bio, bio);
     if (name != NULL && name[0] != '\0') {
         int ip = is_ip_literal(name);
         /* SNI carries host names only, never addresses (RFC 6066). */

@@ -1,5 +1,7 @@
 /* A byte stream over a connected socket: plain TCP or TLS, with the same
- * non-blocking contract for both, so the connection code has one path. */
+ * non-blocking contract for both, so the connection code has one path.
+ * Neither ever raises SIGPIPE, whatever the calling thread's signal mask:
+ * a reset connection is an error result, not the death of the process. */
 #ifndef HL_STREAM_H
 #define HL_STREAM_H
 

@@ -175,6 +175,11 @@ int cli_open(const cli_globals *g, hilock_client **out)
     return rc;
 }
 
+/* SIGPIPE keeps the disposition hilock was started with.  The library's
+ * sockets never raise it, so ignoring it would only change what happens
+ * when hilock's own reader goes away (`hilock status | head`), where
+ * ending quietly, as any filter does, is right; and `hilock run` hands
+ * CMD the default disposition whatever hilock had (see run.c). */
 int main(int argc, char **argv)
 {
     cli_globals g = {0};
