@@ -157,10 +157,15 @@ int hilock_redlock_create(hilock_redlock **out, const char *const *urls,
     pthread_mutex_unlock(&rl->mu);
     size_t quorum = n / 2 + 1;
     for (size_t i = 0; i < n; i++) {
-        if (rl->create_status[i] == HILOCK_ENOMEM) {
+        /* Not a master being down: this process cannot make clients. */
+        int st = rl->create_status[i];
+        if (st == HILOCK_ENOMEM || st == HILOCK_ERANDOM) {
             stop_thread(rl);
             redlock_free(rl);
-            return hl_fail(HILOCK_ENOMEM, "out of memory for master %zu", i);
+            return hl_fail(st, "master %zu: %s", i,
+                           st == HILOCK_ENOMEM
+                               ? "out of memory"
+                               : "the CSPRNG could not make a client id");
         }
     }
     /* Connecting happens on the loop; wait (once, in short steps) until
