@@ -49,7 +49,8 @@ typedef struct hilock_client hilock_client;
  * @return HILOCK_ETIMEDOUT  not ready within the connect timeout
  * @return HILOCK_EAUTH      the server refused the user or password
  * @return HILOCK_ETLS       TLS set-up, handshake or verification failed
- * @return HILOCK_EREDIS     the server refused SELECT */
+ * @return HILOCK_EREDIS     the server refused SELECT
+ * @return HILOCK_ERANDOM    the CSPRNG failed: no safe client id */
 HILOCK_API int hilock_client_create(hilock_client **out,
                                     const hilock_options *opts);
 

@@ -195,7 +195,8 @@ HILOCK_API int hilock_multilock_set_lost_callback(hilock_multilock *m,
  * @return HILOCK_OK
  * @return HILOCK_EINVAL     NULL, n even or out of range, a bad URL
  * @return HILOCK_ENOQUORUM  fewer than a quorum of masters reachable
- * @return HILOCK_ENOMEM */
+ * @return HILOCK_ENOMEM
+ * @return HILOCK_ERANDOM    the CSPRNG failed: no safe client ids */
 HILOCK_API int hilock_redlock_create(hilock_redlock **out,
                                      const char *const *urls, size_t n,
                                      const hilock_options *base);

@@ -308,14 +308,17 @@ static void *loop_main(void *arg)
 
 /* ---- create / close / destroy ---------------------------------------- */
 
-static void make_uuid(char out[HILOCK_CLIENT_ID_LEN + 1])
+int (*hilock__rand_bytes)(unsigned char *buf, int num) = RAND_bytes;
+
+/* A failing CSPRNG fails the client: an id from any weaker source could
+ * be guessed or repeated, and two owners sharing an id would each think
+ * they hold what the other holds. */
+static int make_uuid(char out[HILOCK_CLIENT_ID_LEN + 1])
 {
     unsigned char b[16];
-    if (RAND_bytes(b, sizeof b) != 1) {
-        /* The CSPRNG failing is fatal for unique owner ids; make it loud
-         * rather than guessable. */
-        abort();
-    }
+    if (hilock__rand_bytes(b, sizeof b) != 1)
+        return hl_fail(HILOCK_ERANDOM,
+                       "the CSPRNG could not make a client id");
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
     snprintf(out, HILOCK_CLIENT_ID_LEN + 1,
@@ -323,6 +326,7 @@ static void make_uuid(char out[HILOCK_CLIENT_ID_LEN + 1])
              "%02x%02x%02x%02x%02x%02x",
              b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
              b[10], b[11], b[12], b[13], b[14], b[15]);
+    return HILOCK_OK;
 }
 
 static int wait_first_connect(hilock_client *c)
@@ -410,7 +414,9 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&c->cond, &attr);
     pthread_condattr_destroy(&attr);
-    make_uuid(c->id);
+    rc = make_uuid(c->id);
+    if (rc != HILOCK_OK)
+        goto fail;
 
     if (c->opts->user && !c->opts->password) {
         rc = hl_fail(HILOCK_EINVAL, "user '%s' has no password",

@@ -89,6 +89,11 @@ bool hl_client_quarantined(const hilock_client *client);
  * the other.  Any thread. */
 bool hl_client_first_attempt_done(hilock_client *client);
 
+/* For tests only: the CSPRNG a new client draws its id from, RAND_bytes
+ * unless a test swaps it to make it fail.  Not exported from the shared
+ * library. */
+extern int (*hilock__rand_bytes)(unsigned char *buf, int num);
+
 /* Is the calling thread the client's loop thread? */
 bool hl_client_in_loop(const hilock_client *client);
 

@@ -252,11 +252,12 @@ static void send_batch(hl_lease_engine *e, renew_batch *b)
 /* Renew every watched lease, one batch per renew script at a time (kinds
  * may share one).  A script's index names its open batch, so a lease costs
  * one array read whatever the number of kinds, and a round is linear in
- * its leases plus HL_MAX_SCRIPTS to send what is left open. */
+ * its leases plus HL_SHA_SCRIPTS to send what is left open.  Scripts past
+ * those with an index share one last slot, taking turns in it. */
 static void renew_all(hl_lease_engine *e)
 {
     hl_monotime now = hl_monotime_now();
-    renew_batch *open[HL_MAX_SCRIPTS] = {0};
+    renew_batch *open[HL_SHA_SCRIPTS + 1] = {0};
     bool short_of_memory = false;
     for (hl_lease *l = e->running; l != NULL; l = l->next) {
         if (!l->watchdog || l->releasing)
@@ -264,10 +265,10 @@ static void renew_all(hl_lease_engine *e)
         if (e->max_hold_ms > 0 && now - l->started >= HL_MS(e->max_hold_ms))
             continue; /* held long enough: let it run out */
         const hl_script *script = l->kind->renew;
-        renew_batch **slot = &open[script->index];
+        renew_batch **slot =
+            &open[script->index >= 0 ? script->index : HL_SHA_SCRIPTS];
         if (*slot != NULL && (*slot)->script != script) {
-            /* Only a script never initialised shares an index; still,
-             * a batch runs one script for all its leases. */
+            /* A batch runs one script for all its leases. */
             send_batch(e, *slot);
             *slot = NULL;
         }
@@ -292,7 +293,7 @@ static void renew_all(hl_lease_engine *e)
             *slot = NULL;
         }
     }
-    for (int k = 0; k < HL_MAX_SCRIPTS; k++)
+    for (int k = 0; k <= HL_SHA_SCRIPTS; k++)
         if (open[k] != NULL)
             send_batch(e, open[k]);
 }

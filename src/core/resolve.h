@@ -1,6 +1,14 @@
-/* Host name resolution off the loop: getaddrinfo blocks, so a name (not a
- * numeric address) is resolved in a short-lived thread that signals the
- * loop through an eventfd. */
+/* Host name resolution off the loop: getaddrinfo blocks, so a name is
+ * resolved in a thread that signals the loop through an eventfd.
+ *
+ * The bound: at most one resolver thread runs per distinct host:port at a
+ * time, process-wide.  A start for a host:port whose lookup is still
+ * running joins that lookup instead of starting a thread, so during a
+ * name-service outage, where getaddrinfo may hang for a long time, a
+ * connection that times out and retries again and again still costs one
+ * stuck thread per name it connects to, not one per attempt.  Callers
+ * waiting on the same host:port are answered one lookup each, in turn.
+ * A numeric address never starts a thread. */
 #ifndef HL_RESOLVE_H
 #define HL_RESOLVE_H
 
@@ -10,7 +18,7 @@ typedef struct hl_resolve hl_resolve;
 
 /* Start resolving host:port (TCP).  Returns NULL when memory or threads
  * run out.  *fd_out receives a descriptor that becomes readable when the
- * answer is there. */
+ * answer is there (at once for a numeric address). */
 hl_resolve *hl_resolve_start(const char *host, int port, int *fd_out);
 /* Collect the answer after the descriptor became readable: 0 with *out
  * (free with freeaddrinfo) or a getaddrinfo error code. */
@@ -20,5 +28,15 @@ void hl_resolve_cancel(hl_resolve *r);
 
 /* Numeric addresses need no thread: 0 with *out on success, else -1. */
 int hl_resolve_numeric(const char *host, int port, struct addrinfo **out);
+
+/* How many resolver threads run now (for tests). */
+int hl_resolve_threads(void);
+
+/* For tests only: what a resolver thread calls, getaddrinfo unless a test
+ * swaps it for one that hangs.  Numeric addresses never go through it.
+ * Not exported from the shared library. */
+extern int (*hilock__getaddrinfo)(const char *node, const char *service,
+                                  const struct addrinfo *hints,
+                                  struct addrinfo **res);
 
 #endif

@@ -1,8 +1,8 @@
 #include "script.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/sha.h>
@@ -17,14 +17,16 @@ void hl_script_init(hl_script *s, const char *body)
 {
     static atomic_int next_index;
     unsigned char md[SHA_DIGEST_LENGTH];
-    s->index = atomic_fetch_add(&next_index, 1);
-    if (s->index >= HL_MAX_SCRIPTS)
-        abort();
+    int i = atomic_load(&next_index);
+    while (i < HL_SHA_SCRIPTS &&
+           !atomic_compare_exchange_weak(&next_index, &i, i + 1))
+        ;
+    s->index = i < HL_SHA_SCRIPTS ? i : -1;
     s->body = body;
     s->len = strlen(body);
     SHA1((const unsigned char *)body, s->len, md);
-    for (int i = 0; i < SHA_DIGEST_LENGTH; i++)
-        snprintf(s->sha1 + 2 * i, 3, "%02x", md[i]);
+    for (int k = 0; k < SHA_DIGEST_LENGTH; k++)
+        snprintf(s->sha1 + 2 * k, 3, "%02x", md[k]);
 }
 
 /* What a retry needs: the arguments, kept until the first reply. */
@@ -113,10 +115,13 @@ int hl_script_run(hl_conn *conn, const hl_script *s, int nkeys, int argc,
     char *p = c->storage + vec;
     size_t nkeys_len = hl_u64_dec(c->nkeys, (uint64_t)(nkeys > 0 ? nkeys
                                                                    : 0));
-    c->argv[0] = "EVALSHA";
-    c->lens[0] = 7;
-    c->argv[1] = s->sha1;
-    c->lens[1] = 40;
+    /* A script without a slot in the connections' loaded sets goes as
+     * EVAL every time: more bytes, but in order and never NOSCRIPT. */
+    bool sha = s->index >= 0;
+    c->argv[0] = sha ? "EVALSHA" : "EVAL";
+    c->lens[0] = sha ? 7 : 4;
+    c->argv[1] = sha ? s->sha1 : s->body;
+    c->lens[1] = sha ? 40 : s->len;
     c->argv[2] = c->nkeys;
     c->lens[2] = nkeys_len;
     for (int i = 0; i < argc; i++) {
@@ -125,7 +130,8 @@ int hl_script_run(hl_conn *conn, const hl_script *s, int nkeys, int argc,
         c->lens[3 + i] = argvlen[i];
         p += argvlen[i];
     }
-    int rc = script_send(c, on_evalsha_reply, true);
+    int rc = sha ? script_send(c, on_evalsha_reply, true)
+                 : script_send(c, on_eval_reply, false);
     if (rc != 0)
         script_call_free(c);
     return rc;

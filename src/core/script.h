@@ -15,15 +15,17 @@
 struct hl_script {
     const char *body;
     size_t len;
-    int index; /* bit in a connection's set of loaded scripts */
+    int index; /* bit in a connection's set of loaded scripts, or -1 */
     char sha1[41];
 };
 
-/* Most scripts the process can register. */
-#define HL_MAX_SCRIPTS 64
+/* How many scripts get a bit in a connection's set of loaded scripts. */
+#define HL_SHA_SCRIPTS 64
 
-/* Compute the SHA1 of a static script body and give it an index; at most
- * HL_MAX_SCRIPTS per process (more abort: a programming error). */
+/* Compute the SHA1 of a static script body and give it an index.  The
+ * first HL_SHA_SCRIPTS scripts of the process run by SHA1 as described
+ * above; any later one gets index -1 and runs as EVAL with its body each
+ * time.  There is no limit and nothing to fail. */
 void hl_script_init(hl_script *s, const char *body);
 
 /* Run a script with nkeys keys followed by the other arguments (argv holds

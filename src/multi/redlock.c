@@ -17,9 +17,12 @@ struct hilock_redlock {
     struct ev_loop *loop;
     pthread_t thread;
     ev_async stop;
+    ev_prepare tried; /* tells create when every master has tried once */
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv; /* on CLOCK_MONOTONIC */
     bool started;
+    bool all_tried;   /* every master connected or failed once */
+    bool create_done; /* create stopped waiting for all_tried */
     atomic_int locks; /* RedLock locks not yet destroyed */
     size_t n;
     hilock_options *opts[HILOCK_MAX_MEMBERS];
@@ -37,7 +40,37 @@ static void on_stop(struct ev_loop *loop, ev_async *w, int revents)
         rl->clients[i] = NULL;
     }
     ev_async_stop(loop, w);
+    ev_prepare_stop(loop, &rl->tried);
     ev_break(loop, EVBREAK_ALL);
+}
+
+static bool all_tried(const hilock_redlock *rl)
+{
+    for (size_t i = 0; i < rl->n; i++)
+        if (rl->clients[i] != NULL &&
+            !hl_client_first_attempt_done(rl->clients[i]))
+            return false;
+    return true;
+}
+
+/* A master's first attempt ends inside some callback of the loop; a
+ * prepare watcher runs after all of them, just before the loop blocks, so
+ * it sees the last master's end in the same iteration and create wakes
+ * once, not on a timer. */
+static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+    (void)revents;
+    hilock_redlock *rl = w->data;
+    bool done = all_tried(rl);
+    pthread_mutex_lock(&rl->mu);
+    if (done && !rl->all_tried) {
+        rl->all_tried = true;
+        pthread_cond_broadcast(&rl->cv);
+    }
+    bool stop = done || rl->create_done;
+    pthread_mutex_unlock(&rl->mu);
+    if (stop)
+        ev_prepare_stop(loop, w);
 }
 
 static void *loop_main(void *arg)
@@ -50,6 +83,9 @@ static void *loop_main(void *arg)
     ev_async_init(&rl->stop, on_stop);
     rl->stop.data = rl;
     ev_async_start(rl->loop, &rl->stop);
+    ev_prepare_init(&rl->tried, on_prepare);
+    rl->tried.data = rl;
+    ev_prepare_start(rl->loop, &rl->tried);
     pthread_mutex_lock(&rl->mu);
     rl->started = true;
     pthread_cond_broadcast(&rl->cv);
@@ -95,15 +131,6 @@ static int master_options(hilock_options **out, const hilock_options *base,
     return rc;
 }
 
-static bool all_tried(const hilock_redlock *rl)
-{
-    for (size_t i = 0; i < rl->n; i++)
-        if (rl->clients[i] != NULL &&
-            !hl_client_first_attempt_done(rl->clients[i]))
-            return false;
-    return true;
-}
-
 static size_t connected_count(const hilock_redlock *rl)
 {
     size_t up = 0;
@@ -112,6 +139,24 @@ static size_t connected_count(const hilock_redlock *rl)
             hilock_client_is_connected(rl->clients[i]) == 1)
             up++;
     return up;
+}
+
+static void wait_all_tried(hilock_redlock *rl, int64_t timeout_ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += (time_t)(timeout_ms / 1000);
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    int rc = 0;
+    pthread_mutex_lock(&rl->mu);
+    while (!rl->all_tried && rc == 0)
+        rc = pthread_cond_timedwait(&rl->cv, &rl->mu, &until);
+    rl->create_done = true;
+    pthread_mutex_unlock(&rl->mu);
 }
 
 int hilock_redlock_create(hilock_redlock **out, const char *const *urls,
@@ -131,7 +176,11 @@ int hilock_redlock_create(hilock_redlock **out, const char *const *urls,
     if (rl == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory");
     pthread_mutex_init(&rl->mu, NULL);
-    pthread_cond_init(&rl->cv, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&rl->cv, &attr);
+    pthread_condattr_destroy(&attr);
     rl->n = n;
     rl->loop = ev_loop_new(EVFLAG_AUTO);
     if (rl->loop == NULL) {
@@ -157,21 +206,21 @@ int hilock_redlock_create(hilock_redlock **out, const char *const *urls,
     pthread_mutex_unlock(&rl->mu);
     size_t quorum = n / 2 + 1;
     for (size_t i = 0; i < n; i++) {
-        if (rl->create_status[i] == HILOCK_ENOMEM) {
+        /* Not a master being down: this process cannot make clients. */
+        int st = rl->create_status[i];
+        if (st == HILOCK_ENOMEM || st == HILOCK_ERANDOM) {
             stop_thread(rl);
             redlock_free(rl);
-            return hl_fail(HILOCK_ENOMEM, "out of memory for master %zu", i);
+            return hl_fail(st, "master %zu: %s", i,
+                           st == HILOCK_ENOMEM
+                               ? "out of memory"
+                               : "the CSPRNG could not make a client id");
         }
     }
-    /* Connecting happens on the loop; wait (once, in short steps) until
-     * every master has connected or failed its first attempt, at most the
-     * connect timeout.  Masters still down keep reconnecting in the
-     * background. */
-    const hilock_options *o = rl->opts[0];
-    struct timespec step = {0, 1000 * 1000};
-    hl_monotime until = hl_monotime_now() + HL_MS(o->connect_timeout_ms);
-    while (!all_tried(rl) && hl_monotime_now() < until)
-        nanosleep(&step, NULL);
+    /* Connecting happens on the loop; wait until every master has
+     * connected or failed its first attempt, at most the connect timeout.
+     * Masters still down keep reconnecting in the background. */
+    wait_all_tried(rl, rl->opts[0]->connect_timeout_ms);
     if (connected_count(rl) < quorum) {
         stop_thread(rl);
         redlock_free(rl);
