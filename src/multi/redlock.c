@@ -37,7 +37,11 @@ static void on_stop(struct ev_loop *loop, ev_async *w, int revents)
     for (size_t i = 0; i < rl->n; i++) {
         if (rl->clients[i] != NULL)
             hilock_client_destroy(rl->clients[i]);
+        /* Under mu: create reads the slots from its own thread, and an
+         * ev_async hand-over orders nothing a race detector can see. */
+        pthread_mutex_lock(&rl->mu);
         rl->clients[i] = NULL;
+        pthread_mutex_unlock(&rl->mu);
     }
     ev_async_stop(loop, w);
     ev_prepare_stop(loop, &rl->tried);
@@ -131,13 +135,15 @@ static int master_options(hilock_options **out, const hilock_options *base,
     return rc;
 }
 
-static size_t connected_count(const hilock_redlock *rl)
+static size_t connected_count(hilock_redlock *rl)
 {
     size_t up = 0;
+    pthread_mutex_lock(&rl->mu);
     for (size_t i = 0; i < rl->n; i++)
         if (rl->clients[i] != NULL &&
             hilock_client_is_connected(rl->clients[i]) == 1)
             up++;
+    pthread_mutex_unlock(&rl->mu);
     return up;
 }
 
