@@ -548,12 +548,14 @@ int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,
         return bad;
     if ((flags & ~HILOCK_ACQUIRE_FENCED) != 0)
         return hl_fail(HILOCK_EINVAL, "unknown acquire flags");
-    hilock_client *c = lock->client;
-    if (c == NULL || lock->destroyed)
+    hilock_client *c = hl_lock_client_get(lock);
+    if (c == NULL)
         return hl_fail(HILOCK_ECLOSED, "client closed");
     hl_acquire_op *op = hl_calloc(1, sizeof *op);
-    if (op == NULL)
+    if (op == NULL) {
+        hl_client_unref(c);
         return hl_fail(HILOCK_ENOMEM, "out of memory for an acquire");
+    }
     op->task.run = op_start;
     op->lock = lock;
     op->owner = owner;
@@ -568,6 +570,7 @@ int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,
         *op_id = op->id;
     hl_lock_ref(lock);
     int rc = hl_client_submit(c, &op->task);
+    hl_client_unref(c);
     if (rc != HILOCK_OK) {
         hl_lock_unref(lock);
         hl_free(op);
@@ -607,20 +610,24 @@ int hilock_lock_cancel(hilock_lock *lock, uint64_t op_id)
 {
     if (lock == NULL)
         return hl_fail(HILOCK_EINVAL, "lock is NULL");
-    hilock_client *c = lock->client;
+    hilock_client *c = hl_lock_client_get(lock);
     if (c == NULL)
         return hl_fail(HILOCK_ECLOSED, "client closed");
-    if (hl_client_in_loop(c))
-        return cancel_now(lock, op_id);
-    cancel_task *ct = hl_calloc(1, sizeof *ct);
-    if (ct == NULL)
-        return hl_fail(HILOCK_ENOMEM, "out of memory");
-    ct->task.run = run_cancel;
-    ct->lock = lock;
-    ct->id = op_id;
-    hl_lock_ref(lock);
-    int rc = hl_client_submit(c, &ct->task);
-    if (rc != HILOCK_OK) {
+    int rc;
+    cancel_task *ct = NULL;
+    if (hl_client_in_loop(c)) {
+        rc = cancel_now(lock, op_id);
+    } else if ((ct = hl_calloc(1, sizeof *ct)) == NULL) {
+        rc = hl_fail(HILOCK_ENOMEM, "out of memory");
+    } else {
+        ct->task.run = run_cancel;
+        ct->lock = lock;
+        ct->id = op_id;
+        hl_lock_ref(lock);
+        rc = hl_client_submit(c, &ct->task);
+    }
+    hl_client_unref(c);
+    if (rc != HILOCK_OK && ct != NULL) {
         hl_lock_unref(lock);
         hl_free(ct);
     }

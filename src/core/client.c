@@ -33,12 +33,22 @@ static void client_free_memory(hilock_client *c)
     hl_free(c);
 }
 
+void hl_client_ref(hilock_client *c) { atomic_fetch_add(&c->mem_refs, 1); }
+
+void hl_client_unref(hilock_client *c)
+{
+    if (atomic_fetch_sub(&c->mem_refs, 1) == 1)
+        client_free_memory(c);
+}
+
 void hl_client_enter_callback(hilock_client *c) { c->callback_depth++; }
 
 void hl_client_leave_callback(hilock_client *c)
 {
-    if (--c->callback_depth == 0 && c->free_when_idle)
-        client_free_memory(c);
+    if (--c->callback_depth == 0 && c->free_when_idle) {
+        c->free_when_idle = false; /* the client's own reference, once */
+        hl_client_unref(c);
+    }
 }
 
 static hl_task *take_tasks(hilock_client *c)
@@ -72,6 +82,10 @@ static void client_shutdown(hilock_client *c)
     /* Locks first: their pending acquires end with HILOCK_ECLOSED and
      * their leases stop before the connection that renews them goes. */
     hl_locks_client_closed(c);
+    pthread_mutex_lock(&c->lock);
+    c->locks_detached = true;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
     int nconns = c->nconns;
     hl_conn *conns[HILOCK_MAX_CONNECTIONS];
     memcpy(conns, c->conns, sizeof conns);
@@ -302,7 +316,7 @@ static void *loop_main(void *arg)
     bool free_me = c->free_on_thread_exit;
     pthread_mutex_unlock(&c->lock);
     if (free_me)
-        client_free_memory(c);
+        hl_client_unref(c);
     return NULL;
 }
 
@@ -402,6 +416,7 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
     hilock_client *c = hl_calloc(1, sizeof *c);
     if (c == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory for the client");
+    atomic_init(&c->mem_refs, 1);
     int rc = opts ? hilock_options_copy(&c->opts, opts)
                   : hilock_options_create(&c->opts);
     if (rc != 0) {
@@ -489,13 +504,13 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
         snprintf(detail, sizeof detail, "%s", hilock_last_error());
         hl_handle_remove(c);
         close_from_outside(c);
-        client_free_memory(c);
+        hl_client_unref(c);
         return hl_fail(rc, "%s", detail);
     }
     *out = c;
     return HILOCK_OK;
 fail:
-    client_free_memory(c);
+    hl_client_unref(c);
     return rc;
 }
 
@@ -536,7 +551,7 @@ int hilock_client_destroy(hilock_client *c)
         return hl_fail(HILOCK_ECLOSED, "client was destroyed already");
     if (!in_loop) {
         close_from_outside(c);
-        client_free_memory(c);
+        hl_client_unref(c);
         return HILOCK_OK;
     }
     hl_client_enter_callback(c);

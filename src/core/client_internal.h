@@ -66,7 +66,17 @@ struct hilock_client {
     int callback_depth;   /* user callbacks running on the loop thread */
     bool free_when_idle;  /* destroyed inside a callback */
     bool free_on_thread_exit;
+    /* The client's memory: one reference for the client itself, and one
+     * for each thread that reached it through a lock handle and is still
+     * using it (hl_lock_client_get), so a client destroyed meanwhile
+     * cannot be freed under that thread. */
+    atomic_int mem_refs;
+    bool locks_detached; /* under lock: closing has let go of its locks */
 };
+
+void hl_client_ref(hilock_client *c);
+/* Frees the memory with the last reference. */
+void hl_client_unref(hilock_client *c);
 
 /* How long both sides of a hand-over between threads stay awake (µs):
  * the loop thread after work arrives from another thread, and a sync

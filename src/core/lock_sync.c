@@ -22,17 +22,6 @@ static void on_value(hilock_lock *lock, int status, int64_t value,
                        status ? hilock_last_error() : NULL);
 }
 
-static int check_sync(hilock_lock *lock)
-{
-    if (lock == NULL)
-        return hl_fail(HILOCK_EINVAL, "lock is NULL");
-    if (lock->client == NULL || lock->destroyed)
-        return hl_fail(HILOCK_ECLOSED, "client closed");
-    if (hl_client_in_loop(lock->client))
-        return hl_fail(HILOCK_EDEADLK, "sync call on the loop thread");
-    return 0;
-}
-
 /* Start an async call with a fresh waiter and wait for its callback.  The
  * async layer always completes; the deadline only guards against a loop
  * thread that stopped answering (a caller's own loop that the caller
@@ -43,13 +32,11 @@ static int check_sync(hilock_lock *lock)
 typedef int start_fn(hilock_lock *lock, hl_sync *sync, void *args,
                      uint64_t *op_id);
 
-static int run_sync(hilock_lock *lock, int64_t wait_ms, start_fn *start,
-                    void *args, int64_t *value)
+static int run_sync_on(hilock_client *c, hilock_lock *lock, int64_t wait_ms,
+                       start_fn *start, void *args, int64_t *value)
 {
-    int rc = check_sync(lock);
-    if (rc != 0)
-        return rc;
-    const hilock_options *o = lock->client->opts;
+    int rc;
+    const hilock_options *o = c->opts;
     hl_sync *sync = hl_sync_new();
     if (sync == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory");
@@ -86,6 +73,24 @@ static int run_sync(hilock_lock *lock, int64_t wait_ms, start_fn *start,
     else
         hl_clear_detail();
     return status;
+}
+
+/* The client stays referenced for the whole call: it may be closed from
+ * another thread meanwhile, which then answers the call with
+ * HILOCK_ECLOSED. */
+static int run_sync(hilock_lock *lock, int64_t wait_ms, start_fn *start,
+                    void *args, int64_t *value)
+{
+    if (lock == NULL)
+        return hl_fail(HILOCK_EINVAL, "lock is NULL");
+    hilock_client *c = hl_lock_client_get(lock);
+    if (c == NULL)
+        return hl_fail(HILOCK_ECLOSED, "client closed");
+    int rc = hl_client_in_loop(c)
+                 ? hl_fail(HILOCK_EDEADLK, "sync call on the loop thread")
+                 : run_sync_on(c, lock, wait_ms, start, args, value);
+    hl_client_unref(c);
+    return rc;
 }
 
 typedef struct acquire_args {
@@ -249,7 +254,11 @@ static int start_lost_query(hilock_lock *lock, hl_sync *sync, void *p,
     q->owner = hilock_thread_owner();
     q->sync = sync;
     hl_lock_ref(lock);
-    int rc = hl_client_submit(lock->client, &q->task);
+    hilock_client *c = hl_lock_client_get(lock);
+    int rc = c != NULL ? hl_client_submit(c, &q->task)
+                       : hl_fail(HILOCK_ECLOSED, "client closed");
+    if (c != NULL)
+        hl_client_unref(c);
     if (rc != HILOCK_OK) {
         hl_lock_unref(lock);
         hl_free(q);

@@ -2,6 +2,7 @@
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -95,6 +96,40 @@ void hl_aux_name_done(hl_aux_name *a)
     a->s = NULL;
 }
 
+/* The link from a lock to its client changes on the client's loop thread
+ * (closing detaches every lock) and is read from any thread by the entry
+ * points.  A few mutexes, picked by the lock's address, guard it: a
+ * mutex per handle would cost every handle its size. */
+#define LINK_LOCKS 32
+static pthread_mutex_t link_locks[LINK_LOCKS] = {
+#define L PTHREAD_MUTEX_INITIALIZER
+    L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L,
+    L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L,
+#undef L
+};
+
+static pthread_mutex_t *link_lock(const hilock_lock *lock)
+{
+    return &link_locks[((uintptr_t)lock >> 6) % LINK_LOCKS];
+}
+
+static void set_client(hilock_lock *lock, hilock_client *c)
+{
+    pthread_mutex_lock(link_lock(lock));
+    lock->client = c;
+    pthread_mutex_unlock(link_lock(lock));
+}
+
+hilock_client *hl_lock_client_get(hilock_lock *lock)
+{
+    pthread_mutex_lock(link_lock(lock));
+    hilock_client *c = atomic_load(&lock->destroyed) ? NULL : lock->client;
+    if (c != NULL)
+        hl_client_ref(c);
+    pthread_mutex_unlock(link_lock(lock));
+    return c;
+}
+
 static void lock_free(hilock_lock *lock)
 {
     hl_free(lock->lost);
@@ -138,7 +173,7 @@ int hl_lock_create(hilock_lock **out, hilock_client *client,
     pthread_mutex_lock(&client->lock);
     bool closed = client->closed;
     if (!closed) {
-        lock->client = client;
+        set_client(lock, client);
         lock->conn = hl_client_conn_for(client, name, name_len);
         lock->next_in_client = client->locks;
         if (client->locks)
@@ -320,7 +355,7 @@ static void lock_detach(hilock_lock *lock, int status, const char *detail)
         lock->next_in_client->prev_in_client = lock->prev_in_client;
     lock->prev_in_client = lock->next_in_client = NULL;
     pthread_mutex_unlock(&c->lock);
-    lock->client = NULL;
+    set_client(lock, NULL);
 }
 
 void hl_locks_client_closed(hilock_client *c)
@@ -349,7 +384,7 @@ typedef struct destroy_task {
 
 static void lock_teardown(hilock_lock *lock)
 {
-    lock->destroyed = true;
+    atomic_store(&lock->destroyed, true);
     lock_detach(lock, HILOCK_ECANCELED, "lock handle destroyed");
     hl_lock_unref(lock);
 }
@@ -372,17 +407,24 @@ int hilock_lock_destroy(hilock_lock *lock)
         return hl_fail(HILOCK_EINVAL, "lock is NULL");
     if (!hl_handle_remove(lock))
         return hl_fail(HILOCK_ECLOSED, "lock was destroyed already");
-    hilock_client *c = lock->client;
+    hilock_client *c = hl_lock_client_get(lock);
     if (c == NULL || hl_client_in_loop(c)) {
         lock_teardown(lock);
+        if (c != NULL)
+            hl_client_unref(c);
         return HILOCK_OK;
     }
     destroy_task d = {.task.run = run_destroy, .lock = lock};
     pthread_mutex_init(&d.m, NULL);
     pthread_cond_init(&d.cv, NULL);
     if (hl_client_submit(c, &d.task) != HILOCK_OK) {
-        /* The client closed: its loop no longer runs, and closing already
-         * detached the lock. */
+        /* The client is closing: its loop thread detaches every lock,
+         * this one too, and must be left to do so alone.  Then nothing
+         * but the handle is left. */
+        pthread_mutex_lock(&c->lock);
+        while (!c->locks_detached)
+            pthread_cond_wait(&c->cond, &c->lock);
+        pthread_mutex_unlock(&c->lock);
         lock_teardown(lock);
     } else {
         pthread_mutex_lock(&d.m);
@@ -392,6 +434,7 @@ int hilock_lock_destroy(hilock_lock *lock)
     }
     pthread_mutex_destroy(&d.m);
     pthread_cond_destroy(&d.cv);
+    hl_client_unref(c);
     return HILOCK_OK;
 }
 
@@ -436,12 +479,14 @@ static int set_lost(hilock_lock *lock, hilock_lost_cb *cb, void *user_data,
 {
     if (lock == NULL)
         return hl_fail(HILOCK_EINVAL, "lock is NULL");
-    hilock_client *c = lock->client;
+    hilock_client *c = hl_lock_client_get(lock);
     if (c == NULL)
         return hl_fail(HILOCK_ECLOSED, "client is closed");
     struct hl_lost_cb *t = hl_calloc(1, sizeof *t);
-    if (t == NULL)
+    if (t == NULL) {
+        hl_client_unref(c);
         return hl_fail(HILOCK_ENOMEM, "out of memory");
+    }
     t->task.run = run_set_lost;
     t->lock = lock;
     t->cb = cb;
@@ -449,6 +494,7 @@ static int set_lost(hilock_lock *lock, hilock_lost_cb *cb, void *user_data,
     t->for_group = for_group;
     hl_lock_ref(lock);
     int rc = hl_client_submit(c, &t->task);
+    hl_client_unref(c);
     if (rc != 0) {
         hl_lock_unref(lock);
         hl_free(t);

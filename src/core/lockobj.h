@@ -131,7 +131,10 @@ void hl_hold_lease_lost(hl_lease *lease);
 void hl_hold_lease_released(hl_lease *lease);
 
 struct hilock_lock {
-    hilock_client *client; /* NULL once the client is gone */
+    /* NULL once the client is gone.  Written under the link mutex (any
+     * thread reads it through hl_lock_client_get), read freely on the
+     * loop thread, which alone detaches it. */
+    hilock_client *client;
     hl_conn *conn;         /* the client's connection for this name */
     const hl_kind *kind;
     hilock_lock *prev_in_client;
@@ -143,7 +146,7 @@ struct hilock_lock {
     struct hl_lost_cb *lost; /* set by hilock_lock_set_lost_callback */
     struct hl_lost_cb *group; /* the multi-lock holding it, told first */
     atomic_int refs; /* the user's, plus one per operation in flight */
-    bool destroyed;
+    atomic_bool destroyed;
     char name[]; /* name_len bytes and a NUL */
 };
 
@@ -197,6 +200,12 @@ int hl_lock_create(hilock_lock **out, hilock_client *client,
 
 /* The client tells its locks that it is going away. */
 void hl_locks_client_closed(hilock_client *client);
+
+/* The lock's client with a reference on its memory (hl_client_unref when
+ * done), or NULL once the lock is destroyed or detached.  Any thread: the
+ * entry points use it, since a client closed from another thread detaches
+ * the lock meanwhile. */
+hilock_client *hl_lock_client_get(hilock_lock *lock);
 
 /* The connection a lock's scripts run on, or NULL when closed. */
 hl_conn *hl_lock_conn(const hilock_lock *lock);

@@ -282,12 +282,14 @@ static int submit_call(hilock_lock *lock, lock_call_kind kind, uint64_t owner,
 {
     if (lock == NULL || cb == NULL)
         return hl_fail(HILOCK_EINVAL, "NULL argument");
-    hilock_client *c = lock->client;
-    if (c == NULL || lock->destroyed)
+    hilock_client *c = hl_lock_client_get(lock);
+    if (c == NULL)
         return hl_fail(HILOCK_ECLOSED, "client closed");
     lock_call *call = hl_calloc(1, sizeof *call);
-    if (call == NULL)
+    if (call == NULL) {
+        hl_client_unref(c);
         return hl_fail(HILOCK_ENOMEM, "out of memory");
+    }
     call->task.run = call_start;
     call->lock = lock;
     call->kind = kind;
@@ -296,6 +298,7 @@ static int submit_call(hilock_lock *lock, lock_call_kind kind, uint64_t owner,
     call->user_data = user_data;
     hl_lock_ref(lock);
     int rc = hl_client_submit(c, &call->task);
+    hl_client_unref(c);
     if (rc != HILOCK_OK) {
         hl_lock_unref(lock);
         hl_free(call);

@@ -61,8 +61,10 @@ int hilock_multilock_create(hilock_multilock **out, hilock_lock *const *locks,
     for (size_t i = 0; i < n; i++) {
         if (locks[i] == NULL)
             return hl_fail(HILOCK_EINVAL, "member %zu is NULL", i);
-        if (locks[i]->client == NULL || locks[i]->destroyed)
+        hilock_client *c = hl_lock_client_get(locks[i]);
+        if (c == NULL)
             return hl_fail(HILOCK_EINVAL, "member %zu is closed", i);
+        hl_client_unref(c);
         for (size_t j = 0; j < i; j++)
             if (locks[j] == locks[i])
                 return hl_fail(HILOCK_EINVAL,
