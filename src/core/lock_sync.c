@@ -50,7 +50,7 @@ static int run_sync(hilock_lock *lock, int64_t wait_ms, start_fn *start,
     if (rc != 0)
         return rc;
     const hilock_options *o = lock->client->opts;
-    hl_sync *sync = hl_sync_new();
+    hl_sync *sync = hl_sync_new(hl_sync_spin_for(hl_conn_rtt_us(lock->conn)));
     if (sync == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory");
     uint64_t op_id = 0;
