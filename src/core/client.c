@@ -114,8 +114,9 @@ static void client_shutdown(hilock_client *c)
     hl_client_leave_callback(c);
 }
 
-/* While active, libev polls without blocking: the loop stays awake for
- * the next piece of work from another thread, then goes back to sleep. */
+/* Busy polling (busy_poll_us): while the spin watcher is active, libev
+ * polls without blocking, so the loop sees an answer the moment it
+ * arrives, at the cost of a core. */
 static bool requests_outstanding(const hilock_client *c)
 {
     for (int i = 0; i < c->nconns; i++)
@@ -153,10 +154,6 @@ static void on_wakeup(struct ev_loop *loop, ev_async *w, int revents)
 {
     (void)revents;
     hilock_client *c = w->data;
-    if (!ev_is_active(&c->spin) &&
-        hl_monotime_now() < atomic_load_explicit(&c->spin_until,
-                                                 memory_order_relaxed))
-        ev_idle_start(loop, &c->spin);
     hl_client_enter_callback(c);
     pthread_mutex_lock(&c->lock);
     bool closed = c->closed;
@@ -183,9 +180,6 @@ int hl_client_submit(hilock_client *c, hl_task *task)
         pthread_mutex_unlock(&c->lock);
         return hl_fail(HILOCK_ECLOSED, "client is closed");
     }
-    atomic_store_explicit(&c->spin_until,
-                          hl_monotime_now() + HL_HANDOVER_SPIN_US,
-                          memory_order_relaxed);
     if (c->tasks_tail)
         c->tasks_tail->next = task;
     else
@@ -633,7 +627,7 @@ int hilock_client_get_stats(hilock_client *c, hilock_client_stats *out)
     /* The wait has no deadline of its own: the loop answers at once, and
      * out must stay valid until it has. */
     stats_task *st = hl_calloc(1, sizeof *st);
-    hl_sync *sync = st ? hl_sync_new() : NULL;
+    hl_sync *sync = st ? hl_sync_new(0) : NULL;
     if (sync == NULL) {
         hl_free(st);
         return hl_fail(HILOCK_ENOMEM, "out of memory");

@@ -32,8 +32,8 @@ struct hilock_client {
     bool thread_running; /* own loop: the thread exists and is joinable */
 
     ev_async wakeup;
-    ev_idle spin;               /* keeps the loop polling, not sleeping */
-    _Atomic int64_t spin_until; /* µs: until then, after a hand-over */
+    ev_idle spin;               /* busy polling: the loop does not sleep */
+    _Atomic int64_t spin_until; /* µs: until then */
     pthread_mutex_t lock; /* guards tasks, closed, first_* */
     pthread_cond_t cond;
     hl_task *tasks_head;
@@ -78,12 +78,14 @@ void hl_client_ref(hilock_client *c);
 /* Frees the memory with the last reference. */
 void hl_client_unref(hilock_client *c);
 
-/* How long both sides of a hand-over between threads stay awake (µs):
- * the loop thread after work arrives from another thread, and a sync
- * caller waiting for its answer.  Putting a thread to sleep and waking it
- * costs more than a round trip to Redis on many machines, so the few
- * microseconds of a reply are better waited out awake. */
-#define HL_HANDOVER_SPIN_US 200
+/* The longest a sync caller waits awake for its answer (µs).  Putting a
+ * thread to sleep and waking it costs more than a round trip to a nearby
+ * Redis on many machines, so a short wait is better spent awake; only the
+ * caller spins, never the loop thread, which would take a core from the
+ * server on a small machine (see docs/transport.md). */
+#define HL_SPIN_MAX_US 300
+/* What handing work to the loop thread and back adds to a round trip. */
+#define HL_HANDOVER_US 30
 
 /* The command connection that carries a lock's scripts: always the same
  * one for a name, so that its requests keep their order. */
@@ -129,7 +131,12 @@ void hl_client_leave_callback(hilock_client *client);
  * calling thread waits with a deadline.  Reference counted, so a caller
  * that gives up leaves the late result to be freed by the poster. */
 typedef struct hl_sync hl_sync;
-hl_sync *hl_sync_new(void);
+/* spin_us: how long a lone waiter may wait awake before it sleeps. */
+hl_sync *hl_sync_new(int64_t spin_us);
+/* The spin for an answer over a connection whose answers took rtt_us of
+ * late: about twice that plus the hand-over between threads, and none
+ * when answers take longer than waiting awake is worth. */
+int64_t hl_sync_spin_for(int64_t rtt_us);
 /* Each wait drops a reference: a caller that waits a second time (after
  * a timeout) takes one more first, and drops it itself if the first wait
  * was answered. */

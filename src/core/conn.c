@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ struct hl_request {
     char *cmd; /* formatted RESP, until it moves to the output buffer */
     size_t len;
     hl_monotime deadline;
+    hl_monotime queued_at;
     hl_request_fn *fn;
     void *data;
     const hl_script *script; /* an EVALSHA of it, or NULL */
@@ -51,6 +53,9 @@ typedef struct req_queue {
 
 struct hl_conn {
     hl_conn_config cfg;
+    /* A moving average of how long answered requests took, in µs, for
+     * waiting threads to judge how long to wait awake. */
+    _Atomic int64_t rtt_us;
     const hilock_options *o;
     conn_state state;
     int refs;      /* callbacks running, plus one for the owner */
@@ -136,6 +141,21 @@ hl_monotime hl_backoff_delay(hl_monotime min, hl_monotime max, int attempt,
     if (d > max)
         d = max;
     return d / 2 + (hl_monotime)((double)(d - d / 2) * unit01);
+}
+
+/* An average over about the last eight answers: recent enough to follow
+ * a change of load, steady enough to ignore one slow answer. */
+static void note_rtt(hl_conn *c, hl_monotime took)
+{
+    int64_t avg = atomic_load_explicit(&c->rtt_us, memory_order_relaxed);
+    avg = avg == 0 ? took : avg + (took - avg) / 8;
+    atomic_store_explicit(&c->rtt_us, avg > 0 ? avg : 1,
+                          memory_order_relaxed);
+}
+
+int64_t hl_conn_rtt_us(const hl_conn *c)
+{
+    return atomic_load_explicit(&c->rtt_us, memory_order_relaxed);
 }
 
 static void complete(hl_request *r, int status, hilock_reply *reply,
@@ -618,7 +638,8 @@ static void load_script_first(hl_conn *c, const hl_script *s)
     }
     hl_free(load->cmd);
     load->cmd = NULL;
-    load->deadline = hl_monotime_now() + HL_MS(c->o->command_timeout_ms);
+    load->queued_at = hl_monotime_now();
+    load->deadline = load->queued_at + HL_MS(c->o->command_timeout_ms);
     queue_push(&c->sent, load);
     c->scripts_loaded |= bit;
 }
@@ -722,6 +743,8 @@ static void dispatch(hl_conn *c)
             }
             int status = reply->type == HILOCK_REPLY_ERROR ? HILOCK_EREDIS
                                                            : 0;
+            if (!req->internal)
+                note_rtt(c, hl_monotime_now() - req->queued_at);
             complete(req, status, reply, status ? reply->str : NULL);
             if (c->sent.head == NULL && c->pending.head == NULL)
                 hl_timer_stop(&c->request_timer);
@@ -878,7 +901,8 @@ hl_conn *hl_conn_create(const hl_conn_config *cfg)
 static int enqueue(hl_conn *c, hl_request *r)
 {
     hl_monotime timeout = HL_MS(c->o->command_timeout_ms);
-    r->deadline = hl_monotime_now() + timeout;
+    r->queued_at = hl_monotime_now();
+    r->deadline = r->queued_at + timeout;
     queue_push(&c->pending, r);
     if (!c->request_timer.armed)
         hl_timer_arm(&c->request_timer, timeout);

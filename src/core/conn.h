@@ -87,6 +87,10 @@ void hl_conn_close(hl_conn *conn, int status, const char *detail);
  * callback of this connection is running. */
 void hl_conn_free(hl_conn *conn);
 
+/* How long answered requests took of late, in µs (0: none yet).  Any
+ * thread. */
+int64_t hl_conn_rtt_us(const hl_conn *conn);
+
 /* Whether requests wait to be written or answered. */
 bool hl_conn_busy(const hl_conn *conn);
 

@@ -1,7 +1,10 @@
-#include <errno.h>
+#include <linux/futex.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "client_internal.h"
@@ -9,29 +12,31 @@
 #include "monotime.h"
 #include "options_internal.h"
 
+/* A one-shot waiter on one futex word: the poster stores the result and
+ * wakes the waiter only if it went to sleep, so a waiter that spins for
+ * its answer costs the loop thread no system call, and one that sleeps
+ * costs one on each side (a mutex and condition variable cost up to
+ * twice that, and the woken thread then contends for the mutex). */
+enum { SYNC_EMPTY, SYNC_POSTED, SYNC_SLEEPING };
+
 struct hl_sync {
-    pthread_mutex_t m;
-    pthread_cond_t cv;
+    _Atomic uint32_t state;
     atomic_int refs;
-    atomic_bool posted;
+    int64_t spin_us;
     int status;
     hilock_reply *reply;
     int64_t value;
     char detail[256];
 };
 
-hl_sync *hl_sync_new(void)
+hl_sync *hl_sync_new(int64_t spin_us)
 {
     hl_sync *s = hl_calloc(1, sizeof *s);
     if (s == NULL)
         return NULL;
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->cv, &attr);
-    pthread_condattr_destroy(&attr);
-    pthread_mutex_init(&s->m, NULL);
+    atomic_init(&s->state, SYNC_EMPTY);
     atomic_init(&s->refs, 2);
+    s->spin_us = spin_us;
     return s;
 }
 
@@ -42,8 +47,6 @@ void hl_sync_unref(hl_sync *s)
     if (atomic_fetch_sub(&s->refs, 1) != 1)
         return;
     hilock_reply_free(s->reply);
-    pthread_mutex_destroy(&s->m);
-    pthread_cond_destroy(&s->cv);
     hl_free(s);
 }
 
@@ -53,22 +56,40 @@ static atomic_int waiting;
 int hl_sync_waiting(void) { return atomic_load_explicit(&waiting,
                                                         memory_order_relaxed); }
 
-/* A lone caller's answer usually comes within a round trip: wait for it
- * awake.  With more callers waiting the loop thread is busy anyway, and
- * spinning would only take its time and the server's. */
-static void spin_for_post(hl_sync *s, int64_t timeout_us)
+/* A lone caller whose answer is due within a short round trip waits for
+ * it awake, as long as the spin bound its caller chose.  With more
+ * callers waiting the cores are busy anyway, and spinning would only take
+ * time from the loop thread and the server. */
+static bool spin_for_post(hl_sync *s, int64_t timeout_us)
 {
-    if (atomic_load_explicit(&waiting, memory_order_relaxed) > 1)
-        return;
-    int64_t us = timeout_us < HL_HANDOVER_SPIN_US ? timeout_us
-                                                  : HL_HANDOVER_SPIN_US;
+    if (s->spin_us <= 0 ||
+        atomic_load_explicit(&waiting, memory_order_relaxed) > 1)
+        return false;
+    int64_t us = timeout_us < s->spin_us ? timeout_us : s->spin_us;
     hl_monotime end = hl_monotime_now() + us;
-    while (!atomic_load_explicit(&s->posted, memory_order_acquire) &&
-           hl_monotime_now() < end) {
+    do {
+        if (atomic_load_explicit(&s->state, memory_order_acquire) ==
+            SYNC_POSTED)
+            return true;
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
-    }
+    } while (hl_monotime_now() < end);
+    return false;
+}
+
+static void futex_wait_until(_Atomic uint32_t *word, uint32_t expect,
+                             const struct timespec *until)
+{
+    /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline. */
+    syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expect,
+            until, NULL, FUTEX_BITSET_MATCH_ANY);
+}
+
+static void futex_wake_one(_Atomic uint32_t *word)
+{
+    syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL,
+            0);
 }
 
 int hl_sync_wait(hl_sync *s, int64_t timeout_us, int *status,
@@ -84,15 +105,28 @@ int hl_sync_wait(hl_sync *s, int64_t timeout_us, int *status,
         until.tv_nsec -= 1000000000L;
     }
     atomic_fetch_add_explicit(&waiting, 1, memory_order_relaxed);
-    spin_for_post(s, timeout_us);
-    pthread_mutex_lock(&s->m);
-    while (!s->posted) {
-        if (pthread_cond_timedwait(&s->cv, &s->m, &until) == ETIMEDOUT)
+    bool posted = spin_for_post(s, timeout_us);
+    while (!posted) {
+        uint32_t seen = SYNC_EMPTY;
+        if (atomic_compare_exchange_strong_explicit(
+                &s->state, &seen, SYNC_SLEEPING, memory_order_acquire,
+                memory_order_acquire) ||
+            seen == SYNC_SLEEPING)
+            futex_wait_until(&s->state, SYNC_SLEEPING, &until);
+        else
+            break; /* posted meanwhile */
+        if (atomic_load_explicit(&s->state, memory_order_acquire) ==
+            SYNC_POSTED)
+            break;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > until.tv_sec ||
+            (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec))
             break;
     }
-    int rc = HILOCK_ETIMEDOUT;
-    if (s->posted) {
-        rc = HILOCK_OK;
+    posted = atomic_load_explicit(&s->state, memory_order_acquire) ==
+             SYNC_POSTED;
+    if (posted) {
         *status = s->status;
         if (reply) {
             *reply = s->reply;
@@ -102,11 +136,14 @@ int hl_sync_wait(hl_sync *s, int64_t timeout_us, int *status,
             *value = s->value;
         if (detail)
             snprintf(detail, detail_len, "%s", s->detail);
+    } else {
+        /* A second wait, after a cancel, may sleep again. */
+        uint32_t sleeping = SYNC_SLEEPING;
+        atomic_compare_exchange_strong(&s->state, &sleeping, SYNC_EMPTY);
     }
-    pthread_mutex_unlock(&s->m);
     atomic_fetch_sub_explicit(&waiting, 1, memory_order_relaxed);
     hl_sync_unref(s);
-    return rc;
+    return posted ? HILOCK_OK : HILOCK_ETIMEDOUT;
 }
 
 void hl_sync_post(hl_sync *s, int status, hilock_reply *reply,
@@ -118,15 +155,24 @@ void hl_sync_post(hl_sync *s, int status, hilock_reply *reply,
 void hl_sync_post_value(hl_sync *s, int status, hilock_reply *reply,
                         int64_t value, const char *detail)
 {
-    pthread_mutex_lock(&s->m);
-    atomic_store_explicit(&s->posted, true, memory_order_release);
     s->status = status;
     s->reply = reply;
     s->value = value;
     snprintf(s->detail, sizeof s->detail, "%s", detail ? detail : "");
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->m);
+    if (atomic_exchange_explicit(&s->state, SYNC_POSTED,
+                                 memory_order_acq_rel) == SYNC_SLEEPING)
+        futex_wake_one(&s->state);
     hl_sync_unref(s);
+}
+
+int64_t hl_sync_spin_for(int64_t rtt_us)
+{
+    if (rtt_us <= 0)
+        return HL_SPIN_MAX_US / 2; /* nothing measured yet */
+    if (rtt_us > HL_SPIN_MAX_US)
+        return 0;
+    int64_t us = 2 * rtt_us + HL_HANDOVER_US;
+    return us < HL_SPIN_MAX_US ? us : HL_SPIN_MAX_US;
 }
 
 int64_t hl_sync_limit_us(const hilock_options *o, int64_t wait_ms)

@@ -248,7 +248,7 @@ int hilock_multilock_try_acquire(hilock_multilock *m, int64_t wait_ms,
     int rc = check_sync(m);
     if (rc != 0)
         return rc;
-    hl_sync *sync = hl_sync_new();
+    hl_sync *sync = hl_sync_new(hl_sync_spin_for(0));
     sync_acquire *sa = hl_calloc(1, sizeof *sa + m->n * sizeof *results);
     if (sync == NULL || sa == NULL) {
         hl_free(sa);
@@ -288,7 +288,7 @@ int hilock_multilock_release(hilock_multilock *m)
     int rc = check_sync(m);
     if (rc != 0)
         return rc;
-    hl_sync *sync = hl_sync_new();
+    hl_sync *sync = hl_sync_new(hl_sync_spin_for(0));
     if (sync == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory");
     rc = hilock_multilock_release_async(m, hilock_thread_owner(),
@@ -325,7 +325,7 @@ int hilock_multilock_lease_lost(hilock_multilock *m, bool *lost)
     int rc = check_sync(m);
     if (rc != 0)
         return rc;
-    hl_sync *sync = hl_sync_new();
+    hl_sync *sync = hl_sync_new(hl_sync_spin_for(0));
     lost_query *q = hl_calloc(1, sizeof *q);
     if (sync == NULL || q == NULL) {
         hl_free(q);
