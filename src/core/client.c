@@ -458,6 +458,7 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
                           .ssl_ctx = c->ssl_ctx,
                           .on_event = on_conn_event,
                           .on_request = on_request,
+                          .rtt_us = &c->rtt_us,
                           .data = c};
     bool made = true;
     for (int i = 0; i < c->opts->connections && made; i++) {

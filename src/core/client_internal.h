@@ -71,6 +71,9 @@ struct hilock_client {
      * using it (hl_lock_client_get), so a client destroyed meanwhile
      * cannot be freed under that thread. */
     atomic_int mem_refs;
+    /* How long its command connections' answers took of late (µs), for
+     * blocking callers to judge how long to wait awake. */
+    _Atomic int64_t rtt_us;
     bool locks_detached; /* under lock: closing has let go of its locks */
 };
 

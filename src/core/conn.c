@@ -53,9 +53,7 @@ typedef struct req_queue {
 
 struct hl_conn {
     hl_conn_config cfg;
-    /* A moving average of how long answered requests took, in µs, for
-     * waiting threads to judge how long to wait awake. */
-    _Atomic int64_t rtt_us;
+    int64_t rtt_us; /* published to cfg.rtt_us */
     const hilock_options *o;
     conn_state state;
     int refs;      /* callbacks running, plus one for the owner */
@@ -147,15 +145,11 @@ hl_monotime hl_backoff_delay(hl_monotime min, hl_monotime max, int attempt,
  * a change of load, steady enough to ignore one slow answer. */
 static void note_rtt(hl_conn *c, hl_monotime took)
 {
-    int64_t avg = atomic_load_explicit(&c->rtt_us, memory_order_relaxed);
-    avg = avg == 0 ? took : avg + (took - avg) / 8;
-    atomic_store_explicit(&c->rtt_us, avg > 0 ? avg : 1,
-                          memory_order_relaxed);
-}
-
-int64_t hl_conn_rtt_us(const hl_conn *c)
-{
-    return atomic_load_explicit(&c->rtt_us, memory_order_relaxed);
+    int64_t avg = c->rtt_us == 0 ? took : c->rtt_us + (took - c->rtt_us) / 8;
+    c->rtt_us = avg > 0 ? avg : 1;
+    if (c->cfg.rtt_us)
+        atomic_store_explicit(c->cfg.rtt_us, c->rtt_us,
+                              memory_order_relaxed);
 }
 
 static void complete(hl_request *r, int status, hilock_reply *reply,

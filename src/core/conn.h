@@ -8,6 +8,7 @@
 #ifndef HL_CONN_H
 #define HL_CONN_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,6 +47,9 @@ typedef struct hl_conn_config {
     hl_conn_event_fn *on_event;
     /* Called whenever a request is queued (may be NULL). */
     void (*on_request)(void *data);
+    /* Where to publish a moving average of how long answered requests
+     * took, in µs, for threads that wait for answers (may be NULL). */
+    _Atomic int64_t *rtt_us;
     void *data;
 } hl_conn_config;
 
@@ -86,10 +90,6 @@ void hl_conn_close(hl_conn *conn, int status, const char *detail);
 /* Close (with HILOCK_ECLOSED) and release; the memory goes once no
  * callback of this connection is running. */
 void hl_conn_free(hl_conn *conn);
-
-/* How long answered requests took of late, in µs (0: none yet).  Any
- * thread. */
-int64_t hl_conn_rtt_us(const hl_conn *conn);
 
 /* Whether requests wait to be written or answered. */
 bool hl_conn_busy(const hl_conn *conn);
