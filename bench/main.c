@@ -278,9 +278,12 @@ static void run_workload(const bench_args *a, hilock_client *c,
     }
     if (strcmp(w, "W1") == 0) {
         point(a, c, w, 1, 0, api);
-        if (a->api == NULL)
+        /* Three back to back: how much the blocking path swings. */
+        for (int i = 0; a->api == NULL && i < 3; i++)
             point(a, c, w, 1, 0, "sync");
         point(a, c, w, 50, 0, api);
+        if (a->api == NULL)
+            point(a, c, w, 50, 0, "sync");
     } else if (strcmp(w, "W4") == 0) {
         point(a, c, w, 1, 0, api);
         point(a, c, w, 50, 0, api);
@@ -294,6 +297,8 @@ static void run_workload(const bench_args *a, hilock_client *c,
         } else {
             point(a, c, w, 64, 1, api);
             point(a, c, w, 64, 16, api);
+            if (a->api == NULL)
+                point(a, c, w, 64, 16, "sync");
         }
     } else if (strcmp(w, "WD") == 0) {
         point(a, c, w, a->wd_leases > 0 ? a->wd_leases : 100000, 0, api);

@@ -86,6 +86,75 @@ function redlock_ratios(    i, l, j, m, c, shown, r) {
     }
 }
 
+# The async point of this run with the same workload, kind, C, S and
+# busy polling as line l; 0 if none.
+function async_twin(l,    j, m) {
+    for (j = 1; j <= n; j++) {
+        m = line[j]
+        if (field(m, "api") == "async" && field(m, "error") == "" &&
+            field(m, "workload") == field(l, "workload") &&
+            field(m, "kind") == field(l, "kind") &&
+            field(m, "C") == field(l, "C") && field(m, "S") == field(l, "S") &&
+            field(m, "busy_poll_us") == field(l, "busy_poll_us"))
+            return j
+    }
+    return 0
+}
+
+# The blocking API against the async one, each sync point with its async
+# twin of the same run: the targets of W1 C=1 (0.9), W1 C=50 (0.6), W2
+# C=64 (0.8, owner changes) and W3 S=16 (0.6), and how far the sync W1
+# C=1 points of the run lie from their median (within 25 %).
+function sync_ratios(    i, l, j, m, shown, r, target, w, k, v, t, med, dev, worst) {
+    k = 0
+    for (i = 1; i <= n; i++) {
+        l = line[i]
+        if (field(l, "api") != "sync" || field(l, "error") != "" ||
+            field(l, "busy_poll_us") > 0)
+            continue
+        w = field(l, "workload")
+        if (w == "W1" && field(l, "C") == 1)
+            v[++k] = field(l, "cycles_per_s")
+        j = async_twin(l)
+        if (j == 0)
+            continue
+        m = line[j]
+        target = ""
+        if (w == "W1" && field(l, "C") == 1) target = 0.9
+        if (w == "W1" && field(l, "C") == 50) target = 0.6
+        if (w == "W2" && field(l, "C") == 64 && field(l, "kind") != "fair") target = 0.8
+        if (w == "W3" && field(l, "S") == 16) target = 0.6
+        if (!shown++) {
+            print ""
+            print "The blocking API against the async one in this run:"
+            print ""
+            print "| workload | C | S | sync cycles/s | async cycles/s | sync / async | target |"
+            print "| --- | ---: | ---: | ---: | ---: | ---: | --- |"
+        }
+        r = field(m, "cycles_per_s") > 0 ? field(l, "cycles_per_s") / field(m, "cycles_per_s") : 0
+        printf "| %s | %s | %s | %.0f | %.0f | %.2f | %s |\n",
+            w (field(l, "kind") == "fair" ? " fair" : ""), field(l, "C"),
+            field(l, "S"), field(l, "cycles_per_s"), field(m, "cycles_per_s"), r,
+            target == "" ? "" : sprintf(">= %s (%s)", target,
+                                        r >= target ? "met" : "not met")
+    }
+    if (k >= 3) {
+        # The median of the sync W1 C=1 points, and the furthest from it.
+        for (i = 1; i <= k; i++)
+            for (j = i + 1; j <= k; j++)
+                if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+        med = v[int((k + 1) / 2)]
+        worst = 0
+        for (i = 1; i <= k; i++) {
+            dev = (v[i] - med) / med
+            if (dev < 0) dev = -dev
+            if (dev > worst) worst = dev
+        }
+        printf "\nSync W1 C=1, %d points back to back: median %.0f cycles/s, the furthest %.0f %% from it (target: within 25 %%, %s).\n",
+            k, med, 100 * worst, worst <= 0.25 ? "met" : "not met"
+    }
+}
+
 END {
     if (mode == "plot") {
         for (i = 1; i <= n; i++) {
@@ -129,6 +198,7 @@ END {
             field(l, "stock_check") field(l, "error")
     }
     redlock_ratios()
+    sync_ratios()
     for (i = 1; i <= n; i++) {
         l = line[i]
         if (field(l, "workload") != "WD")
