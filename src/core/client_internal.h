@@ -140,6 +140,9 @@ hl_sync *hl_sync_new(int64_t spin_us);
  * late: about twice that plus the hand-over between threads, and none
  * when answers take longer than waiting awake is worth. */
 int64_t hl_sync_spin_for(int64_t rtt_us);
+/* The spin for a blocking call on client c: none while its loop thread
+ * busy-polls. */
+int64_t hl_client_sync_spin_us(hilock_client *c);
 /* Each wait drops a reference: a caller that waits a second time (after
  * a timeout) takes one more first, and drops it itself if the first wait
  * was answered. */

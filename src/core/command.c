@@ -135,7 +135,7 @@ int hilock_client_command(hilock_client *c, int argc, const char *const *argv,
     rc = prepare_call(&call, c, argc, argv, argvlen);
     if (rc != 0)
         return rc;
-    call->sync = hl_sync_new(hl_sync_spin_for(atomic_load(&c->rtt_us)));
+    call->sync = hl_sync_new(hl_client_sync_spin_us(c));
     if (call->sync == NULL) {
         hl_free(call->cmd);
         hl_free(call);

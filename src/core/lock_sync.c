@@ -38,7 +38,7 @@ static int run_sync_on(hilock_client *c, hilock_lock *lock, int64_t wait_ms,
     int rc;
     const hilock_options *o = c->opts;
     hl_sync *sync =
-        hl_sync_new(hl_sync_spin_for(atomic_load(&c->rtt_us)));
+        hl_sync_new(hl_client_sync_spin_us(c));
     if (sync == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory");
     uint64_t op_id = 0;

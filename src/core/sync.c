@@ -175,6 +175,15 @@ int64_t hl_sync_spin_for(int64_t rtt_us)
     return us < HL_SPIN_MAX_US ? us : HL_SPIN_MAX_US;
 }
 
+int64_t hl_client_sync_spin_us(hilock_client *c)
+{
+    /* A busy-polling loop thread takes a core already; a caller spinning
+     * beside it would leave the server none on a two-core machine. */
+    if (c->opts->busy_poll_us > 0)
+        return 0;
+    return hl_sync_spin_for(atomic_load(&c->rtt_us));
+}
+
 int64_t hl_sync_limit_us(const hilock_options *o, int64_t wait_ms)
 {
     int64_t limit_ms =
