@@ -67,7 +67,9 @@ HILOCK_API int hilock_client_close(hilock_client *client);
 
 /* Close (if needed) and free a client.  Inside a callback the memory is
  * released once the callback returns.  Destroying a handle twice is
- * detected: the second call returns HILOCK_ECLOSED and touches nothing.
+ * detected: the second call returns HILOCK_ECLOSED and touches nothing,
+ * also with new handles made since, until 64 more handles (of any kind)
+ * have been freed; past that it is undefined, as free() twice is.
  * Other calls on a destroyed client are undefined, as for any freed
  * object; a closed but not destroyed client answers HILOCK_ECLOSED.
  * @return HILOCK_OK, HILOCK_ECLOSED (already destroyed), HILOCK_EINVAL (NULL) */

@@ -61,7 +61,8 @@ HILOCK_API int hilock_lock_create(hilock_lock **out, hilock_client *client,
  * watchdog timeout; release first to free the lock at once).  Any thread
  * except inside one of this lock's callbacks on the loop thread, where it
  * is deferred until the callback returns.  A second destroy of the same
- * handle returns HILOCK_ECLOSED.
+ * handle returns HILOCK_ECLOSED, also with new handles made since, until
+ * 64 more handles have been freed (see hilock_client_destroy).
  * @return HILOCK_OK, HILOCK_EINVAL (NULL), HILOCK_ECLOSED */
 HILOCK_API int hilock_lock_destroy(hilock_lock *lock);
 

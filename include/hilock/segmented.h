@@ -37,7 +37,8 @@ HILOCK_API int hilock_segmented_create(hilock_segmented **out,
                                        unsigned segments);
 
 /* Destroy the segment handles (as hilock_lock_destroy does for each) and
- * the set.  A second destroy returns HILOCK_ECLOSED. */
+ * the set.  A second destroy returns HILOCK_ECLOSED, within the window
+ * hilock_client_destroy describes. */
 HILOCK_API int hilock_segmented_destroy(hilock_segmented *set);
 
 HILOCK_API unsigned hilock_segmented_count(const hilock_segmented *set);

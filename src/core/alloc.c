@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "handle.h"
 #include "hilock/alloc.h"
 
 static const hilock_allocators libc_allocators = {malloc, calloc, realloc,
@@ -22,6 +23,7 @@ static const hilock_allocators *table_in_use(void)
 
 int hilock_set_allocators(const hilock_allocators *table)
 {
+    hl_handle_drain();
     if (table == NULL) {
         atomic_store_explicit(&current, &libc_allocators,
                               memory_order_release);

@@ -30,7 +30,7 @@ static void client_free_memory(hilock_client *c)
     hilock_options_free(c->opts);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->cond);
-    hl_free(c);
+    hl_handle_release(c);
 }
 
 void hl_client_ref(hilock_client *c) { atomic_fetch_add(&c->mem_refs, 1); }

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "alloc.h"
 
@@ -13,6 +14,10 @@ static const void **slots;
 static size_t nslots;
 static size_t used;
 static const char tombstone;
+
+/* A ring of released handles' memory, oldest at next_out once full. */
+static void *quarantine[HL_HANDLE_QUARANTINE];
+static size_t next_out;
 
 static size_t slot_of(const void *h, size_t n)
 {
@@ -94,4 +99,28 @@ bool hl_handle_is_live(const void *h)
     bool live = find(h) != SIZE_MAX;
     pthread_mutex_unlock(&handles_lock);
     return live;
+}
+
+void hl_handle_release(void *h)
+{
+    if (h == NULL)
+        return;
+    pthread_mutex_lock(&handles_lock);
+    void *oldest = quarantine[next_out];
+    quarantine[next_out] = h;
+    next_out = (next_out + 1) % HL_HANDLE_QUARANTINE;
+    pthread_mutex_unlock(&handles_lock);
+    hl_free(oldest);
+}
+
+void hl_handle_drain(void)
+{
+    void *out[HL_HANDLE_QUARANTINE];
+    pthread_mutex_lock(&handles_lock);
+    memcpy(out, quarantine, sizeof out);
+    memset(quarantine, 0, sizeof quarantine);
+    next_out = 0;
+    pthread_mutex_unlock(&handles_lock);
+    for (size_t i = 0; i < HL_HANDLE_QUARANTINE; i++)
+        hl_free(out[i]);
 }

@@ -134,7 +134,7 @@ static void lock_free(hilock_lock *lock)
 {
     hl_free(lock->lost);
     hl_free(lock->group);
-    hl_free(lock);
+    hl_handle_release(lock);
 }
 
 void hl_lock_ref(hilock_lock *lock) { atomic_fetch_add(&lock->refs, 1); }

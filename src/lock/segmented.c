@@ -69,7 +69,7 @@ int hilock_segmented_destroy(hilock_segmented *set)
         return hl_fail(HILOCK_ECLOSED, "set was destroyed already");
     for (unsigned i = 0; i < set->count; i++)
         hilock_lock_destroy(set->locks[i]);
-    hl_free(set);
+    hl_handle_release(set);
     return HILOCK_OK;
 }
 

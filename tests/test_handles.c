@@ -1,0 +1,144 @@
+/* Stale handles: a destroyed client, lock or segmented set passed to its
+ * destroy again answers HILOCK_ECLOSED, also when a new handle has been
+ * made since, which the allocator would like to put at the same address
+ * (glibc does so at once for a block of the same size). */
+/* ctest-timeout: 60 */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <ev.h>
+
+#include "core/handle.h"
+#include "hilock/client.h"
+#include "hilock/error.h"
+#include "hilock/lock.h"
+#include "hilock/options.h"
+#include "hilock/segmented.h"
+#include "support/fixture.h"
+
+static hilock_client *client_of(hl_redis_server *s)
+{
+    char url[96];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d",
+             hl_redis_server_port(s));
+    hilock_options *o;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(hilock_options_set_url(o, url), HILOCK_OK);
+    hilock_client *c = NULL;
+    assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
+    hilock_options_free(o);
+    return c;
+}
+
+static void test_double_destroy(void **state)
+{
+    (void)state;
+    hl_redis_server *s = hl_fixture_plain();
+    hilock_client *c = client_of(s);
+    hilock_lock *lock;
+    assert_int_equal(hilock_lock_create(&lock, c, "h:twice", 7), HILOCK_OK);
+    assert_int_equal(hilock_lock_destroy(lock), HILOCK_OK);
+    assert_int_equal(hilock_lock_destroy(lock), HILOCK_ECLOSED);
+    hilock_segmented *set;
+    assert_int_equal(hilock_segmented_create(&set, c, "h:set", 5, 4),
+                     HILOCK_OK);
+    assert_int_equal(hilock_segmented_destroy(set), HILOCK_OK);
+    assert_int_equal(hilock_segmented_destroy(set), HILOCK_ECLOSED);
+    assert_int_equal(hilock_client_destroy(c), HILOCK_OK);
+    assert_int_equal(hilock_client_destroy(c), HILOCK_ECLOSED);
+    assert_int_equal(hilock_client_close(c), HILOCK_ECLOSED);
+    hl_redis_server_stop(s);
+}
+
+/* A client on the test's own loop: handles are then made and freed on
+ * this thread, where glibc hands a block just freed straight back to the
+ * next request of its size. */
+static hilock_client *loop_client_of(hl_redis_server *s,
+                                     struct ev_loop *loop)
+{
+    char url[96];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d",
+             hl_redis_server_port(s));
+    hilock_options *o;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(hilock_options_set_url(o, url), HILOCK_OK);
+    assert_int_equal(hilock_options_set_loop(o, loop), HILOCK_OK);
+    hilock_client *c = NULL;
+    assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
+    hilock_options_free(o);
+    return c;
+}
+
+/* Within the documented window, each new lock is made while the stale
+ * pointer is passed to destroy again; the new one must stay alive. */
+static void test_stale_lock_with_new_locks(void **state)
+{
+    (void)state;
+    hl_redis_server *s = hl_fixture_plain();
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    assert_non_null(loop);
+    hilock_client *c = loop_client_of(s, loop);
+    /* glibc's calloc skips the per-thread cache that free fills first, so
+     * fill that cache with blocks of a lock's size: the stale lock's block
+     * then goes where the next calloc looks. */
+    hilock_lock *filler[16];
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(hilock_lock_create(&filler[i], c, "h:fill", 6),
+                         HILOCK_OK);
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(hilock_lock_destroy(filler[i]), HILOCK_OK);
+    hilock_lock *stale;
+    assert_int_equal(hilock_lock_create(&stale, c, "h:lock", 6), HILOCK_OK);
+    assert_int_equal(hilock_lock_destroy(stale), HILOCK_OK);
+    for (int i = 0; i < HL_HANDLE_QUARANTINE - 1; i++) {
+        hilock_lock *fresh;
+        assert_int_equal(hilock_lock_create(&fresh, c, "h:lock", 6),
+                         HILOCK_OK);
+        assert_int_equal(hilock_lock_destroy(stale), HILOCK_ECLOSED);
+        assert_int_equal(hilock_lock_destroy(fresh), HILOCK_OK);
+        if (fresh == stale)
+            fail_msg("new lock %d took the destroyed lock's address", i);
+    }
+    assert_int_equal(hilock_client_destroy(c), HILOCK_OK);
+    ev_run(loop, EVRUN_NOWAIT);
+    ev_loop_destroy(loop);
+    hl_redis_server_stop(s);
+}
+
+static void test_stale_client_with_new_client(void **state)
+{
+    (void)state;
+    hl_redis_server *s = hl_fixture_plain();
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    assert_non_null(loop);
+    hilock_client *stale = loop_client_of(s, loop);
+    assert_int_equal(hilock_client_destroy(stale), HILOCK_OK);
+    hilock_client *fresh = loop_client_of(s, loop);
+    assert_int_equal(hilock_client_destroy(stale), HILOCK_ECLOSED);
+    assert_int_equal(hilock_client_close(stale), HILOCK_ECLOSED);
+    hilock_lock *lock;
+    assert_int_equal(hilock_lock_create(&lock, fresh, "h:c", 3), HILOCK_OK);
+    assert_int_equal(hilock_lock_destroy(lock), HILOCK_OK);
+    assert_int_equal(hilock_client_destroy(fresh), HILOCK_OK);
+    if (fresh == stale)
+        fail_msg("the new client took the destroyed client's address");
+    ev_run(loop, EVRUN_NOWAIT);
+    ev_loop_destroy(loop);
+    hl_redis_server_stop(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_double_destroy),
+        cmocka_unit_test(test_stale_lock_with_new_locks),
+        cmocka_unit_test(test_stale_client_with_new_client),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
