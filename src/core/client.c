@@ -339,17 +339,10 @@ static int make_uuid(char out[HILOCK_CLIENT_ID_LEN + 1])
 
 static int wait_first_connect(hilock_client *c)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
     /* The connection enforces the connect timeout itself; the extra
      * second only guards against a loop thread that never answers. */
-    int64_t ms = c->opts->connect_timeout_ms + 1000;
-    until.tv_sec += (time_t)(ms / 1000);
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until =
+        hl_monotonic_deadline(HL_MS(c->opts->connect_timeout_ms + 1000));
     int rc = 0;
     pthread_mutex_lock(&c->lock);
     while (!c->first_done && rc == 0)

@@ -36,3 +36,16 @@ hl_monotime hl_validity(int64_t lease_ms, hl_monotime sent_at,
 {
     return HL_MS(lease_ms) - (now - sent_at) - hl_drift_margin(lease_ms);
 }
+
+struct timespec hl_monotonic_deadline(int64_t us)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_sec += (time_t)(us / 1000000);
+    t.tv_nsec += (long)(us % 1000000) * 1000;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}

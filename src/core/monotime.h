@@ -4,6 +4,7 @@
 #define HL_MONOTIME_H
 
 #include <stdint.h>
+#include <time.h>
 
 typedef int64_t hl_monotime; /* µs on CLOCK_MONOTONIC */
 
@@ -21,6 +22,11 @@ hl_monotime hl_drift_margin(int64_t lease_ms);
  * has run out. */
 hl_monotime hl_validity(int64_t lease_ms, hl_monotime sent_at,
                         hl_monotime now);
+
+/* The CLOCK_MONOTONIC instant us from now, as the absolute deadline
+ * pthread_cond_timedwait (on a monotonic condition variable) and
+ * FUTEX_WAIT_BITSET take.  Always the real clock. */
+struct timespec hl_monotonic_deadline(int64_t us);
 
 /* Tests replace the clock with their own function; NULL restores it. */
 typedef hl_monotime hl_clock_fn(void);

@@ -96,14 +96,7 @@ int hl_sync_wait(hl_sync *s, int64_t timeout_us, int *status,
                  hilock_reply **reply, int64_t *value, char *detail,
                  size_t detail_len)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += (time_t)(timeout_us / 1000000);
-    until.tv_nsec += (long)(timeout_us % 1000000) * 1000;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = hl_monotonic_deadline(timeout_us);
     atomic_fetch_add_explicit(&waiting, 1, memory_order_relaxed);
     bool posted = spin_for_post(s, timeout_us);
     while (!posted) {
