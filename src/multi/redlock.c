@@ -35,13 +35,16 @@ static void on_stop(struct ev_loop *loop, ev_async *w, int revents)
     (void)revents;
     hilock_redlock *rl = w->data;
     for (size_t i = 0; i < rl->n; i++) {
-        if (rl->clients[i] != NULL)
-            hilock_client_destroy(rl->clients[i]);
-        /* Under mu: create reads the slots from its own thread, and an
-         * ev_async hand-over orders nothing a race detector can see. */
+        /* Take the slot under mu before the client goes: create reads
+         * the slots, and the clients behind them, from its own thread,
+         * and an ev_async hand-over orders nothing a race detector can
+         * see. */
         pthread_mutex_lock(&rl->mu);
+        hilock_client *c = rl->clients[i];
         rl->clients[i] = NULL;
         pthread_mutex_unlock(&rl->mu);
+        if (c != NULL)
+            hilock_client_destroy(c);
     }
     ev_async_stop(loop, w);
     ev_prepare_stop(loop, &rl->tried);
