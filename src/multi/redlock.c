@@ -34,17 +34,16 @@ static void on_stop(struct ev_loop *loop, ev_async *w, int revents)
 {
     (void)revents;
     hilock_redlock *rl = w->data;
+    /* Whoever stopped the thread read the master slots, and the clients
+     * behind them, before it took mu in stop_thread; taking mu here
+     * orders those reads before the clients go, in a way a race detector
+     * sees (the ev_async that brought us here it cannot). */
+    pthread_mutex_lock(&rl->mu);
+    pthread_mutex_unlock(&rl->mu);
     for (size_t i = 0; i < rl->n; i++) {
-        /* Take the slot under mu before the client goes: create reads
-         * the slots, and the clients behind them, from its own thread,
-         * and an ev_async hand-over orders nothing a race detector can
-         * see. */
-        pthread_mutex_lock(&rl->mu);
-        hilock_client *c = rl->clients[i];
+        if (rl->clients[i] != NULL)
+            hilock_client_destroy(rl->clients[i]);
         rl->clients[i] = NULL;
-        pthread_mutex_unlock(&rl->mu);
-        if (c != NULL)
-            hilock_client_destroy(c);
     }
     ev_async_stop(loop, w);
     ev_prepare_stop(loop, &rl->tried);
@@ -114,6 +113,8 @@ static void redlock_free(hilock_redlock *rl)
 
 static void stop_thread(hilock_redlock *rl)
 {
+    pthread_mutex_lock(&rl->mu); /* see on_stop */
+    pthread_mutex_unlock(&rl->mu);
     ev_async_send(rl->loop, &rl->stop);
     pthread_join(rl->thread, NULL);
 }
@@ -138,15 +139,13 @@ static int master_options(hilock_options **out, const hilock_options *base,
     return rc;
 }
 
-static size_t connected_count(hilock_redlock *rl)
+static size_t connected_count(const hilock_redlock *rl)
 {
     size_t up = 0;
-    pthread_mutex_lock(&rl->mu);
     for (size_t i = 0; i < rl->n; i++)
         if (rl->clients[i] != NULL &&
             hilock_client_is_connected(rl->clients[i]) == 1)
             up++;
-    pthread_mutex_unlock(&rl->mu);
     return up;
 }
 
@@ -253,9 +252,10 @@ int hilock_redlock_destroy(hilock_redlock *rl)
         return hl_fail(HILOCK_ECLOSED, "RedLock destroyed already");
     if (atomic_load(&rl->locks) > 0)
         return hl_fail(HILOCK_EBUSY, "destroy the RedLock's locks first");
-    for (size_t i = 0; i < rl->n; i++)
-        if (rl->clients[i] != NULL && hl_client_in_loop(rl->clients[i]))
-            return hl_fail(HILOCK_EDEADLK, "destroy on the RedLock's thread");
+    /* The RedLock's loop thread runs its clients: any one of them tells
+     * whether this is that thread. */
+    if (pthread_equal(pthread_self(), rl->thread))
+        return hl_fail(HILOCK_EDEADLK, "destroy on the RedLock's thread");
     if (!hl_handle_remove(rl))
         return hl_fail(HILOCK_ECLOSED, "RedLock destroyed already");
     stop_thread(rl);
