@@ -366,6 +366,10 @@ void hl_locks_client_closed(hilock_client *c)
         if (lock == NULL)
             break;
         hl_lock_ref(lock);
+        /* Its group first, while this thread is still the client's: the
+         * group may have to end its own calls here, on its coordinator. */
+        if (lock->group != NULL)
+            lock->group->cb(lock, 0, lock->group->data);
         lock_detach(lock, HILOCK_ECLOSED, "client closed");
         hl_lock_unref(lock);
     }

@@ -16,7 +16,13 @@ int hl_multi_create(hilock_multilock **out, hilock_lock *const *locks,
         hl_calloc(1, sizeof *m + n * sizeof m->members[0]);
     if (m == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory for a multi-lock");
-    m->coord = locks[0]->client;
+    /* The coordinator's memory outlives its closing: the group still asks
+     * it whether it is closed, and from which thread. */
+    m->coord = hl_lock_client_get(locks[0]);
+    if (m->coord == NULL) {
+        hl_free(m);
+        return hl_fail(HILOCK_ECLOSED, "member 0 is closed");
+    }
     m->rl = rl;
     m->n = n;
     m->quorum = quorum;
@@ -37,6 +43,7 @@ int hl_multi_create(hilock_multilock **out, hilock_lock *const *locks,
         if (rc != HILOCK_OK) {
             for (size_t j = 0; j < i; j++)
                 hl_lock_set_group_listener(locks[j], NULL, NULL);
+            hl_client_unref(m->coord);
             hl_free(m);
             return hl_fail(rc, "could not watch member %zu", i);
         }
@@ -44,6 +51,7 @@ int hl_multi_create(hilock_multilock **out, hilock_lock *const *locks,
     if (hl_handle_add(m) != 0) {
         for (size_t i = 0; i < n; i++)
             hl_lock_set_group_listener(locks[i], NULL, NULL);
+        hl_client_unref(m->coord);
         hl_free(m);
         return hl_fail(HILOCK_ENOMEM, "out of memory for a multi-lock");
     }
