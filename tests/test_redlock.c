@@ -2270,6 +2270,92 @@ static void test_multilock_coordinator_closes(void **state)
     trio_close(&t);
 }
 
+static void master_config(int i, const char *name, const char *value)
+{
+    char r[256];
+
+    if (hl_redis_server_cmd(masters[i], r, sizeof r, "CONFIG", "SET", name,
+                            value, (char *)NULL) != '+')
+        fail_msg("CONFIG SET %s %s on master %d: %s", name, value, i, r);
+}
+
+static hilock_client *timed_client(int server, int64_t watchdog_ms,
+                                   int64_t command_ms)
+{
+    hilock_options *o = NULL;
+    hilock_client *c = NULL;
+
+    assert_status(hilock_options_create(&o), HILOCK_OK);
+    assert_status(hilock_options_set_host(o, "127.0.0.1"), HILOCK_OK);
+    assert_status(hilock_options_set_port(o,
+                                          hl_redis_server_port(
+                                              masters[server])),
+                  HILOCK_OK);
+    assert_status(hilock_options_set_watchdog_timeout_ms(o, watchdog_ms),
+                  HILOCK_OK);
+    assert_status(hl_set_valgrind_timeouts(o), HILOCK_OK);
+    assert_status(hilock_options_set_command_timeout_ms(o, command_ms),
+                  HILOCK_OK);
+    assert_status(hilock_client_create(&c, o), HILOCK_OK);
+    hilock_options_free(o);
+    own(OWN_CLIENT, c);
+    return c;
+}
+
+static bool key_gone_on_1(void *arg);
+
+/* A round fails after one member granted, and giving that grant back
+ * fails: the server refuses the release script (out of memory refuses
+ * its first write) while still taking the renewals (PEXPIRE is allowed
+ * then).  The member's client must stop renewing the hold, so the grant
+ * expires on the server within one watchdog lease instead of being kept
+ * alive for as long as the client runs. */
+static void test_multilock_failed_give_back_expires(void **state)
+{
+    const int64_t watchdog = hl_widen(1200);
+    static acq_rec r;
+    hilock_client *c0, *c1;
+    hilock_lock *l[3];
+    hilock_multilock *m = NULL;
+
+    (void)state;
+    c0 = timed_client(0, watchdog, hl_widen(600));
+    c1 = timed_client(1, watchdog, hl_widen(5000));
+    l[0] = lock_new(c0, "g.a");
+    l[1] = lock_new(c0, "g.b");
+    l[2] = lock_new(c1, "g.c");
+    assert_status(hilock_multilock_create(&m, l, 3), HILOCK_OK);
+    own(OWN_MULTI, m);
+
+    /* "g.a" and "g.b" cannot answer until their requests time out, which
+     * leaves time to make master 1 refuse writes after "g.c" granted. */
+    hl_fixture_pause(masters[0]);
+    acq_rec_init(&r);
+    assert_status(hilock_multilock_acquire_async(m, 0xD1, 0,
+                                                 HILOCK_LEASE_WATCHDOG,
+                                                 on_acquired, &r, NULL),
+                  HILOCK_OK);
+    wait_keys_present("g.c", 1u << 1, hl_widen(5000));
+    master_config(1, "maxmemory", "1");
+    acq_rec_wait(&r, hl_widen(10000));
+    hl_fixture_resume(masters[0]);
+    assert_int_not_equal(r.status, HILOCK_OK);
+    assert_int_equal(r.res[2].status, HILOCK_OK);
+
+    /* One lease after the failed give-back, the grant is gone; renewed,
+     * it would stay. */
+    if (!hl_wait_until(key_gone_on_1, (void *)"g.c", 2 * (int)watchdog))
+        fail_msg("g.c still held %lld ms after its give-back failed",
+                 (long long)(2 * watchdog));
+    master_config(1, "maxmemory", "0");
+
+    multi_free(m);
+    for (int i = 0; i < 3; i++)
+        lock_free(l[i]);
+    client_free(c1);
+    client_free(c0);
+}
+
 int main(void)
 {
 #define T5(fn) cmocka_unit_test_setup_teardown(fn, setup_five, teardown_masters)
@@ -2290,6 +2376,7 @@ int main(void)
         T2(test_multilock_lost_member),
         T2(test_multilock_reentry_and_ownership),
         T2(test_multilock_coordinator_closes),
+        T2(test_multilock_failed_give_back_expires),
         T2(test_bad_arguments),
         T5(test_redlock_lock_arguments),
     };

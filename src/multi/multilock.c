@@ -133,20 +133,91 @@ static bool quarantined(const hilock_multilock *m, size_t i)
     return m->redlock && c != NULL && hl_client_quarantined(c);
 }
 
-/* Give member i back for owner, answer ignored: a failure leaves the
- * member to expire with its lease. */
+/* A give-back: member i's grant to owner goes back.  One that fails
+ * (an error from the server, or not sent at all) is not retried: the
+ * member's client stops renewing the hold instead, so that the server
+ * lets the grant expire within one lease rather than keep it for as long
+ * as the client runs.  That hold is dropped only when it is this grant
+ * alone (one count, no release under way), never a newer one. */
+typedef struct give_back_call {
+    hl_task task; /* first: when it must reach the member's loop */
+    hilock_lock *lock;
+    uint64_t owner;
+} give_back_call;
+
+/* The member's loop thread. */
+static void stop_renewing(hilock_lock *lock, uint64_t owner)
+{
+    if (lock->client == NULL)
+        return; /* closed: its holds are gone */
+    hl_hold *h = hl_hold_find(lock, owner);
+    if (h != NULL && h->count == 1 && h->releases_in_flight == 0)
+        hl_hold_drop(h);
+}
+
+static bool give_back_failed(int status)
+{
+    /* Released, not held, lost (its lease stopped already), or a closed
+     * client (its holds dropped): nothing keeps renewing. */
+    return status != HILOCK_OK && status != HILOCK_ENOTOWNER &&
+           status != HILOCK_ELEASELOST && status != HILOCK_ECLOSED;
+}
+
 static void on_given_back(hilock_lock *lock, int status, int64_t value,
                           void *user_data)
 {
-    (void)lock;
-    (void)status;
     (void)value;
-    (void)user_data;
+    give_back_call *gb = user_data;
+    if (gb == NULL)
+        return;
+    if (give_back_failed(status))
+        stop_renewing(lock, gb->owner);
+    hl_free(gb);
+}
+
+static void run_stop_renewing(hilock_client *c, hl_task *t, bool closed)
+{
+    (void)c;
+    give_back_call *gb = (give_back_call *)t;
+    if (!closed)
+        stop_renewing(gb->lock, gb->owner);
+    hl_lock_unref(gb->lock);
+    hl_free(gb);
 }
 
 static void give_back(hilock_multilock *m, size_t i, uint64_t owner)
 {
-    hilock_lock_release_async(m->members[i], owner, on_given_back, NULL);
+    hilock_lock *lock = m->members[i];
+    give_back_call *gb = hl_calloc(1, sizeof *gb);
+    if (gb != NULL) {
+        gb->lock = lock;
+        gb->owner = owner;
+    }
+    int rc = hilock_lock_release_async(lock, owner, on_given_back, gb);
+    if (!give_back_failed(rc)) {
+        if (rc != HILOCK_OK)
+            hl_free(gb);
+        return;
+    }
+    /* Not even sent: the member's thread stops renewing the hold.  With
+     * no memory left for that either, the hold stays renewed until the
+     * owner's next release of the member. */
+    hilock_client *c = hl_lock_client_get(lock);
+    if (c == NULL || gb == NULL) {
+        hl_free(gb);
+    } else if (hl_client_in_loop(c)) {
+        stop_renewing(lock, owner);
+        hl_free(gb);
+    } else {
+        gb->task.run = run_stop_renewing;
+        hl_lock_ref(lock);
+        if (hl_client_submit(c, &gb->task) != HILOCK_OK) {
+            hl_lock_unref(lock);
+            hl_free(gb);
+        }
+    }
+    if (c != NULL)
+        hl_client_unref(c);
 }
 
 /* ---- acquire ----------------------------------------------------------- */
