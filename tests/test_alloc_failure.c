@@ -37,10 +37,13 @@ static atomic_long fail_at;
 static atomic_long failures;
 static atomic_long live;
 
+static atomic_bool fail_rest; /* fail_at and every allocation after it */
+
 static bool should_fail(void)
 {
     long n = atomic_fetch_add(&alloc_count, 1) + 1;
-    if (n == atomic_load(&fail_at)) {
+    long at = atomic_load(&fail_at);
+    if (n == at || (at > 0 && n > at && atomic_load(&fail_rest))) {
         atomic_fetch_add(&failures, 1);
         return true;
     }
@@ -82,6 +85,16 @@ static const hilock_allocators counting = {counting_malloc, counting_calloc,
 static void arm(long n)
 {
     atomic_store(&fail_at, 0);
+    atomic_store(&fail_rest, false);
+    atomic_store(&alloc_count, 0);
+    atomic_store(&fail_at, n);
+}
+
+/* Fail the n-th allocation and every one after it, until arm(0). */
+static void arm_from(long n)
+{
+    atomic_store(&fail_at, 0);
+    atomic_store(&fail_rest, true);
     atomic_store(&alloc_count, 0);
     atomic_store(&fail_at, n);
 }
@@ -436,12 +449,114 @@ static void test_failures_in_a_renewal_round(void **state)
     hl_redis_server_stop(s);
 }
 
+/* Whether a handle still names a group, read on its loop thread. */
+typedef struct group_probe {
+    hilock_lock *lock;
+    bool named;
+} group_probe;
+
+static void read_group(hilock_client *c, void *arg)
+{
+    (void)c;
+    group_probe *p = arg;
+    p->named = p->lock->group != NULL;
+}
+
+/* Making a multi-lock over members on two clients, and a RedLock lock,
+ * with every allocation failing from the n-th on, for every n until the
+ * make succeeds: each failure is a clean HILOCK_ENOMEM that leaves no
+ * member naming the freed group (a later loss would reach freed memory),
+ * and nothing stays allocated once everything is gone.  Failing the rest
+ * too, not the n-th alone, is what makes a rollback's own clean-up run
+ * out of memory. */
+static void test_group_create_fails_cleanly(void **state)
+{
+    (void)state;
+    hl_redis_server *masters[3];
+    hl_fixture_masters(masters, 3);
+    assert_int_equal(hilock_set_allocators(&counting), HILOCK_OK);
+    arm(0);
+    long before = atomic_load(&live);
+    hilock_client *c[2];
+    hilock_lock *members[2];
+    for (int i = 0; i < 2; i++) {
+        c[i] = counted_client(masters[i], 600000);
+        assert_status(hilock_lock_create(&members[i], c[i], "group:m", 7),
+                      HILOCK_OK);
+    }
+
+    bool made = false;
+    long n;
+    for (n = 1; !made && n < 1000; n++) {
+        hilock_multilock *m = NULL;
+        arm_from(n);
+        int rc = hilock_multilock_create(&m, members, 2);
+        arm(0);
+        if (rc == HILOCK_OK) {
+            made = true;
+            assert_status(hilock_multilock_destroy(m), HILOCK_OK);
+        } else {
+            assert_status(rc, HILOCK_ENOMEM);
+            assert_null(m);
+        }
+        for (int i = 0; i < 2; i++) {
+            group_probe p = {members[i], true};
+            hl_run_on_loop(c[i], read_group, &p);
+            if (p.named)
+                fail_msg("allocations failing from number %ld on left "
+                         "member %d naming a group after %s",
+                         n, i, made ? "its destroy" : "a failed create");
+        }
+    }
+    assert_true(made);
+    assert_true(n > 2);
+
+    char urls[3][64];
+    const char *url_ptrs[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(urls[i], sizeof urls[i], "redis://127.0.0.1:%d",
+                 hl_redis_server_port(masters[i]));
+        url_ptrs[i] = urls[i];
+    }
+    hilock_redlock *rl = NULL;
+    assert_status(hilock_redlock_create(&rl, url_ptrs, 3, NULL), HILOCK_OK);
+    made = false;
+    for (n = 1; !made && n < 1000; n++) {
+        hilock_multilock *m = NULL;
+        arm_from(n);
+        int rc = hilock_redlock_lock_create(&m, rl, "group:r", 7);
+        arm(0);
+        if (rc == HILOCK_OK) {
+            made = true;
+            assert_status(hilock_multilock_destroy(m), HILOCK_OK);
+        } else {
+            assert_status(rc, HILOCK_ENOMEM);
+            assert_null(m);
+        }
+    }
+    assert_true(made);
+    /* A failed make left no lock counted against the RedLock. */
+    assert_status(hilock_redlock_destroy(rl), HILOCK_OK);
+
+    for (int i = 0; i < 2; i++) {
+        assert_status(hilock_lock_destroy(members[i]), HILOCK_OK);
+        assert_status(hilock_client_destroy(c[i]), HILOCK_OK);
+    }
+    long leaked = atomic_load(&live) - before;
+    if (leaked != 0)
+        fail_msg("%ld blocks still allocated after everything went",
+                 leaked);
+    hilock_set_allocators(NULL);
+    hl_fixture_stop_masters(masters, 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_allocation_fails_once),
         cmocka_unit_test(test_calls_without_acquire_fail_cleanly),
         cmocka_unit_test(test_failures_in_a_renewal_round),
+        cmocka_unit_test(test_group_create_fails_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1844,7 +1844,8 @@ static void trio_close(trio *t)
     client_free(t->o1);
     client_free(t->o0);
     client_free(t->c1);
-    client_free(t->c0);
+    if (t->c0 != NULL) /* a test may have closed it */
+        client_free(t->c0);
 }
 
 static bool member_locked(trio *t, int i)
@@ -2152,6 +2153,209 @@ static void test_redlock_lock_arguments(void **state)
     redlock_free(rl);
 }
 
+/* Callbacks of a group's calls, and the thread each came on. */
+typedef struct where_rec {
+    pthread_t want; /* the coordinator's loop thread */
+    atomic_int calls;
+    atomic_int off_thread;
+    int status;
+} where_rec;
+
+static void where_rec_init(where_rec *r, pthread_t want)
+{
+    memset(r, 0, sizeof *r);
+    r->want = want;
+    atomic_init(&r->calls, 0);
+    atomic_init(&r->off_thread, 0);
+    r->status = -1;
+}
+
+static void where_note(where_rec *r, int status)
+{
+    if (!pthread_equal(pthread_self(), r->want))
+        atomic_fetch_add(&r->off_thread, 1);
+    r->status = status;
+    atomic_fetch_add(&r->calls, 1);
+}
+
+static void on_acquired_where(hilock_multilock *m, int status,
+                              const hilock_multi_outcome *out, void *data)
+{
+    (void)m;
+    (void)out;
+    where_note(data, status);
+}
+
+static void on_released_where(hilock_multilock *m, int status, void *data)
+{
+    (void)m;
+    where_note(data, status);
+}
+
+static void read_thread(hilock_client *c, void *arg)
+{
+    (void)c;
+    *(pthread_t *)arg = pthread_self();
+}
+
+static bool member_c_asked(void *arg)
+{
+    trio *t = arg;
+
+    return hl_read_pending(t->c1, t->l[2]).ops == 1;
+}
+
+static bool key_gone_on_1(void *arg)
+{
+    return master_int(1, "EXISTS", arg) == 0;
+}
+
+/* The coordinator's client closes while a member on another client has
+ * not answered an acquire and a release of the group: both end at once,
+ * with HILOCK_ECLOSED, on the coordinator's loop thread, and the answers
+ * that come after change nothing and call no one. */
+static void test_multilock_coordinator_closes(void **state)
+{
+    static where_rec acq, rel;
+    static acq_rec held;
+    pthread_t coord_thread;
+    trio t;
+
+    (void)state;
+    trio_open(&t, 0);
+    hl_run_on_loop(t.c0, read_thread, &coord_thread);
+    acq_rec_init(&held);
+    assert_status(hilock_multilock_acquire_async(t.m, 0xC10, 0,
+                                                 HILOCK_LEASE_WATCHDOG,
+                                                 on_acquired, &held, NULL),
+                  HILOCK_OK);
+    acq_rec_wait(&held, hl_widen(10000));
+    assert_status(held.status, HILOCK_OK);
+
+    /* "m.c" cannot answer while its server is stopped. */
+    hl_fixture_pause(masters[1]);
+    where_rec_init(&acq, coord_thread);
+    where_rec_init(&rel, coord_thread);
+    assert_status(hilock_multilock_release_async(t.m, 0xC10,
+                                                 on_released_where, &rel),
+                  HILOCK_OK);
+    assert_status(hilock_multilock_acquire_async(t.m, 0xC11,
+                                                 hl_widen(30000),
+                                                 HILOCK_LEASE_WATCHDOG,
+                                                 on_acquired_where, &acq,
+                                                 NULL),
+                  HILOCK_OK);
+    /* Both reached "m.c": the release was asked first, on the same
+     * connection. */
+    if (!hl_wait_until(member_c_asked, &t, hl_widen(10000)))
+        fail_msg("the acquire never asked m.c");
+    client_free(t.c0);
+    t.c0 = NULL;
+    /* The closing itself ended both: nothing waits for "m.c". */
+    assert_int_equal(atomic_load(&acq.calls), 1);
+    assert_int_equal(atomic_load(&rel.calls), 1);
+
+    /* The answers "m.c" owes come in: the release, then the acquire's
+     * grant, which has to go back. */
+    hl_fixture_resume(masters[1]);
+    if (!hl_wait_until(key_gone_on_1, (void *)"m.c", hl_widen(10000)))
+        fail_msg("the late grant of m.c was not given back");
+    hl_run_on_loop(t.c1, NULL, NULL);
+    assert_int_equal(atomic_load(&acq.calls), 1);
+    assert_int_equal(atomic_load(&rel.calls), 1);
+    assert_int_equal(atomic_load(&acq.off_thread), 0);
+    assert_int_equal(atomic_load(&rel.off_thread), 0);
+    assert_status(acq.status, HILOCK_ECLOSED);
+    assert_status(rel.status, HILOCK_ECLOSED);
+    trio_close(&t);
+}
+
+static void master_config(int i, const char *name, const char *value)
+{
+    char r[256];
+
+    if (hl_redis_server_cmd(masters[i], r, sizeof r, "CONFIG", "SET", name,
+                            value, (char *)NULL) != '+')
+        fail_msg("CONFIG SET %s %s on master %d: %s", name, value, i, r);
+}
+
+static hilock_client *timed_client(int server, int64_t watchdog_ms,
+                                   int64_t command_ms)
+{
+    hilock_options *o = NULL;
+    hilock_client *c = NULL;
+
+    assert_status(hilock_options_create(&o), HILOCK_OK);
+    assert_status(hilock_options_set_host(o, "127.0.0.1"), HILOCK_OK);
+    assert_status(hilock_options_set_port(o,
+                                          hl_redis_server_port(
+                                              masters[server])),
+                  HILOCK_OK);
+    assert_status(hilock_options_set_watchdog_timeout_ms(o, watchdog_ms),
+                  HILOCK_OK);
+    assert_status(hl_set_valgrind_timeouts(o), HILOCK_OK);
+    assert_status(hilock_options_set_command_timeout_ms(o, command_ms),
+                  HILOCK_OK);
+    assert_status(hilock_client_create(&c, o), HILOCK_OK);
+    hilock_options_free(o);
+    own(OWN_CLIENT, c);
+    return c;
+}
+
+static bool key_gone_on_1(void *arg);
+
+/* A round fails after one member granted, and giving that grant back
+ * fails: the server refuses the release script (out of memory refuses
+ * its first write) while still taking the renewals (PEXPIRE is allowed
+ * then).  The member's client must stop renewing the hold, so the grant
+ * expires on the server within one watchdog lease instead of being kept
+ * alive for as long as the client runs. */
+static void test_multilock_failed_give_back_expires(void **state)
+{
+    const int64_t watchdog = hl_widen(1200);
+    static acq_rec r;
+    hilock_client *c0, *c1;
+    hilock_lock *l[3];
+    hilock_multilock *m = NULL;
+
+    (void)state;
+    c0 = timed_client(0, watchdog, hl_widen(600));
+    c1 = timed_client(1, watchdog, hl_widen(5000));
+    l[0] = lock_new(c0, "g.a");
+    l[1] = lock_new(c0, "g.b");
+    l[2] = lock_new(c1, "g.c");
+    assert_status(hilock_multilock_create(&m, l, 3), HILOCK_OK);
+    own(OWN_MULTI, m);
+
+    /* "g.a" and "g.b" cannot answer until their requests time out, which
+     * leaves time to make master 1 refuse writes after "g.c" granted. */
+    hl_fixture_pause(masters[0]);
+    acq_rec_init(&r);
+    assert_status(hilock_multilock_acquire_async(m, 0xD1, 0,
+                                                 HILOCK_LEASE_WATCHDOG,
+                                                 on_acquired, &r, NULL),
+                  HILOCK_OK);
+    wait_keys_present("g.c", 1u << 1, hl_widen(5000));
+    master_config(1, "maxmemory", "1");
+    acq_rec_wait(&r, hl_widen(10000));
+    hl_fixture_resume(masters[0]);
+    assert_int_not_equal(r.status, HILOCK_OK);
+    assert_int_equal(r.res[2].status, HILOCK_OK);
+
+    /* One lease after the failed give-back, the grant is gone; renewed,
+     * it would stay. */
+    if (!hl_wait_until(key_gone_on_1, (void *)"g.c", 2 * (int)watchdog))
+        fail_msg("g.c still held %lld ms after its give-back failed",
+                 (long long)(2 * watchdog));
+    master_config(1, "maxmemory", "0");
+
+    multi_free(m);
+    for (int i = 0; i < 3; i++)
+        lock_free(l[i]);
+    client_free(c1);
+    client_free(c0);
+}
+
 int main(void)
 {
 #define T5(fn) cmocka_unit_test_setup_teardown(fn, setup_five, teardown_masters)
@@ -2171,6 +2375,8 @@ int main(void)
         T2(test_multilock_all_or_nothing),
         T2(test_multilock_lost_member),
         T2(test_multilock_reentry_and_ownership),
+        T2(test_multilock_coordinator_closes),
+        T2(test_multilock_failed_give_back_expires),
         T2(test_bad_arguments),
         T5(test_redlock_lock_arguments),
     };

@@ -93,7 +93,8 @@ HILOCK_API int hilock_multilock_create(hilock_multilock **out,
 
 /* Free the group (not its members).  Pending acquires complete with
  * HILOCK_ECANCELED; holds are not released (they expire with their
- * leases).  Any thread except inside this group's callbacks.  A second
+ * leases).  Any thread except inside this group's callbacks; it waits
+ * until each member's loop thread has let go of the group.  A second
  * destroy returns HILOCK_ECLOSED.
  * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ECLOSED */
 HILOCK_API int hilock_multilock_destroy(hilock_multilock *m);

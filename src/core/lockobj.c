@@ -133,7 +133,6 @@ hilock_client *hl_lock_client_get(hilock_lock *lock)
 static void lock_free(hilock_lock *lock)
 {
     hl_free(lock->lost);
-    hl_free(lock->group);
     hl_handle_release(lock);
 }
 
@@ -367,6 +366,10 @@ void hl_locks_client_closed(hilock_client *c)
         if (lock == NULL)
             break;
         hl_lock_ref(lock);
+        /* Its group first, while this thread is still the client's: the
+         * group may have to end its own calls here, on its coordinator. */
+        if (lock->group != NULL)
+            lock->group->cb(lock, 0, lock->group->data);
         lock_detach(lock, HILOCK_ECLOSED, "client closed");
         hl_lock_unref(lock);
     }
@@ -461,21 +464,19 @@ static void run_set_lost(hilock_client *c, hl_task *t, bool closed)
     (void)c;
     struct hl_lost_cb *l = (struct hl_lost_cb *)t;
     hilock_lock *lock = l->lock;
-    bool for_group = l->for_group;
     if (closed || l->cb == NULL) {
         hl_free(l);
         l = NULL;
     }
     if (!closed) {
-        struct hl_lost_cb **slot = for_group ? &lock->group : &lock->lost;
-        hl_free(*slot);
-        *slot = l;
+        hl_free(lock->lost);
+        lock->lost = l;
     }
     hl_lock_unref(lock);
 }
 
-static int set_lost(hilock_lock *lock, hilock_lost_cb *cb, void *user_data,
-                    bool for_group)
+int hilock_lock_set_lost_callback(hilock_lock *lock, hilock_lost_cb *cb,
+                                  void *user_data)
 {
     if (lock == NULL)
         return hl_fail(HILOCK_EINVAL, "lock is NULL");
@@ -491,7 +492,6 @@ static int set_lost(hilock_lock *lock, hilock_lost_cb *cb, void *user_data,
     t->lock = lock;
     t->cb = cb;
     t->data = user_data;
-    t->for_group = for_group;
     hl_lock_ref(lock);
     int rc = hl_client_submit(c, &t->task);
     hl_client_unref(c);
@@ -502,16 +502,75 @@ static int set_lost(hilock_lock *lock, hilock_lost_cb *cb, void *user_data,
     return rc;
 }
 
-int hilock_lock_set_lost_callback(hilock_lock *lock, hilock_lost_cb *cb,
-                                  void *user_data)
+/* Lives on the setting thread's stack, which waits for it: a multi-lock
+ * freed right after clearing its listener must never be named by a
+ * listener still queued, nor fail to clear it for want of memory. */
+typedef struct group_set {
+    hl_task task;
+    hilock_lock *lock;
+    hilock_lost_cb *cb;
+    void *data;
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    bool done;
+} group_set;
+
+static void apply_group(hilock_lock *lock, hilock_lost_cb *cb, void *data)
 {
-    return set_lost(lock, cb, user_data, false);
+    lock->group_mem.lock = lock;
+    lock->group_mem.cb = cb;
+    lock->group_mem.data = data;
+    lock->group = cb != NULL ? &lock->group_mem : NULL;
+}
+
+static void run_set_group(hilock_client *c, hl_task *t, bool closed)
+{
+    (void)c;
+    group_set *g = (group_set *)t;
+    /* Closed: the lock is detached already and reports to no one. */
+    if (!closed)
+        apply_group(g->lock, g->cb, g->data);
+    pthread_mutex_lock(&g->m);
+    g->done = true;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->m);
 }
 
 int hl_lock_set_group_listener(hilock_lock *lock, hilock_lost_cb *cb,
                                void *data)
 {
-    return set_lost(lock, cb, data, true);
+    if (lock == NULL)
+        return hl_fail(HILOCK_EINVAL, "lock is NULL");
+    hilock_client *c = hl_lock_client_get(lock);
+    if (c == NULL)
+        return hl_fail(HILOCK_ECLOSED, "client is closed");
+    if (hl_client_in_loop(c)) {
+        apply_group(lock, cb, data);
+        hl_client_unref(c);
+        return HILOCK_OK;
+    }
+    group_set g = {.task.run = run_set_group, .lock = lock, .cb = cb,
+                   .data = data};
+    pthread_mutex_init(&g.m, NULL);
+    pthread_cond_init(&g.cv, NULL);
+    int rc = hl_client_submit(c, &g.task);
+    if (rc != HILOCK_OK) {
+        /* The client is closing: once its loop thread has let go of its
+         * locks (telling their listeners last), none is called again. */
+        pthread_mutex_lock(&c->lock);
+        while (!c->locks_detached)
+            pthread_cond_wait(&c->cond, &c->lock);
+        pthread_mutex_unlock(&c->lock);
+    } else {
+        pthread_mutex_lock(&g.m);
+        while (!g.done)
+            pthread_cond_wait(&g.cv, &g.m);
+        pthread_mutex_unlock(&g.m);
+    }
+    pthread_mutex_destroy(&g.m);
+    pthread_cond_destroy(&g.cv);
+    hl_client_unref(c);
+    return rc;
 }
 
 bool hilock_lock_owner_lost(hilock_lock *lock, uint64_t owner)

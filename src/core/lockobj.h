@@ -130,6 +130,16 @@ static inline hl_lease *hl_hold_lease(hl_hold *h)
 void hl_hold_lease_lost(hl_lease *lease);
 void hl_hold_lease_released(hl_lease *lease);
 
+/* A lock's lost callback: allocated only for locks that have one; the
+ * group listener's lives in the handle, so that a multi-lock can always
+ * let go of its members. */
+struct hl_lost_cb {
+    hl_task task; /* hands a new setting to the loop thread */
+    hilock_lock *lock;
+    hilock_lost_cb *cb;
+    void *data;
+};
+
 struct hilock_lock {
     /* NULL once the client is gone.  Written under the link mutex (any
      * thread reads it through hl_lock_client_get), read freely on the
@@ -144,25 +154,23 @@ struct hilock_lock {
     hl_acquire_op *ops; /* pending acquires */
     hl_turn *turns;     /* requests taking turns per owner, oldest first */
     struct hl_lost_cb *lost; /* set by hilock_lock_set_lost_callback */
-    struct hl_lost_cb *group; /* the multi-lock holding it, told first */
+    struct hl_lost_cb *group; /* the multi-lock holding it, told first:
+                               * &group_mem or NULL */
+    struct hl_lost_cb group_mem;
     atomic_int refs; /* the user's, plus one per operation in flight */
     atomic_bool destroyed;
     char name[]; /* name_len bytes and a NUL */
 };
 
-/* A lock's lost callback, allocated only for locks that have one. */
-struct hl_lost_cb {
-    hl_task task; /* hands a new setting to the loop thread */
-    hilock_lock *lock;
-    hilock_lost_cb *cb;
-    void *data;
-    bool for_group; /* sets lock->group, not lock->lost */
-};
 
 /* The multi-lock a handle belongs to hears of its lost leases through
- * this listener (NULL to stop), apart from the user's lost callback.
- * Any thread; takes effect on the loop thread.  HILOCK_OK, HILOCK_ENOMEM,
- * HILOCK_ECLOSED. */
+ * this listener (NULL to stop), apart from the user's lost callback, and
+ * is told with owner 0, on the loop thread, when the client closes,
+ * before the handle's pending acquires end.  Any thread: it returns once
+ * the loop thread has taken the setting (at once on that thread), so
+ * that after a clear the listener's data is never named again.  Never
+ * allocates.  HILOCK_OK, or HILOCK_ECLOSED when the client is closed,
+ * which leaves no listener to be called. */
 int hl_lock_set_group_listener(hilock_lock *lock, hilock_lost_cb *cb,
                                void *data);
 

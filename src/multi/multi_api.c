@@ -16,7 +16,13 @@ int hl_multi_create(hilock_multilock **out, hilock_lock *const *locks,
         hl_calloc(1, sizeof *m + n * sizeof m->members[0]);
     if (m == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory for a multi-lock");
-    m->coord = locks[0]->client;
+    /* The coordinator's memory outlives its closing: the group still asks
+     * it whether it is closed, and from which thread. */
+    m->coord = hl_lock_client_get(locks[0]);
+    if (m->coord == NULL) {
+        hl_free(m);
+        return hl_fail(HILOCK_ECLOSED, "member 0 is closed");
+    }
     m->rl = rl;
     m->n = n;
     m->quorum = quorum;
@@ -29,12 +35,15 @@ int hl_multi_create(hilock_multilock **out, hilock_lock *const *locks,
         if (wd < m->watchdog_ms)
             m->watchdog_ms = wd;
     }
+    /* Setting and clearing a listener allocate nothing and are in effect
+     * when they return: a rollback leaves no member naming m. */
     for (size_t i = 0; i < n; i++) {
         int rc = hl_lock_set_group_listener(locks[i], hl_multi_member_lost,
                                             m);
         if (rc != HILOCK_OK) {
             for (size_t j = 0; j < i; j++)
                 hl_lock_set_group_listener(locks[j], NULL, NULL);
+            hl_client_unref(m->coord);
             hl_free(m);
             return hl_fail(rc, "could not watch member %zu", i);
         }
@@ -42,6 +51,7 @@ int hl_multi_create(hilock_multilock **out, hilock_lock *const *locks,
     if (hl_handle_add(m) != 0) {
         for (size_t i = 0; i < n; i++)
             hl_lock_set_group_listener(locks[i], NULL, NULL);
+        hl_client_unref(m->coord);
         hl_free(m);
         return hl_fail(HILOCK_ENOMEM, "out of memory for a multi-lock");
     }
@@ -91,9 +101,9 @@ static void run_teardown(hilock_client *c, hl_task *t, bool closed)
     hl_multi_unref(m);
 }
 
-/* Post a task naming m to client's loop (the coordinator when client is
- * NULL), holding a reference for it. */
-static void post_group_task(hilock_multilock *m, hilock_client *client,
+/* Post a task naming m to the coordinator, holding a reference for
+ * it. */
+static void post_group_task(hilock_multilock *m,
                             void (*run)(hilock_client *, hl_task *, bool))
 {
     group_task *g = hl_calloc(1, sizeof *g);
@@ -102,21 +112,11 @@ static void post_group_task(hilock_multilock *m, hilock_client *client,
     g->task.run = run;
     g->m = m;
     hl_multi_ref(m);
-    int rc = client ? hl_client_submit(client, &g->task)
-                    : hl_multi_post(m, &g->task);
+    int rc = hl_multi_post(m, &g->task);
     if (rc != HILOCK_OK) {
         hl_multi_unref(m);
         hl_free(g);
     }
-}
-
-static void run_unref(hilock_client *c, hl_task *t, bool closed)
-{
-    (void)c;
-    (void)closed;
-    hilock_multilock *m = ((group_task *)t)->m;
-    hl_free(t);
-    hl_multi_unref(m);
 }
 
 int hilock_multilock_destroy(hilock_multilock *m)
@@ -126,16 +126,13 @@ int hilock_multilock_destroy(hilock_multilock *m)
     if (!hl_handle_remove(m))
         return hl_fail(HILOCK_ECLOSED, "multi-lock destroyed already");
     atomic_store(&m->destroyed, true);
-    for (size_t i = 0; i < m->n; i++) {
+    /* A loss a member's loop reports before the clear takes effect holds
+     * a reference of its own; after it, none names m. */
+    for (size_t i = 0; i < m->n; i++)
         hl_lock_set_group_listener(m->members[i], NULL, NULL);
-        /* A loss the member's loop reports before it drops the listener
-         * still names m: m lives until that loop has passed this point. */
-        if (m->members[i]->client != NULL)
-            post_group_task(m, m->members[i]->client, run_unref);
-    }
     /* Pending acquires end on the coordinator; the memory goes with the
      * last reference. */
-    post_group_task(m, NULL, run_teardown);
+    post_group_task(m, run_teardown);
     if (m->rl != NULL) {
         for (size_t i = 0; i < m->n; i++)
             hilock_lock_destroy(m->members[i]);

@@ -12,9 +12,11 @@
 
 struct group_hold;
 struct multi_op;
+struct release_call;
 
 struct hilock_multilock {
-    hilock_client *coord;  /* its loop thread runs the group */
+    hilock_client *coord;  /* its loop thread runs the group; its memory
+                            * is kept for the group's life */
     hilock_redlock *rl;    /* owner of the members, or NULL */
     size_t n;
     size_t quorum;         /* n, or n/2+1 for RedLock */
@@ -24,6 +26,7 @@ struct hilock_multilock {
     atomic_bool destroyed;
     struct group_hold *holds; /* coordinator thread only */
     struct multi_op *ops;     /* coordinator thread only */
+    struct release_call *releases; /* coordinator thread only */
     hilock_multi_lost_cb *lost_cb; /* coordinator thread only */
     void *lost_data;
     hilock_lock *members[];
@@ -35,15 +38,20 @@ int hl_multi_create(hilock_multilock **out, hilock_lock *const *locks,
 
 void hl_multi_ref(hilock_multilock *m);
 void hl_multi_unref(hilock_multilock *m);
-/* Run a task on the coordinator (now, when called there). */
+/* Run a task on the coordinator (now, when called there, with closed
+ * when the coordinator is closing). */
 int hl_multi_post(hilock_multilock *m, hl_task *task);
 
-/* A member handle's lease was lost: its group listener. */
+/* A member handle's lease was lost, or with owner 0 its client is
+ * closing: its group listener. */
 void hl_multi_member_lost(hilock_lock *lock, uint64_t owner, void *data);
 /* Coordinator thread: whether owner holds the group, and lost it. */
 bool hl_multi_owner_lost(hilock_multilock *m, uint64_t owner, bool *held);
 /* Coordinator thread: end every pending acquire with HILOCK_ECANCELED. */
 void hl_multi_cancel_all(hilock_multilock *m);
+/* Coordinator thread, as its client closes: end every pending acquire
+ * and release with HILOCK_ECLOSED. */
+void hl_multi_close_all(hilock_multilock *m);
 
 /* The RedLock's side of its locks. */
 void hl_redlock_lock_gone(hilock_redlock *rl);

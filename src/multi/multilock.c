@@ -51,7 +51,10 @@ struct multi_op {
     int last_status;
     char last_detail[200];
     hl_timer backoff;
-    int in_flight;  /* member requests naming this op */
+    /* One until the callback has run, plus one per member request naming
+     * the op: a member whose answer cannot reach the coordinator lets go
+     * of its own from its own thread. */
+    atomic_int refs;
     bool started;
     bool done;
     bool round_open; /* answers of this round still count */
@@ -88,16 +91,19 @@ void hl_multi_unref(hilock_multilock *m)
         next = g->next;
         hl_free(g);
     }
+    hl_client_unref(m->coord);
     hl_free(m);
 }
 
-/* Run task on the coordinator: now when already there, else through the
- * coordinator client's queue.  Returns HILOCK_ECLOSED when it is gone
- * (run is then not called). */
+/* Run task on the coordinator: now when already there (closed while the
+ * coordinator closes), else through the coordinator client's queue.
+ * Returns HILOCK_ECLOSED when it is closed (run is then not called): its
+ * closing has ended every call of the group already (hl_multi_close_all),
+ * and nothing of the group may be touched off its thread. */
 int hl_multi_post(hilock_multilock *m, hl_task *task)
 {
     if (hl_client_in_loop(m->coord)) {
-        task->run(m->coord, task, false);
+        task->run(m->coord, task, atomic_load(&m->coord->closed));
         return HILOCK_OK;
     }
     return hl_client_submit(m->coord, task);
@@ -127,20 +133,91 @@ static bool quarantined(const hilock_multilock *m, size_t i)
     return m->redlock && c != NULL && hl_client_quarantined(c);
 }
 
-/* Give member i back for owner, answer ignored: a failure leaves the
- * member to expire with its lease. */
+/* A give-back: member i's grant to owner goes back.  One that fails
+ * (an error from the server, or not sent at all) is not retried: the
+ * member's client stops renewing the hold instead, so that the server
+ * lets the grant expire within one lease rather than keep it for as long
+ * as the client runs.  That hold is dropped only when it is this grant
+ * alone (one count, no release under way), never a newer one. */
+typedef struct give_back_call {
+    hl_task task; /* first: when it must reach the member's loop */
+    hilock_lock *lock;
+    uint64_t owner;
+} give_back_call;
+
+/* The member's loop thread. */
+static void stop_renewing(hilock_lock *lock, uint64_t owner)
+{
+    if (lock->client == NULL)
+        return; /* closed: its holds are gone */
+    hl_hold *h = hl_hold_find(lock, owner);
+    if (h != NULL && h->count == 1 && h->releases_in_flight == 0)
+        hl_hold_drop(h);
+}
+
+static bool give_back_failed(int status)
+{
+    /* Released, not held, lost (its lease stopped already), or a closed
+     * client (its holds dropped): nothing keeps renewing. */
+    return status != HILOCK_OK && status != HILOCK_ENOTOWNER &&
+           status != HILOCK_ELEASELOST && status != HILOCK_ECLOSED;
+}
+
 static void on_given_back(hilock_lock *lock, int status, int64_t value,
                           void *user_data)
 {
-    (void)lock;
-    (void)status;
     (void)value;
-    (void)user_data;
+    give_back_call *gb = user_data;
+    if (gb == NULL)
+        return;
+    if (give_back_failed(status))
+        stop_renewing(lock, gb->owner);
+    hl_free(gb);
+}
+
+static void run_stop_renewing(hilock_client *c, hl_task *t, bool closed)
+{
+    (void)c;
+    give_back_call *gb = (give_back_call *)t;
+    if (!closed)
+        stop_renewing(gb->lock, gb->owner);
+    hl_lock_unref(gb->lock);
+    hl_free(gb);
 }
 
 static void give_back(hilock_multilock *m, size_t i, uint64_t owner)
 {
-    hilock_lock_release_async(m->members[i], owner, on_given_back, NULL);
+    hilock_lock *lock = m->members[i];
+    give_back_call *gb = hl_calloc(1, sizeof *gb);
+    if (gb != NULL) {
+        gb->lock = lock;
+        gb->owner = owner;
+    }
+    int rc = hilock_lock_release_async(lock, owner, on_given_back, gb);
+    if (!give_back_failed(rc)) {
+        if (rc != HILOCK_OK)
+            hl_free(gb);
+        return;
+    }
+    /* Not even sent: the member's thread stops renewing the hold.  With
+     * no memory left for that either, the hold stays renewed until the
+     * owner's next release of the member. */
+    hilock_client *c = hl_lock_client_get(lock);
+    if (c == NULL || gb == NULL) {
+        hl_free(gb);
+    } else if (hl_client_in_loop(c)) {
+        stop_renewing(lock, owner);
+        hl_free(gb);
+    } else {
+        gb->task.run = run_stop_renewing;
+        hl_lock_ref(lock);
+        if (hl_client_submit(c, &gb->task) != HILOCK_OK) {
+            hl_lock_unref(lock);
+            hl_free(gb);
+        }
+    }
+    if (c != NULL)
+        hl_client_unref(c);
 }
 
 /* ---- acquire ----------------------------------------------------------- */
@@ -157,9 +234,12 @@ static void op_unlink(multi_op *op)
     op->prev = op->next = NULL;
 }
 
-static void op_free_if_idle(multi_op *op)
+static void op_ref(multi_op *op) { atomic_fetch_add(&op->refs, 1); }
+
+/* Any thread. */
+static void op_unref(multi_op *op)
 {
-    if (op->done && op->in_flight == 0) {
+    if (atomic_fetch_sub(&op->refs, 1) == 1) {
         hilock_multilock *m = op->m;
         hl_free(op);
         hl_multi_unref(m);
@@ -186,9 +266,8 @@ static void op_finish(multi_op *op, int status, const char *detail)
     if (op->done)
         return;
     op->done = true;
-    /* Keep op alive: cancelled members may answer inside round_close, and
-     * the callback may do anything. */
-    op->in_flight++;
+    /* op lives on its first reference until the end: cancelled members
+     * may answer inside round_close, and the callback may do anything. */
     hilock_multilock *m = op->m;
     if (op->started) {
         op_unlink(op);
@@ -219,8 +298,7 @@ static void op_finish(multi_op *op, int status, const char *detail)
     hl_client_enter_callback(coord);
     op->cb(m, status, &out, op->user_data);
     hl_client_leave_callback(coord);
-    op->in_flight--;
-    op_free_if_idle(op);
+    op_unref(op);
 }
 
 static hl_monotime op_remaining(const multi_op *op)
@@ -376,8 +454,7 @@ static void member_answered(hl_task *t)
             op->results[i].quarantined = true;
         else {
             hl_free(mc);
-            op->in_flight--;
-            op_free_if_idle(op);
+            op_unref(op);
             return;
         }
     }
@@ -409,8 +486,7 @@ static void member_answered(hl_task *t)
     hl_free(mc);
     /* Only now: deciding above may have finished op, which must not be
      * freed under this function. */
-    op->in_flight--;
-    op_free_if_idle(op);
+    op_unref(op);
 }
 
 static void run_member_answer(hilock_client *c, hl_task *t, bool closed)
@@ -437,18 +513,22 @@ static void on_member_acquired(hilock_lock *lock, int status,
              status ? hilock_last_error() : "");
     mc->task.run = run_member_answer;
     if (hl_multi_post(mc->m, &mc->task) != HILOCK_OK) {
-        /* The coordinator is gone: nothing waits for this answer. */
+        /* The coordinator has closed, and its closing ended op there:
+         * nothing waits for this answer, and this is not the thread to
+         * touch the group on.  A grant goes back; the member's handle
+         * takes that from any thread. */
+        multi_op *op = mc->op;
         if (status == HILOCK_OK)
-            give_back(mc->m, mc->index, mc->op->owner);
-        mc->status = HILOCK_ECLOSED;
-        member_answered(&mc->task);
+            give_back(mc->m, mc->index, op->owner);
+        hl_free(mc);
+        op_unref(op);
     }
 }
 
 static void attempt_round(multi_op *op)
 {
     hilock_multilock *m = op->m;
-    op->in_flight++; /* answers given at once must not free op here */
+    op_ref(op); /* answers given at once must not free op here */
     op->round++;
     op->attempts++;
     op->round_open = true;
@@ -476,14 +556,14 @@ static void attempt_round(multi_op *op)
         mc->round = op->round;
         mc->sent_at = hl_monotime_now();
         op->pending |= bit(i);
-        op->in_flight++;
+        op_ref(op);
         int rc = hilock_lock_acquire_async(m->members[i], op->owner, 0,
                                            op->lease_ms, 0,
                                            on_member_acquired, mc,
                                            &op->member_ops[i]);
         if (rc != HILOCK_OK) {
             op->pending &= ~bit(i);
-            op->in_flight--;
+            op_unref(op);
             op->results[i].status = rc;
             op->errs++;
             hl_free(mc);
@@ -492,8 +572,7 @@ static void attempt_round(multi_op *op)
             break; /* decided by an answer given at once */
     }
     decide(op);
-    op->in_flight--;
-    op_free_if_idle(op);
+    op_unref(op);
 }
 
 static void op_start(hilock_client *c, hl_task *t, bool closed)
@@ -555,6 +634,7 @@ int hilock_multilock_acquire_async(hilock_multilock *m, uint64_t owner,
     if (op == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory for an acquire");
     op->task.run = op_start;
+    atomic_init(&op->refs, 1);
     op->m = m;
     op->owner = owner;
     op->wait_ms = wait_ms;
@@ -624,18 +704,48 @@ int hilock_multilock_cancel(hilock_multilock *m, uint64_t op_id)
 typedef struct release_call {
     hl_task task;
     hilock_multilock *m;
+    struct release_call *next; /* in m->releases, while members answer */
+    struct release_call *prev;
     uint64_t owner;
     int pending;
     int status;      /* first member failure that matters */
     bool lost;
+    bool listed;
+    bool done;
+    /* One until the callback has run, plus one per member asked: as for
+     * an acquire, an answer that cannot reach the coordinator lets go of
+     * its own. */
+    atomic_int refs;
     char detail[200];
     hilock_multi_cb *cb;
     void *user_data;
 } release_call;
 
+/* Any thread. */
+static void release_unref(release_call *rc)
+{
+    if (atomic_fetch_sub(&rc->refs, 1) == 1) {
+        hilock_multilock *m = rc->m;
+        hl_free(rc);
+        hl_multi_unref(m);
+    }
+}
+
 static void release_finish(release_call *rc)
 {
     hilock_multilock *m = rc->m;
+    if (rc->done)
+        return;
+    rc->done = true;
+    if (rc->listed) {
+        if (rc->prev)
+            rc->prev->next = rc->next;
+        else
+            m->releases = rc->next;
+        if (rc->next)
+            rc->next->prev = rc->prev;
+        rc->listed = false;
+    }
     int status = rc->lost ? HILOCK_ELEASELOST : rc->status;
     if (status == HILOCK_ELEASELOST && rc->detail[0] == '\0')
         snprintf(rc->detail, sizeof rc->detail,
@@ -648,8 +758,7 @@ static void release_finish(release_call *rc)
     hl_client_enter_callback(coord);
     rc->cb(m, status, rc->user_data);
     hl_client_leave_callback(coord);
-    hl_free(rc);
-    hl_multi_unref(m);
+    release_unref(rc);
 }
 
 typedef struct member_release {
@@ -665,6 +774,12 @@ static void run_member_released(hilock_client *c, hl_task *t, bool closed)
     (void)c;
     member_release *mr = (member_release *)t;
     release_call *rc = mr->call;
+    if (rc->done) {
+        /* Ended by the coordinator's closing. */
+        hl_free(mr);
+        release_unref(rc);
+        return;
+    }
     int st = closed ? HILOCK_ECLOSED : mr->status;
     /* A member that lost its lease or forgot it (a restarted master) is
      * the group's business only if the group is lost, which rc->lost
@@ -678,6 +793,7 @@ static void run_member_released(hilock_client *c, hl_task *t, bool closed)
     hl_free(mr);
     if (--rc->pending == 0)
         release_finish(rc);
+    release_unref(rc);
 }
 
 static void on_member_released(hilock_lock *lock, int status, int64_t value,
@@ -690,8 +806,12 @@ static void on_member_released(hilock_lock *lock, int status, int64_t value,
     snprintf(mr->detail, sizeof mr->detail, "%s",
              status ? hilock_last_error() : "");
     mr->task.run = run_member_released;
-    if (hl_multi_post(mr->call->m, &mr->task) != HILOCK_OK)
-        run_member_released(NULL, &mr->task, true);
+    if (hl_multi_post(mr->call->m, &mr->task) != HILOCK_OK) {
+        /* The coordinator's closing ended the release there. */
+        release_call *rc = mr->call;
+        hl_free(mr);
+        release_unref(rc);
+    }
 }
 
 static void release_start(hilock_client *c, hl_task *t, bool closed)
@@ -723,6 +843,13 @@ static void release_start(hilock_client *c, hl_task *t, bool closed)
     uint64_t granted = g->granted;
     hl_free(g);
     rc->pending = 1; /* until every member is asked */
+    /* Listed until it ends, so that the coordinator's closing can end it
+     * on this thread. */
+    rc->next = m->releases;
+    if (m->releases)
+        m->releases->prev = rc;
+    m->releases = rc;
+    rc->listed = true;
     for (size_t i = 0; i < m->n; i++) {
         if (!(granted & bit(i)))
             continue;
@@ -735,10 +862,12 @@ static void release_start(hilock_client *c, hl_task *t, bool closed)
         mr->call = rc;
         mr->index = i;
         rc->pending++;
+        atomic_fetch_add(&rc->refs, 1);
         int st = hilock_lock_release_async(m->members[i], rc->owner,
                                            on_member_released, mr);
         if (st != HILOCK_OK) {
             rc->pending--;
+            atomic_fetch_sub(&rc->refs, 1);
             if (rc->status == HILOCK_OK && st != HILOCK_ECLOSED) {
                 rc->status = st;
                 snprintf(rc->detail, sizeof rc->detail, "member %zu: %s", i,
@@ -764,6 +893,7 @@ int hilock_multilock_release_async(hilock_multilock *m, uint64_t owner,
     if (rc == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory");
     rc->task.run = release_start;
+    atomic_init(&rc->refs, 1);
     rc->m = m;
     rc->owner = owner;
     rc->cb = cb;
@@ -812,6 +942,15 @@ static void run_member_lost(hilock_client *c, hl_task *t, bool closed)
 void hl_multi_member_lost(hilock_lock *lock, uint64_t owner, void *data)
 {
     hilock_multilock *m = data;
+    if (owner == 0) {
+        /* A member's client is closing.  When it is the coordinator, this
+         * is the group's last time on the coordinator's thread: what is
+         * still pending ends here, and answers that come later find the
+         * coordinator closed and only let go of their own. */
+        if (lock->client == m->coord && hl_client_in_loop(m->coord))
+            hl_multi_close_all(m);
+        return;
+    }
     size_t i = 0;
     while (i < m->n && m->members[i] != lock)
         i++;
@@ -842,4 +981,20 @@ void hl_multi_cancel_all(hilock_multilock *m)
 {
     while (m->ops != NULL)
         op_finish(m->ops, HILOCK_ECANCELED, "multi-lock destroyed");
+}
+
+void hl_multi_close_all(hilock_multilock *m)
+{
+    /* A callback may destroy the group. */
+    hl_multi_ref(m);
+    while (m->ops != NULL)
+        op_finish(m->ops, HILOCK_ECLOSED, "client closed");
+    while (m->releases != NULL) {
+        release_call *rc = m->releases;
+        rc->status = HILOCK_ECLOSED;
+        rc->lost = false;
+        snprintf(rc->detail, sizeof rc->detail, "client closed");
+        release_finish(rc);
+    }
+    hl_multi_unref(m);
 }
