@@ -371,15 +371,22 @@ static int failed_verdict(const multi_op *op)
     return 0;
 }
 
+/* End a round that can no longer win: no quorum when its failures alone
+ * rule one out, else busy. */
+static void fail_round(multi_op *op)
+{
+    if (op->errs > op->m->n - op->m->quorum)
+        round_failed(op, HILOCK_ENOQUORUM,
+                     "too many members failed or are quarantined");
+    else
+        round_failed(op, HILOCK_EBUSY, "a member is held by another owner");
+}
+
 static void settle(multi_op *op)
 {
     give_back_granted(op);
-    int verdict = failed_verdict(op);
-    if (verdict == HILOCK_ENOQUORUM)
-        round_failed(op, verdict, "too many members failed or are "
-                                  "quarantined");
-    else if (verdict == HILOCK_EBUSY)
-        round_failed(op, verdict, "a member is held by another owner");
+    if (failed_verdict(op) != 0)
+        fail_round(op);
 }
 
 static void decide(multi_op *op)
@@ -429,11 +436,7 @@ static void decide(multi_op *op)
         give_back_granted(op);
         return;
     }
-    if (op->errs > m->n - m->quorum)
-        round_failed(op, HILOCK_ENOQUORUM,
-                     "too many members failed or are quarantined");
-    else
-        round_failed(op, HILOCK_EBUSY, "a member is held by another owner");
+    fail_round(op);
 }
 
 static void member_answered(hl_task *t)

@@ -10,6 +10,7 @@
 #include "core/alloc.h"
 #include "core/error_detail.h"
 #include "core/handle.h"
+#include "core/monotime.h"
 #include "core/options_internal.h"
 #include "multi_internal.h"
 
@@ -151,14 +152,7 @@ static size_t connected_count(const hilock_redlock *rl)
 
 static void wait_all_tried(hilock_redlock *rl, int64_t timeout_ms)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += (time_t)(timeout_ms / 1000);
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = hl_monotonic_deadline(HL_MS(timeout_ms));
     int rc = 0;
     pthread_mutex_lock(&rl->mu);
     while (!rl->all_tried && rc == 0)
