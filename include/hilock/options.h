@@ -138,6 +138,20 @@ HILOCK_API int hilock_options_set_waiter_timeout_ms(hilock_options *opts,
 HILOCK_API int64_t hilock_options_waiter_timeout_ms(
     const hilock_options *opts);
 
+/* How many operations of a client may be unfinished at once: every
+ * async call's until its callback has run, every blocking call's until
+ * it returns, a waiting acquire's for as long as it waits.  A call past
+ * it fails at once with HILOCK_EFULL and starts nothing, so a server
+ * that stops answering cannot make the client's queues grow without
+ * bound.  The library's own traffic (lease renewals, reconciles) is not
+ * counted.  1..HILOCK_MAX_PENDING_LIMIT (default
+ * HILOCK_DEFAULT_MAX_PENDING).  URL query key: max_pending. */
+#define HILOCK_DEFAULT_MAX_PENDING 100000
+#define HILOCK_MAX_PENDING_LIMIT 100000000
+HILOCK_API int hilock_options_set_max_pending(hilock_options *opts,
+                                              int64_t max);
+HILOCK_API int64_t hilock_options_max_pending(const hilock_options *opts);
+
 /* RedLock only (see multi.h).  node: each master's command timeout, small
  * next to the lease so that a stalled master costs little of it;
  * 1..86400000 (default 100).  quarantine: how long a master that

@@ -11,6 +11,7 @@
 #include "lease.h"
 #include "lockobj.h"
 #include "map.h"
+#include "op.h"
 #include "waiters.h"
 #include "options_internal.h"
 #include "stream.h"
@@ -75,8 +76,9 @@ static void client_shutdown(hilock_client *c)
     bool first = c->conn != NULL;
     c->closed = true;
     hl_task *tasks = take_tasks(c);
+    bool queued = c->ops_head != NULL || c->cancels_head != NULL;
     pthread_mutex_unlock(&c->lock);
-    if (!first && tasks == NULL)
+    if (!first && tasks == NULL && !queued)
         return;
     hl_client_enter_callback(c);
     /* Locks first: their pending acquires end with HILOCK_ECLOSED and
@@ -105,6 +107,7 @@ static void client_shutdown(hilock_client *c)
     if (ps)
         hl_pubsub_free(ps);
     run_tasks(c, tasks, true);
+    hl_op_drain(c);
     if (first) {
         ev_async_stop(c->loop, &c->wakeup);
         ev_idle_stop(c->loop, &c->spin);
@@ -136,7 +139,7 @@ static void on_spin(struct ev_loop *loop, ev_idle *w, int revents)
         return;
     }
     /* Several waiting callers keep the loop busy without help. */
-    if (hl_sync_waiting() > 1 ||
+    if (hl_sync_waiting() + hl_op_waiting() > 1 ||
         now > atomic_load_explicit(&c->spin_until, memory_order_relaxed))
         ev_idle_stop(loop, w);
 }
@@ -159,10 +162,12 @@ static void on_wakeup(struct ev_loop *loop, ev_async *w, int revents)
     bool closed = c->closed;
     hl_task *tasks = closed ? NULL : take_tasks(c);
     pthread_mutex_unlock(&c->lock);
-    if (closed)
+    if (closed) {
         client_shutdown(c);
-    else
+    } else {
         run_tasks(c, tasks, false);
+        hl_op_run_queued(c);
+    }
     hl_client_leave_callback(c);
 }
 

@@ -38,6 +38,11 @@ struct hilock_client {
     pthread_cond_t cond;
     hl_task *tasks_head;
     hl_task *tasks_tail;
+    struct hl_op *ops_head; /* submitted, not yet started (op.c) */
+    struct hl_op *ops_tail;
+    struct hl_op *cancels_head; /* cancels asked from other threads */
+    struct hl_op *cancels_tail;
+    atomic_int pending_ops; /* bounded ops not yet finished */
     /* Written under lock, read without it on the loop thread as well
      * (hl_lock_conn, on every request): atomic so both sides agree. */
     atomic_bool closed;

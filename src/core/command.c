@@ -1,57 +1,68 @@
-/* Raw commands through the client: the async call, and the sync call as a
- * thin layer that waits for it. */
+/* Raw commands through the client: the async call, and the blocking call
+ * as a wait on the same operation. */
 #include <string.h>
 
 #include "alloc.h"
 #include "client_internal.h"
 #include "error_detail.h"
+#include "op.h"
 #include "options_internal.h"
 
-typedef struct command_call {
-    hl_task task;
-    hilock_client *client;
+typedef struct command_op {
+    hl_op op; /* first */
     char *cmd;
     size_t len;
-    hilock_command_cb *cb;
+    hilock_command_cb *cb; /* NULL for a blocking call */
     void *user_data;
-    hl_sync *sync; /* set for a sync call instead of cb */
-} command_call;
+} command_op;
 
-static void command_done(void *data, int status, hilock_reply *reply)
+static void command_answered(void *data, int status, hilock_reply *reply)
 {
-    command_call *call = data;
-    hilock_client *c = call->client;
-    if (call->sync) {
-        hl_sync_post(call->sync, status, reply,
-                     status ? hilock_last_error() : NULL);
-        hl_free(call);
-        return;
-    }
-    hilock_command_cb *cb = call->cb;
-    void *user_data = call->user_data;
-    hl_free(call);
-    hl_client_enter_callback(c);
-    cb(c, status, reply, user_data);
-    hl_client_leave_callback(c);
+    command_op *call = data;
+    hl_op_finish(&call->op, status, 0, reply,
+                 status ? hilock_last_error() : NULL);
+    hl_op_unref(&call->op);
 }
 
-static void command_start(hilock_client *c, hl_task *task, bool closed)
+static void command_start(hl_op *op)
 {
-    command_call *call = (command_call *)task;
-    if (closed || c->conn == NULL) {
-        hl_free(call->cmd);
-        hl_set_detail("client closed");
-        command_done(call, HILOCK_ECLOSED, NULL);
-        return;
-    }
-    int rc = hl_conn_command_take(c->conn, call->cmd, call->len,
-                                  command_done, call);
+    command_op *call = (command_op *)op;
+    hilock_client *c = op->home;
+    char *cmd = call->cmd;
+    call->cmd = NULL;
+    int rc = c->conn == NULL
+                 ? (hl_free(cmd), HILOCK_ECLOSED)
+                 : hl_conn_command_take(c->conn, cmd, call->len,
+                                        command_answered, call);
     if (rc != 0) {
-        hl_set_detail(rc == HILOCK_ECLOSED ? "client closed"
-                                           : "out of memory for a request");
-        command_done(call, rc, NULL);
+        hl_op_finish(op, rc, 0, NULL,
+                     rc == HILOCK_ECLOSED ? "client closed"
+                                          : "out of memory for a request");
+        hl_op_unref(op);
     }
 }
+
+static void command_complete(hl_op *op)
+{
+    command_op *call = (command_op *)op;
+    hilock_reply *reply = op->reply;
+    op->reply = NULL;
+    call->cb(op->home, op->status, reply, call->user_data);
+}
+
+static void command_destroy(hl_op *op)
+{
+    command_op *call = (command_op *)op;
+    hl_free(call->cmd);
+    hl_free(call);
+}
+
+static const hl_op_type command_type = {
+    .start = command_start,
+    .complete = command_complete,
+    .destroy = command_destroy,
+    .bounded = true,
+};
 
 static int check_args(const hilock_client *c, int argc,
                       const char *const *argv)
@@ -67,12 +78,13 @@ static int check_args(const hilock_client *c, int argc,
     return 0;
 }
 
-static int prepare_call(command_call **out, hilock_client *c, int argc,
-                        const char *const *argv, const size_t *argvlen)
+static int new_call(command_op **out, int argc, const char *const *argv,
+                    const size_t *argvlen)
 {
-    command_call *call = hl_calloc(1, sizeof *call);
+    command_op *call = hl_calloc(1, sizeof *call);
     if (call == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory for a request");
+    hl_op_init(&call->op, &command_type);
     size_t small[16];
     size_t *lens = (size_t *)argvlen;
     if (argvlen == NULL) {
@@ -91,8 +103,6 @@ static int prepare_call(command_call **out, hilock_client *c, int argc,
         hl_free(call);
         return hl_fail(HILOCK_ENOMEM, "out of memory for a request");
     }
-    call->client = c;
-    call->task.run = command_start;
     *out = call;
     return 0;
 }
@@ -107,17 +117,15 @@ int hilock_client_command_async(hilock_client *c, int argc,
         return rc;
     if (cb == NULL)
         return hl_fail(HILOCK_EINVAL, "callback is NULL");
-    command_call *call;
-    rc = prepare_call(&call, c, argc, argv, argvlen);
+    command_op *call;
+    rc = new_call(&call, argc, argv, argvlen);
     if (rc != 0)
         return rc;
     call->cb = cb;
     call->user_data = user_data;
-    rc = hl_client_submit(c, &call->task);
-    if (rc != 0) {
-        hl_free(call->cmd);
-        hl_free(call);
-    }
+    rc = hl_op_submit(c, &call->op);
+    if (rc != 0)
+        hl_op_unref(&call->op);
     return rc;
 }
 
@@ -129,42 +137,18 @@ int hilock_client_command(hilock_client *c, int argc, const char *const *argv,
     int rc = check_args(c, argc, argv);
     if (rc != 0)
         return rc;
-    if (hl_client_in_loop(c))
-        return hl_fail(HILOCK_EDEADLK, "sync call on the loop thread");
-    command_call *call;
-    rc = prepare_call(&call, c, argc, argv, argvlen);
+    command_op *call;
+    rc = new_call(&call, argc, argv, argvlen);
     if (rc != 0)
         return rc;
-    call->sync = hl_sync_new(hl_client_sync_spin_us(c));
-    if (call->sync == NULL) {
-        hl_free(call->cmd);
-        hl_free(call);
-        return hl_fail(HILOCK_ENOMEM, "out of memory for a request");
-    }
-    hl_sync *sync = call->sync;
-    rc = hl_client_submit(c, &call->task);
-    if (rc != 0) {
-        hl_free(call->cmd);
-        hl_free(call);
-        hl_sync_post(sync, rc, NULL, hilock_last_error());
-    }
     /* The transport completes every request within its command timeout;
      * the margin here only catches a loop thread that stopped answering. */
-    int64_t wait_us = HL_MS(2 * c->opts->command_timeout_ms + 1000);
-    int status = 0;
+    int64_t limit_us = HL_MS(2 * c->opts->command_timeout_ms + 1000);
     hilock_reply *r = NULL;
-    char detail[256];
-    if (hl_sync_wait(sync, wait_us, &status, &r, NULL, detail,
-                     sizeof detail) !=
-        0)
-        return hl_fail(HILOCK_ETIMEDOUT, "the loop thread did not answer");
-    if (status != 0)
-        hl_set_detail(detail);
-    else
-        hl_clear_detail();
+    rc = hl_op_run_blocking(c, &call->op, limit_us, NULL, &r);
     if (reply)
         *reply = r;
     else
         hilock_reply_free(r);
-    return status;
+    return rc;
 }

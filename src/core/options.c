@@ -42,6 +42,7 @@ int hilock_options_create(hilock_options **out)
     o->command_timeout_ms = HILOCK_DEFAULT_COMMAND_TIMEOUT_MS;
     o->watchdog_timeout_ms = HILOCK_DEFAULT_WATCHDOG_TIMEOUT_MS;
     o->waiter_timeout_ms = HILOCK_DEFAULT_WAITER_TIMEOUT_MS;
+    o->max_pending = HILOCK_DEFAULT_MAX_PENDING;
     o->node_timeout_ms = HILOCK_DEFAULT_NODE_TIMEOUT_MS;
     o->connections = HILOCK_DEFAULT_CONNECTIONS;
     o->reconnect_min_ms = HILOCK_DEFAULT_RECONNECT_MIN_MS;
@@ -263,6 +264,22 @@ int hilock_options_set_waiter_timeout_ms(hilock_options *opts, int64_t ms)
 int64_t hilock_options_waiter_timeout_ms(const hilock_options *opts)
 {
     return opts ? opts->waiter_timeout_ms : -1;
+}
+
+int hilock_options_set_max_pending(hilock_options *opts, int64_t max)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set max pending: options is NULL");
+    if (max < 1 || max > HILOCK_MAX_PENDING_LIMIT)
+        return hl_fail(HILOCK_EINVAL, "max pending out of range 1..%d: %lld",
+                       HILOCK_MAX_PENDING_LIMIT, (long long)max);
+    opts->max_pending = (int)max;
+    return HILOCK_OK;
+}
+
+int64_t hilock_options_max_pending(const hilock_options *opts)
+{
+    return opts ? opts->max_pending : -1;
 }
 
 int hilock_options_set_node_timeout_ms(hilock_options *opts, int64_t ms)

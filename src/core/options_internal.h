@@ -24,6 +24,7 @@ struct hilock_options {
     bool track_restarts;
     int64_t max_hold_ms; /* 0: the watchdog renews until release */
     int connections;     /* command connections */
+    int max_pending;     /* unfinished operations a client takes */
     int64_t busy_poll_us; /* 0: the loop sleeps when it has nothing to do */
     int64_t reconnect_min_ms;
     int64_t reconnect_max_ms;

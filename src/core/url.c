@@ -39,6 +39,7 @@ enum query_key {
     QK_NODE_TIMEOUT,
     QK_QUARANTINE,
     QK_CONNECTIONS,
+    QK_MAX_PENDING,
     QK_CA_FILE,
     QK_CA_DIR,
     QK_CERT_FILE,
@@ -60,6 +61,7 @@ static const struct {
     [QK_NODE_TIMEOUT] = {"node_timeout", 0},
     [QK_QUARANTINE] = {"quarantine", 0},
     [QK_CONNECTIONS] = {"connections", 0},
+    [QK_MAX_PENDING] = {"max_pending", 0},
     [QK_CA_FILE] = {"ca_file", 1},
     [QK_CA_DIR] = {"ca_dir", 1},
     [QK_CERT_FILE] = {"cert_file", 1},
@@ -389,6 +391,7 @@ static int apply_query(struct url_parser *up, enum query_key key,
     case QK_NODE_TIMEOUT:
     case QK_QUARANTINE:
     case QK_CONNECTIONS:
+    case QK_MAX_PENDING:
         /* The setter owns the range and its message states it; the cap
          * here only keeps the arithmetic from wrapping. */
         switch (parse_decimal(value, strlen(value), INT64_MAX, &ms)) {
@@ -409,6 +412,9 @@ static int apply_query(struct url_parser *up, enum query_key key,
         if (key == QK_CONNECTIONS)
             return relabel(hilock_options_set_connections(
                                o, ms > 1000 ? 1000 : (int)ms),
+                           name);
+        if (key == QK_MAX_PENDING)
+            return relabel(hilock_options_set_max_pending(o, (int64_t)ms),
                            name);
         if (key == QK_MAX_HOLD)
             return relabel(hilock_options_set_max_hold_ms(o, (int64_t)ms),

@@ -1,0 +1,371 @@
+/* The operation's life across threads; see op.h. */
+#include <linux/futex.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client_internal.h"
+#include "error_detail.h"
+#include "monotime.h"
+#include "op.h"
+#include "options_internal.h"
+
+/* A blocking caller's futex word: the loop thread stores the result and
+ * wakes the caller only if it went to sleep, so a caller that waits
+ * awake costs the loop thread no system call, and one that sleeps costs
+ * one on each side. */
+enum { WORD_EMPTY, WORD_POSTED, WORD_SLEEPING };
+
+/* Threads waiting in blocking calls, process-wide. */
+static atomic_int waiting;
+
+int hl_op_waiting(void)
+{
+    return atomic_load_explicit(&waiting, memory_order_relaxed);
+}
+
+void hl_op_init(hl_op *op, const hl_op_type *type)
+{
+    memset(op, 0, sizeof *op);
+    op->type = type;
+    atomic_init(&op->refs, 1);
+    atomic_init(&op->cancel_queued, false);
+    atomic_init(&op->word, WORD_EMPTY);
+    op->state = HL_OP_NEW;
+}
+
+void hl_op_ref(hl_op *op) { atomic_fetch_add(&op->refs, 1); }
+
+void hl_op_unref(hl_op *op)
+{
+    if (atomic_fetch_sub(&op->refs, 1) != 1)
+        return;
+    hilock_client *home = op->home;
+    hilock_reply_free(op->reply);
+    op->reply = NULL;
+    op->type->destroy(op);
+    if (home != NULL)
+        hl_client_unref(home);
+}
+
+static void give_back_place(hl_op *op)
+{
+    if (op->counted) {
+        op->counted = false;
+        atomic_fetch_sub_explicit(&op->home->pending_ops, 1,
+                                  memory_order_relaxed);
+    }
+}
+
+/* A place under max_pending, taken on the caller's thread so that a
+ * refusal is the call's own answer rather than a callback. */
+static bool take_place(hilock_client *home, hl_op *op)
+{
+    if (!op->type->bounded)
+        return true;
+    int max = home->opts->max_pending;
+    int was = atomic_fetch_add_explicit(&home->pending_ops, 1,
+                                        memory_order_relaxed);
+    if (max > 0 && was >= max) {
+        atomic_fetch_sub_explicit(&home->pending_ops, 1,
+                                  memory_order_relaxed);
+        return false;
+    }
+    op->counted = true;
+    return true;
+}
+
+static void start(hl_op *op)
+{
+    if (op->cancel_at_start) {
+        /* Cancelled on its loop before it could start: it never does. */
+        op->state = HL_OP_STARTED;
+        hl_op_finish(op, op->cancel_status, 0, NULL,
+                     op->cancel_status == HILOCK_ETIMEDOUT
+                         ? "the loop thread did not answer in time"
+                         : "cancelled");
+        hl_op_unref(op);
+        return;
+    }
+    op->state = HL_OP_STARTED;
+    op->type->start(op);
+}
+
+int hl_op_submit(hilock_client *home, hl_op *op)
+{
+    static atomic_uint_fast64_t next_id = 1;
+    if (!take_place(home, op))
+        return hl_fail(HILOCK_EFULL,
+                       "%d operations of this client are unfinished "
+                       "(max_pending)",
+                       home->opts->max_pending);
+    op->next = NULL;
+    op->id = atomic_fetch_add(&next_id, 1);
+    if (hl_client_in_loop(home)) {
+        if (atomic_load(&home->closed)) {
+            give_back_place(op);
+            return hl_fail(HILOCK_ECLOSED, "client is closed");
+        }
+        hl_client_ref(home);
+        op->home = home;
+        start(op);
+        return HILOCK_OK;
+    }
+    pthread_mutex_lock(&home->lock);
+    if (atomic_load(&home->closed)) {
+        pthread_mutex_unlock(&home->lock);
+        op->home = home; /* for the place only */
+        give_back_place(op);
+        op->home = NULL;
+        return hl_fail(HILOCK_ECLOSED, "client is closed");
+    }
+    hl_client_ref(home);
+    op->home = home;
+    op->state = HL_OP_QUEUED;
+    if (home->ops_tail)
+        home->ops_tail->next = op;
+    else
+        home->ops_head = op;
+    home->ops_tail = op;
+    /* Under the lock: a shutdown cannot free the loop in between. */
+    ev_async_send(home->loop, &home->wakeup);
+    pthread_mutex_unlock(&home->lock);
+    return HILOCK_OK;
+}
+
+static void post(hl_op *op)
+{
+    if (atomic_exchange_explicit(&op->word, WORD_POSTED,
+                                 memory_order_acq_rel) == WORD_SLEEPING)
+        syscall(SYS_futex, &op->word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1,
+                NULL, NULL, 0);
+}
+
+void hl_op_finish(hl_op *op, int status, int64_t value, hilock_reply *reply,
+                  const char *detail)
+{
+    if (op->state == HL_OP_FINISHED) {
+        hilock_reply_free(reply);
+        return;
+    }
+    op->state = HL_OP_FINISHED;
+    give_back_place(op);
+    op->status = status;
+    op->value = value;
+    op->reply = reply;
+    snprintf(op->detail, sizeof op->detail, "%s",
+             status != HILOCK_OK && detail ? detail : "");
+    if (op->waited) {
+        post(op);
+    } else if (op->type->complete != NULL) {
+        hilock_client *c = op->home;
+        if (status != HILOCK_OK)
+            hl_set_detail(op->detail);
+        else
+            hl_clear_detail();
+        hl_client_enter_callback(c);
+        op->type->complete(op);
+        hl_client_leave_callback(c);
+    }
+}
+
+static void cancel_now(hl_op *op)
+{
+    if (op->state == HL_OP_STARTED && op->type->cancel != NULL)
+        op->type->cancel(op, op->cancel_status);
+}
+
+int hl_op_cancel(hl_op *op, int status)
+{
+    hilock_client *home = op->home;
+    if (home == NULL || op->type->cancel == NULL)
+        return HILOCK_OK;
+    if (hl_client_in_loop(home)) {
+        op->cancel_status = status;
+        if (op->state == HL_OP_QUEUED) {
+            /* Submitted from elsewhere, not yet started: it never will. */
+            op->cancel_at_start = true;
+            return HILOCK_OK;
+        }
+        cancel_now(op);
+        return HILOCK_OK;
+    }
+    bool was = false;
+    if (!atomic_compare_exchange_strong(&op->cancel_queued, &was, true))
+        return HILOCK_OK; /* one cancel is on its way already */
+    pthread_mutex_lock(&home->lock);
+    if (atomic_load(&home->closed)) {
+        pthread_mutex_unlock(&home->lock);
+        return hl_fail(HILOCK_ECLOSED, "client is closed");
+    }
+    /* Read on the loop after the hand-over through the mutex. */
+    op->cancel_status = status;
+    hl_op_ref(op);
+    op->next_cancel = NULL;
+    if (home->cancels_tail)
+        home->cancels_tail->next_cancel = op;
+    else
+        home->cancels_head = op;
+    home->cancels_tail = op;
+    ev_async_send(home->loop, &home->wakeup);
+    pthread_mutex_unlock(&home->lock);
+    return HILOCK_OK;
+}
+
+void hl_op_run_queued(hilock_client *home)
+{
+    pthread_mutex_lock(&home->lock);
+    hl_op *ops = home->ops_head;
+    hl_op *cancels = home->cancels_head;
+    home->ops_head = home->ops_tail = NULL;
+    home->cancels_head = home->cancels_tail = NULL;
+    pthread_mutex_unlock(&home->lock);
+    while (ops != NULL) {
+        hl_op *next = ops->next;
+        start(ops);
+        ops = next;
+    }
+    while (cancels != NULL) {
+        hl_op *next = cancels->next_cancel;
+        cancel_now(cancels);
+        hl_op_unref(cancels);
+        cancels = next;
+    }
+}
+
+void hl_op_drain(hilock_client *home)
+{
+    pthread_mutex_lock(&home->lock);
+    hl_op *ops = home->ops_head;
+    hl_op *cancels = home->cancels_head;
+    home->ops_head = home->ops_tail = NULL;
+    home->cancels_head = home->cancels_tail = NULL;
+    pthread_mutex_unlock(&home->lock);
+    while (ops != NULL) {
+        hl_op *next = ops->next;
+        ops->state = HL_OP_STARTED;
+        hl_op_finish(ops, HILOCK_ECLOSED, 0, NULL, "client closed");
+        hl_op_unref(ops);
+        ops = next;
+    }
+    while (cancels != NULL) {
+        hl_op *next = cancels->next_cancel;
+        hl_op_unref(cancels);
+        cancels = next;
+    }
+}
+
+/* ---- the blocking caller --------------------------------------------- */
+
+/* A lone caller whose answer is due within a short round trip waits for
+ * it awake, as long as the spin bound its caller chose.  With more
+ * callers waiting the cores are busy anyway, and spinning would only take
+ * time from the loop thread and the server. */
+static bool spin_for_post(hl_op *op, int64_t timeout_us)
+{
+    if (op->spin_us <= 0 ||
+        atomic_load_explicit(&waiting, memory_order_relaxed) > 1)
+        return false;
+    int64_t us = timeout_us < op->spin_us ? timeout_us : op->spin_us;
+    hl_monotime end = hl_monotime_now() + us;
+    do {
+        if (atomic_load_explicit(&op->word, memory_order_acquire) ==
+            WORD_POSTED)
+            return true;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    } while (hl_monotime_now() < end);
+    return false;
+}
+
+static bool passed(const struct timespec *until)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec > until->tv_sec ||
+           (now.tv_sec == until->tv_sec && now.tv_nsec >= until->tv_nsec);
+}
+
+/* Wait for the result until timeout_us from now: true when it came. */
+static bool wait_posted(hl_op *op, int64_t timeout_us)
+{
+    struct timespec until = hl_monotonic_deadline(timeout_us);
+    atomic_fetch_add_explicit(&waiting, 1, memory_order_relaxed);
+    bool posted = spin_for_post(op, timeout_us);
+    while (!posted) {
+        uint32_t seen = WORD_EMPTY;
+        if (!atomic_compare_exchange_strong_explicit(
+                &op->word, &seen, WORD_SLEEPING, memory_order_acquire,
+                memory_order_acquire) &&
+            seen != WORD_SLEEPING)
+            break; /* posted meanwhile */
+        /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline. */
+        syscall(SYS_futex, &op->word,
+                FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, WORD_SLEEPING,
+                &until, NULL, FUTEX_BITSET_MATCH_ANY);
+        if (atomic_load_explicit(&op->word, memory_order_acquire) ==
+                WORD_POSTED ||
+            passed(&until))
+            break;
+    }
+    posted = atomic_load_explicit(&op->word, memory_order_acquire) ==
+             WORD_POSTED;
+    if (!posted) {
+        /* A second wait, after the cancel, may sleep again. */
+        uint32_t sleeping = WORD_SLEEPING;
+        atomic_compare_exchange_strong(&op->word, &sleeping, WORD_EMPTY);
+    }
+    atomic_fetch_sub_explicit(&waiting, 1, memory_order_relaxed);
+    return posted;
+}
+
+int hl_op_run_blocking(hilock_client *home, hl_op *op, int64_t limit_us,
+                       int64_t *value, hilock_reply **reply)
+{
+    if (reply)
+        *reply = NULL;
+    if (hl_client_in_loop(home)) {
+        hl_op_unref(op);
+        return hl_fail(HILOCK_EDEADLK, "a blocking call on the loop thread");
+    }
+    op->waited = true;
+    op->spin_us = hl_client_sync_spin_us(home);
+    hl_op_ref(op); /* the home loop's */
+    int rc = hl_op_submit(home, op);
+    if (rc != HILOCK_OK) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", hilock_last_error());
+        hl_op_unref(op);
+        hl_op_unref(op);
+        hl_set_detail(why);
+        return rc;
+    }
+    if (!wait_posted(op, limit_us)) {
+        bool cancellable = op->type->cancel != NULL;
+        hl_op_cancel(op, HILOCK_ETIMEDOUT);
+        if (!cancellable) {
+            hl_op_unref(op);
+            return hl_fail(HILOCK_ETIMEDOUT, "the loop thread did not "
+                                             "answer in time");
+        }
+        /* Should the cancel not reach the loop, the op still ends at its
+         * own deadline, which has passed. */
+        wait_posted(op, INT64_MAX / 4);
+    }
+    int status = op->status;
+    if (status != HILOCK_OK)
+        hl_set_detail(op->detail);
+    else
+        hl_clear_detail();
+    if (value)
+        *value = op->value;
+    if (reply) {
+        *reply = op->reply;
+        op->reply = NULL;
+    }
+    hl_op_unref(op);
+    return status;
+}
