@@ -16,11 +16,8 @@ static void send_attempt(hl_acquire_op *op);
 
 static void op_free_if_idle(hl_acquire_op *op)
 {
-    if (op->done && op->in_flight == 0) {
-        hilock_lock *lock = op->lock;
-        hl_free(op);
-        hl_lock_unref(lock);
-    }
+    if (op->done && op->in_flight == 0)
+        hl_op_unref(&op->op);
 }
 
 static void op_unlink(hl_acquire_op *op)
@@ -63,9 +60,11 @@ static void op_finish(hl_acquire_op *op, int status,
         size_t len = hl_owner_field(lock, op->owner, field, sizeof field);
         lock->kind->leave(lock, field, len);
     }
+    if (acquired)
+        op->got = *acquired;
     op->in_flight++; /* keep op alive across the callback */
-    hl_lock_call_acquire_cb(lock, op->cb, status, acquired, op->user_data,
-                            detail);
+    hl_op_finish(&op->op, status, acquired ? (int64_t)acquired->token : 0,
+                 NULL, detail);
     op->in_flight--;
     op_free_if_idle(op);
 }
@@ -469,13 +468,11 @@ bool hl_lock_hand_on(hilock_lock *lock)
     return false; /* no message is owed to the guess */
 }
 
-static void op_start(hilock_client *c, hl_task *t, bool closed)
+static void op_start(hl_op *o)
 {
-    hl_acquire_op *op = (hl_acquire_op *)t;
+    hl_acquire_op *op = (hl_acquire_op *)o;
     hilock_lock *lock = op->lock;
-    (void)c;
-    if (closed || !hl_lock_usable(lock) ||
-        hl_client_leases(lock->client) == NULL) {
+    if (!hl_lock_usable(lock) || hl_client_leases(lock->client) == NULL) {
         op->done = false;
         op_finish(op, lock->destroyed ? HILOCK_ECANCELED : HILOCK_ECLOSED,
                   NULL, lock->destroyed ? "lock handle destroyed"
@@ -536,13 +533,43 @@ hl_monotime hl_wait_deadline(int64_t wait_ms)
     return now + HL_MS(wait_ms);
 }
 
-int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,
-                              int64_t wait_ms, int64_t lease_ms,
-                              unsigned flags, hilock_acquire_cb *cb,
-                              void *user_data, uint64_t *op_id)
+static void op_cancel(hl_op *o, int status)
 {
-    if (lock == NULL || cb == NULL)
-        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    op_finish((hl_acquire_op *)o, status, NULL,
+              status == HILOCK_ETIMEDOUT
+                  ? "the loop thread did not answer in time; the acquire "
+                    "was cancelled"
+                  : "acquire cancelled");
+}
+
+static void op_complete(hl_op *o)
+{
+    hl_acquire_op *op = (hl_acquire_op *)o;
+    op->cb(op->lock, o->status, o->status == HILOCK_OK ? &op->got : NULL,
+           op->user_data);
+}
+
+static void op_destroy(hl_op *o)
+{
+    hl_acquire_op *op = (hl_acquire_op *)o;
+    hl_lock_unref(op->lock);
+    hl_free(op);
+}
+
+static const hl_op_type acquire_type = {
+    .start = op_start,
+    .cancel = op_cancel,
+    .complete = op_complete,
+    .destroy = op_destroy,
+    .bounded = true,
+};
+
+int hl_acquire(hilock_lock *lock, uint64_t owner, int64_t wait_ms,
+               int64_t lease_ms, unsigned flags, hilock_acquire_cb *cb,
+               void *user_data, uint64_t *op_id, uint64_t *token)
+{
+    if (lock == NULL)
+        return hl_fail(HILOCK_EINVAL, "lock is NULL");
     int bad = hl_check_acquire_args(owner, wait_ms, lease_ms);
     if (bad != HILOCK_OK)
         return bad;
@@ -556,7 +583,7 @@ int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,
         hl_client_unref(c);
         return hl_fail(HILOCK_ENOMEM, "out of memory for an acquire");
     }
-    op->task.run = op_start;
+    hl_op_init(&op->op, &acquire_type);
     op->lock = lock;
     op->owner = owner;
     op->wait_ms = wait_ms;
@@ -564,30 +591,48 @@ int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,
     op->flags = flags;
     op->cb = cb;
     op->user_data = user_data;
-    static atomic_uint_fast64_t next_id = 1;
-    op->id = atomic_fetch_add(&next_id, 1);
-    if (op_id)
-        *op_id = op->id;
     hl_lock_ref(lock);
-    int rc = hl_client_submit(c, &op->task);
-    hl_client_unref(c);
-    if (rc != HILOCK_OK) {
-        hl_lock_unref(lock);
-        hl_free(op);
+    int rc;
+    if (cb == NULL) {
+        int64_t value = 0;
+        rc = hl_op_run_blocking(c, &op->op, hl_sync_limit_us(c->opts, wait_ms),
+                                &value, NULL);
+        if (token)
+            *token = rc == HILOCK_OK ? (uint64_t)value : 0;
+    } else {
+        if (op_id)
+            *op_id = op->op.id;
+        rc = hl_op_submit(c, &op->op);
+        if (rc != HILOCK_OK)
+            hl_op_unref(&op->op);
     }
+    hl_client_unref(c);
     return rc;
 }
 
-typedef struct cancel_task {
-    hl_task task;
+int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,
+                              int64_t wait_ms, int64_t lease_ms,
+                              unsigned flags, hilock_acquire_cb *cb,
+                              void *user_data, uint64_t *op_id)
+{
+    if (lock == NULL || cb == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    return hl_acquire(lock, owner, wait_ms, lease_ms, flags, cb, user_data,
+                      op_id, NULL);
+}
+
+/* A cancel by id, looked up on the loop thread: not bounded, so that a
+ * client at max_pending can still shed its operations. */
+typedef struct cancel_op {
+    hl_op op;
     hilock_lock *lock;
     uint64_t id;
-} cancel_task;
+} cancel_op;
 
 static int cancel_now(hilock_lock *lock, uint64_t id)
 {
     for (hl_acquire_op *op = lock->ops; op != NULL; op = op->next) {
-        if (op->id == id) {
+        if (op->op.id == id) {
             op_finish(op, HILOCK_ECANCELED, NULL, "acquire cancelled");
             return HILOCK_OK;
         }
@@ -596,15 +641,24 @@ static int cancel_now(hilock_lock *lock, uint64_t id)
                    (unsigned long long)id);
 }
 
-static void run_cancel(hilock_client *c, hl_task *t, bool closed)
+static void cancel_start(hl_op *o)
 {
-    (void)c;
-    cancel_task *ct = (cancel_task *)t;
-    if (!closed)
-        cancel_now(ct->lock, ct->id);
-    hl_lock_unref(ct->lock);
-    hl_free(ct);
+    cancel_op *c = (cancel_op *)o;
+    int rc = cancel_now(c->lock, c->id);
+    hl_op_done(o, rc, 0, NULL, rc ? hilock_last_error() : NULL);
 }
+
+static void cancel_destroy(hl_op *o)
+{
+    cancel_op *c = (cancel_op *)o;
+    hl_lock_unref(c->lock);
+    hl_free(c);
+}
+
+static const hl_op_type cancel_type = {
+    .start = cancel_start,
+    .destroy = cancel_destroy,
+};
 
 int hilock_lock_cancel(hilock_lock *lock, uint64_t op_id)
 {
@@ -614,22 +668,20 @@ int hilock_lock_cancel(hilock_lock *lock, uint64_t op_id)
     if (c == NULL)
         return hl_fail(HILOCK_ECLOSED, "client closed");
     int rc;
-    cancel_task *ct = NULL;
+    cancel_op *co = NULL;
     if (hl_client_in_loop(c)) {
         rc = cancel_now(lock, op_id);
-    } else if ((ct = hl_calloc(1, sizeof *ct)) == NULL) {
+    } else if ((co = hl_calloc(1, sizeof *co)) == NULL) {
         rc = hl_fail(HILOCK_ENOMEM, "out of memory");
     } else {
-        ct->task.run = run_cancel;
-        ct->lock = lock;
-        ct->id = op_id;
+        hl_op_init(&co->op, &cancel_type);
+        co->lock = lock;
+        co->id = op_id;
         hl_lock_ref(lock);
-        rc = hl_client_submit(c, &ct->task);
+        rc = hl_op_submit(c, &co->op);
+        if (rc != HILOCK_OK)
+            hl_op_unref(&co->op);
     }
     hl_client_unref(c);
-    if (rc != HILOCK_OK && ct != NULL) {
-        hl_lock_unref(lock);
-        hl_free(ct);
-    }
     return rc;
 }

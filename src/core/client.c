@@ -597,54 +597,32 @@ static void read_stats(hilock_client *c, hilock_client_stats *out)
     }
 }
 
-typedef struct stats_task {
-    hl_task task;
-    hl_sync *sync;
+/* On the caller's stack: the loop answers at once, and out must stay
+ * valid until it has. */
+typedef struct stats_op {
+    hl_op op; /* first */
     hilock_client_stats *out;
-} stats_task;
+} stats_op;
 
-static void run_stats(hilock_client *c, hl_task *t, bool closed)
+static void stats_start(hl_op *op)
 {
-    stats_task *st = (stats_task *)t;
-    if (!closed)
-        read_stats(c, st->out);
-    hl_sync_post(st->sync, closed ? HILOCK_ECLOSED : HILOCK_OK, NULL,
-                 closed ? "client closed" : NULL);
-    hl_free(st);
+    read_stats(op->home, ((stats_op *)op)->out);
+    hl_op_done(op, HILOCK_OK, 0, NULL, NULL);
 }
+
+static void stats_on_stack(hl_op *op) { (void)op; }
+
+static const hl_op_type stats_type = {.start = stats_start,
+                                      .destroy = stats_on_stack};
 
 int hilock_client_get_stats(hilock_client *c, hilock_client_stats *out)
 {
     if (c == NULL || out == NULL)
         return hl_fail(HILOCK_EINVAL, "NULL argument");
-    if (hl_client_in_loop(c)) {
-        if (c->closed)
-            return hl_fail(HILOCK_ECLOSED, "client is closed");
-        read_stats(c, out);
-        return HILOCK_OK;
-    }
-    /* The wait has no deadline of its own: the loop answers at once, and
-     * out must stay valid until it has. */
-    stats_task *st = hl_calloc(1, sizeof *st);
-    hl_sync *sync = st ? hl_sync_new(0) : NULL;
-    if (sync == NULL) {
-        hl_free(st);
-        return hl_fail(HILOCK_ENOMEM, "out of memory");
-    }
-    st->task.run = run_stats;
-    st->sync = sync;
-    st->out = out;
-    int rc = hl_client_submit(c, &st->task);
-    if (rc != HILOCK_OK) {
-        hl_free(st);
-        hl_sync_post(sync, rc, NULL, hilock_last_error());
-    }
-    int status = 0;
-    char detail[128];
-    if (hl_sync_wait(sync, INT64_MAX / 4, &status, NULL, NULL, detail,
-                     sizeof detail) != 0)
-        return hl_fail(HILOCK_ETIMEDOUT, "the loop thread did not answer");
-    return status ? hl_fail(status, "%s", detail) : HILOCK_OK;
+    stats_op st;
+    hl_op_init(&st.op, &stats_type);
+    st.out = out;
+    return hl_op_call_and_wait(c, &st.op);
 }
 
 struct ev_loop *hilock_client_loop(const hilock_client *c)

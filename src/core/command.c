@@ -19,9 +19,8 @@ typedef struct command_op {
 static void command_answered(void *data, int status, hilock_reply *reply)
 {
     command_op *call = data;
-    hl_op_finish(&call->op, status, 0, reply,
-                 status ? hilock_last_error() : NULL);
-    hl_op_unref(&call->op);
+    hl_op_done(&call->op, status, 0, reply,
+               status ? hilock_last_error() : NULL);
 }
 
 static void command_start(hl_op *op)
@@ -35,10 +34,9 @@ static void command_start(hl_op *op)
                  : hl_conn_command_take(c->conn, cmd, call->len,
                                         command_answered, call);
     if (rc != 0) {
-        hl_op_finish(op, rc, 0, NULL,
-                     rc == HILOCK_ECLOSED ? "client closed"
-                                          : "out of memory for a request");
-        hl_op_unref(op);
+        hl_op_done(op, rc, 0, NULL,
+                   rc == HILOCK_ECLOSED ? "client closed"
+                                        : "out of memory for a request");
     }
 }
 

@@ -132,7 +132,6 @@ hilock_client *hl_lock_client_get(hilock_lock *lock)
 
 static void lock_free(hilock_lock *lock)
 {
-    hl_free(lock->lost);
     hl_handle_release(lock);
 }
 
@@ -293,50 +292,6 @@ static void drop_all_holds(hilock_lock *lock)
         hl_hold_drop(lock->holds);
 }
 
-/* Run user code for a lock: the detail for its status set, the handle
- * kept alive, and the client's callback guard around it. */
-typedef struct user_call {
-    hilock_acquire_cb *acquire_cb;
-    const hilock_acquired *acquired;
-    hilock_lock_cb *cb;
-    int64_t value;
-} user_call;
-
-static void call_user(hilock_lock *lock, const user_call *u, int status,
-                      void *user_data, const char *detail)
-{
-    hilock_client *c = lock->client;
-    if (status != 0)
-        hl_set_detail(detail);
-    else
-        hl_clear_detail();
-    hl_lock_ref(lock);
-    if (c)
-        hl_client_enter_callback(c);
-    if (u->acquire_cb)
-        u->acquire_cb(lock, status, u->acquired, user_data);
-    else
-        u->cb(lock, status, u->value, user_data);
-    if (c)
-        hl_client_leave_callback(c);
-    hl_lock_unref(lock);
-}
-
-void hl_lock_call_acquire_cb(hilock_lock *lock, hilock_acquire_cb *cb,
-                             int status, const hilock_acquired *acquired,
-                             void *user_data, const char *detail)
-{
-    user_call u = {.acquire_cb = cb, .acquired = acquired};
-    call_user(lock, &u, status, user_data, detail);
-}
-
-void hl_lock_call_cb(hilock_lock *lock, hilock_lock_cb *cb, int status,
-                     int64_t value, void *user_data, const char *detail)
-{
-    user_call u = {.cb = cb, .value = value};
-    call_user(lock, &u, status, user_data, detail);
-}
-
 /* Detach from the client: no more operations, leases stop unreported. */
 static void lock_detach(hilock_lock *lock, int status, const char *detail)
 {
@@ -375,16 +330,6 @@ void hl_locks_client_closed(hilock_client *c)
     }
 }
 
-/* Lives on the destroying thread's stack, which waits for it without a
- * deadline: destroy must not fail for want of memory. */
-typedef struct destroy_task {
-    hl_task task;
-    hilock_lock *lock;
-    pthread_mutex_t m;
-    pthread_cond_t cv;
-    bool done;
-} destroy_task;
-
 static void lock_teardown(hilock_lock *lock)
 {
     atomic_store(&lock->destroyed, true);
@@ -392,16 +337,37 @@ static void lock_teardown(hilock_lock *lock)
     hl_lock_unref(lock);
 }
 
-static void run_destroy(hilock_client *c, hl_task *t, bool closed)
+/* Settings and teardown of a handle: each runs at once on the loop
+ * thread, where the handle's state lives, and lives on the calling
+ * thread's stack, which waits for it without a deadline, so that none
+ * can fail for want of memory, and once the call returns the loop thread
+ * has taken it. */
+typedef struct handle_op {
+    hl_op op; /* first */
+    hilock_lock *lock;
+    hilock_lost_cb *cb;
+    void *data;
+} handle_op;
+
+static void on_stack(hl_op *op) { (void)op; }
+
+static void destroy_start(hl_op *op)
 {
-    (void)c;
-    (void)closed;
-    destroy_task *d = (destroy_task *)t;
-    lock_teardown(d->lock);
-    pthread_mutex_lock(&d->m);
-    d->done = true;
-    pthread_cond_signal(&d->cv);
-    pthread_mutex_unlock(&d->m);
+    lock_teardown(((handle_op *)op)->lock);
+    hl_op_done(op, HILOCK_OK, 0, NULL, NULL);
+}
+
+static const hl_op_type destroy_type = {.start = destroy_start,
+                                        .destroy = on_stack};
+
+/* The client is closing: its loop thread detaches every lock and must be
+ * left to do so alone; once it has, none is told of anything again. */
+static void wait_locks_detached(hilock_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    while (!c->locks_detached)
+        pthread_cond_wait(&c->cond, &c->lock);
+    pthread_mutex_unlock(&c->lock);
 }
 
 int hilock_lock_destroy(hilock_lock *lock)
@@ -412,31 +378,20 @@ int hilock_lock_destroy(hilock_lock *lock)
         return hl_fail(HILOCK_ECLOSED, "lock was destroyed already");
     hilock_client *c = hl_lock_client_get(lock);
     if (c == NULL || hl_client_in_loop(c)) {
+        /* On the loop thread, closing or not, nothing else runs. */
         lock_teardown(lock);
         if (c != NULL)
             hl_client_unref(c);
         return HILOCK_OK;
     }
-    destroy_task d = {.task.run = run_destroy, .lock = lock};
-    pthread_mutex_init(&d.m, NULL);
-    pthread_cond_init(&d.cv, NULL);
-    if (hl_client_submit(c, &d.task) != HILOCK_OK) {
-        /* The client is closing: its loop thread detaches every lock,
-         * this one too, and must be left to do so alone.  Then nothing
-         * but the handle is left. */
-        pthread_mutex_lock(&c->lock);
-        while (!c->locks_detached)
-            pthread_cond_wait(&c->cond, &c->lock);
-        pthread_mutex_unlock(&c->lock);
+    handle_op d;
+    hl_op_init(&d.op, &destroy_type);
+    d.lock = lock;
+    if (hl_op_call_and_wait(c, &d.op) != HILOCK_OK) {
+        /* Then nothing but the handle is left. */
+        wait_locks_detached(c);
         lock_teardown(lock);
-    } else {
-        pthread_mutex_lock(&d.m);
-        while (!d.done)
-            pthread_cond_wait(&d.cv, &d.m);
-        pthread_mutex_unlock(&d.m);
     }
-    pthread_mutex_destroy(&d.m);
-    pthread_cond_destroy(&d.cv);
     hl_client_unref(c);
     return HILOCK_OK;
 }
@@ -459,21 +414,21 @@ uint64_t hilock_thread_owner(void)
     return mine;
 }
 
-static void run_set_lost(hilock_client *c, hl_task *t, bool closed)
+static void set_lost_start(hl_op *op)
 {
-    (void)c;
-    struct hl_lost_cb *l = (struct hl_lost_cb *)t;
-    hilock_lock *lock = l->lock;
-    if (closed || l->cb == NULL) {
-        hl_free(l);
-        l = NULL;
+    handle_op *h = (handle_op *)op;
+    hilock_lock *lock = h->lock;
+    if (!atomic_load(&lock->destroyed)) {
+        lock->lost_mem.lock = lock;
+        lock->lost_mem.cb = h->cb;
+        lock->lost_mem.data = h->data;
+        lock->lost = h->cb != NULL ? &lock->lost_mem : NULL;
     }
-    if (!closed) {
-        hl_free(lock->lost);
-        lock->lost = l;
-    }
-    hl_lock_unref(lock);
+    hl_op_done(op, HILOCK_OK, 0, NULL, NULL);
 }
+
+static const hl_op_type set_lost_type = {.start = set_lost_start,
+                                         .destroy = on_stack};
 
 int hilock_lock_set_lost_callback(hilock_lock *lock, hilock_lost_cb *cb,
                                   void *user_data)
@@ -483,37 +438,15 @@ int hilock_lock_set_lost_callback(hilock_lock *lock, hilock_lost_cb *cb,
     hilock_client *c = hl_lock_client_get(lock);
     if (c == NULL)
         return hl_fail(HILOCK_ECLOSED, "client is closed");
-    struct hl_lost_cb *t = hl_calloc(1, sizeof *t);
-    if (t == NULL) {
-        hl_client_unref(c);
-        return hl_fail(HILOCK_ENOMEM, "out of memory");
-    }
-    t->task.run = run_set_lost;
-    t->lock = lock;
-    t->cb = cb;
-    t->data = user_data;
-    hl_lock_ref(lock);
-    int rc = hl_client_submit(c, &t->task);
+    handle_op h;
+    hl_op_init(&h.op, &set_lost_type);
+    h.lock = lock;
+    h.cb = cb;
+    h.data = user_data;
+    int rc = hl_op_call_and_wait(c, &h.op);
     hl_client_unref(c);
-    if (rc != 0) {
-        hl_lock_unref(lock);
-        hl_free(t);
-    }
     return rc;
 }
-
-/* Lives on the setting thread's stack, which waits for it: a multi-lock
- * freed right after clearing its listener must never be named by a
- * listener still queued, nor fail to clear it for want of memory. */
-typedef struct group_set {
-    hl_task task;
-    hilock_lock *lock;
-    hilock_lost_cb *cb;
-    void *data;
-    pthread_mutex_t m;
-    pthread_cond_t cv;
-    bool done;
-} group_set;
 
 static void apply_group(hilock_lock *lock, hilock_lost_cb *cb, void *data)
 {
@@ -523,18 +456,15 @@ static void apply_group(hilock_lock *lock, hilock_lost_cb *cb, void *data)
     lock->group = cb != NULL ? &lock->group_mem : NULL;
 }
 
-static void run_set_group(hilock_client *c, hl_task *t, bool closed)
+static void set_group_start(hl_op *op)
 {
-    (void)c;
-    group_set *g = (group_set *)t;
-    /* Closed: the lock is detached already and reports to no one. */
-    if (!closed)
-        apply_group(g->lock, g->cb, g->data);
-    pthread_mutex_lock(&g->m);
-    g->done = true;
-    pthread_cond_signal(&g->cv);
-    pthread_mutex_unlock(&g->m);
+    handle_op *h = (handle_op *)op;
+    apply_group(h->lock, h->cb, h->data);
+    hl_op_done(op, HILOCK_OK, 0, NULL, NULL);
 }
+
+static const hl_op_type set_group_type = {.start = set_group_start,
+                                          .destroy = on_stack};
 
 int hl_lock_set_group_listener(hilock_lock *lock, hilock_lost_cb *cb,
                                void *data)
@@ -545,30 +475,19 @@ int hl_lock_set_group_listener(hilock_lock *lock, hilock_lost_cb *cb,
     if (c == NULL)
         return hl_fail(HILOCK_ECLOSED, "client is closed");
     if (hl_client_in_loop(c)) {
+        /* Closing or not: a group may let go of its members there. */
         apply_group(lock, cb, data);
         hl_client_unref(c);
         return HILOCK_OK;
     }
-    group_set g = {.task.run = run_set_group, .lock = lock, .cb = cb,
-                   .data = data};
-    pthread_mutex_init(&g.m, NULL);
-    pthread_cond_init(&g.cv, NULL);
-    int rc = hl_client_submit(c, &g.task);
-    if (rc != HILOCK_OK) {
-        /* The client is closing: once its loop thread has let go of its
-         * locks (telling their listeners last), none is called again. */
-        pthread_mutex_lock(&c->lock);
-        while (!c->locks_detached)
-            pthread_cond_wait(&c->cond, &c->lock);
-        pthread_mutex_unlock(&c->lock);
-    } else {
-        pthread_mutex_lock(&g.m);
-        while (!g.done)
-            pthread_cond_wait(&g.cv, &g.m);
-        pthread_mutex_unlock(&g.m);
-    }
-    pthread_mutex_destroy(&g.m);
-    pthread_cond_destroy(&g.cv);
+    handle_op h;
+    hl_op_init(&h.op, &set_group_type);
+    h.lock = lock;
+    h.cb = cb;
+    h.data = data;
+    int rc = hl_op_call_and_wait(c, &h.op);
+    if (rc != HILOCK_OK)
+        wait_locks_detached(c);
     hl_client_unref(c);
     return rc;
 }

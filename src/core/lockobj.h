@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "client_internal.h"
+#include "op.h"
 #include "conn.h"
 #include "hilock/error.h"
 #include "hilock/lock.h"
@@ -130,11 +131,9 @@ static inline hl_lease *hl_hold_lease(hl_hold *h)
 void hl_hold_lease_lost(hl_lease *lease);
 void hl_hold_lease_released(hl_lease *lease);
 
-/* A lock's lost callback: allocated only for locks that have one; the
- * group listener's lives in the handle, so that a multi-lock can always
- * let go of its members. */
+/* A lock's lost callback, and the group listener: stored in the handle,
+ * so that setting or clearing one never allocates. */
 struct hl_lost_cb {
-    hl_task task; /* hands a new setting to the loop thread */
     hilock_lock *lock;
     hilock_lost_cb *cb;
     void *data;
@@ -153,7 +152,8 @@ struct hilock_lock {
     hl_hold *holds;
     hl_acquire_op *ops; /* pending acquires */
     hl_turn *turns;     /* requests taking turns per owner, oldest first */
-    struct hl_lost_cb *lost; /* set by hilock_lock_set_lost_callback */
+    struct hl_lost_cb *lost; /* &lost_mem or NULL */
+    struct hl_lost_cb lost_mem;
     struct hl_lost_cb *group; /* the multi-lock holding it, told first:
                                * &group_mem or NULL */
     struct hl_lost_cb group_mem;

@@ -50,11 +50,10 @@ void hl_reconcile_start(hilock_lock *lock, uint64_t owner, hl_turn *from,
                         int64_t lease_ms);
 
 struct hl_acquire_op {
-    hl_task task; /* first: handed to the loop thread */
+    hl_op op; /* first */
     hilock_lock *lock;
     hl_acquire_op *prev; /* in lock->ops */
     hl_acquire_op *next;
-    uint64_t id;
     uint64_t owner;
     int64_t wait_ms;
     int64_t lease_ms;
@@ -70,8 +69,9 @@ struct hl_acquire_op {
     char last_detail[200];
     hl_waiter waiter;
     hl_timer timer;
-    hilock_acquire_cb *cb;
+    hilock_acquire_cb *cb; /* NULL: a blocking caller waits */
     void *user_data;
+    hilock_acquired got;   /* the grant, for the callback */
     int in_flight;      /* requests naming this op */
     bool started;       /* linked into the lock, timers initialised */
     bool done;          /* the callback has fired (or is firing) */
@@ -87,6 +87,27 @@ struct hl_acquire_op {
  * Returns whether a waiter was woken that expects the release's message
  * on the lock's channel (see hl_waiters_hand_on). */
 bool hl_lock_hand_on(hilock_lock *lock);
+
+/* The calls of a lock besides acquire (release.c). */
+typedef enum hl_lock_call_kind {
+    CALL_RELEASE,
+    CALL_FORCE,
+    CALL_IS_LOCKED,
+    CALL_HOLD_COUNT,
+    CALL_TTL,
+    CALL_LEASE_LOST /* the client's own knowledge: no request */
+} hl_lock_call_kind;
+
+/* Start one for owner: async with cb, or, with cb NULL, blocking, its
+ * value stored in *value (may be NULL). */
+int hl_lock_call(hilock_lock *lock, hl_lock_call_kind kind, uint64_t owner,
+                 hilock_lock_cb *cb, void *user_data, int64_t *value);
+
+/* Start an acquire: async with cb (its op id in *op_id, may be NULL),
+ * or, with cb NULL, blocking, the token in *token (may be NULL). */
+int hl_acquire(hilock_lock *lock, uint64_t owner, int64_t wait_ms,
+               int64_t lease_ms, unsigned flags, hilock_acquire_cb *cb,
+               void *user_data, uint64_t *op_id, uint64_t *token);
 
 /* Check an acquire's owner, wait and lease: HILOCK_OK or HILOCK_EINVAL
  * (with the detail set). */
@@ -117,12 +138,5 @@ bool hl_lock_usable(const hilock_lock *lock);
 
 /* Finish every pending acquire of the lock with status. */
 void hl_lock_cancel_all(hilock_lock *lock, int status, const char *detail);
-
-/* Fire a user callback with the client's callback guard around it. */
-void hl_lock_call_acquire_cb(hilock_lock *lock, hilock_acquire_cb *cb,
-                             int status, const hilock_acquired *acquired,
-                             void *user_data, const char *detail);
-void hl_lock_call_cb(hilock_lock *lock, hilock_lock_cb *cb, int status,
-                     int64_t value, void *user_data, const char *detail);
 
 #endif

@@ -28,7 +28,9 @@ int hl_op_waiting(void)
 
 void hl_op_init(hl_op *op, const hl_op_type *type)
 {
+    static atomic_uint_fast64_t next_id = 1;
     memset(op, 0, sizeof *op);
+    op->id = atomic_fetch_add(&next_id, 1);
     op->type = type;
     atomic_init(&op->refs, 1);
     atomic_init(&op->cancel_queued, false);
@@ -50,11 +52,11 @@ void hl_op_unref(hl_op *op)
         hl_client_unref(home);
 }
 
-static void give_back_place(hl_op *op)
+static void give_back_place(hilock_client *home, hl_op *op)
 {
     if (op->counted) {
         op->counted = false;
-        atomic_fetch_sub_explicit(&op->home->pending_ops, 1,
+        atomic_fetch_sub_explicit(&home->pending_ops, 1,
                                   memory_order_relaxed);
     }
 }
@@ -82,11 +84,10 @@ static void start(hl_op *op)
     if (op->cancel_at_start) {
         /* Cancelled on its loop before it could start: it never does. */
         op->state = HL_OP_STARTED;
-        hl_op_finish(op, op->cancel_status, 0, NULL,
-                     op->cancel_status == HILOCK_ETIMEDOUT
-                         ? "the loop thread did not answer in time"
-                         : "cancelled");
-        hl_op_unref(op);
+        hl_op_done(op, op->cancel_status, 0, NULL,
+                   op->cancel_status == HILOCK_ETIMEDOUT
+                       ? "the loop thread did not answer in time"
+                       : "cancelled");
         return;
     }
     op->state = HL_OP_STARTED;
@@ -95,17 +96,15 @@ static void start(hl_op *op)
 
 int hl_op_submit(hilock_client *home, hl_op *op)
 {
-    static atomic_uint_fast64_t next_id = 1;
     if (!take_place(home, op))
         return hl_fail(HILOCK_EFULL,
                        "%d operations of this client are unfinished "
                        "(max_pending)",
                        home->opts->max_pending);
     op->next = NULL;
-    op->id = atomic_fetch_add(&next_id, 1);
     if (hl_client_in_loop(home)) {
         if (atomic_load(&home->closed)) {
-            give_back_place(op);
+            give_back_place(home, op);
             return hl_fail(HILOCK_ECLOSED, "client is closed");
         }
         hl_client_ref(home);
@@ -116,9 +115,7 @@ int hl_op_submit(hilock_client *home, hl_op *op)
     pthread_mutex_lock(&home->lock);
     if (atomic_load(&home->closed)) {
         pthread_mutex_unlock(&home->lock);
-        op->home = home; /* for the place only */
-        give_back_place(op);
-        op->home = NULL;
+        give_back_place(home, op);
         return hl_fail(HILOCK_ECLOSED, "client is closed");
     }
     hl_client_ref(home);
@@ -151,7 +148,7 @@ void hl_op_finish(hl_op *op, int status, int64_t value, hilock_reply *reply,
         return;
     }
     op->state = HL_OP_FINISHED;
-    give_back_place(op);
+    give_back_place(op->home, op);
     op->status = status;
     op->value = value;
     op->reply = reply;
@@ -169,6 +166,21 @@ void hl_op_finish(hl_op *op, int status, int64_t value, hilock_reply *reply,
         op->type->complete(op);
         hl_client_leave_callback(c);
     }
+}
+
+void hl_op_done(hl_op *op, int status, int64_t value, hilock_reply *reply,
+                const char *detail)
+{
+    if (op->waited) {
+        /* The caller's reference keeps the op until it has read the
+         * result, and it may read it, and let go of the op, the moment
+         * it is posted: the loop's goes first. */
+        atomic_fetch_sub(&op->refs, 1);
+        hl_op_finish(op, status, value, reply, detail);
+        return;
+    }
+    hl_op_finish(op, status, value, reply, detail);
+    hl_op_unref(op);
 }
 
 static void cancel_now(hl_op *op)
@@ -246,8 +258,7 @@ void hl_op_drain(hilock_client *home)
     while (ops != NULL) {
         hl_op *next = ops->next;
         ops->state = HL_OP_STARTED;
-        hl_op_finish(ops, HILOCK_ECLOSED, 0, NULL, "client closed");
-        hl_op_unref(ops);
+        hl_op_done(ops, HILOCK_ECLOSED, 0, NULL, "client closed");
         ops = next;
     }
     while (cancels != NULL) {
@@ -322,6 +333,25 @@ static bool wait_posted(hl_op *op, int64_t timeout_us)
     return posted;
 }
 
+/* The result for the blocking caller, the thread's detail set from it;
+ * drops the caller's reference. */
+static int take_result(hl_op *op, int64_t *value, hilock_reply **reply)
+{
+    int status = op->status;
+    if (status != HILOCK_OK)
+        hl_set_detail(op->detail);
+    else
+        hl_clear_detail();
+    if (value)
+        *value = op->value;
+    if (reply) {
+        *reply = op->reply;
+        op->reply = NULL;
+    }
+    hl_op_unref(op);
+    return status;
+}
+
 int hl_op_run_blocking(hilock_client *home, hl_op *op, int64_t limit_us,
                        int64_t *value, hilock_reply **reply)
 {
@@ -355,17 +385,20 @@ int hl_op_run_blocking(hilock_client *home, hl_op *op, int64_t limit_us,
          * own deadline, which has passed. */
         wait_posted(op, INT64_MAX / 4);
     }
-    int status = op->status;
-    if (status != HILOCK_OK)
-        hl_set_detail(op->detail);
-    else
-        hl_clear_detail();
-    if (value)
-        *value = op->value;
-    if (reply) {
-        *reply = op->reply;
-        op->reply = NULL;
+    return take_result(op, value, reply);
+}
+
+int hl_op_call_and_wait(hilock_client *home, hl_op *op)
+{
+    op->waited = true;
+    hl_op_ref(op); /* the home loop's */
+    int rc = hl_op_submit(home, op);
+    if (rc != HILOCK_OK) {
+        atomic_fetch_sub(&op->refs, 2);
+        return rc;
     }
-    hl_op_unref(op);
-    return status;
+    /* On the loop thread it has finished already. */
+    if (!hl_client_in_loop(home))
+        wait_posted(op, INT64_MAX / 4);
+    return take_result(op, NULL, NULL);
 }

@@ -62,7 +62,7 @@ struct hl_op {
     hl_op *next;           /* in the home's queue of submissions */
     hl_op *next_cancel;    /* in the home's queue of cancels */
     hilock_client *home;   /* referenced from submit to the last unref */
-    uint64_t id;           /* unique in the process, from submit */
+    uint64_t id;           /* unique in the process, from init */
     atomic_int refs;
     int state;             /* HL_OP_*: the home loop's, after submit */
     atomic_bool cancel_queued; /* a cancel from another thread is asked */
@@ -101,6 +101,13 @@ int hl_op_submit(hilock_client *home, hl_op *op);
 void hl_op_finish(hl_op *op, int status, int64_t value, hilock_reply *reply,
                   const char *detail);
 
+/* hl_op_finish, then drop the home loop's reference: what a kind calls
+ * once it is done with op.  Safe for an op whose memory a blocking
+ * caller owns (on its stack): the op is not touched after the caller is
+ * told. */
+void hl_op_done(hl_op *op, int status, int64_t value, hilock_reply *reply,
+                const char *detail);
+
 /* Ask op to end with status: from any thread, any time after submit,
  * any number of times.  An op that already finished, or has no cancel
  * hook, is left alone.  HILOCK_OK, or HILOCK_ECLOSED when the home is
@@ -118,6 +125,13 @@ int hl_op_cancel(hl_op *op, int status);
  *   and whatever hl_op_submit and the op return */
 int hl_op_run_blocking(hilock_client *home, hl_op *op, int64_t limit_us,
                        int64_t *value, hilock_reply **reply);
+
+/* Run op on home's loop and wait for it without a limit: for ops whose
+ * start finishes them at once (settings, teardown), which may then live
+ * on the caller's stack (destroy a no-op) and need no memory.  On the
+ * loop thread it runs now.  The op's status, or hl_op_submit's error
+ * (then it never ran). */
+int hl_op_call_and_wait(hilock_client *home, hl_op *op);
 
 /* The home's loop: start what was submitted, then the cancels asked for
  * since (the home's wake-up).  Loop thread. */

@@ -7,20 +7,12 @@
 #include "lockobj_internal.h"
 #include "options_internal.h"
 
-typedef enum lock_call_kind {
-    CALL_RELEASE,
-    CALL_FORCE,
-    CALL_IS_LOCKED,
-    CALL_HOLD_COUNT,
-    CALL_TTL
-} lock_call_kind;
-
 typedef struct lock_call {
-    hl_task task;
+    hl_op op; /* first */
     hilock_lock *lock;
-    lock_call_kind kind;
+    hl_lock_call_kind kind;
     uint64_t owner;
-    hilock_lock_cb *cb;
+    hilock_lock_cb *cb; /* NULL: a blocking caller waits */
     void *user_data;
     bool lease_was_releasing; /* this release set the lease aside */
     bool handed_on;           /* a local waiter was woken with it */
@@ -29,10 +21,7 @@ typedef struct lock_call {
 static void call_finish(lock_call *call, int status, int64_t value,
                         const char *detail)
 {
-    hilock_lock *lock = call->lock;
-    hl_lock_call_cb(lock, call->cb, status, value, call->user_data, detail);
-    hl_free(call);
-    hl_lock_unref(lock);
+    hl_op_done(&call->op, status, value, NULL, detail);
 }
 
 static void release_done(lock_call *call, int status, hilock_reply *reply)
@@ -174,6 +163,7 @@ static void on_reply(void *data, int status, hilock_reply *reply)
         }
         break;
     case CALL_RELEASE:
+    case CALL_LEASE_LOST:
         break;
     }
     hilock_reply_free(reply);
@@ -203,15 +193,15 @@ static int send_query(lock_call *call, hl_conn *conn, const char *cmd,
                            call);
 }
 
-static void call_start(hilock_client *c, hl_task *t, bool closed)
+static void call_start(hl_op *op)
 {
-    lock_call *call = (lock_call *)t;
+    lock_call *call = (lock_call *)op;
     hilock_lock *lock = call->lock;
-    (void)c;
     hl_conn *conn = hl_lock_conn(lock);
-    if (closed || conn == NULL || lock->destroyed) {
+    if (conn == NULL || lock->destroyed) {
         call_finish(call, lock->destroyed ? HILOCK_ECANCELED : HILOCK_ECLOSED,
-                    0, "client closed");
+                    0, lock->destroyed ? "lock handle destroyed"
+                                       : "client closed");
         return;
     }
     int rc = HILOCK_OK;
@@ -272,16 +262,41 @@ static void call_start(hilock_client *c, hl_task *t, bool closed)
     case CALL_TTL:
         rc = send_query(call, conn, "PTTL", false);
         break;
+    case CALL_LEASE_LOST: {
+        hl_hold *h = hl_hold_find(lock, call->owner);
+        call_finish(call, HILOCK_OK, h != NULL && h->lost, NULL);
+        return;
+    }
     }
     if (rc != HILOCK_OK)
         call_finish(call, rc, 0, "could not send the request");
 }
 
-static int submit_call(hilock_lock *lock, lock_call_kind kind, uint64_t owner,
-                       hilock_lock_cb *cb, void *user_data)
+static void call_complete(hl_op *op)
 {
-    if (lock == NULL || cb == NULL)
-        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    lock_call *call = (lock_call *)op;
+    call->cb(call->lock, op->status, op->value, call->user_data);
+}
+
+static void call_destroy(hl_op *op)
+{
+    lock_call *call = (lock_call *)op;
+    hl_lock_unref(call->lock);
+    hl_free(call);
+}
+
+static const hl_op_type lock_call_type = {
+    .start = call_start,
+    .complete = call_complete,
+    .destroy = call_destroy,
+    .bounded = true,
+};
+
+int hl_lock_call(hilock_lock *lock, hl_lock_call_kind kind, uint64_t owner,
+                 hilock_lock_cb *cb, void *user_data, int64_t *value)
+{
+    if (lock == NULL)
+        return hl_fail(HILOCK_EINVAL, "lock is NULL");
     hilock_client *c = hl_lock_client_get(lock);
     if (c == NULL)
         return hl_fail(HILOCK_ECLOSED, "client closed");
@@ -290,22 +305,33 @@ static int submit_call(hilock_lock *lock, lock_call_kind kind, uint64_t owner,
         hl_client_unref(c);
         return hl_fail(HILOCK_ENOMEM, "out of memory");
     }
-    call->task.run = call_start;
+    hl_op_init(&call->op, &lock_call_type);
     call->lock = lock;
     call->kind = kind;
     call->owner = owner;
     call->cb = cb;
     call->user_data = user_data;
     hl_lock_ref(lock);
-    int rc = hl_client_submit(c, &call->task);
-    hl_client_unref(c);
-    if (rc != HILOCK_OK) {
-        hl_lock_unref(lock);
-        hl_free(call);
+    int rc;
+    if (cb == NULL) {
+        rc = hl_op_run_blocking(c, &call->op, hl_sync_limit_us(c->opts, 0),
+                                value, NULL);
+    } else {
+        rc = hl_op_submit(c, &call->op);
+        if (rc != HILOCK_OK)
+            hl_op_unref(&call->op);
     }
+    hl_client_unref(c);
     return rc;
 }
 
+static int submit_call(hilock_lock *lock, hl_lock_call_kind kind,
+                       uint64_t owner, hilock_lock_cb *cb, void *user_data)
+{
+    if (lock == NULL || cb == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    return hl_lock_call(lock, kind, owner, cb, user_data, NULL);
+}
 int hilock_lock_release_async(hilock_lock *lock, uint64_t owner,
                               hilock_lock_cb *cb, void *user_data)
 {
