@@ -17,6 +17,7 @@
 
 #include "core/client_internal.h"
 #include "core/conn.h"
+#include "core/op.h"
 #include "core/script.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"
@@ -684,16 +685,18 @@ static void test_close_with_unwritten(void **state)
 /* Holds the loop thread until the client is marked closed, so that work
  * handed over meanwhile is still in the hand-over queue at the close. */
 struct gate {
-    hl_task task; /* first: the loop thread hands back this pointer */
+    hl_op op; /* first: the loop thread hands back this pointer */
     atomic_bool entered;
     atomic_bool saw_close;
+    atomic_bool released;
 };
 
-static void gate_run(hilock_client *c, hl_task *t, bool closed)
+static void gate_start(hl_op *op)
 {
-    struct gate *g = (struct gate *)t;
+    struct gate *g = (struct gate *)op;
+    hilock_client *c = op->home;
     int64_t deadline = hl_now_ms() + WAIT_MS;
-    bool seen = closed;
+    bool seen = false;
 
     atomic_store(&g->entered, true);
     while (!seen && hl_now_ms() < deadline) {
@@ -704,7 +707,19 @@ static void gate_run(hilock_client *c, hl_task *t, bool closed)
             hl_sleep_ms(1);
     }
     atomic_store(&g->saw_close, seen);
+    hl_op_done(op, HILOCK_OK, 0, NULL, NULL);
 }
+
+/* The loop's last touch of the gate, which lives on the test's stack. */
+static void gate_destroy(hl_op *op)
+{
+    atomic_store(&((struct gate *)op)->released, true);
+}
+
+static const hl_op_type gate_type = {
+    .start = gate_start,
+    .destroy = gate_destroy,
+};
 
 static void test_close_with_queued_tasks(void **state)
 {
@@ -716,11 +731,11 @@ static void test_close_with_queued_tasks(void **state)
 
     (void)state;
     tally_init(&t);
-    memset(&g, 0, sizeof g);
-    g.task.run = gate_run;
+    hl_op_init(&g.op, &gate_type);
     atomic_init(&g.entered, false);
     atomic_init(&g.saw_close, false);
-    assert_int_equal(hl_client_submit(c, &g.task), HILOCK_OK);
+    atomic_init(&g.released, false);
+    assert_int_equal(hl_op_submit(c, &g.op), HILOCK_OK);
     assert_true(hl_wait_flag(&g.entered, WAIT_MS));
     for (int i = 0; i < 50; i++)
         assert_int_equal(hilock_client_command_async(c, 1, ping, NULL,
@@ -729,6 +744,7 @@ static void test_close_with_queued_tasks(void **state)
     assert_int_equal(atomic_load(&t.total), 0);
     assert_int_equal(hilock_client_close(c), HILOCK_OK);
     assert_true(atomic_load(&g.saw_close));
+    assert_true(atomic_load(&g.released));
     assert_int_equal(atomic_load(&t.total), 50);
     assert_int_equal(atomic_load(&t.closed), 50);
     assert_int_equal(hilock_client_destroy(c), HILOCK_OK);
@@ -1082,6 +1098,104 @@ static void test_noscript_keeps_order(void **state)
     hl_redis_server_stop(s);
 }
 
+/* ---- 10: a bound on unfinished operations ---------------------------- */
+
+static void on_acquire_tally(hilock_lock *lock, int status,
+                             const hilock_acquired *got, void *user)
+{
+    (void)lock;
+    (void)got;
+    (void)status;
+    atomic_fetch_add((atomic_int *)user, 1);
+}
+
+/* A server that stops answering must not let a client queue requests
+ * without end: past max_pending the call itself says no, at once, and
+ * nothing of it starts; answered operations make room again. */
+static void test_max_pending_refuses_at_once(void **state)
+{
+    hl_redis_server *s = hl_fixture_plain();
+    hilock_options *o = new_options();
+    const char *ping[] = { "PING" };
+    struct tally t;
+    atomic_int acquired;
+    hilock_client *c;
+    hilock_lock *lock = NULL;
+    int accepted = 0, refused = 0, other = 0;
+
+    (void)state;
+    tally_init(&t);
+    atomic_init(&acquired, 0);
+    assert_int_equal(hilock_options_set_max_pending(o, 100), HILOCK_OK);
+    assert_int_equal(hilock_options_set_command_timeout_ms(o, 60000),
+                     HILOCK_OK);
+    c = connect_with(s, o);
+    assert_int_equal(hilock_lock_create(&lock, c, "max-pending", 11),
+                     HILOCK_OK);
+    hl_fixture_pause(s);
+    for (int i = 0; i < 150; i++) {
+        int rc = hilock_client_command_async(c, 1, ping, NULL, tally_cb, &t);
+
+        if (rc == HILOCK_OK) {
+            accepted++;
+        } else if (rc == HILOCK_EFULL) {
+            refused++;
+            assert_non_null(strstr(hilock_last_error(), "max_pending"));
+        } else {
+            other++;
+        }
+    }
+    assert_int_equal(accepted, 100);
+    assert_int_equal(refused, 50);
+    assert_int_equal(other, 0);
+    /* Blocking calls and lock calls count against the same bound. */
+    assert_int_equal(sync_status(c, 1, ping), HILOCK_EFULL);
+    assert_int_equal(hilock_lock_acquire_async(lock, 7, 0,
+                                               HILOCK_LEASE_WATCHDOG, 0,
+                                               on_acquire_tally, &acquired,
+                                               NULL),
+                     HILOCK_EFULL);
+    assert_int_equal(atomic_load(&t.total), 0);
+    hl_fixture_resume(s);
+    hl_expect_count(&t.total, 100, WAIT_MS);
+    assert_int_equal(atomic_load(&t.ok), 100);
+    /* Every answer gave its place back. */
+    assert_int_equal(sync_status(c, 1, ping), HILOCK_OK);
+    assert_int_equal(hilock_lock_acquire_async(lock, 7, 0,
+                                               HILOCK_LEASE_WATCHDOG, 0,
+                                               on_acquire_tally, &acquired,
+                                               NULL),
+                     HILOCK_OK);
+    hl_expect_count(&acquired, 1, WAIT_MS);
+    assert_int_equal(atomic_load(&c->pending_ops), 0);
+    assert_int_equal(hilock_lock_destroy(lock), HILOCK_OK);
+    assert_int_equal(hilock_client_destroy(c), HILOCK_OK);
+    hl_redis_server_stop(s);
+}
+
+static void test_max_pending_option(void **state)
+{
+    hilock_options *o = new_options();
+
+    (void)state;
+    assert_int_equal(hilock_options_max_pending(o),
+                     HILOCK_DEFAULT_MAX_PENDING);
+    assert_int_equal(hilock_options_set_max_pending(o, 0), HILOCK_EINVAL);
+    assert_int_equal(hilock_options_set_max_pending(
+                         o, (int64_t)HILOCK_MAX_PENDING_LIMIT + 1),
+                     HILOCK_EINVAL);
+    assert_int_equal(hilock_options_set_max_pending(NULL, 5), HILOCK_EINVAL);
+    assert_int_equal(hilock_options_set_url(o, "redis://h?max_pending=5"),
+                     HILOCK_OK);
+    assert_int_equal(hilock_options_max_pending(o), 5);
+    assert_int_equal(hilock_options_set_url(o, "redis://h?max_pending=0"),
+                     HILOCK_EINVAL);
+    assert_non_null(strstr(hilock_last_error(), "max_pending"));
+    assert_int_equal(hilock_options_max_pending(o), 5);
+    assert_string_equal(hilock_errname(HILOCK_EFULL), "EFULL");
+    hilock_options_free(o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1100,6 +1214,8 @@ int main(void)
         cmocka_unit_test(test_destroy_in_callback_user_loop),
         cmocka_unit_test(test_noscript_fallback),
         cmocka_unit_test(test_noscript_keeps_order),
+        cmocka_unit_test(test_max_pending_refuses_at_once),
+        cmocka_unit_test(test_max_pending_option),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
