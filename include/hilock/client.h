@@ -104,7 +104,10 @@ typedef void hilock_command_cb(hilock_client *client, int status,
  * argvlen may be NULL for NUL-terminated arguments.
  * @return HILOCK_EINVAL  NULL client or callback, argc < 1, a NULL argument
  * @return HILOCK_ENOMEM
- * @return HILOCK_ECLOSED the client is closed */
+ * @return HILOCK_ECLOSED the client is closed
+ * @return HILOCK_EFULL   max_pending operations of the client are
+ *                        unfinished (hilock_options_set_max_pending);
+ *                        nothing was sent */
 HILOCK_API int hilock_client_command_async(hilock_client *client, int argc,
                                            const char *const *argv,
                                            const size_t *argvlen,
@@ -137,8 +140,7 @@ typedef struct hilock_client_stats {
  * them at once, elsewhere it asks the loop thread and waits briefly.
  * @return HILOCK_OK
  * @return HILOCK_EINVAL   NULL argument
- * @return HILOCK_ECLOSED  the client is closed
- * @return HILOCK_ENOMEM */
+ * @return HILOCK_ECLOSED  the client is closed */
 HILOCK_API int hilock_client_get_stats(hilock_client *client,
                                        hilock_client_stats *out);
 

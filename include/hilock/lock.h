@@ -77,7 +77,10 @@ HILOCK_API uint64_t hilock_thread_owner(void);
 /* ---- sync API: the owner is the calling thread ------------------------
  * Each blocks the calling thread and must not run on the client's loop
  * thread (HILOCK_EDEADLK).  Connection errors: HILOCK_EIO, HILOCK_ETIMEDOUT,
- * HILOCK_ECLOSED, HILOCK_EREDIS (the name holds another type of value). */
+ * HILOCK_ECLOSED, HILOCK_EREDIS (the name holds another type of value).
+ * Each may also return HILOCK_EFULL at once, starting nothing, while the
+ * client has max_pending operations unfinished
+ * (hilock_options_set_max_pending). */
 
 /* Take the lock, waiting as long as it takes, with the watchdog. */
 HILOCK_API int hilock_lock_acquire(hilock_lock *lock);
@@ -150,7 +153,9 @@ typedef void hilock_acquire_cb(hilock_lock *lock, int status,
  * on the same lock is the same owner).  Statuses as for
  * hilock_lock_try_acquire, plus HILOCK_ECANCELED.  *op_id (may be NULL)
  * receives an id for hilock_lock_cancel().  Any thread; never blocks.
- * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ENOMEM, HILOCK_ECLOSED */
+ * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ENOMEM, HILOCK_ECLOSED
+ * @return HILOCK_EFULL  max_pending operations of the client are
+ *         unfinished; nothing was started */
 HILOCK_API int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,
                                          int64_t wait_ms, int64_t lease_ms,
                                          unsigned flags,
@@ -158,13 +163,12 @@ HILOCK_API int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,
                                          void *user_data, uint64_t *op_id);
 
 /* Cancel a pending acquire: its callback fires with HILOCK_ECANCELED (a
- * hold that the server granted meanwhile is given back).  Any thread;
- * never blocks; the callback may already be running elsewhere when this
- * returns.
+ * hold that the server granted meanwhile is given back).  Any thread,
+ * with the same outcome: away from the loop thread it waits until the
+ * loop thread has looked the acquire up (never for a server), and the
+ * callback may then run there before this returns.  Never allocates.
  * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ECLOSED,
- * @return HILOCK_ENOTFOUND  no such pending acquire (already completed) —
- *         only detected when called on the loop thread; from other threads
- *         the cancel is queued and an unknown id is ignored. */
+ * @return HILOCK_ENOTFOUND  no such pending acquire (already completed) */
 HILOCK_API int hilock_lock_cancel(hilock_lock *lock, uint64_t op_id);
 
 /* Completion of release, force release and queries: value is the hold
@@ -173,7 +177,11 @@ HILOCK_API int hilock_lock_cancel(hilock_lock *lock, uint64_t op_id);
 typedef void hilock_lock_cb(hilock_lock *lock, int status, int64_t value,
                             void *user_data);
 
-/* Release one hold of owner; statuses as hilock_lock_release. */
+/* Release one hold of owner; statuses as hilock_lock_release.  These
+ * and the queries below return HILOCK_OK (the callback will fire exactly
+ * once), HILOCK_EINVAL (NULL lock or callback), HILOCK_ENOMEM,
+ * HILOCK_ECLOSED, or HILOCK_EFULL (max_pending operations of the client
+ * are unfinished; nothing was started).  Any thread; never block. */
 HILOCK_API int hilock_lock_release_async(hilock_lock *lock, uint64_t owner,
                                          hilock_lock_cb *cb,
                                          void *user_data);
@@ -191,7 +199,10 @@ HILOCK_API int hilock_lock_remaining_ttl_async(hilock_lock *lock,
                                                void *user_data);
 
 /* Called on the loop thread when a lease of this lock is lost, with the
- * owner that held it.  NULL turns it off.  Any thread.
+ * owner that held it.  NULL turns it off.  Any thread: away from the loop
+ * thread it waits until the loop thread has taken the setting, so once
+ * it returns the old callback is not called again (unless it is running
+ * on the loop thread right now).  Never allocates.
  * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ECLOSED */
 typedef void hilock_lost_cb(hilock_lock *lock, uint64_t owner,
                             void *user_data);

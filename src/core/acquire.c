@@ -621,8 +621,9 @@ int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,
                       op_id, NULL);
 }
 
-/* A cancel by id, looked up on the loop thread: not bounded, so that a
- * client at max_pending can still shed its operations. */
+/* A cancel by id, looked up on the loop thread, on the cancelling
+ * thread's stack: not bounded and never allocating, so that a client at
+ * max_pending or out of memory can still shed its operations. */
 typedef struct cancel_op {
     hl_op op;
     hilock_lock *lock;
@@ -648,16 +649,11 @@ static void cancel_start(hl_op *o)
     hl_op_done(o, rc, 0, NULL, rc ? hilock_last_error() : NULL);
 }
 
-static void cancel_destroy(hl_op *o)
-{
-    cancel_op *c = (cancel_op *)o;
-    hl_lock_unref(c->lock);
-    hl_free(c);
-}
+static void cancel_on_stack(hl_op *o) { (void)o; }
 
 static const hl_op_type cancel_type = {
     .start = cancel_start,
-    .destroy = cancel_destroy,
+    .destroy = cancel_on_stack,
 };
 
 int hilock_lock_cancel(hilock_lock *lock, uint64_t op_id)
@@ -667,21 +663,11 @@ int hilock_lock_cancel(hilock_lock *lock, uint64_t op_id)
     hilock_client *c = hl_lock_client_get(lock);
     if (c == NULL)
         return hl_fail(HILOCK_ECLOSED, "client closed");
-    int rc;
-    cancel_op *co = NULL;
-    if (hl_client_in_loop(c)) {
-        rc = cancel_now(lock, op_id);
-    } else if ((co = hl_calloc(1, sizeof *co)) == NULL) {
-        rc = hl_fail(HILOCK_ENOMEM, "out of memory");
-    } else {
-        hl_op_init(&co->op, &cancel_type);
-        co->lock = lock;
-        co->id = op_id;
-        hl_lock_ref(lock);
-        rc = hl_op_submit(c, &co->op);
-        if (rc != HILOCK_OK)
-            hl_op_unref(&co->op);
-    }
+    cancel_op co;
+    hl_op_init(&co.op, &cancel_type);
+    co.lock = lock;
+    co.id = op_id;
+    int rc = hl_op_call_and_wait(c, &co.op);
     hl_client_unref(c);
     return rc;
 }
