@@ -13,6 +13,7 @@
 
 #include "core/alloc.h"
 #include "core/error_detail.h"
+#include "core/handle.h"
 #include "core/lockobj_internal.h"
 #include "core/options_internal.h"
 #include "multi_internal.h"
@@ -92,7 +93,9 @@ void hl_multi_unref(hilock_multilock *m)
         hl_free(g);
     }
     hl_client_unref(m->coord);
-    hl_free(m);
+    /* A stale copy of the handle, passed to destroy again, must find it
+     * gone rather than a new group at the same address. */
+    hl_handle_release(m);
 }
 
 /* Run task on the coordinator: now when already there (closed while the
