@@ -187,14 +187,6 @@ int hilock_multilock_set_lost_callback(hilock_multilock *m,
 
 /* ---- blocking calls --------------------------------------------------- */
 
-/* Lives until the caller has read it (the loop thread writes it before
- * posting). */
-typedef struct sync_acquire {
-    hl_sync *sync;
-    int64_t validity_ms;
-    hilock_member_result results[];
-} sync_acquire;
-
 static int check_sync(hilock_multilock *m)
 {
     if (m == NULL)
@@ -208,6 +200,20 @@ static int check_sync(hilock_multilock *m)
                            "sync call on a member's loop thread");
     }
     return 0;
+}
+
+/* How long a blocking call waits for its op: the op's own wait (negative:
+ * forever) plus room for its requests.  The op always ends; the limit
+ * only guards against a loop thread that stopped answering. */
+static int64_t sync_limit_us(const hilock_multilock *m, int64_t wait_ms)
+{
+    const hilock_options *o = m->coord->opts;
+    int64_t room_ms =
+        2 * o->command_timeout_ms + o->connect_timeout_ms + 1000;
+    /* Waits too long to represent are waits forever. */
+    if (wait_ms < 0 || wait_ms > INT64_MAX / 4 / 1000 - room_ms)
+        return INT64_MAX / 4;
+    return HL_MS(wait_ms + room_ms);
 }
 
 static int wait_sync(hilock_multilock *m, hl_sync *sync, int64_t wait_ms,
@@ -227,16 +233,6 @@ static int wait_sync(hilock_multilock *m, hl_sync *sync, int64_t wait_ms,
     return status;
 }
 
-static void on_sync_acquired(hilock_multilock *m, int status,
-                             const hilock_multi_outcome *out, void *data)
-{
-    (void)m;
-    sync_acquire *sa = data;
-    memcpy(sa->results, out->members, out->n * sizeof out->members[0]);
-    sa->validity_ms = status == HILOCK_OK ? out->validity_ms : 0;
-    hl_sync_post(sa->sync, status, NULL, status ? hilock_last_error() : NULL);
-}
-
 int hilock_multilock_try_acquire(hilock_multilock *m, int64_t wait_ms,
                                  int64_t lease_ms,
                                  hilock_member_result *results,
@@ -245,32 +241,24 @@ int hilock_multilock_try_acquire(hilock_multilock *m, int64_t wait_ms,
     int rc = check_sync(m);
     if (rc != 0)
         return rc;
-    hl_sync *sync = hl_sync_new(hl_sync_spin_for(0));
-    sync_acquire *sa = hl_calloc(1, sizeof *sa + m->n * sizeof *results);
-    if (sync == NULL || sa == NULL) {
-        hl_free(sa);
-        if (sync != NULL) {
-            hl_sync_post(sync, HILOCK_ENOMEM, NULL, "out of memory");
-            hl_sync_wait(sync, 0, &rc, NULL, NULL, NULL, 0);
-        }
-        return hl_fail(HILOCK_ENOMEM, "out of memory");
-    }
-    sa->sync = sync;
-    for (size_t i = 0; i < m->n; i++)
-        sa->results[i] = (hilock_member_result){HILOCK_ECANCELED, -1, false};
-    rc = hilock_multilock_acquire_async(m, hilock_thread_owner(), wait_ms,
-                                        lease_ms, on_sync_acquired, sa, NULL);
+    hl_op *op;
+    rc = hl_multi_acquire_new(&op, m, hilock_thread_owner(), wait_ms,
+                              lease_ms, NULL, NULL);
     if (rc != HILOCK_OK)
-        hl_sync_post(sync, rc, NULL, hilock_last_error());
-    bool answered;
-    rc = wait_sync(m, sync, wait_ms, &answered);
-    if (!answered)
-        return rc; /* sa is left to a callback that may still come */
+        return rc;
+    /* Ours, beside the one the wait consumes: the members' answers are
+     * read once it is over.  A wait that runs out cancels the acquire and
+     * waits for it to end, so no grant outlives the call. */
+    hl_op_ref(op);
+    int64_t validity = 0;
+    rc = hl_op_run_blocking(m->coord, op, sync_limit_us(m, wait_ms),
+                            &validity, NULL);
     if (results != NULL)
-        memcpy(results, sa->results, m->n * sizeof *results);
+        memcpy(results, hl_multi_acquire_results(op),
+               m->n * sizeof *results);
     if (validity_ms != NULL)
-        *validity_ms = sa->validity_ms;
-    hl_free(sa);
+        *validity_ms = rc == HILOCK_OK ? validity : 0;
+    hl_op_unref(op);
     return rc;
 }
 

@@ -8,10 +8,11 @@
 #include <stdint.h>
 
 #include "core/client_internal.h"
+#include "core/op.h"
 #include "hilock/multi.h"
 
 struct group_hold;
-struct multi_op;
+struct acquire_op;
 struct release_call;
 
 struct hilock_multilock {
@@ -25,7 +26,7 @@ struct hilock_multilock {
     atomic_int refs;       /* the user's, plus one per task in flight */
     atomic_bool destroyed;
     struct group_hold *holds; /* coordinator thread only */
-    struct multi_op *ops;     /* coordinator thread only */
+    struct acquire_op *acquires; /* coordinator thread only */
     struct release_call *releases; /* coordinator thread only */
     hilock_multi_lost_cb *lost_cb; /* coordinator thread only */
     void *lost_data;
@@ -41,6 +42,19 @@ void hl_multi_unref(hilock_multilock *m);
 /* Run a task on the coordinator (now, when called there, with closed
  * when the coordinator is closing). */
 int hl_multi_post(hilock_multilock *m, hl_task *task);
+
+/* The start of the library's own hand-overs, which do their work in
+ * their complete hook: run there both when they start and when their
+ * home's closing drains them (then with status HILOCK_ECLOSED). */
+void hl_multi_handover_start(hl_op *op);
+
+/* A new acquire of m for owner, its arguments checked: for cb, or with
+ * cb NULL for a blocking caller, who reads the members' answers with
+ * hl_multi_acquire_results once it has finished (m->n entries). */
+int hl_multi_acquire_new(hl_op **out, hilock_multilock *m, uint64_t owner,
+                         int64_t wait_ms, int64_t lease_ms,
+                         hilock_multi_acquire_cb *cb, void *user_data);
+const hilock_member_result *hl_multi_acquire_results(const hl_op *op);
 
 /* A member handle's lease was lost, or with owner 0 its client is
  * closing: its group listener. */
