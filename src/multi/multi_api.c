@@ -216,23 +216,6 @@ static int64_t sync_limit_us(const hilock_multilock *m, int64_t wait_ms)
     return HL_MS(wait_ms + room_ms);
 }
 
-static int wait_sync(hilock_multilock *m, hl_sync *sync, int64_t wait_ms,
-                     bool *answered)
-{
-    int64_t us = hl_sync_limit_us(m->coord->opts, wait_ms);
-    int status = 0;
-    char detail[256];
-    *answered = hl_sync_wait(sync, us, &status, NULL, NULL, detail,
-                             sizeof detail) == 0;
-    if (!*answered)
-        return hl_fail(HILOCK_ETIMEDOUT, "the loop thread did not answer");
-    if (status != 0)
-        hl_set_detail(detail);
-    else
-        hl_clear_detail();
-    return status;
-}
-
 int hilock_multilock_try_acquire(hilock_multilock *m, int64_t wait_ms,
                                  int64_t lease_ms,
                                  hilock_member_result *results,
@@ -262,26 +245,16 @@ int hilock_multilock_try_acquire(hilock_multilock *m, int64_t wait_ms,
     return rc;
 }
 
-static void on_sync_done(hilock_multilock *m, int status, void *data)
-{
-    (void)m;
-    hl_sync_post(data, status, NULL, status ? hilock_last_error() : NULL);
-}
-
 int hilock_multilock_release(hilock_multilock *m)
 {
     int rc = check_sync(m);
     if (rc != 0)
         return rc;
-    hl_sync *sync = hl_sync_new(hl_sync_spin_for(0));
-    if (sync == NULL)
-        return hl_fail(HILOCK_ENOMEM, "out of memory");
-    rc = hilock_multilock_release_async(m, hilock_thread_owner(),
-                                        on_sync_done, sync);
+    hl_op *op;
+    rc = hl_multi_release_new(&op, m, hilock_thread_owner(), NULL, NULL);
     if (rc != HILOCK_OK)
-        hl_sync_post(sync, rc, NULL, hilock_last_error());
-    bool answered;
-    return wait_sync(m, sync, 0, &answered);
+        return rc;
+    return hl_op_run_blocking(m->coord, op, sync_limit_us(m, 0), NULL, NULL);
 }
 
 typedef struct lost_query {

@@ -55,6 +55,10 @@ int hl_multi_acquire_new(hl_op **out, hilock_multilock *m, uint64_t owner,
                          int64_t wait_ms, int64_t lease_ms,
                          hilock_multi_acquire_cb *cb, void *user_data);
 const hilock_member_result *hl_multi_acquire_results(const hl_op *op);
+/* A new release of owner's hold of m, for cb, or with cb NULL for a
+ * blocking caller. */
+int hl_multi_release_new(hl_op **out, hilock_multilock *m, uint64_t owner,
+                         hilock_multi_cb *cb, void *user_data);
 
 /* A member handle's lease was lost, or with owner 0 its client is
  * closing: its group listener. */

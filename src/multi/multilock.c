@@ -770,8 +770,10 @@ int hilock_multilock_cancel(hilock_multilock *m, uint64_t op_id)
 
 /* ---- release ------------------------------------------------------------ */
 
+/* A release: the caller's operation, at home on the coordinator.  Each
+ * member asked holds a reference to it, as for an acquire. */
 typedef struct release_call {
-    hl_task task;
+    hl_op op; /* first */
     hilock_multilock *m;
     struct release_call *next; /* in m->releases, while members answer */
     struct release_call *prev;
@@ -781,26 +783,12 @@ typedef struct release_call {
     bool lost;
     bool listed;
     bool done;
-    /* One until the callback has run, plus one per member asked: as for
-     * an acquire, an answer that cannot reach the coordinator lets go of
-     * its own. */
-    atomic_int refs;
     char detail[200];
-    hilock_multi_cb *cb;
+    hilock_multi_cb *cb; /* NULL: a blocking caller waits */
     void *user_data;
 } release_call;
 
-/* Any thread. */
-static void release_unref(release_call *rc)
-{
-    if (atomic_fetch_sub(&rc->refs, 1) == 1) {
-        hilock_multilock *m = rc->m;
-        hl_free(rc);
-        hl_multi_unref(m);
-    }
-}
-
-static void release_finish(release_call *rc)
+static void release_end(release_call *rc)
 {
     hilock_multilock *m = rc->m;
     if (rc->done)
@@ -819,37 +807,27 @@ static void release_finish(release_call *rc)
     if (status == HILOCK_ELEASELOST && rc->detail[0] == '\0')
         snprintf(rc->detail, sizeof rc->detail,
                  "the group's lease was lost before this release");
-    if (status != HILOCK_OK)
-        hl_set_detail(rc->detail);
-    else
-        hl_clear_detail();
-    hilock_client *coord = m->coord;
-    hl_client_enter_callback(coord);
-    rc->cb(m, status, rc->user_data);
-    hl_client_leave_callback(coord);
-    release_unref(rc);
+    hl_op_finish(&rc->op, status, 0, NULL, rc->detail);
+    hl_op_unref(&rc->op);
 }
 
+/* A member's answer to a release, on its way to the coordinator. */
 typedef struct member_release {
-    hl_task task;
-    release_call *call;
+    hl_op op; /* first */
+    release_call *call; /* referenced */
     size_t index;
     int status;
     char detail[160];
 } member_release;
 
-static void run_member_released(hilock_client *c, hl_task *t, bool closed)
+/* The coordinator's thread. */
+static void member_release_complete(hl_op *op)
 {
-    (void)c;
-    member_release *mr = (member_release *)t;
+    member_release *mr = (member_release *)op;
     release_call *rc = mr->call;
-    if (rc->done) {
-        /* Ended by the coordinator's closing. */
-        hl_free(mr);
-        release_unref(rc);
-        return;
-    }
-    int st = closed ? HILOCK_ECLOSED : mr->status;
+    if (rc->done)
+        return; /* ended by the coordinator's closing */
+    int st = op->status != HILOCK_OK ? op->status : mr->status;
     /* A member that lost its lease or forgot it (a restarted master) is
      * the group's business only if the group is lost, which rc->lost
      * says. */
@@ -857,13 +835,26 @@ static void run_member_released(hilock_client *c, hl_task *t, bool closed)
         st != HILOCK_ENOTOWNER && rc->status == HILOCK_OK) {
         rc->status = st;
         snprintf(rc->detail, sizeof rc->detail, "member %zu: %s", mr->index,
-                 mr->detail);
+                 op->status != HILOCK_OK ? "client closed" : mr->detail);
     }
-    hl_free(mr);
     if (--rc->pending == 0)
-        release_finish(rc);
-    release_unref(rc);
+        release_end(rc);
 }
+
+/* Any thread. */
+static void member_release_destroy(hl_op *op)
+{
+    member_release *mr = (member_release *)op;
+    hl_op_unref(&mr->call->op);
+    hl_free(mr);
+}
+
+static const hl_op_type member_release_type = {
+    .start = hl_multi_handover_start,
+    .complete = member_release_complete,
+    .destroy = member_release_destroy,
+    .bounded = false,
+};
 
 static void on_member_released(hilock_lock *lock, int status, int64_t value,
                                void *user_data)
@@ -874,24 +865,19 @@ static void on_member_released(hilock_lock *lock, int status, int64_t value,
     mr->status = status;
     snprintf(mr->detail, sizeof mr->detail, "%s",
              status ? hilock_last_error() : "");
-    mr->task.run = run_member_released;
-    if (hl_multi_post(mr->call->m, &mr->task) != HILOCK_OK) {
-        /* The coordinator's closing ended the release there. */
-        release_call *rc = mr->call;
-        hl_free(mr);
-        release_unref(rc);
-    }
+    /* Refused: the coordinator's closing ended the release there. */
+    if (hl_op_submit(mr->call->m->coord, &mr->op) != HILOCK_OK)
+        hl_op_unref(&mr->op);
 }
 
-static void release_start(hilock_client *c, hl_task *t, bool closed)
+static void release_start(hl_op *op)
 {
-    (void)c;
-    release_call *rc = (release_call *)t;
+    release_call *rc = (release_call *)op;
     hilock_multilock *m = rc->m;
-    if (closed) {
+    if (atomic_load(&m->destroyed)) {
         rc->status = HILOCK_ECLOSED;
-        snprintf(rc->detail, sizeof rc->detail, "client closed");
-        release_finish(rc);
+        snprintf(rc->detail, sizeof rc->detail, "multi-lock destroyed");
+        release_end(rc);
         return;
     }
     group_hold *g = hold_find(m, rc->owner);
@@ -899,13 +885,13 @@ static void release_start(hilock_client *c, hl_task *t, bool closed)
         rc->status = HILOCK_ENOTOWNER;
         snprintf(rc->detail, sizeof rc->detail,
                  "this owner does not hold the group");
-        release_finish(rc);
+        release_end(rc);
         return;
     }
     rc->lost = g->lost;
     if (g->count > 1 && !g->lost) {
         g->count--;
-        release_finish(rc);
+        release_end(rc);
         return;
     }
     hold_unlink(m, g);
@@ -928,25 +914,64 @@ static void release_start(hilock_client *c, hl_task *t, bool closed)
             snprintf(rc->detail, sizeof rc->detail, "out of memory");
             continue;
         }
+        hl_op_init(&mr->op, &member_release_type);
         mr->call = rc;
         mr->index = i;
         rc->pending++;
-        atomic_fetch_add(&rc->refs, 1);
+        hl_op_ref(&rc->op);
         int st = hilock_lock_release_async(m->members[i], rc->owner,
                                            on_member_released, mr);
         if (st != HILOCK_OK) {
             rc->pending--;
-            atomic_fetch_sub(&rc->refs, 1);
             if (rc->status == HILOCK_OK && st != HILOCK_ECLOSED) {
                 rc->status = st;
                 snprintf(rc->detail, sizeof rc->detail, "member %zu: %s", i,
                          hilock_last_error());
             }
-            hl_free(mr);
+            hl_op_unref(&mr->op);
         }
     }
     if (--rc->pending == 0)
-        release_finish(rc);
+        release_end(rc);
+}
+
+static void release_complete(hl_op *op)
+{
+    release_call *rc = (release_call *)op;
+    rc->cb(rc->m, op->status, rc->user_data);
+}
+
+static void release_destroy(hl_op *op)
+{
+    release_call *rc = (release_call *)op;
+    hilock_multilock *m = rc->m;
+    hl_free(rc);
+    hl_multi_unref(m);
+}
+
+static const hl_op_type release_type = {
+    .start = release_start,
+    .complete = release_complete,
+    .destroy = release_destroy,
+    .bounded = true,
+};
+
+int hl_multi_release_new(hl_op **out, hilock_multilock *m, uint64_t owner,
+                         hilock_multi_cb *cb, void *user_data)
+{
+    if (owner == 0)
+        return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
+    release_call *rc = hl_calloc(1, sizeof *rc);
+    if (rc == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory");
+    hl_op_init(&rc->op, &release_type);
+    rc->m = m;
+    rc->owner = owner;
+    rc->cb = cb;
+    rc->user_data = user_data;
+    hl_multi_ref(m);
+    *out = &rc->op;
+    return HILOCK_OK;
 }
 
 int hilock_multilock_release_async(hilock_multilock *m, uint64_t owner,
@@ -954,26 +979,14 @@ int hilock_multilock_release_async(hilock_multilock *m, uint64_t owner,
 {
     if (m == NULL || cb == NULL)
         return hl_fail(HILOCK_EINVAL, "NULL argument");
-    if (owner == 0)
-        return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
-    if (m->destroyed)
-        return hl_fail(HILOCK_ECLOSED, "multi-lock destroyed");
-    release_call *rc = hl_calloc(1, sizeof *rc);
-    if (rc == NULL)
-        return hl_fail(HILOCK_ENOMEM, "out of memory");
-    rc->task.run = release_start;
-    atomic_init(&rc->refs, 1);
-    rc->m = m;
-    rc->owner = owner;
-    rc->cb = cb;
-    rc->user_data = user_data;
-    hl_multi_ref(m);
-    int st = hl_multi_post(m, &rc->task);
-    if (st != HILOCK_OK) {
-        hl_multi_unref(m);
-        hl_free(rc);
-    }
-    return st;
+    hl_op *op;
+    int rc = hl_multi_release_new(&op, m, owner, cb, user_data);
+    if (rc != HILOCK_OK)
+        return rc;
+    rc = hl_op_submit(m->coord, op);
+    if (rc != HILOCK_OK)
+        hl_op_unref(op);
+    return rc;
 }
 
 /* ---- losses -------------------------------------------------------------- */
@@ -1063,7 +1076,7 @@ void hl_multi_close_all(hilock_multilock *m)
         rc->status = HILOCK_ECLOSED;
         rc->lost = false;
         snprintf(rc->detail, sizeof rc->detail, "client closed");
-        release_finish(rc);
+        release_end(rc);
     }
     hl_multi_unref(m);
 }
