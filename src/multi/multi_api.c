@@ -1,5 +1,5 @@
 /* Multi-lock handles: creation, teardown, the lost callback, and the
- * blocking calls, each a thin wait on its async twin. */
+ * blocking calls, each a wait on the op its async twin submits. */
 #include <string.h>
 
 #include "core/alloc.h"
@@ -85,39 +85,29 @@ int hilock_multilock_create(hilock_multilock **out, hilock_lock *const *locks,
 
 /* ---- teardown --------------------------------------------------------- */
 
-/* A task that names a group. */
-typedef struct group_task {
-    hl_task task;
-    hilock_multilock *m;
-} group_task;
-
-static void run_teardown(hilock_client *c, hl_task *t, bool closed)
+/* Pending acquires end on the coordinator: cancelled, or closed when its
+ * closing drains the teardown. */
+static void teardown_complete(hl_op *op)
 {
-    (void)c;
-    (void)closed;
-    hilock_multilock *m = ((group_task *)t)->m;
-    hl_multi_cancel_all(m);
-    hl_free(t);
-    hl_multi_unref(m);
+    hilock_multilock *m = ((hl_multi_teardown *)op)->m;
+    if (op->status == HILOCK_OK)
+        hl_multi_cancel_all(m);
+    else
+        hl_multi_close_all(m);
 }
 
-/* Post a task naming m to the coordinator, holding a reference for
- * it. */
-static void post_group_task(hilock_multilock *m,
-                            void (*run)(hilock_client *, hl_task *, bool))
+/* The op's memory is the group's. */
+static void teardown_destroy(hl_op *op)
 {
-    group_task *g = hl_calloc(1, sizeof *g);
-    if (g == NULL)
-        return;
-    g->task.run = run;
-    g->m = m;
-    hl_multi_ref(m);
-    int rc = hl_multi_post(m, &g->task);
-    if (rc != HILOCK_OK) {
-        hl_multi_unref(m);
-        hl_free(g);
-    }
+    hl_multi_unref(((hl_multi_teardown *)op)->m);
 }
+
+static const hl_op_type teardown_type = {
+    .start = hl_multi_finish_at_start,
+    .complete = teardown_complete,
+    .destroy = teardown_destroy,
+    .bounded = false,
+};
 
 int hilock_multilock_destroy(hilock_multilock *m)
 {
@@ -126,13 +116,19 @@ int hilock_multilock_destroy(hilock_multilock *m)
     if (!hl_handle_remove(m))
         return hl_fail(HILOCK_ECLOSED, "multi-lock destroyed already");
     atomic_store(&m->destroyed, true);
+    /* Before the listeners go: a coordinator closing meanwhile, which
+     * refuses the teardown, still ends the group's calls through its
+     * member's listener, and one that drains it ends them there.  The
+     * memory goes with the last reference. */
+    hl_op_init(&m->teardown.op, &teardown_type);
+    m->teardown.m = m;
+    hl_multi_ref(m);
+    if (hl_op_submit(m->coord, &m->teardown.op) != HILOCK_OK)
+        hl_op_unref(&m->teardown.op);
     /* A loss a member's loop reports before the clear takes effect holds
      * a reference of its own; after it, none names m. */
     for (size_t i = 0; i < m->n; i++)
         hl_lock_set_group_listener(m->members[i], NULL, NULL);
-    /* Pending acquires end on the coordinator; the memory goes with the
-     * last reference. */
-    post_group_task(m, run_teardown);
     if (m->rl != NULL) {
         for (size_t i = 0; i < m->n; i++)
             hilock_lock_destroy(m->members[i]);
@@ -144,24 +140,37 @@ int hilock_multilock_destroy(hilock_multilock *m)
 
 /* ---- lost callback ---------------------------------------------------- */
 
-typedef struct set_lost_task {
-    hl_task task;
+typedef struct set_lost_call {
+    hl_op op; /* first */
     hilock_multilock *m;
     hilock_multi_lost_cb *cb;
     void *data;
-} set_lost_task;
+} set_lost_call;
 
-static void run_set_lost(hilock_client *c, hl_task *t, bool closed)
+/* Drained by the coordinator's closing: no loss is reported any more. */
+static void set_lost_complete(hl_op *op)
 {
-    (void)c;
-    set_lost_task *st = (set_lost_task *)t;
-    if (!closed) {
+    set_lost_call *st = (set_lost_call *)op;
+    if (op->status == HILOCK_OK && !atomic_load(&st->m->destroyed)) {
         st->m->lost_cb = st->cb;
         st->m->lost_data = st->data;
     }
-    hl_multi_unref(st->m);
-    hl_free(st);
 }
+
+static void set_lost_destroy(hl_op *op)
+{
+    set_lost_call *st = (set_lost_call *)op;
+    hilock_multilock *m = st->m;
+    hl_free(st);
+    hl_multi_unref(m);
+}
+
+static const hl_op_type set_lost_type = {
+    .start = hl_multi_finish_at_start,
+    .complete = set_lost_complete,
+    .destroy = set_lost_destroy,
+    .bounded = true,
+};
 
 int hilock_multilock_set_lost_callback(hilock_multilock *m,
                                        hilock_multi_lost_cb *cb,
@@ -169,19 +178,17 @@ int hilock_multilock_set_lost_callback(hilock_multilock *m,
 {
     if (m == NULL)
         return hl_fail(HILOCK_EINVAL, "multi-lock is NULL");
-    set_lost_task *st = hl_calloc(1, sizeof *st);
+    set_lost_call *st = hl_calloc(1, sizeof *st);
     if (st == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory");
-    st->task.run = run_set_lost;
+    hl_op_init(&st->op, &set_lost_type);
     st->m = m;
     st->cb = cb;
     st->data = user_data;
     hl_multi_ref(m);
-    int rc = hl_multi_post(m, &st->task);
-    if (rc != HILOCK_OK) {
-        hl_multi_unref(m);
-        hl_free(st);
-    }
+    int rc = hl_op_submit(m->coord, &st->op);
+    if (rc != HILOCK_OK)
+        hl_op_unref(&st->op);
     return rc;
 }
 
@@ -191,8 +198,6 @@ static int check_sync(hilock_multilock *m)
 {
     if (m == NULL)
         return hl_fail(HILOCK_EINVAL, "multi-lock is NULL");
-    if (atomic_load(&m->destroyed))
-        return hl_fail(HILOCK_ECLOSED, "multi-lock destroyed");
     for (size_t i = 0; i < m->n; i++) {
         hilock_client *c = m->members[i]->client;
         if (c != NULL && hl_client_in_loop(c))
@@ -257,24 +262,39 @@ int hilock_multilock_release(hilock_multilock *m)
     return hl_op_run_blocking(m->coord, op, sync_limit_us(m, 0), NULL, NULL);
 }
 
+/* Asked on the coordinator, which alone reads the holds. */
 typedef struct lost_query {
-    hl_task task;
+    hl_op op; /* first */
     hilock_multilock *m;
     uint64_t owner;
-    hl_sync *sync;
 } lost_query;
 
-static void run_lost_query(hilock_client *c, hl_task *t, bool closed)
+static void lost_query_start(hl_op *op)
 {
-    (void)c;
-    lost_query *q = (lost_query *)t;
+    lost_query *q = (lost_query *)op;
     bool held = false;
-    bool lost = !closed && hl_multi_owner_lost(q->m, q->owner, &held);
-    hl_sync_post_value(q->sync, closed ? HILOCK_ECLOSED : HILOCK_OK, NULL,
-                       lost ? 1 : 0, closed ? "client closed" : NULL);
-    hl_multi_unref(q->m);
-    hl_free(q);
+    if (atomic_load(&q->m->destroyed))
+        hl_op_finish(op, HILOCK_ECLOSED, 0, NULL, "multi-lock destroyed");
+    else
+        hl_op_finish(op, HILOCK_OK,
+                     hl_multi_owner_lost(q->m, q->owner, &held) ? 1 : 0,
+                     NULL, NULL);
+    hl_op_unref(op);
 }
+
+static void lost_query_destroy(hl_op *op)
+{
+    lost_query *q = (lost_query *)op;
+    hilock_multilock *m = q->m;
+    hl_free(q);
+    hl_multi_unref(m);
+}
+
+static const hl_op_type lost_query_type = {
+    .start = lost_query_start,
+    .destroy = lost_query_destroy,
+    .bounded = true,
+};
 
 int hilock_multilock_lease_lost(hilock_multilock *m, bool *lost)
 {
@@ -283,35 +303,16 @@ int hilock_multilock_lease_lost(hilock_multilock *m, bool *lost)
     int rc = check_sync(m);
     if (rc != 0)
         return rc;
-    hl_sync *sync = hl_sync_new(hl_sync_spin_for(0));
     lost_query *q = hl_calloc(1, sizeof *q);
-    if (sync == NULL || q == NULL) {
-        hl_free(q);
-        if (sync != NULL) {
-            hl_sync_post(sync, HILOCK_ENOMEM, NULL, "out of memory");
-            hl_sync_wait(sync, 0, &rc, NULL, NULL, NULL, 0);
-        }
+    if (q == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory");
-    }
-    q->task.run = run_lost_query;
+    hl_op_init(&q->op, &lost_query_type);
     q->m = m;
     q->owner = hilock_thread_owner();
-    q->sync = sync;
     hl_multi_ref(m);
-    rc = hl_multi_post(m, &q->task);
-    if (rc != HILOCK_OK) {
-        hl_multi_unref(m);
-        hl_free(q);
-        hl_sync_post(sync, rc, NULL, hilock_last_error());
-    }
-    int status = 0;
     int64_t value = 0;
-    char detail[256];
-    if (hl_sync_wait(sync, HL_MS(10000), &status, NULL, &value, detail,
-                     sizeof detail) != 0)
-        return hl_fail(HILOCK_ETIMEDOUT, "the loop thread did not answer");
-    if (status != 0)
-        return hl_fail(status, "%s", detail);
-    *lost = value != 0;
-    return HILOCK_OK;
+    rc = hl_op_run_blocking(m->coord, &q->op, HL_MS(10000), &value, NULL);
+    if (rc == HILOCK_OK)
+        *lost = value != 0;
+    return rc;
 }

@@ -2,7 +2,7 @@
  *
  * Everything about a group happens on one loop thread: its coordinator's
  * (the first member's client, or the RedLock's loop).  Members may live on
- * other loops; their callbacks come back to the coordinator as tasks.
+ * other loops; their callbacks come back to the coordinator as ops.
  * Each attempt asks every member at once with a single try; the outcome
  * is decided as soon as enough members said yes, or too many said no.
  * Members keep their leases with their own clients' watchdogs; the group
@@ -100,21 +100,7 @@ void hl_multi_unref(hilock_multilock *m)
     hl_handle_release(m);
 }
 
-/* Run task on the coordinator: now when already there (closed while the
- * coordinator closes), else through the coordinator client's queue.
- * Returns HILOCK_ECLOSED when it is closed (run is then not called): its
- * closing has ended every call of the group already (hl_multi_close_all),
- * and nothing of the group may be touched off its thread. */
-int hl_multi_post(hilock_multilock *m, hl_task *task)
-{
-    if (hl_client_in_loop(m->coord)) {
-        task->run(m->coord, task, atomic_load(&m->coord->closed));
-        return HILOCK_OK;
-    }
-    return hl_client_submit(m->coord, task);
-}
-
-void hl_multi_handover_start(hl_op *op)
+void hl_multi_finish_at_start(hl_op *op)
 {
     hl_op_finish(op, HILOCK_OK, 0, NULL, NULL);
     hl_op_unref(op);
@@ -202,7 +188,7 @@ static void stop_renewing_destroy(hl_op *op)
 }
 
 static const hl_op_type stop_renewing_type = {
-    .start = hl_multi_handover_start,
+    .start = hl_multi_finish_at_start,
     .complete = stop_renewing_complete,
     .destroy = stop_renewing_destroy,
     .bounded = false,
@@ -501,7 +487,7 @@ static void member_call_destroy(hl_op *op)
 }
 
 static const hl_op_type member_call_type = {
-    .start = hl_multi_handover_start,
+    .start = hl_multi_finish_at_start,
     .complete = member_call_complete,
     .destroy = member_call_destroy,
     .bounded = false,
@@ -745,7 +731,7 @@ static void cancel_call_destroy(hl_op *op)
 }
 
 static const hl_op_type cancel_call_type = {
-    .start = hl_multi_handover_start,
+    .start = hl_multi_finish_at_start,
     .complete = cancel_call_complete,
     .destroy = cancel_call_destroy,
     .bounded = false,
@@ -850,7 +836,7 @@ static void member_release_destroy(hl_op *op)
 }
 
 static const hl_op_type member_release_type = {
-    .start = hl_multi_handover_start,
+    .start = hl_multi_finish_at_start,
     .complete = member_release_complete,
     .destroy = member_release_destroy,
     .bounded = false,
@@ -991,35 +977,45 @@ int hilock_multilock_release_async(hilock_multilock *m, uint64_t owner,
 
 /* ---- losses -------------------------------------------------------------- */
 
+/* A member's lost lease, on its way to the coordinator. */
 typedef struct member_lost {
-    hl_task task;
-    hilock_multilock *m;
+    hl_op op; /* first */
+    hilock_multilock *m; /* referenced */
     size_t index;
     uint64_t owner;
 } member_lost;
 
-static void run_member_lost(hilock_client *c, hl_task *t, bool closed)
+/* The coordinator's thread; a notice drained by its closing is moot. */
+static void member_lost_complete(hl_op *op)
 {
-    (void)c;
-    member_lost *ml = (member_lost *)t;
+    member_lost *ml = (member_lost *)op;
     hilock_multilock *m = ml->m;
-    group_hold *g = closed ? NULL : hold_find(m, ml->owner);
+    group_hold *g = op->status == HILOCK_OK ? hold_find(m, ml->owner) : NULL;
     if (g != NULL && (g->granted & bit(ml->index))) {
         g->lost_members |= bit(ml->index);
         size_t alive = popcount(g->granted & ~g->lost_members);
         if (alive < m->quorum && !g->lost) {
             g->lost = true;
-            if (m->lost_cb != NULL) {
-                hilock_client *coord = m->coord;
-                hl_client_enter_callback(coord);
+            if (m->lost_cb != NULL)
                 m->lost_cb(m, ml->owner, m->lost_data);
-                hl_client_leave_callback(coord);
-            }
         }
     }
+}
+
+static void member_lost_destroy(hl_op *op)
+{
+    member_lost *ml = (member_lost *)op;
+    hilock_multilock *m = ml->m;
     hl_free(ml);
     hl_multi_unref(m);
 }
+
+static const hl_op_type member_lost_type = {
+    .start = hl_multi_finish_at_start,
+    .complete = member_lost_complete,
+    .destroy = member_lost_destroy,
+    .bounded = false,
+};
 
 void hl_multi_member_lost(hilock_lock *lock, uint64_t owner, void *data)
 {
@@ -1041,15 +1037,13 @@ void hl_multi_member_lost(hilock_lock *lock, uint64_t owner, void *data)
     member_lost *ml = hl_calloc(1, sizeof *ml);
     if (ml == NULL)
         return; /* the group then learns at its release */
-    ml->task.run = run_member_lost;
+    hl_op_init(&ml->op, &member_lost_type);
     ml->m = m;
     ml->index = i;
     ml->owner = owner;
     hl_multi_ref(m);
-    if (hl_multi_post(m, &ml->task) != HILOCK_OK) {
-        hl_multi_unref(m);
-        hl_free(ml);
-    }
+    if (hl_op_submit(m->coord, &ml->op) != HILOCK_OK)
+        hl_op_unref(&ml->op);
 }
 
 bool hl_multi_owner_lost(hilock_multilock *m, uint64_t owner, bool *held)
