@@ -1,7 +1,8 @@
 /* Stale handles: a destroyed client, lock, segmented set, multi-lock or
- * RedLock passed to its destroy again answers HILOCK_ECLOSED, also when a new handle has been
- * made since, which the allocator would like to put at the same address
- * (glibc does so at once for a block of the same size). */
+ * RedLock passed to its destroy again answers HILOCK_ECLOSED, also when a
+ * new handle has been made since, which the allocator would like to put
+ * at the same address (glibc does so at once for a block of the same
+ * size). */
 /* ctest-timeout: 60 */
 #include <stdbool.h>
 #include <stddef.h>

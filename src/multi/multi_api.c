@@ -194,7 +194,7 @@ int hilock_multilock_set_lost_callback(hilock_multilock *m,
 
 /* ---- blocking calls --------------------------------------------------- */
 
-static int check_sync(hilock_multilock *m)
+static int check_blocking(hilock_multilock *m)
 {
     if (m == NULL)
         return hl_fail(HILOCK_EINVAL, "multi-lock is NULL");
@@ -210,7 +210,7 @@ static int check_sync(hilock_multilock *m)
 /* How long a blocking call waits for its op: the op's own wait (negative:
  * forever) plus room for its requests.  The op always ends; the limit
  * only guards against a loop thread that stopped answering. */
-static int64_t sync_limit_us(const hilock_multilock *m, int64_t wait_ms)
+static int64_t blocking_limit_us(const hilock_multilock *m, int64_t wait_ms)
 {
     const hilock_options *o = m->coord->opts;
     int64_t room_ms =
@@ -226,7 +226,7 @@ int hilock_multilock_try_acquire(hilock_multilock *m, int64_t wait_ms,
                                  hilock_member_result *results,
                                  int64_t *validity_ms)
 {
-    int rc = check_sync(m);
+    int rc = check_blocking(m);
     if (rc != 0)
         return rc;
     hl_op *op;
@@ -239,7 +239,7 @@ int hilock_multilock_try_acquire(hilock_multilock *m, int64_t wait_ms,
      * waits for it to end, so no grant outlives the call. */
     hl_op_ref(op);
     int64_t validity = 0;
-    rc = hl_op_run_blocking(m->coord, op, sync_limit_us(m, wait_ms),
+    rc = hl_op_run_blocking(m->coord, op, blocking_limit_us(m, wait_ms),
                             &validity, NULL);
     if (results != NULL)
         memcpy(results, hl_multi_acquire_results(op),
@@ -252,14 +252,15 @@ int hilock_multilock_try_acquire(hilock_multilock *m, int64_t wait_ms,
 
 int hilock_multilock_release(hilock_multilock *m)
 {
-    int rc = check_sync(m);
+    int rc = check_blocking(m);
     if (rc != 0)
         return rc;
     hl_op *op;
     rc = hl_multi_release_new(&op, m, hilock_thread_owner(), NULL, NULL);
     if (rc != HILOCK_OK)
         return rc;
-    return hl_op_run_blocking(m->coord, op, sync_limit_us(m, 0), NULL, NULL);
+    return hl_op_run_blocking(m->coord, op, blocking_limit_us(m, 0), NULL,
+                              NULL);
 }
 
 /* Asked on the coordinator, which alone reads the holds. */
@@ -300,7 +301,7 @@ int hilock_multilock_lease_lost(hilock_multilock *m, bool *lost)
 {
     if (lost == NULL)
         return hl_fail(HILOCK_EINVAL, "lost is NULL");
-    int rc = check_sync(m);
+    int rc = check_blocking(m);
     if (rc != 0)
         return rc;
     lost_query *q = hl_calloc(1, sizeof *q);
