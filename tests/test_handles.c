@@ -1,7 +1,8 @@
-/* Stale handles: a destroyed client, lock or segmented set passed to its
- * destroy again answers HILOCK_ECLOSED, also when a new handle has been
- * made since, which the allocator would like to put at the same address
- * (glibc does so at once for a block of the same size). */
+/* Stale handles: a destroyed client, lock, segmented set, multi-lock or
+ * RedLock passed to its destroy again answers HILOCK_ECLOSED, also when a
+ * new handle has been made since, which the allocator would like to put
+ * at the same address (glibc does so at once for a block of the same
+ * size). */
 /* ctest-timeout: 60 */
 #include <stdbool.h>
 #include <stddef.h>
@@ -18,6 +19,7 @@
 #include "hilock/client.h"
 #include "hilock/error.h"
 #include "hilock/lock.h"
+#include "hilock/multi.h"
 #include "hilock/options.h"
 #include "hilock/segmented.h"
 #include "support/fixture.h"
@@ -133,12 +135,112 @@ static void test_stale_client_with_new_client(void **state)
     hl_redis_server_stop(s);
 }
 
+/* As for locks: the coordinator is the test's loop client, so destroy
+ * frees the group at once, on this thread. */
+static void test_stale_multilock_with_new_multilocks(void **state)
+{
+    (void)state;
+    hl_redis_server *s = hl_fixture_plain();
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    assert_non_null(loop);
+    hilock_client *c = loop_client_of(s, loop);
+    hilock_lock *members[2];
+    assert_int_equal(hilock_lock_create(&members[0], c, "h:m0", 4),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&members[1], c, "h:m1", 4),
+                     HILOCK_OK);
+    hilock_multilock *filler[16];
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(hilock_multilock_create(&filler[i], members, 2),
+                         HILOCK_OK);
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(hilock_multilock_destroy(filler[i]), HILOCK_OK);
+    hilock_multilock *stale;
+    assert_int_equal(hilock_multilock_create(&stale, members, 2), HILOCK_OK);
+    assert_int_equal(hilock_multilock_destroy(stale), HILOCK_OK);
+    for (int i = 0; i < HL_HANDLE_QUARANTINE - 1; i++) {
+        hilock_multilock *fresh;
+        assert_int_equal(hilock_multilock_create(&fresh, members, 2),
+                         HILOCK_OK);
+        assert_int_equal(hilock_multilock_destroy(stale), HILOCK_ECLOSED);
+        assert_int_equal(hilock_multilock_destroy(fresh), HILOCK_OK);
+        if (fresh == stale)
+            fail_msg("new multi-lock %d took the destroyed one's address",
+                     i);
+    }
+    assert_int_equal(hilock_lock_destroy(members[0]), HILOCK_OK);
+    assert_int_equal(hilock_lock_destroy(members[1]), HILOCK_OK);
+    assert_int_equal(hilock_client_destroy(c), HILOCK_OK);
+    ev_run(loop, EVRUN_NOWAIT);
+    ev_loop_destroy(loop);
+    hl_redis_server_stop(s);
+}
+
+#define NMASTERS 3
+
+static hilock_redlock *redlock_of(hl_redis_server **masters)
+{
+    char urls[NMASTERS][96];
+    const char *u[NMASTERS];
+    for (int i = 0; i < NMASTERS; i++) {
+        snprintf(urls[i], sizeof urls[i], "redis://127.0.0.1:%d",
+                 hl_redis_server_port(masters[i]));
+        u[i] = urls[i];
+    }
+    hilock_redlock *rl = NULL;
+    assert_int_equal(hilock_redlock_create(&rl, u, NMASTERS, NULL),
+                     HILOCK_OK);
+    return rl;
+}
+
+/* A RedLock and a RedLock lock are destroyed on this thread, which made
+ * them; the next of the same size is made on it too. */
+static void test_stale_redlock_with_new_redlocks(void **state)
+{
+    (void)state;
+    hl_redis_server *masters[NMASTERS];
+    hl_fixture_masters(masters, NMASTERS);
+    hilock_redlock *stale = redlock_of(masters);
+    assert_int_equal(hilock_redlock_destroy(stale), HILOCK_OK);
+    hilock_redlock *rl = NULL;
+    for (int i = 0; i < 8; i++) {
+        hilock_redlock *fresh = redlock_of(masters);
+        assert_int_equal(hilock_redlock_destroy(stale), HILOCK_ECLOSED);
+        if (fresh == stale)
+            fail_msg("new RedLock %d took the destroyed one's address", i);
+        if (i == 7) {
+            rl = fresh;
+            break;
+        }
+        assert_int_equal(hilock_redlock_destroy(fresh), HILOCK_OK);
+    }
+    hilock_multilock *stale_lock;
+    assert_int_equal(hilock_redlock_lock_create(&stale_lock, rl, "h:rl", 4),
+                     HILOCK_OK);
+    assert_int_equal(hilock_multilock_destroy(stale_lock), HILOCK_OK);
+    for (int i = 0; i < 8; i++) {
+        hilock_multilock *fresh;
+        assert_int_equal(hilock_redlock_lock_create(&fresh, rl, "h:rl", 4),
+                         HILOCK_OK);
+        assert_int_equal(hilock_multilock_destroy(stale_lock),
+                         HILOCK_ECLOSED);
+        assert_int_equal(hilock_multilock_destroy(fresh), HILOCK_OK);
+        if (fresh == stale_lock)
+            fail_msg("new RedLock lock %d took the destroyed one's address",
+                     i);
+    }
+    assert_int_equal(hilock_redlock_destroy(rl), HILOCK_OK);
+    hl_fixture_stop_masters(masters, NMASTERS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_double_destroy),
         cmocka_unit_test(test_stale_lock_with_new_locks),
         cmocka_unit_test(test_stale_client_with_new_client),
+        cmocka_unit_test(test_stale_multilock_with_new_multilocks),
+        cmocka_unit_test(test_stale_redlock_with_new_redlocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

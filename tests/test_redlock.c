@@ -2356,6 +2356,105 @@ static void test_multilock_failed_give_back_expires(void **state)
     client_free(c0);
 }
 
+/* A client whose blocking calls give up soon: their limit is twice the
+ * command timeout plus the connect timeout plus a second. */
+static hilock_client *hasty_client(int server, int64_t *limit_ms)
+{
+    hilock_options *o = NULL;
+    hilock_client *c = NULL;
+
+    assert_status(hilock_options_create(&o), HILOCK_OK);
+    assert_status(hilock_options_set_host(o, "127.0.0.1"), HILOCK_OK);
+    assert_status(hilock_options_set_port(o,
+                                          hl_redis_server_port(
+                                              masters[server])),
+                  HILOCK_OK);
+    assert_status(hilock_options_set_connect_timeout_ms(o, 300), HILOCK_OK);
+    assert_status(hilock_options_set_command_timeout_ms(o, 300), HILOCK_OK);
+    assert_status(hl_set_valgrind_timeouts(o), HILOCK_OK);
+    *limit_ms = 2 * hilock_options_command_timeout_ms(o) +
+                hilock_options_connect_timeout_ms(o) + 1000;
+    assert_status(hilock_client_create(&c, o), HILOCK_OK);
+    hilock_options_free(o);
+    own(OWN_CLIENT, c);
+    return c;
+}
+
+typedef struct stall {
+    pthread_t thread;
+    hilock_client *c;
+    int64_t ms;
+    atomic_bool stalling;
+} stall;
+
+static void stall_loop(hilock_client *c, void *arg)
+{
+    stall *st = arg;
+    struct timespec ts = { st->ms / 1000, (long)(st->ms % 1000) * 1000000 };
+
+    (void)c;
+    atomic_store(&st->stalling, true);
+    nanosleep(&ts, NULL);
+}
+
+static void *stall_main(void *arg)
+{
+    stall *st = arg;
+
+    hl_run_on_loop_within(st->c, stall_loop, st, (int)st->ms + 30000);
+    return NULL;
+}
+
+static bool group_keys_gone(void *arg)
+{
+    (void)arg;
+    return master_int(0, "EXISTS", "s.a") == 0 &&
+           master_int(1, "EXISTS", "s.b") == 0;
+}
+
+/* The coordinator's loop thread answers a blocking acquire only after
+ * the call's limit: the call fails with HILOCK_ETIMEDOUT, and the acquire
+ * is cancelled before it returns, so the members it then asks go back
+ * rather than make a hold for a thread that was told it has none. */
+static void test_multilock_blocking_timeout_cancels(void **state)
+{
+    hilock_member_result res[2];
+    hilock_client *c0, *c1;
+    hilock_lock *l[2];
+    hilock_multilock *m = NULL;
+    int64_t limit_ms = 0, unused = 0;
+    static stall st;
+
+    (void)state;
+    c0 = hasty_client(0, &limit_ms);
+    c1 = hasty_client(1, &unused);
+    l[0] = lock_new(c0, "s.a");
+    l[1] = lock_new(c1, "s.b");
+    assert_status(hilock_multilock_create(&m, l, 2), HILOCK_OK);
+    own(OWN_MULTI, m);
+
+    st.c = c0;
+    st.ms = limit_ms + 1000;
+    atomic_init(&st.stalling, false);
+    assert_int_equal(pthread_create(&st.thread, NULL, stall_main, &st), 0);
+    if (!hl_wait_flag(&st.stalling, hl_widen(5000)))
+        fail_msg("the coordinator's loop never ran the stall");
+    assert_status(hilock_multilock_try_acquire(m, 0, HILOCK_LEASE_WATCHDOG,
+                                               res, NULL),
+                  HILOCK_ETIMEDOUT);
+    pthread_join(st.thread, NULL);
+
+    if (!hl_wait_until(group_keys_gone, NULL, hl_widen(5000)))
+        fail_msg("a member granted to the timed-out call is still held");
+    assert_status(hilock_multilock_release(m), HILOCK_ENOTOWNER);
+
+    multi_free(m);
+    for (int i = 0; i < 2; i++)
+        lock_free(l[i]);
+    client_free(c1);
+    client_free(c0);
+}
+
 int main(void)
 {
 #define T5(fn) cmocka_unit_test_setup_teardown(fn, setup_five, teardown_masters)
@@ -2377,6 +2476,7 @@ int main(void)
         T2(test_multilock_reentry_and_ownership),
         T2(test_multilock_coordinator_closes),
         T2(test_multilock_failed_give_back_expires),
+        T2(test_multilock_blocking_timeout_cancels),
         T2(test_bad_arguments),
         T5(test_redlock_lock_arguments),
     };

@@ -1,5 +1,5 @@
 /* Multi-lock handles: creation, teardown, the lost callback, and the
- * blocking calls, each a thin wait on its async twin. */
+ * blocking calls, each a wait on the op its async twin submits. */
 #include <string.h>
 
 #include "core/alloc.h"
@@ -85,39 +85,29 @@ int hilock_multilock_create(hilock_multilock **out, hilock_lock *const *locks,
 
 /* ---- teardown --------------------------------------------------------- */
 
-/* A task that names a group. */
-typedef struct group_task {
-    hl_task task;
-    hilock_multilock *m;
-} group_task;
-
-static void run_teardown(hilock_client *c, hl_task *t, bool closed)
+/* Pending acquires end on the coordinator: cancelled, or closed when its
+ * closing drains the teardown. */
+static void teardown_complete(hl_op *op)
 {
-    (void)c;
-    (void)closed;
-    hilock_multilock *m = ((group_task *)t)->m;
-    hl_multi_cancel_all(m);
-    hl_free(t);
-    hl_multi_unref(m);
+    hilock_multilock *m = ((hl_multi_teardown *)op)->m;
+    if (op->status == HILOCK_OK)
+        hl_multi_cancel_all(m);
+    else
+        hl_multi_close_all(m);
 }
 
-/* Post a task naming m to the coordinator, holding a reference for
- * it. */
-static void post_group_task(hilock_multilock *m,
-                            void (*run)(hilock_client *, hl_task *, bool))
+/* The op's memory is the group's. */
+static void teardown_destroy(hl_op *op)
 {
-    group_task *g = hl_calloc(1, sizeof *g);
-    if (g == NULL)
-        return;
-    g->task.run = run;
-    g->m = m;
-    hl_multi_ref(m);
-    int rc = hl_multi_post(m, &g->task);
-    if (rc != HILOCK_OK) {
-        hl_multi_unref(m);
-        hl_free(g);
-    }
+    hl_multi_unref(((hl_multi_teardown *)op)->m);
 }
+
+static const hl_op_type teardown_type = {
+    .start = hl_multi_finish_at_start,
+    .complete = teardown_complete,
+    .destroy = teardown_destroy,
+    .bounded = false,
+};
 
 int hilock_multilock_destroy(hilock_multilock *m)
 {
@@ -126,13 +116,19 @@ int hilock_multilock_destroy(hilock_multilock *m)
     if (!hl_handle_remove(m))
         return hl_fail(HILOCK_ECLOSED, "multi-lock destroyed already");
     atomic_store(&m->destroyed, true);
+    /* Before the listeners go: a coordinator closing meanwhile, which
+     * refuses the teardown, still ends the group's calls through its
+     * member's listener, and one that drains it ends them there.  The
+     * memory goes with the last reference. */
+    hl_op_init(&m->teardown.op, &teardown_type);
+    m->teardown.m = m;
+    hl_multi_ref(m);
+    if (hl_op_submit(m->coord, &m->teardown.op) != HILOCK_OK)
+        hl_op_unref(&m->teardown.op);
     /* A loss a member's loop reports before the clear takes effect holds
      * a reference of its own; after it, none names m. */
     for (size_t i = 0; i < m->n; i++)
         hl_lock_set_group_listener(m->members[i], NULL, NULL);
-    /* Pending acquires end on the coordinator; the memory goes with the
-     * last reference. */
-    post_group_task(m, run_teardown);
     if (m->rl != NULL) {
         for (size_t i = 0; i < m->n; i++)
             hilock_lock_destroy(m->members[i]);
@@ -144,24 +140,37 @@ int hilock_multilock_destroy(hilock_multilock *m)
 
 /* ---- lost callback ---------------------------------------------------- */
 
-typedef struct set_lost_task {
-    hl_task task;
+typedef struct set_lost_call {
+    hl_op op; /* first */
     hilock_multilock *m;
     hilock_multi_lost_cb *cb;
     void *data;
-} set_lost_task;
+} set_lost_call;
 
-static void run_set_lost(hilock_client *c, hl_task *t, bool closed)
+/* Drained by the coordinator's closing: no loss is reported any more. */
+static void set_lost_complete(hl_op *op)
 {
-    (void)c;
-    set_lost_task *st = (set_lost_task *)t;
-    if (!closed) {
+    set_lost_call *st = (set_lost_call *)op;
+    if (op->status == HILOCK_OK && !atomic_load(&st->m->destroyed)) {
         st->m->lost_cb = st->cb;
         st->m->lost_data = st->data;
     }
-    hl_multi_unref(st->m);
-    hl_free(st);
 }
+
+static void set_lost_destroy(hl_op *op)
+{
+    set_lost_call *st = (set_lost_call *)op;
+    hilock_multilock *m = st->m;
+    hl_free(st);
+    hl_multi_unref(m);
+}
+
+static const hl_op_type set_lost_type = {
+    .start = hl_multi_finish_at_start,
+    .complete = set_lost_complete,
+    .destroy = set_lost_destroy,
+    .bounded = true,
+};
 
 int hilock_multilock_set_lost_callback(hilock_multilock *m,
                                        hilock_multi_lost_cb *cb,
@@ -169,38 +178,26 @@ int hilock_multilock_set_lost_callback(hilock_multilock *m,
 {
     if (m == NULL)
         return hl_fail(HILOCK_EINVAL, "multi-lock is NULL");
-    set_lost_task *st = hl_calloc(1, sizeof *st);
+    set_lost_call *st = hl_calloc(1, sizeof *st);
     if (st == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory");
-    st->task.run = run_set_lost;
+    hl_op_init(&st->op, &set_lost_type);
     st->m = m;
     st->cb = cb;
     st->data = user_data;
     hl_multi_ref(m);
-    int rc = hl_multi_post(m, &st->task);
-    if (rc != HILOCK_OK) {
-        hl_multi_unref(m);
-        hl_free(st);
-    }
+    int rc = hl_op_submit(m->coord, &st->op);
+    if (rc != HILOCK_OK)
+        hl_op_unref(&st->op);
     return rc;
 }
 
 /* ---- blocking calls --------------------------------------------------- */
 
-/* Lives until the caller has read it (the loop thread writes it before
- * posting). */
-typedef struct sync_acquire {
-    hl_sync *sync;
-    int64_t validity_ms;
-    hilock_member_result results[];
-} sync_acquire;
-
-static int check_sync(hilock_multilock *m)
+static int check_blocking(hilock_multilock *m)
 {
     if (m == NULL)
         return hl_fail(HILOCK_EINVAL, "multi-lock is NULL");
-    if (atomic_load(&m->destroyed))
-        return hl_fail(HILOCK_ECLOSED, "multi-lock destroyed");
     for (size_t i = 0; i < m->n; i++) {
         hilock_client *c = m->members[i]->client;
         if (c != NULL && hl_client_in_loop(c))
@@ -210,31 +207,18 @@ static int check_sync(hilock_multilock *m)
     return 0;
 }
 
-static int wait_sync(hilock_multilock *m, hl_sync *sync, int64_t wait_ms,
-                     bool *answered)
+/* How long a blocking call waits for its op: the op's own wait (negative:
+ * forever) plus room for its requests.  The op always ends; the limit
+ * only guards against a loop thread that stopped answering. */
+static int64_t blocking_limit_us(const hilock_multilock *m, int64_t wait_ms)
 {
-    int64_t us = hl_sync_limit_us(m->coord->opts, wait_ms);
-    int status = 0;
-    char detail[256];
-    *answered = hl_sync_wait(sync, us, &status, NULL, NULL, detail,
-                             sizeof detail) == 0;
-    if (!*answered)
-        return hl_fail(HILOCK_ETIMEDOUT, "the loop thread did not answer");
-    if (status != 0)
-        hl_set_detail(detail);
-    else
-        hl_clear_detail();
-    return status;
-}
-
-static void on_sync_acquired(hilock_multilock *m, int status,
-                             const hilock_multi_outcome *out, void *data)
-{
-    (void)m;
-    sync_acquire *sa = data;
-    memcpy(sa->results, out->members, out->n * sizeof out->members[0]);
-    sa->validity_ms = status == HILOCK_OK ? out->validity_ms : 0;
-    hl_sync_post(sa->sync, status, NULL, status ? hilock_last_error() : NULL);
+    const hilock_options *o = m->coord->opts;
+    int64_t room_ms =
+        2 * o->command_timeout_ms + o->connect_timeout_ms + 1000;
+    /* Waits too long to represent are waits forever. */
+    if (wait_ms < 0 || wait_ms > INT64_MAX / 4 / 1000 - room_ms)
+        return INT64_MAX / 4;
+    return HL_MS(wait_ms + room_ms);
 }
 
 int hilock_multilock_try_acquire(hilock_multilock *m, int64_t wait_ms,
@@ -242,115 +226,94 @@ int hilock_multilock_try_acquire(hilock_multilock *m, int64_t wait_ms,
                                  hilock_member_result *results,
                                  int64_t *validity_ms)
 {
-    int rc = check_sync(m);
+    int rc = check_blocking(m);
     if (rc != 0)
         return rc;
-    hl_sync *sync = hl_sync_new(hl_sync_spin_for(0));
-    sync_acquire *sa = hl_calloc(1, sizeof *sa + m->n * sizeof *results);
-    if (sync == NULL || sa == NULL) {
-        hl_free(sa);
-        if (sync != NULL) {
-            hl_sync_post(sync, HILOCK_ENOMEM, NULL, "out of memory");
-            hl_sync_wait(sync, 0, &rc, NULL, NULL, NULL, 0);
-        }
-        return hl_fail(HILOCK_ENOMEM, "out of memory");
-    }
-    sa->sync = sync;
-    for (size_t i = 0; i < m->n; i++)
-        sa->results[i] = (hilock_member_result){HILOCK_ECANCELED, -1, false};
-    rc = hilock_multilock_acquire_async(m, hilock_thread_owner(), wait_ms,
-                                        lease_ms, on_sync_acquired, sa, NULL);
+    hl_op *op;
+    rc = hl_multi_acquire_new(&op, m, hilock_thread_owner(), wait_ms,
+                              lease_ms, NULL, NULL);
     if (rc != HILOCK_OK)
-        hl_sync_post(sync, rc, NULL, hilock_last_error());
-    bool answered;
-    rc = wait_sync(m, sync, wait_ms, &answered);
-    if (!answered)
-        return rc; /* sa is left to a callback that may still come */
+        return rc;
+    /* Ours, beside the one the wait consumes: the members' answers are
+     * read once it is over.  A wait that runs out cancels the acquire and
+     * waits for it to end, so no grant outlives the call. */
+    hl_op_ref(op);
+    int64_t validity = 0;
+    rc = hl_op_run_blocking(m->coord, op, blocking_limit_us(m, wait_ms),
+                            &validity, NULL);
     if (results != NULL)
-        memcpy(results, sa->results, m->n * sizeof *results);
+        memcpy(results, hl_multi_acquire_results(op),
+               m->n * sizeof *results);
     if (validity_ms != NULL)
-        *validity_ms = sa->validity_ms;
-    hl_free(sa);
+        *validity_ms = rc == HILOCK_OK ? validity : 0;
+    hl_op_unref(op);
     return rc;
-}
-
-static void on_sync_done(hilock_multilock *m, int status, void *data)
-{
-    (void)m;
-    hl_sync_post(data, status, NULL, status ? hilock_last_error() : NULL);
 }
 
 int hilock_multilock_release(hilock_multilock *m)
 {
-    int rc = check_sync(m);
+    int rc = check_blocking(m);
     if (rc != 0)
         return rc;
-    hl_sync *sync = hl_sync_new(hl_sync_spin_for(0));
-    if (sync == NULL)
-        return hl_fail(HILOCK_ENOMEM, "out of memory");
-    rc = hilock_multilock_release_async(m, hilock_thread_owner(),
-                                        on_sync_done, sync);
+    hl_op *op;
+    rc = hl_multi_release_new(&op, m, hilock_thread_owner(), NULL, NULL);
     if (rc != HILOCK_OK)
-        hl_sync_post(sync, rc, NULL, hilock_last_error());
-    bool answered;
-    return wait_sync(m, sync, 0, &answered);
+        return rc;
+    return hl_op_run_blocking(m->coord, op, blocking_limit_us(m, 0), NULL,
+                              NULL);
 }
 
+/* Asked on the coordinator, which alone reads the holds. */
 typedef struct lost_query {
-    hl_task task;
+    hl_op op; /* first */
     hilock_multilock *m;
     uint64_t owner;
-    hl_sync *sync;
 } lost_query;
 
-static void run_lost_query(hilock_client *c, hl_task *t, bool closed)
+static void lost_query_start(hl_op *op)
 {
-    (void)c;
-    lost_query *q = (lost_query *)t;
+    lost_query *q = (lost_query *)op;
     bool held = false;
-    bool lost = !closed && hl_multi_owner_lost(q->m, q->owner, &held);
-    hl_sync_post_value(q->sync, closed ? HILOCK_ECLOSED : HILOCK_OK, NULL,
-                       lost ? 1 : 0, closed ? "client closed" : NULL);
-    hl_multi_unref(q->m);
-    hl_free(q);
+    if (atomic_load(&q->m->destroyed))
+        hl_op_finish(op, HILOCK_ECLOSED, 0, NULL, "multi-lock destroyed");
+    else
+        hl_op_finish(op, HILOCK_OK,
+                     hl_multi_owner_lost(q->m, q->owner, &held) ? 1 : 0,
+                     NULL, NULL);
+    hl_op_unref(op);
 }
+
+static void lost_query_destroy(hl_op *op)
+{
+    lost_query *q = (lost_query *)op;
+    hilock_multilock *m = q->m;
+    hl_free(q);
+    hl_multi_unref(m);
+}
+
+static const hl_op_type lost_query_type = {
+    .start = lost_query_start,
+    .destroy = lost_query_destroy,
+    .bounded = true,
+};
 
 int hilock_multilock_lease_lost(hilock_multilock *m, bool *lost)
 {
     if (lost == NULL)
         return hl_fail(HILOCK_EINVAL, "lost is NULL");
-    int rc = check_sync(m);
+    int rc = check_blocking(m);
     if (rc != 0)
         return rc;
-    hl_sync *sync = hl_sync_new(hl_sync_spin_for(0));
     lost_query *q = hl_calloc(1, sizeof *q);
-    if (sync == NULL || q == NULL) {
-        hl_free(q);
-        if (sync != NULL) {
-            hl_sync_post(sync, HILOCK_ENOMEM, NULL, "out of memory");
-            hl_sync_wait(sync, 0, &rc, NULL, NULL, NULL, 0);
-        }
+    if (q == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory");
-    }
-    q->task.run = run_lost_query;
+    hl_op_init(&q->op, &lost_query_type);
     q->m = m;
     q->owner = hilock_thread_owner();
-    q->sync = sync;
     hl_multi_ref(m);
-    rc = hl_multi_post(m, &q->task);
-    if (rc != HILOCK_OK) {
-        hl_multi_unref(m);
-        hl_free(q);
-        hl_sync_post(sync, rc, NULL, hilock_last_error());
-    }
-    int status = 0;
     int64_t value = 0;
-    char detail[256];
-    if (hl_sync_wait(sync, HL_MS(10000), &status, NULL, &value, detail,
-                     sizeof detail) != 0)
-        return hl_fail(HILOCK_ETIMEDOUT, "the loop thread did not answer");
-    if (status != 0)
-        return hl_fail(status, "%s", detail);
-    *lost = value != 0;
-    return HILOCK_OK;
+    rc = hl_op_run_blocking(m->coord, &q->op, HL_MS(10000), &value, NULL);
+    if (rc == HILOCK_OK)
+        *lost = value != 0;
+    return rc;
 }

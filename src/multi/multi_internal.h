@@ -8,11 +8,19 @@
 #include <stdint.h>
 
 #include "core/client_internal.h"
+#include "core/op.h"
 #include "hilock/multi.h"
 
 struct group_hold;
-struct multi_op;
+struct acquire_op;
 struct release_call;
+
+/* The group's teardown on the coordinator, made with the group so that
+ * destroy needs no memory. */
+typedef struct hl_multi_teardown {
+    hl_op op; /* first */
+    hilock_multilock *m;
+} hl_multi_teardown;
 
 struct hilock_multilock {
     hilock_client *coord;  /* its loop thread runs the group; its memory
@@ -22,13 +30,14 @@ struct hilock_multilock {
     size_t quorum;         /* n, or n/2+1 for RedLock */
     bool redlock;          /* quarantine applies */
     int64_t watchdog_ms;   /* the shortest watchdog lease of the members */
-    atomic_int refs;       /* the user's, plus one per task in flight */
+    atomic_int refs;       /* the user's, plus one per op naming it */
     atomic_bool destroyed;
     struct group_hold *holds; /* coordinator thread only */
-    struct multi_op *ops;     /* coordinator thread only */
+    struct acquire_op *acquires; /* coordinator thread only */
     struct release_call *releases; /* coordinator thread only */
     hilock_multi_lost_cb *lost_cb; /* coordinator thread only */
     void *lost_data;
+    hl_multi_teardown teardown;
     hilock_lock *members[];
 };
 
@@ -38,9 +47,22 @@ int hl_multi_create(hilock_multilock **out, hilock_lock *const *locks,
 
 void hl_multi_ref(hilock_multilock *m);
 void hl_multi_unref(hilock_multilock *m);
-/* Run a task on the coordinator (now, when called there, with closed
- * when the coordinator is closing). */
-int hl_multi_post(hilock_multilock *m, hl_task *task);
+/* The start of an op whose work is all in its complete hook, so that it
+ * runs in one place both when the op starts and when its home's closing
+ * drains it (then with status HILOCK_ECLOSED). */
+void hl_multi_finish_at_start(hl_op *op);
+
+/* A new acquire of m for owner, its arguments checked: for cb, or with
+ * cb NULL for a blocking caller, who reads the members' answers with
+ * hl_multi_acquire_results once it has finished (m->n entries). */
+int hl_multi_acquire_new(hl_op **out, hilock_multilock *m, uint64_t owner,
+                         int64_t wait_ms, int64_t lease_ms,
+                         hilock_multi_acquire_cb *cb, void *user_data);
+const hilock_member_result *hl_multi_acquire_results(const hl_op *op);
+/* A new release of owner's hold of m, for cb, or with cb NULL for a
+ * blocking caller. */
+int hl_multi_release_new(hl_op **out, hilock_multilock *m, uint64_t owner,
+                         hilock_multi_cb *cb, void *user_data);
 
 /* A member handle's lease was lost, or with owner 0 its client is
  * closing: its group listener. */

@@ -2,7 +2,7 @@
  *
  * Everything about a group happens on one loop thread: its coordinator's
  * (the first member's client, or the RedLock's loop).  Members may live on
- * other loops; their callbacks come back to the coordinator as tasks.
+ * other loops; their callbacks come back to the coordinator as ops.
  * Each attempt asks every member at once with a single try; the outcome
  * is decided as soon as enough members said yes, or too many said no.
  * Members keep their leases with their own clients' watchdogs; the group
@@ -13,11 +13,12 @@
 
 #include "core/alloc.h"
 #include "core/error_detail.h"
+#include "core/handle.h"
 #include "core/lockobj_internal.h"
 #include "core/options_internal.h"
 #include "multi_internal.h"
 
-typedef struct multi_op multi_op;
+typedef struct acquire_op acquire_op;
 
 /* One owner's hold of the group. */
 typedef struct group_hold {
@@ -26,15 +27,21 @@ typedef struct group_hold {
     int64_t count;         /* acquires of the group by this owner */
     uint64_t granted;      /* bit i: member i holds for the owner */
     uint64_t lost_members; /* bit i: member i's lease was lost */
-    uint64_t op_id;        /* the acquire that made it */
+    uint64_t acquire_id;   /* the acquire that made it */
     bool lost;             /* fewer than a quorum left: reported */
 } group_hold;
 
-struct multi_op {
-    hl_task task; /* first: handed to the coordinator */
+/* An acquire: the caller's operation, at home on the coordinator.  Each
+ * member request names it and holds a reference to it, so a member whose
+ * answer cannot reach the coordinator lets go of it from its own thread. */
+struct acquire_op {
+    hl_op op; /* first */
     hilock_multilock *m;
-    multi_op *next; /* in m->ops */
-    multi_op *prev;
+    acquire_op *next; /* in m->acquires */
+    acquire_op *prev;
+    /* hilock_multilock_cancel's name for it: the caller learns it before
+     * the acquire may start (and end) on the coordinator's thread, which
+     * is before hl_op_submit returns when that is the calling thread. */
     uint64_t id;
     uint64_t owner;
     int64_t wait_ms;
@@ -48,26 +55,22 @@ struct multi_op {
     uint64_t member_ops[HILOCK_MAX_MEMBERS];
     hilock_member_result results[HILOCK_MAX_MEMBERS];
     size_t attempts;
+    size_t granted_at_end; /* the outcome's count */
     int last_status;
     char last_detail[200];
     hl_timer backoff;
-    /* One until the callback has run, plus one per member request naming
-     * the op: a member whose answer cannot reach the coordinator lets go
-     * of its own from its own thread. */
-    atomic_int refs;
-    bool started;
+    bool started; /* listed in m->acquires, with its timer */
     bool done;
     bool round_open; /* answers of this round still count */
     bool settling;   /* the last round failed: waiting to learn why */
-    hilock_multi_acquire_cb *cb;
+    hilock_multi_acquire_cb *cb; /* NULL: a blocking caller waits */
     void *user_data;
 };
 
-/* A member request's way back to its op. */
+/* A member's answer to a round, on its way to the coordinator. */
 typedef struct member_call {
-    hl_task task; /* first: the answer travels to the coordinator */
-    multi_op *op;
-    hilock_multilock *m;
+    hl_op op; /* first */
+    acquire_op *acq; /* referenced */
     size_t index;
     unsigned round;
     hl_monotime sent_at;
@@ -75,7 +78,7 @@ typedef struct member_call {
     char detail[160];
 } member_call;
 
-static void attempt_round(multi_op *op);
+static void attempt_round(acquire_op *acq);
 
 static uint64_t bit(size_t i) { return (uint64_t)1 << i; }
 
@@ -92,21 +95,15 @@ void hl_multi_unref(hilock_multilock *m)
         hl_free(g);
     }
     hl_client_unref(m->coord);
-    hl_free(m);
+    /* A stale copy of the handle, passed to destroy again, must find it
+     * gone rather than a new group at the same address. */
+    hl_handle_release(m);
 }
 
-/* Run task on the coordinator: now when already there (closed while the
- * coordinator closes), else through the coordinator client's queue.
- * Returns HILOCK_ECLOSED when it is closed (run is then not called): its
- * closing has ended every call of the group already (hl_multi_close_all),
- * and nothing of the group may be touched off its thread. */
-int hl_multi_post(hilock_multilock *m, hl_task *task)
+void hl_multi_finish_at_start(hl_op *op)
 {
-    if (hl_client_in_loop(m->coord)) {
-        task->run(m->coord, task, atomic_load(&m->coord->closed));
-        return HILOCK_OK;
-    }
-    return hl_client_submit(m->coord, task);
+    hl_op_finish(op, HILOCK_OK, 0, NULL, NULL);
+    hl_op_unref(op);
 }
 
 static group_hold *hold_find(hilock_multilock *m, uint64_t owner)
@@ -140,8 +137,8 @@ static bool quarantined(const hilock_multilock *m, size_t i)
  * as the client runs.  That hold is dropped only when it is this grant
  * alone (one count, no release under way), never a newer one. */
 typedef struct give_back_call {
-    hl_task task; /* first: when it must reach the member's loop */
-    hilock_lock *lock;
+    hl_op op; /* first: when it must reach the member's loop */
+    hilock_lock *lock; /* referenced while it travels */
     uint64_t owner;
 } give_back_call;
 
@@ -175,15 +172,27 @@ static void on_given_back(hilock_lock *lock, int status, int64_t value,
     hl_free(gb);
 }
 
-static void run_stop_renewing(hilock_client *c, hl_task *t, bool closed)
+/* Drained by the member's closing: its holds went with it. */
+static void stop_renewing_complete(hl_op *op)
 {
-    (void)c;
-    give_back_call *gb = (give_back_call *)t;
-    if (!closed)
+    give_back_call *gb = (give_back_call *)op;
+    if (op->status == HILOCK_OK)
         stop_renewing(gb->lock, gb->owner);
+}
+
+static void stop_renewing_destroy(hl_op *op)
+{
+    give_back_call *gb = (give_back_call *)op;
     hl_lock_unref(gb->lock);
     hl_free(gb);
 }
+
+static const hl_op_type stop_renewing_type = {
+    .start = hl_multi_finish_at_start,
+    .complete = stop_renewing_complete,
+    .destroy = stop_renewing_destroy,
+    .bounded = false,
+};
 
 static void give_back(hilock_multilock *m, size_t i, uint64_t owner)
 {
@@ -205,16 +214,11 @@ static void give_back(hilock_multilock *m, size_t i, uint64_t owner)
     hilock_client *c = hl_lock_client_get(lock);
     if (c == NULL || gb == NULL) {
         hl_free(gb);
-    } else if (hl_client_in_loop(c)) {
-        stop_renewing(lock, owner);
-        hl_free(gb);
     } else {
-        gb->task.run = run_stop_renewing;
+        hl_op_init(&gb->op, &stop_renewing_type);
         hl_lock_ref(lock);
-        if (hl_client_submit(c, &gb->task) != HILOCK_OK) {
-            hl_lock_unref(lock);
-            hl_free(gb);
-        }
+        if (hl_op_submit(c, &gb->op) != HILOCK_OK)
+            hl_op_unref(&gb->op);
     }
     if (c != NULL)
         hl_client_unref(c);
@@ -222,114 +226,92 @@ static void give_back(hilock_multilock *m, size_t i, uint64_t owner)
 
 /* ---- acquire ----------------------------------------------------------- */
 
-static void op_unlink(multi_op *op)
+static void acquire_unlink(acquire_op *acq)
 {
-    hilock_multilock *m = op->m;
-    if (op->prev)
-        op->prev->next = op->next;
-    else if (m->ops == op)
-        m->ops = op->next;
-    if (op->next)
-        op->next->prev = op->prev;
-    op->prev = op->next = NULL;
-}
-
-static void op_ref(multi_op *op) { atomic_fetch_add(&op->refs, 1); }
-
-/* Any thread. */
-static void op_unref(multi_op *op)
-{
-    if (atomic_fetch_sub(&op->refs, 1) == 1) {
-        hilock_multilock *m = op->m;
-        hl_free(op);
-        hl_multi_unref(m);
-    }
+    hilock_multilock *m = acq->m;
+    if (acq->prev)
+        acq->prev->next = acq->next;
+    else if (m->acquires == acq)
+        m->acquires = acq->next;
+    if (acq->next)
+        acq->next->prev = acq->prev;
+    acq->prev = acq->next = NULL;
 }
 
 /* Close the round: members that granted go back, members still asked are
  * cancelled (a grant that races the cancel goes back too). */
-static void round_close(multi_op *op)
+static void round_close(acquire_op *acq)
 {
-    hilock_multilock *m = op->m;
-    op->round_open = false;
+    hilock_multilock *m = acq->m;
+    acq->round_open = false;
     for (size_t i = 0; i < m->n; i++) {
-        if (op->granted & bit(i))
-            give_back(m, i, op->owner);
-        else if (op->pending & bit(i))
-            hilock_lock_cancel(m->members[i], op->member_ops[i]);
+        if (acq->granted & bit(i))
+            give_back(m, i, acq->owner);
+        else if (acq->pending & bit(i))
+            hilock_lock_cancel(m->members[i], acq->member_ops[i]);
     }
-    op->granted = 0;
+    acq->granted = 0;
 }
 
-static void op_finish(multi_op *op, int status, const char *detail)
+/* The end of an acquire that started: the caller hears of it (its
+ * callback, or its blocking wait), and the coordinator lets go of it. */
+static void acquire_end(acquire_op *acq, int status, const char *detail)
 {
-    if (op->done)
+    if (acq->done)
         return;
-    op->done = true;
-    /* op lives on its first reference until the end: cancelled members
-     * may answer inside round_close, and the callback may do anything. */
-    hilock_multilock *m = op->m;
-    if (op->started) {
-        op_unlink(op);
-        hl_timer_stop(&op->backoff);
+    acq->done = true;
+    hilock_multilock *m = acq->m;
+    if (acq->started) {
+        acquire_unlink(acq);
+        hl_timer_stop(&acq->backoff);
     }
-    if (status != HILOCK_OK && op->round_open)
-        round_close(op);
-    hilock_multi_outcome out = {
-        .owner = op->owner,
-        .granted = popcount(op->granted),
-        .attempts = op->attempts,
-        .n = m->n,
-        .members = op->results,
-    };
+    /* Cancelled members may answer inside round_close: the coordinator's
+     * reference keeps acq until the end. */
+    if (status != HILOCK_OK && acq->round_open)
+        round_close(acq);
+    acq->granted_at_end = popcount(acq->granted);
+    int64_t validity_ms = 0;
     if (status == HILOCK_OK) {
-        group_hold *g = hold_find(m, op->owner);
-        int64_t lease = op->lease_ms > 0 ? op->lease_ms : m->watchdog_ms;
-        out.validity_ms =
-            hl_validity(lease, op->round_start, hl_monotime_now()) / 1000;
+        group_hold *g = hold_find(m, acq->owner);
+        int64_t lease = acq->lease_ms > 0 ? acq->lease_ms : m->watchdog_ms;
+        validity_ms =
+            hl_validity(lease, acq->round_start, hl_monotime_now()) / 1000;
         if (g != NULL)
-            out.granted = popcount(g->granted);
+            acq->granted_at_end = popcount(g->granted);
     }
-    if (status != HILOCK_OK)
-        hl_set_detail(detail ? detail : "");
-    else
-        hl_clear_detail();
-    hilock_client *coord = m->coord;
-    hl_client_enter_callback(coord);
-    op->cb(m, status, &out, op->user_data);
-    hl_client_leave_callback(coord);
-    op_unref(op);
+    hl_op_finish(&acq->op, status, validity_ms, NULL, detail);
+    hl_op_unref(&acq->op);
 }
 
-static hl_monotime op_remaining(const multi_op *op)
+static hl_monotime acquire_remaining(const acquire_op *acq)
 {
-    if (op->deadline == INT64_MAX)
+    if (acq->deadline == INT64_MAX)
         return INT64_MAX;
-    return op->deadline - hl_monotime_now();
+    return acq->deadline - hl_monotime_now();
 }
 
 static void on_backoff(hl_timer *t)
 {
-    multi_op *op = t->data;
-    if (!op->done)
-        attempt_round(op);
+    acquire_op *acq = t->data;
+    if (!acq->done)
+        attempt_round(acq);
 }
 
 /* The round cannot succeed: give back, then wait a random while and try
  * again, or give up. */
-static void round_failed(multi_op *op, int status, const char *detail)
+static void round_failed(acquire_op *acq, int status, const char *detail)
 {
-    op->last_status = status;
-    snprintf(op->last_detail, sizeof op->last_detail, "%s", detail);
-    round_close(op);
-    hl_monotime left = op_remaining(op);
-    if (op->wait_ms == 0 || left <= 0) {
-        op_finish(op, status, op->last_detail);
+    acq->last_status = status;
+    snprintf(acq->last_detail, sizeof acq->last_detail, "%s", detail);
+    round_close(acq);
+    hl_monotime left = acquire_remaining(acq);
+    if (acq->wait_ms == 0 || left <= 0) {
+        acquire_end(acq, status, acq->last_detail);
         return;
     }
     /* Random back-off, growing with the attempts: contenders that failed
      * together must not all come back together. */
-    unsigned shift = op->attempts < 6 ? (unsigned)op->attempts : 6;
+    unsigned shift = acq->attempts < 6 ? (unsigned)acq->attempts : 6;
     hl_monotime cap = HL_MS(5) << shift; /* 10 ms .. 320 ms */
     uint32_t r = 0;
     if (RAND_bytes((unsigned char *)&r, sizeof r) != 1)
@@ -337,172 +319,179 @@ static void round_failed(multi_op *op, int status, const char *detail)
     hl_monotime delay = cap / 2 + (hl_monotime)(r % (uint32_t)(cap / 2 + 1));
     if (delay > left)
         delay = left;
-    hl_timer_arm(&op->backoff, delay);
+    hl_timer_arm(&acq->backoff, delay);
 }
 
 /* Whether a failed round is the acquire's last. */
-static bool last_round(const multi_op *op)
+static bool last_round(const acquire_op *acq)
 {
-    return op->wait_ms == 0 || op_remaining(op) <= 0;
+    return acq->wait_ms == 0 || acquire_remaining(acq) <= 0;
 }
 
 /* Grants of a round that can no longer win go back at once: another
  * owner may be waiting for them. */
-static void give_back_granted(multi_op *op)
+static void give_back_granted(acquire_op *acq)
 {
-    hilock_multilock *m = op->m;
+    hilock_multilock *m = acq->m;
     for (size_t i = 0; i < m->n; i++)
-        if (op->granted & bit(i))
-            give_back(m, i, op->owner);
-    op->granted = 0;
+        if (acq->granted & bit(i))
+            give_back(m, i, acq->owner);
+    acq->granted = 0;
 }
 
 /* A failed round's verdict: HILOCK_ENOQUORUM once its failures alone
  * rule out a quorum, HILOCK_EBUSY once they no longer can, 0 while the
  * members still asked could tip it either way. */
-static int failed_verdict(const multi_op *op)
+static int failed_verdict(const acquire_op *acq)
 {
-    const hilock_multilock *m = op->m;
+    const hilock_multilock *m = acq->m;
     size_t spare = m->n - m->quorum;
-    if (op->errs > spare)
+    if (acq->errs > spare)
         return HILOCK_ENOQUORUM;
-    if (op->errs + popcount(op->pending) <= spare)
+    if (acq->errs + popcount(acq->pending) <= spare)
         return HILOCK_EBUSY;
     return 0;
 }
 
 /* End a round that can no longer win: no quorum when its failures alone
  * rule one out, else busy. */
-static void fail_round(multi_op *op)
+static void fail_round(acquire_op *acq)
 {
-    if (op->errs > op->m->n - op->m->quorum)
-        round_failed(op, HILOCK_ENOQUORUM,
+    if (acq->errs > acq->m->n - acq->m->quorum)
+        round_failed(acq, HILOCK_ENOQUORUM,
                      "too many members failed or are quarantined");
     else
-        round_failed(op, HILOCK_EBUSY, "a member is held by another owner");
+        round_failed(acq, HILOCK_EBUSY, "a member is held by another owner");
 }
 
-static void settle(multi_op *op)
+static void settle(acquire_op *acq)
 {
-    give_back_granted(op);
-    if (failed_verdict(op) != 0)
-        fail_round(op);
+    give_back_granted(acq);
+    if (failed_verdict(acq) != 0)
+        fail_round(acq);
 }
 
-static void decide(multi_op *op)
+static void decide(acquire_op *acq)
 {
-    hilock_multilock *m = op->m;
-    if (!op->round_open)
+    hilock_multilock *m = acq->m;
+    if (!acq->round_open)
         return;
-    if (op->settling) {
-        settle(op);
+    if (acq->settling) {
+        settle(acq);
         return;
     }
-    if (op->yes >= m->quorum) {
-        int64_t lease = op->lease_ms > 0 ? op->lease_ms : m->watchdog_ms;
-        if (hl_validity(lease, op->round_start, hl_monotime_now()) <= 0) {
-            round_failed(op, HILOCK_EEXPIRED,
+    if (acq->yes >= m->quorum) {
+        int64_t lease = acq->lease_ms > 0 ? acq->lease_ms : m->watchdog_ms;
+        if (hl_validity(lease, acq->round_start, hl_monotime_now()) <= 0) {
+            round_failed(acq, HILOCK_EEXPIRED,
                          "the members granted, but the lease had run out "
                          "by the time enough of them had");
             return;
         }
         group_hold *g = hl_calloc(1, sizeof *g);
         if (g == NULL) {
-            round_failed(op, HILOCK_ENOMEM, "out of memory");
+            round_failed(acq, HILOCK_ENOMEM, "out of memory");
             return;
         }
-        g->owner = op->owner;
+        g->owner = acq->owner;
         g->count = 1;
-        g->granted = op->granted;
-        g->op_id = op->id;
+        g->granted = acq->granted;
+        g->acquire_id = acq->id;
         g->next = m->holds;
         m->holds = g;
         /* Members still asked may grant yet: they join the hold. */
-        op->round_open = false;
-        op->last_status = HILOCK_OK;
-        op_finish(op, HILOCK_OK, NULL);
+        acq->round_open = false;
+        acq->last_status = HILOCK_OK;
+        acquire_end(acq, HILOCK_OK, NULL);
         return;
     }
-    size_t no = op->busy + op->errs;
+    size_t no = acq->busy + acq->errs;
     if (no <= m->n - m->quorum)
         return;
-    if (m->redlock && failed_verdict(op) == 0 && last_round(op)) {
+    if (m->redlock && failed_verdict(acq) == 0 && last_round(acq)) {
         /* "Held by another" came first, but the masters still asked may
          * yet fail in numbers that rule out a quorum whoever holds the
          * lock, and that is what the caller must hear: let them answer,
          * which the node timeout bounds.  A multi-lock's members have no
          * such bound, and its caller would rather not wait. */
-        op->settling = true;
-        give_back_granted(op);
+        acq->settling = true;
+        give_back_granted(acq);
         return;
     }
-    fail_round(op);
+    fail_round(acq);
 }
 
-static void member_answered(hl_task *t)
+static void member_answered(member_call *mc)
 {
-    member_call *mc = (member_call *)t;
-    multi_op *op = mc->op;
-    hilock_multilock *m = mc->m;
+    acquire_op *acq = mc->acq;
+    hilock_multilock *m = acq->m;
     size_t i = mc->index;
-    bool current = op->round == mc->round && op->round_open;
+    bool current = acq->round == mc->round && acq->round_open;
     if (mc->status == HILOCK_OK && quarantined(m, i)) {
         /* The master restarted while the request waited for a connection
          * and granted from a memory that may have lost another holder's
          * key: its vote does not count, and the grant goes back. */
-        give_back(m, i, op->owner);
+        give_back(m, i, acq->owner);
         mc->status = HILOCK_ENOQUORUM;
         snprintf(mc->detail, sizeof mc->detail, "master quarantined");
-        if (current)
-            op->results[i].quarantined = true;
-        else {
-            hl_free(mc);
-            op_unref(op);
+        if (!current)
             return;
-        }
+        acq->results[i].quarantined = true;
     }
     if (current) {
-        op->pending &= ~bit(i);
-        op->results[i].status = mc->status;
-        op->results[i].latency_us = hl_monotime_now() - mc->sent_at;
+        acq->pending &= ~bit(i);
+        acq->results[i].status = mc->status;
+        acq->results[i].latency_us = hl_monotime_now() - mc->sent_at;
         if (mc->status == HILOCK_OK) {
-            op->yes++;
-            op->granted |= bit(i);
+            acq->yes++;
+            acq->granted |= bit(i);
         } else if (mc->status == HILOCK_EBUSY) {
-            op->busy++;
+            acq->busy++;
         } else {
-            op->errs++;
-            snprintf(op->last_detail, sizeof op->last_detail, "member %zu: %s",
-                     i, mc->detail);
+            acq->errs++;
+            snprintf(acq->last_detail, sizeof acq->last_detail,
+                     "member %zu: %s", i, mc->detail);
         }
-        decide(op);
+        decide(acq);
     } else if (mc->status == HILOCK_OK) {
         /* A grant after the outcome: it joins the owner's hold when that
          * round won, else it goes back. */
-        group_hold *g = hold_find(m, op->owner);
-        if (op->round == mc->round && g != NULL && g->op_id == op->id &&
-            !g->lost && !(g->granted & bit(i)))
+        group_hold *g = hold_find(m, acq->owner);
+        if (acq->round == mc->round && g != NULL &&
+            g->acquire_id == acq->id && !g->lost && !(g->granted & bit(i)))
             g->granted |= bit(i);
         else
-            give_back(m, i, op->owner);
+            give_back(m, i, acq->owner);
     }
-    hl_free(mc);
-    /* Only now: deciding above may have finished op, which must not be
-     * freed under this function. */
-    op_unref(op);
 }
 
-static void run_member_answer(hilock_client *c, hl_task *t, bool closed)
+/* The coordinator's thread.  Drained by its closing (HILOCK_ECLOSED),
+ * the answer finds the acquire ended by hl_multi_close_all, and a grant
+ * goes back from here. */
+static void member_call_complete(hl_op *op)
 {
-    (void)c;
-    member_call *mc = (member_call *)t;
-    if (closed && mc->status == HILOCK_OK) {
-        /* The coordinator is gone: the grant goes back from here. */
-        give_back(mc->m, mc->index, mc->op->owner);
+    member_call *mc = (member_call *)op;
+    if (op->status != HILOCK_OK && mc->status == HILOCK_OK) {
+        give_back(mc->acq->m, mc->index, mc->acq->owner);
         mc->status = HILOCK_ECLOSED;
     }
-    member_answered(t);
+    member_answered(mc);
 }
+
+/* Any thread. */
+static void member_call_destroy(hl_op *op)
+{
+    member_call *mc = (member_call *)op;
+    hl_op_unref(&mc->acq->op);
+    hl_free(mc);
+}
+
+static const hl_op_type member_call_type = {
+    .start = hl_multi_finish_at_start,
+    .complete = member_call_complete,
+    .destroy = member_call_destroy,
+    .bounded = false,
+};
 
 static void on_member_acquired(hilock_lock *lock, int status,
                                const hilock_acquired *acquired,
@@ -514,95 +503,92 @@ static void on_member_acquired(hilock_lock *lock, int status,
     mc->status = status;
     snprintf(mc->detail, sizeof mc->detail, "%s",
              status ? hilock_last_error() : "");
-    mc->task.run = run_member_answer;
-    if (hl_multi_post(mc->m, &mc->task) != HILOCK_OK) {
-        /* The coordinator has closed, and its closing ended op there:
-         * nothing waits for this answer, and this is not the thread to
-         * touch the group on.  A grant goes back; the member's handle
-         * takes that from any thread. */
-        multi_op *op = mc->op;
+    acquire_op *acq = mc->acq;
+    if (hl_op_submit(acq->m->coord, &mc->op) != HILOCK_OK) {
+        /* The coordinator has closed, and its closing ended the acquire
+         * there: nothing waits for this answer, and this is not the
+         * thread to touch the group on.  A grant goes back; the member's
+         * handle takes that from any thread. */
         if (status == HILOCK_OK)
-            give_back(mc->m, mc->index, op->owner);
-        hl_free(mc);
-        op_unref(op);
+            give_back(acq->m, mc->index, acq->owner);
+        hl_op_unref(&mc->op);
     }
 }
 
-static void attempt_round(multi_op *op)
+static void attempt_round(acquire_op *acq)
 {
-    hilock_multilock *m = op->m;
-    op_ref(op); /* answers given at once must not free op here */
-    op->round++;
-    op->attempts++;
-    op->round_open = true;
-    op->settling = false;
-    op->yes = op->busy = op->errs = 0;
-    op->granted = op->pending = 0;
-    op->round_start = hl_monotime_now();
+    hilock_multilock *m = acq->m;
+    hl_op_ref(&acq->op); /* answers given at once must not free acq here */
+    acq->round++;
+    acq->attempts++;
+    acq->round_open = true;
+    acq->settling = false;
+    acq->yes = acq->busy = acq->errs = 0;
+    acq->granted = acq->pending = 0;
+    acq->round_start = hl_monotime_now();
     for (size_t i = 0; i < m->n; i++) {
-        op->results[i] = (hilock_member_result){HILOCK_ECANCELED, -1, false};
+        acq->results[i] = (hilock_member_result){HILOCK_ECANCELED, -1, false};
         if (quarantined(m, i)) {
-            op->results[i].status = HILOCK_ENOQUORUM;
-            op->results[i].quarantined = true;
-            op->errs++;
+            acq->results[i].status = HILOCK_ENOQUORUM;
+            acq->results[i].quarantined = true;
+            acq->errs++;
             continue;
         }
         member_call *mc = hl_calloc(1, sizeof *mc);
         if (mc == NULL) {
-            op->results[i].status = HILOCK_ENOMEM;
-            op->errs++;
+            acq->results[i].status = HILOCK_ENOMEM;
+            acq->errs++;
             continue;
         }
-        mc->op = op;
-        mc->m = m;
+        hl_op_init(&mc->op, &member_call_type);
+        mc->acq = acq;
         mc->index = i;
-        mc->round = op->round;
+        mc->round = acq->round;
         mc->sent_at = hl_monotime_now();
-        op->pending |= bit(i);
-        op_ref(op);
-        int rc = hilock_lock_acquire_async(m->members[i], op->owner, 0,
-                                           op->lease_ms, 0,
+        acq->pending |= bit(i);
+        hl_op_ref(&acq->op);
+        int rc = hilock_lock_acquire_async(m->members[i], acq->owner, 0,
+                                           acq->lease_ms, 0,
                                            on_member_acquired, mc,
-                                           &op->member_ops[i]);
+                                           &acq->member_ops[i]);
         if (rc != HILOCK_OK) {
-            op->pending &= ~bit(i);
-            op_unref(op);
-            op->results[i].status = rc;
-            op->errs++;
-            hl_free(mc);
+            acq->pending &= ~bit(i);
+            acq->results[i].status = rc;
+            acq->errs++;
+            hl_op_unref(&mc->op);
         }
-        if (op->done || !op->round_open)
+        if (acq->done || !acq->round_open)
             break; /* decided by an answer given at once */
     }
-    decide(op);
-    op_unref(op);
+    decide(acq);
+    hl_op_unref(&acq->op);
 }
 
-static void op_start(hilock_client *c, hl_task *t, bool closed)
+static void acquire_start(hl_op *op)
 {
-    (void)c;
-    multi_op *op = (multi_op *)t;
-    hilock_multilock *m = op->m;
-    if (closed || m->destroyed) {
-        op_finish(op, m->destroyed ? HILOCK_ECANCELED : HILOCK_ECLOSED,
-                  m->destroyed ? "multi-lock destroyed" : "client closed");
+    acquire_op *acq = (acquire_op *)op;
+    hilock_multilock *m = acq->m;
+    if (atomic_load(&m->destroyed)) {
+        /* Pending when the group was destroyed, as far as its caller can
+         * tell. */
+        acquire_end(acq, HILOCK_ECANCELED, "multi-lock destroyed");
         return;
     }
-    op->started = true;
-    hl_timer_init(&op->backoff, m->coord->loop, on_backoff, op);
-    op->next = m->ops;
-    if (m->ops)
-        m->ops->prev = op;
-    m->ops = op;
-    op->deadline = hl_wait_deadline(op->wait_ms);
-    group_hold *g = hold_find(m, op->owner);
+    acq->started = true;
+    hl_timer_init(&acq->backoff, m->coord->loop, on_backoff, acq);
+    acq->next = m->acquires;
+    if (m->acquires)
+        m->acquires->prev = acq;
+    m->acquires = acq;
+    acq->deadline = hl_wait_deadline(acq->wait_ms);
+    group_hold *g = hold_find(m, acq->owner);
     if (g != NULL && !g->lost) {
         /* Reentry: the members are held already. */
         g->count++;
-        op->granted = g->granted;
-        op->round_start = hl_monotime_now();
-        op->last_status = HILOCK_OK;
-        op_finish(op, HILOCK_OK, NULL);
+        acq->granted = g->granted;
+        acq->round_start = hl_monotime_now();
+        acq->last_status = HILOCK_OK;
+        acquire_end(acq, HILOCK_OK, NULL);
         return;
     }
     if (g != NULL) {
@@ -613,8 +599,83 @@ static void op_start(hilock_client *c, hl_task *t, bool closed)
                 give_back(m, i, g->owner);
         hl_free(g);
     }
-    op->last_status = HILOCK_EBUSY;
-    attempt_round(op);
+    acq->last_status = HILOCK_EBUSY;
+    attempt_round(acq);
+}
+
+static void acquire_cancel(hl_op *op, int status)
+{
+    acquire_end((acquire_op *)op, status,
+                status == HILOCK_ETIMEDOUT
+                    ? "the loop thread did not answer in time; the acquire "
+                      "was cancelled"
+                    : "acquire cancelled");
+}
+
+static void acquire_complete(hl_op *op)
+{
+    acquire_op *acq = (acquire_op *)op;
+    hilock_multi_outcome out = {
+        .owner = acq->owner,
+        .validity_ms = op->value,
+        .granted = acq->granted_at_end,
+        .attempts = acq->attempts,
+        .n = acq->m->n,
+        .members = acq->results,
+    };
+    acq->cb(acq->m, op->status, &out, acq->user_data);
+}
+
+static void acquire_destroy(hl_op *op)
+{
+    acquire_op *acq = (acquire_op *)op;
+    hilock_multilock *m = acq->m;
+    hl_free(acq);
+    hl_multi_unref(m);
+}
+
+static const hl_op_type acquire_type = {
+    .start = acquire_start,
+    .cancel = acquire_cancel,
+    .complete = acquire_complete,
+    .destroy = acquire_destroy,
+    .bounded = true,
+};
+
+int hl_multi_acquire_new(hl_op **out, hilock_multilock *m, uint64_t owner,
+                         int64_t wait_ms, int64_t lease_ms,
+                         hilock_multi_acquire_cb *cb, void *user_data)
+{
+    int bad = hl_check_acquire_args(owner, wait_ms, lease_ms);
+    if (bad != HILOCK_OK)
+        return bad;
+    if (lease_ms > 0 && hl_validity(lease_ms, 0, 0) <= 0)
+        return hl_fail(HILOCK_EINVAL, "a lease of %lld ms does not outlast "
+                                      "its drift margin",
+                       (long long)lease_ms);
+    acquire_op *acq = hl_calloc(1, sizeof *acq);
+    if (acq == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory for an acquire");
+    hl_op_init(&acq->op, &acquire_type);
+    static atomic_uint_fast64_t next_id = 1;
+    acq->id = atomic_fetch_add(&next_id, 1);
+    acq->m = m;
+    acq->owner = owner;
+    acq->wait_ms = wait_ms;
+    acq->lease_ms = lease_ms;
+    acq->cb = cb;
+    acq->user_data = user_data;
+    /* What an acquire that never asks its members reports. */
+    for (size_t i = 0; i < m->n; i++)
+        acq->results[i] = (hilock_member_result){HILOCK_ECANCELED, -1, false};
+    hl_multi_ref(m);
+    *out = &acq->op;
+    return HILOCK_OK;
+}
+
+const hilock_member_result *hl_multi_acquire_results(const hl_op *op)
+{
+    return ((const acquire_op *)op)->results;
 }
 
 int hilock_multilock_acquire_async(hilock_multilock *m, uint64_t owner,
@@ -624,88 +685,81 @@ int hilock_multilock_acquire_async(hilock_multilock *m, uint64_t owner,
 {
     if (m == NULL || cb == NULL)
         return hl_fail(HILOCK_EINVAL, "NULL argument");
-    int bad = hl_check_acquire_args(owner, wait_ms, lease_ms);
-    if (bad != HILOCK_OK)
-        return bad;
-    if (lease_ms > 0 && hl_validity(lease_ms, 0, 0) <= 0)
-        return hl_fail(HILOCK_EINVAL, "a lease of %lld ms does not outlast "
-                                      "its drift margin",
-                       (long long)lease_ms);
-    if (m->destroyed)
-        return hl_fail(HILOCK_ECLOSED, "multi-lock destroyed");
-    multi_op *op = hl_calloc(1, sizeof *op);
-    if (op == NULL)
-        return hl_fail(HILOCK_ENOMEM, "out of memory for an acquire");
-    op->task.run = op_start;
-    atomic_init(&op->refs, 1);
-    op->m = m;
-    op->owner = owner;
-    op->wait_ms = wait_ms;
-    op->lease_ms = lease_ms;
-    op->cb = cb;
-    op->user_data = user_data;
-    static atomic_uint_fast64_t next_id = 1;
-    op->id = atomic_fetch_add(&next_id, 1);
+    hl_op *op;
+    int rc = hl_multi_acquire_new(&op, m, owner, wait_ms, lease_ms, cb,
+                                  user_data);
+    if (rc != HILOCK_OK)
+        return rc;
     if (op_id)
-        *op_id = op->id;
-    hl_multi_ref(m);
-    int rc = hl_multi_post(m, &op->task);
-    if (rc != HILOCK_OK) {
-        hl_multi_unref(m);
-        hl_free(op);
-    }
+        *op_id = ((acquire_op *)op)->id;
+    rc = hl_op_submit(m->coord, op);
+    if (rc != HILOCK_OK)
+        hl_op_unref(op);
     return rc;
 }
 
 /* ---- cancel ------------------------------------------------------------ */
 
-typedef struct cancel_task {
-    hl_task task;
+/* hilock_multilock_cancel's way to the coordinator, where the acquire is
+ * found by its id. */
+typedef struct cancel_call {
+    hl_op op; /* first */
     hilock_multilock *m;
     uint64_t id;
-} cancel_task;
+} cancel_call;
 
-static void run_cancel(hilock_client *c, hl_task *t, bool closed)
+/* Drained by the coordinator's closing, which ended the acquire too. */
+static void cancel_call_complete(hl_op *op)
 {
-    (void)c;
-    cancel_task *ct = (cancel_task *)t;
-    if (!closed) {
-        for (multi_op *op = ct->m->ops; op != NULL; op = op->next) {
-            if (op->id == ct->id) {
-                op_finish(op, HILOCK_ECANCELED, "acquire cancelled");
-                break;
-            }
+    cancel_call *cc = (cancel_call *)op;
+    if (op->status != HILOCK_OK)
+        return;
+    for (acquire_op *acq = cc->m->acquires; acq != NULL; acq = acq->next) {
+        if (acq->id == cc->id) {
+            hl_op_cancel(&acq->op, HILOCK_ECANCELED);
+            break;
         }
     }
-    hl_multi_unref(ct->m);
-    hl_free(ct);
 }
+
+static void cancel_call_destroy(hl_op *op)
+{
+    cancel_call *cc = (cancel_call *)op;
+    hilock_multilock *m = cc->m;
+    hl_free(cc);
+    hl_multi_unref(m);
+}
+
+static const hl_op_type cancel_call_type = {
+    .start = hl_multi_finish_at_start,
+    .complete = cancel_call_complete,
+    .destroy = cancel_call_destroy,
+    .bounded = false,
+};
 
 int hilock_multilock_cancel(hilock_multilock *m, uint64_t op_id)
 {
     if (m == NULL)
         return hl_fail(HILOCK_EINVAL, "multi-lock is NULL");
-    if (m->destroyed)
-        return hl_fail(HILOCK_ECLOSED, "multi-lock destroyed");
-    cancel_task *ct = hl_calloc(1, sizeof *ct);
-    if (ct == NULL)
+    cancel_call *cc = hl_calloc(1, sizeof *cc);
+    if (cc == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory");
-    ct->task.run = run_cancel;
-    ct->m = m;
-    ct->id = op_id;
+    hl_op_init(&cc->op, &cancel_call_type);
+    cc->m = m;
+    cc->id = op_id;
     hl_multi_ref(m);
-    int rc = hl_multi_post(m, &ct->task);
-    if (rc != HILOCK_OK) {
-        hl_multi_unref(m);
-        hl_free(ct);
-    }
+    int rc = hl_op_submit(m->coord, &cc->op);
+    if (rc != HILOCK_OK)
+        hl_op_unref(&cc->op);
     return rc;
 }
 
 /* ---- release ------------------------------------------------------------ */
 
+/* A release: the caller's operation, at home on the coordinator.  Each
+ * member asked holds a reference to it, as for an acquire. */
 typedef struct release_call {
-    hl_task task;
+    hl_op op; /* first */
     hilock_multilock *m;
     struct release_call *next; /* in m->releases, while members answer */
     struct release_call *prev;
@@ -715,26 +769,12 @@ typedef struct release_call {
     bool lost;
     bool listed;
     bool done;
-    /* One until the callback has run, plus one per member asked: as for
-     * an acquire, an answer that cannot reach the coordinator lets go of
-     * its own. */
-    atomic_int refs;
     char detail[200];
-    hilock_multi_cb *cb;
+    hilock_multi_cb *cb; /* NULL: a blocking caller waits */
     void *user_data;
 } release_call;
 
-/* Any thread. */
-static void release_unref(release_call *rc)
-{
-    if (atomic_fetch_sub(&rc->refs, 1) == 1) {
-        hilock_multilock *m = rc->m;
-        hl_free(rc);
-        hl_multi_unref(m);
-    }
-}
-
-static void release_finish(release_call *rc)
+static void release_end(release_call *rc)
 {
     hilock_multilock *m = rc->m;
     if (rc->done)
@@ -753,37 +793,27 @@ static void release_finish(release_call *rc)
     if (status == HILOCK_ELEASELOST && rc->detail[0] == '\0')
         snprintf(rc->detail, sizeof rc->detail,
                  "the group's lease was lost before this release");
-    if (status != HILOCK_OK)
-        hl_set_detail(rc->detail);
-    else
-        hl_clear_detail();
-    hilock_client *coord = m->coord;
-    hl_client_enter_callback(coord);
-    rc->cb(m, status, rc->user_data);
-    hl_client_leave_callback(coord);
-    release_unref(rc);
+    hl_op_finish(&rc->op, status, 0, NULL, rc->detail);
+    hl_op_unref(&rc->op);
 }
 
+/* A member's answer to a release, on its way to the coordinator. */
 typedef struct member_release {
-    hl_task task;
-    release_call *call;
+    hl_op op; /* first */
+    release_call *call; /* referenced */
     size_t index;
     int status;
     char detail[160];
 } member_release;
 
-static void run_member_released(hilock_client *c, hl_task *t, bool closed)
+/* The coordinator's thread. */
+static void member_release_complete(hl_op *op)
 {
-    (void)c;
-    member_release *mr = (member_release *)t;
+    member_release *mr = (member_release *)op;
     release_call *rc = mr->call;
-    if (rc->done) {
-        /* Ended by the coordinator's closing. */
-        hl_free(mr);
-        release_unref(rc);
-        return;
-    }
-    int st = closed ? HILOCK_ECLOSED : mr->status;
+    if (rc->done)
+        return; /* ended by the coordinator's closing */
+    int st = op->status != HILOCK_OK ? op->status : mr->status;
     /* A member that lost its lease or forgot it (a restarted master) is
      * the group's business only if the group is lost, which rc->lost
      * says. */
@@ -791,13 +821,26 @@ static void run_member_released(hilock_client *c, hl_task *t, bool closed)
         st != HILOCK_ENOTOWNER && rc->status == HILOCK_OK) {
         rc->status = st;
         snprintf(rc->detail, sizeof rc->detail, "member %zu: %s", mr->index,
-                 mr->detail);
+                 op->status != HILOCK_OK ? "client closed" : mr->detail);
     }
-    hl_free(mr);
     if (--rc->pending == 0)
-        release_finish(rc);
-    release_unref(rc);
+        release_end(rc);
 }
+
+/* Any thread. */
+static void member_release_destroy(hl_op *op)
+{
+    member_release *mr = (member_release *)op;
+    hl_op_unref(&mr->call->op);
+    hl_free(mr);
+}
+
+static const hl_op_type member_release_type = {
+    .start = hl_multi_finish_at_start,
+    .complete = member_release_complete,
+    .destroy = member_release_destroy,
+    .bounded = false,
+};
 
 static void on_member_released(hilock_lock *lock, int status, int64_t value,
                                void *user_data)
@@ -808,24 +851,19 @@ static void on_member_released(hilock_lock *lock, int status, int64_t value,
     mr->status = status;
     snprintf(mr->detail, sizeof mr->detail, "%s",
              status ? hilock_last_error() : "");
-    mr->task.run = run_member_released;
-    if (hl_multi_post(mr->call->m, &mr->task) != HILOCK_OK) {
-        /* The coordinator's closing ended the release there. */
-        release_call *rc = mr->call;
-        hl_free(mr);
-        release_unref(rc);
-    }
+    /* Refused: the coordinator's closing ended the release there. */
+    if (hl_op_submit(mr->call->m->coord, &mr->op) != HILOCK_OK)
+        hl_op_unref(&mr->op);
 }
 
-static void release_start(hilock_client *c, hl_task *t, bool closed)
+static void release_start(hl_op *op)
 {
-    (void)c;
-    release_call *rc = (release_call *)t;
+    release_call *rc = (release_call *)op;
     hilock_multilock *m = rc->m;
-    if (closed) {
+    if (atomic_load(&m->destroyed)) {
         rc->status = HILOCK_ECLOSED;
-        snprintf(rc->detail, sizeof rc->detail, "client closed");
-        release_finish(rc);
+        snprintf(rc->detail, sizeof rc->detail, "multi-lock destroyed");
+        release_end(rc);
         return;
     }
     group_hold *g = hold_find(m, rc->owner);
@@ -833,13 +871,13 @@ static void release_start(hilock_client *c, hl_task *t, bool closed)
         rc->status = HILOCK_ENOTOWNER;
         snprintf(rc->detail, sizeof rc->detail,
                  "this owner does not hold the group");
-        release_finish(rc);
+        release_end(rc);
         return;
     }
     rc->lost = g->lost;
     if (g->count > 1 && !g->lost) {
         g->count--;
-        release_finish(rc);
+        release_end(rc);
         return;
     }
     hold_unlink(m, g);
@@ -862,25 +900,64 @@ static void release_start(hilock_client *c, hl_task *t, bool closed)
             snprintf(rc->detail, sizeof rc->detail, "out of memory");
             continue;
         }
+        hl_op_init(&mr->op, &member_release_type);
         mr->call = rc;
         mr->index = i;
         rc->pending++;
-        atomic_fetch_add(&rc->refs, 1);
+        hl_op_ref(&rc->op);
         int st = hilock_lock_release_async(m->members[i], rc->owner,
                                            on_member_released, mr);
         if (st != HILOCK_OK) {
             rc->pending--;
-            atomic_fetch_sub(&rc->refs, 1);
             if (rc->status == HILOCK_OK && st != HILOCK_ECLOSED) {
                 rc->status = st;
                 snprintf(rc->detail, sizeof rc->detail, "member %zu: %s", i,
                          hilock_last_error());
             }
-            hl_free(mr);
+            hl_op_unref(&mr->op);
         }
     }
     if (--rc->pending == 0)
-        release_finish(rc);
+        release_end(rc);
+}
+
+static void release_complete(hl_op *op)
+{
+    release_call *rc = (release_call *)op;
+    rc->cb(rc->m, op->status, rc->user_data);
+}
+
+static void release_destroy(hl_op *op)
+{
+    release_call *rc = (release_call *)op;
+    hilock_multilock *m = rc->m;
+    hl_free(rc);
+    hl_multi_unref(m);
+}
+
+static const hl_op_type release_type = {
+    .start = release_start,
+    .complete = release_complete,
+    .destroy = release_destroy,
+    .bounded = true,
+};
+
+int hl_multi_release_new(hl_op **out, hilock_multilock *m, uint64_t owner,
+                         hilock_multi_cb *cb, void *user_data)
+{
+    if (owner == 0)
+        return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
+    release_call *rc = hl_calloc(1, sizeof *rc);
+    if (rc == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory");
+    hl_op_init(&rc->op, &release_type);
+    rc->m = m;
+    rc->owner = owner;
+    rc->cb = cb;
+    rc->user_data = user_data;
+    hl_multi_ref(m);
+    *out = &rc->op;
+    return HILOCK_OK;
 }
 
 int hilock_multilock_release_async(hilock_multilock *m, uint64_t owner,
@@ -888,59 +965,57 @@ int hilock_multilock_release_async(hilock_multilock *m, uint64_t owner,
 {
     if (m == NULL || cb == NULL)
         return hl_fail(HILOCK_EINVAL, "NULL argument");
-    if (owner == 0)
-        return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
-    if (m->destroyed)
-        return hl_fail(HILOCK_ECLOSED, "multi-lock destroyed");
-    release_call *rc = hl_calloc(1, sizeof *rc);
-    if (rc == NULL)
-        return hl_fail(HILOCK_ENOMEM, "out of memory");
-    rc->task.run = release_start;
-    atomic_init(&rc->refs, 1);
-    rc->m = m;
-    rc->owner = owner;
-    rc->cb = cb;
-    rc->user_data = user_data;
-    hl_multi_ref(m);
-    int st = hl_multi_post(m, &rc->task);
-    if (st != HILOCK_OK) {
-        hl_multi_unref(m);
-        hl_free(rc);
-    }
-    return st;
+    hl_op *op;
+    int rc = hl_multi_release_new(&op, m, owner, cb, user_data);
+    if (rc != HILOCK_OK)
+        return rc;
+    rc = hl_op_submit(m->coord, op);
+    if (rc != HILOCK_OK)
+        hl_op_unref(op);
+    return rc;
 }
 
 /* ---- losses -------------------------------------------------------------- */
 
+/* A member's lost lease, on its way to the coordinator. */
 typedef struct member_lost {
-    hl_task task;
-    hilock_multilock *m;
+    hl_op op; /* first */
+    hilock_multilock *m; /* referenced */
     size_t index;
     uint64_t owner;
 } member_lost;
 
-static void run_member_lost(hilock_client *c, hl_task *t, bool closed)
+/* The coordinator's thread; a notice drained by its closing is moot. */
+static void member_lost_complete(hl_op *op)
 {
-    (void)c;
-    member_lost *ml = (member_lost *)t;
+    member_lost *ml = (member_lost *)op;
     hilock_multilock *m = ml->m;
-    group_hold *g = closed ? NULL : hold_find(m, ml->owner);
+    group_hold *g = op->status == HILOCK_OK ? hold_find(m, ml->owner) : NULL;
     if (g != NULL && (g->granted & bit(ml->index))) {
         g->lost_members |= bit(ml->index);
         size_t alive = popcount(g->granted & ~g->lost_members);
         if (alive < m->quorum && !g->lost) {
             g->lost = true;
-            if (m->lost_cb != NULL) {
-                hilock_client *coord = m->coord;
-                hl_client_enter_callback(coord);
+            if (m->lost_cb != NULL)
                 m->lost_cb(m, ml->owner, m->lost_data);
-                hl_client_leave_callback(coord);
-            }
         }
     }
+}
+
+static void member_lost_destroy(hl_op *op)
+{
+    member_lost *ml = (member_lost *)op;
+    hilock_multilock *m = ml->m;
     hl_free(ml);
     hl_multi_unref(m);
 }
+
+static const hl_op_type member_lost_type = {
+    .start = hl_multi_finish_at_start,
+    .complete = member_lost_complete,
+    .destroy = member_lost_destroy,
+    .bounded = false,
+};
 
 void hl_multi_member_lost(hilock_lock *lock, uint64_t owner, void *data)
 {
@@ -962,15 +1037,13 @@ void hl_multi_member_lost(hilock_lock *lock, uint64_t owner, void *data)
     member_lost *ml = hl_calloc(1, sizeof *ml);
     if (ml == NULL)
         return; /* the group then learns at its release */
-    ml->task.run = run_member_lost;
+    hl_op_init(&ml->op, &member_lost_type);
     ml->m = m;
     ml->index = i;
     ml->owner = owner;
     hl_multi_ref(m);
-    if (hl_multi_post(m, &ml->task) != HILOCK_OK) {
-        hl_multi_unref(m);
-        hl_free(ml);
-    }
+    if (hl_op_submit(m->coord, &ml->op) != HILOCK_OK)
+        hl_op_unref(&ml->op);
 }
 
 bool hl_multi_owner_lost(hilock_multilock *m, uint64_t owner, bool *held)
@@ -982,22 +1055,22 @@ bool hl_multi_owner_lost(hilock_multilock *m, uint64_t owner, bool *held)
 
 void hl_multi_cancel_all(hilock_multilock *m)
 {
-    while (m->ops != NULL)
-        op_finish(m->ops, HILOCK_ECANCELED, "multi-lock destroyed");
+    while (m->acquires != NULL)
+        acquire_end(m->acquires, HILOCK_ECANCELED, "multi-lock destroyed");
 }
 
 void hl_multi_close_all(hilock_multilock *m)
 {
     /* A callback may destroy the group. */
     hl_multi_ref(m);
-    while (m->ops != NULL)
-        op_finish(m->ops, HILOCK_ECLOSED, "client closed");
+    while (m->acquires != NULL)
+        acquire_end(m->acquires, HILOCK_ECLOSED, "client closed");
     while (m->releases != NULL) {
         release_call *rc = m->releases;
         rc->status = HILOCK_ECLOSED;
         rc->lost = false;
         snprintf(rc->detail, sizeof rc->detail, "client closed");
-        release_finish(rc);
+        release_end(rc);
     }
     hl_multi_unref(m);
 }

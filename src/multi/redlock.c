@@ -109,7 +109,9 @@ static void redlock_free(hilock_redlock *rl)
         ev_loop_destroy(rl->loop);
     pthread_cond_destroy(&rl->cv);
     pthread_mutex_destroy(&rl->mu);
-    hl_free(rl);
+    /* As for clients: a stale copy of the handle must not find a new
+     * RedLock at the same address. */
+    hl_handle_release(rl);
 }
 
 static void stop_thread(hilock_redlock *rl)
