@@ -595,7 +595,7 @@ int hl_acquire(hilock_lock *lock, uint64_t owner, int64_t wait_ms,
     int rc;
     if (cb == NULL) {
         int64_t value = 0;
-        rc = hl_op_run_blocking(c, &op->op, hl_sync_limit_us(c->opts, wait_ms),
+        rc = hl_op_run_blocking(c, &op->op, hl_blocking_limit_us(c->opts, wait_ms),
                                 &value, NULL);
         if (token)
             *token = rc == HILOCK_OK ? (uint64_t)value : 0;

@@ -52,22 +52,6 @@ void hl_client_leave_callback(hilock_client *c)
     }
 }
 
-static hl_task *take_tasks(hilock_client *c)
-{
-    hl_task *t = c->tasks_head;
-    c->tasks_head = c->tasks_tail = NULL;
-    return t;
-}
-
-static void run_tasks(hilock_client *c, hl_task *t, bool closed)
-{
-    while (t) {
-        hl_task *next = t->next;
-        t->run(c, t, closed);
-        t = next;
-    }
-}
-
 /* Stop everything on the loop thread.  Every pending request, operation
  * and queued task completes with HILOCK_ECLOSED. */
 static void client_shutdown(hilock_client *c)
@@ -75,14 +59,15 @@ static void client_shutdown(hilock_client *c)
     pthread_mutex_lock(&c->lock);
     bool first = c->conn != NULL;
     c->closed = true;
-    hl_task *tasks = take_tasks(c);
     bool queued = c->ops_head != NULL || c->cancels_head != NULL;
     pthread_mutex_unlock(&c->lock);
-    if (!first && tasks == NULL && !queued)
+    if (!first && !queued)
         return;
     hl_client_enter_callback(c);
     /* Locks first: their pending acquires end with HILOCK_ECLOSED and
-     * their leases stop before the connection that renews them goes. */
+     * their leases stop before the connection that renews them goes, and
+     * their group listeners end the multi-lock calls coordinated here
+     * before the ops still queued are drained (hl_op_drain, below). */
     hl_locks_client_closed(c);
     pthread_mutex_lock(&c->lock);
     c->locks_detached = true;
@@ -106,7 +91,6 @@ static void client_shutdown(hilock_client *c)
     c->pubsub = NULL;
     if (ps)
         hl_pubsub_free(ps);
-    run_tasks(c, tasks, true);
     hl_op_drain(c);
     if (first) {
         ev_async_stop(c->loop, &c->wakeup);
@@ -139,7 +123,7 @@ static void on_spin(struct ev_loop *loop, ev_idle *w, int revents)
         return;
     }
     /* Several waiting callers keep the loop busy without help. */
-    if (hl_sync_waiting() + hl_op_waiting() > 1 ||
+    if (hl_op_waiting() > 1 ||
         now > atomic_load_explicit(&c->spin_until, memory_order_relaxed))
         ev_idle_stop(loop, w);
 }
@@ -158,42 +142,11 @@ static void on_wakeup(struct ev_loop *loop, ev_async *w, int revents)
     (void)revents;
     hilock_client *c = w->data;
     hl_client_enter_callback(c);
-    pthread_mutex_lock(&c->lock);
-    bool closed = c->closed;
-    hl_task *tasks = closed ? NULL : take_tasks(c);
-    pthread_mutex_unlock(&c->lock);
-    if (closed) {
+    if (atomic_load(&c->closed))
         client_shutdown(c);
-    } else {
-        run_tasks(c, tasks, false);
-        hl_op_run_queued(c);
-    }
-    hl_client_leave_callback(c);
-}
-
-int hl_client_submit(hilock_client *c, hl_task *task)
-{
-    task->next = NULL;
-    if (hl_client_in_loop(c)) {
-        if (c->closed)
-            return hl_fail(HILOCK_ECLOSED, "client is closed");
-        task->run(c, task, false);
-        return HILOCK_OK;
-    }
-    pthread_mutex_lock(&c->lock);
-    if (c->closed) {
-        pthread_mutex_unlock(&c->lock);
-        return hl_fail(HILOCK_ECLOSED, "client is closed");
-    }
-    if (c->tasks_tail)
-        c->tasks_tail->next = task;
     else
-        c->tasks_head = task;
-    c->tasks_tail = task;
-    /* Under the lock: a shutdown cannot free the loop in between. */
-    ev_async_send(c->loop, &c->wakeup);
-    pthread_mutex_unlock(&c->lock);
-    return HILOCK_OK;
+        hl_op_run_queued(c);
+    hl_client_leave_callback(c);
 }
 
 bool hl_client_first_attempt_done(hilock_client *c)

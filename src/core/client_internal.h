@@ -13,16 +13,6 @@
 #include "hilock/client.h"
 #include "pubsub.h"
 
-/* Work handed to the loop thread.  run is called on the loop thread
- * exactly once: with closed = false normally, or with closed = true when
- * the client closed before the work could start (it must then complete
- * its caller's callback with HILOCK_ECLOSED and release itself). */
-typedef struct hl_task hl_task;
-struct hl_task {
-    hl_task *next;
-    void (*run)(hilock_client *client, hl_task *task, bool closed);
-};
-
 struct hilock_client {
     hilock_options *opts;
     struct ev_loop *loop;
@@ -34,10 +24,8 @@ struct hilock_client {
     ev_async wakeup;
     ev_idle spin;               /* busy polling: the loop does not sleep */
     _Atomic int64_t spin_until; /* µs: until then */
-    pthread_mutex_t lock; /* guards tasks, closed, first_* */
+    pthread_mutex_t lock; /* guards the op queues, closed, first_* */
     pthread_cond_t cond;
-    hl_task *tasks_head;
-    hl_task *tasks_tail;
     struct hl_op *ops_head; /* submitted, not yet started (op.c) */
     struct hl_op *ops_tail;
     struct hl_op *cancels_head; /* cancels asked from other threads */
@@ -117,10 +105,6 @@ extern int (*hilock__rand_bytes)(unsigned char *buf, int num);
 /* Is the calling thread the client's loop thread? */
 bool hl_client_in_loop(const hilock_client *client);
 
-/* Hand a task to the loop thread (or run it now when called there).
- * HILOCK_OK, or HILOCK_ECLOSED when the client is closed (run not called). */
-int hl_client_submit(hilock_client *client, hl_task *task);
-
 /* The pub/sub connection, created on first use; NULL when memory runs out
  * or the client is closed.  Loop thread only. */
 hl_pubsub *hl_client_pubsub(hilock_client *client);
@@ -135,42 +119,17 @@ struct hl_waiters *hl_client_waiters(hilock_client *client);
 void hl_client_enter_callback(hilock_client *client);
 void hl_client_leave_callback(hilock_client *client);
 
-/* A one-shot waiter for sync calls: the loop thread posts a result, the
- * calling thread waits with a deadline.  Reference counted, so a caller
- * that gives up leaves the late result to be freed by the poster. */
-typedef struct hl_sync hl_sync;
-/* spin_us: how long a lone waiter may wait awake before it sleeps. */
-hl_sync *hl_sync_new(int64_t spin_us);
 /* The spin for an answer over a connection whose answers took rtt_us of
  * late: about twice that plus the hand-over between threads, and none
  * when answers take longer than waiting awake is worth. */
-int64_t hl_sync_spin_for(int64_t rtt_us);
+int64_t hl_blocking_spin_for(int64_t rtt_us);
 /* The spin for a blocking call on client c: none while its loop thread
  * busy-polls. */
-int64_t hl_client_sync_spin_us(hilock_client *c);
-/* Each wait drops a reference: a caller that waits a second time (after
- * a timeout) takes one more first, and drops it itself if the first wait
- * was answered. */
-void hl_sync_ref(hl_sync *s);
-void hl_sync_unref(hl_sync *s);
-/* Wait until posted or the deadline (µs from now) passes: HILOCK_OK when
- * posted, HILOCK_ETIMEDOUT otherwise.  Drops the waiter's reference. */
-int hl_sync_wait(hl_sync *s, int64_t timeout_us, int *status,
-                 hilock_reply **reply, int64_t *value, char *detail,
-                 size_t detail_len);
-/* Post the result; drops the poster's reference (frees reply if the
- * waiter is gone). */
-void hl_sync_post(hl_sync *s, int status, hilock_reply *reply,
-                  const char *detail);
-/* How long a sync call waits for its callback, in µs: the operation's own
- * wait (negative: forever) plus room for its requests.  The async layer
- * always completes; the limit only guards against a loop thread that
- * stopped answering. */
-int64_t hl_sync_limit_us(const hilock_options *opts, int64_t wait_ms);
-
-/* How many threads wait in sync calls right now (process-wide). */
-int hl_sync_waiting(void);
-void hl_sync_post_value(hl_sync *s, int status, hilock_reply *reply,
-                        int64_t value, const char *detail);
+int64_t hl_client_blocking_spin_us(hilock_client *c);
+/* How long a blocking call waits for its operation, in µs: the
+ * operation's own wait (negative: forever) plus room for its requests.
+ * Operations always finish; the limit only guards against a loop thread
+ * that stopped answering. */
+int64_t hl_blocking_limit_us(const hilock_options *opts, int64_t wait_ms);
 
 #endif

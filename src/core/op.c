@@ -270,6 +270,36 @@ void hl_op_drain(hilock_client *home)
 
 /* ---- the blocking caller --------------------------------------------- */
 
+int64_t hl_blocking_spin_for(int64_t rtt_us)
+{
+    if (rtt_us <= 0)
+        return HL_SPIN_MAX_US / 2; /* nothing measured yet */
+    if (rtt_us > HL_SPIN_MAX_US)
+        return 0;
+    int64_t us = 2 * rtt_us + HL_HANDOVER_US;
+    return us < HL_SPIN_MAX_US ? us : HL_SPIN_MAX_US;
+}
+
+int64_t hl_client_blocking_spin_us(hilock_client *c)
+{
+    /* A busy-polling loop thread takes a core already; a caller spinning
+     * beside it would leave the server none on a two-core machine. */
+    if (c->opts->busy_poll_us > 0)
+        return 0;
+    return hl_blocking_spin_for(atomic_load(&c->rtt_us));
+}
+
+int64_t hl_blocking_limit_us(const hilock_options *o, int64_t wait_ms)
+{
+    int64_t limit_ms =
+        2 * o->command_timeout_ms + o->connect_timeout_ms + 1000;
+    /* Waits too long to represent are waits forever. */
+    if (wait_ms < 0 || wait_ms > INT64_MAX / 4 / 1000 - limit_ms)
+        return INT64_MAX / 4;
+    return HL_MS(wait_ms + limit_ms);
+}
+
+
 /* A lone caller whose answer is due within a short round trip waits for
  * it awake, as long as the spin bound its caller chose.  With more
  * callers waiting the cores are busy anyway, and spinning would only take
@@ -362,7 +392,7 @@ int hl_op_run_blocking(hilock_client *home, hl_op *op, int64_t limit_us,
         return hl_fail(HILOCK_EDEADLK, "a blocking call on the loop thread");
     }
     op->waited = true;
-    op->spin_us = hl_client_sync_spin_us(home);
+    op->spin_us = hl_client_blocking_spin_us(home);
     hl_op_ref(op); /* the home loop's */
     int rc = hl_op_submit(home, op);
     if (rc != HILOCK_OK) {

@@ -119,7 +119,10 @@ int hl_op_cancel(hl_op *op, int status);
  * finish if it can be cancelled, so nothing it does outlives the call.
  * Returns the op's status with the thread's detail set from it; value
  * and reply (either may be NULL) receive its results.  Consumes the
- * caller's reference.
+ * caller's reference: a caller that reads results of the kind's own
+ * afterwards takes one more first.  The wait after a cancel has no limit
+ * of its own: a cancelled op ends on its loop at once, and an op whose
+ * loop never runs again cannot be waited out safely.
  *   HILOCK_EDEADLK   called on the home's loop thread
  *   HILOCK_ETIMEDOUT the loop thread did not answer in time
  *   and whatever hl_op_submit and the op return */

@@ -314,7 +314,7 @@ int hl_lock_call(hilock_lock *lock, hl_lock_call_kind kind, uint64_t owner,
     hl_lock_ref(lock);
     int rc;
     if (cb == NULL) {
-        rc = hl_op_run_blocking(c, &call->op, hl_sync_limit_us(c->opts, 0),
+        rc = hl_op_run_blocking(c, &call->op, hl_blocking_limit_us(c->opts, 0),
                                 value, NULL);
     } else {
         rc = hl_op_submit(c, &call->op);

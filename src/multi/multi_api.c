@@ -207,20 +207,6 @@ static int check_blocking(hilock_multilock *m)
     return 0;
 }
 
-/* How long a blocking call waits for its op: the op's own wait (negative:
- * forever) plus room for its requests.  The op always ends; the limit
- * only guards against a loop thread that stopped answering. */
-static int64_t blocking_limit_us(const hilock_multilock *m, int64_t wait_ms)
-{
-    const hilock_options *o = m->coord->opts;
-    int64_t room_ms =
-        2 * o->command_timeout_ms + o->connect_timeout_ms + 1000;
-    /* Waits too long to represent are waits forever. */
-    if (wait_ms < 0 || wait_ms > INT64_MAX / 4 / 1000 - room_ms)
-        return INT64_MAX / 4;
-    return HL_MS(wait_ms + room_ms);
-}
-
 int hilock_multilock_try_acquire(hilock_multilock *m, int64_t wait_ms,
                                  int64_t lease_ms,
                                  hilock_member_result *results,
@@ -239,7 +225,7 @@ int hilock_multilock_try_acquire(hilock_multilock *m, int64_t wait_ms,
      * waits for it to end, so no grant outlives the call. */
     hl_op_ref(op);
     int64_t validity = 0;
-    rc = hl_op_run_blocking(m->coord, op, blocking_limit_us(m, wait_ms),
+    rc = hl_op_run_blocking(m->coord, op, hl_blocking_limit_us(m->coord->opts, wait_ms),
                             &validity, NULL);
     if (results != NULL)
         memcpy(results, hl_multi_acquire_results(op),
@@ -259,7 +245,7 @@ int hilock_multilock_release(hilock_multilock *m)
     rc = hl_multi_release_new(&op, m, hilock_thread_owner(), NULL, NULL);
     if (rc != HILOCK_OK)
         return rc;
-    return hl_op_run_blocking(m->coord, op, blocking_limit_us(m, 0), NULL,
+    return hl_op_run_blocking(m->coord, op, hl_blocking_limit_us(m->coord->opts, 0), NULL,
                               NULL);
 }
 
@@ -312,7 +298,9 @@ int hilock_multilock_lease_lost(hilock_multilock *m, bool *lost)
     q->owner = hilock_thread_owner();
     hl_multi_ref(m);
     int64_t value = 0;
-    rc = hl_op_run_blocking(m->coord, &q->op, HL_MS(10000), &value, NULL);
+    rc = hl_op_run_blocking(m->coord, &q->op,
+                            hl_blocking_limit_us(m->coord->opts, 0), &value,
+                            NULL);
     if (rc == HILOCK_OK)
         *lost = value != 0;
     return rc;

@@ -39,10 +39,6 @@ struct acquire_op {
     hilock_multilock *m;
     acquire_op *next; /* in m->acquires */
     acquire_op *prev;
-    /* hilock_multilock_cancel's name for it: the caller learns it before
-     * the acquire may start (and end) on the coordinator's thread, which
-     * is before hl_op_submit returns when that is the calling thread. */
-    uint64_t id;
     uint64_t owner;
     int64_t wait_ms;
     int64_t lease_ms;
@@ -396,7 +392,7 @@ static void decide(acquire_op *acq)
         g->owner = acq->owner;
         g->count = 1;
         g->granted = acq->granted;
-        g->acquire_id = acq->id;
+        g->acquire_id = acq->op.id;
         g->next = m->holds;
         m->holds = g;
         /* Members still asked may grant yet: they join the hold. */
@@ -458,7 +454,7 @@ static void member_answered(member_call *mc)
          * round won, else it goes back. */
         group_hold *g = hold_find(m, acq->owner);
         if (acq->round == mc->round && g != NULL &&
-            g->acquire_id == acq->id && !g->lost && !(g->granted & bit(i)))
+            g->acquire_id == acq->op.id && !g->lost && !(g->granted & bit(i)))
             g->granted |= bit(i);
         else
             give_back(m, i, acq->owner);
@@ -657,8 +653,6 @@ int hl_multi_acquire_new(hl_op **out, hilock_multilock *m, uint64_t owner,
     if (acq == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory for an acquire");
     hl_op_init(&acq->op, &acquire_type);
-    static atomic_uint_fast64_t next_id = 1;
-    acq->id = atomic_fetch_add(&next_id, 1);
     acq->m = m;
     acq->owner = owner;
     acq->wait_ms = wait_ms;
@@ -691,7 +685,7 @@ int hilock_multilock_acquire_async(hilock_multilock *m, uint64_t owner,
     if (rc != HILOCK_OK)
         return rc;
     if (op_id)
-        *op_id = ((acquire_op *)op)->id;
+        *op_id = ((acquire_op *)op)->op.id;
     rc = hl_op_submit(m->coord, op);
     if (rc != HILOCK_OK)
         hl_op_unref(op);
@@ -715,7 +709,7 @@ static void cancel_call_complete(hl_op *op)
     if (op->status != HILOCK_OK)
         return;
     for (acquire_op *acq = cc->m->acquires; acq != NULL; acq = acq->next) {
-        if (acq->id == cc->id) {
+        if (acq->op.id == cc->id) {
             hl_op_cancel(&acq->op, HILOCK_ECANCELED);
             break;
         }
