@@ -127,7 +127,11 @@ HILOCK_API int hilock_multilock_destroy(hilock_multilock *m);
  * @return HILOCK_EINVAL      bad wait_ms or lease_ms (also a lease too
  *                            short to outlast its drift margin, 1 % +
  *                            2 ms: 1..2 ms)
- * @return HILOCK_ECLOSED, HILOCK_ENOMEM */
+ * @return HILOCK_ECLOSED, HILOCK_ENOMEM
+ * @return HILOCK_EFULL       max_pending operations of the coordinator's
+ *                            client are unfinished; nothing was started
+ *                            (a member client that is full fails as that
+ *                            member) */
 HILOCK_API int hilock_multilock_try_acquire(hilock_multilock *m,
                                             int64_t wait_ms,
                                             int64_t lease_ms,
@@ -138,6 +142,7 @@ HILOCK_API int hilock_multilock_try_acquire(hilock_multilock *m,
  * @return HILOCK_OK, HILOCK_ENOTOWNER (the group is not held by it),
  * @return HILOCK_ELEASELOST  the group had been lost (what was still held
  *                            is released all the same)
+ * @return HILOCK_EFULL  as for hilock_multilock_try_acquire
  * and the first member error otherwise. */
 HILOCK_API int hilock_multilock_release(hilock_multilock *m);
 
@@ -158,7 +163,8 @@ typedef void hilock_multi_lost_cb(hilock_multilock *m, uint64_t owner,
 /* As hilock_multilock_try_acquire for owner; statuses as there, plus
  * HILOCK_ECANCELED.  outcome is never NULL.  *op_id (may be NULL) names
  * the acquire for hilock_multilock_cancel.  Any thread; never blocks.
- * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ENOMEM, HILOCK_ECLOSED */
+ * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ENOMEM, HILOCK_ECLOSED,
+ *         HILOCK_EFULL (as for hilock_multilock_try_acquire) */
 HILOCK_API int hilock_multilock_acquire_async(hilock_multilock *m,
                                               uint64_t owner, int64_t wait_ms,
                                               int64_t lease_ms,
@@ -166,7 +172,9 @@ HILOCK_API int hilock_multilock_acquire_async(hilock_multilock *m,
                                               void *user_data,
                                               uint64_t *op_id);
 
-/* Release owner's hold; statuses as hilock_multilock_release. */
+/* Release owner's hold; statuses as hilock_multilock_release.
+ * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ENOMEM, HILOCK_ECLOSED,
+ *         HILOCK_EFULL */
 HILOCK_API int hilock_multilock_release_async(hilock_multilock *m,
                                               uint64_t owner,
                                               hilock_multi_cb *cb,

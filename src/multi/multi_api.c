@@ -169,7 +169,8 @@ static const hl_op_type set_lost_type = {
     .start = hl_multi_finish_at_start,
     .complete = set_lost_complete,
     .destroy = set_lost_destroy,
-    .bounded = true,
+    /* A setting, not work for a server: never refused as too many. */
+    .bounded = false,
 };
 
 int hilock_multilock_set_lost_callback(hilock_multilock *m,
