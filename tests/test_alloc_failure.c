@@ -4,6 +4,7 @@
  * sanitizer and valgrind runs of the suite check the leaks), and that the
  * lock is never left held behind the caller's back. */
 /* ctest-timeout: 240 */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -269,14 +270,22 @@ static void test_calls_without_acquire_fail_cleanly(void **state)
     long before = atomic_load(&live);
     long failures_before = atomic_load(&failures);
 
-    hilock_client *c = counted_client(s, 1000);
-    arm(0);
-    assert_int_equal(calls_without_acquire(c, "bare:clean"), 0);
-    long clean = atomic_load(&alloc_count);
+    /* The fewest of three clean runs: a loaded machine may add one of
+     * its own now and then (a write left half done and buffered), and
+     * every failing run below must reach the allocation it fails. */
+    hilock_client *c;
+    long clean = LONG_MAX;
+    for (int i = 0; i < 3; i++) {
+        c = counted_client(s, 1000);
+        arm(0);
+        assert_int_equal(calls_without_acquire(c, "bare:clean"), 0);
+        long made = atomic_load(&alloc_count);
+        clean = made < clean ? made : clean;
+        assert_status(hilock_client_destroy(c), HILOCK_OK);
+        hl_handle_drain();
+        assert_int_equal(atomic_load(&live), before);
+    }
     assert_true(clean > 5);
-    assert_status(hilock_client_destroy(c), HILOCK_OK);
-    hl_handle_drain();
-    assert_int_equal(atomic_load(&live), before);
 
     /* A fresh client each time: the engine is made once per client, and
      * each allocation on the way to it has to fail in turn. */

@@ -345,6 +345,7 @@ static void lock_teardown(hilock_lock *lock)
 typedef struct handle_op {
     hl_op op; /* first */
     hilock_lock *lock;
+    bool group; /* the group listener, not the user's lost callback */
     hilock_lost_cb *cb;
     void *data;
 } handle_op;
@@ -414,60 +415,33 @@ uint64_t hilock_thread_owner(void)
     return mine;
 }
 
-static void set_lost_start(hl_op *op)
+/* The user's lost callback, or the group listener: both live in the
+ * handle, so neither setting allocates. */
+static void apply_listener(hilock_lock *lock, bool group, hilock_lost_cb *cb,
+                           void *data)
+{
+    struct hl_lost_cb *mem = group ? &lock->group_mem : &lock->lost_mem;
+    mem->lock = lock;
+    mem->cb = cb;
+    mem->data = data;
+    if (group)
+        lock->group = cb != NULL ? mem : NULL;
+    else
+        lock->lost = cb != NULL ? mem : NULL;
+}
+
+static void set_listener_start(hl_op *op)
 {
     handle_op *h = (handle_op *)op;
-    hilock_lock *lock = h->lock;
-    if (!atomic_load(&lock->destroyed)) {
-        lock->lost_mem.lock = lock;
-        lock->lost_mem.cb = h->cb;
-        lock->lost_mem.data = h->data;
-        lock->lost = h->cb != NULL ? &lock->lost_mem : NULL;
-    }
+    apply_listener(h->lock, h->group, h->cb, h->data);
     hl_op_done(op, HILOCK_OK, 0, NULL, NULL);
 }
 
-static const hl_op_type set_lost_type = {.start = set_lost_start,
-                                         .destroy = on_stack};
+static const hl_op_type set_listener_type = {.start = set_listener_start,
+                                             .destroy = on_stack};
 
-int hilock_lock_set_lost_callback(hilock_lock *lock, hilock_lost_cb *cb,
-                                  void *user_data)
-{
-    if (lock == NULL)
-        return hl_fail(HILOCK_EINVAL, "lock is NULL");
-    hilock_client *c = hl_lock_client_get(lock);
-    if (c == NULL)
-        return hl_fail(HILOCK_ECLOSED, "client is closed");
-    handle_op h;
-    hl_op_init(&h.op, &set_lost_type);
-    h.lock = lock;
-    h.cb = cb;
-    h.data = user_data;
-    int rc = hl_op_call_and_wait(c, &h.op);
-    hl_client_unref(c);
-    return rc;
-}
-
-static void apply_group(hilock_lock *lock, hilock_lost_cb *cb, void *data)
-{
-    lock->group_mem.lock = lock;
-    lock->group_mem.cb = cb;
-    lock->group_mem.data = data;
-    lock->group = cb != NULL ? &lock->group_mem : NULL;
-}
-
-static void set_group_start(hl_op *op)
-{
-    handle_op *h = (handle_op *)op;
-    apply_group(h->lock, h->cb, h->data);
-    hl_op_done(op, HILOCK_OK, 0, NULL, NULL);
-}
-
-static const hl_op_type set_group_type = {.start = set_group_start,
-                                          .destroy = on_stack};
-
-int hl_lock_set_group_listener(hilock_lock *lock, hilock_lost_cb *cb,
-                               void *data)
+static int set_listener(hilock_lock *lock, bool group, hilock_lost_cb *cb,
+                        void *data)
 {
     if (lock == NULL)
         return hl_fail(HILOCK_EINVAL, "lock is NULL");
@@ -476,20 +450,33 @@ int hl_lock_set_group_listener(hilock_lock *lock, hilock_lost_cb *cb,
         return hl_fail(HILOCK_ECLOSED, "client is closed");
     if (hl_client_in_loop(c)) {
         /* Closing or not: a group may let go of its members there. */
-        apply_group(lock, cb, data);
+        apply_listener(lock, group, cb, data);
         hl_client_unref(c);
         return HILOCK_OK;
     }
     handle_op h;
-    hl_op_init(&h.op, &set_group_type);
+    hl_op_init(&h.op, &set_listener_type);
     h.lock = lock;
+    h.group = group;
     h.cb = cb;
     h.data = data;
     int rc = hl_op_call_and_wait(c, &h.op);
-    if (rc != HILOCK_OK)
+    if (rc != HILOCK_OK && group)
         wait_locks_detached(c);
     hl_client_unref(c);
     return rc;
+}
+
+int hilock_lock_set_lost_callback(hilock_lock *lock, hilock_lost_cb *cb,
+                                  void *user_data)
+{
+    return set_listener(lock, false, cb, user_data);
+}
+
+int hl_lock_set_group_listener(hilock_lock *lock, hilock_lost_cb *cb,
+                               void *data)
+{
+    return set_listener(lock, true, cb, data);
 }
 
 bool hilock_lock_owner_lost(hilock_lock *lock, uint64_t owner)

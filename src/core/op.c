@@ -94,6 +94,38 @@ static void start(hl_op *op)
     op->type->start(op);
 }
 
+/* The op's link in the queue of submissions, or of cancels. */
+static hl_op **link_of(hl_op *op, bool cancel)
+{
+    return cancel ? &op->next_cancel : &op->next;
+}
+
+/* Queue op for the loop thread and wake it; under home->lock, so that a
+ * shutdown cannot free the loop in between. */
+static void push_locked(hilock_client *home, hl_op *op, bool cancel)
+{
+    hl_op **head = cancel ? &home->cancels_head : &home->ops_head;
+    hl_op **tail = cancel ? &home->cancels_tail : &home->ops_tail;
+    *link_of(op, cancel) = NULL;
+    if (*tail)
+        *link_of(*tail, cancel) = op;
+    else
+        *head = op;
+    *tail = op;
+    ev_async_send(home->loop, &home->wakeup);
+}
+
+/* Both queues, emptied. */
+static void take_queues(hilock_client *home, hl_op **ops, hl_op **cancels)
+{
+    pthread_mutex_lock(&home->lock);
+    *ops = home->ops_head;
+    *cancels = home->cancels_head;
+    home->ops_head = home->ops_tail = NULL;
+    home->cancels_head = home->cancels_tail = NULL;
+    pthread_mutex_unlock(&home->lock);
+}
+
 int hl_op_submit(hilock_client *home, hl_op *op)
 {
     if (!take_place(home, op))
@@ -121,13 +153,7 @@ int hl_op_submit(hilock_client *home, hl_op *op)
     hl_client_ref(home);
     op->home = home;
     op->state = HL_OP_QUEUED;
-    if (home->ops_tail)
-        home->ops_tail->next = op;
-    else
-        home->ops_head = op;
-    home->ops_tail = op;
-    /* Under the lock: a shutdown cannot free the loop in between. */
-    ev_async_send(home->loop, &home->wakeup);
+    push_locked(home, op, false);
     pthread_mutex_unlock(&home->lock);
     return HILOCK_OK;
 }
@@ -215,25 +241,15 @@ int hl_op_cancel(hl_op *op, int status)
     /* Read on the loop after the hand-over through the mutex. */
     op->cancel_status = status;
     hl_op_ref(op);
-    op->next_cancel = NULL;
-    if (home->cancels_tail)
-        home->cancels_tail->next_cancel = op;
-    else
-        home->cancels_head = op;
-    home->cancels_tail = op;
-    ev_async_send(home->loop, &home->wakeup);
+    push_locked(home, op, true);
     pthread_mutex_unlock(&home->lock);
     return HILOCK_OK;
 }
 
 void hl_op_run_queued(hilock_client *home)
 {
-    pthread_mutex_lock(&home->lock);
-    hl_op *ops = home->ops_head;
-    hl_op *cancels = home->cancels_head;
-    home->ops_head = home->ops_tail = NULL;
-    home->cancels_head = home->cancels_tail = NULL;
-    pthread_mutex_unlock(&home->lock);
+    hl_op *ops, *cancels;
+    take_queues(home, &ops, &cancels);
     while (ops != NULL) {
         hl_op *next = ops->next;
         start(ops);
@@ -249,12 +265,8 @@ void hl_op_run_queued(hilock_client *home)
 
 void hl_op_drain(hilock_client *home)
 {
-    pthread_mutex_lock(&home->lock);
-    hl_op *ops = home->ops_head;
-    hl_op *cancels = home->cancels_head;
-    home->ops_head = home->ops_tail = NULL;
-    home->cancels_head = home->cancels_tail = NULL;
-    pthread_mutex_unlock(&home->lock);
+    hl_op *ops, *cancels;
+    take_queues(home, &ops, &cancels);
     while (ops != NULL) {
         hl_op *next = ops->next;
         ops->state = HL_OP_STARTED;
