@@ -186,8 +186,12 @@ HILOCK_API int hilock_multilock_release_async(hilock_multilock *m,
 HILOCK_API int hilock_multilock_cancel(hilock_multilock *m, uint64_t op_id);
 
 /* Called once per lost hold of the group, with the owner.  NULL turns it
- * off.  Any thread.
- * @return HILOCK_OK, HILOCK_EINVAL */
+ * off.  Any thread: away from the coordinator's loop thread it waits
+ * until that thread has taken the setting, so once it returns the old
+ * callback is not called again.  Never allocates.
+ * @return HILOCK_OK, HILOCK_EINVAL,
+ * @return HILOCK_ECLOSED  the coordinator's client is closed (no loss is
+ *                         reported any more) */
 HILOCK_API int hilock_multilock_set_lost_callback(hilock_multilock *m,
                                                   hilock_multi_lost_cb *cb,
                                                   void *user_data);

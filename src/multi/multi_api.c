@@ -140,6 +140,9 @@ int hilock_multilock_destroy(hilock_multilock *m)
 
 /* ---- lost callback ---------------------------------------------------- */
 
+/* On the setting thread's stack, which waits until the coordinator has
+ * taken it: a clear never allocates, and once it returns the old
+ * callback is not called again. */
 typedef struct set_lost_call {
     hl_op op; /* first */
     hilock_multilock *m;
@@ -147,30 +150,27 @@ typedef struct set_lost_call {
     void *data;
 } set_lost_call;
 
-/* Drained by the coordinator's closing: no loss is reported any more. */
-static void set_lost_complete(hl_op *op)
+static void apply_lost(hilock_multilock *m, hilock_multi_lost_cb *cb,
+                       void *data)
 {
-    set_lost_call *st = (set_lost_call *)op;
-    if (op->status == HILOCK_OK && !atomic_load(&st->m->destroyed)) {
-        st->m->lost_cb = st->cb;
-        st->m->lost_data = st->data;
+    if (!atomic_load(&m->destroyed)) {
+        m->lost_cb = cb;
+        m->lost_data = data;
     }
 }
 
-static void set_lost_destroy(hl_op *op)
+static void set_lost_start(hl_op *op)
 {
     set_lost_call *st = (set_lost_call *)op;
-    hilock_multilock *m = st->m;
-    hl_free(st);
-    hl_multi_unref(m);
+    apply_lost(st->m, st->cb, st->data);
+    hl_op_done(op, HILOCK_OK, 0, NULL, NULL);
 }
 
+static void set_lost_on_stack(hl_op *op) { (void)op; }
+
 static const hl_op_type set_lost_type = {
-    .start = hl_multi_finish_at_start,
-    .complete = set_lost_complete,
-    .destroy = set_lost_destroy,
-    /* A setting, not work for a server: never refused as too many. */
-    .bounded = false,
+    .start = set_lost_start,
+    .destroy = set_lost_on_stack,
 };
 
 int hilock_multilock_set_lost_callback(hilock_multilock *m,
@@ -179,18 +179,17 @@ int hilock_multilock_set_lost_callback(hilock_multilock *m,
 {
     if (m == NULL)
         return hl_fail(HILOCK_EINVAL, "multi-lock is NULL");
-    set_lost_call *st = hl_calloc(1, sizeof *st);
-    if (st == NULL)
-        return hl_fail(HILOCK_ENOMEM, "out of memory");
-    hl_op_init(&st->op, &set_lost_type);
-    st->m = m;
-    st->cb = cb;
-    st->data = user_data;
-    hl_multi_ref(m);
-    int rc = hl_op_submit(m->coord, &st->op);
-    if (rc != HILOCK_OK)
-        hl_op_unref(&st->op);
-    return rc;
+    if (hl_client_in_loop(m->coord)) {
+        /* Closing or not: nothing else runs there now. */
+        apply_lost(m, cb, user_data);
+        return HILOCK_OK;
+    }
+    set_lost_call st;
+    hl_op_init(&st.op, &set_lost_type);
+    st.m = m;
+    st.cb = cb;
+    st.data = user_data;
+    return hl_op_call_and_wait(m->coord, &st.op);
 }
 
 /* ---- blocking calls --------------------------------------------------- */
