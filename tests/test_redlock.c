@@ -2270,6 +2270,67 @@ static void test_multilock_coordinator_closes(void **state)
     trio_close(&t);
 }
 
+static bool member_a_free(void *arg)
+{
+    return !member_locked(arg, 0);
+}
+
+static bool release_answered(void *arg)
+{
+    return atomic_load(&((where_rec *)arg)->calls) > 0;
+}
+
+/* A group destroyed while its release still waits for a member, whose
+ * coordinator then closes: the release ends then, with HILOCK_ECLOSED on
+ * the coordinator's loop, rather than wait for an answer that can no
+ * longer reach it. */
+static void test_multilock_destroyed_mid_release(void **state)
+{
+    static where_rec rel;
+    static acq_rec held;
+    pthread_t coord_thread;
+    trio t;
+
+    (void)state;
+    trio_open(&t, 0);
+    hl_run_on_loop(t.c0, read_thread, &coord_thread);
+    acq_rec_init(&held);
+    assert_status(hilock_multilock_acquire_async(t.m, 0xC20, 0,
+                                                 HILOCK_LEASE_WATCHDOG,
+                                                 on_acquired, &held, NULL),
+                  HILOCK_OK);
+    acq_rec_wait(&held, hl_widen(10000));
+    assert_status(held.status, HILOCK_OK);
+
+    hl_fixture_pause(masters[1]);
+    where_rec_init(&rel, coord_thread);
+    assert_status(hilock_multilock_release_async(t.m, 0xC20,
+                                                 on_released_where, &rel),
+                  HILOCK_OK);
+    /* m.a is free again: the release asked every member, and "m.c"
+     * cannot answer while its server is stopped. */
+    if (!hl_wait_until(member_a_free, &t, hl_widen(10000)))
+        fail_msg("the release never reached m.a");
+    assert_int_equal(atomic_load(&rel.calls), 0);
+    multi_free(t.m);
+    t.m = NULL;
+    client_free(t.c0);
+    t.c0 = NULL;
+    if (!hl_wait_until(release_answered, &rel, hl_widen(10000)))
+        fail_msg("the release never answered after its coordinator "
+                 "closed");
+    assert_status(rel.status, HILOCK_ECLOSED);
+    assert_int_equal(atomic_load(&rel.off_thread), 0);
+
+    /* The answer "m.c" owes comes in, to no one. */
+    hl_fixture_resume(masters[1]);
+    if (!hl_wait_until(key_gone_on_1, (void *)"m.c", hl_widen(10000)))
+        fail_msg("m.c was not released");
+    hl_run_on_loop(t.c1, NULL, NULL);
+    assert_int_equal(atomic_load(&rel.calls), 1);
+    trio_close(&t);
+}
+
 static void master_config(int i, const char *name, const char *value)
 {
     char r[256];
@@ -2475,6 +2536,7 @@ int main(void)
         T2(test_multilock_lost_member),
         T2(test_multilock_reentry_and_ownership),
         T2(test_multilock_coordinator_closes),
+        T2(test_multilock_destroyed_mid_release),
         T2(test_multilock_failed_give_back_expires),
         T2(test_multilock_blocking_timeout_cancels),
         T2(test_bad_arguments),

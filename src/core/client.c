@@ -69,6 +69,7 @@ static void client_shutdown(hilock_client *c)
      * their group listeners end the multi-lock calls coordinated here
      * before the ops still queued are drained (hl_op_drain, below). */
     hl_locks_client_closed(c);
+    hl_op_cancel_live(c);
     pthread_mutex_lock(&c->lock);
     c->locks_detached = true;
     pthread_cond_broadcast(&c->cond);

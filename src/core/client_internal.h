@@ -31,6 +31,7 @@ struct hilock_client {
     struct hl_op *cancels_head; /* cancels asked from other threads */
     struct hl_op *cancels_tail;
     atomic_int pending_ops; /* bounded ops not yet finished */
+    struct hl_op *live_ops; /* loop thread: started, cancellable, open */
     /* Written under lock, read without it on the loop thread as well
      * (hl_lock_conn, on every request): atomic so both sides agree. */
     atomic_bool closed;

@@ -91,7 +91,42 @@ static void start(hl_op *op)
         return;
     }
     op->state = HL_OP_STARTED;
+    if (op->type->cancel != NULL) {
+        hilock_client *home = op->home;
+        op->live = true;
+        op->live_prev = NULL;
+        op->live_next = home->live_ops;
+        if (home->live_ops)
+            home->live_ops->live_prev = op;
+        home->live_ops = op;
+    }
     op->type->start(op);
+}
+
+static void unlink_live(hl_op *op)
+{
+    hilock_client *home = op->home;
+    if (!op->live)
+        return;
+    op->live = false;
+    if (op->live_prev)
+        op->live_prev->live_next = op->live_next;
+    else
+        home->live_ops = op->live_next;
+    if (op->live_next)
+        op->live_next->live_prev = op->live_prev;
+    op->live_prev = op->live_next = NULL;
+}
+
+void hl_op_cancel_live(hilock_client *home)
+{
+    while (home->live_ops != NULL) {
+        hl_op *op = home->live_ops;
+        unlink_live(op); /* ends the loop even if the hook does not */
+        hl_op_ref(op);
+        op->type->cancel(op, HILOCK_ECLOSED);
+        hl_op_unref(op);
+    }
 }
 
 /* The op's link in the queue of submissions, or of cancels. */
@@ -174,6 +209,7 @@ void hl_op_finish(hl_op *op, int status, int64_t value, hilock_reply *reply,
         return;
     }
     op->state = HL_OP_FINISHED;
+    unlink_live(op);
     give_back_place(op->home, op);
     op->status = status;
     op->value = value;

@@ -8,8 +8,9 @@
  * there, or, for a blocking caller, wakes on the op's own futex word.
  *
  *   NEW --submit--> QUEUED --loop--> STARTED --finish--> FINISHED
- *                     |                 ^  \
- *                     |    cancel asked |   cancel: type->cancel ends it
+ *                     |                    \
+ *                     |                     cancel (or home shuts down:
+ *                     |                     ECLOSED): type->cancel ends it
  *                     +---- home shuts down: finished with ECLOSED,
  *                           never started
  *
@@ -69,6 +70,9 @@ struct hl_op {
     int cancel_status;
     bool cancel_at_start;      /* cancelled on the loop while queued */
     bool counted;          /* holds a place under max_pending */
+    hl_op *live_prev;      /* started with a cancel hook, not finished: */
+    hl_op *live_next;      /* in the home's live list */
+    bool live;
     bool waited;           /* a blocking caller waits: no complete */
     /* The result, written by hl_op_finish. */
     int status;
@@ -139,6 +143,11 @@ int hl_op_call_and_wait(hilock_client *home, hl_op *op);
 /* The home's loop: start what was submitted, then the cancels asked for
  * since (the home's wake-up).  Loop thread. */
 void hl_op_run_queued(hilock_client *home);
+/* The home shuts down: cancel every op started and not finished that
+ * has a cancel hook, with HILOCK_ECLOSED, so none is left waiting for an
+ * answer that can no longer reach it.  Loop thread, after the home is
+ * marked closed and while its connections still exist. */
+void hl_op_cancel_live(hilock_client *home);
 /* The home shuts down: finish everything still queued with
  * HILOCK_ECLOSED.  Loop thread, after the home is marked closed. */
 void hl_op_drain(hilock_client *home);

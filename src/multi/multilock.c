@@ -915,6 +915,19 @@ static void release_start(hl_op *op)
         release_end(rc);
 }
 
+/* Its caller stops waiting (a blocking release out of time), or the
+ * coordinator closes: members still asked answer to no one. */
+static void release_cancel(hl_op *op, int status)
+{
+    release_call *rc = (release_call *)op;
+    rc->status = status;
+    rc->lost = false;
+    snprintf(rc->detail, sizeof rc->detail, "%s",
+             status == HILOCK_ECLOSED ? "client closed"
+                                      : "the members did not answer in time");
+    release_end(rc);
+}
+
 static void release_complete(hl_op *op)
 {
     release_call *rc = (release_call *)op;
@@ -931,6 +944,7 @@ static void release_destroy(hl_op *op)
 
 static const hl_op_type release_type = {
     .start = release_start,
+    .cancel = release_cancel,
     .complete = release_complete,
     .destroy = release_destroy,
     .bounded = true,
