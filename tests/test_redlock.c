@@ -2210,6 +2210,22 @@ static bool key_gone_on_1(void *arg)
     return master_int(1, "EXISTS", arg) == 0;
 }
 
+/* A trio whose group owner holds, and the coordinator's loop thread. */
+static void trio_open_held(trio *t, uint64_t owner, pthread_t *coord_thread)
+{
+    static acq_rec held;
+
+    trio_open(t, 0);
+    hl_run_on_loop(t->c0, read_thread, coord_thread);
+    acq_rec_init(&held);
+    assert_status(hilock_multilock_acquire_async(t->m, owner, 0,
+                                                 HILOCK_LEASE_WATCHDOG,
+                                                 on_acquired, &held, NULL),
+                  HILOCK_OK);
+    acq_rec_wait(&held, hl_widen(10000));
+    assert_status(held.status, HILOCK_OK);
+}
+
 /* The coordinator's client closes while a member on another client has
  * not answered an acquire and a release of the group: both end at once,
  * with HILOCK_ECLOSED, on the coordinator's loop thread, and the answers
@@ -2217,20 +2233,11 @@ static bool key_gone_on_1(void *arg)
 static void test_multilock_coordinator_closes(void **state)
 {
     static where_rec acq, rel;
-    static acq_rec held;
     pthread_t coord_thread;
     trio t;
 
     (void)state;
-    trio_open(&t, 0);
-    hl_run_on_loop(t.c0, read_thread, &coord_thread);
-    acq_rec_init(&held);
-    assert_status(hilock_multilock_acquire_async(t.m, 0xC10, 0,
-                                                 HILOCK_LEASE_WATCHDOG,
-                                                 on_acquired, &held, NULL),
-                  HILOCK_OK);
-    acq_rec_wait(&held, hl_widen(10000));
-    assert_status(held.status, HILOCK_OK);
+    trio_open_held(&t, 0xC10, &coord_thread);
 
     /* "m.c" cannot answer while its server is stopped. */
     hl_fixture_pause(masters[1]);
@@ -2287,20 +2294,11 @@ static bool release_answered(void *arg)
 static void test_multilock_destroyed_mid_release(void **state)
 {
     static where_rec rel;
-    static acq_rec held;
     pthread_t coord_thread;
     trio t;
 
     (void)state;
-    trio_open(&t, 0);
-    hl_run_on_loop(t.c0, read_thread, &coord_thread);
-    acq_rec_init(&held);
-    assert_status(hilock_multilock_acquire_async(t.m, 0xC20, 0,
-                                                 HILOCK_LEASE_WATCHDOG,
-                                                 on_acquired, &held, NULL),
-                  HILOCK_OK);
-    acq_rec_wait(&held, hl_widen(10000));
-    assert_status(held.status, HILOCK_OK);
+    trio_open_held(&t, 0xC20, &coord_thread);
 
     hl_fixture_pause(masters[1]);
     where_rec_init(&rel, coord_thread);
