@@ -24,7 +24,11 @@
 #include "hilock/segmented.h"
 #include "support/fixture.h"
 
-static hilock_client *client_of(hl_redis_server *s)
+/* A client on its own loop thread (loop NULL), or on the test's own
+ * loop: handles are then made and freed on this thread, where glibc hands
+ * a block just freed straight back to the next request of its size. */
+static hilock_client *loop_client_of(hl_redis_server *s,
+                                     struct ev_loop *loop)
 {
     char url[96];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d",
@@ -32,10 +36,17 @@ static hilock_client *client_of(hl_redis_server *s)
     hilock_options *o;
     assert_int_equal(hilock_options_create(&o), HILOCK_OK);
     assert_int_equal(hilock_options_set_url(o, url), HILOCK_OK);
+    if (loop != NULL)
+        assert_int_equal(hilock_options_set_loop(o, loop), HILOCK_OK);
     hilock_client *c = NULL;
     assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
     hilock_options_free(o);
     return c;
+}
+
+static hilock_client *client_of(hl_redis_server *s)
+{
+    return loop_client_of(s, NULL);
 }
 
 static void test_double_destroy(void **state)
@@ -56,25 +67,6 @@ static void test_double_destroy(void **state)
     assert_int_equal(hilock_client_destroy(c), HILOCK_ECLOSED);
     assert_int_equal(hilock_client_close(c), HILOCK_ECLOSED);
     hl_redis_server_stop(s);
-}
-
-/* A client on the test's own loop: handles are then made and freed on
- * this thread, where glibc hands a block just freed straight back to the
- * next request of its size. */
-static hilock_client *loop_client_of(hl_redis_server *s,
-                                     struct ev_loop *loop)
-{
-    char url[96];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d",
-             hl_redis_server_port(s));
-    hilock_options *o;
-    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
-    assert_int_equal(hilock_options_set_url(o, url), HILOCK_OK);
-    assert_int_equal(hilock_options_set_loop(o, loop), HILOCK_OK);
-    hilock_client *c = NULL;
-    assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
-    hilock_options_free(o);
-    return c;
 }
 
 /* Within the documented window, each new lock is made while the stale

@@ -271,10 +271,7 @@ static void lost_query_start(hl_op *op)
 
 static void lost_query_destroy(hl_op *op)
 {
-    lost_query *q = (lost_query *)op;
-    hilock_multilock *m = q->m;
-    hl_free(q);
-    hl_multi_unref(m);
+    hl_multi_op_free(op, ((lost_query *)op)->m);
 }
 
 static const hl_op_type lost_query_type = {

@@ -51,6 +51,9 @@ void hl_multi_unref(hilock_multilock *m);
  * runs in one place both when the op starts and when its home's closing
  * drains it (then with status HILOCK_ECLOSED). */
 void hl_multi_finish_at_start(hl_op *op);
+/* The destroy of an op holding a reference to its group: frees the op's
+ * memory (op first in it), then lets go of m. */
+void hl_multi_op_free(hl_op *op, hilock_multilock *m);
 
 /* A new acquire of m for owner, its arguments checked: for cb, or with
  * cb NULL for a blocking caller, who reads the members' answers with

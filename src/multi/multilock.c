@@ -96,6 +96,12 @@ void hl_multi_unref(hilock_multilock *m)
     hl_handle_release(m);
 }
 
+void hl_multi_op_free(hl_op *op, hilock_multilock *m)
+{
+    hl_free(op);
+    hl_multi_unref(m);
+}
+
 void hl_multi_finish_at_start(hl_op *op)
 {
     hl_op_finish(op, HILOCK_OK, 0, NULL, NULL);
@@ -624,10 +630,7 @@ static void acquire_complete(hl_op *op)
 
 static void acquire_destroy(hl_op *op)
 {
-    acquire_op *acq = (acquire_op *)op;
-    hilock_multilock *m = acq->m;
-    hl_free(acq);
-    hl_multi_unref(m);
+    hl_multi_op_free(op, ((acquire_op *)op)->m);
 }
 
 static const hl_op_type acquire_type = {
@@ -718,10 +721,7 @@ static void cancel_call_complete(hl_op *op)
 
 static void cancel_call_destroy(hl_op *op)
 {
-    cancel_call *cc = (cancel_call *)op;
-    hilock_multilock *m = cc->m;
-    hl_free(cc);
-    hl_multi_unref(m);
+    hl_multi_op_free(op, ((cancel_call *)op)->m);
 }
 
 static const hl_op_type cancel_call_type = {
@@ -936,10 +936,7 @@ static void release_complete(hl_op *op)
 
 static void release_destroy(hl_op *op)
 {
-    release_call *rc = (release_call *)op;
-    hilock_multilock *m = rc->m;
-    hl_free(rc);
-    hl_multi_unref(m);
+    hl_multi_op_free(op, ((release_call *)op)->m);
 }
 
 static const hl_op_type release_type = {
@@ -1012,10 +1009,7 @@ static void member_lost_complete(hl_op *op)
 
 static void member_lost_destroy(hl_op *op)
 {
-    member_lost *ml = (member_lost *)op;
-    hilock_multilock *m = ml->m;
-    hl_free(ml);
-    hl_multi_unref(m);
+    hl_multi_op_free(op, ((member_lost *)op)->m);
 }
 
 static const hl_op_type member_lost_type = {
