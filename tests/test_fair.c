@@ -925,14 +925,21 @@ static bool churn_cancel(churn *t, int cycle)
     hl_acquire_rec r;
     hl_value_rec v;
     int rc;
+    bool not_found = false;
 
     hl_acquire_rec_init(&r, NULL);
     hl_value_rec_init(&v);
     rc = hilock_lock_acquire_async(t->lock, owner, HILOCK_WAIT_FOREVER,
                                    HILOCK_LEASE_WATCHDOG, 0,
                                    hl_record_acquire, &r, &op);
-    if (rc == HILOCK_OK)
+    /* An acquire that won the lock before the cancel reached it is no
+     * longer pending: ENOTFOUND, and its callback says it holds. */
+    if (rc == HILOCK_OK) {
         rc = hilock_lock_cancel(t->lock, op);
+        not_found = rc == HILOCK_ENOTFOUND;
+        if (not_found)
+            rc = HILOCK_OK;
+    }
     if (rc != HILOCK_OK) {
         hl_mutex_checker_fail(t->mc, "holder %u: acquire/cancel: %s",
                               t->id, hilock_errname(rc));
@@ -941,6 +948,11 @@ static bool churn_cancel(churn *t, int cycle)
     if (!hl_wait_count(&r.calls, 1, hl_widen(30000))) {
         hl_mutex_checker_fail(t->mc, "holder %u: a cancelled acquire never "
                               "called back", t->id);
+        return false;
+    }
+    if (r.status == HILOCK_ECANCELED && not_found) {
+        hl_mutex_checker_fail(t->mc, "holder %u: the cancel found no "
+                              "acquire, yet it was cancelled", t->id);
         return false;
     }
     if (r.status == HILOCK_ECANCELED) {
