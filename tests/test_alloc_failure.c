@@ -16,10 +16,10 @@
 
 #include <cmocka.h>
 
-#include "core/client_internal.h"
-#include "core/handle.h"
-#include "core/lease.h"
-#include "core/lockobj.h"
+#include "core/runtime/client_internal.h"
+#include "core/base/handle.h"
+#include "core/engine/lease.h"
+#include "core/engine/lockobj.h"
 #include "hilock/rwlock.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"

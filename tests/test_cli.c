@@ -744,6 +744,56 @@ static void test_usage_errors(void **state)
     assert_free(f, "u");
 }
 
+/* A name longer than the library takes is a usage error for every
+ * command alike, not a lookup of a key no lock can have. */
+static void test_overlong_name(void **state)
+{
+    static const char *const cmds[][3] = {
+        { "run", NULL },
+        { "status", NULL },
+        { "status", "--kind", "fair" },
+        { "unlock", "--force", NULL },
+    };
+    fx *f = F(state);
+    char out[OUT_CAP];
+    const char *argv[MAX_ARGS];
+    char *name = malloc(HILOCK_MAX_NAME_LEN + 2);
+    size_t i;
+    int n, k, rc;
+
+    assert_non_null(name);
+    memset(name, 'n', HILOCK_MAX_NAME_LEN + 1);
+    name[HILOCK_MAX_NAME_LEN + 1] = '\0';
+    for (i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        n = 0;
+        argv[n++] = HILOCK_TOOL_PATH;
+        argv[n++] = "--redis";
+        argv[n++] = f->url;
+        for (k = 0; k < 3 && cmds[i][k] != NULL; k++)
+            argv[n++] = cmds[i][k];
+        argv[n++] = name;
+        if (strcmp(cmds[i][0], "run") == 0) {
+            argv[n++] = "--";
+            argv[n++] = "true";
+        }
+        argv[n] = NULL;
+        rc = hl_run(argv, out, sizeof out, widen(20000));
+        if (rc != 64)
+            fail_msg("%s with a %d-byte name exited %d, not 64:\n%.300s",
+                     cmds[i][0], HILOCK_MAX_NAME_LEN + 1, rc, out);
+        assert_has(out, "at most 65536");
+    }
+    /* The longest allowed name still works. */
+    name[HILOCK_MAX_NAME_LEN] = '\0';
+    argv[3] = "status";
+    argv[4] = name;
+    argv[5] = NULL;
+    rc = hl_run(argv, out, sizeof out, widen(20000));
+    assert_int_equal(rc, 0);
+    assert_true(strncmp(out, "{\"name\":\"nnnn", 12) == 0);
+    free(name);
+}
+
 static void test_command_not_found(void **state)
 {
     fx *f = F(state);
@@ -1592,6 +1642,50 @@ static void test_unlock_force(void **state)
     assert_string_equal(reply, ":1\r\n");
 }
 
+/* A read-write lock freed by force: the kind is read from the server, so
+ * the waiting writer hears it on its own channel at once (the reader's
+ * lease would keep it waiting a minute), and the reader's hold key goes
+ * with the lock.  --kind names the kind outright. */
+static void test_unlock_force_read_write(void **state)
+{
+    fx *f = F(state);
+    char out[OUT_CAP], out_path[PATH_CAP], reply[256];
+    hilock_client *c = client_for(f);
+    hilock_lock *reader;
+    pid_t pid;
+    int rc;
+
+    assert_int_equal(hilock_read_lock_create(&reader, c, "ufrw", 4),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(reader, 0, 60000), HILOCK_OK);
+    path_in(f, out_path, sizeof out_path, "ufrw.out");
+    pid = spawn_tool(f, out_path, "run", "--kind", "write", "--wait",
+                     "30000", "ufrw", "--", "sh", "-c", "echo acquired",
+                     (char *)NULL);
+    hl_sleep_ms(300);
+    assert_true(still_running(pid));
+    assert_int_equal(TOOL(f, out, "unlock", "--force", "ufrw"), 0);
+    assert_string_equal(out, "deleted\n");
+    rc = wait_exit(pid, widen(4000));
+    read_file(out_path, out, sizeof out);
+    if (rc != 0)
+        fail_msg("the waiting writer exited %d:\n%s", rc, out);
+    assert_has(out, "acquired");
+    hl_redis_server_cmd(f->server, reply, sizeof reply, "KEYS",
+                        "*ufrw*rwlock_timeout*", (char *)NULL);
+    assert_string_equal(reply, "*0\r\n");
+    assert_int_equal(hilock_lock_release(reader), HILOCK_ELEASELOST);
+
+    assert_int_equal(hilock_lock_try_acquire(reader, 0, 60000), HILOCK_OK);
+    assert_int_equal(TOOL(f, out, "unlock", "--force", "--kind", "read",
+                          "ufrw"), 0);
+    assert_string_equal(out, "deleted\n");
+    assert_int_equal(TOOL(f, out, "unlock", "--force", "--kind", "nope",
+                          "ufrw"), 64);
+    hilock_lock_destroy(reader);
+    hilock_client_destroy(c);
+}
+
 /* ---- RedLock ------------------------------------------------------------
  * Five masters of the test's own.  Their URLs carry quarantine=200: a
  * master votes once it has been up that long, and the library reads a
@@ -1979,6 +2073,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_lease_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unreachable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_usage_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overlong_name, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command_not_found, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_signals_forwarded, setup,
@@ -2003,6 +2098,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_status_fair_queue, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_unlock_force, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unlock_force_read_write, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_redlock_run_and_status, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_redlock_not_acquired, setup,

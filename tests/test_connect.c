@@ -392,6 +392,55 @@ static void test_tls_wrong_ca(void **state)
     assert_detail_has("certificate verification");
 }
 
+/* rediss:// to a plaintext server: whether the server answers the hello
+ * with an error line or waits for a line end, the error says TLS is the
+ * likely problem. */
+static void test_tls_to_plaintext_server(void **state)
+{
+    hl_redis_server *plain = hl_fixture_plain();
+    const hl_tls_files *t = hl_fixture_tls_files();
+    char url[4096];
+    hilock_client *c = NULL;
+
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        tls_url(url, sizeof url, "localhost", hl_redis_server_port(plain),
+                t->ca_cert, false, "connect_timeout=500");
+        int rc = create_url(&c, url);
+        assert_null(c);
+        if (rc != HILOCK_ETLS && rc != HILOCK_ETIMEDOUT)
+            fail_msg("status %d: %s", rc, detail);
+        assert_detail_has("speak TLS");
+    }
+    hl_redis_server_stop(plain);
+}
+
+/* A CA directory or file that is not there is named, rather than failing
+ * the server's certificate later. */
+static void test_tls_missing_ca_location(void **state)
+{
+    const hl_tls_files *t = hl_fixture_tls_files();
+    char url[4096];
+    hilock_client *c = NULL;
+
+    tls_url(url, sizeof url, "localhost", hl_redis_server_port(*state),
+            t->ca_cert, true, "ca_dir=/nonexistent/hilock-ca");
+    assert_int_equal(create_url(&c, url), HILOCK_ETLS);
+    assert_null(c);
+    assert_detail_has("ca_dir /nonexistent/hilock-ca");
+    assert_detail_has("No such file");
+
+    tls_url(url, sizeof url, "localhost", hl_redis_server_port(*state),
+            "/nonexistent/hilock-ca.pem", true, NULL);
+    assert_int_equal(create_url(&c, url), HILOCK_ETLS);
+    assert_detail_has("ca_file /nonexistent/hilock-ca.pem");
+
+    tls_url(url, sizeof url, "localhost", hl_redis_server_port(*state),
+            t->ca_cert, true, "ca_dir=%2Fetc%2Fhostname");
+    assert_int_equal(create_url(&c, url), HILOCK_ETLS);
+    assert_detail_has("not a directory");
+}
+
 static void test_tls_wrong_name(void **state)
 {
     const hl_tls_files *t = hl_fixture_tls_files();
@@ -1132,6 +1181,9 @@ int main(void)
                                         teardown_server),
         cmocka_unit_test_setup_teardown(test_tls_wrong_ca, setup_tls,
                                         teardown_server),
+        cmocka_unit_test_setup_teardown(test_tls_missing_ca_location,
+                                        setup_tls, teardown_server),
+        cmocka_unit_test(test_tls_to_plaintext_server),
         cmocka_unit_test_setup_teardown(test_tls_wrong_name, setup_tls,
                                         teardown_server),
         cmocka_unit_test_setup_teardown(test_tls_verify_off, setup_tls,

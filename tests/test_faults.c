@@ -13,8 +13,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/client_internal.h"
-#include "core/conn.h"
+#include "core/runtime/client_internal.h"
+#include "core/transport/conn.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"
 #include "support/loop_call.h"

@@ -15,7 +15,7 @@
 
 #include <ev.h>
 
-#include "core/handle.h"
+#include "core/base/handle.h"
 #include "hilock/client.h"
 #include "hilock/error.h"
 #include "hilock/lock.h"

@@ -11,11 +11,11 @@
 
 #include <cmocka.h>
 
-#include "core/client_internal.h"
-#include "core/lease.h"
-#include "core/lockobj.h"
-#include "core/monotime.h"
-#include "core/script.h"
+#include "core/runtime/client_internal.h"
+#include "core/engine/lease.h"
+#include "core/engine/lockobj.h"
+#include "core/base/monotime.h"
+#include "core/transport/script.h"
 #include "support/fixture.h"
 #include "support/lock_helpers.h"
 #include "support/loop_call.h"

@@ -21,10 +21,10 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/client_internal.h"
-#include "core/lease.h"
-#include "core/lockobj_internal.h"
-#include "core/pubsub.h"
+#include "core/runtime/client_internal.h"
+#include "core/engine/lease.h"
+#include "core/engine/lockobj_internal.h"
+#include "core/transport/pubsub.h"
 #include "hilock/client.h"
 #include "hilock/error.h"
 #include "hilock/lock.h"

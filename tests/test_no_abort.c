@@ -16,8 +16,8 @@
 #include <ev.h>
 #include <openssl/rand.h>
 
-#include "core/client_internal.h"
-#include "core/script.h"
+#include "core/runtime/client_internal.h"
+#include "core/transport/script.h"
 #include "hilock/client.h"
 #include "hilock/error.h"
 #include "hilock/lock.h"

@@ -15,10 +15,10 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/client_internal.h"
-#include "core/conn.h"
-#include "core/op.h"
-#include "core/script.h"
+#include "core/runtime/client_internal.h"
+#include "core/transport/conn.h"
+#include "core/runtime/op.h"
+#include "core/transport/script.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"
 #include "support/loop_call.h"
@@ -305,13 +305,24 @@ static void *incr_main(void *arg)
     return NULL;
 }
 
-static void sync_from_threads(hilock_client *c, hl_redis_server *s);
+static void sync_from_threads(hilock_client *c, hl_redis_server *s,
+                              int threads, int per);
 
 static void test_sync_from_threads(void **state)
 {
     (void)state;
     hl_redis_server *s = hl_fixture_plain();
-    sync_from_threads(connect_plain(s), s);
+    sync_from_threads(connect_plain(s), s, STREAMS, hl_scaled(2000, 200));
+}
+
+/* Blocked callers share 128 wake bits: with more threads than that, a
+ * caller woken for its neighbour's answer goes back to sleep, and none
+ * misses its own (a missed one would end in ETIMEDOUT). */
+static void test_sync_more_threads_than_wake_bits(void **state)
+{
+    (void)state;
+    hl_redis_server *s = hl_fixture_plain();
+    sync_from_threads(connect_plain(s), s, 300, hl_scaled(200, 20));
 }
 
 /* The same with busy polling: the loop stays awake while requests are
@@ -322,32 +333,36 @@ static void test_sync_from_threads_busy_poll(void **state)
     hl_redis_server *s = hl_fixture_plain();
     hilock_options *o = new_options();
     assert_int_equal(hilock_options_set_busy_poll_us(o, 100), HILOCK_OK);
-    sync_from_threads(connect_with(s, o), s);
+    sync_from_threads(connect_with(s, o), s, STREAMS, hl_scaled(2000, 200));
 }
 
-static void sync_from_threads(hilock_client *c, hl_redis_server *s)
+static void sync_from_threads(hilock_client *c, hl_redis_server *s,
+                              int threads, int per)
 {
-    struct incr_worker w[STREAMS];
-    pthread_t tid[STREAMS];
-    int per = hl_scaled(2000, 200);
+    struct incr_worker *w = calloc((size_t)threads, sizeof *w);
+    pthread_t *tid = calloc((size_t)threads, sizeof *tid);
     const char *get[] = { "GET", "shared" };
     hilock_reply *r = NULL;
 
-    for (int t = 0; t < STREAMS; t++) {
+    assert_non_null(w);
+    assert_non_null(tid);
+    for (int t = 0; t < threads; t++) {
         w[t].client = c;
         w[t].n = per;
         w[t].failures = 0;
         assert_int_equal(pthread_create(&tid[t], NULL, incr_main, &w[t]),
                          0);
     }
-    for (int t = 0; t < STREAMS; t++) {
+    for (int t = 0; t < threads; t++) {
         pthread_join(tid[t], NULL);
         assert_int_equal(w[t].failures, 0);
     }
     assert_int_equal(hilock_client_command(c, 2, get, NULL, &r), HILOCK_OK);
     assert_int_equal(r->type, HILOCK_REPLY_STRING);
-    assert_int_equal(strtoll(r->str, NULL, 10), (long long)STREAMS * per);
+    assert_int_equal(strtoll(r->str, NULL, 10), (long long)threads * per);
     hilock_reply_free(r);
+    free(w);
+    free(tid);
     hilock_client_destroy(c);
     hl_redis_server_stop(s);
 }
@@ -1202,6 +1217,7 @@ int main(void)
         cmocka_unit_test(test_threads_share_one_client),
         cmocka_unit_test(test_auto_pipelining),
         cmocka_unit_test(test_sync_from_threads),
+        cmocka_unit_test(test_sync_more_threads_than_wake_bits),
         cmocka_unit_test(test_sync_from_threads_busy_poll),
         cmocka_unit_test(test_big_binary_value),
         cmocka_unit_test(test_reply_too_many_bytes),

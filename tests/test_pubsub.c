@@ -12,8 +12,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/client_internal.h"
-#include "core/pubsub.h"
+#include "core/runtime/client_internal.h"
+#include "core/transport/pubsub.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"
 #include "support/loop_call.h"
@@ -87,6 +87,10 @@ static void on_event(hl_sub *sub, hl_sub_event ev, const char *msg,
         if (victim != NULL)
             atomic_store(&l->close_rc, hilock_client_close(victim));
         atomic_fetch_add(&l->msgs[k], 1);
+        break;
+    case HL_SUB_REFUSED:
+        /* Every server here gives every user every channel. */
+        atomic_fetch_add(&l->bad_payload, 1);
         break;
     case HL_SUB_CLOSED:
         if (sub->channel != NULL)

@@ -26,8 +26,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/client_internal.h"
-#include "core/monotime.h"
+#include "core/runtime/client_internal.h"
+#include "core/base/monotime.h"
 #include "hilock/client.h"
 #include "hilock/error.h"
 #include "hilock/lock.h"

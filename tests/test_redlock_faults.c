@@ -24,7 +24,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/client_internal.h"
+#include "core/runtime/client_internal.h"
 #include "hilock/client.h"
 #include "hilock/error.h"
 #include "hilock/multi.h"

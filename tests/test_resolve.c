@@ -21,8 +21,8 @@
 
 #include <ev.h>
 
-#include "core/conn.h"
-#include "core/resolve.h"
+#include "core/transport/conn.h"
+#include "core/transport/resolve.h"
 #include "hilock/error.h"
 #include "hilock/options.h"
 #include "support/fixture.h"

@@ -1553,6 +1553,13 @@ static void test_force_release_frees_both(void **state)
     t_force = hl_now_ms();
     assert_status(hilock_lock_force_release(w, &deleted), HILOCK_OK);
     assert_true(deleted);
+    /* Nothing of the read holds is left: their keys went with the hash. */
+    {
+        char keys[256];
+        hl_redis_server_cmd(fx.server, keys, sizeof keys, "KEYS",
+                            "*forced*rwlock_timeout*", (char *)NULL);
+        assert_string_equal(keys, "*0\r\n");
+    }
     assert_status(acquire_end(&wa), HILOCK_OK);
     if (wa.at_ms - t_force > hl_widen(2000))
         fail_msg("the writer got in %lld ms after the force release",

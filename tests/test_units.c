@@ -1,5 +1,6 @@
 /* Pure logic of the core, without a server: backoff, the byte buffer, the
- * hash map, the bounded reply reader, the live-handle registry, the clock. */
+ * hash map, the bounded reply reader, the live-handle registry, the clock
+ * and the time arithmetic that must not wrap. */
 /* ctest-timeout: 60 */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,12 +12,16 @@
 
 #include <cmocka.h>
 
-#include "core/buf.h"
-#include "core/conn.h"
-#include "core/handle.h"
-#include "core/map.h"
-#include "core/monotime.h"
-#include "core/reply.h"
+#include "core/transport/keyslot.h"
+#include "core/base/buf.h"
+#include "core/runtime/client_internal.h"
+#include "core/transport/conn.h"
+#include "core/base/handle.h"
+#include "core/engine/lockobj_internal.h"
+#include "core/base/map.h"
+#include "core/base/monotime.h"
+#include "core/config/options_internal.h"
+#include "core/transport/reply.h"
 
 static void test_backoff_doubles_and_caps(void **state)
 {
@@ -109,7 +114,7 @@ static int read_one(hl_reply_limits *lim, const char *bytes, size_t len,
 
 static hl_reply_limits limits(uint64_t bytes, int64_t elements, int depth)
 {
-    hl_reply_limits l = {bytes, elements, depth, 0, 0};
+    hl_reply_limits l = {bytes, elements, depth, 0, 0, 0, 0};
     return l;
 }
 
@@ -167,6 +172,88 @@ static void test_reader_bounds(void **state)
     assert_int_equal(read_one(&lim, "*2\r\n:1\r\n", 8, &r), 0);
 }
 
+/* Feed bytes in pieces of step; what the last hl_reader_next said. */
+static int read_pieces(hl_reply_limits *lim, redisReader *r,
+                       const char *bytes, size_t len, size_t step,
+                       hilock_reply **out)
+{
+    int rc = 0;
+    for (size_t at = 0; at < len && rc == 0; at += step) {
+        size_t n = len - at < step ? len - at : step;
+        assert_int_equal(redisReaderFeed(r, bytes + at, n), REDIS_OK);
+        rc = hl_reader_next(r, lim, out);
+    }
+    return rc;
+}
+
+/* Lines (status, error, integer, and the headers of strings and arrays)
+ * are bounded on their own, finished or not, and a line split anywhere,
+ * even between its CR and LF, still reads. */
+static void test_reader_line_bound(void **state)
+{
+    (void)state;
+    static char big[HL_MAX_LINE_BYTES + 64];
+    hilock_reply *out;
+    static const char types[] = "+-:$*";
+    for (const char *t = types; *t; t++) {
+        hl_reply_limits lim = limits(64u << 20, 16, 4);
+        redisReader *r = hl_reader_create(&lim);
+        big[0] = *t;
+        memset(big + 1, '7', sizeof big - 1);
+        assert_int_equal(read_pieces(&lim, r, big, sizeof big, 1000, &out),
+                         -2);
+        assert_null(out);
+        redisReaderFree(r);
+    }
+    /* Finished in one piece, too long all the same. */
+    hl_reply_limits lim = limits(64u << 20, 16, 4);
+    redisReader *r = hl_reader_create(&lim);
+    big[0] = '+';
+    memset(big + 1, 'x', sizeof big - 1);
+    memcpy(big + sizeof big - 2, "\r\n", 2);
+    assert_int_equal(read_pieces(&lim, r, big, sizeof big, sizeof big, &out),
+                     -2);
+    redisReaderFree(r);
+    /* Just within the bound, fed a byte at a time. */
+    lim = limits(64u << 20, 16, 4);
+    r = hl_reader_create(&lim);
+    size_t len = 1 + HL_MAX_LINE_BYTES + 2;
+    memcpy(big + 1 + HL_MAX_LINE_BYTES, "\r\n", 2);
+    assert_int_equal(read_pieces(&lim, r, big, len, 1, &out), 1);
+    assert_int_equal(out->type, HILOCK_REPLY_STATUS);
+    assert_int_equal(out->len, HL_MAX_LINE_BYTES);
+    hilock_reply_free(out);
+    /* Replies split at every byte, across each other, and a string whose
+     * body holds a CRLF, all read whole. */
+    const char in[] = "*2\r\n$4\r\na\r\nb\r\n:12\r\n+OK\r\n$-1\r\n";
+    static const int want[] = {HILOCK_REPLY_ARRAY, HILOCK_REPLY_STATUS,
+                               HILOCK_REPLY_NIL};
+    for (size_t step = 1; step <= 5; step++) {
+        lim = limits(1024, 16, 4);
+        redisReaderFree(r);
+        r = hl_reader_create(&lim);
+        int got = 0;
+        for (size_t at = 0; at < sizeof in - 1; at += step) {
+            size_t n = sizeof in - 1 - at < step ? sizeof in - 1 - at : step;
+            assert_int_equal(redisReaderFeed(r, in + at, n), REDIS_OK);
+            int rc;
+            while ((rc = hl_reader_next(r, &lim, &out)) == 1) {
+                assert_true(got < 3);
+                assert_int_equal(out->type, want[got]);
+                if (got == 0) {
+                    assert_memory_equal(out->element[0]->str, "a\r\nb", 4);
+                    assert_int_equal(out->element[1]->integer, 12);
+                }
+                hilock_reply_free(out);
+                got++;
+            }
+            assert_int_equal(rc, 0);
+        }
+        assert_int_equal(got, 3);
+    }
+    redisReaderFree(r);
+}
+
 static void test_handle_registry(void **state)
 {
     (void)state;
@@ -200,6 +287,139 @@ static void test_clock_injection(void **state)
     assert_true(hl_monotime_now() >= real);
 }
 
+/* The saturating helpers at the edges of int64_t: every result is the
+ * exact one when it fits, the nearest end of the range when it does not. */
+static void test_time_saturates(void **state)
+{
+    (void)state;
+    assert_int_equal(hl_ms_to_us(0), 0);
+    assert_int_equal(hl_ms_to_us(-1), -1000);
+    assert_int_equal(hl_ms_to_us(INT64_MAX / 1000), INT64_MAX / 1000 * 1000);
+    assert_int_equal(hl_ms_to_us(INT64_MAX / 1000 + 1), INT64_MAX);
+    assert_int_equal(hl_ms_to_us(INT64_MAX), INT64_MAX);
+    assert_int_equal(hl_ms_to_us(INT64_MIN / 1000), INT64_MIN / 1000 * 1000);
+    assert_int_equal(hl_ms_to_us(INT64_MIN / 1000 - 1), INT64_MIN);
+    assert_int_equal(hl_ms_to_us(INT64_MIN), INT64_MIN);
+    assert_int_equal(HL_MS(INT64_MAX), INT64_MAX);
+
+    assert_int_equal(hl_sat_add(INT64_MAX, 1), INT64_MAX);
+    assert_int_equal(hl_sat_add(INT64_MAX, INT64_MAX), INT64_MAX);
+    assert_int_equal(hl_sat_add(INT64_MIN, -1), INT64_MIN);
+    assert_int_equal(hl_sat_add(INT64_MIN, INT64_MAX), -1);
+    assert_int_equal(hl_sat_sub(INT64_MIN, 1), INT64_MIN);
+    assert_int_equal(hl_sat_sub(INT64_MAX, -1), INT64_MAX);
+    assert_int_equal(hl_sat_sub(0, INT64_MIN), INT64_MAX);
+    assert_int_equal(hl_sat_sub(-1, INT64_MIN), INT64_MAX);
+    assert_int_equal(hl_sat_sub(-2, INT64_MAX), INT64_MIN);
+    assert_int_equal(hl_sat_mul(INT64_MAX, 2), INT64_MAX);
+    assert_int_equal(hl_sat_mul(INT64_MIN, -1), INT64_MAX);
+    assert_int_equal(hl_sat_mul(INT64_MIN, 2), INT64_MIN);
+    assert_int_equal(hl_sat_mul(-3, 4), -12);
+
+    assert_int_equal(hl_after_ms(1000, 2), 3000);
+    assert_int_equal(hl_after_ms(1000, INT64_MAX), INT64_MAX);
+    assert_int_equal(hl_after_ms(INT64_MAX - 5, 1), INT64_MAX);
+    assert_int_equal(hl_after_ms(-5, INT64_MIN), INT64_MIN);
+}
+
+/* Validity and drift for every lease a caller could pass, at any pair of
+ * instants: never a wrap, so a huge lease is valid and a negative one is
+ * not. */
+static void test_validity_extremes(void **state)
+{
+    (void)state;
+    assert_int_equal(hl_drift_margin(1000), HL_MS(12));
+    assert_int_equal(hl_validity(1000, 0, HL_MS(100)),
+                     HL_MS(1000 - 100 - 12));
+    static const int64_t leases[] = {0, -1, 1, 2, 3, INT64_MIN, INT64_MAX,
+                                     INT64_MAX / 1000, INT64_MAX / 1000 + 1,
+                                     INT64_MIN / 1000 - 1};
+    static const hl_monotime instants[] = {0, 1, -1, INT64_MAX, INT64_MIN};
+    for (size_t i = 0; i < sizeof leases / sizeof leases[0]; i++) {
+        assert_true(hl_drift_margin(leases[i]) >= HL_MS(2) ||
+                    leases[i] < 0);
+        for (size_t a = 0; a < 5; a++) {
+            for (size_t b = 0; b < 5; b++) {
+                hl_monotime v = hl_validity(leases[i], instants[a],
+                                            instants[b]);
+                if (leases[i] <= 0)
+                    assert_true(v < 0 || instants[b] < instants[a]);
+                if (leases[i] > 3 && instants[a] == instants[b])
+                    assert_true(v > 0);
+            }
+        }
+    }
+    /* A lease at its largest is valid for about 99 % of it. */
+    hl_monotime v = hl_validity(INT64_MAX, 0, HL_MS(10));
+    assert_true(v > INT64_MAX / 100 * 98);
+}
+
+static void test_wait_and_blocking_limits(void **state)
+{
+    (void)state;
+    fake_now = HL_MS(1000);
+    hl_monotime_set_clock(fake_clock);
+    assert_int_equal(hl_wait_deadline(0), 0);
+    assert_int_equal(hl_wait_deadline(-1), INT64_MAX);
+    assert_int_equal(hl_wait_deadline(INT64_MIN), INT64_MAX);
+    assert_int_equal(hl_wait_deadline(INT64_MAX), INT64_MAX);
+    assert_int_equal(hl_wait_deadline(INT64_MAX / 1000), INT64_MAX);
+    assert_int_equal(hl_wait_deadline(5), HL_MS(1005));
+    fake_now = INT64_MAX - 10;
+    assert_int_equal(hl_wait_deadline(1), INT64_MAX);
+    hl_monotime_set_clock(NULL);
+
+    hilock_options o;
+    memset(&o, 0, sizeof o);
+    o.command_timeout_ms = 3000;
+    o.connect_timeout_ms = 2000;
+    /* Twice the command timeout, the connect timeout and a second. */
+    assert_int_equal(hl_blocking_limit_us(&o, 0), HL_MS(9000));
+    assert_int_equal(hl_blocking_limit_us(&o, 1000), HL_MS(10000));
+    static const int64_t waits[] = {-1, INT64_MIN, INT64_MAX,
+                                    INT64_MAX / 1000, INT64_MAX / 4000};
+    for (size_t i = 0; i < sizeof waits / sizeof waits[0]; i++)
+        assert_int_equal(hl_blocking_limit_us(&o, waits[i]), INT64_MAX / 4);
+    /* Timeouts at the largest the setters take still fit. */
+    o.command_timeout_ms = o.connect_timeout_ms = 86400000;
+    assert_int_equal(hl_blocking_limit_us(&o, 0),
+                     HL_MS(3 * 86400000LL + 1000));
+    o.command_timeout_ms = o.connect_timeout_ms = INT64_MAX;
+    assert_int_equal(hl_blocking_limit_us(&o, 0), INT64_MAX / 4);
+
+    /* A deadline for pthread_cond_timedwait, however far or past. */
+    struct timespec t = hl_monotonic_deadline(INT64_MAX);
+    assert_true(t.tv_sec > 0 && t.tv_nsec >= 0 && t.tv_nsec < 1000000000L);
+    t = hl_monotonic_deadline(INT64_MIN);
+    assert_true(t.tv_nsec >= 0 && t.tv_nsec < 1000000000L);
+    t = hl_monotonic_deadline(-1);
+    assert_true(t.tv_nsec >= 0 && t.tv_nsec < 1000000000L);
+}
+
+/* The cluster specification's own examples and the CRC's check value. */
+static void test_keyslot_rules(void **state)
+{
+    (void)state;
+    assert_int_equal(hl_crc16("123456789", 9), 0x31C3);
+    assert_int_equal(hl_keyslot("foo", 3), 12182);
+    assert_int_equal(hl_keyslot("bar", 3), 5061);
+    assert_int_equal(hl_keyslot("{user1000}.following", 20),
+                     hl_keyslot("{user1000}.followers", 20));
+    assert_int_equal(hl_keyslot("{user1000}.following", 20),
+                     hl_keyslot("user1000", 8));
+    /* The first '{' and the first '}' after it; an empty tag hashes the
+     * whole key. */
+    assert_int_equal(hl_keyslot("foo{}{bar}", 10),
+                     hl_crc16("foo{}{bar}", 10) % 16384);
+    assert_int_equal(hl_keyslot("foo{{bar}}zap", 13), hl_keyslot("{bar", 4));
+    assert_int_equal(hl_keyslot("foo{{bar}}zap", 13),
+                     hl_crc16("{bar", 4) % 16384);
+    assert_int_equal(hl_keyslot("foo{bar}{zap}", 13), hl_keyslot("bar", 3));
+    assert_int_equal(hl_keyslot("{", 1), hl_crc16("{", 1) % 16384);
+    assert_int_equal(hl_keyslot("no}tag{", 7), hl_crc16("no}tag{", 7) % 16384);
+    assert_int_equal(hl_keyslot("", 0), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -208,8 +428,13 @@ int main(void)
         cmocka_unit_test(test_map_insert_find_remove),
         cmocka_unit_test(test_reader_builds_replies),
         cmocka_unit_test(test_reader_bounds),
+        cmocka_unit_test(test_reader_line_bound),
         cmocka_unit_test(test_handle_registry),
         cmocka_unit_test(test_clock_injection),
+        cmocka_unit_test(test_time_saturates),
+        cmocka_unit_test(test_validity_extremes),
+        cmocka_unit_test(test_wait_and_blocking_limits),
+        cmocka_unit_test(test_keyslot_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

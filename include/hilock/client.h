@@ -46,9 +46,15 @@ typedef struct hilock_client hilock_client;
  * @return HILOCK_EINVAL     out is NULL or the options are inconsistent
  * @return HILOCK_ENOMEM
  * @return HILOCK_EIO        connection refused, reset or unresolvable host
- * @return HILOCK_ETIMEDOUT  not ready within the connect timeout
+ * @return HILOCK_ETIMEDOUT  not ready within the connect timeout (over
+ *                           TLS, a server that never answers the
+ *                           handshake: the detail says it may not speak
+ *                           TLS on that port)
  * @return HILOCK_EAUTH      the server refused the user or password
- * @return HILOCK_ETLS       TLS set-up, handshake or verification failed
+ * @return HILOCK_ETLS       TLS set-up, handshake or verification failed;
+ *                           also a ca_file or ca_dir that cannot be read,
+ *                           and a server that answers the handshake in
+ *                           plaintext (the detail names each)
  * @return HILOCK_EREDIS     the server refused SELECT
  * @return HILOCK_ERANDOM    the CSPRNG failed: no safe client id */
 HILOCK_API int hilock_client_create(hilock_client **out,
@@ -87,18 +93,20 @@ HILOCK_API int hilock_client_is_tls(const hilock_client *client);
 HILOCK_API int hilock_client_is_connected(const hilock_client *client);
 
 /* Completion of an async command.  reply is NULL unless status is
- * HILOCK_OK or HILOCK_EREDIS (then it is the error reply); ownership of the
- * reply passes to the callback, which frees it with hilock_reply_free(). */
+ * HILOCK_OK, HILOCK_EREDIS or HILOCK_EPERM (then it is the error reply);
+ * ownership of the reply passes to the callback, which frees it with
+ * hilock_reply_free(). */
 typedef void hilock_command_cb(hilock_client *client, int status,
                                hilock_reply *reply, void *user_data);
 
 /* Send one command (binary-safe arguments, copied before the call
  * returns).  Commands issued in one loop iteration leave in one write.
  * The callback gets HILOCK_OK with the reply, HILOCK_EREDIS with an error
- * reply, HILOCK_ETIMEDOUT after the command timeout, HILOCK_EIO if the
- * connection was lost after the command was written (it may or may not
- * have run), HILOCK_ETOOBIG for a reply beyond the bounds, or
- * HILOCK_ECLOSED.  Commands not yet written survive a reconnect.
+ * reply, HILOCK_EPERM with the error reply when the server's ACL refused
+ * the command to the user (NOPERM), HILOCK_ETIMEDOUT after the command
+ * timeout, HILOCK_EIO if the connection was lost after the command was
+ * written (it may or may not have run), HILOCK_ETOOBIG for a reply beyond
+ * the bounds, or HILOCK_ECLOSED.  Commands not yet written survive a reconnect.
  * Any thread; never blocks.
  * @return HILOCK_OK      the callback will fire exactly once
  * argvlen may be NULL for NUL-terminated arguments.
@@ -116,7 +124,8 @@ HILOCK_API int hilock_client_command_async(hilock_client *client, int argc,
 
 /* Send one command and wait for its reply (at most the command timeout,
  * plus the reconnect time of commands not yet written).
- * @param reply  receives the reply on HILOCK_OK and HILOCK_EREDIS, else NULL;
+ * @param reply  receives the reply on HILOCK_OK, HILOCK_EREDIS and
+ *               HILOCK_EPERM, else NULL;
  *               free it with hilock_reply_free().
  * Blocks the calling thread.  Not on the loop's thread.
  * @return the statuses of hilock_client_command_async() and of its callback,
@@ -134,6 +143,14 @@ typedef struct hilock_client_stats {
     uint64_t renew_calls;    /* batched renewal scripts sent */
     uint64_t connects;       /* times the command connection became ready */
     uint64_t writes;         /* write calls on the command connection */
+    /* Releases that freed a lock but could not wake its waiters, as the
+     * server's ACL refused the user the PUBLISH (see hilock_lock_release);
+     * waiters on other clients then notice at their next retry. */
+    uint64_t publishes_refused;
+    /* SUBSCRIBEs to a lock's channel the server's ACL refused: this
+     * client's waiters on it are not woken by releases and retry at the
+     * lock's ttl instead. */
+    uint64_t subscribes_refused;
 } hilock_client_stats;
 
 /* Read the client's counters.  Any thread: on the loop thread it reads

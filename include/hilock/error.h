@@ -35,7 +35,8 @@ extern "C" {
     X(ENOQUORUM, 17, "too few servers answered for a quorum")               \
     X(EEXPIRED, 18, "the lease ran out while it was being acquired")      \
     X(ERANDOM, 19, "the secure random number generator failed")            \
-    X(EFULL, 20, "too many unfinished operations on this client")
+    X(EFULL, 20, "too many unfinished operations on this client")           \
+    X(EPERM, 21, "the server's ACL does not allow this command to the user")
 
 typedef enum hilock_status {
 #define HILOCK_ERROR_ENUM_(name, num, msg) HILOCK_##name = num,

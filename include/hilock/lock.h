@@ -44,6 +44,9 @@ typedef struct hilock_lock hilock_lock;
 #define HILOCK_WAIT_FOREVER (-1)
 /* lease_ms: the watchdog keeps the lease until release. */
 #define HILOCK_LEASE_WATCHDOG 0
+/* The longest explicit lease, in ms (about 31 years).  A longer lease_ms
+ * is refused with HILOCK_EINVAL ("too large"), never clamped. */
+#define HILOCK_MAX_LEASE_MS INT64_C(1000000000000)
 /* Longest lock name in bytes. */
 #define HILOCK_MAX_NAME_LEN 65536
 
@@ -77,7 +80,9 @@ HILOCK_API uint64_t hilock_thread_owner(void);
 /* ---- sync API: the owner is the calling thread ------------------------
  * Each blocks the calling thread and must not run on the client's loop
  * thread (HILOCK_EDEADLK).  Connection errors: HILOCK_EIO, HILOCK_ETIMEDOUT,
- * HILOCK_ECLOSED, HILOCK_EREDIS (the name holds another type of value).
+ * HILOCK_ECLOSED, HILOCK_EREDIS (the name holds another type of value),
+ * HILOCK_EPERM (the server's ACL does not allow the user a command the
+ * call needs, such as EVALSHA; the detail holds the server's words).
  * Each may also return HILOCK_EFULL at once, starting nothing, while the
  * client has max_pending operations unfinished
  * (hilock_options_set_max_pending). */
@@ -86,11 +91,13 @@ HILOCK_API uint64_t hilock_thread_owner(void);
 HILOCK_API int hilock_lock_acquire(hilock_lock *lock);
 
 /* Take the lock, waiting at most wait_ms (0: a single attempt;
- * HILOCK_WAIT_FOREVER), with a lease of lease_ms (HILOCK_LEASE_WATCHDOG or
- * > 0).
+ * HILOCK_WAIT_FOREVER, as is any wait too long to represent), with a lease
+ * of lease_ms (HILOCK_LEASE_WATCHDOG or 1..HILOCK_MAX_LEASE_MS).
  * @return HILOCK_OK      acquired (or acquired again: the hold count grew)
  * @return HILOCK_EBUSY   another owner held it for the whole wait
- * @return HILOCK_EINVAL  bad wait_ms or lease_ms
+ * @return HILOCK_EINVAL  bad wait_ms (negative other than
+ *                        HILOCK_WAIT_FOREVER) or lease_ms (negative, or
+ *                        above HILOCK_MAX_LEASE_MS: "too large")
  * and the connection errors above. */
 HILOCK_API int hilock_lock_try_acquire(hilock_lock *lock, int64_t wait_ms,
                                        int64_t lease_ms);
@@ -106,7 +113,13 @@ HILOCK_API int hilock_lock_try_acquire(hilock_lock *lock, int64_t wait_ms,
 HILOCK_API int hilock_lock_acquire_fenced(hilock_lock *lock, int64_t wait_ms,
                                           int64_t lease_ms, uint64_t *token);
 
-/* Release one hold of the calling thread.
+/* Release one hold of the calling thread.  A release that frees the lock
+ * publishes the wake-up of its waiters; when the server's ACL refuses the
+ * user that PUBLISH (no PUBLISH, or no permission for the channel), the
+ * lock is freed all the same and the release returns HILOCK_OK: the
+ * refusal is counted in hilock_client_stats.publishes_refused, and
+ * waiters on other clients take the lock at their next retry (at most the
+ * lease they saw left) instead of at once.
  * @return HILOCK_OK          released (the lock is free if it was the last)
  * @return HILOCK_ENOTOWNER   the calling thread holds no hold of this lock
  * @return HILOCK_ELEASELOST  the lease had been lost; nothing was held
@@ -114,7 +127,8 @@ HILOCK_API int hilock_lock_acquire_fenced(hilock_lock *lock, int64_t wait_ms,
 HILOCK_API int hilock_lock_release(hilock_lock *lock);
 
 /* Delete the lock whoever holds it and wake its waiters.  *deleted (may be
- * NULL) tells whether there was anything to delete. */
+ * NULL) tells whether there was anything to delete.  A wake-up the ACL
+ * refuses is counted as for hilock_lock_release. */
 HILOCK_API int hilock_lock_force_release(hilock_lock *lock, bool *deleted);
 
 /* Whether anyone holds the lock now. */
@@ -153,7 +167,9 @@ typedef void hilock_acquire_cb(hilock_lock *lock, int status,
  * on the same lock is the same owner).  Statuses as for
  * hilock_lock_try_acquire, plus HILOCK_ECANCELED.  *op_id (may be NULL)
  * receives an id for hilock_lock_cancel().  Any thread; never blocks.
- * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ENOMEM, HILOCK_ECLOSED
+ * @return HILOCK_OK, HILOCK_ENOMEM, HILOCK_ECLOSED
+ * @return HILOCK_EINVAL NULL lock or callback, owner 0, unknown flags, or
+ *         wait_ms or lease_ms as for hilock_lock_try_acquire
  * @return HILOCK_EFULL  max_pending operations of the client are
  *         unfinished; nothing was started */
 HILOCK_API int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,

@@ -124,9 +124,11 @@ HILOCK_API int hilock_multilock_destroy(hilock_multilock *m);
  *                            multi-lock)
  * @return HILOCK_EEXPIRED    the members granted, but the lease had run
  *                            out by the time they had (validity <= 0)
- * @return HILOCK_EINVAL      bad wait_ms or lease_ms (also a lease too
- *                            short to outlast its drift margin, 1 % +
- *                            2 ms: 1..2 ms)
+ * @return HILOCK_EINVAL      bad wait_ms or lease_ms: as for
+ *                            hilock_lock_try_acquire (a lease above
+ *                            HILOCK_MAX_LEASE_MS is "too large"), and a
+ *                            lease too short to outlast its drift
+ *                            margin, 1 % + 2 ms: 1..2 ms
  * @return HILOCK_ECLOSED, HILOCK_ENOMEM
  * @return HILOCK_EFULL       max_pending operations of the coordinator's
  *                            client are unfinished; nothing was started

@@ -110,7 +110,9 @@ HILOCK_API int hilock_options_set_db(hilock_options *opts, int db);
  *   is late fails with HILOCK_ETIMEDOUT and the connection is reset, since
  *   every reply behind it is late as well.
  * watchdog: the lease time the watchdog keeps renewing (renewal every
- *   third of it). */
+ *   third of it).  A pub/sub connection that heard nothing for a third of
+ *   it (at least 100 ms) sends a PING, and is replaced when the command
+ *   timeout passes with no answer. */
 HILOCK_API int hilock_options_set_connect_timeout_ms(hilock_options *opts,
                                                      int64_t ms);
 HILOCK_API int hilock_options_set_command_timeout_ms(hilock_options *opts,
@@ -195,7 +197,9 @@ HILOCK_API int hilock_options_set_reconnect_backoff_ms(hilock_options *opts,
 /* Bounds on one reply: total bytes buffered for an incomplete reply
  * (1 KiB..4 GiB), elements of one array (1..INT32_MAX), array nesting depth
  * (1..7).  A reply beyond them fails with HILOCK_ETOOBIG and the
- * connection is reset; the process is never exposed to it. */
+ * connection is reset; the process is never exposed to it.  Besides,
+ * one line of a reply (a status, an error, an integer, a length header)
+ * is at most 64 KiB, ended or not, whatever the byte bound. */
 HILOCK_API int hilock_options_set_max_reply_bytes(hilock_options *opts,
                                                   uint64_t bytes);
 HILOCK_API int hilock_options_set_max_reply_elements(hilock_options *opts,
@@ -205,7 +209,8 @@ HILOCK_API int hilock_options_set_max_reply_depth(hilock_options *opts,
 
 /* TLS.  enable: 0 or 1.  Files and directory are copied paths (NULL
  * clears).  ca_file/ca_dir: trust anchors; with neither, the system's
- * default store.  cert_file/key_file: client certificate and key (both or
+ * default store.  They are checked when a client is created: one that
+ * cannot be read fails it with HILOCK_ETLS, naming the path.  cert_file/key_file: client certificate and key (both or
  * neither).  server_name: the name sent as SNI and checked against the
  * server certificate; defaults to the host.  verify: 1 (default) verifies
  * the peer certificate and its name; 0 turns both off (for tests only). */

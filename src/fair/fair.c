@@ -17,18 +17,17 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "core/lockobj.h"
-#include "core/resp.h"
+#include "core/engine/lockobj.h"
+#include "core/transport/resp.h"
 #include "hilock/fair.h"
 #include "lock/lua_common.h"
 
-#define HL_VOID_TTL_MS_TEXT HL_STR(HL_VOID_TTL_MS)
 
 /* purge drops waiters whose place ran out (only dead ones: live ones
  * renew it); wake_head tells the head of the line, when the lock is free,
  * that it is its turn.  q the line, tq its timeouts, ch the channel base. */
 #define FAIR_LUA_COMMON                                                     \
-    HL_LUA_NOW                                                              \
+    HL_LUA_NOW HL_LUA_ANNOUNCE                                              \
     "local function purge(q, tq, now)\n"                                    \
     "  local dead = redis.call('zrangebyscore', tq, '-inf', now)\n"         \
     "  for _, w in ipairs(dead) do redis.call('lrem', q, 0, w) end\n"       \
@@ -37,7 +36,7 @@
     "end\n"                                                                 \
     "local function wake_head(q, ch)\n"                                     \
     "  local head = redis.call('lindex', q, 0)\n"                           \
-    "  if head then redis.call('publish', ch .. ':' .. head, '0') end\n"    \
+    "  if head then announce(ch .. ':' .. head, '0') end\n"                 \
     "end\n"
 
 /* KEYS: name, queue, timeouts, channel base, void set, token key.
@@ -114,7 +113,7 @@ static const char release_lua[] =
     "redis.call('del', KEYS[1])\n"
     "purge(KEYS[2], KEYS[3], now_ms())\n"
     "wake_head(KEYS[2], KEYS[4])\n"
-    "return 0\n";
+    "return answer(0)\n";
 
 /* KEYS: name, queue, timeouts, channel base.  ARGV: field.  A waiter
  * gives its place up; if it was next, the one behind it is woken. */
@@ -134,7 +133,7 @@ static const char force_lua[] =
     "if redis.call('del', KEYS[1]) == 0 then return 0 end\n"
     "purge(KEYS[2], KEYS[3], now_ms())\n"
     "wake_head(KEYS[2], KEYS[4])\n"
-    "return 1\n";
+    "return answer(1)\n";
 
 /* KEYS: name, queue, timeouts, channel base, void set.  ARGV: field,
  * expected count, nonce to void (or "").  As the reentrant kind's

@@ -4,11 +4,13 @@
 #ifndef HL_LUA_COMMON_H
 #define HL_LUA_COMMON_H
 
-#include "core/lockobj.h"
-#include "core/script.h"
+#include "core/engine/lockobj.h"
+#include "core/transport/script.h"
 
 #define HL_STR_(x) #x
 #define HL_STR(x) HL_STR_(x)
+/* How long a voided attempt stays refused, as the scripts spell it. */
+#define HL_VOID_TTL_MS_TEXT HL_STR(HL_VOID_TTL_MS)
 
 /* The server's clock in ms: deadlines on the server never depend on the
  * clocks of clients. */
@@ -40,6 +42,23 @@
     "  if n >= tonumber(us) then return n end\n"                            \
     "  redis.call('set', key, us)\n"                                        \
     "  return tonumber(us)\n"                                               \
+    "end\n"
+
+/* The wake-up PUBLISH of a release, which a refusal by the server's ACL
+ * (a user without PUBLISH, or without the channel) must not abort: the
+ * lock is freed by then, and an error reply would tell the caller it was
+ * not.  answer(v) is then the script's reply: v itself, or {v, refusal}
+ * when a PUBLISH was refused, which release.c takes apart (see the
+ * release hooks in core/lockobj.h). */
+#define HL_LUA_ANNOUNCE                                                     \
+    "local refusal = false\n"                                               \
+    "local function announce(ch, msg)\n"                                    \
+    "  local r = redis.pcall('publish', ch, msg)\n"                         \
+    "  if type(r) == 'table' and r.err then refusal = r.err end\n"          \
+    "end\n"                                                                 \
+    "local function answer(v)\n"                                            \
+    "  if refusal then return {v, refusal} end\n"                           \
+    "  return v\n"                                                          \
     "end\n"
 
 /* Set a key's expiry to at least ms. */

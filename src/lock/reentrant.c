@@ -9,11 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/lockobj.h"
-#include "core/resp.h"
+#include "core/engine/lockobj.h"
+#include "core/transport/resp.h"
 #include "lua_common.h"
 
-#define HL_VOID_TTL_MS_TEXT HL_STR(HL_VOID_TTL_MS)
 
 /* KEYS: name, token key, void set.  ARGV: lease ms, field, fenced (0/1),
  * known token, attempt nonce.  Replies {1, count, token} when held by
@@ -33,6 +32,7 @@ static const char acquire_lua[] =
 /* KEYS: name, channel.  ARGV: message, lease ms, field.  Replies -1 when
  * field holds nothing, the count left when still held, 0 when freed. */
 static const char release_lua[] =
+    HL_LUA_ANNOUNCE
     "if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return -1 end\n"
     "local left = redis.call('hincrby', KEYS[1], ARGV[3], -1)\n"
     "if left > 0 then\n"
@@ -40,14 +40,15 @@ static const char release_lua[] =
     "  return left\n"
     "end\n"
     "redis.call('del', KEYS[1])\n"
-    "redis.call('publish', KEYS[2], ARGV[1])\n"
-    "return 0\n";
+    "announce(KEYS[2], ARGV[1])\n"
+    "return answer(0)\n";
 
 /* KEYS: name, channel.  ARGV: message.  Replies 1 when deleted. */
 static const char force_lua[] =
+    HL_LUA_ANNOUNCE
     "if redis.call('del', KEYS[1]) == 1 then\n"
-    "  redis.call('publish', KEYS[2], ARGV[1])\n"
-    "  return 1\n"
+    "  announce(KEYS[2], ARGV[1])\n"
+    "  return answer(1)\n"
     "end\n"
     "return 0\n";
 

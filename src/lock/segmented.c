@@ -2,10 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
-#include "core/error_detail.h"
-#include "core/handle.h"
-#include "core/map.h"
+#include "core/base/alloc.h"
+#include "core/base/error_detail.h"
+#include "core/base/handle.h"
+#include "core/base/map.h"
 #include "hilock/segmented.h"
 
 struct hilock_segmented {

@@ -2,11 +2,10 @@
  * blocking calls, each a wait on the op its async twin submits. */
 #include <string.h>
 
-#include "core/alloc.h"
-#include "core/error_detail.h"
-#include "core/handle.h"
-#include "core/lockobj_internal.h"
-#include "core/options_internal.h"
+#include "core/base/alloc.h"
+#include "core/base/error_detail.h"
+#include "core/base/handle.h"
+#include "core/engine/compose.h"
 #include "multi_internal.h"
 
 int hl_multi_create(hilock_multilock **out, hilock_lock *const *locks,
@@ -31,7 +30,7 @@ int hl_multi_create(hilock_multilock **out, hilock_lock *const *locks,
     atomic_init(&m->refs, 1);
     for (size_t i = 0; i < n; i++) {
         m->members[i] = locks[i];
-        int64_t wd = locks[i]->client->opts->watchdog_timeout_ms;
+        int64_t wd = hl_client_watchdog_ms(locks[i]->client);
         if (wd < m->watchdog_ms)
             m->watchdog_ms = wd;
     }
@@ -225,7 +224,7 @@ int hilock_multilock_try_acquire(hilock_multilock *m, int64_t wait_ms,
      * waits for it to end, so no grant outlives the call. */
     hl_op_ref(op);
     int64_t validity = 0;
-    rc = hl_op_run_blocking(m->coord, op, hl_blocking_limit_us(m->coord->opts, wait_ms),
+    rc = hl_op_run_blocking(m->coord, op, hl_client_blocking_limit_us(m->coord, wait_ms),
                             &validity, NULL);
     if (results != NULL)
         memcpy(results, hl_multi_acquire_results(op),
@@ -245,7 +244,7 @@ int hilock_multilock_release(hilock_multilock *m)
     rc = hl_multi_release_new(&op, m, hilock_thread_owner(), NULL, NULL);
     if (rc != HILOCK_OK)
         return rc;
-    return hl_op_run_blocking(m->coord, op, hl_blocking_limit_us(m->coord->opts, 0), NULL,
+    return hl_op_run_blocking(m->coord, op, hl_client_blocking_limit_us(m->coord, 0), NULL,
                               NULL);
 }
 
@@ -296,7 +295,7 @@ int hilock_multilock_lease_lost(hilock_multilock *m, bool *lost)
     hl_multi_ref(m);
     int64_t value = 0;
     rc = hl_op_run_blocking(m->coord, &q->op,
-                            hl_blocking_limit_us(m->coord->opts, 0), &value,
+                            hl_client_blocking_limit_us(m->coord, 0), &value,
                             NULL);
     if (rc == HILOCK_OK)
         *lost = value != 0;

@@ -7,8 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/client_internal.h"
-#include "core/op.h"
+#include "core/runtime/runtime.h"
 #include "hilock/multi.h"
 
 struct group_hold;

@@ -11,11 +11,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
-#include "core/error_detail.h"
-#include "core/handle.h"
-#include "core/lockobj_internal.h"
-#include "core/options_internal.h"
+#include "core/base/alloc.h"
+#include "core/base/error_detail.h"
+#include "core/base/handle.h"
+#include "core/engine/compose.h"
 #include "multi_internal.h"
 
 typedef struct acquire_op acquire_op;
@@ -144,15 +143,6 @@ typedef struct give_back_call {
     uint64_t owner;
 } give_back_call;
 
-/* The member's loop thread. */
-static void stop_renewing(hilock_lock *lock, uint64_t owner)
-{
-    if (lock->client == NULL)
-        return; /* closed: its holds are gone */
-    hl_hold *h = hl_hold_find(lock, owner);
-    if (h != NULL && h->count == 1 && h->releases_in_flight == 0)
-        hl_hold_drop(h);
-}
 
 static bool give_back_failed(int status)
 {
@@ -170,7 +160,7 @@ static void on_given_back(hilock_lock *lock, int status, int64_t value,
     if (gb == NULL)
         return;
     if (give_back_failed(status))
-        stop_renewing(lock, gb->owner);
+        hl_lock_stop_renewing_grant(lock, gb->owner);
     hl_free(gb);
 }
 
@@ -179,7 +169,7 @@ static void stop_renewing_complete(hl_op *op)
 {
     give_back_call *gb = (give_back_call *)op;
     if (op->status == HILOCK_OK)
-        stop_renewing(gb->lock, gb->owner);
+        hl_lock_stop_renewing_grant(gb->lock, gb->owner);
 }
 
 static void stop_renewing_destroy(hl_op *op)
@@ -289,7 +279,7 @@ static hl_monotime acquire_remaining(const acquire_op *acq)
 {
     if (acq->deadline == INT64_MAX)
         return INT64_MAX;
-    return acq->deadline - hl_monotime_now();
+    return hl_sat_sub(acq->deadline, hl_monotime_now());
 }
 
 static void on_backoff(hl_timer *t)
@@ -577,7 +567,8 @@ static void acquire_start(hl_op *op)
         return;
     }
     acq->started = true;
-    hl_timer_init(&acq->backoff, m->coord->loop, on_backoff, acq);
+    hl_timer_init(&acq->backoff, hilock_client_loop(m->coord), on_backoff,
+                  acq);
     acq->next = m->acquires;
     if (m->acquires)
         m->acquires->prev = acq;

@@ -2,16 +2,17 @@
  * RedLock, so that a RedLock lock and its members share one thread and
  * the group never waits for another thread to hear its members. */
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include <ev.h>
 
-#include "core/alloc.h"
-#include "core/error_detail.h"
-#include "core/handle.h"
-#include "core/monotime.h"
-#include "core/options_internal.h"
+#include "core/base/alloc.h"
+#include "core/base/error_detail.h"
+#include "core/base/handle.h"
+#include "core/base/monotime.h"
+#include "core/config/config.h"
 #include "multi_internal.h"
 
 struct hilock_redlock {
@@ -131,10 +132,11 @@ static int master_options(hilock_options **out, const hilock_options *base,
     hilock_options *o = *out;
     rc = hilock_options_set_url(o, url);
     if (rc == HILOCK_OK)
-        rc = hilock_options_set_command_timeout_ms(o, o->node_timeout_ms);
+        rc = hilock_options_set_command_timeout_ms(
+            o, hilock_options_node_timeout_ms(o));
     if (rc == HILOCK_OK)
         rc = hilock_options_set_loop(o, loop);
-    o->track_restarts = true;
+    hl_options_track_restarts(o);
     if (rc != HILOCK_OK) {
         hilock_options_free(o);
         *out = NULL;
@@ -224,7 +226,7 @@ int hilock_redlock_create(hilock_redlock **out, const char *const *urls,
     /* Connecting happens on the loop; wait until every master has
      * connected or failed its first attempt, at most the connect timeout.
      * Masters still down keep reconnecting in the background. */
-    wait_all_tried(rl, rl->opts[0]->connect_timeout_ms);
+    wait_all_tried(rl, hilock_options_connect_timeout_ms(rl->opts[0]));
     if (connected_count(rl) < quorum) {
         stop_thread(rl);
         redlock_free(rl);

@@ -24,16 +24,15 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "core/lockobj.h"
-#include "core/resp.h"
+#include "core/engine/lockobj.h"
+#include "core/transport/resp.h"
 #include "hilock/rwlock.h"
 #include "lock/lua_common.h"
 
-#define HL_VOID_TTL_MS_TEXT HL_STR(HL_VOID_TTL_MS)
 
 /* Per-hold timeout keys, and what the read holds say about the lock. */
 #define RW_LUA_COMMON                                                       \
-    HL_LUA_NOW HL_LUA_EXTEND                                                \
+    HL_LUA_NOW HL_LUA_EXTEND HL_LUA_ANNOUNCE                                \
     "local function tkey(name, f, i)\n"                                     \
     "  if string.find(name, '{', 1, true) then\n"                           \
     "    return name .. ':' .. f .. ':rwlock_timeout:' .. i\n"              \
@@ -169,8 +168,8 @@ static const char read_release_lua[] =
     "  return -2\n"
     "end\n"
     "redis.call('del', KEYS[1])\n"
-    "redis.call('publish', KEYS[2], '0')\n"
-    "return 0\n";
+    "announce(KEYS[2], '0')\n"
+    "return answer(0)\n";
 
 /* As read_release_lua, for the write holds. */
 static const char write_release_lua[] =
@@ -188,12 +187,12 @@ static const char write_release_lua[] =
     "  redis.call('hset', KEYS[1], 'mode', 'read')\n"
     "  local t = readers_pttl(KEYS[1])\n"
     "  if t > 0 then redis.call('pexpire', KEYS[1], t) end\n"
-    "  redis.call('publish', KEYS[2], '1')\n"
-    "  return -2\n"
+    "  announce(KEYS[2], '1')\n"
+    "  return answer(-2)\n"
     "end\n"
     "redis.call('del', KEYS[1])\n"
-    "redis.call('publish', KEYS[2], '1')\n"
-    "return 0\n";
+    "announce(KEYS[2], '1')\n"
+    "return answer(0)\n";
 
 /* KEYS: name, waiting writers, channel.  ARGV: field.  A writer stops
  * waiting: without other waiting writers, readers may go. */
@@ -204,11 +203,21 @@ static const char write_leave_lua[] =
     "end\n"
     "return 0\n";
 
-/* KEYS: name, channel.  Replies 1 when deleted. */
+/* KEYS: name, channel.  Replies 1 when deleted.  The read holds' own
+ * keys go with the hash, so that nothing of the lock is left. */
 static const char force_lua[] =
+    RW_LUA_COMMON
+    "local all = redis.call('hgetall', KEYS[1])\n"
+    "for i = 1, #all, 2 do\n"
+    "  if is_reader(all[i]) then\n"
+    "    for j = 1, tonumber(all[i + 1]) or 0 do\n"
+    "      redis.call('del', tkey(KEYS[1], all[i], j))\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
     "if redis.call('del', KEYS[1]) == 1 then\n"
-    "  redis.call('publish', KEYS[2], '1')\n"
-    "  return 1\n"
+    "  announce(KEYS[2], '1')\n"
+    "  return answer(1)\n"
     "end\n"
     "return 0\n";
 

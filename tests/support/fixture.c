@@ -460,6 +460,35 @@ hl_redis_server *hl_fixture_plain(void)
     return hl_fx_start(NULL);
 }
 
+hl_redis_cluster *hl_fixture_cluster(void)
+{
+    hl_redis_cluster_config cfg;
+    hl_redis_cluster *c;
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.masters = 3;
+    cfg.replicas = 1;
+    c = hl_redis_cluster_start(&cfg);
+    if (c == NULL)
+        fail_msg("cannot start a private cluster (see stderr)");
+    return c;
+}
+
+hl_redis_replicated *hl_fixture_replicated(void)
+{
+    hl_redis_replicated_config cfg;
+    hl_redis_replicated *g;
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.replicas = 2;
+    cfg.sentinels = 3;
+    g = hl_redis_replicated_start(&cfg);
+    if (g == NULL)
+        fail_msg("cannot start a private master, replicas and sentinels "
+                 "(see stderr)");
+    return g;
+}
+
 hl_redis_server *hl_fixture_plain_with(const char *password,
                                        const char *extra_config)
 {
@@ -545,6 +574,35 @@ void hl_fixture_acl_user(hl_redis_server *s, const char *user,
                                user, "on", pass_rule, "~*", "&*", "+@all",
                                (char *)NULL);
     free(pass_rule);
+    hl_fx_expect_ok("ACL SETUSER", type, reply);
+}
+
+void hl_fixture_acl_user_rules(hl_redis_server *s, const char *user,
+                               const char *password, const char *rules)
+{
+    const char *argv[48];
+    char reply[HL_FX_REPLY];
+    char *pass_rule, *copy, *save = NULL;
+    int argc = 0, type;
+
+    if (asprintf(&pass_rule, ">%s", password) < 0 ||
+        (copy = strdup(rules)) == NULL)
+        fail_msg("out of memory");
+    argv[argc++] = "ACL";
+    argv[argc++] = "SETUSER";
+    argv[argc++] = user;
+    argv[argc++] = "reset";
+    argv[argc++] = "on";
+    argv[argc++] = pass_rule;
+    for (char *r = strtok_r(copy, " ", &save); r != NULL;
+         r = strtok_r(NULL, " ", &save)) {
+        if (argc == (int)(sizeof argv / sizeof argv[0]))
+            fail_msg("too many ACL rules: %s", rules);
+        argv[argc++] = r;
+    }
+    type = hl_redis_server_command(s, reply, sizeof reply, 0, argc, argv);
+    free(pass_rule);
+    free(copy);
     hl_fx_expect_ok("ACL SETUSER", type, reply);
 }
 

@@ -23,7 +23,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "redis_server.h"
+#include "redis_cluster.h"
+#include "redis_faults.h"
+#include "redis_replicated.h"
 
 /* PEM files, generated with the openssl CLI (EC P-256 keys) at first use,
  * once per process, into a temporary directory removed at exit. */
@@ -64,6 +66,14 @@ hl_redis_server *hl_fixture_plain_with(const char *password,
  * the client certificate. */
 hl_redis_server *hl_fixture_tls(const char *auth_clients);
 
+/* A plain cluster of 3 masters with one replica each, up and serving
+ * every slot.  Start one per test file: it takes seconds. */
+hl_redis_cluster *hl_fixture_cluster(void);
+
+/* A plain master with 2 replicas, watched by 3 sentinels (quorum 2,
+ * down after 1 s), settled.  One per test file. */
+hl_redis_replicated *hl_fixture_replicated(void);
+
 /* n independent plain masters, into out[0..n-1]. */
 void hl_fixture_masters(hl_redis_server **out, int n);
 
@@ -73,6 +83,11 @@ void hl_fixture_stop_masters(hl_redis_server **servers, int n);
 /* ACL SETUSER user on >password ~* &* +@all. */
 void hl_fixture_acl_user(hl_redis_server *s, const char *user,
                          const char *password);
+
+/* ACL SETUSER user reset on >password, then the space-separated rules
+ * (for example "~* &* +@all -publish"), for users who lack something. */
+void hl_fixture_acl_user_rules(hl_redis_server *s, const char *user,
+                               const char *password, const char *rules);
 
 /* The faults of redis_server.h, failing the test instead of returning -1. */
 void hl_fixture_kill9(hl_redis_server *s);

@@ -9,9 +9,9 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/client_internal.h"
-#include "core/lockobj_internal.h"
-#include "core/pubsub.h"
+#include "core/runtime/client_internal.h"
+#include "core/engine/lockobj_internal.h"
+#include "core/transport/pubsub.h"
 #include "hilock/fair.h"
 #include "hilock/rwlock.h"
 #include "support/loop_call.h"

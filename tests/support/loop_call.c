@@ -9,8 +9,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/client_internal.h"
-#include "core/op.h"
+#include "core/runtime/client_internal.h"
+#include "core/runtime/op.h"
 #include "hilock/error.h"
 #include "support/fixture.h"
 

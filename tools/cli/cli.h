@@ -16,7 +16,8 @@
 enum {
     CLI_EXIT_USAGE = 64,       /* bad command line */
     CLI_EXIT_DATAERR = 65,     /* the name holds something that is no lock */
-    CLI_EXIT_UNAVAILABLE = 69, /* Redis unreachable, auth or TLS failed */
+    CLI_EXIT_UNAVAILABLE = 69, /* Redis unreachable, auth, ACL or TLS
+                                * failed */
     CLI_EXIT_SOFTWARE = 70,    /* an unexpected failure */
     CLI_EXIT_NOT_ACQUIRED = 75,
     CLI_EXIT_LEASE_LOST = 76,
@@ -45,6 +46,11 @@ typedef struct cli_kind {
 const cli_kind *cli_kind_find(const char *name);
 /* The names of every kind, separated by '|', for messages. */
 const char *cli_kind_names(void);
+/* The kind of the lock at name as the server shows it (as `status` tells
+ * it: a free lock of any kind looks reentrant), or NULL with *rc set to
+ * an exit status when the server could not be read. */
+const cli_kind *cli_detect_kind(hilock_client *client, const char *name,
+                                int *rc);
 
 /* The lock `hilock run` holds, whatever stands behind it: a lock of one
  * of the kinds on one server, or a RedLock over several masters.  The
@@ -63,6 +69,9 @@ typedef struct cli_runlock {
     /* Give back the calling thread's hold: HILOCK_OK, HILOCK_ELEASELOST
      * when it had been lost, or another error. */
     int (*release)(void *impl);
+    /* NULL, or called once the acquire has ended, whatever its outcome:
+     * prints what the caller should know about how it went. */
+    void (*acquire_ended)(void *impl);
     /* Free the lock and its connections. */
     void (*close)(void *impl);
 } cli_runlock;

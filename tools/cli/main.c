@@ -43,9 +43,11 @@ static void usage(FILE *to)
         "             write) says it; a fair lock nobody waits for looks\n"
         "             reentrant.  Bytes that are not valid UTF-8 appear as\n"
         "             \\u00XX\n"
-        "  unlock --force NAME\n"
-        "             delete lock NAME whoever holds it; prints \"deleted\"\n"
-        "             or \"not locked\"\n"
+        "  unlock --force [--kind KIND] NAME\n"
+        "             delete lock NAME whoever holds it, with its kind's own\n"
+        "             force release (read from the server as status does,\n"
+        "             unless KIND says it); prints \"deleted\" or\n"
+        "             \"not locked\"\n"
         "  demo       start a private redis-server (unless --redis or\n"
         "             $HILOCK_REDIS is given) and show threads contending\n"
         "             for one lock, with the watchdog renewing it\n"
@@ -75,8 +77,9 @@ static void usage(FILE *to)
         "\n"
         "exit status: 0 success, 64 usage error, 65 NAME holds something\n"
         "that is not a lock, 69 Redis unreachable or refused the\n"
-        "credentials or TLS (with --redlock: too few masters for a\n"
-        "quorum), 70 internal error, and those of run above.\n");
+        "credentials, TLS or a command the user's ACL does not allow\n"
+        "(with --redlock: too few masters for a quorum), 70 internal\n"
+        "error, and those of run above.\n");
 }
 
 bool cli_parse_ms(const char *s, bool allow_zero, long long max,

@@ -113,7 +113,32 @@ void cli_run_lost(cli_run_state *st)
 typedef struct single_lock {
     hilock_client *client;
     hilock_lock *lock;
+    hilock_client_stats seen; /* the ACL refusals already reported */
 } single_lock;
+
+/* Refusals by the server's ACL that cost no correctness, only speed, are
+ * counted by the client rather than failing a call; each is told once. */
+static bool single_refused(single_lock *s, bool subscribe)
+{
+    hilock_client_stats now;
+    if (hilock_client_get_stats(s->client, &now) != HILOCK_OK)
+        return false;
+    bool grew = subscribe
+                    ? now.subscribes_refused > s->seen.subscribes_refused
+                    : now.publishes_refused > s->seen.publishes_refused;
+    s->seen = now;
+    return grew;
+}
+
+static void single_acquire_ended(void *impl)
+{
+    single_lock *s = impl;
+    if (single_refused(s, true))
+        fprintf(stderr, "hilock: warning: the server's ACL refused this "
+                        "user SUBSCRIBE on the lock's channel, so a release "
+                        "could not wake this wait; it looked again only "
+                        "when the holder's lease ran out\n");
+}
 
 static void single_acquired(hilock_lock *lock, int status,
                             const hilock_acquired *acquired, void *user_data)
@@ -152,7 +177,12 @@ static void single_cancel(void *impl, uint64_t op)
 static int single_release(void *impl)
 {
     single_lock *s = impl;
-    return hilock_lock_release(s->lock);
+    int rc = hilock_lock_release(s->lock);
+    if (rc == HILOCK_OK && single_refused(s, false))
+        fprintf(stderr, "hilock: warning: released, but the server's ACL "
+                        "refused this user the PUBLISH that wakes waiters; "
+                        "they take the lock when they next look\n");
+    return rc;
 }
 
 static void single_close(void *impl)
@@ -188,6 +218,7 @@ static int single_open(const cli_globals *g, const cli_kind *kind,
                          .acquire = single_acquire,
                          .cancel = single_cancel,
                          .release = single_release,
+                         .acquire_ended = single_acquire_ended,
                          .close = single_close};
     return 0;
 }
@@ -584,6 +615,7 @@ static int acquire_failed(const run_args *a, const run_state *st)
     case HILOCK_EIO:
     case HILOCK_ETIMEDOUT:
     case HILOCK_EAUTH:
+    case HILOCK_EPERM:
     case HILOCK_ETLS:
     case HILOCK_ECLOSED:
         return CLI_EXIT_UNAVAILABLE;
@@ -680,6 +712,8 @@ int cli_run(const cli_globals *g, int argc, char **argv)
         goto out;
     }
     sig = wait_acquired(&lk, op, &st);
+    if (lk.acquire_ended != NULL)
+        lk.acquire_ended(lk.impl);
     if (st.acquire_status != HILOCK_OK) {
         if (sig != 0) {
             lk.close(lk.impl);

@@ -549,6 +549,26 @@ int cli_status_reentrant(hilock_client *client, const char *name, FILE *out,
     return rc;
 }
 
+const cli_kind *cli_detect_kind(hilock_client *client, const char *name,
+                                int *rc)
+{
+    status st = {.name = name, .kind = KIND_UNKNOWN, .ttl_ms = -1,
+                 .subscribers = -1};
+    *rc = read_status(client, &st);
+    status_kind kind = st.kind;
+    hilock_reply_free(st.fields);
+    hilock_reply_free(st.queue);
+    hilock_reply_free(st.timeouts);
+    hilock_reply_free(st.writers);
+    free(st.places);
+    if (*rc != 0)
+        return NULL;
+    /* Both sides of a read-write lock force-release it alike. */
+    return cli_kind_find(kind == KIND_FAIR         ? "fair"
+                         : kind == KIND_READ_WRITE ? "write"
+                                                   : "reentrant");
+}
+
 static int status_usage(const char *why, const char *what)
 {
     fprintf(stderr, "hilock status: %s%s%s\n", why, what ? " " : "",
@@ -581,6 +601,15 @@ int cli_status(const cli_globals *g, int argc, char **argv)
     }
     if (st.name == NULL || st.name[0] == '\0')
         return status_usage("missing lock NAME", NULL);
+    /* The same bound as run and unlock, where the library enforces it:
+     * no lock can have such a name, so reading it would only mislead. */
+    size_t name_len = strlen(st.name);
+    if (name_len > HILOCK_MAX_NAME_LEN) {
+        char why[96];
+        snprintf(why, sizeof why, "the lock name is %zu bytes; at most %d "
+                 "are allowed", name_len, HILOCK_MAX_NAME_LEN);
+        return status_usage(why, NULL);
+    }
     if (g->redlock != NULL) {
         if (st.kind != KIND_UNKNOWN)
             return status_usage("--kind does not go with --redlock, which "

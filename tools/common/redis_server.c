@@ -1,5 +1,6 @@
 /* Private redis-server processes; see redis_server.h for the contract. */
 #include "redis_server.h"
+#include "redis_server_internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -37,36 +38,7 @@
 /* Ports are drawn from [HL_RS_PORT_BASE, start of the ephemeral range). */
 #define HL_RS_PORT_BASE 10000
 
-/* Flags for hl_rs_exchange(). */
-#define HL_RS_QUIET 1
-#define HL_RS_NO_AUTH 2
-#define HL_RS_NOWAIT 4
 
-struct hl_redis_server {
-    hl_redis_server *prev;
-    hl_redis_server *next;
-    /* Only the process that forked the server may signal or reap it. */
-    pid_t owner;
-    pid_t pid;
-    bool paused;
-    int port;
-    int start_timeout_ms;
-    char *exe;
-    char *dir;
-    char *conf_path;
-    char *log_path;
-    char *extra_config;
-    char *password;
-    char *auth_user;
-    char *auth_password;
-    bool tls;
-    char *tls_cert;
-    char *tls_key;
-    char *tls_ca;
-    char *tls_auth_clients;
-    char *tls_client_cert;
-    char *tls_client_key;
-};
 
 typedef struct hl_rs_conn {
     int fd;
@@ -92,8 +64,7 @@ static hl_redis_server *hl_rs_registry;
 static pthread_once_t hl_rs_atexit_once = PTHREAD_ONCE_INIT;
 static uint64_t hl_rs_port_seed;
 
-__attribute__((format(printf, 2, 3)))
-static void hl_rs_fail(int flags, const char *fmt, ...)
+void hl_rs_fail(int flags, const char *fmt, ...)
 {
     va_list ap;
 
@@ -106,7 +77,7 @@ static void hl_rs_fail(int flags, const char *fmt, ...)
     va_end(ap);
 }
 
-static int64_t hl_rs_now_ms(void)
+int64_t hl_rs_now_ms(void)
 {
     struct timespec ts;
 
@@ -114,7 +85,7 @@ static int64_t hl_rs_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void hl_rs_sleep_ms(int ms)
+void hl_rs_sleep_ms(int ms)
 {
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 
@@ -332,17 +303,19 @@ static int hl_rs_write_config(const hl_redis_server *s)
     } else {
         fprintf(f, "port %d\n", s->port);
     }
-    /* Persistence is off so that a restart starts from an empty dataset,
-     * which is what a crashed master without AOF looks like to a lock. */
     fprintf(f, "daemonize no\n"
                "supervised no\n"
                "dir \"%s\"\n"
                "logfile \"%s\"\n"
-               "loglevel notice\n"
-               "save \"\"\n"
-               "appendonly no\n"
-               "enable-debug-command yes\n",
+               "loglevel notice\n",
             s->dir, s->log_path);
+    /* Persistence is off so that a restart starts from an empty dataset,
+     * which is what a crashed master without AOF looks like to a lock.  A
+     * sentinel keeps no dataset. */
+    if (!s->sentinel)
+        fprintf(f, "save \"\"\n"
+                   "appendonly no\n"
+                   "enable-debug-command yes\n");
     if (s->password)
         fprintf(f, "requirepass \"%s\"\n", s->password);
     if (s->extra_config)
@@ -408,13 +381,13 @@ static bool hl_rs_log_contains(const hl_redis_server *s, off_t from,
     return found;
 }
 
-static bool hl_rs_log_says_port_busy(const hl_redis_server *s, off_t from)
+bool hl_rs_log_says_port_busy(const hl_redis_server *s, off_t from)
 {
     return hl_rs_log_contains(s, from, "Address already in use")
            || hl_rs_log_contains(s, from, "Failed listening on port");
 }
 
-static void hl_rs_print_log_tail(const hl_redis_server *s, off_t from)
+void hl_rs_print_log_tail(const hl_redis_server *s, off_t from)
 {
     size_t len, start;
     int lines = 0;
@@ -451,14 +424,14 @@ static void hl_rs_remove_tree(const char *dir)
         nftw(dir, hl_rs_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-static char *hl_rs_find_exe(void)
+static char *hl_rs_find_exe(const char *env, const char *fallback)
 {
-    const char *name = getenv("HILOCK_REDIS_SERVER");
+    const char *name = getenv(env);
     const char *path;
     char *dirs, *dir, *save, *candidate;
 
     if (name == NULL || *name == '\0')
-        name = "redis-server";
+        name = fallback;
     if (strchr(name, '/')) {
         if (access(name, X_OK) == 0)
             return strdup(name);
@@ -479,7 +452,7 @@ static char *hl_rs_find_exe(void)
         free(candidate);
     }
     free(dirs);
-    hl_rs_fail(0, "%s not found on PATH (set HILOCK_REDIS_SERVER)", name);
+    hl_rs_fail(0, "%s not found on PATH (set %s)", name, env);
     return NULL;
 }
 
@@ -534,7 +507,7 @@ static void hl_rs_exec_child(const hl_redis_server *s, pid_t parent,
     _exit(127);
 }
 
-static int hl_rs_spawn(hl_redis_server *s, off_t *log_from)
+int hl_rs_spawn(hl_redis_server *s, off_t *log_from)
 {
     char *argv[] = { s->exe, s->conf_path, NULL };
     long max_fd = sysconf(_SC_OPEN_MAX);
@@ -556,7 +529,7 @@ static int hl_rs_spawn(hl_redis_server *s, off_t *log_from)
     return 0;
 }
 
-static void hl_rs_reap(hl_redis_server *s)
+void hl_rs_reap(hl_redis_server *s)
 {
     while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR)
         ;
@@ -585,7 +558,7 @@ static bool hl_rs_answers(const hl_redis_server *s)
  * connections" only after its listening sockets are bound, so the log,
  * unlike a connection attempt, cannot be fooled by some other process
  * holding the port. */
-static int hl_rs_wait_ready(hl_redis_server *s, off_t log_from,
+int hl_rs_wait_ready(hl_redis_server *s, off_t log_from,
                             int64_t deadline)
 {
     for (;;) {
@@ -595,7 +568,11 @@ static int hl_rs_wait_ready(hl_redis_server *s, off_t log_from,
             s->pid = 0;
             return 0;
         }
-        if (hl_rs_log_contains(s, log_from, "Ready to accept connections")
+        /* A sentinel logs its id once its configuration is loaded, and
+         * never the server's line. */
+        if (hl_rs_log_contains(s, log_from,
+                               s->sentinel ? "Sentinel ID is"
+                                           : "Ready to accept connections")
             && (s->tls || hl_rs_answers(s)))
             return 1;
         if (hl_rs_now_ms() >= deadline) {
@@ -665,6 +642,7 @@ static hl_redis_server *hl_rs_create(const hl_redis_server_config *cfg)
                               ? cfg->start_timeout_ms
                               : HL_RS_DEFAULT_START_MS;
     s->tls = cfg->tls_cert_file != NULL;
+    s->sentinel = cfg->sentinel;
     s->extra_config = hl_rs_strdup(cfg->extra_config);
     s->password = hl_rs_strdup(cfg->password);
     s->auth_password = hl_rs_strdup(cfg->password);
@@ -701,7 +679,9 @@ static hl_redis_server *hl_rs_create(const hl_redis_server_config *cfg)
     }
     s->conf_path = hl_rs_format("%s/redis.conf", s->dir);
     s->log_path = hl_rs_format("%s/redis.log", s->dir);
-    s->exe = hl_rs_find_exe();
+    s->exe = s->sentinel
+                 ? hl_rs_find_exe("HILOCK_REDIS_SENTINEL", "redis-sentinel")
+                 : hl_rs_find_exe("HILOCK_REDIS_SERVER", "redis-server");
     if (!s->conf_path || !s->log_path || !s->exe) {
         hl_rs_remove_tree(s->dir);
         hl_rs_free(s);
@@ -779,100 +759,6 @@ void hl_redis_server_stop(hl_redis_server *s)
         hl_rs_remove_tree(s->dir);
     }
     hl_rs_free(s);
-}
-
-int hl_redis_server_kill9(hl_redis_server *s)
-{
-    if (s->pid <= 0) {
-        hl_rs_fail(0, "port %d: kill9 of a server that is not running",
-                   s->port);
-        return -1;
-    }
-    kill(s->pid, SIGKILL);
-    hl_rs_reap(s);
-    return 0;
-}
-
-/* Waits for the stop or continue to be reported so that the caller knows
- * the server's state, instead of racing the signal's delivery. */
-static int hl_rs_signal_and_wait(hl_redis_server *s, int sig, int option)
-{
-    int status;
-    pid_t r;
-
-    if (s->pid <= 0) {
-        hl_rs_fail(0, "port %d: server not running", s->port);
-        return -1;
-    }
-    if (kill(s->pid, sig) != 0) {
-        hl_rs_fail(0, "kill %d: %s", (int)s->pid, strerror(errno));
-        return -1;
-    }
-    for (;;) {
-        r = waitpid(s->pid, &status, option);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            hl_rs_fail(0, "waitpid %d: %s", (int)s->pid, strerror(errno));
-            return -1;
-        }
-        if (WIFEXITED(status) || WIFSIGNALED(status)) {
-            hl_rs_fail(0, "port %d: server died", s->port);
-            s->pid = 0;
-            s->paused = false;
-            return -1;
-        }
-        return 0;
-    }
-}
-
-int hl_redis_server_pause(hl_redis_server *s)
-{
-    if (s->paused)
-        return 0;
-    if (hl_rs_signal_and_wait(s, SIGSTOP, WUNTRACED) != 0)
-        return -1;
-    s->paused = true;
-    return 0;
-}
-
-int hl_redis_server_resume(hl_redis_server *s)
-{
-    if (!s->paused)
-        return 0;
-    if (hl_rs_signal_and_wait(s, SIGCONT, WCONTINUED) != 0)
-        return -1;
-    s->paused = false;
-    return 0;
-}
-
-int hl_redis_server_restart(hl_redis_server *s)
-{
-    int64_t deadline;
-    off_t log_from;
-    int ready;
-
-    if (s->pid > 0)
-        hl_redis_server_kill9(s);
-    deadline = hl_rs_now_ms() + s->start_timeout_ms;
-    for (;;) {
-        if (hl_rs_spawn(s, &log_from) != 0)
-            return -1;
-        ready = hl_rs_wait_ready(s, log_from, deadline);
-        if (ready > 0)
-            return 0;
-        if (ready < 0)
-            return -1;
-        /* The port may still be held, by a client that bound it as its
-         * local port or by another process: wait for it, never move. */
-        if (!hl_rs_log_says_port_busy(s, log_from)
-            || hl_rs_now_ms() >= deadline) {
-            hl_rs_fail(0, "restart on port %d failed", s->port);
-            hl_rs_print_log_tail(s, log_from);
-            return -1;
-        }
-        hl_rs_sleep_ms(50);
-    }
 }
 
 int hl_redis_server_port(const hl_redis_server *s)
@@ -1420,4 +1306,21 @@ bool hl_redis_server_ping(const hl_redis_server *s, int timeout_ms)
     return hl_rs_exchange(s, 1, ping, reply, sizeof reply,
                           timeout_ms > 0 ? timeout_ms : 1, HL_RS_QUIET) == '+'
            && strncmp(reply, "+PONG", 5) == 0;
+}
+
+char *hl_rs_ask_text(const hl_redis_server *s, const char *a, const char *b)
+{
+    size_t cap = 256u << 10;
+    char *buf = malloc(cap), *nl;
+    int type;
+
+    if (buf == NULL)
+        return NULL;
+    type = hl_redis_server_cmd(s, buf, cap, a, b, (char *)NULL);
+    if (type != '$' || (nl = strstr(buf, "\r\n")) == NULL) {
+        free(buf);
+        return NULL;
+    }
+    memmove(buf, nl + 2, strlen(nl + 2) + 1);
+    return buf;
 }

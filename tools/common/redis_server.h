@@ -45,6 +45,10 @@ typedef struct hl_redis_server_config {
      * certificate allows client authentication. */
     const char *tls_client_cert_file;
     const char *tls_client_key_file;
+    /* A Redis Sentinel rather than a server: the binary is
+     * $HILOCK_REDIS_SENTINEL if set, else "redis-sentinel" on PATH, and
+     * extra_config holds its "sentinel ..." lines.  It keeps no data. */
+    bool sentinel;
     /* Bound on start-up and restart; 0 means 10000 ms. */
     int start_timeout_ms;
 } hl_redis_server_config;
@@ -66,17 +70,6 @@ void hl_redis_server_stop(hl_redis_server *s);
 /* Stops every server this process started and has not stopped yet.  The
  * same runs from atexit(). */
 void hl_redis_server_stop_all(void);
-
-/* Faults.  kill9 sends SIGKILL and reaps the process; pause returns once
- * the process is stopped (SIGSTOP), resume once it runs again (SIGCONT).
- * restart kills the server if it runs, then starts it again on the same
- * port with the same configuration and an empty dataset, retrying while
- * the port is still held, and waits until it accepts commands.  All return
- * 0 or -1. */
-int hl_redis_server_kill9(hl_redis_server *s);
-int hl_redis_server_pause(hl_redis_server *s);
-int hl_redis_server_resume(hl_redis_server *s);
-int hl_redis_server_restart(hl_redis_server *s);
 
 int hl_redis_server_port(const hl_redis_server *s);
 /* 0 when the server is not running. */

@@ -1,0 +1,135 @@
+/* How each lock kind reads the reply to an acquire attempt, for replies
+ * the bounded reader builds from any bytes.
+ *
+ * The kinds are reached through their vtables, on lock handles of a
+ * client that runs on a loop nobody runs, so no connection is ever
+ * made.  lua_common.h states what the scripts reply: {1, count, token}
+ * granted, {0, ms} held by another, {2} voided, {3} an upgrade.  A kind
+ * may read a reply as one of those only when it has that shape, must take
+ * the numbers from it unchanged, and must call anything else a bad reply;
+ * every kind reads a reply the same way. */
+/* fuzz-max-len: 512 */
+#include <ev.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "hilock/hilock.h"
+#include "core/engine/lockobj.h"
+#include "core/transport/reply.h"
+
+enum { KINDS = 4 };
+static const hl_kind *kinds[KINDS];
+
+static const hl_kind *kind_of(int rc, hilock_lock *lock)
+{
+    FUZZ_CHECK(rc == HILOCK_OK, "cannot make a lock: %s",
+               hilock_last_error());
+    return lock->kind;
+}
+
+/* The client and its handles live as long as the process. */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    hilock_options *o = NULL;
+    hilock_client *client = NULL;
+    hilock_lock *lock = NULL;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    FUZZ_CHECK(loop != NULL, "no event loop");
+    FUZZ_CHECK(hilock_options_create(&o) == HILOCK_OK &&
+                   hilock_options_set_loop(o, loop) == HILOCK_OK &&
+                   hilock_client_create(&client, o) == HILOCK_OK,
+               "cannot make a client: %s", hilock_last_error());
+    hilock_options_free(o);
+    kinds[0] = kind_of(hilock_lock_create(&lock, client, "f", 1), lock);
+    kinds[1] = kind_of(hilock_fair_lock_create(&lock, client, "f", 1), lock);
+    kinds[2] = kind_of(hilock_read_lock_create(&lock, client, "f", 1), lock);
+    kinds[3] = kind_of(hilock_write_lock_create(&lock, client, "f", 1), lock);
+    return 0;
+}
+
+static bool all_integers(const hilock_reply *r)
+{
+    for (size_t i = 0; i < r->elements; i++)
+        if (r->element[i]->type != HILOCK_REPLY_INTEGER)
+            return false;
+    return true;
+}
+
+static void check_reading(const hilock_reply *r, const hl_acquire_result *res)
+{
+    bool shaped = r->type == HILOCK_REPLY_ARRAY && r->elements >= 1 &&
+                  all_integers(r);
+    long long what = shaped ? r->element[0]->integer : -1;
+    switch (res->outcome) {
+    case HL_ACQ_ACQUIRED:
+        FUZZ_CHECK(shaped && what == 1 && r->elements == 3,
+                   "granted on a reply that does not say so");
+        FUZZ_CHECK(res->count == r->element[1]->integer &&
+                       res->token == (uint64_t)r->element[2]->integer,
+                   "the count or token is not the reply's");
+        break;
+    case HL_ACQ_HELD:
+        FUZZ_CHECK(shaped && what == 0 && r->elements == 2,
+                   "held on a reply that does not say so");
+        FUZZ_CHECK(res->ttl_ms == r->element[1]->integer,
+                   "the ttl is not the reply's");
+        break;
+    case HL_ACQ_VOID:
+        FUZZ_CHECK(shaped && what == 2, "voided on a reply that is not");
+        break;
+    case HL_ACQ_UPGRADE:
+        FUZZ_CHECK(shaped && what == 3, "an upgrade on a reply that is not");
+        break;
+    case HL_ACQ_BAD_REPLY:
+        /* The four shapes above must not be turned away. */
+        FUZZ_CHECK(!(shaped && ((what == 1 && r->elements == 3) ||
+                                (what == 0 && r->elements == 2) ||
+                                (what == 2 && r->elements == 1) ||
+                                (what == 3 && r->elements == 1))),
+                   "a reply of a known shape called bad");
+        break;
+    default:
+        FUZZ_CHECK(0, "outcome %d", (int)res->outcome);
+    }
+}
+
+static void read_with_every_kind(const hilock_reply *r)
+{
+    hl_acquire_result first = {0};
+    for (int k = 0; k < KINDS; k++) {
+        hl_acquire_result res;
+        /* Whatever the parser leaves unset must not matter, so start
+         * from noise rather than zeros. */
+        memset(&res, 0xa5, sizeof res);
+        kinds[k]->parse_attempt(r, &res);
+        check_reading(r, &res);
+        if (k == 0)
+            first = res;
+        FUZZ_CHECK(res.outcome == first.outcome,
+                   "the %s kind reads a reply as %d, the %s kind as %d",
+                   kinds[k]->name, (int)res.outcome, kinds[0]->name,
+                   (int)first.outcome);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    hl_reply_limits lim = {.max_bytes = HILOCK_DEFAULT_MAX_REPLY_BYTES,
+                           .max_elements = HILOCK_DEFAULT_MAX_REPLY_ELEMENTS,
+                           .max_depth = HILOCK_DEFAULT_MAX_REPLY_DEPTH};
+    redisReader *reader = hl_reader_create(&lim);
+    if (reader == NULL)
+        return 0;
+    if (redisReaderFeed(reader, (const char *)data, size) == REDIS_OK) {
+        hilock_reply *r;
+        while (hl_reader_next(reader, &lim, &r) == 1) {
+            read_with_every_kind(r);
+            hilock_reply_free(r);
+        }
+    }
+    redisReaderFree(reader);
+    return 0;
+}

@@ -1,0 +1,511 @@
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/base/alloc.h"
+#include "core/base/error_detail.h"
+#include "core/config/config.h"
+#include "core/config/options_internal.h"
+
+#define HL_TIMEOUT_MAX_MS 86400000
+#define HL_BACKOFF_MAX_MS 3600000
+#define HL_REPLY_BYTES_MIN 1024u
+#define HL_REPLY_BYTES_MAX (4ull * 1024 * 1024 * 1024)
+#define HL_REPLY_DEPTH_MAX 7
+
+static void options_free_strings(hilock_options *o)
+{
+    hl_free(o->host);
+    hl_free(o->user);
+    hl_free(o->password);
+    hl_free(o->tls_ca_file);
+    hl_free(o->tls_ca_dir);
+    hl_free(o->tls_cert_file);
+    hl_free(o->tls_key_file);
+    hl_free(o->tls_server_name);
+}
+
+int hilock_options_create(hilock_options **out)
+{
+    if (out == NULL)
+        return hl_fail(HILOCK_EINVAL, "options_create: out is NULL");
+    *out = NULL;
+    hilock_options *o = hl_calloc(1, sizeof *o);
+    if (o == NULL)
+        return hl_fail(HILOCK_ENOMEM, "options_create: out of memory");
+    o->host = hl_strdup("127.0.0.1");
+    if (o->host == NULL) {
+        hl_free(o);
+        return hl_fail(HILOCK_ENOMEM, "options_create: out of memory");
+    }
+    o->port = HILOCK_DEFAULT_PORT;
+    o->db = 0;
+    o->connect_timeout_ms = HILOCK_DEFAULT_CONNECT_TIMEOUT_MS;
+    o->command_timeout_ms = HILOCK_DEFAULT_COMMAND_TIMEOUT_MS;
+    o->watchdog_timeout_ms = HILOCK_DEFAULT_WATCHDOG_TIMEOUT_MS;
+    o->waiter_timeout_ms = HILOCK_DEFAULT_WAITER_TIMEOUT_MS;
+    o->max_pending = HILOCK_DEFAULT_MAX_PENDING;
+    o->node_timeout_ms = HILOCK_DEFAULT_NODE_TIMEOUT_MS;
+    o->connections = HILOCK_DEFAULT_CONNECTIONS;
+    o->reconnect_min_ms = HILOCK_DEFAULT_RECONNECT_MIN_MS;
+    o->reconnect_max_ms = HILOCK_DEFAULT_RECONNECT_MAX_MS;
+    o->max_reply_bytes = HILOCK_DEFAULT_MAX_REPLY_BYTES;
+    o->max_reply_elements = HILOCK_DEFAULT_MAX_REPLY_ELEMENTS;
+    o->max_reply_depth = HILOCK_DEFAULT_MAX_REPLY_DEPTH;
+    o->tls = 0;
+    o->tls_verify = 1;
+    o->loop = NULL;
+    *out = o;
+    return HILOCK_OK;
+}
+
+/* Copy one optional string; a NULL source is not a failure. */
+static int dup_optional(char **dst, const char *src)
+{
+    *dst = NULL;
+    if (src == NULL)
+        return 0;
+    *dst = hl_strdup(src);
+    return *dst == NULL ? -1 : 0;
+}
+
+int hilock_options_copy(hilock_options **out, const hilock_options *src)
+{
+    if (out == NULL)
+        return hl_fail(HILOCK_EINVAL, "options_copy: out is NULL");
+    *out = NULL;
+    if (src == NULL)
+        return hl_fail(HILOCK_EINVAL, "options_copy: src is NULL");
+    hilock_options *o = hl_malloc(sizeof *o);
+    if (o == NULL)
+        return hl_fail(HILOCK_ENOMEM, "options_copy: out of memory");
+    *o = *src;
+    /* Every string pointer is replaced before any can fail, so the
+     * cleanup below never frees a string that belongs to src. */
+    int bad = 0;
+    bad |= dup_optional(&o->host, src->host);
+    bad |= dup_optional(&o->user, src->user);
+    bad |= dup_optional(&o->password, src->password);
+    bad |= dup_optional(&o->tls_ca_file, src->tls_ca_file);
+    bad |= dup_optional(&o->tls_ca_dir, src->tls_ca_dir);
+    bad |= dup_optional(&o->tls_cert_file, src->tls_cert_file);
+    bad |= dup_optional(&o->tls_key_file, src->tls_key_file);
+    bad |= dup_optional(&o->tls_server_name, src->tls_server_name);
+    if (bad) {
+        options_free_strings(o);
+        hl_free(o);
+        return hl_fail(HILOCK_ENOMEM, "options_copy: out of memory");
+    }
+    *out = o;
+    return HILOCK_OK;
+}
+
+void hilock_options_free(hilock_options *opts)
+{
+    if (opts == NULL)
+        return;
+    options_free_strings(opts);
+    hl_free(opts);
+}
+
+/* Replace an optional string field.  The new copy is made before the old
+ * one is freed so that a failed copy leaves the field as it was. */
+static int replace_string(hilock_options *opts, char **field,
+                          const char *value, const char *what)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set %s: options is NULL", what);
+    if (value != NULL && value[0] == '\0')
+        return hl_fail(HILOCK_EINVAL, "%s is empty", what);
+    char *copy = NULL;
+    if (value != NULL) {
+        copy = hl_strdup(value);
+        if (copy == NULL)
+            return hl_fail(HILOCK_ENOMEM, "set %s: out of memory", what);
+    }
+    hl_free(*field);
+    *field = copy;
+    return HILOCK_OK;
+}
+
+int hilock_options_set_host(hilock_options *opts, const char *host)
+{
+    if (host == NULL)
+        return hl_fail(HILOCK_EINVAL, "host is NULL");
+    return replace_string(opts, opts ? &opts->host : NULL, host, "host");
+}
+
+int hilock_options_set_port(hilock_options *opts, int port)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set port: options is NULL");
+    if (port < 1 || port > 65535)
+        return hl_fail(HILOCK_EINVAL, "port out of range 1..65535: %d",
+                       port);
+    opts->port = port;
+    return HILOCK_OK;
+}
+
+int hilock_options_set_user(hilock_options *opts, const char *user)
+{
+    return replace_string(opts, opts ? &opts->user : NULL, user, "user");
+}
+
+int hilock_options_set_password(hilock_options *opts, const char *password)
+{
+    return replace_string(opts, opts ? &opts->password : NULL, password,
+                          "password");
+}
+
+int hilock_options_set_db(hilock_options *opts, int db)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set db: options is NULL");
+    /* The upper bound INT32_MAX is int's own maximum on every platform
+     * we build for, so only the sign can be wrong. */
+    if (db < 0)
+        return hl_fail(HILOCK_EINVAL, "db out of range 0..%d: %d",
+                       (int)INT32_MAX, db);
+    opts->db = db;
+    return HILOCK_OK;
+}
+
+static int set_timeout(hilock_options *opts, int64_t *field, int64_t ms,
+                       const char *what)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set %s timeout: options is NULL",
+                       what);
+    if (ms < 1 || ms > HL_TIMEOUT_MAX_MS)
+        return hl_fail(HILOCK_EINVAL,
+                       "%s timeout out of range 1..%d ms: %lld", what,
+                       HL_TIMEOUT_MAX_MS, (long long)ms);
+    *field = ms;
+    return HILOCK_OK;
+}
+
+int hilock_options_set_connect_timeout_ms(hilock_options *opts, int64_t ms)
+{
+    return set_timeout(opts, opts ? &opts->connect_timeout_ms : NULL, ms,
+                       "connect");
+}
+
+int hilock_options_set_command_timeout_ms(hilock_options *opts, int64_t ms)
+{
+    return set_timeout(opts, opts ? &opts->command_timeout_ms : NULL, ms,
+                       "command");
+}
+
+int hilock_options_set_watchdog_timeout_ms(hilock_options *opts, int64_t ms)
+{
+    return set_timeout(opts, opts ? &opts->watchdog_timeout_ms : NULL, ms,
+                       "watchdog");
+}
+
+int hilock_options_set_busy_poll_us(hilock_options *opts, int64_t us)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set busy poll: options is NULL");
+    if (us < 0 || us > 1000000)
+        return hl_fail(HILOCK_EINVAL, "busy poll out of range 0..1000000 "
+                                      "us: %lld",
+                       (long long)us);
+    opts->busy_poll_us = us;
+    return HILOCK_OK;
+}
+
+int64_t hilock_options_busy_poll_us(const hilock_options *opts)
+{
+    return opts ? opts->busy_poll_us : -1;
+}
+
+int hilock_options_set_connections(hilock_options *opts, int n)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set connections: options is NULL");
+    if (n < 1 || n > HILOCK_MAX_CONNECTIONS)
+        return hl_fail(HILOCK_EINVAL, "connections out of range 1..%d: %d",
+                       HILOCK_MAX_CONNECTIONS, n);
+    opts->connections = n;
+    return HILOCK_OK;
+}
+
+int hilock_options_connections(const hilock_options *opts)
+{
+    return opts ? opts->connections : -1;
+}
+
+int hilock_options_set_max_hold_ms(hilock_options *opts, int64_t ms)
+{
+    if (ms == 0 && opts != NULL) {
+        opts->max_hold_ms = 0;
+        return HILOCK_OK;
+    }
+    return set_timeout(opts, opts ? &opts->max_hold_ms : NULL, ms,
+                       "max hold");
+}
+
+int64_t hilock_options_max_hold_ms(const hilock_options *opts)
+{
+    return opts ? opts->max_hold_ms : -1;
+}
+
+int hilock_options_set_waiter_timeout_ms(hilock_options *opts, int64_t ms)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set waiter timeout: options is NULL");
+    /* Below this, heartbeats every third of it would load the server. */
+    if (ms < 100 || ms > 3600000)
+        return hl_fail(HILOCK_EINVAL, "waiter timeout out of range "
+                                      "100..3600000 ms: %lld",
+                       (long long)ms);
+    opts->waiter_timeout_ms = ms;
+    return HILOCK_OK;
+}
+
+int64_t hilock_options_waiter_timeout_ms(const hilock_options *opts)
+{
+    return opts ? opts->waiter_timeout_ms : -1;
+}
+
+int hilock_options_set_max_pending(hilock_options *opts, int64_t max)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set max pending: options is NULL");
+    if (max < 1 || max > HILOCK_MAX_PENDING_LIMIT)
+        return hl_fail(HILOCK_EINVAL, "max pending out of range 1..%d: %lld",
+                       HILOCK_MAX_PENDING_LIMIT, (long long)max);
+    opts->max_pending = (int)max;
+    return HILOCK_OK;
+}
+
+int64_t hilock_options_max_pending(const hilock_options *opts)
+{
+    return opts ? opts->max_pending : -1;
+}
+
+int hilock_options_set_node_timeout_ms(hilock_options *opts, int64_t ms)
+{
+    return set_timeout(opts, opts ? &opts->node_timeout_ms : NULL, ms,
+                       "node");
+}
+
+int64_t hilock_options_node_timeout_ms(const hilock_options *opts)
+{
+    return opts ? opts->node_timeout_ms : -1;
+}
+
+int hilock_options_set_quarantine_ms(hilock_options *opts, int64_t ms)
+{
+    if (ms == 0 && opts != NULL) {
+        opts->quarantine_ms = 0;
+        return HILOCK_OK;
+    }
+    return set_timeout(opts, opts ? &opts->quarantine_ms : NULL, ms,
+                       "quarantine");
+}
+
+int64_t hilock_options_quarantine_ms(const hilock_options *opts)
+{
+    return opts ? opts->quarantine_ms : -1;
+}
+
+int hilock_options_set_reconnect_backoff_ms(hilock_options *opts,
+                                            int64_t min_ms, int64_t max_ms)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set backoff: options is NULL");
+    if (min_ms < 1 || min_ms > max_ms || max_ms > HL_BACKOFF_MAX_MS)
+        return hl_fail(HILOCK_EINVAL,
+                       "reconnect backoff needs 1 <= min <= max <= %d ms: "
+                       "min %lld, max %lld",
+                       HL_BACKOFF_MAX_MS, (long long)min_ms,
+                       (long long)max_ms);
+    opts->reconnect_min_ms = min_ms;
+    opts->reconnect_max_ms = max_ms;
+    return HILOCK_OK;
+}
+
+int hilock_options_set_max_reply_bytes(hilock_options *opts, uint64_t bytes)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set max reply bytes: options is NULL");
+    if (bytes < HL_REPLY_BYTES_MIN || bytes > HL_REPLY_BYTES_MAX)
+        return hl_fail(HILOCK_EINVAL,
+                       "max reply bytes out of range %u..%llu: %llu",
+                       HL_REPLY_BYTES_MIN, HL_REPLY_BYTES_MAX,
+                       (unsigned long long)bytes);
+    opts->max_reply_bytes = bytes;
+    return HILOCK_OK;
+}
+
+int hilock_options_set_max_reply_elements(hilock_options *opts,
+                                          int64_t elements)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL,
+                       "set max reply elements: options is NULL");
+    if (elements < 1 || elements > INT32_MAX)
+        return hl_fail(HILOCK_EINVAL,
+                       "max reply elements out of range 1..%d: %lld",
+                       (int)INT32_MAX, (long long)elements);
+    opts->max_reply_elements = elements;
+    return HILOCK_OK;
+}
+
+int hilock_options_set_max_reply_depth(hilock_options *opts, int depth)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set max reply depth: options is NULL");
+    /* The RESP codec refuses nesting deeper than 7 whatever we ask, so a
+     * larger bound would promise something it cannot keep. */
+    if (depth < 1 || depth > HL_REPLY_DEPTH_MAX)
+        return hl_fail(HILOCK_EINVAL,
+                       "max reply depth out of range 1..%d: %d",
+                       HL_REPLY_DEPTH_MAX, depth);
+    opts->max_reply_depth = depth;
+    return HILOCK_OK;
+}
+
+static int set_flag(hilock_options *opts, int *field, int value,
+                    const char *what)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set %s: options is NULL", what);
+    if (value != 0 && value != 1)
+        return hl_fail(HILOCK_EINVAL, "%s must be 0 or 1: %d", what, value);
+    *field = value;
+    return HILOCK_OK;
+}
+
+int hilock_options_set_tls(hilock_options *opts, int enable)
+{
+    return set_flag(opts, opts ? &opts->tls : NULL, enable, "tls");
+}
+
+int hilock_options_set_tls_verify(hilock_options *opts, int verify)
+{
+    return set_flag(opts, opts ? &opts->tls_verify : NULL, verify,
+                    "tls verify");
+}
+
+int hilock_options_set_tls_ca_file(hilock_options *opts, const char *path)
+{
+    return replace_string(opts, opts ? &opts->tls_ca_file : NULL, path,
+                          "tls ca file");
+}
+
+int hilock_options_set_tls_ca_dir(hilock_options *opts, const char *path)
+{
+    return replace_string(opts, opts ? &opts->tls_ca_dir : NULL, path,
+                          "tls ca dir");
+}
+
+int hilock_options_set_tls_cert_file(hilock_options *opts, const char *path)
+{
+    return replace_string(opts, opts ? &opts->tls_cert_file : NULL, path,
+                          "tls cert file");
+}
+
+int hilock_options_set_tls_key_file(hilock_options *opts, const char *path)
+{
+    return replace_string(opts, opts ? &opts->tls_key_file : NULL, path,
+                          "tls key file");
+}
+
+int hilock_options_set_tls_server_name(hilock_options *opts,
+                                       const char *name)
+{
+    return replace_string(opts, opts ? &opts->tls_server_name : NULL, name,
+                          "tls server name");
+}
+
+int hilock_options_set_loop(hilock_options *opts, struct ev_loop *loop)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set loop: options is NULL");
+    opts->loop = loop;
+    return HILOCK_OK;
+}
+
+/* Getters are for diagnostics, so a NULL object answers rather than
+ * crashes: NULL for strings, -1 for numbers. */
+
+const char *hilock_options_host(const hilock_options *opts)
+{
+    return opts ? opts->host : NULL;
+}
+
+int hilock_options_port(const hilock_options *opts)
+{
+    return opts ? opts->port : -1;
+}
+
+const char *hilock_options_user(const hilock_options *opts)
+{
+    return opts ? opts->user : NULL;
+}
+
+const char *hilock_options_password(const hilock_options *opts)
+{
+    return opts ? opts->password : NULL;
+}
+
+int hilock_options_db(const hilock_options *opts)
+{
+    return opts ? opts->db : -1;
+}
+
+int hilock_options_tls(const hilock_options *opts)
+{
+    return opts ? opts->tls : -1;
+}
+
+int hilock_options_tls_verify(const hilock_options *opts)
+{
+    return opts ? opts->tls_verify : -1;
+}
+
+const char *hilock_options_tls_ca_file(const hilock_options *opts)
+{
+    return opts ? opts->tls_ca_file : NULL;
+}
+
+const char *hilock_options_tls_ca_dir(const hilock_options *opts)
+{
+    return opts ? opts->tls_ca_dir : NULL;
+}
+
+const char *hilock_options_tls_cert_file(const hilock_options *opts)
+{
+    return opts ? opts->tls_cert_file : NULL;
+}
+
+const char *hilock_options_tls_key_file(const hilock_options *opts)
+{
+    return opts ? opts->tls_key_file : NULL;
+}
+
+const char *hilock_options_tls_server_name(const hilock_options *opts)
+{
+    return opts ? opts->tls_server_name : NULL;
+}
+
+int64_t hilock_options_connect_timeout_ms(const hilock_options *opts)
+{
+    return opts ? opts->connect_timeout_ms : -1;
+}
+
+int64_t hilock_options_command_timeout_ms(const hilock_options *opts)
+{
+    return opts ? opts->command_timeout_ms : -1;
+}
+
+int64_t hilock_options_watchdog_timeout_ms(const hilock_options *opts)
+{
+    return opts ? opts->watchdog_timeout_ms : -1;
+}
+
+void hl_options_track_restarts(hilock_options *opts)
+{
+    opts->track_restarts = true;
+}

@@ -1,0 +1,721 @@
+/* Acquire: one attempt, and if the lock is held, wait for its release
+ * message (or its ttl, whichever comes first) and try again, until the
+ * wait runs out.  The same state machine serves every kind. */
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/base/alloc.h"
+#include "core/base/error_detail.h"
+#include "core/engine/lockobj_internal.h"
+#include "core/config/options_internal.h"
+
+static void attempt(hl_acquire_op *op);
+static void send_attempt(hl_acquire_op *op);
+
+static void op_free_if_idle(hl_acquire_op *op)
+{
+    if (op->done && op->in_flight == 0)
+        hl_op_unref(&op->op);
+}
+
+static void op_unlink(hl_acquire_op *op)
+{
+    hilock_lock *lock = op->lock;
+    if (op->prev)
+        op->prev->next = op->next;
+    else if (lock->ops == op)
+        lock->ops = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    op->prev = op->next = NULL;
+}
+
+/* End the operation and call back; the op lives on while requests that
+ * name it are in flight. */
+static void op_finish(hl_acquire_op *op, int status,
+                      const hilock_acquired *acquired, const char *detail)
+{
+    if (op->done)
+        return;
+    op->done = true;
+    hilock_lock *lock = op->lock;
+    /* A turn held by an attempt in flight passes on with its answer. */
+    if (op->in_flight == 0)
+        hl_turn_end(lock, &op->turn);
+    op->queued = false;
+    if (op->started) {
+        op_unlink(op);
+        hl_timer_stop(&op->timer);
+        if (lock->client && lock->client->waiters)
+            hl_waiter_remove(lock->client->waiters, &op->waiter,
+                             status != HILOCK_OK);
+    }
+    if (op->placed && status != HILOCK_OK && lock->client != NULL) {
+        /* Give the place back, behind any attempt still in flight on the
+         * same connection; should that leave be lost, the place runs out
+         * with the waiter timeout. */
+        char field[HILOCK_CLIENT_ID_LEN + 22];
+        size_t len = hl_owner_field(lock, op->owner, field, sizeof field);
+        lock->kind->leave(lock, field, len);
+    }
+    if (acquired)
+        op->got = *acquired;
+    op->in_flight++; /* keep op alive across the callback */
+    hl_op_finish(&op->op, status, acquired ? (int64_t)acquired->token : 0,
+                 NULL, detail);
+    op->in_flight--;
+    op_free_if_idle(op);
+}
+
+void hl_lock_cancel_all(hilock_lock *lock, int status, const char *detail)
+{
+    while (lock->ops != NULL)
+        op_finish(lock->ops, status, NULL, detail);
+}
+
+void hl_hold_lease_lost(hl_lease *lease)
+{
+    hl_hold *h = (hl_hold *)(void *)((char *)lease -
+                                     offsetof(hl_hold, lease_mem));
+    hilock_lock *lock = h->lock;
+    /* The engine is inside its own report: it gives the lease back when
+     * it returns. */
+    h->leased = false;
+    hl_lease_stop(lease);
+    h->lost = true;
+    h->count = 0;
+    if (lock->client == NULL || (lock->lost == NULL && lock->group == NULL))
+        return;
+    uint64_t owner = h->owner; /* the hold may go in a callback */
+    hl_lock_ref(lock);
+    hilock_client *c = lock->client;
+    if (lock->group != NULL)
+        lock->group->cb(lock, owner, lock->group->data);
+    if (lock->lost != NULL && lock->client != NULL) {
+        hl_client_enter_callback(c);
+        lock->lost->cb(lock, owner, lock->lost->data);
+        hl_client_leave_callback(c);
+    }
+    hl_lock_unref(lock);
+}
+
+/* The server granted the lock: record the hold and its lease. */
+static int grant(hl_acquire_op *op, const hl_acquire_result *res,
+                 hilock_acquired *out)
+{
+    hilock_lock *lock = op->lock;
+    hl_hold *h = hl_hold_get(lock, op->owner);
+    if (h == NULL)
+        return HILOCK_ENOMEM;
+    if (h->lost && h->lease_busy) {
+        /* A lost hold whose lease a renewal in flight still names: start
+         * afresh in a new hold and let that one go. */
+        hl_hold_drop(h);
+        h = hl_hold_get(lock, op->owner);
+        if (h == NULL)
+            return HILOCK_ENOMEM;
+    } else if (h->lost) {
+        h->lost = false;
+        h->count = 0;
+        h->token = 0;
+    }
+    if (!h->leased) {
+        if (hl_hold_start_lease(h, op->attempt_sent, op->lease_ms) !=
+            HILOCK_OK) {
+            /* Leave the count as it was, so giving the grant back lowers
+             * the server to it. */
+            if (h->count == 0 && h->releases_in_flight == 0)
+                hl_hold_drop(h);
+            return HILOCK_ENOMEM;
+        }
+    } else {
+        hl_lease_regranted(&h->lease_mem, op->attempt_sent, h->lease_ms);
+    }
+    h->count = res->count;
+    if (res->token != 0)
+        h->token = res->token;
+    out->owner = op->owner;
+    out->hold_count = h->count;
+    out->token = (op->flags & HILOCK_ACQUIRE_FENCED) ? h->token : 0;
+    return HILOCK_OK;
+}
+
+static hl_monotime remaining(const hl_acquire_op *op)
+{
+    if (op->deadline == INT64_MAX)
+        return INT64_MAX;
+    return hl_sat_sub(op->deadline, hl_monotime_now());
+}
+
+static void wait_for(hl_acquire_op *op, hl_monotime delay)
+{
+    hl_monotime left = remaining(op);
+    if (delay < 0 || delay > left)
+        delay = left;
+    if (delay == INT64_MAX) {
+        hl_timer_stop(&op->timer);
+        return;
+    }
+    hl_timer_arm(&op->timer, delay);
+}
+
+static void on_wake(hl_waiter *w, hl_wake_reason why)
+{
+    hl_acquire_op *op = w->data;
+    if (op->done)
+        return;
+    if (why == HL_WAKE_CLOSED) {
+        op_finish(op, HILOCK_ECLOSED, NULL, "client closed");
+        return;
+    }
+    if (op->in_flight > 0) {
+        op->retry_after = true;
+        return;
+    }
+    attempt(op);
+}
+
+/* How long a queued op may still wait for its turn: its own wait, and a
+ * single try as long as a command may take, since the request it waits
+ * for is one. */
+static hl_monotime turn_left(const hl_acquire_op *op)
+{
+    if (op->wait_ms != 0)
+        return remaining(op);
+    int64_t limit_ms =
+        op->lock->client ? op->lock->client->opts->command_timeout_ms : 0;
+    return hl_sat_sub(hl_after_ms(op->queued_at, limit_ms),
+                      hl_monotime_now());
+}
+
+/* Why an op that could not attempt in time ends. */
+/* Held to the end of the wait.  A wait that no release could shorten
+ * says why, once, to the caller that paid for it. */
+static void finish_busy(hl_acquire_op *op)
+{
+    op_finish(op, HILOCK_EBUSY, NULL,
+              hl_waiter_refused(&op->waiter)
+                  ? "the lock is held by another owner; releases could "
+                    "not wake this wait, since the server's ACL refuses "
+                    "SUBSCRIBE to the lock's channel, so it only retried "
+                    "when the holder's lease ran out"
+                  : "the lock is held by another owner");
+}
+
+static void finish_unattempted(hl_acquire_op *op)
+{
+    if (op->last_status != 0)
+        op_finish(op, op->last_status, NULL, op->last_detail);
+    else if (op->saw_held)
+        finish_busy(op);
+    else
+        op_finish(op, HILOCK_ETIMEDOUT, NULL,
+                  "an earlier request of this owner on this lock is still "
+                  "unanswered");
+}
+
+static void on_timer(hl_timer *t)
+{
+    hl_acquire_op *op = t->data;
+    if (op->done)
+        return;
+    if (op->queued) {
+        hl_monotime left = turn_left(op);
+        if (left <= 0)
+            finish_unattempted(op);
+        else if (left != INT64_MAX)
+            hl_timer_arm(&op->timer, left);
+        return;
+    }
+    if (op->in_flight > 0) {
+        op->retry_after = true;
+        return;
+    }
+    attempt(op);
+}
+
+/* A retry the client makes on its own, after a ttl ran out or an attempt
+ * failed, waits at least the retry floor: 5 ms at first, doubling while
+ * the server keeps asking for less than that, up to 1 s.  A real server
+ * asks for the holder's remaining lease, which resets it; one that
+ * answers "held, ttl 0" (or fails every attempt at once) is asked about
+ * once a second instead of once a round trip.  A release message is no
+ * retry of the client's own: it wakes a waiter at once, whatever the
+ * floor, since each costs the server a message. */
+#define HL_RETRY_FLOOR_MIN HL_MS(5)
+#define HL_RETRY_FLOOR_MAX HL_MS(1000)
+
+/* The wait before a retry of the op's own that the server's answer asks
+ * to wait delay (negative: no timed retry). */
+static hl_monotime retry_delay(hl_acquire_op *op, hl_monotime delay)
+{
+    if (delay < 0)
+        return delay;
+    if (op->retry_floor < HL_RETRY_FLOOR_MIN)
+        op->retry_floor = HL_RETRY_FLOOR_MIN;
+    if (delay >= op->retry_floor) {
+        op->retry_floor = HL_RETRY_FLOOR_MIN;
+        return delay;
+    }
+    delay = op->retry_floor;
+    op->retry_floor = delay < HL_RETRY_FLOOR_MAX / 2 ? 2 * delay
+                                                    : HL_RETRY_FLOOR_MAX;
+    return delay;
+}
+
+/* The lock is held by someone else: wait, or give up. */
+static void held(hl_acquire_op *op, int64_t ttl_ms)
+{
+    if (op->wait_ms == 0 || remaining(op) <= 0) {
+        finish_busy(op);
+        return;
+    }
+    hilock_lock *lock = op->lock;
+    if (!op->subscribed) {
+        hl_waiters *reg = hl_client_waiters(lock->client);
+        hl_aux_name ch;
+        int rc = reg && hl_owner_channel(lock, op->owner, &ch) == 0 ? 0 : -1;
+        uint64_t seq = HL_WAIT_SEQ_NONE;
+        if (rc == 0) {
+            rc = hl_waiter_add(reg, &op->waiter, ch.s, ch.len,
+                               lock->kind->wake_all, on_wake, op);
+            seq = hl_waiters_seq(reg, ch.s, ch.len);
+            hl_aux_name_done(&ch);
+        }
+        if (rc < 0) {
+            op_finish(op, HILOCK_ENOMEM, NULL, "out of memory waiting");
+            return;
+        }
+        op->subscribed = true;
+        if (rc == 1 && (op->seq_at_attempt == HL_WAIT_SEQ_NONE ||
+                        op->seq_at_attempt != seq)) {
+            /* The channel was not confirmed when the attempt left, or it
+             * heard something since: a release may have slipped between
+             * the attempt and now, so look again.  Otherwise any release
+             * after the attempt wakes a waiter here, and trying again
+             * would only jump the queue of waiters that came first. */
+            attempt(op);
+            return;
+        }
+        /* HL_WAKE_READY will come; the ttl bounds the wait meanwhile. */
+    } else if (hl_waiter_done_trying(&op->waiter) || op->retry_after) {
+        op->retry_after = false;
+        attempt(op);
+        return;
+    }
+    hl_monotime delay = retry_delay(op, ttl_ms >= 0 ? HL_MS(ttl_ms) : -1);
+    if (lock->kind->leave != NULL) {
+        /* The next attempt renews this waiter's place on the server. */
+        hl_monotime beat = HL_MS(lock->client->opts->waiter_timeout_ms) / 3;
+        if (delay < 0 || delay > beat)
+            delay = beat;
+    }
+    wait_for(op, delay);
+}
+
+/* The attempt failed without telling whether it took the lock: a
+ * reconcile voids it and takes its turn, and a next attempt, if the wait
+ * goes on, queues behind that reconcile's answer. */
+static void unknown_outcome(hl_acquire_op *op, int status, const char *why)
+{
+    op->last_status = status;
+    snprintf(op->last_detail, sizeof op->last_detail, "%s", why ? why : "");
+    if (op->subscribed)
+        hl_waiter_done_trying(&op->waiter);
+    hl_reconcile_start(op->lock, op->owner, &op->turn, op->nonce,
+                       op->nonce_len, op->lease_ms);
+    if (status == HILOCK_ECLOSED || op->wait_ms == 0 || remaining(op) <= 0) {
+        op_finish(op, status, NULL, op->last_detail);
+        return;
+    }
+    wait_for(op, retry_delay(op, 0));
+}
+
+static void on_attempt_reply(void *data, int status, hilock_reply *reply)
+{
+    hl_acquire_op *op = data;
+    hilock_lock *lock = op->lock;
+    op->in_flight--;
+    hl_acquire_result res = {0};
+    if (status == HILOCK_OK)
+        lock->kind->parse_attempt(reply, &res);
+    if (op->done) {
+        /* Cancelled or closed meanwhile; a hold it won goes back. */
+        hilock_reply_free(reply);
+        if (status != HILOCK_OK && status != HILOCK_EREDIS)
+            hl_reconcile_start(lock, op->owner, &op->turn, op->nonce,
+                               op->nonce_len, op->lease_ms);
+        else if (status == HILOCK_OK && res.outcome == HL_ACQ_ACQUIRED)
+            hl_reconcile_start(lock, op->owner, &op->turn, NULL, 0,
+                               op->lease_ms);
+        else
+            hl_turn_end(lock, &op->turn);
+        op_free_if_idle(op);
+        return;
+    }
+    if (status == HILOCK_EREDIS) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", reply ? reply->str : "");
+        hilock_reply_free(reply);
+        op_finish(op, HILOCK_EREDIS, NULL, why);
+        return;
+    }
+    hilock_reply_free(reply);
+    if (status != HILOCK_OK) {
+        unknown_outcome(op, status, hilock_last_error());
+        return;
+    }
+    if (res.outcome == HL_ACQ_ACQUIRED) {
+        hilock_acquired got;
+        int rc = grant(op, &res, &got);
+        if (rc != HILOCK_OK) {
+            hl_reconcile_start(lock, op->owner, &op->turn, NULL, 0,
+                               op->lease_ms);
+            op_finish(op, rc, NULL, "out of memory recording a hold");
+            return;
+        }
+        op_finish(op, HILOCK_OK, &got, NULL);
+    } else if (res.outcome == HL_ACQ_HELD) {
+        hl_turn_end(lock, &op->turn);
+        op->saw_held = true;
+        held(op, res.ttl_ms);
+    } else if (res.outcome == HL_ACQ_UPGRADE) {
+        op_finish(op, HILOCK_EDEADLK, NULL,
+                  "this owner holds the read lock: taking the write lock "
+                  "would wait for itself; release the read holds first");
+    } else {
+        op_finish(op, HILOCK_EPROTO, NULL, "unexpected acquire reply");
+    }
+}
+
+static void op_turn_go(hl_turn *t)
+{
+    hl_acquire_op *op =
+        (hl_acquire_op *)(void *)((char *)t - offsetof(hl_acquire_op, turn));
+    op->queued = false;
+    hl_timer_stop(&op->timer);
+    if (op->wait_ms != 0 && remaining(op) <= 0) {
+        finish_unattempted(op);
+        return;
+    }
+    send_attempt(op);
+}
+
+/* Attempt now if it is the owner's turn, else when it comes. */
+static void attempt(hl_acquire_op *op)
+{
+    if (!hl_lock_usable(op->lock)) {
+        op_finish(op, HILOCK_ECLOSED, NULL, "client closed");
+        return;
+    }
+    if (op->queued)
+        return;
+    if (!hl_turn_take(op->lock, &op->turn, op->owner, op_turn_go)) {
+        op->queued = true;
+        op->queued_at = hl_monotime_now();
+        hl_monotime left = turn_left(op);
+        if (left <= 0)
+            left = 0;
+        if (left != INT64_MAX)
+            hl_timer_arm(&op->timer, left);
+        else
+            hl_timer_stop(&op->timer);
+        return;
+    }
+    send_attempt(op);
+}
+
+static void send_attempt(hl_acquire_op *op)
+{
+    hilock_lock *lock = op->lock;
+    if (!hl_lock_usable(lock)) {
+        op_finish(op, HILOCK_ECLOSED, NULL, "client closed");
+        return;
+    }
+    hl_timer_stop(&op->timer);
+    hl_hold *h = hl_hold_find(lock, op->owner);
+    bool joining = h != NULL && !h->lost && h->count > 0;
+    hl_attempt_args args;
+    char field[HILOCK_CLIENT_ID_LEN + 22];
+    args.field = field;
+    args.field_len = hl_owner_field(lock, op->owner, field, sizeof field);
+    /* A hold keeps the lease mode of its first acquire. */
+    int64_t lease = joining ? h->lease_ms : op->lease_ms;
+    args.lease_ms = lease == 0 ? hl_lease_engine_watchdog_ms(
+                                     hl_client_leases(lock->client))
+                               : lease;
+    args.fenced = (op->flags & HILOCK_ACQUIRE_FENCED) != 0;
+    args.known_token = joining ? h->token : 0;
+    static atomic_uint_fast64_t attempts;
+    /* "<client id>:<attempt number>", shaped like an owner field. */
+    op->nonce_len = hl_owner_field(lock, atomic_fetch_add(&attempts, 1),
+                                   op->nonce, sizeof op->nonce);
+    args.nonce = op->nonce;
+    args.nonce_len = op->nonce_len;
+    /* A single try keeps no place on the server. */
+    args.waiter_timeout_ms =
+        op->wait_ms == 0 ? 0 : lock->client->opts->waiter_timeout_ms;
+    if (op->subscribed) {
+        hl_waiter_trying(&op->waiter);
+    } else {
+        hl_aux_name ch;
+        op->seq_at_attempt = HL_WAIT_SEQ_NONE;
+        if (lock->client->waiters &&
+            hl_owner_channel(lock, op->owner, &ch) == 0) {
+            op->seq_at_attempt =
+                hl_waiters_seq(lock->client->waiters, ch.s, ch.len);
+            hl_aux_name_done(&ch);
+        }
+    }
+    op->retry_after = false;
+    op->attempt_sent = hl_monotime_now();
+    int rc = lock->kind->attempt(lock, &args, on_attempt_reply, op);
+    if (rc != HILOCK_OK) {
+        op_finish(op, rc, NULL,
+                  rc == HILOCK_ECLOSED ? "client closed" : "out of memory");
+        return;
+    }
+    op->in_flight++;
+    if (lock->kind->leave != NULL && op->wait_ms != 0)
+        op->placed = true;
+}
+
+bool hl_lock_hand_on(hilock_lock *lock)
+{
+    if (!lock->kind->hand_on || lock->client == NULL)
+        return false;
+    if (!lock->kind->channel_per_owner) {
+        hl_aux_name ch;
+        if (hl_lock_channel(lock, &ch) != 0)
+            return false;
+        bool woken = hl_waiters_hand_on(lock->client->waiters, ch.s, ch.len);
+        hl_aux_name_done(&ch);
+        return woken;
+    }
+    /* Each waiter has its own channel, and the release wakes the head of
+     * the server's queue on it.  Guess that the oldest local waiter is that
+     * head and let its attempt follow the release: the attempt's script
+     * grants only to the head, so a wrong guess costs one request. */
+    hl_acquire_op *oldest = NULL;
+    for (hl_acquire_op *op = lock->ops; op != NULL; op = op->next)
+        if (op->subscribed && op->in_flight == 0 && !op->queued)
+            oldest = op;
+    if (oldest == NULL)
+        return false;
+    attempt(oldest);
+    return false; /* no message is owed to the guess */
+}
+
+static void op_start(hl_op *o)
+{
+    hl_acquire_op *op = (hl_acquire_op *)o;
+    hilock_lock *lock = op->lock;
+    if (!hl_lock_usable(lock) || hl_client_leases(lock->client) == NULL) {
+        op->done = false;
+        op_finish(op, lock->destroyed ? HILOCK_ECANCELED : HILOCK_ECLOSED,
+                  NULL, lock->destroyed ? "lock handle destroyed"
+                                        : "client closed");
+        return;
+    }
+    op->started = true;
+    hl_timer_init(&op->timer, lock->client->loop, on_timer, op);
+    op->next = lock->ops;
+    if (lock->ops)
+        lock->ops->prev = op;
+    lock->ops = op;
+    op->deadline = hl_wait_deadline(op->wait_ms);
+    hl_hold *h = hl_hold_find(lock, op->owner);
+    bool reentry = h != NULL && !h->lost && h->count > 0;
+    hl_waiters *reg = lock->client->waiters;
+    hl_aux_name ch;
+    if (op->wait_ms != 0 && !reentry && reg != NULL &&
+        lock->kind->queue_locally && hl_lock_channel(lock, &ch) == 0) {
+        /* Others of this client already wait for this lock: queue behind
+         * them rather than race them.  A release wakes the oldest, and a
+         * waiter leaving without the lock wakes the next, so the queue
+         * always moves. */
+        bool queued = hl_waiters_queued(reg, ch.s, ch.len) &&
+                      hl_waiter_add(reg, &op->waiter, ch.s, ch.len,
+                                    lock->kind->wake_all, on_wake, op) >= 0;
+        hl_aux_name_done(&ch);
+        if (queued) {
+            op->subscribed = true;
+            wait_for(op, -1);
+            return;
+        }
+    }
+    attempt(op);
+}
+
+int hl_check_acquire_args(uint64_t owner, int64_t wait_ms, int64_t lease_ms)
+{
+    if (owner == 0)
+        return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
+    if (wait_ms < 0 && wait_ms != HILOCK_WAIT_FOREVER)
+        return hl_fail(HILOCK_EINVAL, "wait_ms must be >= 0 or "
+                                      "HILOCK_WAIT_FOREVER");
+    if (lease_ms < 0)
+        return hl_fail(HILOCK_EINVAL, "lease_ms must be > 0 or "
+                                      "HILOCK_LEASE_WATCHDOG");
+    /* Refused rather than clamped: a caller asking for more than three
+     * decades most likely meant "until release", which is the watchdog,
+     * and a clamp would hand them a lease they did not ask for. */
+    if (lease_ms > HILOCK_MAX_LEASE_MS)
+        return hl_fail(HILOCK_EINVAL,
+                       "lease_ms %lld is too large: at most %lld "
+                       "(HILOCK_MAX_LEASE_MS); for a hold until release use "
+                       "HILOCK_LEASE_WATCHDOG",
+                       (long long)lease_ms, (long long)HILOCK_MAX_LEASE_MS);
+    return HILOCK_OK;
+}
+
+hl_monotime hl_wait_deadline(int64_t wait_ms)
+{
+    if (wait_ms == 0)
+        return 0;
+    /* Waits too long to represent are waits forever. */
+    if (wait_ms < 0)
+        return INT64_MAX;
+    return hl_after_ms(hl_monotime_now(), wait_ms);
+}
+
+static void op_cancel(hl_op *o, int status)
+{
+    op_finish((hl_acquire_op *)o, status, NULL,
+              status == HILOCK_ETIMEDOUT
+                  ? "the loop thread did not answer in time; the acquire "
+                    "was cancelled"
+                  : "acquire cancelled");
+}
+
+static void op_complete(hl_op *o)
+{
+    hl_acquire_op *op = (hl_acquire_op *)o;
+    op->cb(op->lock, o->status, o->status == HILOCK_OK ? &op->got : NULL,
+           op->user_data);
+}
+
+static void op_destroy(hl_op *o)
+{
+    hl_acquire_op *op = (hl_acquire_op *)o;
+    hl_lock_unref(op->lock);
+    hl_free(op);
+}
+
+static const hl_op_type acquire_type = {
+    .start = op_start,
+    .cancel = op_cancel,
+    .complete = op_complete,
+    .destroy = op_destroy,
+    .bounded = true,
+};
+
+int hl_acquire(hilock_lock *lock, uint64_t owner, int64_t wait_ms,
+               int64_t lease_ms, unsigned flags, hilock_acquire_cb *cb,
+               void *user_data, uint64_t *op_id, uint64_t *token)
+{
+    if (lock == NULL)
+        return hl_fail(HILOCK_EINVAL, "lock is NULL");
+    int bad = hl_check_acquire_args(owner, wait_ms, lease_ms);
+    if (bad != HILOCK_OK)
+        return bad;
+    if ((flags & ~HILOCK_ACQUIRE_FENCED) != 0)
+        return hl_fail(HILOCK_EINVAL, "unknown acquire flags");
+    hilock_client *c = hl_lock_client_get(lock);
+    if (c == NULL)
+        return hl_fail(HILOCK_ECLOSED, "client closed");
+    hl_acquire_op *op = hl_calloc(1, sizeof *op);
+    if (op == NULL) {
+        hl_client_unref(c);
+        return hl_fail(HILOCK_ENOMEM, "out of memory for an acquire");
+    }
+    hl_op_init(&op->op, &acquire_type);
+    op->lock = lock;
+    op->owner = owner;
+    op->wait_ms = wait_ms;
+    op->lease_ms = lease_ms;
+    op->flags = flags;
+    op->cb = cb;
+    op->user_data = user_data;
+    hl_lock_ref(lock);
+    int rc;
+    if (cb == NULL) {
+        int64_t value = 0;
+        rc = hl_op_run_blocking(c, &op->op, hl_blocking_limit_us(c->opts, wait_ms),
+                                &value, NULL);
+        if (token)
+            *token = rc == HILOCK_OK ? (uint64_t)value : 0;
+    } else {
+        if (op_id)
+            *op_id = op->op.id;
+        rc = hl_op_submit(c, &op->op);
+        if (rc != HILOCK_OK)
+            hl_op_unref(&op->op);
+    }
+    hl_client_unref(c);
+    return rc;
+}
+
+int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,
+                              int64_t wait_ms, int64_t lease_ms,
+                              unsigned flags, hilock_acquire_cb *cb,
+                              void *user_data, uint64_t *op_id)
+{
+    if (lock == NULL || cb == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    return hl_acquire(lock, owner, wait_ms, lease_ms, flags, cb, user_data,
+                      op_id, NULL);
+}
+
+/* A cancel by id, looked up on the loop thread, on the cancelling
+ * thread's stack: not bounded and never allocating, so that a client at
+ * max_pending or out of memory can still shed its operations. */
+typedef struct cancel_op {
+    hl_op op;
+    hilock_lock *lock;
+    uint64_t id;
+} cancel_op;
+
+static int cancel_now(hilock_lock *lock, uint64_t id)
+{
+    for (hl_acquire_op *op = lock->ops; op != NULL; op = op->next) {
+        if (op->op.id == id) {
+            op_finish(op, HILOCK_ECANCELED, NULL, "acquire cancelled");
+            return HILOCK_OK;
+        }
+    }
+    return hl_fail(HILOCK_ENOTFOUND, "no pending acquire with id %llu",
+                   (unsigned long long)id);
+}
+
+static void cancel_start(hl_op *o)
+{
+    cancel_op *c = (cancel_op *)o;
+    int rc = cancel_now(c->lock, c->id);
+    hl_op_done(o, rc, 0, NULL, rc ? hilock_last_error() : NULL);
+}
+
+static void cancel_on_stack(hl_op *o) { (void)o; }
+
+static const hl_op_type cancel_type = {
+    .start = cancel_start,
+    .destroy = cancel_on_stack,
+};
+
+int hilock_lock_cancel(hilock_lock *lock, uint64_t op_id)
+{
+    if (lock == NULL)
+        return hl_fail(HILOCK_EINVAL, "lock is NULL");
+    hilock_client *c = hl_lock_client_get(lock);
+    if (c == NULL)
+        return hl_fail(HILOCK_ECLOSED, "client closed");
+    cancel_op co;
+    hl_op_init(&co.op, &cancel_type);
+    co.lock = lock;
+    co.id = op_id;
+    int rc = hl_op_call_and_wait(c, &co.op);
+    hl_client_unref(c);
+    return rc;
+}

@@ -1,0 +1,29 @@
+/* The generic lock as compositions of locks (src/multi) use it, beside
+ * lockobj.h: argument checks, references, and the one thing a group does
+ * to a member's hold.  The rest of the engine is
+ * engine/lockobj_internal.h, which only this folder includes. */
+#ifndef HL_COMPOSE_H
+#define HL_COMPOSE_H
+
+#include <stdint.h>
+
+#include "core/base/monotime.h"
+#include "core/engine/lockobj.h"
+
+/* Check an acquire's owner, wait and lease: HILOCK_OK or HILOCK_EINVAL
+ * (with the detail set). */
+int hl_check_acquire_args(uint64_t owner, int64_t wait_ms, int64_t lease_ms);
+/* The deadline of a wait starting now: 0 for a single try, INT64_MAX for
+ * HILOCK_WAIT_FOREVER and for waits too long to represent. */
+hl_monotime hl_wait_deadline(int64_t wait_ms);
+
+/* References keep the handle's memory while operations are in flight. */
+void hl_lock_ref(hilock_lock *lock);
+void hl_lock_unref(hilock_lock *lock);
+
+/* Stop renewing owner's hold when it is a single grant with no release
+ * under way, so that the server lets it expire within one lease; a newer
+ * or deeper hold is left alone.  Loop thread. */
+void hl_lock_stop_renewing_grant(hilock_lock *lock, uint64_t owner);
+
+#endif

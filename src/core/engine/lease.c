@@ -1,0 +1,429 @@
+#include "core/engine/lease.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/base/alloc.h"
+#include "core/runtime/client_internal.h"
+#include "hilock/error.h"
+#include "core/engine/lockobj.h"
+#include "core/config/options_internal.h"
+#include "core/transport/resp.h"
+
+struct hl_lease_engine {
+    hilock_client *client;
+    int64_t watchdog_ms;
+    int64_t max_hold_ms;
+    hl_lease_lost_fn *on_lost;
+    hl_lease_release_fn *on_release;
+    hl_timer tick;
+    /* Leases not yet lost or stopped, earliest deadline first, and one
+     * timer for the earliest: a timer per lease cost more memory than
+     * the rest of a lease together. */
+    hl_lease *running;
+    hl_lease *running_tail;
+    hl_timer deadline_timer;
+    hl_monotime timer_at; /* the deadline the timer is armed for */
+    size_t watched;    /* how many of them the watchdog renews */
+    hl_lease_stats stats;
+    int batches;       /* batches in flight */
+    size_t allocated;  /* leases started and not yet given back */
+    bool freed;
+};
+
+typedef struct renew_batch {
+    hl_lease_engine *engine;
+    const hl_script *script; /* the renew script of all its leases */
+    hl_monotime sent_at;
+    int n;
+    hl_lease *leases[HL_LEASE_BATCH];
+} renew_batch;
+
+static void engine_free_if_unused(hl_lease_engine *e)
+{
+    if (e->freed && e->batches == 0 && e->allocated == 0)
+        hl_free(e);
+}
+
+/* Both the owner and every batch are done with a stopped lease: give its
+ * memory back to the owner. */
+static void lease_free_if_unused(hl_lease *l)
+{
+    if (l->owner_released && l->batches == 0) {
+        hl_lease_engine *e = l->engine;
+        e->allocated--;
+        e->on_release(l);
+        engine_free_if_unused(e);
+    }
+}
+
+static void list_remove(hl_lease_engine *e, hl_lease *l)
+{
+    if (l->prev)
+        l->prev->next = l->next;
+    else if (e->running == l)
+        e->running = l->next;
+    if (l->next)
+        l->next->prev = l->prev;
+    else if (e->running_tail == l)
+        e->running_tail = l->prev;
+    l->prev = l->next = NULL;
+}
+
+/* Insert by deadline, searching from the end: a renewed or new lease
+ * usually has the latest deadline of all. */
+static void list_insert(hl_lease_engine *e, hl_lease *l)
+{
+    hl_lease *after = e->running_tail;
+    while (after != NULL && after->deadline > l->deadline)
+        after = after->prev;
+    l->prev = after;
+    l->next = after ? after->next : e->running;
+    if (l->next)
+        l->next->prev = l;
+    else
+        e->running_tail = l;
+    if (after)
+        after->next = l;
+    else
+        e->running = l;
+}
+
+/* Keep the timer no later than the earliest deadline; a timer that
+ * fires early just finds nothing due and is set again. */
+static void arm_deadline_timer(hl_lease_engine *e)
+{
+    hl_lease *head = e->running;
+    if (head == NULL)
+        return;
+    if (e->deadline_timer.armed && e->timer_at <= head->deadline)
+        return;
+    e->timer_at = head->deadline;
+    hl_timer_arm(&e->deadline_timer,
+                 hl_sat_sub(head->deadline, hl_monotime_now()));
+}
+
+/* Take a lease off the running list: it will neither be renewed nor
+ * reported again. */
+static void lease_detach(hl_lease *l)
+{
+    hl_lease_engine *e = l->engine;
+    list_remove(e, l);
+    if (l->watchdog)
+        e->watched--;
+    e->stats.active--;
+    l->stopped = true;
+}
+
+static void lease_lost(hl_lease *l)
+{
+    if (l->stopped)
+        return;
+    /* Detach first: the owner's callback ends with hl_lease_stop, which
+     * must then only release memory. */
+    lease_detach(l);
+    hl_lease_engine *e = l->engine;
+    e->stats.lost++;
+    l->batches++;
+    e->on_lost(l);
+    l->batches--;
+    lease_free_if_unused(l);
+}
+
+/* The first lease due and not being released, or NULL.  A lease being
+ * released is left to its release, which decides. */
+static hl_lease *first_due(hl_lease_engine *e, hl_monotime now)
+{
+    for (hl_lease *l = e->running; l != NULL && l->deadline <= now;
+         l = l->next)
+        if (!l->releasing)
+            return l;
+    return NULL;
+}
+
+static void on_deadline(hl_timer *t)
+{
+    hl_lease_engine *e = t->data;
+    hl_monotime now = hl_monotime_now();
+    /* Each loss runs the owner's callback, which may stop other leases
+     * or free the engine; start over from the head every time. */
+    e->batches++;
+    hl_lease *l;
+    while (!e->freed && (l = first_due(e, now)) != NULL)
+        lease_lost(l);
+    e->batches--;
+    if (e->freed) {
+        engine_free_if_unused(e);
+        return;
+    }
+    hl_lease *next = e->running;
+    while (next != NULL && next->deadline <= now)
+        next = next->next; /* overdue leases whose release is in flight */
+    if (next != NULL) {
+        e->timer_at = next->deadline;
+        hl_timer_arm(&e->deadline_timer, hl_sat_sub(next->deadline, now));
+    }
+}
+
+/* The local deadline of a lease of lease_ms granted at granted_at. */
+static hl_monotime lease_deadline(hl_monotime granted_at, int64_t lease_ms)
+{
+    return hl_sat_sub(hl_after_ms(granted_at, lease_ms),
+                      hl_drift_margin(lease_ms));
+}
+
+static void set_deadline(hl_lease *l, hl_monotime granted_at,
+                         int64_t lease_ms)
+{
+    hl_lease_engine *e = l->engine;
+    hl_monotime d = lease_deadline(granted_at, lease_ms);
+    if (d <= l->deadline)
+        return;
+    list_remove(e, l);
+    l->deadline = d;
+    list_insert(e, l);
+    arm_deadline_timer(e);
+}
+
+static void on_renew_reply(void *data, int status, hilock_reply *reply)
+{
+    renew_batch *b = data;
+    hl_lease_engine *e = b->engine;
+    bool ok = status == HILOCK_OK && reply != NULL &&
+              reply->type == HILOCK_REPLY_ARRAY &&
+              reply->elements == (size_t)b->n;
+    for (int i = 0; i < b->n; i++) {
+        hl_lease *l = b->leases[i];
+        l->batches--;
+        if (l->stopped) {
+            lease_free_if_unused(l);
+            continue;
+        }
+        if (!ok || l->releasing)
+            continue; /* the deadline decides, or the release does */
+        const hilock_reply *r = reply->element[i];
+        if (r->type == HILOCK_REPLY_INTEGER && r->integer == 1) {
+            e->stats.renewed++;
+            set_deadline(l, b->sent_at, e->watchdog_ms);
+        } else {
+            lease_lost(l);
+        }
+    }
+    hilock_reply_free(reply);
+    hl_free(b);
+    e->stats.renewing--;
+    /* Counted until here, so no lease freed above could free the engine. */
+    e->batches--;
+    engine_free_if_unused(e);
+}
+
+/* "<client id>:<owner>" for each lease of a batch, written when sent. */
+typedef char owner_field[HILOCK_CLIENT_ID_LEN + 22];
+
+static void send_batch(hl_lease_engine *e, renew_batch *b)
+{
+    const char *argv[1 + 2 * HL_LEASE_BATCH];
+    size_t lens[1 + 2 * HL_LEASE_BATCH];
+    static _Thread_local owner_field fields[HL_LEASE_BATCH];
+    char ttl[24];
+    int n = b->n;
+    for (int i = 0; i < n; i++) {
+        argv[i] = b->leases[i]->key;
+        lens[i] = b->leases[i]->key_len;
+        memcpy(fields[i], e->client->id, HILOCK_CLIENT_ID_LEN);
+        fields[i][HILOCK_CLIENT_ID_LEN] = ':';
+        argv[n + 1 + i] = fields[i];
+        lens[n + 1 + i] = HILOCK_CLIENT_ID_LEN + 1 +
+                          hl_u64_dec(fields[i] + HILOCK_CLIENT_ID_LEN + 1,
+                                     b->leases[i]->owner);
+    }
+    snprintf(ttl, sizeof ttl, "%lld", (long long)e->watchdog_ms);
+    argv[n] = ttl;
+    lens[n] = strlen(ttl);
+    hl_conn *conn = e->client->conn;
+    b->sent_at = hl_monotime_now();
+    int rc = conn ? hl_script_run(conn, b->script, n, 2 * n + 1, argv, lens,
+                                  on_renew_reply, b)
+                  : HILOCK_ECLOSED;
+    if (rc != HILOCK_OK) {
+        /* Not sent: the deadlines will tell if this keeps failing. */
+        for (int i = 0; i < n; i++)
+            b->leases[i]->batches--;
+        hl_free(b);
+        return;
+    }
+    e->batches++;
+    e->stats.renew_calls++;
+    e->stats.renewing++;
+}
+
+/* Renew every watched lease, one batch per renew script at a time (kinds
+ * may share one).  A script's index names its open batch, so a lease costs
+ * one array read whatever the number of kinds, and a round is linear in
+ * its leases plus HL_SHA_SCRIPTS to send what is left open.  Scripts past
+ * those with an index share one last slot, taking turns in it. */
+static void renew_all(hl_lease_engine *e)
+{
+    hl_monotime now = hl_monotime_now();
+    renew_batch *open[HL_SHA_SCRIPTS + 1] = {0};
+    bool short_of_memory = false;
+    for (hl_lease *l = e->running; l != NULL; l = l->next) {
+        if (!l->watchdog || l->releasing)
+            continue;
+        if (e->max_hold_ms > 0 &&
+            hl_sat_sub(now, l->started) >= HL_MS(e->max_hold_ms))
+            continue; /* held long enough: let it run out */
+        const hl_script *script = l->kind->renew;
+        renew_batch **slot =
+            &open[script->index >= 0 ? script->index : HL_SHA_SCRIPTS];
+        if (*slot != NULL && (*slot)->script != script) {
+            /* A batch runs one script for all its leases. */
+            send_batch(e, *slot);
+            *slot = NULL;
+        }
+        if (*slot == NULL) {
+            /* With no memory for a batch, the lease goes without renewal
+             * this round and keeps its deadline; the batches already open
+             * still go out, or their leases would stay counted as named by
+             * a batch and never be given back. */
+            if (short_of_memory ||
+                (*slot = hl_calloc(1, sizeof **slot)) == NULL) {
+                short_of_memory = true;
+                continue;
+            }
+            (*slot)->engine = e;
+            (*slot)->script = script;
+        }
+        renew_batch *b = *slot;
+        b->leases[b->n++] = l;
+        l->batches++;
+        if (b->n == HL_LEASE_BATCH) {
+            send_batch(e, b);
+            *slot = NULL;
+        }
+    }
+    for (int k = 0; k <= HL_SHA_SCRIPTS; k++)
+        if (open[k] != NULL)
+            send_batch(e, open[k]);
+}
+
+void hl_lease_engine_renew_now(hl_lease_engine *e) { renew_all(e); }
+
+static void on_tick(hl_timer *t)
+{
+    hl_lease_engine *e = t->data;
+    renew_all(e);
+    if (e->watched > 0)
+        hl_timer_arm(&e->tick, HL_MS(e->watchdog_ms) / 3);
+}
+
+hl_lease_engine *hl_lease_engine_create(hilock_client *client,
+                                        int64_t watchdog_ms,
+                                        int64_t max_hold_ms,
+                                        hl_lease_lost_fn *on_lost,
+                                        hl_lease_release_fn *on_release)
+{
+    hl_lease_engine *e = hl_calloc(1, sizeof *e);
+    if (e == NULL)
+        return NULL;
+    e->client = client;
+    e->watchdog_ms = watchdog_ms;
+    e->max_hold_ms = max_hold_ms;
+    e->on_lost = on_lost;
+    e->on_release = on_release;
+    hl_timer_init(&e->tick, client->loop, on_tick, e);
+    hl_timer_init(&e->deadline_timer, client->loop, on_deadline, e);
+    return e;
+}
+
+void hl_lease_engine_free(hl_lease_engine *e)
+{
+    if (e == NULL)
+        return;
+    hl_timer_stop(&e->tick);
+    hl_timer_stop(&e->deadline_timer);
+    /* The owners still hold their lease pointers and stop them later; the
+     * loop may be gone by then, so every timer stops now. */
+    while (e->running)
+        lease_detach(e->running);
+    e->freed = true;
+    engine_free_if_unused(e);
+}
+
+void hl_lease_start(hl_lease_engine *e, hl_lease *l, const hl_kind *kind,
+                    const char *key, size_t key_len, uint64_t owner,
+                    hl_monotime granted_at, int64_t lease_ms)
+{
+    memset(l, 0, sizeof *l);
+    l->engine = e;
+    l->kind = kind;
+    l->key = key;
+    l->key_len = (uint32_t)key_len; /* names are at most 64 KiB */
+    l->owner = owner;
+    l->started = granted_at;
+    l->watchdog = lease_ms == 0;
+    int64_t ms = l->watchdog ? e->watchdog_ms : lease_ms;
+    l->deadline = lease_deadline(granted_at, ms);
+    list_insert(e, l);
+    arm_deadline_timer(e);
+    e->stats.active++;
+    e->allocated++;
+    if (l->watchdog) {
+        e->watched++;
+        if (!e->tick.armed)
+            hl_timer_arm(&e->tick, HL_MS(e->watchdog_ms) / 3);
+    }
+}
+
+void hl_lease_regranted(hl_lease *l, hl_monotime granted_at,
+                        int64_t lease_ms)
+{
+    if (l->stopped)
+        return;
+    int64_t ms = lease_ms == 0 ? l->engine->watchdog_ms : lease_ms;
+    set_deadline(l, granted_at, ms);
+}
+
+void hl_lease_set_releasing(hl_lease *l, bool releasing)
+{
+    l->releasing = releasing;
+    /* A deadline that passed while the release was in flight counts now. */
+    if (!releasing && !l->stopped && hl_monotime_now() >= l->deadline)
+        lease_lost(l);
+}
+
+bool hl_lease_stop(hl_lease *l)
+{
+    if (!l->stopped)
+        lease_detach(l);
+    if (l->owner_released)
+        return false;
+    l->owner_released = true;
+    if (l->batches > 0)
+        return false;
+    hl_lease_engine *e = l->engine;
+    e->allocated--;
+    engine_free_if_unused(e);
+    return true;
+}
+
+void hl_lease_engine_lose_all(hl_lease_engine *e)
+{
+    e->batches++;
+    hl_lease *l;
+    while (!e->freed && (l = first_due(e, INT64_MAX)) != NULL)
+        lease_lost(l);
+    e->batches--;
+    if (e->freed)
+        engine_free_if_unused(e);
+}
+
+int64_t hl_lease_engine_watchdog_ms(const hl_lease_engine *e)
+{
+    return e->watchdog_ms;
+}
+
+hl_lease_stats hl_lease_engine_stats(const hl_lease_engine *e)
+{
+    return e->stats;
+}

@@ -1,0 +1,107 @@
+/* The lease engine (watchdog), shared by every lock kind.
+ *
+ * Each held lock has a lease with a local deadline on the monotonic clock:
+ * the time its grant or last confirmed renewal was sent, plus the lease,
+ * minus a safety margin for clock drift (1 % + 2 ms).  Watchdog leases are
+ * renewed together every third of the watchdog timeout, in batched script
+ * calls of at most 100 leases each.  A lease is lost when a renewal says
+ * it is no longer held, or when its deadline passes without a confirmed
+ * renewal; its owner is told once.  Loop thread only. */
+#ifndef HL_LEASE_H
+#define HL_LEASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/loop/io.h"
+#include "core/base/monotime.h"
+
+struct hl_kind;
+struct hilock_client;
+typedef struct hl_lease_engine hl_lease_engine;
+typedef struct hl_lease hl_lease;
+
+/* A lease lives inside its owner's structure (one allocation per held
+ * lock).  The engine may still name it in a renewal in flight after the
+ * owner stopped it; the owner then frees it only when told. */
+struct hl_lease {
+    hl_lease_engine *engine;
+    hl_lease *prev; /* in the engine's running leases, by deadline */
+    hl_lease *next;
+    const struct hl_kind *kind;
+    const char *key;
+    uint64_t owner;
+    hl_monotime deadline;
+    hl_monotime started;
+    uint32_t key_len;
+    int32_t batches;     /* renewal batches in flight that name it */
+    bool watchdog;
+    bool releasing;
+    bool stopped;        /* neither renewed nor reported any more */
+    bool owner_released; /* the owner called hl_lease_stop */
+};
+
+/* Told once, when the lease is lost; the lease is stopped by then (the
+ * owner still calls hl_lease_stop to let go of it). */
+typedef void hl_lease_lost_fn(hl_lease *lease);
+/* The engine is done with a lease whose hl_lease_stop returned false: the
+ * owner may free the memory around it now. */
+typedef void hl_lease_release_fn(hl_lease *lease);
+
+#define HL_LEASE_BATCH 100
+
+/* max_hold_ms > 0 stops renewing a lease once it has been held that
+ * long. */
+hl_lease_engine *hl_lease_engine_create(struct hilock_client *client,
+                                        int64_t watchdog_ms,
+                                        int64_t max_hold_ms,
+                                        hl_lease_lost_fn *on_lost,
+                                        hl_lease_release_fn *on_release);
+/* Stops every lease without reporting; the owners still stop theirs. */
+void hl_lease_engine_free(hl_lease_engine *e);
+
+/* Start the lease at l (the owner's memory) for a grant sent at
+ * granted_at.  lease_ms 0 means the watchdog (the engine's timeout,
+ * renewed); > 0 a fixed lease.  key must stay valid until hl_lease_stop;
+ * the owner's field is written when a renewal is sent. */
+void hl_lease_start(hl_lease_engine *e, hl_lease *l,
+                    const struct hl_kind *kind, const char *key,
+                    size_t key_len, uint64_t owner, hl_monotime granted_at,
+                    int64_t lease_ms);
+
+/* A grant sent at granted_at set the lease again (a reentrant acquire):
+ * move the deadline if that is later.  lease_ms as in hl_lease_start. */
+void hl_lease_regranted(hl_lease *l, hl_monotime granted_at,
+                        int64_t lease_ms);
+
+/* While a release that may free the lock is in flight, renewals skip the
+ * lease and a "not held" answer is no loss. */
+void hl_lease_set_releasing(hl_lease *l, bool releasing);
+
+/* No more renewals or reports.  Returns true when the owner may free the
+ * lease's memory at once; false when a renewal in flight still names it,
+ * and the engine's on_release will say when. */
+bool hl_lease_stop(hl_lease *l);
+
+int64_t hl_lease_engine_watchdog_ms(const hl_lease_engine *e);
+
+/* A renewal round now, besides the timer's: the timer keeps its rhythm.
+ * Tests use it to place a round exactly. */
+void hl_lease_engine_renew_now(hl_lease_engine *e);
+
+/* Report every running lease lost now (its server restarted).  Leases
+ * being released are left to their release. */
+void hl_lease_engine_lose_all(hl_lease_engine *e);
+
+/* Counters for tests and the benchmark. */
+typedef struct hl_lease_stats {
+    uint64_t renew_calls;   /* script calls sent */
+    uint64_t renewed;       /* leases confirmed */
+    uint64_t lost;          /* leases reported lost */
+    uint64_t active;        /* leases running now */
+    uint64_t renewing;      /* script calls sent and not yet answered */
+} hl_lease_stats;
+hl_lease_stats hl_lease_engine_stats(const hl_lease_engine *e);
+
+#endif

@@ -1,0 +1,498 @@
+/* Lock handles: creation, naming, holds, teardown. */
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/base/alloc.h"
+#include "core/base/error_detail.h"
+#include "core/base/handle.h"
+#include "core/engine/lockobj_internal.h"
+#include "core/transport/resp.h"
+
+/* Write "prefix:{NAME}", or "prefix:NAME" when NAME holds a '{' already
+ * (Redisson's rule, so both sides name the same keys), at out. */
+static size_t aux_write(char *out, const char *prefix, const char *name,
+                        size_t name_len)
+{
+    size_t plen = strlen(prefix);
+    bool braces = memchr(name, '{', name_len) == NULL;
+    char *p = out;
+    memcpy(p, prefix, plen);
+    p += plen;
+    *p++ = ':';
+    if (braces)
+        *p++ = '{';
+    memcpy(p, name, name_len);
+    p += name_len;
+    if (braces)
+        *p++ = '}';
+    *p = '\0';
+    return (size_t)(p - out);
+}
+
+int hl_aux_name_make(hl_aux_name *a, const char *prefix,
+                     const hilock_lock *lock)
+{
+    size_t need = strlen(prefix) + lock->name_len + 4;
+    a->s = need <= sizeof a->buf ? a->buf : hl_malloc(need);
+    if (a->s == NULL)
+        return HILOCK_ENOMEM;
+    a->len = aux_write(a->s, prefix, lock->name, lock->name_len);
+    return 0;
+}
+
+int hl_lock_channel(const hilock_lock *lock, hl_aux_name *out)
+{
+    return hl_aux_name_make(out, lock->kind->channel_prefix, lock);
+}
+
+int hl_owner_channel(const hilock_lock *lock, uint64_t owner,
+                     hl_aux_name *out)
+{
+    if (!lock->kind->channel_per_owner)
+        return hl_lock_channel(lock, out);
+    const char *prefix = lock->kind->channel_prefix;
+    char field[HILOCK_CLIENT_ID_LEN + 22];
+    size_t flen = hl_owner_field(lock, owner, field, sizeof field);
+    size_t need = strlen(prefix) + lock->name_len + 5 + flen;
+    out->s = need <= sizeof out->buf ? out->buf : hl_malloc(need);
+    if (out->s == NULL)
+        return HILOCK_ENOMEM;
+    out->len = aux_write(out->s, prefix, lock->name, lock->name_len);
+    out->s[out->len++] = ':';
+    memcpy(out->s + out->len, field, flen);
+    out->len += flen;
+    out->s[out->len] = '\0';
+    return 0;
+}
+
+int hl_aux_names_make(const hilock_lock *lock, int n,
+                      const char *const *prefixes, hl_aux_name *out)
+{
+    for (int i = 0; i < n; i++) {
+        const char *prefix =
+            prefixes[i] ? prefixes[i] : lock->kind->channel_prefix;
+        if (hl_aux_name_make(&out[i], prefix, lock) != 0) {
+            hl_aux_names_done(i, out);
+            return HILOCK_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+void hl_aux_names_done(int n, hl_aux_name *names)
+{
+    for (int i = 0; i < n; i++)
+        hl_aux_name_done(&names[i]);
+}
+
+void hl_aux_name_done(hl_aux_name *a)
+{
+    if (a->s != a->buf)
+        hl_free(a->s);
+    a->s = NULL;
+}
+
+/* The link from a lock to its client changes on the client's loop thread
+ * (closing detaches every lock) and is read from any thread by the entry
+ * points.  A few mutexes, picked by the lock's address, guard it: a
+ * mutex per handle would cost every handle its size. */
+#define LINK_LOCKS 32
+static pthread_mutex_t link_locks[LINK_LOCKS] = {
+#define L PTHREAD_MUTEX_INITIALIZER
+    L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L,
+    L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L,
+#undef L
+};
+
+static pthread_mutex_t *link_lock(const hilock_lock *lock)
+{
+    return &link_locks[((uintptr_t)lock >> 6) % LINK_LOCKS];
+}
+
+static void set_client(hilock_lock *lock, hilock_client *c)
+{
+    pthread_mutex_lock(link_lock(lock));
+    lock->client = c;
+    pthread_mutex_unlock(link_lock(lock));
+}
+
+hilock_client *hl_lock_client_get(hilock_lock *lock)
+{
+    pthread_mutex_lock(link_lock(lock));
+    hilock_client *c = atomic_load(&lock->destroyed) ? NULL : lock->client;
+    if (c != NULL)
+        hl_client_ref(c);
+    pthread_mutex_unlock(link_lock(lock));
+    return c;
+}
+
+static void lock_free(hilock_lock *lock)
+{
+    hl_handle_release(lock);
+}
+
+void hl_lock_ref(hilock_lock *lock) { atomic_fetch_add(&lock->refs, 1); }
+
+void hl_lock_unref(hilock_lock *lock)
+{
+    if (atomic_fetch_sub(&lock->refs, 1) == 1)
+        lock_free(lock);
+}
+
+int hl_lock_create(hilock_lock **out, hilock_client *client,
+                   const hl_kind *kind, const char *name, size_t name_len)
+{
+    hl_clear_detail();
+    if (out == NULL || client == NULL || name == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    *out = NULL;
+    if (name_len == 0)
+        return hl_fail(HILOCK_EINVAL, "the lock name is empty");
+    if (name_len > HILOCK_MAX_NAME_LEN)
+        return hl_fail(HILOCK_EINVAL,
+                       "the lock name is %zu bytes; at most %d are allowed",
+                       name_len, HILOCK_MAX_NAME_LEN);
+    hilock_lock *lock = hl_calloc(1, sizeof *lock + name_len + 1);
+    if (lock == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory for a lock");
+    lock->kind = kind;
+    atomic_init(&lock->refs, 1);
+    memcpy(lock->name, name, name_len);
+    lock->name[name_len] = '\0';
+    lock->name_len = name_len;
+    if (hl_handle_add(lock) != 0) {
+        lock_free(lock);
+        return hl_fail(HILOCK_ENOMEM, "out of memory for a lock");
+    }
+    pthread_mutex_lock(&client->lock);
+    bool closed = client->closed;
+    if (!closed) {
+        set_client(lock, client);
+        lock->conn = hl_client_conn_for(client, name, name_len);
+        lock->next_in_client = client->locks;
+        if (client->locks)
+            client->locks->prev_in_client = lock;
+        client->locks = lock;
+    }
+    pthread_mutex_unlock(&client->lock);
+    if (closed) {
+        hl_handle_remove(lock);
+        lock_free(lock);
+        return hl_fail(HILOCK_ECLOSED, "client is closed");
+    }
+    *out = lock;
+    return HILOCK_OK;
+}
+
+hl_conn *hl_lock_conn(const hilock_lock *lock)
+{
+    if (lock->client == NULL || lock->client->closed)
+        return NULL;
+    return lock->conn;
+}
+
+bool hl_lock_usable(const hilock_lock *lock)
+{
+    return !lock->destroyed && hl_lock_conn(lock) != NULL;
+}
+
+size_t hl_owner_field(const hilock_lock *lock, uint64_t owner, char *buf,
+                      size_t cap)
+{
+    /* On every attempt and release: no printf. */
+    (void)cap; /* HILOCK_CLIENT_ID_LEN + 1 + 20 digits fit by contract */
+    memcpy(buf, lock->client->id, HILOCK_CLIENT_ID_LEN);
+    buf[HILOCK_CLIENT_ID_LEN] = ':';
+    size_t n = HILOCK_CLIENT_ID_LEN + 1 +
+               hl_u64_dec(buf + HILOCK_CLIENT_ID_LEN + 1, owner);
+    buf[n] = '\0';
+    return n;
+}
+
+/* Holds are a short list: a lock has one holder at a time, plus owners
+ * of this client whose release or loss is still being settled. */
+hl_hold *hl_hold_find(hilock_lock *lock, uint64_t owner)
+{
+    for (hl_hold *h = lock->holds; h != NULL; h = h->next)
+        if (h->owner == owner)
+            return h;
+    return NULL;
+}
+
+hl_hold *hl_hold_get(hilock_lock *lock, uint64_t owner)
+{
+    hl_hold *h = hl_hold_find(lock, owner);
+    if (h != NULL)
+        return h;
+    h = hl_calloc(1, sizeof *h);
+    if (h == NULL)
+        return NULL;
+    h->lock = lock;
+    h->owner = owner;
+    h->next = lock->holds;
+    lock->holds = h;
+    return h;
+}
+
+/* Let go of the hold's lease; true when the engine is done with it. */
+static bool hold_stop_lease(hl_hold *h)
+{
+    if (h->leased) {
+        h->leased = false;
+        if (hl_lease_stop(&h->lease_mem))
+            h->lease_busy = false;
+    }
+    return !h->lease_busy;
+}
+
+void hl_hold_drop(hl_hold *h)
+{
+    hl_hold **pp = &h->lock->holds;
+    while (*pp != NULL && *pp != h)
+        pp = &(*pp)->next;
+    if (*pp == h)
+        *pp = h->next;
+    h->dropped = true;
+    /* A renewal in flight may still name the lease inside: the engine
+     * then gives it back later and the hold is freed there. */
+    if (hold_stop_lease(h))
+        hl_free(h);
+}
+
+void hl_hold_lease_released(hl_lease *lease)
+{
+    hl_hold *h = (hl_hold *)(void *)((char *)lease -
+                                     offsetof(hl_hold, lease_mem));
+    h->lease_busy = false;
+    if (h->dropped)
+        hl_free(h);
+}
+
+int hl_hold_start_lease(hl_hold *h, hl_monotime granted_at, int64_t lease_ms)
+{
+    hilock_lock *lock = h->lock;
+    hl_lease_engine *e = hl_client_leases(lock->client);
+    if (e == NULL)
+        return HILOCK_ENOMEM;
+    hl_lease_start(e, &h->lease_mem, lock->kind, lock->name, lock->name_len,
+                   h->owner, granted_at, lease_ms);
+    h->leased = true;
+    h->lease_busy = true;
+    h->lease_ms = (int32_t)lease_ms;
+    return HILOCK_OK;
+}
+
+static void drop_all_holds(hilock_lock *lock)
+{
+    while (lock->holds != NULL)
+        hl_hold_drop(lock->holds);
+}
+
+/* Detach from the client: no more operations, leases stop unreported. */
+static void lock_detach(hilock_lock *lock, int status, const char *detail)
+{
+    hilock_client *c = lock->client;
+    if (c == NULL)
+        return;
+    hl_lock_cancel_all(lock, status, detail);
+    drop_all_holds(lock);
+    pthread_mutex_lock(&c->lock);
+    if (lock->prev_in_client)
+        lock->prev_in_client->next_in_client = lock->next_in_client;
+    else if (c->locks == lock)
+        c->locks = lock->next_in_client;
+    if (lock->next_in_client)
+        lock->next_in_client->prev_in_client = lock->prev_in_client;
+    lock->prev_in_client = lock->next_in_client = NULL;
+    pthread_mutex_unlock(&c->lock);
+    set_client(lock, NULL);
+}
+
+void hl_locks_client_closed(hilock_client *c)
+{
+    for (;;) {
+        pthread_mutex_lock(&c->lock);
+        hilock_lock *lock = c->locks;
+        pthread_mutex_unlock(&c->lock);
+        if (lock == NULL)
+            break;
+        hl_lock_ref(lock);
+        /* Its group first, while this thread is still the client's: the
+         * group may have to end its own calls here, on its coordinator. */
+        if (lock->group != NULL)
+            lock->group->cb(lock, 0, lock->group->data);
+        lock_detach(lock, HILOCK_ECLOSED, "client closed");
+        hl_lock_unref(lock);
+    }
+}
+
+static void lock_teardown(hilock_lock *lock)
+{
+    atomic_store(&lock->destroyed, true);
+    lock_detach(lock, HILOCK_ECANCELED, "lock handle destroyed");
+    hl_lock_unref(lock);
+}
+
+/* Settings and teardown of a handle: each runs at once on the loop
+ * thread, where the handle's state lives, and lives on the calling
+ * thread's stack, which waits for it without a deadline, so that none
+ * can fail for want of memory, and once the call returns the loop thread
+ * has taken it. */
+typedef struct handle_op {
+    hl_op op; /* first */
+    hilock_lock *lock;
+    bool group; /* the group listener, not the user's lost callback */
+    hilock_lost_cb *cb;
+    void *data;
+} handle_op;
+
+static void on_stack(hl_op *op) { (void)op; }
+
+static void destroy_start(hl_op *op)
+{
+    lock_teardown(((handle_op *)op)->lock);
+    hl_op_done(op, HILOCK_OK, 0, NULL, NULL);
+}
+
+static const hl_op_type destroy_type = {.start = destroy_start,
+                                        .destroy = on_stack};
+
+/* The client is closing: its loop thread detaches every lock and must be
+ * left to do so alone; once it has, none is told of anything again. */
+static void wait_locks_detached(hilock_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    while (!c->locks_detached)
+        pthread_cond_wait(&c->cond, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+}
+
+int hilock_lock_destroy(hilock_lock *lock)
+{
+    if (lock == NULL)
+        return hl_fail(HILOCK_EINVAL, "lock is NULL");
+    if (!hl_handle_remove(lock))
+        return hl_fail(HILOCK_ECLOSED, "lock was destroyed already");
+    hilock_client *c = hl_lock_client_get(lock);
+    if (c == NULL || hl_client_in_loop(c)) {
+        /* On the loop thread, closing or not, nothing else runs. */
+        lock_teardown(lock);
+        if (c != NULL)
+            hl_client_unref(c);
+        return HILOCK_OK;
+    }
+    handle_op d;
+    hl_op_init(&d.op, &destroy_type);
+    d.lock = lock;
+    if (hl_op_call_and_wait(c, &d.op) != HILOCK_OK) {
+        /* Then nothing but the handle is left. */
+        wait_locks_detached(c);
+        lock_teardown(lock);
+    }
+    hl_client_unref(c);
+    return HILOCK_OK;
+}
+
+const char *hilock_lock_name(const hilock_lock *lock, size_t *name_len)
+{
+    if (lock == NULL)
+        return NULL;
+    if (name_len)
+        *name_len = lock->name_len;
+    return lock->name;
+}
+
+uint64_t hilock_thread_owner(void)
+{
+    static atomic_uint_fast64_t next_owner = 1;
+    static _Thread_local uint64_t mine;
+    if (mine == 0)
+        mine = atomic_fetch_add(&next_owner, 1);
+    return mine;
+}
+
+/* The user's lost callback, or the group listener: both live in the
+ * handle, so neither setting allocates. */
+static void apply_listener(hilock_lock *lock, bool group, hilock_lost_cb *cb,
+                           void *data)
+{
+    struct hl_lost_cb *mem = group ? &lock->group_mem : &lock->lost_mem;
+    mem->lock = lock;
+    mem->cb = cb;
+    mem->data = data;
+    if (group)
+        lock->group = cb != NULL ? mem : NULL;
+    else
+        lock->lost = cb != NULL ? mem : NULL;
+}
+
+static void set_listener_start(hl_op *op)
+{
+    handle_op *h = (handle_op *)op;
+    apply_listener(h->lock, h->group, h->cb, h->data);
+    hl_op_done(op, HILOCK_OK, 0, NULL, NULL);
+}
+
+static const hl_op_type set_listener_type = {.start = set_listener_start,
+                                             .destroy = on_stack};
+
+static int set_listener(hilock_lock *lock, bool group, hilock_lost_cb *cb,
+                        void *data)
+{
+    if (lock == NULL)
+        return hl_fail(HILOCK_EINVAL, "lock is NULL");
+    hilock_client *c = hl_lock_client_get(lock);
+    if (c == NULL)
+        return hl_fail(HILOCK_ECLOSED, "client is closed");
+    if (hl_client_in_loop(c)) {
+        /* Closing or not: a group may let go of its members there. */
+        apply_listener(lock, group, cb, data);
+        hl_client_unref(c);
+        return HILOCK_OK;
+    }
+    handle_op h;
+    hl_op_init(&h.op, &set_listener_type);
+    h.lock = lock;
+    h.group = group;
+    h.cb = cb;
+    h.data = data;
+    int rc = hl_op_call_and_wait(c, &h.op);
+    if (rc != HILOCK_OK && group)
+        wait_locks_detached(c);
+    hl_client_unref(c);
+    return rc;
+}
+
+int hilock_lock_set_lost_callback(hilock_lock *lock, hilock_lost_cb *cb,
+                                  void *user_data)
+{
+    return set_listener(lock, false, cb, user_data);
+}
+
+int hl_lock_set_group_listener(hilock_lock *lock, hilock_lost_cb *cb,
+                               void *data)
+{
+    return set_listener(lock, true, cb, data);
+}
+
+bool hilock_lock_owner_lost(hilock_lock *lock, uint64_t owner)
+{
+    if (lock == NULL || lock->client == NULL ||
+        !hl_client_in_loop(lock->client))
+        return false;
+    hl_hold *h = hl_hold_find(lock, owner);
+    return h != NULL && h->lost;
+}
+
+void hl_lock_stop_renewing_grant(hilock_lock *lock, uint64_t owner)
+{
+    if (lock->client == NULL)
+        return; /* closed: its holds are gone */
+    hl_hold *h = hl_hold_find(lock, owner);
+    if (h != NULL && h->count == 1 && h->releases_in_flight == 0)
+        hl_hold_drop(h);
+}

@@ -1,0 +1,225 @@
+/* The lock handle shared by every lock kind, the kind vtable, and the
+ * generic operations that drive a kind's scripts: acquire with waiting,
+ * release, force release, queries.  A kind is its scripts plus the small
+ * vtable below; it never touches sockets, timers or threads. */
+#ifndef HL_LOCKOBJ_H
+#define HL_LOCKOBJ_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/runtime/runtime.h"
+#include "core/transport/conn.h"
+#include "core/runtime/op.h"
+#include "core/transport/conn.h"
+#include "hilock/error.h"
+#include "hilock/lock.h"
+#include "core/engine/lease.h"
+#include "core/base/map.h"
+#include "core/transport/script.h"
+
+typedef struct hl_hold hl_hold;
+typedef struct hl_acquire_op hl_acquire_op;
+typedef struct hl_turn hl_turn;
+
+/* What an acquire attempt came back with. */
+typedef enum hl_acquire_outcome {
+    HL_ACQ_ACQUIRED, /* count, token set */
+    HL_ACQ_HELD,     /* ttl_ms set: remaining lease of the holder, -1 none */
+    HL_ACQ_VOID,     /* the attempt had been voided by a reconcile */
+    HL_ACQ_UPGRADE,  /* the owner holds the read lock and asked to write */
+    HL_ACQ_BAD_REPLY
+} hl_acquire_outcome;
+
+typedef struct hl_acquire_result {
+    hl_acquire_outcome outcome;
+    int64_t count;
+    uint64_t token;
+    int64_t ttl_ms;
+} hl_acquire_result;
+
+/* What a release came back with. */
+typedef enum hl_release_outcome {
+    HL_REL_NOT_OWNER,
+    HL_REL_STILL_HELD, /* remaining count set */
+    HL_REL_FREED,
+    HL_REL_OWNER_DONE, /* the owner holds nothing more; others still do */
+    HL_REL_BAD_REPLY
+} hl_release_outcome;
+
+/* Arguments a kind's scripts receive from the engine. */
+typedef struct hl_attempt_args {
+    const char *field; /* "<client id>:<owner>" */
+    size_t field_len;
+    int64_t lease_ms;     /* the PEXPIRE to set */
+    bool fenced;
+    uint64_t known_token; /* the token of the hold it joins, or 0 */
+    const char *nonce;    /* names this attempt, for a later reconcile */
+    size_t nonce_len;
+    int64_t waiter_timeout_ms; /* how long a place stays reserved; 0 for
+                                * a single try, which keeps none */
+} hl_attempt_args;
+
+typedef struct hl_kind {
+    const char *name;           /* "reentrant", ... */
+    const char *channel_prefix; /* a lock's channel: "<prefix>:{NAME}" */
+    /* Waiters listen on a channel of their own, "<prefix>:{NAME}:<field>",
+     * where a release wakes exactly the next in line (the fair queue). */
+    bool channel_per_owner;
+    /* A release that frees the lock may wake the next local waiter at
+     * once, so that its attempt leaves in the same write. */
+    bool hand_on;
+    /* A new waiter may queue behind this client's waiters without asking
+     * the server (only where nothing but the server's order is lost, and
+     * no owner can hold the lock through another handle). */
+    bool queue_locally;
+    /* Every message on the channel wakes every waiter (hl_waiter_add). */
+    bool wake_all;
+    /* The owner's field in the lock's hash is "<field><field_suffix>". */
+    const char *field_suffix;
+    int (*attempt)(hilock_lock *lock, const hl_attempt_args *args,
+                   hl_request_fn *fn, void *data);
+    void (*parse_attempt)(const hilock_reply *reply, hl_acquire_result *out);
+    /* Give back one hold; remaining holds keep lease_ms.  The reply of
+     * release and force_release may also come as {reply, refusal}: the
+     * server's ACL refused the wake-up PUBLISH after the lock changed,
+     * and refusal is the server's words. */
+    int (*release)(hilock_lock *lock, const char *field, size_t field_len,
+                   int64_t lease_ms, hl_request_fn *fn, void *data);
+    hl_release_outcome (*parse_release)(const hilock_reply *reply,
+                                        int64_t *remaining);
+    /* Delete the lock whoever holds it; reply 1/0 for deleted. */
+    int (*force_release)(hilock_lock *lock, hl_request_fn *fn, void *data);
+    /* After an acquire whose outcome is unknown: void the attempt named
+     * by nonce (empty: none), so that it refuses to run if it reaches the
+     * server later, and bring owner's count on the server down to
+     * expected (the holds the client knows of).  Replies the count. */
+    int (*reconcile)(hilock_lock *lock, const char *field, size_t field_len,
+                     int64_t expected, const char *nonce, size_t nonce_len,
+                     hl_request_fn *fn, void *data);
+    /* Kinds whose waiters reserve a place on the server (a queue slot, a
+     * waiting writer's claim) set leave.  Their waiters attempt again at
+     * least every third of the waiter timeout (the attempt renews the
+     * place), and call leave, without waiting for its reply, when they
+     * stop waiting without the lock. */
+    int (*leave)(hilock_lock *lock, const char *field, size_t field_len);
+    /* Renew a batch: KEYS are lock names, ARGV[1] the lease in ms, then
+     * one field per key; replies an array of 1 (renewed) or 0 (not held). */
+    const hl_script *renew;
+} hl_kind;
+
+/* One owner's holds of a lock, with their lease in the same allocation. */
+struct hl_hold {
+    hilock_lock *lock;
+    hl_hold *next;       /* in lock->holds */
+    uint64_t owner;
+    int64_t count;       /* holds the client knows of */
+    uint64_t token;
+    int32_t lease_ms;    /* of the hold's lease: 0 for the watchdog */
+    int32_t releases_in_flight;
+    bool lost;
+    bool leased;         /* the lease below runs for this hold */
+    bool lease_busy;     /* the engine still names the lease below */
+    bool dropped;        /* off the lock's list; freed when not busy */
+    hl_lease lease_mem;
+};
+
+/* The hold's running lease, or NULL. */
+static inline hl_lease *hl_hold_lease(hl_hold *h)
+{
+    return h->leased ? &h->lease_mem : NULL;
+}
+
+/* The engine's callbacks for leases living in holds. */
+void hl_hold_lease_lost(hl_lease *lease);
+void hl_hold_lease_released(hl_lease *lease);
+
+/* A lock's lost callback, and the group listener: stored in the handle,
+ * so that setting or clearing one never allocates. */
+struct hl_lost_cb {
+    hilock_lock *lock;
+    hilock_lost_cb *cb;
+    void *data;
+};
+
+struct hilock_lock {
+    /* NULL once the client is gone.  Written under the link mutex (any
+     * thread reads it through hl_lock_client_get), read freely on the
+     * loop thread, which alone detaches it. */
+    hilock_client *client;
+    hl_conn *conn;         /* the client's connection for this name */
+    const hl_kind *kind;
+    hilock_lock *prev_in_client;
+    hilock_lock *next_in_client;
+    size_t name_len;
+    hl_hold *holds;
+    hl_acquire_op *ops; /* pending acquires */
+    hl_turn *turns;     /* requests taking turns per owner, oldest first */
+    struct hl_lost_cb *lost; /* &lost_mem or NULL */
+    struct hl_lost_cb lost_mem;
+    struct hl_lost_cb *group; /* the multi-lock holding it, told first:
+                               * &group_mem or NULL */
+    struct hl_lost_cb group_mem;
+    atomic_int refs; /* the user's, plus one per operation in flight */
+    atomic_bool destroyed;
+    char name[]; /* name_len bytes and a NUL */
+};
+
+
+/* The multi-lock a handle belongs to hears of its lost leases through
+ * this listener (NULL to stop), apart from the user's lost callback, and
+ * is told with owner 0, on the loop thread, when the client closes,
+ * before the handle's pending acquires end.  Any thread: it returns once
+ * the loop thread has taken the setting (at once on that thread), so
+ * that after a clear the listener's data is never named again.  Never
+ * allocates.  HILOCK_OK, or HILOCK_ECLOSED when the client is closed,
+ * which leaves no listener to be called. */
+int hl_lock_set_group_listener(hilock_lock *lock, hilock_lost_cb *cb,
+                               void *data);
+
+/* How long a voided attempt stays refused: longer than any delay a
+ * request can plausibly spend in a paused server's socket buffer. */
+#define HL_VOID_TTL_MS 600000
+
+/* An auxiliary key name made when needed, so that a handle carries only
+ * its name and channel: on the stack for ordinary names, on the heap for
+ * long ones. */
+typedef struct hl_aux_name {
+    char *s;
+    size_t len;
+    char buf[160];
+} hl_aux_name;
+
+/* 0, or HILOCK_ENOMEM.  Release with hl_aux_name_done. */
+int hl_aux_name_make(hl_aux_name *a, const char *prefix,
+                     const hilock_lock *lock);
+void hl_aux_name_done(hl_aux_name *a);
+/* The lock's wake-up channel, made the same way. */
+int hl_lock_channel(const hilock_lock *lock, hl_aux_name *out);
+/* The channel owner's waiters listen on: the lock's channel, or with
+ * channel_per_owner, "<channel>:<client id>:<owner>". */
+int hl_owner_channel(const hilock_lock *lock, uint64_t owner,
+                     hl_aux_name *out);
+/* Several at once, all or none (NULL prefix: the channel). */
+int hl_aux_names_make(const hilock_lock *lock, int n,
+                      const char *const *prefixes, hl_aux_name *out);
+void hl_aux_names_done(int n, hl_aux_name *names);
+
+/* Create a handle of a kind; the kind module calls this. */
+int hl_lock_create(hilock_lock **out, hilock_client *client,
+                   const hl_kind *kind, const char *name, size_t name_len);
+
+/* The client tells its locks that it is going away. */
+void hl_locks_client_closed(hilock_client *client);
+
+/* The lock's client with a reference on its memory (hl_client_unref when
+ * done), or NULL once the lock is destroyed or detached.  Any thread: the
+ * entry points use it, since a client closed from another thread detaches
+ * the lock meanwhile. */
+hilock_client *hl_lock_client_get(hilock_lock *lock);
+
+/* The connection a lock's scripts run on, or NULL when closed. */
+hl_conn *hl_lock_conn(const hilock_lock *lock);
+
+#endif

@@ -1,0 +1,136 @@
+/* Shared between the files that implement the generic lock operations. */
+#ifndef HL_LOCKOBJ_INTERNAL_H
+#define HL_LOCKOBJ_INTERNAL_H
+
+#include "core/engine/lockobj.h"
+#include "core/engine/compose.h"
+#include "core/runtime/client_internal.h"
+#include "core/engine/waiters.h"
+
+/* Owner turns.  An attempt, a give-back and a reconcile each change an
+ * owner's count on the server in a way the client learns only from the
+ * answer, and a give-back or reconcile computes what to leave from the
+ * count the client knows when it is sent.  So these requests take turns
+ * per owner and lock: one is unanswered at a time, the others wait in
+ * the order they came.  A give-back or reconcile that follows an attempt
+ * takes that attempt's place, ahead of attempts that queued meanwhile.
+ * Requests of one lock share a connection and reach the server in the
+ * order they are sent, so a reconcile then knows every grant it may
+ * remove, and can remove only the one it is about.  Releases take no
+ * turn: each removes one hold the client knows of. */
+struct hl_turn {
+    hl_turn *next;
+    uint64_t owner;
+    void (*go)(hl_turn *turn); /* its turn came */
+    bool active; /* its request may be sent, or is unanswered */
+    bool listed;
+};
+
+/* Join the line of owner's requests on lock; true when it is turn's turn
+ * now.  Otherwise go is called when it comes (loop thread). */
+bool hl_turn_take(hilock_lock *lock, hl_turn *turn, uint64_t owner,
+                  void (*go)(hl_turn *turn));
+/* to takes from's place in the line, active or not; from leaves it. */
+void hl_turn_pass(hilock_lock *lock, hl_turn *from, hl_turn *to,
+                  void (*go)(hl_turn *turn));
+/* Leave the line (nothing when not in it); the turn, if it was this one's,
+ * passes to the owner's next request, whose go runs before this
+ * returns. */
+void hl_turn_end(hilock_lock *lock, hl_turn *turn);
+
+/* Reconcile owner's count on the server with the holds the client knows
+ * of, after an attempt whose outcome is unknown (nonce names it: it is
+ * voided, so it refuses to run should it still arrive), after a grant
+ * nobody will take (a cancelled acquire's: nonce NULL), or after a
+ * release whose outcome is unknown.  from is the turn of the attempt it
+ * follows, whose place it takes, or NULL to queue for a turn of its own.
+ * Sent again on every new connection until answered, or until lease_ms
+ * (the longest lease the grants it is about may have; 0: the watchdog
+ * timeout) has passed, when they have all run out on the server. */
+void hl_reconcile_start(hilock_lock *lock, uint64_t owner, hl_turn *from,
+                        const char *nonce, size_t nonce_len,
+                        int64_t lease_ms);
+
+struct hl_acquire_op {
+    hl_op op; /* first */
+    hilock_lock *lock;
+    hl_acquire_op *prev; /* in lock->ops */
+    hl_acquire_op *next;
+    uint64_t owner;
+    int64_t wait_ms;
+    int64_t lease_ms;
+    unsigned flags;
+    hl_monotime deadline; /* INT64_MAX: forever */
+    hl_monotime attempt_sent;
+    uint64_t seq_at_attempt; /* channel's wake sequence when sent */
+    char nonce[HILOCK_CLIENT_ID_LEN + 22]; /* names the last attempt */
+    size_t nonce_len;
+    hl_turn turn;         /* of its attempt */
+    hl_monotime queued_at; /* when it started waiting for its turn */
+    int last_status; /* why the last attempt failed, for the deadline */
+    char last_detail[200];
+    hl_waiter waiter;
+    hl_timer timer;
+    hilock_acquire_cb *cb; /* NULL: a blocking caller waits */
+    void *user_data;
+    hilock_acquired got;   /* the grant, for the callback */
+    hl_monotime retry_floor; /* least wait before a retry of its own */
+    int in_flight;      /* requests naming this op */
+    bool started;       /* linked into the lock, timers initialised */
+    bool done;          /* the callback has fired (or is firing) */
+    bool retry_after;   /* a wake-up came during an attempt */
+    bool subscribed;
+    bool placed;        /* may hold a place on the server to give back */
+    bool queued;        /* waits for its owner's turn to attempt */
+    bool saw_held;      /* an attempt found the lock held by another */
+};
+
+/* A release that frees the lock is being sent: wake the next local
+ * waiter so its attempt follows in the same write (kinds with hand_on).
+ * Returns whether a waiter was woken that expects the release's message
+ * on the lock's channel (see hl_waiters_hand_on). */
+bool hl_lock_hand_on(hilock_lock *lock);
+
+/* The calls of a lock besides acquire (release.c). */
+typedef enum hl_lock_call_kind {
+    CALL_RELEASE,
+    CALL_FORCE,
+    CALL_IS_LOCKED,
+    CALL_HOLD_COUNT,
+    CALL_TTL,
+    CALL_LEASE_LOST /* the client's own knowledge: no request */
+} hl_lock_call_kind;
+
+/* Start one for owner: async with cb, or, with cb NULL, blocking, its
+ * value stored in *value (may be NULL). */
+int hl_lock_call(hilock_lock *lock, hl_lock_call_kind kind, uint64_t owner,
+                 hilock_lock_cb *cb, void *user_data, int64_t *value);
+
+/* Start an acquire: async with cb (its op id in *op_id, may be NULL),
+ * or, with cb NULL, blocking, the token in *token (may be NULL). */
+int hl_acquire(hilock_lock *lock, uint64_t owner, int64_t wait_ms,
+               int64_t lease_ms, unsigned flags, hilock_acquire_cb *cb,
+               void *user_data, uint64_t *op_id, uint64_t *token);
+
+
+/* Holds. */
+hl_hold *hl_hold_find(hilock_lock *lock, uint64_t owner);
+hl_hold *hl_hold_get(hilock_lock *lock, uint64_t owner); /* creates */
+/* Forget a hold: stop its lease and free it (once the engine is done
+ * with the lease inside). */
+void hl_hold_drop(hl_hold *hold);
+/* Start the hold's lease; HILOCK_OK or HILOCK_ENOMEM (no engine). */
+int hl_hold_start_lease(hl_hold *hold, hl_monotime granted_at,
+                        int64_t lease_ms);
+/* Format "<client id>:<owner>" into buf; returns its length. */
+size_t hl_owner_field(const hilock_lock *lock, uint64_t owner, char *buf,
+                      size_t cap);
+
+
+/* True when the handle can start operations (loop thread). */
+bool hl_lock_usable(const hilock_lock *lock);
+
+/* Finish every pending acquire of the lock with status. */
+void hl_lock_cancel_all(hilock_lock *lock, int status, const char *detail);
+
+#endif

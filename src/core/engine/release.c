@@ -1,0 +1,389 @@
+/* Release, force release and the read-only queries of a lock. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/base/alloc.h"
+#include "core/base/error_detail.h"
+#include "core/engine/lockobj_internal.h"
+#include "core/config/options_internal.h"
+
+typedef struct lock_call {
+    hl_op op; /* first */
+    hilock_lock *lock;
+    hl_lock_call_kind kind;
+    uint64_t owner;
+    hilock_lock_cb *cb; /* NULL: a blocking caller waits */
+    void *user_data;
+    bool lease_was_releasing; /* this release set the lease aside */
+    bool handed_on;           /* a local waiter was woken with it */
+} lock_call;
+
+static void call_finish(lock_call *call, int status, int64_t value,
+                        const char *detail)
+{
+    hl_op_done(&call->op, status, value, NULL, detail);
+}
+
+/* The answer inside a release's reply, which is {answer, refusal} when the
+ * server's ACL refused the wake-up PUBLISH.  The lock changed all the
+ * same, so the release stands as done; only the refusal is recorded, for
+ * hilock_client_stats. */
+static const hilock_reply *release_answer(hilock_lock *lock,
+                                          const hilock_reply *reply)
+{
+    if (reply == NULL || reply->type != HILOCK_REPLY_ARRAY ||
+        reply->elements != 2 ||
+        reply->element[0]->type != HILOCK_REPLY_INTEGER ||
+        (reply->element[1]->type != HILOCK_REPLY_STRING &&
+         reply->element[1]->type != HILOCK_REPLY_STATUS))
+        return reply;
+    if (lock->client)
+        lock->client->publishes_refused++;
+    return reply->element[0];
+}
+
+static void release_done(lock_call *call, int status, hilock_reply *reply)
+{
+    hilock_lock *lock = call->lock;
+    hl_hold *h = hl_hold_find(lock, call->owner);
+    if (h)
+        h->releases_in_flight--;
+    int64_t left = 0;
+    hl_release_outcome out =
+        status == HILOCK_OK
+            ? lock->kind->parse_release(release_answer(lock, reply), &left)
+            : HL_REL_BAD_REPLY;
+    hl_aux_name ch;
+    if (call->handed_on && lock->client && out != HL_REL_FREED &&
+        hl_lock_channel(lock, &ch) == 0) {
+        hl_waiters_hand_on_undone(lock->client->waiters, ch.s, ch.len);
+        hl_aux_name_done(&ch);
+    }
+    if (status == HILOCK_EREDIS || status == HILOCK_ECLOSED) {
+        char why[256];
+        snprintf(why, sizeof why, "%s",
+                 reply ? reply->str : hilock_last_error());
+        if (h && call->lease_was_releasing && hl_hold_lease(h))
+            hl_lease_set_releasing(hl_hold_lease(h), false);
+        hilock_reply_free(reply);
+        call_finish(call, status, 0, why);
+        return;
+    }
+    if (status != HILOCK_OK) {
+        /* Unknown whether the server ran it.  Count it as done, and bring
+         * the server's count to the same, so both sides agree, and report
+         * the failure. */
+        char why[256];
+        snprintf(why, sizeof why, "%s", hilock_last_error());
+        if (h) {
+            int64_t lease_ms = h->lease_ms;
+            if (h->count > 0)
+                h->count--;
+            if (h->count <= 0 && h->releases_in_flight == 0)
+                hl_hold_drop(h);
+            else if (hl_hold_lease(h) && call->lease_was_releasing)
+                hl_lease_set_releasing(hl_hold_lease(h), false);
+            hl_reconcile_start(lock, call->owner, NULL, NULL, 0, lease_ms);
+        }
+        call_finish(call, status, 0, why);
+        return;
+    }
+    hilock_reply_free(reply);
+    switch (out) {
+    case HL_REL_NOT_OWNER: {
+        bool lost = h != NULL && (h->lost || h->count > 0);
+        if (h && h->releases_in_flight == 0)
+            hl_hold_drop(h);
+        if (lost)
+            call_finish(call, HILOCK_ELEASELOST, 0,
+                        "the lease was lost before this release");
+        else
+            call_finish(call, HILOCK_ENOTOWNER, 0,
+                        "this owner does not hold the lock");
+        return;
+    }
+    case HL_REL_STILL_HELD:
+    case HL_REL_FREED:
+    case HL_REL_OWNER_DONE:
+        if (h && h->lost) {
+            /* A loss already reported stands, even if a late renewal kept
+             * the key alive within the drift margin. */
+            if (h->releases_in_flight == 0)
+                hl_hold_drop(h);
+            call_finish(call, HILOCK_ELEASELOST, 0,
+                        "the lease was lost before this release");
+            return;
+        }
+        if (h && out == HL_REL_STILL_HELD) {
+            /* The client's own count, not the server's: a grant the
+             * server counts but the client does not (a cancelled
+             * acquire's) is being given back, and is no hold of the
+             * caller's. */
+            left = h->count - 1 < left ? h->count - 1 : left;
+            if (left <= 0)
+                out = HL_REL_OWNER_DONE;
+        }
+        if (out != HL_REL_STILL_HELD) {
+            if (h && h->releases_in_flight == 0)
+                hl_hold_drop(h);
+            else if (h)
+                h->count = 0;
+            call_finish(call, HILOCK_OK, 0, NULL);
+            return;
+        }
+        if (h) {
+            h->count = left;
+            if (hl_hold_lease(h) && call->lease_was_releasing)
+                hl_lease_set_releasing(hl_hold_lease(h), false);
+        }
+        call_finish(call, HILOCK_OK, left, NULL);
+        return;
+    case HL_REL_BAD_REPLY:
+        call_finish(call, HILOCK_EPROTO, 0, "unexpected release reply");
+        return;
+    }
+}
+
+static void on_reply(void *data, int status, hilock_reply *reply)
+{
+    lock_call *call = data;
+    if (call->kind == CALL_RELEASE) {
+        release_done(call, status, reply);
+        return;
+    }
+    if (status != HILOCK_OK) {
+        char why[256];
+        snprintf(why, sizeof why, "%s",
+                 reply ? reply->str : hilock_last_error());
+        hilock_reply_free(reply);
+        call_finish(call, status, 0, why);
+        return;
+    }
+    int64_t value = 0;
+    bool ok = true;
+    const hilock_reply *answer = reply;
+    switch (call->kind) {
+    case CALL_FORCE:
+        answer = release_answer(call->lock, reply);
+        ok = answer->type == HILOCK_REPLY_INTEGER;
+        value = answer->integer;
+        break;
+    case CALL_IS_LOCKED:
+    case CALL_TTL:
+        ok = reply->type == HILOCK_REPLY_INTEGER;
+        value = reply->integer;
+        if (call->kind == CALL_TTL && value < 0)
+            value = -1; /* no key (-2) or no expiry (-1) alike */
+        break;
+    case CALL_HOLD_COUNT:
+        if (reply->type == HILOCK_REPLY_NIL) {
+            value = 0;
+        } else if (reply->type == HILOCK_REPLY_STRING) {
+            char *end;
+            value = strtoll(reply->str, &end, 10);
+            ok = end != reply->str && *end == '\0';
+        } else {
+            ok = false;
+        }
+        break;
+    case CALL_RELEASE:
+    case CALL_LEASE_LOST:
+        break;
+    }
+    hilock_reply_free(reply);
+    if (!ok)
+        call_finish(call, HILOCK_EPROTO, 0, "unexpected reply");
+    else
+        call_finish(call, HILOCK_OK, value, NULL);
+}
+
+static int send_query(lock_call *call, hl_conn *conn, const char *cmd,
+                      bool with_field)
+{
+    hilock_lock *lock = call->lock;
+    char field[HILOCK_CLIENT_ID_LEN + 22 + 16];
+    const char *argv[3] = {cmd, lock->name, field};
+    size_t lens[3] = {strlen(cmd), lock->name_len, 0};
+    if (with_field) {
+        const char *suffix = lock->kind->field_suffix;
+        size_t slen = suffix ? strlen(suffix) : 0;
+        lens[2] = hl_owner_field(lock, call->owner, field,
+                                 sizeof field - slen);
+        if (slen > 0)
+            memcpy(field + lens[2], suffix, slen);
+        lens[2] += slen;
+    }
+    return hl_conn_command(conn, with_field ? 3 : 2, argv, lens, on_reply,
+                           call);
+}
+
+static void call_start(hl_op *op)
+{
+    lock_call *call = (lock_call *)op;
+    hilock_lock *lock = call->lock;
+    hl_conn *conn = hl_lock_conn(lock);
+    if (conn == NULL || lock->destroyed) {
+        call_finish(call, lock->destroyed ? HILOCK_ECANCELED : HILOCK_ECLOSED,
+                    0, lock->destroyed ? "lock handle destroyed"
+                                       : "client closed");
+        return;
+    }
+    int rc = HILOCK_OK;
+    switch (call->kind) {
+    case CALL_RELEASE: {
+        hl_hold *h = hl_hold_find(lock, call->owner);
+        char field[HILOCK_CLIENT_ID_LEN + 22];
+        size_t len = hl_owner_field(lock, call->owner, field, sizeof field);
+        if (h != NULL && h->lost && h->releases_in_flight == 0) {
+            /* The loss was reported already: say so now rather than after
+             * a round trip to a server that may be down, and clear what
+             * may be left of the hold there in the background. */
+            int64_t lease_ms = h->lease_ms;
+            hl_hold_drop(h);
+            hl_reconcile_start(lock, call->owner, NULL, NULL, 0, lease_ms);
+            call_finish(call, HILOCK_ELEASELOST, 0,
+                        "the lease was lost before this release");
+            return;
+        }
+        /* The watchdog timeout from the options, not the lease engine: a
+         * release before any acquire would have to make the engine, and
+         * may find no memory for it. */
+        int64_t lease = h && h->lease_ms > 0
+                            ? h->lease_ms
+                            : lock->client->opts->watchdog_timeout_ms;
+        if (h) {
+            /* A release of the last hold not already being released may
+             * free the lock: renewals must not read the freed key as a
+             * lost lease. */
+            if (h->count - h->releases_in_flight == 1 && hl_hold_lease(h) &&
+                !h->lost) {
+                hl_lease_set_releasing(hl_hold_lease(h), true);
+                call->lease_was_releasing = true;
+            }
+            h->releases_in_flight++;
+        }
+        rc = lock->kind->release(lock, field, len, lease, on_reply, call);
+        if (rc != HILOCK_OK && h) {
+            h->releases_in_flight--;
+            if (call->lease_was_releasing && hl_hold_lease(h))
+                hl_lease_set_releasing(hl_hold_lease(h), false);
+        } else if (call->lease_was_releasing) {
+            /* This release frees the lock: the next local waiter's
+             * attempt can follow it in the same write. */
+            call->handed_on = hl_lock_hand_on(lock);
+        }
+        break;
+    }
+    case CALL_FORCE:
+        rc = lock->kind->force_release(lock, on_reply, call);
+        break;
+    case CALL_IS_LOCKED:
+        rc = send_query(call, conn, "EXISTS", false);
+        break;
+    case CALL_HOLD_COUNT:
+        rc = send_query(call, conn, "HGET", true);
+        break;
+    case CALL_TTL:
+        rc = send_query(call, conn, "PTTL", false);
+        break;
+    case CALL_LEASE_LOST: {
+        hl_hold *h = hl_hold_find(lock, call->owner);
+        call_finish(call, HILOCK_OK, h != NULL && h->lost, NULL);
+        return;
+    }
+    }
+    if (rc != HILOCK_OK)
+        call_finish(call, rc, 0, "could not send the request");
+}
+
+static void call_complete(hl_op *op)
+{
+    lock_call *call = (lock_call *)op;
+    call->cb(call->lock, op->status, op->value, call->user_data);
+}
+
+static void call_destroy(hl_op *op)
+{
+    lock_call *call = (lock_call *)op;
+    hl_lock_unref(call->lock);
+    hl_free(call);
+}
+
+static const hl_op_type lock_call_type = {
+    .start = call_start,
+    .complete = call_complete,
+    .destroy = call_destroy,
+    .bounded = true,
+};
+
+int hl_lock_call(hilock_lock *lock, hl_lock_call_kind kind, uint64_t owner,
+                 hilock_lock_cb *cb, void *user_data, int64_t *value)
+{
+    if (lock == NULL)
+        return hl_fail(HILOCK_EINVAL, "lock is NULL");
+    hilock_client *c = hl_lock_client_get(lock);
+    if (c == NULL)
+        return hl_fail(HILOCK_ECLOSED, "client closed");
+    lock_call *call = hl_calloc(1, sizeof *call);
+    if (call == NULL) {
+        hl_client_unref(c);
+        return hl_fail(HILOCK_ENOMEM, "out of memory");
+    }
+    hl_op_init(&call->op, &lock_call_type);
+    call->lock = lock;
+    call->kind = kind;
+    call->owner = owner;
+    call->cb = cb;
+    call->user_data = user_data;
+    hl_lock_ref(lock);
+    int rc;
+    if (cb == NULL) {
+        rc = hl_op_run_blocking(c, &call->op, hl_blocking_limit_us(c->opts, 0),
+                                value, NULL);
+    } else {
+        rc = hl_op_submit(c, &call->op);
+        if (rc != HILOCK_OK)
+            hl_op_unref(&call->op);
+    }
+    hl_client_unref(c);
+    return rc;
+}
+
+static int submit_call(hilock_lock *lock, hl_lock_call_kind kind,
+                       uint64_t owner, hilock_lock_cb *cb, void *user_data)
+{
+    if (lock == NULL || cb == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    return hl_lock_call(lock, kind, owner, cb, user_data, NULL);
+}
+int hilock_lock_release_async(hilock_lock *lock, uint64_t owner,
+                              hilock_lock_cb *cb, void *user_data)
+{
+    if (owner == 0)
+        return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
+    return submit_call(lock, CALL_RELEASE, owner, cb, user_data);
+}
+
+int hilock_lock_force_release_async(hilock_lock *lock, hilock_lock_cb *cb,
+                                    void *user_data)
+{
+    return submit_call(lock, CALL_FORCE, 0, cb, user_data);
+}
+
+int hilock_lock_is_locked_async(hilock_lock *lock, hilock_lock_cb *cb,
+                                void *user_data)
+{
+    return submit_call(lock, CALL_IS_LOCKED, 0, cb, user_data);
+}
+
+int hilock_lock_hold_count_async(hilock_lock *lock, uint64_t owner,
+                                 hilock_lock_cb *cb, void *user_data)
+{
+    return submit_call(lock, CALL_HOLD_COUNT, owner, cb, user_data);
+}
+
+int hilock_lock_remaining_ttl_async(hilock_lock *lock, hilock_lock_cb *cb,
+                                    void *user_data)
+{
+    return submit_call(lock, CALL_TTL, 0, cb, user_data);
+}

@@ -1,0 +1,309 @@
+#include "core/engine/waiters.h"
+
+#include "core/base/alloc.h"
+#include "core/runtime/client_internal.h"
+#include "core/loop/io.h"
+#include "core/base/map.h"
+
+/* A channel without waiters stays subscribed this long: a lock contended
+ * now is likely contended again soon, and subscribing anew costs a round
+ * trip before the next waiter may try. */
+#define HL_CHANNEL_LINGER_MS 5000
+
+struct hl_wait_channel {
+    hl_sub sub;
+    struct hl_waiters *reg;
+    hl_map_entry *entry;
+    hl_waiter *head; /* oldest first */
+    hl_waiter *tail;
+    hl_waiter *cursor; /* next waiter of a wake-all under way */
+    int waking;        /* a wake-all is under way */
+    uint64_t seq;      /* messages and confirmations heard */
+    int handed_on;     /* our releases whose "0" already woke a waiter */
+    hl_timer linger;   /* runs while the channel has no waiters */
+    bool ready;
+    bool refused;      /* the server refused its SUBSCRIBE */
+    bool wake_all;     /* every message wakes every waiter */
+};
+
+struct hl_waiters {
+    struct hilock_client *client;
+    hl_map channels;
+    bool closing;
+};
+
+static void channel_free(hl_waiters *reg, hl_wait_channel *ch)
+{
+    hl_timer_stop(&ch->linger);
+    hl_pubsub *ps = reg->client->pubsub;
+    if (ps != NULL)
+        hl_pubsub_unsubscribe(ps, &ch->sub);
+    hl_map_remove(&reg->channels, ch->entry);
+    hl_free(ch);
+}
+
+static void on_linger_over(hl_timer *t)
+{
+    hl_wait_channel *ch = t->data;
+    if (ch->head == NULL && ch->waking == 0 && !ch->reg->closing)
+        channel_free(ch->reg, ch);
+}
+
+/* The last waiter left: keep the subscription a while. */
+static void channel_maybe_free(hl_waiters *reg, hl_wait_channel *ch)
+{
+    if (ch->head != NULL || ch->waking > 0 || reg->closing)
+        return;
+    if (!ch->linger.armed)
+        hl_timer_arm(&ch->linger, HL_MS(HL_CHANNEL_LINGER_MS));
+}
+
+static void wake(hl_waiter *w, hl_wake_reason why)
+{
+    if (w->trying && why == HL_WAKE_MESSAGE) {
+        w->wake_pending = true;
+        return;
+    }
+    w->fn(w, why);
+}
+
+/* Wake every waiter; each may remove itself or others meanwhile. */
+static void wake_all(hl_waiters *reg, hl_wait_channel *ch, hl_wake_reason why)
+{
+    ch->waking++;
+    ch->cursor = ch->head;
+    while (ch->cursor != NULL) {
+        hl_waiter *w = ch->cursor;
+        ch->cursor = w->next;
+        wake(w, why);
+    }
+    ch->waking--;
+    channel_maybe_free(reg, ch);
+}
+
+static void wake_first(hl_waiters *reg, hl_wait_channel *ch)
+{
+    for (hl_waiter *w = ch->head; w != NULL; w = w->next) {
+        if (!w->trying) {
+            ch->waking++;
+            w->fn(w, HL_WAKE_MESSAGE);
+            ch->waking--;
+            channel_maybe_free(reg, ch);
+            return;
+        }
+    }
+    if (ch->head != NULL)
+        ch->head->wake_pending = true;
+}
+
+static void on_sub_event(hl_sub *sub, hl_sub_event ev, const char *msg,
+                         size_t len)
+{
+    hl_wait_channel *ch = sub->data;
+    hl_waiters *reg = ch->reg;
+    if (ev == HL_SUB_REFUSED) {
+        /* Waiters here still retry at the lock's ttl, which is all the
+         * design promises without a message; the client counts the
+         * refusal so that the reason for the slow wake-ups can be found. */
+        reg->client->subscribes_refused++;
+        ch->refused = true;
+        return;
+    }
+    ch->seq++;
+    switch (ev) {
+    case HL_SUB_READY:
+        ch->ready = true;
+        ch->refused = false;
+        /* Messages may have been lost meanwhile: count nothing as owed. */
+        ch->handed_on = 0;
+        wake_all(reg, ch, HL_WAKE_READY);
+        break;
+    case HL_SUB_MESSAGE:
+        if (ch->wake_all)
+            wake_all(reg, ch, HL_WAKE_MESSAGE);
+        else if (len == 1 && msg[0] == '0' && ch->handed_on > 0)
+            ch->handed_on--; /* its waiter was woken with the release */
+        else if (len == 1 && msg[0] == '0')
+            wake_first(reg, ch);
+        else
+            wake_all(reg, ch, HL_WAKE_MESSAGE);
+        break;
+    case HL_SUB_CLOSED:
+        ch->ready = false;
+        wake_all(reg, ch, HL_WAKE_CLOSED);
+        break;
+    case HL_SUB_REFUSED:
+        break;
+    }
+}
+
+hl_waiters *hl_waiters_create(struct hilock_client *client)
+{
+    hl_waiters *reg = hl_calloc(1, sizeof *reg);
+    if (reg != NULL)
+        reg->client = client;
+    return reg;
+}
+
+void hl_waiters_free(hl_waiters *reg)
+{
+    if (reg == NULL)
+        return;
+    /* Every waiter hears CLOSED and removes itself; channels stay put
+     * until the end, so walking the map is safe. */
+    reg->closing = true;
+    size_t cur;
+    for (hl_map_entry *e = hl_map_first(&reg->channels, &cur); e;
+         e = hl_map_next(&reg->channels, e, &cur)) {
+        hl_wait_channel *ch = e->value;
+        wake_all(reg, ch, HL_WAKE_CLOSED);
+    }
+    hl_pubsub *ps = reg->client->pubsub;
+    for (hl_map_entry *e = hl_map_first(&reg->channels, &cur); e;
+         e = hl_map_next(&reg->channels, e, &cur)) {
+        hl_wait_channel *ch = e->value;
+        /* Waiters added during the wake-up (none should be) lose their
+         * channel here. */
+        for (hl_waiter *w = ch->head; w; w = w->next)
+            w->chan = NULL;
+        hl_timer_stop(&ch->linger);
+        if (ps != NULL)
+            hl_pubsub_unsubscribe(ps, &ch->sub);
+        hl_free(ch);
+    }
+    hl_map_clear(&reg->channels);
+    hl_free(reg);
+}
+
+int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
+                  size_t len, bool wake_all, hl_wake_fn *fn, void *data)
+{
+    w->fn = fn;
+    w->data = data;
+    w->trying = false;
+    w->wake_pending = false;
+    hl_map_entry *e = hl_map_find(&reg->channels, channel, len);
+    hl_wait_channel *ch = e ? e->value : NULL;
+    if (ch == NULL) {
+        hl_pubsub *ps = hl_client_pubsub(reg->client);
+        if (ps == NULL)
+            return -1;
+        ch = hl_calloc(1, sizeof *ch);
+        if (ch == NULL)
+            return -1;
+        ch->reg = reg;
+        ch->wake_all = wake_all;
+        hl_timer_init(&ch->linger, reg->client->loop, on_linger_over, ch);
+        ch->entry = hl_map_insert(&reg->channels, channel, len, ch);
+        if (ch->entry == NULL) {
+            hl_free(ch);
+            return -1;
+        }
+        int rc = hl_pubsub_subscribe(ps, &ch->sub, channel, len,
+                                     on_sub_event, ch);
+        if (rc < 0) {
+            hl_map_remove(&reg->channels, ch->entry);
+            hl_free(ch);
+            return -1;
+        }
+        ch->ready = rc == 1;
+    }
+    hl_timer_stop(&ch->linger);
+    w->chan = ch;
+    w->next = NULL;
+    w->prev = ch->tail;
+    if (ch->tail)
+        ch->tail->next = w;
+    else
+        ch->head = w;
+    ch->tail = w;
+    return ch->ready ? 1 : 0;
+}
+
+void hl_waiter_remove(hl_waiters *reg, hl_waiter *w, bool pass_on)
+{
+    hl_wait_channel *ch = w->chan;
+    if (ch == NULL)
+        return;
+    if (ch->cursor == w)
+        ch->cursor = w->next;
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        ch->head = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    else
+        ch->tail = w->prev;
+    w->prev = w->next = NULL;
+    w->chan = NULL;
+    if (pass_on && ch->head != NULL && !reg->closing)
+        wake_first(reg, ch);
+    else
+        channel_maybe_free(reg, ch);
+}
+
+void hl_waiter_trying(hl_waiter *w)
+{
+    w->trying = true;
+    w->wake_pending = false;
+}
+
+bool hl_waiter_done_trying(hl_waiter *w)
+{
+    w->trying = false;
+    bool pending = w->wake_pending;
+    w->wake_pending = false;
+    return pending;
+}
+
+bool hl_waiters_hand_on(hl_waiters *reg, const char *channel, size_t len)
+{
+    hl_map_entry *e = reg ? hl_map_find(&reg->channels, channel, len) : NULL;
+    hl_wait_channel *ch = e ? e->value : NULL;
+    if (ch == NULL || !ch->ready)
+        return false;
+    for (hl_waiter *w = ch->head; w != NULL; w = w->next) {
+        if (!w->trying) {
+            ch->handed_on++;
+            ch->waking++;
+            w->fn(w, HL_WAKE_MESSAGE);
+            ch->waking--;
+            channel_maybe_free(reg, ch);
+            return true;
+        }
+    }
+    return false;
+}
+
+void hl_waiters_hand_on_undone(hl_waiters *reg, const char *channel,
+                               size_t len)
+{
+    hl_map_entry *e = reg ? hl_map_find(&reg->channels, channel, len) : NULL;
+    hl_wait_channel *ch = e ? e->value : NULL;
+    if (ch == NULL)
+        return;
+    if (ch->handed_on > 0)
+        ch->handed_on--;
+    /* Whoever waits must not wait on a message that will not come. */
+    wake_first(reg, ch);
+}
+
+bool hl_waiters_queued(hl_waiters *reg, const char *channel, size_t len)
+{
+    hl_map_entry *e = reg ? hl_map_find(&reg->channels, channel, len) : NULL;
+    hl_wait_channel *ch = e ? e->value : NULL;
+    return ch != NULL && ch->ready && ch->head != NULL;
+}
+
+uint64_t hl_waiters_seq(hl_waiters *reg, const char *channel, size_t len)
+{
+    hl_map_entry *e = reg ? hl_map_find(&reg->channels, channel, len) : NULL;
+    hl_wait_channel *ch = e ? e->value : NULL;
+    return ch && ch->ready ? ch->seq : HL_WAIT_SEQ_NONE;
+}
+
+bool hl_waiter_refused(const hl_waiter *w)
+{
+    return w->chan != NULL && w->chan->refused;
+}

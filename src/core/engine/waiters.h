@@ -1,0 +1,90 @@
+/* The waiter registry: lock operations waiting for a lock to be released
+ * listen on its channel through one shared subscription per channel per
+ * client.  A "0" message wakes one waiter (the oldest not already trying),
+ * any other message wakes all; every (re)confirmed subscription wakes all,
+ * since messages sent while unsubscribed are lost.  Loop thread only. */
+#ifndef HL_WAITERS_H
+#define HL_WAITERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/transport/pubsub.h"
+
+struct hilock_client;
+typedef struct hl_waiters hl_waiters;
+typedef struct hl_waiter hl_waiter;
+typedef struct hl_wait_channel hl_wait_channel;
+
+typedef enum hl_wake_reason {
+    HL_WAKE_MESSAGE, /* the lock was released */
+    HL_WAKE_READY,   /* subscribed (again): try now */
+    HL_WAKE_CLOSED   /* the client is closing: give up */
+} hl_wake_reason;
+
+typedef void hl_wake_fn(hl_waiter *w, hl_wake_reason why);
+
+struct hl_waiter {
+    hl_waiter *prev;
+    hl_waiter *next;
+    hl_wait_channel *chan; /* NULL when not registered */
+    hl_wake_fn *fn;
+    void *data;
+    bool trying;       /* an attempt is in flight: a wake is kept for later */
+    bool wake_pending; /* woken while trying */
+};
+
+hl_waiters *hl_waiters_create(struct hilock_client *client);
+/* Every registered waiter gets HL_WAKE_CLOSED and is removed. */
+void hl_waiters_free(hl_waiters *reg);
+
+/* Register w on a channel.  With wake_all (fixed by the channel's first
+ * waiter) every message wakes every waiter: for channels whose waiters
+ * want different things (readers and writers), where the one a "0" would
+ * wake may not be the one that can go.  Returns 1 when the subscription
+ * is confirmed already (attempt now), 0 when HL_WAKE_READY will come, -1
+ * on ENOMEM. */
+int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
+                  size_t len, bool wake_all, hl_wake_fn *fn, void *data);
+/* Unregister (idempotent).  pass_on: the waiter leaves without the lock
+ * (cancelled, timed out, failed), so the next in line is woken to look
+ * again: a waiter that joined the queue without trying relies on it. */
+void hl_waiter_remove(hl_waiters *reg, hl_waiter *w, bool pass_on);
+
+/* A release that will free the lock has just been queued: wake the
+ * oldest idle waiter now, so that its attempt leaves in the same write,
+ * right behind the release, instead of a round trip later.  The release's
+ * own "0" message is then not acted on when it comes.  Returns whether a
+ * waiter was woken. */
+bool hl_waiters_hand_on(hl_waiters *reg, const char *channel, size_t len);
+
+/* The release behind a hand-on did not publish (it failed, or did not
+ * free the lock): stop expecting its message, and wake the oldest idle
+ * waiter so nobody waits for it. */
+void hl_waiters_hand_on_undone(hl_waiters *reg, const char *channel,
+                               size_t len);
+
+/* Whether waiters of this client already queue on a confirmed channel:
+ * a newcomer then joins them instead of trying first, keeping the local
+ * order first come, first served. */
+bool hl_waiters_queued(hl_waiters *reg, const char *channel, size_t len);
+
+/* Whether the server refused the subscription of w's channel (its ACL
+ * does not allow SUBSCRIBE to it): no release will wake w, which then
+ * waits by the holder's lease alone. */
+bool hl_waiter_refused(const hl_waiter *w);
+
+/* Mark an attempt in flight (wakes are kept) or done.  Returns true when
+ * a wake arrived meanwhile: the caller should attempt again at once. */
+void hl_waiter_trying(hl_waiter *w);
+bool hl_waiter_done_trying(hl_waiter *w);
+
+/* A number that changes whenever the channel hears a message or is
+ * (re)confirmed; HL_WAIT_SEQ_NONE while the channel is not confirmed.
+ * An acquire compares it across its attempt: unchanged means no release
+ * was announced meanwhile, so it can wait without trying again. */
+#define HL_WAIT_SEQ_NONE UINT64_MAX
+uint64_t hl_waiters_seq(hl_waiters *reg, const char *channel, size_t len);
+
+#endif

@@ -1,0 +1,142 @@
+#include "core/loop/io.h"
+
+#include <stddef.h>
+
+#define HL_CONTAINER(ptr, type, member)                                      \
+    ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+static void io_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop;
+    hl_io *io = HL_CONTAINER(w, hl_io, read_watcher);
+    io->on_event(io, revents & (EV_READ | EV_ERROR));
+}
+
+static void io_write_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop;
+    hl_io *io = HL_CONTAINER(w, hl_io, write_watcher);
+    io->on_event(io, revents & (EV_WRITE | EV_ERROR));
+}
+
+void hl_io_init(hl_io *io, struct ev_loop *loop, hl_io_fn *on_event,
+                void *data)
+{
+    io->loop = loop;
+    io->on_event = on_event;
+    io->data = data;
+    io->fd = -1;
+    io->want_read = io->want_write = false;
+    ev_init(&io->read_watcher, io_read_cb);
+    ev_init(&io->write_watcher, io_write_cb);
+}
+
+void hl_io_set_fd(hl_io *io, int fd)
+{
+    hl_io_clear(io);
+    io->fd = fd;
+    ev_io_set(&io->read_watcher, fd, EV_READ);
+    ev_io_set(&io->write_watcher, fd, EV_WRITE);
+}
+
+void hl_io_want_read(hl_io *io, bool on)
+{
+    if (io->fd < 0 || io->want_read == on)
+        return;
+    io->want_read = on;
+    if (on)
+        ev_io_start(io->loop, &io->read_watcher);
+    else
+        ev_io_stop(io->loop, &io->read_watcher);
+}
+
+void hl_io_want_write(hl_io *io, bool on)
+{
+    if (io->fd < 0 || io->want_write == on)
+        return;
+    io->want_write = on;
+    if (on)
+        ev_io_start(io->loop, &io->write_watcher);
+    else
+        ev_io_stop(io->loop, &io->write_watcher);
+}
+
+void hl_io_clear(hl_io *io)
+{
+    hl_io_want_read(io, false);
+    hl_io_want_write(io, false);
+    io->fd = -1;
+}
+
+static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    hl_timer *t = HL_CONTAINER(w, hl_timer, watcher);
+    t->armed = false;
+    t->on_fire(t);
+}
+
+void hl_timer_init(hl_timer *t, struct ev_loop *loop, hl_timer_fn *on_fire,
+                   void *data)
+{
+    t->loop = loop;
+    t->on_fire = on_fire;
+    t->data = data;
+    t->armed = false;
+    ev_init(&t->watcher, timer_cb);
+}
+
+void hl_timer_arm(hl_timer *t, hl_monotime delay)
+{
+    if (t->armed)
+        ev_timer_stop(t->loop, &t->watcher);
+    /* libev measures from the loop's cached time; refresh it so a long
+     * callback before this point does not shorten the delay. */
+    ev_now_update(t->loop);
+    ev_timer_set(&t->watcher, delay > 0 ? (double)delay / 1e6 : 0.0, 0.0);
+    ev_timer_start(t->loop, &t->watcher);
+    t->armed = true;
+}
+
+void hl_timer_stop(hl_timer *t)
+{
+    if (!t->armed)
+        return;
+    ev_timer_stop(t->loop, &t->watcher);
+    t->armed = false;
+}
+
+static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    hl_prepare *p = HL_CONTAINER(w, hl_prepare, watcher);
+    p->on_prepare(p);
+}
+
+void hl_prepare_init(hl_prepare *p, struct ev_loop *loop,
+                     hl_prepare_fn *on_prepare, void *data)
+{
+    p->loop = loop;
+    p->on_prepare = on_prepare;
+    p->data = data;
+    p->active = false;
+    ev_prepare_init(&p->watcher, prepare_cb);
+}
+
+void hl_prepare_start(hl_prepare *p)
+{
+    if (p->active)
+        return;
+    ev_prepare_start(p->loop, &p->watcher);
+    p->active = true;
+}
+
+void hl_prepare_stop(hl_prepare *p)
+{
+    if (!p->active)
+        return;
+    ev_prepare_stop(p->loop, &p->watcher);
+    p->active = false;
+}

@@ -1,0 +1,72 @@
+/* The only door to libev for the transport: a socket's read/write
+ * interest and one-shot timers, each start/stop guarded by its state so
+ * that asking twice costs nothing. */
+#ifndef HL_IO_H
+#define HL_IO_H
+
+#include <stdbool.h>
+
+#include <ev.h>
+
+#include "core/base/monotime.h"
+
+typedef struct hl_io hl_io;
+typedef void hl_io_fn(hl_io *io, int revents);
+
+struct hl_io {
+    struct ev_loop *loop;
+    ev_io read_watcher;
+    ev_io write_watcher;
+    hl_io_fn *on_event; /* EV_READ and/or EV_WRITE */
+    void *data;
+    int fd;
+    bool want_read;
+    bool want_write;
+};
+
+void hl_io_init(hl_io *io, struct ev_loop *loop, hl_io_fn *on_event,
+                void *data);
+/* Attach a socket; interest starts empty. */
+void hl_io_set_fd(hl_io *io, int fd);
+void hl_io_want_read(hl_io *io, bool on);
+void hl_io_want_write(hl_io *io, bool on);
+/* Drop all interest and forget the socket (the caller closes it). */
+void hl_io_clear(hl_io *io);
+
+typedef struct hl_timer hl_timer;
+typedef void hl_timer_fn(hl_timer *timer);
+
+struct hl_timer {
+    struct ev_loop *loop;
+    ev_timer watcher;
+    hl_timer_fn *on_fire;
+    void *data;
+    bool armed;
+};
+
+void hl_timer_init(hl_timer *t, struct ev_loop *loop, hl_timer_fn *on_fire,
+                   void *data);
+/* Fire once after delay (µs, clamped at 0); re-arming replaces the old
+ * expiry.  Stopping a timer from inside its own callback is safe. */
+void hl_timer_arm(hl_timer *t, hl_monotime delay);
+void hl_timer_stop(hl_timer *t);
+
+/* Runs a callback just before the loop blocks for I/O: the moment to flush
+ * everything queued during this loop iteration in one write. */
+typedef struct hl_prepare hl_prepare;
+typedef void hl_prepare_fn(hl_prepare *p);
+
+struct hl_prepare {
+    struct ev_loop *loop;
+    ev_prepare watcher;
+    hl_prepare_fn *on_prepare;
+    void *data;
+    bool active;
+};
+
+void hl_prepare_init(hl_prepare *p, struct ev_loop *loop,
+                     hl_prepare_fn *on_prepare, void *data);
+void hl_prepare_start(hl_prepare *p);
+void hl_prepare_stop(hl_prepare *p);
+
+#endif

@@ -1,0 +1,612 @@
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/rand.h>
+
+#include "core/base/alloc.h"
+#include "core/runtime/client_internal.h"
+#include "core/base/error_detail.h"
+#include "core/base/handle.h"
+#include "core/engine/lease.h"
+#include "core/engine/lockobj.h"
+#include "core/base/map.h"
+#include "core/runtime/op.h"
+#include "core/engine/waiters.h"
+#include "core/config/options_internal.h"
+#include "core/transport/stream.h"
+
+/* ---- loop-thread plumbing -------------------------------------------- */
+
+bool hl_client_in_loop(const hilock_client *c)
+{
+    return pthread_equal(pthread_self(), c->loop_tid) != 0;
+}
+
+static void client_free_memory(hilock_client *c)
+{
+    if (c->own_loop && c->loop)
+        ev_loop_destroy(c->loop);
+    SSL_CTX_free(c->ssl_ctx);
+    hilock_options_free(c->opts);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->cond);
+    hl_handle_release(c);
+}
+
+void hl_client_ref(hilock_client *c) { atomic_fetch_add(&c->mem_refs, 1); }
+
+void hl_client_unref(hilock_client *c)
+{
+    if (atomic_fetch_sub(&c->mem_refs, 1) == 1)
+        client_free_memory(c);
+}
+
+void hl_client_enter_callback(hilock_client *c) { c->callback_depth++; }
+
+void hl_client_leave_callback(hilock_client *c)
+{
+    if (--c->callback_depth == 0 && c->free_when_idle) {
+        c->free_when_idle = false; /* the client's own reference, once */
+        hl_client_unref(c);
+    }
+}
+
+/* Stop everything on the loop thread.  Every pending request, operation
+ * and queued task completes with HILOCK_ECLOSED. */
+static void client_shutdown(hilock_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    bool first = c->conn != NULL;
+    c->closed = true;
+    bool queued = c->ops_head != NULL || c->cancels_head != NULL;
+    pthread_mutex_unlock(&c->lock);
+    if (!first && !queued)
+        return;
+    hl_client_enter_callback(c);
+    /* Locks first: their pending acquires end with HILOCK_ECLOSED and
+     * their leases stop before the connection that renews them goes, and
+     * their group listeners end the multi-lock calls coordinated here
+     * before the ops still queued are drained (hl_op_drain, below). */
+    hl_locks_client_closed(c);
+    hl_op_cancel_live(c);
+    pthread_mutex_lock(&c->lock);
+    c->locks_detached = true;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+    int nconns = c->nconns;
+    hl_conn *conns[HILOCK_MAX_CONNECTIONS];
+    memcpy(conns, c->conns, sizeof conns);
+    memset(c->conns, 0, sizeof c->conns);
+    c->conn = NULL;
+    c->nconns = 0;
+    atomic_store(&c->connected, false);
+    for (int i = 0; i < nconns; i++)
+        if (conns[i])
+            hl_conn_free(conns[i]);
+    hl_waiters_free(c->waiters);
+    c->waiters = NULL;
+    hl_lease_engine_free(c->leases);
+    c->leases = NULL;
+    hl_pubsub *ps = c->pubsub;
+    c->pubsub = NULL;
+    if (ps)
+        hl_pubsub_free(ps);
+    hl_op_drain(c);
+    hl_op_wake_sleepers(c); /* the loop may not turn again */
+    if (first) {
+        ev_async_stop(c->loop, &c->wakeup);
+        ev_idle_stop(c->loop, &c->spin);
+        if (c->own_loop)
+            ev_break(c->loop, EVBREAK_ALL);
+    }
+    hl_client_leave_callback(c);
+}
+
+/* Busy polling (busy_poll_us): while the spin watcher is active, libev
+ * polls without blocking, so the loop sees an answer the moment it
+ * arrives, at the cost of a core. */
+static bool requests_outstanding(const hilock_client *c)
+{
+    for (int i = 0; i < c->nconns; i++)
+        if (hl_conn_busy(c->conns[i]))
+            return true;
+    return false;
+}
+
+static void on_spin(struct ev_loop *loop, ev_idle *w, int revents)
+{
+    (void)revents;
+    hilock_client *c = w->data;
+    hl_monotime now = hl_monotime_now();
+    if (c->opts->busy_poll_us > 0 && requests_outstanding(c)) {
+        atomic_store_explicit(&c->spin_until, now + c->opts->busy_poll_us,
+                              memory_order_relaxed);
+        return;
+    }
+    /* Several waiting callers keep the loop busy without help. */
+    if (hl_op_waiting() > 1 ||
+        now > atomic_load_explicit(&c->spin_until, memory_order_relaxed))
+        ev_idle_stop(loop, w);
+}
+
+/* Busy polling: a queued request keeps the loop awake until its answer
+ * and busy_poll_us beyond. */
+static void on_request(void *data)
+{
+    hilock_client *c = data;
+    if (c->opts->busy_poll_us > 0 && !ev_is_active(&c->spin))
+        ev_idle_start(c->loop, &c->spin);
+}
+
+/* The end of a loop iteration in which blocked callers were answered. */
+static void on_loop_turned(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    hl_op_wake_sleepers(w->data);
+}
+
+static void on_wakeup(struct ev_loop *loop, ev_async *w, int revents)
+{
+    (void)revents;
+    hilock_client *c = w->data;
+    hl_client_enter_callback(c);
+    if (atomic_load(&c->closed))
+        client_shutdown(c);
+    else
+        hl_op_run_queued(c);
+    hl_client_leave_callback(c);
+}
+
+bool hl_client_first_attempt_done(hilock_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    bool done = c->first_done;
+    pthread_mutex_unlock(&c->lock);
+    return done;
+}
+
+bool hl_client_quarantined(const hilock_client *c)
+{
+    return hl_monotime_now() < atomic_load(&c->quarantine_until);
+}
+
+/* A connection came up with track_restarts: a server seen for the first
+ * time votes once it has been up for the quarantine time; one whose
+ * run_id changed restarted, may have forgotten what it granted, and
+ * takes every lease held on it down with it. */
+static void check_restart(hilock_client *c, hl_conn *conn)
+{
+    hl_server_identity id = hl_conn_identity(conn);
+    int64_t q = c->opts->quarantine_ms > 0 ? c->opts->quarantine_ms
+                                           : c->opts->watchdog_timeout_ms;
+    hl_monotime now = hl_monotime_now();
+    bool restarted;
+    if (!c->run_id_seen && id.known) {
+        c->run_id_seen = true;
+        snprintf(c->run_id, sizeof c->run_id, "%s", id.run_id);
+        /* The server's word, whatever it is: a negative uptime counts as
+         * just started, which only makes the wait longer. */
+        int64_t up_ms = id.uptime_s > 0 ? hl_sat_mul(id.uptime_s, 1000) : 0;
+        if (up_ms < q)
+            atomic_store(&c->quarantine_until,
+                         hl_after_ms(now, hl_sat_sub(q, up_ms)));
+        return;
+    }
+    /* An unknown identity cannot be told from a restart. */
+    restarted = !id.known || strcmp(c->run_id, id.run_id) != 0;
+    if (!restarted)
+        return;
+    if (id.known)
+        snprintf(c->run_id, sizeof c->run_id, "%s", id.run_id);
+    atomic_store(&c->quarantine_until, hl_after_ms(now, q));
+    if (c->leases)
+        hl_lease_engine_lose_all(c->leases);
+}
+
+static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
+                          const char *detail, hilock_reply *reply, void *data)
+{
+    hilock_client *c = data;
+    hilock_reply_free(reply);
+    if (ev == HL_CONN_PUSH)
+        return;
+    int i = 0;
+    while (i < c->nconns && c->conns[i] != conn)
+        i++;
+    if (i == c->nconns)
+        return;
+    if (ev == HL_CONN_UP) {
+        c->up_mask |= 1u << i;
+        if (c->opts->track_restarts)
+            check_restart(c, conn);
+    } else
+        c->up_mask &= ~(1u << i);
+    bool all_up = c->up_mask == (1u << c->nconns) - 1;
+    atomic_store(&c->connected, all_up);
+    pthread_mutex_lock(&c->lock);
+    /* The first connection attempt ends when every connection is up, or
+     * at the first failure. */
+    if (!c->first_done && (all_up || ev == HL_CONN_DOWN)) {
+        c->first_done = true;
+        c->first_status = ev == HL_CONN_UP ? 0 : status;
+        snprintf(c->first_detail, sizeof c->first_detail, "%s",
+                 detail ? detail : "");
+        pthread_cond_broadcast(&c->cond);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+hl_conn *hl_client_conn_for(const hilock_client *c, const char *name,
+                            size_t len)
+{
+    if (c->nconns <= 1)
+        return c->conn;
+    return c->conns[hl_hash_bytes(name, len) % (uint64_t)c->nconns];
+}
+
+hl_pubsub *hl_client_pubsub(hilock_client *c)
+{
+    if (c->pubsub == NULL && !c->closed)
+        c->pubsub = hl_pubsub_create(c->loop, c->opts, c->ssl_ctx);
+    return c->pubsub;
+}
+
+struct hl_lease_engine *hl_client_leases(hilock_client *c)
+{
+    if (c->leases == NULL && !c->closed)
+        c->leases = hl_lease_engine_create(
+            c, c->opts->watchdog_timeout_ms, c->opts->max_hold_ms,
+            hl_hold_lease_lost, hl_hold_lease_released);
+    return c->leases;
+}
+
+struct hl_waiters *hl_client_waiters(hilock_client *c)
+{
+    if (c->waiters == NULL && !c->closed)
+        c->waiters = hl_waiters_create(c);
+    return c->waiters;
+}
+
+static void *loop_main(void *arg)
+{
+    hilock_client *c = arg;
+    c->loop_tid = pthread_self();
+    pthread_mutex_lock(&c->lock);
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+    ev_run(c->loop, 0);
+    pthread_mutex_lock(&c->lock);
+    bool free_me = c->free_on_thread_exit;
+    pthread_mutex_unlock(&c->lock);
+    if (free_me)
+        hl_client_unref(c);
+    return NULL;
+}
+
+/* ---- create / close / destroy ---------------------------------------- */
+
+int (*hilock__rand_bytes)(unsigned char *buf, int num) = RAND_bytes;
+
+/* A failing CSPRNG fails the client: an id from any weaker source could
+ * be guessed or repeated, and two owners sharing an id would each think
+ * they hold what the other holds. */
+static int make_uuid(char out[HILOCK_CLIENT_ID_LEN + 1])
+{
+    unsigned char b[16];
+    if (hilock__rand_bytes(b, sizeof b) != 1)
+        return hl_fail(HILOCK_ERANDOM,
+                       "the CSPRNG could not make a client id");
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(out, HILOCK_CLIENT_ID_LEN + 1,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+             "%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
+             b[10], b[11], b[12], b[13], b[14], b[15]);
+    return HILOCK_OK;
+}
+
+static int wait_first_connect(hilock_client *c)
+{
+    /* The connection enforces the connect timeout itself; the extra
+     * second only guards against a loop thread that never answers. */
+    struct timespec until =
+        hl_monotonic_deadline(HL_MS(c->opts->connect_timeout_ms + 1000));
+    int rc = 0;
+    pthread_mutex_lock(&c->lock);
+    while (!c->first_done && rc == 0)
+        rc = pthread_cond_timedwait(&c->cond, &c->lock, &until);
+    int status = c->first_done ? c->first_status : HILOCK_ETIMEDOUT;
+    pthread_mutex_unlock(&c->lock);
+    if (status != 0) {
+        if (c->first_done)
+            hl_set_detail(c->first_detail);
+        else
+            hl_set_detail("connection not ready within the connect timeout");
+    }
+    return status;
+}
+
+static int start_loop_thread(hilock_client *c)
+{
+    /* The loop thread takes no signals: they belong to the application,
+     * and SIGPIPE from a TLS write must not kill the process. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&c->thread, NULL, loop_main, c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        return -1;
+    c->thread_running = true;
+    return 0;
+}
+
+static void join_loop_thread(hilock_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    bool join = c->thread_running;
+    c->thread_running = false;
+    pthread_mutex_unlock(&c->lock);
+    if (join)
+        pthread_join(c->thread, NULL);
+}
+
+/* Close from a thread other than the loop's (own loop only). */
+static void close_from_outside(hilock_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->closed = true;
+    if (c->thread_running)
+        ev_async_send(c->loop, &c->wakeup);
+    pthread_mutex_unlock(&c->lock);
+    join_loop_thread(c);
+}
+
+int hilock_client_create(hilock_client **out, const hilock_options *opts)
+{
+    hl_clear_detail();
+    if (out == NULL)
+        return hl_fail(HILOCK_EINVAL, "out is NULL");
+    *out = NULL;
+    hilock_client *c = hl_calloc(1, sizeof *c);
+    if (c == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory for the client");
+    atomic_init(&c->mem_refs, 1);
+    int rc = opts ? hilock_options_copy(&c->opts, opts)
+                  : hilock_options_create(&c->opts);
+    if (rc != 0) {
+        hl_free(c);
+        return hl_fail(HILOCK_ENOMEM, "out of memory for the options");
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cond, &attr);
+    pthread_condattr_destroy(&attr);
+    rc = make_uuid(c->id);
+    if (rc != HILOCK_OK)
+        goto fail;
+
+    if (c->opts->user && !c->opts->password) {
+        rc = hl_fail(HILOCK_EINVAL, "user '%s' has no password",
+                     c->opts->user);
+        goto fail;
+    }
+    if (c->opts->tls) {
+        char err[256];
+        c->ssl_ctx = hl_tls_context_create(c->opts, err, sizeof err);
+        if (c->ssl_ctx == NULL) {
+            rc = hl_fail(HILOCK_ETLS, "%s", err);
+            goto fail;
+        }
+    }
+    c->own_loop = c->opts->loop == NULL;
+    c->loop = c->own_loop ? ev_loop_new(EVFLAG_AUTO) : c->opts->loop;
+    if (c->loop == NULL) {
+        rc = hl_fail(HILOCK_ENOMEM, "cannot create an event loop");
+        goto fail;
+    }
+    if (!c->own_loop)
+        c->loop_tid = pthread_self();
+    ev_async_init(&c->wakeup, on_wakeup);
+    c->wakeup.data = c;
+    ev_idle_init(&c->spin, on_spin);
+    c->spin.data = c;
+    ev_prepare_init(&c->waker, on_loop_turned);
+    c->waker.data = c;
+    ev_async_start(c->loop, &c->wakeup);
+    hl_conn_config cfg = {.loop = c->loop,
+                          .opts = c->opts,
+                          .ssl_ctx = c->ssl_ctx,
+                          .on_event = on_conn_event,
+                          .on_request = on_request,
+                          .rtt_us = &c->rtt_us,
+                          .data = c};
+    bool made = true;
+    for (int i = 0; i < c->opts->connections && made; i++) {
+        c->conns[i] = hl_conn_create(&cfg);
+        made = c->conns[i] != NULL;
+        c->nconns = i + 1;
+    }
+    c->conn = c->conns[0];
+    if (!made || hl_handle_add(c) != 0) {
+        for (int i = 0; i < c->nconns; i++)
+            if (c->conns[i])
+                hl_conn_free(c->conns[i]);
+        memset(c->conns, 0, sizeof c->conns);
+        c->nconns = 0;
+        c->conn = NULL;
+        ev_async_stop(c->loop, &c->wakeup);
+        rc = hl_fail(HILOCK_ENOMEM, "out of memory for the connection");
+        goto fail;
+    }
+    if (!c->own_loop) {
+        *out = c;
+        return HILOCK_OK;
+    }
+    if (start_loop_thread(c) != 0) {
+        hl_handle_remove(c);
+        for (int i = 0; i < c->nconns; i++)
+            hl_conn_free(c->conns[i]);
+        memset(c->conns, 0, sizeof c->conns);
+        c->nconns = 0;
+        c->conn = NULL;
+        ev_async_stop(c->loop, &c->wakeup);
+        rc = hl_fail(HILOCK_ENOMEM, "cannot start the loop thread");
+        goto fail;
+    }
+    rc = wait_first_connect(c);
+    if (rc != 0) {
+        char detail[256];
+        snprintf(detail, sizeof detail, "%s", hilock_last_error());
+        hl_handle_remove(c);
+        close_from_outside(c);
+        hl_client_unref(c);
+        return hl_fail(rc, "%s", detail);
+    }
+    *out = c;
+    return HILOCK_OK;
+fail:
+    hl_client_unref(c);
+    return rc;
+}
+
+int hilock_client_close(hilock_client *c)
+{
+    if (c == NULL)
+        return hl_fail(HILOCK_EINVAL, "client is NULL");
+    if (!hl_handle_is_live(c))
+        return hl_fail(HILOCK_ECLOSED, "not a live client");
+    bool in_loop = hl_client_in_loop(c);
+    if (!c->own_loop && !in_loop)
+        return hl_fail(HILOCK_EINVAL,
+                       "a client on the caller's loop closes on that loop's "
+                       "thread");
+    pthread_mutex_lock(&c->lock);
+    bool was_closed = c->closed;
+    pthread_mutex_unlock(&c->lock);
+    if (in_loop)
+        client_shutdown(c);
+    else
+        close_from_outside(c);
+    return was_closed ? hl_fail(HILOCK_ECLOSED, "client was closed already")
+                      : HILOCK_OK;
+}
+
+int hilock_client_destroy(hilock_client *c)
+{
+    if (c == NULL)
+        return hl_fail(HILOCK_EINVAL, "client is NULL");
+    if (!hl_handle_is_live(c))
+        return hl_fail(HILOCK_ECLOSED, "client was destroyed already");
+    bool in_loop = hl_client_in_loop(c);
+    if (!c->own_loop && !in_loop)
+        return hl_fail(HILOCK_EINVAL,
+                       "a client on the caller's loop is destroyed on that "
+                       "loop's thread");
+    if (!hl_handle_remove(c))
+        return hl_fail(HILOCK_ECLOSED, "client was destroyed already");
+    if (!in_loop) {
+        close_from_outside(c);
+        hl_client_unref(c);
+        return HILOCK_OK;
+    }
+    hl_client_enter_callback(c);
+    client_shutdown(c);
+    if (c->own_loop) {
+        /* The loop thread cannot join itself: it frees the client once
+         * its loop has stopped. */
+        pthread_mutex_lock(&c->lock);
+        c->free_on_thread_exit = true;
+        c->thread_running = false;
+        pthread_mutex_unlock(&c->lock);
+        pthread_detach(pthread_self());
+        c->callback_depth--;
+        return HILOCK_OK;
+    }
+    c->free_when_idle = true;
+    hl_client_leave_callback(c);
+    return HILOCK_OK;
+}
+
+const char *hilock_client_id(const hilock_client *c)
+{
+    return c ? c->id : NULL;
+}
+
+int hilock_client_is_tls(const hilock_client *c)
+{
+    return c ? c->opts->tls != 0 : -1;
+}
+
+int hilock_client_is_connected(const hilock_client *c)
+{
+    return c ? atomic_load(&c->connected) : 0;
+}
+
+static void read_stats(hilock_client *c, hilock_client_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (c->leases) {
+        hl_lease_stats l = hl_lease_engine_stats(c->leases);
+        out->leases_active = l.active;
+        out->leases_renewed = l.renewed;
+        out->leases_lost = l.lost;
+        out->renew_calls = l.renew_calls;
+    }
+    for (int i = 0; i < c->nconns; i++) {
+        hl_conn_stats s = hl_conn_get_stats(c->conns[i]);
+        out->connects += s.connects;
+        out->writes += s.writes;
+    }
+    out->publishes_refused = c->publishes_refused;
+    out->subscribes_refused = c->subscribes_refused;
+}
+
+/* On the caller's stack: the loop answers at once, and out must stay
+ * valid until it has. */
+typedef struct stats_op {
+    hl_op op; /* first */
+    hilock_client_stats *out;
+} stats_op;
+
+static void stats_start(hl_op *op)
+{
+    read_stats(op->home, ((stats_op *)op)->out);
+    hl_op_done(op, HILOCK_OK, 0, NULL, NULL);
+}
+
+static void stats_on_stack(hl_op *op) { (void)op; }
+
+static const hl_op_type stats_type = {.start = stats_start,
+                                      .destroy = stats_on_stack};
+
+int hilock_client_get_stats(hilock_client *c, hilock_client_stats *out)
+{
+    if (c == NULL || out == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    stats_op st;
+    hl_op_init(&st.op, &stats_type);
+    st.out = out;
+    return hl_op_call_and_wait(c, &st.op);
+}
+
+struct ev_loop *hilock_client_loop(const hilock_client *c)
+{
+    return c ? c->loop : NULL;
+}
+
+int64_t hl_client_watchdog_ms(const hilock_client *client)
+{
+    return client->opts->watchdog_timeout_ms;
+}
+
+int64_t hl_client_blocking_limit_us(const hilock_client *client,
+                                    int64_t wait_ms)
+{
+    return hl_blocking_limit_us(client->opts, wait_ms);
+}

@@ -1,0 +1,135 @@
+/* The client's insides, for the lock kinds and the tests. */
+#ifndef HL_CLIENT_INTERNAL_H
+#define HL_CLIENT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include <ev.h>
+#include <openssl/ssl.h>
+
+#include "core/runtime/runtime.h"
+#include "core/transport/conn.h"
+#include "hilock/client.h"
+#include "core/transport/pubsub.h"
+
+/* Blocked callers sleep on HL_WAKE_WORDS process-wide futex words, one
+ * bit each (op.c). */
+#define HL_WAKE_WORDS 4
+
+struct hilock_client {
+    hilock_options *opts;
+    struct ev_loop *loop;
+    bool own_loop;
+    pthread_t thread;
+    pthread_t loop_tid;
+    bool thread_running; /* own loop: the thread exists and is joinable */
+
+    ev_async wakeup;
+    ev_idle spin;               /* busy polling: the loop does not sleep */
+    ev_prepare waker;           /* wakes the blocked callers posted to */
+    uint32_t wake_mask[HL_WAKE_WORDS]; /* loop thread: whom it wakes */
+    _Atomic int64_t spin_until; /* µs: until then */
+    pthread_mutex_t lock; /* guards the op queues, closed, first_* */
+    pthread_cond_t cond;
+    struct hl_op *ops_head; /* submitted, not yet started (op.c) */
+    struct hl_op *ops_tail;
+    struct hl_op *cancels_head; /* cancels asked from other threads */
+    struct hl_op *cancels_tail;
+    atomic_int pending_ops; /* bounded ops not yet finished */
+    struct hl_op *live_ops; /* loop thread: started, cancellable, open */
+    /* Written under lock, read without it on the loop thread as well
+     * (hl_lock_conn, on every request): atomic so both sides agree. */
+    atomic_bool closed;
+
+    SSL_CTX *ssl_ctx;
+    hl_conn *conn; /* conns[0]: raw commands and lease renewals */
+    hl_conn *conns[HILOCK_MAX_CONNECTIONS];
+    int nconns;
+    unsigned up_mask; /* bit i: conns[i] is up */
+    hl_pubsub *pubsub; /* created on first use */
+    struct hl_lease_engine *leases; /* created on first use */
+    struct hl_waiters *waiters;     /* created on first use */
+    struct hilock_lock *locks;      /* handles made on this client */
+    char id[HILOCK_CLIENT_ID_LEN + 1];
+    atomic_bool connected;
+    /* track_restarts: the run_id the server had when first seen, and the
+     * monotonic time (µs) until which it must not vote (0: never). */
+    char run_id[48];
+    bool run_id_seen;
+    _Atomic int64_t quarantine_until;
+
+    bool first_done; /* the first attempt ended, one way or the other */
+    int first_status;
+    char first_detail[256];
+
+    int callback_depth;   /* user callbacks running on the loop thread */
+    bool free_when_idle;  /* destroyed inside a callback */
+    bool free_on_thread_exit;
+    /* The client's memory: one reference for the client itself, and one
+     * for each thread that reached it through a lock handle and is still
+     * using it (hl_lock_client_get), so a client destroyed meanwhile
+     * cannot be freed under that thread. */
+    atomic_int mem_refs;
+    /* How long its command connections' answers took of late (µs), for
+     * blocking callers to judge how long to wait awake. */
+    _Atomic int64_t rtt_us;
+    bool locks_detached; /* under lock: closing has let go of its locks */
+    /* Loop thread: wake-up PUBLISHes and SUBSCRIBEs the server's ACL
+     * refused (hilock_client_stats). */
+    uint64_t publishes_refused;
+    uint64_t subscribes_refused;
+};
+
+
+/* The longest a sync caller waits awake for its answer (µs).  Putting a
+ * thread to sleep and waking it costs more than a round trip to a nearby
+ * Redis on many machines, so a short wait is better spent awake; only the
+ * caller spins, never the loop thread, which would take a core from the
+ * server on a small machine (see docs/transport.md). */
+#define HL_SPIN_MAX_US 300
+/* What handing work to the loop thread and back adds to a round trip. */
+#define HL_HANDOVER_US 30
+
+/* The command connection that carries a lock's scripts: always the same
+ * one for a name, so that its requests keep their order. */
+hl_conn *hl_client_conn_for(const hilock_client *client, const char *name,
+                            size_t len);
+
+
+
+/* For tests only: the CSPRNG a new client draws its id from, RAND_bytes
+ * unless a test swaps it to make it fail.  Not exported from the shared
+ * library. */
+extern int (*hilock__rand_bytes)(unsigned char *buf, int num);
+
+
+/* The pub/sub connection, created on first use; NULL when memory runs out
+ * or the client is closed.  Loop thread only. */
+hl_pubsub *hl_client_pubsub(hilock_client *client);
+
+/* The lease engine and the waiter registry, created on first use; NULL
+ * when memory runs out or the client is closed.  Loop thread only. */
+struct hl_lease_engine *hl_client_leases(hilock_client *client);
+struct hl_waiters *hl_client_waiters(hilock_client *client);
+
+/* Wrap every call of user code on the loop thread, so a destroy made
+ * inside it waits until it returns. */
+void hl_client_enter_callback(hilock_client *client);
+void hl_client_leave_callback(hilock_client *client);
+
+/* The spin for an answer over a connection whose answers took rtt_us of
+ * late: about twice that plus the hand-over between threads, and none
+ * when answers take longer than waiting awake is worth. */
+int64_t hl_blocking_spin_for(int64_t rtt_us);
+/* The spin for a blocking call on client c: none while its loop thread
+ * busy-polls. */
+int64_t hl_client_blocking_spin_us(hilock_client *c);
+/* How long a blocking call waits for its operation, in µs: the
+ * operation's own wait (negative: forever) plus room for its requests.
+ * Operations always finish; the limit only guards against a loop thread
+ * that stopped answering. */
+int64_t hl_blocking_limit_us(const hilock_options *opts, int64_t wait_ms);
+
+#endif

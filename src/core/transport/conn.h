@@ -1,0 +1,126 @@
+/* One connection to one Redis server: non-blocking connect, optional TLS,
+ * AUTH/SELECT, pipelined requests with per-request deadlines, bounded
+ * replies, and reconnection with backoff.  Loop thread only.
+ *
+ * Requests not yet written when the connection drops wait for the next
+ * connection; requests written but unanswered fail with HILOCK_EIO, since
+ * nobody can tell whether the server ran them. */
+#ifndef HL_CONN_H
+#define HL_CONN_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ev.h>
+#include <openssl/ssl.h>
+
+#include "hilock/reply.h"
+#include "core/base/monotime.h"
+
+struct hilock_options;
+typedef struct hl_conn hl_conn;
+typedef struct hl_script hl_script;
+
+/* Completion of a request: exactly once.  reply (owned by the callee) is
+ * set for HILOCK_OK and HILOCK_EREDIS, else NULL. */
+typedef void hl_request_fn(void *data, int status, hilock_reply *reply);
+
+typedef enum hl_conn_event {
+    HL_CONN_UP,   /* ready: connected, authenticated, db selected */
+    HL_CONN_DOWN, /* an attempt failed or a ready connection was lost */
+    HL_CONN_PUSH  /* push mode: a reply from the server after HL_CONN_UP */
+} hl_conn_event;
+
+/* status and detail describe HL_CONN_DOWN; reply (owned by the callee)
+ * comes with HL_CONN_PUSH. */
+typedef void hl_conn_event_fn(hl_conn *conn, hl_conn_event event, int status,
+                              const char *detail, hilock_reply *reply,
+                              void *data);
+
+typedef struct hl_conn_config {
+    struct ev_loop *loop;
+    const struct hilock_options *opts; /* must outlive the connection */
+    SSL_CTX *ssl_ctx;                  /* NULL: plain TCP */
+    bool push_mode;       /* pub/sub: replies after UP are pushes */
+    /* Push mode has no request to time out: with keepalive, a connection
+     * that heard nothing for a third of the watchdog timeout sends a
+     * PING, and one that hears nothing for the command timeout after it
+     * is reset (HILOCK_ETIMEDOUT). */
+    bool keepalive;
+    hl_conn_event_fn *on_event;
+    /* Called whenever a request is queued (may be NULL). */
+    void (*on_request)(void *data);
+    /* Where to publish a moving average of how long answered requests
+     * took, in µs, for threads that wait for answers (may be NULL). */
+    _Atomic int64_t *rtt_us;
+    void *data;
+} hl_conn_config;
+
+/* Create and start connecting.  NULL when memory runs out. */
+hl_conn *hl_conn_create(const hl_conn_config *cfg);
+
+/* Queue a command.  Returns HILOCK_OK (fn will be called exactly once),
+ * HILOCK_ENOMEM or HILOCK_ECLOSED (fn is not called). */
+int hl_conn_command(hl_conn *conn, int argc, const char *const *argv,
+                    const size_t *argvlen, hl_request_fn *fn, void *data);
+
+/* The same with a command formatted by hl_format_command(), whose buffer
+ * the connection takes over in every case. */
+int hl_conn_command_take(hl_conn *conn, char *cmd, size_t len,
+                         hl_request_fn *fn, void *data);
+
+/* The same for an EVALSHA of script: the connection sends SCRIPT LOAD
+ * before it when the script is not known to be loaded on it. */
+int hl_conn_script_take(hl_conn *conn, const hl_script *script, char *cmd,
+                        size_t len, hl_request_fn *fn, void *data);
+/* The server forgot its scripts (NOSCRIPT): load each again before use. */
+void hl_conn_forget_scripts(hl_conn *conn);
+
+/* Format a command as RESP into a buffer from hl_malloc.  Any thread.
+ * HILOCK_OK or HILOCK_ENOMEM. */
+int hl_format_command(char **out, size_t *out_len, int argc,
+                      const char *const *argv, const size_t *argvlen);
+
+/* Push mode: send a command whose answers arrive as pushes.  Only while
+ * up: returns HILOCK_OK, HILOCK_ENOMEM, or HILOCK_EIO when not up (the
+ * owner re-sends its state on the next HL_CONN_UP). */
+int hl_conn_send(hl_conn *conn, int argc, const char *const *argv,
+                 const size_t *argvlen);
+
+/* Fail everything pending with status and stop for good; no more events.
+ * Safe inside any callback of this connection. */
+void hl_conn_close(hl_conn *conn, int status, const char *detail);
+/* Close (with HILOCK_ECLOSED) and release; the memory goes once no
+ * callback of this connection is running. */
+void hl_conn_free(hl_conn *conn);
+
+/* Whether requests wait to be written or answered. */
+bool hl_conn_busy(const hl_conn *conn);
+
+/* Who answered the last handshake (with the track_restarts option): a
+ * restarted server has a new run_id. */
+typedef struct hl_server_identity {
+    bool known;
+    char run_id[48];
+    int64_t uptime_s;
+} hl_server_identity;
+hl_server_identity hl_conn_identity(const hl_conn *conn);
+
+/* Counters for tests and the benchmark. */
+typedef struct hl_conn_stats {
+    uint64_t writes;        /* successful write calls on the socket */
+    uint64_t bytes_written;
+    uint64_t connects;      /* times the connection became ready */
+} hl_conn_stats;
+hl_conn_stats hl_conn_get_stats(const hl_conn *conn);
+/* Drop the connection as if the server had closed it (tests, timeouts). */
+void hl_conn_reset(hl_conn *conn, int status, const char *detail);
+
+/* Pure backoff rule: a delay in [d/2, d], d = min(max, min * 2^attempt);
+ * unit01 is a random number in [0, 1). */
+hl_monotime hl_backoff_delay(hl_monotime min, hl_monotime max, int attempt,
+                             double unit01);
+
+#endif

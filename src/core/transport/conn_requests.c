@@ -1,0 +1,194 @@
+/* Requests: formatting, the queue of pending ones, their deadlines, and
+ * the round-trip average blocking callers read. */
+#include "core/transport/conn_internal.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <openssl/rand.h>
+
+#include "core/base/alloc.h"
+#include "core/base/buf.h"
+#include "core/base/error_detail.h"
+#include "core/loop/io.h"
+#include "core/config/options_internal.h"
+#include "core/transport/reply.h"
+#include "core/transport/resolve.h"
+#include "core/transport/resp.h"
+#include "core/transport/script.h"
+#include "core/transport/stream.h"
+
+/* An average over about the last eight answers: recent enough to follow
+ * a change of load, steady enough to ignore one slow answer. */
+void hl_conn_note_rtt(hl_conn *c, hl_monotime took)
+{
+    int64_t avg = c->rtt_us == 0 ? took : c->rtt_us + (took - c->rtt_us) / 8;
+    c->rtt_us = avg > 0 ? avg : 1;
+    if (c->cfg.rtt_us)
+        atomic_store_explicit(c->cfg.rtt_us, c->rtt_us,
+                              memory_order_relaxed);
+}
+
+
+int hl_format_command(char **out, size_t *out_len, int argc,
+                      const char *const *argv, const size_t *argvlen)
+{
+    size_t len = hl_resp_size(argc, argvlen);
+    char *cmd = hl_malloc(len);
+    if (cmd == NULL)
+        return HILOCK_ENOMEM;
+    hl_resp_write(cmd, argc, argv, argvlen);
+    *out = cmd;
+    *out_len = len;
+    return 0;
+}
+
+int hl_conn_format_request(hl_request **out, int argc, const char *const *argv,
+                          const size_t *argvlen)
+{
+    hl_request *r = hl_calloc(1, sizeof *r);
+    if (r == NULL)
+        return HILOCK_ENOMEM;
+    int rc = hl_format_command(&r->cmd, &r->len, argc, argv, argvlen);
+    if (rc != 0) {
+        hl_free(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+
+static int enqueue(hl_conn *c, hl_request *r)
+{
+    hl_monotime timeout = HL_MS(c->o->command_timeout_ms);
+    r->queued_at = hl_monotime_now();
+    r->deadline = r->queued_at + timeout;
+    queue_push(&c->pending, r);
+    if (!c->request_timer.armed)
+        hl_timer_arm(&c->request_timer, timeout);
+    if (c->state == ST_UP)
+        hl_prepare_start(&c->flusher);
+    if (c->cfg.on_request)
+        c->cfg.on_request(c->cfg.data);
+    return 0;
+}
+
+int hl_conn_command(hl_conn *c, int argc, const char *const *argv,
+                    const size_t *argvlen, hl_request_fn *fn, void *data)
+{
+    if (c->state == ST_CLOSED)
+        return HILOCK_ECLOSED;
+    hl_request *r;
+    int rc = hl_conn_format_request(&r, argc, argv, argvlen);
+    if (rc != 0)
+        return rc;
+    r->fn = fn;
+    r->data = data;
+    return enqueue(c, r);
+}
+
+int hl_conn_command_take(hl_conn *c, char *cmd, size_t len,
+                         hl_request_fn *fn, void *data)
+{
+    return hl_conn_script_take(c, NULL, cmd, len, fn, data);
+}
+
+int hl_conn_script_take(hl_conn *c, const hl_script *script, char *cmd,
+                        size_t len, hl_request_fn *fn, void *data)
+{
+    if (c->state == ST_CLOSED) {
+        hl_free(cmd);
+        return HILOCK_ECLOSED;
+    }
+    hl_request *r = hl_calloc(1, sizeof *r);
+    if (r == NULL) {
+        hl_free(cmd);
+        return HILOCK_ENOMEM;
+    }
+    r->cmd = cmd;
+    r->len = len;
+    r->fn = fn;
+    r->data = data;
+    r->script = script;
+    return enqueue(c, r);
+}
+
+void hl_conn_forget_scripts(hl_conn *c) { c->scripts_loaded = 0; }
+
+int hl_conn_send(hl_conn *c, int argc, const char *const *argv,
+                 const size_t *argvlen)
+{
+    if (c->state == ST_CLOSED)
+        return HILOCK_ECLOSED;
+    if (c->state != ST_UP)
+        return HILOCK_EIO;
+    hl_request *r;
+    int rc = hl_conn_format_request(&r, argc, argv, argvlen);
+    if (rc != 0)
+        return rc;
+    rc = hl_buf_append(&c->out, r->cmd, r->len);
+    hl_free(r->cmd);
+    hl_free(r);
+    if (rc != 0)
+        return HILOCK_ENOMEM;
+    hl_prepare_start(&c->flusher);
+    return 0;
+}
+
+
+/* ---- request deadlines ----------------------------------------------- */
+
+void hl_conn_arm_request_timer(hl_conn *c)
+{
+    hl_monotime next = INT64_MAX;
+    if (c->pending.head)
+        next = c->pending.head->deadline;
+    for (hl_request *r = c->sent.head; r; r = r->next) {
+        if (!r->internal) {
+            if (r->deadline < next)
+                next = r->deadline;
+            break;
+        }
+    }
+    if (next == INT64_MAX) {
+        hl_timer_stop(&c->request_timer);
+        return;
+    }
+    hl_timer_arm(&c->request_timer, next - hl_monotime_now());
+}
+
+void hl_conn_on_request_timer(hl_timer *t)
+{
+    hl_conn *c = t->data;
+    c->refs++;
+    hl_monotime now = hl_monotime_now();
+    while (c->pending.head && c->pending.head->deadline <= now &&
+           c->state != ST_CLOSED) {
+        hl_request *r = queue_pop(&c->pending);
+        char why[sizeof c->err + 64];
+        snprintf(why, sizeof why, "not connected within the command timeout"
+                                  "%s%s",
+                 c->err[0] ? ": " : "", c->err);
+        hl_conn_complete(r, HILOCK_ETIMEDOUT, NULL, why);
+    }
+    hl_request *head = c->sent.head;
+    if (head && !head->internal && head->deadline <= now &&
+        c->state != ST_CLOSED) {
+        char why[128];
+        snprintf(why, sizeof why,
+                 "no reply within the command timeout (%lld ms); connection "
+                 "reset",
+                 (long long)c->o->command_timeout_ms);
+        hl_conn_drop(c, HILOCK_ETIMEDOUT, why);
+    }
+    if (c->state != ST_CLOSED)
+        hl_conn_arm_request_timer(c);
+    hl_conn_unref(c);
+}

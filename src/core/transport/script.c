@@ -1,0 +1,138 @@
+#include "core/transport/script.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/sha.h>
+
+#include "core/base/alloc.h"
+#include "hilock/error.h"
+#include "core/base/error_detail.h"
+#include "core/transport/reply.h"
+#include "core/transport/resp.h"
+
+void hl_script_init(hl_script *s, const char *body)
+{
+    static atomic_int next_index;
+    unsigned char md[SHA_DIGEST_LENGTH];
+    int i = atomic_load(&next_index);
+    while (i < HL_SHA_SCRIPTS &&
+           !atomic_compare_exchange_weak(&next_index, &i, i + 1))
+        ;
+    s->index = i < HL_SHA_SCRIPTS ? i : -1;
+    s->body = body;
+    s->len = strlen(body);
+    SHA1((const unsigned char *)body, s->len, md);
+    for (int k = 0; k < SHA_DIGEST_LENGTH; k++)
+        snprintf(s->sha1 + 2 * k, 3, "%02x", md[k]);
+}
+
+/* What a retry needs: the arguments, kept until the first reply. */
+typedef struct script_call {
+    hl_conn *conn;
+    const hl_script *script;
+    hl_request_fn *fn;
+    void *data;
+    int argc; /* "EVALSHA", sha, nkeys, then the caller's arguments */
+    const char **argv;
+    size_t *lens;
+    char nkeys[24];
+    _Alignas(sizeof(void *)) char storage[];
+} script_call;
+
+static void script_call_free(script_call *c) { hl_free(c); }
+
+static void script_complete(script_call *c, int status, hilock_reply *reply)
+{
+    if (c->fn)
+        c->fn(c->data, status, reply);
+    else
+        hilock_reply_free(reply);
+    script_call_free(c);
+}
+
+static int script_send(script_call *c, hl_request_fn *on_reply, bool sha)
+{
+    char *cmd;
+    size_t len;
+    int rc = hl_format_command(&cmd, &len, c->argc, c->argv, c->lens);
+    if (rc != 0)
+        return rc;
+    if (sha)
+        return hl_conn_script_take(c->conn, c->script, cmd, len, on_reply,
+                                   c);
+    return hl_conn_command_take(c->conn, cmd, len, on_reply, c);
+}
+
+static void on_eval_reply(void *data, int status, hilock_reply *reply)
+{
+    script_complete(data, status, reply);
+}
+
+static void on_evalsha_reply(void *data, int status, hilock_reply *reply)
+{
+    script_call *c = data;
+    if (status == HILOCK_EREDIS && hl_reply_is_error_prefix(reply, "NOSCRIPT")) {
+        hilock_reply_free(reply);
+        /* Flushed under us: every script must be loaded again. */
+        hl_conn_forget_scripts(c->conn);
+        c->argv[0] = "EVAL";
+        c->lens[0] = 4;
+        c->argv[1] = c->script->body;
+        c->lens[1] = c->script->len;
+        int rc = script_send(c, on_eval_reply, false);
+        if (rc == 0)
+            return;
+        hl_set_detail("could not queue the script again after NOSCRIPT");
+        script_complete(c, rc, NULL);
+        return;
+    }
+    script_complete(c, status, reply);
+}
+
+int hl_script_run(hl_conn *conn, const hl_script *s, int nkeys, int argc,
+                  const char *const *argv, const size_t *argvlen,
+                  hl_request_fn *fn, void *data)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < argc; i++)
+        bytes += argvlen[i];
+    int total = argc + 3;
+    size_t head = sizeof(script_call);
+    size_t vec = (size_t)total * (sizeof(char *) + sizeof(size_t));
+    script_call *c = hl_malloc(head + vec + bytes);
+    if (c == NULL)
+        return HILOCK_ENOMEM;
+    c->conn = conn;
+    c->script = s;
+    c->fn = fn;
+    c->data = data;
+    c->argc = total;
+    c->argv = (const char **)(void *)c->storage;
+    c->lens = (size_t *)(void *)(c->storage + (size_t)total * sizeof(char *));
+    char *p = c->storage + vec;
+    size_t nkeys_len = hl_u64_dec(c->nkeys, (uint64_t)(nkeys > 0 ? nkeys
+                                                                   : 0));
+    /* A script without a slot in the connections' loaded sets goes as
+     * EVAL every time: more bytes, but in order and never NOSCRIPT. */
+    bool sha = s->index >= 0;
+    c->argv[0] = sha ? "EVALSHA" : "EVAL";
+    c->lens[0] = sha ? 7 : 4;
+    c->argv[1] = sha ? s->sha1 : s->body;
+    c->lens[1] = sha ? 40 : s->len;
+    c->argv[2] = c->nkeys;
+    c->lens[2] = nkeys_len;
+    for (int i = 0; i < argc; i++) {
+        memcpy(p, argv[i], argvlen[i]);
+        c->argv[3 + i] = p;
+        c->lens[3 + i] = argvlen[i];
+        p += argvlen[i];
+    }
+    int rc = sha ? script_send(c, on_evalsha_reply, true)
+                 : script_send(c, on_eval_reply, false);
+    if (rc != 0)
+        script_call_free(c);
+    return rc;
+}

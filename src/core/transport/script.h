@@ -1,0 +1,39 @@
+/* Lua scripts run by SHA1 (EVALSHA).  Each connection loads a script
+ * (SCRIPT LOAD, in the same pipeline, just before its first EVALSHA on
+ * that connection), so a reconnect to a restarted server costs no
+ * NOSCRIPT round trip and nothing runs out of order.  Only a SCRIPT FLUSH
+ * on a live connection still meets NOSCRIPT: the call then runs as EVAL
+ * (after commands sent behind it) and the connection loads every script
+ * again before its next use. */
+#ifndef HL_SCRIPT_H
+#define HL_SCRIPT_H
+
+#include <stddef.h>
+
+#include "core/transport/conn.h"
+
+struct hl_script {
+    const char *body;
+    size_t len;
+    int index; /* bit in a connection's set of loaded scripts, or -1 */
+    char sha1[41];
+};
+
+/* How many scripts get a bit in a connection's set of loaded scripts. */
+#define HL_SHA_SCRIPTS 64
+
+/* Compute the SHA1 of a static script body and give it an index.  The
+ * first HL_SHA_SCRIPTS scripts of the process run by SHA1 as described
+ * above; any later one gets index -1 and runs as EVAL with its body each
+ * time.  There is no limit and nothing to fail. */
+void hl_script_init(hl_script *s, const char *body);
+
+/* Run a script with nkeys keys followed by the other arguments (argv holds
+ * keys then args, argc in all).  fn gets the reply as hl_conn_command's
+ * callback would, never a NOSCRIPT error; fn may be NULL to ignore it.  Returns HILOCK_OK,
+ * HILOCK_ENOMEM or HILOCK_ECLOSED (fn not called). */
+int hl_script_run(hl_conn *conn, const hl_script *s, int nkeys, int argc,
+                  const char *const *argv, const size_t *argvlen,
+                  hl_request_fn *fn, void *data);
+
+#endif
