@@ -16,7 +16,7 @@ static void send_attempt(hl_acquire_op *op);
 
 static void op_free_if_idle(hl_acquire_op *op)
 {
-    if (op->done && op->in_flight == 0)
+    if (op->state == HL_ACQUIRE_DONE && op->in_flight == 0)
         hl_op_unref(&op->op);
 }
 
@@ -37,15 +37,15 @@ static void op_unlink(hl_acquire_op *op)
 static void op_finish(hl_acquire_op *op, int status,
                       const hilock_acquired *acquired, const char *detail)
 {
-    if (op->done)
+    if (op->state == HL_ACQUIRE_DONE)
         return;
-    op->done = true;
-    hilock_lock *lock = op->lock;
     /* A turn held by an attempt in flight passes on with its answer. */
-    if (op->in_flight == 0)
+    bool attempting = op->state == HL_ACQUIRE_ATTEMPTING;
+    op->state = HL_ACQUIRE_DONE;
+    hilock_lock *lock = op->lock;
+    if (!attempting)
         hl_turn_end(lock, &op->turn);
-    op->queued = false;
-    if (op->started) {
+    if (op->linked) {
         op_unlink(op);
         hl_timer_stop(&op->timer);
         if (lock->client && lock->client->waiters)
@@ -151,6 +151,7 @@ static hl_monotime remaining(const hl_acquire_op *op)
 
 static void wait_for(hl_acquire_op *op, hl_monotime delay)
 {
+    op->state = HL_ACQUIRE_WAITING;
     hl_monotime left = remaining(op);
     if (delay < 0 || delay > left)
         delay = left;
@@ -164,13 +165,13 @@ static void wait_for(hl_acquire_op *op, hl_monotime delay)
 static void on_wake(hl_waiter *w, hl_wake_reason why)
 {
     hl_acquire_op *op = w->data;
-    if (op->done)
+    if (op->state == HL_ACQUIRE_DONE)
         return;
     if (why == HL_WAKE_CLOSED) {
         op_finish(op, HILOCK_ECLOSED, NULL, "client closed");
         return;
     }
-    if (op->in_flight > 0) {
+    if (op->state == HL_ACQUIRE_ATTEMPTING) {
         op->retry_after = true;
         return;
     }
@@ -219,9 +220,9 @@ static void finish_unattempted(hl_acquire_op *op)
 static void on_timer(hl_timer *t)
 {
     hl_acquire_op *op = t->data;
-    if (op->done)
+    if (op->state == HL_ACQUIRE_DONE)
         return;
-    if (op->queued) {
+    if (op->state == HL_ACQUIRE_TURN) {
         hl_monotime left = turn_left(op);
         if (left <= 0)
             finish_unattempted(op);
@@ -229,7 +230,7 @@ static void on_timer(hl_timer *t)
             hl_timer_arm(&op->timer, left);
         return;
     }
-    if (op->in_flight > 0) {
+    if (op->state == HL_ACQUIRE_ATTEMPTING) {
         op->retry_after = true;
         return;
     }
@@ -341,7 +342,7 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
     hl_acquire_result res = {0};
     if (status == HILOCK_OK)
         lock->kind->parse_attempt(reply, &res);
-    if (op->done) {
+    if (op->state == HL_ACQUIRE_DONE) {
         /* Cancelled or closed meanwhile; a hold it won goes back. */
         hilock_reply_free(reply);
         if (status != HILOCK_OK && status != HILOCK_EREDIS)
@@ -355,6 +356,8 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
         op_free_if_idle(op);
         return;
     }
+    /* Answered: what follows ends it, or makes it wait or try again. */
+    op->state = HL_ACQUIRE_WAITING;
     if (status == HILOCK_EREDIS) {
         char why[256];
         snprintf(why, sizeof why, "%s", reply ? reply->str : "");
@@ -394,7 +397,6 @@ static void op_turn_go(hl_turn *t)
 {
     hl_acquire_op *op =
         (hl_acquire_op *)(void *)((char *)t - offsetof(hl_acquire_op, turn));
-    op->queued = false;
     hl_timer_stop(&op->timer);
     if (op->wait_ms != 0 && remaining(op) <= 0) {
         finish_unattempted(op);
@@ -410,10 +412,10 @@ static void attempt(hl_acquire_op *op)
         op_finish(op, HILOCK_ECLOSED, NULL, "client closed");
         return;
     }
-    if (op->queued)
+    if (op->state == HL_ACQUIRE_TURN)
         return;
     if (!hl_turn_take(op->lock, &op->turn, op->owner, op_turn_go)) {
-        op->queued = true;
+        op->state = HL_ACQUIRE_TURN;
         op->queued_at = hl_monotime_now();
         hl_monotime left = turn_left(op);
         if (left <= 0)
@@ -478,6 +480,7 @@ static void send_attempt(hl_acquire_op *op)
         return;
     }
     op->in_flight++;
+    op->state = HL_ACQUIRE_ATTEMPTING;
     if (lock->kind->leave != NULL && op->wait_ms != 0)
         op->placed = true;
 }
@@ -500,7 +503,7 @@ bool hl_lock_hand_on(hilock_lock *lock)
      * grants only to the head, so a wrong guess costs one request. */
     hl_acquire_op *oldest = NULL;
     for (hl_acquire_op *op = lock->ops; op != NULL; op = op->next)
-        if (op->subscribed && op->in_flight == 0 && !op->queued)
+        if (op->subscribed && op->state == HL_ACQUIRE_WAITING)
             oldest = op;
     if (oldest == NULL)
         return false;
@@ -513,13 +516,12 @@ static void op_start(hl_op *o)
     hl_acquire_op *op = (hl_acquire_op *)o;
     hilock_lock *lock = op->lock;
     if (!hl_lock_usable(lock) || hl_client_leases(lock->client) == NULL) {
-        op->done = false;
         op_finish(op, lock->destroyed ? HILOCK_ECANCELED : HILOCK_ECLOSED,
                   NULL, lock->destroyed ? "lock handle destroyed"
                                         : "client closed");
         return;
     }
-    op->started = true;
+    op->linked = true;
     hl_timer_init(&op->timer, lock->client->loop, on_timer, op);
     op->next = lock->ops;
     if (lock->ops)

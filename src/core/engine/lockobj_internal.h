@@ -51,8 +51,21 @@ void hl_reconcile_start(hilock_lock *lock, uint64_t owner, hl_turn *from,
                         const char *nonce, size_t nonce_len,
                         int64_t lease_ms);
 
+/* Where an acquire is; docs/locks.md draws the moves between states.
+ * The flags after state in hl_acquire_op say what it holds (a waiter, a
+ * place on the server) or has seen, never where it is. */
+typedef enum hl_acquire_state {
+    HL_ACQUIRE_NEW,        /* submitted; the loop thread has not started it */
+    HL_ACQUIRE_TURN,       /* waits for its owner's earlier request */
+    HL_ACQUIRE_ATTEMPTING, /* its attempt is unanswered */
+    HL_ACQUIRE_WAITING,    /* waits for a wake-up or its timer to try again */
+    HL_ACQUIRE_DONE        /* has called back; a late answer may still name
+                            * it (in_flight) */
+} hl_acquire_state;
+
 struct hl_acquire_op {
     hl_op op; /* first */
+    hl_acquire_state state;
     hilock_lock *lock;
     hl_acquire_op *prev; /* in lock->ops */
     hl_acquire_op *next;
@@ -76,12 +89,10 @@ struct hl_acquire_op {
     hilock_acquired got;   /* the grant, for the callback */
     hl_monotime retry_floor; /* least wait before a retry of its own */
     int in_flight;      /* requests naming this op */
-    bool started;       /* linked into the lock, timers initialised */
-    bool done;          /* the callback has fired (or is firing) */
-    bool retry_after;   /* a wake-up came during an attempt */
-    bool subscribed;
+    bool linked;        /* in lock->ops, with its timer initialised */
+    bool retry_after;   /* a wake-up came while ATTEMPTING */
+    bool subscribed;    /* its waiter is registered */
     bool placed;        /* may hold a place on the server to give back */
-    bool queued;        /* waits for its owner's turn to attempt */
     bool saw_held;      /* an attempt found the lock held by another */
 };
 
