@@ -3,7 +3,6 @@
 
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
-#include "core/config/config.h"
 #include "core/config/option_table.h"
 #include "core/config/options_internal.h"
 
@@ -399,11 +398,6 @@ const char *hilock_options_tls_key_file(const hilock_options *opts)
 const char *hilock_options_tls_server_name(const hilock_options *opts)
 {
     return opts ? opts->tls_server_name : NULL;
-}
-
-void hl_options_track_restarts(hilock_options *opts)
-{
-    opts->track_restarts = true;
 }
 
 #define HL_DESCRIBE_STRING(name, key, what)                                  \

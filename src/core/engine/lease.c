@@ -6,6 +6,7 @@
 #include "core/base/alloc.h"
 #include "core/runtime/client_internal.h"
 #include "hilock/error.h"
+#include "core/engine/compose.h"
 #include "core/engine/lockobj.h"
 #include "core/config/options_internal.h"
 #include "core/transport/resp.h"
@@ -416,6 +417,12 @@ void hl_lease_engine_lose_all(hl_lease_engine *e)
     e->batches--;
     if (e->freed)
         engine_free_if_unused(e);
+}
+
+void hl_client_leases_lost(hilock_client *c)
+{
+    if (c->leases)
+        hl_lease_engine_lose_all(c->leases);
 }
 
 int64_t hl_lease_engine_watchdog_ms(const hl_lease_engine *e)

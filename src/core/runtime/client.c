@@ -167,42 +167,26 @@ bool hl_client_first_attempt_done(hilock_client *c)
     return done;
 }
 
-bool hl_client_quarantined(const hilock_client *c)
+void hl_client_set_connect_hook(hilock_client *c, hl_connect_hook_fn *fn,
+                                void *data)
 {
-    return hl_monotime_now() < atomic_load(&c->quarantine_until);
+    c->connect_hook = fn;
+    c->connect_hook_data = fn ? data : NULL;
 }
 
-/* A connection came up with track_restarts: a server seen for the first
- * time votes once it has been up for the quarantine time; one whose
- * run_id changed restarted, may have forgotten what it granted, and
- * takes every lease held on it down with it. */
-static void check_restart(hilock_client *c, hl_conn *conn)
+void *hl_client_connect_hook_data(const hilock_client *c,
+                                  hl_connect_hook_fn *fn)
 {
-    hl_server_identity id = hl_conn_identity(conn);
-    int64_t q = c->opts->quarantine_ms > 0 ? c->opts->quarantine_ms
-                                           : c->opts->watchdog_timeout_ms;
-    hl_monotime now = hl_monotime_now();
-    bool restarted;
-    if (!c->run_id_seen && id.known) {
-        c->run_id_seen = true;
-        snprintf(c->run_id, sizeof c->run_id, "%s", id.run_id);
-        /* The server's word, whatever it is: a negative uptime counts as
-         * just started, which only makes the wait longer. */
-        int64_t up_ms = id.uptime_s > 0 ? hl_sat_mul(id.uptime_s, 1000) : 0;
-        if (up_ms < q)
-            atomic_store(&c->quarantine_until,
-                         hl_after_ms(now, hl_sat_sub(q, up_ms)));
-        return;
-    }
-    /* An unknown identity cannot be told from a restart. */
-    restarted = !id.known || strcmp(c->run_id, id.run_id) != 0;
-    if (!restarted)
-        return;
-    if (id.known)
-        snprintf(c->run_id, sizeof c->run_id, "%s", id.run_id);
-    atomic_store(&c->quarantine_until, hl_after_ms(now, q));
-    if (c->leases)
-        hl_lease_engine_lose_all(c->leases);
+    return c->connect_hook == fn ? c->connect_hook_data : NULL;
+}
+
+int hl_client_hook_command(hilock_client *c, int argc,
+                           const char *const *argv, const size_t *argvlen,
+                           hl_hook_reply_fn *fn, void *data)
+{
+    if (c->hook_conn == NULL)
+        return hl_fail(HILOCK_EINVAL, "a hook command outside the hook");
+    return hl_conn_command(c->hook_conn, argc, argv, argvlen, fn, data);
 }
 
 static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
@@ -219,8 +203,14 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
         return;
     if (ev == HL_CONN_UP) {
         c->up_mask |= 1u << i;
-        if (c->opts->track_restarts)
-            check_restart(c, conn);
+        /* Before the connection counts as up, so that whatever the hook
+         * learns from its commands is pending before anyone may act on
+         * the connection being up. */
+        if (c->connect_hook) {
+            c->hook_conn = conn;
+            c->connect_hook(c, c->connect_hook_data);
+            c->hook_conn = NULL;
+        }
     } else
         c->up_mask &= ~(1u << i);
     bool all_up = c->up_mask == (1u << c->nconns) - 1;

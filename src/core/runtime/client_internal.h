@@ -54,11 +54,9 @@ struct hilock_client {
     struct hilock_lock *locks;      /* handles made on this client */
     char id[HILOCK_CLIENT_ID_LEN + 1];
     atomic_bool connected;
-    /* track_restarts: the run_id the server had when first seen, and the
-     * monotonic time (µs) until which it must not vote (0: never). */
-    char run_id[48];
-    bool run_id_seen;
-    _Atomic int64_t quarantine_until;
+    hl_connect_hook_fn *connect_hook;
+    void *connect_hook_data;
+    hl_conn *hook_conn; /* the connection a running hook was called for */
 
     bool first_done; /* the first attempt ended, one way or the other */
     int first_status;
