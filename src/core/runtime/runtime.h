@@ -20,6 +20,23 @@ void hl_client_unref(hilock_client *c);
 /* Is the calling thread the client's loop thread? */
 bool hl_client_in_loop(const hilock_client *client);
 
+/* What a layer above attaches to a client (its handles, lease engine,
+ * waiter registry): closed with the client, and asked for its share of
+ * the stats.  The runtime knows parts only through this. */
+typedef struct hl_client_part {
+    /* Negative: closed before the client's operations are cancelled (a
+     * part whose calls are still running); else after its connections
+     * are gone.  Lower ranks close first. */
+    int rank;
+    void (*close)(hilock_client *client);
+    /* Adds to out on the loop thread; may be NULL. */
+    void (*stats)(hilock_client *client, hilock_client_stats *out);
+} hl_client_part;
+
+/* Attach part (static storage) to client; attaching it again does
+ * nothing.  Any thread.  0, or -1 when the client's table is full. */
+int hl_client_attach_part(hilock_client *client, const hl_client_part *part);
+
 /* Called on the loop thread each time one of the client's command
  * connections finishes its handshake, before the requests queued for it
  * are written.  It may send commands of its own on that connection with
