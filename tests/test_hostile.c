@@ -15,10 +15,12 @@
 
 #include "core/runtime/client_internal.h"
 #include "core/config/options_internal.h"
+#include "multi/multi_internal.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"
 #include "support/hostile_server.h"
 #include "support/lock_helpers.h"
+#include "support/loop_call.h"
 
 #define FILLER_BYTES ((size_t)100 * 1024 * 1024)
 
@@ -86,7 +88,7 @@ typedef struct client_setup {
     int64_t command_timeout_ms;
     int64_t watchdog_ms;
     int64_t quarantine_ms;
-    bool track_restarts;
+    int connections; /* 0: the default */
 } client_setup;
 
 static hilock_client *client_of(hl_hostile *h, const client_setup *cs)
@@ -107,12 +109,9 @@ static hilock_client *client_of(hl_hostile *h, const client_setup *cs)
         assert_status(hilock_options_set_watchdog_timeout_ms(o,
                                                              cs->watchdog_ms),
                       HILOCK_OK);
-    if (cs && cs->quarantine_ms > 0)
-        assert_status(hilock_options_set_quarantine_ms(o, cs->quarantine_ms),
+    if (cs && cs->connections > 0)
+        assert_status(hilock_options_set_connections(o, cs->connections),
                       HILOCK_OK);
-    /* What a RedLock sets for each master. */
-    if (cs)
-        o->track_restarts = cs->track_restarts;
     int rc = hilock_client_create(&c, o);
     hilock_options_free(o);
     assert_status(rc, HILOCK_OK);
@@ -192,6 +191,28 @@ static void test_ttl_extremes_other_kinds(void **state)
 
 /* ---- a RedLock master's uptime ------------------------------------- */
 
+typedef struct watched {
+    hl_restart_watch *watch;
+    int64_t quarantine_ms;
+} watched;
+
+/* What a RedLock does for each master, on a client that is already up:
+ * the watch hears of connections that come up after it, so each one is
+ * dropped to come up again. */
+static void watch_and_reconnect(hilock_client *c, void *arg)
+{
+    watched *w = arg;
+    assert_status(hl_restart_watch_attach(&w->watch, c, w->quarantine_ms),
+                  HILOCK_OK);
+    for (int i = 0; i < c->nconns; i++)
+        hl_conn_reset(c->conns[i], HILOCK_EIO, "to come up watched");
+}
+
+static bool watch_settled(void *arg)
+{
+    return hl_restart_watch_settled(((watched *)arg)->watch);
+}
+
 typedef struct uptime_case {
     const char *uptime;
     bool quarantined; /* up for less than the quarantine: no vote yet */
@@ -216,14 +237,19 @@ static void test_restart_check_takes_any_uptime(void **state)
         script_init(&s);
         s.uptime = cases[i].uptime;
         hl_hostile *h = hl_hostile_start(answer, &s);
-        client_setup cs = {.track_restarts = true, .quarantine_ms = 60000};
+        client_setup cs = {.connections = 1};
         hilock_client *c = client_of(h, &cs);
-        bool q = hl_client_quarantined(c);
+        watched w = {NULL, 60000};
+        hl_run_on_loop(c, watch_and_reconnect, &w);
+        if (!hl_wait_until(watch_settled, &w, hl_widen(10000)))
+            fail_msg("uptime %s: no INFO answer", cases[i].uptime);
+        bool q = hl_restart_quarantined(c);
         if (q != cases[i].quarantined)
             fail_msg("uptime %s: quarantined %d, expected %d",
                      cases[i].uptime, q, cases[i].quarantined);
         assert_true(hl_hostile_count(h, "INFO") >= 1);
         hl_free_client(c);
+        hl_restart_watch_free(w.watch);
         hl_hostile_stop(h);
     }
 }

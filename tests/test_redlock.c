@@ -276,7 +276,7 @@ static bool masters_voting(void *arg)
         if (!(w->mask & (1u << i)))
             continue;
         if (c == NULL || hilock_client_is_connected(c) != 1 ||
-            hl_client_quarantined(c))
+            hl_restart_quarantined(c))
             return false;
     }
     return true;
@@ -1202,7 +1202,7 @@ static void test_quarantine_group_survives(void **state)
      * once more after: B can only ever get master 0. */
     for (;;) {
         bool voting = hl_now_ms() > t_kill + p.quarantine_ms &&
-                      !hl_client_quarantined(hilock_redlock_client(rlb, 0)) &&
+                      !hl_restart_quarantined(hilock_redlock_client(rlb, 0)) &&
                       hilock_client_is_connected(
                           hilock_redlock_client(rlb, 0)) == 1;
         int rc = hilock_multilock_try_acquire(mb, 0, HILOCK_LEASE_WATCHDOG,

@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "core/runtime/client_internal.h"
+#include "multi/multi_internal.h"
 #include "hilock/client.h"
 #include "hilock/error.h"
 #include "hilock/multi.h"
@@ -380,7 +381,7 @@ static bool all_voting(void *arg)
     for (int i = 0; i < NMASTERS; i++) {
         hilock_client *c = hilock_redlock_client(w->rl, (size_t)i);
 
-        if (hilock_client_is_connected(c) != 1 || hl_client_quarantined(c))
+        if (hilock_client_is_connected(c) != 1 || hl_restart_quarantined(c))
             return false;
     }
     return true;

@@ -77,6 +77,23 @@ void hl_multi_cancel_all(hilock_multilock *m);
  * and release with HILOCK_ECLOSED. */
 void hl_multi_close_all(hilock_multilock *m);
 
+/* Restart tracking of a RedLock master (restart_watch.c). */
+typedef struct hl_restart_watch hl_restart_watch;
+/* Install the watch as client's connect hook: on the client's loop
+ * thread, or before that loop first runs.  quarantine_ms 0 means the
+ * client's watchdog timeout.  HILOCK_OK or HILOCK_ENOMEM. */
+int hl_restart_watch_attach(hl_restart_watch **out, hilock_client *client,
+                            int64_t quarantine_ms);
+/* Once the client is gone, or its loop stopped for good. */
+void hl_restart_watch_free(hl_restart_watch *w);
+/* Whether a first INFO has come back (or failed: the master then counts
+ * as restarted).  Any thread. */
+bool hl_restart_watch_settled(const hl_restart_watch *w);
+/* Whether client's server must not vote: its INFO since it last
+ * connected is not in yet, or it restarted, or came up, less than the
+ * quarantine ago.  False for a client without a watch.  Any thread. */
+bool hl_restart_quarantined(const hilock_client *client);
+
 /* The RedLock's side of its locks. */
 void hl_redlock_lock_gone(hilock_redlock *rl);
 

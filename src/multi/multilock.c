@@ -128,7 +128,7 @@ static void hold_unlink(hilock_multilock *m, group_hold *g)
 static bool quarantined(const hilock_multilock *m, size_t i)
 {
     hilock_client *c = m->members[i]->client;
-    return m->redlock && c != NULL && hl_client_quarantined(c);
+    return m->redlock && c != NULL && hl_restart_quarantined(c);
 }
 
 /* A give-back: member i's grant to owner goes back.  One that fails

@@ -12,7 +12,6 @@
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
 #include "core/base/monotime.h"
-#include "core/config/config.h"
 #include "multi_internal.h"
 
 struct hilock_redlock {
@@ -29,6 +28,7 @@ struct hilock_redlock {
     size_t n;
     hilock_options *opts[HILOCK_MAX_MEMBERS];
     hilock_client *clients[HILOCK_MAX_MEMBERS];
+    hl_restart_watch *watches[HILOCK_MAX_MEMBERS];
     int create_status[HILOCK_MAX_MEMBERS];
 };
 
@@ -52,16 +52,26 @@ static void on_stop(struct ev_loop *loop, ev_async *w, int revents)
     ev_break(loop, EVBREAK_ALL);
 }
 
+/* A master that connected may vote only once its INFO is known, so
+ * create waits for that too: otherwise the first lock would find the
+ * master connected and still without a vote. */
 static bool all_tried(const hilock_redlock *rl)
 {
-    for (size_t i = 0; i < rl->n; i++)
-        if (rl->clients[i] != NULL &&
-            !hl_client_first_attempt_done(rl->clients[i]))
+    for (size_t i = 0; i < rl->n; i++) {
+        hilock_client *c = rl->clients[i];
+        if (c == NULL)
+            continue;
+        if (!hl_client_first_attempt_done(c))
             return false;
+        if (hilock_client_is_connected(c) == 1 &&
+            !hl_restart_watch_settled(rl->watches[i]))
+            return false;
+    }
     return true;
 }
 
-/* A master's first attempt ends inside some callback of the loop; a
+/* A master's first attempt, and its first INFO, end inside some
+ * callback of the loop; a
  * prepare watcher runs after all of them, just before the loop blocks, so
  * it sees the last master's end in the same iteration and create wakes
  * once, not on a timer. */
@@ -85,9 +95,21 @@ static void *loop_main(void *arg)
 {
     hilock_redlock *rl = arg;
     /* Clients on a caller's loop belong to the thread that makes them. */
-    for (size_t i = 0; i < rl->n; i++)
+    for (size_t i = 0; i < rl->n; i++) {
         rl->create_status[i] =
             hilock_client_create(&rl->clients[i], rl->opts[i]);
+        /* The loop has not run yet, so no connection of the client has
+         * come up without the watch. */
+        if (rl->clients[i] == NULL)
+            continue;
+        rl->create_status[i] = hl_restart_watch_attach(
+            &rl->watches[i], rl->clients[i],
+            hilock_options_quarantine_ms(rl->opts[i]));
+        if (rl->create_status[i] != HILOCK_OK) {
+            hilock_client_destroy(rl->clients[i]);
+            rl->clients[i] = NULL;
+        }
+    }
     ev_async_init(&rl->stop, on_stop);
     rl->stop.data = rl;
     ev_async_start(rl->loop, &rl->stop);
@@ -104,8 +126,10 @@ static void *loop_main(void *arg)
 
 static void redlock_free(hilock_redlock *rl)
 {
-    for (size_t i = 0; i < rl->n; i++)
+    for (size_t i = 0; i < rl->n; i++) {
         hilock_options_free(rl->opts[i]);
+        hl_restart_watch_free(rl->watches[i]);
+    }
     if (rl->loop != NULL)
         ev_loop_destroy(rl->loop);
     pthread_cond_destroy(&rl->cv);
@@ -136,7 +160,6 @@ static int master_options(hilock_options **out, const hilock_options *base,
             o, hilock_options_node_timeout_ms(o));
     if (rc == HILOCK_OK)
         rc = hilock_options_set_loop(o, loop);
-    hl_options_track_restarts(o);
     if (rc != HILOCK_OK) {
         hilock_options_free(o);
         *out = NULL;
@@ -224,9 +247,13 @@ int hilock_redlock_create(hilock_redlock **out, const char *const *urls,
         }
     }
     /* Connecting happens on the loop; wait until every master has
-     * connected or failed its first attempt, at most the connect timeout.
-     * Masters still down keep reconnecting in the background. */
-    wait_all_tried(rl, hilock_options_connect_timeout_ms(rl->opts[0]));
+     * connected and told its INFO, or failed its first attempt, at most
+     * the connect timeout and then the node timeout its INFO has.  A
+     * master whose INFO is still out after that does not vote until it
+     * arrives.  Masters still down keep reconnecting in the background. */
+    wait_all_tried(rl, hl_sat_add(
+                           hilock_options_connect_timeout_ms(rl->opts[0]),
+                           hilock_options_node_timeout_ms(rl->opts[0])));
     if (connected_count(rl) < quorum) {
         stop_thread(rl);
         redlock_free(rl);

@@ -3,10 +3,9 @@
 
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
-#include "core/config/config.h"
+#include "core/config/option_table.h"
 #include "core/config/options_internal.h"
 
-#define HL_TIMEOUT_MAX_MS 86400000
 #define HL_BACKOFF_MAX_MS 3600000
 #define HL_REPLY_BYTES_MIN 1024u
 #define HL_REPLY_BYTES_MAX (4ull * 1024 * 1024 * 1024)
@@ -38,14 +37,12 @@ int hilock_options_create(hilock_options **out)
         return hl_fail(HILOCK_ENOMEM, "options_create: out of memory");
     }
     o->port = HILOCK_DEFAULT_PORT;
+#define HL_SET_DEFAULT(name, key, vtype, ftype, min, max, off, def, unit,    \
+                       what)                                                 \
+    o->name = (ftype)(def);
+    HL_NUMERIC_OPTIONS(HL_SET_DEFAULT)
+#undef HL_SET_DEFAULT
     o->db = 0;
-    o->connect_timeout_ms = HILOCK_DEFAULT_CONNECT_TIMEOUT_MS;
-    o->command_timeout_ms = HILOCK_DEFAULT_COMMAND_TIMEOUT_MS;
-    o->watchdog_timeout_ms = HILOCK_DEFAULT_WATCHDOG_TIMEOUT_MS;
-    o->waiter_timeout_ms = HILOCK_DEFAULT_WAITER_TIMEOUT_MS;
-    o->max_pending = HILOCK_DEFAULT_MAX_PENDING;
-    o->node_timeout_ms = HILOCK_DEFAULT_NODE_TIMEOUT_MS;
-    o->connections = HILOCK_DEFAULT_CONNECTIONS;
     o->reconnect_min_ms = HILOCK_DEFAULT_RECONNECT_MIN_MS;
     o->reconnect_max_ms = HILOCK_DEFAULT_RECONNECT_MAX_MS;
     o->max_reply_bytes = HILOCK_DEFAULT_MAX_REPLY_BYTES;
@@ -169,145 +166,58 @@ int hilock_options_set_db(hilock_options *opts, int db)
     return HILOCK_OK;
 }
 
-static int set_timeout(hilock_options *opts, int64_t *field, int64_t ms,
-                       const char *what)
+/* Range checks shared by every numeric setter; the table says which
+ * range each option has. */
+static int check_numeric(const hilock_options *opts, const char *what,
+                         const char *unit, int64_t min, int64_t max,
+                         bool zero_is_off, int64_t value)
 {
     if (opts == NULL)
-        return hl_fail(HILOCK_EINVAL, "set %s timeout: options is NULL",
-                       what);
-    if (ms < 1 || ms > HL_TIMEOUT_MAX_MS)
-        return hl_fail(HILOCK_EINVAL,
-                       "%s timeout out of range 1..%d ms: %lld", what,
-                       HL_TIMEOUT_MAX_MS, (long long)ms);
-    *field = ms;
-    return HILOCK_OK;
-}
-
-int hilock_options_set_connect_timeout_ms(hilock_options *opts, int64_t ms)
-{
-    return set_timeout(opts, opts ? &opts->connect_timeout_ms : NULL, ms,
-                       "connect");
-}
-
-int hilock_options_set_command_timeout_ms(hilock_options *opts, int64_t ms)
-{
-    return set_timeout(opts, opts ? &opts->command_timeout_ms : NULL, ms,
-                       "command");
-}
-
-int hilock_options_set_watchdog_timeout_ms(hilock_options *opts, int64_t ms)
-{
-    return set_timeout(opts, opts ? &opts->watchdog_timeout_ms : NULL, ms,
-                       "watchdog");
-}
-
-int hilock_options_set_busy_poll_us(hilock_options *opts, int64_t us)
-{
-    if (opts == NULL)
-        return hl_fail(HILOCK_EINVAL, "set busy poll: options is NULL");
-    if (us < 0 || us > 1000000)
-        return hl_fail(HILOCK_EINVAL, "busy poll out of range 0..1000000 "
-                                      "us: %lld",
-                       (long long)us);
-    opts->busy_poll_us = us;
-    return HILOCK_OK;
-}
-
-int64_t hilock_options_busy_poll_us(const hilock_options *opts)
-{
-    return opts ? opts->busy_poll_us : -1;
-}
-
-int hilock_options_set_connections(hilock_options *opts, int n)
-{
-    if (opts == NULL)
-        return hl_fail(HILOCK_EINVAL, "set connections: options is NULL");
-    if (n < 1 || n > HILOCK_MAX_CONNECTIONS)
-        return hl_fail(HILOCK_EINVAL, "connections out of range 1..%d: %d",
-                       HILOCK_MAX_CONNECTIONS, n);
-    opts->connections = n;
-    return HILOCK_OK;
-}
-
-int hilock_options_connections(const hilock_options *opts)
-{
-    return opts ? opts->connections : -1;
-}
-
-int hilock_options_set_max_hold_ms(hilock_options *opts, int64_t ms)
-{
-    if (ms == 0 && opts != NULL) {
-        opts->max_hold_ms = 0;
+        return hl_fail(HILOCK_EINVAL, "set %s: options is NULL", what);
+    if (zero_is_off && value == 0)
         return HILOCK_OK;
-    }
-    return set_timeout(opts, opts ? &opts->max_hold_ms : NULL, ms,
-                       "max hold");
-}
-
-int64_t hilock_options_max_hold_ms(const hilock_options *opts)
-{
-    return opts ? opts->max_hold_ms : -1;
-}
-
-int hilock_options_set_waiter_timeout_ms(hilock_options *opts, int64_t ms)
-{
-    if (opts == NULL)
-        return hl_fail(HILOCK_EINVAL, "set waiter timeout: options is NULL");
-    /* Below this, heartbeats every third of it would load the server. */
-    if (ms < 100 || ms > 3600000)
-        return hl_fail(HILOCK_EINVAL, "waiter timeout out of range "
-                                      "100..3600000 ms: %lld",
-                       (long long)ms);
-    opts->waiter_timeout_ms = ms;
+    if (value < min || value > max)
+        return hl_fail(HILOCK_EINVAL, "%s out of range %s%lld..%lld%s%s: %lld",
+                       what, zero_is_off ? "0 or " : "", (long long)min,
+                       (long long)max, unit[0] ? " " : "", unit,
+                       (long long)value);
     return HILOCK_OK;
 }
 
-int64_t hilock_options_waiter_timeout_ms(const hilock_options *opts)
-{
-    return opts ? opts->waiter_timeout_ms : -1;
-}
-
-int hilock_options_set_max_pending(hilock_options *opts, int64_t max)
-{
-    if (opts == NULL)
-        return hl_fail(HILOCK_EINVAL, "set max pending: options is NULL");
-    if (max < 1 || max > HILOCK_MAX_PENDING_LIMIT)
-        return hl_fail(HILOCK_EINVAL, "max pending out of range 1..%d: %lld",
-                       HILOCK_MAX_PENDING_LIMIT, (long long)max);
-    opts->max_pending = (int)max;
-    return HILOCK_OK;
-}
-
-int64_t hilock_options_max_pending(const hilock_options *opts)
-{
-    return opts ? opts->max_pending : -1;
-}
-
-int hilock_options_set_node_timeout_ms(hilock_options *opts, int64_t ms)
-{
-    return set_timeout(opts, opts ? &opts->node_timeout_ms : NULL, ms,
-                       "node");
-}
-
-int64_t hilock_options_node_timeout_ms(const hilock_options *opts)
-{
-    return opts ? opts->node_timeout_ms : -1;
-}
-
-int hilock_options_set_quarantine_ms(hilock_options *opts, int64_t ms)
-{
-    if (ms == 0 && opts != NULL) {
-        opts->quarantine_ms = 0;
-        return HILOCK_OK;
+/* set_wide_ and get_wide_ are the table's uniform view of the typed
+ * public pair, so the URL parser and the tests reach the same checks. */
+#define HL_DEFINE_NUMERIC(name, key, vtype, ftype, min, max, off, def, unit, \
+                          what)                                              \
+    static int set_wide_##name(hilock_options *opts, int64_t value)          \
+    {                                                                        \
+        int rc = check_numeric(opts, what, unit, min, max, off, value);      \
+        if (rc == HILOCK_OK)                                                 \
+            opts->name = (ftype)value;                                       \
+        return rc;                                                           \
+    }                                                                        \
+    int hilock_options_set_##name(hilock_options *opts, vtype value)         \
+    {                                                                        \
+        return set_wide_##name(opts, (int64_t)value);                        \
+    }                                                                        \
+    vtype hilock_options_##name(const hilock_options *opts)                  \
+    {                                                                        \
+        return opts ? (vtype)opts->name : -1;                                \
+    }                                                                        \
+    static int64_t get_wide_##name(const hilock_options *opts)               \
+    {                                                                        \
+        return hilock_options_##name(opts);                                  \
     }
-    return set_timeout(opts, opts ? &opts->quarantine_ms : NULL, ms,
-                       "quarantine");
-}
+HL_NUMERIC_OPTIONS(HL_DEFINE_NUMERIC)
+#undef HL_DEFINE_NUMERIC
 
-int64_t hilock_options_quarantine_ms(const hilock_options *opts)
-{
-    return opts ? opts->quarantine_ms : -1;
-}
+#define HL_DESCRIBE_NUMERIC(name, key, vtype, ftype, min, max, off, def,     \
+                            unit, what)                                      \
+    {#name, key, min, max, off, def, set_wide_##name, get_wide_##name},
+const hl_numeric_option hl_numeric_options[] = {
+    HL_NUMERIC_OPTIONS(HL_DESCRIBE_NUMERIC)};
+#undef HL_DESCRIBE_NUMERIC
+const size_t hl_numeric_option_count =
+    sizeof hl_numeric_options / sizeof hl_numeric_options[0];
 
 int hilock_options_set_reconnect_backoff_ms(hilock_options *opts,
                                             int64_t min_ms, int64_t max_ms)
@@ -490,22 +400,10 @@ const char *hilock_options_tls_server_name(const hilock_options *opts)
     return opts ? opts->tls_server_name : NULL;
 }
 
-int64_t hilock_options_connect_timeout_ms(const hilock_options *opts)
-{
-    return opts ? opts->connect_timeout_ms : -1;
-}
-
-int64_t hilock_options_command_timeout_ms(const hilock_options *opts)
-{
-    return opts ? opts->command_timeout_ms : -1;
-}
-
-int64_t hilock_options_watchdog_timeout_ms(const hilock_options *opts)
-{
-    return opts ? opts->watchdog_timeout_ms : -1;
-}
-
-void hl_options_track_restarts(hilock_options *opts)
-{
-    opts->track_restarts = true;
-}
+#define HL_DESCRIBE_STRING(name, key, what)                                  \
+    {#name, key, hilock_options_set_##name, hilock_options_##name},
+const hl_string_option hl_string_options[] = {
+    HL_STRING_OPTIONS(HL_DESCRIBE_STRING)};
+#undef HL_DESCRIBE_STRING
+const size_t hl_string_option_count =
+    sizeof hl_string_options / sizeof hl_string_options[0];

@@ -17,11 +17,6 @@ struct hilock_options {
     int64_t command_timeout_ms;
     int64_t watchdog_timeout_ms;
     int64_t waiter_timeout_ms; /* fair queue and waiting writers */
-    int64_t node_timeout_ms;   /* RedLock: a master's command timeout */
-    int64_t quarantine_ms;     /* RedLock: 0 means the watchdog timeout */
-    /* Ask each server its run_id when connecting and quarantine it after
-     * a restart (RedLock's clients only). */
-    bool track_restarts;
     int64_t max_hold_ms; /* 0: the watchdog renews until release */
     int connections;     /* command connections */
     int max_pending;     /* unfinished operations a client takes */
@@ -39,6 +34,11 @@ struct hilock_options {
     char *tls_key_file;
     char *tls_server_name;
     struct ev_loop *loop;
+
+    /* Stored for src/multi, which reads them through the public getters;
+     * nothing in the core acts on them. */
+    int64_t node_timeout_ms; /* RedLock: a master's command timeout */
+    int64_t quarantine_ms;   /* RedLock: 0 means the watchdog timeout */
 };
 
 #endif

@@ -13,6 +13,7 @@
 
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
+#include "core/config/option_table.h"
 #include "core/config/options_internal.h"
 
 /* Far above any real URL, yet small enough that a caller handing us an
@@ -43,45 +44,44 @@ struct url_parser {
     int value_shown;
 };
 
-enum query_key {
-    QK_CONNECT_TIMEOUT,
-    QK_COMMAND_TIMEOUT,
-    QK_WATCHDOG_TIMEOUT,
-    QK_MAX_HOLD,
-    QK_WAITER_TIMEOUT,
-    QK_NODE_TIMEOUT,
-    QK_QUARANTINE,
-    QK_CONNECTIONS,
-    QK_MAX_PENDING,
-    QK_CA_FILE,
-    QK_CA_DIR,
-    QK_CERT_FILE,
-    QK_KEY_FILE,
-    QK_SNI,
-    QK_VERIFY,
-    QK_COUNT
-};
+/* A query key: a numeric or a string option of the tables in
+ * option_table.h, or the one flag.  bit tells repeated keys apart. */
+enum { QK_NUMERIC, QK_STRING, QK_VERIFY };
 
-static const struct {
+typedef struct query_key {
+    int kind;
+    size_t index;
     const char *name;
-    int tls_only;
-} query_keys[QK_COUNT] = {
-    [QK_CONNECT_TIMEOUT] = {"connect_timeout", 0},
-    [QK_COMMAND_TIMEOUT] = {"command_timeout", 0},
-    [QK_WATCHDOG_TIMEOUT] = {"watchdog_timeout", 0},
-    [QK_MAX_HOLD] = {"max_hold", 0},
-    [QK_WAITER_TIMEOUT] = {"waiter_timeout", 0},
-    [QK_NODE_TIMEOUT] = {"node_timeout", 0},
-    [QK_QUARANTINE] = {"quarantine", 0},
-    [QK_CONNECTIONS] = {"connections", 0},
-    [QK_MAX_PENDING] = {"max_pending", 0},
-    [QK_CA_FILE] = {"ca_file", 1},
-    [QK_CA_DIR] = {"ca_dir", 1},
-    [QK_CERT_FILE] = {"cert_file", 1},
-    [QK_KEY_FILE] = {"key_file", 1},
-    [QK_SNI] = {"sni", 1},
-    [QK_VERIFY] = {"verify", 1},
-};
+    int tls_only; /* the string options are all TLS settings */
+    unsigned bit;
+} query_key;
+
+static int find_query_key(const char *p, size_t n, query_key *out)
+{
+    unsigned bit = 0;
+    for (size_t i = 0; i < hl_numeric_option_count; i++) {
+        const char *k = hl_numeric_options[i].url_key;
+        if (k == NULL)
+            continue;
+        if (strlen(k) == n && memcmp(k, p, n) == 0) {
+            *out = (query_key){QK_NUMERIC, i, k, 0, bit};
+            return 1;
+        }
+        bit++;
+    }
+    for (size_t i = 0; i < hl_string_option_count; i++, bit++) {
+        const char *k = hl_string_options[i].url_key;
+        if (strlen(k) == n && memcmp(k, p, n) == 0) {
+            *out = (query_key){QK_STRING, i, k, 1, bit};
+            return 1;
+        }
+    }
+    if (n == strlen("verify") && memcmp("verify", p, n) == 0) {
+        *out = (query_key){QK_VERIFY, 0, "verify", 1, bit};
+        return 1;
+    }
+    return 0;
+}
 
 static int quote_len(size_t n)
 {
@@ -433,27 +433,19 @@ static const char *shown(const struct url_parser *up, const char *value)
     return up->value_shown ? value : HL_HIDDEN;
 }
 
-static int apply_query(struct url_parser *up, enum query_key key,
+static int apply_query(struct url_parser *up, const query_key *key,
                        const char *value)
 {
-    const char *name = query_keys[key].name;
+    const char *name = key->name;
     hilock_options *o = up->tmp;
-    uint64_t ms = 0;
+    uint64_t v = 0;
     int flag = 0;
 
-    switch (key) {
-    case QK_CONNECT_TIMEOUT:
-    case QK_COMMAND_TIMEOUT:
-    case QK_WATCHDOG_TIMEOUT:
-    case QK_MAX_HOLD:
-    case QK_WAITER_TIMEOUT:
-    case QK_NODE_TIMEOUT:
-    case QK_QUARANTINE:
-    case QK_CONNECTIONS:
-    case QK_MAX_PENDING: {
+    switch (key->kind) {
+    case QK_NUMERIC:
         /* The setter owns the range and its message states it; the cap
          * here only keeps the arithmetic from wrapping. */
-        switch (parse_decimal(value, strlen(value), INT64_MAX, &ms)) {
+        switch (parse_decimal(value, strlen(value), INT64_MAX, &v)) {
         case DEC_SYNTAX:
             return hl_fail(HILOCK_EINVAL,
                            "URL %s '%.*s' is not a decimal number",
@@ -462,38 +454,10 @@ static int apply_query(struct url_parser *up, enum query_key key,
             return hl_fail(HILOCK_EINVAL, "URL %s '%.*s' is too large",
                            name, shown_len(up, value), shown(up, value));
         }
-        int64_t v = (int64_t)ms;
-        int rc;
-        if (key == QK_CONNECT_TIMEOUT)
-            rc = hilock_options_set_connect_timeout_ms(o, v);
-        else if (key == QK_COMMAND_TIMEOUT)
-            rc = hilock_options_set_command_timeout_ms(o, v);
-        else if (key == QK_CONNECTIONS)
-            rc = hilock_options_set_connections(o, v > 1000 ? 1000 : (int)v);
-        else if (key == QK_MAX_PENDING)
-            rc = hilock_options_set_max_pending(o, v);
-        else if (key == QK_MAX_HOLD)
-            rc = hilock_options_set_max_hold_ms(o, v);
-        else if (key == QK_WAITER_TIMEOUT)
-            rc = hilock_options_set_waiter_timeout_ms(o, v);
-        else if (key == QK_NODE_TIMEOUT)
-            rc = hilock_options_set_node_timeout_ms(o, v);
-        else if (key == QK_QUARANTINE)
-            rc = hilock_options_set_quarantine_ms(o, v);
-        else
-            rc = hilock_options_set_watchdog_timeout_ms(o, v);
-        return relabel(up, rc, name);
-    }
-    case QK_CA_FILE:
-        return relabel(up, hilock_options_set_tls_ca_file(o, value), name);
-    case QK_CA_DIR:
-        return relabel(up, hilock_options_set_tls_ca_dir(o, value), name);
-    case QK_CERT_FILE:
-        return relabel(up, hilock_options_set_tls_cert_file(o, value), name);
-    case QK_KEY_FILE:
-        return relabel(up, hilock_options_set_tls_key_file(o, value), name);
-    case QK_SNI:
-        return relabel(up, hilock_options_set_tls_server_name(o, value), name);
+        return relabel(up, hl_numeric_options[key->index].set(o, (int64_t)v),
+                       name);
+    case QK_STRING:
+        return relabel(up, hl_string_options[key->index].set(o, value), name);
     case QK_VERIFY:
         if (parse_flag(value, &flag) != 0)
             return hl_fail(HILOCK_EINVAL,
@@ -501,8 +465,6 @@ static int apply_query(struct url_parser *up, enum query_key key,
                            "1 or 0",
                            shown_len(up, value), shown(up, value));
         return hilock_options_set_tls_verify(o, flag);
-    case QK_COUNT:
-        break;
     }
     return hl_fail(HILOCK_EINVAL, "URL query key out of table");
 }
@@ -532,38 +494,31 @@ static int parse_query(struct url_parser *up, const char *p, size_t n)
         size_t key_len = (size_t)(eq - p);
         size_t value_len = item_len - key_len - 1;
 
-        int key = -1;
-        for (int k = 0; k < QK_COUNT; k++) {
-            if (strlen(query_keys[k].name) == key_len &&
-                memcmp(query_keys[k].name, p, key_len) == 0) {
-                key = k;
-                break;
-            }
-        }
-        if (key < 0)
+        query_key key;
+        if (!find_query_key(p, key_len, &key))
             return hl_fail(HILOCK_EINVAL, "URL query key '%.*s' is unknown",
                            qlen(up, p, key_len), qtext(up, p, key_len));
         /* Which of two values would win is a guess either way, and a
          * guess about a timeout or a CA file is not ours to make. */
-        if (seen & (1u << key))
+        if (seen & (1u << key.bit))
             return hl_fail(HILOCK_EINVAL, "URL query key '%s' is repeated",
-                           query_keys[key].name);
-        seen |= 1u << key;
+                           key.name);
+        seen |= 1u << key.bit;
         /* TLS settings on a plain URL almost always mean a forgotten 's';
          * accepting them would connect in clear text without a word. */
-        if (query_keys[key].tls_only && !up->tls)
+        if (key.tls_only && !up->tls)
             return hl_fail(HILOCK_EINVAL,
                            "URL query key '%s' needs the rediss:// scheme",
-                           query_keys[key].name);
+                           key.name);
         if (value_len == 0)
             return hl_fail(HILOCK_EINVAL, "URL query key '%s' has no value",
-                           query_keys[key].name);
+                           key.name);
 
         char *value = NULL;
-        int rc = decode(up, eq + 1, value_len, query_keys[key].name, &value);
+        int rc = decode(up, eq + 1, value_len, key.name, &value);
         up->value_shown = may_quote(up, eq + 1, value_len);
         if (rc == HILOCK_OK)
-            rc = apply_query(up, (enum query_key)key, value);
+            rc = apply_query(up, &key, value);
         hl_free(value);
         if (rc != HILOCK_OK)
             return rc;

@@ -26,4 +26,8 @@ void hl_lock_unref(hilock_lock *lock);
  * or deeper hold is left alone.  Loop thread. */
 void hl_lock_stop_renewing_grant(hilock_lock *lock, uint64_t owner);
 
+/* The server behind client may have forgotten what it granted (it
+ * restarted): report every lease held on it as lost.  Loop thread. */
+void hl_client_leases_lost(hilock_client *client);
+
 #endif

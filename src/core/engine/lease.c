@@ -6,6 +6,7 @@
 #include "core/base/alloc.h"
 #include "core/runtime/client_internal.h"
 #include "hilock/error.h"
+#include "core/engine/compose.h"
 #include "core/engine/lockobj.h"
 #include "core/config/options_internal.h"
 #include "core/transport/resp.h"
@@ -416,6 +417,48 @@ void hl_lease_engine_lose_all(hl_lease_engine *e)
     e->batches--;
     if (e->freed)
         engine_free_if_unused(e);
+}
+
+static void leases_close(hilock_client *c)
+{
+    hl_lease_engine_free(c->leases);
+    c->leases = NULL;
+}
+
+static void leases_stats(hilock_client *c, hilock_client_stats *out)
+{
+    if (c->leases == NULL)
+        return;
+    hl_lease_stats l = hl_lease_engine_stats(c->leases);
+    out->leases_active = l.active;
+    out->leases_renewed = l.renewed;
+    out->leases_lost = l.lost;
+    out->renew_calls = l.renew_calls;
+}
+
+/* After the waiter registry, as the client always closed them. */
+static const hl_client_part leases_part = {
+    .rank = 2, .close = leases_close, .stats = leases_stats};
+
+hl_lease_engine *hl_client_leases(hilock_client *c)
+{
+    if (c->leases != NULL || c->closed)
+        return c->leases;
+    c->leases = hl_lease_engine_create(c, c->opts->watchdog_timeout_ms,
+                                       c->opts->max_hold_ms,
+                                       hl_hold_lease_lost,
+                                       hl_hold_lease_released);
+    if (c->leases != NULL && hl_client_attach_part(c, &leases_part) != 0) {
+        hl_lease_engine_free(c->leases);
+        c->leases = NULL;
+    }
+    return c->leases;
+}
+
+void hl_client_leases_lost(hilock_client *c)
+{
+    if (c->leases)
+        hl_lease_engine_lose_all(c->leases);
 }
 
 int64_t hl_lease_engine_watchdog_ms(const hl_lease_engine *e)

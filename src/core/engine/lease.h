@@ -17,6 +17,12 @@
 #include "core/loop/io.h"
 #include "core/base/monotime.h"
 
+struct hilock_client;
+
+/* The client's lease engine, created on first use; NULL when memory runs
+ * out or the client is closed.  Loop thread only. */
+struct hl_lease_engine *hl_client_leases(struct hilock_client *client);
+
 struct hl_kind;
 struct hilock_client;
 typedef struct hl_lease_engine hl_lease_engine;

@@ -143,6 +143,12 @@ void hl_lock_unref(hilock_lock *lock)
         lock_free(lock);
 }
 
+/* The client closes its handles before it cancels its operations: their
+ * pending acquires end with HILOCK_ECLOSED, and their group listeners end
+ * the multi-lock calls coordinated there. */
+static const hl_client_part handles_part = {
+    .rank = -1, .close = hl_locks_client_closed};
+
 int hl_lock_create(hilock_lock **out, hilock_client *client,
                    const hl_kind *kind, const char *name, size_t name_len)
 {
@@ -167,6 +173,14 @@ int hl_lock_create(hilock_lock **out, hilock_client *client,
     if (hl_handle_add(lock) != 0) {
         lock_free(lock);
         return hl_fail(HILOCK_ENOMEM, "out of memory for a lock");
+    }
+    /* Before joining the client's list: a client that closes after this
+     * closes its handles, and one that closed before is seen closed
+     * below. */
+    if (hl_client_attach_part(client, &handles_part) != 0) {
+        hl_handle_remove(lock);
+        lock_free(lock);
+        return hl_fail(HILOCK_ENOMEM, "no room for a lock on the client");
     }
     pthread_mutex_lock(&client->lock);
     bool closed = client->closed;

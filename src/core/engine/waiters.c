@@ -307,3 +307,24 @@ bool hl_waiter_refused(const hl_waiter *w)
 {
     return w->chan != NULL && w->chan->refused;
 }
+
+static void waiters_close(hilock_client *c)
+{
+    hl_waiters_free(c->waiters);
+    c->waiters = NULL;
+}
+
+static const hl_client_part waiters_part = {.rank = 1,
+                                            .close = waiters_close};
+
+hl_waiters *hl_client_waiters(hilock_client *c)
+{
+    if (c->waiters != NULL || c->closed)
+        return c->waiters;
+    c->waiters = hl_waiters_create(c);
+    if (c->waiters != NULL && hl_client_attach_part(c, &waiters_part) != 0) {
+        hl_waiters_free(c->waiters);
+        c->waiters = NULL;
+    }
+    return c->waiters;
+}

@@ -13,6 +13,12 @@
 #include "core/transport/pubsub.h"
 
 struct hilock_client;
+
+/* The client's waiter registry, created on first use; NULL when memory
+ * runs out or the client is closed.  Loop thread only. */
+struct hl_waiters *hl_client_waiters(struct hilock_client *client);
+
+struct hilock_client;
 typedef struct hl_waiters hl_waiters;
 typedef struct hl_waiter hl_waiter;
 typedef struct hl_wait_channel hl_wait_channel;

@@ -140,3 +140,96 @@ void hl_prepare_stop(hl_prepare *p)
     ev_prepare_stop(p->loop, &p->watcher);
     p->active = false;
 }
+
+static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    hl_idle *i = HL_CONTAINER(w, hl_idle, watcher);
+    i->on_idle(i);
+}
+
+void hl_idle_init(hl_idle *i, struct ev_loop *loop, hl_idle_fn *on_idle,
+                  void *data)
+{
+    i->loop = loop;
+    i->on_idle = on_idle;
+    i->data = data;
+    i->active = false;
+    ev_idle_init(&i->watcher, idle_cb);
+}
+
+void hl_idle_start(hl_idle *i)
+{
+    if (i->active)
+        return;
+    ev_idle_start(i->loop, &i->watcher);
+    i->active = true;
+}
+
+void hl_idle_stop(hl_idle *i)
+{
+    if (!i->active)
+        return;
+    ev_idle_stop(i->loop, &i->watcher);
+    i->active = false;
+}
+
+static void async_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    hl_async *a = HL_CONTAINER(w, hl_async, watcher);
+    a->on_wake(a);
+}
+
+void hl_async_init(hl_async *a, struct ev_loop *loop, hl_async_fn *on_wake,
+                   void *data)
+{
+    a->loop = loop;
+    a->on_wake = on_wake;
+    a->data = data;
+    a->active = false;
+    ev_async_init(&a->watcher, async_cb);
+}
+
+void hl_async_start(hl_async *a)
+{
+    if (a->active)
+        return;
+    ev_async_start(a->loop, &a->watcher);
+    a->active = true;
+}
+
+void hl_async_stop(hl_async *a)
+{
+    if (!a->active)
+        return;
+    ev_async_stop(a->loop, &a->watcher);
+    a->active = false;
+}
+
+void hl_async_send(hl_async *a)
+{
+    ev_async_send(a->loop, &a->watcher);
+}
+
+struct ev_loop *hl_loop_new(void)
+{
+    return ev_loop_new(EVFLAG_AUTO);
+}
+
+void hl_loop_destroy(struct ev_loop *loop)
+{
+    ev_loop_destroy(loop);
+}
+
+void hl_loop_run(struct ev_loop *loop)
+{
+    ev_run(loop, 0);
+}
+
+void hl_loop_break(struct ev_loop *loop)
+{
+    ev_break(loop, EVBREAK_ALL);
+}

@@ -1,6 +1,7 @@
-/* The only door to libev for the transport: a socket's read/write
- * interest and one-shot timers, each start/stop guarded by its state so
- * that asking twice costs nothing. */
+/* The only door to libev for the transport and the runtime: a socket's
+ * read/write interest, one-shot timers, prepare and idle watchers, the
+ * cross-thread wake-up and the loop itself, each start/stop guarded by
+ * its state so that asking twice costs nothing. */
 #ifndef HL_IO_H
 #define HL_IO_H
 
@@ -68,5 +69,49 @@ void hl_prepare_init(hl_prepare *p, struct ev_loop *loop,
                      hl_prepare_fn *on_prepare, void *data);
 void hl_prepare_start(hl_prepare *p);
 void hl_prepare_stop(hl_prepare *p);
+
+/* Runs a callback on every loop iteration while active, and keeps the
+ * loop from blocking meanwhile: busy polling. */
+typedef struct hl_idle hl_idle;
+typedef void hl_idle_fn(hl_idle *idle);
+
+struct hl_idle {
+    struct ev_loop *loop;
+    ev_idle watcher;
+    hl_idle_fn *on_idle;
+    void *data;
+    bool active;
+};
+
+void hl_idle_init(hl_idle *i, struct ev_loop *loop, hl_idle_fn *on_idle,
+                  void *data);
+void hl_idle_start(hl_idle *i);
+void hl_idle_stop(hl_idle *i);
+
+/* Wakes the loop from another thread; the callback runs on the loop.
+ * Start and stop belong to the loop thread; send to any thread. */
+typedef struct hl_async hl_async;
+typedef void hl_async_fn(hl_async *async);
+
+struct hl_async {
+    struct ev_loop *loop;
+    ev_async watcher;
+    hl_async_fn *on_wake;
+    void *data;
+    bool active;
+};
+
+void hl_async_init(hl_async *a, struct ev_loop *loop, hl_async_fn *on_wake,
+                   void *data);
+void hl_async_start(hl_async *a);
+void hl_async_stop(hl_async *a);
+void hl_async_send(hl_async *a);
+
+/* A loop of the library's own: NULL when it cannot be made. */
+struct ev_loop *hl_loop_new(void);
+void hl_loop_destroy(struct ev_loop *loop);
+/* Run until nothing is active or hl_loop_break is called from inside. */
+void hl_loop_run(struct ev_loop *loop);
+void hl_loop_break(struct ev_loop *loop);
 
 #endif

@@ -8,11 +8,8 @@
 #include "core/runtime/client_internal.h"
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
-#include "core/engine/lease.h"
-#include "core/engine/lockobj.h"
 #include "core/base/map.h"
 #include "core/runtime/op.h"
-#include "core/engine/waiters.h"
 #include "core/config/options_internal.h"
 #include "core/transport/stream.h"
 
@@ -26,7 +23,7 @@ bool hl_client_in_loop(const hilock_client *c)
 static void client_free_memory(hilock_client *c)
 {
     if (c->own_loop && c->loop)
-        ev_loop_destroy(c->loop);
+        hl_loop_destroy(c->loop);
     SSL_CTX_free(c->ssl_ctx);
     hilock_options_free(c->opts);
     pthread_mutex_destroy(&c->lock);
@@ -52,6 +49,38 @@ void hl_client_leave_callback(hilock_client *c)
     }
 }
 
+int hl_client_attach_part(hilock_client *c, const hl_client_part *part)
+{
+    int rc = 0;
+    pthread_mutex_lock(&c->lock);
+    int i = 0;
+    while (i < c->nparts && c->parts[i] != part)
+        i++;
+    if (i < c->nparts) {
+        /* attached already */
+    } else if (c->nparts == HL_CLIENT_PARTS) {
+        rc = -1;
+    } else {
+        i = c->nparts++;
+        while (i > 0 && c->parts[i - 1]->rank > part->rank) {
+            c->parts[i] = c->parts[i - 1];
+            i--;
+        }
+        c->parts[i] = part;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+static int client_parts(hilock_client *c, const hl_client_part **out)
+{
+    pthread_mutex_lock(&c->lock);
+    int n = c->nparts;
+    memcpy(out, c->parts, (size_t)n * sizeof *out);
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
 /* Stop everything on the loop thread.  Every pending request, operation
  * and queued task completes with HILOCK_ECLOSED. */
 static void client_shutdown(hilock_client *c)
@@ -60,15 +89,22 @@ static void client_shutdown(hilock_client *c)
     bool first = c->conn != NULL;
     c->closed = true;
     bool queued = c->ops_head != NULL || c->cancels_head != NULL;
+    /* Taken with closed set: a part attached later finds the client
+     * closed and has nothing to close. */
+    const hl_client_part *parts[HL_CLIENT_PARTS];
+    int nparts = c->nparts;
+    memcpy(parts, c->parts, sizeof parts);
     pthread_mutex_unlock(&c->lock);
     if (!first && !queued)
         return;
     hl_client_enter_callback(c);
-    /* Locks first: their pending acquires end with HILOCK_ECLOSED and
+    /* Handles first: their pending acquires end with HILOCK_ECLOSED and
      * their leases stop before the connection that renews them goes, and
      * their group listeners end the multi-lock calls coordinated here
      * before the ops still queued are drained (hl_op_drain, below). */
-    hl_locks_client_closed(c);
+    int p = 0;
+    for (; p < nparts && parts[p]->rank < 0; p++)
+        parts[p]->close(c);
     hl_op_cancel_live(c);
     pthread_mutex_lock(&c->lock);
     c->locks_detached = true;
@@ -84,10 +120,8 @@ static void client_shutdown(hilock_client *c)
     for (int i = 0; i < nconns; i++)
         if (conns[i])
             hl_conn_free(conns[i]);
-    hl_waiters_free(c->waiters);
-    c->waiters = NULL;
-    hl_lease_engine_free(c->leases);
-    c->leases = NULL;
+    for (; p < nparts; p++)
+        parts[p]->close(c);
     hl_pubsub *ps = c->pubsub;
     c->pubsub = NULL;
     if (ps)
@@ -95,10 +129,10 @@ static void client_shutdown(hilock_client *c)
     hl_op_drain(c);
     hl_op_wake_sleepers(c); /* the loop may not turn again */
     if (first) {
-        ev_async_stop(c->loop, &c->wakeup);
-        ev_idle_stop(c->loop, &c->spin);
+        hl_async_stop(&c->wakeup);
+        hl_idle_stop(&c->spin);
         if (c->own_loop)
-            ev_break(c->loop, EVBREAK_ALL);
+            hl_loop_break(c->loop);
     }
     hl_client_leave_callback(c);
 }
@@ -114,9 +148,8 @@ static bool requests_outstanding(const hilock_client *c)
     return false;
 }
 
-static void on_spin(struct ev_loop *loop, ev_idle *w, int revents)
+static void on_spin(hl_idle *w)
 {
-    (void)revents;
     hilock_client *c = w->data;
     hl_monotime now = hl_monotime_now();
     if (c->opts->busy_poll_us > 0 && requests_outstanding(c)) {
@@ -127,7 +160,7 @@ static void on_spin(struct ev_loop *loop, ev_idle *w, int revents)
     /* Several waiting callers keep the loop busy without help. */
     if (hl_op_waiting() > 1 ||
         now > atomic_load_explicit(&c->spin_until, memory_order_relaxed))
-        ev_idle_stop(loop, w);
+        hl_idle_stop(w);
 }
 
 /* Busy polling: a queued request keeps the loop awake until its answer
@@ -135,21 +168,18 @@ static void on_spin(struct ev_loop *loop, ev_idle *w, int revents)
 static void on_request(void *data)
 {
     hilock_client *c = data;
-    if (c->opts->busy_poll_us > 0 && !ev_is_active(&c->spin))
-        ev_idle_start(c->loop, &c->spin);
+    if (c->opts->busy_poll_us > 0)
+        hl_idle_start(&c->spin);
 }
 
 /* The end of a loop iteration in which blocked callers were answered. */
-static void on_loop_turned(struct ev_loop *loop, ev_prepare *w, int revents)
+static void on_loop_turned(hl_prepare *w)
 {
-    (void)loop;
-    (void)revents;
     hl_op_wake_sleepers(w->data);
 }
 
-static void on_wakeup(struct ev_loop *loop, ev_async *w, int revents)
+static void on_wakeup(hl_async *w)
 {
-    (void)revents;
     hilock_client *c = w->data;
     hl_client_enter_callback(c);
     if (atomic_load(&c->closed))
@@ -167,42 +197,26 @@ bool hl_client_first_attempt_done(hilock_client *c)
     return done;
 }
 
-bool hl_client_quarantined(const hilock_client *c)
+void hl_client_set_connect_hook(hilock_client *c, hl_connect_hook_fn *fn,
+                                void *data)
 {
-    return hl_monotime_now() < atomic_load(&c->quarantine_until);
+    c->connect_hook = fn;
+    c->connect_hook_data = fn ? data : NULL;
 }
 
-/* A connection came up with track_restarts: a server seen for the first
- * time votes once it has been up for the quarantine time; one whose
- * run_id changed restarted, may have forgotten what it granted, and
- * takes every lease held on it down with it. */
-static void check_restart(hilock_client *c, hl_conn *conn)
+void *hl_client_connect_hook_data(const hilock_client *c,
+                                  hl_connect_hook_fn *fn)
 {
-    hl_server_identity id = hl_conn_identity(conn);
-    int64_t q = c->opts->quarantine_ms > 0 ? c->opts->quarantine_ms
-                                           : c->opts->watchdog_timeout_ms;
-    hl_monotime now = hl_monotime_now();
-    bool restarted;
-    if (!c->run_id_seen && id.known) {
-        c->run_id_seen = true;
-        snprintf(c->run_id, sizeof c->run_id, "%s", id.run_id);
-        /* The server's word, whatever it is: a negative uptime counts as
-         * just started, which only makes the wait longer. */
-        int64_t up_ms = id.uptime_s > 0 ? hl_sat_mul(id.uptime_s, 1000) : 0;
-        if (up_ms < q)
-            atomic_store(&c->quarantine_until,
-                         hl_after_ms(now, hl_sat_sub(q, up_ms)));
-        return;
-    }
-    /* An unknown identity cannot be told from a restart. */
-    restarted = !id.known || strcmp(c->run_id, id.run_id) != 0;
-    if (!restarted)
-        return;
-    if (id.known)
-        snprintf(c->run_id, sizeof c->run_id, "%s", id.run_id);
-    atomic_store(&c->quarantine_until, hl_after_ms(now, q));
-    if (c->leases)
-        hl_lease_engine_lose_all(c->leases);
+    return c->connect_hook == fn ? c->connect_hook_data : NULL;
+}
+
+int hl_client_hook_command(hilock_client *c, int argc,
+                           const char *const *argv, const size_t *argvlen,
+                           hl_hook_reply_fn *fn, void *data)
+{
+    if (c->hook_conn == NULL)
+        return hl_fail(HILOCK_EINVAL, "a hook command outside the hook");
+    return hl_conn_command(c->hook_conn, argc, argv, argvlen, fn, data);
 }
 
 static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
@@ -219,8 +233,14 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
         return;
     if (ev == HL_CONN_UP) {
         c->up_mask |= 1u << i;
-        if (c->opts->track_restarts)
-            check_restart(c, conn);
+        /* Before the connection counts as up, so that whatever the hook
+         * learns from its commands is pending before anyone may act on
+         * the connection being up. */
+        if (c->connect_hook) {
+            c->hook_conn = conn;
+            c->connect_hook(c, c->connect_hook_data);
+            c->hook_conn = NULL;
+        }
     } else
         c->up_mask &= ~(1u << i);
     bool all_up = c->up_mask == (1u << c->nconns) - 1;
@@ -253,22 +273,6 @@ hl_pubsub *hl_client_pubsub(hilock_client *c)
     return c->pubsub;
 }
 
-struct hl_lease_engine *hl_client_leases(hilock_client *c)
-{
-    if (c->leases == NULL && !c->closed)
-        c->leases = hl_lease_engine_create(
-            c, c->opts->watchdog_timeout_ms, c->opts->max_hold_ms,
-            hl_hold_lease_lost, hl_hold_lease_released);
-    return c->leases;
-}
-
-struct hl_waiters *hl_client_waiters(hilock_client *c)
-{
-    if (c->waiters == NULL && !c->closed)
-        c->waiters = hl_waiters_create(c);
-    return c->waiters;
-}
-
 static void *loop_main(void *arg)
 {
     hilock_client *c = arg;
@@ -276,7 +280,7 @@ static void *loop_main(void *arg)
     pthread_mutex_lock(&c->lock);
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
-    ev_run(c->loop, 0);
+    hl_loop_run(c->loop);
     pthread_mutex_lock(&c->lock);
     bool free_me = c->free_on_thread_exit;
     pthread_mutex_unlock(&c->lock);
@@ -360,7 +364,7 @@ static void close_from_outside(hilock_client *c)
     pthread_mutex_lock(&c->lock);
     c->closed = true;
     if (c->thread_running)
-        ev_async_send(c->loop, &c->wakeup);
+        hl_async_send(&c->wakeup);
     pthread_mutex_unlock(&c->lock);
     join_loop_thread(c);
 }
@@ -405,20 +409,17 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
         }
     }
     c->own_loop = c->opts->loop == NULL;
-    c->loop = c->own_loop ? ev_loop_new(EVFLAG_AUTO) : c->opts->loop;
+    c->loop = c->own_loop ? hl_loop_new() : c->opts->loop;
     if (c->loop == NULL) {
         rc = hl_fail(HILOCK_ENOMEM, "cannot create an event loop");
         goto fail;
     }
     if (!c->own_loop)
         c->loop_tid = pthread_self();
-    ev_async_init(&c->wakeup, on_wakeup);
-    c->wakeup.data = c;
-    ev_idle_init(&c->spin, on_spin);
-    c->spin.data = c;
-    ev_prepare_init(&c->waker, on_loop_turned);
-    c->waker.data = c;
-    ev_async_start(c->loop, &c->wakeup);
+    hl_async_init(&c->wakeup, c->loop, on_wakeup, c);
+    hl_idle_init(&c->spin, c->loop, on_spin, c);
+    hl_prepare_init(&c->waker, c->loop, on_loop_turned, c);
+    hl_async_start(&c->wakeup);
     hl_conn_config cfg = {.loop = c->loop,
                           .opts = c->opts,
                           .ssl_ctx = c->ssl_ctx,
@@ -440,7 +441,7 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
         memset(c->conns, 0, sizeof c->conns);
         c->nconns = 0;
         c->conn = NULL;
-        ev_async_stop(c->loop, &c->wakeup);
+        hl_async_stop(&c->wakeup);
         rc = hl_fail(HILOCK_ENOMEM, "out of memory for the connection");
         goto fail;
     }
@@ -455,7 +456,7 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
         memset(c->conns, 0, sizeof c->conns);
         c->nconns = 0;
         c->conn = NULL;
-        ev_async_stop(c->loop, &c->wakeup);
+        hl_async_stop(&c->wakeup);
         rc = hl_fail(HILOCK_ENOMEM, "cannot start the loop thread");
         goto fail;
     }
@@ -551,13 +552,11 @@ int hilock_client_is_connected(const hilock_client *c)
 static void read_stats(hilock_client *c, hilock_client_stats *out)
 {
     memset(out, 0, sizeof *out);
-    if (c->leases) {
-        hl_lease_stats l = hl_lease_engine_stats(c->leases);
-        out->leases_active = l.active;
-        out->leases_renewed = l.renewed;
-        out->leases_lost = l.lost;
-        out->renew_calls = l.renew_calls;
-    }
+    const hl_client_part *parts[HL_CLIENT_PARTS];
+    int n = client_parts(c, parts);
+    for (int i = 0; i < n; i++)
+        if (parts[i]->stats)
+            parts[i]->stats(c, out);
     for (int i = 0; i < c->nconns; i++) {
         hl_conn_stats s = hl_conn_get_stats(c->conns[i]);
         out->connects += s.connects;

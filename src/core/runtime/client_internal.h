@@ -6,9 +6,9 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include <ev.h>
 #include <openssl/ssl.h>
 
+#include "core/loop/io.h"
 #include "core/runtime/runtime.h"
 #include "core/transport/conn.h"
 #include "hilock/client.h"
@@ -17,6 +17,8 @@
 /* Blocked callers sleep on HL_WAKE_WORDS process-wide futex words, one
  * bit each (op.c). */
 #define HL_WAKE_WORDS 4
+/* The handles, the lease engine and the waiter registry, and room. */
+#define HL_CLIENT_PARTS 6
 
 struct hilock_client {
     hilock_options *opts;
@@ -26,9 +28,9 @@ struct hilock_client {
     pthread_t loop_tid;
     bool thread_running; /* own loop: the thread exists and is joinable */
 
-    ev_async wakeup;
-    ev_idle spin;               /* busy polling: the loop does not sleep */
-    ev_prepare waker;           /* wakes the blocked callers posted to */
+    hl_async wakeup;
+    hl_idle spin;               /* busy polling: the loop does not sleep */
+    hl_prepare waker;           /* wakes the blocked callers posted to */
     uint32_t wake_mask[HL_WAKE_WORDS]; /* loop thread: whom it wakes */
     _Atomic int64_t spin_until; /* µs: until then */
     pthread_mutex_t lock; /* guards the op queues, closed, first_* */
@@ -49,16 +51,18 @@ struct hilock_client {
     int nconns;
     unsigned up_mask; /* bit i: conns[i] is up */
     hl_pubsub *pubsub; /* created on first use */
-    struct hl_lease_engine *leases; /* created on first use */
-    struct hl_waiters *waiters;     /* created on first use */
+    /* Created on first use by the engine, which attaches them as parts. */
+    struct hl_lease_engine *leases;
+    struct hl_waiters *waiters;
+    /* Under lock, sorted by rank. */
+    const hl_client_part *parts[HL_CLIENT_PARTS];
+    int nparts;
     struct hilock_lock *locks;      /* handles made on this client */
     char id[HILOCK_CLIENT_ID_LEN + 1];
     atomic_bool connected;
-    /* track_restarts: the run_id the server had when first seen, and the
-     * monotonic time (µs) until which it must not vote (0: never). */
-    char run_id[48];
-    bool run_id_seen;
-    _Atomic int64_t quarantine_until;
+    hl_connect_hook_fn *connect_hook;
+    void *connect_hook_data;
+    hl_conn *hook_conn; /* the connection a running hook was called for */
 
     bool first_done; /* the first attempt ended, one way or the other */
     int first_status;
@@ -109,10 +113,6 @@ extern int (*hilock__rand_bytes)(unsigned char *buf, int num);
  * or the client is closed.  Loop thread only. */
 hl_pubsub *hl_client_pubsub(hilock_client *client);
 
-/* The lease engine and the waiter registry, created on first use; NULL
- * when memory runs out or the client is closed.  Loop thread only. */
-struct hl_lease_engine *hl_client_leases(hilock_client *client);
-struct hl_waiters *hl_client_waiters(hilock_client *client);
 
 /* Wrap every call of user code on the loop thread, so a destroy made
  * inside it waits until it returns. */

@@ -170,7 +170,7 @@ static void push_locked(hilock_client *home, hl_op *op, bool cancel)
     else
         *head = op;
     *tail = op;
-    ev_async_send(home->loop, &home->wakeup);
+    hl_async_send(&home->wakeup);
 }
 
 /* Both queues, emptied. */
@@ -231,8 +231,8 @@ static void post(hl_op *op)
      * shutting down may not turn again: no waiting for the next turn. */
     if (!home->own_loop || atomic_load(&home->closed))
         hl_op_wake_sleepers(home);
-    else if (!ev_is_active(&home->waker))
-        ev_prepare_start(home->loop, &home->waker);
+    else
+        hl_prepare_start(&home->waker);
 }
 
 void hl_op_wake_sleepers(hilock_client *home)
@@ -249,8 +249,7 @@ void hl_op_wake_sleepers(hilock_client *home)
                 FUTEX_WAKE_BITSET | FUTEX_PRIVATE_FLAG, INT32_MAX, NULL,
                 NULL, mask);
     }
-    if (ev_is_active(&home->waker))
-        ev_prepare_stop(home->loop, &home->waker);
+    hl_prepare_stop(&home->waker);
 }
 
 void hl_op_finish(hl_op *op, int status, int64_t value, hilock_reply *reply,

@@ -11,6 +11,7 @@
 #include "core/runtime/op.h"
 #include "hilock/client.h"
 #include "hilock/options.h"
+#include "hilock/reply.h"
 
 void hl_client_ref(hilock_client *c);
 /* Frees the memory with the last reference. */
@@ -19,10 +20,52 @@ void hl_client_unref(hilock_client *c);
 /* Is the calling thread the client's loop thread? */
 bool hl_client_in_loop(const hilock_client *client);
 
-/* With track_restarts: whether the server restarted, or came up, less
- * than the quarantine time ago (so it may have forgotten keys it
- * granted).  Any thread. */
-bool hl_client_quarantined(const hilock_client *client);
+/* What a layer above attaches to a client (its handles, lease engine,
+ * waiter registry): closed with the client, and asked for its share of
+ * the stats.  The runtime knows parts only through this. */
+typedef struct hl_client_part {
+    /* Negative: closed before the client's operations are cancelled (a
+     * part whose calls are still running); else after its connections
+     * are gone.  Lower ranks close first. */
+    int rank;
+    void (*close)(hilock_client *client);
+    /* Adds to out on the loop thread; may be NULL. */
+    void (*stats)(hilock_client *client, hilock_client_stats *out);
+} hl_client_part;
+
+/* Attach part (static storage) to client; attaching it again does
+ * nothing.  Any thread.  0, or -1 when the client's table is full. */
+int hl_client_attach_part(hilock_client *client, const hl_client_part *part);
+
+/* Called on the loop thread each time one of the client's command
+ * connections finishes its handshake, before the requests queued for it
+ * are written.  It may send commands of its own on that connection with
+ * hl_client_hook_command. */
+typedef void hl_connect_hook_fn(hilock_client *client, void *data);
+
+/* Completion of a hook's command, as for any request: exactly once, on
+ * the loop thread; reply (owned by the callee) is set for HILOCK_OK and
+ * HILOCK_EREDIS, else NULL. */
+typedef void hl_hook_reply_fn(void *data, int status, hilock_reply *reply);
+
+/* Install the hook (fn NULL removes it).  Loop thread, or before the
+ * loop of a client made on a caller's loop first runs: a connection that
+ * came up before the hook was set is not reported again. */
+void hl_client_set_connect_hook(hilock_client *client,
+                                hl_connect_hook_fn *fn, void *data);
+
+/* The hook's data when fn is the installed hook, else NULL, so a layer
+ * finds the state it attached to a client.  Any thread once the hook is
+ * set: it does not change afterwards. */
+void *hl_client_connect_hook_data(const hilock_client *client,
+                                  hl_connect_hook_fn *fn);
+
+/* Only inside the hook: queue a command on the connection that just came
+ * up.  HILOCK_OK (fn will be called exactly once), HILOCK_EINVAL outside
+ * the hook, HILOCK_ENOMEM or HILOCK_ECLOSED (fn is not called). */
+int hl_client_hook_command(hilock_client *client, int argc,
+                           const char *const *argv, const size_t *argvlen,
+                           hl_hook_reply_fn *fn, void *data);
 
 /* Whether the client's first connection attempt has ended, one way or
  * the other.  Any thread. */

@@ -214,4 +214,3 @@ bool hl_conn_busy(const hl_conn *c)
 
 hl_conn_stats hl_conn_get_stats(const hl_conn *c) { return c->stats; }
 
-hl_server_identity hl_conn_identity(const hl_conn *c) { return c->identity; }

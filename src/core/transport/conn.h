@@ -99,15 +99,6 @@ void hl_conn_free(hl_conn *conn);
 /* Whether requests wait to be written or answered. */
 bool hl_conn_busy(const hl_conn *conn);
 
-/* Who answered the last handshake (with the track_restarts option): a
- * restarted server has a new run_id. */
-typedef struct hl_server_identity {
-    bool known;
-    char run_id[48];
-    int64_t uptime_s;
-} hl_server_identity;
-hl_server_identity hl_conn_identity(const hl_conn *conn);
-
 /* Counters for tests and the benchmark. */
 typedef struct hl_conn_stats {
     uint64_t writes;        /* successful write calls on the socket */

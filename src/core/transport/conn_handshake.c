@@ -264,50 +264,7 @@ static void hello_reply(void *data, int status, hilock_reply *reply)
         conn_up(c);
 }
 
-/* The value of "key:" in an INFO text, or NULL; *len its length. */
-static const char *info_field(const char *text, const char *key, size_t *len)
-{
-    size_t klen = strlen(key);
-    for (const char *p = text; p != NULL && *p; ) {
-        if (strncmp(p, key, klen) == 0 && p[klen] == ':') {
-            const char *v = p + klen + 1;
-            *len = strcspn(v, "\r\n");
-            return v;
-        }
-        p = strchr(p, '\n');
-        if (p)
-            p++;
-    }
-    return NULL;
-}
-
-static void info_reply(void *data, int status, hilock_reply *reply)
-{
-    hl_conn *c = data;
-    if (status == 0 && reply && reply->type == HILOCK_REPLY_STRING) {
-        size_t len;
-        const char *v = info_field(reply->str, "run_id", &len);
-        if (v && len < sizeof c->identity.run_id) {
-            memcpy(c->identity.run_id, v, len);
-            c->identity.run_id[len] = '\0';
-            const char *up = info_field(reply->str, "uptime_in_seconds", &len);
-            c->identity.uptime_s = up ? strtoll(up, NULL, 10) : 0;
-            c->identity.known = true;
-        }
-    }
-    /* A server that will not say (INFO refused to this user) still
-     * serves: without an identity the client treats it as restarted at
-     * every connect (see the client). */
-    if (status != 0) {
-        hilock_reply_free(reply);
-        status = 0;
-        reply = NULL;
-    }
-    hello_reply(data, status, reply);
-}
-
-static int hello_send_with(hl_conn *c, int argc, const char *const *argv,
-                           hl_request_fn *fn)
+static int hello_send(hl_conn *c, int argc, const char *const *argv)
 {
     size_t lens[4];
     for (int i = 0; i < argc; i++)
@@ -323,17 +280,12 @@ static int hello_send_with(hl_conn *c, int argc, const char *const *argv,
     hl_free(r->cmd);
     r->cmd = NULL;
     r->internal = true;
-    r->fn = fn;
+    r->fn = hello_reply;
     r->data = c;
     r->deadline = INT64_MAX;
     queue_push(&c->sent, r);
     c->hello_left++;
     return 0;
-}
-
-static int hello_send(hl_conn *c, int argc, const char *const *argv)
-{
-    return hello_send_with(c, argc, argv, hello_reply);
 }
 
 static void hello_start(hl_conn *c)
@@ -361,11 +313,6 @@ static void hello_start(hl_conn *c)
     const char *ping[] = {"PING"};
     if (rc == 0)
         rc = hello_send(c, 1, ping);
-    c->identity.known = false;
-    if (rc == 0 && o->track_restarts) {
-        const char *info[] = {"INFO", "server"};
-        rc = hello_send_with(c, 2, info, info_reply);
-    }
     if (rc != 0) {
         hl_conn_drop(c, HILOCK_ENOMEM, "out of memory in the handshake");
         return;

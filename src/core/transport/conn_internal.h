@@ -79,7 +79,6 @@ struct hl_conn {
     req_queue sent;    /* in the output buffer or on the wire */
     int hello_left;
     bool hello_answered; /* the server answered a handshake command */
-    hl_server_identity identity; /* from the last handshake, if asked */
 
     hl_conn_stats stats;
     uint64_t heard;          /* whole replies read, ever */

@@ -1,0 +1,90 @@
+/* The numeric and string options, each described once.  The setters and
+ * getters of options.c and the URL query keys of url.c are generated from
+ * these tables, so a range or a key cannot differ between the two ways
+ * of setting an option.  Only the core's config folder and the tests
+ * include this header. */
+#ifndef HL_OPTION_TABLE_H
+#define HL_OPTION_TABLE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hilock/options.h"
+
+#define HL_TIMEOUT_MAX_MS 86400000
+#define HL_BUSY_POLL_MAX_US 1000000
+/* Below this, heartbeats every third of it would load the server. */
+#define HL_WAITER_TIMEOUT_MIN_MS 100
+#define HL_WAITER_TIMEOUT_MAX_MS 3600000
+
+/* X(name, url key, setter's value type, field type, min, max, zero is
+ * "off", default, unit, what).  name is both the struct field and the
+ * suffix of hilock_options_set_<name> and hilock_options_<name>.  A NULL
+ * url key: the option has no URL query key.  Zero outside min..max is
+ * still accepted when "zero is off" is 1. */
+#define HL_NUMERIC_OPTIONS(X)                                                \
+    X(connect_timeout_ms, "connect_timeout", int64_t, int64_t, 1,            \
+      HL_TIMEOUT_MAX_MS, 0, HILOCK_DEFAULT_CONNECT_TIMEOUT_MS, "ms",         \
+      "connect timeout")                                                     \
+    X(command_timeout_ms, "command_timeout", int64_t, int64_t, 1,            \
+      HL_TIMEOUT_MAX_MS, 0, HILOCK_DEFAULT_COMMAND_TIMEOUT_MS, "ms",         \
+      "command timeout")                                                     \
+    X(watchdog_timeout_ms, "watchdog_timeout", int64_t, int64_t, 1,          \
+      HL_TIMEOUT_MAX_MS, 0, HILOCK_DEFAULT_WATCHDOG_TIMEOUT_MS, "ms",        \
+      "watchdog timeout")                                                    \
+    X(max_hold_ms, "max_hold", int64_t, int64_t, 1, HL_TIMEOUT_MAX_MS, 1, 0, \
+      "ms", "max hold")                                                      \
+    X(waiter_timeout_ms, "waiter_timeout", int64_t, int64_t,                 \
+      HL_WAITER_TIMEOUT_MIN_MS, HL_WAITER_TIMEOUT_MAX_MS, 0,                 \
+      HILOCK_DEFAULT_WAITER_TIMEOUT_MS, "ms", "waiter timeout")              \
+    X(node_timeout_ms, "node_timeout", int64_t, int64_t, 1,                  \
+      HL_TIMEOUT_MAX_MS, 0, HILOCK_DEFAULT_NODE_TIMEOUT_MS, "ms",            \
+      "node timeout")                                                        \
+    X(quarantine_ms, "quarantine", int64_t, int64_t, 1, HL_TIMEOUT_MAX_MS,   \
+      1, 0, "ms", "quarantine")                                              \
+    X(connections, "connections", int, int, 1, HILOCK_MAX_CONNECTIONS, 0,    \
+      HILOCK_DEFAULT_CONNECTIONS, "", "connections")                         \
+    X(max_pending, "max_pending", int64_t, int, 1, HILOCK_MAX_PENDING_LIMIT, \
+      0, HILOCK_DEFAULT_MAX_PENDING, "", "max pending")                      \
+    X(busy_poll_us, NULL, int64_t, int64_t, 0, HL_BUSY_POLL_MAX_US, 0, 0,    \
+      "us", "busy poll")
+
+/* X(name, url key, what): string options set through
+ * hilock_options_set_<name> and read through hilock_options_<name>.  The
+ * password is not here: it has a setter and the URL's user info, and no
+ * table may hand it out through a getter. */
+#define HL_STRING_OPTIONS(X)                                                 \
+    X(tls_ca_file, "ca_file", "tls ca file")                                 \
+    X(tls_ca_dir, "ca_dir", "tls ca dir")                                    \
+    X(tls_cert_file, "cert_file", "tls cert file")                           \
+    X(tls_key_file, "key_file", "tls key file")                              \
+    X(tls_server_name, "sni", "tls server name")
+
+/* One numeric option as data, for the URL parser and for tests that walk
+ * every option.  set and get take and give the value widened to int64_t;
+ * set checks the range exactly as the public setter does (it is the
+ * public setter's body). */
+typedef struct hl_numeric_option {
+    const char *name;
+    const char *url_key; /* NULL: not a URL query key */
+    int64_t min;
+    int64_t max;
+    bool zero_is_off;
+    int64_t def;
+    int (*set)(hilock_options *opts, int64_t value);
+    int64_t (*get)(const hilock_options *opts);
+} hl_numeric_option;
+
+typedef struct hl_string_option {
+    const char *name;
+    const char *url_key;
+    int (*set)(hilock_options *opts, const char *value);
+    const char *(*get)(const hilock_options *opts);
+} hl_string_option;
+
+extern const hl_numeric_option hl_numeric_options[];
+extern const size_t hl_numeric_option_count;
+extern const hl_string_option hl_string_options[];
+extern const size_t hl_string_option_count;
+
+#endif
