@@ -240,7 +240,9 @@ HILOCK_API int hilock_options_set_loop(hilock_options *opts,
 HILOCK_API const char *hilock_options_host(const hilock_options *opts);
 HILOCK_API int hilock_options_port(const hilock_options *opts);
 HILOCK_API const char *hilock_options_user(const hilock_options *opts);
-HILOCK_API const char *hilock_options_password(const hilock_options *opts);
+/* Whether a password is set: 1 or 0 (-1 for a NULL object).  No call
+ * reads the password back, so that no diagnostic can print it. */
+HILOCK_API int hilock_options_has_password(const hilock_options *opts);
 HILOCK_API int hilock_options_db(const hilock_options *opts);
 HILOCK_API int hilock_options_tls(const hilock_options *opts);
 HILOCK_API int hilock_options_tls_verify(const hilock_options *opts);

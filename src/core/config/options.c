@@ -355,9 +355,9 @@ const char *hilock_options_user(const hilock_options *opts)
     return opts ? opts->user : NULL;
 }
 
-const char *hilock_options_password(const hilock_options *opts)
+int hilock_options_has_password(const hilock_options *opts)
 {
-    return opts ? opts->password : NULL;
+    return opts ? opts->password != NULL : -1;
 }
 
 int hilock_options_db(const hilock_options *opts)
