@@ -6,19 +6,18 @@
 #include <string.h>
 #include <time.h>
 
-#include <ev.h>
-
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
 #include "core/base/monotime.h"
+#include "core/loop/io.h"
 #include "multi_internal.h"
 
 struct hilock_redlock {
     struct ev_loop *loop;
     pthread_t thread;
-    ev_async stop;
-    ev_prepare tried; /* tells create when every master has tried once */
+    hl_async stop;
+    hl_prepare tried; /* tells create when every master has tried once */
     pthread_mutex_t mu;
     pthread_cond_t cv; /* on CLOCK_MONOTONIC */
     bool started;
@@ -32,14 +31,13 @@ struct hilock_redlock {
     int create_status[HILOCK_MAX_MEMBERS];
 };
 
-static void on_stop(struct ev_loop *loop, ev_async *w, int revents)
+static void on_stop(hl_async *w)
 {
-    (void)revents;
     hilock_redlock *rl = w->data;
     /* Whoever stopped the thread read the master slots, and the clients
      * behind them, before it took mu in stop_thread; taking mu here
      * orders those reads before the clients go, in a way a race detector
-     * sees (the ev_async that brought us here it cannot). */
+     * sees (the wake-up that brought us here it cannot). */
     pthread_mutex_lock(&rl->mu);
     pthread_mutex_unlock(&rl->mu);
     for (size_t i = 0; i < rl->n; i++) {
@@ -47,9 +45,9 @@ static void on_stop(struct ev_loop *loop, ev_async *w, int revents)
             hilock_client_destroy(rl->clients[i]);
         rl->clients[i] = NULL;
     }
-    ev_async_stop(loop, w);
-    ev_prepare_stop(loop, &rl->tried);
-    ev_break(loop, EVBREAK_ALL);
+    hl_async_stop(w);
+    hl_prepare_stop(&rl->tried);
+    hl_loop_break(rl->loop);
 }
 
 /* A master that connected may vote only once its INFO is known, so
@@ -75,9 +73,8 @@ static bool all_tried(const hilock_redlock *rl)
  * prepare watcher runs after all of them, just before the loop blocks, so
  * it sees the last master's end in the same iteration and create wakes
  * once, not on a timer. */
-static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
+static void on_prepare(hl_prepare *w)
 {
-    (void)revents;
     hilock_redlock *rl = w->data;
     bool done = all_tried(rl);
     pthread_mutex_lock(&rl->mu);
@@ -88,7 +85,7 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
     bool stop = done || rl->create_done;
     pthread_mutex_unlock(&rl->mu);
     if (stop)
-        ev_prepare_stop(loop, w);
+        hl_prepare_stop(w);
 }
 
 static void *loop_main(void *arg)
@@ -110,17 +107,13 @@ static void *loop_main(void *arg)
             rl->clients[i] = NULL;
         }
     }
-    ev_async_init(&rl->stop, on_stop);
-    rl->stop.data = rl;
-    ev_async_start(rl->loop, &rl->stop);
-    ev_prepare_init(&rl->tried, on_prepare);
-    rl->tried.data = rl;
-    ev_prepare_start(rl->loop, &rl->tried);
+    hl_async_start(&rl->stop);
+    hl_prepare_start(&rl->tried);
     pthread_mutex_lock(&rl->mu);
     rl->started = true;
     pthread_cond_broadcast(&rl->cv);
     pthread_mutex_unlock(&rl->mu);
-    ev_run(rl->loop, 0);
+    hl_loop_run(rl->loop);
     return NULL;
 }
 
@@ -131,7 +124,7 @@ static void redlock_free(hilock_redlock *rl)
         hl_restart_watch_free(rl->watches[i]);
     }
     if (rl->loop != NULL)
-        ev_loop_destroy(rl->loop);
+        hl_loop_destroy(rl->loop);
     pthread_cond_destroy(&rl->cv);
     pthread_mutex_destroy(&rl->mu);
     /* As for clients: a stale copy of the handle must not find a new
@@ -143,7 +136,7 @@ static void stop_thread(hilock_redlock *rl)
 {
     pthread_mutex_lock(&rl->mu); /* see on_stop */
     pthread_mutex_unlock(&rl->mu);
-    ev_async_send(rl->loop, &rl->stop);
+    hl_async_send(&rl->stop);
     pthread_join(rl->thread, NULL);
 }
 
@@ -211,11 +204,13 @@ int hilock_redlock_create(hilock_redlock **out, const char *const *urls,
     pthread_cond_init(&rl->cv, &attr);
     pthread_condattr_destroy(&attr);
     rl->n = n;
-    rl->loop = ev_loop_new(EVFLAG_AUTO);
+    rl->loop = hl_loop_new();
     if (rl->loop == NULL) {
         redlock_free(rl);
         return hl_fail(HILOCK_ENOMEM, "could not make an event loop");
     }
+    hl_async_init(&rl->stop, rl->loop, on_stop, rl);
+    hl_prepare_init(&rl->tried, rl->loop, on_prepare, rl);
     for (size_t i = 0; i < n; i++) {
         int rc = master_options(&rl->opts[i], base, urls[i], rl->loop);
         if (rc != HILOCK_OK) {
