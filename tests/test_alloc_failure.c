@@ -458,7 +458,8 @@ static void test_failures_in_a_renewal_round(void **state)
     hl_redis_server_stop(s);
 }
 
-/* Whether a handle still names a group, read on its loop thread. */
+/* Whether a handle still has a hold listener (a group), read on its loop
+ * thread. */
 typedef struct group_probe {
     hilock_lock *lock;
     bool named;
@@ -468,7 +469,7 @@ static void read_group(hilock_client *c, void *arg)
 {
     (void)c;
     group_probe *p = arg;
-    p->named = p->lock->group != NULL;
+    p->named = p->lock->listeners != NULL;
 }
 
 /* Making a multi-lock over members on two clients, and a RedLock lock,

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/engine/lockobj.h"
 #include "core/runtime/runtime.h"
 #include "hilock/multi.h"
 
@@ -37,6 +38,7 @@ struct hilock_multilock {
     hilock_multi_lost_cb *lost_cb; /* coordinator thread only */
     void *lost_data;
     hl_multi_teardown teardown;
+    hl_hold_listener *watches; /* one per member, after members[] */
     hilock_lock *members[];
 };
 

@@ -86,13 +86,13 @@ void hl_hold_lease_lost(hl_lease *lease)
     hl_lease_stop(lease);
     h->lost = true;
     h->count = 0;
-    if (lock->client == NULL || (lock->lost == NULL && lock->group == NULL))
+    if (lock->client == NULL ||
+        (lock->lost == NULL && lock->listeners == NULL))
         return;
     uint64_t owner = h->owner; /* the hold may go in a callback */
     hl_lock_ref(lock);
     hilock_client *c = lock->client;
-    if (lock->group != NULL)
-        lock->group->cb(lock, owner, lock->group->data);
+    hl_lock_tell_listeners(lock, owner);
     if (lock->lost != NULL && lock->client != NULL) {
         hl_client_enter_callback(c);
         lock->lost->cb(lock, owner, lock->lost->data);

@@ -135,12 +135,21 @@ static inline hl_lease *hl_hold_lease(hl_hold *h)
 void hl_hold_lease_lost(hl_lease *lease);
 void hl_hold_lease_released(hl_lease *lease);
 
-/* A lock's lost callback, and the group listener: stored in the handle,
- * so that setting or clearing one never allocates. */
+/* A lock's lost callback: stored in the handle, so that setting or
+ * clearing it never allocates. */
 struct hl_lost_cb {
     hilock_lock *lock;
     hilock_lost_cb *cb;
     void *data;
+};
+
+/* A listener to a handle's holds, for a layer that builds on handles
+ * (compose.h); its storage is the listener's own. */
+typedef struct hl_hold_listener hl_hold_listener;
+struct hl_hold_listener {
+    hilock_lost_cb *cb;
+    void *data;
+    hl_hold_listener *next; /* in the handle's list: the engine's */
 };
 
 struct hilock_lock {
@@ -158,25 +167,12 @@ struct hilock_lock {
     hl_turn *turns;     /* requests taking turns per owner, oldest first */
     struct hl_lost_cb *lost; /* &lost_mem or NULL */
     struct hl_lost_cb lost_mem;
-    struct hl_lost_cb *group; /* the multi-lock holding it, told first:
-                               * &group_mem or NULL */
-    struct hl_lost_cb group_mem;
+    hl_hold_listener *listeners; /* told before the user's lost callback */
     atomic_int refs; /* the user's, plus one per operation in flight */
     atomic_bool destroyed;
     char name[]; /* name_len bytes and a NUL */
 };
 
-
-/* The multi-lock a handle belongs to hears of its lost leases through
- * this listener (NULL to stop), apart from the user's lost callback, and
- * is told with owner 0, on the loop thread, when the client closes,
- * before the handle's pending acquires end.  Any thread: it returns once
- * the loop thread has taken the setting (at once on that thread), so
- * that after a clear the listener's data is never named again.  Never
- * allocates.  HILOCK_OK, or HILOCK_ECLOSED when the client is closed,
- * which leaves no listener to be called. */
-int hl_lock_set_group_listener(hilock_lock *lock, hilock_lost_cb *cb,
-                               void *data);
 
 /* How long a voided attempt stays refused: longer than any delay a
  * request can plausibly spend in a paused server's socket buffer. */

@@ -143,5 +143,8 @@ bool hl_lock_usable(const hilock_lock *lock);
 
 /* Finish every pending acquire of the lock with status. */
 void hl_lock_cancel_all(hilock_lock *lock, int status, const char *detail);
+/* Tell the handle's hold listeners that owner's hold was lost (0: that
+ * the client is closing).  Loop thread. */
+void hl_lock_tell_listeners(hilock_lock *lock, uint64_t owner);
 
 #endif
