@@ -144,7 +144,7 @@ void hl_lock_unref(hilock_lock *lock)
 }
 
 /* The client closes its handles before it cancels its operations: their
- * pending acquires end with HILOCK_ECLOSED, and their group listeners end
+ * pending acquires end with HILOCK_ECLOSED, and their hold listeners end
  * the multi-lock calls coordinated there. */
 static const hl_client_part handles_part = {
     .rank = -1, .close = hl_locks_client_closed};

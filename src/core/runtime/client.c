@@ -100,7 +100,7 @@ static void client_shutdown(hilock_client *c)
     hl_client_enter_callback(c);
     /* Handles first: their pending acquires end with HILOCK_ECLOSED and
      * their leases stop before the connection that renews them goes, and
-     * their group listeners end the multi-lock calls coordinated here
+     * their hold listeners end the multi-lock calls coordinated here
      * before the ops still queued are drained (hl_op_drain, below). */
     int p = 0;
     for (; p < nparts && parts[p]->rank < 0; p++)
