@@ -16,7 +16,7 @@ struct hilock_options {
     int64_t connect_timeout_ms;
     int64_t command_timeout_ms;
     int64_t watchdog_timeout_ms;
-    int64_t waiter_timeout_ms; /* fair queue and waiting writers */
+    int64_t waiter_timeout_ms; /* places waiters keep on the server */
     int64_t node_timeout_ms;   /* RedLock: a master's command timeout */
     int64_t quarantine_ms;     /* RedLock: 0 means the watchdog timeout */
     /* Ask each server its run_id when connecting and quarantine it after
