@@ -97,6 +97,7 @@ static void test_free_lock(void **state)
     hilock_lock_status *st = status_of(lock);
 
     assert_string_equal(st->kind, "reentrant");
+    assert_false(st->kind_seen);
     assert_false(st->locked);
     assert_int_equal(st->ttl_ms, -1);
     assert_int_equal(st->holders_len, 0);
@@ -108,6 +109,24 @@ static void test_free_lock(void **state)
     hilock_lock_status_free(st);
     hilock_lock_status_free(NULL);
     hl_free_lock(lock);
+
+    /* A free lock of the other kinds shows nothing of its kind either. */
+    hilock_lock *fair = hl_new_fair_lock(c, "free");
+    hilock_lock *rd = hl_new_read_lock(c, "free");
+    st = status_of(fair);
+    assert_string_equal(st->kind, "fair");
+    assert_false(st->kind_seen);
+    assert_false(st->locked);
+    assert_int_equal(st->subscribers, -1);
+    hilock_lock_status_free(st);
+    st = status_of(rd);
+    assert_string_equal(st->kind, "read-write");
+    assert_false(st->kind_seen);
+    assert_false(st->locked);
+    assert_null(st->mode);
+    hilock_lock_status_free(st);
+    hl_free_lock(rd);
+    hl_free_lock(fair);
     hl_free_client(c);
 }
 
@@ -184,6 +203,7 @@ static void test_fair_line(void **state)
 
     hilock_lock_status *st = status_of(lock);
     assert_string_equal(st->kind, "fair");
+    assert_true(st->kind_seen);
     assert_true(st->locked);
     assert_true(st->ttl_ms > 0);
     assert_int_equal(st->holders_len, 1);
@@ -231,6 +251,7 @@ static void test_rwlock_readers(void **state)
     for (int s = 0; s < 2; s++) {
         hilock_lock_status *st = status_of(sides[s]);
         assert_string_equal(st->kind, "read-write");
+        assert_true(st->kind_seen);
         assert_true(st->locked);
         assert_true(st->ttl_ms > 0);
         assert_string_equal(st->mode, "read");
@@ -297,6 +318,7 @@ static void test_rwlock_waiting_writer(void **state)
     owner_id(c, OWNER_A, a, sizeof a);
     owner_id(c, OWNER_B, b, sizeof b);
     hilock_lock_status *st = status_of(rd);
+    assert_true(st->kind_seen);
     assert_string_equal(st->mode, "read");
     assert_int_equal(st->readers_len, 1);
     assert_owner(&st->readers[0], a, 1);

@@ -236,6 +236,11 @@ typedef struct hilock_lock_status {
     /* "reentrant", "fair" or "read-write" (for both sides of a read-write
      * lock): the kind of the handle, not a guess from the data. */
     const char *kind;
+    /* The server holds data only this kind writes: a read-write lock's
+     * mode or waiting writers, a fair lock's line or places.  Never for a
+     * reentrant lock, whose hash any kind's looks like; a tool that must
+     * tell the kind of a name asks the other kinds first. */
+    bool kind_seen;
     bool locked;           /* anyone holds it */
     int64_t ttl_ms;        /* the lease left, -1 when free or unexpiring */
     /* Who holds it, in the server's order: every owner with its count.

@@ -175,7 +175,8 @@ static const char status_lua[] =
     "  w[#w + 1] = m\n"
     "  w[#w + 1] = s and tonumber(s) and (tonumber(s) - now) or false\n"
     "end\n"
-    "return {redis.call('pttl', KEYS[1]), all, w, -1}\n";
+    "local seen = redis.call('exists', KEYS[2], KEYS[3])\n"
+    "return {redis.call('pttl', KEYS[1]), all, w, -1, seen}\n";
 
 static hl_script acquire_script, release_script, leave_script, force_script,
     reconcile_script, status_script;

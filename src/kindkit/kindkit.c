@@ -205,14 +205,15 @@ int hl_hash_parse_status(hilock_reply *reply, const char *kind_label,
 {
     *out = NULL;
     const hilock_reply *fields, *waiters;
-    int64_t pttl, subscribers;
+    int64_t pttl, subscribers, seen;
     if (reply == NULL || reply->type != HILOCK_REPLY_ARRAY ||
-        reply->elements != 4 || !reply_int(reply->element[0], &pttl) ||
+        reply->elements != 5 || !reply_int(reply->element[0], &pttl) ||
         (fields = reply->element[1])->type != HILOCK_REPLY_ARRAY ||
         fields->elements % 2 != 0 ||
         (waiters = reply->element[2])->type != HILOCK_REPLY_ARRAY ||
         waiters->elements % 2 != 0 ||
-        !reply_int(reply->element[3], &subscribers)) {
+        !reply_int(reply->element[3], &subscribers) ||
+        !reply_int(reply->element[4], &seen)) {
         hilock_reply_free(reply);
         return HILOCK_EPROTO;
     }
@@ -241,6 +242,7 @@ int hl_hash_parse_status(hilock_reply *reply, const char *kind_label,
     hilock_lock_owner *waiting = readers + nfields;
     st->kind = kind_label;
     st->subscribers = subscribers;
+    st->kind_seen = seen != 0;
     st->holders = holders;
     st->waiters = waiting;
     if (rwlock)

@@ -112,8 +112,9 @@ int hl_hash_query_suffixed(hilock_lock *lock, hl_query q, const char *field,
 bool hl_hash_parse_query(hl_query q, const hilock_reply *r, int64_t *value);
 
 /* A status script of a hash kind replies {pttl, HGETALL of the name,
- * waiters, subscribers}: waiters a flat list of member and ms its place
- * has left (false: no time kept), subscribers -1 when not counted.
+ * waiters, subscribers, seen}: waiters a flat list of member and ms its
+ * place has left (false: no time kept), subscribers -1 when not counted,
+ * seen 1 when the server holds data only this kind writes.
  * rwlock says that the hash holds a mode field and writers' fields with
  * the layout's suffix.  Takes reply; HILOCK_OK, HILOCK_EPROTO or
  * HILOCK_ENOMEM. */

@@ -80,7 +80,7 @@ static const char reconcile_lua[] =
 static const char status_lua[] =
     "local all = redis.call('hgetall', KEYS[1])\n"
     "local sub = redis.call('pubsub', 'numsub', KEYS[2])\n"
-    "return {redis.call('pttl', KEYS[1]), all, {}, sub[2]}\n";
+    "return {redis.call('pttl', KEYS[1]), all, {}, sub[2], 0}\n";
 
 static hl_script acquire_script, release_script, force_script,
     reconcile_script, status_script;

@@ -331,7 +331,8 @@ static const char status_lua[] =
     "  w[#w + 1] = m\n"
     "  w[#w + 1] = false\n"
     "end\n"
-    "return {redis.call('pttl', KEYS[1]), all, w, -1}\n";
+    "local seen = #w > 0 or redis.call('hexists', KEYS[1], " MODE ") == 1\n"
+    "return {redis.call('pttl', KEYS[1]), all, w, -1, seen and 1 or 0}\n";
 
 static hl_script status_script;
 
