@@ -260,8 +260,10 @@ typedef struct hilock_lock_status {
     size_t readers_len;
     const hilock_lock_owner *readers;
     const hilock_lock_owner *writer;
-    /* Reentrant lock: the clients listening on its release channel (one
-     * per waiting client, not per waiting thread); -1 for other kinds. */
+    /* Reentrant lock: the clients listening on its release channel, or
+     * its sharded twin on a cluster (one per waiting client, not per
+     * waiting thread; on a cluster, those of the node that has the
+     * lock's slot); -1 for other kinds. */
     int64_t subscribers;
 } hilock_lock_status;
 

@@ -111,7 +111,9 @@ int hl_hash_query_suffixed(hilock_lock *lock, hl_query q, const char *field,
                            hl_request_fn *fn, void *data);
 bool hl_hash_parse_query(hl_query q, const hilock_reply *r, int64_t *value);
 
-/* A status script of a hash kind replies {pttl, HGETALL of the name,
+/* Every kind's status is made here, in memory that
+ * hilock_lock_status_free (also here) knows how to free.
+ * A status script of a hash kind replies {pttl, HGETALL of the name,
  * waiters, subscribers, seen}: waiters a flat list of member and ms its
  * place has left (false: no time kept), subscribers -1 when not counted,
  * seen 1 when the server holds data only this kind writes.

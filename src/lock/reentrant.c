@@ -76,11 +76,14 @@ static const char reconcile_lua[] =
 
 /* KEYS: name, channel.  Replies the status of a hash kind (kindkit.h):
  * Redisson keeps no list of who waits for this lock; the subscribers of
- * its channel are the nearest thing. */
+ * its channel are the nearest thing.  On a cluster waiters subscribe to
+ * the sharded channel, which servers before 7.0 do not know of. */
 static const char status_lua[] =
     "local all = redis.call('hgetall', KEYS[1])\n"
-    "local sub = redis.call('pubsub', 'numsub', KEYS[2])\n"
-    "return {redis.call('pttl', KEYS[1]), all, {}, sub[2], 0}\n";
+    "local n = redis.call('pubsub', 'numsub', KEYS[2])[2]\n"
+    "local s = redis.pcall('pubsub', 'shardnumsub', KEYS[2])\n"
+    "if type(s) == 'table' and not s.err then n = n + s[2] end\n"
+    "return {redis.call('pttl', KEYS[1]), all, {}, n, 0}\n";
 
 static hl_script acquire_script, release_script, force_script,
     reconcile_script, status_script;

@@ -118,11 +118,13 @@ static int read_as(hilock_client *client, const char *kind, const char *name,
     const cli_kind *k = cli_kind_find(kind);
     hilock_lock *lock;
     int rc = k->create(&lock, client, name, strlen(name));
-    if (rc == HILOCK_OK) {
-        rc = hilock_lock_status_get(lock, out);
-        hilock_lock_destroy(lock);
-    }
-    return rc == HILOCK_OK ? 0 : status_failed(name, rc);
+    if (rc != HILOCK_OK)
+        return status_failed(name, rc);
+    rc = hilock_lock_status_get(lock, out);
+    /* Said before the destroy, which clears the thread's detail. */
+    int exit_rc = rc == HILOCK_OK ? 0 : status_failed(name, rc);
+    hilock_lock_destroy(lock);
+    return exit_rc;
 }
 
 /* The kinds --kind takes are those `hilock run` uses, read and write
