@@ -29,6 +29,8 @@
 /* The read-write lock's hash: its mode field and values, and the suffix of
  * the writer's field "<owner><suffix>". */
 #define HL_LAYOUT_RWLOCK_MODE "mode"
+#define HL_LAYOUT_RWLOCK_READ "read"
+#define HL_LAYOUT_RWLOCK_WRITE "write"
 #define HL_LAYOUT_RWLOCK_WRITE_SUFFIX ":write"
 
 /* How long a voided attempt stays refused: longer than any delay a

@@ -34,6 +34,8 @@
 #define MSG_READ_UNLOCK "'" HL_LAYOUT_MSG_READ_UNLOCK "'"
 #define WRITE_SUFFIX "'" HL_LAYOUT_RWLOCK_WRITE_SUFFIX "'"
 #define MODE "'" HL_LAYOUT_RWLOCK_MODE "'"
+#define READ "'" HL_LAYOUT_RWLOCK_READ "'"
+#define WRITE "'" HL_LAYOUT_RWLOCK_WRITE "'"
 
 
 /* Per-hold timeout keys, and what the read holds say about the lock. */
@@ -73,7 +75,7 @@ static const char read_acquire_lua[] =
     "  return {1, n, token(KEYS[5], n)}\n"
     "end\n"
     "local mode = redis.call('hget', KEYS[1], " MODE ")\n"
-    "if mode == 'write' then\n"
+    "if mode == " WRITE " then\n"
     /* The writer may read too (downgrade); nobody else may. */
     "  local wf = ARGV[2] .. " WRITE_SUFFIX "\n"
     "  if redis.call('hexists', KEYS[1], wf) == 1 then\n"
@@ -83,7 +85,8 @@ static const char read_acquire_lua[] =
     "end\n"
     /* A reader reading again must not wait for a writer that waits for
      * it. */
-    "if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
+    "if mode == " READ " and\n"
+    "   redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
     "  return grant()\n"
     "end\n"
     "local now = now_ms()\n"
@@ -98,7 +101,7 @@ static const char read_acquire_lua[] =
     "  if ttl < 1 then ttl = 1 end\n"
     "  return {0, ttl}\n"
     "end\n"
-    "if not mode then redis.call('hset', KEYS[1], " MODE ", 'read') end\n"
+    "if not mode then redis.call('hset', KEYS[1], " MODE ", " READ ") end\n"
     "return grant()\n";
 
 /* As read_acquire_lua; also replies {3} when the owner holds the read
@@ -108,12 +111,12 @@ static const char write_acquire_lua[] =
     "if redis.call('sismember', KEYS[4], ARGV[5]) == 1 then return {2} end\n"
     "local wf = ARGV[2] .. " WRITE_SUFFIX "\n"
     "local mode = redis.call('hget', KEYS[1], " MODE ")\n"
-    "if mode == 'write' and redis.call('hexists', KEYS[1], wf) == 1 then\n"
+    "if mode == " WRITE " and redis.call('hexists', KEYS[1], wf) == 1 then\n"
     "  local n = redis.call('hincrby', KEYS[1], wf, 1)\n"
     "  extend(KEYS[1], ARGV[1])\n"
     "  return {1, n, token(KEYS[5], n)}\n"
     "end\n"
-    "if mode == 'read' then\n"
+    "if mode == " READ " then\n"
     "  if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then return {3} end\n"
     /* Readers whose every hold ran out are dead: drop them. */
     "  local all = redis.call('hgetall', KEYS[1])\n"
@@ -137,7 +140,7 @@ static const char write_acquire_lua[] =
     "  end\n"
     "end\n"
     "if not mode then\n"
-    "  redis.call('hset', KEYS[1], " MODE ", 'write', wf, 1)\n"
+    "  redis.call('hset', KEYS[1], " MODE ", " WRITE ", wf, 1)\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "  redis.call('zrem', KEYS[2], ARGV[2])\n"
     "  return {1, 1, token(KEYS[5], 1)}\n"
@@ -164,7 +167,7 @@ static const char read_release_lua[] =
     "if n > 0 then return n end\n"
     "redis.call('hdel', KEYS[1], ARGV[2])\n"
     "if redis.call('hlen', KEYS[1]) > 1 then\n"
-    "  if redis.call('hget', KEYS[1], " MODE ") == 'read' then\n"
+    "  if redis.call('hget', KEYS[1], " MODE ") == " READ " then\n"
     "    local t = readers_pttl(KEYS[1])\n"
     "    if t > 0 then redis.call('pexpire', KEYS[1], t) end\n"
     "  end\n"
@@ -187,7 +190,7 @@ static const char write_release_lua[] =
     "redis.call('hdel', KEYS[1], wf)\n"
     "if redis.call('hlen', KEYS[1]) > 1 then\n"
     /* The owner still reads (a downgrade): other readers may join. */
-    "  redis.call('hset', KEYS[1], " MODE ", 'read')\n"
+    "  redis.call('hset', KEYS[1], " MODE ", " READ ")\n"
     "  local t = readers_pttl(KEYS[1])\n"
     "  if t > 0 then redis.call('pexpire', KEYS[1], t) end\n"
     "  announce(KEYS[2], " MSG_READ_UNLOCK ")\n"
@@ -248,7 +251,7 @@ static const char reconcile_lua[] =
     "if redis.call('hlen', KEYS[1]) <= 1 then\n"
     "  redis.call('del', KEYS[1])\n"
     "elseif ARGV[4] ~= '' then\n"
-    "  redis.call('hset', KEYS[1], " MODE ", 'read')\n"
+    "  redis.call('hset', KEYS[1], " MODE ", " READ ")\n"
     "else\n"
     "  return 0\n"
     "end\n"
