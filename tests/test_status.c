@@ -270,6 +270,16 @@ static void test_rwlock_readers(void **state)
         assert_int_equal(st->subscribers, -1);
         hilock_lock_status_free(st);
     }
+    /* Read as a reentrant lock, the same hash shows its holders, and its
+     * mode field as none of them. */
+    hilock_lock *plain = hl_new_lock(c, "rw");
+    hilock_lock_status *st = status_of(plain);
+    assert_string_equal(st->kind, "reentrant");
+    assert_true(st->locked);
+    assert_int_equal(st->holders_len, 2);
+    assert_null(st->mode);
+    hilock_lock_status_free(st);
+    hl_free_lock(plain);
     hl_free_lock(wr);
     hl_free_lock(rd);
     hl_free_client(c);

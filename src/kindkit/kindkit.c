@@ -251,8 +251,11 @@ int hl_hash_parse_status(hilock_reply *reply, const char *kind_label,
     for (size_t i = 0; i < nfields; i++) {
         hilock_reply *k = fields->element[2 * i];
         const hilock_reply *v = fields->element[2 * i + 1];
-        if (rwlock && reply_is(k, HL_LAYOUT_RWLOCK_MODE)) {
-            st->mode = v->str;
+        /* No owner id is "mode": read as another kind, a read-write
+         * lock's hash shows its holders, not its mode as one. */
+        if (reply_is(k, HL_LAYOUT_RWLOCK_MODE)) {
+            if (rwlock)
+                st->mode = v->str;
             continue;
         }
         hilock_lock_owner *h = &holders[st->holders_len++];
