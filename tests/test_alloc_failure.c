@@ -257,6 +257,14 @@ static int calls_without_acquire(hilock_client *c, const char *name)
     bool lost = true;
     rc = hilock_lock_lease_lost(lock, &lost);
     worst |= !clean_answer("lease_lost", rc, !lost);
+    hilock_lock_status *st = NULL;
+    rc = hilock_lock_status_get(lock, &st);
+    if (rc != HILOCK_OK && st != NULL)
+        fail_msg("status failed with %s and left a status behind",
+                 hilock_errname(rc));
+    worst |= !clean_answer("status", rc,
+                           st != NULL && !st->locked && st->holders_len == 0);
+    hilock_lock_status_free(st);
     assert_status(hilock_lock_destroy(lock), HILOCK_OK);
     return worst;
 }

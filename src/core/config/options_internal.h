@@ -16,7 +16,7 @@ struct hilock_options {
     int64_t connect_timeout_ms;
     int64_t command_timeout_ms;
     int64_t watchdog_timeout_ms;
-    int64_t waiter_timeout_ms; /* fair queue and waiting writers */
+    int64_t waiter_timeout_ms; /* places waiters keep on the server */
     int64_t max_hold_ms; /* 0: the watchdog renews until release */
     int connections;     /* command connections */
     int max_pending;     /* unfinished operations a client takes */

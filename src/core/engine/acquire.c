@@ -384,10 +384,11 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
         hl_turn_end(lock, &op->turn);
         op->saw_held = true;
         held(op, res.ttl_ms);
-    } else if (res.outcome == HL_ACQ_UPGRADE) {
+    } else if (res.outcome == HL_ACQ_SELF_WAIT) {
         op_finish(op, HILOCK_EDEADLK, NULL,
-                  "this owner holds the read lock: taking the write lock "
-                  "would wait for itself; release the read holds first");
+                  lock->kind->self_wait_detail
+                      ? lock->kind->self_wait_detail
+                      : "this owner's own holds would keep it waiting");
     } else {
         op_finish(op, HILOCK_EPROTO, NULL, "unexpected acquire reply");
     }

@@ -12,41 +12,9 @@
 #include "core/engine/lockobj_internal.h"
 #include "core/transport/resp.h"
 
-/* Write "prefix:{NAME}", or "prefix:NAME" when NAME holds a '{' already
- * (Redisson's rule, so both sides name the same keys), at out. */
-static size_t aux_write(char *out, const char *prefix, const char *name,
-                        size_t name_len)
-{
-    size_t plen = strlen(prefix);
-    bool braces = memchr(name, '{', name_len) == NULL;
-    char *p = out;
-    memcpy(p, prefix, plen);
-    p += plen;
-    *p++ = ':';
-    if (braces)
-        *p++ = '{';
-    memcpy(p, name, name_len);
-    p += name_len;
-    if (braces)
-        *p++ = '}';
-    *p = '\0';
-    return (size_t)(p - out);
-}
-
-int hl_aux_name_make(hl_aux_name *a, const char *prefix,
-                     const hilock_lock *lock)
-{
-    size_t need = strlen(prefix) + lock->name_len + 4;
-    a->s = need <= sizeof a->buf ? a->buf : hl_malloc(need);
-    if (a->s == NULL)
-        return HILOCK_ENOMEM;
-    a->len = aux_write(a->s, prefix, lock->name, lock->name_len);
-    return 0;
-}
-
 int hl_lock_channel(const hilock_lock *lock, hl_aux_name *out)
 {
-    return hl_aux_name_make(out, lock->kind->channel_prefix, lock);
+    return lock->kind->channel(lock, NULL, 0, out);
 }
 
 int hl_owner_channel(const hilock_lock *lock, uint64_t owner,
@@ -54,46 +22,9 @@ int hl_owner_channel(const hilock_lock *lock, uint64_t owner,
 {
     if (!lock->kind->channel_per_owner)
         return hl_lock_channel(lock, out);
-    const char *prefix = lock->kind->channel_prefix;
     char field[HILOCK_CLIENT_ID_LEN + 22];
     size_t flen = hl_owner_field(lock, owner, field, sizeof field);
-    size_t need = strlen(prefix) + lock->name_len + 5 + flen;
-    out->s = need <= sizeof out->buf ? out->buf : hl_malloc(need);
-    if (out->s == NULL)
-        return HILOCK_ENOMEM;
-    out->len = aux_write(out->s, prefix, lock->name, lock->name_len);
-    out->s[out->len++] = ':';
-    memcpy(out->s + out->len, field, flen);
-    out->len += flen;
-    out->s[out->len] = '\0';
-    return 0;
-}
-
-int hl_aux_names_make(const hilock_lock *lock, int n,
-                      const char *const *prefixes, hl_aux_name *out)
-{
-    for (int i = 0; i < n; i++) {
-        const char *prefix =
-            prefixes[i] ? prefixes[i] : lock->kind->channel_prefix;
-        if (hl_aux_name_make(&out[i], prefix, lock) != 0) {
-            hl_aux_names_done(i, out);
-            return HILOCK_ENOMEM;
-        }
-    }
-    return 0;
-}
-
-void hl_aux_names_done(int n, hl_aux_name *names)
-{
-    for (int i = 0; i < n; i++)
-        hl_aux_name_done(&names[i]);
-}
-
-void hl_aux_name_done(hl_aux_name *a)
-{
-    if (a->s != a->buf)
-        hl_free(a->s);
-    a->s = NULL;
+    return lock->kind->channel(lock, field, flen, out);
 }
 
 /* The link from a lock to its client changes on the client's loop thread
