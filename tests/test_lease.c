@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/engine/lease.h"
 #include "core/engine/lockobj.h"
 #include "core/base/monotime.h"

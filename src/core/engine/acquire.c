@@ -9,7 +9,7 @@
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
 #include "core/engine/lockobj_internal.h"
-#include "core/config/options_internal.h"
+#include "core/config/option_values.h"
 
 static void attempt(hl_acquire_op *op);
 static void send_attempt(hl_acquire_op *op);

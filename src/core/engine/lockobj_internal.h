@@ -4,7 +4,7 @@
 
 #include "core/engine/lockobj.h"
 #include "core/engine/compose.h"
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/engine/waiters.h"
 
 /* Owner turns.  An attempt, a give-back and a reconcile each change an

@@ -5,12 +5,12 @@
 #include <openssl/rand.h>
 
 #include "core/base/alloc.h"
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
 #include "core/base/map.h"
 #include "core/runtime/op.h"
-#include "core/config/options_internal.h"
+#include "core/config/option_values.h"
 #include "core/transport/stream.h"
 
 /* ---- loop-thread plumbing -------------------------------------------- */

@@ -1,6 +1,7 @@
-/* The options object's layout, shared by the options, URL and client code. */
-#ifndef HL_OPTIONS_INTERNAL_H
-#define HL_OPTIONS_INTERNAL_H
+/* The options object's values: what every layer of the core reads of
+ * it.  config/ alone writes them, through the setters and the URL. */
+#ifndef HL_OPTION_VALUES_H
+#define HL_OPTION_VALUES_H
 
 #include <stdbool.h>
 #include <stdint.h>
