@@ -12,7 +12,6 @@
 #include "core/runtime/runtime.h"
 #include "core/transport/conn.h"
 #include "core/runtime/op.h"
-#include "core/transport/conn.h"
 #include "hilock/error.h"
 #include "hilock/lock.h"
 #include "core/engine/lease.h"
