@@ -188,17 +188,6 @@ static const char *const key_prefixes[] = {
     HL_LAYOUT_FAIR_QUEUE, HL_LAYOUT_FAIR_TIMEOUT, NULL, HL_LAYOUT_VOID,
     HL_LAYOUT_TOKEN};
 
-/* Waiters listen each on the channel with its own field, so that a
- * release wakes the head of the line alone. */
-static int channel(const hilock_lock *lock, const char *field,
-                   size_t field_len, hl_aux_name *out)
-{
-    return hl_layout_key(out, HL_LAYOUT_LOCK_CHANNEL, lock->name,
-                         lock->name_len, field, field_len) == 0
-               ? 0
-               : HILOCK_ENOMEM;
-}
-
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
 {
@@ -261,7 +250,9 @@ static int parse_status(hilock_reply *reply, hilock_lock_status **out)
 
 static const hl_kind fair_kind = {
     .name = "fair",
-    .channel = channel,
+    /* Waiters listen each on the channel with its own field, so that a
+     * release wakes the head of the line alone. */
+    .channel = hl_lock_channel_of,
     .channel_per_owner = true,
     .hand_on = true,
     .attempt = attempt,

@@ -65,6 +65,22 @@ hl_release_outcome hl_parse_release_reply(const hilock_reply *r,
     return r->integer == 0 ? HL_REL_FREED : HL_REL_STILL_HELD;
 }
 
+int hl_channel_under(const char *prefix, const hilock_lock *lock,
+                     const char *field, size_t field_len, hl_aux_name *out)
+{
+    return hl_layout_key(out, prefix, lock->name, lock->name_len, field,
+                         field_len) == 0
+               ? 0
+               : HILOCK_ENOMEM;
+}
+
+int hl_lock_channel_of(const hilock_lock *lock, const char *field,
+                       size_t field_len, hl_aux_name *out)
+{
+    return hl_channel_under(HL_LAYOUT_LOCK_CHANNEL, lock, field, field_len,
+                            out);
+}
+
 int hl_lock_keys(const hilock_lock *lock, int n, const char *const *prefixes,
                  hl_aux_name *out)
 {

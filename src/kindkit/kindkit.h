@@ -72,6 +72,14 @@
 extern hl_script hl_hash_renew;
 void hl_hash_renew_init(void);
 
+/* A lock's channel under prefix, with field appended when given: 0 or
+ * HILOCK_ENOMEM.  hl_lock_channel_of is the channel op of the kinds that
+ * share Redisson's lock channel (reentrant, fair). */
+int hl_channel_under(const char *prefix, const hilock_lock *lock,
+                     const char *field, size_t field_len, hl_aux_name *out);
+int hl_lock_channel_of(const hilock_lock *lock, const char *field,
+                       size_t field_len, hl_aux_name *out);
+
 /* The lock's keys named by prefixes (NULL: the kind's channel for the
  * lock), all or none: 0 or HILOCK_ENOMEM.  Release with
  * hl_aux_names_done. */

@@ -88,15 +88,6 @@ static const char status_lua[] =
 static hl_script acquire_script, release_script, force_script,
     reconcile_script, status_script;
 
-static int channel(const hilock_lock *lock, const char *field,
-                   size_t field_len, hl_aux_name *out)
-{
-    return hl_layout_key(out, HL_LAYOUT_LOCK_CHANNEL, lock->name,
-                         lock->name_len, field, field_len) == 0
-               ? 0
-               : HILOCK_ENOMEM;
-}
-
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
 {
@@ -198,7 +189,7 @@ static int parse_status(hilock_reply *reply, hilock_lock_status **out)
 
 static const hl_kind reentrant_kind = {
     .name = "reentrant",
-    .channel = channel,
+    .channel = hl_lock_channel_of,
     .hand_on = true,
     .queue_locally = true,
     .attempt = attempt,

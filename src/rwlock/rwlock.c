@@ -312,10 +312,8 @@ static const char *const reconcile_keys[] = {NULL, HL_LAYOUT_VOID};
 static int channel(const hilock_lock *lock, const char *field,
                    size_t field_len, hl_aux_name *out)
 {
-    return hl_layout_key(out, HL_LAYOUT_RWLOCK_CHANNEL, lock->name,
-                         lock->name_len, field, field_len) == 0
-               ? 0
-               : HILOCK_ENOMEM;
+    return hl_channel_under(HL_LAYOUT_RWLOCK_CHANNEL, lock, field,
+                            field_len, out);
 }
 
 static int write_query(hilock_lock *lock, hl_query q, const char *field,
