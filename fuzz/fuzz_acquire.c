@@ -15,7 +15,7 @@
 
 #include "fuzz.h"
 #include "hilock/hilock.h"
-#include "core/engine/lockobj.h"
+#include "core/engine/lock_handle.h"
 #include "core/transport/reply.h"
 
 enum { KINDS = 4 };

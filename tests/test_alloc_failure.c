@@ -19,7 +19,7 @@
 #include "core/runtime/client_state.h"
 #include "core/base/handle.h"
 #include "core/engine/lease.h"
-#include "core/engine/lockobj.h"
+#include "core/engine/lock_handle.h"
 #include "hilock/rwlock.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"

@@ -13,7 +13,7 @@
 
 #include "core/runtime/client_state.h"
 #include "core/engine/lease.h"
-#include "core/engine/lockobj.h"
+#include "core/engine/lock_handle.h"
 #include "core/base/monotime.h"
 #include "core/transport/script.h"
 #include "support/fixture.h"

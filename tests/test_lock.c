@@ -23,7 +23,7 @@
 
 #include "core/runtime/client_state.h"
 #include "core/engine/lease.h"
-#include "core/engine/lockobj_internal.h"
+#include "core/engine/engine_internal.h"
 #include "core/transport/pubsub.h"
 #include "hilock/client.h"
 #include "hilock/error.h"

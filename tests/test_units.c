@@ -17,7 +17,7 @@
 #include "core/runtime/client_state.h"
 #include "core/transport/conn.h"
 #include "core/base/handle.h"
-#include "core/engine/lockobj_internal.h"
+#include "core/engine/engine_internal.h"
 #include "core/base/map.h"
 #include "core/base/monotime.h"
 #include "core/config/option_values.h"

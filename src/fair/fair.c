@@ -17,7 +17,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "core/engine/lockobj.h"
+#include "core/engine/lock_handle.h"
 #include "core/transport/resp.h"
 #include "hilock/fair.h"
 #include "kindkit/kindkit.h"

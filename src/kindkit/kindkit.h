@@ -6,7 +6,7 @@
 #ifndef HL_KINDKIT_H
 #define HL_KINDKIT_H
 
-#include "core/engine/lockobj.h"
+#include "core/engine/lock_handle.h"
 #include "core/transport/script.h"
 
 /* The server's clock in ms: deadlines on the server never depend on the
@@ -46,7 +46,7 @@
  * lock is freed by then, and an error reply would tell the caller it was
  * not.  answer(v) is then the script's reply: v itself, or {v, refusal}
  * when a PUBLISH was refused, which release.c takes apart (see the
- * release hooks in core/lockobj.h). */
+ * release hooks in core/lock_handle.h). */
 #define HL_LUA_ANNOUNCE                                                     \
     "local refusal = false\n"                                               \
     "local function announce(ch, msg)\n"                                    \

@@ -24,7 +24,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "core/engine/lockobj.h"
+#include "core/engine/lock_handle.h"
 #include "core/transport/resp.h"
 #include "hilock/rwlock.h"
 #include "kindkit/kindkit.h"

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "core/runtime/client_state.h"
-#include "core/engine/lockobj_internal.h"
+#include "core/engine/engine_internal.h"
 #include "core/transport/pubsub.h"
 #include "hilock/fair.h"
 #include "hilock/rwlock.h"

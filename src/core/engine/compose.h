@@ -1,14 +1,14 @@
 /* The generic lock as compositions of locks (src/multi) use it, beside
- * lockobj.h: argument checks, references, listening to a handle's holds,
+ * lock_handle.h: argument checks, references, listening to a handle's holds,
  * and the one thing a group does to a member's hold.  The rest of the engine is
- * engine/lockobj_internal.h, which only this folder includes. */
+ * engine/engine_internal.h, which only this folder includes. */
 #ifndef HL_COMPOSE_H
 #define HL_COMPOSE_H
 
 #include <stdint.h>
 
 #include "core/base/monotime.h"
-#include "core/engine/lockobj.h"
+#include "core/engine/lock_handle.h"
 
 /* Check an acquire's owner, wait and lease: HILOCK_OK or HILOCK_EINVAL
  * (with the detail set). */

@@ -7,7 +7,7 @@
 #include "core/runtime/client_state.h"
 #include "hilock/error.h"
 #include "core/engine/compose.h"
-#include "core/engine/lockobj.h"
+#include "core/engine/lock_handle.h"
 #include "core/config/option_values.h"
 #include "core/transport/resp.h"
 

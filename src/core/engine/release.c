@@ -4,7 +4,7 @@
 
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
-#include "core/engine/lockobj_internal.h"
+#include "core/engine/engine_internal.h"
 #include "core/config/option_values.h"
 
 typedef struct lock_call {

@@ -2,8 +2,8 @@
  * generic operations that drive a kind's scripts: acquire with waiting,
  * release, force release, queries.  A kind is its scripts plus the small
  * vtable below; it never touches sockets, timers or threads. */
-#ifndef HL_LOCKOBJ_H
-#define HL_LOCKOBJ_H
+#ifndef HL_LOCK_HANDLE_H
+#define HL_LOCK_HANDLE_H
 
 #include <stdatomic.h>
 #include <stdbool.h>

@@ -9,7 +9,7 @@
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
-#include "core/engine/lockobj_internal.h"
+#include "core/engine/engine_internal.h"
 #include "core/transport/resp.h"
 
 int hl_lock_channel(const hilock_lock *lock, hl_aux_name *out)

@@ -1,8 +1,8 @@
 /* Shared between the files that implement the generic lock operations. */
-#ifndef HL_LOCKOBJ_INTERNAL_H
-#define HL_LOCKOBJ_INTERNAL_H
+#ifndef HL_ENGINE_INTERNAL_H
+#define HL_ENGINE_INTERNAL_H
 
-#include "core/engine/lockobj.h"
+#include "core/engine/lock_handle.h"
 #include "core/engine/compose.h"
 #include "core/runtime/client_state.h"
 #include "core/engine/waiters.h"
