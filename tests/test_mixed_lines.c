@@ -21,12 +21,14 @@
 
 #include "hilock/client.h"
 #include "hilock/error.h"
+#include "hilock/fair.h"
 #include "hilock/lock.h"
 #include "hilock/rwlock.h"
 #include "support/fixture.h"
 #include "support/lock_helpers.h"
 #include "support/plain_sub.h"
 #include "support/raw_reads.h"
+#include "support/redisson_peer.h"
 
 static hl_lock_fixture fx;
 
@@ -133,11 +135,290 @@ static void test_read_release_beside_live_java_reader(void **state)
     hl_free_client(c);
 }
 
+/* Releases owner's hold, waiting for the answer. */
+static int release_owner(hilock_lock *l, uint64_t owner)
+{
+    static hl_value_rec v;
+
+    hl_value_rec_init(&v);
+    assert_status(hilock_lock_release_async(l, owner, hl_record_value, &v),
+                  HILOCK_OK);
+    hl_expect_count(&v.calls, 1, hl_widen(10000));
+    return v.status;
+}
+
+/* ---- fair lines -------------------------------------------------------- */
+
+/* hilock waiters try again every third of this, so within a test only
+ * messages move them; and it is well below Redisson's thread wait time,
+ * so a place reckoned from it alone would lie in the past after one
+ * Redisson grant. */
+#define WAITER_MS 60000
+
+typedef struct llen_want {
+    const char *key;
+    long long want;
+} llen_want;
+
+static bool llen_is(void *arg)
+{
+    llen_want *w = arg;
+
+    return hl_raw_int(fx.server, "LLEN", w->key, (char *)NULL) == w->want;
+}
+
+static void expect_llen(const char *name, long long want)
+{
+    char key[KEY_CAP];
+    llen_want w = { key, want };
+
+    snprintf(key, sizeof key, "redisson_lock_queue:{%s}", name);
+    if (!hl_wait_until(llen_is, &w, hl_widen(10000)))
+        fail_msg("the line of %s has %lld waiters, expected %lld", name,
+                 hl_raw_int(fx.server, "LLEN", key, (char *)NULL), want);
+}
+
+/* The line's members in order, joined by spaces. */
+static void line_of(const char *name, char *out, size_t cap)
+{
+    char key[KEY_CAP], reply[HL_RAW_REPLY_CAP], m[FIELD_CAP];
+    const char *p = reply;
+    size_t len = 0;
+    long n;
+
+    snprintf(key, sizeof key, "redisson_lock_queue:{%s}", name);
+    hl_raw_cmd(fx.server, reply, sizeof reply, "LRANGE", key, "0", "-1",
+               (char *)NULL);
+    n = hl_raw_parse_array(&p);
+    out[0] = '\0';
+    for (long i = 0; i < n; i++) {
+        hl_raw_parse_bulk(&p, m, sizeof m);
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? " " : "",
+                                m);
+        if (len >= cap)
+            break;
+    }
+}
+
+static void hilock_field(char *out, hilock_client *c, uint64_t owner)
+{
+    snprintf(out, FIELD_CAP, "%s:%" PRIu64, hilock_client_id(c), owner);
+}
+
+static void hilock_channel(char *out, const char *name, hilock_client *c,
+                           uint64_t owner)
+{
+    snprintf(out, KEY_CAP, "redisson_lock__channel:{%s}:%s:%" PRIu64, name,
+             hilock_client_id(c), owner);
+}
+
+/* The message that tells a waiter it heads the line, on its own
+ * channel. */
+static void expect_turn(hl_plain_sub *sub, const char *who)
+{
+    char msg[32];
+
+    if (!hl_plain_sub_next(sub, msg, sizeof msg, hl_widen(5000)))
+        fail_msg("%s was never told that it heads the line", who);
+    assert_string_equal(msg, "0");
+}
+
+/* Nothing was published on the channel so far: a marker published now
+ * comes first. */
+static void expect_no_message(hl_plain_sub *sub, const char *channel)
+{
+    char msg[32];
+
+    assert_true(hl_raw_int(fx.server, "PUBLISH", channel, "marker",
+                           (char *)NULL) >= 1);
+    assert_true(hl_plain_sub_next(sub, msg, sizeof msg, hl_widen(5000)));
+    if (strcmp(msg, "marker") != 0)
+        fail_msg("%s got \"%s\" before its turn", channel, msg);
+}
+
+/* A Java waiter that queued behind a hilock waiter keeps its place when
+ * the hilock waiter goes: Redisson never renews a place and never sets
+ * an expiry on the line, so an expiry set by hilock would take the line,
+ * and the Java waiter's place with it, while the Java waiter sleeps
+ * until it is messaged. */
+static void test_java_waiter_keeps_place(void **state)
+{
+    static const char name[] = "fa";
+    hilock_client *hc = hl_new_client(fx.server, NULL);
+    hilock_client *wc =
+        hl_new_client(fx.server, &(hl_client_opts){ .waiter_ms = 500 });
+    hilock_lock *h = hl_new_fair_lock(hc, name);
+    hilock_lock *w = hl_new_fair_lock(wc, name);
+    static hl_acquire_rec wa;
+    char jch[KEY_CAP], jf[FIELD_CAP], line[512];
+    hl_plain_sub *js;
+    hl_rpeer j;
+
+    (void)state;
+    hl_rpeer_init(&j, hc, name, "java-uuid");
+    hl_rpeer_field(&j, 1, jf, sizeof jf);
+    hl_rpeer_channel(&j, 1, jch, sizeof jch);
+    assert_status(hilock_lock_try_acquire(h, 0, LONG_MS), HILOCK_OK);
+    hl_acquire_rec_init(&wa, NULL);
+    assert_status(hilock_lock_acquire_async(w, OWNER_A, hl_widen(60000),
+                                            LONG_MS, 0, hl_record_acquire,
+                                            &wa, &wa.id),
+                  HILOCK_OK);
+    expect_llen(name, 1);
+    js = hl_plain_sub_open(fx.server, jch);
+    assert_true(hl_rpeer_attempt(&j, 1, LONG_MS) >= 0);
+    expect_llen(name, 2);
+    assert_status(hilock_lock_cancel(w, wa.id), HILOCK_OK);
+    assert_status(hl_expect_acquire(&wa), HILOCK_ECANCELED);
+    expect_llen(name, 1);
+    /* The Java waiter alone in line: nothing may make the line expire. */
+    assert_int_equal(hl_raw_pttl(fx.server, "redisson_lock_queue:{fa}"), -1);
+    assert_int_equal(hl_raw_pttl(fx.server, "redisson_lock_timeout:{fa}"),
+                     -1);
+    line_of(name, line, sizeof line);
+    assert_string_equal(line, jf);
+
+    assert_status(hilock_lock_release(h), HILOCK_OK);
+    expect_turn(js, "the Java waiter");
+    assert_int_equal(hl_rpeer_attempt(&j, 1, LONG_MS), -1);
+    assert_int_equal(hl_rpeer_unlock(&j, 1, LONG_MS), 1);
+    hl_plain_sub_close(js);
+    hl_free_lock(w);
+    hl_free_lock(h);
+    hl_free_client(wc);
+    hl_free_client(hc);
+}
+
+/* The line J1, H2, J2 behind a hilock holder is granted in that order,
+ * each told on its own channel when it heads the line, whichever side
+ * released before it.  J1's grant takes Redisson's thread wait time off
+ * every place behind it, H2's included; Redisson's release then drops
+ * any head whose place lies in the past, so H2's place must have been
+ * far enough ahead to survive that. */
+static void test_mixed_line_in_order(void **state)
+{
+    static const char name[] = "fb";
+    hilock_client *hc = hl_new_client(fx.server, NULL);
+    hilock_client *wc = hl_new_client(
+        fx.server, &(hl_client_opts){ .waiter_ms = WAITER_MS });
+    hilock_lock *h = hl_new_fair_lock(hc, name);
+    hilock_lock *w = hl_new_fair_lock(wc, name);
+    static hl_acquire_rec wa;
+    char ch[3][KEY_CAP], f[3][FIELD_CAP], want[512], line[512];
+    hl_plain_sub *sub[3];
+    hl_rpeer j;
+
+    (void)state;
+    hl_rpeer_init(&j, hc, name, "java-uuid");
+    hl_rpeer_field(&j, 1, f[0], sizeof f[0]);
+    hl_rpeer_channel(&j, 1, ch[0], sizeof ch[0]);
+    hilock_field(f[1], wc, OWNER_A);
+    hilock_channel(ch[1], name, wc, OWNER_A);
+    hl_rpeer_field(&j, 2, f[2], sizeof f[2]);
+    hl_rpeer_channel(&j, 2, ch[2], sizeof ch[2]);
+    for (int i = 0; i < 3; i++)
+        sub[i] = hl_plain_sub_open(fx.server, ch[i]);
+
+    assert_status(hilock_lock_try_acquire(h, 0, LONG_MS), HILOCK_OK);
+    assert_true(hl_rpeer_attempt(&j, 1, LONG_MS) >= 0);
+    hl_acquire_rec_init(&wa, NULL);
+    assert_status(hilock_lock_acquire_async(w, OWNER_A, hl_widen(60000),
+                                            LONG_MS, 0, hl_record_acquire,
+                                            &wa, &wa.id),
+                  HILOCK_OK);
+    expect_llen(name, 2);
+    assert_true(hl_rpeer_attempt(&j, 2, LONG_MS) >= 0);
+    snprintf(want, sizeof want, "%s %s %s", f[0], f[1], f[2]);
+    line_of(name, line, sizeof line);
+    assert_string_equal(line, want);
+
+    /* A hilock release: J1's turn. */
+    assert_status(hilock_lock_release(h), HILOCK_OK);
+    expect_turn(sub[0], "J1");
+    assert_int_equal(hl_rpeer_attempt(&j, 1, LONG_MS), -1);
+    /* No marker on H2's channel: any message makes a hilock waiter try
+     * again, which would renew its place and hide what J1's grant did. */
+    assert_int_equal(atomic_load(&wa.calls), 0);
+
+    /* A Java release: H2's turn, not J2's. */
+    assert_int_equal(hl_rpeer_unlock(&j, 1, LONG_MS), 1);
+    expect_turn(sub[1], "H2");
+    assert_status(hl_expect_acquire(&wa), HILOCK_OK);
+    expect_no_message(sub[2], ch[2]);
+    assert_true(hl_rpeer_attempt(&j, 2, LONG_MS) >= 0);
+
+    /* A hilock release: J2's turn. */
+    assert_status(release_owner(w, OWNER_A), HILOCK_OK);
+    expect_turn(sub[2], "J2");
+    assert_int_equal(hl_rpeer_attempt(&j, 2, LONG_MS), -1);
+    assert_int_equal(hl_rpeer_unlock(&j, 2, LONG_MS), 1);
+    for (int i = 0; i < 3; i++)
+        hl_plain_sub_close(sub[i]);
+    hl_free_lock(w);
+    hl_free_lock(h);
+    hl_free_client(wc);
+    hl_free_client(hc);
+}
+
+/* A Java tryLock whose wait runs out takes its wait off the places behind
+ * it.  The hilock waiter behind must still come next, before the Java
+ * waiter behind it. */
+static void test_java_give_up_keeps_order(void **state)
+{
+    static const char name[] = "fc";
+    hilock_client *hc = hl_new_client(fx.server, NULL);
+    hilock_client *wc = hl_new_client(
+        fx.server, &(hl_client_opts){ .waiter_ms = WAITER_MS });
+    hilock_lock *h = hl_new_fair_lock(hc, name);
+    hilock_lock *w = hl_new_fair_lock(wc, name);
+    static hl_acquire_rec wa;
+    char ch[2][KEY_CAP];
+    hl_plain_sub *sub[2];
+    hl_rpeer j;
+
+    (void)state;
+    hl_rpeer_init(&j, hc, name, "java-uuid");
+    hilock_channel(ch[0], name, wc, OWNER_A);
+    hl_rpeer_channel(&j, 3, ch[1], sizeof ch[1]);
+    for (int i = 0; i < 2; i++)
+        sub[i] = hl_plain_sub_open(fx.server, ch[i]);
+    assert_status(hilock_lock_try_acquire(h, 0, LONG_MS), HILOCK_OK);
+    assert_true(hl_rpeer_attempt(&j, 1, LONG_MS) >= 0);
+    hl_acquire_rec_init(&wa, NULL);
+    assert_status(hilock_lock_acquire_async(w, OWNER_A, hl_widen(60000),
+                                            LONG_MS, 0, hl_record_acquire,
+                                            &wa, &wa.id),
+                  HILOCK_OK);
+    expect_llen(name, 2);
+    assert_true(hl_rpeer_attempt(&j, 3, LONG_MS) >= 0);
+    expect_llen(name, 3);
+    hl_rpeer_give_up(&j, 1);
+    expect_llen(name, 2);
+
+    assert_status(hilock_lock_release(h), HILOCK_OK);
+    expect_turn(sub[0], "the hilock waiter");
+    assert_status(hl_expect_acquire(&wa), HILOCK_OK);
+    expect_no_message(sub[1], ch[1]);
+    assert_status(release_owner(w, OWNER_A), HILOCK_OK);
+    expect_turn(sub[1], "the Java waiter behind it");
+    assert_int_equal(hl_rpeer_attempt(&j, 3, LONG_MS), -1);
+    assert_int_equal(hl_rpeer_unlock(&j, 3, LONG_MS), 1);
+    for (int i = 0; i < 2; i++)
+        hl_plain_sub_close(sub[i]);
+    hl_free_lock(w);
+    hl_free_lock(h);
+    hl_free_client(wc);
+    hl_free_client(hc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         hl_lock_test(test_read_release_beside_expired_java_reader, &fx),
         hl_lock_test(test_read_release_beside_live_java_reader, &fx),
+        hl_lock_test(test_java_waiter_keeps_place, &fx),
+        hl_lock_test(test_mixed_line_in_order, &fx),
+        hl_lock_test(test_java_give_up_keeps_order, &fx),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
