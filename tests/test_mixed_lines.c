@@ -117,8 +117,9 @@ static void test_read_release_beside_live_java_reader(void **state)
     assert_status(hilock_lock_try_acquire(r, 0, LONG_MS), HILOCK_OK);
     assert_int_equal(hl_raw_int(fx.server, "HINCRBY", name, "java-uuid:8",
                                 "1", (char *)NULL), 1);
-    hl_raw_cmd(fx.server, NULL, 0, "SET", "{rwlive}:java-uuid:8:rwlock_timeout:1",
-               "1", "PX", "600000", (char *)NULL);
+    hl_raw_cmd(fx.server, NULL, 0, "SET",
+               "{rwlive}:java-uuid:8:rwlock_timeout:1", "1", "PX", "600000",
+               (char *)NULL);
     sub = hl_plain_sub_open(fx.server, "redisson_rwlock:{rwlive}");
     assert_status(hilock_lock_release(r), HILOCK_OK);
     assert_int_equal(hl_raw_exists(fx.server, name), 1);
