@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <setjmp.h>
@@ -37,6 +38,8 @@ static hl_lock_fixture fx;
 #define LONG_MS 300000
 
 #define OWNER_A UINT64_C(0xA1)
+#define OWNER_B UINT64_C(0xB2)
+#define OWNER_C UINT64_C(0xC3)
 
 #define KEY_CAP 256
 #define FIELD_CAP 128
@@ -412,6 +415,97 @@ static void test_java_give_up_keeps_order(void **state)
     hl_free_client(hc);
 }
 
+static long long zscore_of(const char *key, const char *member)
+{
+    char num[64];
+
+    if (!hl_raw_bulk(fx.server, num, sizeof num, "ZSCORE", key, member,
+                     (char *)NULL))
+        fail_msg("%s has no place in %s", member, key);
+    return (long long)strtod(num, NULL);
+}
+
+/* The server's clock in ms, which hilock's places are reckoned on. */
+static long long server_ms(void)
+{
+    char r[256], secs[32], usecs[32];
+    const char *p = r;
+
+    hl_raw_cmd(fx.server, r, sizeof r, "TIME", (char *)NULL);
+    if (hl_raw_parse_array(&p) != 2)
+        fail_msg("TIME: unexpected reply \"%.60s\"", r);
+    hl_raw_parse_bulk(&p, secs, sizeof secs);
+    hl_raw_parse_bulk(&p, usecs, sizeof usecs);
+    return strtoll(secs, NULL, 10) * 1000 + strtoll(usecs, NULL, 10) / 1000;
+}
+
+/* Where hilock puts its places in Redisson's timeout set: behind a Java
+ * place by Redisson's thread wait time, so that a Java grant leaves
+ * them in the future; behind one of its own by no more than the waiter
+ * timeout needs, so that a Java waiter behind a dead hilock waiter is not
+ * held up for minutes. */
+static void test_places_spaced_behind_java_only(void **state)
+{
+    static const char name[] = "fd";
+    static const char tq[] = "redisson_lock_timeout:{fd}";
+    hilock_client *hc = hl_new_client(fx.server, NULL);
+    hilock_client *wc = hl_new_client(
+        fx.server, &(hl_client_opts){ .waiter_ms = WAITER_MS });
+    hilock_lock *h = hl_new_fair_lock(hc, name);
+    hilock_lock *w = hl_new_fair_lock(wc, name);
+    static hl_acquire_rec wa[3];
+    const uint64_t owners[3] = { OWNER_A, OWNER_B, OWNER_C };
+    char f[3][FIELD_CAP], jf[FIELD_CAP];
+    long long now, s[3], sj;
+    hl_rpeer j;
+
+    (void)state;
+    hl_rpeer_init(&j, hc, name, "java-uuid");
+    hl_rpeer_field(&j, 3, jf, sizeof jf);
+    assert_status(hilock_lock_try_acquire(h, 0, LONG_MS), HILOCK_OK);
+    for (int i = 0; i < 3; i++) {
+        hilock_field(f[i], wc, owners[i]);
+        hl_acquire_rec_init(&wa[i], NULL);
+        assert_status(hilock_lock_acquire_async(w, owners[i],
+                                                hl_widen(60000), LONG_MS, 0,
+                                                hl_record_acquire, &wa[i],
+                                                &wa[i].id),
+                      HILOCK_OK);
+        expect_llen(name, i < 2 ? i + 1 : i + 2);
+        if (i == 1) {
+            assert_true(hl_rpeer_attempt(&j, 3, LONG_MS) >= 0);
+            expect_llen(name, 3);
+        }
+    }
+    now = server_ms();
+    for (int i = 0; i < 3; i++)
+        s[i] = zscore_of(tq, f[i]);
+    sj = zscore_of(tq, jf);
+    for (int i = 0; i < 2; i++)
+        if (s[i] <= now || s[i] > now + WAITER_MS)
+            fail_msg("hilock waiter %d's place is %lld ms ahead, expected "
+                     "within the waiter timeout %d", i + 1, s[i] - now,
+                     WAITER_MS);
+    if (sj < s[1] + HL_RPEER_DEFAULT_WAIT_MS)
+        fail_msg("the Java place is %lld ms behind the one before it",
+                 sj - s[1]);
+    if (s[2] < sj + HL_RPEER_DEFAULT_WAIT_MS)
+        fail_msg("the hilock place behind the Java one is only %lld ms "
+                 "behind it", s[2] - sj);
+
+    for (int i = 0; i < 3; i++) {
+        assert_status(hilock_lock_cancel(w, wa[i].id), HILOCK_OK);
+        assert_status(hl_expect_acquire(&wa[i]), HILOCK_ECANCELED);
+    }
+    hl_rpeer_give_up(&j, 3);
+    expect_llen(name, 0);
+    assert_status(hilock_lock_release(h), HILOCK_OK);
+    hl_free_lock(w);
+    hl_free_lock(h);
+    hl_free_client(wc);
+    hl_free_client(hc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -420,6 +514,7 @@ int main(void)
         hl_lock_test(test_java_waiter_keeps_place, &fx),
         hl_lock_test(test_mixed_line_in_order, &fx),
         hl_lock_test(test_java_give_up_keeps_order, &fx),
+        hl_lock_test(test_places_spaced_behind_java_only, &fx),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

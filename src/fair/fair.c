@@ -20,10 +20,10 @@
  * because Java waiters share the line: Redisson spaces the places in
  * redisson_lock_timeout one thread wait time apart and takes that much
  * off every place at each grant, and drops a head whose place it finds in
- * the past.  Our places there stay a thread wait time behind the place
- * before them, so such a grant leaves them in the future; and the line's
- * keys never expire, as Redisson never renews a Java waiter's place and
- * an expiry would take it. */
+ * the past.  Our places there stay a thread wait time behind a Java
+ * place before them, so such a grant leaves them in the future; and the
+ * line's keys never expire, as Redisson never renews a Java waiter's
+ * place and an expiry would take it. */
 #include <pthread.h>
 #include <string.h>
 
@@ -110,13 +110,20 @@ static const char acquire_lua[] =
     "  elseif pos > 0 then\n"
     "    before = redis.call('lindex', KEYS[2], pos - 1)\n"
     "  end\n"
-    /* Redisson's grant of the waiter before us takes its thread wait time
-     * off our place, and its release then drops us if that put our place
-     * in the past: stay that far behind the place before us. */
+    /* Redisson's grant of a Java waiter before us takes its thread wait
+     * time off our place, and its release then drops us if that put our
+     * place in the past: stay that far behind a Java place before us,
+     * and never ahead of one of ours, which may itself stand behind a
+     * Java place.  Only behind Java places, so that a Java waiter
+     * behind our dead waiters is held up by the waiter timeout, not by
+     * Redisson's thread wait time. */
     "  local at = now + wt\n"
     "  local b = before and redis.call('zscore', KEYS[3], before)\n"
     "  if b then\n"
-    "    b = tonumber(b) + " HL_LAYOUT_FAIR_REDISSON_WAIT_MS_TEXT "\n"
+    "    b = tonumber(b)\n"
+    "    if not redis.call('zscore', KEYS[5], before) then\n"
+    "      b = b + " HL_LAYOUT_FAIR_REDISSON_WAIT_MS_TEXT "\n"
+    "    end\n"
     "    if b > at then at = b end\n"
     "  end\n"
     "  redis.call('zadd', KEYS[5], now + wt, ARGV[2])\n"
