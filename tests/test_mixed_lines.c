@@ -66,7 +66,7 @@ static void expect_key_runs_out(const char *key, int timeout_ms)
 /* ---- read-write lock --------------------------------------------------- */
 
 /* A Java reader that died: its field in the hash, and the key of its one
- * read hold, which runs out soon as nobody renews it. */
+ * read hold, which runs out soon, as nobody renews it. */
 static void java_reader_that_dies(const char *name, const char *field,
                                   int lease_ms)
 {
