@@ -331,6 +331,8 @@ static void test_mixed_line_in_order(void **state)
                                             &wa, &wa.id),
                   HILOCK_OK);
     expect_llen(name, 2);
+    /* Settled: from now on only a message makes H2 try again. */
+    hl_expect_pending(wc, w, 1);
     assert_true(hl_rpeer_attempt(&j, 2, LONG_MS) >= 0);
     snprintf(want, sizeof want, "%s %s %s", f[0], f[1], f[2]);
     line_of(name, line, sizeof line);
@@ -394,6 +396,7 @@ static void test_java_give_up_keeps_order(void **state)
                                             &wa, &wa.id),
                   HILOCK_OK);
     expect_llen(name, 2);
+    hl_expect_pending(wc, w, 1);
     assert_true(hl_rpeer_attempt(&j, 3, LONG_MS) >= 0);
     expect_llen(name, 3);
     hl_rpeer_give_up(&j, 1);
@@ -472,6 +475,7 @@ static void test_places_spaced_behind_java_only(void **state)
                                                 &wa[i].id),
                       HILOCK_OK);
         expect_llen(name, i < 2 ? i + 1 : i + 2);
+        hl_expect_pending(wc, w, i + 1);
         if (i == 1) {
             assert_true(hl_rpeer_attempt(&j, 3, LONG_MS) >= 0);
             expect_llen(name, 3);
@@ -486,9 +490,10 @@ static void test_places_spaced_behind_java_only(void **state)
             fail_msg("hilock waiter %d's place is %lld ms ahead, expected "
                      "within the waiter timeout %d", i + 1, s[i] - now,
                      WAITER_MS);
-    if (sj < s[1] + HL_RPEER_DEFAULT_WAIT_MS)
-        fail_msg("the Java place is %lld ms behind the one before it",
-                 sj - s[1]);
+    /* The Java place is where the peer put it; the hilock place before
+     * it may since have been renewed a little later, so no exact
+     * spacing is asked of the two. */
+    assert_true(sj > s[1]);
     if (s[2] < sj + HL_RPEER_DEFAULT_WAIT_MS)
         fail_msg("the hilock place behind the Java one is only %lld ms "
                  "behind it", s[2] - sj);
