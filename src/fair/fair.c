@@ -3,8 +3,11 @@
  *
  *   NAME                                  hash: "<client id>:<owner>" -> count
  *   redisson_lock_queue:{NAME}            list of waiting fields, oldest first
- *   redisson_lock_timeout:{NAME}          zset: field -> server time (ms) at
- *                                         which its place runs out
+ *   redisson_lock_timeout:{NAME}          zset: field -> the time its place
+ *                                         runs out, as Redisson reads it
+ *   hilock_fair_alive:{NAME}              zset: our waiters' fields -> server
+ *                                         time (ms) at which they count as
+ *                                         dead unless they try again
  *   redisson_lock__channel:{NAME}:<field> a release publishes "0" here for the
  *                                         waiter at the head
  *   redisson_lock_token:{NAME}            fencing counter
@@ -13,7 +16,14 @@
  * Unlike Redisson, a place is reserved for the waiter timeout from its
  * last attempt on the server's clock, and waiting attempts renew it: a live
  * waiter keeps its place however long it waits, a dead one is passed over
- * within the waiter timeout. */
+ * within the waiter timeout.  That reckoning lives in hilock_fair_alive,
+ * because Java waiters share the line: Redisson spaces the places in
+ * redisson_lock_timeout one thread wait time apart and takes that much
+ * off every place at each grant, and drops a head whose place it finds in
+ * the past.  Our places there stay a thread wait time behind a Java
+ * place before them, so such a grant leaves them in the future; and the
+ * line's keys never expire, as Redisson never renews a Java waiter's
+ * place and an expiry would take it. */
 #include <pthread.h>
 #include <string.h>
 
@@ -25,15 +35,27 @@
 
 
 /* purge drops waiters whose place ran out (only dead ones: live ones
- * renew it); wake_head tells the head of the line, when the lock is free,
- * that it is its turn.  q the line, tq its timeouts, ch the channel base. */
+ * renew it): ours by hilock_fair_alive, Java's by Redisson's place, which
+ * for ours may lie in the past after Redisson's grants while the waiter
+ * lives.  wake_head tells the head of the line, when the lock is free,
+ * that it is its turn.  place_end is when the waiter w counts as dead.
+ * q the line, tq Redisson's places, aq ours, ch the channel base. */
 #define FAIR_LUA_COMMON                                                     \
     HL_LUA_NOW HL_LUA_ANNOUNCE                                              \
-    "local function purge(q, tq, now)\n"                                    \
-    "  local dead = redis.call('zrangebyscore', tq, '-inf', now)\n"         \
-    "  for _, w in ipairs(dead) do redis.call('lrem', q, 0, w) end\n"       \
-    "  if #dead > 0 then redis.call('zremrangebyscore', tq, '-inf', now) "  \
+    "local function purge(q, tq, aq, now)\n"                                \
+    "  local dead = redis.call('zrangebyscore', aq, '-inf', now)\n"         \
+    "  for _, w in ipairs(redis.call('zrangebyscore', tq, '-inf', now)) do\n" \
+    "    if not redis.call('zscore', aq, w) then dead[#dead + 1] = w end\n" \
+    "  end\n"                                                               \
+    "  for _, w in ipairs(dead) do\n"                                       \
+    "    redis.call('lrem', q, 0, w)\n"                                     \
+    "    redis.call('zrem', tq, w)\n"                                       \
+    "    redis.call('zrem', aq, w)\n"                                       \
+    "  end\n"                                                               \
     "end\n"                                                                 \
+    "local function place_end(tq, aq, w)\n"                                 \
+    "  local s = redis.call('zscore', aq, w) or redis.call('zscore', tq, w)\n" \
+    "  return s and tonumber(s)\n"                                          \
     "end\n"                                                                 \
     "local function wake_head(q, ch)\n"                                     \
     "  local head = redis.call('lindex', q, 0)\n"                           \
@@ -42,7 +64,8 @@
     "  end\n"                                                               \
     "end\n"
 
-/* KEYS: name, queue, timeouts, channel base, void set, token key.
+/* KEYS: name, queue, timeouts, channel base, our places, void set, token
+ * key.
  * ARGV: lease ms, field, fenced, known token, nonce, waiter timeout ms
  * (0: a single try, which does not join the line).
  * Replies {1, count, token} when held by field now; {0, ms} when it waits
@@ -53,11 +76,11 @@
  * one) ask Redis as little as they can. */
 static const char acquire_lua[] =
     FAIR_LUA_COMMON HL_LUA_TOKEN
-    "if redis.call('sismember', KEYS[5], ARGV[5]) == 1 then return {2} end\n"
+    "if redis.call('sismember', KEYS[6], ARGV[5]) == 1 then return {2} end\n"
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
     "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  return {1, n, token(KEYS[6], n)}\n"
+    "  return {1, n, token(KEYS[7], n)}\n"
     "end\n"
     "local ttl = redis.call('pttl', KEYS[1])\n"
     "local head = redis.call('lindex', KEYS[2], 0)\n"
@@ -65,46 +88,64 @@ static const char acquire_lua[] =
     "if ttl == -2 and head and head ~= ARGV[2] then\n"
     /* Free, yet someone else is first: unless it died. */
     "  now = now_ms()\n"
-    "  purge(KEYS[2], KEYS[3], now)\n"
+    "  purge(KEYS[2], KEYS[3], KEYS[5], now)\n"
     "  head = redis.call('lindex', KEYS[2], 0)\n"
     "end\n"
     "if ttl == -2 and (not head or head == ARGV[2]) then\n"
     "  if head then redis.call('lpop', KEYS[2]) end\n"
     "  redis.call('zrem', KEYS[3], ARGV[2])\n"
+    "  redis.call('zrem', KEYS[5], ARGV[2])\n"
     "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  return {1, 1, token(KEYS[6], 1)}\n"
+    "  return {1, 1, token(KEYS[7], 1)}\n"
     "end\n"
     /* A waiter joins the line at its tail, or renews its place; a single
      * try (waiter timeout 0) does neither. */
     "local wt = tonumber(ARGV[6])\n"
     "if wt > 0 then\n"
     "  now = now or now_ms()\n"
-    "  if redis.call('zadd', KEYS[3], now + wt, ARGV[2]) == 1 and\n"
-    "     redis.call('rpush', KEYS[2], ARGV[2]) == 1 then\n"
-    /* A new line: its keys go once its last live waiter has gone quiet. */
-    "    redis.call('pexpire', KEYS[2], wt)\n"
-    "    redis.call('pexpire', KEYS[3], wt)\n"
-    "    head = ARGV[2]\n"
-    "  else\n"
-    /* GT leaves alone a line kept without expiry by another client. */
-    "    redis.call('pexpire', KEYS[2], wt, 'GT')\n"
-    "    redis.call('pexpire', KEYS[3], wt, 'GT')\n"
+    "  local pos = redis.call('lpos', KEYS[2], ARGV[2])\n"
+    "  local before\n"
+    "  if not pos then before = redis.call('lindex', KEYS[2], -1)\n"
+    "  elseif pos > 0 then\n"
+    "    before = redis.call('lindex', KEYS[2], pos - 1)\n"
+    "  end\n"
+    /* Redisson's grant of a Java waiter before us takes its thread wait
+     * time off our place, and its release then drops us if that put our
+     * place in the past: stay that far behind a Java place before us,
+     * and never ahead of one of ours, which may itself stand behind a
+     * Java place.  Only behind Java places, so that a Java waiter
+     * behind our dead waiters is held up by the waiter timeout, not by
+     * Redisson's thread wait time. */
+    "  local at = now + wt\n"
+    "  local b = before and redis.call('zscore', KEYS[3], before)\n"
+    "  if b then\n"
+    "    b = tonumber(b)\n"
+    "    if not redis.call('zscore', KEYS[5], before) then\n"
+    "      b = b + " HL_LAYOUT_FAIR_REDISSON_WAIT_MS_TEXT "\n"
+    "    end\n"
+    "    if b > at then at = b end\n"
+    "  end\n"
+    "  redis.call('zadd', KEYS[5], now + wt, ARGV[2])\n"
+    "  redis.call('zadd', KEYS[3], at, ARGV[2])\n"
+    "  if not pos then\n"
+    "    redis.call('rpush', KEYS[2], ARGV[2])\n"
+    "    head = head or ARGV[2]\n"
     "  end\n"
     "end\n"
     "if ttl == -2 and head then\n"
     /* Free, and another waiter's turn: it may not know yet, and if it
-     * died its place runs out at its score. */
+     * died its place runs out. */
     "  wake_head(KEYS[2], KEYS[4])\n"
     "  now = now or now_ms()\n"
-    "  local s = redis.call('zscore', KEYS[3], head)\n"
-    "  ttl = s and math.max(tonumber(s) - now, 1) or 1\n"
+    "  local s = place_end(KEYS[3], KEYS[5], head)\n"
+    "  ttl = s and math.max(s - now, 1) or 1\n"
     "end\n"
     "return {0, ttl}\n";
 
-/* KEYS: name, queue, timeouts, channel base.  ARGV: lease ms, field.
- * Replies -1 when field holds nothing, the count left when still held,
- * 0 when freed (and the head woken). */
+/* KEYS: name, queue, timeouts, channel base, our places.  ARGV: lease ms,
+ * field.  Replies -1 when field holds nothing, the count left when still
+ * held, 0 when freed (and the head woken). */
 static const char release_lua[] =
     FAIR_LUA_COMMON
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
@@ -114,38 +155,43 @@ static const char release_lua[] =
     "  return left\n"
     "end\n"
     "redis.call('del', KEYS[1])\n"
-    "purge(KEYS[2], KEYS[3], now_ms())\n"
+    "purge(KEYS[2], KEYS[3], KEYS[5], now_ms())\n"
     "wake_head(KEYS[2], KEYS[4])\n"
     "return answer(0)\n";
 
-/* KEYS: name, queue, timeouts, channel base.  ARGV: field.  A waiter
- * gives its place up; if it was next, the one behind it is woken. */
+/* KEYS: name, queue, timeouts, channel base, our places.  ARGV: field.  A
+ * waiter gives its place up; if it was next, the one behind it is woken.
+ * The places behind keep their time, unlike in Redisson's give-up: a
+ * place later than Redisson would have it only delays when Redisson
+ * counts that waiter dead, an earlier one could drop a live waiter. */
 static const char leave_lua[] =
     FAIR_LUA_COMMON
     "redis.call('lrem', KEYS[2], 0, ARGV[1])\n"
     "redis.call('zrem', KEYS[3], ARGV[1])\n"
+    "redis.call('zrem', KEYS[5], ARGV[1])\n"
     "if redis.call('exists', KEYS[1]) == 0 then\n"
-    "  purge(KEYS[2], KEYS[3], now_ms())\n"
+    "  purge(KEYS[2], KEYS[3], KEYS[5], now_ms())\n"
     "  wake_head(KEYS[2], KEYS[4])\n"
     "end\n"
     "return 0\n";
 
-/* KEYS: name, queue, timeouts, channel base.  Replies 1 when deleted. */
+/* KEYS: name, queue, timeouts, channel base, our places.  Replies 1 when
+ * deleted. */
 static const char force_lua[] =
     FAIR_LUA_COMMON
     "if redis.call('del', KEYS[1]) == 0 then return 0 end\n"
-    "purge(KEYS[2], KEYS[3], now_ms())\n"
+    "purge(KEYS[2], KEYS[3], KEYS[5], now_ms())\n"
     "wake_head(KEYS[2], KEYS[4])\n"
     "return answer(1)\n";
 
-/* KEYS: name, queue, timeouts, channel base, void set.  ARGV: field,
- * expected count, nonce to void (or "").  As the reentrant kind's
+/* KEYS: name, queue, timeouts, channel base, our places, void set.  ARGV:
+ * field, expected count, nonce to void (or "").  As the reentrant kind's
  * reconcile; a freed lock wakes the head. */
 static const char reconcile_lua[] =
     FAIR_LUA_COMMON
     "if ARGV[3] ~= '' then\n"
-    "  redis.call('sadd', KEYS[5], ARGV[3])\n"
-    "  redis.call('pexpire', KEYS[5], " HL_LAYOUT_VOID_TTL_MS_TEXT ")\n"
+    "  redis.call('sadd', KEYS[6], ARGV[3])\n"
+    "  redis.call('pexpire', KEYS[6], " HL_LAYOUT_VOID_TTL_MS_TEXT ")\n"
     "end\n"
     "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
     "local want = tonumber(ARGV[2])\n"
@@ -156,14 +202,15 @@ static const char reconcile_lua[] =
     "end\n"
     "redis.call('hdel', KEYS[1], ARGV[1])\n"
     "if redis.call('exists', KEYS[1]) == 0 then\n"
-    "  purge(KEYS[2], KEYS[3], now_ms())\n"
+    "  purge(KEYS[2], KEYS[3], KEYS[5], now_ms())\n"
     "  wake_head(KEYS[2], KEYS[4])\n"
     "end\n"
     "return 0\n";
 
-/* KEYS: name, queue, timeouts.  Replies the status of a hash kind
- * (kindkit.h): the line in order, with the time each place has left on
- * the server's clock. */
+/* KEYS: name, queue, timeouts, channel base, our places.  Replies the
+ * status of a hash kind (kindkit.h): the line in order, with the time
+ * each place has left on the server's clock (ours by when they count as
+ * dead, Java's by Redisson's place). */
 static const char status_lua[] =
     HL_LUA_NOW
     "local all = redis.call('hgetall', KEYS[1])\n"
@@ -171,22 +218,23 @@ static const char status_lua[] =
     "local now = now_ms()\n"
     "local w = {}\n"
     "for _, m in ipairs(line) do\n"
-    "  local s = redis.call('zscore', KEYS[3], m)\n"
+    "  local s = redis.call('zscore', KEYS[5], m) or\n"
+    "            redis.call('zscore', KEYS[3], m)\n"
     "  w[#w + 1] = m\n"
     "  w[#w + 1] = s and tonumber(s) and (tonumber(s) - now) or false\n"
     "end\n"
-    "local seen = redis.call('exists', KEYS[2], KEYS[3])\n"
+    "local seen = redis.call('exists', KEYS[2], KEYS[3], KEYS[5])\n"
     "return {redis.call('pttl', KEYS[1]), all, w, -1, seen}\n";
 
 static hl_script acquire_script, release_script, leave_script, force_script,
     reconcile_script, status_script;
 
 /* The keys every script takes after the name, in this order; a script
- * takes the first three (line, timeouts, channel base) and as many more
- * as it needs. */
+ * takes the first four (line, timeouts, channel base, our places) and as
+ * many more as it needs. */
 static const char *const key_prefixes[] = {
-    HL_LAYOUT_FAIR_QUEUE, HL_LAYOUT_FAIR_TIMEOUT, NULL, HL_LAYOUT_VOID,
-    HL_LAYOUT_TOKEN};
+    HL_LAYOUT_FAIR_QUEUE, HL_LAYOUT_FAIR_TIMEOUT, NULL, HL_LAYOUT_FAIR_ALIVE,
+    HL_LAYOUT_VOID,       HL_LAYOUT_TOKEN};
 
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
@@ -200,7 +248,7 @@ static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                      hl_u64_dec(token, a->known_token),
                      a->nonce_len,
                      hl_i64_dec(wt, a->waiter_timeout_ms)};
-    return hl_run_lock_script(lock, &acquire_script, 5, key_prefixes, 6, args,
+    return hl_run_lock_script(lock, &acquire_script, 6, key_prefixes, 6, args,
                               lens, fn, data);
 }
 
@@ -210,19 +258,19 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
     char lease[24];
     const char *args[] = {lease, field};
     size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len};
-    return hl_run_lock_script(lock, &release_script, 3, key_prefixes, 2, args,
+    return hl_run_lock_script(lock, &release_script, 4, key_prefixes, 2, args,
                               lens, fn, data);
 }
 
 static int leave(hilock_lock *lock, const char *field, size_t field_len)
 {
-    return hl_run_lock_script(lock, &leave_script, 3, key_prefixes, 1, &field,
+    return hl_run_lock_script(lock, &leave_script, 4, key_prefixes, 1, &field,
                               &field_len, NULL, NULL);
 }
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
-    return hl_run_lock_script(lock, &force_script, 3, key_prefixes, 0, NULL,
+    return hl_run_lock_script(lock, &force_script, 4, key_prefixes, 0, NULL,
                               NULL, fn, data);
 }
 
@@ -233,13 +281,13 @@ static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
     char want[24];
     const char *args[] = {field, want, nonce};
     size_t lens[] = {field_len, hl_i64_dec(want, expected), nonce_len};
-    return hl_run_lock_script(lock, &reconcile_script, 4, key_prefixes, 3,
+    return hl_run_lock_script(lock, &reconcile_script, 5, key_prefixes, 3,
                               args, lens, fn, data);
 }
 
 static int status(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
-    return hl_run_lock_script(lock, &status_script, 2, key_prefixes, 0, NULL,
+    return hl_run_lock_script(lock, &status_script, 4, key_prefixes, 0, NULL,
                               NULL, fn, data);
 }
 

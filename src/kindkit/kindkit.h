@@ -87,7 +87,7 @@ int hl_lock_keys(const hilock_lock *lock, int n, const char *const *prefixes,
                  hl_aux_name *out);
 
 /* Most auxiliary keys and arguments hl_run_lock_script passes. */
-#define HL_LOCK_SCRIPT_MAX_AUX 5
+#define HL_LOCK_SCRIPT_MAX_AUX 6
 #define HL_LOCK_SCRIPT_MAX_ARGS 6
 
 /* Run a kind's script on the lock's connection with KEYS the lock's name

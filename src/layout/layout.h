@@ -16,10 +16,17 @@
 #define HL_LAYOUT_FAIR_QUEUE "redisson_lock_queue"
 #define HL_LAYOUT_FAIR_TIMEOUT "redisson_lock_timeout"
 #define HL_LAYOUT_TOKEN "redisson_lock_token"
-/* Ours, beyond Redisson: waiting writers of a read-write lock, and the
- * attempts a reconcile voided. */
+/* Ours, beyond Redisson: waiting writers of a read-write lock, the
+ * attempts a reconcile voided, and when the places of our own waiters in
+ * a fair line run out (Redisson's places are spaced for its grants, not
+ * for telling a dead waiter from a live one). */
 #define HL_LAYOUT_RWLOCK_WRITERS "hilock_rwlock_writers"
 #define HL_LAYOUT_VOID "hilock_void"
+#define HL_LAYOUT_FAIR_ALIVE "hilock_fair_alive"
+
+/* Redisson's default thread wait time: each place in its fair line is the
+ * one before it plus this, and each grant takes this off every place. */
+#define HL_LAYOUT_FAIR_REDISSON_WAIT_MS 300000
 
 /* What a release publishes: Redisson's unlock message, and its read-write
  * lock's "readers may come" message. */
@@ -40,6 +47,8 @@
 #define HL_LAYOUT_STR_(x) #x
 #define HL_LAYOUT_STR(x) HL_LAYOUT_STR_(x)
 #define HL_LAYOUT_VOID_TTL_MS_TEXT HL_LAYOUT_STR(HL_LAYOUT_VOID_TTL_MS)
+#define HL_LAYOUT_FAIR_REDISSON_WAIT_MS_TEXT                               \
+    HL_LAYOUT_STR(HL_LAYOUT_FAIR_REDISSON_WAIT_MS)
 
 /* The braces rule in Lua, for keys a script names itself: a read hold's
  * timeout key "{NAME}:<field>:rwlock_timeout:<n>", without the braces

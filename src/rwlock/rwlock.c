@@ -157,7 +157,8 @@ static const char write_acquire_lua[] =
     "return {0, redis.call('pttl', KEYS[1])}\n";
 
 /* KEYS: name, channel.  ARGV: lease ms, field.  Replies -1 when the field
- * holds nothing, the count left, 0 when the lock was freed, -2 when the
+ * holds nothing, the count left, 0 when the lock was freed (also when
+ * the only other readers are ones whose holds all ran out), -2 when the
  * owner's last read hold went and others still hold the lock. */
 static const char read_release_lua[] =
     RW_LUA_COMMON
@@ -167,11 +168,17 @@ static const char read_release_lua[] =
     "if n > 0 then return n end\n"
     "redis.call('hdel', KEYS[1], ARGV[2])\n"
     "if redis.call('hlen', KEYS[1]) > 1 then\n"
-    "  if redis.call('hget', KEYS[1], " MODE ") == " READ " then\n"
-    "    local t = readers_pttl(KEYS[1])\n"
-    "    if t > 0 then redis.call('pexpire', KEYS[1], t) end\n"
+    "  if redis.call('hget', KEYS[1], " MODE ") ~= " READ " then\n"
+    "    return -2\n"
     "  end\n"
-    "  return -2\n"
+    "  local t = readers_pttl(KEYS[1])\n"
+    "  if t > 0 then\n"
+    "    redis.call('pexpire', KEYS[1], t)\n"
+    "    return -2\n"
+    "  end\n"
+    /* The other readers' holds all ran out: their processes died.  The
+     * lock is free, and Redisson's release frees it here too; a Java
+     * writer waits for this message, not for a reader's lease. */
     "end\n"
     "redis.call('del', KEYS[1])\n"
     "announce(KEYS[2], " MSG_UNLOCK ")\n"
