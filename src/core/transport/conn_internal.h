@@ -42,6 +42,8 @@ struct hl_request {
     void *data;
     const hl_script *script; /* an EVALSHA of it, or NULL */
     bool internal; /* part of the connection handshake */
+    bool asking;   /* ASKING goes right before it */
+    unsigned char redirects; /* redirections followed so far */
 };
 
 typedef struct req_queue {
@@ -79,6 +81,9 @@ struct hl_conn {
     req_queue sent;    /* in the output buffer or on the wire */
     int hello_left;
     bool hello_answered; /* the server answered a handshake command */
+
+    hl_redirect_fn *redirect; /* cluster mode: keep cmd until the reply */
+    void *redirect_data;
 
     hl_conn_stats stats;
     uint64_t heard;          /* whole replies read, ever */
@@ -143,6 +148,9 @@ int hl_conn_format_request(hl_request **out, int argc,
                            const char *const *argv, const size_t *argvlen);
 void hl_conn_note_rtt(hl_conn *c, hl_monotime took);
 void hl_conn_on_request_timer(hl_timer *t);
+/* Send an answered request again on to (a cluster redirection); false
+ * when it cannot be queued there, and r is still the caller's. */
+bool hl_conn_requeue(hl_conn *to, hl_request *r, bool asking);
 
 /* the I/O pump: writing and reading (conn_pump.c) */
 void hl_conn_flush(hl_conn *c);

@@ -122,6 +122,27 @@ int hl_conn_script_take(hl_conn *c, const hl_script *script, char *cmd,
 
 void hl_conn_forget_scripts(hl_conn *c) { c->scripts_loaded = 0; }
 
+void hl_conn_set_redirect(hl_conn *c, hl_redirect_fn *fn, void *data)
+{
+    c->redirect = fn;
+    c->redirect_data = fn ? data : NULL;
+}
+
+/* The request gets a fresh command timeout on its new node: the hops are
+ * bounded by HL_MAX_REDIRECTS, so a caller waits a bounded multiple of
+ * the timeout, and the queue stays sorted by deadline, which the single
+ * request timer relies on. */
+bool hl_conn_requeue(hl_conn *to, hl_request *r, bool asking)
+{
+    if (to->state == ST_CLOSED || r->cmd == NULL)
+        return false;
+    r->redirects++;
+    r->asking = asking;
+    r->next = NULL;
+    enqueue(to, r);
+    return true;
+}
+
 int hl_conn_send(hl_conn *c, int argc, const char *const *argv,
                  const size_t *argvlen)
 {
