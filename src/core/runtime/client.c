@@ -6,6 +6,8 @@
 
 #include "core/base/alloc.h"
 #include "core/runtime/client_internal.h"
+#include "core/runtime/cluster.h"
+#include "core/transport/keyslot.h"
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
 #include "core/base/map.h"
@@ -22,6 +24,7 @@ bool hl_client_in_loop(const hilock_client *c)
 
 static void client_free_memory(hilock_client *c)
 {
+    hl_cluster_free(c->cluster);
     if (c->own_loop && c->loop)
         hl_loop_destroy(c->loop);
     SSL_CTX_free(c->ssl_ctx);
@@ -110,6 +113,9 @@ static void client_shutdown(hilock_client *c)
     c->locks_detached = true;
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
+    /* Before the seed connections, so that a topology read they fail
+     * finds the cluster closed. */
+    hl_cluster_close(c->cluster);
     int nconns = c->nconns;
     hl_conn *conns[HILOCK_MAX_CONNECTIONS];
     memcpy(conns, c->conns, sizeof conns);
@@ -219,6 +225,79 @@ int hl_client_hook_command(hilock_client *c, int argc,
     return hl_conn_command(c->hook_conn, argc, argv, argvlen, fn, data);
 }
 
+/* The first connection attempt ends when every connection is up and the
+ * client knows whether it talks to a cluster (and, if so, has read its
+ * topology once), or at the first failure. */
+static void note_first_attempt(hilock_client *c, int status,
+                               const char *detail)
+{
+    pthread_mutex_lock(&c->lock);
+    if (!c->first_done) {
+        c->first_done = true;
+        c->first_status = status;
+        snprintf(c->first_detail, sizeof c->first_detail, "%s",
+                 detail ? detail : "");
+        pthread_cond_broadcast(&c->cond);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+static bool all_conns_up(const hilock_client *c)
+{
+    return c->up_mask == (1u << c->nconns) - 1;
+}
+
+static void on_cluster_ready(hilock_client *c)
+{
+    c->mode_known = true;
+    if (all_conns_up(c))
+        note_first_attempt(c, 0, NULL);
+}
+
+static void on_cluster_info(void *data, int status, hilock_reply *reply)
+{
+    hilock_client *c = data;
+    c->mode_asked = false;
+    /* A server that refuses INFO (an ACL without it) or answers oddly is
+     * taken for a single server: routing needs the answer, and a cluster
+     * node would still say where keys live with MOVED. */
+    bool cluster = status == HILOCK_OK && reply != NULL &&
+                   (reply->type == HILOCK_REPLY_STRING ||
+                    reply->type == HILOCK_REPLY_STATUS) &&
+                   strstr(reply->str, "cluster_enabled:1") != NULL;
+    hilock_reply_free(reply);
+    if (c->closed || c->mode_known)
+        return;
+    if (status == HILOCK_ECLOSED)
+        return;
+    if (status == HILOCK_EIO || status == HILOCK_ETIMEDOUT) {
+        /* Lost with the connection: ask again when one comes up. */
+        return;
+    }
+    if (cluster) {
+        c->cluster = hl_cluster_create(c, &c->conn_cfg, on_cluster_ready);
+        if (c->cluster != NULL) {
+            for (int i = 0; i < c->nconns; i++)
+                hl_conn_set_redirect(c->conns[i], hl_cluster_redirect,
+                                     c->cluster);
+            return; /* on_cluster_ready goes on */
+        }
+    }
+    c->mode_known = true;
+    if (all_conns_up(c))
+        note_first_attempt(c, 0, NULL);
+}
+
+static void ask_cluster_mode(hilock_client *c, hl_conn *conn)
+{
+    const char *argv[] = {"INFO", "cluster"};
+    size_t lens[] = {4, 7};
+    if (hl_conn_command(conn, 2, argv, lens, on_cluster_info, c) == 0)
+        c->mode_asked = true;
+    else
+        c->mode_known = true; /* out of memory: route as a single server */
+}
+
 static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
                           const char *detail, hilock_reply *reply, void *data)
 {
@@ -233,6 +312,10 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
         return;
     if (ev == HL_CONN_UP) {
         c->up_mask |= 1u << i;
+        /* Once, on the first connection up: the answer comes before any
+         * request of the caller, who waits for the first attempt. */
+        if (!c->mode_known && !c->mode_asked)
+            ask_cluster_mode(c, conn);
         /* Before the connection counts as up, so that whatever the hook
          * learns from its commands is pending before anyone may act on
          * the connection being up. */
@@ -241,26 +324,24 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
             c->connect_hook(c, c->connect_hook_data);
             c->hook_conn = NULL;
         }
-    } else
+    } else {
         c->up_mask &= ~(1u << i);
-    bool all_up = c->up_mask == (1u << c->nconns) - 1;
-    atomic_store(&c->connected, all_up);
-    pthread_mutex_lock(&c->lock);
-    /* The first connection attempt ends when every connection is up, or
-     * at the first failure. */
-    if (!c->first_done && (all_up || ev == HL_CONN_DOWN)) {
-        c->first_done = true;
-        c->first_status = ev == HL_CONN_UP ? 0 : status;
-        snprintf(c->first_detail, sizeof c->first_detail, "%s",
-                 detail ? detail : "");
-        pthread_cond_broadcast(&c->cond);
+        if (c->cluster)
+            hl_cluster_refresh_soon(c->cluster);
     }
-    pthread_mutex_unlock(&c->lock);
+    bool all_up = all_conns_up(c);
+    atomic_store(&c->connected, all_up);
+    if (ev == HL_CONN_DOWN)
+        note_first_attempt(c, status, detail);
+    else if (all_up && c->mode_known)
+        note_first_attempt(c, 0, NULL);
 }
 
 hl_conn *hl_client_conn_for(const hilock_client *c, const char *name,
                             size_t len)
 {
+    if (c->cluster)
+        return hl_cluster_conn_for_slot(c->cluster, hl_keyslot(name, len));
     if (c->nconns <= 1)
         return c->conn;
     return c->conns[hl_hash_bytes(name, len) % (uint64_t)c->nconns];
@@ -427,6 +508,7 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
                           .on_request = on_request,
                           .rtt_us = &c->rtt_us,
                           .data = c};
+    c->conn_cfg = cfg;
     bool made = true;
     for (int i = 0; i < c->opts->connections && made; i++) {
         c->conns[i] = hl_conn_create(&cfg);

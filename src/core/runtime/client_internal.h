@@ -50,6 +50,12 @@ struct hilock_client {
     hl_conn *conns[HILOCK_MAX_CONNECTIONS];
     int nconns;
     unsigned up_mask; /* bit i: conns[i] is up */
+    /* Cluster mode, learnt from the first connection that comes up:
+     * until then requests go to the seed node as for a single server. */
+    bool mode_known;
+    bool mode_asked; /* INFO cluster is in flight */
+    struct hl_cluster *cluster; /* NULL for a single server */
+    hl_conn_config conn_cfg;    /* how the client makes connections */
     hl_pubsub *pubsub; /* created on first use */
     /* Created on first use by the engine, which attaches them as parts. */
     struct hl_lease_engine *leases;
