@@ -9,6 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <setjmp.h>
 #include <cmocka.h>
@@ -241,6 +246,52 @@ static void test_detects_cluster_from_any_node(void **state)
     hilock_client_destroy(plain);
 }
 
+/* A loopback port nobody listens on: connecting to it is refused. */
+static int dead_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* Seeds that cannot be reached are passed over, in order, until one
+ * answers; when none does, the client fails to start. */
+static void test_unreachable_seeds_are_skipped(void **state)
+{
+    (void)state;
+    char url[160];
+    snprintf(url, sizeof url,
+             "redis://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d?connections=2",
+             dead_port(), dead_port(),
+             hl_redis_server_port(hl_redis_cluster_node(cluster, 4)));
+    hilock_client *c = client_at(url, 0);
+    assert_true(hilock_client_is_connected(c));
+    map_probe p = {.slot = 0};
+    hl_run_on_loop(c, read_map, &p);
+    assert_true(p.cluster);
+    char key[32];
+    key_on(master(1), "seeds", key, sizeof key);
+    expect_status(cmd(c, "SET", key, "via-third", (char *)NULL), "OK");
+    expect_on_node(master(1), key, "via-third");
+    hilock_client_destroy(c);
+
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d,127.0.0.1:%d",
+             dead_port(), dead_port());
+    hilock_options *o = NULL;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(hilock_options_set_url(o, url), HILOCK_OK);
+    c = NULL;
+    assert_int_equal(hilock_client_create(&c, o), HILOCK_EIO);
+    assert_null(c);
+    hilock_options_free(o);
+}
+
 /* Keys on each master, through the seed list URL: each command lands on
  * the master of its key's slot, scripts too (by their first key). */
 static void test_commands_reach_every_master(void **state)
@@ -446,6 +497,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_detects_cluster_from_any_node),
+        cmocka_unit_test(test_unreachable_seeds_are_skipped),
         cmocka_unit_test(test_commands_reach_every_master),
         cmocka_unit_test(test_reentrant_lock_on_every_master),
         cmocka_unit_test(test_moved_is_followed),

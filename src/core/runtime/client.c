@@ -1,4 +1,5 @@
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,6 +26,7 @@ bool hl_client_in_loop(const hilock_client *c)
 static void client_free_memory(hilock_client *c)
 {
     hl_cluster_free(c->cluster);
+    hl_free(c->seeds);
     if (c->own_loop && c->loop)
         hl_loop_destroy(c->loop);
     SSL_CTX_free(c->ssl_ctx);
@@ -298,6 +300,57 @@ static void ask_cluster_mode(hilock_client *c, hl_conn *conn)
         c->mode_known = true; /* out of memory: route as a single server */
 }
 
+/* host:port, or [v6]:port, up to the next ',' of the seed list. */
+static bool parse_seed(const char *p, size_t n, char *host, size_t cap,
+                       int *port)
+{
+    const char *colon = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] == ':')
+            colon = p + i;
+    if (colon == NULL)
+        return false;
+    const char *h = p;
+    size_t hlen = (size_t)(colon - p);
+    if (hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']') {
+        h++;
+        hlen -= 2;
+    }
+    if (hlen == 0 || hlen >= cap)
+        return false;
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    *port = atoi(colon + 1);
+    return *port > 0 && *port <= 65535;
+}
+
+/* The first attempt failed on the current seed: point every connection
+ * at the next one.  Each connection reads the address when it starts an
+ * attempt, so this takes effect at their next retry.  A seed counts as
+ * failed once every connection failed on it.  False when no seed is
+ * left, and the failure is the client's. */
+static bool try_next_seed(hilock_client *c)
+{
+    if (c->next_seed == NULL)
+        return false;
+    if (++c->seed_downs < c->nconns)
+        return true;
+    c->seed_downs = 0;
+    while (c->next_seed != NULL) {
+        const char *p = c->next_seed;
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        c->next_seed = comma ? comma + 1 : NULL;
+        char host[256];
+        int port;
+        if (parse_seed(p, n, host, sizeof host, &port) &&
+            hilock_options_set_host(c->opts, host) == HILOCK_OK &&
+            hilock_options_set_port(c->opts, port) == HILOCK_OK)
+            return true;
+    }
+    return false;
+}
+
 static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
                           const char *detail, hilock_reply *reply, void *data)
 {
@@ -331,6 +384,8 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
     }
     bool all_up = all_conns_up(c);
     atomic_store(&c->connected, all_up);
+    if (ev == HL_CONN_DOWN && !c->first_done && try_next_seed(c))
+        return;
     if (ev == HL_CONN_DOWN)
         note_first_attempt(c, status, detail);
     else if (all_up && c->mode_known)
@@ -397,8 +452,13 @@ static int wait_first_connect(hilock_client *c)
 {
     /* The connection enforces the connect timeout itself; the extra
      * second only guards against a loop thread that never answers. */
-    struct timespec until =
-        hl_monotonic_deadline(HL_MS(c->opts->connect_timeout_ms + 1000));
+    int64_t attempts = 1;
+    for (const char *p = c->seeds; p != NULL; p = strchr(p + 1, ','))
+        attempts++;
+    /* Each seed may take a whole attempt and a backoff before the next. */
+    int64_t wait_ms = attempts * c->opts->connect_timeout_ms +
+                      (attempts - 1) * c->opts->reconnect_max_ms + 1000;
+    struct timespec until = hl_monotonic_deadline(HL_MS(wait_ms));
     int rc = 0;
     pthread_mutex_lock(&c->lock);
     while (!c->first_done && rc == 0)
@@ -488,6 +548,14 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
             rc = hl_fail(HILOCK_ETLS, "%s", err);
             goto fail;
         }
+    }
+    if (c->opts->seeds) {
+        c->seeds = hl_strdup(c->opts->seeds);
+        if (c->seeds == NULL) {
+            rc = hl_fail(HILOCK_ENOMEM, "out of memory for the seed list");
+            goto fail;
+        }
+        c->next_seed = c->seeds;
     }
     c->own_loop = c->opts->loop == NULL;
     c->loop = c->own_loop ? hl_loop_new() : c->opts->loop;
