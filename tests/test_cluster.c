@@ -5,10 +5,12 @@
  * the client says. */
 /* ctest-timeout: 240 */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -27,6 +29,7 @@
 #include "hilock/options.h"
 #include "hilock/reply.h"
 #include "support/fixture.h"
+#include "support/hostile_server.h"
 #include "support/loop_call.h"
 
 static hl_redis_cluster *cluster;
@@ -493,6 +496,83 @@ static void test_ask_then_moved_across_a_migration(void **state)
     hilock_client_destroy(c);
 }
 
+/* A one-node "cluster" of our own: the refusals a real cluster sends only
+ * inside a resharding or a failover window, on demand. */
+static atomic_int fake_port;
+static atomic_int tryagain_left;
+
+static bool fake_node(hl_hostile_conn *conn, const hl_hostile_req *req,
+                      void *data)
+{
+    (void)data;
+    if (hl_hostile_is(req, "INFO"))
+        return hl_hostile_sendf(conn, "$28\r\n# Cluster\r\ncluster_enabled:1"
+                                      "\r\n"),
+               true;
+    if (hl_hostile_is(req, "CLUSTER")) {
+        if (req->argc > 1 && strcasecmp(req->argv[1], "SHARDS") == 0)
+            return hl_hostile_sendf(conn, "-ERR unknown subcommand\r\n"),
+                   true;
+        return hl_hostile_sendf(conn,
+                                "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n"
+                                "$9\r\n127.0.0.1\r\n:%d\r\n",
+                                atomic_load(&fake_port)),
+               true;
+    }
+    if (!hl_hostile_is(req, "GET") || req->argc < 2)
+        return false;
+    if (strcmp(req->argv[1], "down") == 0)
+        return hl_hostile_sendf(conn, "-CLUSTERDOWN The cluster is down\r\n"),
+               true;
+    if (atomic_fetch_sub(&tryagain_left, 1) > 0)
+        return hl_hostile_sendf(conn, "-TRYAGAIN Multiple keys request "
+                                      "during rehashing of slot\r\n"),
+               true;
+    return hl_hostile_sendf(conn, "$2\r\nok\r\n"), true;
+}
+
+/* TRYAGAIN and CLUSTERDOWN are retried after a pause, and only within
+ * the command timeout: a refusal that lasts reaches the caller. */
+static void test_tryagain_and_clusterdown_are_retried(void **state)
+{
+    (void)state;
+    hl_hostile *h = hl_hostile_start(fake_node, NULL);
+    atomic_store(&fake_port, hl_hostile_port(h));
+    atomic_store(&tryagain_left, 3);
+    char url[96];
+    snprintf(url, sizeof url,
+             "redis://127.0.0.1:%d?connections=1&command_timeout=600",
+             hl_hostile_port(h));
+    hilock_client *c = client_at(url, 0);
+    map_probe p = {.slot = 0};
+    hl_run_on_loop(c, read_map, &p);
+    assert_true(p.cluster);
+    assert_int_equal(p.nodes, 1);
+
+    hilock_reply *r = cmd(c, "GET", "some-key", (char *)NULL);
+    assert_int_equal(r->type, HILOCK_REPLY_STRING);
+    assert_string_equal(r->str, "ok");
+    hilock_reply_free(r);
+    assert_int_equal(hl_hostile_count(h, "GET"), 4);
+
+    long before = hl_hostile_count(h, "GET");
+    const char *argv[] = {"GET", "down"};
+    int64_t t0 = hl_now_ms();
+    r = NULL;
+    assert_int_equal(hilock_client_command(c, 2, argv, NULL, &r),
+                     HILOCK_EREDIS);
+    int64_t took = hl_now_ms() - t0;
+    assert_non_null(r);
+    assert_non_null(strstr(r->str, "CLUSTERDOWN"));
+    hilock_reply_free(r);
+    long tries = hl_hostile_count(h, "GET") - before;
+    /* 10, 20, 40, 80, 160 ms pauses fit in 600 ms; the next does not. */
+    assert_true(tries >= 4 && tries <= 7);
+    assert_true(took >= 300 && took < 1500);
+    hilock_client_destroy(c);
+    hl_hostile_stop(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -502,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_reentrant_lock_on_every_master),
         cmocka_unit_test(test_moved_is_followed),
         cmocka_unit_test(test_watchdog_renews_on_every_master),
+        cmocka_unit_test(test_tryagain_and_clusterdown_are_retried),
         cmocka_unit_test(test_ask_then_moved_across_a_migration),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -328,6 +328,12 @@ hl_conn *hl_cluster_redirect(void *data, hl_conn *from, const char *error,
     (void)from;
     hl_cluster *cl = data;
     bool moved = strncmp(error, "MOVED ", 6) == 0;
+    if (!moved && strncmp(error, "ASK ", 4) != 0) {
+        /* TRYAGAIN or CLUSTERDOWN: the connection retries; a failover
+         * may have moved the slot meanwhile. */
+        hl_cluster_refresh_soon(cl);
+        return NULL;
+    }
     const char *p = error + (moved ? 6 : 4);
     char *end;
     long slot = strtol(p, &end, 10);

@@ -68,15 +68,29 @@ static bool send_asking(hl_conn *c)
 }
 
 /* A cluster refused r with MOVED or ASK: send it where the hook says.
- * True when r is gone from the caller's hands. */
+ * With TRYAGAIN (keys of a slot in migration) or CLUSTERDOWN (a failover
+ * under way), send it again on this connection after a while, doubling
+ * from HL_RETRY_FIRST_MS, for as long as its first command timeout
+ * lasts; the hook hears of it too, since the map may be stale.  True
+ * when r is gone from the caller's hands. */
 static bool follow_redirect(hl_conn *c, hl_request *r, hilock_reply *reply)
 {
-    if (c->redirect == NULL || r->cmd == NULL ||
-        r->redirects >= HL_MAX_REDIRECTS ||
+    if (c->redirect == NULL || r->cmd == NULL)
+        return false;
+    bool asking = false;
+    if (hl_reply_is_error_prefix(reply, "TRYAGAIN") ||
+        hl_reply_is_error_prefix(reply, "CLUSTERDOWN")) {
+        c->redirect(c->redirect_data, c, reply->str, &asking);
+        int shift = r->retries < 6 ? r->retries : 6;
+        if (!hl_conn_park(c, r, HL_MS(HL_RETRY_FIRST_MS) << shift))
+            return false;
+        hilock_reply_free(reply);
+        return true;
+    }
+    if (r->redirects >= HL_MAX_REDIRECTS ||
         !(hl_reply_is_error_prefix(reply, "MOVED ") ||
           hl_reply_is_error_prefix(reply, "ASK ")))
         return false;
-    bool asking = false;
     hl_conn *to = c->redirect(c->redirect_data, c, reply->str, &asking);
     if (to == NULL || !hl_conn_requeue(to, r, asking))
         return false;
