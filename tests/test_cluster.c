@@ -463,6 +463,13 @@ static void test_ask_then_moved_across_a_migration(void **state)
     snprintf(slot_text, sizeof slot_text, "%d", slot);
     node_id(src, src_id, sizeof src_id);
     node_id(dst, dst_id, sizeof dst_id);
+    /* A handle made while src serves the slot: the hash tag puts the
+     * lock in the key's slot. */
+    char name[48];
+    snprintf(name, sizeof name, "{%s}:lock", key);
+    hilock_lock *l = NULL;
+    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+                     HILOCK_OK);
     assert_int_equal(int_on_node(src, "CLUSTER", "COUNTKEYSINSLOT",
                                  slot_text, (char *)NULL),
                      0);
@@ -492,7 +499,15 @@ static void test_ask_then_moved_across_a_migration(void **state)
     expect_status(cmd(c, "SET", key, "moved", (char *)NULL), "OK");
     expect_on_node(dst, key, "moved");
     /* MOVED, unless a topology read learnt the new owner first. */
-    assert_true(redirects(c) <= 2);
+    unsigned before = redirects(c);
+    assert_true(before <= 2);
+
+    /* The handle follows the map: straight to the new master. */
+    assert_int_equal(hilock_lock_acquire(l), HILOCK_OK);
+    assert_int_equal(int_on_node(dst, "EXISTS", name, (char *)NULL), 1);
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    assert_int_equal(redirects(c), before);
+    hilock_lock_destroy(l);
     hilock_client_destroy(c);
 }
 
