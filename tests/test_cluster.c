@@ -4,6 +4,7 @@
  * on every master.  Each check looks at the master itself, not at what
  * the client says. */
 /* ctest-timeout: 240 */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -511,6 +512,71 @@ static void test_ask_then_moved_across_a_migration(void **state)
     hilock_client_destroy(c);
 }
 
+typedef struct waiter_arg {
+    hilock_lock *lock;
+    int rc;
+    int64_t got_at;
+    atomic_bool done;
+} waiter_arg;
+
+static void *waiter_main(void *arg)
+{
+    waiter_arg *w = arg;
+    w->rc = hilock_lock_try_acquire(w->lock, 20000, 30000);
+    w->got_at = hl_now_ms();
+    /* Held by this thread: it alone may release. */
+    if (w->rc == HILOCK_OK)
+        w->rc = hilock_lock_release(w->lock);
+    atomic_store(&w->done, true);
+    return NULL;
+}
+
+static bool subscribed_somewhere(void *arg)
+{
+    const char *channel = arg;
+    for (size_t i = 0; i < hl_redis_cluster_size(cluster); i++)
+        if (hl_fixture_numsub(hl_redis_cluster_node(cluster, i), channel) > 0)
+            return true;
+    return false;
+}
+
+/* A waiter on another client wakes at the release, not at the end of the
+ * holder's 30 s lease: a release's PUBLISH on the lock's master reaches
+ * the node the waiter subscribed on over the cluster bus, whichever
+ * masters they are. */
+static void test_waiter_wakes_at_release(void **state)
+{
+    (void)state;
+    hilock_client *holder = client_at(hl_redis_cluster_url(cluster), 0);
+    hilock_client *other = client_at(hl_redis_cluster_url(cluster), 0);
+    char name[32], channel[64];
+    key_on(master(2), "wake", name, sizeof name);
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    hilock_lock *held = NULL, *wanted = NULL;
+    assert_int_equal(hilock_lock_create(&held, holder, name, strlen(name)),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&wanted, other, name, strlen(name)),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(held, 0, 30000), HILOCK_OK);
+
+    waiter_arg w = {.lock = wanted};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
+    assert_true(hl_wait_until(subscribed_somewhere, channel, 10000));
+    /* Subscribed on the first seed, not on the lock's master. */
+    assert_int_equal(hl_fixture_numsub(master(2), channel), 0);
+    int64_t released_at = hl_now_ms();
+    assert_int_equal(hilock_lock_release(held), HILOCK_OK);
+    assert_true(hl_wait_flag(&w.done, 10000));
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, HILOCK_OK);
+    assert_true(w.got_at - released_at < 5000);
+    hilock_lock_destroy(held);
+    hilock_lock_destroy(wanted);
+    hilock_client_destroy(other);
+    hilock_client_destroy(holder);
+}
+
 /* A one-node "cluster" of our own: the refusals a real cluster sends only
  * inside a resharding or a failover window, on demand. */
 static atomic_int fake_port;
@@ -597,6 +663,7 @@ int main(void)
         cmocka_unit_test(test_reentrant_lock_on_every_master),
         cmocka_unit_test(test_moved_is_followed),
         cmocka_unit_test(test_watchdog_renews_on_every_master),
+        cmocka_unit_test(test_waiter_wakes_at_release),
         cmocka_unit_test(test_tryagain_and_clusterdown_are_retried),
         cmocka_unit_test(test_ask_then_moved_across_a_migration),
     };
