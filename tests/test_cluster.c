@@ -317,6 +317,11 @@ static void test_commands_reach_every_master(void **state)
     }
     /* Straight to each master, never by way of a redirection. */
     assert_int_equal(redirects(c), 0);
+    /* The counters take in the masters' connections: the default two to
+     * the seed and one per master. */
+    hilock_client_stats st;
+    assert_int_equal(hilock_client_get_stats(c, &st), HILOCK_OK);
+    assert_int_equal(st.connects, 2 + 3);
     hilock_client_destroy(c);
 }
 

@@ -152,8 +152,8 @@ typedef struct hilock_client_stats {
     uint64_t leases_renewed; /* watchdog renewals confirmed */
     uint64_t leases_lost;    /* leases reported lost */
     uint64_t renew_calls;    /* batched renewal scripts sent */
-    uint64_t connects;       /* times the command connection became ready */
-    uint64_t writes;         /* write calls on the command connection */
+    uint64_t connects;       /* times a command connection became ready */
+    uint64_t writes;         /* write calls on the command connections */
     /* Releases that freed a lock but could not wake its waiters, as the
      * server's ACL refused the user the PUBLISH (see hilock_lock_release);
      * waiters on other clients then notice at their next retry. */

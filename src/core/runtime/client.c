@@ -712,6 +712,8 @@ static void read_stats(hilock_client *c, hilock_client_stats *out)
         out->connects += s.connects;
         out->writes += s.writes;
     }
+    if (c->cluster)
+        hl_cluster_add_stats(c->cluster, &out->connects, &out->writes);
     out->publishes_refused = c->publishes_refused;
     out->subscribes_refused = c->subscribes_refused;
 }

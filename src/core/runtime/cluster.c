@@ -422,6 +422,16 @@ void hl_cluster_free(hl_cluster *cl)
     hl_free(cl);
 }
 
+void hl_cluster_add_stats(const hl_cluster *cl, uint64_t *connects,
+                          uint64_t *writes)
+{
+    for (int i = 0; i < cl->nnodes; i++) {
+        hl_conn_stats s = hl_conn_get_stats(cl->nodes[i]->conn);
+        *connects += s.connects;
+        *writes += s.writes;
+    }
+}
+
 unsigned hl_cluster_refreshes(const hl_cluster *cl) { return cl->reads; }
 
 unsigned hl_cluster_redirects(const hl_cluster *cl) { return cl->redirects; }

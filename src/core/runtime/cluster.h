@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/transport/conn.h"
 
@@ -49,6 +50,10 @@ hl_conn *hl_cluster_redirect(void *cluster, hl_conn *from, const char *error,
 
 /* Read the topology again soon (at most every HL_CLUSTER_REFRESH_GAP_MS). */
 void hl_cluster_refresh_soon(hl_cluster *cl);
+
+/* Add the node connections' counters to the client's. */
+void hl_cluster_add_stats(const hl_cluster *cl, uint64_t *connects,
+                          uint64_t *writes);
 
 /* For tests: how many topology reads completed, redirections followed,
  * and the number of known nodes. */
