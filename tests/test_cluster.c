@@ -586,6 +586,7 @@ static void test_waiter_wakes_at_release(void **state)
  * inside a resharding or a failover window, on demand. */
 static atomic_int fake_port;
 static atomic_int tryagain_left;
+static atomic_bool topology_refused;
 
 static bool fake_node(hl_hostile_conn *conn, const hl_hostile_req *req,
                       void *data)
@@ -596,6 +597,11 @@ static bool fake_node(hl_hostile_conn *conn, const hl_hostile_req *req,
                                       "\r\n"),
                true;
     if (hl_hostile_is(req, "CLUSTER")) {
+        if (atomic_load(&topology_refused))
+            return hl_hostile_sendf(conn, "-NOPERM this user has no "
+                                          "permissions to run the 'cluster' "
+                                          "command\r\n"),
+                   true;
         if (req->argc > 1 && strcasecmp(req->argv[1], "SHARDS") == 0)
             return hl_hostile_sendf(conn, "-ERR unknown subcommand\r\n"),
                    true;
@@ -659,6 +665,31 @@ static void test_tryagain_and_clusterdown_are_retried(void **state)
     hl_hostile_stop(h);
 }
 
+/* A node that will not tell the topology (an ACL without CLUSTER) still
+ * serves the client through the seed, and is asked again about once a
+ * second, not in a loop. */
+static void test_refused_topology_is_asked_at_a_pace(void **state)
+{
+    (void)state;
+    atomic_store(&topology_refused, true);
+    atomic_store(&tryagain_left, 0);
+    hl_hostile *h = hl_hostile_start(fake_node, NULL);
+    atomic_store(&fake_port, hl_hostile_port(h));
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", hl_hostile_port(h));
+    hilock_client *c = client_at(url, 0);
+    hilock_reply *r = cmd(c, "GET", "k", (char *)NULL);
+    assert_string_equal(r->str, "ok");
+    hilock_reply_free(r);
+    long asked = hl_hostile_count(h, "CLUSTER");
+    hl_sleep_ms(2500);
+    long more = hl_hostile_count(h, "CLUSTER") - asked;
+    assert_true(more >= 1 && more <= 4);
+    hilock_client_destroy(c);
+    hl_hostile_stop(h);
+    atomic_store(&topology_refused, false);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -670,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_watchdog_renews_on_every_master),
         cmocka_unit_test(test_waiter_wakes_at_release),
         cmocka_unit_test(test_tryagain_and_clusterdown_are_retried),
+        cmocka_unit_test(test_refused_topology_is_asked_at_a_pace),
         cmocka_unit_test(test_ask_then_moved_across_a_migration),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

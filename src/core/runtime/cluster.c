@@ -233,7 +233,13 @@ static void read_ended(hl_cluster *cl, bool ok)
     }
     if (cl->closed)
         return;
-    if (cl->again || !ok) {
+    if (!ok) {
+        /* A node that cannot answer now (or an ACL without CLUSTER) is
+         * asked again at a pace it can bear; the next read asks the next
+         * node. */
+        cl->again = false;
+        hl_timer_arm(&cl->timer, HL_MS(HL_CLUSTER_RETRY_MS));
+    } else if (cl->again) {
         cl->again = false;
         hl_cluster_refresh_soon(cl);
     } else {

@@ -22,6 +22,8 @@ typedef struct hl_cluster hl_cluster;
 /* The least time between two topology reads, so that a burst of
  * redirections during a resharding costs one read, not one each. */
 #define HL_CLUSTER_REFRESH_GAP_MS 100
+/* After a failed read. */
+#define HL_CLUSTER_RETRY_MS 1000
 /* Masters and former masters the client keeps connections to.  A slot
  * map entry is one byte. */
 #define HL_CLUSTER_MAX_NODES 250
