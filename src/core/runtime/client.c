@@ -259,7 +259,6 @@ static void on_cluster_ready(hilock_client *c)
 static void on_cluster_info(void *data, int status, hilock_reply *reply)
 {
     hilock_client *c = data;
-    c->mode_asked = false;
     /* A server that refuses INFO (an ACL without it) or answers oddly is
      * taken for a single server: routing needs the answer, and a cluster
      * node would still say where keys live with MOVED. */
@@ -274,6 +273,7 @@ static void on_cluster_info(void *data, int status, hilock_reply *reply)
         return;
     if (status == HILOCK_EIO || status == HILOCK_ETIMEDOUT) {
         /* Lost with the connection: ask again when one comes up. */
+        c->mode_asked = false;
         return;
     }
     if (cluster) {
@@ -290,6 +290,9 @@ static void on_cluster_info(void *data, int status, hilock_reply *reply)
         note_first_attempt(c, 0, NULL);
 }
 
+/* Asked once: mode_asked stays set until the answer is lost with its
+ * connection, so that a second connection coming up while the topology
+ * is read does not make a second cluster. */
 static void ask_cluster_mode(hilock_client *c, hl_conn *conn)
 {
     const char *argv[] = {"INFO", "cluster"};

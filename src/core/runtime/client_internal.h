@@ -53,7 +53,7 @@ struct hilock_client {
     /* Cluster mode, learnt from the first connection that comes up:
      * until then requests go to the seed node as for a single server. */
     bool mode_known;
-    bool mode_asked; /* INFO cluster is in flight */
+    bool mode_asked; /* INFO cluster sent, its answer not lost */
     struct hl_cluster *cluster; /* NULL for a single server */
     hl_conn_config conn_cfg;    /* how the client makes connections */
     /* The URL's other seed nodes, tried in turn while the first attempt
