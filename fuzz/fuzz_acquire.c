@@ -3,7 +3,7 @@
  *
  * The kinds are reached through their vtables, on lock handles of a
  * client that runs on a loop nobody runs, so no connection is ever
- * made.  lua_common.h states what the scripts reply: {1, count, token}
+ * made.  kindkit/kindkit.h states what the scripts reply: {1, count, token}
  * granted, {0, ms} held by another, {2} voided, {3} an upgrade.  A kind
  * may read a reply as one of those only when it has that shape, must take
  * the numbers from it unchanged, and must call anything else a bad reply;
@@ -15,7 +15,7 @@
 
 #include "fuzz.h"
 #include "hilock/hilock.h"
-#include "core/engine/lockobj.h"
+#include "core/engine/lock_handle.h"
 #include "core/transport/reply.h"
 
 enum { KINDS = 4 };
@@ -80,7 +80,7 @@ static void check_reading(const hilock_reply *r, const hl_acquire_result *res)
     case HL_ACQ_VOID:
         FUZZ_CHECK(shaped && what == 2, "voided on a reply that is not");
         break;
-    case HL_ACQ_UPGRADE:
+    case HL_ACQ_SELF_WAIT:
         FUZZ_CHECK(shaped && what == 3, "an upgrade on a reply that is not");
         break;
     case HL_ACQ_BAD_REPLY:

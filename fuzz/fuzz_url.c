@@ -15,7 +15,7 @@
 
 #include "fuzz.h"
 #include "hilock/hilock.h"
-#include "core/config/options_internal.h"
+#include "core/config/option_values.h"
 
 static const char MARKER[] = "Qx7vKz9W";
 #define MARKER_LEN (sizeof MARKER - 1)

@@ -215,14 +215,22 @@ static void test_cli_refused_exits_unavailable(void **state)
     assert_int_equal(tool_as("nopubsub", out, "status", "acl-b",
                              (char *)NULL),
                      69);
-    assert_has(out, "NOPERM");
-    /* A name that holds a string is still 65 for every user. */
+    /* The status script asks PUBSUB, and Redis 7.0 words a refusal inside
+     * a script as a plain ERR; later servers say NOPERM. */
+    if (strstr(out, "NOPERM") == NULL)
+        assert_has(out, "can't run this command");
+    /* A name that holds a string is 65 for a user the server lets read
+     * it; status reads through scripts, so a user without them is
+     * refused first. */
     char reply[64];
     hl_redis_server_cmd(server, reply, sizeof reply, "SET", "acl-str", "x",
                         (char *)NULL);
-    assert_int_equal(tool_as("noscript", out, "status", "acl-str",
+    assert_int_equal(tool_as("nopubsub", out, "status", "acl-str",
                              (char *)NULL),
                      65);
+    assert_int_equal(tool_as("noscript", out, "status", "acl-str",
+                             (char *)NULL),
+                     69);
     assert_int_equal(exists("acl-b"), 0);
 }
 

@@ -16,10 +16,10 @@
 
 #include <cmocka.h>
 
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/base/handle.h"
 #include "core/engine/lease.h"
-#include "core/engine/lockobj.h"
+#include "core/engine/lock_handle.h"
 #include "hilock/rwlock.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"
@@ -257,6 +257,14 @@ static int calls_without_acquire(hilock_client *c, const char *name)
     bool lost = true;
     rc = hilock_lock_lease_lost(lock, &lost);
     worst |= !clean_answer("lease_lost", rc, !lost);
+    hilock_lock_status *st = NULL;
+    rc = hilock_lock_status_get(lock, &st);
+    if (rc != HILOCK_OK && st != NULL)
+        fail_msg("status failed with %s and left a status behind",
+                 hilock_errname(rc));
+    worst |= !clean_answer("status", rc,
+                           st != NULL && !st->locked && st->holders_len == 0);
+    hilock_lock_status_free(st);
     assert_status(hilock_lock_destroy(lock), HILOCK_OK);
     return worst;
 }
@@ -458,7 +466,8 @@ static void test_failures_in_a_renewal_round(void **state)
     hl_redis_server_stop(s);
 }
 
-/* Whether a handle still names a group, read on its loop thread. */
+/* Whether a handle still has a hold listener (a group), read on its loop
+ * thread. */
 typedef struct group_probe {
     hilock_lock *lock;
     bool named;
@@ -468,7 +477,7 @@ static void read_group(hilock_client *c, void *arg)
 {
     (void)c;
     group_probe *p = arg;
-    p->named = p->lock->group != NULL;
+    p->named = p->lock->listeners != NULL;
 }
 
 /* Making a multi-lock over members on two clients, and a RedLock lock,

@@ -21,7 +21,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/runtime/cluster.h"
 #include "core/transport/keyslot.h"
 #include "hilock/client.h"

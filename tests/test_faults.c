@@ -13,7 +13,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/transport/conn.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"

@@ -13,8 +13,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/runtime/client_internal.h"
-#include "core/config/options_internal.h"
+#include "core/runtime/client_state.h"
+#include "core/config/option_values.h"
 #include "multi/multi_internal.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"

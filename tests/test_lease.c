@@ -11,9 +11,9 @@
 
 #include <cmocka.h>
 
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/engine/lease.h"
-#include "core/engine/lockobj.h"
+#include "core/engine/lock_handle.h"
 #include "core/base/monotime.h"
 #include "core/transport/script.h"
 #include "support/fixture.h"

@@ -21,9 +21,9 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/engine/lease.h"
-#include "core/engine/lockobj_internal.h"
+#include "core/engine/engine_internal.h"
 #include "core/transport/pubsub.h"
 #include "hilock/client.h"
 #include "hilock/error.h"

@@ -16,7 +16,7 @@
 #include <ev.h>
 #include <openssl/rand.h>
 
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/transport/script.h"
 #include "hilock/client.h"
 #include "hilock/error.h"

@@ -15,7 +15,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/transport/conn.h"
 #include "core/runtime/op.h"
 #include "core/transport/script.h"

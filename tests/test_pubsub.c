@@ -12,7 +12,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/transport/pubsub.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"

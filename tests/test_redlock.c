@@ -26,7 +26,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/base/monotime.h"
 #include "hilock/client.h"
 #include "hilock/error.h"

@@ -24,7 +24,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "multi/multi_internal.h"
 #include "hilock/client.h"
 #include "hilock/error.h"

@@ -14,13 +14,13 @@
 
 #include "core/transport/keyslot.h"
 #include "core/base/buf.h"
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/transport/conn.h"
 #include "core/base/handle.h"
-#include "core/engine/lockobj_internal.h"
+#include "core/engine/engine_internal.h"
 #include "core/base/map.h"
 #include "core/base/monotime.h"
-#include "core/config/options_internal.h"
+#include "core/config/option_values.h"
 #include "core/transport/reply.h"
 
 static void test_backoff_doubles_and_caps(void **state)

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config/options_internal.h"
+#include "core/config/option_values.h"
 #include "hilock/alloc.h"
 #include "hilock/error.h"
 #include "hilock/options.h"

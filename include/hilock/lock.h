@@ -214,6 +214,90 @@ HILOCK_API int hilock_lock_remaining_ttl_async(hilock_lock *lock,
                                                hilock_lock_cb *cb,
                                                void *user_data);
 
+/* ---- status: everything the server keeps of a lock --------------------
+ * One read of the lock's keys, taken at one instant (a single script on
+ * the server), for any kind of lock handle.  Owner ids are the server's
+ * field names, "<client id>:<owner id>": bytes, NUL-terminated, that may
+ * hold other bytes when another program wrote them. */
+
+typedef struct hilock_lock_owner {
+    const char *owner;
+    size_t owner_len;
+    int64_t count;         /* holds; 0 for a waiter */
+    bool writer;           /* a read-write lock's writer among holders */
+    /* A fair lock's waiter: whether its place has a time on the server,
+     * and how long it has left in ms (negative: run out, to be dropped by
+     * the next attempt).  false and 0 elsewhere. */
+    bool expires;
+    int64_t expires_in_ms;
+} hilock_lock_owner;
+
+typedef struct hilock_lock_status {
+    /* "reentrant", "fair" or "read-write" (for both sides of a read-write
+     * lock): the kind of the handle, not a guess from the data. */
+    const char *kind;
+    /* The server holds data only this kind writes: a read-write lock's
+     * mode or waiting writers, a fair lock's line or places.  Never for a
+     * reentrant lock, whose hash any kind's looks like; a tool that must
+     * tell the kind of a name asks the other kinds first. */
+    bool kind_seen;
+    bool locked;           /* anyone holds it */
+    int64_t ttl_ms;        /* the lease left, -1 when free or unexpiring */
+    /* Who holds it, in the server's order: every owner with its count.
+     * For a read-write lock, each reader and the writer (whose entry has
+     * writer set; an owner that reads and writes is there twice). */
+    size_t holders_len;
+    const hilock_lock_owner *holders;
+    /* Who waits with a place on the server: a fair lock's line, first
+     * first, with the time each place has left; a read-write lock's
+     * waiting writers.  None for a reentrant lock, whose waiters the
+     * server keeps no list of (see subscribers). */
+    size_t waiters_len;
+    const hilock_lock_owner *waiters;
+    /* Read-write lock: "read", "write", or NULL when free; its readers
+     * and its writer (NULL when none).  NULL, 0 and NULL elsewhere. */
+    const char *mode;
+    size_t readers_len;
+    const hilock_lock_owner *readers;
+    const hilock_lock_owner *writer;
+    /* Reentrant lock: the clients listening on its release channel, or
+     * its sharded twin on a cluster (one per waiting client, not per
+     * waiting thread; on a cluster, those of the node that has the
+     * lock's slot); -1 for other kinds. */
+    int64_t subscribers;
+} hilock_lock_status;
+
+/* Read the lock's status into *out, to be freed with
+ * hilock_lock_status_free.  Blocks; not on the loop thread.  *out is NULL
+ * on error.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL   NULL lock or out
+ * @return HILOCK_EREDIS   the name (or one of the lock's keys) holds
+ *                         another type of value: not a lock of this kind
+ * @return HILOCK_EPROTO   the server's data is not in the lock's layout
+ * @return HILOCK_ENOMEM
+ * and the connection errors of the sync API above. */
+HILOCK_API int hilock_lock_status_get(hilock_lock *lock,
+                                      hilock_lock_status **out);
+
+/* status is set when status is HILOCK_OK (else NULL), and is the
+ * callback's: free it with hilock_lock_status_free. */
+typedef void hilock_lock_status_cb(hilock_lock *lock, int status,
+                                   hilock_lock_status *lock_status,
+                                   void *user_data);
+
+/* As hilock_lock_status_get, with the result given to cb on the loop
+ * thread.  Any thread; never blocks.  Statuses in the callback as
+ * hilock_lock_status_get, plus HILOCK_ECANCELED.
+ * @return HILOCK_OK (cb fires exactly once), HILOCK_EINVAL (NULL lock or
+ *         callback), HILOCK_ENOMEM, HILOCK_ECLOSED, HILOCK_EFULL */
+HILOCK_API int hilock_lock_status_async(hilock_lock *lock,
+                                        hilock_lock_status_cb *cb,
+                                        void *user_data);
+
+/* Free a status; NULL is fine.  Any thread. */
+HILOCK_API void hilock_lock_status_free(hilock_lock_status *status);
+
 /* Called on the loop thread when a lease of this lock is lost, with the
  * owner that held it.  NULL turns it off.  Any thread: away from the loop
  * thread it waits until the loop thread has taken the setting, so once

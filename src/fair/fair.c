@@ -17,10 +17,11 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "core/engine/lockobj.h"
+#include "core/engine/lock_handle.h"
 #include "core/transport/resp.h"
 #include "hilock/fair.h"
-#include "lock/lua_common.h"
+#include "kindkit/kindkit.h"
+#include "layout/layout.h"
 
 
 /* purge drops waiters whose place ran out (only dead ones: live ones
@@ -36,7 +37,9 @@
     "end\n"                                                                 \
     "local function wake_head(q, ch)\n"                                     \
     "  local head = redis.call('lindex', q, 0)\n"                           \
-    "  if head then announce(ch .. ':' .. head, '0') end\n"                 \
+    "  if head then\n"                                                      \
+    "    announce(ch .. ':' .. head, '" HL_LAYOUT_MSG_UNLOCK "')\n"         \
+    "  end\n"                                                               \
     "end\n"
 
 /* KEYS: name, queue, timeouts, channel base, void set, token key.
@@ -142,7 +145,7 @@ static const char reconcile_lua[] =
     FAIR_LUA_COMMON
     "if ARGV[3] ~= '' then\n"
     "  redis.call('sadd', KEYS[5], ARGV[3])\n"
-    "  redis.call('pexpire', KEYS[5], " HL_VOID_TTL_MS_TEXT ")\n"
+    "  redis.call('pexpire', KEYS[5], " HL_LAYOUT_VOID_TTL_MS_TEXT ")\n"
     "end\n"
     "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
     "local want = tonumber(ARGV[2])\n"
@@ -158,15 +161,32 @@ static const char reconcile_lua[] =
     "end\n"
     "return 0\n";
 
+/* KEYS: name, queue, timeouts.  Replies the status of a hash kind
+ * (kindkit.h): the line in order, with the time each place has left on
+ * the server's clock. */
+static const char status_lua[] =
+    HL_LUA_NOW
+    "local all = redis.call('hgetall', KEYS[1])\n"
+    "local line = redis.call('lrange', KEYS[2], 0, -1)\n"
+    "local now = now_ms()\n"
+    "local w = {}\n"
+    "for _, m in ipairs(line) do\n"
+    "  local s = redis.call('zscore', KEYS[3], m)\n"
+    "  w[#w + 1] = m\n"
+    "  w[#w + 1] = s and tonumber(s) and (tonumber(s) - now) or false\n"
+    "end\n"
+    "local seen = redis.call('exists', KEYS[2], KEYS[3])\n"
+    "return {redis.call('pttl', KEYS[1]), all, w, -1, seen}\n";
+
 static hl_script acquire_script, release_script, leave_script, force_script,
-    reconcile_script;
+    reconcile_script, status_script;
 
 /* The keys every script takes after the name, in this order; a script
  * takes the first three (line, timeouts, channel base) and as many more
  * as it needs. */
 static const char *const key_prefixes[] = {
-    "redisson_lock_queue", "redisson_lock_timeout", NULL, "hilock_void",
-    "redisson_lock_token"};
+    HL_LAYOUT_FAIR_QUEUE, HL_LAYOUT_FAIR_TIMEOUT, NULL, HL_LAYOUT_VOID,
+    HL_LAYOUT_TOKEN};
 
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
@@ -217,12 +237,24 @@ static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
                               args, lens, fn, data);
 }
 
+static int status(hilock_lock *lock, hl_request_fn *fn, void *data)
+{
+    return hl_run_lock_script(lock, &status_script, 2, key_prefixes, 0, NULL,
+                              NULL, fn, data);
+}
+
+static int parse_status(hilock_reply *reply, hilock_lock_status **out)
+{
+    return hl_hash_parse_status(reply, "fair", false, out);
+}
+
 static const hl_kind fair_kind = {
     .name = "fair",
-    .channel_prefix = "redisson_lock__channel",
+    /* Waiters listen each on the channel with its own field, so that a
+     * release wakes the head of the line alone. */
+    .channel = hl_lock_channel_of,
     .channel_per_owner = true,
     .hand_on = true,
-    .field_suffix = "",
     .attempt = attempt,
     .parse_attempt = hl_parse_acquire_reply,
     .release = release,
@@ -231,6 +263,10 @@ static const hl_kind fair_kind = {
     .reconcile = reconcile,
     .leave = leave,
     .renew = &hl_hash_renew,
+    .query = hl_hash_query,
+    .parse_query = hl_hash_parse_query,
+    .status = status,
+    .parse_status = parse_status,
 };
 
 static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
@@ -242,6 +278,7 @@ static void init_scripts(void)
     hl_script_init(&leave_script, leave_lua);
     hl_script_init(&force_script, force_lua);
     hl_script_init(&reconcile_script, reconcile_lua);
+    hl_script_init(&status_script, status_lua);
     hl_hash_renew_init();
 }
 

@@ -9,9 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/engine/lockobj.h"
+#include "core/engine/lock_handle.h"
 #include "core/transport/resp.h"
-#include "lua_common.h"
+#include "kindkit/kindkit.h"
+#include "layout/layout.h"
 
 
 /* KEYS: name, token key, void set.  ARGV: lease ms, field, fenced (0/1),
@@ -58,7 +59,7 @@ static const char force_lua[] =
 static const char reconcile_lua[] =
     "if ARGV[4] ~= '' then\n"
     "  redis.call('sadd', KEYS[3], ARGV[4])\n"
-    "  redis.call('pexpire', KEYS[3], " HL_VOID_TTL_MS_TEXT ")\n"
+    "  redis.call('pexpire', KEYS[3], " HL_LAYOUT_VOID_TTL_MS_TEXT ")\n"
     "end\n"
     "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
     "local want = tonumber(ARGV[2])\n"
@@ -73,8 +74,19 @@ static const char reconcile_lua[] =
     "end\n"
     "return 0\n";
 
+/* KEYS: name, channel.  Replies the status of a hash kind (kindkit.h):
+ * Redisson keeps no list of who waits for this lock; the subscribers of
+ * its channel are the nearest thing.  On a cluster waiters subscribe to
+ * the sharded channel, which servers before 7.0 do not know of. */
+static const char status_lua[] =
+    "local all = redis.call('hgetall', KEYS[1])\n"
+    "local n = redis.call('pubsub', 'numsub', KEYS[2])[2]\n"
+    "local s = redis.pcall('pubsub', 'shardnumsub', KEYS[2])\n"
+    "if type(s) == 'table' and not s.err then n = n + s[2] end\n"
+    "return {redis.call('pttl', KEYS[1]), all, {}, n, 0}\n";
+
 static hl_script acquire_script, release_script, force_script,
-    reconcile_script;
+    reconcile_script, status_script;
 
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
@@ -82,10 +94,9 @@ static int attempt(hilock_lock *lock, const hl_attempt_args *a,
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
         return HILOCK_ECLOSED;
-    static const char *const prefixes[] = {"redisson_lock_token",
-                                           "hilock_void"};
+    static const char *const prefixes[] = {HL_LAYOUT_TOKEN, HL_LAYOUT_VOID};
     hl_aux_name k[2]; /* fencing counter, void set */
-    if (hl_aux_names_make(lock, 2, prefixes, k) != 0)
+    if (hl_lock_keys(lock, 2, prefixes, k) != 0)
         return HILOCK_ENOMEM;
     char lease[24], token[24];
     size_t lease_len = hl_i64_dec(lease, a->lease_ms);
@@ -101,8 +112,8 @@ static int attempt(hilock_lock *lock, const hl_attempt_args *a,
     return rc;
 }
 
-/* Run a script with KEYS name and channel and ARGV "0" (the release
- * message) followed by extra arguments. */
+/* Run a script with KEYS name and channel and ARGV the release message
+ * followed by extra arguments. */
 static int run_with_channel(hilock_lock *lock, const hl_script *script,
                             int nextra, const char *const *extra,
                             const size_t *extra_lens, hl_request_fn *fn,
@@ -114,8 +125,9 @@ static int run_with_channel(hilock_lock *lock, const hl_script *script,
     hl_aux_name ch;
     if (hl_lock_channel(lock, &ch) != 0)
         return HILOCK_ENOMEM;
-    const char *argv[3 + 2] = {lock->name, ch.s, "0"};
-    size_t lens[3 + 2] = {lock->name_len, ch.len, 1};
+    const char *argv[3 + 2] = {lock->name, ch.s, HL_LAYOUT_MSG_UNLOCK};
+    size_t lens[3 + 2] = {lock->name_len, ch.len,
+                          sizeof HL_LAYOUT_MSG_UNLOCK - 1};
     for (int i = 0; i < nextra; i++) {
         argv[3 + i] = extra[i];
         lens[3 + i] = extra_lens[i];
@@ -147,28 +159,39 @@ static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
         return HILOCK_ECLOSED;
-    static const char *const prefixes[] = {NULL, "hilock_void"};
+    static const char *const prefixes[] = {NULL, HL_LAYOUT_VOID};
     hl_aux_name k[2]; /* channel, void set */
-    if (hl_aux_names_make(lock, 2, prefixes, k) != 0)
+    if (hl_lock_keys(lock, 2, prefixes, k) != 0)
         return HILOCK_ENOMEM;
     char want[24];
     size_t want_len = hl_i64_dec(want, expected);
     const char *argv[] = {lock->name, k[0].s, k[1].s, field,
-                          want,       "0",    nonce};
+                          want,       HL_LAYOUT_MSG_UNLOCK, nonce};
     size_t lens[] = {lock->name_len, k[0].len, k[1].len, field_len,
-                     want_len,       1,        nonce_len};
+                     want_len, sizeof HL_LAYOUT_MSG_UNLOCK - 1, nonce_len};
     int rc = hl_script_run(conn, &reconcile_script, 3, 7, argv, lens, fn,
                            data);
     hl_aux_names_done(2, k);
     return rc;
 }
 
+static int status(hilock_lock *lock, hl_request_fn *fn, void *data)
+{
+    static const char *const keys[] = {NULL};
+    return hl_run_lock_script(lock, &status_script, 1, keys, 0, NULL, NULL,
+                              fn, data);
+}
+
+static int parse_status(hilock_reply *reply, hilock_lock_status **out)
+{
+    return hl_hash_parse_status(reply, "reentrant", false, out);
+}
+
 static const hl_kind reentrant_kind = {
     .name = "reentrant",
-    .channel_prefix = "redisson_lock__channel",
+    .channel = hl_lock_channel_of,
     .hand_on = true,
     .queue_locally = true,
-    .field_suffix = "",
     .attempt = attempt,
     .parse_attempt = hl_parse_acquire_reply,
     .release = release,
@@ -176,6 +199,10 @@ static const hl_kind reentrant_kind = {
     .force_release = force_release,
     .reconcile = reconcile,
     .renew = &hl_hash_renew,
+    .query = hl_hash_query,
+    .parse_query = hl_hash_parse_query,
+    .status = status,
+    .parse_status = parse_status,
 };
 
 static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
@@ -187,6 +214,7 @@ static void init_scripts(void)
     hl_script_init(&force_script, force_lua);
     hl_hash_renew_init();
     hl_script_init(&reconcile_script, reconcile_lua);
+    hl_script_init(&status_script, status_lua);
 }
 
 int hilock_lock_create(hilock_lock **out, hilock_client *client,

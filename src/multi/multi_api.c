@@ -11,10 +11,12 @@
 int hl_multi_create(hilock_multilock **out, hilock_lock *const *locks,
                     size_t n, size_t quorum, hilock_redlock *rl)
 {
-    hilock_multilock *m =
-        hl_calloc(1, sizeof *m + n * sizeof m->members[0]);
+    /* The members' listeners in the same block, after the members. */
+    hilock_multilock *m = hl_calloc(
+        1, sizeof *m + n * (sizeof m->members[0] + sizeof *m->watches));
     if (m == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory for a multi-lock");
+    m->watches = (hl_hold_listener *)(void *)&m->members[n];
     /* The coordinator's memory outlives its closing: the group still asks
      * it whether it is closed, and from which thread. */
     m->coord = hl_lock_client_get(locks[0]);
@@ -37,11 +39,12 @@ int hl_multi_create(hilock_multilock **out, hilock_lock *const *locks,
     /* Setting and clearing a listener allocate nothing and are in effect
      * when they return: a rollback leaves no member naming m. */
     for (size_t i = 0; i < n; i++) {
-        int rc = hl_lock_set_group_listener(locks[i], hl_multi_member_lost,
-                                            m);
+        m->watches[i].cb = hl_multi_member_lost;
+        m->watches[i].data = m;
+        int rc = hl_lock_listen(locks[i], &m->watches[i]);
         if (rc != HILOCK_OK) {
             for (size_t j = 0; j < i; j++)
-                hl_lock_set_group_listener(locks[j], NULL, NULL);
+                hl_lock_unlisten(locks[j], &m->watches[j]);
             hl_client_unref(m->coord);
             hl_free(m);
             return hl_fail(rc, "could not watch member %zu", i);
@@ -49,7 +52,7 @@ int hl_multi_create(hilock_multilock **out, hilock_lock *const *locks,
     }
     if (hl_handle_add(m) != 0) {
         for (size_t i = 0; i < n; i++)
-            hl_lock_set_group_listener(locks[i], NULL, NULL);
+            hl_lock_unlisten(locks[i], &m->watches[i]);
         hl_client_unref(m->coord);
         hl_free(m);
         return hl_fail(HILOCK_ENOMEM, "out of memory for a multi-lock");
@@ -127,7 +130,7 @@ int hilock_multilock_destroy(hilock_multilock *m)
     /* A loss a member's loop reports before the clear takes effect holds
      * a reference of its own; after it, none names m. */
     for (size_t i = 0; i < m->n; i++)
-        hl_lock_set_group_listener(m->members[i], NULL, NULL);
+        hl_lock_unlisten(m->members[i], &m->watches[i]);
     if (m->rl != NULL) {
         for (size_t i = 0; i < m->n; i++)
             hilock_lock_destroy(m->members[i]);

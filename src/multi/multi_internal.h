@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/engine/lock_handle.h"
 #include "core/runtime/runtime.h"
 #include "hilock/multi.h"
 
@@ -37,6 +38,7 @@ struct hilock_multilock {
     hilock_multi_lost_cb *lost_cb; /* coordinator thread only */
     void *lost_data;
     hl_multi_teardown teardown;
+    hl_hold_listener *watches; /* one per member, after members[] */
     hilock_lock *members[];
 };
 
@@ -67,7 +69,7 @@ int hl_multi_release_new(hl_op **out, hilock_multilock *m, uint64_t owner,
                          hilock_multi_cb *cb, void *user_data);
 
 /* A member handle's lease was lost, or with owner 0 its client is
- * closing: its group listener. */
+ * closing: the hold listener the group puts on each member. */
 void hl_multi_member_lost(hilock_lock *lock, uint64_t owner, void *data);
 /* Coordinator thread: whether owner holds the group, and lost it. */
 bool hl_multi_owner_lost(hilock_multilock *m, uint64_t owner, bool *held);

@@ -6,7 +6,7 @@
  * Each attempt asks every member at once with a single try; the outcome
  * is decided as soon as enough members said yes, or too many said no.
  * Members keep their leases with their own clients' watchdogs; the group
- * hears of a member's lost lease through the handle's group listener. */
+ * hears of a member's lost lease through a hold listener on the handle. */
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <string.h>

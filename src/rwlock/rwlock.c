@@ -24,23 +24,27 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "core/engine/lockobj.h"
+#include "core/engine/lock_handle.h"
 #include "core/transport/resp.h"
 #include "hilock/rwlock.h"
-#include "lock/lua_common.h"
+#include "kindkit/kindkit.h"
+#include "layout/layout.h"
+
+#define MSG_UNLOCK "'" HL_LAYOUT_MSG_UNLOCK "'"
+#define MSG_READ_UNLOCK "'" HL_LAYOUT_MSG_READ_UNLOCK "'"
+#define WRITE_SUFFIX "'" HL_LAYOUT_RWLOCK_WRITE_SUFFIX "'"
+#define MODE "'" HL_LAYOUT_RWLOCK_MODE "'"
+#define READ "'" HL_LAYOUT_RWLOCK_READ "'"
+#define WRITE "'" HL_LAYOUT_RWLOCK_WRITE "'"
 
 
 /* Per-hold timeout keys, and what the read holds say about the lock. */
 #define RW_LUA_COMMON                                                       \
     HL_LUA_NOW HL_LUA_EXTEND HL_LUA_ANNOUNCE                                \
-    "local function tkey(name, f, i)\n"                                     \
-    "  if string.find(name, '{', 1, true) then\n"                           \
-    "    return name .. ':' .. f .. ':rwlock_timeout:' .. i\n"              \
-    "  end\n"                                                               \
-    "  return '{' .. name .. '}:' .. f .. ':rwlock_timeout:' .. i\n"        \
-    "end\n"                                                                 \
+    HL_LAYOUT_LUA_RWLOCK_TIMEOUT_KEY                                        \
     "local function is_reader(f)\n"                                         \
-    "  return f ~= 'mode' and string.sub(f, -6) ~= ':write'\n"              \
+    "  return f ~= " MODE " and\n"                                          \
+    "         string.sub(f, -#" WRITE_SUFFIX ") ~= " WRITE_SUFFIX "\n"       \
     "end\n"                                                                 \
     /* The longest lease left among the read holds, or -1. */              \
     "local function readers_pttl(name)\n"                                   \
@@ -70,17 +74,19 @@ static const char read_acquire_lua[] =
     "  extend(KEYS[1], ARGV[1])\n"
     "  return {1, n, token(KEYS[5], n)}\n"
     "end\n"
-    "local mode = redis.call('hget', KEYS[1], 'mode')\n"
-    "if mode == 'write' then\n"
+    "local mode = redis.call('hget', KEYS[1], " MODE ")\n"
+    "if mode == " WRITE " then\n"
     /* The writer may read too (downgrade); nobody else may. */
-    "  if redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 1 then\n"
+    "  local wf = ARGV[2] .. " WRITE_SUFFIX "\n"
+    "  if redis.call('hexists', KEYS[1], wf) == 1 then\n"
     "    return grant()\n"
     "  end\n"
     "  return {0, redis.call('pttl', KEYS[1])}\n"
     "end\n"
     /* A reader reading again must not wait for a writer that waits for
      * it. */
-    "if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
+    "if mode == " READ " and\n"
+    "   redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
     "  return grant()\n"
     "end\n"
     "local now = now_ms()\n"
@@ -95,7 +101,7 @@ static const char read_acquire_lua[] =
     "  if ttl < 1 then ttl = 1 end\n"
     "  return {0, ttl}\n"
     "end\n"
-    "if not mode then redis.call('hset', KEYS[1], 'mode', 'read') end\n"
+    "if not mode then redis.call('hset', KEYS[1], " MODE ", " READ ") end\n"
     "return grant()\n";
 
 /* As read_acquire_lua; also replies {3} when the owner holds the read
@@ -103,14 +109,14 @@ static const char read_acquire_lua[] =
 static const char write_acquire_lua[] =
     RW_LUA_COMMON HL_LUA_TOKEN
     "if redis.call('sismember', KEYS[4], ARGV[5]) == 1 then return {2} end\n"
-    "local wf = ARGV[2] .. ':write'\n"
-    "local mode = redis.call('hget', KEYS[1], 'mode')\n"
-    "if mode == 'write' and redis.call('hexists', KEYS[1], wf) == 1 then\n"
+    "local wf = ARGV[2] .. " WRITE_SUFFIX "\n"
+    "local mode = redis.call('hget', KEYS[1], " MODE ")\n"
+    "if mode == " WRITE " and redis.call('hexists', KEYS[1], wf) == 1 then\n"
     "  local n = redis.call('hincrby', KEYS[1], wf, 1)\n"
     "  extend(KEYS[1], ARGV[1])\n"
     "  return {1, n, token(KEYS[5], n)}\n"
     "end\n"
-    "if mode == 'read' then\n"
+    "if mode == " READ " then\n"
     "  if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then return {3} end\n"
     /* Readers whose every hold ran out are dead: drop them. */
     "  local all = redis.call('hgetall', KEYS[1])\n"
@@ -134,7 +140,7 @@ static const char write_acquire_lua[] =
     "  end\n"
     "end\n"
     "if not mode then\n"
-    "  redis.call('hset', KEYS[1], 'mode', 'write', wf, 1)\n"
+    "  redis.call('hset', KEYS[1], " MODE ", " WRITE ", wf, 1)\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "  redis.call('zrem', KEYS[2], ARGV[2])\n"
     "  return {1, 1, token(KEYS[5], 1)}\n"
@@ -161,20 +167,20 @@ static const char read_release_lua[] =
     "if n > 0 then return n end\n"
     "redis.call('hdel', KEYS[1], ARGV[2])\n"
     "if redis.call('hlen', KEYS[1]) > 1 then\n"
-    "  if redis.call('hget', KEYS[1], 'mode') == 'read' then\n"
+    "  if redis.call('hget', KEYS[1], " MODE ") == " READ " then\n"
     "    local t = readers_pttl(KEYS[1])\n"
     "    if t > 0 then redis.call('pexpire', KEYS[1], t) end\n"
     "  end\n"
     "  return -2\n"
     "end\n"
     "redis.call('del', KEYS[1])\n"
-    "announce(KEYS[2], '0')\n"
+    "announce(KEYS[2], " MSG_UNLOCK ")\n"
     "return answer(0)\n";
 
 /* As read_release_lua, for the write holds. */
 static const char write_release_lua[] =
     RW_LUA_COMMON
-    "local wf = ARGV[2] .. ':write'\n"
+    "local wf = ARGV[2] .. " WRITE_SUFFIX "\n"
     "if redis.call('hexists', KEYS[1], wf) == 0 then return -1 end\n"
     "local n = redis.call('hincrby', KEYS[1], wf, -1)\n"
     "if n > 0 then\n"
@@ -184,14 +190,14 @@ static const char write_release_lua[] =
     "redis.call('hdel', KEYS[1], wf)\n"
     "if redis.call('hlen', KEYS[1]) > 1 then\n"
     /* The owner still reads (a downgrade): other readers may join. */
-    "  redis.call('hset', KEYS[1], 'mode', 'read')\n"
+    "  redis.call('hset', KEYS[1], " MODE ", " READ ")\n"
     "  local t = readers_pttl(KEYS[1])\n"
     "  if t > 0 then redis.call('pexpire', KEYS[1], t) end\n"
-    "  announce(KEYS[2], '1')\n"
+    "  announce(KEYS[2], " MSG_READ_UNLOCK ")\n"
     "  return answer(-2)\n"
     "end\n"
     "redis.call('del', KEYS[1])\n"
-    "announce(KEYS[2], '1')\n"
+    "announce(KEYS[2], " MSG_READ_UNLOCK ")\n"
     "return answer(0)\n";
 
 /* KEYS: name, waiting writers, channel.  ARGV: field.  A writer stops
@@ -199,7 +205,7 @@ static const char write_release_lua[] =
 static const char write_leave_lua[] =
     "redis.call('zrem', KEYS[2], ARGV[1])\n"
     "if redis.call('exists', KEYS[2]) == 0 then\n"
-    "  redis.call('publish', KEYS[3], '1')\n"
+    "  redis.call('publish', KEYS[3], " MSG_READ_UNLOCK ")\n"
     "end\n"
     "return 0\n";
 
@@ -216,7 +222,7 @@ static const char force_lua[] =
     "  end\n"
     "end\n"
     "if redis.call('del', KEYS[1]) == 1 then\n"
-    "  announce(KEYS[2], '1')\n"
+    "  announce(KEYS[2], " MSG_READ_UNLOCK ")\n"
     "  return answer(1)\n"
     "end\n"
     "return 0\n";
@@ -228,7 +234,7 @@ static const char reconcile_lua[] =
     RW_LUA_COMMON
     "if ARGV[3] ~= '' then\n"
     "  redis.call('sadd', KEYS[3], ARGV[3])\n"
-    "  redis.call('pexpire', KEYS[3], " HL_VOID_TTL_MS_TEXT ")\n"
+    "  redis.call('pexpire', KEYS[3], " HL_LAYOUT_VOID_TTL_MS_TEXT ")\n"
     "end\n"
     "local f = ARGV[1] .. ARGV[4]\n"
     "local n = tonumber(redis.call('hget', KEYS[1], f) or '0')\n"
@@ -245,11 +251,11 @@ static const char reconcile_lua[] =
     "if redis.call('hlen', KEYS[1]) <= 1 then\n"
     "  redis.call('del', KEYS[1])\n"
     "elseif ARGV[4] ~= '' then\n"
-    "  redis.call('hset', KEYS[1], 'mode', 'read')\n"
+    "  redis.call('hset', KEYS[1], " MODE ", " READ ")\n"
     "else\n"
     "  return 0\n"
     "end\n"
-    "redis.call('publish', KEYS[2], '1')\n"
+    "redis.call('publish', KEYS[2], " MSG_READ_UNLOCK ")\n"
     "return 0\n";
 
 /* KEYS: names.  ARGV: lease ms, then one field per name.  Renews every
@@ -284,7 +290,8 @@ static const char write_renew_lua[] =
     HL_LUA_EXTEND
     "local out = {}\n"
     "for i = 1, #KEYS do\n"
-    "  if redis.call('hexists', KEYS[i], ARGV[i + 1] .. ':write') == 1 then\n"
+    "  local wf = ARGV[i + 1] .. " WRITE_SUFFIX "\n"
+    "  if redis.call('hexists', KEYS[i], wf) == 1 then\n"
     "    extend(KEYS[i], ARGV[1])\n"
     "    out[i] = 1\n"
     "  else\n"
@@ -298,9 +305,48 @@ static hl_script read_acquire_script, write_acquire_script,
     force_script, reconcile_script, read_renew_script, write_renew_script;
 
 static const char *const acquire_keys[] = {
-    "hilock_rwlock_writers", NULL, "hilock_void", "redisson_lock_token"};
+    HL_LAYOUT_RWLOCK_WRITERS, NULL, HL_LAYOUT_VOID, HL_LAYOUT_TOKEN};
 static const char *const channel_only[] = {NULL};
-static const char *const reconcile_keys[] = {NULL, "hilock_void"};
+static const char *const reconcile_keys[] = {NULL, HL_LAYOUT_VOID};
+
+static int channel(const hilock_lock *lock, const char *field,
+                   size_t field_len, hl_aux_name *out)
+{
+    return hl_channel_under(HL_LAYOUT_RWLOCK_CHANNEL, lock, field,
+                            field_len, out);
+}
+
+static int write_query(hilock_lock *lock, hl_query q, const char *field,
+                       size_t field_len, hl_request_fn *fn, void *data)
+{
+    return hl_hash_query_suffixed(lock, q, field, field_len,
+                                  HL_LAYOUT_RWLOCK_WRITE_SUFFIX, fn, data);
+}
+
+/* KEYS: name, waiting writers.  Replies the status of a hash kind
+ * (kindkit.h), the waiting writers in the order of their claims. */
+static const char status_lua[] =
+    "local all = redis.call('hgetall', KEYS[1])\n"
+    "local w = {}\n"
+    "for _, m in ipairs(redis.call('zrange', KEYS[2], 0, -1)) do\n"
+    "  w[#w + 1] = m\n"
+    "  w[#w + 1] = false\n"
+    "end\n"
+    "local seen = #w > 0 or redis.call('hexists', KEYS[1], " MODE ") == 1\n"
+    "return {redis.call('pttl', KEYS[1]), all, w, -1, seen and 1 or 0}\n";
+
+static hl_script status_script;
+
+static int status(hilock_lock *lock, hl_request_fn *fn, void *data)
+{
+    return hl_run_lock_script(lock, &status_script, 1, acquire_keys, 0, NULL,
+                              NULL, fn, data);
+}
+
+static int parse_status(hilock_reply *reply, hilock_lock_status **out)
+{
+    return hl_hash_parse_status(reply, "read-write", true, out);
+}
 
 static int attempt_with(const hl_script *script, hilock_lock *lock,
                         const hl_attempt_args *a, hl_request_fn *fn,
@@ -360,7 +406,7 @@ static int write_release(hilock_lock *lock, const char *field,
 
 static int write_leave(hilock_lock *lock, const char *field, size_t field_len)
 {
-    static const char *const keys[] = {"hilock_rwlock_writers", NULL};
+    static const char *const keys[] = {HL_LAYOUT_RWLOCK_WRITERS, NULL};
     return hl_run_lock_script(lock, &write_leave_script, 2, keys, 1, &field,
                               &field_len, NULL, NULL);
 }
@@ -404,9 +450,8 @@ static int write_reconcile(hilock_lock *lock, const char *field,
 
 static const hl_kind read_kind = {
     .name = "read",
-    .channel_prefix = "redisson_rwlock",
+    .channel = channel,
     .wake_all = true,
-    .field_suffix = "",
     .attempt = read_attempt,
     .parse_attempt = hl_parse_acquire_reply,
     .release = read_release,
@@ -414,13 +459,19 @@ static const hl_kind read_kind = {
     .force_release = force_release,
     .reconcile = read_reconcile,
     .renew = &read_renew_script,
+    .query = hl_hash_query,
+    .parse_query = hl_hash_parse_query,
+    .status = status,
+    .parse_status = parse_status,
 };
 
 static const hl_kind write_kind = {
     .name = "write",
-    .channel_prefix = "redisson_rwlock",
+    .channel = channel,
     .wake_all = true,
-    .field_suffix = ":write",
+    .self_wait_detail = "this owner holds the read lock: taking the write "
+                        "lock would wait for itself; release the read "
+                        "holds first",
     .attempt = write_attempt,
     .parse_attempt = hl_parse_acquire_reply,
     .release = write_release,
@@ -429,6 +480,10 @@ static const hl_kind write_kind = {
     .reconcile = write_reconcile,
     .leave = write_leave,
     .renew = &write_renew_script,
+    .query = write_query,
+    .parse_query = hl_hash_parse_query,
+    .status = status,
+    .parse_status = parse_status,
 };
 
 static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
@@ -444,6 +499,7 @@ static void init_scripts(void)
     hl_script_init(&reconcile_script, reconcile_lua);
     hl_script_init(&read_renew_script, read_renew_lua);
     hl_script_init(&write_renew_script, write_renew_lua);
+    hl_script_init(&status_script, status_lua);
 }
 
 int hilock_read_lock_create(hilock_lock **out, hilock_client *client,

@@ -9,8 +9,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/runtime/client_internal.h"
-#include "core/engine/lockobj_internal.h"
+#include "core/runtime/client_state.h"
+#include "core/engine/engine_internal.h"
 #include "core/transport/pubsub.h"
 #include "hilock/fair.h"
 #include "hilock/rwlock.h"

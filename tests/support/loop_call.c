@@ -9,7 +9,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/runtime/op.h"
 #include "hilock/error.h"
 #include "support/fixture.h"

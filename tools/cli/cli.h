@@ -119,11 +119,6 @@ bool cli_parse_ms(const char *s, bool allow_zero, long long max,
 const char *cli_option_value(int argc, char **argv, int *i, const char *opt,
                              bool *missing);
 
-/* Redisson's name for a key that goes with lock `name`: "prefix:{name}",
- * or "prefix:name" when the name already has a '{' (then its own hash tag
- * decides the slot).  Returns a malloc'd string, NULL when out of memory. */
-char *cli_aux_name(const char *prefix, const char *name);
-
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t cli_now_ms(void);
 

@@ -25,7 +25,6 @@ typedef struct demo {
     pthread_mutex_t mu; /* output and the fields below */
     pthread_cond_t cond;
     const char *name;
-    char *channel;
     int64_t watchdog_ms;
     bool first_holds;     /* worker 1 has the lock */
     int last_releaser;
@@ -75,16 +74,15 @@ static void fail(worker *w, const char *what, int rc)
     pthread_mutex_unlock(&w->d->mu);
 }
 
-static long long numsub(worker *w)
+/* The clients waiting for the lock: Redisson keeps no list of them, but
+ * each listens on the lock's release channel. */
+static long long waiting_clients(worker *w)
 {
-    const char *argv[] = {"PUBSUB", "NUMSUB", w->d->channel};
-    hilock_reply *r = NULL;
+    hilock_lock_status *st = NULL;
     long long n = -1;
-    if (hilock_client_command(w->client, 3, argv, NULL, &r) == HILOCK_OK &&
-        r->type == HILOCK_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == HILOCK_REPLY_INTEGER)
-        n = r->element[1]->integer;
-    hilock_reply_free(r);
+    if (hilock_lock_status_get(w->lock, &st) == HILOCK_OK)
+        n = st->subscribers;
+    hilock_lock_status_free(st);
     return n;
 }
 
@@ -109,8 +107,9 @@ static void hold_long(worker *w)
         prev = ttl;
         if (!counted && cli_now_ms() - start >= 300) {
             counted = true;
-            say(d, "worker %d: %lld waiting clients subscribed to %s",
-                w->id, numsub(w), d->channel);
+            say(d, "worker %d: %lld waiting clients subscribed to its "
+                   "release channel",
+                w->id, waiting_clients(w));
         }
         sleep_ms(40);
     }
@@ -293,13 +292,11 @@ int cli_demo(const cli_globals *g, int argc, char **argv)
         snprintf(name, sizeof name, "demo");
     }
     d.name = name;
-    d.channel = cli_aux_name("redisson_lock__channel", name);
     worker ws[DEMO_WORKERS];
     memset(ws, 0, sizeof ws);
     hilock_options *opts = NULL;
     hilock_client *client = NULL;
-    int rc = d.channel ? cli_make_options(&dg, target, &opts)
-                       : CLI_EXIT_SOFTWARE;
+    int rc = cli_make_options(&dg, target, &opts);
     if (rc == 0)
         rc = cli_connect(opts, &client);
     if (rc == 0)
@@ -333,7 +330,6 @@ int cli_demo(const cli_globals *g, int argc, char **argv)
     if (client)
         hilock_client_destroy(client);
     hilock_options_free(opts);
-    free(d.channel);
     if (server) {
         hl_redis_server_stop(server);
         say(&d, "private redis-server stopped");

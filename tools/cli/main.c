@@ -115,16 +115,6 @@ const char *cli_option_value(int argc, char **argv, int *i, const char *opt,
     return argv[++*i];
 }
 
-char *cli_aux_name(const char *prefix, const char *name)
-{
-    bool braces = strchr(name, '{') == NULL;
-    size_t len = strlen(prefix) + strlen(name) + 4;
-    char *s = malloc(len);
-    if (s != NULL)
-        snprintf(s, len, braces ? "%s:{%s}" : "%s:%s", prefix, name);
-    return s;
-}
-
 int64_t cli_now_ms(void)
 {
     struct timespec ts;

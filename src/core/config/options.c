@@ -4,7 +4,7 @@
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
 #include "core/config/option_table.h"
-#include "core/config/options_internal.h"
+#include "core/config/option_values.h"
 
 #define HL_BACKOFF_MAX_MS 3600000
 #define HL_REPLY_BYTES_MIN 1024u

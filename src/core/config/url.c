@@ -15,7 +15,7 @@
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
 #include "core/config/option_table.h"
-#include "core/config/options_internal.h"
+#include "core/config/option_values.h"
 
 /* Far above any real URL, yet small enough that a caller handing us an
  * unterminated or hostile buffer costs little before it is refused. */

@@ -8,8 +8,8 @@
 
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
-#include "core/engine/lockobj_internal.h"
-#include "core/config/options_internal.h"
+#include "core/engine/engine_internal.h"
+#include "core/config/option_values.h"
 
 static void attempt(hl_acquire_op *op);
 static void send_attempt(hl_acquire_op *op);
@@ -86,13 +86,13 @@ void hl_hold_lease_lost(hl_lease *lease)
     hl_lease_stop(lease);
     h->lost = true;
     h->count = 0;
-    if (lock->client == NULL || (lock->lost == NULL && lock->group == NULL))
+    if (lock->client == NULL ||
+        (lock->lost == NULL && lock->listeners == NULL))
         return;
     uint64_t owner = h->owner; /* the hold may go in a callback */
     hl_lock_ref(lock);
     hilock_client *c = lock->client;
-    if (lock->group != NULL)
-        lock->group->cb(lock, owner, lock->group->data);
+    hl_lock_tell_listeners(lock, owner);
     if (lock->lost != NULL && lock->client != NULL) {
         hl_client_enter_callback(c);
         lock->lost->cb(lock, owner, lock->lost->data);
@@ -384,10 +384,11 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
         hl_turn_end(lock, &op->turn);
         op->saw_held = true;
         held(op, res.ttl_ms);
-    } else if (res.outcome == HL_ACQ_UPGRADE) {
+    } else if (res.outcome == HL_ACQ_SELF_WAIT) {
         op_finish(op, HILOCK_EDEADLK, NULL,
-                  "this owner holds the read lock: taking the write lock "
-                  "would wait for itself; release the read holds first");
+                  lock->kind->self_wait_detail
+                      ? lock->kind->self_wait_detail
+                      : "this owner's own holds would keep it waiting");
     } else {
         op_finish(op, HILOCK_EPROTO, NULL, "unexpected acquire reply");
     }

@@ -1,14 +1,14 @@
 /* The generic lock as compositions of locks (src/multi) use it, beside
- * lockobj.h: argument checks, references, and the one thing a group does
- * to a member's hold.  The rest of the engine is
- * engine/lockobj_internal.h, which only this folder includes. */
+ * lock_handle.h: argument checks, references, listening to a handle's holds,
+ * and the one thing a group does to a member's hold.  The rest of the engine is
+ * engine/engine_internal.h, which only this folder includes. */
 #ifndef HL_COMPOSE_H
 #define HL_COMPOSE_H
 
 #include <stdint.h>
 
 #include "core/base/monotime.h"
-#include "core/engine/lockobj.h"
+#include "core/engine/lock_handle.h"
 
 /* Check an acquire's owner, wait and lease: HILOCK_OK or HILOCK_EINVAL
  * (with the detail set). */
@@ -20,6 +20,17 @@ hl_monotime hl_wait_deadline(int64_t wait_ms);
 /* References keep the handle's memory while operations are in flight. */
 void hl_lock_ref(hilock_lock *lock);
 void hl_lock_unref(hilock_lock *lock);
+
+/* Listen to the handle's holds: l->cb is told, on the loop thread, of
+ * every hold whose lease is lost (with its owner), before the user's lost
+ * callback, and once with owner 0 when the client closes, before the
+ * handle's pending acquires end.  Any thread: each returns once the loop
+ * thread has taken it (at once on that thread), so that after
+ * hl_lock_unlisten l is never named again.  Neither allocates.
+ * HILOCK_OK; HILOCK_EINVAL for NULL; HILOCK_ECLOSED when the client is
+ * closed, which leaves l unlinked and never called. */
+int hl_lock_listen(hilock_lock *lock, hl_hold_listener *l);
+int hl_lock_unlisten(hilock_lock *lock, hl_hold_listener *l);
 
 /* Stop renewing owner's hold when it is a single grant with no release
  * under way, so that the server lets it expire within one lease; a newer

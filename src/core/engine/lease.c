@@ -4,11 +4,11 @@
 #include <string.h>
 
 #include "core/base/alloc.h"
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "hilock/error.h"
 #include "core/engine/compose.h"
-#include "core/engine/lockobj.h"
-#include "core/config/options_internal.h"
+#include "core/engine/lock_handle.h"
+#include "core/config/option_values.h"
 #include "core/transport/keyslot.h"
 #include "core/transport/resp.h"
 

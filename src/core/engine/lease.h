@@ -76,7 +76,7 @@ void hl_lease_start(hl_lease_engine *e, hl_lease *l,
                     size_t key_len, uint64_t owner, hl_monotime granted_at,
                     int64_t lease_ms);
 
-/* A grant sent at granted_at set the lease again (a reentrant acquire):
+/* A grant sent at granted_at set the lease again (an owner took its lock again):
  * move the deadline if that is later.  lease_ms as in hl_lease_start. */
 void hl_lease_regranted(hl_lease *l, hl_monotime granted_at,
                         int64_t lease_ms);

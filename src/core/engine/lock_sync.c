@@ -2,8 +2,8 @@
  * the calling thread's owner id and waited on (see op.h). */
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
-#include "core/engine/lockobj_internal.h"
-#include "core/config/options_internal.h"
+#include "core/engine/engine_internal.h"
+#include "core/config/option_values.h"
 
 int hilock_lock_acquire_fenced(hilock_lock *lock, int64_t wait_ms,
                                int64_t lease_ms, uint64_t *token)

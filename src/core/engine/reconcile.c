@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "core/base/alloc.h"
-#include "core/engine/lockobj_internal.h"
-#include "core/config/options_internal.h"
+#include "core/engine/engine_internal.h"
+#include "core/config/option_values.h"
 
 typedef struct hl_reconcile {
     hl_turn turn;

@@ -4,8 +4,8 @@
 
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
-#include "core/engine/lockobj_internal.h"
-#include "core/config/options_internal.h"
+#include "core/engine/engine_internal.h"
+#include "core/config/option_values.h"
 
 typedef struct lock_call {
     hl_op op; /* first */
@@ -161,7 +161,7 @@ static void on_reply(void *data, int status, hilock_reply *reply)
     }
     int64_t value = 0;
     bool ok = true;
-    const hilock_reply *answer = reply;
+    const hilock_reply *answer;
     switch (call->kind) {
     case CALL_FORCE:
         answer = release_answer(call->lock, reply);
@@ -169,22 +169,14 @@ static void on_reply(void *data, int status, hilock_reply *reply)
         value = answer->integer;
         break;
     case CALL_IS_LOCKED:
-    case CALL_TTL:
-        ok = reply->type == HILOCK_REPLY_INTEGER;
-        value = reply->integer;
-        if (call->kind == CALL_TTL && value < 0)
-            value = -1; /* no key (-2) or no expiry (-1) alike */
+        ok = call->lock->kind->parse_query(HL_QUERY_LOCKED, reply, &value);
         break;
     case CALL_HOLD_COUNT:
-        if (reply->type == HILOCK_REPLY_NIL) {
-            value = 0;
-        } else if (reply->type == HILOCK_REPLY_STRING) {
-            char *end;
-            value = strtoll(reply->str, &end, 10);
-            ok = end != reply->str && *end == '\0';
-        } else {
-            ok = false;
-        }
+        ok = call->lock->kind->parse_query(HL_QUERY_HOLD_COUNT, reply,
+                                           &value);
+        break;
+    case CALL_TTL:
+        ok = call->lock->kind->parse_query(HL_QUERY_TTL, reply, &value);
         break;
     case CALL_RELEASE:
     case CALL_LEASE_LOST:
@@ -197,24 +189,14 @@ static void on_reply(void *data, int status, hilock_reply *reply)
         call_finish(call, HILOCK_OK, value, NULL);
 }
 
-static int send_query(lock_call *call, hl_conn *conn, const char *cmd,
-                      bool with_field)
+static int send_query(lock_call *call, hl_query q)
 {
     hilock_lock *lock = call->lock;
-    char field[HILOCK_CLIENT_ID_LEN + 22 + 16];
-    const char *argv[3] = {cmd, lock->name, field};
-    size_t lens[3] = {strlen(cmd), lock->name_len, 0};
-    if (with_field) {
-        const char *suffix = lock->kind->field_suffix;
-        size_t slen = suffix ? strlen(suffix) : 0;
-        lens[2] = hl_owner_field(lock, call->owner, field,
-                                 sizeof field - slen);
-        if (slen > 0)
-            memcpy(field + lens[2], suffix, slen);
-        lens[2] += slen;
-    }
-    return hl_conn_command(conn, with_field ? 3 : 2, argv, lens, on_reply,
-                           call);
+    char field[HILOCK_CLIENT_ID_LEN + 22];
+    size_t len = q == HL_QUERY_HOLD_COUNT
+                     ? hl_owner_field(lock, call->owner, field, sizeof field)
+                     : 0;
+    return lock->kind->query(lock, q, field, len, on_reply, call);
 }
 
 static void call_start(hl_op *op)
@@ -278,13 +260,13 @@ static void call_start(hl_op *op)
         rc = lock->kind->force_release(lock, on_reply, call);
         break;
     case CALL_IS_LOCKED:
-        rc = send_query(call, conn, "EXISTS", false);
+        rc = send_query(call, HL_QUERY_LOCKED);
         break;
     case CALL_HOLD_COUNT:
-        rc = send_query(call, conn, "HGET", true);
+        rc = send_query(call, HL_QUERY_HOLD_COUNT);
         break;
     case CALL_TTL:
-        rc = send_query(call, conn, "PTTL", false);
+        rc = send_query(call, HL_QUERY_TTL);
         break;
     case CALL_LEASE_LOST: {
         hl_hold *h = hl_hold_find(lock, call->owner);

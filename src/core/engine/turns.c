@@ -1,8 +1,8 @@
 /* Owner turns: the requests that may change an owner's count on the
- * server go one at a time per owner and lock.  See lockobj_internal.h. */
+ * server go one at a time per owner and lock.  See engine_internal.h. */
 #include <stddef.h>
 
-#include "core/engine/lockobj_internal.h"
+#include "core/engine/engine_internal.h"
 
 static bool owner_busy(const hilock_lock *lock, uint64_t owner,
                        const hl_turn *before)

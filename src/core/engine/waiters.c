@@ -1,7 +1,7 @@
 #include "core/engine/waiters.h"
 
 #include "core/base/alloc.h"
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/loop/io.h"
 #include "core/base/map.h"
 

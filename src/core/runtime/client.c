@@ -6,14 +6,14 @@
 #include <openssl/rand.h>
 
 #include "core/base/alloc.h"
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/runtime/cluster.h"
 #include "core/transport/keyslot.h"
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
 #include "core/base/map.h"
 #include "core/runtime/op.h"
-#include "core/config/options_internal.h"
+#include "core/config/option_values.h"
 #include "core/transport/stream.h"
 
 /* ---- loop-thread plumbing -------------------------------------------- */
@@ -105,7 +105,7 @@ static void client_shutdown(hilock_client *c)
     hl_client_enter_callback(c);
     /* Handles first: their pending acquires end with HILOCK_ECLOSED and
      * their leases stop before the connection that renews them goes, and
-     * their group listeners end the multi-lock calls coordinated here
+     * their hold listeners end the multi-lock calls coordinated here
      * before the ops still queued are drained (hl_op_drain, below). */
     int p = 0;
     for (; p < nparts && parts[p]->rank < 0; p++)

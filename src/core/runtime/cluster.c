@@ -10,9 +10,9 @@
 #include "hilock/error.h"
 #include "core/base/alloc.h"
 #include "core/base/monotime.h"
-#include "core/config/options_internal.h"
+#include "core/config/option_values.h"
 #include "core/loop/io.h"
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/transport/keyslot.h"
 #include "core/transport/reply.h"
 

@@ -3,11 +3,11 @@
 #include <string.h>
 
 #include "core/base/alloc.h"
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/runtime/cluster.h"
 #include "core/base/error_detail.h"
 #include "core/runtime/op.h"
-#include "core/config/options_internal.h"
+#include "core/config/option_values.h"
 
 typedef struct command_op {
     hl_op op; /* first */

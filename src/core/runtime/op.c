@@ -6,11 +6,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/base/error_detail.h"
 #include "core/base/monotime.h"
 #include "core/runtime/op.h"
-#include "core/config/options_internal.h"
+#include "core/config/option_values.h"
 
 /* A blocking caller's word: the loop thread stores the result and wakes
  * the caller only if it went to sleep, so a caller that waits awake

@@ -1,7 +1,7 @@
 /* The client runtime as the layers above it use it (the generic lock,
  * the kinds, src/multi): references, the loop thread, the limits of a
- * blocking call.  Everything else of a client is runtime/client_internal.h,
- * which only this folder includes. */
+ * blocking call.  Everything else of a client is runtime/client_state.h,
+ * which only the core includes. */
 #ifndef HL_RUNTIME_H
 #define HL_RUNTIME_H
 

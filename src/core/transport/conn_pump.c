@@ -18,7 +18,7 @@
 #include "core/base/buf.h"
 #include "core/base/error_detail.h"
 #include "core/loop/io.h"
-#include "core/config/options_internal.h"
+#include "core/config/option_values.h"
 #include "core/transport/reply.h"
 #include "core/transport/resolve.h"
 #include "core/transport/resp.h"

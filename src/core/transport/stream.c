@@ -13,7 +13,7 @@
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
-#include "core/config/options_internal.h"
+#include "core/config/option_values.h"
 
 /* The OpenSSL error queue is per thread; take its newest entry as text
  * and leave the queue empty for the next call on this thread. */

@@ -9,44 +9,12 @@
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
-#include "core/engine/lockobj_internal.h"
+#include "core/engine/engine_internal.h"
 #include "core/transport/resp.h"
-
-/* Write "prefix:{NAME}", or "prefix:NAME" when NAME holds a '{' already
- * (Redisson's rule, so both sides name the same keys), at out. */
-static size_t aux_write(char *out, const char *prefix, const char *name,
-                        size_t name_len)
-{
-    size_t plen = strlen(prefix);
-    bool braces = memchr(name, '{', name_len) == NULL;
-    char *p = out;
-    memcpy(p, prefix, plen);
-    p += plen;
-    *p++ = ':';
-    if (braces)
-        *p++ = '{';
-    memcpy(p, name, name_len);
-    p += name_len;
-    if (braces)
-        *p++ = '}';
-    *p = '\0';
-    return (size_t)(p - out);
-}
-
-int hl_aux_name_make(hl_aux_name *a, const char *prefix,
-                     const hilock_lock *lock)
-{
-    size_t need = strlen(prefix) + lock->name_len + 4;
-    a->s = need <= sizeof a->buf ? a->buf : hl_malloc(need);
-    if (a->s == NULL)
-        return HILOCK_ENOMEM;
-    a->len = aux_write(a->s, prefix, lock->name, lock->name_len);
-    return 0;
-}
 
 int hl_lock_channel(const hilock_lock *lock, hl_aux_name *out)
 {
-    return hl_aux_name_make(out, lock->kind->channel_prefix, lock);
+    return lock->kind->channel(lock, NULL, 0, out);
 }
 
 int hl_owner_channel(const hilock_lock *lock, uint64_t owner,
@@ -54,46 +22,9 @@ int hl_owner_channel(const hilock_lock *lock, uint64_t owner,
 {
     if (!lock->kind->channel_per_owner)
         return hl_lock_channel(lock, out);
-    const char *prefix = lock->kind->channel_prefix;
     char field[HILOCK_CLIENT_ID_LEN + 22];
     size_t flen = hl_owner_field(lock, owner, field, sizeof field);
-    size_t need = strlen(prefix) + lock->name_len + 5 + flen;
-    out->s = need <= sizeof out->buf ? out->buf : hl_malloc(need);
-    if (out->s == NULL)
-        return HILOCK_ENOMEM;
-    out->len = aux_write(out->s, prefix, lock->name, lock->name_len);
-    out->s[out->len++] = ':';
-    memcpy(out->s + out->len, field, flen);
-    out->len += flen;
-    out->s[out->len] = '\0';
-    return 0;
-}
-
-int hl_aux_names_make(const hilock_lock *lock, int n,
-                      const char *const *prefixes, hl_aux_name *out)
-{
-    for (int i = 0; i < n; i++) {
-        const char *prefix =
-            prefixes[i] ? prefixes[i] : lock->kind->channel_prefix;
-        if (hl_aux_name_make(&out[i], prefix, lock) != 0) {
-            hl_aux_names_done(i, out);
-            return HILOCK_ENOMEM;
-        }
-    }
-    return 0;
-}
-
-void hl_aux_names_done(int n, hl_aux_name *names)
-{
-    for (int i = 0; i < n; i++)
-        hl_aux_name_done(&names[i]);
-}
-
-void hl_aux_name_done(hl_aux_name *a)
-{
-    if (a->s != a->buf)
-        hl_free(a->s);
-    a->s = NULL;
+    return lock->kind->channel(lock, field, flen, out);
 }
 
 /* The link from a lock to its client changes on the client's loop thread
@@ -144,7 +75,7 @@ void hl_lock_unref(hilock_lock *lock)
 }
 
 /* The client closes its handles before it cancels its operations: their
- * pending acquires end with HILOCK_ECLOSED, and their group listeners end
+ * pending acquires end with HILOCK_ECLOSED, and their hold listeners end
  * the multi-lock calls coordinated there. */
 static const hl_client_part handles_part = {
     .rank = -1, .close = hl_locks_client_closed};
@@ -340,10 +271,9 @@ void hl_locks_client_closed(hilock_client *c)
         if (lock == NULL)
             break;
         hl_lock_ref(lock);
-        /* Its group first, while this thread is still the client's: the
-         * group may have to end its own calls here, on its coordinator. */
-        if (lock->group != NULL)
-            lock->group->cb(lock, 0, lock->group->data);
+        /* Its listeners first, while this thread is still the client's: a
+         * group of locks may have to end its own calls here. */
+        hl_lock_tell_listeners(lock, 0);
         lock_detach(lock, HILOCK_ECLOSED, "client closed");
         hl_lock_unref(lock);
     }
@@ -364,7 +294,8 @@ static void lock_teardown(hilock_lock *lock)
 typedef struct handle_op {
     hl_op op; /* first */
     hilock_lock *lock;
-    bool group; /* the group listener, not the user's lost callback */
+    hl_hold_listener *listener; /* to add or remove; NULL: the lost cb */
+    bool add;
     hilock_lost_cb *cb;
     void *data;
 } handle_op;
@@ -434,54 +365,79 @@ uint64_t hilock_thread_owner(void)
     return mine;
 }
 
-/* The user's lost callback, or the group listener: both live in the
- * handle, so neither setting allocates. */
-static void apply_listener(hilock_lock *lock, bool group, hilock_lost_cb *cb,
-                           void *data)
+void hl_lock_tell_listeners(hilock_lock *lock, uint64_t owner)
 {
-    struct hl_lost_cb *mem = group ? &lock->group_mem : &lock->lost_mem;
-    mem->lock = lock;
-    mem->cb = cb;
-    mem->data = data;
-    if (group)
-        lock->group = cb != NULL ? mem : NULL;
-    else
-        lock->lost = cb != NULL ? mem : NULL;
+    for (hl_hold_listener *l = lock->listeners, *next; l != NULL; l = next) {
+        next = l->next; /* a listener may leave while it is told */
+        l->cb(lock, owner, l->data);
+    }
 }
 
-static void set_listener_start(hl_op *op)
+static void unlink_listener(hilock_lock *lock, hl_hold_listener *l)
 {
-    handle_op *h = (handle_op *)op;
-    apply_listener(h->lock, h->group, h->cb, h->data);
+    for (hl_hold_listener **p = &lock->listeners; *p != NULL;
+         p = &(*p)->next) {
+        if (*p == l) {
+            *p = l->next;
+            l->next = NULL;
+            return;
+        }
+    }
+}
+
+/* Every setting lives in the handle or in the listener's own storage, so
+ * none allocates. */
+static void apply_setting(const handle_op *h)
+{
+    hilock_lock *lock = h->lock;
+    if (h->listener != NULL) {
+        unlink_listener(lock, h->listener);
+        if (h->add) {
+            h->listener->next = lock->listeners;
+            lock->listeners = h->listener;
+        }
+        return;
+    }
+    lock->lost_mem.lock = lock;
+    lock->lost_mem.cb = h->cb;
+    lock->lost_mem.data = h->data;
+    lock->lost = h->cb != NULL ? &lock->lost_mem : NULL;
+}
+
+static void setting_start(hl_op *op)
+{
+    apply_setting((handle_op *)op);
     hl_op_done(op, HILOCK_OK, 0, NULL, NULL);
 }
 
-static const hl_op_type set_listener_type = {.start = set_listener_start,
-                                             .destroy = on_stack};
+static const hl_op_type setting_type = {.start = setting_start,
+                                        .destroy = on_stack};
 
-static int set_listener(hilock_lock *lock, bool group, hilock_lost_cb *cb,
-                        void *data)
+static int apply_on_loop(handle_op *h)
 {
-    if (lock == NULL)
+    if (h->lock == NULL)
         return hl_fail(HILOCK_EINVAL, "lock is NULL");
-    hilock_client *c = hl_lock_client_get(lock);
-    if (c == NULL)
+    hilock_client *c = hl_lock_client_get(h->lock);
+    if (c == NULL) {
+        /* Detached: the loop thread is done with the handle. */
+        if (h->listener != NULL)
+            unlink_listener(h->lock, h->listener);
         return hl_fail(HILOCK_ECLOSED, "client is closed");
+    }
     if (hl_client_in_loop(c)) {
         /* Closing or not: a group may let go of its members there. */
-        apply_listener(lock, group, cb, data);
+        apply_setting(h);
         hl_client_unref(c);
         return HILOCK_OK;
     }
-    handle_op h;
-    hl_op_init(&h.op, &set_listener_type);
-    h.lock = lock;
-    h.group = group;
-    h.cb = cb;
-    h.data = data;
-    int rc = hl_op_call_and_wait(c, &h.op);
-    if (rc != HILOCK_OK && group)
+    hl_op_init(&h->op, &setting_type);
+    int rc = hl_op_call_and_wait(c, &h->op);
+    if (rc != HILOCK_OK && h->listener != NULL) {
+        /* Refused by a closing client: once its loop thread has detached
+         * the handle, nothing names the listener but the list. */
         wait_locks_detached(c);
+        unlink_listener(h->lock, h->listener);
+    }
     hl_client_unref(c);
     return rc;
 }
@@ -489,13 +445,24 @@ static int set_listener(hilock_lock *lock, bool group, hilock_lost_cb *cb,
 int hilock_lock_set_lost_callback(hilock_lock *lock, hilock_lost_cb *cb,
                                   void *user_data)
 {
-    return set_listener(lock, false, cb, user_data);
+    handle_op h = {.lock = lock, .cb = cb, .data = user_data};
+    return apply_on_loop(&h);
 }
 
-int hl_lock_set_group_listener(hilock_lock *lock, hilock_lost_cb *cb,
-                               void *data)
+int hl_lock_listen(hilock_lock *lock, hl_hold_listener *l)
 {
-    return set_listener(lock, true, cb, data);
+    if (l == NULL || l->cb == NULL)
+        return hl_fail(HILOCK_EINVAL, "no listener");
+    handle_op h = {.lock = lock, .listener = l, .add = true};
+    return apply_on_loop(&h);
+}
+
+int hl_lock_unlisten(hilock_lock *lock, hl_hold_listener *l)
+{
+    if (l == NULL)
+        return hl_fail(HILOCK_EINVAL, "no listener");
+    handle_op h = {.lock = lock, .listener = l, .add = false};
+    return apply_on_loop(&h);
 }
 
 bool hilock_lock_owner_lost(hilock_lock *lock, uint64_t owner)

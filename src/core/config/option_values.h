@@ -1,6 +1,7 @@
-/* The options object's layout, shared by the options, URL and client code. */
-#ifndef HL_OPTIONS_INTERNAL_H
-#define HL_OPTIONS_INTERNAL_H
+/* The options object's values: what every layer of the core reads of
+ * it.  config/ alone writes them, through the setters and the URL. */
+#ifndef HL_OPTION_VALUES_H
+#define HL_OPTION_VALUES_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,7 +20,7 @@ struct hilock_options {
     int64_t connect_timeout_ms;
     int64_t command_timeout_ms;
     int64_t watchdog_timeout_ms;
-    int64_t waiter_timeout_ms; /* fair queue and waiting writers */
+    int64_t waiter_timeout_ms; /* places waiters keep on the server */
     int64_t max_hold_ms; /* 0: the watchdog renews until release */
     int connections;     /* command connections */
     int max_pending;     /* unfinished operations a client takes */

@@ -2,8 +2,8 @@
  * generic operations that drive a kind's scripts: acquire with waiting,
  * release, force release, queries.  A kind is its scripts plus the small
  * vtable below; it never touches sockets, timers or threads. */
-#ifndef HL_LOCKOBJ_H
-#define HL_LOCKOBJ_H
+#ifndef HL_LOCK_HANDLE_H
+#define HL_LOCK_HANDLE_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -12,10 +12,10 @@
 #include "core/runtime/runtime.h"
 #include "core/transport/conn.h"
 #include "core/runtime/op.h"
-#include "core/transport/conn.h"
 #include "hilock/error.h"
 #include "hilock/lock.h"
 #include "core/engine/lease.h"
+#include "core/base/auxname.h"
 #include "core/base/map.h"
 #include "core/transport/script.h"
 
@@ -28,7 +28,7 @@ typedef enum hl_acquire_outcome {
     HL_ACQ_ACQUIRED, /* count, token set */
     HL_ACQ_HELD,     /* ttl_ms set: remaining lease of the holder, -1 none */
     HL_ACQ_VOID,     /* the attempt had been voided by a reconcile */
-    HL_ACQ_UPGRADE,  /* the owner holds the read lock and asked to write */
+    HL_ACQ_SELF_WAIT, /* would wait for another hold of the same owner */
     HL_ACQ_BAD_REPLY
 } hl_acquire_outcome;
 
@@ -61,12 +61,26 @@ typedef struct hl_attempt_args {
                                 * a single try, which keeps none */
 } hl_attempt_args;
 
+/* The read-only questions of the query calls in hilock/lock.h. */
+typedef enum hl_query {
+    HL_QUERY_LOCKED,     /* value: 1 when anyone holds the lock, else 0 */
+    HL_QUERY_HOLD_COUNT, /* value: the owner's holds, 0 for none */
+    HL_QUERY_TTL         /* value: the lock's remaining lease in ms, or -1 */
+} hl_query;
+
 typedef struct hl_kind {
-    const char *name;           /* "reentrant", ... */
-    const char *channel_prefix; /* a lock's channel: "<prefix>:{NAME}" */
-    /* Waiters listen on a channel of their own, "<prefix>:{NAME}:<field>",
-     * where a release wakes exactly the next in line (the fair queue). */
+    const char *name; /* for messages */
+    /* Waiters listen on a channel of their own (channel with an owner's
+     * field), where a release wakes exactly the next in line. */
     bool channel_per_owner;
+    /* The lock's wake-up channel (field NULL), or the channel an owner's
+     * waiters listen on with channel_per_owner.  0 or HILOCK_ENOMEM;
+     * release with hl_aux_name_done. */
+    int (*channel)(const hilock_lock *lock, const char *field,
+                   size_t field_len, hl_aux_name *out);
+    /* An attempt replying HL_ACQ_SELF_WAIT is refused with HILOCK_EDEADLK
+     * and this detail, which says what the owner must give up first. */
+    const char *self_wait_detail;
     /* A release that frees the lock may wake the next local waiter at
      * once, so that its attempt leaves in the same write. */
     bool hand_on;
@@ -76,8 +90,6 @@ typedef struct hl_kind {
     bool queue_locally;
     /* Every message on the channel wakes every waiter (hl_waiter_add). */
     bool wake_all;
-    /* The owner's field in the lock's hash is "<field><field_suffix>". */
-    const char *field_suffix;
     int (*attempt)(hilock_lock *lock, const hl_attempt_args *args,
                    hl_request_fn *fn, void *data);
     void (*parse_attempt)(const hilock_reply *reply, hl_acquire_result *out);
@@ -107,6 +119,19 @@ typedef struct hl_kind {
     /* Renew a batch: KEYS are lock names, ARGV[1] the lease in ms, then
      * one field per key; replies an array of 1 (renewed) or 0 (not held). */
     const hl_script *renew;
+    /* Ask one question (field: the owner's, for HL_QUERY_HOLD_COUNT) and
+     * read its reply; parse_query returns false on a reply it does not
+     * expect. */
+    int (*query)(hilock_lock *lock, hl_query q, const char *field,
+                 size_t field_len, hl_request_fn *fn, void *data);
+    bool (*parse_query)(hl_query q, const hilock_reply *reply,
+                        int64_t *value);
+    /* Read everything the server keeps of the lock, and turn the reply
+     * into a status for hilock_lock_status_free; parse_status takes the
+     * reply, which the status may point into, whatever it returns
+     * (HILOCK_OK, HILOCK_EPROTO or HILOCK_ENOMEM). */
+    int (*status)(hilock_lock *lock, hl_request_fn *fn, void *data);
+    int (*parse_status)(hilock_reply *reply, hilock_lock_status **out);
 } hl_kind;
 
 /* One owner's holds of a lock, with their lease in the same allocation. */
@@ -135,12 +160,21 @@ static inline hl_lease *hl_hold_lease(hl_hold *h)
 void hl_hold_lease_lost(hl_lease *lease);
 void hl_hold_lease_released(hl_lease *lease);
 
-/* A lock's lost callback, and the group listener: stored in the handle,
- * so that setting or clearing one never allocates. */
+/* A lock's lost callback: stored in the handle, so that setting or
+ * clearing it never allocates. */
 struct hl_lost_cb {
     hilock_lock *lock;
     hilock_lost_cb *cb;
     void *data;
+};
+
+/* A listener to a handle's holds, for a layer that builds on handles
+ * (compose.h); its storage is the listener's own. */
+typedef struct hl_hold_listener hl_hold_listener;
+struct hl_hold_listener {
+    hilock_lost_cb *cb;
+    void *data;
+    hl_hold_listener *next; /* in the handle's list: the engine's */
 };
 
 struct hilock_lock {
@@ -158,53 +192,20 @@ struct hilock_lock {
     hl_turn *turns;     /* requests taking turns per owner, oldest first */
     struct hl_lost_cb *lost; /* &lost_mem or NULL */
     struct hl_lost_cb lost_mem;
-    struct hl_lost_cb *group; /* the multi-lock holding it, told first:
-                               * &group_mem or NULL */
-    struct hl_lost_cb group_mem;
+    hl_hold_listener *listeners; /* told before the user's lost callback */
     atomic_int refs; /* the user's, plus one per operation in flight */
     atomic_bool destroyed;
     char name[]; /* name_len bytes and a NUL */
 };
 
 
-/* The multi-lock a handle belongs to hears of its lost leases through
- * this listener (NULL to stop), apart from the user's lost callback, and
- * is told with owner 0, on the loop thread, when the client closes,
- * before the handle's pending acquires end.  Any thread: it returns once
- * the loop thread has taken the setting (at once on that thread), so
- * that after a clear the listener's data is never named again.  Never
- * allocates.  HILOCK_OK, or HILOCK_ECLOSED when the client is closed,
- * which leaves no listener to be called. */
-int hl_lock_set_group_listener(hilock_lock *lock, hilock_lost_cb *cb,
-                               void *data);
-
-/* How long a voided attempt stays refused: longer than any delay a
- * request can plausibly spend in a paused server's socket buffer. */
-#define HL_VOID_TTL_MS 600000
-
-/* An auxiliary key name made when needed, so that a handle carries only
- * its name and channel: on the stack for ordinary names, on the heap for
- * long ones. */
-typedef struct hl_aux_name {
-    char *s;
-    size_t len;
-    char buf[160];
-} hl_aux_name;
-
-/* 0, or HILOCK_ENOMEM.  Release with hl_aux_name_done. */
-int hl_aux_name_make(hl_aux_name *a, const char *prefix,
-                     const hilock_lock *lock);
-void hl_aux_name_done(hl_aux_name *a);
-/* The lock's wake-up channel, made the same way. */
+/* The lock's wake-up channel, from its kind.  0 or HILOCK_ENOMEM;
+ * release with hl_aux_name_done. */
 int hl_lock_channel(const hilock_lock *lock, hl_aux_name *out);
 /* The channel owner's waiters listen on: the lock's channel, or with
- * channel_per_owner, "<channel>:<client id>:<owner>". */
+ * channel_per_owner, the kind's channel for the owner's field. */
 int hl_owner_channel(const hilock_lock *lock, uint64_t owner,
                      hl_aux_name *out);
-/* Several at once, all or none (NULL prefix: the channel). */
-int hl_aux_names_make(const hilock_lock *lock, int n,
-                      const char *const *prefixes, hl_aux_name *out);
-void hl_aux_names_done(int n, hl_aux_name *names);
 
 /* Create a handle of a kind; the kind module calls this. */
 int hl_lock_create(hilock_lock **out, hilock_client *client,

@@ -1,6 +1,8 @@
-/* The client's insides, for the lock kinds and the tests. */
-#ifndef HL_CLIENT_INTERNAL_H
-#define HL_CLIENT_INTERNAL_H
+/* The client's state, exported to the engine above the runtime: the
+ * parts the engine attaches, the loop, the options.  The kinds and
+ * src/multi see a client only through runtime.h. */
+#ifndef HL_CLIENT_STATE_H
+#define HL_CLIENT_STATE_H
 
 #include <pthread.h>
 #include <stdatomic.h>

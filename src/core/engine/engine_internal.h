@@ -1,10 +1,10 @@
 /* Shared between the files that implement the generic lock operations. */
-#ifndef HL_LOCKOBJ_INTERNAL_H
-#define HL_LOCKOBJ_INTERNAL_H
+#ifndef HL_ENGINE_INTERNAL_H
+#define HL_ENGINE_INTERNAL_H
 
-#include "core/engine/lockobj.h"
+#include "core/engine/lock_handle.h"
 #include "core/engine/compose.h"
-#include "core/runtime/client_internal.h"
+#include "core/runtime/client_state.h"
 #include "core/engine/waiters.h"
 
 /* Owner turns.  An attempt, a give-back and a reconcile each change an
@@ -143,5 +143,8 @@ bool hl_lock_usable(const hilock_lock *lock);
 
 /* Finish every pending acquire of the lock with status. */
 void hl_lock_cancel_all(hilock_lock *lock, int status, const char *detail);
+/* Tell the handle's hold listeners that owner's hold was lost (0: that
+ * the client is closing).  Loop thread. */
+void hl_lock_tell_listeners(hilock_lock *lock, uint64_t owner);
 
 #endif

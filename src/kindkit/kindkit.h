@@ -1,16 +1,13 @@
-/* Lua pieces shared by the kinds' scripts, pasted in front of a script
- * body at compile time, and the one renew script of every kind whose
- * holder's field sits in a hash at the lock's name. */
-#ifndef HL_LUA_COMMON_H
-#define HL_LUA_COMMON_H
+/* What the kinds share besides the layout: Lua pieces pasted in front of
+ * a script body at compile time, the running of a kind's script with the
+ * lock's keys, the readers of the replies every kind's scripts give, and
+ * the renew script, queries and status of the kinds whose holders sit in
+ * a hash at the lock's name. */
+#ifndef HL_KINDKIT_H
+#define HL_KINDKIT_H
 
-#include "core/engine/lockobj.h"
+#include "core/engine/lock_handle.h"
 #include "core/transport/script.h"
-
-#define HL_STR_(x) #x
-#define HL_STR(x) HL_STR_(x)
-/* How long a voided attempt stays refused, as the scripts spell it. */
-#define HL_VOID_TTL_MS_TEXT HL_STR(HL_VOID_TTL_MS)
 
 /* The server's clock in ms: deadlines on the server never depend on the
  * clocks of clients. */
@@ -49,7 +46,7 @@
  * lock is freed by then, and an error reply would tell the caller it was
  * not.  answer(v) is then the script's reply: v itself, or {v, refusal}
  * when a PUBLISH was refused, which release.c takes apart (see the
- * release hooks in core/lockobj.h). */
+ * release hooks in core/lock_handle.h). */
 #define HL_LUA_ANNOUNCE                                                     \
     "local refusal = false\n"                                               \
     "local function announce(ch, msg)\n"                                    \
@@ -75,6 +72,20 @@
 extern hl_script hl_hash_renew;
 void hl_hash_renew_init(void);
 
+/* A lock's channel under prefix, with field appended when given: 0 or
+ * HILOCK_ENOMEM.  hl_lock_channel_of is the channel op of the kinds that
+ * share Redisson's lock channel (reentrant, fair). */
+int hl_channel_under(const char *prefix, const hilock_lock *lock,
+                     const char *field, size_t field_len, hl_aux_name *out);
+int hl_lock_channel_of(const hilock_lock *lock, const char *field,
+                       size_t field_len, hl_aux_name *out);
+
+/* The lock's keys named by prefixes (NULL: the kind's channel for the
+ * lock), all or none: 0 or HILOCK_ENOMEM.  Release with
+ * hl_aux_names_done. */
+int hl_lock_keys(const hilock_lock *lock, int n, const char *const *prefixes,
+                 hl_aux_name *out);
+
 /* Most auxiliary keys and arguments hl_run_lock_script passes. */
 #define HL_LOCK_SCRIPT_MAX_AUX 5
 #define HL_LOCK_SCRIPT_MAX_ARGS 6
@@ -90,7 +101,7 @@ int hl_run_lock_script(hilock_lock *lock, const hl_script *script, int naux,
 
 /* Every kind's acquire script replies {1, count, token} when granted,
  * {0, ms to wait at most} when held by another, {2} when voided, {3}
- * when the owner's read hold makes the write an upgrade. */
+ * when it would wait for a hold of the same owner. */
 void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out);
 
 /* Every kind's release script replies -1 (nothing held by the owner),
@@ -98,5 +109,26 @@ void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out);
  * still hold the lock). */
 hl_release_outcome hl_parse_release_reply(const hilock_reply *r,
                                           int64_t *remaining);
+
+/* The queries of a lock whose holders are fields of the hash at its name:
+ * EXISTS, HGET of "<field><suffix>" (hl_hash_query: no suffix) and PTTL. */
+int hl_hash_query(hilock_lock *lock, hl_query q, const char *field,
+                  size_t field_len, hl_request_fn *fn, void *data);
+int hl_hash_query_suffixed(hilock_lock *lock, hl_query q, const char *field,
+                           size_t field_len, const char *suffix,
+                           hl_request_fn *fn, void *data);
+bool hl_hash_parse_query(hl_query q, const hilock_reply *r, int64_t *value);
+
+/* Every kind's status is made here, in memory that
+ * hilock_lock_status_free (also here) knows how to free.
+ * A status script of a hash kind replies {pttl, HGETALL of the name,
+ * waiters, subscribers, seen}: waiters a flat list of member and ms its
+ * place has left (false: no time kept), subscribers -1 when not counted,
+ * seen 1 when the server holds data only this kind writes.
+ * rwlock says that the hash holds a mode field and writers' fields with
+ * the layout's suffix.  Takes reply; HILOCK_OK, HILOCK_EPROTO or
+ * HILOCK_ENOMEM. */
+int hl_hash_parse_status(hilock_reply *reply, const char *kind_label,
+                         bool rwlock, hilock_lock_status **out);
 
 #endif

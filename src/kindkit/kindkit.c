@@ -1,0 +1,316 @@
+#include "kindkit/kindkit.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/alloc.h"
+#include "hilock/reply.h"
+#include "layout/layout.h"
+
+static const char renew_lua[] =
+    "local out = {}\n"
+    "for i = 1, #KEYS do\n"
+    "  if redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1 then\n"
+    "    redis.call('pexpire', KEYS[i], ARGV[1])\n"
+    "    out[i] = 1\n"
+    "  else\n"
+    "    out[i] = 0\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
+
+hl_script hl_hash_renew;
+static pthread_once_t renew_once = PTHREAD_ONCE_INIT;
+
+static void init_renew(void) { hl_script_init(&hl_hash_renew, renew_lua); }
+
+void hl_hash_renew_init(void) { pthread_once(&renew_once, init_renew); }
+
+void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out)
+{
+    out->outcome = HL_ACQ_BAD_REPLY;
+    if (r == NULL || r->type != HILOCK_REPLY_ARRAY || r->elements < 1)
+        return;
+    for (size_t i = 0; i < r->elements; i++)
+        if (r->element[i]->type != HILOCK_REPLY_INTEGER)
+            return;
+    long long what = r->element[0]->integer;
+    if (what == 1 && r->elements == 3) {
+        out->outcome = HL_ACQ_ACQUIRED;
+        out->count = r->element[1]->integer;
+        out->token = (uint64_t)r->element[2]->integer;
+    } else if (what == 0 && r->elements == 2) {
+        out->outcome = HL_ACQ_HELD;
+        out->ttl_ms = r->element[1]->integer;
+    } else if (what == 2) {
+        out->outcome = HL_ACQ_VOID;
+    } else if (what == 3) {
+        out->outcome = HL_ACQ_SELF_WAIT;
+    }
+}
+
+hl_release_outcome hl_parse_release_reply(const hilock_reply *r,
+                                          int64_t *remaining)
+{
+    if (r == NULL || r->type != HILOCK_REPLY_INTEGER)
+        return HL_REL_BAD_REPLY;
+    *remaining = r->integer > 0 ? r->integer : 0;
+    if (r->integer == -1)
+        return HL_REL_NOT_OWNER;
+    if (r->integer == -2)
+        return HL_REL_OWNER_DONE;
+    if (r->integer < 0)
+        return HL_REL_BAD_REPLY;
+    return r->integer == 0 ? HL_REL_FREED : HL_REL_STILL_HELD;
+}
+
+int hl_channel_under(const char *prefix, const hilock_lock *lock,
+                     const char *field, size_t field_len, hl_aux_name *out)
+{
+    return hl_layout_key(out, prefix, lock->name, lock->name_len, field,
+                         field_len) == 0
+               ? 0
+               : HILOCK_ENOMEM;
+}
+
+int hl_lock_channel_of(const hilock_lock *lock, const char *field,
+                       size_t field_len, hl_aux_name *out)
+{
+    return hl_channel_under(HL_LAYOUT_LOCK_CHANNEL, lock, field, field_len,
+                            out);
+}
+
+int hl_lock_keys(const hilock_lock *lock, int n, const char *const *prefixes,
+                 hl_aux_name *out)
+{
+    for (int i = 0; i < n; i++) {
+        int rc = prefixes[i]
+                     ? hl_layout_key(&out[i], prefixes[i], lock->name,
+                                     lock->name_len, NULL, 0)
+                     : lock->kind->channel(lock, NULL, 0, &out[i]);
+        if (rc != 0) {
+            hl_aux_names_done(i + 1, out);
+            return HILOCK_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+int hl_run_lock_script(hilock_lock *lock, const hl_script *script, int naux,
+                       const char *const *prefixes, int nargs,
+                       const char *const *args, const size_t *arg_lens,
+                       hl_request_fn *fn, void *data)
+{
+    hl_conn *conn = hl_lock_conn(lock);
+    if (conn == NULL)
+        return HILOCK_ECLOSED;
+    hl_aux_name k[HL_LOCK_SCRIPT_MAX_AUX];
+    if (hl_lock_keys(lock, naux, prefixes, k) != 0)
+        return HILOCK_ENOMEM;
+    const char *argv[1 + HL_LOCK_SCRIPT_MAX_AUX + HL_LOCK_SCRIPT_MAX_ARGS];
+    size_t lens[1 + HL_LOCK_SCRIPT_MAX_AUX + HL_LOCK_SCRIPT_MAX_ARGS];
+    argv[0] = lock->name;
+    lens[0] = lock->name_len;
+    for (int i = 0; i < naux; i++) {
+        argv[1 + i] = k[i].s;
+        lens[1 + i] = k[i].len;
+    }
+    for (int i = 0; i < nargs; i++) {
+        argv[1 + naux + i] = args[i];
+        lens[1 + naux + i] = arg_lens[i];
+    }
+    int rc = hl_script_run(conn, script, 1 + naux, 1 + naux + nargs, argv,
+                           lens, fn, data);
+    hl_aux_names_done(naux, k);
+    return rc;
+}
+
+int hl_hash_query_suffixed(hilock_lock *lock, hl_query q, const char *field,
+                           size_t field_len, const char *suffix,
+                           hl_request_fn *fn, void *data)
+{
+    hl_conn *conn = hl_lock_conn(lock);
+    if (conn == NULL)
+        return HILOCK_ECLOSED;
+    size_t slen = strlen(suffix);
+    char buf[HILOCK_CLIENT_ID_LEN + 22 + 16];
+    if (field_len + slen > sizeof buf)
+        return HILOCK_EINVAL;
+    memcpy(buf, field, field_len);
+    memcpy(buf + field_len, suffix, slen);
+    const char *cmd = q == HL_QUERY_LOCKED       ? "EXISTS"
+                      : q == HL_QUERY_HOLD_COUNT ? "HGET"
+                                                 : "PTTL";
+    const char *argv[3] = {cmd, lock->name, buf};
+    size_t lens[3] = {strlen(cmd), lock->name_len, field_len + slen};
+    return hl_conn_command(conn, q == HL_QUERY_HOLD_COUNT ? 3 : 2, argv, lens,
+                           fn, data);
+}
+
+int hl_hash_query(hilock_lock *lock, hl_query q, const char *field,
+                  size_t field_len, hl_request_fn *fn, void *data)
+{
+    return hl_hash_query_suffixed(lock, q, field, field_len, "", fn, data);
+}
+
+bool hl_hash_parse_query(hl_query q, const hilock_reply *r, int64_t *value)
+{
+    if (q != HL_QUERY_HOLD_COUNT) {
+        if (r->type != HILOCK_REPLY_INTEGER)
+            return false;
+        /* No key (-2) or no expiry (-1) alike: nothing to wait out. */
+        *value = q == HL_QUERY_TTL && r->integer < 0 ? -1 : r->integer;
+        return true;
+    }
+    if (r->type == HILOCK_REPLY_NIL) {
+        *value = 0;
+        return true;
+    }
+    if (r->type != HILOCK_REPLY_STRING)
+        return false;
+    char *end;
+    *value = strtoll(r->str, &end, 10);
+    return end != r->str && *end == '\0';
+}
+
+/* A status and what its pointers lead into, freed as one. */
+typedef struct status_mem {
+    hilock_lock_status pub; /* first: what the caller frees */
+    hilock_reply *reply;
+    hilock_lock_owner owners[];
+} status_mem;
+
+void hilock_lock_status_free(hilock_lock_status *status)
+{
+    if (status == NULL)
+        return;
+    status_mem *m = (status_mem *)status;
+    hilock_reply_free(m->reply);
+    hl_free(m);
+}
+
+static bool reply_int(const hilock_reply *r, int64_t *v)
+{
+    if (r->type == HILOCK_REPLY_INTEGER) {
+        *v = r->integer;
+        return true;
+    }
+    if (r->type != HILOCK_REPLY_STRING || r->len == 0 || r->len > 20)
+        return false;
+    char *end;
+    long long x = strtoll(r->str, &end, 10);
+    *v = x;
+    return end == r->str + r->len;
+}
+
+static bool reply_is(const hilock_reply *r, const char *s)
+{
+    return r->type == HILOCK_REPLY_STRING && r->len == strlen(s) &&
+           memcmp(r->str, s, r->len) == 0;
+}
+
+static bool ends_with(const hilock_reply *r, const char *s)
+{
+    size_t n = strlen(s);
+    return r->len >= n && memcmp(r->str + r->len - n, s, n) == 0;
+}
+
+int hl_hash_parse_status(hilock_reply *reply, const char *kind_label,
+                         bool rwlock, hilock_lock_status **out)
+{
+    *out = NULL;
+    const hilock_reply *fields, *waiters;
+    int64_t pttl, subscribers, seen;
+    if (reply == NULL || reply->type != HILOCK_REPLY_ARRAY ||
+        reply->elements != 5 || !reply_int(reply->element[0], &pttl) ||
+        (fields = reply->element[1])->type != HILOCK_REPLY_ARRAY ||
+        fields->elements % 2 != 0 ||
+        (waiters = reply->element[2])->type != HILOCK_REPLY_ARRAY ||
+        waiters->elements % 2 != 0 ||
+        !reply_int(reply->element[3], &subscribers) ||
+        !reply_int(reply->element[4], &seen)) {
+        hilock_reply_free(reply);
+        return HILOCK_EPROTO;
+    }
+    for (size_t i = 0; i < fields->elements; i++)
+        if (fields->element[i]->type != HILOCK_REPLY_STRING) {
+            hilock_reply_free(reply);
+            return HILOCK_EPROTO;
+        }
+    for (size_t i = 0; i < waiters->elements; i += 2)
+        if (waiters->element[i]->type != HILOCK_REPLY_STRING) {
+            hilock_reply_free(reply);
+            return HILOCK_EPROTO;
+        }
+    size_t nfields = fields->elements / 2, nwaiters = waiters->elements / 2;
+    /* Room for holders, readers and the writer, then waiters. */
+    status_mem *m = hl_calloc(1, sizeof *m + (2 * nfields + nwaiters) *
+                                                 sizeof m->owners[0]);
+    if (m == NULL) {
+        hilock_reply_free(reply);
+        return HILOCK_ENOMEM;
+    }
+    m->reply = reply;
+    hilock_lock_status *st = &m->pub;
+    hilock_lock_owner *holders = m->owners;
+    hilock_lock_owner *readers = holders + nfields;
+    hilock_lock_owner *waiting = readers + nfields;
+    st->kind = kind_label;
+    st->subscribers = subscribers;
+    st->kind_seen = seen != 0;
+    st->holders = holders;
+    st->waiters = waiting;
+    if (rwlock)
+        st->readers = readers;
+    const char *suffix = HL_LAYOUT_RWLOCK_WRITE_SUFFIX;
+    for (size_t i = 0; i < nfields; i++) {
+        hilock_reply *k = fields->element[2 * i];
+        const hilock_reply *v = fields->element[2 * i + 1];
+        /* No owner id is "mode": read as another kind, a read-write
+         * lock's hash shows its holders, not its mode as one. */
+        if (reply_is(k, HL_LAYOUT_RWLOCK_MODE)) {
+            if (rwlock)
+                st->mode = v->str;
+            continue;
+        }
+        hilock_lock_owner *h = &holders[st->holders_len++];
+        h->owner = k->str;
+        h->owner_len = k->len;
+        if (!reply_int(v, &h->count)) {
+            /* Not written by a lock: keep the holder, counted as no
+             * hold, rather than refuse to show anything. */
+            h->count = 0;
+        }
+        if (rwlock && ends_with(k, suffix)) {
+            h->writer = true;
+            /* The reply is ours: cut the suffix off in place, so that
+             * the owner id is a string of its own. */
+            h->owner_len -= strlen(suffix);
+            k->str[h->owner_len] = '\0';
+            if (st->writer == NULL)
+                st->writer = h;
+        } else if (rwlock) {
+            readers[st->readers_len++] = *h;
+        }
+    }
+    for (size_t i = 0; i < nwaiters; i++) {
+        const hilock_reply *w = waiters->element[2 * i];
+        hilock_lock_owner *o = &waiting[st->waiters_len++];
+        o->owner = w->str;
+        o->owner_len = w->len;
+        o->expires = reply_int(waiters->element[2 * i + 1],
+                               &o->expires_in_ms);
+        if (!o->expires)
+            o->expires_in_ms = 0;
+    }
+    st->locked = st->holders_len > 0 && pttl != -2;
+    st->ttl_ms = st->locked && pttl >= 0 ? pttl : -1;
+    if (!st->locked) {
+        st->holders_len = 0;
+        st->readers_len = 0;
+        st->writer = NULL;
+    }
+    *out = st;
+    return HILOCK_OK;
+}

@@ -1,0 +1,34 @@
+#include "layout/layout.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+int hl_layout_key(hl_aux_name *out, const char *prefix, const char *name,
+                  size_t name_len, const char *tail, size_t tail_len)
+{
+    size_t plen = strlen(prefix);
+    /* Redisson's rule: a name with a hash tag of its own keeps it, so
+     * both sides name the same keys. */
+    bool braces = memchr(name, '{', name_len) == NULL;
+    char *p = hl_aux_name_reserve(out, plen + name_len + 5 +
+                                           (tail ? tail_len : 0));
+    if (p == NULL)
+        return -1;
+    memcpy(p, prefix, plen);
+    p += plen;
+    *p++ = ':';
+    if (braces)
+        *p++ = '{';
+    memcpy(p, name, name_len);
+    p += name_len;
+    if (braces)
+        *p++ = '}';
+    if (tail) {
+        *p++ = ':';
+        memcpy(p, tail, tail_len);
+        p += tail_len;
+    }
+    *p = '\0';
+    out->len = (size_t)(p - out->s);
+    return 0;
+}

@@ -1,0 +1,61 @@
+/* Redisson's data layout, which Java services share with us: the names of
+ * a lock's keys and channels, the braces rule that keeps them in the
+ * lock's cluster slot, the fields and the messages a release publishes.
+ * Every kind names its keys through this file, so that the layout can be
+ * read (and checked against Redisson) in one place. */
+#ifndef HL_LAYOUT_H
+#define HL_LAYOUT_H
+
+#include <stddef.h>
+
+#include "core/base/auxname.h"
+
+/* Key and channel prefixes: "<prefix>:{NAME}". */
+#define HL_LAYOUT_LOCK_CHANNEL "redisson_lock__channel"
+#define HL_LAYOUT_RWLOCK_CHANNEL "redisson_rwlock"
+#define HL_LAYOUT_FAIR_QUEUE "redisson_lock_queue"
+#define HL_LAYOUT_FAIR_TIMEOUT "redisson_lock_timeout"
+#define HL_LAYOUT_TOKEN "redisson_lock_token"
+/* Ours, beyond Redisson: waiting writers of a read-write lock, and the
+ * attempts a reconcile voided. */
+#define HL_LAYOUT_RWLOCK_WRITERS "hilock_rwlock_writers"
+#define HL_LAYOUT_VOID "hilock_void"
+
+/* What a release publishes: Redisson's unlock message, and its read-write
+ * lock's "readers may come" message. */
+#define HL_LAYOUT_MSG_UNLOCK "0"
+#define HL_LAYOUT_MSG_READ_UNLOCK "1"
+
+/* The read-write lock's hash: its mode field and values, and the suffix of
+ * the writer's field "<owner><suffix>". */
+#define HL_LAYOUT_RWLOCK_MODE "mode"
+#define HL_LAYOUT_RWLOCK_READ "read"
+#define HL_LAYOUT_RWLOCK_WRITE "write"
+#define HL_LAYOUT_RWLOCK_WRITE_SUFFIX ":write"
+
+/* How long a voided attempt stays refused: longer than any delay a
+ * request can plausibly spend in a paused server's socket buffer. */
+#define HL_LAYOUT_VOID_TTL_MS 600000
+
+#define HL_LAYOUT_STR_(x) #x
+#define HL_LAYOUT_STR(x) HL_LAYOUT_STR_(x)
+#define HL_LAYOUT_VOID_TTL_MS_TEXT HL_LAYOUT_STR(HL_LAYOUT_VOID_TTL_MS)
+
+/* The braces rule in Lua, for keys a script names itself: a read hold's
+ * timeout key "{NAME}:<field>:rwlock_timeout:<n>", without the braces
+ * when NAME holds a '{' already. */
+#define HL_LAYOUT_LUA_RWLOCK_TIMEOUT_KEY                                    \
+    "local function tkey(name, f, i)\n"                                     \
+    "  if string.find(name, '{', 1, true) then\n"                           \
+    "    return name .. ':' .. f .. ':rwlock_timeout:' .. i\n"              \
+    "  end\n"                                                               \
+    "  return '{' .. name .. '}:' .. f .. ':rwlock_timeout:' .. i\n"        \
+    "end\n"
+
+/* "prefix:{NAME}", or "prefix:NAME" when NAME holds a '{' already, then
+ * ":<tail>" when tail is not NULL.  0 or -1 (out of memory); release with
+ * hl_aux_name_done either way. */
+int hl_layout_key(hl_aux_name *out, const char *prefix, const char *name,
+                  size_t name_len, const char *tail, size_t tail_len);
+
+#endif
