@@ -166,6 +166,7 @@ typedef struct map_probe {
     hl_conn *conn;
     int nodes;
     unsigned redirects;
+    unsigned refreshes;
     bool cluster;
 } map_probe;
 
@@ -177,6 +178,7 @@ static void read_map(hilock_client *c, void *arg)
         p->conn = hl_cluster_conn_for_slot(c->cluster, p->slot);
         p->nodes = hl_cluster_node_count(c->cluster);
         p->redirects = hl_cluster_redirects(c->cluster);
+        p->refreshes = hl_cluster_refreshes(c->cluster);
     }
 }
 
@@ -195,6 +197,24 @@ static unsigned redirects(hilock_client *c)
     hl_run_on_loop(c, read_map, &p);
     assert_true(p.cluster);
     return p.redirects;
+}
+
+static unsigned refreshes(hilock_client *c)
+{
+    map_probe p = {.slot = 0};
+    hl_run_on_loop(c, read_map, &p);
+    return p.refreshes;
+}
+
+typedef struct refresh_probe {
+    hilock_client *client;
+    unsigned after;
+} refresh_probe;
+
+static bool refreshed(void *arg)
+{
+    refresh_probe *p = arg;
+    return refreshes(p->client) > p->after;
 }
 
 static hl_conn *conn_for_key(hilock_client *c, const char *key)
@@ -296,6 +316,59 @@ static void test_unreachable_seeds_are_skipped(void **state)
     hilock_options_free(o);
 }
 
+/* A user and password given once authenticate on every node, the
+ * masters the client finds included. */
+static void test_acl_user_on_every_node(void **state)
+{
+    (void)state;
+    /* Nobody gets in without the password while this runs. */
+    for (size_t i = 0; i < hl_redis_cluster_size(cluster); i++) {
+        hl_redis_server *n = hl_redis_cluster_node(cluster, i);
+        hl_fixture_acl_user(n, "clus", "clus-pw");
+        hl_redis_server_set_auth(n, "clus", "clus-pw");
+        assert_int_equal(hl_redis_server_cmd(n, reply, sizeof reply, "ACL",
+                                             "SETUSER", "default", "off",
+                                             (char *)NULL), '+');
+    }
+    char url[256];
+    const char *seeds = hl_redis_cluster_url(cluster) + strlen("redis://");
+    snprintf(url, sizeof url, "redis://clus:clus-pw@%s", seeds);
+    hilock_client *c = client_at(url, 0);
+    for (int i = 0; i < 3; i++) {
+        hl_redis_server *m = master(i);
+        char name[32];
+        key_on(m, "acl", name, sizeof name);
+        hilock_lock *l = NULL;
+        assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+                         HILOCK_OK);
+        /* Bounded: a node that refuses the client must fail the test,
+         * not hang it. */
+        assert_int_equal(hilock_lock_try_acquire(l, 5000,
+                                                 HILOCK_LEASE_WATCHDOG),
+                         HILOCK_OK);
+        assert_int_equal(int_on_node(m, "EXISTS", name, (char *)NULL), 1);
+        assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+        hilock_lock_destroy(l);
+    }
+    assert_true(hilock_client_is_connected(c));
+    hilock_client_destroy(c);
+    /* The wrong password is refused at the seed. */
+    snprintf(url, sizeof url, "redis://clus:wrong@%s", seeds);
+    hilock_options *o = NULL;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(hilock_options_set_url(o, url), HILOCK_OK);
+    c = NULL;
+    assert_int_equal(hilock_client_create(&c, o), HILOCK_EAUTH);
+    hilock_options_free(o);
+    for (size_t i = 0; i < hl_redis_cluster_size(cluster); i++) {
+        hl_redis_server *n = hl_redis_cluster_node(cluster, i);
+        assert_int_equal(hl_redis_server_cmd(n, reply, sizeof reply, "ACL",
+                                             "SETUSER", "default", "on",
+                                             (char *)NULL), '+');
+        hl_redis_server_set_auth(n, NULL, NULL);
+    }
+}
+
 /* Keys on each master, through the seed list URL: each command lands on
  * the master of its key's slot, scripts too (by their first key). */
 static void test_commands_reach_every_master(void **state)
@@ -372,11 +445,15 @@ static void test_moved_is_followed(void **state)
 
     unsigned slot = hl_keyslot(key, strlen(key));
     stale_slot(c, slot, wrong);
+    refresh_probe rp = {.client = c, .after = refreshes(c)};
     assert_ptr_not_equal(conn_for_key(c, key), right);
     expect_status(cmd(c, "SET", key, "after-moved", (char *)NULL), "OK");
     expect_on_node(owner, key, "after-moved");
     assert_int_equal(redirects(c), 1);
     assert_ptr_equal(conn_for_key(c, key), right);
+    /* A redirection brings the next topology read forward: well before
+     * the periodic one, 5 s on. */
+    assert_true(hl_wait_until(refreshed, &rp, 1000));
 
     /* The lock handle takes the stale connection when made. */
     stale_slot(c, hl_keyslot(name, strlen(name)), wrong);
@@ -706,6 +783,7 @@ int main(void)
         cmocka_unit_test(test_detects_cluster_from_any_node),
         cmocka_unit_test(test_unreachable_seeds_are_skipped),
         cmocka_unit_test(test_commands_reach_every_master),
+        cmocka_unit_test(test_acl_user_on_every_node),
         cmocka_unit_test(test_reentrant_lock_on_every_master),
         cmocka_unit_test(test_moved_is_followed),
         cmocka_unit_test(test_watchdog_renews_on_every_master),
