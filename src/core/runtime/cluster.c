@@ -177,7 +177,10 @@ static bool parse_shards(hl_cluster *cl, const hilock_reply *r,
         const hilock_reply *host = field(master, "endpoint");
         if (!is_text(host) || host->len == 0 || str_is(host, "?"))
             host = field(master, "ip");
-        const hilock_reply *port = field(master, tls ? "tls-port" : "port");
+        /* A node lists port, tls-port or both, as it serves them. */
+        const hilock_reply *port = tls ? field(master, "tls-port") : NULL;
+        if (port == NULL)
+            port = field(master, "port");
         if (!is_text(host) || port == NULL ||
             port->type != HILOCK_REPLY_INTEGER)
             return false;
