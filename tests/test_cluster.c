@@ -50,7 +50,7 @@ static int teardown(void **state)
     return 0;
 }
 
-/* ---- helpers ----------------------------------------------------------- */
+/* ---- what the tests share ---------------------------------------------- */
 
 static hilock_client *client_at(const char *url, int64_t watchdog_ms)
 {
