@@ -1172,6 +1172,47 @@ static void test_connections_option(void **state)
 
 /* The options of the fair queue and of RedLock: defaults, ranges, and
  * their URL keys, which leave the value alone when refused. */
+/* Several hosts name a cluster's seed nodes: the first is the address,
+ * the rest are kept in order, each with its own port; a bad one refuses
+ * the whole URL and a later single-host URL drops them. */
+static void test_seed_host_list(void **state)
+{
+    (void)state;
+    hilock_options *o = make_defaults();
+    assert_int_equal(hilock_options_set_url(
+                         o, "redis://:pw@10.0.0.1:7000,node-b,[::1]:7002/2"),
+                     HILOCK_OK);
+    assert_string_equal(o->host, "10.0.0.1");
+    assert_int_equal(o->port, 7000);
+    assert_string_equal(o->password, "pw");
+    assert_int_equal(o->db, 2);
+    assert_non_null(o->seeds);
+    assert_string_equal(o->seeds, "node-b:6379,[::1]:7002");
+
+    hilock_options *copy = snapshot(o);
+    assert_string_equal(copy->seeds, o->seeds);
+    assert_ptr_not_equal(copy->seeds, o->seeds);
+    hilock_options_free(copy);
+
+    assert_int_equal(hilock_options_set_url(o, "redis://a:1,,b:2"),
+                     HILOCK_EINVAL);
+    assert_int_equal(hilock_options_set_url(o, "redis://a:1,b:99999"),
+                     HILOCK_EINVAL);
+    assert_int_equal(hilock_options_set_url(o, "redis://a:1,"),
+                     HILOCK_EINVAL);
+    assert_string_equal(o->host, "10.0.0.1");
+    assert_string_equal(o->seeds, "node-b:6379,[::1]:7002");
+
+    assert_int_equal(hilock_options_set_url(o, "redis://one:7001"),
+                     HILOCK_OK);
+    assert_null(o->seeds);
+    assert_int_equal(hilock_options_set_url(o, "redis://one,two"), HILOCK_OK);
+    assert_string_equal(o->seeds, "two:6379");
+    assert_int_equal(hilock_options_set_host(o, "three"), HILOCK_OK);
+    assert_null(o->seeds);
+    hilock_options_free(o);
+}
+
 static void test_waiter_node_quarantine_options(void **state)
 {
     (void)state;
@@ -1219,6 +1260,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_connections_option),
+        cmocka_unit_test(test_seed_host_list),
         cmocka_unit_test(test_waiter_node_quarantine_options),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_null_arguments),

@@ -1,7 +1,10 @@
 /* The client: a few command connections (two by default) and one pub/sub
  * connection to one Redis server, driven by a libev loop that the client
  * runs in its own thread (the default) or that the caller owns
- * (hilock_options_set_loop).
+ * (hilock_options_set_loop).  When that server is a Redis Cluster node
+ * (found at the first connection), the client also keeps one command
+ * connection per master and sends each request to the master of its
+ * key's slot (README, "Redis Cluster").
  *
  * Thread contract.
  * - Sync calls (hilock_client_command, ...) may be made from any thread
@@ -101,6 +104,14 @@ typedef void hilock_command_cb(hilock_client *client, int status,
 
 /* Send one command (binary-safe arguments, copied before the call
  * returns).  Commands issued in one loop iteration leave in one write.
+ * On a Redis Cluster the command goes to the master of the slot of its
+ * first key: argv[1], or for EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, FCALL
+ * and FCALL_RO the first key after numkeys (argv[3]); a command with no
+ * argument, or a script with no key, goes to the seed node.  Keys of
+ * other slots in the same command are refused by the server (CROSSSLOT,
+ * HILOCK_EREDIS).  MOVED, ASK, TRYAGAIN and CLUSTERDOWN are handled
+ * within the command timeout and not seen by the callback, unless they
+ * last.
  * The callback gets HILOCK_OK with the reply, HILOCK_EREDIS with an error
  * reply, HILOCK_EPERM with the error reply when the server's ACL refused
  * the command to the user (NOPERM), HILOCK_ETIMEDOUT after the command
@@ -141,8 +152,8 @@ typedef struct hilock_client_stats {
     uint64_t leases_renewed; /* watchdog renewals confirmed */
     uint64_t leases_lost;    /* leases reported lost */
     uint64_t renew_calls;    /* batched renewal scripts sent */
-    uint64_t connects;       /* times the command connection became ready */
-    uint64_t writes;         /* write calls on the command connection */
+    uint64_t connects;       /* times a command connection became ready */
+    uint64_t writes;         /* write calls on the command connections */
     /* Releases that freed a lock but could not wake its waiters, as the
      * server's ACL refused the user the PUBLISH (see hilock_lock_release);
      * waiters on other clients then notice at their next retry. */

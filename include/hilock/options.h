@@ -60,7 +60,12 @@ HILOCK_API void hilock_options_free(hilock_options *opts);
  * The scheme is matched without regard to case and sets TLS on or off.
  * host may be a name, an IPv4 address or an IPv6 address in brackets
  * ("[::1]:6380"; stored without the brackets).  The port defaults to 6379
- * when absent: it goes with the host.  db, when present, is a decimal
+ * when absent: it goes with the host.  Several hosts joined by ','
+ * ("redis://10.0.0.1:7000,10.0.0.2:7000") name seed nodes of a Redis
+ * Cluster: the client connects to the first and tries the others, in
+ * order, while it cannot reach it; each host has its own port.  User
+ * info, db and query apply to every host.  A URL with one host, or
+ * hilock_options_set_host, replaces the list.  db, when present, is a decimal
  * 0..INT32_MAX; "/" alone or no path keeps the current db.
  * User info, when present, sets both user and password: it must hold a
  * ':' and a non-empty password (":secret@" means the default user).

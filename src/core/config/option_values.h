@@ -11,6 +11,9 @@
 struct hilock_options {
     char *host;
     int port;
+    /* Other seed nodes of a cluster, "host:port" joined by ',' (IPv6 in
+     * brackets), from a URL naming several hosts; NULL for one host. */
+    char *seeds;
     char *user;
     char *password;
     int db;

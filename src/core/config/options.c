@@ -14,6 +14,7 @@
 static void options_free_strings(hilock_options *o)
 {
     hl_free(o->host);
+    hl_free(o->seeds);
     hl_free(o->user);
     hl_free(o->password);
     hl_free(o->tls_ca_file);
@@ -80,6 +81,7 @@ int hilock_options_copy(hilock_options **out, const hilock_options *src)
      * cleanup below never frees a string that belongs to src. */
     int bad = 0;
     bad |= dup_optional(&o->host, src->host);
+    bad |= dup_optional(&o->seeds, src->seeds);
     bad |= dup_optional(&o->user, src->user);
     bad |= dup_optional(&o->password, src->password);
     bad |= dup_optional(&o->tls_ca_file, src->tls_ca_file);
@@ -128,7 +130,13 @@ int hilock_options_set_host(hilock_options *opts, const char *host)
 {
     if (host == NULL)
         return hl_fail(HILOCK_EINVAL, "host is NULL");
-    return replace_string(opts, opts ? &opts->host : NULL, host, "host");
+    int rc = replace_string(opts, opts ? &opts->host : NULL, host, "host");
+    /* One address set by hand names one server, not a cluster's seeds. */
+    if (rc == HILOCK_OK) {
+        hl_free(opts->seeds);
+        opts->seeds = NULL;
+    }
+    return rc;
 }
 
 int hilock_options_set_port(hilock_options *opts, int port)

@@ -6,6 +6,7 @@
  * works on (pointer, length) spans inside a string whose length it has
  * measured itself, which keeps every read inside the caller's buffer. */
 #include <arpa/inet.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -388,6 +389,51 @@ static int parse_hostport(struct url_parser *up, const char *p, size_t n)
     return rc;
 }
 
+/* host[:port][,host[:port]...]: the seed nodes of a cluster.  The first
+ * is the address the client connects to; the others, checked the same
+ * way, are kept in order as the seeds to try when it cannot be reached.
+ * Each goes through parse_hostport, which leaves its address in the
+ * options, so the first is parsed last. */
+static int parse_hostlist(struct url_parser *up, const char *p, size_t n)
+{
+    const char *comma = span_find(p, n, ',');
+    if (comma == NULL)
+        return parse_hostport(up, p, n);
+    size_t first = (size_t)(comma - p);
+    char seeds[HL_URL_MAX + 16];
+    size_t used = 0;
+    const char *q = comma + 1;
+    const char *end = p + n;
+    for (;;) {
+        const char *next = span_find(q, (size_t)(end - q), ',');
+        const char *stop = next ? next : end;
+        int rc = parse_hostport(up, q, (size_t)(stop - q));
+        if (rc != HILOCK_OK)
+            return rc;
+        const char *h = up->tmp->host;
+        bool v6 = strchr(h, ':') != NULL;
+        int w = snprintf(seeds + used, sizeof seeds - used,
+                         "%s%s%s%s:%d", used ? "," : "", v6 ? "[" : "", h,
+                         v6 ? "]" : "", up->tmp->port);
+        if (w < 0 || (size_t)w >= sizeof seeds - used)
+            return hl_fail(HILOCK_EINVAL, "URL names too many hosts");
+        used += (size_t)w;
+        if (next == NULL)
+            break;
+        q = next + 1;
+    }
+    int rc = parse_hostport(up, p, first);
+    if (rc != HILOCK_OK)
+        return rc;
+    /* After the first host: setting a host drops the seeds. */
+    char *copy = hl_strdup(seeds);
+    if (copy == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory for the URL's hosts");
+    hl_free(up->tmp->seeds);
+    up->tmp->seeds = copy;
+    return HILOCK_OK;
+}
+
 static int parse_db(struct url_parser *up, const char *p, size_t n)
 {
     if (n == 0)
@@ -633,7 +679,7 @@ static int parse(struct url_parser *up, size_t len)
         if (rc != HILOCK_OK)
             return rc;
     }
-    rc = parse_hostport(up, hostport, (size_t)(auth_end - hostport));
+    rc = parse_hostlist(up, hostport, (size_t)(auth_end - hostport));
     if (rc == HILOCK_OK)
         rc = parse_rest(up, auth_end, end);
     /* With no user info before the host, a later '@' means a raw '/', '?'

@@ -9,6 +9,7 @@
 #include "core/engine/compose.h"
 #include "core/engine/lock_handle.h"
 #include "core/config/option_values.h"
+#include "core/transport/keyslot.h"
 #include "core/transport/resp.h"
 
 struct hl_lease_engine {
@@ -221,7 +222,7 @@ static void on_renew_reply(void *data, int status, hilock_reply *reply)
 /* "<client id>:<owner>" for each lease of a batch, written when sent. */
 typedef char owner_field[HILOCK_CLIENT_ID_LEN + 22];
 
-static void send_batch(hl_lease_engine *e, renew_batch *b)
+static void send_to(hl_lease_engine *e, renew_batch *b, hl_conn *conn)
 {
     const char *argv[1 + 2 * HL_LEASE_BATCH];
     size_t lens[1 + 2 * HL_LEASE_BATCH];
@@ -241,7 +242,6 @@ static void send_batch(hl_lease_engine *e, renew_batch *b)
     snprintf(ttl, sizeof ttl, "%lld", (long long)e->watchdog_ms);
     argv[n] = ttl;
     lens[n] = strlen(ttl);
-    hl_conn *conn = e->client->conn;
     b->sent_at = hl_monotime_now();
     int rc = conn ? hl_script_run(conn, b->script, n, 2 * n + 1, argv, lens,
                                   on_renew_reply, b)
@@ -256,6 +256,65 @@ static void send_batch(hl_lease_engine *e, renew_batch *b)
     e->batches++;
     e->stats.renew_calls++;
     e->stats.renewing++;
+}
+
+static unsigned lease_slot(const hl_lease *l)
+{
+    return hl_keyslot(l->key, l->key_len);
+}
+
+/* A cluster runs a script only on keys of one slot (CROSSSLOT), so there
+ * a batch goes out as one call per slot, each to the slot's master; the
+ * calls to one master leave in one write.  Insertion sort: a batch holds
+ * at most HL_LEASE_BATCH leases. */
+static void send_batch(hl_lease_engine *e, renew_batch *b)
+{
+    hilock_client *c = e->client;
+    if (c->cluster == NULL) {
+        send_to(e, b, c->conn);
+        return;
+    }
+    unsigned slots[HL_LEASE_BATCH];
+    for (int i = 0; i < b->n; i++) {
+        hl_lease *l = b->leases[i];
+        unsigned s = lease_slot(l);
+        int k = i;
+        for (; k > 0 && slots[k - 1] > s; k--) {
+            slots[k] = slots[k - 1];
+            b->leases[k] = b->leases[k - 1];
+        }
+        slots[k] = s;
+        b->leases[k] = l;
+    }
+    int start = 0;
+    while (start < b->n) {
+        int end = start + 1;
+        while (end < b->n && slots[end] == slots[start])
+            end++;
+        renew_batch *part = start == 0 && end == b->n
+                                ? b
+                                : hl_calloc(1, sizeof *part);
+        if (part == NULL) {
+            /* These leases go without renewal this round and keep their
+             * deadlines, as when a whole batch cannot be had. */
+            for (int i = start; i < end; i++)
+                b->leases[i]->batches--;
+        } else if (part != b) {
+            part->engine = e;
+            part->script = b->script;
+            part->n = end - start;
+            memcpy(part->leases, b->leases + start,
+                   (size_t)part->n * sizeof *part->leases);
+        }
+        if (part != NULL)
+            send_to(e, part,
+                    hl_client_conn_for(c, b->leases[start]->key,
+                                       b->leases[start]->key_len));
+        if (part == b)
+            return;
+        start = end;
+    }
+    hl_free(b);
 }
 
 /* Renew every watched lease, one batch per renew script at a time (kinds

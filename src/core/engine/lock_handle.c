@@ -137,6 +137,11 @@ hl_conn *hl_lock_conn(const hilock_lock *lock)
 {
     if (lock->client == NULL || lock->client->closed)
         return NULL;
+    /* On a cluster the master of the name's slot changes with resharding
+     * and failover: ask the map each time rather than keep a connection
+     * to a node that no longer serves it. */
+    if (lock->client->cluster)
+        return hl_client_conn_for(lock->client, lock->name, lock->name_len);
     return lock->conn;
 }
 

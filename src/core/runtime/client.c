@@ -1,4 +1,5 @@
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -6,6 +7,8 @@
 
 #include "core/base/alloc.h"
 #include "core/runtime/client_state.h"
+#include "core/runtime/cluster.h"
+#include "core/transport/keyslot.h"
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
 #include "core/base/map.h"
@@ -22,6 +25,8 @@ bool hl_client_in_loop(const hilock_client *c)
 
 static void client_free_memory(hilock_client *c)
 {
+    hl_cluster_free(c->cluster);
+    hl_free(c->seeds);
     if (c->own_loop && c->loop)
         hl_loop_destroy(c->loop);
     SSL_CTX_free(c->ssl_ctx);
@@ -110,6 +115,9 @@ static void client_shutdown(hilock_client *c)
     c->locks_detached = true;
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
+    /* Before the seed connections, so that a topology read they fail
+     * finds the cluster closed. */
+    hl_cluster_close(c->cluster);
     int nconns = c->nconns;
     hl_conn *conns[HILOCK_MAX_CONNECTIONS];
     memcpy(conns, c->conns, sizeof conns);
@@ -219,6 +227,133 @@ int hl_client_hook_command(hilock_client *c, int argc,
     return hl_conn_command(c->hook_conn, argc, argv, argvlen, fn, data);
 }
 
+/* The first connection attempt ends when every connection is up and the
+ * client knows whether it talks to a cluster (and, if so, has read its
+ * topology once), or at the first failure. */
+static void note_first_attempt(hilock_client *c, int status,
+                               const char *detail)
+{
+    pthread_mutex_lock(&c->lock);
+    if (!c->first_done) {
+        c->first_done = true;
+        c->first_status = status;
+        snprintf(c->first_detail, sizeof c->first_detail, "%s",
+                 detail ? detail : "");
+        pthread_cond_broadcast(&c->cond);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+static bool all_conns_up(const hilock_client *c)
+{
+    return c->up_mask == (1u << c->nconns) - 1;
+}
+
+static void on_cluster_ready(hilock_client *c)
+{
+    c->mode_known = true;
+    if (all_conns_up(c))
+        note_first_attempt(c, 0, NULL);
+}
+
+static void on_cluster_info(void *data, int status, hilock_reply *reply)
+{
+    hilock_client *c = data;
+    /* A server that refuses INFO (an ACL without it) or answers oddly is
+     * taken for a single server: routing needs the answer, and a cluster
+     * node would still say where keys live with MOVED. */
+    bool cluster = status == HILOCK_OK && reply != NULL &&
+                   (reply->type == HILOCK_REPLY_STRING ||
+                    reply->type == HILOCK_REPLY_STATUS) &&
+                   strstr(reply->str, "cluster_enabled:1") != NULL;
+    hilock_reply_free(reply);
+    if (c->closed || c->mode_known)
+        return;
+    if (status == HILOCK_ECLOSED)
+        return;
+    if (status == HILOCK_EIO || status == HILOCK_ETIMEDOUT) {
+        /* Lost with the connection: ask again when one comes up. */
+        c->mode_asked = false;
+        return;
+    }
+    if (cluster) {
+        c->cluster = hl_cluster_create(c, &c->conn_cfg, on_cluster_ready);
+        if (c->cluster != NULL) {
+            for (int i = 0; i < c->nconns; i++)
+                hl_conn_set_redirect(c->conns[i], hl_cluster_redirect,
+                                     c->cluster);
+            return; /* on_cluster_ready goes on */
+        }
+    }
+    c->mode_known = true;
+    if (all_conns_up(c))
+        note_first_attempt(c, 0, NULL);
+}
+
+/* Asked once: mode_asked stays set until the answer is lost with its
+ * connection, so that a second connection coming up while the topology
+ * is read does not make a second cluster. */
+static void ask_cluster_mode(hilock_client *c, hl_conn *conn)
+{
+    const char *argv[] = {"INFO", "cluster"};
+    size_t lens[] = {4, 7};
+    if (hl_conn_command(conn, 2, argv, lens, on_cluster_info, c) == 0)
+        c->mode_asked = true;
+    else
+        c->mode_known = true; /* out of memory: route as a single server */
+}
+
+/* host:port, or [v6]:port, up to the next ',' of the seed list. */
+static bool parse_seed(const char *p, size_t n, char *host, size_t cap,
+                       int *port)
+{
+    const char *colon = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] == ':')
+            colon = p + i;
+    if (colon == NULL)
+        return false;
+    const char *h = p;
+    size_t hlen = (size_t)(colon - p);
+    if (hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']') {
+        h++;
+        hlen -= 2;
+    }
+    if (hlen == 0 || hlen >= cap)
+        return false;
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    *port = atoi(colon + 1);
+    return *port > 0 && *port <= 65535;
+}
+
+/* The first attempt failed on the current seed: point every connection
+ * at the next one.  Each connection reads the address when it starts an
+ * attempt, so this takes effect at their next retry.  A seed counts as
+ * failed once every connection failed on it.  False when no seed is
+ * left, and the failure is the client's. */
+static bool try_next_seed(hilock_client *c)
+{
+    if (c->next_seed == NULL)
+        return false;
+    if (++c->seed_downs < c->nconns)
+        return true;
+    c->seed_downs = 0;
+    while (c->next_seed != NULL) {
+        const char *p = c->next_seed;
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        c->next_seed = comma ? comma + 1 : NULL;
+        char host[256];
+        int port;
+        if (parse_seed(p, n, host, sizeof host, &port) &&
+            hilock_options_set_host(c->opts, host) == HILOCK_OK &&
+            hilock_options_set_port(c->opts, port) == HILOCK_OK)
+            return true;
+    }
+    return false;
+}
+
 static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
                           const char *detail, hilock_reply *reply, void *data)
 {
@@ -233,6 +368,10 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
         return;
     if (ev == HL_CONN_UP) {
         c->up_mask |= 1u << i;
+        /* Once, on the first connection up: the answer comes before any
+         * request of the caller, who waits for the first attempt. */
+        if (!c->mode_known && !c->mode_asked)
+            ask_cluster_mode(c, conn);
         /* Before the connection counts as up, so that whatever the hook
          * learns from its commands is pending before anyone may act on
          * the connection being up. */
@@ -241,26 +380,26 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
             c->connect_hook(c, c->connect_hook_data);
             c->hook_conn = NULL;
         }
-    } else
+    } else {
         c->up_mask &= ~(1u << i);
-    bool all_up = c->up_mask == (1u << c->nconns) - 1;
-    atomic_store(&c->connected, all_up);
-    pthread_mutex_lock(&c->lock);
-    /* The first connection attempt ends when every connection is up, or
-     * at the first failure. */
-    if (!c->first_done && (all_up || ev == HL_CONN_DOWN)) {
-        c->first_done = true;
-        c->first_status = ev == HL_CONN_UP ? 0 : status;
-        snprintf(c->first_detail, sizeof c->first_detail, "%s",
-                 detail ? detail : "");
-        pthread_cond_broadcast(&c->cond);
+        if (c->cluster)
+            hl_cluster_refresh_soon(c->cluster);
     }
-    pthread_mutex_unlock(&c->lock);
+    bool all_up = all_conns_up(c);
+    atomic_store(&c->connected, all_up);
+    if (ev == HL_CONN_DOWN && !c->first_done && try_next_seed(c))
+        return;
+    if (ev == HL_CONN_DOWN)
+        note_first_attempt(c, status, detail);
+    else if (all_up && c->mode_known)
+        note_first_attempt(c, 0, NULL);
 }
 
 hl_conn *hl_client_conn_for(const hilock_client *c, const char *name,
                             size_t len)
 {
+    if (c->cluster)
+        return hl_cluster_conn_for_slot(c->cluster, hl_keyslot(name, len));
     if (c->nconns <= 1)
         return c->conn;
     return c->conns[hl_hash_bytes(name, len) % (uint64_t)c->nconns];
@@ -316,8 +455,13 @@ static int wait_first_connect(hilock_client *c)
 {
     /* The connection enforces the connect timeout itself; the extra
      * second only guards against a loop thread that never answers. */
-    struct timespec until =
-        hl_monotonic_deadline(HL_MS(c->opts->connect_timeout_ms + 1000));
+    int64_t attempts = 1;
+    for (const char *p = c->seeds; p != NULL; p = strchr(p + 1, ','))
+        attempts++;
+    /* Each seed may take a whole attempt and a backoff before the next. */
+    int64_t wait_ms = attempts * c->opts->connect_timeout_ms +
+                      (attempts - 1) * c->opts->reconnect_max_ms + 1000;
+    struct timespec until = hl_monotonic_deadline(HL_MS(wait_ms));
     int rc = 0;
     pthread_mutex_lock(&c->lock);
     while (!c->first_done && rc == 0)
@@ -408,6 +552,14 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
             goto fail;
         }
     }
+    if (c->opts->seeds) {
+        c->seeds = hl_strdup(c->opts->seeds);
+        if (c->seeds == NULL) {
+            rc = hl_fail(HILOCK_ENOMEM, "out of memory for the seed list");
+            goto fail;
+        }
+        c->next_seed = c->seeds;
+    }
     c->own_loop = c->opts->loop == NULL;
     c->loop = c->own_loop ? hl_loop_new() : c->opts->loop;
     if (c->loop == NULL) {
@@ -427,6 +579,7 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
                           .on_request = on_request,
                           .rtt_us = &c->rtt_us,
                           .data = c};
+    c->conn_cfg = cfg;
     bool made = true;
     for (int i = 0; i < c->opts->connections && made; i++) {
         c->conns[i] = hl_conn_create(&cfg);
@@ -562,6 +715,8 @@ static void read_stats(hilock_client *c, hilock_client_stats *out)
         out->connects += s.connects;
         out->writes += s.writes;
     }
+    if (c->cluster)
+        hl_cluster_add_stats(c->cluster, &out->connects, &out->writes);
     out->publishes_refused = c->publishes_refused;
     out->subscribes_refused = c->subscribes_refused;
 }

@@ -52,6 +52,17 @@ struct hilock_client {
     hl_conn *conns[HILOCK_MAX_CONNECTIONS];
     int nconns;
     unsigned up_mask; /* bit i: conns[i] is up */
+    /* Cluster mode, learnt from the first connection that comes up:
+     * until then requests go to the seed node as for a single server. */
+    bool mode_known;
+    bool mode_asked; /* INFO cluster sent, its answer not lost */
+    struct hl_cluster *cluster; /* NULL for a single server */
+    hl_conn_config conn_cfg;    /* how the client makes connections */
+    /* The URL's other seed nodes, tried in turn while the first attempt
+     * fails (options seeds); NULL once none is left. */
+    char *seeds;
+    const char *next_seed;
+    int seed_downs; /* failed attempts on the current seed */
     hl_pubsub *pubsub; /* created on first use */
     /* Created on first use by the engine, which attaches them as parts. */
     struct hl_lease_engine *leases;

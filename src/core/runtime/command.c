@@ -4,6 +4,7 @@
 
 #include "core/base/alloc.h"
 #include "core/runtime/client_state.h"
+#include "core/runtime/cluster.h"
 #include "core/base/error_detail.h"
 #include "core/runtime/op.h"
 #include "core/config/option_values.h"
@@ -12,6 +13,7 @@ typedef struct command_op {
     hl_op op; /* first */
     char *cmd;
     size_t len;
+    int slot; /* the first key's cluster slot, or -1 */
     hilock_command_cb *cb; /* NULL for a blocking call */
     void *user_data;
 } command_op;
@@ -29,9 +31,12 @@ static void command_start(hl_op *op)
     hilock_client *c = op->home;
     char *cmd = call->cmd;
     call->cmd = NULL;
-    int rc = c->conn == NULL
+    hl_conn *conn = c->conn;
+    if (conn != NULL && c->cluster != NULL && call->slot >= 0)
+        conn = hl_cluster_conn_for_slot(c->cluster, (unsigned)call->slot);
+    int rc = conn == NULL
                  ? (hl_free(cmd), HILOCK_ECLOSED)
-                 : hl_conn_command_take(c->conn, cmd, call->len,
+                 : hl_conn_command_take(conn, cmd, call->len,
                                         command_answered, call);
     if (rc != 0) {
         hl_op_done(op, rc, 0, NULL,
@@ -95,6 +100,7 @@ static int new_call(command_op **out, int argc, const char *const *argv,
             lens[i] = strlen(argv[i]);
     }
     int rc = hl_format_command(&call->cmd, &call->len, argc, argv, lens);
+    call->slot = hl_cluster_command_slot(argc, argv, lens);
     if (lens != argvlen && lens != small)
         hl_free(lens);
     if (rc != 0) {

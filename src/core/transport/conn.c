@@ -175,6 +175,7 @@ hl_conn *hl_conn_create(const hl_conn_config *cfg)
     hl_timer_init(&c->attempt_timer, cfg->loop, hl_conn_on_attempt_timer, c);
     hl_timer_init(&c->request_timer, cfg->loop, hl_conn_on_request_timer, c);
     hl_timer_init(&c->keepalive_timer, cfg->loop, hl_conn_on_keepalive, c);
+    hl_timer_init(&c->retry_timer, cfg->loop, hl_conn_on_retry_timer, c);
     hl_prepare_init(&c->flusher, cfg->loop, hl_conn_on_prepare, c);
     /* The first attempt starts from the loop, so no event reaches the
      * owner before it has the handle. */
@@ -192,9 +193,11 @@ void hl_conn_close(hl_conn *c, int status, const char *detail)
     hl_timer_stop(&c->attempt_timer);
     hl_timer_stop(&c->request_timer);
     hl_timer_stop(&c->keepalive_timer);
+    hl_timer_stop(&c->retry_timer);
     c->refs++;
     fail_queue(&c->sent, status, detail);
     fail_queue(&c->pending, status, detail);
+    fail_queue(&c->parked, status, detail);
     hl_conn_unref(c);
 }
 
@@ -209,7 +212,8 @@ void hl_conn_free(hl_conn *c)
 
 bool hl_conn_busy(const hl_conn *c)
 {
-    return c->pending.head != NULL || c->sent.head != NULL;
+    return c->pending.head != NULL || c->sent.head != NULL ||
+           c->parked.head != NULL;
 }
 
 hl_conn_stats hl_conn_get_stats(const hl_conn *c) { return c->stats; }

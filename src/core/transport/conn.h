@@ -58,6 +58,23 @@ typedef struct hl_conn_config {
     void *data;
 } hl_conn_config;
 
+/* Where a request refused with a cluster redirection goes next.  error is
+ * the server's error line ("MOVED 3999 10.0.0.2:6379", "ASK ...").  The
+ * hook returns the connection to send the request to, setting *asking
+ * when ASKING must go right before it, or NULL to hand the error to the
+ * request's callback.  It also hears of TRYAGAIN and CLUSTERDOWN, which
+ * the connection retries itself (its answer is then ignored). */
+typedef hl_conn *hl_redirect_fn(void *data, hl_conn *from, const char *error,
+                                bool *asking);
+
+/* How many times one request follows a redirection before its callback
+ * gets the last error: a slot moves at most once or twice while a
+ * request is in flight, and a longer chain means the nodes disagree. */
+#define HL_MAX_REDIRECTS 5
+/* The first wait before a request refused with TRYAGAIN or CLUSTERDOWN
+ * goes again; it doubles with each retry. */
+#define HL_RETRY_FIRST_MS 10
+
 /* Create and start connecting.  NULL when memory runs out. */
 hl_conn *hl_conn_create(const hl_conn_config *cfg);
 
@@ -88,6 +105,13 @@ int hl_format_command(char **out, size_t *out_len, int argc,
  * owner re-sends its state on the next HL_CONN_UP). */
 int hl_conn_send(hl_conn *conn, int argc, const char *const *argv,
                  const size_t *argvlen);
+
+/* Let requests follow MOVED and ASK and retry TRYAGAIN and CLUSTERDOWN
+ * (cluster mode): from now on the
+ * connection keeps each request's bytes until its reply, so that it can
+ * send them again elsewhere.  fn NULL turns this off for requests queued
+ * later. */
+void hl_conn_set_redirect(hl_conn *conn, hl_redirect_fn *fn, void *data);
 
 /* Fail everything pending with status and stop for good; no more events.
  * Safe inside any callback of this connection. */

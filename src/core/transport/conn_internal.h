@@ -42,6 +42,11 @@ struct hl_request {
     void *data;
     const hl_script *script; /* an EVALSHA of it, or NULL */
     bool internal; /* part of the connection handshake */
+    bool asking;   /* ASKING goes right before it */
+    unsigned char redirects; /* redirections followed so far */
+    unsigned char retries;   /* TRYAGAIN / CLUSTERDOWN retries so far */
+    hl_monotime retry_until; /* its first deadline: no retry after it */
+    hl_monotime not_before;  /* parked: when to send it again */
 };
 
 typedef struct req_queue {
@@ -77,8 +82,13 @@ struct hl_conn {
     hl_buf out;
     req_queue pending; /* not yet in the output buffer */
     req_queue sent;    /* in the output buffer or on the wire */
+    req_queue parked;  /* refused for now by a cluster: sent again later */
+    hl_timer retry_timer; /* the earliest parked request's time */
     int hello_left;
     bool hello_answered; /* the server answered a handshake command */
+
+    hl_redirect_fn *redirect; /* cluster mode: keep cmd until the reply */
+    void *redirect_data;
 
     hl_conn_stats stats;
     uint64_t heard;          /* whole replies read, ever */
@@ -143,6 +153,13 @@ int hl_conn_format_request(hl_request **out, int argc,
                            const char *const *argv, const size_t *argvlen);
 void hl_conn_note_rtt(hl_conn *c, hl_monotime took);
 void hl_conn_on_request_timer(hl_timer *t);
+/* Send an answered request again on to (a cluster redirection); false
+ * when it cannot be queued there, and r is still the caller's. */
+bool hl_conn_requeue(hl_conn *to, hl_request *r, bool asking);
+/* Send r again on c after delay, if that is still before its first
+ * deadline; false (r still the caller's) when it is not. */
+bool hl_conn_park(hl_conn *c, hl_request *r, hl_monotime delay);
+void hl_conn_on_retry_timer(hl_timer *t);
 
 /* the I/O pump: writing and reading (conn_pump.c) */
 void hl_conn_flush(hl_conn *c);

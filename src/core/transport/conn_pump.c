@@ -53,18 +53,71 @@ static void load_script_first(hl_conn *c, const hl_script *s)
     c->scripts_loaded |= bit;
 }
 
+static bool send_asking(hl_conn *c)
+{
+    static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
+    hl_request *r = hl_calloc(1, sizeof *r);
+    if (r == NULL || hl_buf_append(&c->out, asking, sizeof asking - 1) != 0) {
+        hl_free(r);
+        return false;
+    }
+    r->queued_at = hl_monotime_now();
+    r->deadline = r->queued_at + HL_MS(c->o->command_timeout_ms);
+    queue_push(&c->sent, r);
+    return true;
+}
+
+/* A cluster refused r with MOVED or ASK: send it where the hook says.
+ * With TRYAGAIN (keys of a slot in migration) or CLUSTERDOWN (a failover
+ * under way), send it again on this connection after a while, doubling
+ * from HL_RETRY_FIRST_MS, for as long as its first command timeout
+ * lasts; the hook hears of it too, since the map may be stale.  True
+ * when r is gone from the caller's hands. */
+static bool follow_redirect(hl_conn *c, hl_request *r, hilock_reply *reply)
+{
+    if (c->redirect == NULL || r->cmd == NULL)
+        return false;
+    bool asking = false;
+    if (hl_reply_is_error_prefix(reply, "TRYAGAIN") ||
+        hl_reply_is_error_prefix(reply, "CLUSTERDOWN")) {
+        c->redirect(c->redirect_data, c, reply->str, &asking);
+        int shift = r->retries < 6 ? r->retries : 6;
+        if (!hl_conn_park(c, r, HL_MS(HL_RETRY_FIRST_MS) << shift))
+            return false;
+        hilock_reply_free(reply);
+        return true;
+    }
+    if (r->redirects >= HL_MAX_REDIRECTS ||
+        !(hl_reply_is_error_prefix(reply, "MOVED ") ||
+          hl_reply_is_error_prefix(reply, "ASK ")))
+        return false;
+    hl_conn *to = c->redirect(c->redirect_data, c, reply->str, &asking);
+    if (to == NULL || !hl_conn_requeue(to, r, asking))
+        return false;
+    hilock_reply_free(reply);
+    return true;
+}
+
 static void move_pending(hl_conn *c)
 {
     hl_request *r;
     while ((r = queue_pop(&c->pending)) != NULL) {
         if (r->script)
             load_script_first(c, r->script);
+        /* After the script's load: ASKING admits only the command right
+         * behind it. */
+        if (r->asking && !send_asking(c)) {
+            hl_conn_complete(r, HILOCK_ENOMEM, NULL, "out of memory for output");
+            continue;
+        }
         if (hl_buf_append(&c->out, r->cmd, r->len) != 0) {
             hl_conn_complete(r, HILOCK_ENOMEM, NULL, "out of memory for output");
             continue;
         }
-        hl_free(r->cmd);
-        r->cmd = NULL;
+        if (c->redirect == NULL) {
+            hl_free(r->cmd);
+            r->cmd = NULL;
+        }
         queue_push(&c->sent, r);
     }
 }
@@ -155,7 +208,9 @@ static void dispatch(hl_conn *c)
                                                            : 0;
             if (!req->internal)
                 hl_conn_note_rtt(c, hl_monotime_now() - req->queued_at);
-            hl_conn_complete(req, status, reply, status ? reply->str : NULL);
+            if (status == 0 || !follow_redirect(c, req, reply))
+                hl_conn_complete(req, status, reply,
+                                 status ? reply->str : NULL);
             if (c->sent.head == NULL && c->pending.head == NULL)
                 hl_timer_stop(&c->request_timer);
         }

@@ -70,6 +70,8 @@ static int enqueue(hl_conn *c, hl_request *r)
     hl_monotime timeout = HL_MS(c->o->command_timeout_ms);
     r->queued_at = hl_monotime_now();
     r->deadline = r->queued_at + timeout;
+    if (r->retry_until == 0)
+        r->retry_until = r->deadline;
     queue_push(&c->pending, r);
     if (!c->request_timer.armed)
         hl_timer_arm(&c->request_timer, timeout);
@@ -121,6 +123,68 @@ int hl_conn_script_take(hl_conn *c, const hl_script *script, char *cmd,
 }
 
 void hl_conn_forget_scripts(hl_conn *c) { c->scripts_loaded = 0; }
+
+bool hl_conn_park(hl_conn *c, hl_request *r, hl_monotime delay)
+{
+    hl_monotime now = hl_monotime_now();
+    if (c->state == ST_CLOSED || r->cmd == NULL ||
+        now + delay >= r->retry_until)
+        return false;
+    r->retries++;
+    r->asking = false;
+    r->not_before = now + delay;
+    queue_push(&c->parked, r);
+    hl_monotime first = INT64_MAX;
+    for (hl_request *p = c->parked.head; p; p = p->next)
+        if (p->not_before < first)
+            first = p->not_before;
+    hl_timer_arm(&c->retry_timer, first - now);
+    return true;
+}
+
+/* Parked requests whose time came go to the back of the queue, each with
+ * a fresh command timeout, as redirected ones do. */
+void hl_conn_on_retry_timer(hl_timer *t)
+{
+    hl_conn *c = t->data;
+    hl_monotime now = hl_monotime_now();
+    hl_monotime first = INT64_MAX;
+    req_queue keep = {0};
+    hl_request *r;
+    while ((r = queue_pop(&c->parked)) != NULL) {
+        if (r->not_before <= now) {
+            enqueue(c, r);
+            continue;
+        }
+        if (r->not_before < first)
+            first = r->not_before;
+        queue_push(&keep, r);
+    }
+    c->parked = keep;
+    if (first != INT64_MAX)
+        hl_timer_arm(&c->retry_timer, first - now);
+}
+
+void hl_conn_set_redirect(hl_conn *c, hl_redirect_fn *fn, void *data)
+{
+    c->redirect = fn;
+    c->redirect_data = fn ? data : NULL;
+}
+
+/* The request gets a fresh command timeout on its new node: the hops are
+ * bounded by HL_MAX_REDIRECTS, so a caller waits a bounded multiple of
+ * the timeout, and the queue stays sorted by deadline, which the single
+ * request timer relies on. */
+bool hl_conn_requeue(hl_conn *to, hl_request *r, bool asking)
+{
+    if (to->state == ST_CLOSED || r->cmd == NULL)
+        return false;
+    r->redirects++;
+    r->asking = asking;
+    r->next = NULL;
+    enqueue(to, r);
+    return true;
+}
 
 int hl_conn_send(hl_conn *c, int argc, const char *const *argv,
                  const size_t *argvlen)

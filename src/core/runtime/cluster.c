@@ -1,0 +1,459 @@
+#include "core/runtime/cluster.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "hilock/error.h"
+#include "core/base/alloc.h"
+#include "core/base/monotime.h"
+#include "core/config/option_values.h"
+#include "core/loop/io.h"
+#include "core/runtime/client_state.h"
+#include "core/transport/keyslot.h"
+#include "core/transport/reply.h"
+
+typedef struct cluster_node {
+    char host[256];
+    int port;
+    hilock_options *opts; /* the client's, with this node's address */
+    hl_conn *conn;
+} cluster_node;
+
+struct hl_cluster {
+    hilock_client *client;
+    hl_conn_config tmpl;
+    void (*ready)(hilock_client *client);
+    bool announced; /* ready was called */
+    bool closed;
+    cluster_node *nodes[HL_CLUSTER_MAX_NODES];
+    int nnodes;
+    /* Node index + 1 per slot, 0 while unknown.  Lock handles are made on
+     * any thread and pick their connection here, so entries are atomic;
+     * a node is in nodes[] before any entry names it (release/acquire). */
+    _Atomic unsigned char slots[HL_CLUSTER_SLOTS];
+    hl_timer timer;
+    bool reading;    /* a topology read is in flight */
+    bool again;      /* another read was asked for meanwhile */
+    bool use_slots;  /* the server has no CLUSTER SHARDS */
+    unsigned asked;  /* reads started: picks the node asked */
+    unsigned reads;  /* reads completed */
+    unsigned redirects; /* MOVED and ASK followed */
+    hl_monotime last_read;
+};
+
+static void on_node_event(hl_conn *conn, hl_conn_event ev, int status,
+                          const char *detail, hilock_reply *reply, void *data)
+{
+    (void)conn, (void)status, (void)detail;
+    hilock_reply_free(reply);
+    hl_cluster *cl = data;
+    /* A lost master may have failed over: its slots have a new owner. */
+    if (ev == HL_CONN_DOWN && !cl->closed)
+        hl_cluster_refresh_soon(cl);
+}
+
+static int find_node(const hl_cluster *cl, const char *host, size_t hlen,
+                     int port)
+{
+    for (int i = 0; i < cl->nnodes; i++) {
+        const cluster_node *n = cl->nodes[i];
+        if (n->port == port && strlen(n->host) == hlen &&
+            memcmp(n->host, host, hlen) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* The index of the node at host:port, connecting to it when new; -1
+ * when the table is full or memory runs out. */
+static int node_at(hl_cluster *cl, const char *host, size_t hlen, int port)
+{
+    if (hlen == 0) {
+        /* An empty endpoint means the address the client reached the
+         * cluster by (cluster-preferred-endpoint-type unknown-endpoint). */
+        host = cl->client->opts->host;
+        hlen = strlen(host);
+    }
+    int i = find_node(cl, host, hlen, port);
+    if (i >= 0)
+        return i;
+    if (cl->closed || cl->nnodes == HL_CLUSTER_MAX_NODES ||
+        hlen >= sizeof cl->nodes[0]->host || port <= 0 || port > 65535)
+        return -1;
+    cluster_node *n = hl_calloc(1, sizeof *n);
+    if (n == NULL)
+        return -1;
+    memcpy(n->host, host, hlen);
+    n->port = port;
+    if (hilock_options_copy(&n->opts, cl->client->opts) != HILOCK_OK ||
+        hilock_options_set_host(n->opts, n->host) != HILOCK_OK ||
+        hilock_options_set_port(n->opts, port) != HILOCK_OK)
+        goto fail;
+    hl_conn_config cfg = cl->tmpl;
+    cfg.opts = n->opts;
+    cfg.on_event = on_node_event;
+    cfg.on_request = NULL;
+    cfg.data = cl;
+    n->conn = hl_conn_create(&cfg);
+    if (n->conn == NULL)
+        goto fail;
+    hl_conn_set_redirect(n->conn, hl_cluster_redirect, cl);
+    cl->nodes[cl->nnodes] = n;
+    return cl->nnodes++;
+fail:
+    hilock_options_free(n->opts);
+    hl_free(n);
+    return -1;
+}
+
+/* ---- reading the topology -------------------------------------------- */
+
+static bool str_is(const hilock_reply *r, const char *s)
+{
+    size_t n = strlen(s);
+    return r && (r->type == HILOCK_REPLY_STRING ||
+                 r->type == HILOCK_REPLY_STATUS) &&
+           r->len == n && memcmp(r->str, s, n) == 0;
+}
+
+static bool is_text(const hilock_reply *r)
+{
+    return r && (r->type == HILOCK_REPLY_STRING ||
+                 r->type == HILOCK_REPLY_STATUS);
+}
+
+/* The value after key in a flat key/value array (RESP2 maps). */
+static const hilock_reply *field(const hilock_reply *map, const char *key)
+{
+    if (map == NULL || map->type != HILOCK_REPLY_ARRAY)
+        return NULL;
+    for (size_t i = 0; i + 1 < map->elements; i += 2)
+        if (str_is(map->element[i], key))
+            return map->element[i + 1];
+    return NULL;
+}
+
+static bool assign(hl_cluster *cl, unsigned char *map, long long lo,
+                   long long hi, const char *host, size_t hlen, int port)
+{
+    if (lo < 0 || hi >= HL_CLUSTER_SLOTS || lo > hi)
+        return false;
+    int i = node_at(cl, host, hlen, port);
+    if (i < 0)
+        return false;
+    memset(map + lo, i + 1, (size_t)(hi - lo + 1));
+    return true;
+}
+
+/* CLUSTER SHARDS: per shard a map with "slots" (start, end pairs) and
+ * "nodes" (maps with ip, endpoint, port, tls-port, role, health). */
+static bool parse_shards(hl_cluster *cl, const hilock_reply *r,
+                         unsigned char *map)
+{
+    if (r->type != HILOCK_REPLY_ARRAY)
+        return false;
+    bool tls = cl->client->opts->tls != 0;
+    for (size_t s = 0; s < r->elements; s++) {
+        const hilock_reply *slots = field(r->element[s], "slots");
+        const hilock_reply *nodes = field(r->element[s], "nodes");
+        if (slots == NULL || nodes == NULL ||
+            slots->type != HILOCK_REPLY_ARRAY ||
+            nodes->type != HILOCK_REPLY_ARRAY)
+            return false;
+        const hilock_reply *master = NULL;
+        for (size_t k = 0; k < nodes->elements && master == NULL; k++) {
+            const hilock_reply *n = nodes->element[k];
+            const hilock_reply *health = field(n, "health");
+            if (str_is(field(n, "role"), "master") &&
+                (health == NULL || str_is(health, "online")))
+                master = n;
+        }
+        if (master == NULL || slots->elements == 0)
+            continue; /* a shard without slots, or failing over */
+        const hilock_reply *host = field(master, "endpoint");
+        if (!is_text(host) || host->len == 0 || str_is(host, "?"))
+            host = field(master, "ip");
+        /* A node lists port, tls-port or both, as it serves them. */
+        const hilock_reply *port = tls ? field(master, "tls-port") : NULL;
+        if (port == NULL)
+            port = field(master, "port");
+        if (!is_text(host) || port == NULL ||
+            port->type != HILOCK_REPLY_INTEGER)
+            return false;
+        for (size_t k = 0; k + 1 < slots->elements; k += 2) {
+            const hilock_reply *lo = slots->element[k];
+            const hilock_reply *hi = slots->element[k + 1];
+            if (lo->type != HILOCK_REPLY_INTEGER ||
+                hi->type != HILOCK_REPLY_INTEGER ||
+                !assign(cl, map, lo->integer, hi->integer, host->str,
+                        host->len, (int)port->integer))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* CLUSTER SLOTS: per range start, end, then the master [host, port, id,
+ * ...] and its replicas. */
+static bool parse_slots(hl_cluster *cl, const hilock_reply *r,
+                        unsigned char *map)
+{
+    if (r->type != HILOCK_REPLY_ARRAY)
+        return false;
+    for (size_t s = 0; s < r->elements; s++) {
+        const hilock_reply *e = r->element[s];
+        if (e->type != HILOCK_REPLY_ARRAY || e->elements < 3)
+            return false;
+        const hilock_reply *m = e->element[2];
+        if (e->element[0]->type != HILOCK_REPLY_INTEGER ||
+            e->element[1]->type != HILOCK_REPLY_INTEGER ||
+            m->type != HILOCK_REPLY_ARRAY || m->elements < 2 ||
+            !is_text(m->element[0]) ||
+            m->element[1]->type != HILOCK_REPLY_INTEGER)
+            return false;
+        if (!assign(cl, map, e->element[0]->integer, e->element[1]->integer,
+                    m->element[0]->str, m->element[0]->len,
+                    (int)m->element[1]->integer))
+            return false;
+    }
+    return true;
+}
+
+static void read_topology(hl_cluster *cl);
+
+static void read_ended(hl_cluster *cl, bool ok)
+{
+    cl->reading = false;
+    cl->reads += ok;
+    cl->last_read = hl_monotime_now();
+    if (!cl->announced) {
+        cl->announced = true;
+        cl->ready(cl->client);
+    }
+    if (cl->closed)
+        return;
+    if (!ok) {
+        /* A node that cannot answer now (or an ACL without CLUSTER) is
+         * asked again at a pace it can bear; the next read asks the next
+         * node. */
+        cl->again = false;
+        hl_timer_arm(&cl->timer, HL_MS(HL_CLUSTER_RETRY_MS));
+    } else if (cl->again) {
+        cl->again = false;
+        hl_cluster_refresh_soon(cl);
+    } else {
+        hl_timer_arm(&cl->timer, HL_MS(HL_CLUSTER_REFRESH_MS));
+    }
+}
+
+static void on_topology(void *data, int status, hilock_reply *reply)
+{
+    hl_cluster *cl = data;
+    if (cl->closed) {
+        hilock_reply_free(reply);
+        cl->reading = false;
+        return;
+    }
+    if (status == HILOCK_EREDIS && !cl->use_slots) {
+        /* Before Redis 7: no CLUSTER SHARDS. */
+        hilock_reply_free(reply);
+        cl->use_slots = true;
+        cl->reading = false;
+        read_topology(cl);
+        return;
+    }
+    bool ok = false;
+    if (status == HILOCK_OK) {
+        unsigned char *map = hl_calloc(1, HL_CLUSTER_SLOTS);
+        if (map != NULL) {
+            ok = cl->use_slots ? parse_slots(cl, reply, map)
+                               : parse_shards(cl, reply, map);
+            /* A slot no master serves (a failover under way) keeps its
+             * last owner: that node answers with MOVED or an error, which
+             * beats sending to the seed at random. */
+            if (ok)
+                for (unsigned s = 0; s < HL_CLUSTER_SLOTS; s++)
+                    if (map[s] != 0)
+                        atomic_store_explicit(&cl->slots[s], map[s],
+                                              memory_order_release);
+            hl_free(map);
+        }
+    }
+    hilock_reply_free(reply);
+    read_ended(cl, ok);
+}
+
+/* Ask the seed first, then each node in turn, so that one dead node
+ * cannot keep the map from being read. */
+static void read_topology(hl_cluster *cl)
+{
+    if (cl->closed || cl->reading)
+        return;
+    hl_timer_stop(&cl->timer);
+    unsigned pick = cl->asked++ % (unsigned)(cl->nnodes + 1);
+    hl_conn *conn = pick == 0 || cl->nnodes == 0
+                        ? cl->client->conn
+                        : cl->nodes[pick - 1]->conn;
+    const char *argv[] = {"CLUSTER", cl->use_slots ? "SLOTS" : "SHARDS"};
+    size_t lens[] = {7, cl->use_slots ? 5u : 6u};
+    cl->reading = true;
+    cl->again = false;
+    if (conn == NULL ||
+        hl_conn_command(conn, 2, argv, lens, on_topology, cl) != 0)
+        read_ended(cl, false);
+}
+
+static void on_timer(hl_timer *t) { read_topology(t->data); }
+
+void hl_cluster_refresh_soon(hl_cluster *cl)
+{
+    if (cl->closed)
+        return;
+    if (cl->reading) {
+        cl->again = true;
+        return;
+    }
+    hl_monotime wait = cl->last_read + HL_MS(HL_CLUSTER_REFRESH_GAP_MS) -
+                       hl_monotime_now();
+    hl_timer_arm(&cl->timer, wait > 0 ? wait : 0);
+}
+
+/* ---- routing ----------------------------------------------------------- */
+
+hl_conn *hl_cluster_conn_for_slot(const hl_cluster *cl, unsigned slot)
+{
+    unsigned i = atomic_load_explicit(&cl->slots[slot % HL_CLUSTER_SLOTS],
+                                      memory_order_acquire);
+    return i == 0 ? cl->client->conn : cl->nodes[i - 1]->conn;
+}
+
+hl_conn *hl_cluster_redirect(void *data, hl_conn *from, const char *error,
+                             bool *asking)
+{
+    (void)from;
+    hl_cluster *cl = data;
+    bool moved = strncmp(error, "MOVED ", 6) == 0;
+    if (!moved && strncmp(error, "ASK ", 4) != 0) {
+        /* TRYAGAIN or CLUSTERDOWN: the connection retries; a failover
+         * may have moved the slot meanwhile. */
+        hl_cluster_refresh_soon(cl);
+        return NULL;
+    }
+    const char *p = error + (moved ? 6 : 4);
+    char *end;
+    long slot = strtol(p, &end, 10);
+    if (end == p || *end != ' ' || slot < 0 || slot >= HL_CLUSTER_SLOTS)
+        return NULL;
+    const char *addr = end + 1;
+    const char *colon = strrchr(addr, ':');
+    if (colon == NULL)
+        return NULL;
+    long port = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || *end != '\0')
+        return NULL;
+    size_t hlen = (size_t)(colon - addr);
+    /* An IPv6 endpoint may come in brackets. */
+    if (hlen >= 2 && addr[0] == '[' && addr[hlen - 1] == ']') {
+        addr++;
+        hlen -= 2;
+    }
+    int i = node_at(cl, addr, hlen, (int)port);
+    if (i < 0)
+        return NULL;
+    cl->redirects++;
+    if (moved) {
+        atomic_store_explicit(&cl->slots[slot], (unsigned char)(i + 1),
+                              memory_order_release);
+        hl_cluster_refresh_soon(cl);
+    }
+    *asking = !moved;
+    return cl->nodes[i]->conn;
+}
+
+int hl_cluster_command_slot(int argc, const char *const *argv,
+                            const size_t *argvlen)
+{
+    if (argc < 2)
+        return -1;
+    static const char *const scripts[] = {"EVAL", "EVALSHA", "EVAL_RO",
+                                          "EVALSHA_RO", "FCALL", "FCALL_RO"};
+    for (size_t i = 0; i < sizeof scripts / sizeof *scripts; i++) {
+        if (strlen(scripts[i]) != argvlen[0] ||
+            strncasecmp(argv[0], scripts[i], argvlen[0]) != 0)
+            continue;
+        if (argc < 4 || argvlen[2] == 0 || argvlen[2] > 10 ||
+            argv[2][0] == '0' || argv[2][0] == '-')
+            return -1; /* no key: any node will do */
+        return (int)hl_keyslot(argv[3], argvlen[3]);
+    }
+    return (int)hl_keyslot(argv[1], argvlen[1]);
+}
+
+/* ---- life ---------------------------------------------------------------- */
+
+hl_cluster *hl_cluster_create(hilock_client *client, const hl_conn_config *tmpl,
+                              void (*ready)(hilock_client *client))
+{
+    hl_cluster *cl = hl_calloc(1, sizeof *cl);
+    if (cl == NULL)
+        return NULL;
+    cl->client = client;
+    cl->tmpl = *tmpl;
+    cl->ready = ready;
+    hl_timer_init(&cl->timer, client->loop, on_timer, cl);
+    read_topology(cl);
+    return cl;
+}
+
+void hl_cluster_close(hl_cluster *cl)
+{
+    if (cl == NULL || cl->closed)
+        return;
+    cl->closed = true;
+    hl_timer_stop(&cl->timer);
+    for (int i = 0; i < cl->nnodes; i++)
+        hl_conn_free(cl->nodes[i]->conn);
+}
+
+void hl_cluster_free(hl_cluster *cl)
+{
+    if (cl == NULL)
+        return;
+    hl_cluster_close(cl);
+    for (int i = 0; i < cl->nnodes; i++) {
+        hilock_options_free(cl->nodes[i]->opts);
+        hl_free(cl->nodes[i]);
+    }
+    hl_free(cl);
+}
+
+void hl_cluster_add_stats(const hl_cluster *cl, uint64_t *connects,
+                          uint64_t *writes)
+{
+    for (int i = 0; i < cl->nnodes; i++) {
+        hl_conn_stats s = hl_conn_get_stats(cl->nodes[i]->conn);
+        *connects += s.connects;
+        *writes += s.writes;
+    }
+}
+
+unsigned hl_cluster_refreshes(const hl_cluster *cl) { return cl->reads; }
+
+unsigned hl_cluster_redirects(const hl_cluster *cl) { return cl->redirects; }
+
+int hl_cluster_node_count(const hl_cluster *cl) { return cl->nnodes; }
+
+int hl_cluster_set_slot(hl_cluster *cl, unsigned slot, const char *host,
+                        int port)
+{
+    int i = node_at(cl, host, strlen(host), port);
+    if (i < 0 || slot >= HL_CLUSTER_SLOTS)
+        return -1;
+    atomic_store_explicit(&cl->slots[slot], (unsigned char)(i + 1),
+                          memory_order_release);
+    return 0;
+}

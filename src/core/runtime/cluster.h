@@ -1,0 +1,76 @@
+/* Redis Cluster routing for a client: the slot map (16384 slots, each to
+ * the master that serves it), one command connection per master, the
+ * topology read from CLUSTER SHARDS (CLUSTER SLOTS on servers before 7),
+ * and the MOVED / ASK redirections the connections follow.  Loop thread
+ * only, except where said.
+ *
+ * The topology is read again every HL_CLUSTER_REFRESH_MS, and soon after
+ * a redirection or a lost node connection: both mean the map is stale. */
+#ifndef HL_CLUSTER_H
+#define HL_CLUSTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/transport/conn.h"
+
+struct hilock_client;
+typedef struct hl_cluster hl_cluster;
+
+#define HL_CLUSTER_REFRESH_MS 5000
+/* The least time between two topology reads, so that a burst of
+ * redirections during a resharding costs one read, not one each. */
+#define HL_CLUSTER_REFRESH_GAP_MS 100
+/* After a failed read. */
+#define HL_CLUSTER_RETRY_MS 1000
+/* Masters and former masters the client keeps connections to.  A slot
+ * map entry is one byte. */
+#define HL_CLUSTER_MAX_NODES 250
+
+/* Start routing for client, whose connections to the seed node stay the
+ * way topology is read until node connections are up.  tmpl is how the
+ * client makes its own connections; each node gets a copy of the
+ * client's options with its own address.  ready is called once, when the
+ * first topology read ends (either way).  NULL when memory runs out. */
+hl_cluster *hl_cluster_create(struct hilock_client *client,
+                              const hl_conn_config *tmpl,
+                              void (*ready)(struct hilock_client *client));
+/* Close every node connection (their requests end with HILOCK_ECLOSED);
+ * the memory goes with hl_cluster_free. */
+void hl_cluster_close(hl_cluster *cl);
+void hl_cluster_free(hl_cluster *cl);
+
+/* The connection to the master of slot, as far as the map knows; the
+ * seed connection while the slot is unknown (its MOVED then teaches the
+ * map). */
+hl_conn *hl_cluster_conn_for_slot(const hl_cluster *cl, unsigned slot);
+
+/* The redirection hook every connection of a cluster client carries. */
+hl_conn *hl_cluster_redirect(void *cluster, hl_conn *from, const char *error,
+                             bool *asking);
+
+/* Read the topology again soon (at most every HL_CLUSTER_REFRESH_GAP_MS). */
+void hl_cluster_refresh_soon(hl_cluster *cl);
+
+/* Add the node connections' counters to the client's. */
+void hl_cluster_add_stats(const hl_cluster *cl, uint64_t *connects,
+                          uint64_t *writes);
+
+/* For tests: how many topology reads completed, redirections followed,
+ * and the number of known nodes. */
+unsigned hl_cluster_refreshes(const hl_cluster *cl);
+unsigned hl_cluster_redirects(const hl_cluster *cl);
+int hl_cluster_node_count(const hl_cluster *cl);
+/* For tests: point slot at the node at host:port, as a stale map would. */
+int hl_cluster_set_slot(hl_cluster *cl, unsigned slot, const char *host,
+                        int port);
+
+/* The first slot a raw command touches, or -1 for a command without a
+ * key: the first argument after the command name, and for EVAL, EVALSHA,
+ * EVAL_RO, EVALSHA_RO, FCALL and FCALL_RO the first key after numkeys.
+ * Any thread. */
+int hl_cluster_command_slot(int argc, const char *const *argv,
+                            const size_t *argvlen);
+
+#endif
