@@ -125,8 +125,7 @@ int hilock_multilock_destroy(hilock_multilock *m)
     hl_op_init(&m->teardown.op, &teardown_type);
     m->teardown.m = m;
     hl_multi_ref(m);
-    if (hl_op_submit(m->coord, &m->teardown.op) != HILOCK_OK)
-        hl_op_unref(&m->teardown.op);
+    hl_op_submit_or_drop(m->coord, &m->teardown.op);
     /* A loss a member's loop reports before the clear takes effect holds
      * a reference of its own; after it, none names m. */
     for (size_t i = 0; i < m->n; i++)

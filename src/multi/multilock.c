@@ -209,8 +209,7 @@ static void give_back(hilock_multilock *m, size_t i, uint64_t owner)
     } else {
         hl_op_init(&gb->op, &stop_renewing_type);
         hl_lock_ref(lock);
-        if (hl_op_submit(c, &gb->op) != HILOCK_OK)
-            hl_op_unref(&gb->op);
+        hl_op_submit_or_drop(c, &gb->op);
     }
     if (c != NULL)
         hl_client_unref(c);
@@ -680,10 +679,7 @@ int hilock_multilock_acquire_async(hilock_multilock *m, uint64_t owner,
         return rc;
     if (op_id)
         *op_id = ((acquire_op *)op)->op.id;
-    rc = hl_op_submit(m->coord, op);
-    if (rc != HILOCK_OK)
-        hl_op_unref(op);
-    return rc;
+    return hl_op_submit_or_drop(m->coord, op);
 }
 
 /* ---- cancel ------------------------------------------------------------ */
@@ -733,10 +729,7 @@ int hilock_multilock_cancel(hilock_multilock *m, uint64_t op_id)
     cc->m = m;
     cc->id = op_id;
     hl_multi_ref(m);
-    int rc = hl_op_submit(m->coord, &cc->op);
-    if (rc != HILOCK_OK)
-        hl_op_unref(&cc->op);
-    return rc;
+    return hl_op_submit_or_drop(m->coord, &cc->op);
 }
 
 /* ---- release ------------------------------------------------------------ */
@@ -837,8 +830,7 @@ static void on_member_released(hilock_lock *lock, int status, int64_t value,
     snprintf(mr->detail, sizeof mr->detail, "%s",
              status ? hilock_last_error() : "");
     /* Refused: the coordinator's closing ended the release there. */
-    if (hl_op_submit(mr->call->m->coord, &mr->op) != HILOCK_OK)
-        hl_op_unref(&mr->op);
+    hl_op_submit_or_drop(mr->call->m->coord, &mr->op);
 }
 
 static void release_start(hl_op *op)
@@ -965,10 +957,7 @@ int hilock_multilock_release_async(hilock_multilock *m, uint64_t owner,
     int rc = hl_multi_release_new(&op, m, owner, cb, user_data);
     if (rc != HILOCK_OK)
         return rc;
-    rc = hl_op_submit(m->coord, op);
-    if (rc != HILOCK_OK)
-        hl_op_unref(op);
-    return rc;
+    return hl_op_submit_or_drop(m->coord, op);
 }
 
 /* ---- losses -------------------------------------------------------------- */
@@ -1035,8 +1024,7 @@ void hl_multi_member_lost(hilock_lock *lock, uint64_t owner, void *data)
     ml->index = i;
     ml->owner = owner;
     hl_multi_ref(m);
-    if (hl_op_submit(m->coord, &ml->op) != HILOCK_OK)
-        hl_op_unref(&ml->op);
+    hl_op_submit_or_drop(m->coord, &ml->op);
 }
 
 bool hl_multi_owner_lost(hilock_multilock *m, uint64_t owner, bool *held)

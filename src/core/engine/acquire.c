@@ -653,9 +653,7 @@ int hl_acquire(hilock_lock *lock, uint64_t owner, int64_t wait_ms,
     } else {
         if (op_id)
             *op_id = op->op.id;
-        rc = hl_op_submit(c, &op->op);
-        if (rc != HILOCK_OK)
-            hl_op_unref(&op->op);
+        rc = hl_op_submit_or_drop(c, &op->op);
     }
     hl_client_unref(c);
     return rc;

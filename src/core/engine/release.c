@@ -323,9 +323,7 @@ int hl_lock_call(hilock_lock *lock, hl_lock_call_kind kind, uint64_t owner,
         rc = hl_op_run_blocking(c, &call->op, hl_blocking_limit_us(c->opts, 0),
                                 value, NULL);
     } else {
-        rc = hl_op_submit(c, &call->op);
-        if (rc != HILOCK_OK)
-            hl_op_unref(&call->op);
+        rc = hl_op_submit_or_drop(c, &call->op);
     }
     hl_client_unref(c);
     return rc;

@@ -101,9 +101,7 @@ static int status_call_start(hilock_lock *lock, hilock_lock_status_cb *cb,
         }
         hl_op_unref(&call->op);
     } else {
-        rc = hl_op_submit(c, &call->op);
-        if (rc != HILOCK_OK)
-            hl_op_unref(&call->op);
+        rc = hl_op_submit_or_drop(c, &call->op);
     }
     hl_client_unref(c);
     return rc;

@@ -127,10 +127,7 @@ int hilock_client_command_async(hilock_client *c, int argc,
         return rc;
     call->cb = cb;
     call->user_data = user_data;
-    rc = hl_op_submit(c, &call->op);
-    if (rc != 0)
-        hl_op_unref(&call->op);
-    return rc;
+    return hl_op_submit_or_drop(c, &call->op);
 }
 
 int hilock_client_command(hilock_client *c, int argc, const char *const *argv,

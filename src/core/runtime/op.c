@@ -495,6 +495,14 @@ static int take_result(hl_op *op, int64_t *value, hilock_reply **reply)
     return status;
 }
 
+int hl_op_submit_or_drop(hilock_client *home, hl_op *op)
+{
+    int rc = hl_op_submit(home, op);
+    if (rc != HILOCK_OK)
+        hl_op_unref(op);
+    return rc;
+}
+
 int hl_op_run_blocking(hilock_client *home, hl_op *op, int64_t limit_us,
                        int64_t *value, hilock_reply **reply)
 {

@@ -100,6 +100,10 @@ void hl_op_unref(hl_op *op);
  *   HILOCK_EFULL    a bounded op, and max_pending of home's operations
  *                   are unfinished already */
 int hl_op_submit(hilock_client *home, hl_op *op);
+/* hl_op_submit for a caller that has nothing more to do with op: on
+ * failure op's reference is dropped too, so that its destroy hook frees
+ * it.  Statuses as hl_op_submit. */
+int hl_op_submit_or_drop(hilock_client *home, hl_op *op);
 
 /* Set the result and tell the caller: its complete hook, or its blocking
  * caller.  Home loop, once; later calls do nothing.  Takes reply. */
