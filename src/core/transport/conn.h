@@ -113,6 +113,11 @@ int hl_conn_send(hl_conn *conn, int argc, const char *const *argv,
  * later. */
 void hl_conn_set_redirect(hl_conn *conn, hl_redirect_fn *fn, void *data);
 
+/* Whether scripts run here publish with SPUBLISH (a cluster with sharded
+ * pub/sub), see hl_script_run. */
+void hl_conn_set_sharded_publish(hl_conn *conn, bool sharded);
+bool hl_conn_sharded_publish(const hl_conn *conn);
+
 /* Fail everything pending with status and stop for good; no more events.
  * Safe inside any callback of this connection. */
 void hl_conn_close(hl_conn *conn, int status, const char *detail);
