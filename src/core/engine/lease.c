@@ -495,9 +495,21 @@ static void leases_stats(hilock_client *c, hilock_client_stats *out)
     out->renew_calls = l.renew_calls;
 }
 
+/* A lease granted by a master that failed over may be missing on the
+ * new one: its renewal, sent now rather than at its turn, finds out and
+ * reports the loss. */
+static void leases_master_changed(hilock_client *c)
+{
+    if (c->leases != NULL)
+        hl_lease_engine_renew_now(c->leases);
+}
+
 /* After the waiter registry, as the client always closed them. */
 static const hl_client_part leases_part = {
-    .rank = 2, .close = leases_close, .stats = leases_stats};
+    .rank = 2,
+    .close = leases_close,
+    .stats = leases_stats,
+    .master_changed = leases_master_changed};
 
 hl_lease_engine *hl_client_leases(hilock_client *c)
 {

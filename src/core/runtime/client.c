@@ -7,7 +7,9 @@
 
 #include "core/base/alloc.h"
 #include "core/runtime/client_state.h"
+#include "core/config/hostlist.h"
 #include "core/runtime/cluster.h"
+#include "core/runtime/sentinel.h"
 #include "core/transport/keyslot.h"
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
@@ -116,8 +118,10 @@ static void client_shutdown(hilock_client *c)
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
     /* Before the seed connections, so that a topology read they fail
-     * finds the cluster closed. */
+     * finds the cluster closed, and no sentinel answer moves them. */
     hl_cluster_close(c->cluster);
+    hl_sentinel_free(c->sentinel);
+    c->sentinel = NULL;
     int nconns = c->nconns;
     hl_conn *conns[HILOCK_MAX_CONNECTIONS];
     memcpy(conns, c->conns, sizeof conns);
@@ -304,30 +308,6 @@ static void ask_cluster_mode(hilock_client *c, hl_conn *conn)
         c->mode_known = true; /* out of memory: route as a single server */
 }
 
-/* host:port, or [v6]:port, up to the next ',' of the seed list. */
-static bool parse_seed(const char *p, size_t n, char *host, size_t cap,
-                       int *port)
-{
-    const char *colon = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (p[i] == ':')
-            colon = p + i;
-    if (colon == NULL)
-        return false;
-    const char *h = p;
-    size_t hlen = (size_t)(colon - p);
-    if (hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']') {
-        h++;
-        hlen -= 2;
-    }
-    if (hlen == 0 || hlen >= cap)
-        return false;
-    memcpy(host, h, hlen);
-    host[hlen] = '\0';
-    *port = atoi(colon + 1);
-    return *port > 0 && *port <= 65535;
-}
-
 /* The first attempt failed on the current seed: point every connection
  * at the next one.  Each connection reads the address when it starts an
  * attempt, so this takes effect at their next retry.  A seed counts as
@@ -340,18 +320,13 @@ static bool try_next_seed(hilock_client *c)
     if (++c->seed_downs < c->nconns)
         return true;
     c->seed_downs = 0;
-    while (c->next_seed != NULL) {
-        const char *p = c->next_seed;
-        const char *comma = strchr(p, ',');
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        c->next_seed = comma ? comma + 1 : NULL;
-        char host[256];
-        int port;
-        if (parse_seed(p, n, host, sizeof host, &port) &&
-            hilock_options_set_host(c->opts, host) == HILOCK_OK &&
+    char host[256];
+    int port;
+    for (int got; (got = hl_hostlist_next(&c->next_seed, host, sizeof host,
+                                          &port)) >= 0;)
+        if (got == 1 && hilock_options_set_host(c->opts, host) == HILOCK_OK &&
             hilock_options_set_port(c->opts, port) == HILOCK_OK)
             return true;
-    }
     return false;
 }
 
@@ -385,6 +360,9 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
         c->up_mask &= ~(1u << i);
         if (c->cluster)
             hl_cluster_refresh_soon(c->cluster);
+        /* The master may have failed over, or been demoted. */
+        if (c->sentinel)
+            hl_sentinel_ask(c->sentinel);
     }
     bool all_up = all_conns_up(c);
     atomic_store(&c->connected, all_up);
@@ -394,6 +372,49 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
         note_first_attempt(c, status, detail);
     else if (all_up && c->mode_known)
         note_first_attempt(c, 0, NULL);
+}
+
+/* A sentinel named the master (status OK) or a round of sentinels
+ * failed.  A new address moves every connection there: requests in
+ * flight on the old master end with HILOCK_EIO, queued ones go to the
+ * new one, and what was granted through the old one is checked at once. */
+static void on_sentinel_answer(hilock_client *c, int status,
+                               const char *detail, const char *host,
+                               int port)
+{
+    if (status != HILOCK_OK) {
+        if (!c->first_done)
+            note_first_attempt(c, status, detail);
+        return;
+    }
+    bool same = c->master_known && c->opts->port == port &&
+                strcmp(c->opts->host, host) == 0;
+    if (same || c->closed)
+        return;
+    if (hilock_options_set_host(c->opts, host) != HILOCK_OK ||
+        hilock_options_set_port(c->opts, port) != HILOCK_OK)
+        return; /* out of memory: the next answer tries again */
+    if (!c->master_known) {
+        c->master_known = true;
+        for (int i = 0; i < c->nconns; i++)
+            hl_conn_start(c->conns[i]);
+        return;
+    }
+    c->master_moves++;
+    char why[320];
+    snprintf(why, sizeof why, "the master moved to %s:%d", host, port);
+    for (int i = 0; i < c->nconns; i++)
+        hl_conn_reset(c->conns[i], HILOCK_EIO, why);
+    if (c->pubsub)
+        hl_pubsub_reconnect(c->pubsub, why);
+    pthread_mutex_lock(&c->lock);
+    const hl_client_part *parts[HL_CLIENT_PARTS];
+    int nparts = c->nparts;
+    memcpy(parts, c->parts, sizeof parts);
+    pthread_mutex_unlock(&c->lock);
+    for (int p = 0; p < nparts; p++)
+        if (parts[p]->master_changed)
+            parts[p]->master_changed(c);
 }
 
 hl_conn *hl_client_conn_for(const hilock_client *c, const char *name,
@@ -467,11 +488,10 @@ static int make_uuid(char out[HILOCK_CLIENT_ID_LEN + 1])
 static int wait_first_connect(hilock_client *c)
 {
     /* The connection enforces the connect timeout itself; the extra
-     * second only guards against a loop thread that never answers. */
-    int64_t attempts = 1;
-    for (const char *p = c->seeds; p != NULL; p = strchr(p + 1, ','))
-        attempts++;
-    /* Each seed may take a whole attempt and a backoff before the next. */
+     * second only guards against a loop thread that never answers.  Each
+     * seed or sentinel may take a whole attempt and a backoff before the
+     * next. */
+    int64_t attempts = c->first_attempts;
     int64_t wait_ms = attempts * c->opts->connect_timeout_ms +
                       (attempts - 1) * c->opts->reconnect_max_ms + 1000;
     struct timespec until = hl_monotonic_deadline(HL_MS(wait_ms));
@@ -552,10 +572,6 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
     if (rc != HILOCK_OK)
         goto fail;
 
-    if (c->opts->sentinel_master) {
-        rc = hl_fail(HILOCK_EINVAL, "Sentinel is not supported yet");
-        goto fail;
-    }
     if (c->opts->user && !c->opts->password) {
         rc = hl_fail(HILOCK_EINVAL, "user '%s' has no password",
                      c->opts->user);
@@ -569,7 +585,13 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
             goto fail;
         }
     }
-    if (c->opts->seeds) {
+    c->first_attempts = 1;
+    for (const char *p = c->opts->seeds; p != NULL; p = strchr(p + 1, ','))
+        c->first_attempts++;
+    bool sentinel = c->opts->sentinel_master != NULL;
+    if (sentinel)
+        c->first_attempts++; /* the master, after the sentinels */
+    if (c->opts->seeds && !sentinel) {
         c->seeds = hl_strdup(c->opts->seeds);
         if (c->seeds == NULL) {
             rc = hl_fail(HILOCK_ENOMEM, "out of memory for the seed list");
@@ -595,6 +617,10 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
                           .on_event = on_conn_event,
                           .on_request = on_request,
                           .rtt_us = &c->rtt_us,
+                          /* With Sentinel: once a sentinel named the
+                           * master, and only while it is one. */
+                          .paused = sentinel,
+                          .verify_master = sentinel,
                           .data = c};
     c->conn_cfg = cfg;
     bool made = true;
@@ -604,7 +630,13 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
         c->nconns = i + 1;
     }
     c->conn = c->conns[0];
+    if (made && sentinel) {
+        c->sentinel = hl_sentinel_create(c, c->ssl_ctx, on_sentinel_answer);
+        made = c->sentinel != NULL;
+    }
     if (!made || hl_handle_add(c) != 0) {
+        hl_sentinel_free(c->sentinel);
+        c->sentinel = NULL;
         for (int i = 0; i < c->nconns; i++)
             if (c->conns[i])
                 hl_conn_free(c->conns[i]);

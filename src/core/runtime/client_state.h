@@ -62,6 +62,12 @@ struct hilock_client {
      * fails (options seeds); NULL once none is left. */
     char *seeds;
     const char *next_seed;
+    int first_attempts; /* addresses the first attempt may try */
+    /* Sentinel: where the master is, and whether it is known yet (the
+     * command connections start once it is). */
+    struct hl_sentinel *sentinel;
+    bool master_known;
+    unsigned master_moves;
     int seed_downs; /* failed attempts on the current seed */
     hl_pubsub *pubsub; /* created on first use */
     /* Created on first use by the engine, which attaches them as parts. */

@@ -31,6 +31,9 @@ typedef struct hl_client_part {
     void (*close)(hilock_client *client);
     /* Adds to out on the loop thread; may be NULL. */
     void (*stats)(hilock_client *client, hilock_client_stats *out);
+    /* The client's master changed (Sentinel): what was granted through
+     * the old one must be checked on the new one now.  May be NULL. */
+    void (*master_changed)(hilock_client *client);
 } hl_client_part;
 
 /* Attach part (static storage) to client; attaching it again does

@@ -180,8 +180,18 @@ hl_conn *hl_conn_create(const hl_conn_config *cfg)
     /* The first attempt starts from the loop, so no event reaches the
      * owner before it has the handle. */
     c->state = ST_BACKOFF;
-    hl_timer_arm(&c->attempt_timer, 0);
+    if (!cfg->paused)
+        hl_timer_arm(&c->attempt_timer, 0);
+    c->started = !cfg->paused;
     return c;
+}
+
+void hl_conn_start(hl_conn *c)
+{
+    if (c->started || c->state == ST_CLOSED)
+        return;
+    c->started = true;
+    hl_timer_arm(&c->attempt_timer, 0);
 }
 
 void hl_conn_close(hl_conn *c, int status, const char *detail)

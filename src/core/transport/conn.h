@@ -49,6 +49,12 @@ typedef struct hl_conn_config {
      * PING, and one that hears nothing for the command timeout after it
      * is reset (HILOCK_ETIMEDOUT). */
     bool keepalive;
+    /* Make no attempt until hl_conn_start (the address is not known). */
+    bool paused;
+    /* Ask ROLE in the handshake and fail the attempt unless the server
+     * is a master: Sentinel named it, and it may have been demoted
+     * since. */
+    bool verify_master;
     hl_conn_event_fn *on_event;
     /* Called whenever a request is queued (may be NULL). */
     void (*on_request)(void *data);
@@ -77,6 +83,10 @@ typedef hl_conn *hl_redirect_fn(void *data, hl_conn *from, const char *error,
 
 /* Create and start connecting.  NULL when memory runs out. */
 hl_conn *hl_conn_create(const hl_conn_config *cfg);
+
+/* Start the first attempt of a connection created paused; nothing when
+ * it was not paused or has started. */
+void hl_conn_start(hl_conn *conn);
 
 /* Queue a command.  Returns HILOCK_OK (fn will be called exactly once),
  * HILOCK_ENOMEM or HILOCK_ECLOSED (fn is not called). */

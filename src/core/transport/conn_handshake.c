@@ -264,7 +264,34 @@ static void hello_reply(void *data, int status, hilock_reply *reply)
         conn_up(c);
 }
 
+/* ROLE's first element is "master", "slave" or "sentinel". */
+static void role_reply(void *data, int status, hilock_reply *reply)
+{
+    hl_conn *c = data;
+    if (status == 0 && reply && reply->type == HILOCK_REPLY_ARRAY &&
+        reply->elements > 0 && reply->element[0]->str &&
+        strcmp(reply->element[0]->str, "master") != 0) {
+        snprintf(c->err, sizeof c->err,
+                 "%s:%d is a %s, not a master: the sentinels' answer is "
+                 "stale or a failover is under way",
+                 c->o->host, c->o->port, reply->element[0]->str);
+        hilock_reply_free(reply);
+        hl_conn_drop(c, HILOCK_EIO, c->err);
+        return;
+    }
+    hello_reply(data, status, reply);
+}
+
+static int hello_send_fn(hl_conn *c, int argc, const char *const *argv,
+                         hl_request_fn *fn);
+
 static int hello_send(hl_conn *c, int argc, const char *const *argv)
+{
+    return hello_send_fn(c, argc, argv, hello_reply);
+}
+
+static int hello_send_fn(hl_conn *c, int argc, const char *const *argv,
+                         hl_request_fn *fn)
 {
     size_t lens[4];
     for (int i = 0; i < argc; i++)
@@ -280,7 +307,7 @@ static int hello_send(hl_conn *c, int argc, const char *const *argv)
     hl_free(r->cmd);
     r->cmd = NULL;
     r->internal = true;
-    r->fn = hello_reply;
+    r->fn = fn;
     r->data = c;
     r->deadline = INT64_MAX;
     queue_push(&c->sent, r);
@@ -313,6 +340,9 @@ static void hello_start(hl_conn *c)
     const char *ping[] = {"PING"};
     if (rc == 0)
         rc = hello_send(c, 1, ping);
+    const char *role[] = {"ROLE"};
+    if (rc == 0 && c->cfg.verify_master)
+        rc = hello_send_fn(c, 1, role, role_reply);
     if (rc != 0) {
         hl_conn_drop(c, HILOCK_ENOMEM, "out of memory in the handshake");
         return;

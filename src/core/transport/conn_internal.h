@@ -89,6 +89,7 @@ struct hl_conn {
 
     hl_redirect_fn *redirect; /* cluster mode: keep cmd until the reply */
     bool sharded_publish;
+    bool started; /* not paused, or hl_conn_start was called */
     void *redirect_data;
 
     hl_conn_stats stats;

@@ -84,6 +84,9 @@ void hl_pubsub_move(hl_pubsub *ps, hl_pubsub_dest_fn *dest, void *data);
 void hl_pubsub_resubscribe(hl_pubsub *ps);
 
 bool hl_pubsub_is_up(const hl_pubsub *ps);
+/* Drop the connection and connect again (to the address its options
+ * name now); every channel is subscribed again, as after any loss. */
+void hl_pubsub_reconnect(hl_pubsub *ps, const char *why);
 /* The number of channels with listeners (for tests). */
 size_t hl_pubsub_channel_count(const hl_pubsub *ps);
 

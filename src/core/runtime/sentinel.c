@@ -1,0 +1,295 @@
+#include "core/runtime/sentinel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hilock/error.h"
+#include "core/base/alloc.h"
+#include "core/config/hostlist.h"
+#include "core/config/option_values.h"
+#include "core/runtime/client_state.h"
+#include "core/transport/conn.h"
+#include "core/transport/pubsub.h"
+
+#define HL_SENTINELS_MAX 16
+#define SWITCH_CHANNEL "+switch-master"
+
+typedef struct sentinel_addr {
+    char host[256];
+    int port;
+} sentinel_addr;
+
+struct hl_sentinel {
+    hilock_client *client;
+    hl_sentinel_fn *fn;
+    /* The sentinels' options: the client's, with the address of the
+     * sentinel in use and the sentinels' own credentials.  Both
+     * connections read the address at each attempt. */
+    hilock_options *opts;
+    hl_conn *conn;
+    hl_pubsub *ps;
+    hl_sub sub;
+    sentinel_addr list[HL_SENTINELS_MAX];
+    int count;
+    int at;        /* the sentinel in use */
+    int failed;    /* sentinels that failed in this round */
+    int unknown;   /* of them, those that knew no such master */
+    int last_status;
+    bool asking;   /* a question is in flight */
+    bool again;    /* and another was asked for meanwhile */
+    bool leaving;  /* dropping the connection ourselves */
+    bool closed;
+    char why[256]; /* the last failure */
+    unsigned answers;
+    unsigned switches;
+};
+
+static void ask(hl_sentinel *s);
+
+static void use_sentinel(hl_sentinel *s, int i)
+{
+    s->at = i;
+    /* Neither setter can fail on a host that fitted the list. */
+    hilock_options_set_host(s->opts, s->list[i].host);
+    hilock_options_set_port(s->opts, s->list[i].port);
+}
+
+/* The sentinel in use failed (status, why): go on to the next, and when
+ * a whole round failed, tell the client. */
+static void sentinel_failed(hl_sentinel *s, int status, bool unknown,
+                            const char *why)
+{
+    const sentinel_addr *a = &s->list[s->at];
+    snprintf(s->why, sizeof s->why, "sentinel %s:%d: %s", a->host, a->port,
+             why && why[0] ? why : hilock_strerror(status));
+    s->last_status = status;
+    s->failed++;
+    s->unknown += unknown;
+    use_sentinel(s, (s->at + 1) % s->count);
+    if (s->failed < s->count)
+        return;
+    char detail[400];
+    int code = s->unknown == s->failed ? HILOCK_EINVAL : s->last_status;
+    if (code == HILOCK_EINVAL)
+        snprintf(detail, sizeof detail,
+                 "no sentinel (of %d) knows a master named '%s'", s->count,
+                 s->client->opts->sentinel_master);
+    else
+        snprintf(detail, sizeof detail,
+                 "no sentinel (of %d) named the master; the last, %s",
+                 s->count, s->why);
+    s->failed = s->unknown = 0;
+    s->fn(s->client, code, detail, NULL, 0);
+}
+
+/* Leave a sentinel that answered but could not help: reconnect to the
+ * next one, whose question goes out once it is up. */
+static void leave_sentinel(hl_sentinel *s, int status, bool unknown,
+                           const char *why)
+{
+    sentinel_failed(s, status, unknown, why);
+    s->leaving = true;
+    hl_conn_reset(s->conn, HILOCK_EIO, "moving to the next sentinel");
+    s->leaving = false;
+}
+
+static bool text(const hilock_reply *r)
+{
+    return r && (r->type == HILOCK_REPLY_STRING ||
+                 r->type == HILOCK_REPLY_STATUS);
+}
+
+static void on_answer(void *data, int status, hilock_reply *reply)
+{
+    hl_sentinel *s = data;
+    s->asking = false;
+    if (s->closed) {
+        hilock_reply_free(reply);
+        return;
+    }
+    if (status == HILOCK_EIO || status == HILOCK_ETIMEDOUT) {
+        /* Lost with its connection, whose fall counts for the sentinel:
+         * ask the next one. */
+        hilock_reply_free(reply);
+        ask(s);
+        return;
+    }
+    if (status == HILOCK_ECLOSED || status == HILOCK_ENOMEM) {
+        hilock_reply_free(reply);
+        return;
+    }
+    if (status == HILOCK_EREDIS) {
+        char why[200];
+        snprintf(why, sizeof why, "%s", reply && reply->str ? reply->str : "");
+        hilock_reply_free(reply);
+        leave_sentinel(s, strncmp(why, "NOPERM", 6) == 0 ? HILOCK_EPERM
+                                                         : HILOCK_EREDIS,
+                       false, why);
+        ask(s);
+        return;
+    }
+    if (reply == NULL || reply->type == HILOCK_REPLY_NIL) {
+        hilock_reply_free(reply);
+        leave_sentinel(s, HILOCK_EINVAL, true, "knows no master of that name");
+        ask(s);
+        return;
+    }
+    char host[256];
+    long port = 0;
+    bool ok = reply->type == HILOCK_REPLY_ARRAY && reply->elements == 2 &&
+              text(reply->element[0]) && text(reply->element[1]) &&
+              reply->element[0]->len > 0 &&
+              reply->element[0]->len < sizeof host;
+    if (ok) {
+        memcpy(host, reply->element[0]->str, reply->element[0]->len);
+        host[reply->element[0]->len] = '\0';
+        char *end;
+        port = strtol(reply->element[1]->str, &end, 10);
+        ok = *end == '\0' && port > 0 && port <= 65535;
+    }
+    hilock_reply_free(reply);
+    if (!ok) {
+        leave_sentinel(s, HILOCK_EPROTO, false,
+                       "answered with something other than host and port");
+        ask(s);
+        return;
+    }
+    s->failed = s->unknown = 0;
+    s->answers++;
+    s->fn(s->client, HILOCK_OK, NULL, host, (int)port);
+    if (s->again && !s->closed) {
+        s->again = false;
+        ask(s);
+    }
+}
+
+static void ask(hl_sentinel *s)
+{
+    if (s->closed)
+        return;
+    if (s->asking) {
+        s->again = true;
+        return;
+    }
+    const char *name = s->client->opts->sentinel_master;
+    const char *argv[] = {"SENTINEL", "get-master-addr-by-name", name};
+    size_t lens[] = {8, 23, strlen(name)};
+    s->again = false;
+    if (hl_conn_command(s->conn, 3, argv, lens, on_answer, s) == HILOCK_OK)
+        s->asking = true;
+}
+
+static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
+                          const char *detail, hilock_reply *reply, void *data)
+{
+    (void)conn;
+    hilock_reply_free(reply);
+    hl_sentinel *s = data;
+    if (ev == HL_CONN_DOWN && !s->leaving && !s->closed)
+        sentinel_failed(s, status, false, detail);
+}
+
+/* "<name> <old ip> <old port> <new ip> <new port>" */
+static void on_switch(hl_sub *sub, hl_sub_event ev, const char *msg,
+                      size_t len)
+{
+    hl_sentinel *s = sub->data;
+    if (ev == HL_SUB_READY) {
+        /* A switch may have passed while nobody listened. */
+        ask(s);
+        return;
+    }
+    if (ev != HL_SUB_MESSAGE || len >= 512)
+        return;
+    char line[512], name[256], old_host[256], host[256];
+    int old_port, port;
+    memcpy(line, msg, len);
+    line[len] = '\0';
+    if (sscanf(line, "%255s %255s %d %255s %d", name, old_host, &old_port,
+               host, &port) != 5 ||
+        strcmp(name, s->client->opts->sentinel_master) != 0 || port <= 0 ||
+        port > 65535)
+        return;
+    s->switches++;
+    s->fn(s->client, HILOCK_OK, NULL, host, port);
+}
+
+static int read_list(hl_sentinel *s, const hilock_options *o)
+{
+    snprintf(s->list[0].host, sizeof s->list[0].host, "%s", o->host);
+    s->list[0].port = o->port;
+    s->count = 1;
+    const char *cursor = o->seeds;
+    char host[256];
+    int port, got;
+    while (s->count < HL_SENTINELS_MAX &&
+           (got = hl_hostlist_next(&cursor, host, sizeof host, &port)) >= 0)
+        if (got == 1) {
+            memcpy(s->list[s->count].host, host, sizeof host);
+            s->list[s->count++].port = port;
+        }
+    return 0;
+}
+
+hl_sentinel *hl_sentinel_create(hilock_client *client, SSL_CTX *ssl_ctx,
+                                hl_sentinel_fn *fn)
+{
+    hl_sentinel *s = hl_calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    s->client = client;
+    s->fn = fn;
+    if (hilock_options_copy(&s->opts, client->opts) != HILOCK_OK ||
+        read_list(s, client->opts) != 0 ||
+        hilock_options_set_user(s->opts, NULL) != HILOCK_OK ||
+        hilock_options_set_password(s->opts, NULL) != HILOCK_OK ||
+        hilock_options_set_user(s->opts, client->opts->sentinel_user) !=
+            HILOCK_OK ||
+        hilock_options_set_password(s->opts,
+                                    client->opts->sentinel_password) !=
+            HILOCK_OK ||
+        hilock_options_set_db(s->opts, 0) != HILOCK_OK)
+        goto fail;
+    use_sentinel(s, 0);
+    hl_conn_config cfg = {.loop = client->loop,
+                          .opts = s->opts,
+                          .ssl_ctx = ssl_ctx,
+                          .on_event = on_conn_event,
+                          .data = s};
+    s->conn = hl_conn_create(&cfg);
+    hl_pubsub_config pcfg = {
+        .loop = client->loop, .opts = s->opts, .ssl_ctx = ssl_ctx};
+    s->ps = s->conn ? hl_pubsub_create(&pcfg) : NULL;
+    if (s->ps == NULL ||
+        hl_pubsub_subscribe(s->ps, &s->sub, SWITCH_CHANNEL,
+                            strlen(SWITCH_CHANNEL), on_switch, s) < 0)
+        goto fail;
+    ask(s);
+    return s;
+fail:
+    hl_sentinel_free(s);
+    return NULL;
+}
+
+void hl_sentinel_ask(hl_sentinel *s)
+{
+    if (s != NULL)
+        ask(s);
+}
+
+void hl_sentinel_free(hl_sentinel *s)
+{
+    if (s == NULL)
+        return;
+    s->closed = true;
+    hl_pubsub_unsubscribe(&s->sub);
+    hl_pubsub_free(s->ps);
+    hl_conn_free(s->conn);
+    hilock_options_free(s->opts);
+    hl_free(s);
+}
+
+unsigned hl_sentinel_answers(const hl_sentinel *s) { return s->answers; }
+
+unsigned hl_sentinel_switches(const hl_sentinel *s) { return s->switches; }

@@ -1,0 +1,365 @@
+/* Redis Sentinel: a client given the sentinels finds the master, refuses
+ * clearly when it cannot, and follows a failover, checking its holds on
+ * the new master at once.  One master, two replicas and three sentinels
+ * for the whole file; the failover cases come last, since they change
+ * which node is the master. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "hilock/hilock.h"
+#include "support/fixture.h"
+#include "support/hostile_server.h"
+#include "support/loop_call.h"
+#include "core/runtime/client_state.h"
+#include "core/runtime/sentinel.h"
+
+/* ctest-timeout: 240 */
+
+static hl_redis_replicated *group;
+static char reply[4096];
+
+static int setup(void **state)
+{
+    (void)state;
+    group = hl_fixture_replicated();
+    return group ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    hl_redis_replicated_stop(group);
+    return 0;
+}
+
+static int connect_url(hilock_client **out, const char *url,
+                       int64_t watchdog_ms)
+{
+    hilock_options *o = NULL;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(hilock_options_set_url(o, url), HILOCK_OK);
+    assert_int_equal(hilock_options_set_connect_timeout_ms(o, 1000),
+                     HILOCK_OK);
+    if (watchdog_ms > 0)
+        assert_int_equal(hilock_options_set_watchdog_timeout_ms(o,
+                                                                watchdog_ms),
+                         HILOCK_OK);
+    int rc = hilock_client_create(out, o);
+    hilock_options_free(o);
+    return rc;
+}
+
+static hilock_client *sentinel_client(int64_t watchdog_ms)
+{
+    hilock_client *c = NULL;
+    int rc = connect_url(&c, hl_redis_replicated_sentinel_url(group),
+                         watchdog_ms);
+    if (rc != HILOCK_OK)
+        fail_msg("client: %s: %s", hilock_errname(rc), hilock_last_error());
+    return c;
+}
+
+static void set_key(hilock_client *c, const char *key, const char *value)
+{
+    const char *argv[] = {"SET", key, value};
+    hilock_reply *r = NULL;
+    int rc = hilock_client_command(c, 3, argv, NULL, &r);
+    if (rc != HILOCK_OK)
+        fail_msg("SET: %s: %s", hilock_errname(rc), hilock_last_error());
+    hilock_reply_free(r);
+}
+
+static bool node_has(hl_redis_server *s, const char *key, const char *value)
+{
+    char want[128];
+    snprintf(want, sizeof want, "$%zu\r\n%s\r\n", strlen(value), value);
+    return hl_redis_server_cmd(s, reply, sizeof reply, "GET", key,
+                               (char *)NULL) == '$' &&
+           strcmp(reply, want) == 0;
+}
+
+/* The URL names sentinels only; writes land on the master they name. */
+static void test_finds_the_master(void **state)
+{
+    (void)state;
+    hl_redis_server *master = hl_redis_replicated_master(group);
+    assert_non_null(master);
+    hilock_client *c = sentinel_client(0);
+    set_key(c, "sentinel-k", "found");
+    assert_true(node_has(master, "sentinel-k", "found"));
+
+    hilock_lock *l = NULL;
+    assert_int_equal(hilock_lock_create(&l, c, "sentinel-lock", 13),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(l, 0, 10000), HILOCK_OK);
+    assert_int_equal(hl_redis_server_cmd(master, reply, sizeof reply,
+                                         "EXISTS", "sentinel-lock",
+                                         (char *)NULL),
+                     ':');
+    assert_string_equal(reply, ":1\r\n");
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
+/* The sentinels answer, and none knows the name: a configuration error,
+ * said as such, with the name. */
+static void test_unknown_master_name(void **state)
+{
+    (void)state;
+    char url[1024];
+    snprintf(url, sizeof url, "%s", hl_redis_replicated_sentinel_url(group));
+    char *hash = strrchr(url, '#');
+    assert_non_null(hash);
+    snprintf(hash, sizeof url - (size_t)(hash - url), "#no-such-master");
+    hilock_client *c = NULL;
+    assert_int_equal(connect_url(&c, url, 0), HILOCK_EINVAL);
+    assert_null(c);
+    assert_non_null(strstr(hilock_last_error(),
+                           "knows a master named 'no-such-master'"));
+}
+
+/* A port of ours that refuses connections: bound, never listening. */
+static int refusing_port(int *fd)
+{
+    *fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(*fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(*fd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    assert_int_equal(getsockname(*fd, (struct sockaddr *)&a, &len), 0);
+    return ntohs(a.sin_port);
+}
+
+/* Nobody listens on either port: the client says no sentinel answered,
+ * and never connects to anything else. */
+static void test_every_sentinel_down(void **state)
+{
+    (void)state;
+    int fa, fb;
+    int a = refusing_port(&fa), b = refusing_port(&fb);
+    char url[256];
+    snprintf(url, sizeof url,
+             "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d#mymaster", a, b);
+    hilock_client *c = NULL;
+    assert_int_equal(connect_url(&c, url, 0), HILOCK_EIO);
+    assert_null(c);
+    assert_non_null(strstr(hilock_last_error(), "no sentinel (of 2)"));
+    close(fa);
+    close(fb);
+}
+
+/* A sentinel whose answer names a replica (stale, or lying): the ROLE
+ * check refuses the node instead of writing locks to it. */
+static atomic_int stale_port;
+
+static bool stale_sentinel(hl_hostile_conn *conn, const hl_hostile_req *req,
+                           void *data)
+{
+    (void)data;
+    if (!hl_hostile_is(req, "SENTINEL"))
+        return false;
+    char port[16];
+    int n = snprintf(port, sizeof port, "%d", atomic_load(&stale_port));
+    return hl_hostile_sendf(conn, "*2\r\n$9\r\n127.0.0.1\r\n$%d\r\n%s\r\n",
+                            n, port),
+           true;
+}
+
+static void test_sentinel_names_a_replica(void **state)
+{
+    (void)state;
+    hl_redis_server *master = hl_redis_replicated_master(group);
+    hl_redis_server *replica = NULL;
+    for (size_t i = 0; i < hl_redis_replicated_nodes(group); i++)
+        if (hl_redis_replicated_node(group, i) != master)
+            replica = hl_redis_replicated_node(group, i);
+    assert_non_null(replica);
+    atomic_store(&stale_port, hl_redis_server_port(replica));
+    hl_hostile *fake = hl_hostile_start(stale_sentinel, NULL);
+    assert_non_null(fake);
+    char url[256];
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#mymaster",
+             hl_hostile_port(fake));
+    hilock_client *c = NULL;
+    assert_int_equal(connect_url(&c, url, 0), HILOCK_EIO);
+    assert_null(c);
+    assert_non_null(strstr(hilock_last_error(), "not a master"));
+    hl_hostile_stop(fake);
+}
+
+/* ---- failover ------------------------------------------------------------ */
+
+typedef struct lost_seen {
+    atomic_int count;
+} lost_seen;
+
+static void on_lost(hilock_lock *lock, uint64_t owner, void *data)
+{
+    (void)lock, (void)owner;
+    lost_seen *seen = data;
+    atomic_fetch_add(&seen->count, 1);
+}
+
+static bool lost_once(void *arg)
+{
+    return atomic_load(&((lost_seen *)arg)->count) > 0;
+}
+
+typedef struct moves_probe {
+    hilock_client *client;
+    unsigned moves;
+} moves_probe;
+
+static void read_moves(hilock_client *c, void *arg)
+{
+    ((moves_probe *)arg)->moves = c->master_moves;
+}
+
+static unsigned master_moves(hilock_client *c)
+{
+    moves_probe p = {c, 0};
+    hl_run_on_loop(c, read_moves, &p);
+    return p.moves;
+}
+
+static bool moved(void *arg)
+{
+    moves_probe *p = arg;
+    return master_moves(p->client) > p->moves;
+}
+
+/* A graceful failover to a replica that lacks a hold (deleted there by
+ * hand, as an unreplicated grant would be): the client follows the
+ * switch, and the hold is reported lost at once, long before the
+ * watchdog's next renewal would have noticed. */
+static void test_failover_reports_a_missing_hold_at_once(void **state)
+{
+    (void)state;
+    hl_redis_server *master = hl_redis_replicated_master(group);
+    assert_non_null(master);
+    hl_redis_server *next = NULL, *other = NULL;
+    for (size_t i = 0; i < hl_redis_replicated_nodes(group); i++) {
+        hl_redis_server *n = hl_redis_replicated_node(group, i);
+        if (n == master)
+            continue;
+        if (next == NULL)
+            next = n;
+        else
+            other = n;
+    }
+    /* The sentinels may promote only next. */
+    assert_int_equal(hl_redis_server_cmd(other, reply, sizeof reply, "CONFIG",
+                                         "SET", "replica-priority", "0",
+                                         (char *)NULL),
+                     '+');
+
+    /* A 300 s watchdog: the first regular renewal is 100 s away. */
+    hilock_client *c = sentinel_client(300000);
+    hilock_lock *kept = NULL, *gone = NULL;
+    assert_int_equal(hilock_lock_create(&kept, c, "fo-kept", 7), HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&gone, c, "fo-gone", 7), HILOCK_OK);
+    lost_seen kept_lost = {0}, gone_lost = {0};
+    assert_int_equal(hilock_lock_set_lost_callback(kept, on_lost, &kept_lost),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_set_lost_callback(gone, on_lost, &gone_lost),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_acquire(kept), HILOCK_OK);
+    assert_int_equal(hilock_lock_acquire(gone), HILOCK_OK);
+
+    /* Both holds reach next; then next alone forgets one. */
+    assert_int_equal(hl_redis_server_cmd(master, reply, sizeof reply, "WAIT",
+                                         "2", "5000", (char *)NULL),
+                     ':');
+    assert_string_equal(reply, ":2\r\n");
+    assert_int_equal(hl_redis_server_cmd(next, reply, sizeof reply, "CONFIG",
+                                         "SET", "replica-read-only", "no",
+                                         (char *)NULL),
+                     '+');
+    assert_int_equal(hl_redis_server_cmd(next, reply, sizeof reply, "DEL",
+                                         "fo-gone", (char *)NULL),
+                     ':');
+    assert_string_equal(reply, ":1\r\n");
+
+    moves_probe p = {c, master_moves(c)};
+    int64_t asked_at = hl_now_ms();
+    assert_int_equal(hl_redis_server_cmd(hl_redis_replicated_sentinel(group, 0),
+                                         reply, sizeof reply, "SENTINEL",
+                                         "FAILOVER",
+                                         hl_redis_replicated_master_name(group),
+                                         (char *)NULL),
+                     '+');
+    assert_ptr_equal(hl_redis_replicated_wait_master(group, master, 60000),
+                     next);
+    assert_true(hl_wait_until(moved, &p, 60000));
+    int64_t moved_at = hl_now_ms();
+    /* Reported at the switch, not at the renewal 100 s after the grant. */
+    assert_true(hl_wait_until(lost_once, &gone_lost, 30000));
+    printf("# SENTINEL FAILOVER to the client's move: %lld ms; move to the "
+           "hold reported lost: %lld ms\n",
+           (long long)(moved_at - asked_at),
+           (long long)(hl_now_ms() - moved_at));
+    bool lost = false;
+    assert_int_equal(hilock_lock_lease_lost(gone, &lost), HILOCK_OK);
+    assert_true(lost);
+    assert_int_equal(atomic_load(&kept_lost.count), 0);
+
+    /* Work goes on, on the new master. */
+    set_key(c, "after-failover", "yes");
+    assert_true(node_has(next, "after-failover", "yes"));
+    assert_int_equal(hilock_lock_release(kept), HILOCK_OK);
+    assert_int_equal(hilock_lock_release(gone), HILOCK_ELEASELOST);
+    hilock_lock_destroy(kept);
+    hilock_lock_destroy(gone);
+    hilock_client_destroy(c);
+    assert_int_equal(hl_redis_server_cmd(other, reply, sizeof reply, "CONFIG",
+                                         "SET", "replica-priority", "100",
+                                         (char *)NULL),
+                     '+');
+}
+
+/* kill -9 of the master: the sentinels promote a replica, and the client
+ * follows to it and works there. */
+static void test_master_killed(void **state)
+{
+    (void)state;
+    hl_redis_server *master = hl_redis_replicated_master(group);
+    assert_non_null(master);
+    hilock_client *c = sentinel_client(0);
+    set_key(c, "before-kill", "1");
+    moves_probe p = {c, master_moves(c)};
+    int64_t killed_at = hl_now_ms();
+    hl_redis_server_kill9(master);
+    hl_redis_server *now = hl_redis_replicated_wait_master(group, master,
+                                                           60000);
+    assert_non_null(now);
+    assert_true(hl_wait_until(moved, &p, 30000));
+    printf("# kill -9 to the client on the new master: %lld ms\n",
+           (long long)(hl_now_ms() - killed_at));
+    set_key(c, "after-kill", "2");
+    assert_true(node_has(now, "after-kill", "2"));
+    hilock_client_destroy(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_finds_the_master),
+        cmocka_unit_test(test_unknown_master_name),
+        cmocka_unit_test(test_every_sentinel_down),
+        cmocka_unit_test(test_sentinel_names_a_replica),
+        cmocka_unit_test(test_failover_reports_a_missing_hold_at_once),
+        cmocka_unit_test(test_master_killed),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
