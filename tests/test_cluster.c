@@ -613,19 +613,21 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
-static bool subscribed_somewhere(void *arg)
+typedef struct shard_listener {
+    hl_redis_server *node;
+    const char *channel;
+} shard_listener;
+
+static bool shard_subscribed(void *arg)
 {
-    const char *channel = arg;
-    for (size_t i = 0; i < hl_redis_cluster_size(cluster); i++)
-        if (hl_fixture_numsub(hl_redis_cluster_node(cluster, i), channel) > 0)
-            return true;
-    return false;
+    const shard_listener *l = arg;
+    return hl_fixture_shardnumsub(l->node, l->channel) > 0;
 }
 
 /* A waiter on another client wakes at the release, not at the end of the
- * holder's 30 s lease: a release's PUBLISH on the lock's master reaches
- * the node the waiter subscribed on over the cluster bus, whichever
- * masters they are. */
+ * holder's 30 s lease: pub/sub is sharded, so the waiter listens with
+ * SSUBSCRIBE on the lock's own master, where the release SPUBLISHes, as
+ * Redisson's waiters on a cluster do. */
 static void test_waiter_wakes_at_release(void **state)
 {
     (void)state;
@@ -644,9 +646,15 @@ static void test_waiter_wakes_at_release(void **state)
     waiter_arg w = {.lock = wanted};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
-    assert_true(hl_wait_until(subscribed_somewhere, channel, 10000));
-    /* Subscribed on the first seed, not on the lock's master. */
-    assert_int_equal(hl_fixture_numsub(master(2), channel), 0);
+    shard_listener on_master = {master(2), channel};
+    assert_true(hl_wait_until(shard_subscribed, &on_master, 10000));
+    /* On that master only, and not with a plain SUBSCRIBE anywhere. */
+    for (size_t i = 0; i < hl_redis_cluster_size(cluster); i++) {
+        hl_redis_server *node = hl_redis_cluster_node(cluster, i);
+        assert_int_equal(hl_fixture_numsub(node, channel), 0);
+        if (node != master(2))
+            assert_int_equal(hl_fixture_shardnumsub(node, channel), 0);
+    }
     int64_t released_at = hl_now_ms();
     assert_int_equal(hilock_lock_release(held), HILOCK_OK);
     assert_true(hl_wait_flag(&w.done, 10000));
@@ -657,6 +665,123 @@ static void test_waiter_wakes_at_release(void **state)
     hilock_lock_destroy(wanted);
     hilock_client_destroy(other);
     hilock_client_destroy(holder);
+}
+
+static void set_slot(hl_redis_server *node, const char *slot, const char *how,
+                     const char *id)
+{
+    assert_int_equal(hl_redis_server_cmd(node, reply, sizeof reply, "CLUSTER",
+                                         "SETSLOT", slot, how, id,
+                                         (char *)NULL),
+                     '+');
+}
+
+/* Move slot, with key in it, from src to dst the way a resharding does;
+ * every master is told the new owner, src last. */
+static void move_slot(int slot, const char *key, hl_redis_server *src,
+                      hl_redis_server *dst)
+{
+    char slot_text[16], src_id[64], dst_id[64], port[16];
+    snprintf(slot_text, sizeof slot_text, "%d", slot);
+    snprintf(port, sizeof port, "%d", hl_redis_server_port(dst));
+    node_id(src, src_id, sizeof src_id);
+    node_id(dst, dst_id, sizeof dst_id);
+    set_slot(dst, slot_text, "IMPORTING", src_id);
+    set_slot(src, slot_text, "MIGRATING", dst_id);
+    assert_int_equal(hl_redis_server_cmd(src, reply, sizeof reply, "MIGRATE",
+                                         "127.0.0.1", port, "", "0", "5000",
+                                         "KEYS", key, (char *)NULL),
+                     '+');
+    set_slot(dst, slot_text, "NODE", dst_id);
+    for (int i = 0; i < 3; i++)
+        if (master(i) != src && master(i) != dst)
+            set_slot(master(i), slot_text, "NODE", dst_id);
+    set_slot(src, slot_text, "NODE", dst_id);
+    assert_int_equal(hl_redis_cluster_wait_ok(cluster, 30000), 0);
+}
+
+/* A waiter's channel follows its slot to another master: the old master
+ * drops the SSUBSCRIBE when the slot leaves it (a SUNSUBSCRIBE nobody
+ * asked for), the client reads the topology and subscribes on the new
+ * master, and the release there still wakes the waiter at once. */
+static void test_waiter_follows_a_migrated_channel(void **state)
+{
+    (void)state;
+    hilock_client *holder = client_at(hl_redis_cluster_url(cluster), 0);
+    hilock_client *other = client_at(hl_redis_cluster_url(cluster), 0);
+    hl_redis_server *src = master(2), *dst = master(1);
+    char name[32], channel[64];
+    key_on(src, "follow", name, sizeof name);
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    hilock_lock *held = NULL, *wanted = NULL;
+    assert_int_equal(hilock_lock_create(&held, holder, name, strlen(name)),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&wanted, other, name, strlen(name)),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(held, 0, 60000), HILOCK_OK);
+
+    waiter_arg w = {.lock = wanted};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
+    shard_listener on_src = {src, channel}, on_dst = {dst, channel};
+    assert_true(hl_wait_until(shard_subscribed, &on_src, 10000));
+
+    move_slot((int)hl_keyslot(name, strlen(name)), name, src, dst);
+    assert_true(hl_wait_until(shard_subscribed, &on_dst, 10000));
+    assert_int_equal(hl_fixture_shardnumsub(src, channel), 0);
+    assert_false(atomic_load(&w.done));
+
+    int64_t released_at = hl_now_ms();
+    assert_int_equal(hilock_lock_release(held), HILOCK_OK);
+    assert_true(hl_wait_flag(&w.done, 20000));
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, HILOCK_OK);
+    assert_true(w.got_at - released_at < 5000);
+    hilock_lock_destroy(held);
+    hilock_lock_destroy(wanted);
+    hilock_client_destroy(other);
+    hilock_client_destroy(holder);
+}
+
+/* A Java client on a cluster releases with SPUBLISH on the lock's
+ * master: a hilock waiter wakes at that message, not at the lease's end.
+ * The holder here is a foreign owner written by hand. */
+static void test_foreign_spublish_wakes_waiter(void **state)
+{
+    (void)state;
+    hilock_client *c = client_at(hl_redis_cluster_url(cluster), 0);
+    hl_redis_server *m = master(0);
+    char name[32], channel[64];
+    key_on(m, "java", name, sizeof name);
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    assert_int_equal(hl_redis_server_cmd(m, reply, sizeof reply, "HSET", name,
+                                         "java-uuid:1", "1", (char *)NULL),
+                     ':');
+    assert_int_equal(hl_redis_server_cmd(m, reply, sizeof reply, "PEXPIRE",
+                                         name, "60000", (char *)NULL),
+                     ':');
+    hilock_lock *wanted = NULL;
+    assert_int_equal(hilock_lock_create(&wanted, c, name, strlen(name)),
+                     HILOCK_OK);
+    waiter_arg w = {.lock = wanted};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
+    shard_listener on_m = {m, channel};
+    assert_true(hl_wait_until(shard_subscribed, &on_m, 10000));
+
+    int64_t released_at = hl_now_ms();
+    assert_int_equal(hl_redis_server_cmd(m, reply, sizeof reply, "DEL", name,
+                                         (char *)NULL),
+                     ':');
+    assert_int_equal(hl_redis_server_cmd(m, reply, sizeof reply, "SPUBLISH",
+                                         channel, "0", (char *)NULL),
+                     ':');
+    assert_true(hl_wait_flag(&w.done, 20000));
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, HILOCK_OK);
+    assert_true(w.got_at - released_at < 5000);
+    hilock_lock_destroy(wanted);
+    hilock_client_destroy(c);
 }
 
 /* A one-node "cluster" of our own: the refusals a real cluster sends only
@@ -788,6 +913,8 @@ int main(void)
         cmocka_unit_test(test_moved_is_followed),
         cmocka_unit_test(test_watchdog_renews_on_every_master),
         cmocka_unit_test(test_waiter_wakes_at_release),
+        cmocka_unit_test(test_foreign_spublish_wakes_waiter),
+        cmocka_unit_test(test_waiter_follows_a_migrated_channel),
         cmocka_unit_test(test_tryagain_and_clusterdown_are_retried),
         cmocka_unit_test(test_refused_topology_is_asked_at_a_pace),
         cmocka_unit_test(test_ask_then_moved_across_a_migration),

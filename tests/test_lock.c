@@ -1542,7 +1542,7 @@ static void tap_off(hilock_client *c, void *arg)
 {
     channel_tap *t = arg;
 
-    hl_pubsub_unsubscribe(c->pubsub, &t->sub);
+    hl_pubsub_unsubscribe(&t->sub);
 }
 
 static void test_redisson_layout(void **state)

@@ -83,7 +83,7 @@ static void on_event(hl_sub *sub, hl_sub_event ev, const char *msg,
          * safely after pulling listeners out from under the delivery. */
         for (int i = 0; i < MAX_ACTIONS; i++)
             if (todo[i] != NULL)
-                hl_pubsub_unsubscribe(l->ps, &todo[i]->sub);
+                hl_pubsub_unsubscribe(&todo[i]->sub);
         if (victim != NULL)
             atomic_store(&l->close_rc, hilock_client_close(victim));
         atomic_fetch_add(&l->msgs[k], 1);
@@ -96,7 +96,7 @@ static void on_event(hl_sub *sub, hl_sub_event ev, const char *msg,
         if (sub->channel != NULL)
             atomic_fetch_add(&l->detached_calls, 1);
         /* Detaching a detached listener is documented as harmless. */
-        hl_pubsub_unsubscribe(l->ps, sub);
+        hl_pubsub_unsubscribe(sub);
         atomic_fetch_add(&l->closed, 1);
         break;
     }
@@ -161,7 +161,7 @@ static void op_run(hilock_client *c, void *arg)
                                             strlen(op->channel), on_event,
                                             l);
         } else {
-            hl_pubsub_unsubscribe(ps, &l->sub);
+            hl_pubsub_unsubscribe(&l->sub);
         }
     }
 }

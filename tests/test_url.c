@@ -1213,6 +1213,58 @@ static void test_seed_host_list(void **state)
     hilock_options_free(o);
 }
 
+static void test_sentinel_urls(void **state)
+{
+    (void)state;
+    hilock_options *o = make_defaults();
+    assert_int_equal(hilock_options_set_url(
+                         o, "redis-sentinel://:pw@s1,s2:26380/3#my%23master"),
+                     HILOCK_OK);
+    assert_string_equal(o->host, "s1");
+    assert_int_equal(o->port, HILOCK_DEFAULT_SENTINEL_PORT);
+    assert_string_equal(o->seeds, "s2:26380");
+    assert_string_equal(o->password, "pw");
+    assert_int_equal(o->db, 3);
+    assert_int_equal(o->tls, 0);
+    assert_string_equal(hilock_options_sentinel_master(o), "my#master");
+
+    hilock_options *copy = snapshot(o);
+    assert_string_equal(copy->sentinel_master, "my#master");
+    assert_ptr_not_equal(copy->sentinel_master, o->sentinel_master);
+    hilock_options_free(copy);
+
+    assert_int_equal(hilock_options_set_url(
+                         o, "RediSS-Sentinel://h:1?command_timeout=50#m"),
+                     HILOCK_OK);
+    assert_int_equal(o->tls, 1);
+    assert_string_equal(o->sentinel_master, "m");
+
+    /* The name is required, and nowhere else is a fragment allowed. */
+    const char *bad[] = {"redis-sentinel://h", "redis-sentinel://h#",
+                         "redis-sentinel://h/#", "redis://h#m",
+                         "redis-sentinels://h#m"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(hilock_options_set_url(o, bad[i]), HILOCK_EINVAL);
+        assert_string_equal(o->sentinel_master, "m");
+    }
+    /* Any other scheme turns Sentinel off. */
+    assert_int_equal(hilock_options_set_url(o, "redis://h"), HILOCK_OK);
+    assert_null(hilock_options_sentinel_master(o));
+
+    assert_int_equal(hilock_options_set_sentinel_master(o, ""),
+                     HILOCK_EINVAL);
+    assert_int_equal(hilock_options_set_sentinel_auth(o, "u", NULL),
+                     HILOCK_EINVAL);
+    assert_int_equal(hilock_options_set_sentinel_auth(o, "u", "p"),
+                     HILOCK_OK);
+    assert_string_equal(o->sentinel_user, "u");
+    assert_int_equal(hilock_options_set_sentinel_auth(o, NULL, NULL),
+                     HILOCK_OK);
+    assert_null(o->sentinel_user);
+    assert_null(o->sentinel_password);
+    hilock_options_free(o);
+}
+
 static void test_waiter_node_quarantine_options(void **state)
 {
     (void)state;
@@ -1261,6 +1313,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_connections_option),
         cmocka_unit_test(test_seed_host_list),
+        cmocka_unit_test(test_sentinel_urls),
         cmocka_unit_test(test_waiter_node_quarantine_options),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_null_arguments),

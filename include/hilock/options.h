@@ -24,6 +24,7 @@ typedef struct hilock_options hilock_options;
 
 /* Defaults (milliseconds unless named otherwise). */
 #define HILOCK_DEFAULT_PORT 6379
+#define HILOCK_DEFAULT_SENTINEL_PORT 26379
 #define HILOCK_DEFAULT_CONNECT_TIMEOUT_MS 2000
 #define HILOCK_DEFAULT_COMMAND_TIMEOUT_MS 3000
 #define HILOCK_DEFAULT_WATCHDOG_TIMEOUT_MS 30000
@@ -81,8 +82,14 @@ HILOCK_API void hilock_options_free(hilock_options *opts);
  * connections (a count), and, with
  * rediss:// only, ca_file, ca_dir, cert_file, key_file, sni (server name
  * to verify), verify (yes|no|true|false|1|0, any case).
+ * Sentinel: "redis-sentinel://[user:password@]host[:port][,host[:port]...]
+ * [/db][?query]#master" (or rediss-sentinel:// for TLS everywhere) names
+ * the sentinels (port 26379 by default) and, after '#', the master's name
+ * (percent-decoded, required); the user info is the data nodes', see
+ * hilock_options_set_sentinel_auth for the sentinels'.  Any other scheme
+ * turns Sentinel off.
  * Refused as well: bytes outside printable ASCII (percent-encode them), a
- * fragment ('#'), anything after the parts above, and URLs longer than
+ * fragment ('#') except Sentinel's, anything after the parts above, and URLs longer than
  * 8192 bytes.  On error the object is left unchanged and
  * hilock_last_error() says which part of the URL is wrong, without ever
  * quoting the user info.
@@ -103,6 +110,28 @@ HILOCK_API int hilock_options_set_user(hilock_options *opts,
                                        const char *user);
 HILOCK_API int hilock_options_set_password(hilock_options *opts,
                                            const char *password);
+
+/* Redis Sentinel.  With a master name set, the host (and the other hosts
+ * of the URL) name sentinels, and the client connects to the master they
+ * name for it (see the README, "Replicated Redis and Sentinel").  NULL
+ * turns Sentinel off.  The URL form redis-sentinel://...#name sets it.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  NULL options, or an empty name
+ * @return HILOCK_ENOMEM */
+HILOCK_API int hilock_options_set_sentinel_master(hilock_options *opts,
+                                                  const char *name);
+HILOCK_API const char *hilock_options_sentinel_master(
+    const hilock_options *opts);
+/* The sentinels' own ACL user and password, when they require one: the
+ * URL's user info is the data nodes'.  user may be NULL (the default
+ * user); a user without a password, or an empty one, is refused.
+ * password NULL (with user NULL) clears both.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL
+ * @return HILOCK_ENOMEM */
+HILOCK_API int hilock_options_set_sentinel_auth(hilock_options *opts,
+                                                const char *user,
+                                                const char *password);
 
 /* Database number, 0..INT32_MAX; SELECTed after each connect when not 0. */
 HILOCK_API int hilock_options_set_db(hilock_options *opts, int db);

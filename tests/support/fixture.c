@@ -654,6 +654,16 @@ long long hl_fixture_numsub(hl_redis_server *s, const char *channel)
                          t == '*' ? strrchr(reply, ':') : NULL);
 }
 
+long long hl_fixture_shardnumsub(hl_redis_server *s, const char *channel)
+{
+    char reply[HL_FX_REPLY];
+    int t = hl_redis_server_cmd(s, reply, sizeof reply, "PUBSUB",
+                                "SHARDNUMSUB", channel, (char *)NULL);
+
+    return hl_fx_integer("PUBSUB SHARDNUMSUB", t, reply,
+                         t == '*' ? strrchr(reply, ':') : NULL);
+}
+
 typedef struct numsub_want {
     hl_redis_server *server;
     const char *channel;

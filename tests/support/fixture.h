@@ -109,6 +109,9 @@ void hl_fixture_debug_sleep(hl_redis_server *s, double seconds);
 
 /* PUBSUB NUMSUB channel: the number of subscribers. */
 long long hl_fixture_numsub(hl_redis_server *s, const char *channel);
+/* The same for a sharded channel (PUBSUB SHARDNUMSUB): listeners on
+ * this node only. */
+long long hl_fixture_shardnumsub(hl_redis_server *s, const char *channel);
 
 /* Waits hl_widen(10000) ms for PUBSUB NUMSUB channel to be within
  * min..max. */

@@ -17,6 +17,13 @@ struct hilock_options {
     char *user;
     char *password;
     int db;
+    /* Sentinel: the monitored master's name, NULL without Sentinel.  host
+     * and seeds then name the sentinels, and sentinel_user and
+     * sentinel_password are theirs (user and password are the data
+     * nodes'). */
+    char *sentinel_master;
+    char *sentinel_user;
+    char *sentinel_password;
     int64_t connect_timeout_ms;
     int64_t command_timeout_ms;
     int64_t watchdog_timeout_ms;

@@ -17,6 +17,9 @@ static void options_free_strings(hilock_options *o)
     hl_free(o->seeds);
     hl_free(o->user);
     hl_free(o->password);
+    hl_free(o->sentinel_master);
+    hl_free(o->sentinel_user);
+    hl_free(o->sentinel_password);
     hl_free(o->tls_ca_file);
     hl_free(o->tls_ca_dir);
     hl_free(o->tls_cert_file);
@@ -84,6 +87,9 @@ int hilock_options_copy(hilock_options **out, const hilock_options *src)
     bad |= dup_optional(&o->seeds, src->seeds);
     bad |= dup_optional(&o->user, src->user);
     bad |= dup_optional(&o->password, src->password);
+    bad |= dup_optional(&o->sentinel_master, src->sentinel_master);
+    bad |= dup_optional(&o->sentinel_user, src->sentinel_user);
+    bad |= dup_optional(&o->sentinel_password, src->sentinel_password);
     bad |= dup_optional(&o->tls_ca_file, src->tls_ca_file);
     bad |= dup_optional(&o->tls_ca_dir, src->tls_ca_dir);
     bad |= dup_optional(&o->tls_cert_file, src->tls_cert_file);
@@ -415,3 +421,40 @@ const hl_string_option hl_string_options[] = {
 #undef HL_DESCRIBE_STRING
 const size_t hl_string_option_count =
     sizeof hl_string_options / sizeof hl_string_options[0];
+
+int hilock_options_set_sentinel_master(hilock_options *opts, const char *name)
+{
+    return replace_string(opts, opts ? &opts->sentinel_master : NULL, name,
+                          "sentinel master name");
+}
+
+const char *hilock_options_sentinel_master(const hilock_options *opts)
+{
+    return opts ? opts->sentinel_master : NULL;
+}
+
+int hilock_options_set_sentinel_auth(hilock_options *opts, const char *user,
+                                     const char *password)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set sentinel auth: options is NULL");
+    if (user != NULL && password == NULL)
+        return hl_fail(HILOCK_EINVAL, "sentinel user '%s' has no password",
+                       user);
+    /* Both or neither: copies first, so a failure changes nothing. */
+    hilock_options tmp = {0};
+    int rc = replace_string(&tmp, &tmp.sentinel_user, user, "sentinel user");
+    if (rc == HILOCK_OK)
+        rc = replace_string(&tmp, &tmp.sentinel_password, password,
+                            "sentinel password");
+    if (rc != HILOCK_OK) {
+        hl_free(tmp.sentinel_user);
+        hl_free(tmp.sentinel_password);
+        return rc;
+    }
+    hl_free(opts->sentinel_user);
+    hl_free(opts->sentinel_password);
+    opts->sentinel_user = tmp.sentinel_user;
+    opts->sentinel_password = tmp.sentinel_password;
+    return HILOCK_OK;
+}

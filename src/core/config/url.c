@@ -32,6 +32,8 @@ struct url_parser {
     const char *url; /* start of the URL, to give offsets in messages */
     hilock_options *tmp;
     int tls;
+    int sentinel;     /* redis-sentinel:// or rediss-sentinel:// */
+    int default_port; /* of a host written without one */
     /* Text that may be a password, and so never appears in a message:
      * everything before the last '@' (a raw '/', '?' or '#' in a password
      * moves the end of the user info past the end of the authority), or,
@@ -377,7 +379,7 @@ static int parse_hostport(struct url_parser *up, const char *p, size_t n)
     /* The port belongs to the host: a URL naming another host without a
      * port means that host's default port, never the port of the host it
      * replaces. */
-    int port = HILOCK_DEFAULT_PORT;
+    int port = up->default_port;
     if (port_text != NULL) {
         int rc = parse_port(up, port_text, port_len, &port);
         if (rc != HILOCK_OK)
@@ -574,7 +576,24 @@ static int parse_query(struct url_parser *up, const char *p, size_t n)
     }
 }
 
-/* [/db][?query], then nothing: a fragment has no meaning here. */
+/* The fragment of a Sentinel URL: the master's name, percent-decoded. */
+static int parse_master_name(struct url_parser *up, const char *p,
+                             size_t n)
+{
+    if (n == 0)
+        return hl_fail(HILOCK_EINVAL,
+                       "Sentinel URL has no master name; end it with "
+                       "#name");
+    char *name = NULL;
+    int rc = decode(up, p, n, "master name", &name);
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_sentinel_master(up->tmp, name);
+    hl_free(name);
+    return rc;
+}
+
+/* [/db][?query], then nothing, or for Sentinel #master-name: a fragment
+ * has no other meaning here. */
 static int parse_rest(struct url_parser *up, const char *p, const char *end)
 {
     int rc;
@@ -594,12 +613,15 @@ static int parse_rest(struct url_parser *up, const char *p, const char *end)
         if (rc != HILOCK_OK)
             return rc;
     }
+    if (up->sentinel)
+        return parse_master_name(up, p < end ? p + 1 : end,
+                                 p < end ? (size_t)(end - p - 1) : 0);
     if (p < end)
         return hl_fail(HILOCK_EINVAL,
                        "URL has a '#' at offset %zu; fragments are not "
                        "allowed (write '#' in a value as %%23)",
                        offset_of(up, p));
-    return HILOCK_OK;
+    return hilock_options_set_sentinel_master(up->tmp, NULL);
 }
 
 static int is_scheme_char(char c)
@@ -635,15 +657,22 @@ static int parse(struct url_parser *up, size_t len)
         return hl_fail(HILOCK_EINVAL,
                        "URL has no scheme; expected redis:// or rediss://");
     size_t scheme_len = (size_t)(sep - url);
+    up->default_port = HILOCK_DEFAULT_PORT;
     if (span_is(url, scheme_len, "redis"))
         up->tls = 0;
     else if (span_is(url, scheme_len, "rediss"))
         up->tls = 1;
+    else if (span_is(url, scheme_len, "redis-sentinel"))
+        up->tls = 0, up->sentinel = 1;
+    else if (span_is(url, scheme_len, "rediss-sentinel"))
+        up->tls = 1, up->sentinel = 1;
     else
         return hl_fail(HILOCK_EINVAL,
-                       "URL scheme '%.*s' is unknown; expected redis or "
-                       "rediss",
+                       "URL scheme '%.*s' is unknown; expected redis, "
+                       "rediss, redis-sentinel or rediss-sentinel",
                        quote_len(scheme_len), url);
+    if (up->sentinel)
+        up->default_port = HILOCK_DEFAULT_SENTINEL_PORT;
     int rc = hilock_options_set_tls(up->tmp, up->tls);
     if (rc != HILOCK_OK)
         return rc;

@@ -35,9 +35,7 @@ struct hl_waiters {
 static void channel_free(hl_waiters *reg, hl_wait_channel *ch)
 {
     hl_timer_stop(&ch->linger);
-    hl_pubsub *ps = reg->client->pubsub;
-    if (ps != NULL)
-        hl_pubsub_unsubscribe(ps, &ch->sub);
+    hl_pubsub_unsubscribe(&ch->sub);
     hl_map_remove(&reg->channels, ch->entry);
     hl_free(ch);
 }
@@ -158,7 +156,6 @@ void hl_waiters_free(hl_waiters *reg)
         hl_wait_channel *ch = e->value;
         wake_all(reg, ch, HL_WAKE_CLOSED);
     }
-    hl_pubsub *ps = reg->client->pubsub;
     for (hl_map_entry *e = hl_map_first(&reg->channels, &cur); e;
          e = hl_map_next(&reg->channels, e, &cur)) {
         hl_wait_channel *ch = e->value;
@@ -167,8 +164,7 @@ void hl_waiters_free(hl_waiters *reg)
         for (hl_waiter *w = ch->head; w; w = w->next)
             w->chan = NULL;
         hl_timer_stop(&ch->linger);
-        if (ps != NULL)
-            hl_pubsub_unsubscribe(ps, &ch->sub);
+        hl_pubsub_unsubscribe(&ch->sub);
         hl_free(ch);
     }
     hl_map_clear(&reg->channels);
@@ -185,7 +181,7 @@ int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
     hl_map_entry *e = hl_map_find(&reg->channels, channel, len);
     hl_wait_channel *ch = e ? e->value : NULL;
     if (ch == NULL) {
-        hl_pubsub *ps = hl_client_pubsub(reg->client);
+        hl_pubsub *ps = hl_client_pubsub_for(reg->client, channel, len);
         if (ps == NULL)
             return -1;
         ch = hl_calloc(1, sizeof *ch);

@@ -134,6 +134,7 @@ static void client_shutdown(hilock_client *c)
     c->pubsub = NULL;
     if (ps)
         hl_pubsub_free(ps);
+    hl_cluster_free_pubsubs(c->cluster);
     hl_op_drain(c);
     hl_op_wake_sleepers(c); /* the loop may not turn again */
     if (first) {
@@ -407,9 +408,21 @@ hl_conn *hl_client_conn_for(const hilock_client *c, const char *name,
 
 hl_pubsub *hl_client_pubsub(hilock_client *c)
 {
-    if (c->pubsub == NULL && !c->closed)
-        c->pubsub = hl_pubsub_create(c->loop, c->opts, c->ssl_ctx);
+    if (c->pubsub == NULL && !c->closed) {
+        hl_pubsub_config cfg = {
+            .loop = c->loop, .opts = c->opts, .ssl_ctx = c->ssl_ctx};
+        c->pubsub = hl_pubsub_create(&cfg);
+    }
     return c->pubsub;
+}
+
+hl_pubsub *hl_client_pubsub_for(hilock_client *c, const char *channel,
+                                size_t len)
+{
+    if (c->cluster && hl_cluster_sharded(c->cluster))
+        return c->closed ? NULL
+                         : hl_cluster_pubsub_for(c->cluster, channel, len);
+    return hl_client_pubsub(c);
 }
 
 static void *loop_main(void *arg)
@@ -539,6 +552,10 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
     if (rc != HILOCK_OK)
         goto fail;
 
+    if (c->opts->sentinel_master) {
+        rc = hl_fail(HILOCK_EINVAL, "Sentinel is not supported yet");
+        goto fail;
+    }
     if (c->opts->user && !c->opts->password) {
         rc = hl_fail(HILOCK_EINVAL, "user '%s' has no password",
                      c->opts->user);

@@ -125,6 +125,10 @@ extern int (*hilock__rand_bytes)(unsigned char *buf, int num);
 /* The pub/sub connection, created on first use; NULL when memory runs out
  * or the client is closed.  Loop thread only. */
 hl_pubsub *hl_client_pubsub(hilock_client *client);
+/* The pub/sub connection to listen to channel on: on a cluster with
+ * sharded pub/sub, the one to the master of the channel's slot. */
+hl_pubsub *hl_client_pubsub_for(hilock_client *client, const char *channel,
+                                size_t len);
 
 
 /* Wrap every call of user code on the loop thread, so a destroy made

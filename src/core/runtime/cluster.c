@@ -22,6 +22,7 @@ typedef struct cluster_node {
     hilock_options *opts; /* the client's, with this node's address */
     hl_conn *conn;
     bool down; /* its connection was lost and is not back yet */
+    hl_pubsub *ps; /* sharded pub/sub, made on first use */
 } cluster_node;
 
 struct hl_cluster {
@@ -40,6 +41,10 @@ struct hl_cluster {
     bool reading;    /* a topology read is in flight */
     bool again;      /* another read was asked for meanwhile */
     bool use_slots;  /* the server has no CLUSTER SHARDS */
+    /* Pub/sub is sharded (Redis 7 and later, as CLUSTER SHARDS tells):
+     * SSUBSCRIBE on the master of the channel's slot, SPUBLISH in the
+     * scripts.  Before 7, PUBLISH reaches every node anyway. */
+    bool sharded;
     unsigned asked;  /* reads started: picks the node asked */
     unsigned reads;  /* reads completed */
     unsigned redirects; /* MOVED and ASK followed */
@@ -111,6 +116,7 @@ static int node_at(hl_cluster *cl, const char *host, size_t hlen, int port)
     if (n->conn == NULL)
         goto fail;
     hl_conn_set_redirect(n->conn, hl_cluster_redirect, cl);
+    hl_conn_set_sharded_publish(n->conn, cl->sharded);
     cl->nodes[cl->nnodes] = n;
     return cl->nnodes++;
 fail:
@@ -234,6 +240,85 @@ static bool parse_slots(hl_cluster *cl, const hilock_reply *r,
 
 static void read_topology(hl_cluster *cl);
 
+static void set_sharded(hl_cluster *cl, bool sharded)
+{
+    cl->sharded = sharded;
+    hilock_client *c = cl->client;
+    for (int i = 0; i < c->nconns; i++)
+        if (c->conns[i])
+            hl_conn_set_sharded_publish(c->conns[i], sharded);
+    for (int i = 0; i < cl->nnodes; i++)
+        hl_conn_set_sharded_publish(cl->nodes[i]->conn, sharded);
+}
+
+/* ---- sharded pub/sub --------------------------------------------------- */
+
+static void on_channel_misplaced(void *data)
+{
+    hl_cluster_refresh_soon(data);
+}
+
+static hl_pubsub *node_pubsub(hl_cluster *cl, cluster_node *n)
+{
+    if (n->ps == NULL && !cl->closed) {
+        hl_pubsub_config cfg = {.loop = cl->client->loop,
+                                .opts = n->opts,
+                                .ssl_ctx = cl->client->ssl_ctx,
+                                .sharded = true,
+                                .on_misplaced = on_channel_misplaced,
+                                .data = cl};
+        n->ps = hl_pubsub_create(&cfg);
+    }
+    return n->ps;
+}
+
+static hl_pubsub *owner_pubsub(void *data, const char *channel, size_t len)
+{
+    hl_cluster *cl = data;
+    unsigned i = atomic_load_explicit(&cl->slots[hl_keyslot(channel, len)],
+                                      memory_order_acquire);
+    return i == 0 ? NULL : node_pubsub(cl, cl->nodes[i - 1]);
+}
+
+/* After a topology read: every channel goes to the master that serves
+ * its slot now (a failover or a migration moved it), and one the server
+ * dropped or redirected where it still belongs is asked for again. */
+static void place_channels(hl_cluster *cl)
+{
+    if (!cl->sharded)
+        return;
+    for (int i = 0; i < cl->nnodes; i++)
+        if (cl->nodes[i]->ps)
+            hl_pubsub_move(cl->nodes[i]->ps, owner_pubsub, cl);
+    for (int i = 0; i < cl->nnodes; i++)
+        if (cl->nodes[i]->ps)
+            hl_pubsub_resubscribe(cl->nodes[i]->ps);
+}
+
+hl_pubsub *hl_cluster_pubsub_for(hl_cluster *cl, const char *channel,
+                                 size_t len)
+{
+    hl_pubsub *ps = owner_pubsub(cl, channel, len);
+    /* A slot nobody has named yet: any node, corrected at the next read
+     * (its SSUBSCRIBE draws a MOVED, which asks for that read). */
+    if (ps == NULL && cl->nnodes > 0)
+        ps = node_pubsub(cl, cl->nodes[0]);
+    return ps;
+}
+
+bool hl_cluster_sharded(const hl_cluster *cl) { return cl->sharded; }
+
+void hl_cluster_free_pubsubs(hl_cluster *cl)
+{
+    if (cl == NULL)
+        return;
+    for (int i = 0; i < cl->nnodes; i++) {
+        hl_pubsub *ps = cl->nodes[i]->ps;
+        cl->nodes[i]->ps = NULL;
+        hl_pubsub_free(ps);
+    }
+}
+
 static void read_ended(hl_cluster *cl, bool ok)
 {
     cl->reading = false;
@@ -273,9 +358,10 @@ static void on_topology(void *data, int status, hilock_reply *reply)
         return;
     }
     if (status == HILOCK_EREDIS && !cl->use_slots) {
-        /* Before Redis 7: no CLUSTER SHARDS. */
+        /* Before Redis 7: no CLUSTER SHARDS, and no sharded pub/sub. */
         hilock_reply_free(reply);
         cl->use_slots = true;
+        set_sharded(cl, false);
         cl->reading = false;
         read_topology(cl);
         return;
@@ -309,6 +395,8 @@ static void on_topology(void *data, int status, hilock_reply *reply)
         }
     }
     hilock_reply_free(reply);
+    if (ok)
+        place_channels(cl);
     read_ended(cl, ok);
 }
 
@@ -512,6 +600,7 @@ hl_cluster *hl_cluster_create(hilock_client *client, const hl_conn_config *tmpl,
     cl->client = client;
     cl->tmpl = *tmpl;
     cl->ready = ready;
+    set_sharded(cl, true);
     hl_timer_init(&cl->timer, client->loop, on_timer, cl);
     read_topology(cl);
     return cl;
@@ -532,6 +621,7 @@ void hl_cluster_free(hl_cluster *cl)
     if (cl == NULL)
         return;
     hl_cluster_close(cl);
+    hl_cluster_free_pubsubs(cl);
     for (int i = 0; i < cl->nnodes; i++) {
         hilock_options_free(cl->nodes[i]->opts);
         hl_free(cl->nodes[i]);

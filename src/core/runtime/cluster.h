@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "core/transport/conn.h"
+#include "core/transport/pubsub.h"
 
 struct hilock_client;
 typedef struct hl_cluster hl_cluster;
@@ -55,6 +56,18 @@ hl_conn *hl_cluster_conn_for_slot(const hl_cluster *cl, unsigned slot);
 /* The redirection hook every connection of a cluster client carries. */
 hl_conn *hl_cluster_redirect(void *cluster, hl_conn *from, const char *error,
                              bool *asking);
+
+/* Whether pub/sub is sharded (Redis 7 and later): channels are then
+ * listened to with hl_cluster_pubsub_for, and the scripts SPUBLISH. */
+bool hl_cluster_sharded(const hl_cluster *cl);
+/* The sharded pub/sub connection to the master of channel's slot (any
+ * master while the slot is unknown; the next topology read moves it).
+ * NULL when memory runs out or the cluster is closed. */
+hl_pubsub *hl_cluster_pubsub_for(hl_cluster *cl, const char *channel,
+                                 size_t len);
+/* Free the sharded pub/sub connections; their listeners hear
+ * HL_SUB_CLOSED.  With the client's own pub/sub, after the waiters. */
+void hl_cluster_free_pubsubs(hl_cluster *cl);
 
 /* Read the topology again soon (at most every HL_CLUSTER_REFRESH_GAP_MS). */
 void hl_cluster_refresh_soon(hl_cluster *cl);

@@ -124,6 +124,10 @@ typedef hl_conn *hl_reroute_fn(void *data, const char *cmd, size_t len);
  * stay: the server may have run them, and they fail with the
  * connection.  A request that reached HL_MAX_REDIRECTS stays too. */
 void hl_conn_reroute(hl_conn *conn, hl_reroute_fn *where, void *data);
+/* Whether scripts run here publish with SPUBLISH (a cluster with sharded
+ * pub/sub), see hl_script_run. */
+void hl_conn_set_sharded_publish(hl_conn *conn, bool sharded);
+bool hl_conn_sharded_publish(const hl_conn *conn);
 
 /* Fail everything pending with status and stop for good; no more events.
  * Safe inside any callback of this connection. */

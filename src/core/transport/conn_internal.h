@@ -88,6 +88,7 @@ struct hl_conn {
     bool hello_answered; /* the server answered a handshake command */
 
     hl_redirect_fn *redirect; /* cluster mode: keep cmd until the reply */
+    bool sharded_publish;
     void *redirect_data;
 
     hl_conn_stats stats;

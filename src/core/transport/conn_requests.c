@@ -285,3 +285,10 @@ void hl_conn_on_request_timer(hl_timer *t)
         hl_conn_arm_request_timer(c);
     hl_conn_unref(c);
 }
+
+void hl_conn_set_sharded_publish(hl_conn *c, bool sharded)
+{
+    c->sharded_publish = sharded;
+}
+
+bool hl_conn_sharded_publish(const hl_conn *c) { return c->sharded_publish; }

@@ -8,14 +8,19 @@
 #include "core/base/map.h"
 
 struct hl_channel {
+    hl_pubsub *ps;
     hl_map_entry *entry; /* key = channel name */
     hl_sub *subs;
     hl_sub *cursor;     /* next listener of the delivery under way */
     int delivering;     /* a delivery is under way */
-    hl_channel *next_idle; /* link while forgetting after a disconnect */
+    hl_channel *next_idle; /* link while forgetting or moving */
+    hl_pubsub *move_to;    /* while moving */
     int awaiting_subscribe;
     int awaiting_unsubscribe;
     bool confirmed;
+    /* The server dropped or redirected it (sharded): listened to, not
+     * subscribed, until moved or subscribed again. */
+    bool misplaced;
 };
 
 /* A SUBSCRIBE or UNSUBSCRIBE sent and not yet answered.  An error reply
@@ -28,6 +33,9 @@ typedef struct sent_verb {
 
 struct hl_pubsub {
     hl_conn *conn;
+    bool sharded;
+    void (*on_misplaced)(void *data);
+    void *data;
     hl_map channels;
     sent_verb *sent; /* ring, oldest at sent_head */
     size_t sent_head, sent_len, sent_cap;
@@ -67,11 +75,13 @@ static bool sent_pop(hl_pubsub *ps, sent_verb *out)
     return true;
 }
 
-static int send_one(hl_pubsub *ps, const char *verb, hl_channel *ch)
+static int send_one(hl_pubsub *ps, bool subscribe, hl_channel *ch)
 {
+    static const char *const verbs[2][2] = {
+        {"UNSUBSCRIBE", "SUBSCRIBE"}, {"SUNSUBSCRIBE", "SSUBSCRIBE"}};
+    const char *verb = verbs[ps->sharded][subscribe];
     const char *argv[] = {verb, ch->entry->key};
     size_t lens[] = {strlen(verb), ch->entry->keylen};
-    bool subscribe = strcmp(verb, "SUBSCRIBE") == 0;
     /* Room first: a command whose answer could not be matched is not
      * sent at all (a SUBSCRIBE goes out again on reconnect). */
     if (sent_push(ps, ch, subscribe) != 0)
@@ -86,6 +96,12 @@ static void channel_forget(hl_pubsub *ps, hl_channel *ch)
 {
     hl_map_remove(&ps->channels, ch->entry);
     hl_free(ch);
+}
+
+static void tell_misplaced(hl_pubsub *ps)
+{
+    if (ps->on_misplaced && !ps->closing)
+        ps->on_misplaced(ps->data);
 }
 
 static void channel_maybe_forget(hl_pubsub *ps, hl_channel *ch)
@@ -120,6 +136,16 @@ static hl_channel *channel_of(hl_pubsub *ps, const hilock_reply *name)
     return e ? e->value : NULL;
 }
 
+static bool redirected(const char *error)
+{
+    static const char *const prefixes[] = {"MOVED ", "ASK ", "TRYAGAIN",
+                                           "CLUSTERDOWN"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+        if (strncmp(error, prefixes[i], strlen(prefixes[i])) == 0)
+            return true;
+    return false;
+}
+
 /* An error reply answers the oldest command still unanswered.  For a
  * SUBSCRIBE that is a refusal, nearly always by the server's ACL: its
  * listeners hear of it, or they would wait for a confirmation that never
@@ -138,7 +164,13 @@ static void on_error_reply(hl_pubsub *ps, const hilock_reply *r)
     }
     if (ch->awaiting_subscribe > 0)
         ch->awaiting_subscribe--;
-    if (ch->subs && !ch->confirmed)
+    if (ps->sharded && r->str && redirected(r->str)) {
+        /* The slot is served elsewhere, or not at the moment: not the
+         * ACL's refusal, and the listeners still want their messages. */
+        ch->misplaced = ch->subs != NULL && !ch->confirmed;
+        channel_maybe_forget(ps, ch);
+        tell_misplaced(ps);
+    } else if (ch->subs && !ch->confirmed)
         deliver(ps, ch, HL_SUB_REFUSED, r->str ? r->str : "",
                 r->str ? r->len : 0);
     else
@@ -155,12 +187,29 @@ static void on_push(hl_pubsub *ps, hilock_reply *r)
         r->element[0]->type != HILOCK_REPLY_STRING)
         return;
     const char *kind = r->element[0]->str;
+    /* A sharded connection hears the same words with an "s" before. */
+    if (ps->sharded) {
+        if (kind[0] != 's')
+            return;
+        kind++;
+    }
+    hl_channel *ch = channel_of(ps, r->element[1]);
     /* Each SUBSCRIBE and UNSUBSCRIBE names one channel, so it gets exactly
-     * one answer: this one, or an error. */
+     * one answer: this one, or an error.  An unsubscribe nobody asked
+     * for is the server dropping a sharded channel whose slot left it. */
     sent_verb answered;
+    if (strcmp(kind, "unsubscribe") == 0 &&
+        (ch == NULL || ch->awaiting_unsubscribe == 0)) {
+        if (ch != NULL && ps->sharded) {
+            ch->confirmed = false;
+            ch->misplaced = ch->subs != NULL;
+            channel_maybe_forget(ps, ch);
+            tell_misplaced(ps);
+        }
+        return;
+    }
     if (strcmp(kind, "subscribe") == 0 || strcmp(kind, "unsubscribe") == 0)
         sent_pop(ps, &answered);
-    hl_channel *ch = channel_of(ps, r->element[1]);
     if (ch == NULL)
         return;
     if (strcmp(kind, "message") == 0) {
@@ -190,7 +239,8 @@ static void on_up(hl_pubsub *ps)
     for (hl_map_entry *e = hl_map_first(&ps->channels, &cur); e;
          e = hl_map_next(&ps->channels, e, &cur)) {
         hl_channel *ch = e->value;
-        if (ch->subs && send_one(ps, "SUBSCRIBE", ch) == 0)
+        ch->misplaced = false;
+        if (ch->subs && send_one(ps, true, ch) == 0)
             ch->awaiting_subscribe = 1;
     }
 }
@@ -218,6 +268,9 @@ static void on_down(hl_pubsub *ps)
         channel_forget(ps, idle);
         idle = next;
     }
+    /* A cluster node that went away may have failed over. */
+    if (ps->sharded)
+        tell_misplaced(ps);
 }
 
 static void pubsub_release(hl_pubsub *ps);
@@ -246,16 +299,17 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
         pubsub_release(ps);
 }
 
-hl_pubsub *hl_pubsub_create(struct ev_loop *loop,
-                            const struct hilock_options *opts,
-                            SSL_CTX *ssl_ctx)
+hl_pubsub *hl_pubsub_create(const hl_pubsub_config *pc)
 {
     hl_pubsub *ps = hl_calloc(1, sizeof *ps);
     if (ps == NULL)
         return NULL;
-    hl_conn_config cfg = {.loop = loop,
-                          .opts = opts,
-                          .ssl_ctx = ssl_ctx,
+    ps->sharded = pc->sharded;
+    ps->on_misplaced = pc->on_misplaced;
+    ps->data = pc->data;
+    hl_conn_config cfg = {.loop = pc->loop,
+                          .opts = pc->opts,
+                          .ssl_ctx = pc->ssl_ctx,
                           .push_mode = true,
                           .keepalive = true,
                           .on_event = on_conn_event,
@@ -317,6 +371,18 @@ void hl_pubsub_free(hl_pubsub *ps)
         pubsub_release(ps);
 }
 
+static void attach(hl_channel *ch, hl_sub *sub, hl_sub_fn *fn, void *data)
+{
+    sub->fn = fn;
+    sub->data = data;
+    sub->channel = ch;
+    sub->prev = NULL;
+    sub->next = ch->subs;
+    if (ch->subs)
+        ch->subs->prev = sub;
+    ch->subs = sub;
+}
+
 int hl_pubsub_subscribe(hl_pubsub *ps, hl_sub *sub, const char *name,
                         size_t len, hl_sub_fn *fn, void *data)
 {
@@ -326,6 +392,7 @@ int hl_pubsub_subscribe(hl_pubsub *ps, hl_sub *sub, const char *name,
         ch = hl_calloc(1, sizeof *ch);
         if (ch == NULL)
             return -HILOCK_ENOMEM;
+        ch->ps = ps;
         ch->entry = hl_map_insert(&ps->channels, name, len, ch);
         if (ch->entry == NULL) {
             hl_free(ch);
@@ -333,35 +400,109 @@ int hl_pubsub_subscribe(hl_pubsub *ps, hl_sub *sub, const char *name,
         }
     }
     bool first = ch->subs == NULL;
-    sub->fn = fn;
-    sub->data = data;
-    sub->channel = ch;
-    sub->prev = NULL;
-    sub->next = ch->subs;
-    if (ch->subs)
-        ch->subs->prev = sub;
-    ch->subs = sub;
+    attach(ch, sub, fn, data);
     if (first && ps->up) {
         /* A SUBSCRIBE that fails to go out is sent again on reconnect. */
-        if (send_one(ps, "SUBSCRIBE", ch) == 0)
+        if (send_one(ps, true, ch) == 0)
             ch->awaiting_subscribe++;
         ch->confirmed = false;
+        ch->misplaced = false;
     }
     return ch->confirmed ? 1 : 0;
 }
 
-void hl_pubsub_unsubscribe(hl_pubsub *ps, hl_sub *sub)
+/* The last listener left ch. */
+static void channel_unlistened(hl_pubsub *ps, hl_channel *ch)
+{
+    bool subscribed = !ch->misplaced;
+    ch->confirmed = false;
+    ch->misplaced = false;
+    if (subscribed && ps->up && send_one(ps, false, ch) == 0)
+        ch->awaiting_unsubscribe++;
+    channel_maybe_forget(ps, ch);
+}
+
+void hl_pubsub_unsubscribe(hl_sub *sub)
 {
     hl_channel *ch = sub->channel;
     if (ch == NULL)
         return;
+    hl_pubsub *ps = ch->ps;
     detach(ch, sub);
     if (ch->subs != NULL || ps->closing)
         return;
-    ch->confirmed = false;
-    if (ps->up && send_one(ps, "UNSUBSCRIBE", ch) == 0)
-        ch->awaiting_unsubscribe++;
-    channel_maybe_forget(ps, ch);
+    channel_unlistened(ps, ch);
+}
+
+/* Hand every listener of ch to the same channel on to.  ch is pinned
+ * (delivering) by the caller: a listener told READY may detach others. */
+static void channel_move(hl_channel *ch, hl_pubsub *to)
+{
+    const char *name = ch->entry->key;
+    size_t len = ch->entry->keylen;
+    while (ch->subs != NULL) {
+        hl_sub *s = ch->subs;
+        hl_sub_fn *fn = s->fn;
+        void *data = s->data;
+        detach(ch, s);
+        int rc = hl_pubsub_subscribe(to, s, name, len, fn, data);
+        if (rc < 0) {
+            /* Out of memory: it stays here, to be moved by a later
+             * call, rather than listen nowhere. */
+            attach(ch, s, fn, data);
+            ch->misplaced = true;
+            return;
+        }
+        /* Its new node confirmed the channel before: no HL_SUB_READY
+         * would come, yet the listener may have missed messages. */
+        if (rc == 1)
+            fn(s, HL_SUB_READY, NULL, 0);
+    }
+}
+
+void hl_pubsub_move(hl_pubsub *ps, hl_pubsub_dest_fn *dest, void *data)
+{
+    /* Collect first: moving forgets channels, which walking the map does
+     * not allow; the mark keeps each collected one alive meanwhile. */
+    hl_channel *moving = NULL;
+    size_t cur;
+    for (hl_map_entry *e = hl_map_first(&ps->channels, &cur); e;
+         e = hl_map_next(&ps->channels, e, &cur)) {
+        hl_channel *ch = e->value;
+        if (ch->subs == NULL || ch->delivering > 0)
+            continue;
+        hl_pubsub *to = dest(data, e->key, e->keylen);
+        if (to == NULL || to == ps)
+            continue;
+        ch->delivering++;
+        ch->next_idle = moving;
+        ch->move_to = to;
+        moving = ch;
+    }
+    while (moving != NULL) {
+        hl_channel *ch = moving;
+        moving = ch->next_idle;
+        channel_move(ch, ch->move_to);
+        ch->delivering--;
+        if (ch->subs == NULL)
+            channel_unlistened(ps, ch);
+    }
+}
+
+void hl_pubsub_resubscribe(hl_pubsub *ps)
+{
+    if (!ps->up)
+        return;
+    size_t cur;
+    for (hl_map_entry *e = hl_map_first(&ps->channels, &cur); e;
+         e = hl_map_next(&ps->channels, e, &cur)) {
+        hl_channel *ch = e->value;
+        if (!ch->misplaced || ch->subs == NULL)
+            continue;
+        ch->misplaced = false;
+        if (send_one(ps, true, ch) == 0)
+            ch->awaiting_subscribe++;
+    }
 }
 
 bool hl_pubsub_is_up(const hl_pubsub *ps) { return ps->up; }

@@ -2,7 +2,14 @@
  * listeners share it, and every channel subscribed again after a
  * reconnect.  It has no request to time out, so it is kept alive instead
  * (see keepalive in conn.h): a server that stops answering it is left
- * for a new connection.  Loop thread only. */
+ * for a new connection.  Loop thread only.
+ *
+ * A sharded connection (one per cluster master) speaks SSUBSCRIBE and
+ * hears SMESSAGE.  The server drops such a subscription by itself when
+ * the channel's slot leaves the node, and refuses it with MOVED when the
+ * slot is elsewhere: the channel then waits, still listened to, until its
+ * owner moves it to the right node (hl_pubsub_move) or subscribes it again
+ * (hl_pubsub_resubscribe). */
 #ifndef HL_PUBSUB_H
 #define HL_PUBSUB_H
 
@@ -41,9 +48,19 @@ struct hl_sub {
     void *data;
 };
 
-hl_pubsub *hl_pubsub_create(struct ev_loop *loop,
-                            const struct hilock_options *opts,
-                            SSL_CTX *ssl_ctx);
+typedef struct hl_pubsub_config {
+    struct ev_loop *loop;
+    const struct hilock_options *opts; /* must outlive the connection */
+    SSL_CTX *ssl_ctx;                  /* NULL: plain TCP */
+    bool sharded;
+    /* Called when a subscription may now be on the wrong node: the
+     * connection went down, or the server dropped or redirected a
+     * channel.  May be NULL. */
+    void (*on_misplaced)(void *data);
+    void *data;
+} hl_pubsub_config;
+
+hl_pubsub *hl_pubsub_create(const hl_pubsub_config *cfg);
 /* Every listener still attached gets HL_SUB_CLOSED; then all is freed. */
 void hl_pubsub_free(hl_pubsub *ps);
 
@@ -53,7 +70,18 @@ void hl_pubsub_free(hl_pubsub *ps);
 int hl_pubsub_subscribe(hl_pubsub *ps, hl_sub *sub, const char *channel,
                         size_t len, hl_sub_fn *fn, void *data);
 /* Detach sub; safe inside any callback, and for a detached sub. */
-void hl_pubsub_unsubscribe(hl_pubsub *ps, hl_sub *sub);
+void hl_pubsub_unsubscribe(hl_sub *sub);
+
+/* Move every channel for which dest names another connection over to
+ * it, listeners and all; dest returns NULL (or ps) to keep a channel.
+ * A moved listener hears HL_SUB_READY once its new node confirms, as
+ * after a reconnect.  Not inside a callback of ps. */
+typedef hl_pubsub *hl_pubsub_dest_fn(void *data, const char *channel,
+                                     size_t len);
+void hl_pubsub_move(hl_pubsub *ps, hl_pubsub_dest_fn *dest, void *data);
+/* Subscribe again every listened channel that the server dropped or
+ * redirected, when up. */
+void hl_pubsub_resubscribe(hl_pubsub *ps);
 
 bool hl_pubsub_is_up(const hl_pubsub *ps);
 /* The number of channels with listeners (for tests). */

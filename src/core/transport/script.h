@@ -17,6 +17,12 @@ struct hl_script {
     size_t len;
     int index; /* bit in a connection's set of loaded scripts, or -1 */
     char sha1[41];
+    /* The same script with every 'publish' turned into 'spublish', for
+     * a cluster with sharded pub/sub; NULL when the body publishes
+     * nothing, or when memory ran out (such a script then fails with
+     * HILOCK_ENOMEM where it would have to SPUBLISH). */
+    struct hl_script *sharded;
+    bool publishes;
 };
 
 /* How many scripts get a bit in a connection's set of loaded scripts. */
@@ -25,11 +31,13 @@ struct hl_script {
 /* Compute the SHA1 of a static script body and give it an index.  The
  * first HL_SHA_SCRIPTS scripts of the process run by SHA1 as described
  * above; any later one gets index -1 and runs as EVAL with its body each
- * time.  There is no limit and nothing to fail. */
+ * time.  A script that publishes gets its sharded twin made here too; it
+ * lives as long as the process. */
 void hl_script_init(hl_script *s, const char *body);
 
 /* Run a script with nkeys keys followed by the other arguments (argv holds
- * keys then args, argc in all).  fn gets the reply as hl_conn_command's
+ * keys then args, argc in all); its sharded twin on a connection that
+ * publishes sharded (hl_conn_sharded_publish).  fn gets the reply as hl_conn_command's
  * callback would, never a NOSCRIPT error; fn may be NULL to ignore it.  Returns HILOCK_OK,
  * HILOCK_ENOMEM or HILOCK_ECLOSED (fn not called). */
 int hl_script_run(hl_conn *conn, const hl_script *s, int nkeys, int argc,
