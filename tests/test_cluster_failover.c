@@ -616,6 +616,9 @@ static void test_kill9_under_held_and_contended_locks(void **state)
             woken++;
             /* Never while the holder still held it. */
             assert_true(w[i].got_at >= end_of_hold[i]);
+            printf("    failover: waiter %d got its lock %lld ms after the "
+                   "hold ended\n",
+                   i, (long long)(w[i].got_at - end_of_hold[i]));
         } else {
             /* Gave up, saying why. */
             assert_true(w[i].rc == HILOCK_EBUSY ||
