@@ -334,6 +334,25 @@ static void unknown_outcome(hl_acquire_op *op, int status, const char *why)
     wait_for(op, retry_delay(op, 0));
 }
 
+/* The master granted the lock: the grant counts from here.  This is the
+ * one place where a grant will first wait for replicas to acknowledge it
+ * (WAIT / WAITAOF after the attempt, on its connection) once a policy
+ * asks for that: a master that fails over before its replicas have the
+ * grant leaves a hold the new master does not know of, which today only
+ * the next renewal finds (and reports lost). */
+static void granted(hl_acquire_op *op, const hl_acquire_result *res)
+{
+    hilock_acquired got;
+    int rc = grant(op, res, &got);
+    if (rc != HILOCK_OK) {
+        hl_reconcile_start(op->lock, op->owner, &op->turn, NULL, 0,
+                           op->lease_ms);
+        op_finish(op, rc, NULL, "out of memory recording a hold");
+        return;
+    }
+    op_finish(op, HILOCK_OK, &got, NULL);
+}
+
 static void on_attempt_reply(void *data, int status, hilock_reply *reply)
 {
     hl_acquire_op *op = data;
@@ -371,15 +390,7 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
         return;
     }
     if (res.outcome == HL_ACQ_ACQUIRED) {
-        hilock_acquired got;
-        int rc = grant(op, &res, &got);
-        if (rc != HILOCK_OK) {
-            hl_reconcile_start(lock, op->owner, &op->turn, NULL, 0,
-                               op->lease_ms);
-            op_finish(op, rc, NULL, "out of memory recording a hold");
-            return;
-        }
-        op_finish(op, HILOCK_OK, &got, NULL);
+        granted(op, &res);
     } else if (res.outcome == HL_ACQ_HELD) {
         hl_turn_end(lock, &op->turn);
         op->saw_held = true;

@@ -21,6 +21,7 @@ typedef struct cluster_node {
     int port;
     hilock_options *opts; /* the client's, with this node's address */
     hl_conn *conn;
+    bool down; /* its connection was lost and is not back yet */
     hl_pubsub *ps; /* sharded pub/sub, made on first use */
 } cluster_node;
 
@@ -47,17 +48,25 @@ struct hl_cluster {
     unsigned asked;  /* reads started: picks the node asked */
     unsigned reads;  /* reads completed */
     unsigned redirects; /* MOVED and ASK followed */
+    bool owner_down; /* the last read named a master whose link is down */
     hl_monotime last_read;
 };
+
+static void reroute_waiting(hl_cluster *cl);
 
 static void on_node_event(hl_conn *conn, hl_conn_event ev, int status,
                           const char *detail, hilock_reply *reply, void *data)
 {
-    (void)conn, (void)status, (void)detail;
+    (void)status, (void)detail;
     hilock_reply_free(reply);
     hl_cluster *cl = data;
+    if (ev == HL_CONN_PUSH || cl->closed)
+        return;
+    for (int i = 0; i < cl->nnodes; i++)
+        if (cl->nodes[i]->conn == conn)
+            cl->nodes[i]->down = ev == HL_CONN_DOWN;
     /* A lost master may have failed over: its slots have a new owner. */
-    if (ev == HL_CONN_DOWN && !cl->closed)
+    if (ev == HL_CONN_DOWN)
         hl_cluster_refresh_soon(cl);
 }
 
@@ -330,6 +339,11 @@ static void read_ended(hl_cluster *cl, bool ok)
     } else if (cl->again) {
         cl->again = false;
         hl_cluster_refresh_soon(cl);
+    } else if (cl->owner_down) {
+        /* Its replica takes over once the others agree it failed; the
+         * requests held for its slots go on as soon as a read shows the
+         * new master. */
+        hl_timer_arm(&cl->timer, HL_MS(HL_CLUSTER_FAILOVER_POLL_MS));
     } else {
         hl_timer_arm(&cl->timer, HL_MS(HL_CLUSTER_REFRESH_MS));
     }
@@ -361,11 +375,22 @@ static void on_topology(void *data, int status, hilock_reply *reply)
             /* A slot no master serves (a failover under way) keeps its
              * last owner: that node answers with MOVED or an error, which
              * beats sending to the seed at random. */
-            if (ok)
+            if (ok) {
                 for (unsigned s = 0; s < HL_CLUSTER_SLOTS; s++)
                     if (map[s] != 0)
                         atomic_store_explicit(&cl->slots[s], map[s],
                                               memory_order_release);
+                cl->owner_down = false;
+                for (unsigned s = 0; s < HL_CLUSTER_SLOTS; s++) {
+                    unsigned i = atomic_load_explicit(&cl->slots[s],
+                                                      memory_order_relaxed);
+                    if (i != 0 && cl->nodes[i - 1]->down) {
+                        cl->owner_down = true;
+                        break;
+                    }
+                }
+                reroute_waiting(cl);
+            }
             hl_free(map);
         }
     }
@@ -376,16 +401,27 @@ static void on_topology(void *data, int status, hilock_reply *reply)
 }
 
 /* Ask the seed first, then each node in turn, so that one dead node
- * cannot keep the map from being read. */
+ * cannot keep the map from being read; a node whose link is down is
+ * passed over, since its read would wait out the command timeout. */
+static hl_conn *pick_reader(hl_cluster *cl)
+{
+    unsigned choices = (unsigned)cl->nnodes + 1;
+    for (unsigned k = 0; k < choices; k++) {
+        unsigned pick = cl->asked++ % choices;
+        if (pick == 0 && ((cl->client->up_mask & 1u) || cl->nnodes == 0))
+            return cl->client->conn;
+        if (pick > 0 && !cl->nodes[pick - 1]->down)
+            return cl->nodes[pick - 1]->conn;
+    }
+    return cl->client->conn; /* all down: the seed's comes back first */
+}
+
 static void read_topology(hl_cluster *cl)
 {
     if (cl->closed || cl->reading)
         return;
     hl_timer_stop(&cl->timer);
-    unsigned pick = cl->asked++ % (unsigned)(cl->nnodes + 1);
-    hl_conn *conn = pick == 0 || cl->nnodes == 0
-                        ? cl->client->conn
-                        : cl->nodes[pick - 1]->conn;
+    hl_conn *conn = pick_reader(cl);
     const char *argv[] = {"CLUSTER", cl->use_slots ? "SLOTS" : "SHARDS"};
     size_t lens[] = {7, cl->use_slots ? 5u : 6u};
     cl->reading = true;
@@ -456,10 +492,82 @@ hl_conn *hl_cluster_redirect(void *data, hl_conn *from, const char *error,
     if (moved) {
         atomic_store_explicit(&cl->slots[slot], (unsigned char)(i + 1),
                               memory_order_release);
+        reroute_waiting(cl);
         hl_cluster_refresh_soon(cl);
     }
     *asking = !moved;
     return cl->nodes[i]->conn;
+}
+
+/* ---- failover ---------------------------------------------------------- */
+
+/* "$<n>\r\n" or "*<n>\r\n" at *p, for a RESP command we formatted. */
+static bool resp_count(const char **p, const char *end, char mark,
+                       size_t *out)
+{
+    const char *q = *p;
+    if (q >= end || *q++ != mark)
+        return false;
+    size_t n = 0;
+    const char *digits = q;
+    while (q < end && *q >= '0' && *q <= '9' && q - digits < 12)
+        n = n * 10 + (size_t)(*q++ - '0');
+    if (q == digits || end - q < 2 || q[0] != '\r' || q[1] != '\n')
+        return false;
+    *p = q + 2;
+    *out = n;
+    return true;
+}
+
+/* The slot of a formatted command, as hl_cluster_command_slot finds it
+ * from the first four arguments; -1 without a key. */
+static int resp_slot(const char *cmd, size_t len)
+{
+    const char *p = cmd, *end = cmd + len;
+    const char *argv[4];
+    size_t lens[4], n;
+    if (!resp_count(&p, end, '*', &n))
+        return -1;
+    int argc = n < 4 ? (int)n : 4;
+    for (int i = 0; i < argc; i++) {
+        if (!resp_count(&p, end, '$', &lens[i]) ||
+            (size_t)(end - p) < lens[i] + 2)
+            return -1;
+        argv[i] = p;
+        p += lens[i] + 2;
+    }
+    return hl_cluster_command_slot(argc, argv, lens);
+}
+
+/* The master the map names for a request's slot, when it knows one. */
+static hl_conn *reroute_to(void *data, const char *cmd, size_t len)
+{
+    hl_cluster *cl = data;
+    int slot = resp_slot(cmd, len);
+    if (slot < 0)
+        return NULL;
+    unsigned i = atomic_load_explicit(&cl->slots[slot], memory_order_relaxed);
+    return i == 0 ? NULL : cl->nodes[i - 1]->conn;
+}
+
+/* The map changed: requests still waiting, unwritten, on a lost node's
+ * link go to their slot's master now.  A request written before the link
+ * went failed with it (HILOCK_EIO) and is never sent again, since its
+ * node may have run it: the layers above settle an unknown outcome
+ * (an acquire's reconcile), which a silent second run would defeat.
+ * Called in the same turn as the map change, before anything new is
+ * routed by it, so requests of one slot keep their order. */
+static void reroute_waiting(hl_cluster *cl)
+{
+    if (cl->closed)
+        return;
+    for (int i = 0; i < cl->nnodes; i++)
+        if (cl->nodes[i]->down)
+            hl_conn_reroute(cl->nodes[i]->conn, reroute_to, cl);
+    hilock_client *c = cl->client;
+    for (int i = 0; i < c->nconns; i++)
+        if (!(c->up_mask & (1u << i)))
+            hl_conn_reroute(c->conns[i], reroute_to, cl);
 }
 
 int hl_cluster_command_slot(int argc, const char *const *argv,
@@ -536,6 +644,13 @@ unsigned hl_cluster_refreshes(const hl_cluster *cl) { return cl->reads; }
 unsigned hl_cluster_redirects(const hl_cluster *cl) { return cl->redirects; }
 
 int hl_cluster_node_count(const hl_cluster *cl) { return cl->nnodes; }
+
+bool hl_cluster_slot_link_down(const hl_cluster *cl, unsigned slot)
+{
+    unsigned i = atomic_load_explicit(&cl->slots[slot % HL_CLUSTER_SLOTS],
+                                      memory_order_acquire);
+    return i != 0 && cl->nodes[i - 1]->down;
+}
 
 int hl_cluster_set_slot(hl_cluster *cl, unsigned slot, const char *host,
                         int port)

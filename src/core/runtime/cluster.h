@@ -5,7 +5,10 @@
  * only, except where said.
  *
  * The topology is read again every HL_CLUSTER_REFRESH_MS, and soon after
- * a redirection or a lost node connection: both mean the map is stale. */
+ * a redirection or a lost node connection: both mean the map is stale.
+ * While a master's connection is down the map is read every
+ * HL_CLUSTER_FAILOVER_POLL_MS, and each read that names a new master for
+ * its slots hands the requests it had not written to that master. */
 #ifndef HL_CLUSTER_H
 #define HL_CLUSTER_H
 
@@ -23,6 +26,9 @@ typedef struct hl_cluster hl_cluster;
 /* The least time between two topology reads, so that a burst of
  * redirections during a resharding costs one read, not one each. */
 #define HL_CLUSTER_REFRESH_GAP_MS 100
+/* While a master the map names has lost its link: how often the map is
+ * read, from another node, until its replica appears as the master. */
+#define HL_CLUSTER_FAILOVER_POLL_MS 250
 /* After a failed read. */
 #define HL_CLUSTER_RETRY_MS 1000
 /* Masters and former masters the client keeps connections to.  A slot
@@ -75,6 +81,9 @@ void hl_cluster_add_stats(const hl_cluster *cl, uint64_t *connects,
 unsigned hl_cluster_refreshes(const hl_cluster *cl);
 unsigned hl_cluster_redirects(const hl_cluster *cl);
 int hl_cluster_node_count(const hl_cluster *cl);
+/* For tests: whether the link to the node the map names for slot is
+ * down (false while the slot has no node). */
+bool hl_cluster_slot_link_down(const hl_cluster *cl, unsigned slot);
 /* For tests: point slot at the node at host:port, as a stale map would. */
 int hl_cluster_set_slot(hl_cluster *cl, unsigned slot, const char *host,
                         int port);

@@ -123,6 +123,17 @@ int hl_conn_send(hl_conn *conn, int argc, const char *const *argv,
  * later. */
 void hl_conn_set_redirect(hl_conn *conn, hl_redirect_fn *fn, void *data);
 
+/* Where a request not yet written should go instead of conn, given its
+ * formatted bytes: another connection, or NULL (or conn) to leave it. */
+typedef hl_conn *hl_reroute_fn(void *data, const char *cmd, size_t len);
+
+/* Cluster mode, for a connection that is not up (its node may have died
+ * and failed over): hand each request it has not written, queued or
+ * parked after a refusal, to the connection where names, with a fresh
+ * command timeout, as a redirection would.  Requests written already
+ * stay: the server may have run them, and they fail with the
+ * connection.  A request that reached HL_MAX_REDIRECTS stays too. */
+void hl_conn_reroute(hl_conn *conn, hl_reroute_fn *where, void *data);
 /* Whether scripts run here publish with SPUBLISH (a cluster with sharded
  * pub/sub), see hl_script_run. */
 void hl_conn_set_sharded_publish(hl_conn *conn, bool sharded);

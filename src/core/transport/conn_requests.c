@@ -186,6 +186,35 @@ bool hl_conn_requeue(hl_conn *to, hl_request *r, bool asking)
     return true;
 }
 
+/* Moves the requests of q that where sends elsewhere; the others stay
+ * in their order. */
+static void reroute_queue(hl_conn *c, req_queue *q, hl_reroute_fn *where,
+                          void *data)
+{
+    req_queue keep = {0};
+    hl_request *r;
+    while ((r = queue_pop(q)) != NULL) {
+        hl_conn *to = r->internal || r->cmd == NULL ||
+                              r->redirects >= HL_MAX_REDIRECTS
+                          ? NULL
+                          : where(data, r->cmd, r->len);
+        if (to == NULL || to == c || !hl_conn_requeue(to, r, false))
+            queue_push(&keep, r);
+    }
+    *q = keep;
+}
+
+void hl_conn_reroute(hl_conn *c, hl_reroute_fn *where, void *data)
+{
+    /* An up connection writes what it has within this loop iteration, and
+     * its node answers MOVED for a slot it no longer serves. */
+    if (c->state == ST_UP || c->state == ST_CLOSED)
+        return;
+    reroute_queue(c, &c->pending, where, data);
+    reroute_queue(c, &c->parked, where, data);
+    hl_conn_arm_request_timer(c);
+}
+
 int hl_conn_send(hl_conn *c, int argc, const char *const *argv,
                  const size_t *argvlen)
 {
