@@ -1,0 +1,685 @@
+/* Every lock kind on a real Redis Cluster (3 masters, 3 replicas).
+ *
+ * The slot test watches the masters with MONITOR while each kind is
+ * taken, contended, renewed, queried and released, and checks that every
+ * key and channel a command names, the ones its scripts name themselves
+ * included, lies in the slot of the lock's name: a cluster refuses a
+ * script whose keys span slots, and a channel elsewhere would be
+ * published on a node its waiters do not listen on.  Names that hold
+ * braces of their own are among them.
+ *
+ * Then each kind's core cases with names on each master, multi-locks
+ * across masters, segments spread over the masters, and the CLI. */
+/* ctest-timeout: 240 */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "core/transport/keyslot.h"
+#include "hilock/hilock.h"
+#include "support/fixture.h"
+#include "support/monitor.h"
+
+#ifndef HILOCK_TOOL_PATH
+#error "HILOCK_TOOL_PATH must name the hilock executable"
+#endif
+
+static hl_redis_cluster *cluster;
+static char reply[65536];
+
+static int setup(void **state)
+{
+    (void)state;
+    cluster = hl_fixture_cluster();
+    return cluster ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    hl_redis_cluster_stop(cluster);
+    return 0;
+}
+
+/* ---- what the tests share ---------------------------------------------- */
+
+/* A watchdog timeout short enough that a renewal comes within a test. */
+#define WATCHDOG_MS 900
+
+static hilock_client *client(void)
+{
+    hilock_options *o = NULL;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(hilock_options_set_url(o, hl_redis_cluster_url(cluster)),
+                     HILOCK_OK);
+    assert_int_equal(hilock_options_set_watchdog_timeout_ms(o, WATCHDOG_MS),
+                     HILOCK_OK);
+    hilock_client *c = NULL;
+    int rc = hilock_client_create(&c, o);
+    hilock_options_free(o);
+    if (rc != HILOCK_OK)
+        fail_msg("client: %s: %s", hilock_errname(rc), hilock_last_error());
+    return c;
+}
+
+/* The lock a test is at, for its failure messages. */
+static const char *current = "";
+
+/* A call that must succeed, with the library's detail when it did not. */
+#define OK(call)                                                            \
+    do {                                                                    \
+        int ok_rc_ = (call);                                                \
+        if (ok_rc_ != HILOCK_OK)                                            \
+            fail_msg("%s (%s): %s: %s", #call, current, hilock_errname(ok_rc_), \
+                     hilock_last_error());                                  \
+    } while (0)
+
+static int slot_of(const char *key)
+{
+    return (int)hl_keyslot(key, strlen(key));
+}
+
+static hl_redis_server *master(int i)
+{
+    const int probes[3] = {0, HL_CLUSTER_SLOTS / 2, HL_CLUSTER_SLOTS - 1};
+    hl_redis_server *m = hl_redis_cluster_master_of(cluster, probes[i]);
+    assert_non_null(m);
+    return m;
+}
+
+static hl_redis_server *master_of_name(const char *name)
+{
+    hl_redis_server *m = hl_redis_cluster_master_of(cluster, slot_of(name));
+    assert_non_null(m);
+    return m;
+}
+
+/* A name "<prefix>-<n>" whose slot m serves. */
+static void name_on(hl_redis_server *m, const char *prefix, char *out,
+                    size_t cap)
+{
+    for (int n = 0; n < 1000; n++) {
+        snprintf(out, cap, "%s-%d", prefix, n);
+        if (master_of_name(out) == m)
+            return;
+    }
+    fail_msg("no name of prefix %s on the master", prefix);
+}
+
+/* The braces rule, written out here so that the test does not take the
+ * library's word for it: "prefix:{NAME}", or "prefix:NAME" when NAME
+ * holds a '{'. */
+static void aux_key(const char *prefix, const char *name, char *out,
+                    size_t cap)
+{
+    if (strchr(name, '{'))
+        snprintf(out, cap, "%s:%s", prefix, name);
+    else
+        snprintf(out, cap, "%s:{%s}", prefix, name);
+}
+
+/* Whether a channel naming name has a subscriber on any master, sharded
+ * or not: a waiter listens once its first attempt found the lock held. */
+static bool listened_to(void *arg)
+{
+    const char *name = arg;
+    static const char *const how[] = {"CHANNELS", "SHARDCHANNELS"};
+    for (int i = 0; i < 3; i++)
+        for (int h = 0; h < 2; h++)
+            if (hl_redis_server_cmd(master(i), reply, sizeof reply, "PUBSUB",
+                                    how[h], (char *)NULL) == '*' &&
+                strstr(reply, name) != NULL)
+                return true;
+    return false;
+}
+
+static void expect_listened_to(const char *name)
+{
+    if (!hl_wait_until(listened_to, (void *)name, hl_widen(10000)))
+        fail_msg("nobody came to wait on %s", name);
+}
+
+typedef struct renewed_probe {
+    hilock_client *client;
+    uint64_t after;
+} renewed_probe;
+
+static bool renewed(void *arg)
+{
+    renewed_probe *p = arg;
+    hilock_client_stats st;
+    assert_int_equal(hilock_client_get_stats(p->client, &st), HILOCK_OK);
+    return st.leases_renewed > p->after && st.leases_lost == 0;
+}
+
+/* Waits for the client's watchdog to confirm a renewal it had not yet. */
+static void expect_renewal(hilock_client *c)
+{
+    hilock_client_stats st;
+    assert_int_equal(hilock_client_get_stats(c, &st), HILOCK_OK);
+    renewed_probe p = {.client = c, .after = st.leases_renewed};
+    if (!hl_wait_until(renewed, &p, hl_widen(5 * WATCHDOG_MS)))
+        fail_msg("no renewal within five watchdog timeouts");
+}
+
+/* A blocking acquire on a thread of its own, as a waiter, which holds
+ * what it got until told to release it (sync calls act for the calling
+ * thread). */
+typedef struct waiter {
+    hilock_lock *lock;
+    bool fenced;
+    uint64_t token;
+    int rc, release_rc;
+    atomic_bool done, release, released;
+    pthread_t thread;
+} waiter;
+
+static void *waiter_main(void *arg)
+{
+    waiter *w = arg;
+    int64_t wait = hl_widen(15000);
+    w->rc = w->fenced ? hilock_lock_acquire_fenced(w->lock, wait,
+                                                   HILOCK_LEASE_WATCHDOG,
+                                                   &w->token)
+                      : hilock_lock_try_acquire(w->lock, wait,
+                                                HILOCK_LEASE_WATCHDOG);
+    atomic_store(&w->done, true);
+    if (w->rc == HILOCK_OK && hl_wait_flag(&w->release, hl_widen(30000)))
+        w->release_rc = hilock_lock_release(w->lock);
+    atomic_store(&w->released, true);
+    return NULL;
+}
+
+static void waiter_start(waiter *w, hilock_lock *lock, bool fenced)
+{
+    memset(w, 0, sizeof *w);
+    w->lock = lock;
+    w->fenced = fenced;
+    atomic_init(&w->done, false);
+    atomic_init(&w->release, false);
+    atomic_init(&w->released, false);
+    assert_int_equal(pthread_create(&w->thread, NULL, waiter_main, w), 0);
+}
+
+/* Waits for the waiter, which must have acquired. */
+static void waiter_granted(waiter *w)
+{
+    assert_true(hl_wait_flag(&w->done, hl_widen(15000)));
+    if (w->rc != HILOCK_OK) {
+        pthread_join(w->thread, NULL);
+        fail_msg("the waiter got %s", hilock_errname(w->rc));
+    }
+}
+
+/* Has the waiter release its hold, and joins it. */
+static void waiter_release(waiter *w)
+{
+    atomic_store(&w->release, true);
+    assert_true(hl_wait_flag(&w->released, hl_widen(15000)));
+    pthread_join(w->thread, NULL);
+    assert_int_equal(w->release_rc, HILOCK_OK);
+}
+
+/* ---- the slot test --------------------------------------------------- */
+
+#define MAX_SEEN_KEYS 256
+#define MAX_ALLOWED 64
+
+/* What the masters ran while a kind was exercised. */
+typedef struct seen {
+    int allowed[MAX_ALLOWED]; /* the slots its keys may lie in */
+    int nallowed;
+    int keyed;                /* commands that named keys */
+    int from_lua;             /* of which scripts ran */
+    int scripts;              /* scripts run */
+    char keys[MAX_SEEN_KEYS][128];
+    int nkeys;
+    char bad[2048];
+} seen;
+
+static void seen_bad(seen *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void seen_bad(seen *s, const char *fmt, ...)
+{
+    size_t used = strlen(s->bad);
+    if (used + 200 >= sizeof s->bad)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->bad + used, sizeof s->bad - used, fmt, ap);
+    va_end(ap);
+}
+
+/* Which arguments of a command are keys or channels: their positions
+ * into idx, their number returned; -1 for a command the table does not
+ * know, which the test then reports rather than passing over. */
+static int key_args(int argc, char *const *argv, int *idx, int cap)
+{
+    static const char *const keyless[] = {
+        "time",   "ping",     "info",    "cluster", "echo",   "client",
+        "hello",  "auth",     "select",  "script",  "asking", "readonly",
+        "command", "config",  "quit",    "role",    "wait",   "waitaof",
+        "multi",  "exec",     "dbsize",  "monitor", NULL};
+    static const char *const first[] = {
+        "hset",   "hget",    "hdel",     "hexists", "hgetall", "hincrby",
+        "hlen",   "hmget",   "pexpire",  "expire",  "pttl",    "ttl",
+        "incr",   "get",     "set",      "type",    "lindex",  "lpop",
+        "lpos",   "lrange",  "lrem",     "rpush",   "lpush",   "llen",
+        "sadd",   "srem",    "sismember", "smembers", "scard", "zadd",
+        "zrange", "zrangebyscore", "zrem", "zremrangebyscore", "zscore",
+        "zcard",  "publish", "spublish", "pexpireat", NULL};
+    static const char *const every[] = {
+        "exists", "del", "unlink", "subscribe", "ssubscribe", "unsubscribe",
+        "sunsubscribe", NULL};
+    const char *c = argv[0];
+    int n = 0;
+    for (int i = 0; keyless[i]; i++)
+        if (strcasecmp(c, keyless[i]) == 0)
+            return 0;
+    for (int i = 0; first[i]; i++)
+        if (strcasecmp(c, first[i]) == 0) {
+            if (argc < 2)
+                return -1;
+            idx[0] = 1;
+            return 1;
+        }
+    int from = -1, to = argc;
+    for (int i = 0; every[i]; i++)
+        if (strcasecmp(c, every[i]) == 0)
+            from = 1;
+    if (strcasecmp(c, "pubsub") == 0 && argc >= 2) {
+        if (strcasecmp(argv[1], "numsub") == 0 ||
+            strcasecmp(argv[1], "shardnumsub") == 0)
+            from = 2;
+        else if (strcasecmp(argv[1], "channels") == 0 ||
+                 strcasecmp(argv[1], "shardchannels") == 0 ||
+                 strcasecmp(argv[1], "numpat") == 0)
+            return 0;
+    }
+    if (strncasecmp(c, "eval", 4) == 0 || strncasecmp(c, "fcall", 5) == 0) {
+        if (argc < 3)
+            return -1;
+        from = 3;
+        to = 3 + atoi(argv[2]);
+        if (to > argc)
+            return -1;
+    }
+    if (from < 0)
+        return -1;
+    for (int i = from; i < to && n < cap; i++)
+        idx[n++] = i;
+    return n;
+}
+
+static void on_command(void *arg, bool from_lua, int argc, char *const *argv,
+                       const size_t *lens)
+{
+    seen *s = arg;
+    int idx[64];
+    int n = key_args(argc, argv, idx, 64);
+    if (n < 0) {
+        seen_bad(s, "a command the test does not know: %s\n", argv[0]);
+        return;
+    }
+    if (n == 0)
+        return;
+    s->keyed++;
+    s->from_lua += from_lua;
+    s->scripts += strncasecmp(argv[0], "eval", 4) == 0;
+    int first = -1;
+    for (int i = 0; i < n; i++) {
+        const char *key = argv[idx[i]];
+        int slot = (int)hl_keyslot(key, lens[idx[i]]);
+        bool known = false;
+        for (int k = 0; k < s->nkeys && !known; k++)
+            known = strcmp(s->keys[k], key) == 0;
+        if (!known && s->nkeys < MAX_SEEN_KEYS)
+            snprintf(s->keys[s->nkeys++], sizeof s->keys[0], "%s", key);
+        if (first < 0)
+            first = slot;
+        else if (slot != first)
+            seen_bad(s, "%s (slot %d) beside keys of another slot\n", key,
+                     slot);
+        bool allowed = false;
+        for (int a = 0; a < s->nallowed; a++)
+            allowed |= s->allowed[a] == slot;
+        if (!allowed)
+            seen_bad(s, "%s in slot %d, not the lock's\n", key, slot);
+    }
+}
+
+static hl_monitor *monitors[3];
+
+static void watch_start(seen *s)
+{
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < 3; i++)
+        monitors[i] = hl_monitor_open(master(i));
+}
+
+static void allow(seen *s, const char *name)
+{
+    assert_true(s->nallowed < MAX_ALLOWED);
+    s->allowed[s->nallowed++] = slot_of(name);
+}
+
+/* Reads what the masters ran, and fails with every key seen when one was
+ * out of place. */
+static void watch_end(seen *s, const char *what)
+{
+    for (int i = 0; i < 3; i++) {
+        hl_monitor_drain(monitors[i], on_command, s);
+        hl_monitor_close(monitors[i]);
+        monitors[i] = NULL;
+    }
+    if (s->bad[0] != '\0') {
+        fprintf(stderr, "keys of %s:\n", what);
+        for (int k = 0; k < s->nkeys; k++)
+            fprintf(stderr, "  %s (slot %d)\n", s->keys[k],
+                    slot_of(s->keys[k]));
+        fail_msg("%s:\n%s", what, s->bad);
+    }
+    /* The scripts ran where MONITOR saw them. */
+    assert_true(s->keyed > 0);
+    assert_true(s->from_lua > 0);
+}
+
+static void expect_key_seen(const seen *s, const char *key)
+{
+    for (int k = 0; k < s->nkeys; k++)
+        if (strcmp(s->keys[k], key) == 0)
+            return;
+    fail_msg("%s was never touched", key);
+}
+
+static void expect_key_seen_with(const seen *s, const char *part)
+{
+    for (int k = 0; k < s->nkeys; k++)
+        if (strstr(s->keys[k], part) != NULL)
+            return;
+    fail_msg("no key holding %s was touched", part);
+}
+
+typedef int make_fn(hilock_lock **out, hilock_client *client,
+                    const char *name, size_t name_len);
+
+/* One holder on one client, one waiter on another: take, renew, query,
+ * wait, hand over, release, force release. */
+static void exercise(make_fn *holder_kind, make_fn *waiter_kind,
+                     const char *name, bool fenced)
+{
+    current = name;
+    hilock_client *a = client(), *b = client();
+    hilock_lock *h = NULL, *w = NULL;
+    assert_int_equal(holder_kind(&h, a, name, strlen(name)), HILOCK_OK);
+    assert_int_equal(waiter_kind(&w, b, name, strlen(name)), HILOCK_OK);
+    uint64_t token = 0;
+    if (fenced)
+        OK(hilock_lock_acquire_fenced(h, 0, HILOCK_LEASE_WATCHDOG, &token));
+    else
+        OK(hilock_lock_try_acquire(h, 0, HILOCK_LEASE_WATCHDOG));
+    expect_renewal(a);
+
+    waiter wt;
+    waiter_start(&wt, w, fenced);
+    expect_listened_to(name);
+    assert_false(atomic_load(&wt.done));
+    hilock_lock_status *st = NULL;
+    assert_int_equal(hilock_lock_status_get(h, &st), HILOCK_OK);
+    assert_true(st->locked);
+    hilock_lock_status_free(st);
+
+    assert_int_equal(hilock_lock_release(h), HILOCK_OK);
+    waiter_granted(&wt);
+    if (fenced)
+        assert_true(wt.token > token);
+    expect_renewal(b);
+    assert_int_equal(hilock_lock_status_get(w, &st), HILOCK_OK);
+    hilock_lock_status_free(st);
+    waiter_release(&wt);
+
+    /* Force release, once of a hold and once of nothing. */
+    bool deleted = false;
+    assert_int_equal(hilock_lock_try_acquire(w, 0, 30000), HILOCK_OK);
+    assert_int_equal(hilock_lock_force_release(h, &deleted), HILOCK_OK);
+    assert_true(deleted);
+    assert_int_equal(hilock_lock_force_release(h, &deleted), HILOCK_OK);
+    assert_false(deleted);
+    hilock_lock_destroy(h);
+    hilock_lock_destroy(w);
+    hilock_client_destroy(a);
+    hilock_client_destroy(b);
+}
+
+/* Names as users write them, and names with hash tags of their own: in
+ * the middle, and two (the first counts). */
+static const char *const slot_names[] = {"plain", "a{b}c", "{p}q{r}s",
+                                         "{t}{u}"};
+#define SLOT_NAMES (sizeof slot_names / sizeof slot_names[0])
+
+/* Names that hold a '{' but no hash tag: an empty one, an open brace
+ * alone, braces the wrong way round.  The name counts whole, and the
+ * keys Redisson's braces rule derives from it ("prefix:NAME") lie in
+ * other slots, for Redisson as for us. */
+static const char *const untagged_names[] = {"{}x", "{x", "x}{y"};
+#define UNTAGGED_NAMES (sizeof untagged_names / sizeof untagged_names[0])
+
+static void kind_name(char *out, size_t cap, const char *kind,
+                      const char *base)
+{
+    snprintf(out, cap, "slot-%s-%s", kind, base);
+}
+
+static void test_slots_reentrant_and_fenced(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < SLOT_NAMES; i++) {
+        char name[64], key[128];
+        kind_name(name, sizeof name, "lock", slot_names[i]);
+        seen s;
+        watch_start(&s);
+        allow(&s, name);
+        exercise(hilock_lock_create, hilock_lock_create, name, true);
+        watch_end(&s, name);
+        expect_key_seen(&s, name);
+        aux_key("redisson_lock__channel", name, key, sizeof key);
+        expect_key_seen(&s, key);
+        aux_key("redisson_lock_token", name, key, sizeof key);
+        expect_key_seen(&s, key);
+    }
+}
+
+static void test_slots_fair(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < SLOT_NAMES; i++) {
+        char name[64], key[128];
+        kind_name(name, sizeof name, "fair", slot_names[i]);
+        seen s;
+        watch_start(&s);
+        allow(&s, name);
+        exercise(hilock_fair_lock_create, hilock_fair_lock_create, name,
+                 false);
+        watch_end(&s, name);
+        expect_key_seen(&s, name);
+        aux_key("redisson_lock_queue", name, key, sizeof key);
+        expect_key_seen(&s, key);
+        aux_key("redisson_lock_timeout", name, key, sizeof key);
+        expect_key_seen(&s, key);
+        aux_key("hilock_fair_alive", name, key, sizeof key);
+        expect_key_seen(&s, key);
+        /* The waiter's own channel. */
+        aux_key("redisson_lock__channel", name, key, sizeof key);
+        strcat(key, ":");
+        expect_key_seen_with(&s, key);
+    }
+}
+
+static void test_slots_read_write(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < SLOT_NAMES; i++) {
+        char name[64], key[128];
+        kind_name(name, sizeof name, "rw", slot_names[i]);
+        seen s;
+        watch_start(&s);
+        allow(&s, name);
+        /* A writer waits for a reader, then a reader for a writer. */
+        exercise(hilock_read_lock_create, hilock_write_lock_create, name,
+                 false);
+        exercise(hilock_write_lock_create, hilock_read_lock_create, name,
+                 false);
+        watch_end(&s, name);
+        expect_key_seen(&s, name);
+        aux_key("redisson_rwlock", name, key, sizeof key);
+        expect_key_seen(&s, key);
+        aux_key("hilock_rwlock_writers", name, key, sizeof key);
+        expect_key_seen(&s, key);
+        expect_key_seen_with(&s, ":rwlock_timeout:");
+    }
+}
+
+/* Members on the three masters, with braces or without: each command
+ * stays within one member's slot. */
+static void test_slots_multilock(void **state)
+{
+    (void)state;
+    char names[4][128];
+    name_on(master(0), "slot-multi", names[0], 64);
+    name_on(master(1), "slot-multi", names[1], sizeof names[1]);
+    name_on(master(2), "slot-multi", names[2], sizeof names[2]);
+    snprintf(names[3], sizeof names[3], "slot-multi-{%.64s}-rw", names[0]);
+    seen s;
+    watch_start(&s);
+    hilock_client *a = client(), *b = client();
+    hilock_lock *locks[4], *other = NULL;
+    assert_int_equal(hilock_lock_create(&locks[0], a, names[0],
+                                        strlen(names[0])), HILOCK_OK);
+    assert_int_equal(hilock_fair_lock_create(&locks[1], a, names[1],
+                                             strlen(names[1])), HILOCK_OK);
+    assert_int_equal(hilock_write_lock_create(&locks[2], a, names[2],
+                                              strlen(names[2])), HILOCK_OK);
+    assert_int_equal(hilock_read_lock_create(&locks[3], a, names[3],
+                                             strlen(names[3])), HILOCK_OK);
+    for (int i = 0; i < 4; i++)
+        allow(&s, names[i]);
+    hilock_multilock *m = NULL;
+    assert_int_equal(hilock_multilock_create(&m, locks, 4), HILOCK_OK);
+    assert_int_equal(hilock_multilock_try_acquire(m, 0, HILOCK_LEASE_WATCHDOG,
+                                                  NULL, NULL),
+                     HILOCK_OK);
+    expect_renewal(a);
+    assert_int_equal(hilock_multilock_release(m), HILOCK_OK);
+    /* One member held elsewhere: the others are given back. */
+    assert_int_equal(hilock_write_lock_create(&other, b, names[2],
+                                              strlen(names[2])),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(other, 0, 30000), HILOCK_OK);
+    assert_int_equal(hilock_multilock_try_acquire(m, 0, 30000, NULL, NULL),
+                     HILOCK_EBUSY);
+    assert_int_equal(hilock_lock_release(other), HILOCK_OK);
+    hilock_multilock_destroy(m);
+    for (int i = 0; i < 4; i++)
+        hilock_lock_destroy(locks[i]);
+    hilock_lock_destroy(other);
+    hilock_client_destroy(a);
+    hilock_client_destroy(b);
+    watch_end(&s, "multi-lock");
+    for (int i = 0; i < 4; i++)
+        expect_key_seen(&s, names[i]);
+}
+
+/* Segments, each a lock of its own name, one held by the watchdog while
+ * another client waits for it. */
+/* A lock whose name holds a '{' without a hash tag is refused by the
+ * cluster before any of its scripts runs (CROSSSLOT): nothing is taken,
+ * nothing is written, whatever the kind. */
+static void test_slots_untagged_names_refused(void **state)
+{
+    (void)state;
+    make_fn *kinds[] = {hilock_lock_create, hilock_fair_lock_create,
+                        hilock_read_lock_create, hilock_write_lock_create};
+    for (size_t i = 0; i < UNTAGGED_NAMES; i++) {
+        char name[64];
+        kind_name(name, sizeof name, "untagged", untagged_names[i]);
+        seen s;
+        watch_start(&s);
+        hilock_client *a = client();
+        for (size_t k = 0; k < 4; k++) {
+            hilock_lock *l = NULL;
+            assert_int_equal(kinds[k](&l, a, name, strlen(name)), HILOCK_OK);
+            int rc = hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG);
+            if (rc != HILOCK_EREDIS ||
+                strstr(hilock_last_error(), "CROSSSLOT") == NULL)
+                fail_msg("%s, kind %zu: %s: %s", name, k,
+                         hilock_errname(rc), hilock_last_error());
+            bool held = true;
+            assert_int_equal(hilock_lock_is_held_by_me(l, &held), HILOCK_OK);
+            assert_false(held);
+            hilock_lock_destroy(l);
+        }
+        hilock_client_destroy(a);
+        for (int m = 0; m < 3; m++) {
+            hl_monitor_drain(monitors[m], on_command, &s);
+            hl_monitor_close(monitors[m]);
+            monitors[m] = NULL;
+        }
+        /* Only the queries of whether it is held ran. */
+        if (s.scripts != 0 || s.from_lua != 0)
+            fail_msg("%s: %d scripts ran", name, s.scripts);
+    }
+}
+
+static void test_slots_segmented(void **state)
+{
+    (void)state;
+    static const char *const bases[] = {"slot-seg", "slot-seg-{t}"};
+    for (size_t b = 0; b < 2; b++) {
+        seen s;
+        watch_start(&s);
+        hilock_client *a = client();
+        hilock_segmented *set = NULL;
+        assert_int_equal(hilock_segmented_create(&set, a, bases[b],
+                                                 strlen(bases[b]), 4),
+                         HILOCK_OK);
+        for (unsigned i = 0; i < 4; i++) {
+            char seg[64];
+            snprintf(seg, sizeof seg, "%s:seg:%u", bases[b], i);
+            allow(&s, seg);
+            hilock_lock *l = hilock_segmented_lock(set, i);
+            assert_string_equal(hilock_lock_name(l, NULL), seg);
+            assert_int_equal(hilock_lock_try_acquire(l, 0,
+                                                     HILOCK_LEASE_WATCHDOG),
+                             HILOCK_OK);
+        }
+        expect_renewal(a);
+        for (unsigned i = 0; i < 4; i++)
+            assert_int_equal(hilock_lock_release(hilock_segmented_lock(set,
+                                                                       i)),
+                             HILOCK_OK);
+        hilock_segmented_destroy(set);
+        hilock_client_destroy(a);
+        watch_end(&s, bases[b]);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_slots_reentrant_and_fenced),
+        cmocka_unit_test(test_slots_fair),
+        cmocka_unit_test(test_slots_read_write),
+        cmocka_unit_test(test_slots_multilock),
+        cmocka_unit_test(test_slots_segmented),
+        cmocka_unit_test(test_slots_untagged_names_refused),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
