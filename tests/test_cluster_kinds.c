@@ -671,6 +671,277 @@ static void test_slots_segmented(void **state)
     }
 }
 
+/* ---- each kind on every master ------------------------------------- */
+
+static long long on_master_int(hl_redis_server *m, const char *a0,
+                               const char *a1)
+{
+    assert_int_equal(hl_redis_server_cmd(m, reply, sizeof reply, a0, a1,
+                                         (char *)NULL), ':');
+    return atoll(reply + 1);
+}
+
+typedef struct llen_probe {
+    hl_redis_server *master;
+    const char *key;
+    long long want;
+} llen_probe;
+
+static bool llen_reached(void *arg)
+{
+    llen_probe *p = arg;
+    return on_master_int(p->master, "LLEN", p->key) == p->want;
+}
+
+/* Waiters on a fair lock named on each master are served in the order
+ * they came, each release waking the next in line. */
+static void test_fair_order_on_every_master(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        hl_redis_server *m = master(i);
+        char name[64], queue[128];
+        name_on(m, "fair", name, sizeof name);
+        current = name;
+        aux_key("redisson_lock_queue", name, queue, sizeof queue);
+        hilock_client *a = client(), *b = client();
+        hilock_lock *h = NULL, *w[3];
+        OK(hilock_fair_lock_create(&h, a, name, strlen(name)));
+        OK(hilock_lock_try_acquire(h, 0, HILOCK_LEASE_WATCHDOG));
+        assert_int_equal(on_master_int(m, "EXISTS", name), 1);
+        waiter wt[3];
+        for (int k = 0; k < 3; k++) {
+            OK(hilock_fair_lock_create(&w[k], b, name, strlen(name)));
+            waiter_start(&wt[k], w[k], false);
+            llen_probe p = {m, queue, k + 1};
+            assert_true(hl_wait_until(llen_reached, &p, hl_widen(10000)));
+        }
+        OK(hilock_lock_release(h));
+        for (int k = 0; k < 3; k++) {
+            waiter_granted(&wt[k]);
+            /* The ones behind still wait, in line. */
+            for (int later = k + 1; later < 3; later++)
+                assert_false(atomic_load(&wt[later].done));
+            assert_int_equal(on_master_int(m, "LLEN", queue), 2 - k);
+            waiter_release(&wt[k]);
+        }
+        assert_int_equal(on_master_int(m, "EXISTS", name), 0);
+        assert_int_equal(on_master_int(m, "EXISTS", queue), 0);
+        hilock_lock_destroy(h);
+        for (int k = 0; k < 3; k++)
+            hilock_lock_destroy(w[k]);
+        hilock_client_destroy(a);
+        hilock_client_destroy(b);
+    }
+}
+
+static void expect_mode(hl_redis_server *m, const char *name,
+                        const char *mode)
+{
+    char want[32];
+    snprintf(want, sizeof want, "$%zu\r\n%s\r\n", strlen(mode), mode);
+    assert_int_equal(hl_redis_server_cmd(m, reply, sizeof reply, "HGET", name,
+                                         "mode", (char *)NULL), '$');
+    assert_string_equal(reply, want);
+}
+
+/* A read-write lock named on each master: readers share it, a writer
+ * waits until the last reader left, and readers wait for the writer. */
+static void test_read_write_on_every_master(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        hl_redis_server *m = master(i);
+        char name[64];
+        name_on(m, "rw", name, sizeof name);
+        current = name;
+        hilock_client *a = client(), *b = client(), *c = client();
+        hilock_lock *r1 = NULL, *r2 = NULL, *wr = NULL;
+        OK(hilock_read_lock_create(&r1, a, name, strlen(name)));
+        OK(hilock_read_lock_create(&r2, b, name, strlen(name)));
+        OK(hilock_write_lock_create(&wr, c, name, strlen(name)));
+        /* Two readers at once. */
+        OK(hilock_lock_try_acquire(r1, 0, HILOCK_LEASE_WATCHDOG));
+        waiter reader2;
+        waiter_start(&reader2, r2, false);
+        waiter_granted(&reader2);
+        expect_mode(m, name, "read");
+        assert_int_equal(on_master_int(m, "HLEN", name), 3);
+        /* The writer waits for both. */
+        waiter writer;
+        waiter_start(&writer, wr, false);
+        expect_listened_to(name);
+        OK(hilock_lock_release(r1));
+        expect_mode(m, name, "read");
+        assert_false(atomic_load(&writer.done));
+        waiter_release(&reader2);
+        waiter_granted(&writer);
+        expect_mode(m, name, "write");
+        /* Now a reader waits for the writer. */
+        waiter reader1;
+        waiter_start(&reader1, r1, false);
+        expect_listened_to(name);
+        assert_false(atomic_load(&reader1.done));
+        waiter_release(&writer);
+        waiter_granted(&reader1);
+        expect_mode(m, name, "read");
+        waiter_release(&reader1);
+        assert_int_equal(on_master_int(m, "EXISTS", name), 0);
+        hilock_lock_destroy(r1);
+        hilock_lock_destroy(r2);
+        hilock_lock_destroy(wr);
+        hilock_client_destroy(a);
+        hilock_client_destroy(b);
+        hilock_client_destroy(c);
+    }
+}
+
+/* Tokens of a name on each master only grow, from one client to the
+ * next, and their counter lives on that master. */
+static void test_fencing_on_every_master(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        hl_redis_server *m = master(i);
+        char name[64], counter[128];
+        name_on(m, "fence", name, sizeof name);
+        current = name;
+        aux_key("redisson_lock_token", name, counter, sizeof counter);
+        hilock_client *a = client(), *b = client();
+        hilock_lock *la = NULL, *lb = NULL;
+        OK(hilock_lock_create(&la, a, name, strlen(name)));
+        OK(hilock_lock_create(&lb, b, name, strlen(name)));
+        uint64_t last = 0;
+        for (int round = 0; round < 3; round++) {
+            hilock_lock *l = round % 2 ? lb : la;
+            uint64_t token = 0;
+            OK(hilock_lock_acquire_fenced(l, 0, 30000, &token));
+            assert_true(token > last);
+            last = token;
+            assert_int_equal(hl_redis_server_cmd(m, reply, sizeof reply,
+                                                 "GET", counter,
+                                                 (char *)NULL), '$');
+            OK(hilock_lock_release(l));
+        }
+        hilock_lock_destroy(la);
+        hilock_lock_destroy(lb);
+        hilock_client_destroy(a);
+        hilock_client_destroy(b);
+    }
+}
+
+/* A multi-lock acquire and release on a thread of its own. */
+typedef struct multi_waiter {
+    hilock_multilock *m;
+    int rc, release_rc;
+    atomic_bool done;
+    pthread_t thread;
+} multi_waiter;
+
+static void *multi_main(void *arg)
+{
+    multi_waiter *w = arg;
+    w->rc = hilock_multilock_try_acquire(w->m, hl_widen(15000),
+                                         HILOCK_LEASE_WATCHDOG, NULL, NULL);
+    if (w->rc == HILOCK_OK)
+        w->release_rc = hilock_multilock_release(w->m);
+    atomic_store(&w->done, true);
+    return NULL;
+}
+
+/* Members on the three masters: all are taken and given back; a member
+ * held by another owner keeps the group out, and the members it did get
+ * are given back at once; once that member is free the group gets all. */
+static void test_multilock_across_masters(void **state)
+{
+    (void)state;
+    char names[3][64];
+    for (int i = 0; i < 3; i++)
+        name_on(master(i), "multi", names[i], sizeof names[i]);
+    current = "multi";
+    hilock_client *a = client(), *b = client();
+    hilock_lock *locks[3], *other = NULL;
+    for (int i = 0; i < 3; i++)
+        OK(hilock_lock_create(&locks[i], a, names[i], strlen(names[i])));
+    hilock_multilock *m = NULL;
+    OK(hilock_multilock_create(&m, locks, 3));
+    OK(hilock_multilock_try_acquire(m, 0, HILOCK_LEASE_WATCHDOG, NULL, NULL));
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(on_master_int(master(i), "EXISTS", names[i]), 1);
+    OK(hilock_multilock_release(m));
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(on_master_int(master(i), "EXISTS", names[i]), 0);
+
+    OK(hilock_lock_create(&other, b, names[1], strlen(names[1])));
+    OK(hilock_lock_try_acquire(other, 0, 30000));
+    hilock_member_result res[3];
+    assert_int_equal(hilock_multilock_try_acquire(m, 0, 30000, res, NULL),
+                     HILOCK_EBUSY);
+    assert_int_equal(res[1].status, HILOCK_EBUSY);
+    assert_int_equal(on_master_int(master(0), "EXISTS", names[0]), 0);
+    assert_int_equal(on_master_int(master(2), "EXISTS", names[2]), 0);
+
+    multi_waiter w = {.m = m};
+    atomic_init(&w.done, false);
+    assert_int_equal(pthread_create(&w.thread, NULL, multi_main, &w), 0);
+    /* It tries again after back-offs (a group listens on no channel);
+     * while member 1 is held it cannot be done. */
+    hl_sleep_ms(200);
+    assert_false(atomic_load(&w.done));
+    OK(hilock_lock_release(other));
+    assert_true(hl_wait_flag(&w.done, hl_widen(15000)));
+    pthread_join(w.thread, NULL);
+    assert_int_equal(w.rc, HILOCK_OK);
+    assert_int_equal(w.release_rc, HILOCK_OK);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(on_master_int(master(i), "EXISTS", names[i]), 0);
+    hilock_multilock_destroy(m);
+    for (int i = 0; i < 3; i++)
+        hilock_lock_destroy(locks[i]);
+    hilock_lock_destroy(other);
+    hilock_client_destroy(a);
+    hilock_client_destroy(b);
+}
+
+/* The segments of one resource spread over the three masters, and each
+ * segment's hold lives on the master of its own name. */
+static void test_segments_spread_over_masters(void **state)
+{
+    (void)state;
+    current = "stock";
+    hilock_client *a = client();
+    hilock_segmented *set = NULL;
+    enum { SEGMENTS = 16 };
+    OK(hilock_segmented_create(&set, a, "stock", 5, SEGMENTS));
+    int per_master[3] = {0, 0, 0};
+    for (unsigned i = 0; i < SEGMENTS; i++) {
+        hilock_lock *l = hilock_segmented_lock(set, i);
+        const char *seg = hilock_lock_name(l, NULL);
+        hl_redis_server *m = master_of_name(seg);
+        OK(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG));
+        assert_int_equal(on_master_int(m, "EXISTS", seg), 1);
+        for (int k = 0; k < 3; k++)
+            per_master[k] += m == master(k);
+    }
+    for (int k = 0; k < 3; k++)
+        assert_true(per_master[k] > 0);
+    assert_int_equal(per_master[0] + per_master[1] + per_master[2], SEGMENTS);
+    /* A key's segment, contended from another client. */
+    hilock_client *b = client();
+    hilock_segmented *set_b = NULL;
+    OK(hilock_segmented_create(&set_b, b, "stock", 5, SEGMENTS));
+    hilock_lock *mine = hilock_segmented_lock_for(set_b, "sku-42", 6);
+    assert_int_equal(hilock_lock_try_acquire(mine, 0, 30000), HILOCK_EBUSY);
+    for (unsigned i = 0; i < SEGMENTS; i++)
+        OK(hilock_lock_release(hilock_segmented_lock(set, i)));
+    OK(hilock_lock_try_acquire(mine, 0, 30000));
+    OK(hilock_lock_release(mine));
+    hilock_segmented_destroy(set_b);
+    hilock_segmented_destroy(set);
+    hilock_client_destroy(b);
+    hilock_client_destroy(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -680,6 +951,11 @@ int main(void)
         cmocka_unit_test(test_slots_multilock),
         cmocka_unit_test(test_slots_segmented),
         cmocka_unit_test(test_slots_untagged_names_refused),
+        cmocka_unit_test(test_fair_order_on_every_master),
+        cmocka_unit_test(test_read_write_on_every_master),
+        cmocka_unit_test(test_fencing_on_every_master),
+        cmocka_unit_test(test_multilock_across_masters),
+        cmocka_unit_test(test_segments_spread_over_masters),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
