@@ -942,6 +942,90 @@ static void test_segments_spread_over_masters(void **state)
     hilock_client_destroy(a);
 }
 
+/* ---- the CLI ---------------------------------------------------------- */
+
+#define OUT_CAP 8192
+
+/* The hilock tool against url, to its end; its output in out. */
+static int tool(const char *url, char *out, const char *a0, ...)
+    __attribute__((sentinel));
+static int tool(const char *url, char *out, const char *a0, ...)
+{
+    const char *argv[16] = {HILOCK_TOOL_PATH, "--redis", url, a0};
+    int n = 4;
+    va_list ap;
+    va_start(ap, a0);
+    for (const char *a; (a = va_arg(ap, const char *)) != NULL;) {
+        assert_true(n < 15);
+        argv[n++] = a;
+    }
+    va_end(ap);
+    argv[n] = NULL;
+    return hl_run(argv, out, OUT_CAP, hl_widen(20000));
+}
+
+static void expect_has(const char *out, const char *part)
+{
+    if (strstr(out, part) == NULL)
+        fail_msg("expected %s in:\n%s", part, out);
+}
+
+/* run, status and unlock --force with names on each master, through the
+ * seed list and through a single replica's URL. */
+static void test_cli_on_every_master(void **state)
+{
+    (void)state;
+    const char *seeds = hl_redis_cluster_url(cluster);
+    for (int i = 0; i < 3; i++) {
+        hl_redis_server *m = master(i);
+        char name[64], out[OUT_CAP], script[256], replica_url[64];
+        name_on(m, "cli", name, sizeof name);
+        current = name;
+        snprintf(replica_url, sizeof replica_url, "redis://127.0.0.1:%d",
+                 hl_redis_server_port(hl_redis_cluster_node(cluster,
+                                                            3 + (size_t)i)));
+        /* While the command runs, its master holds the lock. */
+        snprintf(script, sizeof script,
+                 "${HILOCK_REDIS_CLI:-redis-cli} -p %d EXISTS '%s'; "
+                 "echo \"fence=$HILOCK_FENCE\"",
+                 hl_redis_server_port(m), name);
+        int rc = tool(seeds, out, "run", "--fence-env", name, "--", "sh",
+                      "-c", script, (char *)NULL);
+        if (rc != 0)
+            fail_msg("run exited %d:\n%s", rc, out);
+        assert_true(strncmp(out, "1\n", 2) == 0);
+        expect_has(out, "fence=");
+        assert_int_equal(on_master_int(m, "EXISTS", name), 0);
+
+        /* Held by the library: status shows the owner, run waits. */
+        hilock_client *a = client();
+        hilock_lock *l = NULL;
+        OK(hilock_lock_create(&l, a, name, strlen(name)));
+        OK(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG));
+        char owner[128];
+        snprintf(owner, sizeof owner, "\"owner\":\"%s:%llu\"",
+                 hilock_client_id(a),
+                 (unsigned long long)hilock_thread_owner());
+        assert_int_equal(tool(replica_url, out, "status", name,
+                              (char *)NULL), 0);
+        expect_has(out, "\"locked\":true");
+        expect_has(out, owner);
+        assert_int_equal(tool(seeds, out, "run", "--wait", "0", name, "--",
+                              "true", (char *)NULL), 75);
+
+        /* Forced open from a replica's URL. */
+        assert_int_equal(tool(replica_url, out, "unlock", "--force", name,
+                              (char *)NULL), 0);
+        assert_string_equal(out, "deleted\n");
+        assert_int_equal(on_master_int(m, "EXISTS", name), 0);
+        assert_int_equal(tool(seeds, out, "status", name, (char *)NULL), 0);
+        expect_has(out, "\"locked\":false");
+        assert_int_not_equal(hilock_lock_release(l), HILOCK_OK);
+        hilock_lock_destroy(l);
+        hilock_client_destroy(a);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -956,6 +1040,7 @@ int main(void)
         cmocka_unit_test(test_fencing_on_every_master),
         cmocka_unit_test(test_multilock_across_masters),
         cmocka_unit_test(test_segments_spread_over_masters),
+        cmocka_unit_test(test_cli_on_every_master),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
