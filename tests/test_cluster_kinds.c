@@ -855,6 +855,33 @@ static void test_fencing_on_every_master(void **state)
     }
 }
 
+/* Scripts the server ran so far (EVAL and EVALSHA). */
+static long long scripts_run(hl_redis_server *m)
+{
+    assert_int_equal(hl_redis_server_cmd(m, reply, sizeof reply, "INFO",
+                                         "commandstats", (char *)NULL), '$');
+    long long n = 0;
+    static const char *const cmds[] = {"cmdstat_eval:calls=",
+                                       "cmdstat_evalsha:calls="};
+    for (int i = 0; i < 2; i++) {
+        const char *p = strstr(reply, cmds[i]);
+        if (p)
+            n += atoll(p + strlen(cmds[i]));
+    }
+    return n;
+}
+
+typedef struct scripts_probe {
+    hl_redis_server *master;
+    long long want;
+} scripts_probe;
+
+static bool scripts_reached(void *arg)
+{
+    scripts_probe *p = arg;
+    return scripts_run(p->master) >= p->want;
+}
+
 /* A multi-lock acquire and release on a thread of its own. */
 typedef struct multi_waiter {
     hilock_multilock *m;
@@ -909,9 +936,11 @@ static void test_multilock_across_masters(void **state)
     multi_waiter w = {.m = m};
     atomic_init(&w.done, false);
     assert_int_equal(pthread_create(&w.thread, NULL, multi_main, &w), 0);
-    /* It tries again after back-offs (a group listens on no channel);
-     * while member 1 is held it cannot be done. */
-    hl_sleep_ms(200);
+    /* A group listens on no channel: it tries again after back-offs.
+     * Wait for two more tries of member 0 (each a try and a give-back);
+     * while member 1 is held none can be the last. */
+    scripts_probe p = {master(0), scripts_run(master(0)) + 4};
+    assert_true(hl_wait_until(scripts_reached, &p, hl_widen(10000)));
     assert_false(atomic_load(&w.done));
     OK(hilock_lock_release(other));
     assert_true(hl_wait_flag(&w.done, hl_widen(15000)));
