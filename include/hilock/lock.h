@@ -97,7 +97,10 @@ HILOCK_API int hilock_lock_acquire(hilock_lock *lock);
  * @return HILOCK_EBUSY   another owner held it for the whole wait
  * @return HILOCK_EINVAL  bad wait_ms (negative other than
  *                        HILOCK_WAIT_FOREVER) or lease_ms (negative, or
- *                        above HILOCK_MAX_LEASE_MS: "too large")
+ *                        above HILOCK_MAX_LEASE_MS: "too large"); on a
+ *                        Redis Cluster, a name with braces but no hash
+ *                        tag of its own ("{}x", "{x", "x}y"), whose keys
+ *                        could not share a slot
  * and the connection errors above. */
 HILOCK_API int hilock_lock_try_acquire(hilock_lock *lock, int64_t wait_ms,
                                        int64_t lease_ms);

@@ -239,6 +239,8 @@ static const char *const key_prefixes[] = {
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
 {
+    if (hl_check_name_slot(lock) != HILOCK_OK)
+        return HILOCK_EINVAL;
     char lease[24], token[24], wt[24];
     const char *args[] = {lease,      a->field, a->fenced ? "1" : "0",
                           token,      a->nonce, wt};

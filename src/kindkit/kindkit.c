@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/base/alloc.h"
+#include "core/base/error_detail.h"
 #include "hilock/reply.h"
 #include "layout/layout.h"
 
@@ -95,6 +96,20 @@ int hl_lock_keys(const hilock_lock *lock, int n, const char *const *prefixes,
         }
     }
     return 0;
+}
+
+int hl_check_name_slot(const hilock_lock *lock)
+{
+    if (!hl_lock_on_cluster(lock) ||
+        hl_layout_one_slot(lock->name, lock->name_len))
+        return HILOCK_OK;
+    /* The cluster would refuse the scripts that name the other keys
+     * (CROSSSLOT), or run those that name one only, and a hold could be
+     * taken that no release can give back. */
+    return hl_fail(HILOCK_EINVAL,
+                   "on a Redis Cluster a lock name with braces needs a hash "
+                   "tag of its own ({...} with something between): the "
+                   "keys of this name would lie in different slots");
 }
 
 int hl_run_lock_script(hilock_lock *lock, const hl_script *script, int naux,

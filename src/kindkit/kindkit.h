@@ -99,6 +99,11 @@ int hl_run_lock_script(hilock_lock *lock, const hl_script *script, int naux,
                        const char *const *args, const size_t *arg_lens,
                        hl_request_fn *fn, void *data);
 
+/* Before an acquire: HILOCK_OK, or HILOCK_EINVAL (with the detail set)
+ * on a cluster for a name whose keys cannot share its slot (see
+ * hl_layout_one_slot), which is refused before anything is granted. */
+int hl_check_name_slot(const hilock_lock *lock);
+
 /* Every kind's acquire script replies {1, count, token} when granted,
  * {0, ms to wait at most} when held by another, {2} when voided, {3}
  * when it would wait for a hold of the same owner. */

@@ -3,6 +3,16 @@
 #include <stdbool.h>
 #include <string.h>
 
+bool hl_layout_one_slot(const char *name, size_t name_len)
+{
+    const char *open = memchr(name, '{', name_len);
+    if (open == NULL)
+        return memchr(name, '}', name_len) == NULL;
+    size_t rest = name_len - (size_t)(open + 1 - name);
+    const char *close = memchr(open + 1, '}', rest);
+    return close != NULL && close > open + 1;
+}
+
 int hl_layout_key(hl_aux_name *out, const char *prefix, const char *name,
                   size_t name_len, const char *tail, size_t tail_len)
 {

@@ -6,6 +6,7 @@
 #ifndef HL_LAYOUT_H
 #define HL_LAYOUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/base/auxname.h"
@@ -60,6 +61,13 @@
     "  end\n"                                                               \
     "  return '{' .. name .. '}:' .. f .. ':rwlock_timeout:' .. i\n"        \
     "end\n"
+
+/* Whether every key and channel the braces rule derives from NAME lies
+ * in NAME's own cluster slot: when NAME has no braces at all, or has a
+ * hash tag of its own (a '{', later a '}', something between).  Other
+ * names with braces ("{}x", "{x", "x}y") count whole while their keys do
+ * not, under Redisson's rule as under any. */
+bool hl_layout_one_slot(const char *name, size_t name_len);
 
 /* "prefix:{NAME}", or "prefix:NAME" when NAME holds a '{' already, then
  * ":<tail>" when tail is not NULL.  0 or -1 (out of memory); release with

@@ -94,6 +94,8 @@ static int attempt(hilock_lock *lock, const hl_attempt_args *a,
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
         return HILOCK_ECLOSED;
+    if (hl_check_name_slot(lock) != HILOCK_OK)
+        return HILOCK_EINVAL;
     static const char *const prefixes[] = {HL_LAYOUT_TOKEN, HL_LAYOUT_VOID};
     hl_aux_name k[2]; /* fencing counter, void set */
     if (hl_lock_keys(lock, 2, prefixes, k) != 0)

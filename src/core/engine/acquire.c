@@ -487,8 +487,11 @@ static void send_attempt(hl_acquire_op *op)
     op->attempt_sent = hl_monotime_now();
     int rc = lock->kind->attempt(lock, &args, on_attempt_reply, op);
     if (rc != HILOCK_OK) {
+        /* A refusal by the kind says why in the thread's detail. */
         op_finish(op, rc, NULL,
-                  rc == HILOCK_ECLOSED ? "client closed" : "out of memory");
+                  rc == HILOCK_ECLOSED   ? "client closed"
+                  : rc == HILOCK_ENOMEM ? "out of memory"
+                                        : hilock_last_error());
         return;
     }
     op->in_flight++;

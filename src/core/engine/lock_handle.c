@@ -145,6 +145,11 @@ hl_conn *hl_lock_conn(const hilock_lock *lock)
     return lock->conn;
 }
 
+bool hl_lock_on_cluster(const hilock_lock *lock)
+{
+    return lock->client != NULL && lock->client->cluster != NULL;
+}
+
 bool hl_lock_usable(const hilock_lock *lock)
 {
     return !lock->destroyed && hl_lock_conn(lock) != NULL;

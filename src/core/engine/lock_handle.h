@@ -223,4 +223,8 @@ hilock_client *hl_lock_client_get(hilock_lock *lock);
 /* The connection a lock's scripts run on, or NULL when closed. */
 hl_conn *hl_lock_conn(const hilock_lock *lock);
 
+/* Whether the lock's client talks to a Redis Cluster, as far as it knows
+ * yet.  Loop thread. */
+bool hl_lock_on_cluster(const hilock_lock *lock);
+
 #endif
