@@ -11,7 +11,8 @@
 
 #include "redis_cluster.h"
 
-/* The cluster rows' deployment, as WORKLOADS.md sets it. */
+/* The cluster rows' deployment, as WORKLOADS.md sets it (replicas per
+ * master: --cluster-replicas changes it). */
 #define BENCH_CLUSTER_MASTERS 3
 #define BENCH_CLUSTER_REPLICAS 1
 
@@ -38,6 +39,7 @@ typedef struct bench_args {
     int wd_leases;        /* WD in the full suite; 0 skips it */
     double wd_duration_s;
     bool with_cluster;        /* --cluster: the cluster rows too */
+    int cluster_replicas;     /* per master */
     /* The servers of the points being measured when they are the cluster
      * rows' (the client is then a cluster client); NULL: one server. */
     hl_redis_cluster *cluster;

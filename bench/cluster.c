@@ -11,13 +11,13 @@
 int bench_cluster_start(bench_args *a)
 {
     hl_redis_cluster_config cfg = {.masters = BENCH_CLUSTER_MASTERS,
-                                   .replicas = BENCH_CLUSTER_REPLICAS};
+                                   .replicas = a->cluster_replicas};
     a->cluster = hl_redis_cluster_start(&cfg);
     if (a->cluster == NULL)
         return -1;
-    fprintf(stderr, "hilock-bench: private cluster: %d masters, %d replica "
-                    "each: %s\n",
-            BENCH_CLUSTER_MASTERS, BENCH_CLUSTER_REPLICAS,
+    fprintf(stderr, "hilock-bench: private cluster: %d masters, %d "
+                    "replicas each: %s\n",
+            BENCH_CLUSTER_MASTERS, a->cluster_replicas,
             hl_redis_cluster_url(a->cluster));
     return 0;
 }

@@ -18,7 +18,7 @@ static void usage(FILE *f)
             "  [--products N] [--run-id ID] [--kind reentrant|fair]\n"
             "  [--api async|sync] [--no-ceiling] [--watchdog-ms N]\n"
             "  [--connections N] [--busy-poll-us N] [--wd-leases N]\n"
-            "  [--wd-duration S] [--cluster]\n"
+            "  [--wd-duration S] [--cluster] [--cluster-replicas N]\n"
             "--kind is the lock kind of W1 and W2 (default reentrant); W3\n"
             "always takes reentrant segment locks, WD reentrant leases.\n"
             "WD holds C (default 100000) watchdog leases for --duration.\n"
@@ -31,9 +31,10 @@ static void usage(FILE *f)
             "a private redis-server on a free loopback port.\n"
             "--cluster: after those points, W1, W2, W3 and WD (or\n"
             "--workload's points) again on a private Redis Cluster of 3\n"
-            "masters with a replica each; each cluster line carries its\n"
-            "ratio to the single-node point of the run (extra.vs_single)\n"
-            "and W3's segments per master.\n");
+            "masters with a replica each (--cluster-replicas: N each);\n"
+            "each cluster line carries its ratio to the single-node\n"
+            "point of the run (extra.vs_single) and W3's segments per\n"
+            "master.\n");
 }
 
 static bool number(const char *s, double *out)
@@ -113,6 +114,8 @@ static int parse(int argc, char **argv, bench_args *a)
                 a->wd_leases = (int)d;
             else if (strcmp(k, "--wd-duration") == 0)
                 a->wd_duration_s = d;
+            else if (strcmp(k, "--cluster-replicas") == 0)
+                a->cluster_replicas = (int)d;
             else {
                 fprintf(stderr, "hilock-bench: unknown option %s\n", k);
                 return -1;
@@ -472,6 +475,7 @@ int main(int argc, char **argv)
     bench_args a = {.duration_s = 8, .warmup_s = 1, .lease_ms = 10000,
                     .retry_ms = 10, .host = "127.0.0.1", .products = 1000,
                     .kind = "reentrant", .wd_leases = 100000,
+                    .cluster_replicas = BENCH_CLUSTER_REPLICAS,
                     .wd_duration_s = 60};
     snprintf(a.run_id, sizeof a.run_id, "%d", (int)getpid());
     if (parse(argc, argv, &a) != 0) {

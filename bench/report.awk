@@ -181,7 +181,7 @@ function cluster_ratios(    i, l, shown, r, w) {
             continue
         if (!shown++) {
             print ""
-            printf "Redis Cluster (%s masters, %s replica each) against one server in this run:\n",
+            printf "Redis Cluster (%s masters, %s replicas per master) against one server in this run:\n",
                 field(l, "servers"), field(l, "replicas")
             print ""
             print "| workload | C | S | api | cluster cycles/s | one server cycles/s | cluster / one server | segments per master | target |"

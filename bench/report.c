@@ -62,7 +62,7 @@ static void print_params(const bench_args *a, const bench_point *p)
                             : 1);
     if (a->cluster != NULL)
         printf("\"topology\":\"cluster\",\"replicas\":%d,",
-               BENCH_CLUSTER_REPLICAS);
+               a->cluster_replicas);
     printf("\"kind\":");
     bench_json_string(stdout, p->kind ? p->kind : a->kind);
     printf(",\"api\":");
@@ -96,12 +96,12 @@ void bench_print_point(const bench_args *a, const bench_point *p)
         snprintf(notes, sizeof notes,
                  "waits by pub/sub notification; --retry-ms is accepted and "
                  "ignored; a private Redis Cluster of %d masters with %d "
-                 "replica each; one cluster client: %d command connections "
+                 "replicas each; one cluster client: %d command connections "
                  "(auto-pipelined) and one pub/sub connection to the seed "
                  "node, and one command connection per master; vs_single is "
                  "cycles_per_s over the single-node point of this run with "
                  "the same workload, kind, C, S and api%s%s",
-                 BENCH_CLUSTER_MASTERS, BENCH_CLUSTER_REPLICAS,
+                 BENCH_CLUSTER_MASTERS, a->cluster_replicas,
                  a->connections, p->notes ? "; " : "",
                  p->notes ? p->notes : "");
     else
