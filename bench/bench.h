@@ -9,6 +9,13 @@
 
 #include <hilock/hilock.h>
 
+#include "redis_cluster.h"
+
+/* The cluster rows' deployment, as WORKLOADS.md sets it (replicas per
+ * master: --cluster-replicas changes it). */
+#define BENCH_CLUSTER_MASTERS 3
+#define BENCH_CLUSTER_REPLICAS 1
+
 typedef struct bench_args {
     const char *workload; /* NULL: the whole suite */
     int concurrency;      /* 0: the workload's standard points */
@@ -31,6 +38,11 @@ typedef struct bench_args {
     int64_t busy_poll_us; /* the client's busy polling, 0: off */
     int wd_leases;        /* WD in the full suite; 0 skips it */
     double wd_duration_s;
+    bool with_cluster;        /* --cluster: the cluster rows too */
+    int cluster_replicas;     /* per master */
+    /* The servers of the points being measured when they are the cluster
+     * rows' (the client is then a cluster client); NULL: one server. */
+    hl_redis_cluster *cluster;
 } bench_args;
 
 /* One measured point, printed as one JSON line. */
@@ -54,6 +66,12 @@ typedef struct bench_point {
     int servers;             /* redis-servers the point used; 0: one */
     const char *notes;       /* what the point did beyond the common
                               * rules; NULL: nothing */
+    /* Cluster rows: the single-node point of this run with the same
+     * workload, kind, C, S and api (0: none), and W3's segments on each
+     * master (segments_known false when they could not be read). */
+    double single_cycles_per_s;
+    bool segments_known;
+    int segments_per_master[BENCH_CLUSTER_MASTERS];
 } bench_point;
 
 int64_t bench_now_us(void);
@@ -88,7 +106,17 @@ int bench_run_wd(const bench_args *a, hilock_client *c, int leases);
 /* redis-benchmark rows for the ceiling, against host:port. */
 void bench_run_ceiling(const bench_args *a, const char *host, int port);
 
-/* FLUSHALL through the client; 0 or -1. */
-int bench_flush(hilock_client *c);
+/* Empty the servers of a point: FLUSHALL through the client, or on every
+ * master when a->cluster is set (a may be NULL: one server); 0 or -1. */
+int bench_flush(const bench_args *a, hilock_client *c);
+
+/* The private cluster of the cluster rows into a->cluster; 0 or -1. */
+int bench_cluster_start(bench_args *a);
+/* FLUSHALL on every master of a->cluster; 0 or -1. */
+int bench_cluster_flush(const bench_args *a);
+/* How many of set's segments live on each master of a->cluster, into
+ * per_master[BENCH_CLUSTER_MASTERS]; 0 or -1. */
+int bench_cluster_segments(const bench_args *a, hilock_segmented *set,
+                           int *per_master);
 
 #endif

@@ -18,7 +18,7 @@ static void usage(FILE *f)
             "  [--products N] [--run-id ID] [--kind reentrant|fair]\n"
             "  [--api async|sync] [--no-ceiling] [--watchdog-ms N]\n"
             "  [--connections N] [--busy-poll-us N] [--wd-leases N]\n"
-            "  [--wd-duration S]\n"
+            "  [--wd-duration S] [--cluster] [--cluster-replicas N]\n"
             "--kind is the lock kind of W1 and W2 (default reentrant); W3\n"
             "always takes reentrant segment locks, WD reentrant leases.\n"
             "WD holds C (default 100000) watchdog leases for --duration.\n"
@@ -28,7 +28,13 @@ static void usage(FILE *f)
             "Without --workload: the ceiling rows; W1, W4, W2 and W3 at\n"
             "their standard points; again with busy polling; and WD\n"
             "(--wd-leases, 0 to skip, for --wd-duration).  Without --port:\n"
-            "a private redis-server on a free loopback port.\n");
+            "a private redis-server on a free loopback port.\n"
+            "--cluster: after those points, W1, W2, W3 and WD (or\n"
+            "--workload's points) again on a private Redis Cluster of 3\n"
+            "masters with a replica each (--cluster-replicas: N each);\n"
+            "each cluster line carries its ratio to the single-node\n"
+            "point of the run (extra.vs_single) and W3's segments per\n"
+            "master.\n");
 }
 
 static bool number(const char *s, double *out)
@@ -54,6 +60,10 @@ static int parse(int argc, char **argv, bench_args *a)
         }
         if (strcmp(k, "--no-ceiling") == 0) {
             a->skip_ceiling = true;
+            continue;
+        }
+        if (strcmp(k, "--cluster") == 0) {
+            a->with_cluster = true;
             continue;
         }
         if (v == NULL) {
@@ -104,6 +114,8 @@ static int parse(int argc, char **argv, bench_args *a)
                 a->wd_leases = (int)d;
             else if (strcmp(k, "--wd-duration") == 0)
                 a->wd_duration_s = d;
+            else if (strcmp(k, "--cluster-replicas") == 0)
+                a->cluster_replicas = (int)d;
             else {
                 fprintf(stderr, "hilock-bench: unknown option %s\n", k);
                 return -1;
@@ -129,8 +141,10 @@ static int parse(int argc, char **argv, bench_args *a)
     return 0;
 }
 
-int bench_flush(hilock_client *c)
+int bench_flush(const bench_args *a, hilock_client *c)
 {
+    if (a != NULL && a->cluster != NULL)
+        return bench_cluster_flush(a);
     const char *argv[] = {"FLUSHALL"};
     return hilock_client_command(c, 1, argv, NULL, NULL) == HILOCK_OK ? 0
                                                                       : -1;
@@ -211,11 +225,54 @@ static void w4_close(void)
 {
     if (w4_rl != NULL) {
         for (size_t i = 0; i < hilock_redlock_masters(w4_rl); i++)
-            bench_flush(hilock_redlock_client(w4_rl, i));
+            bench_flush(NULL, hilock_redlock_client(w4_rl, i));
         hilock_redlock_destroy(w4_rl);
     }
     for (int i = 0; i < W4_MASTERS; i++)
         hl_redis_server_stop(w4_servers[i]);
+}
+
+/* The single-node points of this run, for the cluster points' ratios. */
+typedef struct single_point {
+    const char *workload, *kind, *api;
+    int concurrency, segments;
+    double cycles_per_s;
+    bool paired; /* a cluster point took it as its twin */
+} single_point;
+static single_point singles[64];
+static int nsingles;
+
+static bool same_point(const single_point *s, const bench_point *p,
+                       const char *kind)
+{
+    return strcmp(s->workload, p->workload) == 0 &&
+           strcmp(s->kind, kind) == 0 && strcmp(s->api, p->api) == 0 &&
+           s->concurrency == p->concurrency && s->segments == p->segments;
+}
+
+/* Remember a single-node point (the default client's: busy polling is
+ * not run on the cluster), or give a cluster point its twin's figure: the
+ * first not yet taken, so that points repeated back to back pair in
+ * order. */
+static void pair(const bench_args *a, bench_point *p)
+{
+    if (p->error != NULL || a->busy_poll_us > 0 || p->workload == NULL)
+        return;
+    const char *kind = p->kind ? p->kind : a->kind;
+    if (a->cluster != NULL) {
+        for (int i = 0; i < nsingles; i++)
+            if (!singles[i].paired && same_point(&singles[i], p, kind)) {
+                singles[i].paired = true;
+                p->single_cycles_per_s = singles[i].cycles_per_s;
+                return;
+            }
+        return;
+    }
+    if (nsingles == (int)(sizeof singles / sizeof singles[0]))
+        return;
+    singles[nsingles++] = (single_point){p->workload, kind, p->api,
+                                         p->concurrency, p->segments,
+                                         p->cycles_per_s, false};
 }
 
 static void point(const bench_args *a, hilock_client *c, const char *w,
@@ -260,6 +317,7 @@ static void point(const bench_args *a, hilock_client *c, const char *w,
         p.concurrency = concurrency;
         p.error = "workload not available yet";
     }
+    pair(a, &p);
     bench_print_point(a, &p);
 }
 
@@ -335,11 +393,89 @@ static void busy_poll_points(const bench_args *a, int port)
     hilock_client_destroy(c);
 }
 
+/* The full suite's points on c: on one server (port), or on the cluster
+ * (a->cluster), which has no W4, ceiling or busy-polling rows. */
+static void standard_points(const bench_args *a, hilock_client *c, int port)
+{
+    run_workload(a, c, "W1");
+    if (a->cluster == NULL)
+        run_workload(a, c, "W4");
+    run_workload(a, c, "W2");
+    if (a->api == NULL)
+        point(a, c, "W2", 64, 0, "sync");
+    if (strcmp(a->kind, "fair") != 0) {
+        /* The fair lock's W2 beside the reentrant one. */
+        bench_args fair = *a;
+        fair.kind = "fair";
+        point(&fair, c, "W2", 64, 0, a->api ? a->api : "async");
+        if (a->api == NULL)
+            point(&fair, c, "W2", 64, 0, "sync");
+    }
+    run_workload(a, c, "W3");
+    if (a->cluster == NULL && a->busy_poll_us == 0 && a->api == NULL)
+        busy_poll_points(a, port);
+    if (a->wd_leases > 0) {
+        bench_args wd = *a;
+        wd.duration_s = a->wd_duration_s;
+        run_workload(&wd, c, "WD");
+    }
+}
+
+/* --cluster: the points again on a private cluster, started once the
+ * single-node points are done so that its idle nodes do not share the
+ * machine with them.  0, or 69 when the cluster cannot be had. */
+static int cluster_rows(const bench_args *a)
+{
+    const char *w = a->workload;
+    if (w != NULL && strcmp(w, "W1") && strcmp(w, "W2") && strcmp(w, "W3") &&
+        strcmp(w, "WD")) {
+        fprintf(stderr, "hilock-bench: --cluster runs W1, W2, W3 and WD; "
+                        "no cluster rows for %s\n", w);
+        return 0;
+    }
+    bench_args ca = *a;
+    if (bench_cluster_start(&ca) != 0) {
+        printf("{\"peer\":\"hilock\",\"workload\":\"cluster\","
+               "\"params\":{\"topology\":\"cluster\"},\"error\":"
+               "\"could not start the cluster\"}\n");
+        return 69;
+    }
+    hilock_options *o;
+    hilock_client *c = NULL;
+    int rc = hilock_options_create(&o);
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_url(o, hl_redis_cluster_url(ca.cluster));
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_connections(o, a->connections);
+    if (rc == HILOCK_OK && a->busy_poll_us > 0)
+        rc = hilock_options_set_busy_poll_us(o, a->busy_poll_us);
+    if (rc == HILOCK_OK)
+        rc = hilock_options_set_watchdog_timeout_ms(o, a->watchdog_ms);
+    if (rc == HILOCK_OK)
+        rc = hilock_client_create(&c, o);
+    hilock_options_free(o);
+    if (rc != HILOCK_OK) {
+        fprintf(stderr, "hilock-bench: cannot connect to the cluster: %s\n",
+                hilock_last_error());
+        hl_redis_cluster_stop(ca.cluster);
+        return 69;
+    }
+    if (w == NULL)
+        standard_points(&ca, c, 0);
+    else
+        run_workload(&ca, c, w);
+    bench_flush(&ca, c);
+    hilock_client_destroy(c);
+    hl_redis_cluster_stop(ca.cluster);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     bench_args a = {.duration_s = 8, .warmup_s = 1, .lease_ms = 10000,
                     .retry_ms = 10, .host = "127.0.0.1", .products = 1000,
                     .kind = "reentrant", .wd_leases = 100000,
+                    .cluster_replicas = BENCH_CLUSTER_REPLICAS,
                     .wd_duration_s = 60};
     snprintf(a.run_id, sizeof a.run_id, "%d", (int)getpid());
     if (parse(argc, argv, &a) != 0) {
@@ -384,38 +520,16 @@ int main(int argc, char **argv)
         hl_redis_server_stop(server);
         return 69;
     }
-    if (a.workload == NULL) {
-        if (!a.skip_ceiling)
-            bench_run_ceiling(&a, a.host, port);
-        run_workload(&a, c, "W1");
-        run_workload(&a, c, "W4");
-        run_workload(&a, c, "W2");
-        if (a.api == NULL)
-            point(&a, c, "W2", 64, 0, "sync");
-        if (strcmp(a.kind, "fair") != 0) {
-            /* The fair lock's W2 beside the reentrant one. */
-            bench_args fair = a;
-            fair.kind = "fair";
-            point(&fair, c, "W2", 64, 0, a.api ? a.api : "async");
-            if (a.api == NULL)
-                point(&fair, c, "W2", 64, 0, "sync");
-        }
-        run_workload(&a, c, "W3");
-        if (a.busy_poll_us == 0 && a.api == NULL)
-            busy_poll_points(&a, port);
-        if (a.wd_leases > 0) {
-            bench_args wd = a;
-            wd.duration_s = a.wd_duration_s;
-            run_workload(&wd, c, "WD");
-        }
-    } else {
-        if (!a.skip_ceiling)
-            bench_run_ceiling(&a, a.host, port);
+    if (!a.skip_ceiling)
+        bench_run_ceiling(&a, a.host, port);
+    if (a.workload == NULL)
+        standard_points(&a, c, port);
+    else
         run_workload(&a, c, a.workload);
-    }
     w4_close();
-    bench_flush(c);
+    bench_flush(&a, c);
+    int status = a.with_cluster ? cluster_rows(&a) : 0;
     hilock_client_destroy(c);
     hl_redis_server_stop(server);
-    return 0;
+    return status;
 }

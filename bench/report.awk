@@ -38,12 +38,24 @@ function lock_ceiling(c, p) {
     return 0
 }
 
+# W3's segments on each master of a cluster row, as "a/b/c"; "" if none.
+function per_master(line,    m) {
+    if (!match(line, "\"segments_per_master\":\\[[0-9,]*\\]"))
+        return ""
+    m = substr(line, RSTART, RLENGTH)
+    sub("^[^[]*\\[", "", m)
+    sub("\\]$", "", m)
+    gsub(",", "/", m)
+    return m
+}
+
 # The W1 point of this run with the same C, api and busy polling as line
-# l; 0 if none.
+# l, on one server; 0 if none.
 function w1_twin(l,    j, m) {
     for (j = 1; j <= n; j++) {
         m = line[j]
         if (field(m, "workload") == "W1" && field(m, "error") == "" &&
+            field(m, "topology") == "" &&
             field(m, "C") == field(l, "C") &&
             field(m, "api") == field(l, "api") &&
             field(m, "busy_poll_us") == field(l, "busy_poll_us"))
@@ -86,12 +98,13 @@ function redlock_ratios(    i, l, j, m, c, shown, r) {
     }
 }
 
-# The async point of this run with the same workload, kind, C, S and
-# busy polling as line l; 0 if none.
+# The async point of this run with the same workload, kind, C, S, busy
+# polling and topology as line l; 0 if none.
 function async_twin(l,    j, m) {
     for (j = 1; j <= n; j++) {
         m = line[j]
         if (field(m, "api") == "async" && field(m, "error") == "" &&
+            field(m, "topology") == field(l, "topology") &&
             field(m, "workload") == field(l, "workload") &&
             field(m, "kind") == field(l, "kind") &&
             field(m, "C") == field(l, "C") && field(m, "S") == field(l, "S") &&
@@ -110,7 +123,7 @@ function sync_ratios(    i, l, j, m, shown, r, target, w, k, v, t, med, dev, wor
     for (i = 1; i <= n; i++) {
         l = line[i]
         if (field(l, "api") != "sync" || field(l, "error") != "" ||
-            field(l, "busy_poll_us") > 0)
+            field(l, "busy_poll_us") > 0 || field(l, "topology") != "")
             continue
         w = field(l, "workload")
         if (w == "W1" && field(l, "C") == 1)
@@ -155,6 +168,72 @@ function sync_ratios(    i, l, j, m, shown, r, target, w, k, v, t, med, dev, wor
     }
 }
 
+# The cluster rows, each against the single-node point of the same
+# workload, kind, C, S and api in this run (hilock-bench pairs them and
+# writes the ratio as vs_single): at least 0.5 each.
+function cluster_ratios(    i, l, shown, r, w) {
+    for (i = 1; i <= n; i++) {
+        l = line[i]
+        if (field(l, "topology") != "cluster")
+            continue
+        w = field(l, "workload")
+        if (w == "WD")
+            continue
+        if (!shown++) {
+            print ""
+            printf "Redis Cluster (%s masters, %s replicas per master) against one server in this run:\n",
+                field(l, "servers"), field(l, "replicas")
+            print ""
+            print "| workload | C | S | api | cluster cycles/s | one server cycles/s | cluster / one server | segments per master | target |"
+            print "| --- | ---: | ---: | --- | ---: | ---: | ---: | --- | --- |"
+        }
+        if (field(l, "kind") == "fair")
+            w = w " fair"
+        if (field(l, "error") != "") {
+            printf "| %s | %s | %s | %s | %s | | | | |\n", w, field(l, "C"),
+                field(l, "S"), field(l, "api"), field(l, "error")
+            continue
+        }
+        r = field(l, "vs_single")
+        printf "| %s | %s | %s | %s | %.0f | %s | %s | %s | %s |\n",
+            w, field(l, "C"), field(l, "S"), field(l, "api"),
+            field(l, "cycles_per_s"),
+            r == "" ? "" : sprintf("%.0f", field(l, "single_cycles_per_s")),
+            r == "" ? "" : sprintf("%.2f", r), per_master(l),
+            r == "" ? "no single-node point" : sprintf(">= 0.5 (%s)", r >= 0.5 ? "met" : "not met")
+    }
+}
+
+# WD on one server, then on the cluster beside it.
+function wd_lines(    i, l, single_cpu, single_bytes, where) {
+    for (i = 1; i <= n; i++) {
+        l = line[i]
+        if (field(l, "workload") != "WD")
+            continue
+        if (field(l, "error") != "") {
+            printf "\nWD%s: %s\n", field(l, "topology") == "cluster" ? " on the cluster" : "",
+                field(l, "error")
+            continue
+        }
+        where = ""
+        if (field(l, "topology") == "cluster")
+            where = sprintf(" on the cluster (%s masters)", field(l, "servers"))
+        printf "\nWD%s: %s watchdog leases (timeout %s ms) held %s s: %s renewals/s, %s lost, %s alive at the end, %s %% CPU, %s bytes per lease beyond its name",
+            where, field(l, "leases"), field(l, "watchdog_ms"),
+            field(l, "duration_s"), field(l, "cycles_per_s"),
+            field(l, "lost"), field(l, "alive_at_end"), field(l, "cpu_pct"),
+            field(l, "bytes_per_lease")
+        if (where != "" && single_cpu != "")
+            printf " (one server: %s %% CPU, %s bytes per lease; %s renewal scripts for %s renewals here)",
+                single_cpu, single_bytes, field(l, "renew_calls"), field(l, "renewed")
+        print "."
+        if (where == "") {
+            single_cpu = field(l, "cpu_pct")
+            single_bytes = field(l, "bytes_per_lease")
+        }
+    }
+}
+
 END {
     if (mode == "plot") {
         for (i = 1; i <= n; i++) {
@@ -171,9 +250,12 @@ END {
                 label = label " sync"
             if (field(l, "busy_poll_us") > 0)
                 label = label " busy"
-            # The ceiling is one server's; W4 spreads over five.
+            if (field(l, "topology") == "cluster")
+                label = label " cluster"
+            # The ceiling is one server's; W4 and the cluster rows spread
+            # over several.
             printf "\"%s\" %s %s\n", label, field(l, "cycles_per_s"),
-                   w == "W4" ? 0 : lock_ceiling(c)
+                   w == "W4" || field(l, "topology") != "" ? 0 : lock_ceiling(c)
         }
         exit
     }
@@ -185,10 +267,12 @@ END {
         if (w == "WD")
             continue
         c = field(l, "C")
-        ceil = w == "W4" ? 0 : lock_ceiling(c)
+        ceil = w == "W4" || field(l, "topology") != "" ? 0 : lock_ceiling(c)
         cyc = field(l, "cycles_per_s")
         if (field(l, "kind") == "fair")
             w = w " fair"
+        if (field(l, "topology") == "cluster")
+            w = w " cluster"
         ratio = ceil > 0 ? sprintf("%.2f", cyc / ceil) : ""
         printf "| %s | %s | %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
             w, c, field(l, "S"), field(l, "api"), field(l, "busy_poll_us"),
@@ -199,16 +283,8 @@ END {
     }
     redlock_ratios()
     sync_ratios()
-    for (i = 1; i <= n; i++) {
-        l = line[i]
-        if (field(l, "workload") != "WD")
-            continue
-        printf "\nWD: %s watchdog leases (timeout %s ms) held %s s: %s renewals/s, %s lost, %s alive at the end, %s %% CPU, %s bytes per lease beyond its name.\n",
-            field(l, "leases"), field(l, "watchdog_ms"),
-            field(l, "duration_s"), field(l, "cycles_per_s"),
-            field(l, "lost"), field(l, "alive_at_end"), field(l, "cpu_pct"),
-            field(l, "bytes_per_lease")
-    }
+    cluster_ratios()
+    wd_lines()
     print ""
     print "Ceiling rows (redis-benchmark, requests/s):"
     print ""

@@ -54,11 +54,16 @@ void bench_json_string(FILE *f, const char *s)
 static void print_params(const bench_args *a, const bench_point *p)
 {
     printf("\"params\":{\"C\":%d,\"duration_s\":%g,\"warmup_s\":%g,"
-           "\"lease_ms\":%lld,\"retry_ms\":%lld,\"procs\":1,\"servers\":%d,"
-           "\"kind\":",
+           "\"lease_ms\":%lld,\"retry_ms\":%lld,\"procs\":1,\"servers\":%d,",
            p->concurrency, a->duration_s, a->warmup_s,
            (long long)a->lease_ms, (long long)a->retry_ms,
-           p->servers > 0 ? p->servers : 1);
+           a->cluster       ? BENCH_CLUSTER_MASTERS
+           : p->servers > 0 ? p->servers
+                            : 1);
+    if (a->cluster != NULL)
+        printf("\"topology\":\"cluster\",\"replicas\":%d,",
+               a->cluster_replicas);
+    printf("\"kind\":");
     bench_json_string(stdout, p->kind ? p->kind : a->kind);
     printf(",\"api\":");
     bench_json_string(stdout, p->api);
@@ -87,19 +92,45 @@ void bench_print_point(const bench_args *a, const bench_point *p)
            (unsigned long long)p->violations);
     int servers = p->servers > 0 ? p->servers : 1;
     char notes[768];
-    snprintf(notes, sizeof notes,
-             "waits by pub/sub notification; --retry-ms is accepted and "
-             "ignored; %s: %d command connections (auto-pipelined) "
-             "and one pub/sub connection%s%s",
-             servers > 1 ? "one client per server" : "one client",
-             a->connections, p->notes ? "; " : "", p->notes ? p->notes : "");
+    if (a->cluster != NULL)
+        snprintf(notes, sizeof notes,
+                 "waits by pub/sub notification; --retry-ms is accepted and "
+                 "ignored; a private Redis Cluster of %d masters with %d "
+                 "replicas each; one cluster client: %d command connections "
+                 "(auto-pipelined) and one pub/sub connection to the seed "
+                 "node, and one command connection per master; vs_single is "
+                 "cycles_per_s over the single-node point of this run with "
+                 "the same workload, kind, C, S and api%s%s",
+                 BENCH_CLUSTER_MASTERS, a->cluster_replicas,
+                 a->connections, p->notes ? "; " : "",
+                 p->notes ? p->notes : "");
+    else
+        snprintf(notes, sizeof notes,
+                 "waits by pub/sub notification; --retry-ms is accepted and "
+                 "ignored; %s: %d command connections (auto-pipelined) "
+                 "and one pub/sub connection%s%s",
+                 servers > 1 ? "one client per server" : "one client",
+                 a->connections, p->notes ? "; " : "",
+                 p->notes ? p->notes : "");
     bench_json_string(stdout, notes);
     printf(",\"extra\":{\"owner_changes_per_s\":%.1f,\"per_worker_min\":%llu,"
            "\"per_worker_max\":%llu,\"jain\":%.4f,\"max_us\":%lld,"
            "\"connections\":%d",
            p->owner_changes_per_s, (unsigned long long)p->per_worker_min,
            (unsigned long long)p->per_worker_max, p->jain,
-           (long long)p->max_us, servers * (a->connections + 1));
+           (long long)p->max_us,
+           a->cluster ? a->connections + 1 + BENCH_CLUSTER_MASTERS
+                      : servers * (a->connections + 1));
+    if (a->cluster != NULL && p->single_cycles_per_s > 0)
+        printf(",\"single_cycles_per_s\":%.1f,\"vs_single\":%.3f",
+               p->single_cycles_per_s,
+               p->cycles_per_s / p->single_cycles_per_s);
+    if (p->segments_known) {
+        printf(",\"segments_per_master\":[");
+        for (int i = 0; i < BENCH_CLUSTER_MASTERS; i++)
+            printf("%s%d", i ? "," : "", p->segments_per_master[i]);
+        printf("]");
+    }
     if (p->stock_check) {
         printf(",\"stock_check\":");
         bench_json_string(stdout, p->stock_check);

@@ -15,7 +15,9 @@ fi
 stamp=$(date -u +%Y%m%d-%H%M%S)
 out="$here/bench/results/$stamp.jsonl"
 mkdir -p "$here/bench/results"
-"$here/build/bench/hilock-bench" "$@" >"$out"
+# The cluster rows come after the single-node ones, in the same run, so
+# that each is read against its single-node twin.
+"$here/build/bench/hilock-bench" --cluster "$@" >"$out"
 cp "$out" "$here/bench/results/latest.jsonl"
 "$here/bench/report.awk" "$out" >"$here/bench/results/latest.md"
 "$here/bench/report.awk" -v mode=plot "$out" >"$here/bench/results/latest.dat"

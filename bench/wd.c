@@ -60,7 +60,7 @@ static void on_pttl(hilock_client *c, int status, hilock_reply *reply,
 
 int bench_run_wd(const bench_args *a, hilock_client *c, int leases)
 {
-    bench_flush(c);
+    bench_flush(a, c);
     hilock_lock **locks = calloc((size_t)leases, sizeof *locks);
     wd_run run = {0};
     if (locks == NULL)
@@ -121,11 +121,16 @@ int bench_run_wd(const bench_args *a, hilock_client *c, int leases)
     while (atomic_load(&t.answered) < leases)
         usleep(1000);
 
+    char topology[64] = "";
+    if (a->cluster != NULL)
+        snprintf(topology, sizeof topology,
+                 ",\"servers\":%d,\"topology\":\"cluster\"",
+                 BENCH_CLUSTER_MASTERS);
     int measured = leases - leases / 2;
     double per_lease =
         ((double)heap1 - (double)heap0 - (double)name_bytes) / measured;
     printf("{\"peer\":\"hilock\",\"workload\":\"WD\",\"params\":{\"leases\":%d,"
-           "\"duration_s\":%g,\"watchdog_ms\":%lld,\"kind\":\"reentrant\"},"
+           "\"duration_s\":%g,\"watchdog_ms\":%lld,\"kind\":\"reentrant\"%s},"
            "\"cycles_per_s\":%.1f,"
            "\"violations\":%ld,\"notes\":\"cycles_per_s counts confirmed "
            "renewals per second; cpu_pct is the whole process (client and "
@@ -135,6 +140,7 @@ int bench_run_wd(const bench_args *a, hilock_client *c, int leases)
            "\"alive_at_end\":%ld,\"cpu_pct\":%.2f,\"bytes_per_lease\":%.0f}}"
            "\n",
            leases, a->duration_s, (long long)a->watchdog_ms,
+           topology,
            (double)(s1.leases_renewed - s0.leases_renewed) / wall,
            (long)(leases - atomic_load(&t.alive)),
            (long)atomic_load(&run.acquired),
@@ -146,6 +152,6 @@ int bench_run_wd(const bench_args *a, hilock_client *c, int leases)
     for (int i = 0; i < leases; i++)
         hilock_lock_destroy(locks[i]);
     free(locks);
-    bench_flush(c);
+    bench_flush(a, c);
     return 0;
 }

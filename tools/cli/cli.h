@@ -122,10 +122,32 @@ const char *cli_option_value(int argc, char **argv, int *i, const char *opt,
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t cli_now_ms(void);
 
+/* Redis Cluster, as the servers describe it (placement.c). */
+#define CLI_CLUSTER_SLOTS 16384
+#define CLI_MAX_MASTERS 64
+typedef struct cli_slot_map {
+    int masters;
+    char addr[CLI_MAX_MASTERS][64]; /* "host:port" of each master */
+    int slots[CLI_MAX_MASTERS];     /* how many slots each serves */
+    unsigned char owner[CLI_CLUSTER_SLOTS]; /* master index, 0xff none */
+} cli_slot_map;
+/* *cluster: whether the server the client reached is a cluster node
+ * (INFO cluster).  0, or the exit status after printing why. */
+int cli_is_cluster(hilock_client *client, bool *cluster);
+/* Read the masters and their slots (CLUSTER SLOTS).  0, or the exit
+ * status after printing why. */
+int cli_slot_map_read(hilock_client *client, cli_slot_map *map);
+/* The index in map of the master of key's slot, with the slot in *slot
+ * (CLUSTER KEYSLOT); -1 when unknown. */
+int cli_key_master(hilock_client *client, const cli_slot_map *map,
+                   const char *key, size_t len, int *slot);
+
 int cli_demo(const cli_globals *g, int argc, char **argv);
 /* The stock part of the demo, on a connected client; keys start with
- * base.  Returns 0 or an exit status. */
-int cli_stock_demo(hilock_client *client, const char *base, int64_t t0);
+ * base.  With a map (a cluster), it shows the master of each segment and
+ * the deductions each master served.  Returns 0 or an exit status. */
+int cli_stock_demo(hilock_client *client, const char *base, int64_t t0,
+                   const cli_slot_map *map);
 int cli_run(const cli_globals *g, int argc, char **argv);
 int cli_status(const cli_globals *g, int argc, char **argv);
 int cli_unlock(const cli_globals *g, int argc, char **argv);

@@ -1,5 +1,8 @@
 /* hilock demo: a private redis-server, a connection, and a few workers
- * contending for one lock while the watchdog keeps it alive.
+ * contending for one lock while the watchdog keeps it alive.  With
+ * --cluster, the same on a Redis Cluster (a private one of three masters
+ * unless a URL names one), where the stock demo's segments spread over
+ * the masters.
  *
  * Each worker has a client of its own, as separate services would, so the
  * hand-offs go through Redis pub/sub exactly as between processes. */
@@ -12,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "redis_cluster.h"
 #include "redis_server.h"
 
 #define DEMO_WORKERS 4
@@ -19,6 +23,10 @@
 #define DEMO_WATCHDOG_MS 1500
 /* How long the later workers keep the lock. */
 #define DEMO_SHORT_HOLD_MS 300
+/* The private cluster: three masters, the fewest a cluster takes, and no
+ * replicas: the demo shows where segments live, not a failover, and a
+ * replica per master would double the processes sharing the machine. */
+#define DEMO_CLUSTER_MASTERS 3
 
 typedef struct demo {
     int64_t t0;
@@ -230,6 +238,15 @@ static int show_connection(demo *d, const hilock_options *opts,
     return 0;
 }
 
+/* The masters of the cluster and their slots. */
+static void show_masters(demo *d, const cli_slot_map *map)
+{
+    say(d, "cluster: %d masters", map->masters);
+    for (int m = 0; m < map->masters; m++)
+        say(d, "cluster: master %s serves %d slots", map->addr[m],
+            map->slots[m]);
+}
+
 /* Start the workers: worker 1 first, the others once it holds the lock,
  * so that they have to wait. */
 static int contend(demo *d, worker *ws)
@@ -259,11 +276,72 @@ static int contend(demo *d, worker *ws)
     return d->failures ? CLI_EXIT_SOFTWARE : 0;
 }
 
+/* A private server, or with cluster a private cluster, on free loopback
+ * ports; its URL goes to url.  0, or the exit status after saying why. */
+static int start_private(demo *d, bool cluster, hl_redis_server **server,
+                         hl_redis_cluster **cl, char *url, size_t cap)
+{
+    if (cluster) {
+        say(d, "starting a private Redis Cluster of %d masters, no "
+               "replicas, on free loopback ports",
+            DEMO_CLUSTER_MASTERS);
+        hl_redis_cluster_config cfg = {.masters = DEMO_CLUSTER_MASTERS};
+        *cl = hl_redis_cluster_start(&cfg);
+        if (*cl == NULL) {
+            fprintf(stderr, "hilock: could not start the cluster\n");
+            return CLI_EXIT_UNAVAILABLE;
+        }
+        snprintf(url, cap, "%s", hl_redis_cluster_url(*cl));
+        return 0;
+    }
+    say(d, "starting a private redis-server on a free loopback port");
+    *server = hl_redis_server_start(NULL);
+    if (*server == NULL) {
+        fprintf(stderr, "hilock: could not start redis-server\n");
+        return CLI_EXIT_UNAVAILABLE;
+    }
+    snprintf(url, cap, "redis://127.0.0.1:%d", hl_redis_server_port(*server));
+    return 0;
+}
+
+/* With --cluster, the map of the cluster the client reached, which must
+ * be one; NULL in *out otherwise. */
+static int cluster_map(demo *d, hilock_client *client, bool want,
+                       cli_slot_map **out)
+{
+    *out = NULL;
+    if (!want)
+        return 0;
+    bool cluster = false;
+    int rc = cli_is_cluster(client, &cluster);
+    if (rc != 0)
+        return rc;
+    if (!cluster) {
+        fprintf(stderr, "hilock: --cluster: the server is not a Redis "
+                        "Cluster node (cluster_enabled:0)\n");
+        return CLI_EXIT_UNAVAILABLE;
+    }
+    cli_slot_map *map = malloc(sizeof *map);
+    if (map == NULL) {
+        fprintf(stderr, "hilock: out of memory\n");
+        return CLI_EXIT_SOFTWARE;
+    }
+    rc = cli_slot_map_read(client, map);
+    if (rc != 0) {
+        free(map);
+        return rc;
+    }
+    show_masters(d, map);
+    *out = map;
+    return 0;
+}
+
 int cli_demo(const cli_globals *g, int argc, char **argv)
 {
-    (void)argv;
-    if (argc > 1) {
-        fprintf(stderr, "usage: hilock [--redis URL] [--watchdog MS] demo\n");
+    bool want_cluster = argc == 2 && strcmp(argv[1], "--cluster") == 0;
+    if (argc > 1 && !want_cluster) {
+        fprintf(stderr, "usage: hilock [--redis URL] [--watchdog MS] demo "
+                        "[--cluster]\n");
         return CLI_EXIT_USAGE;
     }
     demo d = {.t0 = cli_now_ms(), .last_releaser = 1};
@@ -275,19 +353,16 @@ int cli_demo(const cli_globals *g, int argc, char **argv)
     d.watchdog_ms = dg.watchdog_ms;
 
     hl_redis_server *server = NULL;
-    char url[64], name[64];
+    hl_redis_cluster *cluster = NULL;
+    cli_slot_map *map = NULL;
+    char url[1024], name[64];
     const char *target = g->redis_url;
+    int rc = 0;
     /* On someone else's server, a name of our own leaves their locks be. */
     snprintf(name, sizeof name, "hilock-demo-%ld", (long)getpid());
     if (!g->redis_given) {
-        say(&d, "starting a private redis-server on a free loopback port");
-        server = hl_redis_server_start(NULL);
-        if (server == NULL) {
-            fprintf(stderr, "hilock: could not start redis-server\n");
-            return CLI_EXIT_UNAVAILABLE;
-        }
-        snprintf(url, sizeof url, "redis://127.0.0.1:%d",
-                 hl_redis_server_port(server));
+        rc = start_private(&d, want_cluster, &server, &cluster, url,
+                           sizeof url);
         target = url;
         snprintf(name, sizeof name, "demo");
     }
@@ -296,11 +371,14 @@ int cli_demo(const cli_globals *g, int argc, char **argv)
     memset(ws, 0, sizeof ws);
     hilock_options *opts = NULL;
     hilock_client *client = NULL;
-    int rc = cli_make_options(&dg, target, &opts);
+    if (rc == 0)
+        rc = cli_make_options(&dg, target, &opts);
     if (rc == 0)
         rc = cli_connect(opts, &client);
     if (rc == 0)
         rc = show_connection(&d, opts, client);
+    if (rc == 0)
+        rc = cluster_map(&d, client, want_cluster, &map);
     for (int i = 0; i < DEMO_WORKERS && rc == 0; i++) {
         ws[i].d = &d;
         ws[i].id = i + 1;
@@ -311,6 +389,12 @@ int cli_demo(const cli_globals *g, int argc, char **argv)
             rc = CLI_EXIT_SOFTWARE;
         }
     }
+    if (rc == 0 && map != NULL) {
+        int slot = -1;
+        int m = cli_key_master(client, map, name, strlen(name), &slot);
+        say(&d, "%s is in slot %d, on master %s", name, slot,
+            m >= 0 ? map->addr[m] : "?");
+    }
     if (rc == 0)
         rc = contend(&d, ws);
     if (rc == 0) {
@@ -320,7 +404,7 @@ int cli_demo(const cli_globals *g, int argc, char **argv)
             locked ? "still locked" : "free");
     }
     if (rc == 0)
-        rc = cli_stock_demo(client, name, d.t0);
+        rc = cli_stock_demo(client, name, d.t0, map);
     for (int i = 0; i < DEMO_WORKERS; i++) {
         if (ws[i].lock)
             hilock_lock_destroy(ws[i].lock);
@@ -330,9 +414,14 @@ int cli_demo(const cli_globals *g, int argc, char **argv)
     if (client)
         hilock_client_destroy(client);
     hilock_options_free(opts);
+    free(map);
     if (server) {
         hl_redis_server_stop(server);
         say(&d, "private redis-server stopped");
+    }
+    if (cluster) {
+        hl_redis_cluster_stop(cluster);
+        say(&d, "private cluster stopped");
     }
     pthread_cond_destroy(&d.cond);
     pthread_mutex_destroy(&d.mu);

@@ -1,7 +1,9 @@
 /* The stock demo: workers deduct stock from many products, each deduction
  * under the lock of the product's segment, first with one segment (every
  * deduction queues for the same lock) and then with sixteen.  At the end
- * the stock left in Redis must account for every deduction made. */
+ * the stock left in Redis must account for every deduction made.  On a
+ * Redis Cluster the segments' locks and the products' keys spread over
+ * the masters, and the demo shows where each segment lives. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +43,7 @@ struct stock_run {
     int holder[64];
     int last_holder[64];
     int asking[64];
+    long long deducted[64];
     stock_worker workers[STOCK_WORKERS];
 };
 
@@ -79,8 +82,10 @@ static void on_deducted(hilock_client *c, int status, hilock_reply *reply,
 {
     (void)c;
     stock_worker *w = user_data;
-    if (status == HILOCK_OK && reply->type == HILOCK_REPLY_INTEGER)
+    if (status == HILOCK_OK && reply->type == HILOCK_REPLY_INTEGER) {
         atomic_fetch_add(&w->run->deductions, 1);
+        w->run->deducted[w->segment]++;
+    }
     hilock_reply_free(reply);
     w->run->holder[w->segment] = -1;
     if (hilock_lock_release_async(w->lock, (uint64_t)w->id + 1, on_released,
@@ -149,25 +154,17 @@ static void start_all(hilock_client *c, int status, hilock_reply *reply,
     atomic_store(&s->done, true);
 }
 
+/* One command per key: on a cluster the products' keys lie in many
+ * slots, which no single MSET or DEL may span. */
 static int preset(hilock_client *c, const char *prefix)
 {
-    char keys[100][128], value[24];
+    char value[24];
     snprintf(value, sizeof value, "%lld", STOCK_START);
-    for (int base = 0; base < STOCK_PRODUCTS; base += 100) {
-        const char *argv[201];
-        size_t lens[201];
-        int argc = 0;
-        argv[argc] = "MSET";
-        lens[argc++] = 4;
-        for (int i = 0; i < 100; i++) {
-            int n = snprintf(keys[i], sizeof keys[i], "%s:stock:%d", prefix,
-                             base + i);
-            argv[argc] = keys[i];
-            lens[argc++] = (size_t)n;
-            argv[argc] = value;
-            lens[argc++] = strlen(value);
-        }
-        if (hilock_client_command(c, argc, argv, lens, NULL) != HILOCK_OK)
+    for (int i = 0; i < STOCK_PRODUCTS; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "%s:stock:%d", prefix, i);
+        const char *argv[] = {"SET", key, value};
+        if (hilock_client_command(c, 3, argv, NULL, NULL) != HILOCK_OK)
             return -1;
     }
     return 0;
@@ -194,23 +191,63 @@ static long long stock_taken(hilock_client *c, const char *prefix)
 
 static void cleanup(hilock_client *c, const char *prefix)
 {
-    for (int base = 0; base < STOCK_PRODUCTS; base += 100) {
-        char keys[100][128];
-        const char *argv[101];
-        int argc = 0;
-        argv[argc++] = "DEL";
-        for (int i = 0; i < 100; i++) {
-            snprintf(keys[i], sizeof keys[i], "%s:stock:%d", prefix,
-                     base + i);
-            argv[argc++] = keys[i];
+    for (int i = 0; i < STOCK_PRODUCTS; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "%s:stock:%d", prefix, i);
+        const char *argv[] = {"DEL", key};
+        hilock_client_command(c, 2, argv, NULL, NULL);
+    }
+}
+
+/* Where each segment's lock lives: its master, by the cluster's own
+ * map.  *where gets each segment's master index (-1 unknown). */
+static void show_segments(hilock_client *c, const cli_slot_map *map,
+                          const stock_run *r, unsigned segments,
+                          int64_t t0, int *where)
+{
+    for (unsigned s = 0; s < segments; s++) {
+        size_t len;
+        const char *name =
+            hilock_lock_name(hilock_segmented_lock(r->segments, s), &len);
+        int slot = -1;
+        where[s] = cli_key_master(c, map, name, len, &slot);
+        printf("[%5lld ms] S=%-2u segment %2u: lock %.*s, slot %5d, on "
+               "master %s\n",
+               (long long)(cli_now_ms() - t0), segments, s, (int)len, name,
+               slot, where[s] >= 0 ? map->addr[where[s]] : "?");
+    }
+}
+
+/* Per master: its segments and the deductions made under their locks. */
+static void show_masters(const cli_slot_map *map, const stock_run *r,
+                         unsigned segments, int64_t t0, const int *where)
+{
+    for (int m = 0; m < map->masters; m++) {
+        char list[256] = "";
+        size_t used = 0;
+        int count = 0;
+        long long made = 0;
+        for (unsigned s = 0; s < segments; s++) {
+            if (where[s] != m)
+                continue;
+            count++;
+            made += r->deducted[s];
+            int n = snprintf(list + used, sizeof list - used, "%s%u",
+                             used ? " " : "", s);
+            if (n > 0 && (size_t)n < sizeof list - used)
+                used += (size_t)n;
         }
-        hilock_client_command(c, argc, argv, NULL, NULL);
+        printf("[%5lld ms] S=%-2u master %s (%d slots): %d segment%s%s%s%s, "
+               "%lld deductions\n",
+               (long long)(cli_now_ms() - t0), segments, map->addr[m],
+               map->slots[m], count, count == 1 ? "" : "s",
+               count ? " (" : "", list, count ? ")" : "", made);
     }
 }
 
 /* One run with `segments` segments; returns deductions per second, or -1. */
 static double run_once(hilock_client *c, const char *base, unsigned segments,
-                       int64_t t0, bool *consistent)
+                       int64_t t0, const cli_slot_map *map, bool *consistent)
 {
     char prefix[96];
     snprintf(prefix, sizeof prefix, "%s:s%u", base, segments);
@@ -229,6 +266,9 @@ static double run_once(hilock_client *c, const char *base, unsigned segments,
     }
     for (unsigned s = 0; s < 64; s++)
         r->holder[s] = r->last_holder[s] = -1;
+    int where[64];
+    if (map != NULL)
+        show_segments(c, map, r, segments, t0, where);
     for (int i = 0; i < STOCK_WORKERS; i++) {
         r->workers[i].run = r;
         r->workers[i].id = i;
@@ -269,20 +309,23 @@ static double run_once(hilock_client *c, const char *base, unsigned segments,
            "deductions made: %s\n",
            (long long)(cli_now_ms() - t0), segments, taken, made,
            *consistent ? "consistent" : "MISMATCH");
+    if (map != NULL)
+        show_masters(map, r, segments, t0, where);
     cleanup(c, prefix);
     hilock_segmented_destroy(r->segments);
     free(r);
     return (double)made * 1000.0 / (double)took;
 }
 
-int cli_stock_demo(hilock_client *c, const char *base, int64_t t0)
+int cli_stock_demo(hilock_client *c, const char *base, int64_t t0,
+                   const cli_slot_map *map)
 {
     printf("[%5lld ms] stock: %d workers deduct from %d products; each "
            "deduction is a DECR under the lock of its product's segment\n",
            (long long)(cli_now_ms() - t0), STOCK_WORKERS, STOCK_PRODUCTS);
     bool ok1 = false, ok16 = false;
-    double one = run_once(c, base, 1, t0, &ok1);
-    double sixteen = run_once(c, base, 16, t0, &ok16);
+    double one = run_once(c, base, 1, t0, map, &ok1);
+    double sixteen = run_once(c, base, 16, t0, map, &ok16);
     if (one <= 0 || sixteen <= 0) {
         fprintf(stderr, "hilock: the stock demo failed\n");
         return CLI_EXIT_SOFTWARE;

@@ -1,0 +1,193 @@
+/* `hilock demo --cluster`: the demo on a Redis Cluster, on a private one
+ * it starts itself and on one a URL names, with the stock demo's
+ * segments spread over the three masters and every deduction accounted
+ * for; and a refusal when the URL names a server that is no cluster. */
+/* ctest-timeout: 180 */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "support/fixture.h"
+
+#ifndef HILOCK_TOOL_PATH
+#error "HILOCK_TOOL_PATH must name the hilock executable"
+#endif
+
+#define OUT_CAP 65536
+#define MASTERS 3
+#define SEGMENTS 16
+
+static hl_redis_cluster *cluster;
+static char out[OUT_CAP];
+
+static int setup(void **state)
+{
+    (void)state;
+    /* The demo must reach only the servers the test names. */
+    unsetenv("HILOCK_REDIS");
+    cluster = hl_fixture_cluster();
+    return cluster ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    hl_redis_cluster_stop(cluster);
+    return 0;
+}
+
+/* The demo runs for about ten seconds whatever the test runs under;
+ * valgrind only slows the test's side, which waits. */
+static int demo_timeout_ms(void)
+{
+    return getenv("HILOCK_TEST_UNDER_VALGRIND") ? 300000 : 90000;
+}
+
+static int count_of(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+typedef struct placement {
+    int masters;
+    char addr[MASTERS + 1][64];
+    int segments[MASTERS + 1];
+} placement;
+
+/* The "S=16 master ADDR (N slots): K segments" lines of the output. */
+static void read_placement(const char *text, placement *pl)
+{
+    const char *tag = "S=16 master ";
+    memset(pl, 0, sizeof *pl);
+    for (const char *p = strstr(text, tag); p; p = strstr(p + 1, tag)) {
+        char addr[64];
+        int slots = 0, segs = -1;
+        assert_int_equal(sscanf(p + strlen(tag),
+                                "%63s (%d slots): %d segment", addr, &slots,
+                                &segs),
+                         3);
+        assert_true(pl->masters < MASTERS + 1);
+        snprintf(pl->addr[pl->masters], sizeof pl->addr[0], "%s", addr);
+        pl->segments[pl->masters++] = segs;
+    }
+}
+
+/* Every segment line names one of the masters of the placement. */
+static void assert_segments_on(const char *text, const placement *pl)
+{
+    const char *tag = "S=16 segment ";
+    int seen = 0;
+    for (const char *p = strstr(text, tag); p; p = strstr(p + 1, tag)) {
+        const char *m = strstr(p, "on master ");
+        assert_non_null(m);
+        char addr[64];
+        assert_int_equal(sscanf(m + strlen("on master "), "%63s", addr), 1);
+        bool known = false;
+        for (int i = 0; i < pl->masters; i++)
+            known = known || strcmp(pl->addr[i], addr) == 0;
+        if (!known)
+            fail_msg("segment line names unknown master %s", addr);
+        seen++;
+    }
+    assert_int_equal(seen, SEGMENTS);
+}
+
+static void assert_demo_succeeded(int rc)
+{
+    if (rc != 0)
+        fail_msg("demo exited %d:\n%s", rc, out);
+    assert_int_equal(count_of(out, ": consistent"), 2);
+    assert_null(strstr(out, "MISMATCH"));
+    assert_non_null(strstr(out, "cluster: 3 masters"));
+}
+
+static void test_demo_starts_its_own_cluster(void **state)
+{
+    const char *argv[] = { HILOCK_TOOL_PATH, "demo", "--cluster", NULL };
+    placement pl;
+
+    (void)state;
+    assert_demo_succeeded(hl_run(argv, out, sizeof out, demo_timeout_ms()));
+    assert_non_null(strstr(out, "starting a private Redis Cluster of 3 "
+                                "masters"));
+    assert_non_null(strstr(out, "private cluster stopped"));
+    read_placement(out, &pl);
+    assert_int_equal(pl.masters, MASTERS);
+    int total = 0;
+    for (int i = 0; i < MASTERS; i++) {
+        for (int j = 0; j < i; j++)
+            assert_string_not_equal(pl.addr[i], pl.addr[j]);
+        if (pl.segments[i] < 1)
+            fail_msg("master %s has no segment:\n%s", pl.addr[i], out);
+        total += pl.segments[i];
+    }
+    assert_int_equal(total, SEGMENTS);
+    assert_segments_on(out, &pl);
+}
+
+static void test_demo_uses_the_cluster_of_the_url(void **state)
+{
+    const char *argv[] = { HILOCK_TOOL_PATH, "--redis",
+                           hl_redis_cluster_url(cluster), "demo",
+                           "--cluster", NULL };
+    placement pl;
+
+    (void)state;
+    assert_demo_succeeded(hl_run(argv, out, sizeof out, demo_timeout_ms()));
+    assert_null(strstr(out, "starting a private"));
+    read_placement(out, &pl);
+    assert_int_equal(pl.masters, MASTERS);
+    /* The masters it shows are the cluster's: the first three nodes, as
+     * created, none having failed over. */
+    for (int i = 0; i < MASTERS; i++) {
+        char addr[64];
+        snprintf(addr, sizeof addr, "127.0.0.1:%d",
+                 hl_redis_server_port(hl_redis_cluster_node(cluster,
+                                                            (size_t)i)));
+        int found = 0;
+        for (int j = 0; j < pl.masters; j++)
+            found += strcmp(pl.addr[j], addr) == 0;
+        if (found != 1)
+            fail_msg("master %s not shown once:\n%s", addr, out);
+    }
+    int total = 0;
+    for (int i = 0; i < MASTERS; i++)
+        total += pl.segments[i];
+    assert_int_equal(total, SEGMENTS);
+    assert_segments_on(out, &pl);
+}
+
+static void test_demo_refuses_a_plain_server(void **state)
+{
+    hl_redis_server *plain = hl_fixture_plain();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d",
+             hl_redis_server_port(plain));
+    const char *argv[] = { HILOCK_TOOL_PATH, "--redis", url, "demo",
+                           "--cluster", NULL };
+
+    (void)state;
+    int rc = hl_run(argv, out, sizeof out, demo_timeout_ms());
+    hl_redis_server_stop(plain);
+    if (rc != 69)
+        fail_msg("demo exited %d, not 69:\n%s", rc, out);
+    assert_non_null(strstr(out, "not a Redis Cluster"));
+    assert_null(strstr(out, "contend for"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_demo_starts_its_own_cluster),
+        cmocka_unit_test(test_demo_uses_the_cluster_of_the_url),
+        cmocka_unit_test(test_demo_refuses_a_plain_server),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
