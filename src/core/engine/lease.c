@@ -242,7 +242,6 @@ static void send_to(hl_lease_engine *e, renew_batch *b, hl_conn *conn)
     snprintf(ttl, sizeof ttl, "%lld", (long long)e->watchdog_ms);
     argv[n] = ttl;
     lens[n] = strlen(ttl);
-    b->sent_at = hl_monotime_now();
     int rc = conn ? hl_script_run(conn, b->script, n, 2 * n + 1, argv, lens,
                                   on_renew_reply, b)
                   : HILOCK_ECLOSED;
@@ -258,63 +257,87 @@ static void send_to(hl_lease_engine *e, renew_batch *b, hl_conn *conn)
     e->stats.renewing++;
 }
 
-static unsigned lease_slot(const hl_lease *l)
+static bool renews_now(const hl_lease_engine *e, const hl_lease *l,
+                       hl_monotime now)
 {
-    return hl_keyslot(l->key, l->key_len);
+    if (!l->watchdog || l->releasing)
+        return false;
+    /* Held long enough: let it run out. */
+    return e->max_hold_ms <= 0 ||
+           hl_sat_sub(now, l->started) < HL_MS(e->max_hold_ms);
+}
+
+/* Send leases[0..n) (one script, and on a cluster one slot) in batches. */
+static void send_run(hl_lease_engine *e, hl_lease **leases, size_t n,
+                     hl_monotime round)
+{
+    hl_conn *conn = hl_client_conn_for(e->client, leases[0]->key,
+                                       leases[0]->key_len);
+    for (size_t at = 0; at < n; at += HL_LEASE_BATCH) {
+        renew_batch *b = hl_calloc(1, sizeof *b);
+        if (b == NULL)
+            return; /* these go without renewal this round */
+        b->engine = e;
+        b->script = leases[at]->kind->renew;
+        b->sent_at = round;
+        b->n = (int)(n - at < HL_LEASE_BATCH ? n - at : HL_LEASE_BATCH);
+        for (int i = 0; i < b->n; i++) {
+            b->leases[i] = leases[at + (size_t)i];
+            b->leases[i]->batches++;
+        }
+        send_to(e, b, conn);
+    }
 }
 
 /* A cluster runs a script only on keys of one slot (CROSSSLOT), so there
- * a batch goes out as one call per slot, each to the slot's master; the
- * calls to one master leave in one write.  Insertion sort: a batch holds
- * at most HL_LEASE_BATCH leases. */
-static void send_batch(hl_lease_engine *e, renew_batch *b)
+ * a round sends one call per slot and script, each to the slot's master,
+ * where the calls to one master leave in one write.  A counting sort puts
+ * the leases in slot order, however they lie in the deadline list: a
+ * round stays linear in its leases, plus the slots. */
+static void renew_by_slot(hl_lease_engine *e, hl_monotime round)
 {
-    hilock_client *c = e->client;
-    if (c->cluster == NULL) {
-        send_to(e, b, c->conn);
+    size_t n = 0;
+    for (hl_lease *l = e->running; l != NULL; l = l->next)
+        n += renews_now(e, l, round);
+    if (n == 0)
+        return;
+    hl_lease **order = hl_malloc(n * sizeof *order);
+    uint32_t *next = hl_calloc(HL_CLUSTER_SLOTS + 1, sizeof *next);
+    if (order == NULL || next == NULL) {
+        /* No round this time; the deadlines tell if it keeps failing. */
+        hl_free(order);
+        hl_free(next);
         return;
     }
-    unsigned slots[HL_LEASE_BATCH];
-    for (int i = 0; i < b->n; i++) {
-        hl_lease *l = b->leases[i];
-        unsigned s = lease_slot(l);
-        int k = i;
-        for (; k > 0 && slots[k - 1] > s; k--) {
-            slots[k] = slots[k - 1];
-            b->leases[k] = b->leases[k - 1];
+    for (hl_lease *l = e->running; l != NULL; l = l->next)
+        if (renews_now(e, l, round))
+            next[l->slot + 1]++;
+    for (unsigned s = 1; s <= HL_CLUSTER_SLOTS; s++)
+        next[s] += next[s - 1];
+    for (hl_lease *l = e->running; l != NULL; l = l->next)
+        if (renews_now(e, l, round))
+            order[next[l->slot]++] = l;
+    hl_free(next);
+    /* Within a slot, one run per script: kinds may differ there. */
+    for (size_t lo = 0; lo < n;) {
+        size_t hi = lo + 1;
+        while (hi < n && order[hi]->slot == order[lo]->slot)
+            hi++;
+        for (size_t done = lo; done < hi;) {
+            const hl_script *script = order[done]->kind->renew;
+            size_t k = done;
+            for (size_t i = done; i < hi; i++)
+                if (order[i]->kind->renew == script) {
+                    hl_lease *t = order[k];
+                    order[k++] = order[i];
+                    order[i] = t;
+                }
+            send_run(e, order + done, k - done, round);
+            done = k;
         }
-        slots[k] = s;
-        b->leases[k] = l;
+        lo = hi;
     }
-    int start = 0;
-    while (start < b->n) {
-        int end = start + 1;
-        while (end < b->n && slots[end] == slots[start])
-            end++;
-        renew_batch *part = start == 0 && end == b->n
-                                ? b
-                                : hl_calloc(1, sizeof *part);
-        if (part == NULL) {
-            /* These leases go without renewal this round and keep their
-             * deadlines, as when a whole batch cannot be had. */
-            for (int i = start; i < end; i++)
-                b->leases[i]->batches--;
-        } else if (part != b) {
-            part->engine = e;
-            part->script = b->script;
-            part->n = end - start;
-            memcpy(part->leases, b->leases + start,
-                   (size_t)part->n * sizeof *part->leases);
-        }
-        if (part != NULL)
-            send_to(e, part,
-                    hl_client_conn_for(c, b->leases[start]->key,
-                                       b->leases[start]->key_len));
-        if (part == b)
-            return;
-        start = end;
-    }
-    hl_free(b);
+    hl_free(order);
 }
 
 /* Renew every watched lease, one batch per renew script at a time (kinds
@@ -324,21 +347,26 @@ static void send_batch(hl_lease_engine *e, renew_batch *b)
  * those with an index share one last slot, taking turns in it. */
 static void renew_all(hl_lease_engine *e)
 {
+    /* Every renewal of the round counts from its start: a little early,
+     * which is the safe side, and one deadline for all of them keeps
+     * their reinsertion in the deadline list at its tail, in whatever
+     * order the replies come back. */
     hl_monotime now = hl_monotime_now();
+    if (e->client->cluster != NULL) {
+        renew_by_slot(e, now);
+        return;
+    }
     renew_batch *open[HL_SHA_SCRIPTS + 1] = {0};
     bool short_of_memory = false;
     for (hl_lease *l = e->running; l != NULL; l = l->next) {
-        if (!l->watchdog || l->releasing)
+        if (!renews_now(e, l, now))
             continue;
-        if (e->max_hold_ms > 0 &&
-            hl_sat_sub(now, l->started) >= HL_MS(e->max_hold_ms))
-            continue; /* held long enough: let it run out */
         const hl_script *script = l->kind->renew;
         renew_batch **slot =
             &open[script->index >= 0 ? script->index : HL_SHA_SCRIPTS];
         if (*slot != NULL && (*slot)->script != script) {
             /* A batch runs one script for all its leases. */
-            send_batch(e, *slot);
+            send_to(e, *slot, e->client->conn);
             *slot = NULL;
         }
         if (*slot == NULL) {
@@ -353,18 +381,19 @@ static void renew_all(hl_lease_engine *e)
             }
             (*slot)->engine = e;
             (*slot)->script = script;
+            (*slot)->sent_at = now;
         }
         renew_batch *b = *slot;
         b->leases[b->n++] = l;
         l->batches++;
         if (b->n == HL_LEASE_BATCH) {
-            send_batch(e, b);
+            send_to(e, b, e->client->conn);
             *slot = NULL;
         }
     }
     for (int k = 0; k <= HL_SHA_SCRIPTS; k++)
         if (open[k] != NULL)
-            send_batch(e, open[k]);
+            send_to(e, open[k], e->client->conn);
 }
 
 void hl_lease_engine_renew_now(hl_lease_engine *e) { renew_all(e); }
@@ -419,6 +448,7 @@ void hl_lease_start(hl_lease_engine *e, hl_lease *l, const hl_kind *kind,
     l->kind = kind;
     l->key = key;
     l->key_len = (uint32_t)key_len; /* names are at most 64 KiB */
+    l->slot = (uint16_t)hl_keyslot(key, key_len);
     l->owner = owner;
     l->started = granted_at;
     l->watchdog = lease_ms == 0;

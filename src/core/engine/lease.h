@@ -42,6 +42,7 @@ struct hl_lease {
     hl_monotime started;
     uint32_t key_len;
     int32_t batches;     /* renewal batches in flight that name it */
+    uint16_t slot;       /* the key's cluster slot */
     bool watchdog;
     bool releasing;
     bool stopped;        /* neither renewed nor reported any more */
