@@ -407,6 +407,11 @@ static void on_sentinel_answer(hilock_client *c, int status,
         hl_conn_reset(c->conns[i], HILOCK_EIO, why);
     if (c->pubsub)
         hl_pubsub_reconnect(c->pubsub, why);
+    hl_client_master_changed(c);
+}
+
+void hl_client_master_changed(hilock_client *c)
+{
     pthread_mutex_lock(&c->lock);
     const hl_client_part *parts[HL_CLIENT_PARTS];
     int nparts = c->nparts;

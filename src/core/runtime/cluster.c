@@ -367,6 +367,7 @@ static void on_topology(void *data, int status, hilock_reply *reply)
         return;
     }
     bool ok = false;
+    bool failed_over = false;
     if (status == HILOCK_OK) {
         unsigned char *map = hl_calloc(1, HL_CLUSTER_SLOTS);
         if (map != NULL) {
@@ -376,10 +377,16 @@ static void on_topology(void *data, int status, hilock_reply *reply)
              * last owner: that node answers with MOVED or an error, which
              * beats sending to the seed at random. */
             if (ok) {
-                for (unsigned s = 0; s < HL_CLUSTER_SLOTS; s++)
-                    if (map[s] != 0)
-                        atomic_store_explicit(&cl->slots[s], map[s],
-                                              memory_order_release);
+                for (unsigned s = 0; s < HL_CLUSTER_SLOTS; s++) {
+                    if (map[s] == 0)
+                        continue;
+                    unsigned was = atomic_load_explicit(
+                        &cl->slots[s], memory_order_relaxed);
+                    failed_over |= was != 0 && was != map[s] &&
+                                   cl->nodes[was - 1]->down;
+                    atomic_store_explicit(&cl->slots[s], map[s],
+                                          memory_order_release);
+                }
                 cl->owner_down = false;
                 for (unsigned s = 0; s < HL_CLUSTER_SLOTS; s++) {
                     unsigned i = atomic_load_explicit(&cl->slots[s],
@@ -397,6 +404,10 @@ static void on_topology(void *data, int status, hilock_reply *reply)
     hilock_reply_free(reply);
     if (ok)
         place_channels(cl);
+    /* A slot left a master that is down: its replica took over, and may
+     * lack a grant the master had not passed on.  Check them all now. */
+    if (failed_over)
+        hl_client_master_changed(cl->client);
     read_ended(cl, ok);
 }
 

@@ -36,6 +36,10 @@ typedef struct hl_client_part {
     void (*master_changed)(hilock_client *client);
 } hl_client_part;
 
+/* The master behind some of the client's requests changed (a Sentinel
+ * or cluster failover): every part's master_changed runs.  Loop thread. */
+void hl_client_master_changed(hilock_client *client);
+
 /* Attach part (static storage) to client; attaching it again does
  * nothing.  Any thread.  0, or -1 when the client's table is full. */
 int hl_client_attach_part(hilock_client *client, const hl_client_part *part);
