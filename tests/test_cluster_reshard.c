@@ -51,11 +51,16 @@ static int teardown(void **state)
 
 /* ---- the cluster, by hand ------------------------------------------------ */
 
-static hilock_client *client_at(const char *url, int64_t watchdog_ms)
+/* watchdog_ms and command_ms 0 for the defaults. */
+static hilock_client *client_at(const char *url, int64_t watchdog_ms,
+                                int64_t command_ms)
 {
     hilock_options *o = NULL;
     assert_int_equal(hilock_options_create(&o), HILOCK_OK);
     assert_int_equal(hilock_options_set_url(o, url), HILOCK_OK);
+    if (command_ms > 0)
+        assert_int_equal(hilock_options_set_command_timeout_ms(o, command_ms),
+                         HILOCK_OK);
     if (watchdog_ms > 0)
         assert_int_equal(hilock_options_set_watchdog_timeout_ms(o,
                                                                 watchdog_ms),
@@ -421,9 +426,12 @@ static void test_reshard_under_load(void **state)
     const int kinds[LOCKS] = {KIND_REENTRANT, KIND_REENTRANT, KIND_FAIR,
                               KIND_WRITE};
 
+    /* Calls on a moving slot wait for the end of its move (see
+     * test_release_on_the_importing_node): a command timeout well above
+     * the longest move keeps a slow build from failing them. */
     hilock_client *clients[PER_LOCK];
     for (int i = 0; i < PER_LOCK; i++)
-        clients[i] = client_at(hl_redis_cluster_url(cluster), 3000);
+        clients[i] = client_at(hl_redis_cluster_url(cluster), 3000, 10000);
     long long asked_src = asking_calls(src), asked_dst = asking_calls(dst);
     unsigned redirected = 0;
     for (int i = 0; i < PER_LOCK; i++)
@@ -557,7 +565,7 @@ static void test_script_on_keys_split_between_nodes(void **state)
     expect_ok(src, "SET", y, "1", (char *)NULL);
     node_id(src, src_id, sizeof src_id);
     node_id(dst, dst_id, sizeof dst_id);
-    hilock_client *c = client_at(hl_redis_cluster_url(cluster), 0);
+    hilock_client *c = client_at(hl_redis_cluster_url(cluster), 0, 0);
 
     open_migration(slot, src, src_id, dst, dst_id);
     char port[16];
@@ -621,7 +629,7 @@ static void test_release_on_the_importing_node(void **state)
     snprintf(name, sizeof name, "{%s}:lock", tag);
     node_id(src, src_id, sizeof src_id);
     node_id(dst, dst_id, sizeof dst_id);
-    hilock_client *c = client_at(hl_redis_cluster_url(cluster), 0);
+    hilock_client *c = client_at(hl_redis_cluster_url(cluster), 0, 0);
     hilock_lock *l = NULL;
     assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
                      HILOCK_OK);
@@ -653,11 +661,94 @@ static void test_release_on_the_importing_node(void **state)
     assert_int_equal(hl_redis_cluster_wait_ok(cluster, 30000), 0);
 }
 
+static long long noscript_errors(hl_redis_server *s)
+{
+    return info_count(s, "errorstats", "errorstat_NOSCRIPT", "count");
+}
+
+static long long exists_on(hl_redis_server *s, const char *key)
+{
+    assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply, "EXISTS",
+                                         key, (char *)NULL), ':');
+    return atoll(reply + 1);
+}
+
+typedef struct renewals {
+    hilock_client *client;
+    uint64_t want;
+} renewals;
+
+static uint64_t renewed(hilock_client *c)
+{
+    hilock_client_stats st;
+    assert_int_equal(hilock_client_get_stats(c, &st), HILOCK_OK);
+    assert_int_equal(st.leases_lost, 0);
+    return st.leases_renewed;
+}
+
+static bool renewed_enough(void *arg)
+{
+    renewals *r = arg;
+    return renewed(r->client) >= r->want;
+}
+
+/* The watchdog's renewal reaches the importing node through ASK once the
+ * lock's key has moved there (the renewal names that key alone).  The
+ * client loads the script there first (SCRIPT LOAD ahead of ASKING,
+ * which admits only the command right behind it), so the renewal meets
+ * no NOSCRIPT.  After a SCRIPT FLUSH on that node, the renewal that meets
+ * NOSCRIPT runs as EVAL (through the old master's ASK again), which puts
+ * the script back in that node's cache: one NOSCRIPT, not one per
+ * renewal, and no lease lost. */
+static void test_scripts_on_the_importing_node(void **state)
+{
+    (void)state;
+    hl_redis_server *src = master(0), *dst = master(2);
+    char tag[16], src_id[64], dst_id[64], name[32];
+    int slot = tag_on(src, "first", -1, tag, sizeof tag);
+    snprintf(name, sizeof name, "{%s}:lock", tag);
+    node_id(src, src_id, sizeof src_id);
+    node_id(dst, dst_id, sizeof dst_id);
+    hilock_client *c = client_at(hl_redis_cluster_url(cluster), 1500, 0);
+    hilock_lock *l = NULL;
+    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
+                     HILOCK_OK);
+
+    open_migration(slot, src, src_id, dst, dst_id);
+    assert_true(migrate_keys(src, dst, slot, 8, NULL, NULL) >= 1);
+    long long noscript = noscript_errors(dst), asking = asking_calls(dst);
+    renewals r = {.client = c, .want = renewed(c) + 2};
+    assert_true(hl_wait_until(renewed_enough, &r, hl_widen(5000)));
+    assert_true(asking_calls(dst) >= asking + 2);
+    assert_int_equal(noscript_errors(dst), noscript);
+    char slot_text[16];
+    snprintf(slot_text, sizeof slot_text, "%d", slot);
+    assert_int_equal(hl_redis_server_cmd(src, reply, sizeof reply, "CLUSTER",
+                                         "COUNTKEYSINSLOT", slot_text,
+                                         (char *)NULL), ':');
+    assert_string_equal(reply, ":0\r\n");
+
+    expect_ok(dst, "SCRIPT", "FLUSH", (char *)NULL);
+    r.want = renewed(c) + 3;
+    assert_true(hl_wait_until(renewed_enough, &r, hl_widen(8000)));
+    assert_int_equal(noscript_errors(dst), noscript + 1);
+
+    assign_slot(slot, dst, dst_id);
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    assert_int_equal(exists_on(dst, name), 0);
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+    assert_int_equal(hl_redis_cluster_wait_ok(cluster, 30000), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_script_on_keys_split_between_nodes),
         cmocka_unit_test(test_release_on_the_importing_node),
+        cmocka_unit_test(test_scripts_on_the_importing_node),
         cmocka_unit_test(test_reshard_under_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
