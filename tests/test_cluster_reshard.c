@@ -146,8 +146,8 @@ static long long tryagain_errors(hl_redis_server *s)
     return info_count(s, "errorstats", "errorstat_TRYAGAIN", "count");
 }
 
-/* Up to max keys of slot on s (CLUSTER GETKEYSINSLOT), copied into keys
- * (each cap bytes); their number. */
+/* Up to max keys of slot on s (CLUSTER GETKEYSINSLOT), copied into keys;
+ * their number. */
 static int keys_in_slot(hl_redis_server *s, int slot, char (*keys)[128],
                         int max)
 {
@@ -189,7 +189,7 @@ static int migrate_keys(hl_redis_server *src, hl_redis_server *dst, int slot,
             argv[argc++] = keys[i];
         int type = hl_redis_server_command(src, reply, sizeof reply, 0, argc,
                                            argv);
-        /* NOKEY: the keys expired or were deleted meanwhile. */
+        /* +OK, or +NOKEY when they expired or were deleted meanwhile. */
         if (type != '+')
             fail_msg("MIGRATE of slot %d: %s", slot, reply);
         moved += n;
@@ -199,8 +199,8 @@ static int migrate_keys(hl_redis_server *src, hl_redis_server *dst, int slot,
     return moved;
 }
 
-/* SETSLOT NODE on every master: the new owner first, then the old one,
- * so that the slot is never left without a master that takes it. */
+/* SETSLOT NODE on the new owner first, then on every other node, so
+ * that the slot is never left without a master that takes it. */
 static void assign_slot(int slot, hl_redis_server *dst, const char *dst_id)
 {
     char slot_text[16];
@@ -268,11 +268,19 @@ static void on_lost(hilock_lock *lock, uint64_t owner, void *data)
     atomic_fetch_add(&lost, 1);
 }
 
+/* Who is inside a read-write lock, as its holders say. */
+typedef struct rw_inside {
+    atomic_int readers;
+    atomic_int writers;
+    atomic_int reads; /* read holds so far */
+} rw_inside;
+
 typedef struct worker {
     hilock_lock *lock;
-    hl_mutex_checker *mc;
+    hl_mutex_checker *mc; /* for a reader: where failures go */
     uint32_t id;
     bool reentrant;
+    rw_inside *rw; /* for either side of a read-write lock */
     atomic_bool *stop;
 } worker;
 
@@ -306,6 +314,12 @@ static void *worker_main(void *arg)
             continue;
         }
         long slot = hl_mutex_checker_enter(w->mc, w->id, 0);
+        if (w->rw) {
+            atomic_fetch_add(&w->rw->writers, 1);
+            if (atomic_load(&w->rw->readers) > 0)
+                hl_mutex_checker_fail(w->mc, "writer %u: readers inside",
+                                      w->id);
+        }
         held_on_server(w, "after acquire");
         bool twice = w->reentrant && n % 5 == 2;
         if (twice && (rc = hilock_lock_try_acquire(w->lock, 0,
@@ -317,6 +331,8 @@ static void *worker_main(void *arg)
         hl_sleep_ms(across ? 1300 : 2);
         if (across)
             held_on_server(w, "after a renewal");
+        if (w->rw)
+            atomic_fetch_sub(&w->rw->writers, 1);
         hl_mutex_checker_exit(w->mc, slot);
         if (twice && (rc = hilock_lock_release(w->lock)) != HILOCK_OK)
             hl_mutex_checker_fail(w->mc, "worker %u: inner release: %s: %s",
@@ -325,6 +341,40 @@ static void *worker_main(void *arg)
         if ((rc = hilock_lock_release(w->lock)) != HILOCK_OK)
             hl_mutex_checker_fail(w->mc, "worker %u: release: %s: %s", w->id,
                                   hilock_errname(rc), hilock_last_error());
+        /* Two writers taking turns at once would keep the readers out
+         * (the lock is not fair). */
+        if (w->rw)
+            hl_sleep_ms(5);
+    }
+    return NULL;
+}
+
+/* Read holds of a read-write lock whose writers are workers as above:
+ * no writer may be inside while a reader is. */
+static void *reader_main(void *arg)
+{
+    worker *w = arg;
+    while (!atomic_load(w->stop)) {
+        int rc = hilock_lock_try_acquire(w->lock, 30000,
+                                         HILOCK_LEASE_WATCHDOG);
+        if (rc != HILOCK_OK) {
+            hl_mutex_checker_fail(w->mc, "reader %u: acquire: %s: %s", w->id,
+                                  hilock_errname(rc), hilock_last_error());
+            hl_sleep_ms(50);
+            continue;
+        }
+        atomic_fetch_add(&w->rw->readers, 1);
+        if (atomic_load(&w->rw->writers) > 0)
+            hl_mutex_checker_fail(w->mc, "reader %u: a writer inside", w->id);
+        held_on_server(w, "after a read acquire");
+        hl_sleep_ms(3);
+        atomic_fetch_add(&w->rw->reads, 1);
+        atomic_fetch_sub(&w->rw->readers, 1);
+        if ((rc = hilock_lock_release(w->lock)) != HILOCK_OK)
+            hl_mutex_checker_fail(w->mc, "reader %u: release: %s: %s", w->id,
+                                  hilock_errname(rc), hilock_last_error());
+        /* Room for the writers, which wait while readers hold. */
+        hl_sleep_ms(5);
     }
     return NULL;
 }
@@ -405,9 +455,10 @@ static void move_slot(int slot, hl_redis_server *src, hl_redis_server *dst)
 #define PER_LOCK 2
 
 /* Two reentrant locks in one slot (so that renewals carry both keys in
- * one script), a fair lock and a write lock in slots of their own, all on
- * one master, each contended by a worker on each of two clients.  Their
- * slots move to another master and back while the workers run. */
+ * one script), a fair lock and a read-write lock in slots of their own,
+ * all on one master, each contended by a worker on each of two clients
+ * (a writer for the read-write lock, and a reader besides).  Their slots
+ * move to another master and back while the workers run. */
 static void test_reshard_under_load(void **state)
 {
     (void)state;
@@ -438,6 +489,7 @@ static void test_reshard_under_load(void **state)
         redirected += redirects(clients[i]);
 
     atomic_bool stop = false;
+    rw_inside rw = {0};
     hl_mutex_checker *mcs[LOCKS];
     hilock_lock *locks[LOCKS][PER_LOCK];
     worker workers[LOCKS][PER_LOCK];
@@ -456,11 +508,33 @@ static void test_reshard_under_load(void **state)
                                      .mc = mcs[l],
                                      .id = (uint32_t)(l * PER_LOCK + k),
                                      .reentrant = kinds[l] != KIND_FAIR,
+                                     .rw = kinds[l] == KIND_WRITE ? &rw
+                                                                  : NULL,
                                      .stop = &stop};
             assert_int_equal(pthread_create(&threads[l][k], NULL, worker_main,
                                             &workers[l][k]),
                              0);
         }
+    }
+    /* And a reader of the read-write lock on each client. */
+    hilock_lock *reading[PER_LOCK];
+    worker readers[PER_LOCK];
+    pthread_t reader_threads[PER_LOCK];
+    for (int k = 0; k < PER_LOCK; k++) {
+        assert_int_equal(hilock_read_lock_create(&reading[k], clients[k],
+                                                 names[3], strlen(names[3])),
+                         HILOCK_OK);
+        assert_int_equal(hilock_lock_set_lost_callback(reading[k], on_lost,
+                                                       NULL),
+                         HILOCK_OK);
+        readers[k] = (worker){.lock = reading[k],
+                              .mc = mcs[3],
+                              .id = (uint32_t)(100 + k),
+                              .rw = &rw,
+                              .stop = &stop};
+        assert_int_equal(pthread_create(&reader_threads[k], NULL, reader_main,
+                                        &readers[k]),
+                         0);
     }
     progress p = {.mcs = mcs, .n = LOCKS, .at_least = 4};
     assert_true(hl_wait_until(every_lock_taken, &p, hl_widen(20000)));
@@ -488,6 +562,8 @@ static void test_reshard_under_load(void **state)
     for (int l = 0; l < LOCKS; l++)
         for (int k = 0; k < PER_LOCK; k++)
             pthread_join(threads[l][k], NULL);
+    for (int k = 0; k < PER_LOCK; k++)
+        pthread_join(reader_threads[k], NULL);
 
     for (int l = 0; l < LOCKS; l++) {
         char why[512];
@@ -496,6 +572,9 @@ static void test_reshard_under_load(void **state)
         print_message("lock %s: %zu holds\n", names[l],
                       hl_mutex_checker_count(mcs[l]));
     }
+    print_message("lock %s: %d read holds\n", names[3],
+                  atomic_load(&rw.reads));
+    assert_true(atomic_load(&rw.reads) > 0);
     assert_int_equal(atomic_load(&lost), 0);
     /* ASK was followed both ways: each importing node was asked. */
     assert_true(asking_calls(dst) > asked_dst);
@@ -507,6 +586,8 @@ static void test_reshard_under_load(void **state)
     print_message("%d moves of 3 slots; %u redirections followed\n", moves,
                   after - redirected);
 
+    for (int k = 0; k < PER_LOCK; k++)
+        hilock_lock_destroy(reading[k]);
     for (int l = 0; l < LOCKS; l++) {
         for (int k = 0; k < PER_LOCK; k++)
             hilock_lock_destroy(locks[l][k]);
