@@ -165,6 +165,28 @@ static void point_slot(hilock_client *c, void *arg)
                      0);
 }
 
+static bool replicas_linked(void *arg)
+{
+    (void)arg;
+    for (size_t i = 3; i < hl_redis_cluster_size(cluster); i++) {
+        hl_redis_server *n = hl_redis_cluster_node(cluster, i);
+        if (hl_redis_server_cmd(n, reply, sizeof reply, "INFO", "replication",
+                                (char *)NULL) != '$' ||
+            strstr(reply, "role:slave") == NULL ||
+            strstr(reply, "master_link_status:up") == NULL)
+            return false;
+    }
+    return true;
+}
+
+/* The fixture's replicas replicate over TLS (the nodes have no plain
+ * port to replicate on). */
+static void test_tls_cluster_replicas_linked(void **state)
+{
+    (void)state;
+    assert_true(hl_wait_until(replicas_linked, NULL, hl_widen(15000)));
+}
+
 /* From one node's rediss:// URL, a replica's included: the cluster is
  * found, each master is reached over TLS, and a lock is taken on each. */
 static void test_tls_cluster_every_master(void **state)
@@ -231,6 +253,7 @@ static void test_tls_cluster_follows_moved(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tls_cluster_replicas_linked),
         cmocka_unit_test(test_tls_cluster_every_master),
         cmocka_unit_test(test_tls_cluster_follows_moved),
     };
