@@ -2,10 +2,13 @@
  * client's feet: the slots of held and contended locks move from one
  * master to another and back, by hand as redis-cli --cluster reshard does
  * it (SETSLOT IMPORTING / MIGRATING, MIGRATE in batches, SETSLOT NODE on
- * every master), while worker threads lock and unlock them.  What must
+ * every node), while worker threads lock and unlock them.  What must
  * hold: ASK is followed (the importing node sees ASKING), no two holders
  * overlap, no increment of the checker is lost, every hold the client
- * reports is on the server, and no lease is lost. */
+ * reports is on the server, and no lease is lost.  Beside that load, the
+ * half-moved states one at a time: a script on keys split between the two
+ * nodes, a release on the importing node (TRYAGAIN until the move ends),
+ * and scripts first used on the importing node through ASK. */
 /* ctest-timeout: 240 */
 #include <pthread.h>
 #include <stdarg.h>
