@@ -474,6 +474,29 @@ hl_redis_cluster *hl_fixture_cluster(void)
     return c;
 }
 
+hl_redis_cluster *hl_fixture_cluster_tls(void)
+{
+    const hl_tls_files *t = hl_fixture_tls_files();
+    hl_redis_server_config node;
+    hl_redis_cluster_config cfg;
+    hl_redis_cluster *c;
+
+    memset(&node, 0, sizeof node);
+    node.tls_cert_file = t->server_cert;
+    node.tls_key_file = t->server_key;
+    node.tls_ca_cert_file = t->ca_cert;
+    node.tls_client_cert_file = t->client_cert;
+    node.tls_client_key_file = t->client_key;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.masters = 3;
+    cfg.replicas = 1;
+    cfg.node = &node;
+    c = hl_redis_cluster_start(&cfg);
+    if (c == NULL)
+        fail_msg("cannot start a private TLS cluster (see stderr)");
+    return c;
+}
+
 hl_redis_replicated *hl_fixture_replicated(void)
 {
     hl_redis_replicated_config cfg;

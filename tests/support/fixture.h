@@ -70,6 +70,10 @@ hl_redis_server *hl_fixture_tls(const char *auth_clients);
  * every slot.  Start one per test file: it takes seconds. */
 hl_redis_cluster *hl_fixture_cluster(void);
 
+/* The same cluster with TLS-only nodes (hl_fixture_tls("optional") each),
+ * TLS on the cluster bus and for replication too. */
+hl_redis_cluster *hl_fixture_cluster_tls(void);
+
 /* A plain master with 2 replicas, watched by 3 sentinels (quorum 2,
  * down after 1 s), settled.  One per test file. */
 hl_redis_replicated *hl_fixture_replicated(void);

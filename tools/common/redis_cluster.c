@@ -20,13 +20,15 @@ struct hl_redis_cluster {
 
 /* `redis-cli --cluster create` over every node, answering its question
  * with --cluster-yes; its output goes to a file that is printed only when
- * it fails. */
+ * it fails.  TLS nodes are reached with the identity the command helpers
+ * present to them. */
 static int hl_rc_create(hl_redis_cluster *c, int replicas,
                         const char *password)
 {
+    const hl_redis_server *first = c->nodes[0];
     const char *cli = getenv("HILOCK_REDIS_CLI");
     char replicas_arg[16], log_path[] = "/tmp/hilock-cluster-XXXXXX";
-    char **argv = calloc(c->n + 8, sizeof *argv);
+    char **argv = calloc(c->n + 16, sizeof *argv);
     int log = mkstemp(log_path), status = -1, rc = -1;
     size_t argc = 0;
     pid_t pid;
@@ -52,6 +54,17 @@ static int hl_rc_create(hl_redis_cluster *c, int replicas,
     argv[argc++] = "--cluster-replicas";
     argv[argc++] = replicas_arg;
     argv[argc++] = "--cluster-yes";
+    if (first->tls) {
+        argv[argc++] = "--tls";
+        if (first->tls_ca) {
+            argv[argc++] = "--cacert";
+            argv[argc++] = first->tls_ca;
+        }
+        argv[argc++] = "--cert";
+        argv[argc++] = first->tls_client_cert;
+        argv[argc++] = "--key";
+        argv[argc++] = first->tls_client_key;
+    }
     argv[argc] = NULL;
     pid = fork();
     if (pid < 0) {
@@ -142,7 +155,9 @@ static char *hl_rc_make_url(const hl_redis_cluster *c)
 
     if (url == NULL)
         return NULL;
-    len = (size_t)snprintf(url, cap, "redis://");
+    len = (size_t)snprintf(url, cap, "%s://",
+                           hl_redis_server_is_tls(c->nodes[0]) ? "rediss"
+                                                               : "redis");
     for (size_t i = 0; i < c->n; i++)
         len += (size_t)snprintf(url + len, cap - len, "%s127.0.0.1:%d",
                                 i ? "," : "",
@@ -164,29 +179,33 @@ hl_redis_cluster *hl_redis_cluster_start(const hl_redis_cluster_config *cfg)
     masters = cfg->masters ? cfg->masters : 3;
     timeout_ms = cfg->start_timeout_ms ? cfg->start_timeout_ms : 60000;
     node_timeout_ms = cfg->node_timeout_ms ? cfg->node_timeout_ms : 2000;
-    if (masters < 3 || cfg->replicas < 0 || cfg->replicas > 4 ||
-        (cfg->node && cfg->node->tls_cert_file)) {
-        hl_rs_fail(0, "a cluster needs 3 or more plain masters and 0..4 "
+    if (masters < 3 || cfg->replicas < 0 || cfg->replicas > 4) {
+        hl_rs_fail(0, "a cluster needs 3 or more masters and 0..4 "
                    "replicas each");
         return NULL;
     }
     if (cfg->node)
         node = *cfg->node;
-    extra_len = (node.extra_config ? strlen(node.extra_config) : 0) + 256;
+    extra_len = (node.extra_config ? strlen(node.extra_config) : 0) + 320;
     c = calloc(1, sizeof *c);
     extra = malloc(extra_len);
     if (c == NULL || extra == NULL)
         goto fail;
     /* Replicas take over at once; a node restarted empty keeps its
-     * identity from nodes.conf in its own directory. */
+     * identity from nodes.conf in its own directory.  TLS nodes (which
+     * have no plain port) also talk TLS on the cluster bus and to their
+     * masters, with their own certificate as the client's. */
     snprintf(extra, extra_len,
              "%s%scluster-enabled yes\n"
              "cluster-config-file nodes.conf\n"
              "cluster-node-timeout %d\n"
              "cluster-replica-validity-factor 0\n"
-             "cluster-require-full-coverage yes\n",
+             "cluster-require-full-coverage yes\n%s",
              node.extra_config ? node.extra_config : "",
-             node.extra_config ? "\n" : "", node_timeout_ms);
+             node.extra_config ? "\n" : "", node_timeout_ms,
+             node.tls_cert_file ? "tls-cluster yes\n"
+                                  "tls-replication yes\n"
+                                : "");
     node.extra_config = extra;
     c->n = (size_t)masters * (size_t)(1 + cfg->replicas);
     c->nodes = calloc(c->n, sizeof *c->nodes);

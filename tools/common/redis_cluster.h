@@ -25,7 +25,10 @@ typedef struct hl_redis_cluster_config {
     int node_timeout_ms;     /* cluster-node-timeout; 0 means 2000 */
     int start_timeout_ms;    /* the whole start-up; 0 means 60000 */
     /* Applied to every node (its extra_config gets the cluster lines
-     * appended); NULL for plain nodes.  TLS nodes are not supported. */
+     * appended); NULL for plain nodes.  With a TLS certificate every node
+     * is TLS-only, on the cluster bus and for replication too
+     * (tls-cluster, tls-replication), and redis-cli joins them over TLS
+     * with the identity the command helpers present. */
     const hl_redis_server_config *node;
 } hl_redis_cluster_config;
 
@@ -40,7 +43,8 @@ size_t hl_redis_cluster_size(const hl_redis_cluster *c);
 hl_redis_server *hl_redis_cluster_node(const hl_redis_cluster *c, size_t i);
 
 /* "redis://127.0.0.1:P1,127.0.0.1:P2,..." naming every node, for a
- * client that takes seed nodes.  Owned by the handle. */
+ * client that takes seed nodes ("rediss://" for TLS nodes, with no TLS
+ * options: add the CA and client files).  Owned by the handle. */
 const char *hl_redis_cluster_url(const hl_redis_cluster *c);
 
 /* The master of slot in the view (CLUSTER NODES) of the first running

@@ -158,8 +158,9 @@ void hl_conn_on_request_timer(hl_timer *t);
 /* Send an answered request again on to (a cluster redirection); false
  * when it cannot be queued there, and r is still the caller's. */
 bool hl_conn_requeue(hl_conn *to, hl_request *r, bool asking);
-/* Send r again on c after delay, if that is still before its first
- * deadline; false (r still the caller's) when it is not. */
+/* Send r again on c after delay (after an ASKING again, if it had one),
+ * if that is still before its first deadline; false (r still the
+ * caller's) when it is not. */
 bool hl_conn_park(hl_conn *c, hl_request *r, hl_monotime delay);
 void hl_conn_on_retry_timer(hl_timer *t);
 

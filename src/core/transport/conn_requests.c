@@ -131,7 +131,11 @@ bool hl_conn_park(hl_conn *c, hl_request *r, hl_monotime delay)
         now + delay >= r->retry_until)
         return false;
     r->retries++;
-    r->asking = false;
+    /* r->asking stays: a TRYAGAIN from the node importing the slot came
+     * after an ASKING, and without one that node would send r back to
+     * the old master (MOVED), which sends it here again (ASK), until the
+     * redirections run out.  Where the slot has settled meanwhile, an
+     * ASKING is harmless. */
     r->not_before = now + delay;
     queue_push(&c->parked, r);
     hl_monotime first = INT64_MAX;
