@@ -1265,6 +1265,33 @@ static void test_sentinel_urls(void **state)
     hilock_options_free(o);
 }
 
+static void test_replica_ack_option(void **state)
+{
+    (void)state;
+    hilock_options *o = make_defaults();
+    assert_int_equal(hilock_options_replica_ack(o), HILOCK_ACK_NONE);
+    assert_int_equal(hilock_options_replica_ack_timeout_ms(o),
+                     HILOCK_DEFAULT_REPLICA_ACK_TIMEOUT_MS);
+    assert_int_equal(hilock_options_set_url(
+                         o, "redis://h/?replicas=Majority&ack_timeout=250"),
+                     HILOCK_OK);
+    assert_int_equal(hilock_options_replica_ack(o), HILOCK_ACK_MAJORITY);
+    assert_int_equal(hilock_options_replica_ack_timeout_ms(o), 250);
+    assert_int_equal(hilock_options_set_url(o, "redis://h/?replicas=two"),
+                     HILOCK_EINVAL);
+    assert_non_null(strstr(hilock_last_error(), "none, one, majority or all"));
+    assert_int_equal(hilock_options_set_url(
+                         o, "redis://h/?replicas=all&replicas=one"),
+                     HILOCK_EINVAL);
+    assert_int_equal(hilock_options_replica_ack(o), HILOCK_ACK_MAJORITY);
+    assert_int_equal(hilock_options_set_replica_ack(o, (hilock_replica_ack)4),
+                     HILOCK_EINVAL);
+    assert_int_equal(hilock_options_set_replica_ack(o, HILOCK_ACK_ALL),
+                     HILOCK_OK);
+    assert_int_equal(hilock_options_replica_ack(NULL), -1);
+    hilock_options_free(o);
+}
+
 static void test_waiter_node_quarantine_options(void **state)
 {
     (void)state;
@@ -1314,6 +1341,7 @@ int main(void)
         cmocka_unit_test(test_connections_option),
         cmocka_unit_test(test_seed_host_list),
         cmocka_unit_test(test_sentinel_urls),
+        cmocka_unit_test(test_replica_ack_option),
         cmocka_unit_test(test_waiter_node_quarantine_options),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_null_arguments),

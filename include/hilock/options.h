@@ -30,6 +30,7 @@ typedef struct hilock_options hilock_options;
 #define HILOCK_DEFAULT_WATCHDOG_TIMEOUT_MS 30000
 #define HILOCK_DEFAULT_WAITER_TIMEOUT_MS 5000
 #define HILOCK_DEFAULT_NODE_TIMEOUT_MS 100
+#define HILOCK_DEFAULT_REPLICA_ACK_TIMEOUT_MS 1000
 #define HILOCK_DEFAULT_RECONNECT_MIN_MS 50
 #define HILOCK_DEFAULT_RECONNECT_MAX_MS 5000
 #define HILOCK_DEFAULT_MAX_REPLY_BYTES (64u * 1024 * 1024)
@@ -78,8 +79,8 @@ HILOCK_API void hilock_options_free(hilock_options *opts);
  * Query: key=value pairs joined by '&', keys matched exactly; each key at
  * most once and never with an empty value: connect_timeout,
  * command_timeout, watchdog_timeout, max_hold, waiter_timeout,
- * node_timeout, quarantine (decimal milliseconds),
- * connections (a count), and, with
+ * node_timeout, quarantine, ack_timeout (decimal milliseconds),
+ * connections (a count), replicas (none|one|majority|all), and, with
  * rediss:// only, ca_file, ca_dir, cert_file, key_file, sni (server name
  * to verify), verify (yes|no|true|false|1|0, any case).
  * Sentinel: "redis-sentinel://[user:password@]host[:port][,host[:port]...]
@@ -132,6 +133,30 @@ HILOCK_API const char *hilock_options_sentinel_master(
 HILOCK_API int hilock_options_set_sentinel_auth(hilock_options *opts,
                                                 const char *user,
                                                 const char *password);
+
+/* Replica acknowledgement: how many of the replicas its master reports a
+ * lock write must reach (WAIT) before it counts.  See the README,
+ * "Replicated Redis and Sentinel".  URL: replicas=none|one|majority|all,
+ * and ack_timeout (ms, see hilock_options_set_replica_ack_timeout_ms).
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  NULL options, or a value outside the enum */
+typedef enum hilock_replica_ack {
+    HILOCK_ACK_NONE = 0,
+    HILOCK_ACK_ONE = 1,
+    HILOCK_ACK_MAJORITY = 2,
+    HILOCK_ACK_ALL = 3
+} hilock_replica_ack;
+HILOCK_API int hilock_options_set_replica_ack(hilock_options *opts,
+                                              hilock_replica_ack ack);
+/* The policy, or -1 for a NULL object. */
+HILOCK_API int hilock_options_replica_ack(const hilock_options *opts);
+/* How long a lock write waits for its acknowledgements, 1..86400000 ms
+ * (default 1000).
+ * @return HILOCK_OK, HILOCK_EINVAL (NULL options or out of range) */
+HILOCK_API int hilock_options_set_replica_ack_timeout_ms(hilock_options *opts,
+                                                         int64_t ms);
+HILOCK_API int64_t hilock_options_replica_ack_timeout_ms(
+    const hilock_options *opts);
 
 /* Database number, 0..INT32_MAX; SELECTed after each connect when not 0. */
 HILOCK_API int hilock_options_set_db(hilock_options *opts, int db);

@@ -24,6 +24,8 @@ struct hilock_options {
     char *sentinel_master;
     char *sentinel_user;
     char *sentinel_password;
+    int replica_ack; /* hilock_replica_ack */
+    int64_t replica_ack_timeout_ms;
     int64_t connect_timeout_ms;
     int64_t command_timeout_ms;
     int64_t watchdog_timeout_ms;

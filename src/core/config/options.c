@@ -458,3 +458,20 @@ int hilock_options_set_sentinel_auth(hilock_options *opts, const char *user,
     opts->sentinel_password = tmp.sentinel_password;
     return HILOCK_OK;
 }
+
+int hilock_options_set_replica_ack(hilock_options *opts, hilock_replica_ack ack)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set replica ack: options is NULL");
+    if ((int)ack < HILOCK_ACK_NONE || (int)ack > HILOCK_ACK_ALL)
+        return hl_fail(HILOCK_EINVAL,
+                       "replica ack %d is not none, one, majority or all",
+                       (int)ack);
+    opts->replica_ack = (int)ack;
+    return HILOCK_OK;
+}
+
+int hilock_options_replica_ack(const hilock_options *opts)
+{
+    return opts ? opts->replica_ack : -1;
+}

@@ -49,7 +49,7 @@ struct url_parser {
 
 /* A query key: a numeric or a string option of the tables in
  * option_table.h, or the one flag.  bit tells repeated keys apart. */
-enum { QK_NUMERIC, QK_STRING, QK_VERIFY };
+enum { QK_NUMERIC, QK_STRING, QK_VERIFY, QK_REPLICAS };
 
 typedef struct query_key {
     int kind;
@@ -81,6 +81,11 @@ static int find_query_key(const char *p, size_t n, query_key *out)
     }
     if (n == strlen("verify") && memcmp("verify", p, n) == 0) {
         *out = (query_key){QK_VERIFY, 0, "verify", 1, bit};
+        return 1;
+    }
+    bit++;
+    if (n == strlen("replicas") && memcmp("replicas", p, n) == 0) {
+        *out = (query_key){QK_REPLICAS, 0, "replicas", 0, bit};
         return 1;
     }
     return 0;
@@ -513,6 +518,18 @@ static int apply_query(struct url_parser *up, const query_key *key,
                            "1 or 0",
                            shown_len(up, value), shown(up, value));
         return hilock_options_set_tls_verify(o, flag);
+    case QK_REPLICAS: {
+        static const char *const names[] = {"none", "one", "majority",
+                                            "all"};
+        for (int i = 0; i < 4; i++)
+            if (span_is(value, strlen(value), names[i]))
+                return hilock_options_set_replica_ack(o,
+                                                      (hilock_replica_ack)i);
+        return hl_fail(HILOCK_EINVAL,
+                       "URL replicas '%.*s' is not none, one, majority or "
+                       "all",
+                       shown_len(up, value), shown(up, value));
+    }
     }
     return hl_fail(HILOCK_EINVAL, "URL query key out of table");
 }

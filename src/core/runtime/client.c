@@ -577,6 +577,11 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
     if (rc != HILOCK_OK)
         goto fail;
 
+    if (c->opts->replica_ack != HILOCK_ACK_NONE) {
+        rc = hl_fail(HILOCK_EINVAL,
+                     "replica acknowledgement is not supported yet");
+        goto fail;
+    }
     if (c->opts->user && !c->opts->password) {
         rc = hl_fail(HILOCK_EINVAL, "user '%s' has no password",
                      c->opts->user);
