@@ -29,6 +29,7 @@
 #include "hilock/lock.h"
 #include "hilock/options.h"
 #include "hilock/reply.h"
+#include "support/cluster_util.h"
 #include "support/fixture.h"
 #include "support/hostile_server.h"
 #include "support/loop_call.h"
@@ -54,20 +55,7 @@ static int teardown(void **state)
 
 static hilock_client *client_at(const char *url, int64_t watchdog_ms)
 {
-    hilock_options *o = NULL;
-    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
-    assert_int_equal(hilock_options_set_url(o, url), HILOCK_OK);
-    if (watchdog_ms > 0)
-        assert_int_equal(hilock_options_set_watchdog_timeout_ms(o,
-                                                                watchdog_ms),
-                         HILOCK_OK);
-    hilock_client *c = NULL;
-    int rc = hilock_client_create(&c, o);
-    hilock_options_free(o);
-    if (rc != HILOCK_OK)
-        fail_msg("client on %s: %s: %s", url, hilock_errname(rc),
-                 hilock_last_error());
-    return c;
+    return hl_fx_cluster_client(url, watchdog_ms, 0);
 }
 
 static hilock_client *client_on_node(const hl_redis_server *s)
@@ -78,26 +66,13 @@ static hilock_client *client_on_node(const hl_redis_server *s)
     return client_at(url, 0);
 }
 
-static hl_redis_server *master(int i)
-{
-    const int probes[3] = {0, HL_CLUSTER_SLOTS / 2, HL_CLUSTER_SLOTS - 1};
-    hl_redis_server *m = hl_redis_cluster_master_of(cluster, probes[i]);
-    assert_non_null(m);
-    return m;
-}
+static hl_redis_server *master(int i) { return hl_fx_master(cluster, i); }
 
 /* A key of the form "<prefix>-<n>" whose slot m serves. */
 static void key_on(hl_redis_server *m, const char *prefix, char *out,
                    size_t cap)
 {
-    for (int n = 0; n < 1000; n++) {
-        snprintf(out, cap, "%s-%d", prefix, n);
-        if (hl_redis_cluster_master_of(cluster,
-                                       (int)hl_keyslot(out, strlen(out))) ==
-            m)
-            return;
-    }
-    fail_msg("no key of prefix %s on the master", prefix);
+    hl_fx_key_on(cluster, m, prefix, out, cap);
 }
 
 static hilock_reply *cmd(hilock_client *c, const char *arg0, ...)
@@ -237,11 +212,7 @@ static void stale_slot(hilock_client *c, unsigned slot, hl_redis_server *s)
 
 static void node_id(hl_redis_server *s, char *out, size_t cap)
 {
-    assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply, "CLUSTER",
-                                         "MYID", (char *)NULL), '$');
-    const char *id = strstr(reply, "\r\n");
-    assert_non_null(id);
-    snprintf(out, cap, "%.*s", (int)strcspn(id + 2, "\r"), id + 2);
+    hl_fx_node_id(s, out, cap);
 }
 
 /* ---- tests --------------------------------------------------------------- */

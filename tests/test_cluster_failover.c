@@ -26,6 +26,7 @@
 #include "hilock/lock.h"
 #include "hilock/options.h"
 #include "hilock/reply.h"
+#include "support/cluster_util.h"
 #include "support/fixture.h"
 #include "support/loop_call.h"
 
@@ -64,31 +65,12 @@ static hilock_client *client_on(hl_redis_server *s, int64_t watchdog_ms,
     char url[96];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d",
              hl_redis_server_port(s));
-    hilock_options *o = NULL;
-    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
-    assert_int_equal(hilock_options_set_url(o, url), HILOCK_OK);
-    if (watchdog_ms > 0)
-        assert_int_equal(hilock_options_set_watchdog_timeout_ms(o,
-                                                                watchdog_ms),
-                         HILOCK_OK);
-    if (command_timeout_ms > 0)
-        assert_int_equal(hilock_options_set_command_timeout_ms(
-                             o, command_timeout_ms),
-                         HILOCK_OK);
-    hilock_client *c = NULL;
-    int rc = hilock_client_create(&c, o);
-    hilock_options_free(o);
-    if (rc != HILOCK_OK)
-        fail_msg("client on %s: %s: %s", url, hilock_errname(rc),
-                 hilock_last_error());
-    return c;
+    return hl_fx_cluster_client(url, watchdog_ms, command_timeout_ms);
 }
 
 static hl_redis_server *master_of(int slot)
 {
-    hl_redis_server *m = hl_redis_cluster_master_of(cluster, slot);
-    assert_non_null(m);
-    return m;
+    return hl_fx_master_of(cluster, slot);
 }
 
 static bool info_has(hl_redis_server *s, const char *section,
@@ -139,14 +121,7 @@ static hl_redis_server *replica_of(hl_redis_server *m)
 static void key_on(hl_redis_server *m, const char *prefix, char *out,
                    size_t cap)
 {
-    for (int n = 0; n < 1000; n++) {
-        snprintf(out, cap, "%s-%d", prefix, n);
-        if (hl_redis_cluster_master_of(cluster,
-                                       (int)hl_keyslot(out, strlen(out))) ==
-            m)
-            return;
-    }
-    fail_msg("no key of prefix %s on the master", prefix);
+    hl_fx_key_on(cluster, m, prefix, out, cap);
 }
 
 static long long int_on_node(hl_redis_server *s, const char *cmd,

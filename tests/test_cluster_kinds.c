@@ -28,6 +28,7 @@
 
 #include "core/transport/keyslot.h"
 #include "hilock/hilock.h"
+#include "support/cluster_util.h"
 #include "support/fixture.h"
 #include "support/monitor.h"
 
@@ -59,18 +60,7 @@ static int teardown(void **state)
 
 static hilock_client *client(void)
 {
-    hilock_options *o = NULL;
-    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
-    assert_int_equal(hilock_options_set_url(o, hl_redis_cluster_url(cluster)),
-                     HILOCK_OK);
-    assert_int_equal(hilock_options_set_watchdog_timeout_ms(o, WATCHDOG_MS),
-                     HILOCK_OK);
-    hilock_client *c = NULL;
-    int rc = hilock_client_create(&c, o);
-    hilock_options_free(o);
-    if (rc != HILOCK_OK)
-        fail_msg("client: %s: %s", hilock_errname(rc), hilock_last_error());
-    return c;
+    return hl_fx_cluster_client(hl_redis_cluster_url(cluster), WATCHDOG_MS, 0);
 }
 
 /* The lock a test is at, for its failure messages. */
@@ -90,31 +80,18 @@ static int slot_of(const char *key)
     return (int)hl_keyslot(key, strlen(key));
 }
 
-static hl_redis_server *master(int i)
-{
-    const int probes[3] = {0, HL_CLUSTER_SLOTS / 2, HL_CLUSTER_SLOTS - 1};
-    hl_redis_server *m = hl_redis_cluster_master_of(cluster, probes[i]);
-    assert_non_null(m);
-    return m;
-}
+static hl_redis_server *master(int i) { return hl_fx_master(cluster, i); }
 
 static hl_redis_server *master_of_name(const char *name)
 {
-    hl_redis_server *m = hl_redis_cluster_master_of(cluster, slot_of(name));
-    assert_non_null(m);
-    return m;
+    return hl_fx_master_of(cluster, slot_of(name));
 }
 
 /* A name "<prefix>-<n>" whose slot m serves. */
 static void name_on(hl_redis_server *m, const char *prefix, char *out,
                     size_t cap)
 {
-    for (int n = 0; n < 1000; n++) {
-        snprintf(out, cap, "%s-%d", prefix, n);
-        if (master_of_name(out) == m)
-            return;
-    }
-    fail_msg("no name of prefix %s on the master", prefix);
+    hl_fx_key_on(cluster, m, prefix, out, cap);
 }
 
 /* The braces rule, written out here so that the test does not take the

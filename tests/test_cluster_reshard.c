@@ -31,6 +31,7 @@
 #include "hilock/options.h"
 #include "hilock/reply.h"
 #include "hilock/rwlock.h"
+#include "support/cluster_util.h"
 #include "support/fixture.h"
 #include "support/loop_call.h"
 #include "support/mutex_checker.h"
@@ -58,46 +59,20 @@ static int teardown(void **state)
 static hilock_client *client_at(const char *url, int64_t watchdog_ms,
                                 int64_t command_ms)
 {
-    hilock_options *o = NULL;
-    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
-    assert_int_equal(hilock_options_set_url(o, url), HILOCK_OK);
-    if (command_ms > 0)
-        assert_int_equal(hilock_options_set_command_timeout_ms(o, command_ms),
-                         HILOCK_OK);
-    if (watchdog_ms > 0)
-        assert_int_equal(hilock_options_set_watchdog_timeout_ms(o,
-                                                                watchdog_ms),
-                         HILOCK_OK);
-    hilock_client *c = NULL;
-    int rc = hilock_client_create(&c, o);
-    hilock_options_free(o);
-    if (rc != HILOCK_OK)
-        fail_msg("client on %s: %s: %s", url, hilock_errname(rc),
-                 hilock_last_error());
-    return c;
+    return hl_fx_cluster_client(url, watchdog_ms, command_ms);
 }
 
 static hl_redis_server *master_of(int slot)
 {
-    hl_redis_server *m = hl_redis_cluster_master_of(cluster, slot);
-    assert_non_null(m);
-    return m;
+    return hl_fx_master_of(cluster, slot);
 }
 
 /* The three masters, in the order of the slots they serve. */
-static hl_redis_server *master(int i)
-{
-    const int probes[3] = {0, HL_CLUSTER_SLOTS / 2, HL_CLUSTER_SLOTS - 1};
-    return master_of(probes[i]);
-}
+static hl_redis_server *master(int i) { return hl_fx_master(cluster, i); }
 
 static void node_id(hl_redis_server *s, char *out, size_t cap)
 {
-    assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply, "CLUSTER",
-                                         "MYID", (char *)NULL), '$');
-    const char *id = strstr(reply, "\r\n");
-    assert_non_null(id);
-    snprintf(out, cap, "%.*s", (int)strcspn(id + 2, "\r"), id + 2);
+    hl_fx_node_id(s, out, cap);
 }
 
 static void expect_ok(hl_redis_server *s, const char *a0, ...)

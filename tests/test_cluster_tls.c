@@ -21,6 +21,7 @@
 #include "hilock/lock.h"
 #include "hilock/options.h"
 #include "hilock/reply.h"
+#include "support/cluster_util.h"
 #include "support/fixture.h"
 #include "support/loop_call.h"
 
@@ -93,26 +94,12 @@ static hilock_client *tls_client(const char *base)
     return c;
 }
 
-static hl_redis_server *master(int i)
-{
-    const int probes[3] = {0, HL_CLUSTER_SLOTS / 2, HL_CLUSTER_SLOTS - 1};
-    hl_redis_server *m = hl_redis_cluster_master_of(cluster, probes[i]);
-    assert_non_null(m);
-    return m;
-}
+static hl_redis_server *master(int i) { return hl_fx_master(cluster, i); }
 
-/* A key of the form "<prefix>-<n>" whose slot m serves. */
 static void key_on(hl_redis_server *m, const char *prefix, char *out,
                    size_t cap)
 {
-    for (int n = 0; n < 1000; n++) {
-        snprintf(out, cap, "%s-%d", prefix, n);
-        if (hl_redis_cluster_master_of(cluster,
-                                       (int)hl_keyslot(out, strlen(out))) ==
-            m)
-            return;
-    }
-    fail_msg("no key of prefix %s on the master", prefix);
+    hl_fx_key_on(cluster, m, prefix, out, cap);
 }
 
 static void expect_set(hilock_client *c, const char *key, const char *value)

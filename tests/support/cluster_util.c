@@ -1,0 +1,70 @@
+#include "support/cluster_util.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/transport/keyslot.h"
+
+hilock_client *hl_fx_cluster_client(const char *url, int64_t watchdog_ms,
+                                    int64_t command_ms)
+{
+    hilock_options *o = NULL;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(hilock_options_set_url(o, url), HILOCK_OK);
+    if (watchdog_ms > 0)
+        assert_int_equal(hilock_options_set_watchdog_timeout_ms(o,
+                                                                watchdog_ms),
+                         HILOCK_OK);
+    if (command_ms > 0)
+        assert_int_equal(hilock_options_set_command_timeout_ms(o, command_ms),
+                         HILOCK_OK);
+    hilock_client *c = NULL;
+    int rc = hilock_client_create(&c, o);
+    hilock_options_free(o);
+    if (rc != HILOCK_OK)
+        fail_msg("client on %s: %s: %s", url, hilock_errname(rc),
+                 hilock_last_error());
+    return c;
+}
+
+hl_redis_server *hl_fx_master_of(hl_redis_cluster *c, int slot)
+{
+    hl_redis_server *m = hl_redis_cluster_master_of(c, slot);
+    if (m == NULL)
+        fail_msg("no master serves slot %d", slot);
+    return m;
+}
+
+hl_redis_server *hl_fx_master(hl_redis_cluster *c, int i)
+{
+    const int probes[3] = {0, HL_CLUSTER_SLOTS / 2, HL_CLUSTER_SLOTS - 1};
+    assert_true(i >= 0 && i < 3);
+    return hl_fx_master_of(c, probes[i]);
+}
+
+void hl_fx_key_on(hl_redis_cluster *c, hl_redis_server *m,
+                  const char *prefix, char *out, size_t cap)
+{
+    for (int n = 0; n < 1000; n++) {
+        snprintf(out, cap, "%s-%d", prefix, n);
+        if (hl_redis_cluster_master_of(c, (int)hl_keyslot(out,
+                                                          strlen(out))) == m)
+            return;
+    }
+    fail_msg("no key of prefix %s on the master", prefix);
+}
+
+void hl_fx_node_id(hl_redis_server *s, char *out, size_t cap)
+{
+    char reply[256];
+    assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply, "CLUSTER",
+                                         "MYID", (char *)NULL),
+                     '$');
+    const char *id = strstr(reply, "\r\n");
+    assert_non_null(id);
+    snprintf(out, cap, "%.*s", (int)strcspn(id + 2, "\r"), id + 2);
+}
