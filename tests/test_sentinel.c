@@ -3,6 +3,7 @@
  * the new master at once.  One master, two replicas and three sentinels
  * for the whole file; the failover cases come last, since they change
  * which node is the master. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -328,26 +329,89 @@ static void test_failover_reports_a_missing_hold_at_once(void **state)
                      '+');
 }
 
-/* kill -9 of the master: the sentinels promote a replica, and the client
- * follows to it and works there. */
+typedef struct waiter {
+    hilock_lock *lock;
+    int rc;
+    int64_t got_at;
+    atomic_bool done;
+} waiter;
+
+static void *waiter_main(void *arg)
+{
+    waiter *w = arg;
+    w->rc = hilock_lock_try_acquire(w->lock, 60000, 10000);
+    w->got_at = hl_now_ms();
+    if (w->rc == HILOCK_OK)
+        w->rc = hilock_lock_release(w->lock);
+    atomic_store(&w->done, true);
+    return NULL;
+}
+
+typedef struct listener {
+    hl_redis_server *node;
+    const char *channel;
+} listener;
+
+static bool subscribed(void *arg)
+{
+    listener *l = arg;
+    return hl_fixture_numsub(l->node, l->channel) > 0;
+}
+
+/* kill -9 of the master while a lock is held and waited for: the
+ * sentinels promote a replica, both clients follow, the hold is still
+ * there, and the waiter, subscribed again on the new master, wakes at
+ * the release rather than at the end of the holder's lease. */
 static void test_master_killed(void **state)
 {
     (void)state;
     hl_redis_server *master = hl_redis_replicated_master(group);
     assert_non_null(master);
     hilock_client *c = sentinel_client(0);
+    hilock_client *other = sentinel_client(0);
+    hilock_lock *held = NULL, *wanted = NULL;
+    assert_int_equal(hilock_lock_create(&held, c, "killed-lock", 11),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&wanted, other, "killed-lock", 11),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_acquire(held), HILOCK_OK);
+    waiter w = {.lock = wanted};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
+    listener on_master = {master, "redisson_lock__channel:{killed-lock}"};
+    assert_true(hl_wait_until(subscribed, &on_master, 10000));
     set_key(c, "before-kill", "1");
-    moves_probe p = {c, master_moves(c)};
+    /* Both replicas have the hold before the master dies. */
+    assert_int_equal(hl_redis_server_cmd(master, reply, sizeof reply, "WAIT",
+                                         "2", "5000", (char *)NULL),
+                     ':');
+    assert_string_equal(reply, ":2\r\n");
+
+    moves_probe p = {c, master_moves(c)}, q = {other, master_moves(other)};
     int64_t killed_at = hl_now_ms();
     hl_redis_server_kill9(master);
     hl_redis_server *now = hl_redis_replicated_wait_master(group, master,
                                                            60000);
     assert_non_null(now);
     assert_true(hl_wait_until(moved, &p, 30000));
+    assert_true(hl_wait_until(moved, &q, 30000));
     printf("# kill -9 to the client on the new master: %lld ms\n",
            (long long)(hl_now_ms() - killed_at));
     set_key(c, "after-kill", "2");
     assert_true(node_has(now, "after-kill", "2"));
+
+    listener on_now = {now, "redisson_lock__channel:{killed-lock}"};
+    assert_true(hl_wait_until(subscribed, &on_now, 10000));
+    assert_false(atomic_load(&w.done));
+    int64_t released_at = hl_now_ms();
+    assert_int_equal(hilock_lock_release(held), HILOCK_OK);
+    assert_true(hl_wait_flag(&w.done, 30000));
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, HILOCK_OK);
+    assert_true(w.got_at - released_at < 5000);
+    hilock_lock_destroy(held);
+    hilock_lock_destroy(wanted);
+    hilock_client_destroy(other);
     hilock_client_destroy(c);
 }
 
