@@ -40,7 +40,7 @@ struct hl_sentinel {
     bool again;    /* and another was asked for meanwhile */
     bool leaving;  /* dropping the connection ourselves */
     bool closed;
-    char why[256]; /* the last failure */
+    char why[320]; /* the last failure */
     unsigned answers;
     unsigned switches;
 };
@@ -61,19 +61,19 @@ static void sentinel_failed(hl_sentinel *s, int status, bool unknown,
                             const char *why)
 {
     const sentinel_addr *a = &s->list[s->at];
-    snprintf(s->why, sizeof s->why, "sentinel %s:%d: %s", a->host, a->port,
-             why && why[0] ? why : hilock_strerror(status));
+    snprintf(s->why, sizeof s->why, "sentinel %.80s:%d: %.200s", a->host,
+             a->port, why && why[0] ? why : hilock_strerror(status));
     s->last_status = status;
     s->failed++;
     s->unknown += unknown;
     use_sentinel(s, (s->at + 1) % s->count);
     if (s->failed < s->count)
         return;
-    char detail[400];
+    char detail[480];
     int code = s->unknown == s->failed ? HILOCK_EINVAL : s->last_status;
     if (code == HILOCK_EINVAL)
         snprintf(detail, sizeof detail,
-                 "no sentinel (of %d) knows a master named '%s'", s->count,
+                 "no sentinel (of %d) knows a master named '%.200s'", s->count,
                  s->client->opts->sentinel_master);
     else
         snprintf(detail, sizeof detail,
