@@ -240,6 +240,33 @@ static bool moved(void *arg)
     return master_moves(p->client) > p->moves;
 }
 
+typedef struct sees_priority_zero {
+    hl_redis_server *sentinel;
+    int port;
+} sees_priority_zero;
+
+/* Whether the sentinel lists the replica on port with slave-priority 0.
+ * SENTINEL REPLICAS answers one flat field/value array per replica. */
+static bool sentinel_sees_priority_zero(void *arg)
+{
+    sees_priority_zero *w = arg;
+    char text[16384];
+    if (hl_redis_server_cmd(w->sentinel, text, sizeof text, "SENTINEL",
+                            "REPLICAS",
+                            hl_redis_replicated_master_name(group),
+                            (char *)NULL) != '*')
+        return false;
+    char port[64];
+    snprintf(port, sizeof port, "port\r\n$%d\r\n%d\r\n",
+             snprintf(NULL, 0, "%d", w->port), w->port);
+    const char *at = strstr(text, port);
+    if (at == NULL)
+        return false;
+    const char *next = strstr(at, "\r\n*");
+    const char *zero = strstr(at, "slave-priority\r\n$1\r\n0\r\n");
+    return zero != NULL && (next == NULL || zero < next);
+}
+
 /* A graceful failover to a replica that lacks a hold (deleted there by
  * hand, as an unreplicated grant would be): the client follows the
  * switch, and the hold is reported lost at once, long before the
@@ -259,11 +286,16 @@ static void test_failover_reports_a_missing_hold_at_once(void **state)
         else
             other = n;
     }
-    /* The sentinels may promote only next. */
+    /* The sentinels may promote only next, once the one asked to fail
+     * over has read other's new priority (it reads replicas' INFO every
+     * few seconds). */
     assert_int_equal(hl_redis_server_cmd(other, reply, sizeof reply, "CONFIG",
                                          "SET", "replica-priority", "0",
                                          (char *)NULL),
                      '+');
+    sees_priority_zero want = {hl_redis_replicated_sentinel(group, 0),
+                               hl_redis_server_port(other)};
+    assert_true(hl_wait_until(sentinel_sees_priority_zero, &want, 30000));
 
     /* A 300 s watchdog: the first regular renewal is 100 s away. */
     hilock_client *c = sentinel_client(300000);
