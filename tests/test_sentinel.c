@@ -299,16 +299,23 @@ static void test_failover_reports_a_missing_hold_at_once(void **state)
 
     /* A 300 s watchdog: the first regular renewal is 100 s away. */
     hilock_client *c = sentinel_client(300000);
-    hilock_lock *kept = NULL, *gone = NULL;
+    hilock_lock *kept = NULL, *gone = NULL, *fixed = NULL;
     assert_int_equal(hilock_lock_create(&kept, c, "fo-kept", 7), HILOCK_OK);
     assert_int_equal(hilock_lock_create(&gone, c, "fo-gone", 7), HILOCK_OK);
-    lost_seen kept_lost = {0}, gone_lost = {0};
+    assert_int_equal(hilock_lock_create(&fixed, c, "fo-fixed", 8),
+                     HILOCK_OK);
+    lost_seen kept_lost = {0}, gone_lost = {0}, fixed_lost = {0};
     assert_int_equal(hilock_lock_set_lost_callback(kept, on_lost, &kept_lost),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_set_lost_callback(gone, on_lost, &gone_lost),
                      HILOCK_OK);
+    assert_int_equal(hilock_lock_set_lost_callback(fixed, on_lost,
+                                                   &fixed_lost),
+                     HILOCK_OK);
     assert_int_equal(hilock_lock_acquire(kept), HILOCK_OK);
     assert_int_equal(hilock_lock_acquire(gone), HILOCK_OK);
+    /* A fixed lease: never renewed, checked all the same. */
+    assert_int_equal(hilock_lock_try_acquire(fixed, 0, 240000), HILOCK_OK);
 
     /* Both holds reach next; then next alone forgets one. */
     assert_int_equal(hl_redis_server_cmd(master, reply, sizeof reply, "WAIT",
@@ -320,9 +327,9 @@ static void test_failover_reports_a_missing_hold_at_once(void **state)
                                          (char *)NULL),
                      '+');
     assert_int_equal(hl_redis_server_cmd(next, reply, sizeof reply, "DEL",
-                                         "fo-gone", (char *)NULL),
+                                         "fo-gone", "fo-fixed", (char *)NULL),
                      ':');
-    assert_string_equal(reply, ":1\r\n");
+    assert_string_equal(reply, ":2\r\n");
 
     moves_probe p = {c, master_moves(c)};
     int64_t asked_at = hl_now_ms();
@@ -342,8 +349,11 @@ static void test_failover_reports_a_missing_hold_at_once(void **state)
            "hold reported lost: %lld ms\n",
            (long long)(moved_at - asked_at),
            (long long)(hl_now_ms() - moved_at));
+    assert_true(hl_wait_until(lost_once, &fixed_lost, 30000));
     bool lost = false;
     assert_int_equal(hilock_lock_lease_lost(gone, &lost), HILOCK_OK);
+    assert_true(lost);
+    assert_int_equal(hilock_lock_lease_lost(fixed, &lost), HILOCK_OK);
     assert_true(lost);
     assert_int_equal(atomic_load(&kept_lost.count), 0);
 
@@ -352,8 +362,10 @@ static void test_failover_reports_a_missing_hold_at_once(void **state)
     assert_true(node_has(next, "after-failover", "yes"));
     assert_int_equal(hilock_lock_release(kept), HILOCK_OK);
     assert_int_equal(hilock_lock_release(gone), HILOCK_ELEASELOST);
+    assert_int_equal(hilock_lock_release(fixed), HILOCK_ELEASELOST);
     hilock_lock_destroy(kept);
     hilock_lock_destroy(gone);
+    hilock_lock_destroy(fixed);
     hilock_client_destroy(c);
     assert_int_equal(hl_redis_server_cmd(other, reply, sizeof reply, "CONFIG",
                                          "SET", "replica-priority", "100",

@@ -37,6 +37,8 @@ typedef struct renew_batch {
     hl_lease_engine *engine;
     const hl_script *script; /* the renew script of all its leases */
     hl_monotime sent_at;
+    int64_t ttl_ms;  /* the lease each renewal sets */
+    bool verify;     /* a check of a fixed lease: its deadline stays */
     int n;
     hl_lease *leases[HL_LEASE_BATCH];
 } renew_batch;
@@ -205,8 +207,10 @@ static void on_renew_reply(void *data, int status, hilock_reply *reply)
             continue; /* the deadline decides, or the release does */
         const hilock_reply *r = reply->element[i];
         if (r->type == HILOCK_REPLY_INTEGER && r->integer == 1) {
-            e->stats.renewed++;
-            set_deadline(l, b->sent_at, e->watchdog_ms);
+            if (!b->verify) {
+                e->stats.renewed++;
+                set_deadline(l, b->sent_at, e->watchdog_ms);
+            }
         } else {
             lease_lost(l);
         }
@@ -239,7 +243,7 @@ static void send_to(hl_lease_engine *e, renew_batch *b, hl_conn *conn)
                           hl_u64_dec(fields[i] + HILOCK_CLIENT_ID_LEN + 1,
                                      b->leases[i]->owner);
     }
-    snprintf(ttl, sizeof ttl, "%lld", (long long)e->watchdog_ms);
+    snprintf(ttl, sizeof ttl, "%lld", (long long)b->ttl_ms);
     argv[n] = ttl;
     lens[n] = strlen(ttl);
     int rc = conn ? hl_script_run(conn, b->script, n, 2 * n + 1, argv, lens,
@@ -280,6 +284,7 @@ static void send_run(hl_lease_engine *e, hl_lease **leases, size_t n,
         b->engine = e;
         b->script = leases[at]->kind->renew;
         b->sent_at = round;
+        b->ttl_ms = e->watchdog_ms;
         b->n = (int)(n - at < HL_LEASE_BATCH ? n - at : HL_LEASE_BATCH);
         for (int i = 0; i < b->n; i++) {
             b->leases[i] = leases[at + (size_t)i];
@@ -382,6 +387,7 @@ static void renew_all(hl_lease_engine *e)
             (*slot)->engine = e;
             (*slot)->script = script;
             (*slot)->sent_at = now;
+            (*slot)->ttl_ms = e->watchdog_ms;
         }
         renew_batch *b = *slot;
         b->leases[b->n++] = l;
@@ -396,7 +402,39 @@ static void renew_all(hl_lease_engine *e)
             send_to(e, open[k], e->client->conn);
 }
 
+/* A lease of a fixed time is never renewed, so nothing would notice its
+ * grant missing on a new master until it ran out: each is checked on its
+ * own, with its kind's renew script and the time it has left, which
+ * leaves the server's expiry no earlier than the local deadline, and the
+ * deadline where it was. */
+static void verify_fixed(hl_lease_engine *e, hl_monotime now)
+{
+    for (hl_lease *l = e->running; l != NULL; l = l->next) {
+        if (l->watchdog || l->releasing || l->deadline <= now)
+            continue; /* the deadline timer reports an overdue one */
+        int64_t left_ms = hl_sat_sub(l->deadline, now) / HL_MS(1);
+        renew_batch *b = hl_calloc(1, sizeof *b);
+        if (b == NULL)
+            return; /* the rest keep their deadlines, as before */
+        b->engine = e;
+        b->script = l->kind->renew;
+        b->sent_at = now;
+        b->ttl_ms = left_ms > 0 ? left_ms : 1;
+        b->verify = true;
+        b->n = 1;
+        b->leases[0] = l;
+        l->batches++;
+        send_to(e, b, hl_client_conn_for(e->client, l->key, l->key_len));
+    }
+}
+
 void hl_lease_engine_renew_now(hl_lease_engine *e) { renew_all(e); }
+
+void hl_lease_engine_check_all(hl_lease_engine *e)
+{
+    renew_all(e);
+    verify_fixed(e, hl_monotime_now());
+}
 
 static void on_tick(hl_timer *t)
 {
@@ -531,7 +569,7 @@ static void leases_stats(hilock_client *c, hilock_client_stats *out)
 static void leases_master_changed(hilock_client *c)
 {
     if (c->leases != NULL)
-        hl_lease_engine_renew_now(c->leases);
+        hl_lease_engine_check_all(c->leases);
 }
 
 /* After the waiter registry, as the client always closed them. */

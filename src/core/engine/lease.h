@@ -96,6 +96,10 @@ int64_t hl_lease_engine_watchdog_ms(const hl_lease_engine *e);
 /* A renewal round now, besides the timer's: the timer keeps its rhythm.
  * Tests use it to place a round exactly. */
 void hl_lease_engine_renew_now(hl_lease_engine *e);
+/* A round now, and a check of every lease of a fixed time besides (the
+ * master behind them changed): a lease whose grant is missing is
+ * reported lost when the answers come. */
+void hl_lease_engine_check_all(hl_lease_engine *e);
 
 /* Report every running lease lost now (its server restarted).  Leases
  * being released are left to their release. */
