@@ -107,9 +107,12 @@ static void arm_recheck(latch_await *a)
 static void on_timer(hl_timer *t)
 {
     latch_await *a = t->data;
+    /* The read may finish the await, whose last reference may go. */
+    hl_op_ref(&a->op);
     read_count(a);
     if (a->op.state != HL_OP_FINISHED && hl_monotime_now() < a->deadline)
         arm_recheck(a);
+    hl_op_unref(&a->op);
 }
 
 static void on_wake(hl_waiter *w, hl_wake_reason why)
