@@ -57,8 +57,8 @@ typedef struct hilock_latch hilock_latch;
 HILOCK_API int hilock_latch_create(hilock_latch **out, hilock_client *client,
                                    const char *name, size_t name_len);
 
-/* Free a handle.  Pending awaits complete with HILOCK_ECANCELED at their
- * next look at the count (within HILOCK_LATCH_RECHECK_MS); other pending
+/* Free a handle.  Pending awaits complete with HILOCK_ECANCELED before
+ * it returns (their callbacks run on the loop thread); other pending
  * calls complete with their result.  Any thread except inside one of this
  * latch's callbacks, where it is deferred until the callback returns.  A
  * second destroy returns HILOCK_ECLOSED as for hilock_lock_destroy.

@@ -4,6 +4,7 @@
  * and at least every HILOCK_LATCH_RECHECK_MS: a latch has no lease whose
  * end would bound a missed message, so the re-check interval does.  The
  * count is read once more at the deadline. */
+#include <pthread.h>
 #include <stdio.h>
 
 #include "core/base/alloc.h"
@@ -27,13 +28,50 @@ typedef struct latch_await {
     bool timer_ready;
     bool reading; /* a GET is in flight */
     bool again;   /* something happened meanwhile: read again after it */
+    bool live;    /* in the live list below */
+    struct latch_await *live_prev;
+    struct latch_await *live_next;
 } latch_await;
+
+/* The awaits that wait, so that destroying a handle ends its awaits at
+ * once.  Each is touched only on its client's loop thread; the mutex
+ * guards the links, which awaits of every client share. */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static latch_await *live_head;
+
+static void live_add(latch_await *a)
+{
+    pthread_mutex_lock(&live_mu);
+    a->live_prev = NULL;
+    a->live_next = live_head;
+    if (live_head != NULL)
+        live_head->live_prev = a;
+    live_head = a;
+    a->live = true;
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void live_remove(latch_await *a)
+{
+    pthread_mutex_lock(&live_mu);
+    if (a->live) {
+        if (a->live_prev != NULL)
+            a->live_prev->live_next = a->live_next;
+        else
+            live_head = a->live_next;
+        if (a->live_next != NULL)
+            a->live_next->live_prev = a->live_prev;
+        a->live = false;
+    }
+    pthread_mutex_unlock(&live_mu);
+}
 
 static void finish(latch_await *a, int status, int64_t value,
                    const char *detail)
 {
     if (a->op.state == HL_OP_FINISHED)
         return;
+    live_remove(a);
     if (a->timer_ready)
         hl_timer_stop(&a->timer);
     if (a->reg != NULL) {
@@ -158,6 +196,7 @@ static void await_start(hl_op *op)
             return;
         }
         a->reg = reg;
+        live_add(a);
         hl_lock_timer_init(lock, &a->timer, on_timer, a);
         a->timer_ready = true;
         arm_recheck(a);
@@ -232,4 +271,23 @@ int hl_latch_await_start(hilock_latch *latch, int64_t wait_ms,
     }
     hl_client_unref(c);
     return rc;
+}
+
+void hl_latch_end_awaits(hilock_lock *lock)
+{
+    /* One at a time, with the mutex let go: finishing runs the await's
+     * callback, which may start or end other awaits. */
+    for (;;) {
+        pthread_mutex_lock(&live_mu);
+        latch_await *a = live_head;
+        while (a != NULL && a->lock != lock)
+            a = a->live_next;
+        if (a != NULL)
+            hl_op_ref(&a->op);
+        pthread_mutex_unlock(&live_mu);
+        if (a == NULL)
+            return;
+        finish(a, HILOCK_ECANCELED, 0, "latch handle destroyed");
+        hl_op_unref(&a->op);
+    }
 }

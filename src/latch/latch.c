@@ -8,6 +8,7 @@
 
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
+#include "core/base/handle.h"
 #include "core/engine/compose.h"
 #include "kindkit/kindkit.h"
 #include "latch/latch_kind.h"
@@ -127,9 +128,40 @@ int hilock_latch_create(hilock_latch **out, hilock_client *client,
     return rc;
 }
 
+typedef struct end_awaits_op {
+    hl_op op; /* first */
+    hilock_lock *lock;
+} end_awaits_op;
+
+static void end_awaits_start(hl_op *op)
+{
+    hl_latch_end_awaits(((end_awaits_op *)op)->lock);
+    hl_op_done(op, HILOCK_OK, 0, NULL, NULL);
+}
+
+static void on_stack(hl_op *op) { (void)op; }
+
+static const hl_op_type end_awaits_type = {.start = end_awaits_start,
+                                           .destroy = on_stack};
+
 int hilock_latch_destroy(hilock_latch *latch)
 {
-    return hilock_lock_destroy(hl_latch_lock(latch));
+    hilock_lock *lock = hl_latch_lock(latch);
+    /* A handle destroyed already is left to hilock_lock_destroy, which
+     * says so; its memory is still ours to read (see base/handle.h). */
+    if (lock != NULL && hl_handle_is_live(lock)) {
+        hilock_client *c = hl_lock_client_get(lock);
+        if (c != NULL) {
+            /* The awaits end before the handle goes, on the loop thread,
+             * where they live; a closing client ends them anyway. */
+            end_awaits_op op;
+            hl_op_init(&op.op, &end_awaits_type);
+            op.lock = lock;
+            (void)hl_op_call_and_wait(c, &op.op);
+            hl_client_unref(c);
+        }
+    }
+    return hilock_lock_destroy(lock);
 }
 
 const char *hilock_latch_name(const hilock_latch *latch, size_t *name_len)

@@ -36,4 +36,8 @@ int hl_latch_parse_count(const hilock_reply *reply, int64_t *count);
 int hl_latch_await_start(hilock_latch *latch, int64_t wait_ms,
                          hilock_latch_cb *cb, void *user_data, bool *opened);
 
+/* End every await of lock that waits, with HILOCK_ECANCELED.  Loop
+ * thread of the lock's client. */
+void hl_latch_end_awaits(hilock_lock *lock);
+
 #endif
