@@ -103,6 +103,11 @@ int bench_run_w4(const bench_args *a, hilock_redlock *rl, int concurrency,
  * Prints its own JSON line. */
 int bench_run_wd(const bench_args *a, hilock_client *c, int leases);
 
+/* W6: one waiter on a latch of `workers`, counted down by as many
+ * workers at once, 200 rounds (bench/latch.c). */
+int bench_run_w6(const bench_args *a, hilock_client *c, int workers,
+                 bench_point *p);
+
 /* redis-benchmark rows for the ceiling, against host:port. */
 void bench_run_ceiling(const bench_args *a, const char *host, int port);
 

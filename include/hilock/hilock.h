@@ -7,6 +7,7 @@
 #include "error.h"
 #include "export.h"
 #include "fair.h"
+#include "latch.h"
 #include "lock.h"
 #include "multi.h"
 #include "options.h"

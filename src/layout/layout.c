@@ -42,3 +42,21 @@ int hl_layout_key(hl_aux_name *out, const char *prefix, const char *name,
     out->len = (size_t)(p - out->s);
     return 0;
 }
+
+int hl_layout_latch_channel(hl_aux_name *out, const char *name,
+                            size_t name_len)
+{
+    size_t plen = strlen(HL_LAYOUT_LATCH_CHANNEL);
+    char *p = hl_aux_name_reserve(out, plen + name_len + 3);
+    if (p == NULL)
+        return -1;
+    memcpy(p, HL_LAYOUT_LATCH_CHANNEL, plen);
+    p += plen;
+    *p++ = '{';
+    memcpy(p, name, name_len);
+    p += name_len;
+    *p++ = '}';
+    *p = '\0';
+    out->len = (size_t)(p - out->s);
+    return 0;
+}

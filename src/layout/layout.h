@@ -25,6 +25,14 @@
 #define HL_LAYOUT_VOID "hilock_void"
 #define HL_LAYOUT_FAIR_ALIVE "hilock_fair_alive"
 
+/* Redisson's count-down latch: the count is a string at the name, and
+ * its channel is this prefix followed by "{NAME}", with the braces always
+ * (no braces rule).  A try-set and a delete publish "1" (a new count),
+ * the count down that reaches zero publishes "0". */
+#define HL_LAYOUT_LATCH_CHANNEL "redisson_countdownlatch__channel__"
+#define HL_LAYOUT_MSG_LATCH_ZERO "0"
+#define HL_LAYOUT_MSG_LATCH_NEW_COUNT "1"
+
 /* Redisson's default thread wait time: each place in its fair line is the
  * one before it plus this, and each grant takes this off every place. */
 #define HL_LAYOUT_FAIR_REDISSON_WAIT_MS 300000
@@ -74,5 +82,10 @@ bool hl_layout_one_slot(const char *name, size_t name_len);
  * hl_aux_name_done either way. */
 int hl_layout_key(hl_aux_name *out, const char *prefix, const char *name,
                   size_t name_len, const char *tail, size_t tail_len);
+
+/* A latch's channel, HL_LAYOUT_LATCH_CHANNEL "{NAME}".  0 or -1 (out of
+ * memory); release with hl_aux_name_done either way. */
+int hl_layout_latch_channel(hl_aux_name *out, const char *name,
+                            size_t name_len);
 
 #endif

@@ -151,5 +151,11 @@ int cli_stock_demo(hilock_client *client, const char *base, int64_t t0,
 int cli_run(const cli_globals *g, int argc, char **argv);
 int cli_status(const cli_globals *g, int argc, char **argv);
 int cli_unlock(const cli_globals *g, int argc, char **argv);
+/* hilock latch ...; and the latch `status` prints: {"name","kind":"latch",
+ * "count","open"}, 0 or the exit status after printing why. */
+int cli_latch(const cli_globals *g, int argc, char **argv);
+int cli_latch_status(hilock_client *client, const char *name);
+/* Whether name holds a string (no lock does; a latch does). */
+bool cli_holds_string(hilock_client *client, const char *name);
 
 #endif

@@ -41,13 +41,25 @@ static void usage(FILE *to)
         "             waiting_writers (read-write).  The kind is read from\n"
         "             the server unless KIND (reentrant, fair, read or\n"
         "             write) says it; a fair lock nobody waits for looks\n"
-        "             reentrant.  Bytes that are not valid UTF-8 appear as\n"
+        "             reentrant.  A name holding a string (or KIND latch)\n"
+        "             is a latch: {\"name\",\"kind\":\"latch\",\"count\",\n"
+        "             \"open\"}.  Bytes that are not valid UTF-8 appear as\n"
         "             \\u00XX\n"
         "  unlock --force [--kind KIND] NAME\n"
         "             delete lock NAME whoever holds it, with its kind's own\n"
         "             force release (read from the server as status does,\n"
         "             unless KIND says it); prints \"deleted\" or\n"
         "             \"not locked\"\n"
+        "  latch set NAME COUNT | latch down NAME | latch count NAME |\n"
+        "  latch wait [--timeout MS] NAME\n"
+        "             a count-down latch (Redisson's RCountDownLatch): set\n"
+        "             the count when the latch is open (exit 1 when it\n"
+        "             had a count already, left alone), take it down by\n"
+        "             one and print what is left, print the count (0: open),\n"
+        "             or wait until it is zero (default: forever; exit 75\n"
+        "             when it was still above zero after --timeout MS).\n"
+        "             COUNT: 1..9007199254740991.  Exit 65 when NAME holds\n"
+        "             something that is not a latch count\n"
         "  demo [--cluster]\n"
         "             start a private redis-server (unless --redis or\n"
         "             $HILOCK_REDIS is given) and show threads contending\n"
@@ -248,6 +260,8 @@ int main(int argc, char **argv)
         return cli_unlock(&g, argc - i, argv + i);
     if (strcmp(cmd, "demo") == 0)
         return cli_demo(&g, argc - i, argv + i);
+    if (strcmp(cmd, "latch") == 0)
+        return cli_latch(&g, argc - i, argv + i);
     if (strcmp(cmd, "version") == 0) {
         printf("hilock %s\n", hilock_version_string());
         return 0;

@@ -10,6 +10,7 @@
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
 #include "core/engine/engine_internal.h"
+#include "core/loop/io.h"
 #include "core/transport/resp.h"
 
 int hl_lock_channel(const hilock_lock *lock, hl_aux_name *out)
@@ -486,4 +487,10 @@ void hl_lock_stop_renewing_grant(hilock_lock *lock, uint64_t owner)
     hl_hold *h = hl_hold_find(lock, owner);
     if (h != NULL && h->count == 1 && h->releases_in_flight == 0)
         hl_hold_drop(h);
+}
+
+void hl_lock_timer_init(const hilock_lock *lock, hl_timer *t,
+                        void (*fn)(hl_timer *t), void *data)
+{
+    hl_timer_init(t, lock->client->loop, fn, data);
 }

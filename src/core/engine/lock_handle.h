@@ -227,4 +227,9 @@ hl_conn *hl_lock_conn(const hilock_lock *lock);
  * yet.  Loop thread. */
 bool hl_lock_on_cluster(const hilock_lock *lock);
 
+/* Prepare a timer on the lock's loop, for a kind that waits on its own
+ * (a latch's bounded re-check).  Loop thread, while the lock is usable. */
+void hl_lock_timer_init(const hilock_lock *lock, struct hl_timer *t,
+                        void (*fn)(struct hl_timer *t), void *data);
+
 #endif

@@ -1,0 +1,166 @@
+/* Count-down latch, Redisson-compatible.
+ *
+ * A latch handle names one latch on the client's server: a count that
+ * workers take down one at a time, and that waiters wait to see reach
+ * zero.  A latch that does not exist counts 0 (it is open).
+ *
+ * In Redis the latch is a string at the latch's name holding the count,
+ * with wake-ups published on "redisson_countdownlatch__channel__{NAME}"
+ * (braces always): "1" when a count is set or the latch deleted, "0" by
+ * the count down that reaches zero, which also deletes the key, exactly
+ * as Redisson's RCountDownLatch does, so Java and C services can share
+ * latches.  On a Redis Cluster the scripts publish with SPUBLISH and the
+ * waiters listen with SSUBSCRIBE: the channel's hash tag is NAME, in the
+ * slot of the name, as long as NAME holds no '}' (such names are refused
+ * there with HILOCK_EINVAL, see below).
+ *
+ * Waiting.  An await listens on the channel and reads the count when the
+ * subscription is confirmed, when any message arrives, and at least every
+ * HILOCK_LATCH_RECHECK_MS besides, so a wake-up that never came (a peer
+ * that does not publish, a PUBLISH refused by the server's ACL, a message
+ * lost in a reconnect) delays a waiter by at most that long.
+ *
+ * Callback contract as in client.h: an async call that returns an error
+ * never calls back; one that returns HILOCK_OK calls back exactly once on
+ * the loop thread, also when the client is closed first (HILOCK_ECLOSED)
+ * or the handle destroyed (HILOCK_ECANCELED). */
+#ifndef HILOCK_LATCH_H
+#define HILOCK_LATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client.h"
+#include "export.h"
+#include "lock.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hilock_latch hilock_latch;
+
+/* The largest count a latch may be set to: 2^53 - 1, the integers the
+ * server's Lua counts exactly.  A larger count is refused with
+ * HILOCK_EINVAL ("too large"), never clamped. */
+#define HILOCK_LATCH_MAX_COUNT INT64_C(9007199254740991)
+/* The longest a waiter goes without reading the count, in ms. */
+#define HILOCK_LATCH_RECHECK_MS 1000
+
+/* Make a handle for the latch `name` (binary-safe, copied;
+ * 1..HILOCK_MAX_NAME_LEN bytes).  No server round trip.  Any thread.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  NULL argument, empty or overlong name
+ * @return HILOCK_ENOMEM
+ * @return HILOCK_ECLOSED the client is closed */
+HILOCK_API int hilock_latch_create(hilock_latch **out, hilock_client *client,
+                                   const char *name, size_t name_len);
+
+/* Free a handle.  Pending awaits complete with HILOCK_ECANCELED before
+ * it returns (their callbacks run on the loop thread); other pending
+ * calls complete with their result.  Any thread except inside one of this
+ * latch's callbacks, where it is deferred until the callback returns.  A
+ * second destroy returns HILOCK_ECLOSED as for hilock_lock_destroy.
+ * @return HILOCK_OK, HILOCK_EINVAL (NULL), HILOCK_ECLOSED */
+HILOCK_API int hilock_latch_destroy(hilock_latch *latch);
+
+/* The name the handle was made with, and its length. */
+HILOCK_API const char *hilock_latch_name(const hilock_latch *latch,
+                                         size_t *name_len);
+
+/* ---- sync API ----------------------------------------------------------
+ * Each blocks the calling thread and must not run on the client's loop
+ * thread (HILOCK_EDEADLK).  Connection errors: HILOCK_EIO,
+ * HILOCK_ETIMEDOUT, HILOCK_ECLOSED, HILOCK_EPERM (the server's ACL does
+ * not allow the user a command the call needs), HILOCK_EFULL (max_pending
+ * operations of the client are unfinished; nothing was started).  Each
+ * call that names the latch's channel (all but hilock_latch_count) also
+ * returns HILOCK_EINVAL on a Redis Cluster for a name holding a '}',
+ * whose channel lies in another slot than its key. */
+
+/* Set the count to `count` when the latch does not exist (is open), and
+ * publish "1".  *set (may be NULL) tells whether it was set: false when
+ * a count was there already, which is left alone.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  count below 1 ("a latch counts from 1"), or above
+ *                        HILOCK_LATCH_MAX_COUNT ("too large")
+ * @return HILOCK_EREDIS  the name holds another type of value
+ * and the connection errors above. */
+HILOCK_API int hilock_latch_try_set_count(hilock_latch *latch, int64_t count,
+                                          bool *set);
+
+/* Take the count down by one.  The count down that reaches zero deletes
+ * the latch and publishes "0", which wakes every waiter; one on a latch
+ * that does not exist does nothing (as Redisson's).  A PUBLISH refused by
+ * the server's ACL does not fail the call: waiters then see the count at
+ * their next re-check.  *left (may be NULL) receives the count left, 0
+ * when the latch is open.
+ * @return HILOCK_OK
+ * @return HILOCK_EREDIS  the name holds another type of value, or a
+ *                        string that is not an integer
+ * and the connection errors above. */
+HILOCK_API int hilock_latch_count_down(hilock_latch *latch, int64_t *left);
+
+/* The count now; 0 when the latch does not exist.
+ * @return HILOCK_OK
+ * @return HILOCK_EREDIS  the name holds another type of value
+ * @return HILOCK_EPROTO  the name holds a string that is not a count
+ * and the connection errors above. */
+HILOCK_API int hilock_latch_count(hilock_latch *latch, int64_t *count);
+
+/* Wait until the count is zero, at most wait_ms (0: look once;
+ * HILOCK_WAIT_FOREVER, as is any wait too long to represent).  *opened
+ * (may be NULL) is true when the count was seen at zero, false when it
+ * was still above zero at the end of the wait (the count is read once
+ * more at the deadline).
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  wait_ms negative other than HILOCK_WAIT_FOREVER
+ * and the errors of hilock_latch_count. */
+HILOCK_API int hilock_latch_await(hilock_latch *latch, int64_t wait_ms,
+                                  bool *opened);
+
+/* Delete the latch whatever its count, publishing "1" when there was one
+ * (as Redisson's delete does).  A deleted latch counts 0, so our waiters,
+ * who read the count on every message, return opened at once; Redisson's
+ * own waiters read it only at the end of their wait.  *deleted (may be
+ * NULL) tells whether there was anything to delete.
+ * @return HILOCK_OK and the connection errors above. */
+HILOCK_API int hilock_latch_delete(hilock_latch *latch, bool *deleted);
+
+/* ---- async API: callbacks on the loop thread --------------------------- */
+
+/* value: 1/0 set (try_set_count), the count left (count_down), the count
+ * (count), 1/0 opened (await), 1/0 deleted (delete); 0 on error. */
+typedef void hilock_latch_cb(hilock_latch *latch, int status, int64_t value,
+                             void *user_data);
+
+/* As the sync calls, with the outcome given to cb; statuses in the
+ * callback as there, plus HILOCK_ECANCELED (await: the handle was
+ * destroyed) and HILOCK_ECLOSED.  Any thread; never block.
+ * @return HILOCK_OK      cb fires exactly once
+ * @return HILOCK_EINVAL  NULL latch or callback, or a count or wait_ms
+ *                        the sync call refuses (nothing was started)
+ * @return HILOCK_ENOMEM, HILOCK_ECLOSED
+ * @return HILOCK_EFULL   max_pending operations of the client are
+ *                        unfinished; nothing was started */
+HILOCK_API int hilock_latch_try_set_count_async(hilock_latch *latch,
+                                                int64_t count,
+                                                hilock_latch_cb *cb,
+                                                void *user_data);
+HILOCK_API int hilock_latch_count_down_async(hilock_latch *latch,
+                                             hilock_latch_cb *cb,
+                                             void *user_data);
+HILOCK_API int hilock_latch_count_async(hilock_latch *latch,
+                                        hilock_latch_cb *cb, void *user_data);
+HILOCK_API int hilock_latch_await_async(hilock_latch *latch, int64_t wait_ms,
+                                        hilock_latch_cb *cb, void *user_data);
+HILOCK_API int hilock_latch_delete_async(hilock_latch *latch,
+                                         hilock_latch_cb *cb,
+                                         void *user_data);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,419 @@
+/* The count-down latch: its handle, its scripts, and the calls that are
+ * one request each (try-set, count down, count, delete).  Await, which
+ * waits, is in await.c. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/alloc.h"
+#include "core/base/error_detail.h"
+#include "core/base/handle.h"
+#include "core/engine/compose.h"
+#include "kindkit/kindkit.h"
+#include "latch/latch_kind.h"
+#include "layout/layout.h"
+
+/* Each script is Redisson's latch step, with the wake-up published
+ * through announce(), so that a PUBLISH the server's ACL refuses does not
+ * turn a done step into an error.  KEYS: the name, the channel. */
+static const char set_lua[] =
+    HL_LUA_ANNOUNCE
+    "if redis.call('exists', KEYS[1]) == 1 then return 0 end\n"
+    "redis.call('set', KEYS[1], ARGV[1])\n"
+    "announce(KEYS[2], '" HL_LAYOUT_MSG_LATCH_NEW_COUNT "')\n"
+    "return answer(1)\n";
+
+/* A count down below zero (no latch) deletes what DECR made of nothing,
+ * as Redisson's does; only the step that reaches zero wakes waiters. */
+static const char down_lua[] =
+    HL_LUA_ANNOUNCE
+    "local v = redis.call('decr', KEYS[1])\n"
+    "if v <= 0 then redis.call('del', KEYS[1]) end\n"
+    "if v == 0 then announce(KEYS[2], '" HL_LAYOUT_MSG_LATCH_ZERO "') end\n"
+    "if v < 0 then v = 0 end\n"
+    "return answer(v)\n";
+
+static const char delete_lua[] =
+    HL_LUA_ANNOUNCE
+    "if redis.call('del', KEYS[1]) == 0 then return 0 end\n"
+    "announce(KEYS[2], '" HL_LAYOUT_MSG_LATCH_NEW_COUNT "')\n"
+    "return answer(1)\n";
+
+static hl_script set_script, down_script, delete_script;
+static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
+
+static void init_scripts(void)
+{
+    hl_script_init(&set_script, set_lua);
+    hl_script_init(&down_script, down_lua);
+    hl_script_init(&delete_script, delete_lua);
+}
+
+static int latch_channel_of(const hilock_lock *lock, const char *field,
+                            size_t field_len, hl_aux_name *out)
+{
+    (void)field;
+    (void)field_len;
+    return hl_latch_channel(lock, out);
+}
+
+/* Only the name and the channel: a latch handle is never acquired,
+ * released or renewed, and the engine asks a kind for nothing else of a
+ * handle nobody acquires. */
+const hl_kind hl_latch_kind = {
+    .name = "latch",
+    .channel = latch_channel_of,
+    .wake_all = true,
+};
+
+int hl_latch_channel(const hilock_lock *lock, hl_aux_name *out)
+{
+    return hl_layout_latch_channel(out, lock->name, lock->name_len) == 0
+               ? 0
+               : HILOCK_ENOMEM;
+}
+
+int hl_latch_check_slot(const hilock_lock *lock)
+{
+    /* The channel's hash tag is NAME up to its first '}': NAME's own
+     * slot exactly when NAME holds no '}' (a '{' alone gives the key no
+     * tag either).  A script naming both would fail with CROSSSLOT. */
+    if (!hl_lock_on_cluster(lock) ||
+        memchr(lock->name, '}', lock->name_len) == NULL)
+        return HILOCK_OK;
+    return hl_fail(HILOCK_EINVAL,
+                   "on a Redis Cluster a latch name must not hold '}': "
+                   "Redisson's latch channel for it would lie in another "
+                   "slot than the latch");
+}
+
+int hl_latch_get(hilock_lock *lock, hl_request_fn *fn, void *data)
+{
+    hl_conn *conn = hl_lock_conn(lock);
+    if (conn == NULL)
+        return HILOCK_ECLOSED;
+    const char *argv[2] = {"GET", lock->name};
+    size_t lens[2] = {3, lock->name_len};
+    return hl_conn_command(conn, 2, argv, lens, fn, data);
+}
+
+int hl_latch_parse_count(const hilock_reply *r, int64_t *count)
+{
+    if (r->type == HILOCK_REPLY_NIL) {
+        *count = 0;
+        return HILOCK_OK;
+    }
+    if (r->type != HILOCK_REPLY_STRING || r->len == 0 || r->len > 20)
+        return HILOCK_EPROTO;
+    char *end;
+    long long v = strtoll(r->str, &end, 10);
+    if (end != r->str + r->len || v < 0)
+        return HILOCK_EPROTO;
+    *count = v;
+    return HILOCK_OK;
+}
+
+/* ---- handle ------------------------------------------------------------ */
+
+int hilock_latch_create(hilock_latch **out, hilock_client *client,
+                        const char *name, size_t name_len)
+{
+    if (out == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    pthread_once(&scripts_once, init_scripts);
+    hilock_lock *lock = NULL;
+    int rc = hl_lock_create(&lock, client, &hl_latch_kind, name, name_len);
+    *out = (hilock_latch *)lock;
+    return rc;
+}
+
+typedef struct end_awaits_op {
+    hl_op op; /* first */
+    hilock_lock *lock;
+} end_awaits_op;
+
+static void end_awaits_start(hl_op *op)
+{
+    hl_latch_end_awaits(((end_awaits_op *)op)->lock);
+    hl_op_done(op, HILOCK_OK, 0, NULL, NULL);
+}
+
+static void on_stack(hl_op *op) { (void)op; }
+
+static const hl_op_type end_awaits_type = {.start = end_awaits_start,
+                                           .destroy = on_stack};
+
+int hilock_latch_destroy(hilock_latch *latch)
+{
+    hilock_lock *lock = hl_latch_lock(latch);
+    /* A handle destroyed already is left to hilock_lock_destroy, which
+     * says so; its memory is still ours to read (see base/handle.h). */
+    if (lock != NULL && hl_handle_is_live(lock)) {
+        hilock_client *c = hl_lock_client_get(lock);
+        if (c != NULL) {
+            /* The awaits end before the handle goes, on the loop thread,
+             * where they live; a closing client ends them anyway. */
+            end_awaits_op op;
+            hl_op_init(&op.op, &end_awaits_type);
+            op.lock = lock;
+            (void)hl_op_call_and_wait(c, &op.op);
+            hl_client_unref(c);
+        }
+    }
+    return hilock_lock_destroy(lock);
+}
+
+const char *hilock_latch_name(const hilock_latch *latch, size_t *name_len)
+{
+    return hilock_lock_name(hl_latch_lock(latch), name_len);
+}
+
+/* ---- one-request calls ------------------------------------------------- */
+
+typedef enum call_what { CALL_SET, CALL_DOWN, CALL_COUNT, CALL_DELETE } call_what;
+
+typedef struct latch_call {
+    hl_op op; /* first */
+    hilock_lock *lock;
+    call_what what;
+    char count[24];
+    size_t count_len;
+    hilock_latch_cb *cb; /* NULL: a blocking caller waits */
+    void *user_data;
+} latch_call;
+
+/* A script's reply is v, or {v, refusal} when the server's ACL refused
+ * its PUBLISH after the step was done: the step stands. */
+static bool script_value(const hilock_reply *r, int64_t *v)
+{
+    if (r->type == HILOCK_REPLY_ARRAY && r->elements == 2)
+        r = r->element[0];
+    if (r->type != HILOCK_REPLY_INTEGER)
+        return false;
+    *v = r->integer;
+    return true;
+}
+
+static void on_reply(void *data, int status, hilock_reply *reply)
+{
+    latch_call *call = data;
+    if (status != HILOCK_OK) {
+        char why[256];
+        snprintf(why, sizeof why, "%s",
+                 reply && reply->str ? reply->str : hilock_last_error());
+        hilock_reply_free(reply);
+        hl_op_done(&call->op, status, 0, NULL, why);
+        return;
+    }
+    int64_t v = 0;
+    int rc = call->what == CALL_COUNT ? hl_latch_parse_count(reply, &v)
+             : script_value(reply, &v) ? HILOCK_OK
+                                       : HILOCK_EPROTO;
+    hilock_reply_free(reply);
+    hl_op_done(&call->op, rc, rc == HILOCK_OK ? v : 0, NULL,
+               rc == HILOCK_OK ? NULL
+               : call->what == CALL_COUNT
+                   ? "the name holds a string that is not a latch count"
+                   : "unexpected reply from a latch script");
+}
+
+static void call_start(hl_op *op)
+{
+    latch_call *call = (latch_call *)op;
+    hilock_lock *lock = call->lock;
+    if (hl_lock_conn(lock) == NULL || lock->destroyed) {
+        hl_op_done(op, lock->destroyed ? HILOCK_ECANCELED : HILOCK_ECLOSED,
+                   0, NULL,
+                   lock->destroyed ? "latch handle destroyed"
+                                   : "client closed");
+        return;
+    }
+    int rc;
+    if (call->what == CALL_COUNT) {
+        rc = hl_latch_get(lock, on_reply, call);
+    } else {
+        rc = hl_latch_check_slot(lock);
+        if (rc != HILOCK_OK) {
+            hl_op_done(op, rc, 0, NULL, hilock_last_error());
+            return;
+        }
+        const hl_script *s = call->what == CALL_SET    ? &set_script
+                             : call->what == CALL_DOWN ? &down_script
+                                                       : &delete_script;
+        const char *args[1] = {call->count};
+        size_t lens[1] = {call->count_len};
+        rc = hl_run_lock_script(lock, s, 1, (const char *const[]){NULL},
+                                call->what == CALL_SET ? 1 : 0, args, lens,
+                                on_reply, call);
+    }
+    if (rc != HILOCK_OK)
+        hl_op_done(op, rc, 0, NULL, "could not send the request");
+}
+
+static void call_complete(hl_op *op)
+{
+    latch_call *call = (latch_call *)op;
+    call->cb((hilock_latch *)call->lock, op->status, op->value,
+             call->user_data);
+}
+
+static void call_destroy(hl_op *op)
+{
+    latch_call *call = (latch_call *)op;
+    hl_lock_unref(call->lock);
+    hl_free(call);
+}
+
+static const hl_op_type latch_call_type = {
+    .start = call_start,
+    .complete = call_complete,
+    .destroy = call_destroy,
+    .bounded = true,
+};
+
+static int check_count(int64_t count)
+{
+    if (count < 1)
+        return hl_fail(HILOCK_EINVAL,
+                       "a latch counts from 1: count %lld refused",
+                       (long long)count);
+    if (count > HILOCK_LATCH_MAX_COUNT)
+        return hl_fail(HILOCK_EINVAL,
+                       "count %lld is too large: at most %lld",
+                       (long long)count, (long long)HILOCK_LATCH_MAX_COUNT);
+    return HILOCK_OK;
+}
+
+static int call_run(hilock_latch *latch, call_what what, int64_t count,
+                    hilock_latch_cb *cb, void *user_data, int64_t *value)
+{
+    hl_clear_detail();
+    hilock_lock *lock = hl_latch_lock(latch);
+    hilock_client *c = hl_lock_client_get(lock);
+    if (c == NULL)
+        return hl_fail(HILOCK_ECLOSED, "client closed");
+    latch_call *call = hl_calloc(1, sizeof *call);
+    if (call == NULL) {
+        hl_client_unref(c);
+        return hl_fail(HILOCK_ENOMEM, "out of memory");
+    }
+    hl_op_init(&call->op, &latch_call_type);
+    call->lock = lock;
+    call->what = what;
+    call->count_len = (size_t)snprintf(call->count, sizeof call->count,
+                                       "%lld", (long long)count);
+    call->cb = cb;
+    call->user_data = user_data;
+    hl_lock_ref(lock);
+    int rc;
+    if (cb == NULL)
+        rc = hl_op_run_blocking(c, &call->op, hl_client_blocking_limit_us(c, 0),
+                                value, NULL);
+    else
+        rc = hl_op_submit_or_drop(c, &call->op);
+    hl_client_unref(c);
+    return rc;
+}
+
+int hilock_latch_try_set_count(hilock_latch *latch, int64_t count, bool *set)
+{
+    if (set != NULL)
+        *set = false;
+    if (latch == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL latch");
+    int rc = check_count(count);
+    int64_t v = 0;
+    if (rc == HILOCK_OK)
+        rc = call_run(latch, CALL_SET, count, NULL, NULL, &v);
+    if (rc == HILOCK_OK && set != NULL)
+        *set = v == 1;
+    return rc;
+}
+
+int hilock_latch_count_down(hilock_latch *latch, int64_t *left)
+{
+    if (left != NULL)
+        *left = 0;
+    if (latch == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL latch");
+    int64_t v = 0;
+    int rc = call_run(latch, CALL_DOWN, 0, NULL, NULL, &v);
+    if (rc == HILOCK_OK && left != NULL)
+        *left = v;
+    return rc;
+}
+
+int hilock_latch_count(hilock_latch *latch, int64_t *count)
+{
+    if (count != NULL)
+        *count = 0;
+    if (latch == NULL || count == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    return call_run(latch, CALL_COUNT, 0, NULL, NULL, count);
+}
+
+int hilock_latch_delete(hilock_latch *latch, bool *deleted)
+{
+    if (deleted != NULL)
+        *deleted = false;
+    if (latch == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL latch");
+    int64_t v = 0;
+    int rc = call_run(latch, CALL_DELETE, 0, NULL, NULL, &v);
+    if (rc == HILOCK_OK && deleted != NULL)
+        *deleted = v == 1;
+    return rc;
+}
+
+int hilock_latch_try_set_count_async(hilock_latch *latch, int64_t count,
+                                     hilock_latch_cb *cb, void *user_data)
+{
+    if (latch == NULL || cb == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    int rc = check_count(count);
+    return rc != HILOCK_OK ? rc
+                           : call_run(latch, CALL_SET, count, cb, user_data,
+                                      NULL);
+}
+
+int hilock_latch_count_down_async(hilock_latch *latch, hilock_latch_cb *cb,
+                                  void *user_data)
+{
+    if (latch == NULL || cb == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    return call_run(latch, CALL_DOWN, 0, cb, user_data, NULL);
+}
+
+int hilock_latch_count_async(hilock_latch *latch, hilock_latch_cb *cb,
+                             void *user_data)
+{
+    if (latch == NULL || cb == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    return call_run(latch, CALL_COUNT, 0, cb, user_data, NULL);
+}
+
+int hilock_latch_delete_async(hilock_latch *latch, hilock_latch_cb *cb,
+                              void *user_data)
+{
+    if (latch == NULL || cb == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    return call_run(latch, CALL_DELETE, 0, cb, user_data, NULL);
+}
+
+int hilock_latch_await(hilock_latch *latch, int64_t wait_ms, bool *opened)
+{
+    if (opened != NULL)
+        *opened = false;
+    if (latch == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL latch");
+    return hl_latch_await_start(latch, wait_ms, NULL, NULL, opened);
+}
+
+int hilock_latch_await_async(hilock_latch *latch, int64_t wait_ms,
+                             hilock_latch_cb *cb, void *user_data)
+{
+    if (latch == NULL || cb == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    return hl_latch_await_start(latch, wait_ms, cb, user_data, NULL);
+}

@@ -1,0 +1,43 @@
+/* What the latch's two files share: the handle (a lock handle of the
+ * latch kind, which gives it the client's link, its connection for the
+ * name and teardown), its channel, the checks every call makes, and the
+ * await operation's entry point. */
+#ifndef HL_LATCH_KIND_H
+#define HL_LATCH_KIND_H
+
+#include "core/engine/lock_handle.h"
+#include "hilock/latch.h"
+
+/* A latch handle is a lock handle whose kind is hl_latch_kind. */
+extern const hl_kind hl_latch_kind;
+
+static inline hilock_lock *hl_latch_lock(const hilock_latch *latch)
+{
+    return (hilock_lock *)latch;
+}
+
+/* The latch's channel: 0 or HILOCK_ENOMEM; release with
+ * hl_aux_name_done. */
+int hl_latch_channel(const hilock_lock *lock, hl_aux_name *out);
+
+/* Loop thread, before a call that names the channel: HILOCK_OK, or
+ * HILOCK_EINVAL with the detail set on a cluster for a name whose channel
+ * lies in another slot. */
+int hl_latch_check_slot(const hilock_lock *lock);
+
+/* Read the count with GET; fn gets the reply, to be read with
+ * hl_latch_parse_count. */
+int hl_latch_get(hilock_lock *lock, hl_request_fn *fn, void *data);
+/* HILOCK_OK with *count set, or HILOCK_EPROTO. */
+int hl_latch_parse_count(const hilock_reply *reply, int64_t *count);
+
+/* Start an await (cb NULL: a blocking caller waits and gets the outcome
+ * in *opened).  The statuses of hilock_latch_await(_async). */
+int hl_latch_await_start(hilock_latch *latch, int64_t wait_ms,
+                         hilock_latch_cb *cb, void *user_data, bool *opened);
+
+/* End every await of lock that waits, with HILOCK_ECANCELED.  Loop
+ * thread of the lock's client. */
+void hl_latch_end_awaits(hilock_lock *lock);
+
+#endif

@@ -1,0 +1,193 @@
+/* hilock latch set|down|count|wait and `hilock status` of a latch, as
+ * scripts use them: output and exit statuses against one real
+ * redis-server, with the library playing the workers. */
+/* ctest-timeout: 120 */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "hilock/hilock.h"
+#include "support/fixture.h"
+#include "support/lock_helpers.h"
+
+#ifndef HILOCK_TOOL_PATH
+#error "HILOCK_TOOL_PATH must name the hilock executable"
+#endif
+
+#define OUT_CAP 4096
+
+static hl_redis_server *server;
+static char url[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    unsetenv("HILOCK_REDIS");
+    server = hl_fixture_plain();
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d",
+             hl_redis_server_port(server));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    hl_redis_server_stop(server);
+    return 0;
+}
+
+/* hilock --redis URL ARGS... (NULL-terminated); output into out. */
+static int tool(char *out, ...)
+{
+    const char *argv[16];
+    int n = 0;
+    argv[n++] = HILOCK_TOOL_PATH;
+    argv[n++] = "--redis";
+    argv[n++] = url;
+    va_list ap;
+    va_start(ap, out);
+    const char *a;
+    while ((a = va_arg(ap, const char *)) != NULL && n < 15)
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    static char scratch[OUT_CAP];
+    return hl_run(argv, out ? out : scratch, OUT_CAP, hl_widen(20000));
+}
+
+static void test_set_down_count_status(void **state)
+{
+    (void)state;
+    char out[OUT_CAP];
+    assert_int_equal(tool(out, "latch", "set", "cl:a", "3", NULL), 0);
+    assert_string_equal(out, "set 3\n");
+    /* A count is there: left alone, exit 1. */
+    assert_int_equal(tool(out, "latch", "set", "cl:a", "5", NULL), 1);
+    assert_non_null(strstr(out, "counts 3 already"));
+    assert_int_equal(tool(out, "latch", "count", "cl:a", NULL), 0);
+    assert_string_equal(out, "3\n");
+    assert_int_equal(tool(out, "status", "cl:a", NULL), 0);
+    assert_string_equal(out, "{\"name\":\"cl:a\",\"kind\":\"latch\","
+                             "\"count\":3,\"open\":false}\n");
+    assert_int_equal(tool(out, "latch", "down", "cl:a", NULL), 0);
+    assert_string_equal(out, "2\n");
+    assert_int_equal(tool(out, "latch", "down", "cl:a", NULL), 0);
+    assert_int_equal(tool(out, "latch", "down", "cl:a", NULL), 0);
+    assert_string_equal(out, "0\n");
+    assert_int_equal(tool(out, "latch", "wait", "cl:a", NULL), 0);
+    assert_string_equal(out, "open\n");
+    assert_int_equal(tool(out, "status", "--kind", "latch", "cl:a", NULL), 0);
+    assert_string_equal(out, "{\"name\":\"cl:a\",\"kind\":\"latch\","
+                             "\"count\":0,\"open\":true}\n");
+}
+
+static void test_wait_timeout_exits_75(void **state)
+{
+    (void)state;
+    char out[OUT_CAP];
+    assert_int_equal(tool(out, "latch", "set", "cl:t", "1", NULL), 0);
+    int64_t t0 = hl_now_ms();
+    assert_int_equal(tool(out, "latch", "wait", "cl:t", "--timeout", "200",
+                          NULL),
+                     75);
+    assert_true(hl_now_ms() - t0 >= 200);
+    assert_non_null(strstr(out, "still counts above zero"));
+    assert_int_equal(tool(out, "latch", "wait", "--timeout=0", "cl:t", NULL),
+                     75);
+}
+
+typedef struct waiter {
+    int rc;
+    int64_t done_ms;
+    char out[OUT_CAP];
+} waiter;
+
+static void *wait_main(void *arg)
+{
+    waiter *w = arg;
+    const char *argv[] = {HILOCK_TOOL_PATH, "--redis", url, "latch", "wait",
+                          "cl:w", "--timeout", "20000", NULL};
+    w->rc = hl_run(argv, w->out, sizeof w->out, hl_widen(30000));
+    w->done_ms = hl_now_ms();
+    return NULL;
+}
+
+/* The waiting command ends when workers (the library here) take the
+ * count to zero. */
+static void test_wait_ends_at_zero(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_latch *l;
+    assert_int_equal(hilock_latch_create(&l, c, "cl:w", 4), HILOCK_OK);
+    assert_int_equal(hilock_latch_try_set_count(l, 2, NULL), HILOCK_OK);
+    waiter w;
+    memset(&w, 0, sizeof w);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_main, &w), 0);
+    hl_expect_numsub(server, "redisson_countdownlatch__channel__{cl:w}", 1,
+                     1);
+    assert_int_equal(hilock_latch_count_down(l, NULL), HILOCK_OK);
+    assert_int_equal(hilock_latch_count_down(l, NULL), HILOCK_OK);
+    int64_t zero_at = hl_now_ms();
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, 0);
+    assert_string_equal(w.out, "open\n");
+    assert_true(w.done_ms - zero_at < hl_widen(HILOCK_LATCH_RECHECK_MS));
+    hilock_latch_destroy(l);
+    hl_free_client(c);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    char out[OUT_CAP];
+    const char *bad_counts[] = {"0", "-1", "9007199254740992", "1x", "",
+                                "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad_counts / sizeof bad_counts[0]; i++)
+        assert_int_equal(tool(out, "latch", "set", "cl:e", bad_counts[i],
+                              NULL),
+                         64);
+    assert_int_equal(tool(out, "latch", "set", "cl:e", NULL), 64);
+    assert_int_equal(tool(out, "latch", NULL), 64);
+    assert_int_equal(tool(out, "latch", "up", "cl:e", NULL), 64);
+    assert_int_equal(tool(out, "latch", "count", NULL), 64);
+    assert_int_equal(tool(out, "latch", "wait", "cl:e", "--timeout", "-5",
+                          NULL),
+                     64);
+    assert_int_equal(tool(out, "latch", "down", "cl:e", "--timeout", "5",
+                          NULL),
+                     64);
+    hilock_client *c = hl_new_client(server, NULL);
+    const char *hset[] = {"HSET", "cl:hash", "f", "1"};
+    assert_int_equal(hilock_client_command(c, 4, hset, NULL, NULL),
+                     HILOCK_OK);
+    hl_free_client(c);
+    assert_int_equal(tool(out, "latch", "count", "cl:hash", NULL), 65);
+    assert_int_equal(tool(out, "latch", "down", "cl:hash", NULL), 65);
+    assert_int_equal(tool(out, "latch", "wait", "cl:hash", NULL), 65);
+
+    /* Nobody listens on this port. */
+    const char *argv[] = {HILOCK_TOOL_PATH, "--redis",
+                          "redis://127.0.0.1:1?connect_timeout=500",
+                          "latch", "count", "cl:e", NULL};
+    assert_int_equal(hl_run(argv, out, sizeof out, hl_widen(20000)), 69);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_set_down_count_status),
+        cmocka_unit_test(test_wait_timeout_exits_75),
+        cmocka_unit_test(test_wait_ends_at_zero),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,186 @@
+/* hilock latch set|down|count|wait: a count-down latch from the shell,
+ * for scripts that start N workers and wait for them.  Exit statuses are
+ * those of the command (64 usage, 65 the name holds something that is not
+ * a latch count, 69 Redis unreachable or refused, 70 internal), plus:
+ * set exits 1 when the latch had a count already (left alone), and wait
+ * exits 75 when the count was still above zero at the end of --timeout. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define CLI_EXIT_NOT_SET 1
+
+static int latch_usage(const char *why, const char *what)
+{
+    fprintf(stderr, "hilock latch: %s%s%s\n", why, what ? " " : "",
+            what ? what : "");
+    fprintf(stderr,
+            "usage: hilock [--redis URL] latch set NAME COUNT\n"
+            "       hilock [--redis URL] latch down NAME\n"
+            "       hilock [--redis URL] latch count NAME\n"
+            "       hilock [--redis URL] latch wait [--timeout MS] NAME\n");
+    return CLI_EXIT_USAGE;
+}
+
+static int latch_failed(const char *what, const char *name, int rc)
+{
+    fprintf(stderr, "hilock: latch %s %s failed: %s (%s)\n", what, name,
+            hilock_strerror(rc), hilock_last_error());
+    if (rc == HILOCK_EREDIS || rc == HILOCK_EPROTO)
+        return CLI_EXIT_DATAERR;
+    if (rc == HILOCK_EINVAL)
+        return CLI_EXIT_USAGE;
+    if (rc == HILOCK_ENOMEM)
+        return CLI_EXIT_SOFTWARE;
+    return CLI_EXIT_UNAVAILABLE;
+}
+
+/* A count: digits only, 1..HILOCK_LATCH_MAX_COUNT. */
+static bool parse_count(const char *s, int64_t *out)
+{
+    long long v;
+    if (!cli_parse_ms(s, false, HILOCK_LATCH_MAX_COUNT, &v))
+        return false;
+    *out = v;
+    return true;
+}
+
+static int run_step(hilock_latch *l, const char *step, const char *name,
+                    int64_t count, long long timeout_ms)
+{
+    int rc;
+    if (strcmp(step, "set") == 0) {
+        bool set = false;
+        rc = hilock_latch_try_set_count(l, count, &set);
+        if (rc != HILOCK_OK)
+            return latch_failed(step, name, rc);
+        int64_t now = 0;
+        if (!set && hilock_latch_count(l, &now) == HILOCK_OK)
+            printf("not set: the latch counts %lld already\n",
+                   (long long)now);
+        else if (!set)
+            printf("not set: the latch has a count already\n");
+        else
+            printf("set %lld\n", (long long)count);
+        return set ? 0 : CLI_EXIT_NOT_SET;
+    }
+    if (strcmp(step, "down") == 0 || strcmp(step, "count") == 0) {
+        int64_t n = 0;
+        rc = step[0] == 'd' ? hilock_latch_count_down(l, &n)
+                            : hilock_latch_count(l, &n);
+        if (rc != HILOCK_OK)
+            return latch_failed(step, name, rc);
+        printf("%lld\n", (long long)n);
+        return 0;
+    }
+    bool opened = false;
+    rc = hilock_latch_await(l, timeout_ms, &opened);
+    if (rc != HILOCK_OK)
+        return latch_failed(step, name, rc);
+    if (!opened) {
+        fprintf(stderr, "hilock: latch %s still counts above zero after "
+                        "%lld ms\n", name, timeout_ms);
+        return CLI_EXIT_NOT_ACQUIRED;
+    }
+    printf("open\n");
+    return 0;
+}
+
+int cli_latch(const cli_globals *g, int argc, char **argv)
+{
+    if (argc < 2)
+        return latch_usage("missing step: set, down, count or wait", NULL);
+    const char *step = argv[1];
+    if (strcmp(step, "set") != 0 && strcmp(step, "down") != 0 &&
+        strcmp(step, "count") != 0 && strcmp(step, "wait") != 0)
+        return latch_usage("unknown step", step);
+    const char *name = NULL, *count_text = NULL;
+    long long timeout_ms = HILOCK_WAIT_FOREVER;
+    for (int i = 2; i < argc; i++) {
+        const char *arg = argv[i], *v;
+        bool missing = false;
+        if (arg[0] != '-') {
+            if (name == NULL)
+                name = arg;
+            else if (strcmp(step, "set") == 0 && count_text == NULL)
+                count_text = arg;
+            else
+                return latch_usage("unexpected argument", arg);
+        } else if (strcmp(step, "wait") == 0 &&
+                   (v = cli_option_value(argc, argv, &i, "--timeout",
+                                         &missing))) {
+            if (!cli_parse_ms(v, true, INT64_MAX / 2, &timeout_ms))
+                return latch_usage("--timeout takes milliseconds, not", v);
+        } else {
+            return latch_usage(missing ? "missing value after"
+                                       : "unknown option",
+                               arg);
+        }
+    }
+    if (name == NULL || name[0] == '\0')
+        return latch_usage("missing latch NAME", NULL);
+    if (strlen(name) > HILOCK_MAX_NAME_LEN)
+        return latch_usage("the latch name is too long", NULL);
+    int64_t count = 0;
+    if (strcmp(step, "set") == 0) {
+        if (count_text == NULL)
+            return latch_usage("missing COUNT", NULL);
+        if (!parse_count(count_text, &count))
+            return latch_usage("COUNT must be a whole number from 1 to "
+                               "9007199254740991, not",
+                               count_text);
+    }
+    hilock_client *client;
+    int rc = cli_open(g, &client);
+    if (rc != 0)
+        return rc;
+    hilock_latch *l;
+    rc = hilock_latch_create(&l, client, name, strlen(name));
+    if (rc != HILOCK_OK) {
+        rc = latch_failed(step, name, rc);
+    } else {
+        rc = run_step(l, step, name, count, timeout_ms);
+        hilock_latch_destroy(l);
+    }
+    hilock_client_destroy(client);
+    if (fflush(stdout) != 0) {
+        perror("hilock: stdout");
+        rc = CLI_EXIT_SOFTWARE;
+    }
+    return rc;
+}
+
+int cli_latch_status(hilock_client *client, const char *name)
+{
+    hilock_latch *l;
+    int rc = hilock_latch_create(&l, client, name, strlen(name));
+    int64_t n = 0;
+    if (rc == HILOCK_OK) {
+        rc = hilock_latch_count(l, &n);
+        if (rc != HILOCK_OK)
+            rc = latch_failed("count", name, rc);
+        hilock_latch_destroy(l);
+    } else {
+        rc = latch_failed("count", name, rc);
+    }
+    if (rc != 0)
+        return rc;
+    printf("{\"name\":");
+    cli_json_string(stdout, name, strlen(name));
+    printf(",\"kind\":\"latch\",\"count\":%lld,\"open\":%s}\n", (long long)n,
+           n == 0 ? "true" : "false");
+    return 0;
+}
+
+bool cli_holds_string(hilock_client *client, const char *name)
+{
+    const char *argv[2] = {"TYPE", name};
+    hilock_reply *r = NULL;
+    bool yes = hilock_client_command(client, 2, argv, NULL, &r) ==
+                   HILOCK_OK &&
+               r != NULL && r->len == 6 && memcmp(r->str, "string", 6) == 0;
+    hilock_reply_free(r);
+    return yes;
+}
