@@ -2,7 +2,7 @@
  * contending for one lock while the watchdog keeps it alive.  With
  * --cluster, the same on a Redis Cluster (a private one of three masters
  * unless a URL names one), where the stock demo's segments spread over
- * the masters.
+ * the masters.  --replicas is the failover narrative of failover.c.
  *
  * Each worker has a client of its own, as separate services would, so the
  * hand-offs go through Redis pub/sub exactly as between processes. */
@@ -339,9 +339,11 @@ static int cluster_map(demo *d, hilock_client *client, bool want,
 int cli_demo(const cli_globals *g, int argc, char **argv)
 {
     bool want_cluster = argc == 2 && strcmp(argv[1], "--cluster") == 0;
+    if (argc == 2 && strcmp(argv[1], "--replicas") == 0)
+        return cli_failover_demo(g);
     if (argc > 1 && !want_cluster) {
         fprintf(stderr, "usage: hilock [--redis URL] [--watchdog MS] demo "
-                        "[--cluster]\n");
+                        "[--cluster|--replicas]\n");
         return CLI_EXIT_USAGE;
     }
     demo d = {.t0 = cli_now_ms(), .last_releaser = 1};
