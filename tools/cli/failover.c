@@ -51,6 +51,7 @@ typedef struct fo_worker {
     hilock_client *client;
     hilock_lock *lock;
     atomic_bool told_lost;
+    char acquired_on[80]; /* the master a waiter got the lock from */
 } fo_worker;
 
 static void fo_sleep_ms(int64_t ms)
@@ -108,8 +109,10 @@ static void *waiter_main(void *p)
     }
     cli_replication r;
     cli_replication_read(w->client, &r);
+    snprintf(w->acquired_on, sizeof w->acquired_on, "%s",
+             r.master[0] ? r.master : "?");
     say(d, "worker %d: acquired after waiting %lld ms, on master %s", w->id,
-        (long long)(cli_now_ms() - asked), r.master[0] ? r.master : "?");
+        (long long)(cli_now_ms() - asked), w->acquired_on);
     fo_sleep_ms(FO_SHORT_HOLD_MS);
     rc = hilock_lock_release(w->lock);
     if (rc != HILOCK_OK)
@@ -321,8 +324,10 @@ static int run_narrative(fo_demo *d, hl_redis_replicated *g,
         rc = CLI_EXIT_SOFTWARE;
     if (rc == 0) {
         for (int i = 1; i < FO_WORKERS; i++)
-            say(d, "worker %d: fate: acquired and released on the new "
-                   "master", ws[i].id);
+            say(d, "worker %d: fate: acquired and released on %s",
+                ws[i].id,
+                strcmp(ws[i].acquired_on, now) == 0 ? "the new master"
+                                                    : ws[i].acquired_on);
         bool locked = true;
         hilock_lock_is_locked(holder->lock, &locked);
         say(d, "all workers done; %s is %s", d->name,
