@@ -1,5 +1,5 @@
-/* The hilock command through Redis Sentinel: run, status and unlock reach
- * the master the sentinels name; status shows that master, its replicas
+/* The hilock command through Redis Sentinel: run, status, unlock and the
+ * demo reach the master the sentinels name; status shows that master, its replicas
  * and the acknowledgement policy; the sentinels' configuration errors
  * come out clearly; and `hilock demo --replicas` survives a failover, on
  * a private group and on the group of a URL.  One master, two replicas
@@ -277,6 +277,29 @@ static void test_sentinel_errors(void **state)
     assert_has(out, "needs a redis-sentinel://");
 }
 
+/* The plain demo through the sentinels: it names the master they gave,
+ * and its stock checks hold there. */
+static void test_plain_demo_through_sentinel(void **state)
+{
+    (void)state;
+    char addr[64], want[128];
+    master_addr(addr, sizeof addr);
+    const char *argv[] = {HILOCK_TOOL_PATH, "--redis", url, "demo", NULL};
+    int rc = hl_run(argv, out, sizeof out, tool_timeout_ms());
+    if (rc != 0)
+        fail_msg("demo exited %d:\n%s", rc, out);
+    snprintf(want, sizeof want, "connected to master %s ('mymaster', named "
+             "by the sentinels)", addr);
+    assert_has(out, want);
+    assert_null(strstr(out, "starting a private"));
+    assert_null(strstr(out, "MISMATCH"));
+    int consistent = 0;
+    for (const char *p = strstr(out, ": consistent"); p;
+         p = strstr(p + 1, ": consistent"))
+        consistent++;
+    assert_int_equal(consistent, 2);
+}
+
 /* Each worker's fate line, and the failover line naming both masters. */
 static void assert_failover_told(const char *old_master)
 {
@@ -347,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_unlock_through_sentinel),
         cmocka_unit_test(test_status_reports_the_urls_policy),
         cmocka_unit_test(test_sentinel_errors),
+        cmocka_unit_test(test_plain_demo_through_sentinel),
         cmocka_unit_test(test_demo_replicas_private_group),
         cmocka_unit_test(test_demo_replicas_on_the_urls_group),
     };

@@ -202,8 +202,18 @@ static int64_t now_us(void)
 static int show_connection(demo *d, const hilock_options *opts,
                            hilock_client *client)
 {
-    say(d, "connected to %s:%d as client %s", hilock_options_host(opts),
-        hilock_options_port(opts), hilock_client_id(client));
+    const char *sentinel = hilock_options_sentinel_master(opts);
+    if (sentinel != NULL) {
+        /* The URL names sentinels; the master is where they sent us. */
+        cli_replication r;
+        cli_replication_read(client, &r);
+        say(d, "connected to master %s ('%s', named by the sentinels) as "
+               "client %s",
+            r.master[0] ? r.master : "?", sentinel, hilock_client_id(client));
+    } else {
+        say(d, "connected to %s:%d as client %s", hilock_options_host(opts),
+            hilock_options_port(opts), hilock_client_id(client));
+    }
     const char *info_argv[] = {"INFO", "server"};
     hilock_reply *reply = NULL;
     char version[64] = "?", mode[64] = "?";
