@@ -43,6 +43,10 @@ typedef struct bench_args {
     /* The servers of the points being measured when they are the cluster
      * rows' (the client is then a cluster client); NULL: one server. */
     hl_redis_cluster *cluster;
+    /* --replicas N --ack POLICY: the replicated rows only, on a private
+     * master with N replicas (0: not asked for). */
+    int replicas;
+    const char *ack; /* "none" | "one" | "majority" | "all" */
 } bench_args;
 
 /* One measured point, printed as one JSON line. */
@@ -123,5 +127,16 @@ int bench_cluster_flush(const bench_args *a);
  * per_master[BENCH_CLUSTER_MASTERS]; 0 or -1. */
 int bench_cluster_segments(const bench_args *a, hilock_segmented *set,
                            int *per_master);
+
+/* The replicated rows (replicated.c).  Whether s names a policy, and
+ * which (a hilock_replica_ack). */
+bool bench_ack_parse(const char *s, int *ack);
+/* Start the master and its a->replicas replicas and connect to the master
+ * with a->ack: 0, or with the reason in error (then *out is NULL, and the
+ * servers may still run: stop them in any case) -1 when the servers did
+ * not start, -2 when the client refused to connect. */
+int bench_replicated_start(const bench_args *a, hilock_client **out,
+                           char *error, size_t cap);
+void bench_replicated_stop(void);
 
 #endif

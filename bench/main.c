@@ -19,6 +19,7 @@ static void usage(FILE *f)
             "  [--api async|sync] [--no-ceiling] [--watchdog-ms N]\n"
             "  [--connections N] [--busy-poll-us N] [--wd-leases N]\n"
             "  [--wd-duration S] [--cluster] [--cluster-replicas N]\n"
+            "  [--replicas N --ack none|one|majority|all]\n"
             "--kind is the lock kind of W1 and W2 (default reentrant); W3\n"
             "always takes reentrant segment locks, WD reentrant leases.\n"
             "WD holds C (default 100000) watchdog leases for --duration.\n"
@@ -36,7 +37,11 @@ static void usage(FILE *f)
             "point of the run (extra.vs_single) and W3's segments per\n"
             "master.\n"
             "W6 is the latch fan-in: C (default 64) async count downs\n"
-            "and one waiter, 200 rounds; it is in the default run.\n");
+            "and one waiter, 200 rounds; it is in the default run.\n"
+            "--replicas N --ack P: only W1 C=1, W1 C=50 and W2 C=64 (or\n"
+            "--workload's points) on a private master with N replicas,\n"
+            "each lock write acknowledged under policy P; the lines\n"
+            "carry \"topology\":\"replicated\" and \"ack\".\n");
 }
 
 static bool number(const char *s, double *out)
@@ -83,6 +88,8 @@ static int parse(int argc, char **argv, bench_args *a)
             a->kind = v;
         } else if (strcmp(k, "--api") == 0) {
             a->api = v;
+        } else if (strcmp(k, "--ack") == 0) {
+            a->ack = v;
         } else if (strcmp(k, "--ports") == 0) {
             char *copy = strdup(v), *save = NULL;
             for (char *t = strtok_r(copy, ",", &save); t && a->nports < 8;
@@ -118,6 +125,8 @@ static int parse(int argc, char **argv, bench_args *a)
                 a->wd_duration_s = d;
             else if (strcmp(k, "--cluster-replicas") == 0)
                 a->cluster_replicas = (int)d;
+            else if (strcmp(k, "--replicas") == 0)
+                a->replicas = (int)d;
             else {
                 fprintf(stderr, "hilock-bench: unknown option %s\n", k);
                 return -1;
@@ -133,6 +142,18 @@ static int parse(int argc, char **argv, bench_args *a)
     }
     if (strcmp(a->kind, "reentrant") != 0 && strcmp(a->kind, "fair") != 0) {
         fprintf(stderr, "hilock-bench: --kind is reentrant or fair\n");
+        return -1;
+    }
+    int ack;
+    if (a->ack != NULL && !bench_ack_parse(a->ack, &ack)) {
+        fprintf(stderr, "hilock-bench: --ack is none, one, majority or "
+                        "all\n");
+        return -1;
+    }
+    if ((a->ack != NULL) != (a->replicas > 0) || a->replicas > 8 ||
+        (a->replicas > 0 && a->with_cluster)) {
+        fprintf(stderr, "hilock-bench: --replicas 1..8 and --ack go "
+                        "together, without --cluster\n");
         return -1;
     }
     if (a->lease_ms <= 0 || a->products <= 0 || a->duration_s <= 0) {
@@ -478,6 +499,49 @@ static int cluster_rows(const bench_args *a)
     return 0;
 }
 
+/* A point that could not be run, with why. */
+static void error_point(const bench_args *a, const char *w, int concurrency,
+                        const char *api, const char *error)
+{
+    bench_point p = {.workload = w, .api = api, .concurrency = concurrency,
+                     .error = error};
+    bench_print_point(a, &p);
+}
+
+/* --replicas: the cost of replica acknowledgement, on a master with
+ * a->replicas replicas.  0, or 69 when the servers cannot be had. */
+static int replicated_rows(const bench_args *a)
+{
+    static const struct {
+        const char *w;
+        int c;
+    } std[] = {{"W1", 1}, {"W1", 50}, {"W2", 64}};
+    const char *api = a->api ? a->api : "async";
+    hilock_client *c = NULL;
+    char error[512];
+    int rc = bench_replicated_start(a, &c, error, sizeof error);
+    if (rc != 0) {
+        fprintf(stderr, "hilock-bench: %s\n", error);
+        if (a->workload != NULL)
+            error_point(a, a->workload, a->concurrency, api, error);
+        else
+            for (size_t i = 0; i < sizeof std / sizeof std[0]; i++)
+                error_point(a, std[i].w, std[i].c, api, error);
+        bench_replicated_stop();
+        /* A refused policy is a measured answer, not a broken run. */
+        return rc == -2 ? 0 : 69;
+    }
+    if (a->workload != NULL)
+        run_workload(a, c, a->workload);
+    else
+        for (size_t i = 0; i < sizeof std / sizeof std[0]; i++)
+            point(a, c, std[i].w, std[i].c, 0, api);
+    bench_flush(a, c);
+    hilock_client_destroy(c);
+    bench_replicated_stop();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     bench_args a = {.duration_s = 8, .warmup_s = 1, .lease_ms = 10000,
@@ -491,6 +555,17 @@ int main(int argc, char **argv)
         return 64;
     }
     signal(SIGPIPE, SIG_IGN);
+    if (a.replicas > 0) {
+        a.skip_ceiling = true;
+        if (a.connections <= 0) {
+            /* The count a default client has, for the notes. */
+            hilock_options *d;
+            hilock_options_create(&d);
+            a.connections = hilock_options_connections(d);
+            hilock_options_free(d);
+        }
+        return replicated_rows(&a);
+    }
     hl_redis_server *server = NULL;
     int port = a.port;
     if (port == 0) {

@@ -204,6 +204,51 @@ function cluster_ratios(    i, l, shown, r, w) {
     }
 }
 
+# The replicated rows: each policy against replicas=none at the same
+# workload, kind, C and api, on the same kind of master (N replicas).
+# The issue's aim: W1 C=50 under all at least half of none.
+function replicated_ratios(    i, l, shown, base, k, r, w, ack, target) {
+    for (i = 1; i <= n; i++) {
+        l = line[i]
+        if (field(l, "topology") != "replicated")
+            continue
+        k = field(l, "workload") "/" field(l, "kind") "/" field(l, "C") "/" field(l, "api") "/" field(l, "replicas")
+        if (field(l, "ack") == "none" && field(l, "error") == "")
+            base[k] = field(l, "cycles_per_s")
+    }
+    for (i = 1; i <= n; i++) {
+        l = line[i]
+        if (field(l, "topology") != "replicated")
+            continue
+        if (!shown++) {
+            print ""
+            printf "A master with %s replicas, each replica acknowledgement policy against replicas=none:\n",
+                field(l, "replicas")
+            print ""
+            print "| workload | C | api | replicas= | cycles/s | p50 µs | p99 µs | vs none | target |"
+            print "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | --- |"
+        }
+        w = field(l, "workload")
+        if (field(l, "kind") == "fair")
+            w = w " fair"
+        ack = field(l, "ack")
+        if (field(l, "error") != "") {
+            printf "| %s | %s | %s | %s | %s | | | | |\n", w, field(l, "C"),
+                field(l, "api"), ack, field(l, "error")
+            continue
+        }
+        k = field(l, "workload") "/" field(l, "kind") "/" field(l, "C") "/" field(l, "api") "/" field(l, "replicas")
+        r = (k in base) && base[k] > 0 ? field(l, "cycles_per_s") / base[k] : ""
+        target = ""
+        if (field(l, "workload") == "W1" && field(l, "C") == 50 && ack == "all")
+            target = r == "" ? ">= 0.5 (no replicas=none point)" : sprintf(">= 0.5 (%s)", r >= 0.5 ? "met" : "not met")
+        printf "| %s | %s | %s | %s | %.0f | %s | %s | %s | %s |\n",
+            w, field(l, "C"), field(l, "api"), ack, field(l, "cycles_per_s"),
+            field(l, "p50_us"), field(l, "p99_us"),
+            r == "" ? "" : sprintf("%.2f", r), target
+    }
+}
+
 # WD on one server, then on the cluster beside it.
 function wd_lines(    i, l, single_cpu, single_bytes, where) {
     for (i = 1; i <= n; i++) {
@@ -252,6 +297,8 @@ END {
                 label = label " busy"
             if (field(l, "topology") == "cluster")
                 label = label " cluster"
+            if (field(l, "topology") == "replicated")
+                label = label " replicas=" field(l, "ack")
             # The ceiling is one server's; W4 and the cluster rows spread
             # over several.
             printf "\"%s\" %s %s\n", label, field(l, "cycles_per_s"),
@@ -273,6 +320,8 @@ END {
             w = w " fair"
         if (field(l, "topology") == "cluster")
             w = w " cluster"
+        if (field(l, "topology") == "replicated")
+            w = w " replicas=" field(l, "ack")
         ratio = ceil > 0 ? sprintf("%.2f", cyc / ceil) : ""
         printf "| %s | %s | %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
             w, c, field(l, "S"), field(l, "api"), field(l, "busy_poll_us"),
@@ -284,6 +333,7 @@ END {
     redlock_ratios()
     sync_ratios()
     cluster_ratios()
+    replicated_ratios()
     wd_lines()
     print ""
     print "Ceiling rows (redis-benchmark, requests/s):"

@@ -63,6 +63,9 @@ static void print_params(const bench_args *a, const bench_point *p)
     if (a->cluster != NULL)
         printf("\"topology\":\"cluster\",\"replicas\":%d,",
                a->cluster_replicas);
+    else if (a->replicas > 0)
+        printf("\"topology\":\"replicated\",\"replicas\":%d,\"ack\":\"%s\",",
+               a->replicas, a->ack);
     printf("\"kind\":");
     bench_json_string(stdout, p->kind ? p->kind : a->kind);
     printf(",\"api\":");
@@ -103,6 +106,15 @@ void bench_print_point(const bench_args *a, const bench_point *p)
                  "the same workload, kind, C, S and api%s%s",
                  BENCH_CLUSTER_MASTERS, a->cluster_replicas,
                  a->connections, p->notes ? "; " : "",
+                 p->notes ? p->notes : "");
+    else if (a->replicas > 0)
+        snprintf(notes, sizeof notes,
+                 "waits by pub/sub notification; --retry-ms is accepted and "
+                 "ignored; a private master with %d replicas (no "
+                 "sentinels), lock writes under replicas=%s; "
+                 "one client on the master: %d command connections "
+                 "(auto-pipelined) and one pub/sub connection%s%s",
+                 a->replicas, a->ack, a->connections, p->notes ? "; " : "",
                  p->notes ? p->notes : "");
     else
         snprintf(notes, sizeof notes,

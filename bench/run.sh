@@ -18,6 +18,11 @@ mkdir -p "$here/bench/results"
 # The cluster rows come after the single-node ones, in the same run, so
 # that each is read against its single-node twin.
 "$here/build/bench/hilock-bench" --cluster "$@" >"$out"
+# The cost of replica acknowledgement: W1 C=1, W1 C=50 and W2 C=64 on a
+# master with 2 replicas, under each policy, read against replicas=none.
+for ack in none one all; do
+    "$here/build/bench/hilock-bench" --replicas 2 --ack "$ack" "$@" >>"$out"
+done
 cp "$out" "$here/bench/results/latest.jsonl"
 "$here/bench/report.awk" "$out" >"$here/bench/results/latest.md"
 "$here/bench/report.awk" -v mode=plot "$out" >"$here/bench/results/latest.dat"

@@ -142,7 +142,33 @@ int cli_slot_map_read(hilock_client *client, cli_slot_map *map);
 int cli_key_master(hilock_client *client, const cli_slot_map *map,
                    const char *key, size_t len, int *slot);
 
+/* Replication as the master the client reached tells it
+ * (replication.c). */
+#define CLI_MAX_REPLICAS 16
+typedef struct cli_replication {
+    char master[80]; /* "host:port" of the client's connection; "" when
+                      * CLIENT INFO could not be read */
+    bool info_read;  /* INFO replication answered: the fields below */
+    char role[16];   /* "master", or "slave" for a URL naming a replica */
+    int replicas;
+    char replica[CLI_MAX_REPLICAS][80]; /* "host:port" */
+    char state[CLI_MAX_REPLICAS][16];   /* "online", "wait_bgsave", ... */
+} cli_replication;
+/* Fills r from CLIENT INFO and INFO replication; what cannot be read
+ * (a user's ACL may refuse either) is left empty, never an error. */
+void cli_replication_read(hilock_client *client, cli_replication *r);
+/* r as a JSON object: {"master","replicas":[{"addr","state"}],
+ * "sentinel_master","ack","ack_timeout_ms"}, with "role" when the node is
+ * no master. */
+void cli_replication_json(FILE *out, const cli_replication *r,
+                          const hilock_options *opts);
+/* "none", "one", "majority" or "all". */
+const char *cli_ack_name(int ack);
+
 int cli_demo(const cli_globals *g, int argc, char **argv);
+/* demo --replicas (failover.c): on a private master with replicas and
+ * sentinels, or the Sentinel group of the URL. */
+int cli_failover_demo(const cli_globals *g);
 /* The stock part of the demo, on a connected client; keys start with
  * base.  With a map (a cluster), it shows the master of each segment and
  * the deductions each master served.  Returns 0 or an exit status. */

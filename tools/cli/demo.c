@@ -2,7 +2,7 @@
  * contending for one lock while the watchdog keeps it alive.  With
  * --cluster, the same on a Redis Cluster (a private one of three masters
  * unless a URL names one), where the stock demo's segments spread over
- * the masters.
+ * the masters.  --replicas is the failover narrative of failover.c.
  *
  * Each worker has a client of its own, as separate services would, so the
  * hand-offs go through Redis pub/sub exactly as between processes. */
@@ -202,8 +202,18 @@ static int64_t now_us(void)
 static int show_connection(demo *d, const hilock_options *opts,
                            hilock_client *client)
 {
-    say(d, "connected to %s:%d as client %s", hilock_options_host(opts),
-        hilock_options_port(opts), hilock_client_id(client));
+    const char *sentinel = hilock_options_sentinel_master(opts);
+    if (sentinel != NULL) {
+        /* The URL names sentinels; the master is where they sent us. */
+        cli_replication r;
+        cli_replication_read(client, &r);
+        say(d, "connected to master %s ('%s', named by the sentinels) as "
+               "client %s",
+            r.master[0] ? r.master : "?", sentinel, hilock_client_id(client));
+    } else {
+        say(d, "connected to %s:%d as client %s", hilock_options_host(opts),
+            hilock_options_port(opts), hilock_client_id(client));
+    }
     const char *info_argv[] = {"INFO", "server"};
     hilock_reply *reply = NULL;
     char version[64] = "?", mode[64] = "?";
@@ -339,9 +349,11 @@ static int cluster_map(demo *d, hilock_client *client, bool want,
 int cli_demo(const cli_globals *g, int argc, char **argv)
 {
     bool want_cluster = argc == 2 && strcmp(argv[1], "--cluster") == 0;
+    if (argc == 2 && strcmp(argv[1], "--replicas") == 0)
+        return cli_failover_demo(g);
     if (argc > 1 && !want_cluster) {
         fprintf(stderr, "usage: hilock [--redis URL] [--watchdog MS] demo "
-                        "[--cluster]\n");
+                        "[--cluster|--replicas]\n");
         return CLI_EXIT_USAGE;
     }
     demo d = {.t0 = cli_now_ms(), .last_releaser = 1};

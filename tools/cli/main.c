@@ -44,7 +44,11 @@ static void usage(FILE *to)
         "             reentrant.  A name holding a string (or KIND latch)\n"
         "             is a latch: {\"name\",\"kind\":\"latch\",\"count\",\n"
         "             \"open\"}.  Bytes that are not valid UTF-8 appear as\n"
-        "             \\u00XX\n"
+        "             \\u00XX.  Through Sentinel, with a replicas= policy,\n"
+        "             or on a master with replicas or a replica (not a\n"
+        "             cluster), also replication: {master (host:port\n"
+        "             reached), replicas [{addr,state}], sentinel_master,\n"
+        "             ack, ack_timeout_ms}\n"
         "  unlock --force [--kind KIND] NAME\n"
         "             delete lock NAME whoever holds it, with its kind's own\n"
         "             force release (read from the server as status does,\n"
@@ -67,12 +71,20 @@ static void usage(FILE *to)
         "             the stock demo on segmented locks.  --cluster: on a\n"
         "             Redis Cluster, a private one of 3 masters unless the\n"
         "             URL names one; shows the master of each segment\n"
+        "  demo --replicas\n"
+        "             on a private master with 2 replicas and 3 sentinels\n"
+        "             (or the group of a redis-sentinel:// URL): worker 1\n"
+        "             holds a lock while others wait, the master is killed\n"
+        "             (kill -9; on a URL's group, SENTINEL FAILOVER), and\n"
+        "             each worker says what it was told after the failover\n"
         "  version    print the library version\n"
         "\n"
         "options:\n"
         "  --redis URL     redis://[user:password@]host[:port][/db] or\n"
-        "                  rediss://... for TLS; default $HILOCK_REDIS,\n"
-        "                  else redis://127.0.0.1:6379\n"
+        "                  rediss://... for TLS, or the sentinels of a\n"
+        "                  group: redis-sentinel://host:port[,...]#master;\n"
+        "                  default $HILOCK_REDIS, else\n"
+        "                  redis://127.0.0.1:6379\n"
         "  --redlock URL1,...,URLn\n"
         "                  RedLock over n independent masters (n odd, 3 or\n"
         "                  more; write a comma inside a URL as %%2C): run\n"
@@ -167,9 +179,16 @@ int cli_connect(const hilock_options *opts, hilock_client **out)
     int rc = hilock_client_create(out, opts);
     if (rc == HILOCK_OK)
         return 0;
-    fprintf(stderr, "hilock: cannot connect to %s:%d: %s (%s)\n",
-            hilock_options_host(opts), hilock_options_port(opts),
-            hilock_strerror(rc), hilock_last_error());
+    const char *master = hilock_options_sentinel_master(opts);
+    if (master != NULL)
+        fprintf(stderr, "hilock: cannot reach master '%s' through the "
+                        "sentinels (first %s:%d): %s (%s)\n",
+                master, hilock_options_host(opts), hilock_options_port(opts),
+                hilock_strerror(rc), hilock_last_error());
+    else
+        fprintf(stderr, "hilock: cannot connect to %s:%d: %s (%s)\n",
+                hilock_options_host(opts), hilock_options_port(opts),
+                hilock_strerror(rc), hilock_last_error());
     return rc == HILOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_UNAVAILABLE;
 }
 

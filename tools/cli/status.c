@@ -254,7 +254,36 @@ static void print_status(const char *name, const hilock_lock_status *st)
         print_queue(out, st);
     else if (strcmp(st->kind, "read-write") == 0)
         print_read_write(out, st);
-    fputs("}\n", out);
+}
+
+/* ,"replication":{...} (see cli_replication_json) where replication is
+ * part of the picture: through Sentinel, with an acknowledgement policy,
+ * on a master that reports replicas, or on a replica named directly.  A lone server's object stays as
+ * it was; so does a cluster node's, whose replicas are one shard's. */
+static void print_replication(hilock_client *client,
+                              const hilock_options *opts)
+{
+    cli_replication r;
+    cli_replication_read(client, &r);
+    bool sentinel = hilock_options_sentinel_master(opts) != NULL;
+    bool ack = hilock_options_replica_ack(opts) != HILOCK_ACK_NONE;
+    if (!sentinel && !ack) {
+        bool cluster = true;
+        if (!r.info_read ||
+            (r.replicas == 0 && strcmp(r.role, "master") == 0))
+            return;
+        const char *argv[] = {"INFO", "cluster"};
+        hilock_reply *reply = NULL;
+        if (hilock_client_command(client, 2, argv, NULL, &reply) ==
+                HILOCK_OK &&
+            reply->type == HILOCK_REPLY_STRING)
+            cluster = strstr(reply->str, "cluster_enabled:1") != NULL;
+        hilock_reply_free(reply);
+        if (cluster)
+            return;
+    }
+    fputs(",\"replication\":", stdout);
+    cli_replication_json(stdout, &r, opts);
 }
 
 void cli_json_string(FILE *out, const char *s, size_t len)
@@ -342,23 +371,34 @@ int cli_status(const cli_globals *g, int argc, char **argv)
                                 NULL);
         return cli_redlock_status(g, name);
     }
-    hilock_client *client;
-    int rc = cli_open(g, &client);
+    hilock_options *opts;
+    int rc = cli_make_options(g, g->redis_url, &opts);
     if (rc != 0)
         return rc;
+    hilock_client *client;
+    rc = cli_connect(opts, &client);
+    if (rc != 0) {
+        hilock_options_free(opts);
+        return rc;
+    }
     /* No lock is a string; a latch is (its count). */
     if (kind != NULL ? strcmp(kind, "latch") == 0
                      : cli_holds_string(client, name)) {
         rc = cli_latch_status(client, name);
         hilock_client_destroy(client);
+        hilock_options_free(opts);
         return rc;
     }
     hilock_lock_status *st;
     rc = read_status(client, name, kind, &st);
-    if (rc == 0)
+    if (rc == 0) {
         print_status(name, st);
+        print_replication(client, opts);
+        fputs("}\n", stdout);
+    }
     hilock_lock_status_free(st);
     hilock_client_destroy(client);
+    hilock_options_free(opts);
     if (rc == 0 && fflush(stdout) != 0) {
         perror("hilock: stdout");
         rc = CLI_EXIT_SOFTWARE;
