@@ -70,6 +70,11 @@ bool hl_sem_line_head(const sem_op *op)
     return op->line != NULL && op->line->head == op;
 }
 
+sem_op *hl_sem_line_first(const sem_op *op)
+{
+    return op->line != NULL ? op->line->head : NULL;
+}
+
 sem_op *hl_sem_line_next(const sem_op *op)
 {
     return op->line_next;

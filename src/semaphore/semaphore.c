@@ -247,6 +247,24 @@ static void give_back(sem_op *op)
     (void)hl_sem_run(op, NULL);
 }
 
+/* A grant left `left` permits free: let that many more of the line ask
+ * now, oldest first, rather than one per round trip.  An attempt in
+ * flight counts as taking its permits; the first waiter that does not fit
+ * stops the walk, so nobody behind it passes it. */
+static void kick(sem_op *op, int64_t left)
+{
+    for (sem_op *o = hl_sem_line_first(op); o != NULL && left > 0;
+         o = hl_sem_line_next(o)) {
+        if (o == op || o->ended)
+            continue;
+        if (o->n > left)
+            break;
+        left -= o->n;
+        if (!o->trying)
+            attempt(o);
+    }
+}
+
 static bool parse_pair(const hilock_reply *r, int64_t *a, int64_t *b)
 {
     if (r == NULL || r->type != HILOCK_REPLY_ARRAY || r->elements != 2 ||
@@ -287,6 +305,8 @@ static void on_attempt(void *data, int status, hilock_reply *reply)
         int rc = op->call == SEM_PERMIT_ACQUIRE ? permit_add(op) : HILOCK_OK;
         if (rc != HILOCK_OK)
             give_back(op);
+        else
+            kick(op, v);
         end(op, rc, rc == HILOCK_OK ? v : 0,
             rc == HILOCK_OK ? NULL : "out of memory for a permit");
         return;

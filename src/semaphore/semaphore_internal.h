@@ -108,6 +108,7 @@ int hl_sem_submit(sem_op *op, int64_t *value, char *id);
 sem_line *hl_sem_line_join(sem_op *op);
 void hl_sem_line_leave(sem_op *op);
 bool hl_sem_line_head(const sem_op *op);
+sem_op *hl_sem_line_first(const sem_op *op);
 sem_op *hl_sem_line_next(const sem_op *op);
 
 #endif
