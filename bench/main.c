@@ -34,7 +34,9 @@ static void usage(FILE *f)
             "masters with a replica each (--cluster-replicas: N each);\n"
             "each cluster line carries its ratio to the single-node\n"
             "point of the run (extra.vs_single) and W3's segments per\n"
-            "master.\n");
+            "master.\n"
+            "W5 is C workers (standard point 64) on one semaphore of 8\n"
+            "permits, async; it runs in the full suite after W3.\n");
 }
 
 static bool number(const char *s, double *out)
@@ -301,6 +303,8 @@ static void point(const bench_args *a, hilock_client *c, const char *w,
             p.servers = W4_MASTERS;
             p.error = w4_error;
         }
+    } else if (strcmp(w, "W5") == 0) {
+        bench_run_w5(a, c, concurrency, &p);
     } else if (strcmp(w, "WD") == 0) {
         if (bench_run_wd(a, c, concurrency) != 0) {
             p.workload = w;
@@ -358,6 +362,8 @@ static void run_workload(const bench_args *a, hilock_client *c,
             if (a->api == NULL)
                 point(a, c, w, 64, 16, "sync");
         }
+    } else if (strcmp(w, "W5") == 0) {
+        point(a, c, w, 64, 0, "async");
     } else if (strcmp(w, "WD") == 0) {
         point(a, c, w, a->wd_leases > 0 ? a->wd_leases : 100000, 0, api);
     } else {
@@ -412,6 +418,8 @@ static void standard_points(const bench_args *a, hilock_client *c, int port)
             point(&fair, c, "W2", 64, 0, "sync");
     }
     run_workload(a, c, "W3");
+    if (a->cluster == NULL)
+        run_workload(a, c, "W5");
     if (a->cluster == NULL && a->busy_poll_us == 0 && a->api == NULL)
         busy_poll_points(a, port);
     if (a->wd_leases > 0) {
