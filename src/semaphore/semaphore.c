@@ -321,17 +321,20 @@ static void on_attempt(void *data, int status, hilock_reply *reply)
                                      : "no permit was free");
         return;
     }
+    /* Only the head looks again by itself; the others wait for it to
+     * let them ask, so that none passes it. */
+    bool head = hl_sem_line_head(op);
     if (!op->registered) {
         int rc = listen(op);
         if (rc < 0) {
             end(op, HILOCK_ENOMEM, 0, "out of memory for a waiter");
             return;
         }
-        if (rc == 1) {
+        if (rc == 1 && head) {
             attempt(op);
             return;
         }
-    } else if (pending) {
+    } else if (pending && head) {
         attempt(op);
         return;
     }
