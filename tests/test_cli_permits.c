@@ -1,5 +1,6 @@
 /* hilock run --permits on a real server: at most N commands at once
- * across processes, exit 76 when the permit is lost, usage errors. */
+ * across processes, exit 76 when the permit is lost, hilock status of a
+ * semaphore, usage errors. */
 /* ctest-timeout: 120 */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -137,6 +138,46 @@ static void test_lost_exits_76(void **state)
     assert_non_null(strstr(out, "lost"));
 }
 
+static bool one_permit_held(void *arg)
+{
+    char raw[64];
+    hl_redis_server_cmd(server, raw, sizeof raw, "ZCARD", (const char *)arg,
+                        (char *)NULL);
+    return strcmp(raw, ":1\r\n") == 0;
+}
+
+/* status shows the free count and the permit held, with its time left. */
+static void test_status(void **state)
+{
+    (void)state;
+    const char *argv[] = {HILOCK_TOOL_PATH, "--redis", url, "--watchdog",
+                          "5000", "run", "--permits", "2", "cli-st", "--",
+                          "sleep", "2", NULL};
+    job j;
+    job_start(&j, argv);
+    assert_true(hl_wait_until(one_permit_held, "{cli-st}:timeout",
+                              hl_widen(10000)));
+    char out[2048];
+    const char *st[] = {HILOCK_TOOL_PATH, "--redis", url, "status", "cli-st",
+                        NULL};
+    assert_int_equal(hl_run(st, out, sizeof out, hl_widen(10000)), 0);
+    assert_non_null(strstr(out, "\"kind\":\"semaphore\",\"available\":1,"
+                                "\"permits\":[{\"id\":\""));
+    const char *ttl = strstr(out, "\"ttl_ms\":");
+    assert_non_null(ttl);
+    long long left = atoll(ttl + 9);
+    assert_true(left > 0 && left <= 5000);
+    hl_join_within(j.thread, &j.done, hl_widen(20000));
+    assert_int_equal(j.rc, 0);
+    /* A hash is not a semaphore. */
+    const char *hash[] = {HILOCK_TOOL_PATH, "--redis", url, "status",
+                          "--kind", "semaphore", "cli-hash", NULL};
+    char raw[64];
+    assert_true(hl_redis_server_cmd(server, raw, sizeof raw, "HSET",
+                                    "cli-hash", "a", "1", (char *)NULL) > 0);
+    assert_int_equal(hl_run(hash, out, sizeof out, hl_widen(10000)), 65);
+}
+
 static void test_usage(void **state)
 {
     (void)state;
@@ -162,6 +203,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bound),
         cmocka_unit_test(test_lost_exits_76),
+        cmocka_unit_test(test_status),
         cmocka_unit_test(test_usage),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

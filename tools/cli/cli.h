@@ -89,6 +89,12 @@ int cli_redlock_open(const cli_globals *g, const char *name,
  * --permits).  Returns 0, or the exit status after printing why. */
 int cli_permits_open(const cli_globals *g, const char *name, int permits,
                      cli_runlock *out);
+/* hilock status NAME for a semaphore: prints its JSON object and sets
+ * *printed when NAME holds one (or, with force, whatever it holds: an
+ * empty one when nothing).  Returns 0, or the exit status after printing
+ * why. */
+int cli_semaphore_status(hilock_client *client, const char *name, bool force,
+                         bool *printed);
 /* hilock --redlock ... status NAME. */
 int cli_redlock_status(const cli_globals *g, const char *name);
 

@@ -133,7 +133,8 @@ static int read_as(hilock_client *client, const char *kind, const char *name,
 static bool kind_known(const char *s)
 {
     return strcmp(s, "reentrant") == 0 || strcmp(s, "fair") == 0 ||
-           strcmp(s, "read") == 0 || strcmp(s, "write") == 0;
+           strcmp(s, "read") == 0 || strcmp(s, "write") == 0 ||
+           strcmp(s, "semaphore") == 0;
 }
 
 /* The status of name: as the given kind, or as the kind the server's data
@@ -297,7 +298,7 @@ static int status_usage(const char *why, const char *what)
     fprintf(stderr, "hilock status: %s%s%s\n", why, what ? " " : "",
             what ? what : "");
     fprintf(stderr, "usage: hilock [--redis URL] status "
-                    "[--kind reentrant|fair|read|write] NAME\n"
+                    "[--kind reentrant|fair|read|write|semaphore] NAME\n"
                     "       hilock --redlock URL1,...,URLn status NAME\n");
     return CLI_EXIT_USAGE;
 }
@@ -345,6 +346,19 @@ int cli_status(const cli_globals *g, int argc, char **argv)
     int rc = cli_open(g, &client);
     if (rc != 0)
         return rc;
+    bool sem_kind = kind != NULL && strcmp(kind, "semaphore") == 0;
+    if (kind == NULL || sem_kind) {
+        bool printed = false;
+        rc = cli_semaphore_status(client, name, sem_kind, &printed);
+        if (rc != 0 || printed) {
+            hilock_client_destroy(client);
+            if (rc == 0 && fflush(stdout) != 0) {
+                perror("hilock: stdout");
+                rc = CLI_EXIT_SOFTWARE;
+            }
+            return rc;
+        }
+    }
     hilock_lock_status *st;
     rc = read_status(client, name, kind, &st);
     if (rc == 0)
