@@ -288,6 +288,39 @@ static void test_killed_holder(void **state)
     hl_free_client(c);
 }
 
+/* A handle destroyed while holding: its permit is no longer renewed and
+ * comes back within the watchdog timeout.  A client closed while holding:
+ * the handle still goes cleanly. */
+static void test_destroy_holding(void **state)
+{
+    (void)state;
+    const hl_client_opts opts = {.watchdog_ms = 600};
+    hilock_client *c = hl_new_client(server, &opts);
+    hilock_client *c2 = hl_new_client(server, NULL);
+    hilock_semaphore *s = new_permits(c, "pe-gone");
+    hilock_semaphore *s2 = new_permits(c2, "pe-gone");
+    char a[HILOCK_PERMIT_ID_MAX], b[HILOCK_PERMIT_ID_MAX];
+
+    assert_status(hilock_semaphore_set(s, 1), HILOCK_OK);
+    assert_status(hilock_permit_acquire(s, 0, HILOCK_LEASE_WATCHDOG, a),
+                  HILOCK_OK);
+    assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
+    int64_t t0 = hl_now_ms();
+    assert_status(hilock_permit_acquire(s2, hl_widen(5000), 0, b), HILOCK_OK);
+    assert_true(hl_now_ms() - t0 < 1500 || hl_under_valgrind());
+
+    s = new_permits(c, "pe-gone");
+    assert_status(hilock_permit_release(s2, b), HILOCK_OK);
+    assert_status(hilock_permit_acquire(s, 0, HILOCK_LEASE_WATCHDOG, a),
+                  HILOCK_OK);
+    assert_status(hilock_client_close(c), HILOCK_OK);
+    assert_status(hilock_permit_release(s, a), HILOCK_ECLOSED);
+    assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
+    hilock_semaphore_destroy(s2);
+    hl_free_client(c2);
+    hl_free_client(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -296,6 +329,7 @@ int main(void)
         cmocka_unit_test(test_watchdog_keeps),
         cmocka_unit_test(test_lost_reported),
         cmocka_unit_test(test_killed_holder),
+        cmocka_unit_test(test_destroy_holding),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -413,6 +413,45 @@ static void test_line_order(void **state)
     hl_free_client(c);
 }
 
+/* A pending acquire ends with ECLOSED when its client closes; a handle
+ * destroyed inside its own callback goes cleanly; calls on a closed
+ * client's handle say ECLOSED. */
+static void on_destroy_me(hilock_semaphore *s, int status, int64_t value,
+                          const char *id, void *data)
+{
+    on_result(s, status, value, id, data);
+    hilock_semaphore_destroy(s);
+}
+
+static void test_close(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_semaphore *s = new_sem(c, "sem-close");
+    hilock_semaphore *t = new_sem(c, "sem-close");
+    result r, d;
+    memset(&r, 0, sizeof r);
+    memset(&d, 0, sizeof d);
+
+    assert_status(hilock_semaphore_set(s, 1), HILOCK_OK);
+    assert_status(hilock_semaphore_try_acquire_async(t, 1, 0, on_destroy_me,
+                                                     &d),
+                  HILOCK_OK);
+    hl_expect_count(&d.calls, 1, hl_widen(5000));
+    assert_status(d.status, HILOCK_OK);
+    assert_status(hilock_semaphore_try_acquire_async(
+                      s, 1, HILOCK_WAIT_FOREVER, on_result, &r),
+                  HILOCK_OK);
+    hl_sleep_ms(50);
+    assert_int_equal(atomic_load(&r.calls), 0);
+    assert_status(hilock_client_close(c), HILOCK_OK);
+    hl_expect_count(&r.calls, 1, hl_widen(5000));
+    assert_status(r.status, HILOCK_ECLOSED);
+    assert_status(hilock_semaphore_release(s, 1), HILOCK_ECLOSED);
+    assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
+    hl_free_client(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -422,6 +461,7 @@ int main(void)
         cmocka_unit_test(test_contention),
         cmocka_unit_test(test_big_waiter_not_starved),
         cmocka_unit_test(test_line_order),
+        cmocka_unit_test(test_close),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
