@@ -140,9 +140,9 @@ static sem_op *detach(sem_op *op)
     if (op->timer_ready)
         hl_timer_stop(&op->timer);
     if (op->registered) {
-        hl_waiters *reg = registry(sem);
-        if (reg != NULL)
-            hl_waiter_remove(reg, &op->waiter, false);
+        /* The registry it joined: the handle may have lost its client by
+         * now (the client closing cancels its calls after that). */
+        hl_waiter_remove(op->reg, &op->waiter, false);
         op->registered = false;
     }
     sem_op *next = hl_sem_line_head(op) ? hl_sem_line_next(op) : NULL;
@@ -234,8 +234,10 @@ static int listen(sem_op *op)
     }
     int rc = hl_waiter_add(reg, &op->waiter, ch.s, ch.len, true, on_wake, op);
     hl_aux_name_done(&ch);
-    if (rc >= 0)
+    if (rc >= 0) {
         op->registered = true;
+        op->reg = reg;
+    }
     return rc;
 }
 

@@ -76,6 +76,7 @@ struct sem_op {
     sem_op *line_prev;
     sem_op *line_next;
     hl_waiter waiter;
+    hl_waiters *reg; /* where the waiter is registered */
     bool registered;
     hl_timer timer;
     bool timer_ready;
