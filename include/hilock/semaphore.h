@@ -74,8 +74,9 @@ HILOCK_API int hilock_permit_semaphore_create(hilock_semaphore **out,
                                               size_t name_len);
 
 /* Free a handle.  Pending calls complete with HILOCK_ECANCELED; permits
- * still held are no longer renewed (they come back within their lease).
- * Any thread but inside this handle's callbacks.
+ * still held are no longer renewed (they come back within their lease, at
+ * most a watchdog timeout for watchdog-kept ones).  Any thread, also
+ * inside this handle's callbacks; once only.
  * @return HILOCK_OK, HILOCK_EINVAL (NULL) */
 HILOCK_API int hilock_semaphore_destroy(hilock_semaphore *sem);
 
