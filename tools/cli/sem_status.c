@@ -1,8 +1,8 @@
 /* hilock status for a semaphore: the count of free permits at NAME and
  * the expirable permits held in "{NAME}:timeout", each with its id and
  * the time it has left on the server's clock, read in one script so that
- * the object is a snapshot.  A name holding a string, or none but with
- * permits held, is taken for a semaphore. */
+ * the object is a snapshot.  A name holding an integer string, or none
+ * but with permits held, is taken for a semaphore. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +43,16 @@ static bool is_str(const hilock_reply *r)
     return r->type == HILOCK_REPLY_STRING || r->type == HILOCK_REPLY_STATUS;
 }
 
+/* A decimal integer, as a count is stored. */
+static bool is_count(const char *s)
+{
+    char *end;
+    if (*s == '\0')
+        return false;
+    (void)strtoll(s, &end, 10);
+    return *end == '\0';
+}
+
 int cli_semaphore_status(hilock_client *client, const char *name, bool force,
                          bool *printed)
 {
@@ -73,15 +83,16 @@ int cli_semaphore_status(hilock_client *client, const char *name, bool force,
     }
     const char *type = r->element[0]->str;
     const hilock_reply *z = r->element[2];
-    bool semaphore = strcmp(type, "string") == 0 ||
-                     (strcmp(type, "none") == 0 && z->elements > 0);
+    const hilock_reply *v = r->element[1];
+    bool count = is_str(v) && is_count(v->str);
+    bool semaphore = count || (strcmp(type, "none") == 0 && z->elements > 0);
     if (!semaphore && !force) {
         hilock_reply_free(r);
         return 0;
     }
     if (!semaphore && strcmp(type, "none") != 0) {
-        fprintf(stderr, "hilock: %s holds a %s, not a semaphore\n", name,
-                type);
+        fprintf(stderr, "hilock: %s holds a %s, not a semaphore's count\n",
+                name, type);
         hilock_reply_free(r);
         return CLI_EXIT_DATAERR;
     }
@@ -90,8 +101,7 @@ int cli_semaphore_status(hilock_client *client, const char *name, bool force,
     printf("{\"name\":");
     cli_json_string(stdout, name, strlen(name));
     printf(",\"kind\":\"semaphore\",\"available\":");
-    const hilock_reply *v = r->element[1];
-    if (is_str(v))
+    if (count)
         printf("%lld", atoll(v->str));
     else
         printf("null");
