@@ -100,6 +100,16 @@ static void test_ids(void **state)
     assert_status(hilock_semaphore_try_acquire(s, 1, 0), HILOCK_EINVAL);
     assert_status(hilock_semaphore_release(s, 1), HILOCK_EINVAL);
     hilock_semaphore_destroy(s);
+
+    /* A name with a hash tag of its own keeps it: "NAME:timeout". */
+    s = new_permits(c, "{t}pe");
+    assert_status(hilock_semaphore_set(s, 1), HILOCK_OK);
+    assert_status(hilock_permit_acquire(s, 0, 60000, a), HILOCK_OK);
+    assert_int_equal(hl_redis_server_cmd(server, raw, sizeof raw, "ZSCORE",
+                                         "{t}pe:timeout", a, (char *)NULL),
+                     '$');
+    assert_status(hilock_permit_release(s, a), HILOCK_OK);
+    hilock_semaphore_destroy(s);
     hl_free_client(c);
 }
 
