@@ -66,6 +66,7 @@ typedef struct bench_point {
     uint64_t per_worker_max;
     double jain;
     const char *stock_check; /* W3: "ok" or "MISMATCH"; else NULL */
+    int max_inside;          /* W5: most workers inside at once */
     const char *error;       /* a failed point */
     int servers;             /* redis-servers the point used; 0: one */
     const char *notes;       /* what the point did beyond the common
@@ -102,6 +103,10 @@ int bench_run_w3(const bench_args *a, hilock_client *c, int concurrency,
 /* W4: W1 over RedLock on the masters of rl (5 of them). */
 int bench_run_w4(const bench_args *a, hilock_redlock *rl, int concurrency,
                  const char *api, bench_point *p);
+
+/* W5: C workers on one semaphore of 8 permits (async API). */
+int bench_run_w5(const bench_args *a, hilock_client *c, int concurrency,
+                 bench_point *p);
 
 /* WD: one client holding `leases` watchdog leases for the duration.
  * Prints its own JSON line. */

@@ -41,7 +41,9 @@ static void usage(FILE *f)
             "--replicas N --ack P: only W1 C=1, W1 C=50 and W2 C=64 (or\n"
             "--workload's points) on a private master with N replicas,\n"
             "each lock write acknowledged under policy P; the lines\n"
-            "carry \"topology\":\"replicated\" and \"ack\".\n");
+            "carry \"topology\":\"replicated\" and \"ack\".\n"
+            "W5 is C workers (standard point 64) on one semaphore of 8\n"
+            "permits, async; it runs in the full suite after W3.\n");
 }
 
 static bool number(const char *s, double *out)
@@ -326,6 +328,8 @@ static void point(const bench_args *a, hilock_client *c, const char *w,
         }
     } else if (strcmp(w, "W6") == 0) {
         bench_run_w6(a, c, concurrency, &p);
+    } else if (strcmp(w, "W5") == 0) {
+        bench_run_w5(a, c, concurrency, &p);
     } else if (strcmp(w, "WD") == 0) {
         if (bench_run_wd(a, c, concurrency) != 0) {
             p.workload = w;
@@ -383,7 +387,7 @@ static void run_workload(const bench_args *a, hilock_client *c,
             if (a->api == NULL)
                 point(a, c, w, 64, 16, "sync");
         }
-    } else if (strcmp(w, "W6") == 0) {
+    } else if (strcmp(w, "W5") == 0 || strcmp(w, "W6") == 0) {
         point(a, c, w, 64, 0, "async");
     } else if (strcmp(w, "WD") == 0) {
         point(a, c, w, a->wd_leases > 0 ? a->wd_leases : 100000, 0, api);
@@ -439,8 +443,10 @@ static void standard_points(const bench_args *a, hilock_client *c, int port)
             point(&fair, c, "W2", 64, 0, "sync");
     }
     run_workload(a, c, "W3");
-    if (a->cluster == NULL)
+    if (a->cluster == NULL) {
+        run_workload(a, c, "W5");
         run_workload(a, c, "W6");
+    }
     if (a->cluster == NULL && a->busy_poll_us == 0 && a->api == NULL)
         busy_poll_points(a, port);
     if (a->wd_leases > 0) {

@@ -328,7 +328,8 @@ END {
             cyc, (ceil > 0 ? sprintf("%.0f", ceil) : ""), ratio, field(l, "p50_us"), field(l, "p99_us"),
             field(l, "max_us"), field(l, "owner_changes_per_s"),
             field(l, "jain"), field(l, "violations"),
-            field(l, "stock_check") field(l, "error")
+            field(l, "stock_check") field(l, "error") \
+            (field(l, "max_inside") != "" ? "max inside " field(l, "max_inside") : "")
     }
     redlock_ratios()
     sync_ratios()

@@ -143,6 +143,8 @@ void bench_print_point(const bench_args *a, const bench_point *p)
             printf("%s%d", i ? "," : "", p->segments_per_master[i]);
         printf("]");
     }
+    if (p->workload != NULL && strcmp(p->workload, "W5") == 0)
+        printf(",\"max_inside\":%d", p->max_inside);
     if (p->stock_check) {
         printf(",\"stock_check\":");
         bench_json_string(stdout, p->stock_check);

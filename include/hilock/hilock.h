@@ -14,6 +14,7 @@
 #include "reply.h"
 #include "rwlock.h"
 #include "segmented.h"
+#include "semaphore.h"
 #include "version.h"
 
 #ifdef __cplusplus

@@ -60,3 +60,25 @@ int hl_layout_latch_channel(hl_aux_name *out, const char *name,
     out->len = (size_t)(p - out->s);
     return 0;
 }
+
+int hl_layout_suffixed(hl_aux_name *out, const char *name, size_t name_len,
+                       const char *tail)
+{
+    size_t tlen = strlen(tail);
+    bool braces = memchr(name, '{', name_len) == NULL;
+    char *p = hl_aux_name_reserve(out, name_len + tlen + 4);
+    if (p == NULL)
+        return -1;
+    if (braces)
+        *p++ = '{';
+    memcpy(p, name, name_len);
+    p += name_len;
+    if (braces)
+        *p++ = '}';
+    *p++ = ':';
+    memcpy(p, tail, tlen);
+    p += tlen;
+    *p = '\0';
+    out->len = (size_t)(p - out->s);
+    return 0;
+}

@@ -17,6 +17,14 @@
 #define HL_LAYOUT_FAIR_QUEUE "redisson_lock_queue"
 #define HL_LAYOUT_FAIR_TIMEOUT "redisson_lock_timeout"
 #define HL_LAYOUT_TOKEN "redisson_lock_token"
+/* Semaphores (RSemaphore, RPermitExpirableSemaphore): the count is a
+ * string at NAME, releases and count changes publish the new count on
+ * "redisson_sc:{NAME}", and expirable permits are the members of the zset
+ * "{NAME}:timeout" (see hl_layout_suffixed), scored by expiry in ms. */
+#define HL_LAYOUT_SEMAPHORE_CHANNEL "redisson_sc"
+#define HL_LAYOUT_PERMIT_TIMEOUT "timeout"
+/* The score Redisson gives a permit that never expires. */
+#define HL_LAYOUT_PERMIT_NO_EXPIRY "922337203685477"
 /* Ours, beyond Redisson: waiting writers of a read-write lock, the
  * attempts a reconcile voided, and when the places of our own waiters in
  * a fair line run out (Redisson's places are spaced for its grants, not
@@ -87,5 +95,10 @@ int hl_layout_key(hl_aux_name *out, const char *prefix, const char *name,
  * memory); release with hl_aux_name_done either way. */
 int hl_layout_latch_channel(hl_aux_name *out, const char *name,
                             size_t name_len);
+/* "{NAME}:<tail>", or "NAME:<tail>" when NAME holds a '{' already
+ * (Redisson's suffixName).  0 or -1 (out of memory); release with
+ * hl_aux_name_done either way. */
+int hl_layout_suffixed(hl_aux_name *out, const char *name, size_t name_len,
+                       const char *tail);
 
 #endif

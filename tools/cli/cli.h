@@ -85,6 +85,16 @@ void cli_run_lost(cli_run_state *st);
  * Returns 0, or the exit status after printing why. */
 int cli_redlock_open(const cli_globals *g, const char *name,
                      cli_runlock *out);
+/* One of `permits` permits of the expirable semaphore `name` (hilock run
+ * --permits).  Returns 0, or the exit status after printing why. */
+int cli_permits_open(const cli_globals *g, const char *name, int permits,
+                     cli_runlock *out);
+/* hilock status NAME for a semaphore: prints its JSON object and sets
+ * *printed when NAME holds one (or, with force, whatever it holds: an
+ * empty one when nothing).  Returns 0, or the exit status after printing
+ * why. */
+int cli_semaphore_status(hilock_client *client, const char *name, bool force,
+                         bool *printed);
 /* hilock --redlock ... status NAME. */
 int cli_redlock_status(const cli_globals *g, const char *name);
 

@@ -24,6 +24,7 @@
  * sees the job stopped, and on being continued continues CMD. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -316,6 +317,7 @@ typedef struct run_args {
     long long wait_ms;  /* HILOCK_WAIT_FOREVER when not given */
     long long lease_ms; /* HILOCK_LEASE_WATCHDOG when not given */
     bool fence_env;
+    long long permits; /* 0: a lock, not a semaphore's permit */
     const char *name;
     char **cmd;
 } run_args;
@@ -329,6 +331,8 @@ static int run_usage(const char *why, const char *what)
             "usage: hilock [--redis URL] [--watchdog MS] run [--kind %s]\n"
             "           [--wait MS] [--lease MS] [--fence-env] NAME -- CMD "
             "[ARG...]\n"
+            "       hilock [--redis URL] [--watchdog MS] run --permits N\n"
+            "           [--wait MS] [--lease MS] NAME -- CMD [ARG...]\n"
             "       hilock --redlock URL1,...,URLn [--watchdog MS] run "
             "[--wait MS]\n"
             "           [--lease MS] NAME -- CMD [ARG...]\n",
@@ -367,6 +371,12 @@ static int parse_args(const cli_globals *g, int argc, char **argv,
                                          &missing))) {
             if (!cli_parse_ms(v, false, RUN_MAX_MS, &a->lease_ms))
                 return run_usage("--lease takes milliseconds > 0, not", v);
+        } else if ((v = cli_option_value(argc, argv, &i, "--permits",
+                                         &missing))) {
+            if (!cli_parse_ms(v, false, INT_MAX, &a->permits))
+                return run_usage("--permits takes a count 1..2147483647, "
+                                 "not",
+                                 v);
         } else {
             return run_usage(missing ? "missing value after"
                                      : "unknown option",
@@ -382,6 +392,10 @@ static int parse_args(const cli_globals *g, int argc, char **argv,
     if (g->redlock != NULL && a->fence_env)
         return run_usage("--fence-env does not go with --redlock: RedLock "
                          "gives no fencing token",
+                         NULL);
+    if (a->permits > 0 && (kind_given || a->fence_env || g->redlock))
+        return run_usage("--permits takes a permit of a semaphore: it does "
+                         "not go with --kind, --fence-env or --redlock",
                          NULL);
     if (a->name == NULL || a->name[0] == '\0')
         return run_usage("missing lock NAME", NULL);
@@ -688,8 +702,10 @@ int cli_run(const cli_globals *g, int argc, char **argv)
     if (setup_signals() != 0)
         return CLI_EXIT_SOFTWARE;
     cli_runlock lk;
-    rc = g->redlock != NULL ? cli_redlock_open(g, a.name, &lk)
-                            : single_open(g, a.kind, a.name, &lk);
+    rc = a.permits > 0      ? cli_permits_open(g, a.name, (int)a.permits,
+                                               &lk)
+         : g->redlock != NULL ? cli_redlock_open(g, a.name, &lk)
+                              : single_open(g, a.kind, a.name, &lk);
     if (rc != 0)
         return rc;
     int sig = take_terminating_signal();

@@ -134,7 +134,7 @@ static bool kind_known(const char *s)
 {
     return strcmp(s, "reentrant") == 0 || strcmp(s, "fair") == 0 ||
            strcmp(s, "read") == 0 || strcmp(s, "write") == 0 ||
-           strcmp(s, "latch") == 0;
+           strcmp(s, "latch") == 0 || strcmp(s, "semaphore") == 0;
 }
 
 /* The status of name: as the given kind, or as the kind the server's data
@@ -327,7 +327,7 @@ static int status_usage(const char *why, const char *what)
     fprintf(stderr, "hilock status: %s%s%s\n", why, what ? " " : "",
             what ? what : "");
     fprintf(stderr, "usage: hilock [--redis URL] status "
-                    "[--kind reentrant|fair|read|write|latch] NAME\n"
+                    "[--kind reentrant|fair|read|write|latch|semaphore] NAME\n"
                     "       hilock --redlock URL1,...,URLn status NAME\n");
     return CLI_EXIT_USAGE;
 }
@@ -381,7 +381,23 @@ int cli_status(const cli_globals *g, int argc, char **argv)
         hilock_options_free(opts);
         return rc;
     }
-    /* No lock is a string; a latch is (its count). */
+    /* No lock is a string; a latch's count and a semaphore's are, and
+     * look alike: without --kind, permits held under the expirable
+     * semaphore's zset make it a semaphore, any other string a latch. */
+    bool sem_kind = kind != NULL && strcmp(kind, "semaphore") == 0;
+    if (kind == NULL || sem_kind) {
+        bool printed = false;
+        rc = cli_semaphore_status(client, name, sem_kind, &printed);
+        if (rc != 0 || printed) {
+            hilock_client_destroy(client);
+            hilock_options_free(opts);
+            if (rc == 0 && fflush(stdout) != 0) {
+                perror("hilock: stdout");
+                rc = CLI_EXIT_SOFTWARE;
+            }
+            return rc;
+        }
+    }
     if (kind != NULL ? strcmp(kind, "latch") == 0
                      : cli_holds_string(client, name)) {
         rc = cli_latch_status(client, name);

@@ -1,0 +1,205 @@
+/* Semaphores, Redisson-compatible: RSemaphore and
+ * RPermitExpirableSemaphore.
+ *
+ * A semaphore handle names one semaphore on the client's server.  Made
+ * with hilock_semaphore_create() it is a plain semaphore (RSemaphore): a
+ * count of permits, taken and given back in any number, owned by nobody.
+ * Made with hilock_permit_semaphore_create() it is a semaphore of
+ * expirable permits (RPermitExpirableSemaphore): each acquire takes one
+ * permit and returns its id, and the permit comes back by itself when its
+ * lease runs out.  With HILOCK_LEASE_WATCHDOG the client's watchdog keeps
+ * a held permit's lease alive, as it does a lock's, so a permit whose
+ * holder died comes back within the watchdog timeout, and a permit whose
+ * lease could not be kept is reported lost (hilock_semaphore_set_lost_
+ * callback, and HILOCK_ELEASELOST from its release).
+ *
+ * In Redis the count is a string at the name; every release and count
+ * change publishes the new count on "redisson_sc:{NAME}", which wakes the
+ * waiters of both Java and C clients.  Expirable permits are the members
+ * of the zset "{NAME}:timeout", scored with their expiry in ms since the
+ * epoch (hilock writes the server's time there; Redisson writes its
+ * client's).  Count changes on an expirable semaphore (set, add, drain)
+ * act on the free permits only, as Redisson's do.
+ *
+ * Fairness.  Among the waiters of one client on one semaphore, first come
+ * first served: only the oldest waiter asks the server, so a waiter for
+ * many permits is never passed by later waiters for fewer.  Across
+ * clients the server grants to whoever asks when enough permits are free.
+ *
+ * Sync calls block the calling thread and must not run on the client's
+ * loop thread (HILOCK_EDEADLK).  Errors every call may return besides
+ * those it lists: HILOCK_EINVAL (NULL handle), HILOCK_EIO,
+ * HILOCK_ETIMEDOUT, HILOCK_ECLOSED (client or handle closed),
+ * HILOCK_EREDIS (the name holds another type of value, or a count would
+ * overflow), HILOCK_EPERM (the server's ACL refuses a command), HILOCK_EFULL
+ * (max_pending operations unfinished), HILOCK_ENOMEM.
+ *
+ * Async calls: the callback contract of client.h.  An error returned
+ * means the callback never runs; HILOCK_OK means it runs exactly once on
+ * the loop thread, also when the handle is destroyed first
+ * (HILOCK_ECANCELED) or the client closes (HILOCK_ECLOSED).  Its status
+ * and value are what the sync twin returns and writes. */
+#ifndef HILOCK_SEMAPHORE_H
+#define HILOCK_SEMAPHORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client.h"
+#include "export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hilock_semaphore hilock_semaphore;
+
+/* Room for a permit id and its NUL: "<client id>:<number>". */
+#define HILOCK_PERMIT_ID_MAX 64
+
+/* Make a handle for the semaphore `name` (binary-safe, copied;
+ * 1..HILOCK_MAX_NAME_LEN bytes).  No round trip.  Any thread.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  NULL argument, empty or overlong name
+ * @return HILOCK_ENOMEM
+ * @return HILOCK_ECLOSED the client is closed */
+HILOCK_API int hilock_semaphore_create(hilock_semaphore **out,
+                                       hilock_client *client,
+                                       const char *name, size_t name_len);
+/* The same for a semaphore of expirable permits. */
+HILOCK_API int hilock_permit_semaphore_create(hilock_semaphore **out,
+                                              hilock_client *client,
+                                              const char *name,
+                                              size_t name_len);
+
+/* Free a handle.  Pending calls complete with HILOCK_ECANCELED; permits
+ * still held are no longer renewed (they come back within their lease, at
+ * most a watchdog timeout for watchdog-kept ones).  Any thread, also
+ * inside this handle's callbacks; once only.
+ * @return HILOCK_OK, HILOCK_EINVAL (NULL) */
+HILOCK_API int hilock_semaphore_destroy(hilock_semaphore *sem);
+
+/* ---- plain semaphores ------------------------------------------------ */
+
+/* Take `permits` permits at once, waiting at most wait_ms (0: a single
+ * try; HILOCK_WAIT_FOREVER).
+ * @return HILOCK_OK      taken
+ * @return HILOCK_EBUSY   not enough permits were free during the wait
+ * @return HILOCK_EINVAL  permits < 1, bad wait_ms, a handle of expirable
+ *                        permits (use hilock_permit_acquire), or on a
+ *                        cluster a name whose keys cannot share a slot */
+HILOCK_API int hilock_semaphore_try_acquire(hilock_semaphore *sem,
+                                            int permits, int64_t wait_ms);
+/* Give back `permits` permits (any client may; nothing checks who took
+ * them, as in Redisson).
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  permits < 1, or a handle of expirable permits */
+HILOCK_API int hilock_semaphore_release(hilock_semaphore *sem, int permits);
+
+/* ---- both kinds ------------------------------------------------------- */
+
+/* Set the count to `permits` when the semaphore does not exist yet
+ * (trySetPermits); *set (may be NULL) says whether it did.
+ * @return HILOCK_OK, HILOCK_EINVAL (permits < 0) */
+HILOCK_API int hilock_semaphore_try_set(hilock_semaphore *sem, int permits,
+                                        bool *set);
+/* Set the count of free permits to `permits` whatever it was.
+ * @return HILOCK_OK, HILOCK_EINVAL (permits < 0) */
+HILOCK_API int hilock_semaphore_set(hilock_semaphore *sem, int permits);
+/* Add `permits` (negative: take away) to the free count; *count (may be
+ * NULL) receives the new count.
+ * @return HILOCK_OK, HILOCK_EINVAL (permits == 0) */
+HILOCK_API int hilock_semaphore_add(hilock_semaphore *sem, int permits,
+                                    int64_t *count);
+/* Take every free permit; *drained (may be NULL) receives how many.
+ * @return HILOCK_OK */
+HILOCK_API int hilock_semaphore_drain(hilock_semaphore *sem,
+                                      int64_t *drained);
+/* The number of free permits (0 when the semaphore does not exist); an
+ * expirable semaphore first takes back expired permits.
+ * @return HILOCK_OK */
+HILOCK_API int hilock_semaphore_available(hilock_semaphore *sem,
+                                          int64_t *available);
+
+/* ---- expirable permits ------------------------------------------------ */
+
+/* Take one permit, waiting at most wait_ms, with a lease of lease_ms
+ * (HILOCK_LEASE_WATCHDOG: renewed until release; or
+ * 1..HILOCK_MAX_LEASE_MS).  id receives the permit's id.
+ * @return HILOCK_OK      taken
+ * @return HILOCK_EBUSY   no permit was free during the wait
+ * @return HILOCK_EINVAL  NULL id, bad wait_ms or lease_ms, a plain
+ *                        semaphore's handle, or on a cluster a name whose
+ *                        keys cannot share a slot */
+HILOCK_API int hilock_permit_acquire(hilock_semaphore *sem, int64_t wait_ms,
+                                     int64_t lease_ms,
+                                     char id[HILOCK_PERMIT_ID_MAX]);
+/* Give a permit back by its id (one taken through any handle or client).
+ * @return HILOCK_OK
+ * @return HILOCK_ELEASELOST the permit was taken through this handle and
+ *                        its lease ran out or was lost before the release
+ *                        (counted back already, or now)
+ * @return HILOCK_ENOTOWNER no such permit is held
+ * @return HILOCK_EINVAL  NULL, empty or overlong id, or a plain
+ *                        semaphore's handle */
+HILOCK_API int hilock_permit_release(hilock_semaphore *sem, const char *id);
+
+/* Told once, on the loop thread, when a permit's lease is lost (its
+ * renewal found it gone or expired, or no renewal was confirmed in time).
+ * The id stays valid during the call only. */
+typedef void hilock_permit_lost_cb(hilock_semaphore *sem, const char *id,
+                                   void *user_data);
+/* Set (cb NULL: clear) the handle's lost callback.  Any thread.
+ * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ECLOSED */
+HILOCK_API int hilock_semaphore_set_lost_callback(hilock_semaphore *sem,
+                                                  hilock_permit_lost_cb *cb,
+                                                  void *user_data);
+
+/* ---- async ------------------------------------------------------------
+ * value: the count for add and available, the number drained, 1/0 for
+ * try_set, 0 otherwise; id: the permit of hilock_permit_acquire_async
+ * when status is HILOCK_OK, else NULL (valid during the call only). */
+typedef void hilock_semaphore_cb(hilock_semaphore *sem, int status,
+                                 int64_t value, const char *id,
+                                 void *user_data);
+
+HILOCK_API int hilock_semaphore_try_acquire_async(hilock_semaphore *sem,
+                                                  int permits,
+                                                  int64_t wait_ms,
+                                                  hilock_semaphore_cb *cb,
+                                                  void *user_data);
+HILOCK_API int hilock_semaphore_release_async(hilock_semaphore *sem,
+                                              int permits,
+                                              hilock_semaphore_cb *cb,
+                                              void *user_data);
+HILOCK_API int hilock_semaphore_try_set_async(hilock_semaphore *sem,
+                                              int permits,
+                                              hilock_semaphore_cb *cb,
+                                              void *user_data);
+HILOCK_API int hilock_semaphore_set_async(hilock_semaphore *sem, int permits,
+                                          hilock_semaphore_cb *cb,
+                                          void *user_data);
+HILOCK_API int hilock_semaphore_add_async(hilock_semaphore *sem, int permits,
+                                          hilock_semaphore_cb *cb,
+                                          void *user_data);
+HILOCK_API int hilock_semaphore_drain_async(hilock_semaphore *sem,
+                                            hilock_semaphore_cb *cb,
+                                            void *user_data);
+HILOCK_API int hilock_semaphore_available_async(hilock_semaphore *sem,
+                                                hilock_semaphore_cb *cb,
+                                                void *user_data);
+HILOCK_API int hilock_permit_acquire_async(hilock_semaphore *sem,
+                                           int64_t wait_ms, int64_t lease_ms,
+                                           hilock_semaphore_cb *cb,
+                                           void *user_data);
+HILOCK_API int hilock_permit_release_async(hilock_semaphore *sem,
+                                           const char *id,
+                                           hilock_semaphore_cb *cb,
+                                           void *user_data);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

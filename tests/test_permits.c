@@ -1,0 +1,345 @@
+/* Expirable permits (RPermitExpirableSemaphore layout) on a real server:
+ * ids and their errors, fixed leases that run out and come back, the
+ * watchdog keeping a live holder's permit, a killed holder's permit coming
+ * back within the watchdog timeout, and a lost permit reported. */
+/* ctest-timeout: 120 */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "hilock/hilock.h"
+#include "support/children.h"
+#include "support/fixture.h"
+#include "support/lock_helpers.h"
+
+static hl_redis_server *server;
+static hl_children kids;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    server = hl_fixture_plain();
+    return server ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    hl_children_kill_all(&kids);
+    hl_redis_server_stop(server);
+    return 0;
+}
+
+static hilock_semaphore *new_permits(hilock_client *c, const char *name)
+{
+    hilock_semaphore *s = NULL;
+    assert_status(hilock_permit_semaphore_create(&s, c, name, strlen(name)),
+                  HILOCK_OK);
+    return s;
+}
+
+/* ZSCORE "{name}:timeout" id: the reply's bytes. */
+static int zscore(const char *name, const char *id, char *out, size_t cap)
+{
+    char key[128];
+    snprintf(key, sizeof key, "{%s}:timeout", name);
+    return hl_redis_server_cmd(server, out, cap, "ZSCORE", key, id,
+                               (char *)NULL);
+}
+
+static void test_ids(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_semaphore *s = new_permits(c, "pe-ids");
+    char a[HILOCK_PERMIT_ID_MAX], b[HILOCK_PERMIT_ID_MAX], raw[128];
+    int64_t v;
+
+    assert_status(hilock_semaphore_try_set(s, 2, NULL), HILOCK_OK);
+    assert_status(hilock_permit_acquire(s, 0, HILOCK_LEASE_WATCHDOG, a),
+                  HILOCK_OK);
+    assert_status(hilock_permit_acquire(s, 0, 60000, b), HILOCK_OK);
+    assert_string_not_equal(a, b);
+    /* "<client id>:<n>" */
+    assert_int_equal(strncmp(a, hilock_client_id(c), 36), 0);
+    assert_int_equal(a[36], ':');
+    assert_int_equal(zscore("pe-ids", a, raw, sizeof raw), '$');
+    assert_status(hilock_permit_acquire(s, 0, 0, raw),
+                  HILOCK_EBUSY);
+    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_int_equal(v, 0);
+    assert_status(hilock_permit_release(s, a), HILOCK_OK);
+    assert_status(hilock_permit_release(s, a), HILOCK_ENOTOWNER);
+    assert_status(hilock_permit_release(s, "no-such-permit"),
+                  HILOCK_ENOTOWNER);
+    assert_status(hilock_permit_release(s, b), HILOCK_OK);
+    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_int_equal(v, 2);
+
+    /* Errors. */
+    char longid[HILOCK_PERMIT_ID_MAX + 8];
+    memset(longid, 'x', sizeof longid - 1);
+    longid[sizeof longid - 1] = '\0';
+    assert_status(hilock_permit_release(s, longid), HILOCK_EINVAL);
+    assert_status(hilock_permit_release(s, ""), HILOCK_EINVAL);
+    assert_status(hilock_permit_release(s, NULL), HILOCK_EINVAL);
+    assert_status(hilock_permit_acquire(s, 0, 0, NULL), HILOCK_EINVAL);
+    assert_status(hilock_permit_acquire(s, -5, 0, a), HILOCK_EINVAL);
+    assert_status(hilock_permit_acquire(s, 0, -1, a), HILOCK_EINVAL);
+    assert_status(hilock_permit_acquire(s, 0, HILOCK_MAX_LEASE_MS + 1, a),
+                  HILOCK_EINVAL);
+    assert_status(hilock_semaphore_try_acquire(s, 1, 0), HILOCK_EINVAL);
+    assert_status(hilock_semaphore_release(s, 1), HILOCK_EINVAL);
+    hilock_semaphore_destroy(s);
+
+    /* A name with a hash tag of its own keeps it: "NAME:timeout". */
+    s = new_permits(c, "{t}pe");
+    assert_status(hilock_semaphore_set(s, 1), HILOCK_OK);
+    assert_status(hilock_permit_acquire(s, 0, 60000, a), HILOCK_OK);
+    assert_int_equal(hl_redis_server_cmd(server, raw, sizeof raw, "ZSCORE",
+                                         "{t}pe:timeout", a, (char *)NULL),
+                     '$');
+    assert_status(hilock_permit_release(s, a), HILOCK_OK);
+    hilock_semaphore_destroy(s);
+    hl_free_client(c);
+}
+
+/* ---- leases ------------------------------------------------------------ */
+
+typedef struct lost_log {
+    atomic_int calls;
+    char id[HILOCK_PERMIT_ID_MAX];
+} lost_log;
+
+static void on_lost(hilock_semaphore *s, const char *id, void *data)
+{
+    (void)s;
+    lost_log *l = data;
+    snprintf(l->id, sizeof l->id, "%s", id);
+    atomic_fetch_add(&l->calls, 1);
+}
+
+typedef struct result {
+    atomic_int calls;
+    int status;
+    char id[HILOCK_PERMIT_ID_MAX];
+    int64_t at_ms;
+} result;
+
+static void on_result(hilock_semaphore *s, int status, int64_t value,
+                      const char *id, void *data)
+{
+    (void)s;
+    (void)value;
+    result *r = data;
+    r->status = status;
+    r->at_ms = hl_now_ms();
+    snprintf(r->id, sizeof r->id, "%s", id ? id : "");
+    atomic_fetch_add(&r->calls, 1);
+}
+
+/* A fixed lease runs out: the permit is reported lost, a waiter gets it
+ * back (taken back by the server's clock), and its release says so. */
+static void test_fixed_lease(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_semaphore *s = new_permits(c, "pe-fixed");
+    char a[HILOCK_PERMIT_ID_MAX];
+    lost_log lost;
+    result waiter;
+    memset(&lost, 0, sizeof lost);
+    memset(&waiter, 0, sizeof waiter);
+
+    assert_status(hilock_semaphore_set_lost_callback(s, on_lost, &lost),
+                  HILOCK_OK);
+    assert_status(hilock_semaphore_set(s, 1), HILOCK_OK);
+    int64_t t0 = hl_now_ms();
+    assert_status(hilock_permit_acquire(s, 0, 300, a), HILOCK_OK);
+    assert_status(hilock_permit_acquire_async(s, HILOCK_WAIT_FOREVER,
+                                              HILOCK_LEASE_WATCHDOG,
+                                              on_result, &waiter),
+                  HILOCK_OK);
+    hl_expect_count(&waiter.calls, 1, hl_widen(5000));
+    assert_status(waiter.status, HILOCK_OK);
+    /* Not before the lease ran out, and soon after: the server told the
+     * waiter when the first permit expires. */
+    assert_true(waiter.at_ms - t0 >= 290);
+    assert_true(waiter.at_ms - t0 < 1000 || hl_under_valgrind());
+    assert_string_not_equal(waiter.id, a);
+    hl_expect_count(&lost.calls, 1, hl_widen(5000));
+    assert_string_equal(lost.id, a);
+    assert_status(hilock_permit_release(s, a), HILOCK_ELEASELOST);
+    assert_status(hilock_permit_release(s, waiter.id), HILOCK_OK);
+    int64_t v;
+    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_int_equal(v, 1);
+    hilock_semaphore_destroy(s);
+    hl_free_client(c);
+}
+
+/* The watchdog keeps a held permit for several watchdog timeouts. */
+static void test_watchdog_keeps(void **state)
+{
+    (void)state;
+    const hl_client_opts opts = {.watchdog_ms = 600};
+    hilock_client *c = hl_new_client(server, &opts);
+    hilock_client *c2 = hl_new_client(server, NULL);
+    hilock_semaphore *s = new_permits(c, "pe-keep");
+    hilock_semaphore *s2 = new_permits(c2, "pe-keep");
+    char a[HILOCK_PERMIT_ID_MAX], b[HILOCK_PERMIT_ID_MAX];
+    lost_log lost;
+    memset(&lost, 0, sizeof lost);
+
+    assert_status(hilock_semaphore_set_lost_callback(s, on_lost, &lost),
+                  HILOCK_OK);
+    assert_status(hilock_semaphore_set(s, 1), HILOCK_OK);
+    assert_status(hilock_permit_acquire(s, 0, HILOCK_LEASE_WATCHDOG, a),
+                  HILOCK_OK);
+    /* Another client waits 3 watchdog timeouts and gets nothing. */
+    assert_status(hilock_permit_acquire(s2, 1800, 0, b), HILOCK_EBUSY);
+    assert_int_equal(atomic_load(&lost.calls), 0);
+    assert_status(hilock_permit_release(s, a), HILOCK_OK);
+    assert_status(hilock_permit_acquire(s2, 0, 0, b), HILOCK_OK);
+    assert_status(hilock_permit_release(s2, b), HILOCK_OK);
+    hilock_semaphore_destroy(s2);
+    hilock_semaphore_destroy(s);
+    hl_free_client(c2);
+    hl_free_client(c);
+}
+
+/* The permit deleted behind the holder's back: its next renewal finds it
+ * gone, and the holder is told. */
+static void test_lost_reported(void **state)
+{
+    (void)state;
+    const hl_client_opts opts = {.watchdog_ms = 600};
+    hilock_client *c = hl_new_client(server, &opts);
+    hilock_semaphore *s = new_permits(c, "pe-lost");
+    char a[HILOCK_PERMIT_ID_MAX], raw[64];
+    lost_log lost;
+    memset(&lost, 0, sizeof lost);
+
+    assert_status(hilock_semaphore_set_lost_callback(s, on_lost, &lost),
+                  HILOCK_OK);
+    assert_status(hilock_semaphore_set(s, 1), HILOCK_OK);
+    assert_status(hilock_permit_acquire(s, 0, HILOCK_LEASE_WATCHDOG, a),
+                  HILOCK_OK);
+    assert_int_equal(hl_redis_server_cmd(server, raw, sizeof raw, "ZREM",
+                                         "{pe-lost}:timeout", a,
+                                         (char *)NULL),
+                     ':');
+    assert_string_equal(raw, ":1\r\n");
+    hl_expect_count(&lost.calls, 1, hl_widen(5000));
+    assert_string_equal(lost.id, a);
+    assert_status(hilock_permit_release(s, a), HILOCK_ELEASELOST);
+    hilock_semaphore_destroy(s);
+    hl_free_client(c);
+}
+
+/* A holder killed with SIGKILL: its permit comes back within the
+ * watchdog timeout of its last renewal. */
+static void test_killed_holder(void **state)
+{
+    (void)state;
+    int ready[2];
+    char byte = 0;
+
+    char raw[64];
+    assert_true(hl_redis_server_cmd(server, raw, sizeof raw, "SET",
+                                    "pe-kill", "1", (char *)NULL) > 0);
+    assert_int_equal(pipe(ready), 0);
+    /* Fork first: the child must not inherit a client whose threads it
+     * does not have. */
+    if (hl_children_fork(&kids, 0) == 0) {
+        const hl_client_opts opts = {.watchdog_ms = 1000};
+        char why[300], id[HILOCK_PERMIT_ID_MAX];
+        hilock_semaphore *cs = NULL;
+        close(ready[0]);
+        hilock_client *hc = hl_open_client(server, &opts, why, sizeof why);
+        if (hc == NULL ||
+            hilock_permit_semaphore_create(&cs, hc, "pe-kill", 7) != 0 ||
+            hilock_permit_acquire(cs, 0, HILOCK_LEASE_WATCHDOG, id) != 0)
+            _exit(1);
+        byte = 'h';
+        if (write(ready[1], &byte, 1) != 1)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    close(ready[1]);
+    if (!hl_read_exact(ready[0], &byte, 1, hl_widen(10000)))
+        fail_msg("the child never reported holding the permit");
+    close(ready[0]);
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_semaphore *s = new_permits(c, "pe-kill");
+    /* Held: the child's watchdog keeps it past its timeout. */
+    char id[HILOCK_PERMIT_ID_MAX];
+    assert_status(hilock_permit_acquire(s, 1500, 0, id), HILOCK_EBUSY);
+    int64_t t_kill = hl_now_ms();
+    assert_int_equal(hl_children_kill(&kids, 0), 0);
+    assert_status(hilock_permit_acquire(s, hl_widen(10000), 0, id),
+                  HILOCK_OK);
+    int64_t took = hl_now_ms() - t_kill;
+    if (took >= 1500 && !hl_under_valgrind())
+        fail_msg("the permit of a killed holder came back %lld ms after the "
+                 "kill (watchdog 1000 ms)", (long long)took);
+    assert_status(hilock_permit_release(s, id), HILOCK_OK);
+    hilock_semaphore_destroy(s);
+    hl_free_client(c);
+}
+
+/* A handle destroyed while holding: its permit is no longer renewed and
+ * comes back within the watchdog timeout.  A client closed while holding:
+ * the handle still goes cleanly. */
+static void test_destroy_holding(void **state)
+{
+    (void)state;
+    const hl_client_opts opts = {.watchdog_ms = 600};
+    hilock_client *c = hl_new_client(server, &opts);
+    hilock_client *c2 = hl_new_client(server, NULL);
+    hilock_semaphore *s = new_permits(c, "pe-gone");
+    hilock_semaphore *s2 = new_permits(c2, "pe-gone");
+    char a[HILOCK_PERMIT_ID_MAX], b[HILOCK_PERMIT_ID_MAX];
+
+    assert_status(hilock_semaphore_set(s, 1), HILOCK_OK);
+    assert_status(hilock_permit_acquire(s, 0, HILOCK_LEASE_WATCHDOG, a),
+                  HILOCK_OK);
+    assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
+    int64_t t0 = hl_now_ms();
+    assert_status(hilock_permit_acquire(s2, hl_widen(5000), 0, b), HILOCK_OK);
+    assert_true(hl_now_ms() - t0 < 1500 || hl_under_valgrind());
+
+    s = new_permits(c, "pe-gone");
+    assert_status(hilock_permit_release(s2, b), HILOCK_OK);
+    assert_status(hilock_permit_acquire(s, 0, HILOCK_LEASE_WATCHDOG, a),
+                  HILOCK_OK);
+    assert_status(hilock_client_close(c), HILOCK_OK);
+    assert_status(hilock_permit_release(s, a), HILOCK_ECLOSED);
+    assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
+    hilock_semaphore_destroy(s2);
+    hl_free_client(c2);
+    hl_free_client(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ids),
+        cmocka_unit_test(test_fixed_lease),
+        cmocka_unit_test(test_watchdog_keeps),
+        cmocka_unit_test(test_lost_reported),
+        cmocka_unit_test(test_killed_holder),
+        cmocka_unit_test(test_destroy_holding),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

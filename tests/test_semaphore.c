@@ -1,0 +1,467 @@
+/* The plain semaphore (RSemaphore layout) on a real server: every call
+ * and its errors, async calls and a destroyed handle, contention checked
+ * against the permit count, and a waiter for many permits among a stream
+ * of single-permit waiters. */
+/* ctest-timeout: 120 */
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "hilock/hilock.h"
+#include "support/fixture.h"
+#include "support/lock_helpers.h"
+
+static hl_redis_server *server;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    server = hl_fixture_plain();
+    return server ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    hl_redis_server_stop(server);
+    return 0;
+}
+
+static hilock_semaphore *new_sem(hilock_client *c, const char *name)
+{
+    hilock_semaphore *s = NULL;
+    assert_status(hilock_semaphore_create(&s, c, name, strlen(name)),
+                  HILOCK_OK);
+    return s;
+}
+
+static void server_get(const char *key, char *out, size_t cap)
+{
+    assert_true(hl_redis_server_cmd(server, out, cap, "GET", key,
+                                    (char *)NULL) > 0);
+}
+
+/* ---- every call --------------------------------------------------------- */
+
+static void test_calls(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_semaphore *s = new_sem(c, "sem-calls");
+    bool set = false;
+    int64_t v = -1;
+    char raw[64];
+
+    /* Nothing there yet: nothing available, nothing to take. */
+    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_int_equal(v, 0);
+    assert_status(hilock_semaphore_try_acquire(s, 1, 0), HILOCK_EBUSY);
+    assert_status(hilock_semaphore_try_set(s, 3, &set), HILOCK_OK);
+    assert_true(set);
+    assert_status(hilock_semaphore_try_set(s, 5, &set), HILOCK_OK);
+    assert_false(set);
+    server_get("sem-calls", raw, sizeof raw);
+    assert_string_equal(raw, "$1\r\n3\r\n"); /* the count, at the name */
+
+    assert_status(hilock_semaphore_try_acquire(s, 2, 0), HILOCK_OK);
+    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_int_equal(v, 1);
+    /* Two wanted, one free: refused whole, nothing taken. */
+    assert_status(hilock_semaphore_try_acquire(s, 2, 0), HILOCK_EBUSY);
+    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_int_equal(v, 1);
+    assert_status(hilock_semaphore_release(s, 2), HILOCK_OK);
+    assert_status(hilock_semaphore_add(s, 4, &v), HILOCK_OK);
+    assert_int_equal(v, 7);
+    assert_status(hilock_semaphore_add(s, -2, &v), HILOCK_OK);
+    assert_int_equal(v, 5);
+    assert_status(hilock_semaphore_drain(s, &v), HILOCK_OK);
+    assert_int_equal(v, 5);
+    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_int_equal(v, 0);
+    assert_status(hilock_semaphore_set(s, 2), HILOCK_OK);
+    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_int_equal(v, 2);
+
+    /* A bounded wait that nobody ends. */
+    int64_t t0 = hl_now_ms();
+    assert_status(hilock_semaphore_try_acquire(s, 3, 200), HILOCK_EBUSY);
+    assert_true(hl_now_ms() - t0 >= 190);
+
+    hilock_semaphore_destroy(s);
+    hl_free_client(c);
+}
+
+/* ---- errors and extreme numbers ----------------------------------------- */
+
+static void test_errors(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_semaphore *s = new_sem(c, "sem-errors");
+    hilock_semaphore *bad = NULL;
+    char id[HILOCK_PERMIT_ID_MAX];
+    int64_t v;
+
+    assert_status(hilock_semaphore_create(&bad, c, "", 0), HILOCK_EINVAL);
+    assert_status(hilock_semaphore_create(NULL, c, "x", 1), HILOCK_EINVAL);
+    assert_status(hilock_semaphore_try_acquire(NULL, 1, 0), HILOCK_EINVAL);
+    assert_status(hilock_semaphore_try_acquire(s, 0, 0), HILOCK_EINVAL);
+    assert_non_null(strstr(hilock_last_error(), "1.."));
+    assert_status(hilock_semaphore_try_acquire(s, -1, 0), HILOCK_EINVAL);
+    assert_status(hilock_semaphore_try_acquire(s, INT_MIN, 0),
+                  HILOCK_EINVAL);
+    assert_status(hilock_semaphore_try_acquire(s, 1, -7), HILOCK_EINVAL);
+    assert_status(hilock_semaphore_release(s, 0), HILOCK_EINVAL);
+    assert_status(hilock_semaphore_release(s, -3), HILOCK_EINVAL);
+    assert_status(hilock_semaphore_set(s, -1), HILOCK_EINVAL);
+    assert_status(hilock_semaphore_try_set(s, -1, NULL), HILOCK_EINVAL);
+    assert_status(hilock_semaphore_add(s, 0, NULL), HILOCK_EINVAL);
+    assert_status(hilock_semaphore_try_acquire_async(s, 1, 0, NULL, NULL),
+                  HILOCK_EINVAL);
+    /* Permit ids belong to the other kind. */
+    assert_status(hilock_permit_acquire(s, 0, 0, id), HILOCK_EINVAL);
+    assert_status(hilock_permit_release(s, "x"), HILOCK_EINVAL);
+
+    /* INT_MAX permits: a count that large works, and one more than there
+     * are is refused, not wrapped. */
+    assert_status(hilock_semaphore_set(s, INT_MAX), HILOCK_OK);
+    assert_status(hilock_semaphore_try_acquire(s, INT_MAX, 0), HILOCK_OK);
+    assert_status(hilock_semaphore_try_acquire(s, 1, 0), HILOCK_EBUSY);
+    assert_status(hilock_semaphore_release(s, INT_MAX), HILOCK_OK);
+    assert_status(hilock_semaphore_add(s, INT_MAX, &v), HILOCK_OK);
+    assert_int_equal(v, 2LL * INT_MAX);
+    assert_status(hilock_semaphore_set(s, 0), HILOCK_OK);
+    assert_status(hilock_semaphore_try_acquire(s, INT_MAX, 0), HILOCK_EBUSY);
+
+    /* A name holding another type of value. */
+    char raw[64];
+    assert_true(hl_redis_server_cmd(server, raw, sizeof raw, "HSET",
+                                    "sem-hash", "a", "1", (char *)NULL) > 0);
+    hilock_semaphore *h = new_sem(c, "sem-hash");
+    assert_status(hilock_semaphore_try_acquire(h, 1, 0), HILOCK_EREDIS);
+    assert_status(hilock_semaphore_release(h, 1), HILOCK_EREDIS);
+    hilock_semaphore_destroy(h);
+    hilock_semaphore_destroy(s);
+    hl_free_client(c);
+}
+
+/* ---- async -------------------------------------------------------------- */
+
+typedef struct result {
+    atomic_int calls;
+    int status;
+    int64_t value;
+} result;
+
+static void on_result(hilock_semaphore *s, int status, int64_t value,
+                      const char *id, void *data)
+{
+    (void)s;
+    (void)id;
+    result *r = data;
+    r->status = status;
+    r->value = value;
+    atomic_fetch_add(&r->calls, 1);
+}
+
+static void test_async(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c2 = hl_new_client(server, NULL);
+    hilock_semaphore *s = new_sem(c, "sem-async");
+    hilock_semaphore *s2 = new_sem(c2, "sem-async");
+    result r[8];
+    memset(r, 0, sizeof r);
+
+    assert_status(hilock_semaphore_set_async(s, 1, on_result, &r[0]),
+                  HILOCK_OK);
+    hl_expect_count(&r[0].calls, 1, hl_widen(5000));
+    assert_status(r[0].status, HILOCK_OK);
+    assert_status(hilock_semaphore_try_set_async(s, 1, on_result, &r[1]),
+                  HILOCK_OK);
+    hl_expect_count(&r[1].calls, 1, hl_widen(5000));
+    assert_int_equal(r[1].value, 0);
+    assert_status(hilock_semaphore_try_acquire(s, 1, 0), HILOCK_OK);
+    /* A waiter on another client, woken by the release's message. */
+    assert_status(hilock_semaphore_try_acquire_async(
+                      s2, 1, HILOCK_WAIT_FOREVER, on_result, &r[2]),
+                  HILOCK_OK);
+    hl_sleep_ms(100);
+    assert_int_equal(atomic_load(&r[2].calls), 0);
+    int64_t t0 = hl_now_ms();
+    assert_status(hilock_semaphore_release_async(s, 1, on_result, &r[3]),
+                  HILOCK_OK);
+    hl_expect_count(&r[2].calls, 1, hl_widen(5000));
+    assert_status(r[2].status, HILOCK_OK);
+    /* Woken by the message, well before the fallback's second. */
+    assert_true(hl_now_ms() - t0 < 900 || hl_under_valgrind());
+    hl_expect_count(&r[3].calls, 1, hl_widen(5000));
+    assert_int_equal(r[3].value, 1);
+    assert_status(hilock_semaphore_add_async(s, 2, on_result, &r[4]),
+                  HILOCK_OK);
+    hl_expect_count(&r[4].calls, 1, hl_widen(5000));
+    assert_int_equal(r[4].value, 2);
+    assert_status(hilock_semaphore_available_async(s, on_result, &r[5]),
+                  HILOCK_OK);
+    hl_expect_count(&r[5].calls, 1, hl_widen(5000));
+    assert_int_equal(r[5].value, 2);
+    assert_status(hilock_semaphore_drain_async(s, on_result, &r[6]),
+                  HILOCK_OK);
+    hl_expect_count(&r[6].calls, 1, hl_widen(5000));
+    assert_int_equal(r[6].value, 2);
+
+    /* A pending acquire ends with ECANCELED when its handle goes. */
+    assert_status(hilock_semaphore_try_acquire_async(
+                      s2, 1, HILOCK_WAIT_FOREVER, on_result, &r[7]),
+                  HILOCK_OK);
+    hl_sleep_ms(50);
+    assert_status(hilock_semaphore_destroy(s2), HILOCK_OK);
+    hl_expect_count(&r[7].calls, 1, hl_widen(5000));
+    assert_status(r[7].status, HILOCK_ECANCELED);
+
+    hilock_semaphore_destroy(s);
+    hl_free_client(c2);
+    hl_free_client(c);
+}
+
+/* ---- contention --------------------------------------------------------- */
+
+#define PERMITS 3
+
+typedef struct worker {
+    pthread_t thread;
+    hilock_semaphore *sem;
+    int rounds;
+    int need;
+    atomic_int *inside;
+    atomic_int *max_inside;
+    int rc;
+    atomic_bool done;
+    atomic_bool *stop;
+    int64_t took_ms;
+    int hold_ms;
+    int64_t wait_ms;
+} worker;
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    w->rc = HILOCK_OK;
+    for (int i = 0; (w->rounds == 0 || i < w->rounds) &&
+                    (w->stop == NULL || !atomic_load(w->stop));
+         i++) {
+        int64_t t0 = hl_now_ms();
+        int rc = hilock_semaphore_try_acquire(w->sem, w->need, w->wait_ms);
+        if (rc != HILOCK_OK) {
+            w->rc = rc;
+            break;
+        }
+        w->took_ms = hl_now_ms() - t0;
+        int now = atomic_fetch_add(w->inside, w->need) + w->need;
+        int m = atomic_load(w->max_inside);
+        while (now > m && !atomic_compare_exchange_weak(w->max_inside, &m,
+                                                        now))
+            ;
+        hl_sleep_ms(w->hold_ms);
+        atomic_fetch_sub(w->inside, w->need);
+        rc = hilock_semaphore_release(w->sem, w->need);
+        if (rc != HILOCK_OK) {
+            w->rc = rc;
+            break;
+        }
+    }
+    atomic_store(&w->done, true);
+    return NULL;
+}
+
+static void worker_start(worker *w, hilock_semaphore *sem, int rounds,
+                         int need, atomic_int *inside, atomic_int *max,
+                         atomic_bool *stop, int hold_ms, int64_t wait_ms)
+{
+    memset(w, 0, sizeof *w);
+    w->sem = sem;
+    w->rounds = rounds;
+    w->need = need;
+    w->inside = inside;
+    w->max_inside = max;
+    w->stop = stop;
+    w->hold_ms = hold_ms;
+    w->wait_ms = wait_ms;
+    atomic_init(&w->done, false);
+    assert_int_equal(pthread_create(&w->thread, NULL, worker_main, w), 0);
+}
+
+static void test_contention(void **state)
+{
+    (void)state;
+    enum { CLIENTS = 2, WORKERS = 8 };
+    hilock_client *c[CLIENTS];
+    hilock_semaphore *s[CLIENTS];
+    worker w[WORKERS];
+    atomic_int inside = 0, max_inside = 0;
+    int rounds = hl_under_valgrind() ? 5 : 40;
+
+    for (int i = 0; i < CLIENTS; i++) {
+        c[i] = hl_new_client(server, NULL);
+        s[i] = new_sem(c[i], "sem-contention");
+    }
+    assert_status(hilock_semaphore_set(s[0], PERMITS), HILOCK_OK);
+    for (int i = 0; i < WORKERS; i++)
+        worker_start(&w[i], s[i % CLIENTS], rounds, 1, &inside, &max_inside,
+                     NULL, 1, hl_widen(20000));
+    for (int i = 0; i < WORKERS; i++) {
+        hl_join_within(w[i].thread, &w[i].done, hl_widen(60000));
+        assert_status(w[i].rc, HILOCK_OK);
+    }
+    /* Never more inside than permits, and the permits were used. */
+    assert_true(atomic_load(&max_inside) <= PERMITS);
+    assert_true(atomic_load(&max_inside) >= 2);
+    int64_t v;
+    assert_status(hilock_semaphore_available(s[0], &v), HILOCK_OK);
+    assert_int_equal(v, PERMITS);
+    for (int i = 0; i < CLIENTS; i++) {
+        hilock_semaphore_destroy(s[i]);
+        hl_free_client(c[i]);
+    }
+}
+
+/* ---- a big waiter among small ones --------------------------------------- */
+
+/* Ten single-permit waiters cycle on 4 permits without pause, so some
+ * are always held and others always wait; a waiter for all 4 on the same
+ * client must still get them within a few holds, since the waiters
+ * behind it wait for it.  (Without the line, every release hands the one
+ * free permit to a small waiter and the big one waits out its wait.) */
+static void test_big_waiter_not_starved(void **state)
+{
+    (void)state;
+    enum { SMALL = 16 };
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_semaphore *s = new_sem(c, "sem-big");
+    worker small[SMALL], big;
+    atomic_int inside = 0, max_inside = 0;
+    atomic_bool stop = false;
+
+    assert_status(hilock_semaphore_set(s, 4), HILOCK_OK);
+    for (int i = 0; i < SMALL; i++) {
+        worker_start(&small[i], s, 0, 1, &inside, &max_inside, &stop, 3,
+                     hl_widen(20000));
+    }
+    hl_sleep_ms(100);
+    worker_start(&big, s, 3, 4, &inside, &max_inside, NULL, 3,
+                 hl_widen(2000));
+    hl_join_within(big.thread, &big.done, hl_widen(20000));
+    assert_status(big.rc, HILOCK_OK);
+    atomic_store(&stop, true);
+    for (int i = 0; i < SMALL; i++) {
+        hl_join_within(small[i].thread, &small[i].done, hl_widen(20000));
+        assert_status(small[i].rc, HILOCK_OK);
+    }
+    assert_true(atomic_load(&max_inside) <= 4);
+    hilock_semaphore_destroy(s);
+    hl_free_client(c);
+}
+
+/* The line itself: a waiter for 2 queued before a waiter for 1 gets the
+ * first 2 permits that come, one at a time; the small one waits behind
+ * it although a permit was free before the second came. */
+static void test_line_order(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_semaphore *s = new_sem(c, "sem-line");
+    hilock_semaphore *other = new_sem(c, "sem-line");
+    result big, small, add1, add2;
+    memset(&big, 0, sizeof big);
+    memset(&small, 0, sizeof small);
+    memset(&add1, 0, sizeof add1);
+    memset(&add2, 0, sizeof add2);
+
+    assert_status(hilock_semaphore_set(s, 0), HILOCK_OK);
+    assert_status(hilock_semaphore_try_acquire_async(
+                      s, 2, HILOCK_WAIT_FOREVER, on_result, &big),
+                  HILOCK_OK);
+    /* Through another handle of the same client: the line is the
+     * client's, not the handle's. */
+    assert_status(hilock_semaphore_try_acquire_async(
+                      other, 1, HILOCK_WAIT_FOREVER, on_result, &small),
+                  HILOCK_OK);
+    assert_status(hilock_semaphore_add_async(s, 1, on_result, &add1),
+                  HILOCK_OK);
+    hl_expect_count(&add1.calls, 1, hl_widen(5000));
+    assert_status(hilock_semaphore_add_async(s, 1, on_result, &add2),
+                  HILOCK_OK);
+    hl_expect_count(&big.calls, 1, hl_widen(5000));
+    assert_status(big.status, HILOCK_OK);
+    assert_int_equal(atomic_load(&small.calls), 0);
+    assert_status(hilock_semaphore_release(s, 1), HILOCK_OK);
+    hl_expect_count(&small.calls, 1, hl_widen(5000));
+    assert_status(small.status, HILOCK_OK);
+    hilock_semaphore_destroy(other);
+    hilock_semaphore_destroy(s);
+    hl_free_client(c);
+}
+
+/* A pending acquire ends with ECLOSED when its client closes; a handle
+ * destroyed inside its own callback goes cleanly; calls on a closed
+ * client's handle say ECLOSED. */
+static void on_destroy_me(hilock_semaphore *s, int status, int64_t value,
+                          const char *id, void *data)
+{
+    on_result(s, status, value, id, data);
+    hilock_semaphore_destroy(s);
+}
+
+static void test_close(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_semaphore *s = new_sem(c, "sem-close");
+    hilock_semaphore *t = new_sem(c, "sem-close");
+    result r, d;
+    memset(&r, 0, sizeof r);
+    memset(&d, 0, sizeof d);
+
+    assert_status(hilock_semaphore_set(s, 1), HILOCK_OK);
+    assert_status(hilock_semaphore_try_acquire_async(t, 1, 0, on_destroy_me,
+                                                     &d),
+                  HILOCK_OK);
+    hl_expect_count(&d.calls, 1, hl_widen(5000));
+    assert_status(d.status, HILOCK_OK);
+    assert_status(hilock_semaphore_try_acquire_async(
+                      s, 1, HILOCK_WAIT_FOREVER, on_result, &r),
+                  HILOCK_OK);
+    hl_sleep_ms(50);
+    assert_int_equal(atomic_load(&r.calls), 0);
+    assert_status(hilock_client_close(c), HILOCK_OK);
+    hl_expect_count(&r.calls, 1, hl_widen(5000));
+    assert_status(r.status, HILOCK_ECLOSED);
+    assert_status(hilock_semaphore_release(s, 1), HILOCK_ECLOSED);
+    assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
+    hl_free_client(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_calls),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_async),
+        cmocka_unit_test(test_contention),
+        cmocka_unit_test(test_big_waiter_not_starved),
+        cmocka_unit_test(test_line_order),
+        cmocka_unit_test(test_close),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -1,0 +1,146 @@
+/* Semaphores on a real Redis Cluster (3 masters, 3 replicas): a waiter
+ * woken by a release on another client (sharded pub/sub), expirable
+ * permits renewed by the watchdog on the name's master, and names whose
+ * keys cannot share a slot refused. */
+/* ctest-timeout: 240 */
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "hilock/hilock.h"
+#include "support/fixture.h"
+
+static hl_redis_cluster *cluster;
+
+static int setup(void **state)
+{
+    (void)state;
+    cluster = hl_fixture_cluster();
+    return cluster ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    hl_redis_cluster_stop(cluster);
+    return 0;
+}
+
+#define WATCHDOG_MS 900
+
+#define OK(call)                                                            \
+    do {                                                                    \
+        int rc_ = (call);                                                   \
+        if (rc_ != HILOCK_OK)                                               \
+            fail_msg("%s: %s (%s)", #call, hilock_errname(rc_),             \
+                     hilock_last_error());                                  \
+    } while (0)
+
+static hilock_client *client(void)
+{
+    hilock_options *o = NULL;
+    OK(hilock_options_create(&o));
+    OK(hilock_options_set_url(o, hl_redis_cluster_url(cluster)));
+    OK(hilock_options_set_watchdog_timeout_ms(o, WATCHDOG_MS));
+    hilock_client *c = NULL;
+    int rc = hilock_client_create(&c, o);
+    hilock_options_free(o);
+    if (rc != HILOCK_OK)
+        fail_msg("client: %s: %s", hilock_errname(rc), hilock_last_error());
+    return c;
+}
+
+typedef struct result {
+    atomic_int calls;
+    int status;
+    int64_t at_ms;
+    char id[HILOCK_PERMIT_ID_MAX];
+} result;
+
+static void on_result(hilock_semaphore *s, int status, int64_t value,
+                      const char *id, void *data)
+{
+    (void)s;
+    (void)value;
+    result *r = data;
+    r->status = status;
+    r->at_ms = hl_now_ms();
+    snprintf(r->id, sizeof r->id, "%s", id ? id : "");
+    atomic_fetch_add(&r->calls, 1);
+}
+
+static void test_cluster_semaphores(void **state)
+{
+    (void)state;
+    hilock_client *a = client(), *b = client();
+    const char *names[] = {"csem-a", "csem-b", "csem-c", "{tag}csem"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *n = names[i];
+        hilock_semaphore *sa, *sb;
+        OK(hilock_semaphore_create(&sa, a, n, strlen(n)));
+        OK(hilock_semaphore_create(&sb, b, n, strlen(n)));
+        OK(hilock_semaphore_set(sa, 1));
+        OK(hilock_semaphore_try_acquire(sa, 1, 0));
+        result r;
+        memset(&r, 0, sizeof r);
+        OK(hilock_semaphore_try_acquire_async(sb, 1, hl_widen(10000),
+                                              on_result, &r));
+        hl_sleep_ms(100);
+        assert_int_equal(atomic_load(&r.calls), 0);
+        int64_t t0 = hl_now_ms();
+        OK(hilock_semaphore_release(sa, 1));
+        hl_expect_count(&r.calls, 1, hl_widen(10000));
+        assert_int_equal(r.status, HILOCK_OK);
+        /* By the message, not the fallback's second. */
+        if (r.at_ms - t0 >= 800 && !hl_under_valgrind())
+            fail_msg("%s: the waiter woke %lld ms after the release", n,
+                     (long long)(r.at_ms - t0));
+        OK(hilock_semaphore_release(sb, 1));
+        hilock_semaphore_destroy(sb);
+        hilock_semaphore_destroy(sa);
+    }
+    hilock_client_destroy(b);
+    hilock_client_destroy(a);
+}
+
+static void test_cluster_permits(void **state)
+{
+    (void)state;
+    hilock_client *a = client(), *b = client();
+    hilock_semaphore *pa, *pb;
+    char id[HILOCK_PERMIT_ID_MAX], other[HILOCK_PERMIT_ID_MAX];
+    OK(hilock_permit_semaphore_create(&pa, a, "cperm", 5));
+    OK(hilock_permit_semaphore_create(&pb, b, "cperm", 5));
+    OK(hilock_semaphore_set(pa, 1));
+    OK(hilock_permit_acquire(pa, 0, HILOCK_LEASE_WATCHDOG, id));
+    /* Kept past two watchdog timeouts. */
+    assert_int_equal(hilock_permit_acquire(pb, 2 * WATCHDOG_MS, 0, other),
+                     HILOCK_EBUSY);
+    OK(hilock_permit_release(pa, id));
+    OK(hilock_permit_acquire(pb, 0, 0, other));
+    OK(hilock_permit_release(pb, other));
+
+    /* Keys that could not share a slot are refused before anything. */
+    hilock_semaphore *bad;
+    OK(hilock_semaphore_create(&bad, a, "{}x", 3));
+    assert_int_equal(hilock_semaphore_try_acquire(bad, 1, 0), HILOCK_EINVAL);
+    hilock_semaphore_destroy(bad);
+    hilock_semaphore_destroy(pb);
+    hilock_semaphore_destroy(pa);
+    hilock_client_destroy(b);
+    hilock_client_destroy(a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cluster_semaphores),
+        cmocka_unit_test(test_cluster_permits),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
