@@ -26,7 +26,15 @@ static int setup(void **state)
     if (group == NULL)
         return -1;
     master = hl_redis_replicated_master(group);
-    return master ? 0 : -1;
+    if (master == NULL)
+        return -1;
+    /* Both replicas online before any count is read. */
+    char reply[64];
+    return hl_redis_server_cmd(master, reply, sizeof reply, "WAIT", "2",
+                               "10000", (char *)NULL) == ':' &&
+                   strcmp(reply, ":2\r\n") == 0
+               ? 0
+               : -1;
 }
 
 static int teardown(void **state)

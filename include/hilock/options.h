@@ -146,6 +146,10 @@ typedef enum hilock_replica_ack {
     HILOCK_ACK_MAJORITY = 2,
     HILOCK_ACK_ALL = 3
 } hilock_replica_ack;
+/* The default: a majority of the replicas the master reports, which for
+ * the common one or two replicas is all of them, and for none is no WAIT
+ * at all.  See the README for why. */
+#define HILOCK_DEFAULT_REPLICA_ACK HILOCK_ACK_MAJORITY
 HILOCK_API int hilock_options_set_replica_ack(hilock_options *opts,
                                               hilock_replica_ack ack);
 /* The policy, or -1 for a NULL object. */

@@ -9,6 +9,8 @@
 #include "core/base/error_detail.h"
 #include "core/config/option_values.h"
 #include "core/runtime/client_state.h"
+#include "core/runtime/cluster.h"
+#include "core/transport/keyslot.h"
 
 /* What the client knows of one connection's master.  Connections are the
  * keys and are never dereferenced here except the live one a write names;
@@ -35,7 +37,8 @@ struct hl_ack {
     hl_conn *conn;
     hl_request_fn *fn;
     void *data;
-    int need;           /* n of the WAIT sent; 0: none sent yet */
+    unsigned slot;      /* of the write's keys, on a cluster */
+    int need;           /* n of the last WAIT sent */
     int pending;        /* requests of this ack unanswered */
     int status;         /* the write's answer, once come */
     hilock_reply *reply;
@@ -43,6 +46,8 @@ struct hl_ack {
     bool written;       /* the write's answer came */
     bool waited;        /* the WAIT's answer came */
     bool redirected;    /* the WAIT's answer came first */
+    bool no_wait;       /* the master has no replica: nothing to wait for */
+    bool unsent;        /* its WAIT could not be queued */
     bool delivered;
 };
 
@@ -228,6 +233,103 @@ static void judge(hl_ack *a, int need)
     ack_free_if_done(a);
 }
 
+static int timeout_ms(const hilock_client *c)
+{
+    /* The connection resets a request unanswered for the command timeout,
+     * and everything behind a WAIT waits for it. */
+    int64_t t = c->opts->replica_ack_timeout_ms;
+    int64_t cap = c->opts->command_timeout_ms / 2;
+    if (t > cap)
+        t = cap;
+    return t < 1 ? 1 : (int)t;
+}
+
+static void on_wait(void *data, int status, hilock_reply *reply);
+
+static int send_wait(hl_ack *a, int need)
+{
+    char n[16], t[24];
+    int nl = snprintf(n, sizeof n, "%d", need);
+    int tl = snprintf(t, sizeof t, "%d", timeout_ms(a->client));
+    const char *argv[] = {"WAIT", n, t};
+    size_t lens[] = {4, (size_t)nl, (size_t)tl};
+    int rc = hl_conn_command(a->conn, 3, argv, lens, on_wait, a);
+    if (rc == HILOCK_OK) {
+        a->need = need;
+        a->pending++;
+    }
+    return rc;
+}
+
+/* Both the write and its WAIT answered, in that order, on a->conn. */
+static void settle(hl_ack *a)
+{
+    if (a->acked < 0) {
+        deliver_short(a, a->need, "the WAIT after the write failed, so its "
+                                  "acknowledgement is unknown");
+        ack_free_if_done(a);
+        return;
+    }
+    ack_count *e = count_for(a->client, a->conn, false);
+    int k = e ? e->k : -1;
+    if (k < 0) {
+        deliver_short(a, a->need,
+                      "the master's replica count could not be read "
+                      "(INFO replication), so the write's acknowledgement "
+                      "is unknown; the server's ACL must allow INFO, or "
+                      "choose replicas=none");
+        ack_free_if_done(a);
+        return;
+    }
+    int need = hl_ack_needed(a->client->opts->replica_ack, k);
+    if (a->acked >= need) {
+        judge(a, need);
+        return;
+    }
+    if (a->need < need) {
+        /* Sent before the count was known (or grew): ask for the rest,
+         * on the same connection, behind the write's answer. */
+        if (send_wait(a, need) == HILOCK_OK)
+            return;
+        judge(a, need);
+        return;
+    }
+    /* Short: judge by the count the master reports now, so a replica
+     * that left since the count was read fails no write. */
+    e->k = -1;
+    if (!e->reading && read_count(a->client, a->conn, e, a) == HILOCK_OK) {
+        a->pending++;
+        return;
+    }
+    judge(a, need);
+}
+
+/* The write went to another node than its WAIT (a cluster redirection):
+ * ask that node's replicas, behind the write's answer. */
+static void follow_elsewhere(hl_ack *a)
+{
+    hilock_client *c = a->client;
+    hl_conn *to = c->cluster ? hl_cluster_conn_for_slot(c->cluster, a->slot)
+                             : NULL;
+    if (to != NULL && to != a->conn) {
+        a->conn = to;
+        a->redirected = false;
+        a->waited = false;
+        a->acked = 0;
+        ack_count *e = count_for(c, to, true);
+        int k = e ? current_k(e, to) : -1;
+        if (k < 0 && e != NULL && !e->reading)
+            (void)read_count(c, to, e, NULL);
+        if (send_wait(a, k > 0 ? hl_ack_needed(c->opts->replica_ack, k)
+                               : 0) == HILOCK_OK)
+            return;
+    }
+    deliver_short(a, a->need,
+                  "the write was redirected to another node, whose "
+                  "acknowledgement could not be asked for");
+    ack_free_if_done(a);
+}
+
 static void on_wait(void *data, int status, hilock_reply *reply)
 {
     hl_ack *a = data;
@@ -248,50 +350,11 @@ static void on_wait(void *data, int status, hilock_reply *reply)
         ack_free_if_done(a);
         return;
     }
-    if (a->acked >= a->need) {
-        judge(a, a->need);
-        return;
-    }
-    ack_count *e = count_for(a->client, a->conn, false);
-    if (e != NULL)
-        e->k = -1;
-    /* Short: judge by the count the master reports now, so a replica
-     * that left since the count was read fails no write. */
-    if (a->acked >= 0 && read_count(a->client, a->conn, e, a) == HILOCK_OK) {
-        a->pending++;
-        return;
-    }
-    judge(a, a->need);
+    settle(a);
 }
 
-static int timeout_ms(const hilock_client *c)
-{
-    /* The connection resets a request unanswered for the command timeout,
-     * and everything behind a WAIT waits for it. */
-    int64_t t = c->opts->replica_ack_timeout_ms;
-    int64_t cap = c->opts->command_timeout_ms / 2;
-    if (t > cap)
-        t = cap;
-    return t < 1 ? 1 : (int)t;
-}
-
-static int send_wait(hl_ack *a, int need)
-{
-    char n[16], t[24];
-    int nl = snprintf(n, sizeof n, "%d", need);
-    int tl = snprintf(t, sizeof t, "%d", timeout_ms(a->client));
-    const char *argv[] = {"WAIT", n, t};
-    size_t lens[] = {4, (size_t)nl, (size_t)tl};
-    int rc = hl_conn_command(a->conn, 3, argv, lens, on_wait, a);
-    if (rc == HILOCK_OK) {
-        a->need = need;
-        a->pending++;
-    }
-    return rc;
-}
-
-int hl_ack_begin(hilock_client *c, hl_conn *conn, hl_request_fn *fn,
-                 void *data, hl_ack **out)
+int hl_ack_begin(hilock_client *c, hl_conn *conn, const char *key,
+                 size_t key_len, hl_request_fn *fn, void *data, hl_ack **out)
 {
     *out = NULL;
     if (c->opts->replica_ack == HILOCK_ACK_NONE || conn == NULL)
@@ -303,6 +366,8 @@ int hl_ack_begin(hilock_client *c, hl_conn *conn, hl_request_fn *fn,
     a->conn = conn;
     a->fn = fn;
     a->data = data;
+    if (c->cluster != NULL)
+        a->slot = hl_keyslot(key, key_len);
     ack_count *e = count_for(c, conn, true);
     /* Read the count ahead of the write, so it is known when the write
      * answers; a failure here shows as an unknown count then. */
@@ -319,11 +384,16 @@ void hl_ack_sent(hl_ack *a)
     int k = e ? current_k(e, a->conn) : -1;
     if (k < 0 && e != NULL && e->k >= 0 && e->reading)
         k = e->k; /* stale but being read: the fresh one judges a short */
-    if (k < 0)
-        return; /* decided when the write answers, the count known */
-    int need = hl_ack_needed(a->client->opts->replica_ack, k);
-    if (need > 0 && send_wait(a, need) != HILOCK_OK)
-        a->acked = -1; /* judged short when the write answers */
+    if (k == 0) {
+        a->no_wait = true;
+        return;
+    }
+    /* With the count unknown, WAIT 0 answers at once: it still shows that
+     * the write answered on this connection, and the rest is asked for
+     * once the INFO ahead of the write has given the count. */
+    int need = k < 0 ? 0 : hl_ack_needed(a->client->opts->replica_ack, k);
+    if (send_wait(a, need) != HILOCK_OK)
+        a->unsent = true;
 }
 
 void hl_ack_unsent(hl_ack *a) { hl_free(a); }
@@ -339,35 +409,17 @@ void hl_ack_reply(void *data, int status, hilock_reply *reply)
         /* Not run, or not known to have run: nothing to acknowledge. */
         deliver(a, status);
         ack_free_if_done(a);
-        return;
-    }
-    if (a->redirected) {
-        deliver_short(a, a->need,
-                      "the write was redirected to another node, where its "
-                      "acknowledgement was not asked for");
-        ack_free_if_done(a);
-        return;
-    }
-    if (a->need > 0)
-        return; /* its WAIT answers next */
-    /* No WAIT went with it: the count was unknown when it left, and the
-     * INFO sent ahead of it has answered by now. */
-    ack_count *e = count_for(a->client, a->conn, false);
-    int k = e ? e->k : -1;
-    int need = hl_ack_needed(a->client->opts->replica_ack, k);
-    if (k < 0) {
-        deliver_short(a, 0,
-                      "the master's replica count could not be read, so "
-                      "the write's acknowledgement is unknown");
-    } else if (need == 0) {
+    } else if (a->no_wait) {
         deliver(a, HILOCK_OK);
-    } else if (a->acked == 0 && send_wait(a, need) == HILOCK_OK) {
-        return; /* a WAIT of its own, one round trip later */
-    } else {
+        ack_free_if_done(a);
+    } else if (a->unsent) {
         a->acked = -1;
-        deliver_short(a, need, "the WAIT could not be sent");
+        deliver_short(a, 0, "the WAIT could not be sent");
+        ack_free_if_done(a);
+    } else if (a->redirected) {
+        follow_elsewhere(a);
     }
-    ack_free_if_done(a);
+    /* Else its WAIT answers next. */
 }
 
 int hl_ack_replicas(hilock_client *c, hl_conn *conn)

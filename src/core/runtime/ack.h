@@ -27,17 +27,19 @@ typedef struct hl_ack hl_ack;
 /* The policy's n for k online replicas (0: no WAIT). */
 int hl_ack_needed(int policy, int k);
 
-/* Begin a lock write to conn whose answer goes to fn(data, ...).  With
+/* Begin a lock write to conn, on keys of key's slot, whose answer goes
+ * to fn(data, ...).  With
  * the policy none: HILOCK_OK and *out NULL, send the write as usual.
  * Otherwise *out is set: send the write with hl_ack_reply and *out as its
  * callback, then call hl_ack_sent (or hl_ack_unsent when it could not be
  * queued).  fn then gets the write's answer once, after its WAIT: as it
  * came, except that a write that ran (HILOCK_OK) whose acknowledgement
  * fell short, failed or is unknown comes with HILOCK_ENOACK, the reply
- * still attached (and the detail saying why).  HILOCK_ENOMEM: nothing
- * started. */
-int hl_ack_begin(hilock_client *c, hl_conn *conn, hl_request_fn *fn,
-                 void *data, hl_ack **out);
+ * still attached (and the detail saying why).  A write a cluster
+ * redirected is followed by a WAIT on the node that ran it.
+ * HILOCK_ENOMEM: nothing started. */
+int hl_ack_begin(hilock_client *c, hl_conn *conn, const char *key,
+                 size_t key_len, hl_request_fn *fn, void *data, hl_ack **out);
 void hl_ack_reply(void *ack, int status, hilock_reply *reply);
 void hl_ack_sent(hl_ack *a);
 /* fn is not called. */
