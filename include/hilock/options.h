@@ -138,6 +138,10 @@ HILOCK_API int hilock_options_set_sentinel_auth(hilock_options *opts,
  * lock write must reach (WAIT) before it counts.  See the README,
  * "Replicated Redis and Sentinel".  URL: replicas=none|one|majority|all,
  * and ack_timeout (ms, see hilock_options_set_replica_ack_timeout_ms).
+ * Default HILOCK_DEFAULT_REPLICA_ACK (majority).  A grant the replicas do
+ * not acknowledge is given back and retried within the wait, then fails
+ * with HILOCK_ENOACK; an unacknowledged renewal does not extend the
+ * lease locally; an unacknowledged release stands.  none sends nothing.
  * @return HILOCK_OK
  * @return HILOCK_EINVAL  NULL options, or a value outside the enum */
 typedef enum hilock_replica_ack {
