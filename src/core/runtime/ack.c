@@ -359,6 +359,12 @@ int hl_ack_begin(hilock_client *c, hl_conn *conn, const char *key,
     *out = NULL;
     if (c->opts->replica_ack == HILOCK_ACK_NONE || conn == NULL)
         return HILOCK_OK;
+    ack_count *e = count_for(c, conn, true);
+    int k = e ? current_k(e, conn) : -1;
+    /* A master known to have no replica: nothing to wait for, and the
+     * write goes as under none. */
+    if (k == 0)
+        return HILOCK_OK;
     hl_ack *a = hl_calloc(1, sizeof *a);
     if (a == NULL)
         return HILOCK_ENOMEM;
@@ -368,10 +374,9 @@ int hl_ack_begin(hilock_client *c, hl_conn *conn, const char *key,
     a->data = data;
     if (c->cluster != NULL)
         a->slot = hl_keyslot(key, key_len);
-    ack_count *e = count_for(c, conn, true);
     /* Read the count ahead of the write, so it is known when the write
      * answers; a failure here shows as an unknown count then. */
-    if (e != NULL && !e->reading && current_k(e, conn) < 0)
+    if (e != NULL && !e->reading && k < 0)
         (void)read_count(c, conn, e, NULL);
     *out = a;
     return HILOCK_OK;

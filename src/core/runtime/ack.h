@@ -28,8 +28,9 @@ typedef struct hl_ack hl_ack;
 int hl_ack_needed(int policy, int k);
 
 /* Begin a lock write to conn, on keys of key's slot, whose answer goes
- * to fn(data, ...).  With
- * the policy none: HILOCK_OK and *out NULL, send the write as usual.
+ * to fn(data, ...).  With the policy none, or a master known (by a
+ * fresh count) to have no replica: HILOCK_OK and *out NULL, send the
+ * write as usual.
  * Otherwise *out is set: send the write with hl_ack_reply and *out as its
  * callback, then call hl_ack_sent (or hl_ack_unsent when it could not be
  * queued).  fn then gets the write's answer once, after its WAIT: as it
