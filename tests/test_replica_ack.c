@@ -13,6 +13,7 @@
 
 #include "hilock/hilock.h"
 #include "support/fixture.h"
+#include "core/runtime/ack.h"
 
 /* ctest-timeout: 180 */
 
@@ -249,14 +250,92 @@ static void test_unacknowledged_renewals_lose_the_lease(void **state)
     hilock_client_destroy(c);
 }
 
+/* n for k replicas under each policy; none, and k = 0, ask for nothing. */
+static void test_needed(void **state)
+{
+    (void)state;
+    static const int want[4][5] = {
+        /* k:      0  1  2  3  4 */
+        /* none */ {0, 0, 0, 0, 0},
+        /* one  */ {0, 1, 1, 1, 1},
+        /* maj. */ {0, 1, 2, 2, 3},
+        /* all  */ {0, 1, 2, 3, 4},
+    };
+    for (int p = 0; p < 4; p++)
+        for (int k = 0; k < 5; k++)
+            assert_int_equal(hl_ack_needed(p, k), want[p][k]);
+}
+
+/* Only online replicas count: one still in its first sync does not. */
+static void test_parse_info(void **state)
+{
+    (void)state;
+    const char *info =
+        "# Replication\r\nrole:master\r\nconnected_slaves:3\r\n"
+        "slave0:ip=127.0.0.1,port=1,state=online,offset=9,lag=0\r\n"
+        "slave1:ip=127.0.0.1,port=2,state=wait_bgsave,offset=0,lag=0\r\n"
+        "slave2:ip=127.0.0.1,port=3,state=online,offset=9,lag=1\r\n"
+        "master_repl_offset:9\r\n";
+    assert_int_equal(hl_ack_parse_info(info, strlen(info)), 2);
+    const char *none = "# Replication\r\nrole:master\r\nconnected_slaves:0";
+    assert_int_equal(hl_ack_parse_info(none, strlen(none)), 0);
+    /* The text is not NUL-terminated where its length ends. */
+    assert_int_equal(hl_ack_parse_info(info, 60), 0);
+}
+
+static bool one_replica_left(void *arg)
+{
+    (void)arg;
+    char info[4096];
+    return hl_redis_server_cmd(master, info, sizeof info, "INFO",
+                               "replication", (char *)NULL) == '$' &&
+           strstr(info, "connected_slaves:1") != NULL;
+}
+
+/* A replica that leaves fails no grant, even while the count the client
+ * read still names it: a short WAIT is judged by the master's count read
+ * right after it.  A single attempt, so nothing could retry. */
+static void test_replica_leaving_fails_nothing(void **state)
+{
+    (void)state;
+    hilock_client *c = connect_with("replicas=all&ack_timeout=200");
+    hilock_lock *l = make_lock(c, "ack-leaving");
+    assert_int_equal(hilock_lock_try_acquire(l, 2000, 10000), HILOCK_OK);
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    hl_redis_server *gone = hl_redis_replicated_node(group, 2);
+    char reply[64];
+    assert_int_equal(hl_redis_server_cmd(gone, reply, sizeof reply,
+                                         "REPLICAOF", "NO", "ONE",
+                                         (char *)NULL),
+                     '+');
+    assert_true(hl_wait_until(one_replica_left, NULL, hl_widen(5000)));
+    assert_int_equal(hilock_lock_try_acquire(l, 0, 10000), HILOCK_OK);
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    /* Back as a replica, for the cases after this one. */
+    char port[16];
+    snprintf(port, sizeof port, "%d", hl_redis_server_port(master));
+    assert_int_equal(hl_redis_server_cmd(gone, reply, sizeof reply,
+                                         "REPLICAOF", "127.0.0.1", port,
+                                         (char *)NULL),
+                     '+');
+    assert_int_equal(hl_redis_server_cmd(master, reply, sizeof reply, "WAIT",
+                                         "2", "10000", (char *)NULL), ':');
+    assert_string_equal(reply, ":2\r\n");
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_needed),
+        cmocka_unit_test(test_parse_info),
         cmocka_unit_test(test_all_acknowledged),
         cmocka_unit_test(test_none_sends_no_wait),
         cmocka_unit_test(test_all_stalled),
         cmocka_unit_test(test_majority_stalled),
         cmocka_unit_test(test_unacknowledged_renewals_lose_the_lease),
+        cmocka_unit_test(test_replica_leaving_fails_nothing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
