@@ -136,7 +136,6 @@ static int current_k(ack_count *e, hl_conn *conn)
 typedef struct count_read {
     hilock_client *client;
     const hl_conn *conn;
-    uint64_t connects;
     hl_ack *then; /* an ack whose verdict waits for the count, or NULL */
 } count_read;
 
@@ -153,8 +152,10 @@ static void on_info(void *data, int status, hilock_reply *reply)
     if (e != NULL) {
         e->reading = false;
         if (k >= 0) {
+            /* Answered on the connection's current session, which may
+             * have begun after the INFO was queued. */
             e->k = k;
-            e->connects = r->connects;
+            e->connects = hl_conn_get_stats(r->conn).connects;
             e->read_at = hl_monotime_now();
         }
     }
@@ -179,7 +180,6 @@ static int read_count(hilock_client *c, hl_conn *conn, ack_count *e,
         return HILOCK_ENOMEM;
     r->client = c;
     r->conn = conn;
-    r->connects = hl_conn_get_stats(conn).connects;
     r->then = then;
     static const char *const argv[] = {"INFO", "replication"};
     static const size_t lens[] = {4, 11};
