@@ -22,6 +22,12 @@ typedef struct ack_count {
     hl_monotime read_at;
     int k;             /* online replicas; -1: unknown */
     bool reading;      /* an INFO is in flight */
+    /* The last WAIT judged here fell short: the WAITs sent meanwhile get
+     * a fraction of the timeout.  They run one after the other on the
+     * connection, and at the full timeout each would hold the ones behind
+     * it long enough to reach the command timeout, which resets the
+     * connection and fails every request on it instead of just these. */
+    bool stalled;
 } ack_count;
 
 /* A single master has at most HILOCK_MAX_CONNECTIONS connections; a
@@ -226,6 +232,9 @@ static void deliver_short(hl_ack *a, int need, const char *why)
 
 static void judge(hl_ack *a, int need)
 {
+    ack_count *e = count_for(a->client, a->conn, false);
+    if (e != NULL)
+        e->stalled = a->acked < need;
     if (a->acked >= need)
         deliver(a, HILOCK_OK);
     else
@@ -233,7 +242,7 @@ static void judge(hl_ack *a, int need)
     ack_free_if_done(a);
 }
 
-static int timeout_ms(const hilock_client *c)
+static int timeout_ms(hilock_client *c, const hl_conn *conn)
 {
     /* The connection resets a request unanswered for the command timeout,
      * and everything behind a WAIT waits for it. */
@@ -241,6 +250,9 @@ static int timeout_ms(const hilock_client *c)
     int64_t cap = c->opts->command_timeout_ms / 2;
     if (t > cap)
         t = cap;
+    ack_count *e = count_for(c, conn, false);
+    if (e != NULL && e->stalled)
+        t /= 8;
     return t < 1 ? 1 : (int)t;
 }
 
@@ -250,7 +262,7 @@ static int send_wait(hl_ack *a, int need)
 {
     char n[16], t[24];
     int nl = snprintf(n, sizeof n, "%d", need);
-    int tl = snprintf(t, sizeof t, "%d", timeout_ms(a->client));
+    int tl = snprintf(t, sizeof t, "%d", timeout_ms(a->client, a->conn));
     const char *argv[] = {"WAIT", n, t};
     size_t lens[] = {4, (size_t)nl, (size_t)tl};
     int rc = hl_conn_command(a->conn, 3, argv, lens, on_wait, a);
