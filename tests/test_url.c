@@ -1269,13 +1269,13 @@ static void test_replica_ack_option(void **state)
 {
     (void)state;
     hilock_options *o = make_defaults();
-    assert_int_equal(hilock_options_replica_ack(o), HILOCK_ACK_NONE);
+    assert_int_equal(hilock_options_replica_ack(o), HILOCK_ACK_MAJORITY);
     assert_int_equal(hilock_options_replica_ack_timeout_ms(o),
                      HILOCK_DEFAULT_REPLICA_ACK_TIMEOUT_MS);
     assert_int_equal(hilock_options_set_url(
-                         o, "redis://h/?replicas=Majority&ack_timeout=250"),
+                         o, "redis://h/?replicas=One&ack_timeout=250"),
                      HILOCK_OK);
-    assert_int_equal(hilock_options_replica_ack(o), HILOCK_ACK_MAJORITY);
+    assert_int_equal(hilock_options_replica_ack(o), HILOCK_ACK_ONE);
     assert_int_equal(hilock_options_replica_ack_timeout_ms(o), 250);
     assert_int_equal(hilock_options_set_url(o, "redis://h/?replicas=two"),
                      HILOCK_EINVAL);
@@ -1283,7 +1283,10 @@ static void test_replica_ack_option(void **state)
     assert_int_equal(hilock_options_set_url(
                          o, "redis://h/?replicas=all&replicas=one"),
                      HILOCK_EINVAL);
-    assert_int_equal(hilock_options_replica_ack(o), HILOCK_ACK_MAJORITY);
+    assert_int_equal(hilock_options_replica_ack(o), HILOCK_ACK_ONE);
+    assert_int_equal(hilock_options_set_url(o, "redis://h/?replicas=none"),
+                     HILOCK_OK);
+    assert_int_equal(hilock_options_replica_ack(o), HILOCK_ACK_NONE);
     assert_int_equal(hilock_options_set_replica_ack(o, (hilock_replica_ack)4),
                      HILOCK_EINVAL);
     assert_int_equal(hilock_options_set_replica_ack(o, HILOCK_ACK_ALL),

@@ -36,7 +36,8 @@ extern "C" {
     X(EEXPIRED, 18, "the lease ran out while it was being acquired")      \
     X(ERANDOM, 19, "the secure random number generator failed")            \
     X(EFULL, 20, "too many unfinished operations on this client")           \
-    X(EPERM, 21, "the server's ACL does not allow this command to the user")
+    X(EPERM, 21, "the server's ACL does not allow this command to the user") \
+    X(ENOACK, 22, "too few replicas acknowledged the write")
 
 typedef enum hilock_status {
 #define HILOCK_ERROR_ENUM_(name, num, msg) HILOCK_##name = num,

@@ -87,7 +87,9 @@ HILOCK_API uint64_t hilock_thread_owner(void);
  * client has max_pending operations unfinished
  * (hilock_options_set_max_pending). */
 
-/* Take the lock, waiting as long as it takes, with the watchdog. */
+/* Take the lock, waiting as long as it takes, with the watchdog.  Under
+ * a replica acknowledgement policy it keeps trying while the replicas do
+ * not acknowledge; it never returns HILOCK_ENOACK. */
 HILOCK_API int hilock_lock_acquire(hilock_lock *lock);
 
 /* Take the lock, waiting at most wait_ms (0: a single attempt;
@@ -95,6 +97,13 @@ HILOCK_API int hilock_lock_acquire(hilock_lock *lock);
  * of lease_ms (HILOCK_LEASE_WATCHDOG or 1..HILOCK_MAX_LEASE_MS).
  * @return HILOCK_OK      acquired (or acquired again: the hold count grew)
  * @return HILOCK_EBUSY   another owner held it for the whole wait
+ * @return HILOCK_ENOACK  under a replica acknowledgement policy
+ *                        (hilock_options_set_replica_ack), the master
+ *                        granted it but too few replicas acknowledged the
+ *                        grant before the wait ran out (or, with wait 0,
+ *                        in the one attempt); each such grant was given
+ *                        back, and nothing is held.  The detail says how
+ *                        many of how many replicas answered.
  * @return HILOCK_EINVAL  bad wait_ms (negative other than
  *                        HILOCK_WAIT_FOREVER) or lease_ms (negative, or
  *                        above HILOCK_MAX_LEASE_MS: "too large"); on a
@@ -112,7 +121,9 @@ HILOCK_API int hilock_lock_try_acquire(hilock_lock *lock, int64_t wait_ms,
  * microseconds), as long as the server's clock does not step back past
  * the last token issued.  Reentrant acquires by the same owner return the
  * token of the hold they join.  Hand the token to the resource you
- * protect and have it refuse smaller ones. */
+ * protect and have it refuse smaller ones.  Across a failover see the
+ * README's "Fencing".  Statuses as for hilock_lock_try_acquire,
+ * HILOCK_ENOACK included. */
 HILOCK_API int hilock_lock_acquire_fenced(hilock_lock *lock, int64_t wait_ms,
                                           int64_t lease_ms, uint64_t *token);
 
@@ -123,6 +134,10 @@ HILOCK_API int hilock_lock_acquire_fenced(hilock_lock *lock, int64_t wait_ms,
  * refusal is counted in hilock_client_stats.publishes_refused, and
  * waiters on other clients take the lock at their next retry (at most the
  * lease they saw left) instead of at once.
+ * Under a replica acknowledgement policy a release whose replicas did
+ * not acknowledge it still returns HILOCK_OK: the lock is free on the
+ * master (a failover before the replicas have it brings the hold back
+ * there until its lease runs out; see the README).
  * @return HILOCK_OK          released (the lock is free if it was the last)
  * @return HILOCK_ENOTOWNER   the calling thread holds no hold of this lock
  * @return HILOCK_ELEASELOST  the lease had been lost; nothing was held
@@ -168,7 +183,8 @@ typedef void hilock_acquire_cb(hilock_lock *lock, int status,
 
 /* Acquire for owner (any non-zero id the application chooses; the same id
  * on the same lock is the same owner).  Statuses as for
- * hilock_lock_try_acquire, plus HILOCK_ECANCELED.  *op_id (may be NULL)
+ * hilock_lock_try_acquire (HILOCK_ENOACK included; with HILOCK_WAIT_FOREVER
+ * it is never given), plus HILOCK_ECANCELED.  *op_id (may be NULL)
  * receives an id for hilock_lock_cancel().  Any thread; never blocks.
  * @return HILOCK_OK, HILOCK_ENOMEM, HILOCK_ECLOSED
  * @return HILOCK_EINVAL NULL lock or callback, owner 0, unknown flags, or

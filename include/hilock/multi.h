@@ -118,7 +118,10 @@ HILOCK_API int hilock_multilock_destroy(hilock_multilock *m);
  *                            failed, left too few to grant
  * @return HILOCK_ENOQUORUM   in the last attempt, the members that failed
  *                            (unreachable, timed out, closed, refused by
- *                            an error, quarantined) were alone too many
+ *                            an error, quarantined, or granted without
+ *                            the acknowledgement of its replicas:
+ *                            HILOCK_ENOACK in its result, the grant given
+ *                            back) were alone too many
  *                            for the group to be taken by any owner:
  *                            more than n - quorum (any one for a
  *                            multi-lock)

@@ -138,6 +138,10 @@ HILOCK_API int hilock_options_set_sentinel_auth(hilock_options *opts,
  * lock write must reach (WAIT) before it counts.  See the README,
  * "Replicated Redis and Sentinel".  URL: replicas=none|one|majority|all,
  * and ack_timeout (ms, see hilock_options_set_replica_ack_timeout_ms).
+ * Default HILOCK_DEFAULT_REPLICA_ACK (majority).  A grant the replicas do
+ * not acknowledge is given back and retried within the wait, then fails
+ * with HILOCK_ENOACK; an unacknowledged renewal does not extend the
+ * lease locally; an unacknowledged release stands.  none sends nothing.
  * @return HILOCK_OK
  * @return HILOCK_EINVAL  NULL options, or a value outside the enum */
 typedef enum hilock_replica_ack {
@@ -146,6 +150,10 @@ typedef enum hilock_replica_ack {
     HILOCK_ACK_MAJORITY = 2,
     HILOCK_ACK_ALL = 3
 } hilock_replica_ack;
+/* The default: a majority of the replicas the master reports, which for
+ * the common one or two replicas is all of them, and for none is no WAIT
+ * at all.  See the README for why. */
+#define HILOCK_DEFAULT_REPLICA_ACK HILOCK_ACK_MAJORITY
 HILOCK_API int hilock_options_set_replica_ack(hilock_options *opts,
                                               hilock_replica_ack ack);
 /* The policy, or -1 for a NULL object. */

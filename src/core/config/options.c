@@ -52,6 +52,7 @@ int hilock_options_create(hilock_options **out)
     o->max_reply_bytes = HILOCK_DEFAULT_MAX_REPLY_BYTES;
     o->max_reply_elements = HILOCK_DEFAULT_MAX_REPLY_ELEMENTS;
     o->max_reply_depth = HILOCK_DEFAULT_MAX_REPLY_DEPTH;
+    o->replica_ack = HILOCK_DEFAULT_REPLICA_ACK;
     o->tls = 0;
     o->tls_verify = 1;
     o->loop = NULL;

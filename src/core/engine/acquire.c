@@ -10,6 +10,7 @@
 #include "core/base/error_detail.h"
 #include "core/engine/engine_internal.h"
 #include "core/config/option_values.h"
+#include "core/runtime/ack.h"
 
 static void attempt(hl_acquire_op *op);
 static void send_attempt(hl_acquire_op *op);
@@ -338,12 +339,33 @@ static void unknown_outcome(hl_acquire_op *op, int status, const char *why)
     wait_for(op, retry_delay(op, 0));
 }
 
-/* The master granted the lock: the grant counts from here.  This is the
- * one place where a grant will first wait for replicas to acknowledge it
- * (WAIT / WAITAOF after the attempt, on its connection) once a policy
- * asks for that: a master that fails over before its replicas have the
- * grant leaves a hold the new master does not know of, which today only
- * the next renewal finds (and reports lost). */
+/* The master granted the lock, but fewer replicas than the policy asks
+ * for acknowledged it: a failover now could hand the lock to another
+ * owner through a replica that never saw this grant.  So the grant goes
+ * back at once (a reconcile lowers the owner's count on the master to the
+ * holds the client knows of, which leaves out this grant and only it) and
+ * the attempt is made again while the wait lasts; the next attempt queues
+ * behind that reconcile. */
+static void short_ack(hl_acquire_op *op)
+{
+    op->last_status = HILOCK_ENOACK;
+    snprintf(op->last_detail, sizeof op->last_detail, "%s",
+             hilock_last_error());
+    if (op->subscribed)
+        hl_waiter_done_trying(&op->waiter);
+    hl_reconcile_start(op->lock, op->owner, &op->turn, NULL, 0,
+                       op->lease_ms);
+    if (op->wait_ms == 0 || remaining(op) <= 0) {
+        op_finish(op, HILOCK_ENOACK, NULL, op->last_detail);
+        return;
+    }
+    wait_for(op, retry_delay(op, 0));
+}
+
+/* The master granted the lock and, under a replica acknowledgement
+ * policy, the replicas it asks for acknowledged the grant (the WAIT that
+ * followed the attempt on its connection, see core/runtime/ack.h): the
+ * grant counts from here, and this is the one place where it does. */
 static void granted(hl_acquire_op *op, const hl_acquire_result *res)
 {
     hilock_acquired got;
@@ -363,6 +385,10 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
     hilock_lock *lock = op->lock;
     op->in_flight--;
     hl_acquire_result res = {0};
+    /* The attempt ran; only its acknowledgement fell short. */
+    bool unacked = status == HILOCK_ENOACK;
+    if (unacked)
+        status = HILOCK_OK;
     if (status == HILOCK_OK)
         lock->kind->parse_attempt(reply, &res);
     if (op->state == HL_ACQUIRE_DONE) {
@@ -393,7 +419,9 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
         unknown_outcome(op, status, hilock_last_error());
         return;
     }
-    if (res.outcome == HL_ACQ_ACQUIRED) {
+    if (res.outcome == HL_ACQ_ACQUIRED && unacked) {
+        short_ack(op);
+    } else if (res.outcome == HL_ACQ_ACQUIRED) {
         granted(op, &res);
     } else if (res.outcome == HL_ACQ_HELD) {
         hl_turn_end(lock, &op->turn);
@@ -489,7 +517,20 @@ static void send_attempt(hl_acquire_op *op)
     }
     op->retry_after = false;
     op->attempt_sent = hl_monotime_now();
-    int rc = lock->kind->attempt(lock, &args, on_attempt_reply, op);
+    /* Under a replica acknowledgement policy the attempt's answer comes
+     * through its WAIT; with none, ack stays NULL and nothing changes. */
+    hl_ack *ack = NULL;
+    int rc = hl_ack_begin(lock->client, hl_lock_conn(lock), lock->name,
+                          lock->name_len, on_attempt_reply, op, &ack);
+    if (rc == HILOCK_OK)
+        rc = ack ? lock->kind->attempt(lock, &args, hl_ack_reply, ack)
+                 : lock->kind->attempt(lock, &args, on_attempt_reply, op);
+    if (ack != NULL) {
+        if (rc == HILOCK_OK)
+            hl_ack_sent(ack);
+        else
+            hl_ack_unsent(ack);
+    }
     if (rc != HILOCK_OK) {
         /* A refusal by the kind says why in the thread's detail. */
         op_finish(op, rc, NULL,

@@ -9,6 +9,7 @@
 #include "core/engine/compose.h"
 #include "core/engine/lock_handle.h"
 #include "core/config/option_values.h"
+#include "core/runtime/ack.h"
 #include "core/transport/keyslot.h"
 #include "core/transport/resp.h"
 
@@ -193,6 +194,14 @@ static void on_renew_reply(void *data, int status, hilock_reply *reply)
 {
     renew_batch *b = data;
     hl_lease_engine *e = b->engine;
+    /* A renewal the replicas did not acknowledge (replica policy) is
+     * renewed on the master only: a failover could lose it, so the local
+     * deadline stays where it was, and the lease is reported lost when it
+     * passes unless a later renewal is acknowledged.  A "not held" in it
+     * stands all the same. */
+    bool acked = status == HILOCK_OK;
+    if (status == HILOCK_ENOACK)
+        status = HILOCK_OK;
     bool ok = status == HILOCK_OK && reply != NULL &&
               reply->type == HILOCK_REPLY_ARRAY &&
               reply->elements == (size_t)b->n;
@@ -207,10 +216,12 @@ static void on_renew_reply(void *data, int status, hilock_reply *reply)
             continue; /* the deadline decides, or the release does */
         const hilock_reply *r = reply->element[i];
         if (r->type == HILOCK_REPLY_INTEGER && r->integer == 1) {
-            if (!b->verify) {
-                e->stats.renewed++;
-                set_deadline(l, b->sent_at, e->watchdog_ms);
-            }
+            if (b->verify)
+                continue; /* checked: it keeps its deadline */
+            if (!acked)
+                continue;
+            e->stats.renewed++;
+            set_deadline(l, b->sent_at, e->watchdog_ms);
         } else {
             lease_lost(l);
         }
@@ -246,9 +257,20 @@ static void send_to(hl_lease_engine *e, renew_batch *b, hl_conn *conn)
     snprintf(ttl, sizeof ttl, "%lld", (long long)b->ttl_ms);
     argv[n] = ttl;
     lens[n] = strlen(ttl);
-    int rc = conn ? hl_script_run(conn, b->script, n, 2 * n + 1, argv, lens,
-                                  on_renew_reply, b)
+    hl_ack *ack = NULL;
+    int rc = conn ? hl_ack_begin(e->client, conn, argv[0], lens[0],
+                                 on_renew_reply, b, &ack)
                   : HILOCK_ECLOSED;
+    if (rc == HILOCK_OK)
+        rc = hl_script_run(conn, b->script, n, 2 * n + 1, argv, lens,
+                           ack ? hl_ack_reply : on_renew_reply,
+                           ack ? (void *)ack : b);
+    if (ack != NULL) {
+        if (rc == HILOCK_OK)
+            hl_ack_sent(ack);
+        else
+            hl_ack_unsent(ack);
+    }
     if (rc != HILOCK_OK) {
         /* Not sent: the deadlines will tell if this keeps failing. */
         for (int i = 0; i < n; i++)

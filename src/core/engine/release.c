@@ -6,6 +6,7 @@
 #include "core/base/error_detail.h"
 #include "core/engine/engine_internal.h"
 #include "core/config/option_values.h"
+#include "core/runtime/ack.h"
 
 typedef struct lock_call {
     hl_op op; /* first */
@@ -48,6 +49,14 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
     hl_hold *h = hl_hold_find(lock, call->owner);
     if (h)
         h->releases_in_flight--;
+    /* A release the replicas did not acknowledge (replica policy) still
+     * freed the lock on the master, and the caller cannot undo it: it
+     * stands as done.  A failover before the replicas have it brings the
+     * hold back on the new master until its lease runs out, which keeps
+     * others waiting but lets no two owners in (README, "Replicated
+     * Redis and Sentinel"). */
+    if (status == HILOCK_ENOACK)
+        status = HILOCK_OK;
     int64_t left = 0;
     hl_release_outcome out =
         status == HILOCK_OK
@@ -244,7 +253,20 @@ static void call_start(hl_op *op)
             }
             h->releases_in_flight++;
         }
-        rc = lock->kind->release(lock, field, len, lease, on_reply, call);
+        hl_ack *ack = NULL;
+        rc = hl_ack_begin(lock->client, conn, lock->name, lock->name_len,
+                          on_reply, call, &ack);
+        if (rc == HILOCK_OK)
+            rc = ack ? lock->kind->release(lock, field, len, lease,
+                                           hl_ack_reply, ack)
+                     : lock->kind->release(lock, field, len, lease, on_reply,
+                                           call);
+        if (ack != NULL) {
+            if (rc == HILOCK_OK)
+                hl_ack_sent(ack);
+            else
+                hl_ack_unsent(ack);
+        }
         if (rc != HILOCK_OK && h) {
             h->releases_in_flight--;
             if (call->lease_was_releasing && hl_hold_lease(h))

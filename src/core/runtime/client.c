@@ -8,6 +8,7 @@
 #include "core/base/alloc.h"
 #include "core/runtime/client_state.h"
 #include "core/config/hostlist.h"
+#include "core/runtime/ack.h"
 #include "core/runtime/cluster.h"
 #include "core/runtime/sentinel.h"
 #include "core/transport/keyslot.h"
@@ -28,6 +29,7 @@ bool hl_client_in_loop(const hilock_client *c)
 static void client_free_memory(hilock_client *c)
 {
     hl_cluster_free(c->cluster);
+    hl_acks_free(c);
     hl_free(c->seeds);
     if (c->own_loop && c->loop)
         hl_loop_destroy(c->loop);
@@ -577,11 +579,6 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
     if (rc != HILOCK_OK)
         goto fail;
 
-    if (c->opts->replica_ack != HILOCK_ACK_NONE) {
-        rc = hl_fail(HILOCK_EINVAL,
-                     "replica acknowledgement is not supported yet");
-        goto fail;
-    }
     if (c->opts->user && !c->opts->password) {
         rc = hl_fail(HILOCK_EINVAL, "user '%s' has no password",
                      c->opts->user);

@@ -70,6 +70,9 @@ struct hilock_client {
     unsigned master_moves;
     int seed_downs; /* failed attempts on the current seed */
     hl_pubsub *pubsub; /* created on first use */
+    /* Replica counts per connection for the acknowledgement policy
+     * (ack.c), created on the first lock write that needs one. */
+    struct hl_acks *acks;
     /* Created on first use by the engine, which attaches them as parts. */
     struct hl_lease_engine *leases;
     struct hl_waiters *waiters;

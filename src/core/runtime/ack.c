@@ -1,0 +1,452 @@
+/* Replica acknowledgement: the WAIT after a lock write and the replica
+ * counts it is judged by (see ack.h). */
+#include "core/runtime/ack.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/base/alloc.h"
+#include "core/base/error_detail.h"
+#include "core/config/option_values.h"
+#include "core/runtime/client_state.h"
+#include "core/runtime/cluster.h"
+#include "core/transport/keyslot.h"
+
+/* What the client knows of one connection's master.  Connections are the
+ * keys and are never dereferenced here except the live one a write names;
+ * a connection that reconnected (its connect count moved) may lead to
+ * another master after a failover, so its count is read again. */
+typedef struct ack_count {
+    const hl_conn *conn;
+    uint64_t connects; /* the connection's connect count when read */
+    hl_monotime read_at;
+    int k;             /* online replicas; -1: unknown */
+    bool reading;      /* an INFO is in flight */
+    /* The last WAIT judged here fell short: the WAITs sent meanwhile get
+     * a fraction of the timeout.  They run one after the other on the
+     * connection, and at the full timeout each would hold the ones behind
+     * it long enough to reach the command timeout, which resets the
+     * connection and fails every request on it instead of just these. */
+    bool stalled;
+} ack_count;
+
+/* A single master has at most HILOCK_MAX_CONNECTIONS connections; a
+ * cluster one per master.  Past this many the stalest count goes. */
+#define ACK_COUNTS 64
+
+struct hl_acks {
+    ack_count counts[ACK_COUNTS];
+};
+
+struct hl_ack {
+    hilock_client *client;
+    hl_conn *conn;
+    hl_request_fn *fn;
+    void *data;
+    unsigned slot;      /* of the write's keys, on a cluster */
+    int need;           /* n of the last WAIT sent */
+    int pending;        /* requests of this ack unanswered */
+    int status;         /* the write's answer, once come */
+    hilock_reply *reply;
+    long long acked;    /* the WAIT's answer; -1 when it failed */
+    bool written;       /* the write's answer came */
+    bool waited;        /* the WAIT's answer came */
+    bool redirected;    /* the WAIT's answer came first */
+    bool no_wait;       /* the master has no replica: nothing to wait for */
+    bool unsent;        /* its WAIT could not be queued */
+    bool delivered;
+};
+
+int hl_ack_needed(int policy, int k)
+{
+    if (k <= 0)
+        return 0;
+    switch (policy) {
+    case HILOCK_ACK_ONE:
+        return 1;
+    case HILOCK_ACK_MAJORITY:
+        return k / 2 + 1;
+    case HILOCK_ACK_ALL:
+        return k;
+    default:
+        return 0;
+    }
+}
+
+int hl_ack_parse_info(const char *text, size_t len)
+{
+    int k = 0;
+    const char *end = text + len;
+    for (const char *p = text; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *eol = nl ? nl : end;
+        size_t n = (size_t)(eol - p);
+        /* "slave0:ip=...,port=...,state=online,offset=...,lag=..." */
+        if (n > 6 && memcmp(p, "slave", 5) == 0 && p[5] >= '0' &&
+            p[5] <= '9') {
+            for (const char *q = p; q + 12 <= eol; q++)
+                if (memcmp(q, "state=online", 12) == 0) {
+                    k++;
+                    break;
+                }
+        }
+        p = eol + 1;
+    }
+    return k;
+}
+
+static ack_count *count_for(hilock_client *c, const hl_conn *conn,
+                            bool create)
+{
+    if (c->acks == NULL) {
+        if (!create)
+            return NULL;
+        c->acks = hl_calloc(1, sizeof *c->acks);
+        if (c->acks == NULL)
+            return NULL;
+    }
+    ack_count *free_one = NULL, *stalest = NULL;
+    for (int i = 0; i < ACK_COUNTS; i++) {
+        ack_count *e = &c->acks->counts[i];
+        if (e->conn == conn)
+            return e;
+        if (e->conn == NULL) {
+            if (free_one == NULL)
+                free_one = e;
+        } else if (!e->reading &&
+                   (stalest == NULL || e->read_at < stalest->read_at)) {
+            stalest = e;
+        }
+    }
+    if (free_one != NULL)
+        stalest = free_one;
+    if (!create || stalest == NULL)
+        return NULL;
+    memset(stalest, 0, sizeof *stalest);
+    stalest->conn = conn;
+    stalest->k = -1;
+    return stalest;
+}
+
+/* The count for a write on conn now: -1 when it must be read first. */
+static int current_k(ack_count *e, hl_conn *conn)
+{
+    if (e->k >= 0 && hl_conn_get_stats(conn).connects != e->connects)
+        e->k = -1; /* reconnected: perhaps to another master */
+    if (e->k >= 0 &&
+        hl_sat_sub(hl_monotime_now(), e->read_at) > HL_MS(HL_ACK_RECOUNT_MS))
+        return -1;
+    return e->k;
+}
+
+typedef struct count_read {
+    hilock_client *client;
+    const hl_conn *conn;
+    hl_ack *then; /* an ack whose verdict waits for the count, or NULL */
+} count_read;
+
+static void judge(hl_ack *a, int need);
+
+static void on_info(void *data, int status, hilock_reply *reply)
+{
+    count_read *r = data;
+    ack_count *e = count_for(r->client, r->conn, false);
+    int k = -1;
+    if (status == HILOCK_OK && reply != NULL &&
+        reply->type == HILOCK_REPLY_STRING)
+        k = hl_ack_parse_info(reply->str, reply->len);
+    if (e != NULL) {
+        e->reading = false;
+        if (k >= 0) {
+            /* Answered on the connection's current session, which may
+             * have begun after the INFO was queued. */
+            e->k = k;
+            e->connects = hl_conn_get_stats(r->conn).connects;
+            e->read_at = hl_monotime_now();
+        }
+    }
+    hilock_reply_free(reply);
+    hl_ack *a = r->then;
+    hl_free(r);
+    if (a != NULL) {
+        a->pending--;
+        /* Judged by the count the master gave right after the WAIT, or,
+         * should that fail, by the n the WAIT asked for. */
+        judge(a, k >= 0 ? hl_ack_needed(a->client->opts->replica_ack, k)
+                        : a->need);
+    }
+}
+
+/* Queue INFO replication on conn; then (may be NULL) waits for it. */
+static int read_count(hilock_client *c, hl_conn *conn, ack_count *e,
+                      hl_ack *then)
+{
+    count_read *r = hl_calloc(1, sizeof *r);
+    if (r == NULL)
+        return HILOCK_ENOMEM;
+    r->client = c;
+    r->conn = conn;
+    r->then = then;
+    static const char *const argv[] = {"INFO", "replication"};
+    static const size_t lens[] = {4, 11};
+    int rc = hl_conn_command(conn, 2, argv, lens, on_info, r);
+    if (rc != HILOCK_OK) {
+        hl_free(r);
+        return rc;
+    }
+    if (e != NULL)
+        e->reading = true;
+    return HILOCK_OK;
+}
+
+static void ack_free_if_done(hl_ack *a)
+{
+    if (a->delivered && a->pending == 0)
+        hl_free(a);
+}
+
+static void deliver(hl_ack *a, int status)
+{
+    if (a->delivered)
+        return;
+    a->delivered = true;
+    hilock_reply *reply = a->reply;
+    a->reply = NULL;
+    a->pending++; /* the callback may not free the ack under us */
+    a->fn(a->data, status, reply);
+    a->pending--;
+}
+
+static void deliver_short(hl_ack *a, int need, const char *why)
+{
+    if (why != NULL)
+        hl_fail(HILOCK_ENOACK, "%s", why);
+    else
+        hl_fail(HILOCK_ENOACK,
+                "%lld of the %d replicas the policy asks for acknowledged "
+                "the write within %lld ms",
+                a->acked < 0 ? 0 : a->acked, need,
+                (long long)a->client->opts->replica_ack_timeout_ms);
+    deliver(a, HILOCK_ENOACK);
+}
+
+static void judge(hl_ack *a, int need)
+{
+    ack_count *e = count_for(a->client, a->conn, false);
+    if (e != NULL)
+        e->stalled = a->acked < need;
+    if (a->acked >= need)
+        deliver(a, HILOCK_OK);
+    else
+        deliver_short(a, need, NULL);
+    ack_free_if_done(a);
+}
+
+static int timeout_ms(hilock_client *c, const hl_conn *conn)
+{
+    /* The connection resets a request unanswered for the command timeout,
+     * and everything behind a WAIT waits for it. */
+    int64_t t = c->opts->replica_ack_timeout_ms;
+    int64_t cap = c->opts->command_timeout_ms / 2;
+    if (t > cap)
+        t = cap;
+    ack_count *e = count_for(c, conn, false);
+    if (e != NULL && e->stalled)
+        t /= 8;
+    return t < 1 ? 1 : (int)t;
+}
+
+static void on_wait(void *data, int status, hilock_reply *reply);
+
+static int send_wait(hl_ack *a, int need)
+{
+    char n[16], t[24];
+    int nl = snprintf(n, sizeof n, "%d", need);
+    int tl = snprintf(t, sizeof t, "%d", timeout_ms(a->client, a->conn));
+    const char *argv[] = {"WAIT", n, t};
+    size_t lens[] = {4, (size_t)nl, (size_t)tl};
+    int rc = hl_conn_command(a->conn, 3, argv, lens, on_wait, a);
+    if (rc == HILOCK_OK) {
+        a->need = need;
+        a->pending++;
+    }
+    return rc;
+}
+
+/* Both the write and its WAIT answered, in that order, on a->conn. */
+static void settle(hl_ack *a)
+{
+    if (a->acked < 0) {
+        deliver_short(a, a->need, "the WAIT after the write failed, so its "
+                                  "acknowledgement is unknown");
+        ack_free_if_done(a);
+        return;
+    }
+    ack_count *e = count_for(a->client, a->conn, false);
+    int k = e ? e->k : -1;
+    if (k < 0) {
+        deliver_short(a, a->need,
+                      "the master's replica count could not be read "
+                      "(INFO replication), so the write's acknowledgement "
+                      "is unknown; the server's ACL must allow INFO, or "
+                      "choose replicas=none");
+        ack_free_if_done(a);
+        return;
+    }
+    int need = hl_ack_needed(a->client->opts->replica_ack, k);
+    if (a->acked >= need) {
+        judge(a, need);
+        return;
+    }
+    if (a->need < need) {
+        /* Sent before the count was known (or grew): ask for the rest,
+         * on the same connection, behind the write's answer. */
+        if (send_wait(a, need) == HILOCK_OK)
+            return;
+        judge(a, need);
+        return;
+    }
+    /* Short: judge by the count the master reports now, so a replica
+     * that left since the count was read fails no write. */
+    e->k = -1;
+    if (!e->reading && read_count(a->client, a->conn, e, a) == HILOCK_OK) {
+        a->pending++;
+        return;
+    }
+    judge(a, need);
+}
+
+/* The write went to another node than its WAIT (a cluster redirection):
+ * ask that node's replicas, behind the write's answer. */
+static void follow_elsewhere(hl_ack *a)
+{
+    hilock_client *c = a->client;
+    hl_conn *to = c->cluster ? hl_cluster_conn_for_slot(c->cluster, a->slot)
+                             : NULL;
+    if (to != NULL && to != a->conn) {
+        a->conn = to;
+        a->redirected = false;
+        a->waited = false;
+        a->acked = 0;
+        ack_count *e = count_for(c, to, true);
+        int k = e ? current_k(e, to) : -1;
+        if (k < 0 && e != NULL && !e->reading)
+            (void)read_count(c, to, e, NULL);
+        if (send_wait(a, k > 0 ? hl_ack_needed(c->opts->replica_ack, k)
+                               : 0) == HILOCK_OK)
+            return;
+    }
+    deliver_short(a, a->need,
+                  "the write was redirected to another node, whose "
+                  "acknowledgement could not be asked for");
+    ack_free_if_done(a);
+}
+
+static void on_wait(void *data, int status, hilock_reply *reply)
+{
+    hl_ack *a = data;
+    a->pending--;
+    a->waited = true;
+    a->acked = status == HILOCK_OK && reply != NULL &&
+                       reply->type == HILOCK_REPLY_INTEGER
+                   ? reply->integer
+                   : -1;
+    hilock_reply_free(reply);
+    if (!a->written) {
+        /* The write has not answered on this connection, so it went
+         * elsewhere (a cluster redirection): this WAIT covered nothing. */
+        a->redirected = true;
+        return;
+    }
+    if (a->delivered) {
+        ack_free_if_done(a);
+        return;
+    }
+    settle(a);
+}
+
+int hl_ack_begin(hilock_client *c, hl_conn *conn, const char *key,
+                 size_t key_len, hl_request_fn *fn, void *data, hl_ack **out)
+{
+    *out = NULL;
+    if (c->opts->replica_ack == HILOCK_ACK_NONE || conn == NULL)
+        return HILOCK_OK;
+    ack_count *e = count_for(c, conn, true);
+    int k = e ? current_k(e, conn) : -1;
+    /* A master known to have no replica: nothing to wait for, and the
+     * write goes as under none. */
+    if (k == 0)
+        return HILOCK_OK;
+    hl_ack *a = hl_calloc(1, sizeof *a);
+    if (a == NULL)
+        return HILOCK_ENOMEM;
+    a->client = c;
+    a->conn = conn;
+    a->fn = fn;
+    a->data = data;
+    if (c->cluster != NULL)
+        a->slot = hl_keyslot(key, key_len);
+    /* Read the count ahead of the write, so it is known when the write
+     * answers; a failure here shows as an unknown count then. */
+    if (e != NULL && !e->reading && k < 0)
+        (void)read_count(c, conn, e, NULL);
+    *out = a;
+    return HILOCK_OK;
+}
+
+void hl_ack_sent(hl_ack *a)
+{
+    a->pending++; /* the write */
+    ack_count *e = count_for(a->client, a->conn, false);
+    int k = e ? current_k(e, a->conn) : -1;
+    if (k < 0 && e != NULL && e->k >= 0 && e->reading)
+        k = e->k; /* stale but being read: the fresh one judges a short */
+    if (k == 0) {
+        a->no_wait = true;
+        return;
+    }
+    /* With the count unknown, WAIT 0 answers at once: it still shows that
+     * the write answered on this connection, and the rest is asked for
+     * once the INFO ahead of the write has given the count. */
+    int need = k < 0 ? 0 : hl_ack_needed(a->client->opts->replica_ack, k);
+    if (send_wait(a, need) != HILOCK_OK)
+        a->unsent = true;
+}
+
+void hl_ack_unsent(hl_ack *a) { hl_free(a); }
+
+void hl_ack_reply(void *data, int status, hilock_reply *reply)
+{
+    hl_ack *a = data;
+    a->pending--;
+    a->written = true;
+    a->status = status;
+    a->reply = reply;
+    if (status != HILOCK_OK) {
+        /* Not run, or not known to have run: nothing to acknowledge. */
+        deliver(a, status);
+        ack_free_if_done(a);
+    } else if (a->no_wait) {
+        deliver(a, HILOCK_OK);
+        ack_free_if_done(a);
+    } else if (a->unsent) {
+        a->acked = -1;
+        deliver_short(a, 0, "the WAIT could not be sent");
+        ack_free_if_done(a);
+    } else if (a->redirected) {
+        follow_elsewhere(a);
+    }
+    /* Else its WAIT answers next. */
+}
+
+int hl_ack_replicas(hilock_client *c, hl_conn *conn)
+{
+    ack_count *e = count_for(c, conn, false);
+    return e ? e->k : -1;
+}
+
+void hl_acks_free(hilock_client *c)
+{
+    hl_free(c->acks);
+    c->acks = NULL;
+}

@@ -1,0 +1,58 @@
+/* Replica acknowledgement of lock writes (options replicas=, ack_timeout).
+ *
+ * A lock write (acquire, renewal, release script) is followed, in the
+ * same pipeline and on the same connection, by WAIT n timeout, where n
+ * follows the policy from the number of online replicas the master
+ * itself reports (INFO replication): read before the first write on a
+ * connection that came up, again when the last reading is older than
+ * HL_ACK_RECOUNT_MS, and at once after a WAIT that came back short, whose
+ * verdict then uses the fresh count.  Each connection has its own count,
+ * so on a cluster each shard is judged by its own master's replicas.
+ *
+ * With the policy none nothing here runs: hl_ack_begin hands back NULL
+ * and the write goes out exactly as before.  Loop thread only. */
+#ifndef HL_ACK_H
+#define HL_ACK_H
+
+#include <stdint.h>
+
+#include "core/transport/conn.h"
+#include "hilock/client.h"
+
+/* How old a replica count may be when a write is sent. */
+#define HL_ACK_RECOUNT_MS 1000
+
+typedef struct hl_ack hl_ack;
+
+/* The policy's n for k online replicas (0: no WAIT). */
+int hl_ack_needed(int policy, int k);
+
+/* Begin a lock write to conn, on keys of key's slot, whose answer goes
+ * to fn(data, ...).  With the policy none, or a master known (by a
+ * fresh count) to have no replica: HILOCK_OK and *out NULL, send the
+ * write as usual.
+ * Otherwise *out is set: send the write with hl_ack_reply and *out as its
+ * callback, then call hl_ack_sent (or hl_ack_unsent when it could not be
+ * queued).  fn then gets the write's answer once, after its WAIT: as it
+ * came, except that a write that ran (HILOCK_OK) whose acknowledgement
+ * fell short, failed or is unknown comes with HILOCK_ENOACK, the reply
+ * still attached (and the detail saying why).  A write a cluster
+ * redirected is followed by a WAIT on the node that ran it.
+ * HILOCK_ENOMEM: nothing started. */
+int hl_ack_begin(hilock_client *c, hl_conn *conn, const char *key,
+                 size_t key_len, hl_request_fn *fn, void *data, hl_ack **out);
+void hl_ack_reply(void *ack, int status, hilock_reply *reply);
+void hl_ack_sent(hl_ack *a);
+/* fn is not called. */
+void hl_ack_unsent(hl_ack *a);
+
+/* The replica count last read on conn, or -1 when unknown (tests). */
+int hl_ack_replicas(hilock_client *c, hl_conn *conn);
+
+/* Free the client's counts (client teardown). */
+void hl_acks_free(hilock_client *c);
+
+/* The number of online replicas in an INFO replication text. */
+int hl_ack_parse_info(const char *text, size_t len);
+
+#endif

@@ -1,0 +1,353 @@
+/* Replica acknowledgement on a master with two replicas: lock writes are
+ * followed by WAIT under a policy and not under none, a grant the
+ * replicas do not acknowledge is given back and fails with HILOCK_ENOACK,
+ * and renewals the replicas do not acknowledge end in a lease reported
+ * lost by its local deadline. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "hilock/hilock.h"
+#include "support/fixture.h"
+#include "core/runtime/ack.h"
+
+/* ctest-timeout: 180 */
+
+static hl_redis_replicated *group;
+static hl_redis_server *master;
+
+static bool both_online(void *arg);
+
+static int setup(void **state)
+{
+    (void)state;
+    group = hl_fixture_replicated();
+    if (group == NULL)
+        return -1;
+    master = hl_redis_replicated_master(group);
+    if (master == NULL)
+        return -1;
+    /* Both replicas online before any count is read. */
+    return hl_wait_until(both_online, NULL, hl_widen(30000)) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    hl_redis_replicated_stop(group);
+    return 0;
+}
+
+/* How many WAIT commands the master has run. */
+static long long waits_run(void)
+{
+    static char info[16384];
+    assert_int_equal(hl_redis_server_cmd(master, info, sizeof info, "INFO",
+                                         "commandstats", (char *)NULL),
+                     '$');
+    const char *p = strstr(info, "cmdstat_wait:calls=");
+    return p ? atoll(p + strlen("cmdstat_wait:calls=")) : 0;
+}
+
+static hilock_client *connect_with(const char *query)
+{
+    char url[256];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/?%s",
+             hl_redis_server_port(master), query);
+    hilock_options *o;
+    hilock_client *c;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(hilock_options_set_url(o, url), HILOCK_OK);
+    assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
+    hilock_options_free(o);
+    return c;
+}
+
+static hilock_lock *make_lock(hilock_client *c, const char *name)
+{
+    hilock_lock *l;
+    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+                     HILOCK_OK);
+    return l;
+}
+
+static bool both_online(void *arg)
+{
+    (void)arg;
+    static char info[4096];
+    char reply[64];
+    return hl_redis_server_cmd(master, info, sizeof info, "INFO",
+                               "replication", (char *)NULL) == '$' &&
+           hl_ack_parse_info(info, strlen(info)) == 2 &&
+           hl_redis_server_cmd(master, reply, sizeof reply, "WAIT", "2",
+                               "1000", (char *)NULL) == ':' &&
+           strcmp(reply, ":2\r\n") == 0;
+}
+
+/* A replica that comes back may need a full sync, which a diskless
+ * master starts only after its sync delay (5 s by default). */
+static void wait_both_online(void)
+{
+    assert_true(hl_wait_until(both_online, NULL, hl_widen(30000)));
+}
+
+static void stall_replicas(void)
+{
+    for (size_t i = 1; i < hl_redis_replicated_nodes(group); i++)
+        hl_fixture_pause(hl_redis_replicated_node(group, i));
+}
+
+static void resume_replicas(void)
+{
+    for (size_t i = 1; i < hl_redis_replicated_nodes(group); i++)
+        hl_fixture_resume(hl_redis_replicated_node(group, i));
+    /* Both replicas acknowledge again before the next case. */
+    wait_both_online();
+}
+
+static bool key_gone(void *name)
+{
+    char reply[64];
+    return hl_redis_server_cmd(master, reply, sizeof reply, "EXISTS", name,
+                               (char *)NULL) == ':' &&
+           strcmp(reply, ":0\r\n") == 0;
+}
+
+static bool renewed(void *client)
+{
+    hilock_client_stats s;
+    return hilock_client_get_stats(client, &s) == HILOCK_OK &&
+           s.leases_renewed >= 1;
+}
+
+/* Healthy replicas under "all": the acquire, a watchdog renewal and the
+ * release each go with a WAIT, and each succeeds. */
+static void test_all_acknowledged(void **state)
+{
+    (void)state;
+    hilock_client *c = connect_with("replicas=all&watchdog_timeout=1200");
+    hilock_lock *l = make_lock(c, "ack-all");
+    long long before = waits_run();
+    assert_int_equal(hilock_lock_try_acquire(l, 2000, HILOCK_LEASE_WATCHDOG),
+                     HILOCK_OK);
+    long long after_acquire = waits_run();
+    assert_true(after_acquire >= before + 1);
+    /* A renewal every 400 ms; it is confirmed only once acknowledged. */
+    assert_true(hl_wait_until(renewed, c, hl_widen(5000)));
+    long long after_renew = waits_run();
+    assert_true(after_renew >= after_acquire + 1);
+    bool lost = true;
+    assert_int_equal(hilock_lock_lease_lost(l, &lost), HILOCK_OK);
+    assert_false(lost);
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    assert_true(waits_run() >= after_renew + 1);
+    assert_true(key_gone("ack-all"));
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
+/* replicas=none sends no WAIT at all. */
+static void test_none_sends_no_wait(void **state)
+{
+    (void)state;
+    hilock_client *c = connect_with("replicas=none");
+    hilock_lock *l = make_lock(c, "ack-none");
+    long long before = waits_run();
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(hilock_lock_try_acquire(l, 1000, 10000), HILOCK_OK);
+        assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    }
+    assert_int_equal(waits_run(), before);
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
+/* With the replicas stopped, an acquire under the policy is never granted
+ * unprotected: it fails with HILOCK_ENOACK once its wait runs out, and
+ * the grants the master made meanwhile were given back. */
+static void acquire_fails_unacknowledged(const char *policy)
+{
+    char query[128];
+    snprintf(query, sizeof query, "replicas=%s&ack_timeout=150", policy);
+    hilock_client *c = connect_with(query);
+    char name[64];
+    snprintf(name, sizeof name, "ack-stalled-%s", policy);
+    hilock_lock *l = make_lock(c, name);
+    /* The replica count is read while the replicas still answer. */
+    assert_int_equal(hilock_lock_try_acquire(l, 2000, 10000), HILOCK_OK);
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    stall_replicas();
+    int64_t t0 = hl_now_ms();
+    int rc = hilock_lock_try_acquire(l, 600, 10000);
+    int64_t took = hl_now_ms() - t0;
+    assert_int_equal(rc, HILOCK_ENOACK);
+    assert_non_null(strstr(hilock_last_error(), "acknowledged"));
+    /* Within its wait, plus one WAIT of 150 ms and a round trip. */
+    assert_true(took >= 600);
+    assert_true(took <= 600 + hl_widen(1000));
+    /* Given back on the master, which still answers. */
+    assert_true(hl_wait_until(key_gone, name, hl_widen(3000)));
+    /* A single attempt fails the same way. */
+    assert_int_equal(hilock_lock_try_acquire(l, 0, 10000), HILOCK_ENOACK);
+    assert_true(hl_wait_until(key_gone, name, hl_widen(3000)));
+    resume_replicas();
+    /* And once they acknowledge again, the lock is granted. */
+    assert_int_equal(hilock_lock_try_acquire(l, 2000, 10000), HILOCK_OK);
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
+static void test_all_stalled(void **state)
+{
+    (void)state;
+    acquire_fails_unacknowledged("all");
+}
+
+static void test_majority_stalled(void **state)
+{
+    (void)state;
+    acquire_fails_unacknowledged("majority");
+}
+
+static atomic_int lost_calls;
+static _Atomic int64_t lost_at;
+
+static void on_lost(hilock_lock *lock, uint64_t owner, void *data)
+{
+    (void)lock;
+    (void)owner;
+    (void)data;
+    atomic_store(&lost_at, hl_now_ms());
+    atomic_fetch_add(&lost_calls, 1);
+}
+
+/* A holder whose renewals reach the master but not the replicas is told
+ * its lease is lost, and no later than the lease deadline its last
+ * acknowledged renewal gave it. */
+static void test_unacknowledged_renewals_lose_the_lease(void **state)
+{
+    (void)state;
+    const int watchdog = 1500;
+    hilock_client *c =
+        connect_with("replicas=all&ack_timeout=100&watchdog_timeout=1500");
+    hilock_lock *l = make_lock(c, "ack-renew");
+    atomic_store(&lost_calls, 0);
+    assert_int_equal(hilock_lock_set_lost_callback(l, on_lost, NULL),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(l, 2000, HILOCK_LEASE_WATCHDOG),
+                     HILOCK_OK);
+    assert_true(hl_wait_until(renewed, c, hl_widen(5000)));
+    /* Every acknowledged renewal was sent before this. */
+    int64_t stalled_at = hl_now_ms();
+    stall_replicas();
+    hl_expect_count(&lost_calls, 1, hl_widen(watchdog + 3000));
+    /* The master kept the key alive all along: only the missing
+     * acknowledgements made the client give up on it, at the deadline. */
+    int64_t late = atomic_load(&lost_at) - stalled_at;
+    assert_true(late <= watchdog + hl_widen(200));
+    char reply[64];
+    assert_int_equal(hl_redis_server_cmd(master, reply, sizeof reply,
+                                         "EXISTS", "ack-renew", (char *)NULL),
+                     ':');
+    assert_string_equal(reply, ":1\r\n");
+    bool lost = false;
+    assert_int_equal(hilock_lock_lease_lost(l, &lost), HILOCK_OK);
+    assert_true(lost);
+    resume_replicas();
+    assert_int_equal(hilock_lock_release(l), HILOCK_ELEASELOST);
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
+/* n for k replicas under each policy; none, and k = 0, ask for nothing. */
+static void test_needed(void **state)
+{
+    (void)state;
+    static const int want[4][5] = {
+        /* k:      0  1  2  3  4 */
+        /* none */ {0, 0, 0, 0, 0},
+        /* one  */ {0, 1, 1, 1, 1},
+        /* maj. */ {0, 1, 2, 2, 3},
+        /* all  */ {0, 1, 2, 3, 4},
+    };
+    for (int p = 0; p < 4; p++)
+        for (int k = 0; k < 5; k++)
+            assert_int_equal(hl_ack_needed(p, k), want[p][k]);
+}
+
+/* Only online replicas count: one still in its first sync does not. */
+static void test_parse_info(void **state)
+{
+    (void)state;
+    const char *info =
+        "# Replication\r\nrole:master\r\nconnected_slaves:3\r\n"
+        "slave0:ip=127.0.0.1,port=1,state=online,offset=9,lag=0\r\n"
+        "slave1:ip=127.0.0.1,port=2,state=wait_bgsave,offset=0,lag=0\r\n"
+        "slave2:ip=127.0.0.1,port=3,state=online,offset=9,lag=1\r\n"
+        "master_repl_offset:9\r\n";
+    assert_int_equal(hl_ack_parse_info(info, strlen(info)), 2);
+    const char *none = "# Replication\r\nrole:master\r\nconnected_slaves:0";
+    assert_int_equal(hl_ack_parse_info(none, strlen(none)), 0);
+    /* The text is not NUL-terminated where its length ends. */
+    assert_int_equal(hl_ack_parse_info(info, 60), 0);
+}
+
+static bool one_replica_left(void *arg)
+{
+    (void)arg;
+    char info[4096];
+    return hl_redis_server_cmd(master, info, sizeof info, "INFO",
+                               "replication", (char *)NULL) == '$' &&
+           strstr(info, "connected_slaves:1") != NULL;
+}
+
+/* A replica that leaves fails no grant, even while the count the client
+ * read still names it: a short WAIT is judged by the master's count read
+ * right after it.  A single attempt, so nothing could retry. */
+static void test_replica_leaving_fails_nothing(void **state)
+{
+    (void)state;
+    hilock_client *c = connect_with("replicas=all&ack_timeout=200");
+    hilock_lock *l = make_lock(c, "ack-leaving");
+    assert_int_equal(hilock_lock_try_acquire(l, 2000, 10000), HILOCK_OK);
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    hl_redis_server *gone = hl_redis_replicated_node(group, 2);
+    char reply[64];
+    assert_int_equal(hl_redis_server_cmd(gone, reply, sizeof reply,
+                                         "REPLICAOF", "NO", "ONE",
+                                         (char *)NULL),
+                     '+');
+    assert_true(hl_wait_until(one_replica_left, NULL, hl_widen(5000)));
+    assert_int_equal(hilock_lock_try_acquire(l, 0, 10000), HILOCK_OK);
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    /* Back as a replica, for the cases after this one. */
+    char port[16];
+    snprintf(port, sizeof port, "%d", hl_redis_server_port(master));
+    assert_int_equal(hl_redis_server_cmd(gone, reply, sizeof reply,
+                                         "REPLICAOF", "127.0.0.1", port,
+                                         (char *)NULL),
+                     '+');
+    wait_both_online();
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_needed),
+        cmocka_unit_test(test_parse_info),
+        cmocka_unit_test(test_all_acknowledged),
+        cmocka_unit_test(test_none_sends_no_wait),
+        cmocka_unit_test(test_all_stalled),
+        cmocka_unit_test(test_majority_stalled),
+        cmocka_unit_test(test_unacknowledged_renewals_lose_the_lease),
+        cmocka_unit_test(test_replica_leaving_fails_nothing),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
