@@ -40,6 +40,9 @@ typedef struct bench_args {
     double wd_duration_s;
     bool with_cluster;        /* --cluster: the cluster rows too */
     int cluster_replicas;     /* per master */
+    /* --cluster-ack POLICY: the cluster rows' replica acknowledgement;
+     * NULL: the library's default. */
+    const char *cluster_ack;
     /* The servers of the points being measured when they are the cluster
      * rows' (the client is then a cluster client); NULL: one server. */
     hl_redis_cluster *cluster;

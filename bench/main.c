@@ -20,6 +20,7 @@ static void usage(FILE *f)
             "  [--connections N] [--busy-poll-us N] [--wd-leases N]\n"
             "  [--wd-duration S] [--cluster] [--cluster-replicas N]\n"
             "  [--replicas N --ack none|one|majority|all]\n"
+            "  [--cluster-ack none|one|majority|all]\n"
             "--kind is the lock kind of W1 and W2 (default reentrant); W3\n"
             "always takes reentrant segment locks, WD reentrant leases.\n"
             "WD holds C (default 100000) watchdog leases for --duration.\n"
@@ -92,6 +93,8 @@ static int parse(int argc, char **argv, bench_args *a)
             a->api = v;
         } else if (strcmp(k, "--ack") == 0) {
             a->ack = v;
+        } else if (strcmp(k, "--cluster-ack") == 0) {
+            a->cluster_ack = v;
         } else if (strcmp(k, "--ports") == 0) {
             char *copy = strdup(v), *save = NULL;
             for (char *t = strtok_r(copy, ",", &save); t && a->nports < 8;
@@ -147,6 +150,11 @@ static int parse(int argc, char **argv, bench_args *a)
         return -1;
     }
     int ack;
+    if (a->cluster_ack != NULL && !bench_ack_parse(a->cluster_ack, &ack)) {
+        fprintf(stderr, "hilock-bench: --cluster-ack is none, one, majority "
+                        "or all\n");
+        return -1;
+    }
     if (a->ack != NULL && !bench_ack_parse(a->ack, &ack)) {
         fprintf(stderr, "hilock-bench: --ack is none, one, majority or "
                         "all\n");
@@ -480,6 +488,10 @@ static int cluster_rows(const bench_args *a)
     int rc = hilock_options_create(&o);
     if (rc == HILOCK_OK)
         rc = hilock_options_set_url(o, hl_redis_cluster_url(ca.cluster));
+    int ack;
+    if (rc == HILOCK_OK && a->cluster_ack != NULL &&
+        bench_ack_parse(a->cluster_ack, &ack))
+        rc = hilock_options_set_replica_ack(o, (hilock_replica_ack)ack);
     if (rc == HILOCK_OK)
         rc = hilock_options_set_connections(o, a->connections);
     if (rc == HILOCK_OK && a->busy_poll_us > 0)

@@ -61,8 +61,9 @@ static void print_params(const bench_args *a, const bench_point *p)
            : p->servers > 0 ? p->servers
                             : 1);
     if (a->cluster != NULL)
-        printf("\"topology\":\"cluster\",\"replicas\":%d,",
-               a->cluster_replicas);
+        printf("\"topology\":\"cluster\",\"replicas\":%d,\"ack\":\"%s\",",
+               a->cluster_replicas,
+               a->cluster_ack ? a->cluster_ack : "default");
     else if (a->replicas > 0)
         printf("\"topology\":\"replicated\",\"replicas\":%d,\"ack\":\"%s\",",
                a->replicas, a->ack);
