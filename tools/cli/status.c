@@ -265,9 +265,10 @@ static void print_replication(hilock_client *client,
 {
     cli_replication r;
     cli_replication_read(client, &r);
+    /* A lone master shows none: its policy, whatever it is, has no
+     * replica to wait for. */
     bool sentinel = hilock_options_sentinel_master(opts) != NULL;
-    bool ack = hilock_options_replica_ack(opts) != HILOCK_ACK_NONE;
-    if (!sentinel && !ack) {
+    if (!sentinel) {
         bool cluster = true;
         if (!r.info_read ||
             (r.replicas == 0 && strcmp(r.role, "master") == 0))
