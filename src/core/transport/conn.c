@@ -206,6 +206,7 @@ void hl_conn_close(hl_conn *c, int status, const char *detail)
     hl_timer_stop(&c->retry_timer);
     c->refs++;
     fail_queue(&c->sent, status, detail);
+    hl_conn_settle_last(c);
     fail_queue(&c->pending, status, detail);
     fail_queue(&c->parked, status, detail);
     hl_conn_unref(c);
@@ -222,7 +223,8 @@ void hl_conn_free(hl_conn *c)
 
 bool hl_conn_busy(const hl_conn *c)
 {
-    return c->pending.head != NULL || c->sent.head != NULL ||
+    return c->pending.head != NULL || c->last != NULL ||
+           c->sent.head != NULL ||
            c->parked.head != NULL;
 }
 

@@ -95,6 +95,19 @@ int hl_conn_command(hl_conn *conn, int argc, const char *const *argv,
 
 /* The same with a command formatted by hl_format_command(), whose buffer
  * the connection takes over in every case. */
+/* The same for a command that goes after every request queued before the
+ * connection next writes, including those queued after it: one that
+ * covers what the requests before it did (a WAIT covers their writes).
+ * One such command waits at a time; queueing the next turns the one
+ * before into an ordinary request, behind the requests queued so far. */
+int hl_conn_command_last(hl_conn *conn, int argc, const char *const *argv,
+                         const size_t *argvlen, hl_request_fn *fn,
+                         void *data);
+/* Whether the command waiting to go last is fn(data): a request queued
+ * now goes before it. */
+bool hl_conn_last_is(const hl_conn *conn, hl_request_fn *fn,
+                     const void *data);
+
 int hl_conn_command_take(hl_conn *conn, char *cmd, size_t len,
                          hl_request_fn *fn, void *data);
 

@@ -237,7 +237,7 @@ static void conn_up(hl_conn *c)
         hl_timer_arm(&c->keepalive_timer, keepalive_idle(c));
     }
     hl_conn_emit(c, HL_CONN_UP, 0, NULL, NULL);
-    if (c->state == ST_UP && c->pending.head)
+    if (c->state == ST_UP && (c->pending.head || c->last))
         hl_prepare_start(&c->flusher);
 }
 

@@ -83,6 +83,10 @@ struct hl_conn {
     req_queue pending; /* not yet in the output buffer */
     req_queue sent;    /* in the output buffer or on the wire */
     req_queue parked;  /* refused for now by a cluster: sent again later */
+    /* Goes after pending when the connection writes, however many are
+     * queued meanwhile (hl_conn_command_last); also owned by the queues'
+     * tear-down and deadlines. */
+    hl_request *last;
     hl_timer retry_timer; /* the earliest parked request's time */
     int hello_left;
     bool hello_answered; /* the server answered a handshake command */
@@ -151,6 +155,8 @@ void hl_conn_tls_step(hl_conn *c);
 
 /* requests: formatting, queueing, deadlines, round trips (conn_requests.c) */
 void hl_conn_arm_request_timer(hl_conn *c);
+/* Put the request waiting to go last at the tail of pending. */
+void hl_conn_settle_last(hl_conn *c);
 int hl_conn_format_request(hl_request **out, int argc,
                            const char *const *argv, const size_t *argvlen);
 void hl_conn_note_rtt(hl_conn *c, hl_monotime took);

@@ -101,6 +101,7 @@ static bool follow_redirect(hl_conn *c, hl_request *r, hilock_reply *reply)
 static void move_pending(hl_conn *c)
 {
     hl_request *r;
+    hl_conn_settle_last(c);
     while ((r = queue_pop(&c->pending)) != NULL) {
         if (r->script)
             load_script_first(c, r->script);
@@ -211,7 +212,8 @@ static void dispatch(hl_conn *c)
             if (status == 0 || !follow_redirect(c, req, reply))
                 hl_conn_complete(req, status, reply,
                                  status ? reply->str : NULL);
-            if (c->sent.head == NULL && c->pending.head == NULL)
+            if (c->sent.head == NULL && c->pending.head == NULL &&
+                c->last == NULL)
                 hl_timer_stop(&c->request_timer);
         }
         if (c->epoch != epoch || c->state == ST_CLOSED)

@@ -65,14 +65,20 @@ int hl_conn_format_request(hl_request **out, int argc, const char *const *argv,
 }
 
 
-static int enqueue(hl_conn *c, hl_request *r)
+/* Into pending, or, with last, into the place after it. */
+static int enqueue_at(hl_conn *c, hl_request *r, bool last)
 {
     hl_monotime timeout = HL_MS(c->o->command_timeout_ms);
     r->queued_at = hl_monotime_now();
     r->deadline = r->queued_at + timeout;
     if (r->retry_until == 0)
         r->retry_until = r->deadline;
-    queue_push(&c->pending, r);
+    if (last) {
+        hl_conn_settle_last(c);
+        c->last = r;
+    } else {
+        queue_push(&c->pending, r);
+    }
     if (!c->request_timer.armed)
         hl_timer_arm(&c->request_timer, timeout);
     if (c->state == ST_UP)
@@ -80,6 +86,11 @@ static int enqueue(hl_conn *c, hl_request *r)
     if (c->cfg.on_request)
         c->cfg.on_request(c->cfg.data);
     return 0;
+}
+
+static int enqueue(hl_conn *c, hl_request *r)
+{
+    return enqueue_at(c, r, false);
 }
 
 int hl_conn_command(hl_conn *c, int argc, const char *const *argv,
@@ -94,6 +105,33 @@ int hl_conn_command(hl_conn *c, int argc, const char *const *argv,
     r->fn = fn;
     r->data = data;
     return enqueue(c, r);
+}
+
+int hl_conn_command_last(hl_conn *c, int argc, const char *const *argv,
+                         const size_t *argvlen, hl_request_fn *fn, void *data)
+{
+    if (c->state == ST_CLOSED)
+        return HILOCK_ECLOSED;
+    hl_request *r;
+    int rc = hl_conn_format_request(&r, argc, argv, argvlen);
+    if (rc != 0)
+        return rc;
+    r->fn = fn;
+    r->data = data;
+    return enqueue_at(c, r, true);
+}
+
+bool hl_conn_last_is(const hl_conn *c, hl_request_fn *fn, const void *data)
+{
+    return c->last != NULL && c->last->fn == fn && c->last->data == data;
+}
+
+void hl_conn_settle_last(hl_conn *c)
+{
+    if (c->last != NULL) {
+        queue_push(&c->pending, c->last);
+        c->last = NULL;
+    }
 }
 
 int hl_conn_command_take(hl_conn *c, char *cmd, size_t len,
@@ -214,6 +252,7 @@ void hl_conn_reroute(hl_conn *c, hl_reroute_fn *where, void *data)
      * its node answers MOVED for a slot it no longer serves. */
     if (c->state == ST_UP || c->state == ST_CLOSED)
         return;
+    hl_conn_settle_last(c);
     reroute_queue(c, &c->pending, where, data);
     reroute_queue(c, &c->parked, where, data);
     hl_conn_arm_request_timer(c);
@@ -247,6 +286,8 @@ void hl_conn_arm_request_timer(hl_conn *c)
     hl_monotime next = INT64_MAX;
     if (c->pending.head)
         next = c->pending.head->deadline;
+    if (c->last && c->last->deadline < next)
+        next = c->last->deadline;
     for (hl_request *r = c->sent.head; r; r = r->next) {
         if (!r->internal) {
             if (r->deadline < next)
@@ -274,6 +315,12 @@ void hl_conn_on_request_timer(hl_timer *t)
                                   "%s%s",
                  c->err[0] ? ": " : "", c->err);
         hl_conn_complete(r, HILOCK_ETIMEDOUT, NULL, why);
+    }
+    if (c->last && c->last->deadline <= now && c->state != ST_CLOSED) {
+        hl_request *r = c->last;
+        c->last = NULL;
+        hl_conn_complete(r, HILOCK_ETIMEDOUT, NULL,
+                         "not connected within the command timeout");
     }
     hl_request *head = c->sent.head;
     if (head && !head->internal && head->deadline <= now &&
