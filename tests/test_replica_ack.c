@@ -337,6 +337,110 @@ static void test_replica_leaving_fails_nothing(void **state)
     hilock_client_destroy(c);
 }
 
+/* Writes queued on one connection before it writes share one WAIT: Redis
+ * answers a WAIT once the replicas have the connection's last write, so
+ * it covers every write before it.  64 acquires started in one loop
+ * iteration on one connection go with one WAIT, not 64; so do their
+ * releases. */
+#define SHARED 64
+
+static hilock_lock *shared_locks[SHARED];
+static atomic_int shared_ok, shared_done;
+
+static void shared_acquired(hilock_lock *l, int status,
+                            const hilock_acquired *acquired, void *data)
+{
+    (void)l, (void)acquired, (void)data;
+    if (status == HILOCK_OK)
+        atomic_fetch_add(&shared_ok, 1);
+    atomic_fetch_add(&shared_done, 1);
+}
+
+static void shared_released(hilock_lock *l, int status, int64_t value,
+                            void *data)
+{
+    (void)l, (void)data;
+    if (status == HILOCK_OK && value == 0)
+        atomic_fetch_add(&shared_ok, 1);
+    atomic_fetch_add(&shared_done, 1);
+}
+
+/* On the loop thread, so that all of them are queued in one iteration. */
+static void start_all(hilock_client *c, int status, hilock_reply *reply,
+                      void *release)
+{
+    (void)c, (void)status;
+    hilock_reply_free(reply);
+    for (int i = 0; i < SHARED; i++) {
+        int rc = release ? hilock_lock_release_async(shared_locks[i], 7,
+                                                     shared_released, NULL)
+                         : hilock_lock_acquire_async(shared_locks[i], 7, 0,
+                                                     10000, 0,
+                                                     shared_acquired, NULL,
+                                                     NULL);
+        if (rc != HILOCK_OK)
+            atomic_fetch_add(&shared_done, 1);
+    }
+}
+
+static bool all_done(void *arg)
+{
+    (void)arg;
+    return atomic_load(&shared_done) == SHARED;
+}
+
+static long long scripts_run(void)
+{
+    static char info[16384];
+    assert_int_equal(hl_redis_server_cmd(master, info, sizeof info, "INFO",
+                                         "commandstats", (char *)NULL),
+                     '$');
+    const char *p = strstr(info, "cmdstat_evalsha:calls=");
+    return p ? atoll(p + strlen("cmdstat_evalsha:calls=")) : 0;
+}
+
+static void run_shared(hilock_client *c, bool release)
+{
+    atomic_store(&shared_ok, 0);
+    atomic_store(&shared_done, 0);
+    long long waits = waits_run(), scripts = scripts_run();
+    assert_int_equal(hilock_client_command_async(c, 1,
+                                                 (const char *[]){"PING"},
+                                                 NULL, start_all,
+                                                 release ? c : NULL),
+                     HILOCK_OK);
+    assert_true(hl_wait_until(all_done, NULL, hl_widen(10000)));
+    assert_int_equal(atomic_load(&shared_ok), SHARED);
+    assert_true(scripts_run() >= scripts + SHARED);
+    long long shared = waits_run() - waits;
+    print_message("%d %s, %lld WAIT\n", SHARED,
+                  release ? "releases" : "acquires", shared);
+    assert_true(shared >= 1);
+    assert_true(shared <= 2);
+}
+
+static void test_writes_share_a_wait(void **state)
+{
+    (void)state;
+    hilock_client *c = connect_with("replicas=all&connections=1");
+    for (int i = 0; i < SHARED; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "ack-shared-%d", i);
+        shared_locks[i] = make_lock(c, name);
+    }
+    /* The replica count is read first. */
+    assert_int_equal(hilock_lock_try_acquire(shared_locks[0], 2000, 10000),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_release(shared_locks[0]), HILOCK_OK);
+    run_shared(c, false);
+    run_shared(c, true);
+    assert_true(key_gone("ack-shared-0"));
+    assert_true(key_gone("ack-shared-63"));
+    for (int i = 0; i < SHARED; i++)
+        hilock_lock_destroy(shared_locks[i]);
+    hilock_client_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -348,6 +452,7 @@ int main(void)
         cmocka_unit_test(test_majority_stalled),
         cmocka_unit_test(test_unacknowledged_renewals_lose_the_lease),
         cmocka_unit_test(test_replica_leaving_fails_nothing),
+        cmocka_unit_test(test_writes_share_a_wait),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

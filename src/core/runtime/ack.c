@@ -28,6 +28,9 @@ typedef struct ack_count {
      * it long enough to reach the command timeout, which resets the
      * connection and fails every request on it instead of just these. */
     bool stalled;
+    /* The group whose WAIT goes last on the connection, if it still
+     * does (checked with hl_conn_last_is before use). */
+    struct ack_group *open;
 } ack_count;
 
 /* A single master has at most HILOCK_MAX_CONNECTIONS connections; a
@@ -38,8 +41,18 @@ struct hl_acks {
     ack_count counts[ACK_COUNTS];
 };
 
+/* Writes that one WAIT covers: those queued on a connection before it
+ * writes.  Redis answers a WAIT once the replicas have the client's
+ * last write, so one WAIT answers for all of them, and a connection
+ * blocked in it costs one wait per batch instead of one per write. */
+typedef struct ack_group {
+    hl_ack *first; /* linked by next_in_group */
+    int need;
+} ack_group;
+
 struct hl_ack {
     hilock_client *client;
+    hl_ack *next_in_group;
     hl_conn *conn;
     hl_request_fn *fn;
     void *data;
@@ -256,21 +269,39 @@ static int timeout_ms(hilock_client *c, const hl_conn *conn)
     return t < 1 ? 1 : (int)t;
 }
 
-static void on_wait(void *data, int status, hilock_reply *reply);
+static void on_group_wait(void *data, int status, hilock_reply *reply);
 
+/* Ask for need acknowledgements of a's write: join the WAIT that goes
+ * last on its connection, or queue one there. */
 static int send_wait(hl_ack *a, int need)
 {
-    char n[16], t[24];
-    int nl = snprintf(n, sizeof n, "%d", need);
-    int tl = snprintf(t, sizeof t, "%d", timeout_ms(a->client, a->conn));
-    const char *argv[] = {"WAIT", n, t};
-    size_t lens[] = {4, (size_t)nl, (size_t)tl};
-    int rc = hl_conn_command(a->conn, 3, argv, lens, on_wait, a);
-    if (rc == HILOCK_OK) {
-        a->need = need;
-        a->pending++;
+    ack_count *e = count_for(a->client, a->conn, true);
+    ack_group *g = e ? e->open : NULL;
+    if (g == NULL || !hl_conn_last_is(a->conn, on_group_wait, g) ||
+        g->need != need) {
+        g = hl_calloc(1, sizeof *g);
+        if (g == NULL)
+            return HILOCK_ENOMEM;
+        g->need = need;
+        char n[16], t[24];
+        int nl = snprintf(n, sizeof n, "%d", need);
+        int tl = snprintf(t, sizeof t, "%d", timeout_ms(a->client, a->conn));
+        const char *argv[] = {"WAIT", n, t};
+        size_t lens[] = {4, (size_t)nl, (size_t)tl};
+        int rc = hl_conn_command_last(a->conn, 3, argv, lens, on_group_wait,
+                                      g);
+        if (rc != HILOCK_OK) {
+            hl_free(g);
+            return rc;
+        }
+        if (e != NULL)
+            e->open = g;
     }
-    return rc;
+    a->next_in_group = g->first;
+    g->first = a;
+    a->need = need;
+    a->pending++;
+    return HILOCK_OK;
 }
 
 /* Both the write and its WAIT answered, in that order, on a->conn. */
@@ -342,16 +373,11 @@ static void follow_elsewhere(hl_ack *a)
     ack_free_if_done(a);
 }
 
-static void on_wait(void *data, int status, hilock_reply *reply)
+static void wait_answered(hl_ack *a, long long acked)
 {
-    hl_ack *a = data;
     a->pending--;
     a->waited = true;
-    a->acked = status == HILOCK_OK && reply != NULL &&
-                       reply->type == HILOCK_REPLY_INTEGER
-                   ? reply->integer
-                   : -1;
-    hilock_reply_free(reply);
+    a->acked = acked;
     if (!a->written) {
         /* The write has not answered on this connection, so it went
          * elsewhere (a cluster redirection): this WAIT covered nothing. */
@@ -363,6 +389,28 @@ static void on_wait(void *data, int status, hilock_reply *reply)
         return;
     }
     settle(a);
+}
+
+static void on_group_wait(void *data, int status, hilock_reply *reply)
+{
+    ack_group *g = data;
+    long long acked = status == HILOCK_OK && reply != NULL &&
+                              reply->type == HILOCK_REPLY_INTEGER
+                          ? reply->integer
+                          : -1;
+    hilock_reply_free(reply);
+    /* Every group has a member: the first joins right after queueing the
+     * WAIT, whose callback never runs inside that call. */
+    ack_count *e = count_for(g->first->client, g->first->conn, false);
+    if (e != NULL && e->open == g)
+        e->open = NULL;
+    hl_ack *next;
+    for (hl_ack *a = g->first; a != NULL; a = next) {
+        next = a->next_in_group;
+        a->next_in_group = NULL;
+        wait_answered(a, acked);
+    }
+    hl_free(g);
 }
 
 int hl_ack_begin(hilock_client *c, hl_conn *conn, const char *key,
