@@ -1,7 +1,8 @@
 /* Replica acknowledgement of lock writes (options replicas=, ack_timeout).
  *
  * A lock write (acquire, renewal, release script) is followed, in the
- * same pipeline and on the same connection, by WAIT n timeout, where n
+ * same pipeline and on the same connection, by WAIT n timeout, one for
+ * all the writes that connection sends in one write, where n
  * follows the policy from the number of online replicas the master
  * itself reports (INFO replication): read before the first write on a
  * connection that came up, again when the last reading is older than
