@@ -177,25 +177,6 @@ static int migrate_keys(hl_redis_server *src, hl_redis_server *dst, int slot,
     return moved;
 }
 
-/* SETSLOT NODE on the new owner first, then on every other node, so
- * that the slot is never left without a master that takes it. */
-static void assign_slot(int slot, hl_redis_server *dst, const char *dst_id)
-{
-    char slot_text[16];
-    snprintf(slot_text, sizeof slot_text, "%d", slot);
-    expect_ok(dst, "CLUSTER", "SETSLOT", slot_text, "NODE", dst_id,
-              (char *)NULL);
-    for (size_t i = 0; i < hl_redis_cluster_size(cluster); i++) {
-        hl_redis_server *n = hl_redis_cluster_node(cluster, i);
-        if (n == dst)
-            continue;
-        /* Replicas refuse SETSLOT; they follow their masters. */
-        assert_true(hl_redis_server_cmd(n, reply, sizeof reply, "CLUSTER",
-                                        "SETSLOT", slot_text, "NODE", dst_id,
-                                        (char *)NULL) > 0);
-    }
-}
-
 static void open_migration(int slot, hl_redis_server *src,
                            const char *src_id, hl_redis_server *dst,
                            const char *dst_id)
@@ -426,7 +407,7 @@ static void move_slot(int slot, hl_redis_server *src, hl_redis_server *dst)
     w.times = 8;
     w.max_ms = 600;
     hold_window(&w);
-    assign_slot(slot, dst, dst_id);
+    hl_fx_assign_slot(cluster, slot, dst);
 }
 
 #define LOCKS 4
@@ -644,7 +625,7 @@ static void test_script_on_keys_split_between_nodes(void **state)
     assert_true(hl_wait_until(refused, &p, hl_widen(5000)));
     expect_ok(src, "MIGRATE", "127.0.0.1", port, y, "0", "5000",
               (char *)NULL);
-    assign_slot(slot, dst, dst_id);
+    hl_fx_assign_slot(cluster, slot, dst);
     assert_true(hl_wait_flag(&a.done, hl_widen(10000)));
     if (a.status != HILOCK_OK)
         fail_msg("the script failed: %s: %s", hilock_errname(a.status),
@@ -705,7 +686,7 @@ static void test_release_on_the_importing_node(void **state)
     /* Refused again and again, and still waiting for the slot. */
     bool retried = hl_wait_until(refused_often, &p, hl_widen(3000));
     bool early = atomic_load(&r.done);
-    assign_slot(slot, dst, dst_id);
+    hl_fx_assign_slot(cluster, slot, dst);
     assert_true(hl_wait_flag(&r.done, hl_widen(10000)));
     if (r.status != HILOCK_OK)
         fail_msg("release: %s", hilock_errname(r.status));
@@ -794,7 +775,7 @@ static void test_scripts_on_the_importing_node(void **state)
     assert_true(hl_wait_until(renewed_enough, &r, hl_widen(8000)));
     assert_int_equal(noscript_errors(dst), noscript + 1);
 
-    assign_slot(slot, dst, dst_id);
+    hl_fx_assign_slot(cluster, slot, dst);
     assert_int_equal(hilock_lock_release(l), HILOCK_OK);
     assert_int_equal(exists_on(dst, name), 0);
     hilock_lock_destroy(l);

@@ -1,6 +1,9 @@
 /* Replica acknowledgement on a Redis Cluster is judged per shard: each
  * master's lock writes wait for that master's own replicas, so a shard
- * whose replica stalls refuses grants while the others go on. */
+ * whose replica stalls refuses grants while the others go on; and a
+ * write the cluster redirected is judged by the replicas of the master
+ * that ran it, never by the WAIT that followed it to the old one. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +14,7 @@
 #include "hilock/hilock.h"
 #include "support/fixture.h"
 #include "core/transport/keyslot.h"
+#include "support/cluster_util.h"
 
 /* ctest-timeout: 180 */
 
@@ -152,10 +156,136 @@ static void test_per_shard(void **state)
     hilock_client_destroy(c);
 }
 
+/* ---- a redirected write ------------------------------------------------ */
+
+static hilock_lock *stay_lock, *moved_lock;
+static atomic_int stay_status = -1, moved_status = -1;
+
+static void on_stay(hilock_lock *l, int status, const hilock_acquired *a,
+                    void *data)
+{
+    (void)l, (void)a, (void)data;
+    atomic_store(&stay_status, status);
+}
+
+static void on_moved(hilock_lock *l, int status, const hilock_acquired *a,
+                     void *data)
+{
+    (void)l, (void)a, (void)data;
+    atomic_store(&moved_status, status);
+}
+
+/* On the loop thread: both writes leave in one write, with one WAIT. */
+static void start_both(hilock_client *c, int status, hilock_reply *reply,
+                       void *data)
+{
+    (void)c, (void)status, (void)data;
+    hilock_reply_free(reply);
+    if (hilock_lock_acquire_async(stay_lock, 5, 0, 20000, 0, on_stay, NULL,
+                                  NULL) != HILOCK_OK)
+        atomic_store(&stay_status, HILOCK_EINVAL);
+    if (hilock_lock_acquire_async(moved_lock, 5, 0, 20000, 0, on_moved, NULL,
+                                  NULL) != HILOCK_OK)
+        atomic_store(&moved_status, HILOCK_EINVAL);
+}
+
+static bool key_exists(void *arg)
+{
+    key_on *k = arg;
+    char reply[64];
+    return hl_redis_server_cmd(k->s, reply, sizeof reply, "EXISTS", k->name,
+                               (char *)NULL) == ':' &&
+           strcmp(reply, ":1\r\n") == 0;
+}
+
+static bool both_answered(void *arg)
+{
+    (void)arg;
+    return atomic_load(&stay_status) != -1 &&
+           atomic_load(&moved_status) != -1;
+}
+
+/* Master A serves both names as the client knows; one name's slot has
+ * moved to master B.  Both replicas are stopped.  The two acquires leave
+ * A's connection in one write with one WAIT; A grants one and answers
+ * MOVED for the other, which B then grants.  Once B has, A's replica
+ * resumes, so A's WAIT is met.  That WAIT covers A's write only: the
+ * grant on B, whose replica is still stopped, must fail with
+ * HILOCK_ENOACK, not count by A's acknowledgement. */
+static void test_redirected_write_judged_where_it_ran(void **state)
+{
+    (void)state;
+    hl_redis_server *a = hl_fx_master(cluster, 0);
+    hl_redis_server *b = hl_fx_master(cluster, 1);
+    char stay[32], moved[32];
+    hl_fx_key_on(cluster, a, "ack-stay", stay, sizeof stay);
+    hl_fx_key_on(cluster, a, "ack-moved", moved, sizeof moved);
+    int moved_slot = (int)hl_keyslot(moved, strlen(moved));
+    assert_int_not_equal(moved_slot, (int)hl_keyslot(stay, strlen(stay)));
+    assert_true(hl_wait_until(replica_online, a, hl_widen(10000)));
+    assert_true(hl_wait_until(replica_online, b, hl_widen(10000)));
+
+    char url[1024];
+    snprintf(url, sizeof url, "%s?replicas=all&ack_timeout=2000",
+             hl_redis_cluster_url(cluster));
+    hilock_client *c = hl_fx_cluster_client(url, 0, 8000);
+    assert_int_equal(hilock_lock_create(&stay_lock, c, stay, strlen(stay)),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&moved_lock, c, moved, strlen(moved)),
+                     HILOCK_OK);
+    /* The client maps both names to A and knows A's and B's replica
+     * counts. */
+    char on_b[32];
+    hl_fx_key_on(cluster, b, "ack-on-b", on_b, sizeof on_b);
+    hilock_lock *b_lock;
+    assert_int_equal(hilock_lock_create(&b_lock, c, on_b, strlen(on_b)),
+                     HILOCK_OK);
+    hilock_lock *warm[] = {stay_lock, moved_lock, b_lock};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(hilock_lock_try_acquire(warm[i], 2000, 10000),
+                         HILOCK_OK);
+        assert_int_equal(hilock_lock_release(warm[i]), HILOCK_OK);
+    }
+
+    hl_fx_assign_slot(cluster, moved_slot, b);
+    hl_redis_server *ra = replica_of(a), *rb = replica_of(b);
+    hl_fixture_pause(ra);
+    hl_fixture_pause(rb);
+    atomic_store(&stay_status, -1);
+    atomic_store(&moved_status, -1);
+    assert_int_equal(hilock_client_command_async(c, 1,
+                                                 (const char *[]){"PING"},
+                                                 NULL, start_both, NULL),
+                     HILOCK_OK);
+    key_on ran = {b, moved};
+    assert_true(hl_wait_until(key_exists, &ran, hl_widen(5000)));
+    hl_fixture_resume(ra);
+    assert_true(hl_wait_until(both_answered, NULL, hl_widen(10000)));
+    assert_int_equal(atomic_load(&stay_status), HILOCK_OK);
+    if (atomic_load(&moved_status) != HILOCK_ENOACK)
+        fail_msg("the grant on B came back %s, though B's replica is "
+                 "stopped",
+                 hilock_errname(atomic_load(&moved_status)));
+    /* Given back on B. */
+    assert_true(hl_wait_until(key_gone, &ran, hl_widen(3000)));
+    hl_fixture_resume(rb);
+
+    bool deleted = false;
+    assert_int_equal(hilock_lock_force_release(stay_lock, &deleted),
+                     HILOCK_OK);
+    assert_true(deleted);
+    hl_fx_assign_slot(cluster, moved_slot, a);
+    hilock_lock_destroy(stay_lock);
+    hilock_lock_destroy(moved_lock);
+    hilock_lock_destroy(b_lock);
+    hilock_client_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_per_shard),
+        cmocka_unit_test(test_redirected_write_judged_where_it_ran),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

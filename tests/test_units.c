@@ -15,6 +15,7 @@
 #include "core/transport/keyslot.h"
 #include "core/base/buf.h"
 #include "core/runtime/client_state.h"
+#include "core/runtime/cluster.h"
 #include "core/transport/conn.h"
 #include "core/base/handle.h"
 #include "core/engine/engine_internal.h"
@@ -420,6 +421,37 @@ static void test_keyslot_rules(void **state)
     assert_int_equal(hl_keyslot("", 0), 0);
 }
 
+static int slot_of(int argc, const char *const *argv)
+{
+    size_t lens[8];
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    return hl_cluster_command_slot(argc, argv, lens);
+}
+
+/* Where a command goes on a cluster: its first key's slot, or nowhere in
+ * particular.  A WAIT or an INFO must never be sent to the slot of its
+ * first argument: each answers for the node it is asked of. */
+static void test_command_slot(void **state)
+{
+    (void)state;
+    int foo = (int)hl_keyslot("foo", 3);
+    assert_int_equal(slot_of(2, (const char *[]){"GET", "foo"}), foo);
+    assert_int_equal(slot_of(2, (const char *[]){"get", "foo"}), foo);
+    assert_int_equal(slot_of(4, (const char *[]){"EVALSHA", "abc", "1", "foo"}),
+                     foo);
+    assert_int_equal(slot_of(3, (const char *[]){"EVAL", "return 1", "0"}),
+                     -1);
+    assert_int_equal(slot_of(1, (const char *[]){"PING"}), -1);
+    assert_int_equal(slot_of(3, (const char *[]){"WAIT", "2", "500"}), -1);
+    assert_int_equal(slot_of(3, (const char *[]){"wait", "1", "0"}), -1);
+    assert_int_equal(slot_of(2, (const char *[]){"INFO", "replication"}), -1);
+    assert_int_equal(slot_of(2, (const char *[]){"CLUSTER", "SHARDS"}), -1);
+    assert_int_equal(slot_of(3, (const char *[]){"WAITAOF", "1", "0"}), -1);
+    /* A name that only begins like one of them is a command with a key. */
+    assert_int_equal(slot_of(2, (const char *[]){"WAITX", "foo"}), foo);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -435,6 +467,7 @@ int main(void)
         cmocka_unit_test(test_validity_extremes),
         cmocka_unit_test(test_wait_and_blocking_limits),
         cmocka_unit_test(test_keyslot_rules),
+        cmocka_unit_test(test_command_slot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

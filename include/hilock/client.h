@@ -107,7 +107,9 @@ typedef void hilock_command_cb(hilock_client *client, int status,
  * On a Redis Cluster the command goes to the master of the slot of its
  * first key: argv[1], or for EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, FCALL
  * and FCALL_RO the first key after numkeys (argv[3]); a command with no
- * argument, or a script with no key, goes to the seed node.  Keys of
+ * argument, a script with no key, and the server commands WAIT, WAITAOF,
+ * INFO, PING, ECHO, ROLE, TIME, DBSIZE, CLUSTER, CLIENT, CONFIG, SCRIPT,
+ * ACL, COMMAND and FUNCTION go to the seed node.  Keys of
  * other slots in the same command are refused by the server (CROSSSLOT,
  * HILOCK_EREDIS).  MOVED, ASK, TRYAGAIN and CLUSTERDOWN are handled
  * within the command timeout and not seen by the callback, unless they

@@ -68,3 +68,22 @@ void hl_fx_node_id(hl_redis_server *s, char *out, size_t cap)
     assert_non_null(id);
     snprintf(out, cap, "%.*s", (int)strcspn(id + 2, "\r"), id + 2);
 }
+
+void hl_fx_assign_slot(hl_redis_cluster *c, int slot, hl_redis_server *dst)
+{
+    char id[64], slot_text[16], reply[256];
+    hl_fx_node_id(dst, id, sizeof id);
+    snprintf(slot_text, sizeof slot_text, "%d", slot);
+    if (hl_redis_server_cmd(dst, reply, sizeof reply, "CLUSTER", "SETSLOT",
+                            slot_text, "NODE", id, (char *)NULL) != '+')
+        fail_msg("SETSLOT %d NODE on its new master: %s", slot, reply);
+    for (size_t i = 0; i < hl_redis_cluster_size(c); i++) {
+        hl_redis_server *n = hl_redis_cluster_node(c, i);
+        if (n == dst)
+            continue;
+        /* Replicas refuse SETSLOT; they follow their masters. */
+        assert_true(hl_redis_server_cmd(n, reply, sizeof reply, "CLUSTER",
+                                        "SETSLOT", slot_text, "NODE", id,
+                                        (char *)NULL) > 0);
+    }
+}

@@ -27,4 +27,9 @@ void hl_fx_key_on(hl_redis_cluster *c, hl_redis_server *m,
 /* The node's id (CLUSTER MYID). */
 void hl_fx_node_id(hl_redis_server *s, char *out, size_t cap);
 
+/* Give slot to master dst at once (CLUSTER SETSLOT NODE), on dst first
+ * and then on every other node, so that the slot is never left without
+ * a master that takes it.  Moves no keys. */
+void hl_fx_assign_slot(hl_redis_cluster *c, int slot, hl_redis_server *dst);
+
 #endif

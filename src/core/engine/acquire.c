@@ -520,8 +520,8 @@ static void send_attempt(hl_acquire_op *op)
     /* Under a replica acknowledgement policy the attempt's answer comes
      * through its WAIT; with none, ack stays NULL and nothing changes. */
     hl_ack *ack = NULL;
-    int rc = hl_ack_begin(lock->client, hl_lock_conn(lock), lock->name,
-                          lock->name_len, on_attempt_reply, op, &ack);
+    int rc = hl_ack_begin(lock->client, hl_lock_conn(lock), on_attempt_reply,
+                          op, &ack);
     if (rc == HILOCK_OK)
         rc = ack ? lock->kind->attempt(lock, &args, hl_ack_reply, ack)
                  : lock->kind->attempt(lock, &args, on_attempt_reply, op);

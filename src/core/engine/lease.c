@@ -258,8 +258,7 @@ static void send_to(hl_lease_engine *e, renew_batch *b, hl_conn *conn)
     argv[n] = ttl;
     lens[n] = strlen(ttl);
     hl_ack *ack = NULL;
-    int rc = conn ? hl_ack_begin(e->client, conn, argv[0], lens[0],
-                                 on_renew_reply, b, &ack)
+    int rc = conn ? hl_ack_begin(e->client, conn, on_renew_reply, b, &ack)
                   : HILOCK_ECLOSED;
     if (rc == HILOCK_OK)
         rc = hl_script_run(conn, b->script, n, 2 * n + 1, argv, lens,

@@ -254,8 +254,7 @@ static void call_start(hl_op *op)
             h->releases_in_flight++;
         }
         hl_ack *ack = NULL;
-        rc = hl_ack_begin(lock->client, conn, lock->name, lock->name_len,
-                          on_reply, call, &ack);
+        rc = hl_ack_begin(lock->client, conn, on_reply, call, &ack);
         if (rc == HILOCK_OK)
             rc = ack ? lock->kind->release(lock, field, len, lease,
                                            hl_ack_reply, ack)

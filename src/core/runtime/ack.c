@@ -9,8 +9,6 @@
 #include "core/base/error_detail.h"
 #include "core/config/option_values.h"
 #include "core/runtime/client_state.h"
-#include "core/runtime/cluster.h"
-#include "core/transport/keyslot.h"
 
 /* What the client knows of one connection's master.  Connections are the
  * keys and are never dereferenced here except the live one a write names;
@@ -46,17 +44,19 @@ struct hl_acks {
  * last write, so one WAIT answers for all of them, and a connection
  * blocked in it costs one wait per batch instead of one per write. */
 typedef struct ack_group {
+    hilock_client *client;
+    hl_conn *conn;
     hl_ack *first; /* linked by next_in_group */
     int need;
 } ack_group;
 
 struct hl_ack {
     hilock_client *client;
+    struct ack_group *group; /* whose WAIT it waits for, or NULL */
     hl_ack *next_in_group;
     hl_conn *conn;
     hl_request_fn *fn;
     void *data;
-    unsigned slot;      /* of the write's keys, on a cluster */
     int need;           /* n of the last WAIT sent */
     int pending;        /* requests of this ack unanswered */
     int status;         /* the write's answer, once come */
@@ -282,6 +282,8 @@ static int send_wait(hl_ack *a, int need)
         g = hl_calloc(1, sizeof *g);
         if (g == NULL)
             return HILOCK_ENOMEM;
+        g->client = a->client;
+        g->conn = a->conn;
         g->need = need;
         char n[16], t[24];
         int nl = snprintf(n, sizeof n, "%d", need);
@@ -299,6 +301,7 @@ static int send_wait(hl_ack *a, int need)
     }
     a->next_in_group = g->first;
     g->first = a;
+    a->group = g;
     a->need = need;
     a->pending++;
     return HILOCK_OK;
@@ -347,30 +350,44 @@ static void settle(hl_ack *a)
     judge(a, need);
 }
 
-/* The write went to another node than its WAIT (a cluster redirection):
- * ask that node's replicas, behind the write's answer. */
-static void follow_elsewhere(hl_ack *a)
+/* The write ran on another connection than the one its WAIT was asked
+ * of (a cluster redirected it), or ran there after that WAIT answered (a
+ * cluster asked it to try again): ask the connection that ran it, behind
+ * the write's answer. */
+static void follow(hl_ack *a, hl_conn *to)
 {
     hilock_client *c = a->client;
-    hl_conn *to = c->cluster ? hl_cluster_conn_for_slot(c->cluster, a->slot)
-                             : NULL;
-    if (to != NULL && to != a->conn) {
-        a->conn = to;
-        a->redirected = false;
-        a->waited = false;
-        a->acked = 0;
-        ack_count *e = count_for(c, to, true);
-        int k = e ? current_k(e, to) : -1;
-        if (k < 0 && e != NULL && !e->reading)
-            (void)read_count(c, to, e, NULL);
-        if (send_wait(a, k > 0 ? hl_ack_needed(c->opts->replica_ack, k)
-                               : 0) == HILOCK_OK)
-            return;
-    }
+    a->conn = to;
+    a->redirected = false;
+    a->waited = false;
+    a->acked = 0;
+    ack_count *e = count_for(c, to, true);
+    int k = e ? current_k(e, to) : -1;
+    if (k < 0 && e != NULL && !e->reading)
+        (void)read_count(c, to, e, NULL);
+    if (send_wait(a, k > 0 ? hl_ack_needed(c->opts->replica_ack, k) : 0) ==
+        HILOCK_OK)
+        return;
     deliver_short(a, a->need,
                   "the write was redirected to another node, whose "
                   "acknowledgement could not be asked for");
     ack_free_if_done(a);
+}
+
+/* a's write ran elsewhere: the WAIT it waits for covers nothing of it. */
+static void leave_group(hl_ack *a)
+{
+    ack_group *g = a->group;
+    if (g == NULL)
+        return;
+    for (hl_ack **p = &g->first; *p != NULL; p = &(*p)->next_in_group)
+        if (*p == a) {
+            *p = a->next_in_group;
+            break;
+        }
+    a->next_in_group = NULL;
+    a->group = NULL;
+    a->pending--;
 }
 
 static void wait_answered(hl_ack *a, long long acked)
@@ -399,22 +416,21 @@ static void on_group_wait(void *data, int status, hilock_reply *reply)
                           ? reply->integer
                           : -1;
     hilock_reply_free(reply);
-    /* Every group has a member: the first joins right after queueing the
-     * WAIT, whose callback never runs inside that call. */
-    ack_count *e = count_for(g->first->client, g->first->conn, false);
+    ack_count *e = count_for(g->client, g->conn, false);
     if (e != NULL && e->open == g)
         e->open = NULL;
     hl_ack *next;
     for (hl_ack *a = g->first; a != NULL; a = next) {
         next = a->next_in_group;
         a->next_in_group = NULL;
+        a->group = NULL;
         wait_answered(a, acked);
     }
     hl_free(g);
 }
 
-int hl_ack_begin(hilock_client *c, hl_conn *conn, const char *key,
-                 size_t key_len, hl_request_fn *fn, void *data, hl_ack **out)
+int hl_ack_begin(hilock_client *c, hl_conn *conn, hl_request_fn *fn,
+                 void *data, hl_ack **out)
 {
     *out = NULL;
     if (c->opts->replica_ack == HILOCK_ACK_NONE || conn == NULL)
@@ -432,8 +448,6 @@ int hl_ack_begin(hilock_client *c, hl_conn *conn, const char *key,
     a->conn = conn;
     a->fn = fn;
     a->data = data;
-    if (c->cluster != NULL)
-        a->slot = hl_keyslot(key, key_len);
     /* Read the count ahead of the write, so it is known when the write
      * answers; a failure here shows as an unknown count then. */
     if (e != NULL && !e->reading && k < 0)
@@ -481,10 +495,16 @@ void hl_ack_reply(void *data, int status, hilock_reply *reply)
         a->acked = -1;
         deliver_short(a, 0, "the WAIT could not be sent");
         ack_free_if_done(a);
-    } else if (a->redirected) {
-        follow_elsewhere(a);
+    } else {
+        hl_conn *by = hl_conn_answering();
+        if (by != NULL && by != a->conn) {
+            leave_group(a);
+            follow(a, by);
+        } else if (a->redirected) {
+            follow(a, a->conn);
+        }
+        /* Else its WAIT answers next. */
     }
-    /* Else its WAIT answers next. */
 }
 
 int hl_ack_replicas(hilock_client *c, hl_conn *conn)

@@ -28,8 +28,7 @@ typedef struct hl_ack hl_ack;
 /* The policy's n for k online replicas (0: no WAIT). */
 int hl_ack_needed(int policy, int k);
 
-/* Begin a lock write to conn, on keys of key's slot, whose answer goes
- * to fn(data, ...).  With the policy none, or a master known (by a
+/* Begin a lock write to conn, whose answer goes to fn(data, ...).  With the policy none, or a master known (by a
  * fresh count) to have no replica: HILOCK_OK and *out NULL, send the
  * write as usual.
  * Otherwise *out is set: send the write with hl_ack_reply and *out as its
@@ -40,8 +39,8 @@ int hl_ack_needed(int policy, int k);
  * still attached (and the detail saying why).  A write a cluster
  * redirected is followed by a WAIT on the node that ran it.
  * HILOCK_ENOMEM: nothing started. */
-int hl_ack_begin(hilock_client *c, hl_conn *conn, const char *key,
-                 size_t key_len, hl_request_fn *fn, void *data, hl_ack **out);
+int hl_ack_begin(hilock_client *c, hl_conn *conn, hl_request_fn *fn,
+                 void *data, hl_ack **out);
 void hl_ack_reply(void *ack, int status, hilock_reply *reply);
 void hl_ack_sent(hl_ack *a);
 /* fn is not called. */

@@ -581,16 +581,27 @@ static void reroute_waiting(hl_cluster *cl)
             hl_conn_reroute(c->conns[i], reroute_to, cl);
 }
 
+static bool is_named(const char *name, const char *arg, size_t len)
+{
+    return strlen(name) == len && strncasecmp(arg, name, len) == 0;
+}
+
 int hl_cluster_command_slot(int argc, const char *const *argv,
                             const size_t *argvlen)
 {
     if (argc < 2)
         return -1;
+    static const char *const keyless[] = {
+        "WAIT",   "WAITAOF", "INFO",   "PING",    "ECHO",
+        "ROLE",   "TIME",    "DBSIZE", "CLUSTER", "CLIENT",
+        "CONFIG", "SCRIPT",  "ACL",    "COMMAND", "FUNCTION"};
+    for (size_t i = 0; i < sizeof keyless / sizeof *keyless; i++)
+        if (is_named(keyless[i], argv[0], argvlen[0]))
+            return -1;
     static const char *const scripts[] = {"EVAL", "EVALSHA", "EVAL_RO",
                                           "EVALSHA_RO", "FCALL", "FCALL_RO"};
     for (size_t i = 0; i < sizeof scripts / sizeof *scripts; i++) {
-        if (strlen(scripts[i]) != argvlen[0] ||
-            strncasecmp(argv[0], scripts[i], argvlen[0]) != 0)
+        if (!is_named(scripts[i], argv[0], argvlen[0]))
             continue;
         if (argc < 4 || argvlen[2] == 0 || argvlen[2] > 10 ||
             argv[2][0] == '0' || argv[2][0] == '-')

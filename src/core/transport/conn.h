@@ -152,6 +152,13 @@ void hl_conn_reroute(hl_conn *conn, hl_reroute_fn *where, void *data);
 void hl_conn_set_sharded_publish(hl_conn *conn, bool sharded);
 bool hl_conn_sharded_publish(const hl_conn *conn);
 
+/* Inside the callback of a request the server answered: the connection
+ * the answer came on, which differs from the one the request was queued
+ * on when a cluster redirected it.  NULL in callbacks for answers no
+ * server gave (timeouts, lost connections, close) and outside callbacks.
+ * Per thread. */
+hl_conn *hl_conn_answering(void);
+
 /* Fail everything pending with status and stop for good; no more events.
  * Safe inside any callback of this connection. */
 void hl_conn_close(hl_conn *conn, int status, const char *detail);

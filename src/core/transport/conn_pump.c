@@ -170,6 +170,11 @@ void hl_conn_on_prepare(hl_prepare *p)
 
 /* ---- reading --------------------------------------------------------- */
 
+/* The connection whose reply is being delivered on this thread. */
+static _Thread_local hl_conn *answering;
+
+hl_conn *hl_conn_answering(void) { return answering; }
+
 static void dispatch(hl_conn *c)
 {
     unsigned epoch = c->epoch;
@@ -209,9 +214,13 @@ static void dispatch(hl_conn *c)
                                                            : 0;
             if (!req->internal)
                 hl_conn_note_rtt(c, hl_monotime_now() - req->queued_at);
-            if (status == 0 || !follow_redirect(c, req, reply))
+            if (status == 0 || !follow_redirect(c, req, reply)) {
+                hl_conn *outer = answering;
+                answering = c;
                 hl_conn_complete(req, status, reply,
                                  status ? reply->str : NULL);
+                answering = outer;
+            }
             if (c->sent.head == NULL && c->pending.head == NULL &&
                 c->last == NULL)
                 hl_timer_stop(&c->request_timer);
