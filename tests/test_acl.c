@@ -338,6 +338,70 @@ static void test_release_with_publish_counts_nothing(void **state)
     hilock_client_destroy(c);
 }
 
+/* Semaphores and latches change their count and then announce it.  With
+ * the PUBLISH refused the change has happened all the same: each call
+ * says what it did, and the refusal is counted.  Were a release told
+ * HILOCK_EPERM, its caller would give the permits back twice. */
+static void test_semaphore_and_latch_without_publish(void **state)
+{
+    (void)state;
+    hl_fixture_acl_user_rules(server, "nopublish", PASSWORD,
+                              "~* &* +@all -publish");
+    hilock_client *c = client_as("nopublish");
+    uint64_t refused = stats_of(c).publishes_refused;
+
+    hilock_semaphore *s;
+    assert_int_equal(hilock_semaphore_create(&s, c, "acl-sem", 7), HILOCK_OK);
+    bool set = false;
+    assert_int_equal(hilock_semaphore_try_set(s, 2, &set), HILOCK_OK);
+    assert_true(set);
+    assert_int_equal(stats_of(c).publishes_refused, refused + 1);
+    assert_int_equal(hilock_semaphore_try_acquire(s, 2, 0), HILOCK_OK);
+    int rc = hilock_semaphore_release(s, 1);
+    if (rc != HILOCK_OK)
+        fail_msg("release: %s (%s)", hilock_errname(rc), hilock_last_error());
+    int64_t available = -1;
+    assert_int_equal(hilock_semaphore_available(s, &available), HILOCK_OK);
+    assert_int_equal(available, 1);
+    assert_int_equal(stats_of(c).publishes_refused, refused + 2);
+    int64_t count = 0;
+    assert_int_equal(hilock_semaphore_add(s, 3, &count), HILOCK_OK);
+    assert_int_equal(count, 4);
+    assert_int_equal(hilock_semaphore_set(s, 5), HILOCK_OK);
+    assert_int_equal(stats_of(c).publishes_refused, refused + 4);
+    hilock_semaphore_destroy(s);
+
+    /* Expirable permits: an expired permit taken back by the next call
+     * announces the new count too. */
+    hilock_semaphore *p;
+    assert_int_equal(hilock_permit_semaphore_create(&p, c, "acl-permits", 11),
+                     HILOCK_OK);
+    assert_int_equal(hilock_semaphore_try_set(p, 1, &set), HILOCK_OK);
+    char id[HILOCK_PERMIT_ID_MAX];
+    assert_int_equal(hilock_permit_acquire(p, 0, 1, id), HILOCK_OK);
+    /* Its lease of 1 ms runs out; the acquire takes it back and gets it. */
+    assert_int_equal(hilock_permit_acquire(p, hl_widen(2000), 30000, id),
+                     HILOCK_OK);
+    uint64_t before = stats_of(c).publishes_refused;
+    assert_int_equal(hilock_permit_release(p, id), HILOCK_OK);
+    assert_int_equal(stats_of(c).publishes_refused, before + 1);
+    assert_int_equal(hilock_semaphore_available(p, &available), HILOCK_OK);
+    assert_int_equal(available, 1);
+    hilock_semaphore_destroy(p);
+
+    hilock_latch *l;
+    assert_int_equal(hilock_latch_create(&l, c, "acl-latch", 9), HILOCK_OK);
+    before = stats_of(c).publishes_refused;
+    assert_int_equal(hilock_latch_try_set_count(l, 1, &set), HILOCK_OK);
+    assert_true(set);
+    int64_t left = -1;
+    assert_int_equal(hilock_latch_count_down(l, &left), HILOCK_OK);
+    assert_int_equal(left, 0);
+    assert_int_equal(stats_of(c).publishes_refused, before + 2);
+    hilock_latch_destroy(l);
+    hilock_client_destroy(c);
+}
+
 /* `hilock run` reports the release as what it was. */
 static void test_cli_run_without_publish(void **state)
 {
@@ -504,6 +568,8 @@ int main(void)
             test_release_with_publish_counts_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_without_publish, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            test_semaphore_and_latch_without_publish, setup, teardown),
         cmocka_unit_test_setup_teardown(test_subscribe_refused, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_subscribe_refused, setup,

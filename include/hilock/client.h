@@ -156,9 +156,10 @@ typedef struct hilock_client_stats {
     uint64_t renew_calls;    /* batched renewal scripts sent */
     uint64_t connects;       /* times a command connection became ready */
     uint64_t writes;         /* write calls on the command connections */
-    /* Releases that freed a lock but could not wake its waiters, as the
-     * server's ACL refused the user the PUBLISH (see hilock_lock_release);
-     * waiters on other clients then notice at their next retry. */
+    /* Releases that freed a lock, and semaphore and latch calls that
+     * changed a count, but could not wake the waiters, as the server's ACL
+     * refused the user the PUBLISH (see hilock_lock_release); waiters on
+     * other clients then notice at their next retry. */
     uint64_t publishes_refused;
     /* SUBSCRIBEs to a lock's channel the server's ACL refused: this
      * client's waiters on it are not woken by releases and retry at the

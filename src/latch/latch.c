@@ -185,10 +185,10 @@ typedef struct latch_call {
 
 /* A script's reply is v, or {v, refusal} when the server's ACL refused
  * its PUBLISH after the step was done: the step stands. */
-static bool script_value(const hilock_reply *r, int64_t *v)
+static bool script_value(hilock_client *client, const hilock_reply *r,
+                         int64_t *v)
 {
-    if (r->type == HILOCK_REPLY_ARRAY && r->elements == 2)
-        r = r->element[0];
+    r = hl_script_answer(client, r);
     if (r->type != HILOCK_REPLY_INTEGER)
         return false;
     *v = r->integer;
@@ -208,7 +208,7 @@ static void on_reply(void *data, int status, hilock_reply *reply)
     }
     int64_t v = 0;
     int rc = call->what == CALL_COUNT ? hl_latch_parse_count(reply, &v)
-             : script_value(reply, &v) ? HILOCK_OK
+             : script_value(call->lock->client, reply, &v) ? HILOCK_OK
                                        : HILOCK_EPROTO;
     hilock_reply_free(reply);
     hl_op_done(&call->op, rc, rc == HILOCK_OK ? v : 0, NULL,

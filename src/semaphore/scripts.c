@@ -19,6 +19,7 @@
 #include "semaphore/semaphore_internal.h"
 
 #define SEM_LUA_COMMON                                                      \
+    HL_LUA_ANNOUNCE                                                         \
     HL_LUA_NOW                                                              \
     "local now = now_ms()\n"                                                \
     /* Expired permits come back, at most 1000 a call (unpack's limit). */ \
@@ -29,7 +30,7 @@
     "  if #gone == 0 then return end\n"                                     \
     "  redis.call('zrem', KEYS[2], unpack(gone))\n"                         \
     "  local v = redis.call('incrby', KEYS[1], #gone)\n"                    \
-    "  if v > 0 then redis.call('publish', KEYS[3], v) end\n"               \
+    "  if v > 0 then announce(KEYS[3], v) end\n"                            \
     "end\n"                                                                 \
     "reclaim()\n"
 
@@ -47,62 +48,62 @@ static const char acquire_lua[] =
     "    local ttl = redis.call('pttl', KEYS[1])\n"
     "    if ttl > 0 then redis.call('pexpire', KEYS[2], ttl) end\n"
     "  end\n"
-    "  return {1, left}\n"
+    "  return answer({1, left})\n"
     "end\n"
     "if ARGV[1] == '1' then\n"
     "  local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
     "  if first[2] and first[2] ~= '" HL_LAYOUT_PERMIT_NO_EXPIRY "' then\n"
-    "    return {0, math.max(tonumber(first[2]) - now, 0)}\n"
+    "    return answer({0, math.max(tonumber(first[2]) - now, 0)})\n"
     "  end\n"
     "end\n"
-    "return {0, -1}\n";
+    "return answer({0, -1})\n";
 
 /* ARGV: expirable, permits.  Replies the new count. */
 static const char release_lua[] =
     SEM_LUA_COMMON
     "local v = redis.call('incrby', KEYS[1], ARGV[2])\n"
-    "redis.call('publish', KEYS[3], v)\n"
-    "return v\n";
+    "announce(KEYS[3], v)\n"
+    "return answer(v)\n";
 
 /* ARGV: expirable, permits.  Replies 1 when set, 0 when it existed. */
 static const char try_set_lua[] =
     SEM_LUA_COMMON
-    "if redis.call('exists', KEYS[1]) == 1 then return 0 end\n"
+    "if redis.call('exists', KEYS[1]) == 1 then return answer(0) end\n"
     "redis.call('set', KEYS[1], ARGV[2])\n"
-    "redis.call('publish', KEYS[3], ARGV[2])\n"
-    "return 1\n";
+    "announce(KEYS[3], ARGV[2])\n"
+    "return answer(1)\n";
 
 /* ARGV: expirable, permits.  Replies the count set. */
 static const char set_lua[] =
     SEM_LUA_COMMON
     "redis.call('set', KEYS[1], ARGV[2])\n"
-    "redis.call('publish', KEYS[3], ARGV[2])\n"
-    "return tonumber(ARGV[2])\n";
+    "announce(KEYS[3], ARGV[2])\n"
+    "return answer(tonumber(ARGV[2]))\n";
 
 /* ARGV: expirable.  Replies the count before. */
 static const char drain_lua[] =
     SEM_LUA_COMMON
     "local v = redis.call('get', KEYS[1])\n"
-    "if v == false then return 0 end\n"
+    "if v == false then return answer(0) end\n"
     "redis.call('set', KEYS[1], 0)\n"
-    "return tonumber(v)\n";
+    "return answer(tonumber(v))\n";
 
 /* ARGV: expirable.  Replies the count. */
 static const char available_lua[] =
     SEM_LUA_COMMON
-    "return tonumber(redis.call('get', KEYS[1]) or '0')\n";
+    "return answer(tonumber(redis.call('get', KEYS[1]) or '0'))\n";
 
 /* ARGV: expirable, permit id.  Replies 0 (no such permit), 1 (given
  * back), 2 (given back, but its lease had run out). */
 static const char permit_release_lua[] =
     SEM_LUA_COMMON
     "local s = redis.call('zscore', KEYS[2], ARGV[2])\n"
-    "if s == false then return 0 end\n"
+    "if s == false then return answer(0) end\n"
     "redis.call('zrem', KEYS[2], ARGV[2])\n"
     "local v = redis.call('incrby', KEYS[1], 1)\n"
-    "redis.call('publish', KEYS[3], v)\n"
-    "if tonumber(s) <= now then return 2 end\n"
-    "return 1\n";
+    "announce(KEYS[3], v)\n"
+    "if tonumber(s) <= now then return answer(2) end\n"
+    "return answer(1)\n";
 
 /* The lease engine's renewal: KEYS zsets, ARGV[1] lease ms, then one
  * permit id per key.  A permit still there and not expired gets a new

@@ -292,7 +292,8 @@ static void on_attempt(void *data, int status, hilock_reply *reply)
         return;
     }
     int64_t got = 0, v = 0;
-    bool ok = parse_pair(reply, &got, &v);
+    bool ok = parse_pair(hl_script_answer(op->sem->lock->client, reply),
+                         &got, &v);
     hilock_reply_free(reply);
     if (!ok) {
         end(op, HILOCK_EPROTO, 0, "unexpected reply to a semaphore acquire");
@@ -377,8 +378,9 @@ static void on_reply(void *data, int status, hilock_reply *reply)
         end(op, status, 0, why);
         return;
     }
-    bool ok = reply->type == HILOCK_REPLY_INTEGER;
-    int64_t v = ok ? reply->integer : 0;
+    const hilock_reply *answer = hl_script_answer(sem->lock->client, reply);
+    bool ok = answer->type == HILOCK_REPLY_INTEGER;
+    int64_t v = ok ? answer->integer : 0;
     hilock_reply_free(reply);
     if (!ok) {
         end(op, HILOCK_EPROTO, 0, "unexpected reply from a semaphore script");

@@ -17,6 +17,14 @@ int hl_check_acquire_args(uint64_t owner, int64_t wait_ms, int64_t lease_ms);
  * HILOCK_WAIT_FOREVER and for waits too long to represent. */
 hl_monotime hl_wait_deadline(int64_t wait_ms);
 
+/* A kind's script answers v, or {v, refusal} when the server's ACL
+ * refused the PUBLISH it announced its change with (HL_LUA_ANNOUNCE): the
+ * change stands, so the caller is told of it and the refusal only counts
+ * in hilock_client_stats.  Returns v (reply itself when there is no
+ * refusal).  Loop thread. */
+const hilock_reply *hl_script_answer(hilock_client *client,
+                                     const hilock_reply *reply);
+
 /* References keep the handle's memory while operations are in flight. */
 void hl_lock_ref(hilock_lock *lock);
 void hl_lock_unref(hilock_lock *lock);

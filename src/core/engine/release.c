@@ -4,6 +4,7 @@
 
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
+#include "core/engine/compose.h"
 #include "core/engine/engine_internal.h"
 #include "core/config/option_values.h"
 #include "core/runtime/ack.h"
@@ -25,24 +26,6 @@ static void call_finish(lock_call *call, int status, int64_t value,
     hl_op_done(&call->op, status, value, NULL, detail);
 }
 
-/* The answer inside a release's reply, which is {answer, refusal} when the
- * server's ACL refused the wake-up PUBLISH.  The lock changed all the
- * same, so the release stands as done; only the refusal is recorded, for
- * hilock_client_stats. */
-static const hilock_reply *release_answer(hilock_lock *lock,
-                                          const hilock_reply *reply)
-{
-    if (reply == NULL || reply->type != HILOCK_REPLY_ARRAY ||
-        reply->elements != 2 ||
-        reply->element[0]->type != HILOCK_REPLY_INTEGER ||
-        (reply->element[1]->type != HILOCK_REPLY_STRING &&
-         reply->element[1]->type != HILOCK_REPLY_STATUS))
-        return reply;
-    if (lock->client)
-        lock->client->publishes_refused++;
-    return reply->element[0];
-}
-
 static void release_done(lock_call *call, int status, hilock_reply *reply)
 {
     hilock_lock *lock = call->lock;
@@ -60,7 +43,8 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
     int64_t left = 0;
     hl_release_outcome out =
         status == HILOCK_OK
-            ? lock->kind->parse_release(release_answer(lock, reply), &left)
+            ? lock->kind->parse_release(
+                  hl_script_answer(lock->client, reply), &left)
             : HL_REL_BAD_REPLY;
     hl_aux_name ch;
     if (call->handed_on && lock->client && out != HL_REL_FREED &&
@@ -173,7 +157,7 @@ static void on_reply(void *data, int status, hilock_reply *reply)
     const hilock_reply *answer;
     switch (call->kind) {
     case CALL_FORCE:
-        answer = release_answer(call->lock, reply);
+        answer = hl_script_answer(call->lock->client, reply);
         ok = answer->type == HILOCK_REPLY_INTEGER;
         value = answer->integer;
         break;
