@@ -15,7 +15,7 @@
 #include "core/transport/keyslot.h"
 #include "core/base/buf.h"
 #include "core/runtime/client_state.h"
-#include "core/runtime/cluster.h"
+#include "core/transport/command_slot.h"
 #include "core/transport/conn.h"
 #include "core/base/handle.h"
 #include "core/engine/engine_internal.h"
@@ -426,7 +426,7 @@ static int slot_of(int argc, const char *const *argv)
     size_t lens[8];
     for (int i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);
-    return hl_cluster_command_slot(argc, argv, lens);
+    return hl_command_slot(argc, argv, lens);
 }
 
 /* Where a command goes on a cluster: its first key's slot, or nowhere in

@@ -88,14 +88,4 @@ bool hl_cluster_slot_link_down(const hl_cluster *cl, unsigned slot);
 int hl_cluster_set_slot(hl_cluster *cl, unsigned slot, const char *host,
                         int port);
 
-/* The first slot a raw command touches, or -1 for a command without a
- * key: the first argument after the command name, and for EVAL, EVALSHA,
- * EVAL_RO, EVALSHA_RO, FCALL and FCALL_RO the first key after numkeys.
- * Server commands that take no key (WAIT, INFO, PING, CLUSTER, CONFIG,
- * CLIENT, SCRIPT, ...) are -1 whatever their arguments: a WAIT or an
- * INFO answers for the node it is sent to, and must stay there.  Any
- * thread. */
-int hl_cluster_command_slot(int argc, const char *const *argv,
-                            const size_t *argvlen);
-
 #endif

@@ -5,6 +5,7 @@
 #include "core/base/alloc.h"
 #include "core/runtime/client_state.h"
 #include "core/runtime/cluster.h"
+#include "core/transport/command_slot.h"
 #include "core/base/error_detail.h"
 #include "core/runtime/op.h"
 #include "core/config/option_values.h"
@@ -100,7 +101,7 @@ static int new_call(command_op **out, int argc, const char *const *argv,
             lens[i] = strlen(argv[i]);
     }
     int rc = hl_format_command(&call->cmd, &call->len, argc, argv, lens);
-    call->slot = hl_cluster_command_slot(argc, argv, lens);
+    call->slot = hl_command_slot(argc, argv, lens);
     if (lens != argvlen && lens != small)
         hl_free(lens);
     if (rc != 0) {
