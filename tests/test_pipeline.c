@@ -1010,20 +1010,6 @@ static bool script_loaded(hl_redis_server *s)
     return strcmp(reply_buf, "*1\r\n:1\r\n") == 0;
 }
 
-static long long command_calls(hl_redis_server *s, const char *name)
-{
-    char needle[64];
-    const char *p;
-
-    assert_int_equal(hl_redis_server_cmd(s, reply_buf, sizeof reply_buf,
-                                         "INFO", "commandstats",
-                                         (char *)NULL),
-                     '$');
-    snprintf(needle, sizeof needle, "\ncmdstat_%s:calls=", name);
-    p = strstr(reply_buf, needle);
-    return p ? strtoll(p + strlen(needle), NULL, 10) : 0;
-}
-
 static void test_noscript_fallback(void **state)
 {
     hl_redis_server *s = hl_fixture_plain();
@@ -1037,11 +1023,11 @@ static void test_noscript_fallback(void **state)
     assert_true(script_loaded(s));
 
     /* Loaded: one EVALSHA, no EVAL. */
-    evals = command_calls(s, "eval");
-    evalshas = command_calls(s, "evalsha");
+    evals = hl_fixture_calls(s, "eval");
+    evalshas = hl_fixture_calls(s, "evalsha");
     run_echo(c, "second");
-    assert_int_equal(command_calls(s, "eval"), evals);
-    assert_int_equal(command_calls(s, "evalsha"), evalshas + 1);
+    assert_int_equal(hl_fixture_calls(s, "eval"), evals);
+    assert_int_equal(hl_fixture_calls(s, "evalsha"), evalshas + 1);
 
     assert_int_equal(hl_redis_server_cmd(s, reply_buf, sizeof reply_buf,
                                          "SCRIPT", "FLUSH", (char *)NULL),
@@ -1050,13 +1036,13 @@ static void test_noscript_fallback(void **state)
     /* Forgotten: the caller never sees NOSCRIPT, and one EVAL both runs
      * the script and loads it again. */
     run_echo(c, "after flush");
-    assert_int_equal(command_calls(s, "eval"), evals + 1);
+    assert_int_equal(hl_fixture_calls(s, "eval"), evals + 1);
     assert_true(script_loaded(s));
 
-    evalshas = command_calls(s, "evalsha");
+    evalshas = hl_fixture_calls(s, "evalsha");
     run_echo(c, "hit again");
-    assert_int_equal(command_calls(s, "eval"), evals + 1);
-    assert_int_equal(command_calls(s, "evalsha"), evalshas + 1);
+    assert_int_equal(hl_fixture_calls(s, "eval"), evals + 1);
+    assert_int_equal(hl_fixture_calls(s, "evalsha"), evalshas + 1);
     hilock_client_destroy(c);
     hl_redis_server_stop(s);
 }

@@ -43,15 +43,7 @@ static int teardown(void **state)
 }
 
 /* How many WAIT commands the master has run. */
-static long long waits_run(void)
-{
-    static char info[16384];
-    assert_int_equal(hl_redis_server_cmd(master, info, sizeof info, "INFO",
-                                         "commandstats", (char *)NULL),
-                     '$');
-    const char *p = strstr(info, "cmdstat_wait:calls=");
-    return p ? atoll(p + strlen("cmdstat_wait:calls=")) : 0;
-}
+static long long waits_run(void) { return hl_fixture_calls(master, "wait"); }
 
 static hilock_client *connect_with(const char *query)
 {
@@ -391,12 +383,7 @@ static bool all_done(void *arg)
 
 static long long scripts_run(void)
 {
-    static char info[16384];
-    assert_int_equal(hl_redis_server_cmd(master, info, sizeof info, "INFO",
-                                         "commandstats", (char *)NULL),
-                     '$');
-    const char *p = strstr(info, "cmdstat_evalsha:calls=");
-    return p ? atoll(p + strlen("cmdstat_evalsha:calls=")) : 0;
+    return hl_fixture_calls(master, "evalsha");
 }
 
 static void run_shared(hilock_client *c, bool release)

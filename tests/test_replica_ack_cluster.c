@@ -34,16 +34,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static long long waits_run(hl_redis_server *s)
-{
-    static char info[16384];
-    assert_int_equal(hl_redis_server_cmd(s, info, sizeof info, "INFO",
-                                         "commandstats", (char *)NULL),
-                     '$');
-    const char *p = strstr(info, "cmdstat_wait:calls=");
-    return p ? atoll(p + strlen("cmdstat_wait:calls=")) : 0;
-}
-
 /* The replica of master m: the node whose port its INFO names. */
 static hl_redis_server *replica_of(hl_redis_server *m)
 {
@@ -130,10 +120,10 @@ static void test_per_shard(void **state)
         assert_true(hl_wait_until(replica_online, masters[i], hl_widen(10000)));
     /* Healthy: each grant waits for its own master's replica. */
     for (int i = 0; i < 2; i++) {
-        long long before = waits_run(masters[i]);
+        long long before = hl_fixture_calls(masters[i], "wait");
         assert_int_equal(hilock_lock_try_acquire(l[i], 2000, 10000),
                          HILOCK_OK);
-        assert_true(waits_run(masters[i]) >= before + 1);
+        assert_true(hl_fixture_calls(masters[i], "wait") >= before + 1);
         assert_int_equal(hilock_lock_release(l[i]), HILOCK_OK);
     }
 

@@ -636,6 +636,18 @@ void hl_fixture_kill9(hl_redis_server *s)
                  hl_redis_server_port(s));
 }
 
+long long hl_fixture_calls(hl_redis_server *s, const char *command)
+{
+    static _Thread_local char info[32768];
+    assert_int_equal(hl_redis_server_cmd(s, info, sizeof info, "INFO",
+                                         "commandstats", (char *)NULL),
+                     '$');
+    char needle[64];
+    snprintf(needle, sizeof needle, "cmdstat_%s:calls=", command);
+    const char *p = strstr(info, needle);
+    return p ? atoll(p + strlen(needle)) : 0;
+}
+
 void hl_fixture_pause(hl_redis_server *s)
 {
     if (hl_redis_server_pause(s) != 0)

@@ -93,6 +93,10 @@ void hl_fixture_acl_user(hl_redis_server *s, const char *user,
 void hl_fixture_acl_user_rules(hl_redis_server *s, const char *user,
                                const char *password, const char *rules);
 
+/* How many times s has run command, as INFO commandstats counts it
+ * (lower case: "wait", "evalsha"); fails the test when s does not say. */
+long long hl_fixture_calls(hl_redis_server *s, const char *command);
+
 /* The faults of redis_server.h, failing the test instead of returning -1. */
 void hl_fixture_kill9(hl_redis_server *s);
 void hl_fixture_pause(hl_redis_server *s);

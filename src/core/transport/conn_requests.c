@@ -93,8 +93,9 @@ static int enqueue(hl_conn *c, hl_request *r)
     return enqueue_at(c, r, false);
 }
 
-int hl_conn_command(hl_conn *c, int argc, const char *const *argv,
-                    const size_t *argvlen, hl_request_fn *fn, void *data)
+static int command_at(hl_conn *c, int argc, const char *const *argv,
+                      const size_t *argvlen, hl_request_fn *fn, void *data,
+                      bool last)
 {
     if (c->state == ST_CLOSED)
         return HILOCK_ECLOSED;
@@ -104,21 +105,19 @@ int hl_conn_command(hl_conn *c, int argc, const char *const *argv,
         return rc;
     r->fn = fn;
     r->data = data;
-    return enqueue(c, r);
+    return enqueue_at(c, r, last);
+}
+
+int hl_conn_command(hl_conn *c, int argc, const char *const *argv,
+                    const size_t *argvlen, hl_request_fn *fn, void *data)
+{
+    return command_at(c, argc, argv, argvlen, fn, data, false);
 }
 
 int hl_conn_command_last(hl_conn *c, int argc, const char *const *argv,
                          const size_t *argvlen, hl_request_fn *fn, void *data)
 {
-    if (c->state == ST_CLOSED)
-        return HILOCK_ECLOSED;
-    hl_request *r;
-    int rc = hl_conn_format_request(&r, argc, argv, argvlen);
-    if (rc != 0)
-        return rc;
-    r->fn = fn;
-    r->data = data;
-    return enqueue_at(c, r, true);
+    return command_at(c, argc, argv, argvlen, fn, data, true);
 }
 
 bool hl_conn_last_is(const hl_conn *c, hl_request_fn *fn, const void *data)
