@@ -92,15 +92,15 @@ void hl_hold_lease_lost(hl_lease *lease)
     h->lost = true;
     h->count = 0;
     if (lock->client == NULL ||
-        (lock->lost == NULL && lock->listeners == NULL))
+        (lock->lost_cb == NULL && lock->listeners == NULL))
         return;
     uint64_t owner = h->owner; /* the hold may go in a callback */
     hl_lock_ref(lock);
     hilock_client *c = lock->client;
     hl_lock_tell_listeners(lock, owner);
-    if (lock->lost != NULL && lock->client != NULL) {
+    if (lock->lost_cb != NULL && lock->client != NULL) {
         hl_client_enter_callback(c);
-        lock->lost->cb(lock, owner, lock->lost->data);
+        lock->lost_cb(lock, owner, lock->lost_data);
         hl_client_leave_callback(c);
     }
     hl_lock_unref(lock);

@@ -408,10 +408,8 @@ static void apply_setting(const handle_op *h)
         }
         return;
     }
-    lock->lost_mem.lock = lock;
-    lock->lost_mem.cb = h->cb;
-    lock->lost_mem.data = h->data;
-    lock->lost = h->cb != NULL ? &lock->lost_mem : NULL;
+    lock->lost_cb = h->cb;
+    lock->lost_data = h->data;
 }
 
 static void setting_start(hl_op *op)

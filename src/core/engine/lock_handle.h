@@ -165,14 +165,6 @@ static inline hl_lease *hl_hold_lease(hl_hold *h)
 void hl_hold_lease_lost(hl_lease *lease);
 void hl_hold_lease_released(hl_lease *lease);
 
-/* A lock's lost callback: stored in the handle, so that setting or
- * clearing it never allocates. */
-struct hl_lost_cb {
-    hilock_lock *lock;
-    hilock_lost_cb *cb;
-    void *data;
-};
-
 /* A listener to a handle's holds, for a layer that builds on handles
  * (compose.h); its storage is the listener's own. */
 typedef struct hl_hold_listener hl_hold_listener;
@@ -195,8 +187,10 @@ struct hilock_lock {
     hl_hold *holds;
     hl_acquire_op *ops; /* pending acquires */
     hl_turn *turns;     /* requests taking turns per owner, oldest first */
-    struct hl_lost_cb *lost; /* &lost_mem or NULL */
-    struct hl_lost_cb lost_mem;
+    /* The user's lost callback, or NULL; in the handle, so that setting
+     * or clearing it never allocates.  Loop thread. */
+    hilock_lost_cb *lost_cb;
+    void *lost_data;
     hl_hold_listener *listeners; /* told before the user's lost callback */
     atomic_int refs; /* the user's, plus one per operation in flight */
     atomic_bool destroyed;
