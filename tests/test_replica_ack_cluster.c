@@ -13,8 +13,12 @@
 
 #include "hilock/hilock.h"
 #include "support/fixture.h"
+#include "core/runtime/ack.h"
+#include "core/runtime/client_state.h"
+#include "core/runtime/cluster.h"
 #include "core/transport/keyslot.h"
 #include "support/cluster_util.h"
+#include "support/loop_call.h"
 
 /* ctest-timeout: 180 */
 
@@ -271,11 +275,121 @@ static void test_redirected_write_judged_where_it_ran(void **state)
     hilock_client_destroy(c);
 }
 
+/* ---- a redirection away from a master without replicas ----------------- */
+
+typedef struct count_probe {
+    unsigned slot;
+    int k;
+} count_probe;
+
+static void read_count_on_loop(hilock_client *c, void *arg)
+{
+    count_probe *p = arg;
+    hl_conn *conn = c->cluster ? hl_cluster_conn_for_slot(c->cluster, p->slot)
+                               : NULL;
+    p->k = conn ? hl_ack_replicas(c, conn) : -1;
+}
+
+typedef struct no_replica_seen {
+    hilock_client *c;
+    hilock_lock *probe; /* a lock on the master, to make the client count */
+    unsigned slot;
+} no_replica_seen;
+
+/* The client has read that the master has no replica. */
+static bool client_counts_none(void *arg)
+{
+    no_replica_seen *s = arg;
+    if (hilock_lock_try_acquire(s->probe, 1000, 10000) != HILOCK_OK ||
+        hilock_lock_release(s->probe) != HILOCK_OK)
+        return false;
+    count_probe p = {s->slot, -1};
+    hl_run_on_loop(s->c, read_count_on_loop, &p);
+    return p.k == 0;
+}
+
+static bool no_replica_connected(void *master)
+{
+    char info[4096];
+    return hl_redis_server_cmd(master, info, sizeof info, "INFO",
+                               "replication", (char *)NULL) == '$' &&
+           strstr(info, "connected_slaves:0") != NULL;
+}
+
+/* Master A has no replica, which the client knows, so its writes there
+ * need no WAIT.  One name's slot has moved to master B, whose replica is
+ * stopped.  The write sent to A is redirected and B grants it: that grant
+ * must wait for B's replica, and fail with HILOCK_ENOACK, not count as a
+ * write on A would. */
+static void test_redirect_from_a_master_without_replicas(void **state)
+{
+    (void)state;
+    hl_redis_server *a = hl_fx_master(cluster, 2);
+    hl_redis_server *b = hl_fx_master(cluster, 1);
+    char stay[32], moved[32], on_b[32];
+    hl_fx_key_on(cluster, a, "ack-lone", stay, sizeof stay);
+    hl_fx_key_on(cluster, a, "ack-lone-moved", moved, sizeof moved);
+    hl_fx_key_on(cluster, b, "ack-lone-b", on_b, sizeof on_b);
+    int moved_slot = (int)hl_keyslot(moved, strlen(moved));
+    assert_true(hl_wait_until(replica_online, a, hl_widen(10000)));
+    assert_true(hl_wait_until(replica_online, b, hl_widen(10000)));
+
+    char url[1024];
+    snprintf(url, sizeof url, "%s?replicas=all&ack_timeout=1500",
+             hl_redis_cluster_url(cluster));
+    hilock_client *c = hl_fx_cluster_client(url, 0, 8000);
+    hilock_lock *stay_l, *moved_l, *b_l;
+    assert_int_equal(hilock_lock_create(&stay_l, c, stay, strlen(stay)),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&moved_l, c, moved, strlen(moved)),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&b_l, c, on_b, strlen(on_b)),
+                     HILOCK_OK);
+    hilock_lock *warm[] = {moved_l, b_l};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(hilock_lock_try_acquire(warm[i], 2000, 10000),
+                         HILOCK_OK);
+        assert_int_equal(hilock_lock_release(warm[i]), HILOCK_OK);
+    }
+
+    /* Every node answers SETSLOT, so the slot moves before any stops. */
+    hl_fx_assign_slot(cluster, moved_slot, b);
+    /* A loses its replica: stopped, and its link cut. */
+    hl_redis_server *ra = replica_of(a), *rb = replica_of(b);
+    hl_fixture_pause(ra);
+    char reply[256];
+    assert_true(hl_redis_server_cmd(a, reply, sizeof reply, "CLIENT", "KILL",
+                                    "TYPE", "replica", (char *)NULL) == ':');
+    assert_true(hl_wait_until(no_replica_connected, a, hl_widen(5000)));
+    no_replica_seen seen = {c, stay_l, hl_keyslot(stay, strlen(stay))};
+    assert_true(hl_wait_until(client_counts_none, &seen, hl_widen(10000)));
+
+    hl_fixture_pause(rb);
+    int rc = hilock_lock_try_acquire(moved_l, 0, 20000);
+    if (rc != HILOCK_ENOACK)
+        fail_msg("the grant on B came back %s, though B's replica is "
+                 "stopped",
+                 hilock_errname(rc));
+    key_on k = {b, moved};
+    assert_true(hl_wait_until(key_gone, &k, hl_widen(3000)));
+
+    hl_fixture_resume(rb);
+    hl_fixture_resume(ra);
+    hl_fx_assign_slot(cluster, moved_slot, a);
+    assert_true(hl_wait_until(replica_online, a, hl_widen(30000)));
+    assert_true(hl_wait_until(replica_online, b, hl_widen(10000)));
+    hilock_lock_destroy(stay_l);
+    hilock_lock_destroy(moved_l);
+    hilock_lock_destroy(b_l);
+    hilock_client_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_per_shard),
         cmocka_unit_test(test_redirected_write_judged_where_it_ran),
+        cmocka_unit_test(test_redirect_from_a_master_without_replicas),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

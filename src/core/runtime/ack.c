@@ -438,8 +438,9 @@ int hl_ack_begin(hilock_client *c, hl_conn *conn, hl_request_fn *fn,
     ack_count *e = count_for(c, conn, true);
     int k = e ? current_k(e, conn) : -1;
     /* A master known to have no replica: nothing to wait for, and the
-     * write goes as under none. */
-    if (k == 0)
+     * write goes as under none.  Not on a cluster, where the write may be
+     * redirected to a master that has replicas. */
+    if (k == 0 && c->cluster == NULL)
         return HILOCK_OK;
     hl_ack *a = hl_calloc(1, sizeof *a);
     if (a == NULL)
@@ -484,10 +485,16 @@ void hl_ack_reply(void *data, int status, hilock_reply *reply)
     a->written = true;
     a->status = status;
     a->reply = reply;
+    hl_conn *by = status == HILOCK_OK ? hl_conn_answering() : NULL;
     if (status != HILOCK_OK) {
         /* Not run, or not known to have run: nothing to acknowledge. */
         deliver(a, status);
         ack_free_if_done(a);
+    } else if (by != NULL && by != a->conn) {
+        /* Ran elsewhere: what is known of the first node (no replica, a
+         * WAIT that could not be sent) says nothing of this one. */
+        leave_group(a);
+        follow(a, by);
     } else if (a->no_wait) {
         deliver(a, HILOCK_OK);
         ack_free_if_done(a);
@@ -495,16 +502,10 @@ void hl_ack_reply(void *data, int status, hilock_reply *reply)
         a->acked = -1;
         deliver_short(a, 0, "the WAIT could not be sent");
         ack_free_if_done(a);
-    } else {
-        hl_conn *by = hl_conn_answering();
-        if (by != NULL && by != a->conn) {
-            leave_group(a);
-            follow(a, by);
-        } else if (a->redirected) {
-            follow(a, a->conn);
-        }
-        /* Else its WAIT answers next. */
+    } else if (a->redirected) {
+        follow(a, a->conn);
     }
+    /* Else its WAIT answers next. */
 }
 
 int hl_ack_replicas(hilock_client *c, hl_conn *conn)
