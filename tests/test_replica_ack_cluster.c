@@ -152,6 +152,25 @@ static void test_per_shard(void **state)
 
 /* ---- a redirected write ------------------------------------------------ */
 
+static hilock_lock *lock_on(hilock_client *c, const char *name)
+{
+    hilock_lock *l;
+    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+                     HILOCK_OK);
+    return l;
+}
+
+/* Each lock taken and given back: the client then maps its name and
+ * knows its master's replica count. */
+static void warm_up(hilock_lock **locks, int n)
+{
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(hilock_lock_try_acquire(locks[i], 2000, 10000),
+                         HILOCK_OK);
+        assert_int_equal(hilock_lock_release(locks[i]), HILOCK_OK);
+    }
+}
+
 static hilock_lock *stay_lock, *moved_lock;
 static atomic_int stay_status = -1, moved_status = -1;
 
@@ -223,23 +242,14 @@ static void test_redirected_write_judged_where_it_ran(void **state)
     snprintf(url, sizeof url, "%s?replicas=all&ack_timeout=2000",
              hl_redis_cluster_url(cluster));
     hilock_client *c = hl_fx_cluster_client(url, 0, 8000);
-    assert_int_equal(hilock_lock_create(&stay_lock, c, stay, strlen(stay)),
-                     HILOCK_OK);
-    assert_int_equal(hilock_lock_create(&moved_lock, c, moved, strlen(moved)),
-                     HILOCK_OK);
+    stay_lock = lock_on(c, stay);
+    moved_lock = lock_on(c, moved);
     /* The client maps both names to A and knows A's and B's replica
      * counts. */
     char on_b[32];
     hl_fx_key_on(cluster, b, "ack-on-b", on_b, sizeof on_b);
-    hilock_lock *b_lock;
-    assert_int_equal(hilock_lock_create(&b_lock, c, on_b, strlen(on_b)),
-                     HILOCK_OK);
-    hilock_lock *warm[] = {stay_lock, moved_lock, b_lock};
-    for (int i = 0; i < 3; i++) {
-        assert_int_equal(hilock_lock_try_acquire(warm[i], 2000, 10000),
-                         HILOCK_OK);
-        assert_int_equal(hilock_lock_release(warm[i]), HILOCK_OK);
-    }
+    hilock_lock *b_lock = lock_on(c, on_b);
+    warm_up((hilock_lock *[]){stay_lock, moved_lock, b_lock}, 3);
 
     hl_fx_assign_slot(cluster, moved_slot, b);
     hl_redis_server *ra = replica_of(a), *rb = replica_of(b);
@@ -338,19 +348,9 @@ static void test_redirect_from_a_master_without_replicas(void **state)
     snprintf(url, sizeof url, "%s?replicas=all&ack_timeout=1500",
              hl_redis_cluster_url(cluster));
     hilock_client *c = hl_fx_cluster_client(url, 0, 8000);
-    hilock_lock *stay_l, *moved_l, *b_l;
-    assert_int_equal(hilock_lock_create(&stay_l, c, stay, strlen(stay)),
-                     HILOCK_OK);
-    assert_int_equal(hilock_lock_create(&moved_l, c, moved, strlen(moved)),
-                     HILOCK_OK);
-    assert_int_equal(hilock_lock_create(&b_l, c, on_b, strlen(on_b)),
-                     HILOCK_OK);
-    hilock_lock *warm[] = {moved_l, b_l};
-    for (int i = 0; i < 2; i++) {
-        assert_int_equal(hilock_lock_try_acquire(warm[i], 2000, 10000),
-                         HILOCK_OK);
-        assert_int_equal(hilock_lock_release(warm[i]), HILOCK_OK);
-    }
+    hilock_lock *stay_l = lock_on(c, stay), *moved_l = lock_on(c, moved);
+    hilock_lock *b_l = lock_on(c, on_b);
+    warm_up((hilock_lock *[]){moved_l, b_l}, 2);
 
     /* Every node answers SETSLOT, so the slot moves before any stops. */
     hl_fx_assign_slot(cluster, moved_slot, b);
