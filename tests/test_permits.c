@@ -20,6 +20,7 @@
 #include "support/children.h"
 #include "support/fixture.h"
 #include "support/lock_helpers.h"
+#include "support/plain_sub.h"
 
 static hl_redis_server *server;
 static hl_children kids;
@@ -331,6 +332,133 @@ static void test_destroy_holding(void **state)
     hl_free_client(c);
 }
 
+/* ---- count changes as Redisson's -------------------------------------- */
+
+/* A peer that changes an expirable semaphore's count the way
+ * RPermitExpirableSemaphore does (setPermits: the total, held permits
+ * included; addPermits: the amount added is published, only when
+ * positive).  KEYS: name, channel, "{name}:timeout"; ARGV: permits. */
+static const char peer_set_lua[] =
+    "local free = redis.call('get', KEYS[1])\n"
+    "local want = tonumber(ARGV[1])\n"
+    "if not free then\n"
+    "  redis.call('set', KEYS[1], want)\n"
+    "  redis.call('publish', KEYS[2], ARGV[1])\n"
+    "  return 0\n"
+    "end\n"
+    "local total = tonumber(free) + redis.call('zcount', KEYS[3], 0, '+inf')\n"
+    "if total ~= want then\n"
+    "  redis.call('incrby', KEYS[1], want - total)\n"
+    "  redis.call('publish', KEYS[2], ARGV[1])\n"
+    "end\n"
+    "return 0\n";
+
+static const char peer_add_lua[] =
+    "local free = tonumber(redis.call('get', KEYS[1]) or '0')\n"
+    "redis.call('set', KEYS[1], free + tonumber(ARGV[1]))\n"
+    "if tonumber(ARGV[1]) > 0 then\n"
+    "  redis.call('publish', KEYS[2], ARGV[1])\n"
+    "end\n"
+    "return 0\n";
+
+static void peer_run(const char *lua, const char *name, const char *permits)
+{
+    char chan[96], zkey[96], out[64];
+    snprintf(chan, sizeof chan, "redisson_sc:{%s}", name);
+    snprintf(zkey, sizeof zkey, "{%s}:timeout", name);
+    assert_int_equal(hl_redis_server_cmd(server, out, sizeof out, "EVAL", lua,
+                                         "3", name, chan, zkey, permits,
+                                         (char *)NULL),
+                     ':');
+}
+
+static int64_t free_count(const char *name)
+{
+    char out[64];
+    assert_int_equal(
+        hl_redis_server_cmd(server, out, sizeof out, "GET", name,
+                            (char *)NULL),
+        '$');
+    const char *body = strstr(out, "\r\n"); /* "$<len>\r\n<count>\r\n" */
+    assert_non_null(body);
+    return strtoll(body + 2, NULL, 10);
+}
+
+/* The next message on both channels: the same, and expected. */
+static void expect_both(hl_plain_sub *mine, hl_plain_sub *peer,
+                        const char *expected)
+{
+    char a[64], b[64];
+    assert_true(hl_plain_sub_next(mine, a, sizeof a, 5000));
+    assert_true(hl_plain_sub_next(peer, b, sizeof b, 5000));
+    assert_string_equal(a, expected);
+    assert_string_equal(b, expected);
+}
+
+/* hilock's set and add on an expirable semaphore leave the count and
+ * announce what a Redisson peer's do, step by step, on twin semaphores
+ * with one permit held on each. */
+static void test_set_and_add_as_redisson(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_semaphore *s = new_permits(c, "pe-set-mine");
+    hilock_semaphore *twin = new_permits(c, "pe-set-peer");
+    char a[HILOCK_PERMIT_ID_MAX], b[HILOCK_PERMIT_ID_MAX];
+    int64_t v;
+
+    assert_status(hilock_semaphore_try_set(s, 3, NULL), HILOCK_OK);
+    assert_status(hilock_semaphore_try_set(twin, 3, NULL), HILOCK_OK);
+    assert_status(hilock_permit_acquire(s, 0, 60000, a), HILOCK_OK);
+    assert_status(hilock_permit_acquire(twin, 0, 60000, b), HILOCK_OK);
+    hl_plain_sub *mine = hl_plain_sub_open(server, "redisson_sc:{pe-set-mine}");
+    hl_plain_sub *peer = hl_plain_sub_open(server, "redisson_sc:{pe-set-peer}");
+
+    /* With one permit held, a total of 5 leaves 4 free. */
+    assert_status(hilock_semaphore_set(s, 5), HILOCK_OK);
+    peer_run(peer_set_lua, "pe-set-peer", "5");
+    assert_int_equal(free_count("pe-set-mine"), 4);
+    assert_int_equal(free_count("pe-set-peer"), 4);
+    expect_both(mine, peer, "5");
+
+    /* The same total again announces nothing: the next message is the
+     * add's. */
+    assert_status(hilock_semaphore_set(s, 5), HILOCK_OK);
+    peer_run(peer_set_lua, "pe-set-peer", "5");
+    assert_status(hilock_semaphore_add(s, 2, &v), HILOCK_OK);
+    assert_int_equal(v, 6);
+    peer_run(peer_add_lua, "pe-set-peer", "2");
+    expect_both(mine, peer, "2");
+
+    /* Taking permits away announces nothing either. */
+    assert_status(hilock_semaphore_add(s, -3, &v), HILOCK_OK);
+    assert_int_equal(v, 3);
+    peer_run(peer_add_lua, "pe-set-peer", "-3");
+    assert_status(hilock_semaphore_add(s, 1, &v), HILOCK_OK);
+    peer_run(peer_add_lua, "pe-set-peer", "1");
+    expect_both(mine, peer, "1");
+    assert_int_equal(free_count("pe-set-mine"), 4);
+    assert_int_equal(free_count("pe-set-peer"), 4);
+
+    /* A total below the held permits leaves a negative free count, as
+     * Redisson's does; the held permit still goes back. */
+    assert_status(hilock_semaphore_set(s, 0), HILOCK_OK);
+    peer_run(peer_set_lua, "pe-set-peer", "0");
+    assert_int_equal(free_count("pe-set-mine"), -1);
+    assert_int_equal(free_count("pe-set-peer"), -1);
+    expect_both(mine, peer, "0");
+    assert_status(hilock_permit_release(s, a), HILOCK_OK);
+    assert_status(hilock_permit_release(twin, b), HILOCK_OK);
+    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_int_equal(v, 0);
+
+    hl_plain_sub_close(mine);
+    hl_plain_sub_close(peer);
+    hilock_semaphore_destroy(s);
+    hilock_semaphore_destroy(twin);
+    hl_free_client(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -340,6 +468,7 @@ int main(void)
         cmocka_unit_test(test_lost_reported),
         cmocka_unit_test(test_killed_holder),
         cmocka_unit_test(test_destroy_holding),
+        cmocka_unit_test(test_set_and_add_as_redisson),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

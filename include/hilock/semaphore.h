@@ -18,8 +18,9 @@
  * waiters of both Java and C clients.  Expirable permits are the members
  * of the zset "{NAME}:timeout", scored with their expiry in ms since the
  * epoch (hilock writes the server's time there; Redisson writes its
- * client's).  Count changes on an expirable semaphore (set, add, drain)
- * act on the free permits only, as Redisson's do.
+ * client's).  On an expirable semaphore, set counts the held permits in
+ * the total it sets (with one permit held, setting 5 leaves 4 free), and
+ * add and drain act on the free permits only, as Redisson's do.
  *
  * Fairness.  Among the waiters of one client on one semaphore, first come
  * first served: only the oldest waiter asks the server, so a waiter for
@@ -104,11 +105,17 @@ HILOCK_API int hilock_semaphore_release(hilock_semaphore *sem, int permits);
  * @return HILOCK_OK, HILOCK_EINVAL (permits < 0) */
 HILOCK_API int hilock_semaphore_try_set(hilock_semaphore *sem, int permits,
                                         bool *set);
-/* Set the count of free permits to `permits` whatever it was.
+/* Set the semaphore to `permits` whatever it was (setPermits): on a
+ * plain semaphore the free count; on an expirable one the total of free
+ * and held permits, so the free count becomes `permits` less the permits
+ * held.  The new count is published unless an expirable semaphore's
+ * total was `permits` already.
  * @return HILOCK_OK, HILOCK_EINVAL (permits < 0) */
 HILOCK_API int hilock_semaphore_set(hilock_semaphore *sem, int permits);
 /* Add `permits` (negative: take away) to the free count; *count (may be
- * NULL) receives the new count.
+ * NULL) receives the new count.  As Redisson's addPermits, a plain
+ * semaphore publishes the new count; an expirable one publishes the
+ * number added, and nothing when `permits` is negative.
  * @return HILOCK_OK, HILOCK_EINVAL (permits == 0) */
 HILOCK_API int hilock_semaphore_add(hilock_semaphore *sem, int permits,
                                     int64_t *count);

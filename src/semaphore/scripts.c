@@ -65,6 +65,22 @@ static const char release_lua[] =
     "announce(KEYS[3], v)\n"
     "return answer(v)\n";
 
+/* ARGV: expirable, permits (may be negative).  Replies the new count.  A
+ * plain semaphore announces the new count, as RSemaphore's addPermits
+ * does; an expirable one announces the amount added, and nothing when it
+ * takes permits away, as RPermitExpirableSemaphore's does: its Java
+ * listeners let that many waiters through, and a count of 0 or less
+ * would have them release a negative number. */
+static const char add_lua[] =
+    SEM_LUA_COMMON
+    "local v = redis.call('incrby', KEYS[1], ARGV[2])\n"
+    "if ARGV[1] ~= '1' then\n"
+    "  announce(KEYS[3], v)\n"
+    "elseif tonumber(ARGV[2]) > 0 then\n"
+    "  announce(KEYS[3], ARGV[2])\n"
+    "end\n"
+    "return answer(v)\n";
+
 /* ARGV: expirable, permits.  Replies 1 when set, 0 when it existed. */
 static const char try_set_lua[] =
     SEM_LUA_COMMON
@@ -73,12 +89,25 @@ static const char try_set_lua[] =
     "announce(KEYS[3], ARGV[2])\n"
     "return answer(1)\n";
 
-/* ARGV: expirable, permits.  Replies the count set. */
+/* ARGV: expirable, permits.  Replies the count set.  On an expirable
+ * semaphore the count set is the total, held permits included, as
+ * RPermitExpirableSemaphore's setPermits does: with one permit held,
+ * setting 5 leaves 4 free.  An unchanged total announces nothing. */
 static const char set_lua[] =
     SEM_LUA_COMMON
-    "redis.call('set', KEYS[1], ARGV[2])\n"
-    "announce(KEYS[3], ARGV[2])\n"
-    "return answer(tonumber(ARGV[2]))\n";
+    "local want = tonumber(ARGV[2])\n"
+    "local free = redis.call('get', KEYS[1])\n"
+    "if ARGV[1] ~= '1' or free == false then\n"
+    "  redis.call('set', KEYS[1], ARGV[2])\n"
+    "  announce(KEYS[3], ARGV[2])\n"
+    "  return answer(want)\n"
+    "end\n"
+    "local total = tonumber(free) + redis.call('zcard', KEYS[2])\n"
+    "if total ~= want then\n"
+    "  redis.call('incrby', KEYS[1], want - total)\n"
+    "  announce(KEYS[3], ARGV[2])\n"
+    "end\n"
+    "return answer(want)\n";
 
 /* ARGV: expirable.  Replies the count before. */
 static const char drain_lua[] =
@@ -133,7 +162,7 @@ static void init_once(void)
     hl_script_init(&scripts[SEM_ACQUIRE], acquire_lua);
     scripts[SEM_PERMIT_ACQUIRE] = scripts[SEM_ACQUIRE];
     hl_script_init(&scripts[SEM_RELEASE], release_lua);
-    scripts[SEM_ADD] = scripts[SEM_RELEASE];
+    hl_script_init(&scripts[SEM_ADD], add_lua);
     hl_script_init(&scripts[SEM_TRY_SET], try_set_lua);
     hl_script_init(&scripts[SEM_SET], set_lua);
     hl_script_init(&scripts[SEM_DRAIN], drain_lua);
