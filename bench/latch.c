@@ -80,7 +80,7 @@ static int round_once(hilock_latch *l, int workers, int64_t *sample,
     r.downs_left = workers;
     int rc = hilock_latch_try_set_count(l, workers, NULL);
     if (rc == HILOCK_OK)
-        rc = hilock_latch_await_async(l, 30000, on_open, &r);
+        rc = hilock_latch_await_async(l, 30000, on_open, &r, NULL);
     if (rc != HILOCK_OK) {
         p->error = "setting the latch or starting the await failed";
         pthread_cond_destroy(&r.cv);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <setjmp.h>
@@ -76,8 +77,9 @@ static void record(hilock_latch *l, int status, int64_t value, void *data)
     atomic_fetch_add(&r->done, 1);
 }
 
-/* A latch wait that a message ends is over within this bound, well below
- * HILOCK_LATCH_RECHECK_MS, so that meeting it shows the message woke it. */
+/* A latch wait that a message ends is over within this bound; awaits read
+ * nothing on a timer of their own, so meeting it shows the message woke
+ * it. */
 static int message_bound_ms(void)
 {
     return hl_under_valgrind() ? 5000 : 400;
@@ -159,13 +161,13 @@ static void test_async_calls(void **state)
     assert_status(hilock_latch_count_async(l, record, &r), HILOCK_OK);
     hl_expect_count(&r.done, 4, 5000);
     assert_int_equal(atomic_load(&r.value), 1); /* the count */
-    assert_status(hilock_latch_await_async(l, 0, record, &r), HILOCK_OK);
+    assert_status(hilock_latch_await_async(l, 0, record, &r, NULL), HILOCK_OK);
     hl_expect_count(&r.done, 5, 5000);
     assert_int_equal(atomic_load(&r.value), 0); /* not open */
     assert_status(hilock_latch_delete_async(l, record, &r), HILOCK_OK);
     hl_expect_count(&r.done, 6, 5000);
     assert_int_equal(atomic_load(&r.value), 1); /* deleted */
-    assert_status(hilock_latch_await_async(l, 0, record, &r), HILOCK_OK);
+    assert_status(hilock_latch_await_async(l, 0, record, &r, NULL), HILOCK_OK);
     hl_expect_count(&r.done, 7, 5000);
     assert_int_equal(atomic_load(&r.value), 1); /* open */
     assert_status(atomic_load(&r.status), HILOCK_OK);
@@ -198,7 +200,7 @@ static void test_bad_arguments(void **state)
     assert_status(hilock_latch_await(l, -2, &opened), HILOCK_EINVAL);
     assert_false(opened);
     assert_status(hilock_latch_await(l, INT64_MIN, &opened), HILOCK_EINVAL);
-    assert_status(hilock_latch_await_async(l, -5, record, &r), HILOCK_EINVAL);
+    assert_status(hilock_latch_await_async(l, -5, record, &r, NULL), HILOCK_EINVAL);
     assert_status(hilock_latch_count(l, NULL), HILOCK_EINVAL);
     assert_status(hilock_latch_count(NULL, NULL), HILOCK_EINVAL);
     assert_status(hilock_latch_count_down(NULL, NULL), HILOCK_EINVAL);
@@ -265,7 +267,7 @@ static void test_many_waiters_woken_at_zero(void **state)
     for (int i = 0; i < WAITERS; i++)
         assert_status(hilock_latch_await_async(i % 2 ? theirs : mine,
                                                HILOCK_WAIT_FOREVER, record,
-                                               &r),
+                                               &r, NULL),
                       HILOCK_OK);
     /* Both clients subscribed: their awaits listen. */
     hl_expect_numsub(server, ch, 3, 3);
@@ -323,9 +325,10 @@ static void test_await_timeout(void **state)
 }
 
 /* A count down by a user the server's ACL allows no PUBLISH: the count
- * reaches zero and the call succeeds, but no message goes out.  Our
- * waiter still opens within the re-check interval. */
-static void test_missed_message_bounded(void **state)
+ * reaches zero and the call succeeds, but no message goes out.  Awaits do
+ * not poll, so ours sees the latch open when it reads the count once more
+ * at the end of its wait. */
+static void test_missed_message_seen_at_the_end(void **state)
 {
     (void)state;
     const char *name = "latch:silent";
@@ -350,23 +353,90 @@ static void test_missed_message_bounded(void **state)
     assert_true(hl_plain_sub_next(java, msg, sizeof msg, 5000));
     rec r;
     memset(&r, 0, sizeof r);
-    assert_status(hilock_latch_await_async(l, HILOCK_WAIT_FOREVER, record, &r),
+    assert_status(hilock_latch_await_async(l, 1000, record, &r, NULL),
                   HILOCK_OK);
     hl_expect_numsub(server, ch, 2, 2);
     assert_status(hilock_latch_count_down(down, NULL), HILOCK_OK);
-    long long zero_at = hl_now_ms();
     assert_int_equal(hl_raw_exists(server, name), 0);
-    hl_expect_count(&r.done, 1, hl_widen(HILOCK_LATCH_RECHECK_MS + 500));
+    hl_expect_count(&r.done, 1, hl_widen(3000));
+    assert_int_equal(atomic_load(&r.status), HILOCK_OK);
     assert_int_equal(atomic_load(&r.opened), 1);
-    assert_true(atomic_load(&r.last_ms) - zero_at <=
-                hl_widen(HILOCK_LATCH_RECHECK_MS + 300));
-    /* Nothing was published: the re-check found it. */
+    /* Nothing was published: the last read found it. */
     assert_false(hl_plain_sub_next(java, msg, sizeof msg, 100));
 
     hl_plain_sub_close(java);
     assert_status(hilock_latch_destroy(l), HILOCK_OK);
     assert_status(hilock_latch_destroy(down), HILOCK_OK);
     hilock_client_destroy(quiet);
+}
+
+/* GETs the server has run so far (INFO commandstats). */
+static long long get_calls(void)
+{
+    char info[8192];
+    assert_true(hl_raw_bulk(server, info, sizeof info, "INFO", "commandstats",
+                            (char *)NULL));
+    const char *at = strstr(info, "cmdstat_get:calls=");
+    return at ? atoll(at + strlen("cmdstat_get:calls=")) : 0;
+}
+
+/* Awaits wait on messages alone: while nothing happens, five awaits of
+ * one client send the server nothing, however long they wait. */
+static void test_awaits_do_not_poll(void **state)
+{
+    (void)state;
+    const char *name = "latch:still";
+    char ch[128], msg[32];
+    channel_of(name, ch, sizeof ch);
+    hilock_latch *l = new_latch(client, name);
+    assert_status(hilock_latch_try_set_count(l, 1, NULL), HILOCK_OK);
+    hl_plain_sub *java = hl_plain_sub_open(server, ch);
+    long long before = get_calls();
+    rec r;
+    memset(&r, 0, sizeof r);
+    for (int i = 0; i < 5; i++)
+        assert_status(hilock_latch_await_async(l, HILOCK_WAIT_FOREVER, record,
+                                               &r, NULL),
+                      HILOCK_OK);
+    /* Each reads once when it starts and once when the subscription is
+     * confirmed. */
+    long long deadline = hl_now_ms() + hl_widen(5000);
+    while (get_calls() < before + 10 && hl_now_ms() < deadline)
+        hl_sleep_ms(10);
+    long long settled = get_calls();
+    assert_true(settled >= before + 10);
+    /* Two seconds with no message: no await reads again. */
+    assert_false(hl_plain_sub_next(java, msg, sizeof msg, 2000));
+    assert_int_equal(get_calls(), settled);
+    assert_int_equal(atomic_load(&r.done), 0);
+
+    assert_status(hilock_latch_count_down(l, NULL), HILOCK_OK);
+    hl_expect_count(&r.done, 5, message_bound_ms());
+    assert_int_equal(atomic_load(&r.opened), 5);
+    hl_plain_sub_close(java);
+    assert_status(hilock_latch_destroy(l), HILOCK_OK);
+}
+
+/* An await is cancelled by its id; the id of an await that ended is no
+ * longer found. */
+static void test_cancel_by_id(void **state)
+{
+    (void)state;
+    hilock_latch *l = new_latch(client, "latch:cancel");
+    assert_status(hilock_latch_try_set_count(l, 1, NULL), HILOCK_OK);
+    rec r;
+    memset(&r, 0, sizeof r);
+    uint64_t id = 0;
+    assert_status(hilock_latch_await_async(l, HILOCK_WAIT_FOREVER, record, &r,
+                                           &id),
+                  HILOCK_OK);
+    assert_true(id != 0);
+    assert_status(hilock_latch_cancel(l, id), HILOCK_OK);
+    hl_expect_count(&r.done, 1, 5000);
+    assert_int_equal(atomic_load(&r.status), HILOCK_ECANCELED);
+    assert_status(hilock_latch_cancel(l, id), HILOCK_ENOTFOUND);
+    assert_status(hilock_latch_cancel(NULL, id), HILOCK_EINVAL);
+    assert_status(hilock_latch_destroy(l), HILOCK_OK);
 }
 
 /* Delete publishes "1", as Redisson's does; a deleted latch counts 0, so
@@ -386,7 +456,7 @@ static void test_delete_wakes_waiters(void **state)
     memset(&r, 0, sizeof r);
     for (int i = 0; i < 3; i++)
         assert_status(hilock_latch_await_async(l, HILOCK_WAIT_FOREVER, record,
-                                               &r),
+                                               &r, NULL),
                       HILOCK_OK);
     hl_expect_numsub(server, ch, 2, 2);
     bool deleted = false;
@@ -414,10 +484,10 @@ static void test_waits_end_with_handle_and_client(void **state)
     memset(&ra, 0, sizeof ra);
     memset(&rb, 0, sizeof rb);
     assert_status(hilock_latch_await_async(a, HILOCK_WAIT_FOREVER, record,
-                                           &ra),
+                                           &ra, NULL),
                   HILOCK_OK);
     assert_status(hilock_latch_await_async(b, HILOCK_WAIT_FOREVER, record,
-                                           &rb),
+                                           &rb, NULL),
                   HILOCK_OK);
     hl_expect_numsub(server, "redisson_countdownlatch__channel__{latch:ends}",
                      1, 1);
@@ -476,7 +546,7 @@ static void test_redisson_peer(void **state)
     assert_int_equal(n, 2);
     rec r;
     memset(&r, 0, sizeof r);
-    assert_status(hilock_latch_await_async(l, HILOCK_WAIT_FOREVER, record, &r),
+    assert_status(hilock_latch_await_async(l, HILOCK_WAIT_FOREVER, record, &r, NULL),
                   HILOCK_OK);
     hl_expect_numsub(server, ch, 1, 1);
     peer_eval(peer_down, name, "0", NULL);
@@ -492,7 +562,7 @@ static void test_redisson_peer(void **state)
      * first, so only the message can end the wait this soon. */
     assert_status(hilock_latch_try_set_count(l, 1, NULL), HILOCK_OK);
     memset(&r, 0, sizeof r);
-    assert_status(hilock_latch_await_async(l, HILOCK_WAIT_FOREVER, record, &r),
+    assert_status(hilock_latch_await_async(l, HILOCK_WAIT_FOREVER, record, &r, NULL),
                   HILOCK_OK);
     hl_expect_numsub(server, ch, 1, 1);
     hl_raw_int(server, "DEL", name, (char *)NULL);
@@ -531,7 +601,9 @@ int main(void)
         cmocka_unit_test(test_wrong_values),
         cmocka_unit_test(test_many_waiters_woken_at_zero),
         cmocka_unit_test(test_await_timeout),
-        cmocka_unit_test(test_missed_message_bounded),
+        cmocka_unit_test(test_missed_message_seen_at_the_end),
+        cmocka_unit_test(test_awaits_do_not_poll),
+        cmocka_unit_test(test_cancel_by_id),
         cmocka_unit_test(test_delete_wakes_waiters),
         cmocka_unit_test(test_waits_end_with_handle_and_client),
         cmocka_unit_test(test_redisson_peer),

@@ -115,10 +115,10 @@ static void test_fan_in_on_every_master(void **state)
         rec r;
         memset(&r, 0, sizeof r);
         assert_status(hilock_latch_await_async(la, HILOCK_WAIT_FOREVER,
-                                               record, &r),
+                                               record, &r, NULL),
                       HILOCK_OK);
         assert_status(hilock_latch_await_async(lb, HILOCK_WAIT_FOREVER,
-                                               record, &r),
+                                               record, &r, NULL),
                       HILOCK_OK);
         /* Both clients listen on the latch's own master. */
         int64_t until = hl_now_ms() + hl_widen(10000);
@@ -160,7 +160,7 @@ static void test_redisson_peer_spublish(void **state)
     rec r;
     memset(&r, 0, sizeof r);
     assert_status(hilock_latch_await_async(l, HILOCK_WAIT_FOREVER, record,
-                                           &r),
+                                           &r, NULL),
                   HILOCK_OK);
     hl_redis_server *m = hl_redis_cluster_master_of(cluster,
                                                     (int)slot_of(name));

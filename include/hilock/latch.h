@@ -15,10 +15,14 @@
  * there with HILOCK_EINVAL, see below).
  *
  * Waiting.  An await listens on the channel and reads the count when the
- * subscription is confirmed, when any message arrives, and at least every
- * HILOCK_LATCH_RECHECK_MS besides, so a wake-up that never came (a peer
- * that does not publish, a PUBLISH refused by the server's ACL, a message
- * lost in a reconnect) delays a waiter by at most that long.
+ * subscription is confirmed (also again after a reconnect, which covers a
+ * message lost while the connection was down), when any message arrives,
+ * and once more at the end of its wait.  It reads nothing on a timer of
+ * its own, so waiting awaits cost the server nothing.  A count-down that
+ * publishes nothing (a peer that does not, or a PUBLISH refused by the
+ * server's ACL, which the counting client counts in
+ * hilock_client_stats) wakes nobody: awaits then see the latch open at
+ * their next wake-up or at the end of their wait.
  *
  * Callback contract as in client.h: an async call that returns an error
  * never calls back; one that returns HILOCK_OK calls back exactly once on
@@ -45,8 +49,6 @@ typedef struct hilock_latch hilock_latch;
  * server's Lua counts exactly.  A larger count is refused with
  * HILOCK_EINVAL ("too large"), never clamped. */
 #define HILOCK_LATCH_MAX_COUNT INT64_C(9007199254740991)
-/* The longest a waiter goes without reading the count, in ms. */
-#define HILOCK_LATCH_RECHECK_MS 1000
 
 /* Make a handle for the latch `name` (binary-safe, copied;
  * 1..HILOCK_MAX_NAME_LEN bytes).  No server round trip.  Any thread.
@@ -94,7 +96,7 @@ HILOCK_API int hilock_latch_try_set_count(hilock_latch *latch, int64_t count,
  * the latch and publishes "0", which wakes every waiter; one on a latch
  * that does not exist does nothing (as Redisson's).  A PUBLISH refused by
  * the server's ACL does not fail the call: waiters then see the count at
- * their next re-check.  *left (may be NULL) receives the count left, 0
+ * their next wake-up or at the end of their wait.  *left (may be NULL) receives the count left, 0
  * when the latch is open.
  * @return HILOCK_OK
  * @return HILOCK_EREDIS  the name holds another type of value, or a
@@ -153,11 +155,22 @@ HILOCK_API int hilock_latch_count_down_async(hilock_latch *latch,
                                              void *user_data);
 HILOCK_API int hilock_latch_count_async(hilock_latch *latch,
                                         hilock_latch_cb *cb, void *user_data);
+/* op_id (may be NULL) receives the await's id, for hilock_latch_cancel. */
 HILOCK_API int hilock_latch_await_async(hilock_latch *latch, int64_t wait_ms,
-                                        hilock_latch_cb *cb, void *user_data);
+                                        hilock_latch_cb *cb, void *user_data,
+                                        uint64_t *op_id);
 HILOCK_API int hilock_latch_delete_async(hilock_latch *latch,
                                          hilock_latch_cb *cb,
                                          void *user_data);
+
+/* Give up a pending await by its id: its callback runs with
+ * HILOCK_ECANCELED.  Any thread.
+ * @return HILOCK_OK        the await ends
+ * @return HILOCK_ENOTFOUND no await of this handle has that id (it ended
+ *                          already, or belongs to another handle)
+ * @return HILOCK_EINVAL    NULL latch
+ * @return HILOCK_ECLOSED   the client or the handle is closed */
+HILOCK_API int hilock_latch_cancel(hilock_latch *latch, uint64_t op_id);
 
 #ifdef __cplusplus
 }

@@ -50,23 +50,6 @@ static void init_scripts(void)
     hl_script_init(&delete_script, delete_lua);
 }
 
-static int latch_channel_of(const hilock_lock *lock, const char *field,
-                            size_t field_len, hl_aux_name *out)
-{
-    (void)field;
-    (void)field_len;
-    return hl_latch_channel(lock, out);
-}
-
-/* Only the name and the channel: a latch handle is never acquired,
- * released or renewed, and the engine asks a kind for nothing else of a
- * handle nobody acquires. */
-const hl_kind hl_latch_kind = {
-    .name = "latch",
-    .channel = latch_channel_of,
-    .wake_all = true,
-};
-
 int hl_latch_channel(const hilock_lock *lock, hl_aux_name *out)
 {
     return hl_layout_latch_channel(out, lock->name, lock->name_len) == 0
@@ -128,40 +111,16 @@ int hilock_latch_create(hilock_latch **out, hilock_client *client,
     return rc;
 }
 
-typedef struct end_awaits_op {
-    hl_op op; /* first */
-    hilock_lock *lock;
-} end_awaits_op;
-
-static void end_awaits_start(hl_op *op)
-{
-    hl_latch_end_awaits(((end_awaits_op *)op)->lock);
-    hl_op_done(op, HILOCK_OK, 0, NULL, NULL);
-}
-
-static void on_stack(hl_op *op) { (void)op; }
-
-static const hl_op_type end_awaits_type = {.start = end_awaits_start,
-                                           .destroy = on_stack};
-
 int hilock_latch_destroy(hilock_latch *latch)
 {
-    hilock_lock *lock = hl_latch_lock(latch);
-    /* A handle destroyed already is left to hilock_lock_destroy, which
-     * says so; its memory is still ours to read (see base/handle.h). */
-    if (lock != NULL && hl_handle_is_live(lock)) {
-        hilock_client *c = hl_lock_client_get(lock);
-        if (c != NULL) {
-            /* The awaits end before the handle goes, on the loop thread,
-             * where they live; a closing client ends them anyway. */
-            end_awaits_op op;
-            hl_op_init(&op.op, &end_awaits_type);
-            op.lock = lock;
-            (void)hl_op_call_and_wait(c, &op.op);
-            hl_client_unref(c);
-        }
-    }
-    return hilock_lock_destroy(lock);
+    /* Pending awaits are the handle's acquires: they end with
+     * HILOCK_ECANCELED as it goes. */
+    return hilock_lock_destroy(hl_latch_lock(latch));
+}
+
+int hilock_latch_cancel(hilock_latch *latch, uint64_t op_id)
+{
+    return hilock_lock_cancel(hl_latch_lock(latch), op_id);
 }
 
 const char *hilock_latch_name(const hilock_latch *latch, size_t *name_len)
@@ -407,13 +366,14 @@ int hilock_latch_await(hilock_latch *latch, int64_t wait_ms, bool *opened)
         *opened = false;
     if (latch == NULL)
         return hl_fail(HILOCK_EINVAL, "NULL latch");
-    return hl_latch_await_start(latch, wait_ms, NULL, NULL, opened);
+    return hl_latch_await_start(latch, wait_ms, NULL, NULL, opened, NULL);
 }
 
 int hilock_latch_await_async(hilock_latch *latch, int64_t wait_ms,
-                             hilock_latch_cb *cb, void *user_data)
+                             hilock_latch_cb *cb, void *user_data,
+                             uint64_t *op_id)
 {
     if (latch == NULL || cb == NULL)
         return hl_fail(HILOCK_EINVAL, "NULL argument");
-    return hl_latch_await_start(latch, wait_ms, cb, user_data, NULL);
+    return hl_latch_await_start(latch, wait_ms, cb, user_data, NULL, op_id);
 }

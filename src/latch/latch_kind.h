@@ -8,7 +8,9 @@
 #include "core/engine/lock_handle.h"
 #include "hilock/latch.h"
 
-/* A latch handle is a lock handle whose kind is hl_latch_kind. */
+/* A latch handle is a lock handle whose kind is hl_latch_kind: its
+ * attempt reads the count, so awaits wait on the engine's acquire state
+ * machine (await.c). */
 extern const hl_kind hl_latch_kind;
 
 static inline hilock_lock *hl_latch_lock(const hilock_latch *latch)
@@ -32,12 +34,10 @@ int hl_latch_get(hilock_lock *lock, hl_request_fn *fn, void *data);
 int hl_latch_parse_count(const hilock_reply *reply, int64_t *count);
 
 /* Start an await (cb NULL: a blocking caller waits and gets the outcome
- * in *opened).  The statuses of hilock_latch_await(_async). */
+ * in *opened; otherwise its op id goes to *op_id, which may be NULL).
+ * The statuses of hilock_latch_await(_async). */
 int hl_latch_await_start(hilock_latch *latch, int64_t wait_ms,
-                         hilock_latch_cb *cb, void *user_data, bool *opened);
-
-/* End every await of lock that waits, with HILOCK_ECANCELED.  Loop
- * thread of the lock's client. */
-void hl_latch_end_awaits(hilock_lock *lock);
+                         hilock_latch_cb *cb, void *user_data, bool *opened,
+                         uint64_t *op_id);
 
 #endif

@@ -330,8 +330,9 @@ static void unknown_outcome(hl_acquire_op *op, int status, const char *why)
     snprintf(op->last_detail, sizeof op->last_detail, "%s", why ? why : "");
     if (op->subscribed)
         hl_waiter_done_trying(&op->waiter);
-    hl_reconcile_start(op->lock, op->owner, &op->turn, op->nonce,
-                       op->nonce_len, op->lease_ms);
+    if (!op->lock->kind->reads_only)
+        hl_reconcile_start(op->lock, op->owner, &op->turn, op->nonce,
+                           op->nonce_len, op->lease_ms);
     if (status == HILOCK_ECLOSED || op->wait_ms == 0 || remaining(op) <= 0) {
         op_finish(op, status, NULL, op->last_detail);
         return;
@@ -369,6 +370,11 @@ static void short_ack(hl_acquire_op *op)
 static void granted(hl_acquire_op *op, const hl_acquire_result *res)
 {
     hilock_acquired got;
+    if (op->lock->kind->reads_only) {
+        got = (hilock_acquired){.owner = op->owner, .hold_count = res->count};
+        op_finish(op, HILOCK_OK, &got, NULL);
+        return;
+    }
     int rc = grant(op, res, &got);
     if (rc != HILOCK_OK) {
         hl_reconcile_start(op->lock, op->owner, &op->turn, NULL, 0,
@@ -394,7 +400,9 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
     if (op->state == HL_ACQUIRE_DONE) {
         /* Cancelled or closed meanwhile; a hold it won goes back. */
         hilock_reply_free(reply);
-        if (status != HILOCK_OK && status != HILOCK_EREDIS)
+        if (lock->kind->reads_only)
+            ; /* it took nothing */
+        else if (status != HILOCK_OK && status != HILOCK_EREDIS)
             hl_reconcile_start(lock, op->owner, &op->turn, op->nonce,
                                op->nonce_len, op->lease_ms);
         else if (status == HILOCK_OK && res.outcome == HL_ACQ_ACQUIRED)
@@ -433,7 +441,10 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
                       ? lock->kind->self_wait_detail
                       : "this owner's own holds would keep it waiting");
     } else {
-        op_finish(op, HILOCK_EPROTO, NULL, "unexpected acquire reply");
+        op_finish(op, HILOCK_EPROTO, NULL,
+                  lock->kind->bad_reply_detail
+                      ? lock->kind->bad_reply_detail
+                      : "unexpected acquire reply");
     }
 }
 
@@ -458,7 +469,8 @@ static void attempt(hl_acquire_op *op)
     }
     if (op->state == HL_ACQUIRE_TURN)
         return;
-    if (!hl_turn_take(op->lock, &op->turn, op->owner, op_turn_go)) {
+    if (!op->lock->kind->reads_only &&
+        !hl_turn_take(op->lock, &op->turn, op->owner, op_turn_go)) {
         op->state = HL_ACQUIRE_TURN;
         op->queued_at = hl_monotime_now();
         hl_monotime left = turn_left(op);
@@ -520,8 +532,10 @@ static void send_attempt(hl_acquire_op *op)
     /* Under a replica acknowledgement policy the attempt's answer comes
      * through its WAIT; with none, ack stays NULL and nothing changes. */
     hl_ack *ack = NULL;
-    int rc = hl_ack_begin(lock->client, hl_lock_conn(lock), on_attempt_reply,
-                          op, &ack);
+    int rc = lock->kind->reads_only
+                 ? HILOCK_OK
+                 : hl_ack_begin(lock->client, hl_lock_conn(lock),
+                                on_attempt_reply, op, &ack);
     if (rc == HILOCK_OK)
         rc = ack ? lock->kind->attempt(lock, &args, hl_ack_reply, ack)
                  : lock->kind->attempt(lock, &args, on_attempt_reply, op);

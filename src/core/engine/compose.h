@@ -17,6 +17,14 @@ int hl_check_acquire_args(uint64_t owner, int64_t wait_ms, int64_t lease_ms);
  * HILOCK_WAIT_FOREVER and for waits too long to represent. */
 hl_monotime hl_wait_deadline(int64_t wait_ms);
 
+/* Start an acquire on the engine's state machine: async with cb (its op
+ * id in *op_id, may be NULL), or, with cb NULL, blocking, the token in
+ * *token (may be NULL).  The statuses of hilock_lock_acquire(_async); a
+ * kind whose handle wraps a lock handle (a latch) waits through it. */
+int hl_acquire(hilock_lock *lock, uint64_t owner, int64_t wait_ms,
+               int64_t lease_ms, unsigned flags, hilock_acquire_cb *cb,
+               void *user_data, uint64_t *op_id, uint64_t *token);
+
 /* A kind's script answers v, or {v, refusal} when the server's ACL
  * refused the PUBLISH it announced its change with (HL_LUA_ANNOUNCE): the
  * change stands, so the caller is told of it and the refusal only counts

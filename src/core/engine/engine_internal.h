@@ -117,11 +117,6 @@ typedef enum hl_lock_call_kind {
 int hl_lock_call(hilock_lock *lock, hl_lock_call_kind kind, uint64_t owner,
                  hilock_lock_cb *cb, void *user_data, int64_t *value);
 
-/* Start an acquire: async with cb (its op id in *op_id, may be NULL),
- * or, with cb NULL, blocking, the token in *token (may be NULL). */
-int hl_acquire(hilock_lock *lock, uint64_t owner, int64_t wait_ms,
-               int64_t lease_ms, unsigned flags, hilock_acquire_cb *cb,
-               void *user_data, uint64_t *op_id, uint64_t *token);
 
 
 /* Holds. */

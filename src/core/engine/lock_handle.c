@@ -491,8 +491,3 @@ void hl_lock_stop_renewing_grant(hilock_lock *lock, uint64_t owner)
         hl_hold_drop(h);
 }
 
-void hl_lock_timer_init(const hilock_lock *lock, hl_timer *t,
-                        void (*fn)(hl_timer *t), void *data)
-{
-    hl_timer_init(t, lock->client->loop, fn, data);
-}

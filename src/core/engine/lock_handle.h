@@ -90,6 +90,14 @@ typedef struct hl_kind {
     bool queue_locally;
     /* Every message on the channel wakes every waiter (hl_waiter_add). */
     bool wake_all;
+    /* The attempt only reads (a latch's count): it changes nothing on
+     * the server, so it takes no owner turn, needs no reconcile after an
+     * unknown outcome and no replica acknowledgement, and its grant keeps
+     * no hold: the wait is over, with the grant's count as its value. */
+    bool reads_only;
+    /* The detail of HILOCK_EPROTO for a reply that answers no attempt;
+     * NULL: a generic one. */
+    const char *bad_reply_detail;
     int (*attempt)(hilock_lock *lock, const hl_attempt_args *args,
                    hl_request_fn *fn, void *data);
     void (*parse_attempt)(const hilock_reply *reply, hl_acquire_result *out);
@@ -225,10 +233,5 @@ hl_conn *hl_lock_conn(const hilock_lock *lock);
 /* Whether the lock's client talks to a Redis Cluster, as far as it knows
  * yet.  Loop thread. */
 bool hl_lock_on_cluster(const hilock_lock *lock);
-
-/* Prepare a timer on the lock's loop, for a kind that waits on its own
- * (a latch's bounded re-check).  Loop thread, while the lock is usable. */
-void hl_lock_timer_init(const hilock_lock *lock, struct hl_timer *t,
-                        void (*fn)(struct hl_timer *t), void *data);
 
 #endif
