@@ -30,7 +30,55 @@ static void op_unlink(hl_acquire_op *op)
         lock->ops = op->next;
     if (op->next)
         op->next->prev = op->prev;
+    else if (lock->ops_tail == op)
+        lock->ops_tail = op->prev;
     op->prev = op->next = NULL;
+}
+
+/* ---- the line (hl_kind.in_line) ---------------------------------------- */
+
+/* A wait of a kind whose waiters go in line; single tries stand apart. */
+static bool lined(const hl_acquire_op *op)
+{
+    return op->lock->kind->in_line && op->wait_ms != 0;
+}
+
+static hl_acquire_op *line_from(hl_acquire_op *op)
+{
+    while (op != NULL && op->wait_ms == 0)
+        op = op->next;
+    return op;
+}
+
+static bool line_head(const hl_acquire_op *op)
+{
+    return line_from(op->lock->ops) == op;
+}
+
+/* A grant left `free`: the waiters behind it whose requests fit attempt
+ * now, oldest first, rather than one per round trip.  An attempt in
+ * flight counts as taking what it asks for; the first waiter that does
+ * not fit stops the walk, so nobody behind it passes it. */
+static void let_in(hl_acquire_op *granted, int64_t free)
+{
+    for (hl_acquire_op *o = line_from(granted->lock->ops);
+         o != NULL && free > 0; o = line_from(o->next)) {
+        if (o == granted)
+            continue;
+        if (o->amount > free)
+            break;
+        free -= o->amount;
+        if (o->state == HL_ACQUIRE_WAITING)
+            attempt(o);
+    }
+}
+
+/* The reconciles of a grant's op try as long as the grant may last on
+ * the server: its lease, or the record of an unheld grant. */
+static int64_t reconcile_ms(const hl_acquire_op *op)
+{
+    return op->lock->kind->unheld_grants ? op->lock->kind->record_ms
+                                         : op->lease_ms;
 }
 
 /* End the operation and call back; the op lives on while requests that
@@ -46,6 +94,7 @@ static void op_finish(hl_acquire_op *op, int status,
     hilock_lock *lock = op->lock;
     if (!attempting)
         hl_turn_end(lock, &op->turn);
+    bool was_head = op->linked && lined(op) && line_head(op);
     if (op->linked) {
         op_unlink(op);
         hl_timer_stop(&op->timer);
@@ -60,6 +109,12 @@ static void op_finish(hl_acquire_op *op, int status,
         char field[HILOCK_CLIENT_ID_LEN + 22];
         size_t len = hl_owner_field(lock, op->owner, field, sizeof field);
         lock->kind->leave(lock, field, len);
+    }
+    if (was_head && hl_lock_usable(lock)) {
+        /* The next in line attempts now: its turn came. */
+        hl_acquire_op *next = line_from(lock->ops);
+        if (next != NULL && next->state == HL_ACQUIRE_WAITING)
+            attempt(next);
     }
     if (acquired)
         op->got = *acquired;
@@ -180,6 +235,8 @@ static void on_wake(hl_waiter *w, hl_wake_reason why)
         op->retry_after = true;
         return;
     }
+    if (lined(op) && !line_head(op))
+        return; /* the head looks; this one's turn comes after it */
     attempt(op);
 }
 
@@ -239,6 +296,14 @@ static void on_timer(hl_timer *t)
         op->retry_after = true;
         return;
     }
+    if (lined(op) && !line_head(op)) {
+        /* Only its deadline wakes a waiter behind the head. */
+        if (remaining(op) <= 0)
+            finish_busy(op);
+        else
+            wait_for(op, -1);
+        return;
+    }
     attempt(op);
 }
 
@@ -279,6 +344,11 @@ static void held(hl_acquire_op *op, int64_t ttl_ms)
         return;
     }
     hilock_lock *lock = op->lock;
+    if (lined(op) && !line_head(op)) {
+        /* Let in by a grant, found too little: back to its place. */
+        wait_for(op, -1);
+        return;
+    }
     if (!op->subscribed) {
         hl_waiters *reg = hl_client_waiters(lock->client);
         hl_aux_name ch;
@@ -332,7 +402,7 @@ static void unknown_outcome(hl_acquire_op *op, int status, const char *why)
         hl_waiter_done_trying(&op->waiter);
     if (!op->lock->kind->reads_only)
         hl_reconcile_start(op->lock, op->owner, &op->turn, op->nonce,
-                           op->nonce_len, op->lease_ms);
+                           op->nonce_len, reconcile_ms(op));
     if (status == HILOCK_ECLOSED || op->wait_ms == 0 || remaining(op) <= 0) {
         op_finish(op, status, NULL, op->last_detail);
         return;
@@ -355,7 +425,7 @@ static void short_ack(hl_acquire_op *op)
     if (op->subscribed)
         hl_waiter_done_trying(&op->waiter);
     hl_reconcile_start(op->lock, op->owner, &op->turn, NULL, 0,
-                       op->lease_ms);
+                       reconcile_ms(op));
     if (op->wait_ms == 0 || remaining(op) <= 0) {
         op_finish(op, HILOCK_ENOACK, NULL, op->last_detail);
         return;
@@ -369,19 +439,32 @@ static void short_ack(hl_acquire_op *op)
  * grant counts from here, and this is the one place where it does. */
 static void granted(hl_acquire_op *op, const hl_acquire_result *res)
 {
+    hilock_lock *lock = op->lock;
     hilock_acquired got;
-    if (op->lock->kind->reads_only) {
+    if (lock->kind->reads_only) {
         got = (hilock_acquired){.owner = op->owner, .hold_count = res->count};
         op_finish(op, HILOCK_OK, &got, NULL);
         return;
     }
-    int rc = grant(op, res, &got);
-    if (rc != HILOCK_OK) {
-        hl_reconcile_start(op->lock, op->owner, &op->turn, NULL, 0,
-                           op->lease_ms);
-        op_finish(op, rc, NULL, "out of memory recording a hold");
-        return;
+    if (lock->kind->unheld_grants) {
+        /* The grant is the caller's now: its record on the server is of
+         * no more use.  Should the forget be lost, the record runs out. */
+        char field[HILOCK_CLIENT_ID_LEN + 22];
+        size_t len = hl_owner_field(lock, op->owner, field, sizeof field);
+        (void)lock->kind->forget(lock, field, len);
+        hl_turn_end(lock, &op->turn);
+        got = (hilock_acquired){.owner = op->owner, .hold_count = res->free};
+    } else {
+        int rc = grant(op, res, &got);
+        if (rc != HILOCK_OK) {
+            hl_reconcile_start(lock, op->owner, &op->turn, NULL, 0,
+                               reconcile_ms(op));
+            op_finish(op, rc, NULL, "out of memory recording a hold");
+            return;
+        }
     }
+    if (lined(op))
+        let_in(op, res->free);
     op_finish(op, HILOCK_OK, &got, NULL);
 }
 
@@ -404,10 +487,10 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
             ; /* it took nothing */
         else if (status != HILOCK_OK && status != HILOCK_EREDIS)
             hl_reconcile_start(lock, op->owner, &op->turn, op->nonce,
-                               op->nonce_len, op->lease_ms);
+                               op->nonce_len, reconcile_ms(op));
         else if (status == HILOCK_OK && res.outcome == HL_ACQ_ACQUIRED)
             hl_reconcile_start(lock, op->owner, &op->turn, NULL, 0,
-                               op->lease_ms);
+                               reconcile_ms(op));
         else
             hl_turn_end(lock, &op->turn);
         op_free_if_idle(op);
@@ -515,6 +598,7 @@ static void send_attempt(hl_acquire_op *op)
     /* A single try keeps no place on the server. */
     args.waiter_timeout_ms =
         op->wait_ms == 0 ? 0 : lock->client->opts->waiter_timeout_ms;
+    args.amount = op->amount;
     if (op->subscribed) {
         hl_waiter_trying(&op->waiter);
     } else {
@@ -575,10 +659,10 @@ bool hl_lock_hand_on(hilock_lock *lock)
      * the server's queue on it.  Guess that the oldest local waiter is that
      * head and let its attempt follow the release: the attempt's script
      * grants only to the head, so a wrong guess costs one request. */
-    hl_acquire_op *oldest = NULL;
-    for (hl_acquire_op *op = lock->ops; op != NULL; op = op->next)
-        if (op->subscribed && op->state == HL_ACQUIRE_WAITING)
-            oldest = op;
+    hl_acquire_op *oldest = lock->ops;
+    while (oldest != NULL &&
+           !(oldest->subscribed && oldest->state == HL_ACQUIRE_WAITING))
+        oldest = oldest->next;
     if (oldest == NULL)
         return false;
     attempt(oldest);
@@ -597,11 +681,34 @@ static void op_start(hl_op *o)
     }
     op->linked = true;
     hl_timer_init(&op->timer, lock->client->loop, on_timer, op);
-    op->next = lock->ops;
-    if (lock->ops)
-        lock->ops->prev = op;
-    lock->ops = op;
+    op->prev = lock->ops_tail;
+    if (lock->ops_tail)
+        lock->ops_tail->next = op;
+    else
+        lock->ops = op;
+    lock->ops_tail = op;
     op->deadline = hl_wait_deadline(op->wait_ms);
+    if (lined(op) && !line_head(op)) {
+        /* Its turn comes when the ones before it are done.  It listens
+         * meanwhile, so that the channel stays subscribed while the head
+         * changes. */
+        hl_waiters *reg = lock->client->waiters;
+        hl_aux_name ch;
+        if (reg == NULL || hl_lock_channel(lock, &ch) != 0) {
+            op_finish(op, HILOCK_ENOMEM, NULL, "out of memory waiting");
+            return;
+        }
+        int rc = hl_waiter_add(reg, &op->waiter, ch.s, ch.len,
+                               lock->kind->wake_all, on_wake, op);
+        hl_aux_name_done(&ch);
+        if (rc < 0) {
+            op_finish(op, HILOCK_ENOMEM, NULL, "out of memory waiting");
+            return;
+        }
+        op->subscribed = true;
+        wait_for(op, -1);
+        return;
+    }
     hl_hold *h = hl_hold_find(lock, op->owner);
     bool reentry = h != NULL && !h->lost && h->count > 0;
     hl_waiters *reg = lock->client->waiters;
@@ -688,9 +795,10 @@ static const hl_op_type acquire_type = {
     .bounded = true,
 };
 
-int hl_acquire(hilock_lock *lock, uint64_t owner, int64_t wait_ms,
-               int64_t lease_ms, unsigned flags, hilock_acquire_cb *cb,
-               void *user_data, uint64_t *op_id, uint64_t *token)
+static int start_acquire(hilock_lock *lock, uint64_t owner, int64_t amount,
+                         int64_t wait_ms, int64_t lease_ms, unsigned flags,
+                         hilock_acquire_cb *cb, void *user_data,
+                         uint64_t *op_id, uint64_t *token)
 {
     if (lock == NULL)
         return hl_fail(HILOCK_EINVAL, "lock is NULL");
@@ -712,6 +820,7 @@ int hl_acquire(hilock_lock *lock, uint64_t owner, int64_t wait_ms,
     op->owner = owner;
     op->wait_ms = wait_ms;
     op->lease_ms = lease_ms;
+    op->amount = amount;
     op->flags = flags;
     op->cb = cb;
     op->user_data = user_data;
@@ -730,6 +839,28 @@ int hl_acquire(hilock_lock *lock, uint64_t owner, int64_t wait_ms,
     }
     hl_client_unref(c);
     return rc;
+}
+
+int hl_acquire(hilock_lock *lock, uint64_t owner, int64_t wait_ms,
+               int64_t lease_ms, unsigned flags, hilock_acquire_cb *cb,
+               void *user_data, uint64_t *op_id, uint64_t *token)
+{
+    return start_acquire(lock, owner, 1, wait_ms, lease_ms, flags, cb,
+                         user_data, op_id, token);
+}
+
+int hl_acquire_amount(hilock_lock *lock, uint64_t owner, int64_t amount,
+                      int64_t wait_ms, int64_t lease_ms, hilock_acquire_cb *cb,
+                      void *user_data, uint64_t *op_id)
+{
+    return start_acquire(lock, owner, amount, wait_ms, lease_ms, 0, cb,
+                         user_data, op_id, NULL);
+}
+
+uint64_t hl_fresh_owner(void)
+{
+    static atomic_uint_fast64_t next_owner = 1;
+    return atomic_fetch_add(&next_owner, 1);
 }
 
 int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,

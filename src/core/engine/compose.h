@@ -20,10 +20,22 @@ hl_monotime hl_wait_deadline(int64_t wait_ms);
 /* Start an acquire on the engine's state machine: async with cb (its op
  * id in *op_id, may be NULL), or, with cb NULL, blocking, the token in
  * *token (may be NULL).  The statuses of hilock_lock_acquire(_async); a
- * kind whose handle wraps a lock handle (a latch) waits through it. */
+ * kind whose handle wraps a lock handle (a latch, a semaphore) waits
+ * through it. */
 int hl_acquire(hilock_lock *lock, uint64_t owner, int64_t wait_ms,
                int64_t lease_ms, unsigned flags, hilock_acquire_cb *cb,
                void *user_data, uint64_t *op_id, uint64_t *token);
+/* The same for an attempt that asks for amount (a semaphore's permits,
+ * passed to the kind in hl_attempt_args.amount).  An unheld grant
+ * (hl_kind.unheld_grants) reports the free permits it left in
+ * hilock_acquired.hold_count. */
+int hl_acquire_amount(hilock_lock *lock, uint64_t owner, int64_t amount,
+                      int64_t wait_ms, int64_t lease_ms, hilock_acquire_cb *cb,
+                      void *user_data, uint64_t *op_id);
+/* A number for an owner of its own, unique in the process and never 0:
+ * what a kind whose every acquire is an owner apart (a semaphore's) takes
+ * for each. */
+uint64_t hl_fresh_owner(void);
 
 /* A kind's script answers v, or {v, refusal} when the server's ACL
  * refused the PUBLISH it announced its change with (HL_LUA_ANNOUNCE): the

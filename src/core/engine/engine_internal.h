@@ -72,6 +72,7 @@ struct hl_acquire_op {
     uint64_t owner;
     int64_t wait_ms;
     int64_t lease_ms;
+    int64_t amount;
     unsigned flags;
     hl_monotime deadline; /* INT64_MAX: forever */
     hl_monotime attempt_sent;

@@ -94,14 +94,32 @@ int hl_lock_create(hilock_lock **out, hilock_client *client,
         return hl_fail(HILOCK_EINVAL,
                        "the lock name is %zu bytes; at most %d are allowed",
                        name_len, HILOCK_MAX_NAME_LEN);
-    hilock_lock *lock = hl_calloc(1, sizeof *lock + name_len + 1);
-    if (lock == NULL)
+    hl_aux_name key = {.len = 0};
+    if (kind->lease_key != NULL && kind->lease_key(name, name_len, &key) != 0) {
+        hl_aux_name_done(&key);
         return hl_fail(HILOCK_ENOMEM, "out of memory for a lock");
+    }
+    hilock_lock *lock =
+        hl_calloc(1, sizeof *lock + name_len + 1 + key.len + 1);
+    if (lock == NULL) {
+        hl_aux_name_done(&key);
+        return hl_fail(HILOCK_ENOMEM, "out of memory for a lock");
+    }
     lock->kind = kind;
     atomic_init(&lock->refs, 1);
     memcpy(lock->name, name, name_len);
     lock->name[name_len] = '\0';
     lock->name_len = name_len;
+    /* The lease key lives as long as the handle's memory, which outlives
+     * every lease on it. */
+    char *lease_key = lock->name + name_len + 1;
+    if (key.len > 0)
+        memcpy(lease_key, key.s, key.len);
+    lease_key[key.len] = '\0';
+    lock->lease_key = key.len > 0 ? lease_key : lock->name;
+    lock->lease_key_len = key.len > 0 ? key.len : name_len;
+    if (kind->lease_key != NULL)
+        hl_aux_name_done(&key);
     if (hl_handle_add(lock) != 0) {
         lock_free(lock);
         return hl_fail(HILOCK_ENOMEM, "out of memory for a lock");
@@ -238,8 +256,8 @@ int hl_hold_start_lease(hl_hold *h, hl_monotime granted_at, int64_t lease_ms)
     hl_lease_engine *e = hl_client_leases(lock->client);
     if (e == NULL)
         return HILOCK_ENOMEM;
-    hl_lease_start(e, &h->lease_mem, lock->kind, lock->name, lock->name_len,
-                   h->owner, granted_at, lease_ms);
+    hl_lease_start(e, &h->lease_mem, lock->kind, lock->lease_key,
+                   lock->lease_key_len, h->owner, granted_at, lease_ms);
     h->leased = true;
     h->lease_busy = true;
     h->lease_ms = (int32_t)lease_ms;

@@ -34,9 +34,10 @@ typedef enum hl_acquire_outcome {
 
 typedef struct hl_acquire_result {
     hl_acquire_outcome outcome;
-    int64_t count;
+    int64_t count;   /* the owner's holds after the grant */
     uint64_t token;
     int64_t ttl_ms;
+    int64_t free;    /* a semaphore's free permits after the grant */
 } hl_acquire_result;
 
 /* What a release came back with. */
@@ -59,6 +60,7 @@ typedef struct hl_attempt_args {
     size_t nonce_len;
     int64_t waiter_timeout_ms; /* how long a place stays reserved; 0 for
                                 * a single try, which keeps none */
+    int64_t amount; /* what the attempt asks for: a semaphore's permits */
 } hl_attempt_args;
 
 /* The read-only questions of the query calls in hilock/lock.h. */
@@ -98,6 +100,26 @@ typedef struct hl_kind {
     /* The detail of HILOCK_EPROTO for a reply that answers no attempt;
      * NULL: a generic one. */
     const char *bad_reply_detail;
+    /* Waiters of one handle go in line, oldest first (a semaphore's,
+     * whose requests differ in size): only the head attempts by itself,
+     * so a waiter for many is never passed by later waiters for fewer; a
+     * grant that leaves free (hl_acquire_result.free) enough for the next
+     * ones lets them attempt at once, and a head that leaves lets the
+     * next one attempt. */
+    bool in_line;
+    /* A grant is nobody's hold (a plain semaphore's permits): the client
+     * keeps nothing of it.  The attempt leaves a record of the grant on
+     * the server under the owner's field, which a reconcile reads to give
+     * the grant back, and which forget drops, without waiting, once the
+     * grant is answered.  The server keeps a record record_ms, and a
+     * reconcile of such a grant tries that long. */
+    bool unheld_grants;
+    int (*forget)(hilock_lock *lock, const char *field, size_t field_len);
+    int64_t record_ms;
+    /* The key the lease engine renews a hold's lease on, when it is not
+     * the name (an expirable permit's zset); NULL: the name.  Made once,
+     * when the handle is. */
+    int (*lease_key)(const char *name, size_t name_len, hl_aux_name *out);
     int (*attempt)(hilock_lock *lock, const hl_attempt_args *args,
                    hl_request_fn *fn, void *data);
     void (*parse_attempt)(const hilock_reply *reply, hl_acquire_result *out);
@@ -193,7 +215,8 @@ struct hilock_lock {
     hilock_lock *next_in_client;
     size_t name_len;
     hl_hold *holds;
-    hl_acquire_op *ops; /* pending acquires */
+    hl_acquire_op *ops; /* pending acquires, oldest first */
+    hl_acquire_op *ops_tail;
     hl_turn *turns;     /* requests taking turns per owner, oldest first */
     /* The user's lost callback, or NULL; in the handle, so that setting
      * or clearing it never allocates.  Loop thread. */
@@ -202,6 +225,8 @@ struct hilock_lock {
     hl_hold_listener *listeners; /* told before the user's lost callback */
     atomic_int refs; /* the user's, plus one per operation in flight */
     atomic_bool destroyed;
+    const char *lease_key; /* in this allocation, after the name */
+    size_t lease_key_len;
     char name[]; /* name_len bytes and a NUL */
 };
 
