@@ -120,7 +120,7 @@ static void w5_cycle(w5_worker *w)
 {
     w->t0 = bench_now_us();
     int rc = hilock_semaphore_try_acquire_async(
-        w->ctx->sem, 1, HILOCK_WAIT_FOREVER, on_acquired, w);
+        w->ctx->sem, 1, HILOCK_WAIT_FOREVER, on_acquired, w, NULL);
     if (rc != HILOCK_OK)
         w5_stop(w, rc);
 }

@@ -168,7 +168,7 @@ static void test_fixed_lease(void **state)
     assert_status(hilock_permit_acquire(s, 0, 300, a), HILOCK_OK);
     assert_status(hilock_permit_acquire_async(s, HILOCK_WAIT_FOREVER,
                                               HILOCK_LEASE_WATCHDOG,
-                                              on_result, &waiter),
+                                              on_result, &waiter, NULL),
                   HILOCK_OK);
     hl_expect_count(&waiter.calls, 1, hl_widen(5000));
     assert_status(waiter.status, HILOCK_OK);

@@ -126,7 +126,7 @@ static void test_errors(void **state)
     assert_status(hilock_semaphore_set(s, -1), HILOCK_EINVAL);
     assert_status(hilock_semaphore_try_set(s, -1, NULL), HILOCK_EINVAL);
     assert_status(hilock_semaphore_add(s, 0, NULL), HILOCK_EINVAL);
-    assert_status(hilock_semaphore_try_acquire_async(s, 1, 0, NULL, NULL),
+    assert_status(hilock_semaphore_try_acquire_async(s, 1, 0, NULL, NULL, NULL),
                   HILOCK_EINVAL);
     /* Permit ids belong to the other kind. */
     assert_status(hilock_permit_acquire(s, 0, 0, id), HILOCK_EINVAL);
@@ -195,7 +195,7 @@ static void test_async(void **state)
     assert_status(hilock_semaphore_try_acquire(s, 1, 0), HILOCK_OK);
     /* A waiter on another client, woken by the release's message. */
     assert_status(hilock_semaphore_try_acquire_async(
-                      s2, 1, HILOCK_WAIT_FOREVER, on_result, &r[2]),
+                      s2, 1, HILOCK_WAIT_FOREVER, on_result, &r[2], NULL),
                   HILOCK_OK);
     hl_sleep_ms(100);
     assert_int_equal(atomic_load(&r[2].calls), 0);
@@ -223,7 +223,7 @@ static void test_async(void **state)
 
     /* A pending acquire ends with ECANCELED when its handle goes. */
     assert_status(hilock_semaphore_try_acquire_async(
-                      s2, 1, HILOCK_WAIT_FOREVER, on_result, &r[7]),
+                      s2, 1, HILOCK_WAIT_FOREVER, on_result, &r[7], NULL),
                   HILOCK_OK);
     hl_sleep_ms(50);
     assert_status(hilock_semaphore_destroy(s2), HILOCK_OK);
@@ -390,12 +390,12 @@ static void test_line_order(void **state)
 
     assert_status(hilock_semaphore_set(s, 0), HILOCK_OK);
     assert_status(hilock_semaphore_try_acquire_async(
-                      s, 2, HILOCK_WAIT_FOREVER, on_result, &big),
+                      s, 2, HILOCK_WAIT_FOREVER, on_result, &big, NULL),
                   HILOCK_OK);
     /* Through another handle of the same client: the line is the
      * client's, not the handle's. */
     assert_status(hilock_semaphore_try_acquire_async(
-                      other, 1, HILOCK_WAIT_FOREVER, on_result, &small),
+                      other, 1, HILOCK_WAIT_FOREVER, on_result, &small, NULL),
                   HILOCK_OK);
     assert_status(hilock_semaphore_add_async(s, 1, on_result, &add1),
                   HILOCK_OK);
@@ -435,12 +435,12 @@ static void test_close(void **state)
 
     assert_status(hilock_semaphore_set(s, 1), HILOCK_OK);
     assert_status(hilock_semaphore_try_acquire_async(t, 1, 0, on_destroy_me,
-                                                     &d),
+                                                     &d, NULL),
                   HILOCK_OK);
     hl_expect_count(&d.calls, 1, hl_widen(5000));
     assert_status(d.status, HILOCK_OK);
     assert_status(hilock_semaphore_try_acquire_async(
-                      s, 1, HILOCK_WAIT_FOREVER, on_result, &r),
+                      s, 1, HILOCK_WAIT_FOREVER, on_result, &r, NULL),
                   HILOCK_OK);
     hl_sleep_ms(50);
     assert_int_equal(atomic_load(&r.calls), 0);

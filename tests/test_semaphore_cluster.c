@@ -89,7 +89,7 @@ static void test_cluster_semaphores(void **state)
         result r;
         memset(&r, 0, sizeof r);
         OK(hilock_semaphore_try_acquire_async(sb, 1, hl_widen(10000),
-                                              on_result, &r));
+                                              on_result, &r, NULL));
         hl_sleep_ms(100);
         assert_int_equal(atomic_load(&r.calls), 0);
         int64_t t0 = hl_now_ms();

@@ -22,10 +22,24 @@
  * the total it sets (with one permit held, setting 5 leaves 4 free), and
  * add and drain act on the free permits only, as Redisson's do.
  *
- * Fairness.  Among the waiters of one client on one semaphore, first come
- * first served: only the oldest waiter asks the server, so a waiter for
- * many permits is never passed by later waiters for fewer.  Across
- * clients the server grants to whoever asks when enough permits are free.
+ * Waiting.  An acquire waits on the same engine as the locks: it wakes on
+ * the channel's messages, on a (re)confirmed subscription, and, for
+ * expirable permits, when the first held permit's lease runs out; it
+ * never polls.  An acquire whose answer is lost (a connection dropped, a
+ * command timeout) is not a lost permit: the client voids the attempt on
+ * the server and gives back whatever it took, and the wait goes on.  A
+ * grant that lands after its acquire was cancelled goes back the same
+ * way, retried on every new connection until the server confirms it.  To
+ * tell what an unanswered plain acquire took, each grant is recorded in
+ * "hilock_sem_grants:{NAME}" until the client has the answer (at most
+ * ten minutes); an expirable one is its permit in "{NAME}:timeout".
+ *
+ * Fairness.  Among the waiters of one handle, first come first served:
+ * only the oldest waiter asks the server by itself, so a waiter for many
+ * permits is never passed by later waiters for fewer; a grant that leaves
+ * permits free lets as many waiters behind it ask at once.  Across
+ * handles and clients the server grants to whoever asks when enough
+ * permits are free.
  *
  * Sync calls block the calling thread and must not run on the client's
  * loop thread (HILOCK_EDEADLK).  Errors every call may return besides
@@ -74,11 +88,14 @@ HILOCK_API int hilock_permit_semaphore_create(hilock_semaphore **out,
                                               const char *name,
                                               size_t name_len);
 
-/* Free a handle.  Pending calls complete with HILOCK_ECANCELED; permits
- * still held are no longer renewed (they come back within their lease, at
- * most a watchdog timeout for watchdog-kept ones).  Any thread, also
- * inside this handle's callbacks; once only.
- * @return HILOCK_OK, HILOCK_EINVAL (NULL) */
+/* Free a handle.  Pending acquires complete with HILOCK_ECANCELED (a
+ * one-request call in flight completes with its answer); permits still
+ * held are no longer renewed (they come back within their lease, at most
+ * a watchdog timeout for watchdog-kept ones).  Any thread, also inside
+ * this handle's callbacks.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  NULL
+ * @return HILOCK_ECLOSED the handle was destroyed already */
 HILOCK_API int hilock_semaphore_destroy(hilock_semaphore *sem);
 
 /* ---- plain semaphores ------------------------------------------------ */
@@ -171,11 +188,14 @@ typedef void hilock_semaphore_cb(hilock_semaphore *sem, int status,
                                  int64_t value, const char *id,
                                  void *user_data);
 
+/* op_id (may be NULL) receives the acquire's id, for
+ * hilock_semaphore_cancel. */
 HILOCK_API int hilock_semaphore_try_acquire_async(hilock_semaphore *sem,
                                                   int permits,
                                                   int64_t wait_ms,
                                                   hilock_semaphore_cb *cb,
-                                                  void *user_data);
+                                                  void *user_data,
+                                                  uint64_t *op_id);
 HILOCK_API int hilock_semaphore_release_async(hilock_semaphore *sem,
                                               int permits,
                                               hilock_semaphore_cb *cb,
@@ -199,7 +219,17 @@ HILOCK_API int hilock_semaphore_available_async(hilock_semaphore *sem,
 HILOCK_API int hilock_permit_acquire_async(hilock_semaphore *sem,
                                            int64_t wait_ms, int64_t lease_ms,
                                            hilock_semaphore_cb *cb,
-                                           void *user_data);
+                                           void *user_data, uint64_t *op_id);
+
+/* Give up a pending acquire by its id: its callback runs with
+ * HILOCK_ECANCELED, and permits granted to it meanwhile go back.  Any
+ * thread.
+ * @return HILOCK_OK        the acquire ends
+ * @return HILOCK_ENOTFOUND no pending acquire of this handle has that id
+ * @return HILOCK_EINVAL    NULL handle
+ * @return HILOCK_ECLOSED   the client or the handle is closed */
+HILOCK_API int hilock_semaphore_cancel(hilock_semaphore *sem,
+                                       uint64_t op_id);
 HILOCK_API int hilock_permit_release_async(hilock_semaphore *sem,
                                            const char *id,
                                            hilock_semaphore_cb *cb,

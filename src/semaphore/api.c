@@ -57,9 +57,11 @@ static int check_count(sem_call call, int permits)
 static int call(hilock_semaphore *sem, sem_call what, int64_t n,
                 int64_t wait_ms, int64_t lease_ms, const char *id_in,
                 hilock_semaphore_cb *cb, void *user_data, int64_t *value,
-                char *id_out)
+                char *id_out, uint64_t *op_id)
 {
     hl_clear_detail();
+    if (op_id != NULL)
+        *op_id = 0;
     int rc = check_kind(sem, what);
     if (rc != HILOCK_OK)
         return rc;
@@ -67,6 +69,9 @@ static int call(hilock_semaphore *sem, sem_call what, int64_t n,
         rc = hl_check_acquire_args(1, wait_ms, lease_ms);
         if (rc != HILOCK_OK)
             return rc;
+        return hl_sem_acquire(sem, what == SEM_PERMIT_ACQUIRE ? 1 : n,
+                              wait_ms, lease_ms, cb, user_data, id_out,
+                              op_id);
     }
     size_t id_len = 0;
     if (what == SEM_PERMIT_RELEASE) {
@@ -74,6 +79,7 @@ static int call(hilock_semaphore *sem, sem_call what, int64_t n,
             id_len >= HILOCK_PERMIT_ID_MAX)
             return hl_fail(HILOCK_EINVAL, "a permit id is 1..%d bytes",
                            HILOCK_PERMIT_ID_MAX - 1);
+        return hl_sem_permit_release(sem, id_in, cb, user_data);
     }
     sem_op *op = hl_calloc(1, sizeof *op);
     if (op == NULL)
@@ -81,16 +87,10 @@ static int call(hilock_semaphore *sem, sem_call what, int64_t n,
     op->sem = sem;
     hl_sem_ref(sem);
     op->call = what;
-    op->n = what == SEM_PERMIT_ACQUIRE ? 1 : n;
-    op->wait_ms = wait_ms;
-    op->lease_ms = lease_ms;
-    op->watchdog = what == SEM_PERMIT_ACQUIRE &&
-                   lease_ms == HILOCK_LEASE_WATCHDOG;
+    op->n = n;
     op->cb = cb;
     op->user_data = user_data;
-    if (id_in != NULL)
-        memcpy(op->id, id_in, id_len + 1);
-    return hl_sem_submit(op, value, id_out);
+    return hl_sem_submit(op, value);
 }
 
 int hilock_semaphore_try_acquire(hilock_semaphore *sem, int permits,
@@ -99,7 +99,7 @@ int hilock_semaphore_try_acquire(hilock_semaphore *sem, int permits,
     int rc = check_count(SEM_ACQUIRE, permits);
     return rc ? rc
               : call(sem, SEM_ACQUIRE, permits, wait_ms, 0, NULL, NULL, NULL,
-                     NULL, NULL);
+                     NULL, NULL, NULL);
 }
 
 int hilock_semaphore_release(hilock_semaphore *sem, int permits)
@@ -107,7 +107,7 @@ int hilock_semaphore_release(hilock_semaphore *sem, int permits)
     int rc = check_count(SEM_RELEASE, permits);
     return rc ? rc
               : call(sem, SEM_RELEASE, permits, 0, 0, NULL, NULL, NULL, NULL,
-                     NULL);
+                     NULL, NULL);
 }
 
 int hilock_semaphore_try_set(hilock_semaphore *sem, int permits, bool *set)
@@ -116,7 +116,7 @@ int hilock_semaphore_try_set(hilock_semaphore *sem, int permits, bool *set)
     int rc = check_count(SEM_TRY_SET, permits);
     if (rc == HILOCK_OK)
         rc = call(sem, SEM_TRY_SET, permits, 0, 0, NULL, NULL, NULL, &v,
-                  NULL);
+                  NULL, NULL);
     if (set != NULL)
         *set = rc == HILOCK_OK && v == 1;
     return rc;
@@ -127,7 +127,7 @@ int hilock_semaphore_set(hilock_semaphore *sem, int permits)
     int rc = check_count(SEM_SET, permits);
     return rc ? rc
               : call(sem, SEM_SET, permits, 0, 0, NULL, NULL, NULL, NULL,
-                     NULL);
+                     NULL, NULL);
 }
 
 int hilock_semaphore_add(hilock_semaphore *sem, int permits, int64_t *count)
@@ -135,7 +135,7 @@ int hilock_semaphore_add(hilock_semaphore *sem, int permits, int64_t *count)
     int64_t v = 0;
     int rc = check_count(SEM_ADD, permits);
     if (rc == HILOCK_OK)
-        rc = call(sem, SEM_ADD, permits, 0, 0, NULL, NULL, NULL, &v, NULL);
+        rc = call(sem, SEM_ADD, permits, 0, 0, NULL, NULL, NULL, &v, NULL, NULL);
     if (count != NULL)
         *count = rc == HILOCK_OK ? v : 0;
     return rc;
@@ -144,7 +144,7 @@ int hilock_semaphore_add(hilock_semaphore *sem, int permits, int64_t *count)
 int hilock_semaphore_drain(hilock_semaphore *sem, int64_t *drained)
 {
     int64_t v = 0;
-    int rc = call(sem, SEM_DRAIN, 0, 0, 0, NULL, NULL, NULL, &v, NULL);
+    int rc = call(sem, SEM_DRAIN, 0, 0, 0, NULL, NULL, NULL, &v, NULL, NULL);
     if (drained != NULL)
         *drained = rc == HILOCK_OK ? v : 0;
     return rc;
@@ -153,7 +153,7 @@ int hilock_semaphore_drain(hilock_semaphore *sem, int64_t *drained)
 int hilock_semaphore_available(hilock_semaphore *sem, int64_t *available)
 {
     int64_t v = 0;
-    int rc = call(sem, SEM_AVAILABLE, 0, 0, 0, NULL, NULL, NULL, &v, NULL);
+    int rc = call(sem, SEM_AVAILABLE, 0, 0, 0, NULL, NULL, NULL, &v, NULL, NULL);
     if (available != NULL)
         *available = rc == HILOCK_OK ? v : 0;
     return rc;
@@ -166,13 +166,13 @@ int hilock_permit_acquire(hilock_semaphore *sem, int64_t wait_ms,
         return hl_fail(HILOCK_EINVAL, "NULL id");
     id[0] = '\0';
     return call(sem, SEM_PERMIT_ACQUIRE, 1, wait_ms, lease_ms, NULL, NULL,
-                NULL, NULL, id);
+                NULL, NULL, id, NULL);
 }
 
 int hilock_permit_release(hilock_semaphore *sem, const char *id)
 {
     return call(sem, SEM_PERMIT_RELEASE, 1, 0, 0, id, NULL, NULL, NULL,
-                NULL);
+                NULL, NULL);
 }
 
 /* ---- async ------------------------------------------------------------ */
@@ -186,13 +186,13 @@ int hilock_permit_release(hilock_semaphore *sem, const char *id)
 int hilock_semaphore_try_acquire_async(hilock_semaphore *sem, int permits,
                                        int64_t wait_ms,
                                        hilock_semaphore_cb *cb,
-                                       void *user_data)
+                                       void *user_data, uint64_t *op_id)
 {
     NEED_CB(cb);
     int rc = check_count(SEM_ACQUIRE, permits);
     return rc ? rc
               : call(sem, SEM_ACQUIRE, permits, wait_ms, 0, NULL, cb,
-                     user_data, NULL, NULL);
+                     user_data, NULL, NULL, op_id);
 }
 
 int hilock_semaphore_release_async(hilock_semaphore *sem, int permits,
@@ -202,7 +202,7 @@ int hilock_semaphore_release_async(hilock_semaphore *sem, int permits,
     int rc = check_count(SEM_RELEASE, permits);
     return rc ? rc
               : call(sem, SEM_RELEASE, permits, 0, 0, NULL, cb, user_data,
-                     NULL, NULL);
+                     NULL, NULL, NULL);
 }
 
 int hilock_semaphore_try_set_async(hilock_semaphore *sem, int permits,
@@ -212,7 +212,7 @@ int hilock_semaphore_try_set_async(hilock_semaphore *sem, int permits,
     int rc = check_count(SEM_TRY_SET, permits);
     return rc ? rc
               : call(sem, SEM_TRY_SET, permits, 0, 0, NULL, cb, user_data,
-                     NULL, NULL);
+                     NULL, NULL, NULL);
 }
 
 int hilock_semaphore_set_async(hilock_semaphore *sem, int permits,
@@ -222,7 +222,7 @@ int hilock_semaphore_set_async(hilock_semaphore *sem, int permits,
     int rc = check_count(SEM_SET, permits);
     return rc ? rc
               : call(sem, SEM_SET, permits, 0, 0, NULL, cb, user_data, NULL,
-                     NULL);
+                     NULL, NULL);
 }
 
 int hilock_semaphore_add_async(hilock_semaphore *sem, int permits,
@@ -232,14 +232,14 @@ int hilock_semaphore_add_async(hilock_semaphore *sem, int permits,
     int rc = check_count(SEM_ADD, permits);
     return rc ? rc
               : call(sem, SEM_ADD, permits, 0, 0, NULL, cb, user_data, NULL,
-                     NULL);
+                     NULL, NULL);
 }
 
 int hilock_semaphore_drain_async(hilock_semaphore *sem,
                                  hilock_semaphore_cb *cb, void *user_data)
 {
     NEED_CB(cb);
-    return call(sem, SEM_DRAIN, 0, 0, 0, NULL, cb, user_data, NULL, NULL);
+    return call(sem, SEM_DRAIN, 0, 0, 0, NULL, cb, user_data, NULL, NULL, NULL);
 }
 
 int hilock_semaphore_available_async(hilock_semaphore *sem,
@@ -248,16 +248,16 @@ int hilock_semaphore_available_async(hilock_semaphore *sem,
 {
     NEED_CB(cb);
     return call(sem, SEM_AVAILABLE, 0, 0, 0, NULL, cb, user_data, NULL,
-                NULL);
+                NULL, NULL);
 }
 
 int hilock_permit_acquire_async(hilock_semaphore *sem, int64_t wait_ms,
                                 int64_t lease_ms, hilock_semaphore_cb *cb,
-                                void *user_data)
+                                void *user_data, uint64_t *op_id)
 {
     NEED_CB(cb);
     return call(sem, SEM_PERMIT_ACQUIRE, 1, wait_ms, lease_ms, NULL, cb,
-                user_data, NULL, NULL);
+                user_data, NULL, NULL, op_id);
 }
 
 int hilock_permit_release_async(hilock_semaphore *sem, const char *id,
@@ -265,5 +265,5 @@ int hilock_permit_release_async(hilock_semaphore *sem, const char *id,
 {
     NEED_CB(cb);
     return call(sem, SEM_PERMIT_RELEASE, 1, 0, 0, id, cb, user_data, NULL,
-                NULL);
+                NULL, NULL);
 }

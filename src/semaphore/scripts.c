@@ -1,18 +1,29 @@
-/* The semaphore kinds' scripts: Redisson's RSemaphore and
- * RPermitExpirableSemaphore layout.
+/* The semaphore kinds: Redisson's RSemaphore and RPermitExpirableSemaphore
+ * layout, their scripts, and the kind tables through which their acquires
+ * wait on the engine's acquire state machine.
  *
- *   NAME               string: the count of free permits
- *   {NAME}:timeout     zset (expirable permits): permit id -> expiry, ms
- *                      since the epoch
- *   redisson_sc:{NAME} the new count, after every release and change
+ *   NAME                    string: the count of free permits
+ *   {NAME}:timeout          zset (expirable permits): permit id -> expiry,
+ *                           ms since the epoch, on the server's clock
+ *   redisson_sc:{NAME}      the new count, after every release and change
+ *   hilock_sem_grants:{NAME} hash (plain): "<client id>:<owner>" -> permits
+ *                           of a grant not yet answered (see layout.h)
+ *   hilock_void:{NAME}      set: attempts a reconcile voided
  *
- * KEYS of every script: NAME, {NAME}:timeout, the channel.  Scripts of an
- * expirable semaphore (ARGV[1] '1') first take back the permits whose
- * expiry passed, as Redisson's acquire does, on the server's clock. */
+ * Every acquire is an owner of its own (hl_fresh_owner): a plain grant is
+ * recorded under that owner's field until the client has the answer, an
+ * expirable one is the permit "<client id>:<owner>" itself.  Either way a
+ * reconcile can tell, after an attempt whose answer was lost, whether it
+ * took anything, and give it back.
+ *
+ * The one-request scripts take KEYS NAME, {NAME}:timeout and the channel,
+ * and ARGV[1] '1' on an expirable semaphore, which first takes back the
+ * permits whose expiry passed, as Redisson's acquire does. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "core/engine/compose.h"
 #include "core/transport/resp.h"
 #include "kindkit/kindkit.h"
 #include "layout/layout.h"
@@ -34,29 +45,113 @@
     "end\n"                                                                 \
     "reclaim()\n"
 
-/* ARGV: expirable, permits, lease ms, permit id ('' for none).
- * Replies {1, count left} when taken, else {0, ms until the first permit
- * expires, or -1}. */
-static const char acquire_lua[] =
-    SEM_LUA_COMMON
+/* Void the attempt named by ARGV[nonce] ('' for none) in the set
+ * KEYS[void], so that it refuses to run should it still arrive. */
+#define SEM_LUA_VOID(void_key, nonce_arg)                                   \
+    "if ARGV[" nonce_arg "] ~= '' then\n"                                   \
+    "  redis.call('sadd', KEYS[" void_key "], ARGV[" nonce_arg "])\n"       \
+    "  redis.call('pexpire', KEYS[" void_key "], "                          \
+    HL_LAYOUT_VOID_TTL_MS_TEXT ")\n"                                        \
+    "end\n"
+
+/* ---- plain: acquire, reconcile, forget ---------------------------------- */
+
+/* KEYS: name, grants, void set.  ARGV: '0', permits, field, nonce.
+ * Replies {1, free left} when taken (and records the grant under field),
+ * {0, -1} when too few are free, {2} when the attempt was voided. */
+static const char plain_acquire_lua[] =
+    "if redis.call('sismember', KEYS[3], ARGV[4]) == 1 then return {2} end\n"
     "local n = tonumber(ARGV[2])\n"
     "local v = redis.call('get', KEYS[1])\n"
-    "if v ~= false and tonumber(v) >= n then\n"
-    "  local left = redis.call('decrby', KEYS[1], n)\n"
-    "  if ARGV[4] ~= '' then\n"
-    "    redis.call('zadd', KEYS[2], now + tonumber(ARGV[3]), ARGV[4])\n"
-    "    local ttl = redis.call('pttl', KEYS[1])\n"
-    "    if ttl > 0 then redis.call('pexpire', KEYS[2], ttl) end\n"
-    "  end\n"
+    "if v == false or tonumber(v) < n then return {0, -1} end\n"
+    "local left = redis.call('decrby', KEYS[1], n)\n"
+    "redis.call('hset', KEYS[2], ARGV[3], n)\n"
+    "redis.call('pexpire', KEYS[2], " HL_LAYOUT_SEM_GRANT_TTL_MS_TEXT ")\n"
+    "return {1, left}\n";
+
+/* KEYS: name, grants, void set, channel.  ARGV: field, nonce.  Voids the
+ * attempt, and gives back the grant recorded under field, if any.
+ * Replies 0: the owner holds nothing after it. */
+static const char plain_reconcile_lua[] =
+    HL_LUA_ANNOUNCE
+    SEM_LUA_VOID("3", "2")
+    "local n = redis.call('hget', KEYS[2], ARGV[1])\n"
+    "if n == false then return 0 end\n"
+    "redis.call('hdel', KEYS[2], ARGV[1])\n"
+    "local v = redis.call('incrby', KEYS[1], n)\n"
+    "announce(KEYS[4], v)\n"
+    "return answer(0)\n";
+
+/* ---- expirable: acquire, reconcile, release, renew ---------------------- */
+
+/* KEYS: name, {name}:timeout, channel, void set.  ARGV: '1', lease ms,
+ * permit id (the owner's field), nonce.  Replies {1, free left} when
+ * taken, {0, ms until the first permit expires, or -1} when none is free,
+ * {2} when the attempt was voided. */
+static const char permit_acquire_lua[] =
+    SEM_LUA_COMMON
+    "if redis.call('sismember', KEYS[4], ARGV[4]) == 1 then return {2} end\n"
+    "local v = redis.call('get', KEYS[1])\n"
+    "if v ~= false and tonumber(v) >= 1 then\n"
+    "  local left = redis.call('decrby', KEYS[1], 1)\n"
+    "  redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])\n"
+    "  local ttl = redis.call('pttl', KEYS[1])\n"
+    "  if ttl > 0 then redis.call('pexpire', KEYS[2], ttl) end\n"
     "  return answer({1, left})\n"
     "end\n"
-    "if ARGV[1] == '1' then\n"
-    "  local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
-    "  if first[2] and first[2] ~= '" HL_LAYOUT_PERMIT_NO_EXPIRY "' then\n"
-    "    return answer({0, math.max(tonumber(first[2]) - now, 0)})\n"
-    "  end\n"
+    "local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
+    "if first[2] and first[2] ~= '" HL_LAYOUT_PERMIT_NO_EXPIRY "' then\n"
+    "  return answer({0, math.max(tonumber(first[2]) - now, 0)})\n"
     "end\n"
     "return answer({0, -1})\n";
+
+/* KEYS: name, {name}:timeout, channel, void set.  ARGV: '1', permit id,
+ * holds the client knows of (0 or 1), nonce.  Voids the attempt and, when
+ * the client holds no such permit, gives it back.  Replies the permits
+ * the owner holds after it. */
+static const char permit_reconcile_lua[] =
+    SEM_LUA_COMMON
+    SEM_LUA_VOID("4", "4")
+    "if tonumber(ARGV[3]) > 0 then return answer(1) end\n"
+    "if redis.call('zrem', KEYS[2], ARGV[2]) == 0 then\n"
+    "  return answer(0)\n"
+    "end\n"
+    "local v = redis.call('incrby', KEYS[1], 1)\n"
+    "announce(KEYS[3], v)\n"
+    "return answer(0)\n";
+
+/* ARGV: expirable, permit id.  Replies 0 (no such permit), 1 (given
+ * back), 2 (given back, but its lease had run out). */
+static const char permit_release_lua[] =
+    SEM_LUA_COMMON
+    "local s = redis.call('zscore', KEYS[2], ARGV[2])\n"
+    "if s == false then return answer(0) end\n"
+    "redis.call('zrem', KEYS[2], ARGV[2])\n"
+    "local v = redis.call('incrby', KEYS[1], 1)\n"
+    "announce(KEYS[3], v)\n"
+    "if tonumber(s) <= now then return answer(2) end\n"
+    "return answer(1)\n";
+
+/* The lease engine's renewal: KEYS zsets, ARGV[1] lease ms, then one
+ * permit id per key.  A permit still there and not expired gets a new
+ * expiry; an expired one is left for the next acquire to take back. */
+static const char renew_lua[] =
+    HL_LUA_NOW
+    "local now = now_ms()\n"
+    "local out = {}\n"
+    "for i = 1, #KEYS do\n"
+    "  local s = redis.call('zscore', KEYS[i], ARGV[i + 1])\n"
+    "  if s ~= false and tonumber(s) > now then\n"
+    "    redis.call('zadd', KEYS[i], 'xx', now + tonumber(ARGV[1]),\n"
+    "               ARGV[i + 1])\n"
+    "    out[i] = 1\n"
+    "  else\n"
+    "    out[i] = 0\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
+
+/* ---- the one-request calls ---------------------------------------------- */
 
 /* ARGV: expirable, permits.  Replies the new count. */
 static const char release_lua[] =
@@ -122,52 +217,24 @@ static const char available_lua[] =
     SEM_LUA_COMMON
     "return answer(tonumber(redis.call('get', KEYS[1]) or '0'))\n";
 
-/* ARGV: expirable, permit id.  Replies 0 (no such permit), 1 (given
- * back), 2 (given back, but its lease had run out). */
-static const char permit_release_lua[] =
-    SEM_LUA_COMMON
-    "local s = redis.call('zscore', KEYS[2], ARGV[2])\n"
-    "if s == false then return answer(0) end\n"
-    "redis.call('zrem', KEYS[2], ARGV[2])\n"
-    "local v = redis.call('incrby', KEYS[1], 1)\n"
-    "announce(KEYS[3], v)\n"
-    "if tonumber(s) <= now then return answer(2) end\n"
-    "return answer(1)\n";
-
-/* The lease engine's renewal: KEYS zsets, ARGV[1] lease ms, then one
- * permit id per key.  A permit still there and not expired gets a new
- * expiry; an expired one is left for the next acquire to take back. */
-static const char renew_lua[] =
-    HL_LUA_NOW
-    "local now = now_ms()\n"
-    "local out = {}\n"
-    "for i = 1, #KEYS do\n"
-    "  local s = redis.call('zscore', KEYS[i], ARGV[i + 1])\n"
-    "  if s ~= false and tonumber(s) > now then\n"
-    "    redis.call('zadd', KEYS[i], 'xx', now + tonumber(ARGV[1]),\n"
-    "               ARGV[i + 1])\n"
-    "    out[i] = 1\n"
-    "  else\n"
-    "    out[i] = 0\n"
-    "  end\n"
-    "end\n"
-    "return out\n";
-
-static hl_script scripts[SEM_PERMIT_RELEASE + 1];
-static hl_script renew;
+static hl_script calls[SEM_PERMIT_RELEASE + 1];
+static hl_script plain_acquire, plain_reconcile, permit_acquire,
+    permit_reconcile, renew;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void init_once(void)
 {
-    hl_script_init(&scripts[SEM_ACQUIRE], acquire_lua);
-    scripts[SEM_PERMIT_ACQUIRE] = scripts[SEM_ACQUIRE];
-    hl_script_init(&scripts[SEM_RELEASE], release_lua);
-    hl_script_init(&scripts[SEM_ADD], add_lua);
-    hl_script_init(&scripts[SEM_TRY_SET], try_set_lua);
-    hl_script_init(&scripts[SEM_SET], set_lua);
-    hl_script_init(&scripts[SEM_DRAIN], drain_lua);
-    hl_script_init(&scripts[SEM_AVAILABLE], available_lua);
-    hl_script_init(&scripts[SEM_PERMIT_RELEASE], permit_release_lua);
+    hl_script_init(&calls[SEM_RELEASE], release_lua);
+    hl_script_init(&calls[SEM_ADD], add_lua);
+    hl_script_init(&calls[SEM_TRY_SET], try_set_lua);
+    hl_script_init(&calls[SEM_SET], set_lua);
+    hl_script_init(&calls[SEM_DRAIN], drain_lua);
+    hl_script_init(&calls[SEM_AVAILABLE], available_lua);
+    hl_script_init(&calls[SEM_PERMIT_RELEASE], permit_release_lua);
+    hl_script_init(&plain_acquire, plain_acquire_lua);
+    hl_script_init(&plain_reconcile, plain_reconcile_lua);
+    hl_script_init(&permit_acquire, permit_acquire_lua);
+    hl_script_init(&permit_reconcile, permit_reconcile_lua);
     hl_script_init(&renew, renew_lua);
 }
 
@@ -176,10 +243,7 @@ void hl_sem_scripts_init(void)
     pthread_once(&once, init_once);
 }
 
-const hl_script *hl_sem_renew_script(void)
-{
-    return &renew;
-}
+/* ---- the kinds ---------------------------------------------------------- */
 
 static int sem_channel(const hilock_lock *lock, const char *field,
                        size_t field_len, hl_aux_name *out)
@@ -188,55 +252,230 @@ static int sem_channel(const hilock_lock *lock, const char *field,
                             field_len, out);
 }
 
+static int permit_key(const char *name, size_t name_len, hl_aux_name *out)
+{
+    return hl_layout_suffixed(out, name, name_len, HL_LAYOUT_PERMIT_TIMEOUT);
+}
+
+/* {1, free} taken, {0, ms} held, {2} voided; perhaps with a refused
+ * PUBLISH beside it (the reclaim's), which changes nothing here. */
+static void parse_attempt(const hilock_reply *reply, hl_acquire_result *out)
+{
+    const hilock_reply *r = hl_script_answer(NULL, reply);
+    out->outcome = HL_ACQ_BAD_REPLY;
+    if (r == NULL || r->type != HILOCK_REPLY_ARRAY || r->elements < 1 ||
+        r->elements > 2)
+        return;
+    for (size_t i = 0; i < r->elements; i++)
+        if (r->element[i]->type != HILOCK_REPLY_INTEGER)
+            return;
+    long long what = r->element[0]->integer;
+    if (what == 1 && r->elements == 2) {
+        out->outcome = HL_ACQ_ACQUIRED;
+        out->count = 1; /* a permit is one hold of its own owner */
+        out->free = r->element[1]->integer;
+    } else if (what == 0 && r->elements == 2) {
+        out->outcome = HL_ACQ_HELD;
+        out->ttl_ms = r->element[1]->integer;
+    } else if (what == 2 && r->elements == 1) {
+        out->outcome = HL_ACQ_VOID;
+    }
+}
+
+static int run(hilock_lock *lock, const hl_script *script, int nkeys,
+               int argc, const char *const *argv, const size_t *lens,
+               hl_request_fn *fn, void *data)
+{
+    hl_conn *conn = hl_lock_conn(lock);
+    if (conn == NULL)
+        return HILOCK_ECLOSED;
+    return hl_script_run(conn, script, nkeys, argc, argv, lens, fn, data);
+}
+
+static int plain_attempt(hilock_lock *lock, const hl_attempt_args *a,
+                         hl_request_fn *fn, void *data)
+{
+    if (hl_check_name_slot(lock) != HILOCK_OK)
+        return HILOCK_EINVAL;
+    static const char *const prefixes[] = {HL_LAYOUT_SEM_GRANTS,
+                                           HL_LAYOUT_VOID};
+    hl_aux_name k[2];
+    if (hl_lock_keys(lock, 2, prefixes, k) != 0)
+        return HILOCK_ENOMEM;
+    char n[24];
+    const char *argv[] = {lock->name, k[0].s, k[1].s, "0", n, a->field,
+                          a->nonce};
+    size_t lens[] = {lock->name_len, k[0].len, k[1].len, 1,
+                     hl_i64_dec(n, a->amount), a->field_len, a->nonce_len};
+    int rc = run(lock, &plain_acquire, 3, 7, argv, lens, fn, data);
+    hl_aux_names_done(2, k);
+    return rc;
+}
+
+static int plain_reconcile_run(hilock_lock *lock, const char *field,
+                               size_t field_len, int64_t expected,
+                               const char *nonce, size_t nonce_len,
+                               hl_request_fn *fn, void *data)
+{
+    (void)expected; /* a plain grant is never a hold the client keeps */
+    static const char *const prefixes[] = {HL_LAYOUT_SEM_GRANTS,
+                                           HL_LAYOUT_VOID, NULL};
+    hl_aux_name k[3];
+    if (hl_lock_keys(lock, 3, prefixes, k) != 0)
+        return HILOCK_ENOMEM;
+    const char *argv[] = {lock->name, k[0].s, k[1].s, k[2].s, field, nonce};
+    size_t lens[] = {lock->name_len, k[0].len, k[1].len, k[2].len,
+                     field_len, nonce_len};
+    int rc = run(lock, &plain_reconcile, 4, 6, argv, lens, fn, data);
+    hl_aux_names_done(3, k);
+    return rc;
+}
+
+static int plain_forget(hilock_lock *lock, const char *field,
+                        size_t field_len)
+{
+    hl_conn *conn = hl_lock_conn(lock);
+    if (conn == NULL)
+        return HILOCK_ECLOSED;
+    static const char *const prefixes[] = {HL_LAYOUT_SEM_GRANTS};
+    hl_aux_name k;
+    if (hl_lock_keys(lock, 1, prefixes, &k) != 0)
+        return HILOCK_ENOMEM;
+    const char *argv[] = {"HDEL", k.s, field};
+    size_t lens[] = {4, k.len, field_len};
+    int rc = hl_conn_command(conn, 3, argv, lens, NULL, NULL);
+    hl_aux_name_done(&k);
+    return rc;
+}
+
 const hl_kind hl_semaphore_kind = {
     .name = "semaphore",
     .channel = sem_channel,
     .wake_all = true,
+    .in_line = true,
+    .unheld_grants = true,
+    .forget = plain_forget,
+    .record_ms = HL_LAYOUT_SEM_GRANT_TTL_MS,
+    .bad_reply_detail = "unexpected reply to a semaphore acquire",
+    .attempt = plain_attempt,
+    .parse_attempt = parse_attempt,
+    .reconcile = plain_reconcile_run,
+};
+
+/* KEYS: name, {name}:timeout, channel, then extra keys. */
+static int permit_run(hilock_lock *lock, const hl_script *script,
+                      const char *void_key, size_t void_len, int nargs,
+                      const char *const *args, const size_t *arg_lens,
+                      hl_request_fn *fn, void *data)
+{
+    hl_aux_name ch;
+    if (hl_lock_channel(lock, &ch) != 0)
+        return HILOCK_ENOMEM;
+    const char *argv[4 + 4] = {lock->name, lock->lease_key, ch.s, void_key};
+    size_t lens[4 + 4] = {lock->name_len, lock->lease_key_len, ch.len,
+                          void_len};
+    int nkeys = void_key ? 4 : 3;
+    for (int i = 0; i < nargs; i++) {
+        argv[nkeys + i] = args[i];
+        lens[nkeys + i] = arg_lens[i];
+    }
+    int rc = run(lock, script, nkeys, nkeys + nargs, argv, lens, fn, data);
+    hl_aux_name_done(&ch);
+    return rc;
+}
+
+static int permit_attempt(hilock_lock *lock, const hl_attempt_args *a,
+                          hl_request_fn *fn, void *data)
+{
+    if (hl_check_name_slot(lock) != HILOCK_OK)
+        return HILOCK_EINVAL;
+    static const char *const prefixes[] = {HL_LAYOUT_VOID};
+    hl_aux_name v;
+    if (hl_lock_keys(lock, 1, prefixes, &v) != 0)
+        return HILOCK_ENOMEM;
+    char lease[24];
+    const char *args[] = {"1", lease, a->field, a->nonce};
+    size_t lens[] = {1, hl_i64_dec(lease, a->lease_ms), a->field_len,
+                     a->nonce_len};
+    int rc = permit_run(lock, &permit_acquire, v.s, v.len, 4, args, lens, fn,
+                        data);
+    hl_aux_name_done(&v);
+    return rc;
+}
+
+static int permit_reconcile_run(hilock_lock *lock, const char *field,
+                                size_t field_len, int64_t expected,
+                                const char *nonce, size_t nonce_len,
+                                hl_request_fn *fn, void *data)
+{
+    static const char *const prefixes[] = {HL_LAYOUT_VOID};
+    hl_aux_name v;
+    if (hl_lock_keys(lock, 1, prefixes, &v) != 0)
+        return HILOCK_ENOMEM;
+    char want[24];
+    const char *args[] = {"1", field, want, nonce};
+    size_t lens[] = {1, field_len, hl_i64_dec(want, expected), nonce_len};
+    int rc = permit_run(lock, &permit_reconcile, v.s, v.len, 4, args, lens,
+                        fn, data);
+    hl_aux_name_done(&v);
+    return rc;
+}
+
+static int permit_release(hilock_lock *lock, const char *field,
+                          size_t field_len, int64_t lease_ms,
+                          hl_request_fn *fn, void *data)
+{
+    (void)lease_ms;
+    const char *args[] = {"1", field};
+    size_t lens[] = {1, field_len};
+    return permit_run(lock, &calls[SEM_PERMIT_RELEASE], NULL, 0, 2, args,
+                      lens, fn, data);
+}
+
+/* 1: given back; 0: no such permit; 2: given back after its lease ran
+ * out, which is no release of a hold the client still had. */
+static hl_release_outcome permit_parse_release(const hilock_reply *r,
+                                               int64_t *remaining)
+{
+    *remaining = 0;
+    if (r == NULL || r->type != HILOCK_REPLY_INTEGER)
+        return HL_REL_BAD_REPLY;
+    if (r->integer == 1)
+        return HL_REL_OWNER_DONE;
+    if (r->integer == 0 || r->integer == 2)
+        return HL_REL_NOT_OWNER;
+    return HL_REL_BAD_REPLY;
+}
+
+const hl_kind hl_permit_kind = {
+    .name = "permit semaphore",
+    .channel = sem_channel,
+    .wake_all = true,
+    .in_line = true,
+    .bad_reply_detail = "unexpected reply to a permit acquire",
+    .attempt = permit_attempt,
+    .parse_attempt = parse_attempt,
+    .release = permit_release,
+    .parse_release = permit_parse_release,
+    .reconcile = permit_reconcile_run,
     .renew = &renew,
-    .lease_lost = hl_sem_permit_lost,
-    .lease_released = hl_sem_permit_released,
+    .lease_key = permit_key,
 };
 
 int hl_sem_run(sem_op *op, hl_request_fn *fn)
 {
     hilock_semaphore *sem = op->sem;
     hilock_lock *lock = sem->lock;
-    hl_conn *conn = hl_lock_conn(lock);
-    if (conn == NULL)
-        return HILOCK_ECLOSED;
-    hl_aux_name chan;
-    if (hl_lock_channel(lock, &chan) != 0) {
-        hl_aux_name_done(&chan);
-        return HILOCK_ENOMEM;
+    char num[24];
+    const char *args[] = {sem->expirable ? "1" : "0", num};
+    size_t lens[] = {1, 0};
+    if (op->call == SEM_PERMIT_RELEASE) {
+        args[1] = op->id;
+        lens[1] = strlen(op->id);
+    } else {
+        lens[1] = hl_i64_dec(num, op->n);
     }
-    char num[24], lease[24];
-    const char *argv[7] = {lock->name, sem->zkey, chan.s,
-                           sem->expirable ? "1" : "0", num, lease, op->id};
-    size_t lens[7] = {lock->name_len, sem->zkey_len, chan.len, 1, 0, 0,
-                      strlen(op->id)};
-    lens[4] = (size_t)snprintf(num, sizeof num, "%lld", (long long)op->n);
-    lens[5] = (size_t)snprintf(lease, sizeof lease, "%lld",
-                               (long long)op->lease_ms);
-    int argc = 7;
-    switch (op->call) {
-    case SEM_DRAIN:
-    case SEM_AVAILABLE:
-        argc = 4;
-        break;
-    case SEM_PERMIT_RELEASE:
-        argv[4] = op->id;
-        lens[4] = lens[6];
-        argc = 5;
-        break;
-    case SEM_ACQUIRE:
-    case SEM_PERMIT_ACQUIRE:
-        break;
-    default:
-        argc = 5;
-        break;
-    }
-    int rc = hl_script_run(conn, &scripts[op->call], 3, argc, argv, lens, fn,
-                           op);
-    hl_aux_name_done(&chan);
-    return rc;
+    int nargs = op->call == SEM_DRAIN || op->call == SEM_AVAILABLE ? 1 : 2;
+    return permit_run(lock, &calls[op->call], NULL, 0, nargs, args, lens, fn,
+                      op);
 }

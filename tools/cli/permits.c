@@ -46,7 +46,7 @@ static int permit_acquire(void *impl, uint64_t owner, int64_t wait_ms,
         return rc;
     p->st = st;
     return hilock_permit_acquire_async(p->sem, wait_ms, lease_ms,
-                                       on_acquired, p);
+                                       on_acquired, p, NULL);
 }
 
 /* Ending the wait: the handle goes, its acquire ends with ECANCELED, and

@@ -43,16 +43,12 @@ static bool lined(const hl_acquire_op *op)
     return op->lock->kind->in_line && op->wait_ms != 0;
 }
 
-static hl_acquire_op *line_from(hl_acquire_op *op)
-{
-    while (op != NULL && op->wait_ms == 0)
-        op = op->next;
-    return op;
-}
-
+/* The line is the client's waiters on the channel, oldest first, so it
+ * takes in every handle of the name: a waiter joins it when it starts. */
 static bool line_head(const hl_acquire_op *op)
 {
-    return line_from(op->lock->ops) == op;
+    return op->subscribed &&
+           hl_waiter_line_head(&op->waiter) == &op->waiter;
 }
 
 /* A grant left `free`: the waiters behind it whose requests fit attempt
@@ -61,8 +57,12 @@ static bool line_head(const hl_acquire_op *op)
  * not fit stops the walk, so nobody behind it passes it. */
 static void let_in(hl_acquire_op *granted, int64_t free)
 {
-    for (hl_acquire_op *o = line_from(granted->lock->ops);
-         o != NULL && free > 0; o = line_from(o->next)) {
+    hl_waiter *w = granted->subscribed
+                       ? hl_waiter_line_head(&granted->waiter)
+                       : NULL;
+    while (w != NULL && free > 0) {
+        hl_acquire_op *o = w->data;
+        w = w->next; /* o may leave the line in its attempt */
         if (o == granted)
             continue;
         if (o->amount > free)
@@ -94,13 +94,17 @@ static void op_finish(hl_acquire_op *op, int status,
     hilock_lock *lock = op->lock;
     if (!attempting)
         hl_turn_end(lock, &op->turn);
-    bool was_head = op->linked && lined(op) && line_head(op);
+    /* The next in line, whose turn comes when this one leaves it. */
+    hl_acquire_op *next_in_line =
+        op->linked && lined(op) && line_head(op) && op->waiter.next
+            ? op->waiter.next->data
+            : NULL;
     if (op->linked) {
         op_unlink(op);
         hl_timer_stop(&op->timer);
         if (lock->client && lock->client->waiters)
             hl_waiter_remove(lock->client->waiters, &op->waiter,
-                             status != HILOCK_OK);
+                             status != HILOCK_OK && !lined(op));
     }
     if (op->placed && status != HILOCK_OK && lock->client != NULL) {
         /* Give the place back, behind any attempt still in flight on the
@@ -110,12 +114,9 @@ static void op_finish(hl_acquire_op *op, int status,
         size_t len = hl_owner_field(lock, op->owner, field, sizeof field);
         lock->kind->leave(lock, field, len);
     }
-    if (was_head && hl_lock_usable(lock)) {
-        /* The next in line attempts now: its turn came. */
-        hl_acquire_op *next = line_from(lock->ops);
-        if (next != NULL && next->state == HL_ACQUIRE_WAITING)
-            attempt(next);
-    }
+    if (next_in_line != NULL && next_in_line->state == HL_ACQUIRE_WAITING &&
+        hl_lock_usable(next_in_line->lock))
+        attempt(next_in_line); /* its turn came */
     if (acquired)
         op->got = *acquired;
     op->in_flight++; /* keep op alive across the callback */
@@ -688,11 +689,10 @@ static void op_start(hl_op *o)
         lock->ops = op;
     lock->ops_tail = op;
     op->deadline = hl_wait_deadline(op->wait_ms);
-    if (lined(op) && !line_head(op)) {
-        /* Its turn comes when the ones before it are done.  It listens
-         * meanwhile, so that the channel stays subscribed while the head
-         * changes. */
-        hl_waiters *reg = lock->client->waiters;
+    if (lined(op)) {
+        /* It joins the line, and listens from now on, so that the channel
+         * stays subscribed while the head changes. */
+        hl_waiters *reg = hl_client_waiters(lock->client);
         hl_aux_name ch;
         if (reg == NULL || hl_lock_channel(lock, &ch) != 0) {
             op_finish(op, HILOCK_ENOMEM, NULL, "out of memory waiting");
@@ -706,7 +706,10 @@ static void op_start(hl_op *o)
             return;
         }
         op->subscribed = true;
-        wait_for(op, -1);
+        if (line_head(op))
+            attempt(op);
+        else
+            wait_for(op, -1); /* its turn comes when those before it go */
         return;
     }
     hl_hold *h = hl_hold_find(lock, op->owner);

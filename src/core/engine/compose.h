@@ -32,6 +32,12 @@ int hl_acquire(hilock_lock *lock, uint64_t owner, int64_t wait_ms,
 int hl_acquire_amount(hilock_lock *lock, uint64_t owner, int64_t amount,
                       int64_t wait_ms, int64_t lease_ms, hilock_acquire_cb *cb,
                       void *user_data, uint64_t *op_id);
+/* Release one hold of owner through the engine (its hold accounting,
+ * lease and reconcile after an unknown outcome): async with cb, or
+ * blocking with cb NULL.  The statuses of hilock_lock_release(_async). */
+int hl_release_owner(hilock_lock *lock, uint64_t owner, hilock_lock_cb *cb,
+                     void *user_data);
+
 /* A number for an owner of its own, unique in the process and never 0:
  * what a kind whose every acquire is an owner apart (a semaphore's) takes
  * for each. */

@@ -129,9 +129,6 @@ void hl_hold_drop(hl_hold *hold);
 /* Start the hold's lease; HILOCK_OK or HILOCK_ENOMEM (no engine). */
 int hl_hold_start_lease(hl_hold *hold, hl_monotime granted_at,
                         int64_t lease_ms);
-/* Format "<client id>:<owner>" into buf; returns its length. */
-size_t hl_owner_field(const hilock_lock *lock, uint64_t owner, char *buf,
-                      size_t cap);
 
 
 /* True when the handle can start operations (loop thread). */

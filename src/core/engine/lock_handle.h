@@ -255,6 +255,10 @@ hilock_client *hl_lock_client_get(hilock_lock *lock);
 /* The connection a lock's scripts run on, or NULL when closed. */
 hl_conn *hl_lock_conn(const hilock_lock *lock);
 
+/* Format "<client id>:<owner>" into buf; returns its length. */
+size_t hl_owner_field(const hilock_lock *lock, uint64_t owner, char *buf,
+                      size_t cap);
+
 /* Whether the lock's client talks to a Redis Cluster, as far as it knows
  * yet.  Loop thread. */
 bool hl_lock_on_cluster(const hilock_lock *lock);

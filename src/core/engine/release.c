@@ -372,3 +372,9 @@ int hilock_lock_remaining_ttl_async(hilock_lock *lock, hilock_lock_cb *cb,
 {
     return submit_call(lock, CALL_TTL, 0, cb, user_data);
 }
+
+int hl_release_owner(hilock_lock *lock, uint64_t owner, hilock_lock_cb *cb,
+                     void *user_data)
+{
+    return hl_lock_call(lock, CALL_RELEASE, owner, cb, user_data, NULL);
+}

@@ -324,3 +324,8 @@ hl_waiters *hl_client_waiters(hilock_client *c)
     }
     return c->waiters;
 }
+
+hl_waiter *hl_waiter_line_head(const hl_waiter *w)
+{
+    return w->chan != NULL ? w->chan->head : NULL;
+}

@@ -76,6 +76,12 @@ void hl_waiters_hand_on_undone(hl_waiters *reg, const char *channel,
  * order first come, first served. */
 bool hl_waiters_queued(hl_waiters *reg, const char *channel, size_t len);
 
+/* The oldest waiter on w's channel (NULL when w is not registered); the
+ * one after a waiter is its next.  Kinds whose waiters go in line
+ * (hl_kind.in_line) read the line of a client's waiters on one name
+ * here, whatever handle each waits through. */
+hl_waiter *hl_waiter_line_head(const hl_waiter *w);
+
 /* Whether the server refused the subscription of w's channel (its ACL
  * does not allow SUBSCRIBE to it): no release will wake w, which then
  * waits by the holder's lease alone. */
