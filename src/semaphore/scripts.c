@@ -153,6 +153,22 @@ static const char renew_lua[] =
 
 /* ---- the one-request calls ---------------------------------------------- */
 
+/* KEYS: name, grants, channel.  ARGV: permits, release id.  A plain
+ * release is recorded under its id among the grants until the client has
+ * its answer, so that the client can send it again after an answer was
+ * lost without giving the permits back twice.  Replies the new count (the
+ * count now, when it ran before). */
+static const char plain_release_lua[] =
+    HL_LUA_ANNOUNCE
+    "if redis.call('hexists', KEYS[2], ARGV[2]) == 1 then\n"
+    "  return tonumber(redis.call('get', KEYS[1]) or '0')\n"
+    "end\n"
+    "local v = redis.call('incrby', KEYS[1], ARGV[1])\n"
+    "redis.call('hset', KEYS[2], ARGV[2], ARGV[1])\n"
+    "redis.call('pexpire', KEYS[2], " HL_LAYOUT_SEM_GRANT_TTL_MS_TEXT ")\n"
+    "announce(KEYS[3], v)\n"
+    "return answer(v)\n";
+
 /* ARGV: expirable, permits.  Replies the new count. */
 static const char release_lua[] =
     SEM_LUA_COMMON
@@ -218,8 +234,8 @@ static const char available_lua[] =
     "return answer(tonumber(redis.call('get', KEYS[1]) or '0'))\n";
 
 static hl_script calls[SEM_PERMIT_RELEASE + 1];
-static hl_script plain_acquire, plain_reconcile, permit_acquire,
-    permit_reconcile, renew;
+static hl_script plain_acquire, plain_reconcile, plain_release,
+    permit_acquire, permit_reconcile, renew;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void init_once(void)
@@ -233,6 +249,7 @@ static void init_once(void)
     hl_script_init(&calls[SEM_PERMIT_RELEASE], permit_release_lua);
     hl_script_init(&plain_acquire, plain_acquire_lua);
     hl_script_init(&plain_reconcile, plain_reconcile_lua);
+    hl_script_init(&plain_release, plain_release_lua);
     hl_script_init(&permit_acquire, permit_acquire_lua);
     hl_script_init(&permit_reconcile, permit_reconcile_lua);
     hl_script_init(&renew, renew_lua);
@@ -345,6 +362,27 @@ static int plain_forget(hilock_lock *lock, const char *field,
     size_t lens[] = {4, k.len, field_len};
     int rc = hl_conn_command(conn, 3, argv, lens, NULL, NULL);
     hl_aux_name_done(&k);
+    return rc;
+}
+
+int hl_sem_forget(hilock_lock *lock, const char *field, size_t field_len)
+{
+    return plain_forget(lock, field, field_len);
+}
+
+int hl_sem_plain_release(sem_op *op, hl_request_fn *fn)
+{
+    hilock_lock *lock = op->sem->lock;
+    static const char *const prefixes[] = {HL_LAYOUT_SEM_GRANTS, NULL};
+    hl_aux_name k[2];
+    if (hl_lock_keys(lock, 2, prefixes, k) != 0)
+        return HILOCK_ENOMEM;
+    char n[24];
+    const char *argv[] = {lock->name, k[0].s, k[1].s, n, op->id};
+    size_t lens[] = {lock->name_len, k[0].len, k[1].len,
+                     hl_i64_dec(n, op->n), strlen(op->id)};
+    int rc = run(lock, &plain_release, 3, 5, argv, lens, fn, op);
+    hl_aux_names_done(2, k);
     return rc;
 }
 

@@ -17,7 +17,12 @@
 #include "core/engine/compose.h"
 #include "core/transport/resp.h"
 #include "kindkit/kindkit.h"
+#include "layout/layout.h"
 #include "semaphore/semaphore_internal.h"
+
+/* How long a plain release is sent again while its answer is lost: as
+ * long as the server keeps its record. */
+#define HL_SEM_RECORD_MS HL_LAYOUT_SEM_GRANT_TTL_MS
 
 void hl_sem_ref(hilock_semaphore *sem)
 {
@@ -191,9 +196,35 @@ int hl_sem_permit_release(hilock_semaphore *sem, const char *id,
 
 /* ---- the one-request calls --------------------------------------------- */
 
+/* Send op's request: a plain release by its id, the others as they are. */
+static int send_call(sem_op *op, hl_request_fn *fn)
+{
+    return op->call == SEM_RELEASE ? hl_sem_plain_release(op, fn)
+                                   : hl_sem_run(op, fn);
+}
+
+static bool outcome_unknown(int status)
+{
+    return status == HILOCK_EIO || status == HILOCK_ETIMEDOUT ||
+           status == HILOCK_EPROTO || status == HILOCK_ETOOBIG;
+}
+
 static void on_reply(void *data, int status, hilock_reply *reply)
 {
     sem_op *op = data;
+    if (op->call == SEM_RELEASE && outcome_unknown(status) &&
+        hl_monotime_now() < op->give_up_at) {
+        /* Whether it ran is unknown: send it again, under the same id,
+         * which gives nothing back twice; it waits for the next
+         * connection. */
+        hilock_reply_free(reply);
+        if (send_call(op, on_reply) == HILOCK_OK)
+            return;
+        status = HILOCK_ECLOSED;
+        reply = NULL;
+    }
+    if (op->call == SEM_RELEASE && status == HILOCK_OK)
+        (void)hl_sem_forget(op->sem->lock, op->id, strlen(op->id));
     if (status != HILOCK_OK) {
         char why[256];
         snprintf(why, sizeof why, "%s",
@@ -233,7 +264,16 @@ static void op_start(hl_op *o)
         hl_op_done(o, HILOCK_ECLOSED, 0, NULL, "client closed");
         return;
     }
-    int rc = hl_sem_run(op, on_reply);
+    if (op->call == SEM_RELEASE) {
+        /* "<client id>:r<n>": beside the grants' "<client id>:<n>". */
+        static atomic_uint_fast64_t releases;
+        snprintf(op->id, sizeof op->id, "%s:r%" PRIu64,
+                 hilock_client_id(lock->client),
+                 (uint64_t)atomic_fetch_add(&releases, 1));
+        op->give_up_at =
+            hl_after_ms(hl_monotime_now(), HL_SEM_RECORD_MS);
+    }
+    int rc = send_call(op, on_reply);
     if (rc != HILOCK_OK)
         hl_op_done(o, rc, 0, NULL, "could not send the request");
 }

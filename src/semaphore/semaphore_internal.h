@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/base/monotime.h"
 #include "core/engine/lock_handle.h"
 #include "hilock/semaphore.h"
 
@@ -43,7 +44,8 @@ typedef struct sem_op {
     int64_t n;
     hilock_semaphore_cb *cb; /* NULL: a blocking caller waits */
     void *user_data;
-    char id[HILOCK_PERMIT_ID_MAX];
+    char id[HILOCK_PERMIT_ID_MAX]; /* a permit's, or a plain release's */
+    hl_monotime give_up_at;        /* a plain release: stop resending */
 } sem_op;
 
 /* The kinds under a handle's lock (scripts.c). */
@@ -54,6 +56,11 @@ void hl_sem_scripts_init(void);
 /* Run op's one-request script, with KEYS the name, "{NAME}:timeout" and
  * the channel.  HILOCK_OK or an error (fn not called). */
 int hl_sem_run(sem_op *op, hl_request_fn *fn);
+/* Run a plain release, recorded under its id (op->id) until forgotten:
+ * sent again with the same id, it gives nothing back twice. */
+int hl_sem_plain_release(sem_op *op, hl_request_fn *fn);
+/* Drop a record of the grants hash, without waiting for the answer. */
+int hl_sem_forget(hilock_lock *lock, const char *field, size_t field_len);
 
 void hl_sem_ref(hilock_semaphore *sem);
 void hl_sem_unref(hilock_semaphore *sem);
