@@ -449,6 +449,57 @@ static void test_close(void **state)
     assert_status(r.status, HILOCK_ECLOSED);
     assert_status(hilock_semaphore_release(s, 1), HILOCK_ECLOSED);
     assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
+    /* A handle destroyed already is an error, not a use after free. */
+    assert_status(hilock_semaphore_destroy(s), HILOCK_ECLOSED);
+    assert_status(hilock_semaphore_destroy(NULL), HILOCK_EINVAL);
+    hl_free_client(c);
+}
+
+/* Scripts the server has run so far (INFO commandstats). */
+static long long evalsha_calls(void)
+{
+    char info[8192];
+    assert_true(hl_redis_server_cmd(server, info, sizeof info, "INFO",
+                                    "commandstats", (char *)NULL) == '$');
+    const char *at = strstr(info, "cmdstat_evalsha:calls=");
+    return at ? atoll(at + strlen("cmdstat_evalsha:calls=")) : 0;
+}
+
+/* Waiters wait on messages alone: while no permit comes free, five
+ * waiters of one client send the server nothing, however long they
+ * wait, and a release still wakes them. */
+static void test_waiters_do_not_poll(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_semaphore *s = new_sem(c, "sem-still");
+    assert_status(hilock_semaphore_set(s, 0), HILOCK_OK);
+    result r[5];
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 5; i++)
+        assert_status(hilock_semaphore_try_acquire_async(
+                          s, 1, HILOCK_WAIT_FOREVER, on_result, &r[i], NULL),
+                      HILOCK_OK);
+    hl_expect_numsub(server, "redisson_sc:{sem-still}", 1, 1);
+    /* The head asked once when it started, and once more when the
+     * subscription was confirmed. */
+    long long deadline = hl_now_ms() + hl_widen(5000);
+    long long before = evalsha_calls(), now;
+    do {
+        hl_sleep_ms(200);
+        now = evalsha_calls();
+    } while (now != before && (before = now, hl_now_ms() < deadline));
+    /* Two more seconds of nothing: nobody asks again. */
+    hl_sleep_ms(2000);
+    assert_int_equal(evalsha_calls(), before);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(atomic_load(&r[i].calls), 0);
+    assert_status(hilock_semaphore_add(s, 5, NULL), HILOCK_OK);
+    for (int i = 0; i < 5; i++) {
+        hl_expect_count(&r[i].calls, 1, hl_widen(5000));
+        assert_status(r[i].status, HILOCK_OK);
+    }
+    assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
     hl_free_client(c);
 }
 
@@ -462,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_big_waiter_not_starved),
         cmocka_unit_test(test_line_order),
         cmocka_unit_test(test_close),
+        cmocka_unit_test(test_waiters_do_not_poll),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
