@@ -134,10 +134,6 @@ void hl_lock_cancel_all(hilock_lock *lock, int status, const char *detail)
 
 void hl_hold_lease_lost(hl_lease *lease)
 {
-    if (lease->kind->lease_lost != NULL) {
-        lease->kind->lease_lost(lease);
-        return;
-    }
     hl_hold *h = (hl_hold *)(void *)((char *)lease -
                                      offsetof(hl_hold, lease_mem));
     hilock_lock *lock = h->lock;

@@ -239,10 +239,6 @@ void hl_hold_drop(hl_hold *h)
 
 void hl_hold_lease_released(hl_lease *lease)
 {
-    if (lease->kind->lease_released != NULL) {
-        lease->kind->lease_released(lease);
-        return;
-    }
     hl_hold *h = (hl_hold *)(void *)((char *)lease -
                                      offsetof(hl_hold, lease_mem));
     h->lease_busy = false;

@@ -162,11 +162,6 @@ typedef struct hl_kind {
      * (HILOCK_OK, HILOCK_EPROTO or HILOCK_ENOMEM). */
     int (*status)(hilock_lock *lock, hl_request_fn *fn, void *data);
     int (*parse_status)(hilock_reply *reply, hilock_lock_status **out);
-    /* A kind whose leases live in memory of its own, not in holds (a
-     * semaphore's permits), is told of them here instead: the lease
-     * engine's lost and released reports for its leases.  NULL: holds. */
-    void (*lease_lost)(hl_lease *lease);
-    void (*lease_released)(hl_lease *lease);
 } hl_kind;
 
 /* One owner's holds of a lock, with their lease in the same allocation. */
