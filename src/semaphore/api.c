@@ -81,16 +81,7 @@ static int call(hilock_semaphore *sem, sem_call what, int64_t n,
                            HILOCK_PERMIT_ID_MAX - 1);
         return hl_sem_permit_release(sem, id_in, cb, user_data);
     }
-    sem_op *op = hl_calloc(1, sizeof *op);
-    if (op == NULL)
-        return hl_fail(HILOCK_ENOMEM, "out of memory");
-    op->sem = sem;
-    hl_sem_ref(sem);
-    op->call = what;
-    op->n = n;
-    op->cb = cb;
-    op->user_data = user_data;
-    return hl_sem_submit(op, value);
+    return hl_sem_call(sem, what, n, NULL, cb, user_data, value);
 }
 
 int hilock_semaphore_try_acquire(hilock_semaphore *sem, int permits,

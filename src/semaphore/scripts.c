@@ -422,23 +422,31 @@ static int permit_run(hilock_lock *lock, const hl_script *script,
     return rc;
 }
 
+/* A script that names the void set too: KEYS name, {name}:timeout,
+ * channel, void set. */
+static int permit_run_voiding(hilock_lock *lock, const hl_script *script,
+                              const char *const *args, const size_t *lens,
+                              hl_request_fn *fn, void *data)
+{
+    static const char *const prefixes[] = {HL_LAYOUT_VOID};
+    hl_aux_name v;
+    if (hl_lock_keys(lock, 1, prefixes, &v) != 0)
+        return HILOCK_ENOMEM;
+    int rc = permit_run(lock, script, v.s, v.len, 4, args, lens, fn, data);
+    hl_aux_name_done(&v);
+    return rc;
+}
+
 static int permit_attempt(hilock_lock *lock, const hl_attempt_args *a,
                           hl_request_fn *fn, void *data)
 {
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
-    static const char *const prefixes[] = {HL_LAYOUT_VOID};
-    hl_aux_name v;
-    if (hl_lock_keys(lock, 1, prefixes, &v) != 0)
-        return HILOCK_ENOMEM;
     char lease[24];
     const char *args[] = {"1", lease, a->field, a->nonce};
     size_t lens[] = {1, hl_i64_dec(lease, a->lease_ms), a->field_len,
                      a->nonce_len};
-    int rc = permit_run(lock, &permit_acquire, v.s, v.len, 4, args, lens, fn,
-                        data);
-    hl_aux_name_done(&v);
-    return rc;
+    return permit_run_voiding(lock, &permit_acquire, args, lens, fn, data);
 }
 
 static int permit_reconcile_run(hilock_lock *lock, const char *field,
@@ -446,17 +454,10 @@ static int permit_reconcile_run(hilock_lock *lock, const char *field,
                                 const char *nonce, size_t nonce_len,
                                 hl_request_fn *fn, void *data)
 {
-    static const char *const prefixes[] = {HL_LAYOUT_VOID};
-    hl_aux_name v;
-    if (hl_lock_keys(lock, 1, prefixes, &v) != 0)
-        return HILOCK_ENOMEM;
     char want[24];
     const char *args[] = {"1", field, want, nonce};
     size_t lens[] = {1, field_len, hl_i64_dec(want, expected), nonce_len};
-    int rc = permit_run(lock, &permit_reconcile, v.s, v.len, 4, args, lens,
-                        fn, data);
-    hl_aux_name_done(&v);
-    return rc;
+    return permit_run_voiding(lock, &permit_reconcile, args, lens, fn, data);
 }
 
 static int permit_release(hilock_lock *lock, const char *field,

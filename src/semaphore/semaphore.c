@@ -182,16 +182,7 @@ int hl_sem_permit_release(hilock_semaphore *sem, const char *id,
     uint64_t owner = own_permit(sem, id);
     if (owner != 0)
         return release_own(sem, owner, cb, user_data);
-    sem_op *op = hl_calloc(1, sizeof *op);
-    if (op == NULL)
-        return hl_fail(HILOCK_ENOMEM, "out of memory");
-    op->sem = sem;
-    hl_sem_ref(sem);
-    op->call = SEM_PERMIT_RELEASE;
-    op->cb = cb;
-    op->user_data = user_data;
-    snprintf(op->id, sizeof op->id, "%s", id);
-    return hl_sem_submit(op, NULL);
+    return hl_sem_call(sem, SEM_PERMIT_RELEASE, 1, id, cb, user_data, NULL);
 }
 
 /* ---- the one-request calls --------------------------------------------- */
@@ -298,15 +289,27 @@ static const hl_op_type sem_op_type = {
     .bounded = true,
 };
 
-int hl_sem_submit(sem_op *op, int64_t *value)
+int hl_sem_call(hilock_semaphore *sem, sem_call call, int64_t n,
+                const char *id, hilock_semaphore_cb *cb, void *user_data,
+                int64_t *value)
 {
-    hl_op_init(&op->op, &sem_op_type);
-    hilock_client *c = hl_lock_client_get(op->sem->lock);
-    if (c == NULL) {
-        hl_sem_unref(op->sem);
-        hl_free(op);
+    hilock_client *c = hl_lock_client_get(sem->lock);
+    if (c == NULL)
         return hl_fail(HILOCK_ECLOSED, "client closed");
+    sem_op *op = hl_calloc(1, sizeof *op);
+    if (op == NULL) {
+        hl_client_unref(c);
+        return hl_fail(HILOCK_ENOMEM, "out of memory");
     }
+    hl_op_init(&op->op, &sem_op_type);
+    op->sem = sem;
+    hl_sem_ref(sem);
+    op->call = call;
+    op->n = n;
+    op->cb = cb;
+    op->user_data = user_data;
+    if (id != NULL)
+        snprintf(op->id, sizeof op->id, "%s", id);
     int rc;
     if (op->cb == NULL) {
         int64_t v = 0;

@@ -65,9 +65,12 @@ int hl_sem_forget(hilock_lock *lock, const char *field, size_t field_len);
 void hl_sem_ref(hilock_semaphore *sem);
 void hl_sem_unref(hilock_semaphore *sem);
 
-/* Start a one-request call: validated arguments in op; sync when op->cb
- * is NULL (value receives the result).  Takes op. */
-int hl_sem_submit(sem_op *op, int64_t *value);
+/* Start a one-request call with validated arguments (id: a permit's, for
+ * SEM_PERMIT_RELEASE); sync when cb is NULL (value, which may be NULL,
+ * receives the result). */
+int hl_sem_call(hilock_semaphore *sem, sem_call call, int64_t n,
+                const char *id, hilock_semaphore_cb *cb, void *user_data,
+                int64_t *value);
 
 /* Take permits (plain: n of them; expirable: one, id receiving its id)
  * on the engine: sync when cb is NULL, else async with its op id in
