@@ -8,7 +8,13 @@
  *
  * Thread contract.
  * - Sync calls (hilock_client_command, ...) may be made from any thread
- *   except the loop's thread, where they return HILOCK_EDEADLK.
+ *   except a thread running a loop of the library: the client's own
+ *   loop's thread, or any other client's (inside any callback of the
+ *   library), where they return HILOCK_EDEADLK, since the loop they
+ *   would wait for may be waiting for that one.
+ * - Nothing waits on a loop thread: cancels, destroys and settings made
+ *   on any client's loop thread hand their work over and return at once
+ *   (each function says what it does there).
  * - Async calls may be made from any thread; callbacks always run on the
  *   loop's thread.  Calls made on the loop's thread act at once; calls
  *   from other threads are handed over through a locked queue.
@@ -167,11 +173,17 @@ typedef struct hilock_client_stats {
     uint64_t subscribes_refused;
 } hilock_client_stats;
 
-/* Read the client's counters.  Any thread: on the loop thread it reads
- * them at once, elsewhere it asks the loop thread and waits briefly.
+/* Read the client's counters.  Any thread: on the client's loop thread it
+ * reads them at once, elsewhere it asks the loop thread and waits briefly
+ * (never for a server).  Never blocks a loop: on the loop thread of
+ * another client (inside any callback of the library), where waiting for
+ * this client's loop could close a cycle of loops waiting on each other,
+ * it refuses at once.
  * @return HILOCK_OK
  * @return HILOCK_EINVAL   NULL argument
- * @return HILOCK_ECLOSED  the client is closed */
+ * @return HILOCK_ECLOSED  the client is closed
+ * @return HILOCK_EDEADLK  called on the loop thread of another client;
+ *                         out is untouched */
 HILOCK_API int hilock_client_get_stats(hilock_client *client,
                                        hilock_client_stats *out);
 

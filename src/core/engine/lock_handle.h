@@ -194,6 +194,10 @@ struct hilock_lock {
     hl_hold_listener *listeners; /* told before the user's lost callback */
     atomic_int refs; /* the user's, plus one per operation in flight */
     atomic_bool destroyed;
+    /* Destroyed on another client's loop thread while this one's client
+     * was closing: the closing loop drops the user's reference once it
+     * has detached the handle.  Under the client's lock. */
+    bool unref_when_detached;
     char name[]; /* name_len bytes and a NUL */
 };
 

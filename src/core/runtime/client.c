@@ -802,6 +802,8 @@ int hilock_client_get_stats(hilock_client *c, hilock_client_stats *out)
     stats_op st;
     hl_op_init(&st.op, &stats_type);
     st.out = out;
+    /* Runs in place on c's loop thread, and refuses with HILOCK_EDEADLK,
+     * without waiting, on the loop thread of another client. */
     return hl_op_call_and_wait(c, &st.op);
 }
 

@@ -63,6 +63,17 @@ void hl_op_init(hl_op *op, const hl_op_type *type)
 
 void hl_op_ref(hl_op *op) { atomic_fetch_add(&op->refs, 1); }
 
+bool hl_op_ref_if_alive(hl_op *op)
+{
+    int refs = atomic_load(&op->refs);
+    while (refs > 0)
+        if (atomic_compare_exchange_weak(&op->refs, &refs, refs + 1))
+            return true;
+    return false;
+}
+
+bool hl_op_caller_may_wait(void) { return !hl_thread_runs_loop(); }
+
 void hl_op_unref(hl_op *op)
 {
     if (atomic_fetch_sub(&op->refs, 1) != 1)
@@ -512,6 +523,11 @@ int hl_op_run_blocking(hilock_client *home, hl_op *op, int64_t limit_us,
         hl_op_unref(op);
         return hl_fail(HILOCK_EDEADLK, "a blocking call on the loop thread");
     }
+    if (!hl_op_caller_may_wait()) {
+        hl_op_unref(op);
+        return hl_fail(HILOCK_EDEADLK, "a blocking call on the loop thread "
+                                       "of another client");
+    }
     op->waited = true;
     op->wake_slot = my_wake_slot();
     op->spin_us = hl_client_blocking_spin_us(home);
@@ -542,6 +558,11 @@ int hl_op_run_blocking(hilock_client *home, hl_op *op, int64_t limit_us,
 
 int hl_op_call_and_wait(hilock_client *home, hl_op *op)
 {
+    /* Two loops each waiting for the other would never turn again; the
+     * callers that can run there hand their op over instead. */
+    if (!hl_client_in_loop(home) && !hl_op_caller_may_wait())
+        return hl_fail(HILOCK_EDEADLK, "a wait for a client's loop on the "
+                                       "loop thread of another client");
     op->waited = true;
     op->wake_slot = my_wake_slot();
     hl_op_ref(op); /* the home loop's */

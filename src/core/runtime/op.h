@@ -90,6 +90,17 @@ void hl_op_init(hl_op *op, const hl_op_type *type);
 
 void hl_op_ref(hl_op *op);
 void hl_op_unref(hl_op *op);
+/* A reference, unless the last one is gone already (the op is being
+ * destroyed): for a lookup that finds op in a table its destroy hook
+ * leaves, under the table's lock.  Any thread. */
+bool hl_op_ref_if_alive(hl_op *op);
+
+/* Whether the calling thread may wait for a loop thread: not on a thread
+ * running any of the library's loops, where the loop waited for may be
+ * waiting for this one.  There a call hands its op over with
+ * hl_op_submit and returns; elsewhere it may wait (hl_op_call_and_wait,
+ * hl_op_run_blocking). */
+bool hl_op_caller_may_wait(void);
 
 /* Hand op to home's loop thread: started there in submission order, or
  * now when called on it.  The caller's reference becomes the home
@@ -132,7 +143,8 @@ int hl_op_cancel(hl_op *op, int status);
  * afterwards takes one more first.  The wait after a cancel has no limit
  * of its own: a cancelled op ends on its loop at once, and an op whose
  * loop never runs again cannot be waited out safely.
- *   HILOCK_EDEADLK   called on the home's loop thread
+ *   HILOCK_EDEADLK   called on the home's loop thread, or on any thread
+ *                    running one of the library's loops
  *   HILOCK_ETIMEDOUT the loop thread did not answer in time
  *   and whatever hl_op_submit and the op return */
 int hl_op_run_blocking(hilock_client *home, hl_op *op, int64_t limit_us,
@@ -142,7 +154,9 @@ int hl_op_run_blocking(hilock_client *home, hl_op *op, int64_t limit_us,
  * start finishes them at once (settings, teardown), which may then live
  * on the caller's stack (destroy a no-op) and need no memory.  On the
  * loop thread it runs now.  The op's status, or hl_op_submit's error
- * (then it never ran). */
+ * (then it never ran), or HILOCK_EDEADLK, without running it, on the loop
+ * thread of another client (hl_op_caller_may_wait): callers that can run
+ * there check first and hand over an op that owns its memory. */
 int hl_op_call_and_wait(hilock_client *home, hl_op *op);
 
 /* The home's loop: start what was submitted, then the cancels asked for

@@ -1,0 +1,307 @@
+/* Nothing waits on a loop thread: a call made on the loop thread of one
+ * client about a handle of another either hands its work over and
+ * returns, or, for a blocking call, refuses with HILOCK_EDEADLK.  Two
+ * loops that each waited for the other would never turn again, and with
+ * them every callback, lease renewal and answer of both clients. */
+/* ctest-timeout: 240 */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "hilock/client.h"
+#include "hilock/error.h"
+#include "hilock/lock.h"
+#include "hilock/multi.h"
+#include "support/fixture.h"
+#include "support/lock_helpers.h"
+
+static hl_lock_fixture fx;
+
+/* ---- crossed multi-locks ------------------------------------------------ */
+
+typedef struct group_round {
+    atomic_int calls;
+    int status;
+} group_round;
+
+static void on_group_acquired(hilock_multilock *m, int status,
+                              const hilock_multi_outcome *outcome, void *data)
+{
+    group_round *r = data;
+
+    (void)m;
+    (void)outcome;
+    r->status = status;
+    atomic_fetch_add(&r->calls, 1);
+}
+
+/* Group 1 runs on client a's loop with a member on b, group 2 on b's
+ * loop with a member on a.  A third owner holds each group's first
+ * member, so every round fails at once and cancels the other member,
+ * still asked on the other loop: both loops cancel across at the same
+ * moment, round after round.  Should a cancel wait for the other loop,
+ * the two wait for each other and no answer comes again. */
+static void test_crossed_multilocks_keep_both_loops_turning(void **state)
+{
+    hilock_client *a = hl_new_client(fx.server, NULL);
+    hilock_client *b = hl_new_client(fx.server, NULL);
+    hilock_client *third = hl_new_client(fx.server, NULL);
+    hilock_lock *a1 = hl_new_lock(a, "cross:a1");
+    hilock_lock *a2 = hl_new_lock(a, "cross:a2");
+    hilock_lock *b1 = hl_new_lock(b, "cross:b1");
+    hilock_lock *b2 = hl_new_lock(b, "cross:b2");
+    hilock_lock *t1 = hl_new_lock(third, "cross:a1");
+    hilock_lock *t2 = hl_new_lock(third, "cross:b2");
+    hilock_lock *group1_members[] = {a1, b1};
+    hilock_lock *group2_members[] = {b2, a2};
+    hilock_multilock *g1, *g2;
+    int rounds = hl_scaled(400, 40);
+
+    (void)state;
+    assert_status(hilock_multilock_create(&g1, group1_members, 2),
+                  HILOCK_OK);
+    assert_status(hilock_multilock_create(&g2, group2_members, 2),
+                  HILOCK_OK);
+    assert_status(hilock_lock_try_acquire(t1, 0, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_OK);
+    assert_status(hilock_lock_try_acquire(t2, 0, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_OK);
+    for (int i = 0; i < rounds; i++) {
+        static group_round r1, r2;
+
+        atomic_init(&r1.calls, 0);
+        atomic_init(&r2.calls, 0);
+        assert_status(hilock_multilock_acquire_async(
+                          g1, 1000 + (uint64_t)i, 0, HILOCK_LEASE_WATCHDOG,
+                          on_group_acquired, &r1, NULL),
+                      HILOCK_OK);
+        assert_status(hilock_multilock_acquire_async(
+                          g2, 5000 + (uint64_t)i, 0, HILOCK_LEASE_WATCHDOG,
+                          on_group_acquired, &r2, NULL),
+                      HILOCK_OK);
+        /* Each loop answers within a command timeout, unless it waits
+         * for the other. */
+        if (!hl_wait_count(&r1.calls, 1, hl_widen(10000)) ||
+            !hl_wait_count(&r2.calls, 1, hl_widen(10000)))
+            fail_msg("round %d: a coordinator's loop stopped answering "
+                     "(group 1 %d, group 2 %d answers)",
+                     i, atomic_load(&r1.calls), atomic_load(&r2.calls));
+        assert_status(r1.status, HILOCK_EBUSY);
+        assert_status(r2.status, HILOCK_EBUSY);
+    }
+    /* Both loops still serve a blocking call. */
+    bool locked = false;
+    assert_status(hilock_lock_is_locked(a2, &locked), HILOCK_OK);
+    assert_status(hilock_lock_is_locked(b1, &locked), HILOCK_OK);
+    assert_status(hilock_multilock_destroy(g1), HILOCK_OK);
+    assert_status(hilock_multilock_destroy(g2), HILOCK_OK);
+    hl_free_lock(a1);
+    hl_free_lock(a2);
+    hl_free_lock(b1);
+    hl_free_lock(b2);
+    hl_free_lock(t1);
+    hl_free_lock(t2);
+    hl_free_client(a);
+    hl_free_client(b);
+    hl_free_client(third);
+}
+
+/* ---- calls made on another client's loop -------------------------------- */
+
+/* What a callback on client a's loop did with client b's handles. */
+typedef struct foreign_calls {
+    hilock_client *b;
+    hilock_lock *b_lock;
+    hilock_lock *b_doomed;    /* destroyed from a's loop */
+    hilock_multilock *b_group; /* coordinated on b, destroyed from a's */
+    uint64_t b_pending_id;    /* an acquire waiting on b, cancelled */
+    int try_rc, query_rc, stats_rc, cancel_rc, lost_rc, destroy_rc,
+        group_lost_rc, group_destroy_rc;
+    atomic_bool done;
+} foreign_calls;
+
+static void blocking_calls_on_a(hilock_lock *lock, int status,
+                                const hilock_acquired *acquired, void *data)
+{
+    foreign_calls *f = data;
+    bool locked = false;
+    hilock_client_stats stats;
+
+    (void)lock;
+    (void)status;
+    (void)acquired;
+    f->try_rc = hilock_lock_try_acquire(f->b_lock, 0, HILOCK_LEASE_WATCHDOG);
+    f->query_rc = hilock_lock_is_locked(f->b_lock, &locked);
+    f->stats_rc = hilock_client_get_stats(f->b, &stats);
+    atomic_store(&f->done, true);
+}
+
+/* A blocking call about client b made inside a callback of client a
+ * would wait for b's loop from a's: refused, as on b's own loop. */
+static void test_blocking_call_on_another_clients_loop_is_refused(
+    void **state)
+{
+    hilock_client *a = hl_new_client(fx.server, NULL);
+    hilock_client *b = hl_new_client(fx.server, NULL);
+    hilock_lock *on_a = hl_new_lock(a, "foreign:a");
+    static foreign_calls f;
+
+    (void)state;
+    memset(&f, 0, sizeof f);
+    f.b = b;
+    f.b_lock = hl_new_lock(b, "foreign:b");
+    assert_status(hilock_lock_acquire_async(on_a, 1, 0, 1000,
+                                            0, blocking_calls_on_a, &f,
+                                            NULL),
+                  HILOCK_OK);
+    if (!hl_wait_flag(&f.done, hl_widen(30000)))
+        fail_msg("the callback on a's loop did not return");
+    assert_status(f.try_rc, HILOCK_EDEADLK);
+    assert_status(f.query_rc, HILOCK_EDEADLK);
+    assert_status(f.stats_rc, HILOCK_EDEADLK);
+    /* Nothing was taken on b. */
+    bool locked = true;
+    assert_status(hilock_lock_is_locked(f.b_lock, &locked), HILOCK_OK);
+    assert_false(locked);
+    hl_free_lock(on_a);
+    hl_free_lock(f.b_lock);
+    hl_free_client(a);
+    hl_free_client(b);
+}
+
+/* Holds b's loop in a callback until released, or until give_up_ms
+ * passed, which only a call that waited for b from a's loop can make
+ * happen. */
+typedef struct busy_loop {
+    atomic_bool busy;
+    atomic_bool release;
+    atomic_bool gave_up;
+    int give_up_ms;
+} busy_loop;
+
+static void hold_the_loop(hilock_lock *lock, int status,
+                          const hilock_acquired *acquired, void *data)
+{
+    busy_loop *bl = data;
+    int64_t until = hl_now_ms() + bl->give_up_ms;
+
+    (void)lock;
+    (void)status;
+    (void)acquired;
+    atomic_store(&bl->busy, true);
+    while (!atomic_load(&bl->release)) {
+        if (hl_now_ms() >= until) {
+            atomic_store(&bl->gave_up, true);
+            return;
+        }
+        hl_sleep_ms(1);
+    }
+}
+
+static void handing_calls_on_a(hilock_lock *lock, int status,
+                               const hilock_acquired *acquired, void *data)
+{
+    foreign_calls *f = data;
+
+    (void)lock;
+    (void)status;
+    (void)acquired;
+    f->cancel_rc = hilock_lock_cancel(f->b_lock, f->b_pending_id);
+    f->lost_rc = hilock_lock_set_lost_callback(f->b_lock, hl_record_lost,
+                                               NULL);
+    f->destroy_rc = hilock_lock_destroy(f->b_doomed);
+    f->group_lost_rc = hilock_multilock_set_lost_callback(
+        f->b_group, hl_record_group_lost, NULL);
+    f->group_destroy_rc = hilock_multilock_destroy(f->b_group);
+    atomic_store(&f->done, true);
+}
+
+/* Cancel, destroy and settings about b's handles, made inside a callback
+ * of client a while b's loop is busy, return without b's loop: a loop
+ * that waited for b could be waited for by b, and both would stop.  Each
+ * then takes effect once b's loop turns again. */
+static void test_calls_on_another_clients_loop_do_not_wait_for_it(
+    void **state)
+{
+    hilock_client *a = hl_new_client(fx.server, NULL);
+    hilock_client *b = hl_new_client(fx.server, NULL);
+    hilock_client *third = hl_new_client(fx.server, NULL);
+    hilock_lock *on_a = hl_new_lock(a, "handing:a");
+    hilock_lock *b_busy = hl_new_lock(b, "handing:busy");
+    hilock_lock *held = hl_new_lock(third, "handing:b");
+    hilock_lock *b_group_member;
+    static foreign_calls f;
+    static busy_loop bl;
+    static hl_acquire_rec pending;
+
+    (void)state;
+    memset(&f, 0, sizeof f);
+    memset(&bl, 0, sizeof bl);
+    bl.give_up_ms = hl_widen(20000);
+    f.b = b;
+    f.b_lock = hl_new_lock(b, "handing:b");
+    f.b_doomed = hl_new_lock(b, "handing:doomed");
+    b_group_member = hl_new_lock(b, "handing:member");
+    assert_status(hilock_multilock_create(&f.b_group, &b_group_member, 1),
+                  HILOCK_OK);
+    assert_status(hilock_lock_try_acquire(held, 0, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_OK);
+    hl_acquire_rec_init(&pending, b);
+    assert_status(hilock_lock_acquire_async(f.b_lock, 7, HILOCK_WAIT_FOREVER,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            hl_record_acquire, &pending,
+                                            &f.b_pending_id),
+                  HILOCK_OK);
+    hl_expect_pending(b, f.b_lock, 1);
+    assert_status(hilock_lock_acquire_async(b_busy, 1, 0, 1000, 0,
+                                            hold_the_loop, &bl, NULL),
+                  HILOCK_OK);
+    if (!hl_wait_flag(&bl.busy, hl_widen(10000)))
+        fail_msg("b's loop did not run the busy callback");
+    assert_status(hilock_lock_acquire_async(on_a, 1, 0, 1000, 0,
+                                            handing_calls_on_a, &f, NULL),
+                  HILOCK_OK);
+    bool returned = hl_wait_flag(&f.done, bl.give_up_ms / 2);
+    /* Released either way, so that the test can end. */
+    atomic_store(&bl.release, true);
+    if (!returned || atomic_load(&bl.gave_up))
+        fail_msg("a call on a's loop waited for b's busy loop");
+    assert_status(f.cancel_rc, HILOCK_OK);
+    assert_status(f.lost_rc, HILOCK_OK);
+    assert_status(f.destroy_rc, HILOCK_OK);
+    assert_status(f.group_lost_rc, HILOCK_OK);
+    assert_status(f.group_destroy_rc, HILOCK_OK);
+    /* Once b turns again, the cancel ends the waiting acquire. */
+    assert_status(hl_expect_acquire(&pending), HILOCK_ECANCELED);
+    /* The handles are gone: a second destroy finds none. */
+    assert_status(hilock_lock_destroy(f.b_doomed), HILOCK_ECLOSED);
+    assert_status(hilock_multilock_destroy(f.b_group), HILOCK_ECLOSED);
+    hl_free_lock(on_a);
+    hl_free_lock(b_busy);
+    hl_free_lock(held);
+    hl_free_lock(f.b_lock);
+    hl_free_lock(b_group_member);
+    hl_free_client(a);
+    hl_free_client(b);
+    hl_free_client(third);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        hl_lock_test(test_crossed_multilocks_keep_both_loops_turning, &fx),
+        hl_lock_test(test_blocking_call_on_another_clients_loop_is_refused,
+                     &fx),
+        hl_lock_test(test_calls_on_another_clients_loop_do_not_wait_for_it,
+                     &fx),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
