@@ -1,6 +1,7 @@
-/* Pending acquires by op id, for hilock_lock_cancel: found in constant
- * time from any thread, so that a cancel neither walks a lock's acquires
- * nor has to ask the loop thread which of them it names. */
+/* A lock's pending acquires by op id, for hilock_lock_cancel: found in
+ * constant time from any thread, so that a cancel neither walks the
+ * lock's acquires nor has to ask the loop thread which of them it
+ * names. */
 #ifndef HL_ACQUIRE_IDS_H
 #define HL_ACQUIRE_IDS_H
 
@@ -17,6 +18,6 @@ int hl_acquire_ids_add(hl_acquire_op *op);
 void hl_acquire_ids_remove(hl_acquire_op *op);
 /* The acquire of lock listed under id, with a reference on its op
  * (hl_op_unref when done), or NULL.  Any thread. */
-hl_acquire_op *hl_acquire_ids_find(const hilock_lock *lock, uint64_t id);
+hl_acquire_op *hl_acquire_ids_find(hilock_lock *lock, uint64_t id);
 
 #endif

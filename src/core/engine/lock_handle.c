@@ -45,6 +45,11 @@ static pthread_mutex_t *link_lock(const hilock_lock *lock)
     return &link_locks[((uintptr_t)lock >> 6) % LINK_LOCKS];
 }
 
+pthread_mutex_t *hl_lock_link_mutex(const hilock_lock *lock)
+{
+    return link_lock(lock);
+}
+
 static void set_client(hilock_lock *lock, hilock_client *c)
 {
     pthread_mutex_lock(link_lock(lock));
@@ -64,6 +69,7 @@ hilock_client *hl_lock_client_get(hilock_lock *lock)
 
 static void lock_free(hilock_lock *lock)
 {
+    hl_map_clear(&lock->acquires_by_id); /* every acquire has ended */
     hl_handle_release(lock);
 }
 
