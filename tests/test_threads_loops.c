@@ -5,6 +5,7 @@
  * them every callback, lease renewal and answer of both clients. */
 /* ctest-timeout: 240 */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>

@@ -146,9 +146,19 @@ HILOCK_API int hilock_client_command_async(hilock_client *client, int argc,
  * @param reply  receives the reply on HILOCK_OK, HILOCK_EREDIS and
  *               HILOCK_EPERM, else NULL;
  *               free it with hilock_reply_free().
- * Blocks the calling thread.  Not on the loop's thread.
- * @return the statuses of hilock_client_command_async() and of its callback,
- *         and HILOCK_EDEADLK when called on the loop's thread. */
+ * Blocks the calling thread.  Not on the loop's thread, nor on any thread
+ * running a loop of the library.  When the loop thread does not answer in
+ * time (busy, or a caller's loop not run), the call gives up and leaks
+ * nothing: a command not yet written is withdrawn and never runs.
+ * @return the statuses of hilock_client_command_async() and of its callback
+ * @return HILOCK_EDEADLK    called on the loop's thread, or on the loop
+ *                           thread of another client
+ * @return HILOCK_ETIMEDOUT  also: the loop thread did not answer in time,
+ *                           and the command was withdrawn before it was
+ *                           written: it never runs
+ * @return HILOCK_EINDOUBT   the loop thread did not answer in time after
+ *                           the command was written: it may have run, or
+ *                           may still */
 HILOCK_API int hilock_client_command(hilock_client *client, int argc,
                                      const char *const *argv,
                                      const size_t *argvlen,

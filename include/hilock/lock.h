@@ -96,7 +96,20 @@ HILOCK_API uint64_t hilock_thread_owner(void);
  * call needs, such as EVALSHA; the detail holds the server's words).
  * Each may also return HILOCK_EFULL at once, starting nothing, while the
  * client has max_pending operations unfinished
- * (hilock_options_set_max_pending). */
+ * (hilock_options_set_max_pending).
+ * A call whose answer does not come in time (the client's loop thread
+ * did not answer: it was busy, or a caller's loop was not run; or the
+ * server did not answer within the command timeout) leaks nothing and
+ * says what became of it:
+ * - A release says HILOCK_EINDOUBT when its request was sent (or may have
+ *   been) and no answer came: it counts as done, do not release again for
+ *   it; and HILOCK_ETIMEDOUT only when it was withdrawn unsent: it never
+ *   runs, and releasing again is right (see hilock_lock_release).
+ * - The force release and the queries say HILOCK_ETIMEDOUT when the loop
+ *   thread did not answer in time and nothing was sent (it never runs),
+ *   HILOCK_EINDOUBT when it had been sent; when the server did not answer
+ *   in time they say HILOCK_ETIMEDOUT or HILOCK_EIO, and a force release
+ *   may then have run. */
 
 /* Take the lock, waiting as long as it takes, with the watchdog.  Under
  * a replica acknowledgement policy it keeps trying while the replicas do
@@ -152,12 +165,32 @@ HILOCK_API int hilock_lock_acquire_fenced(hilock_lock *lock, int64_t wait_ms,
  * @return HILOCK_OK          released (the lock is free if it was the last)
  * @return HILOCK_ENOTOWNER   the calling thread holds no hold of this lock
  * @return HILOCK_ELEASELOST  the lease had been lost; nothing was held
+ * @return HILOCK_EINDOUBT    the release was sent but its answer did not
+ *                            come (no answer within the command timeout,
+ *                            or the connection was lost after it was
+ *                            written, or the loop thread did not answer in
+ *                            time): it counts as done.  The client dropped
+ *                            the hold from its count and brings the
+ *                            server's count to the same in the background,
+ *                            whether the server ran it or runs it later.
+ *                            Do not release again for it: that would drop
+ *                            another hold
+ * @return HILOCK_ETIMEDOUT   the loop thread did not answer in time, and
+ *                            the release was withdrawn before anything of
+ *                            it was sent: it never runs, the hold stands,
+ *                            and releasing again is right
  * and the connection errors above. */
 HILOCK_API int hilock_lock_release(hilock_lock *lock);
 
 /* Delete the lock whoever holds it and wake its waiters.  *deleted (may be
  * NULL) tells whether there was anything to delete.  A wake-up the ACL
- * refuses is counted as for hilock_lock_release. */
+ * refuses is counted as for hilock_lock_release.
+ * @return HILOCK_OK
+ * @return HILOCK_ETIMEDOUT  withdrawn before it was sent: it never runs
+ * @return HILOCK_EINDOUBT   the loop thread did not answer in time after
+ *                           it was sent: the lock may be deleted, or may
+ *                           still be
+ * and the connection errors above. */
 HILOCK_API int hilock_lock_force_release(hilock_lock *lock, bool *deleted);
 
 /* Whether anyone holds the lock now. */

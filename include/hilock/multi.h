@@ -152,6 +152,14 @@ HILOCK_API int hilock_multilock_try_acquire(hilock_multilock *m,
  * @return HILOCK_ELEASELOST  the group had been lost (what was still held
  *                            is released all the same)
  * @return HILOCK_EFULL  as for hilock_multilock_try_acquire
+ * @return HILOCK_EINDOUBT  a member's release was sent without an answer
+ *                          (as for hilock_lock_release), or the
+ *                          coordinator's loop thread did not answer in
+ *                          time after the release started: it counts as
+ *                          done; do not release again for it
+ * @return HILOCK_ETIMEDOUT the coordinator's loop thread did not answer
+ *                          in time and the release was withdrawn before
+ *                          it started: it never runs
  * and the first member error otherwise. */
 HILOCK_API int hilock_multilock_release(hilock_multilock *m);
 
