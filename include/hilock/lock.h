@@ -388,8 +388,24 @@ HILOCK_API int hilock_lock_set_lost_callback(hilock_lock *lock,
                                              void *user_data);
 
 /* Whether owner's lease on this lock was lost (until that owner releases
- * or acquires again).  Loop thread only (elsewhere: false). */
+ * or acquires again).  Loop thread only: elsewhere it cannot look, and
+ * returns false, which reads as "not lost"; prefer
+ * hilock_lock_owner_lost_get, which says so.  Kept for existing callers. */
 HILOCK_API bool hilock_lock_owner_lost(hilock_lock *lock, uint64_t owner);
+
+/* Whether owner's lease on this lock was lost (until that owner releases
+ * or acquires again), in *lost.  No round trip.  On the lock's loop thread
+ * it reads at once and never blocks; on other threads it asks the loop
+ * thread and blocks until it answers (never for a server).
+ * @return HILOCK_OK       *lost is set
+ * @return HILOCK_EINVAL   NULL lock or lost, or owner 0
+ * @return HILOCK_ECLOSED  the lock or its client is closed
+ * @return HILOCK_EDEADLK  called on the loop thread of another client
+ *                         (inside any callback of the library)
+ * @return HILOCK_ENOMEM, HILOCK_EFULL, HILOCK_ETIMEDOUT (the loop thread
+ *         did not answer in time) */
+HILOCK_API int hilock_lock_owner_lost_get(hilock_lock *lock, uint64_t owner,
+                                          bool *lost);
 
 #ifdef __cplusplus
 }

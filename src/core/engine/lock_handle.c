@@ -617,6 +617,29 @@ bool hilock_lock_owner_lost(hilock_lock *lock, uint64_t owner)
     return h != NULL && h->lost;
 }
 
+int hilock_lock_owner_lost_get(hilock_lock *lock, uint64_t owner, bool *lost)
+{
+    if (lock == NULL || lost == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    if (owner == 0)
+        return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
+    hilock_client *c = hl_lock_client_get(lock);
+    if (c == NULL)
+        return hl_fail(HILOCK_ECLOSED, "client closed");
+    bool here = hl_client_in_loop(c);
+    hl_client_unref(c);
+    if (here) {
+        hl_hold *h = hl_hold_find(lock, owner);
+        *lost = h != NULL && h->lost;
+        return HILOCK_OK;
+    }
+    int64_t v = 0;
+    int rc = hl_lock_call(lock, CALL_LEASE_LOST, owner, NULL, NULL, &v);
+    if (rc == HILOCK_OK)
+        *lost = v != 0;
+    return rc;
+}
+
 void hl_lock_stop_renewing_grant(hilock_lock *lock, uint64_t owner)
 {
     if (lock->client == NULL)
