@@ -16,10 +16,13 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <ev.h>
+
 #include "hilock/client.h"
 #include "hilock/error.h"
 #include "hilock/lock.h"
 #include "hilock/multi.h"
+#include "hilock/options.h"
 #include "support/fixture.h"
 #include "support/lock_helpers.h"
 
@@ -294,6 +297,93 @@ static void test_calls_on_another_clients_loop_do_not_wait_for_it(
     hl_free_client(third);
 }
 
+/* ---- a caller's loop run by another thread ------------------------------ */
+
+typedef struct loop_runner {
+    struct ev_loop *loop;
+    hilock_client *client;
+    int take_rc;
+    atomic_bool taken;
+    atomic_bool done;
+    atomic_bool destroyed;
+} loop_runner;
+
+static void *run_the_loop(void *arg)
+{
+    loop_runner *r = arg;
+
+    r->take_rc = hilock_client_set_loop_thread(r->client);
+    atomic_store(&r->taken, true);
+    /* Until the client, destroyed on this thread, leaves it nothing to
+     * watch. */
+    ev_run(r->loop, 0);
+    atomic_store(&r->done, true);
+    return NULL;
+}
+
+static void destroy_on_its_loop(hilock_client *c, int status,
+                                hilock_reply *reply, void *data)
+{
+    loop_runner *r = data;
+
+    (void)status;
+    hilock_reply_free(reply);
+    if (hilock_client_destroy(c) == HILOCK_OK)
+        atomic_store(&r->destroyed, true);
+}
+
+/* A client made on this thread, on a loop another thread runs: once that
+ * thread has taken the loop over, this one is no loop thread of the
+ * client, and its blocking calls are answered. */
+static void test_caller_loop_run_by_another_thread(void **state)
+{
+    static loop_runner r;
+    hilock_options *o;
+    hilock_lock *l;
+    pthread_t runner;
+    char url[96];
+    const char *ping[] = { "PING" };
+
+    (void)state;
+    memset(&r, 0, sizeof r);
+    r.loop = ev_loop_new(EVFLAG_AUTO);
+    assert_non_null(r.loop);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d",
+             hl_redis_server_port(fx.server));
+    assert_status(hilock_options_create(&o), HILOCK_OK);
+    assert_status(hilock_options_set_url(o, url), HILOCK_OK);
+    assert_status(hilock_options_set_loop(o, r.loop), HILOCK_OK);
+    assert_status(hl_set_valgrind_timeouts(o), HILOCK_OK);
+    assert_status(hilock_client_create(&r.client, o), HILOCK_OK);
+    hilock_options_free(o);
+    assert_status(hilock_lock_create(&l, r.client, "taken-over", 10),
+                  HILOCK_OK);
+    assert_status(hilock_client_set_loop_thread(NULL), HILOCK_EINVAL);
+    assert_int_equal(pthread_create(&runner, NULL, run_the_loop, &r), 0);
+    if (!hl_wait_flag(&r.taken, hl_widen(10000)))
+        fail_msg("the loop thread did not start");
+    assert_status(r.take_rc, HILOCK_OK);
+    assert_status(hilock_lock_try_acquire(l, 0, 10000), HILOCK_OK);
+    assert_status(hilock_lock_release(l), HILOCK_OK);
+    assert_status(hilock_lock_destroy(l), HILOCK_OK);
+    assert_status(hilock_client_command_async(r.client, 1, ping, NULL,
+                                              destroy_on_its_loop, &r),
+                  HILOCK_OK);
+    hl_join_within(runner, &r.done, hl_widen(10000));
+    assert_true(atomic_load(&r.destroyed));
+    ev_loop_destroy(r.loop);
+}
+
+/* A client on its own loop thread has no loop to hand over. */
+static void test_own_loop_thread_cannot_be_taken_over(void **state)
+{
+    hilock_client *c = hl_new_client(fx.server, NULL);
+
+    (void)state;
+    assert_status(hilock_client_set_loop_thread(c), HILOCK_EINVAL);
+    hl_free_client(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -302,6 +392,8 @@ int main(void)
                      &fx),
         hl_lock_test(test_calls_on_another_clients_loop_do_not_wait_for_it,
                      &fx),
+        hl_lock_test(test_caller_loop_run_by_another_thread, &fx),
+        hl_lock_test(test_own_loop_thread_cannot_be_taken_over, &fx),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -197,6 +197,24 @@ typedef struct hilock_client_stats {
 HILOCK_API int hilock_client_get_stats(hilock_client *client,
                                        hilock_client_stats *out);
 
+/* For a client on a caller's loop (hilock_options_set_loop): make the
+ * calling thread the client's loop thread, the one that runs the loop
+ * (ev_run) from now on.  By default that is the thread that created the
+ * client.  A program that creates the client on one thread and runs the
+ * loop on another calls this on the running thread, before it runs the
+ * loop or from inside one of the client's callbacks; until then the
+ * creating thread counts as the loop's, and the running thread's sync
+ * calls would not be refused on it.  The loop must run on no other thread
+ * from then on.  Afterwards sync calls are refused (HILOCK_EDEADLK) on
+ * the new thread and allowed on the old one, and calls that must be made
+ * on the loop's thread (hilock_client_close, hilock_client_destroy) are
+ * made on the new one.  Never blocks.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL   NULL client, or a client that runs its own loop
+ *                         thread
+ * @return HILOCK_ECLOSED  the client was destroyed */
+HILOCK_API int hilock_client_set_loop_thread(hilock_client *client);
+
 /* The libev loop the client runs on.  Any thread. */
 HILOCK_API struct ev_loop *hilock_client_loop(const hilock_client *client);
 

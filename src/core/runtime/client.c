@@ -23,7 +23,7 @@
 
 bool hl_client_in_loop(const hilock_client *c)
 {
-    return pthread_equal(pthread_self(), c->loop_tid) != 0;
+    return pthread_equal(pthread_self(), atomic_load(&c->loop_tid)) != 0;
 }
 
 static void client_free_memory(hilock_client *c)
@@ -456,7 +456,7 @@ hl_pubsub *hl_client_pubsub_for(hilock_client *c, const char *channel,
 static void *loop_main(void *arg)
 {
     hilock_client *c = arg;
-    c->loop_tid = pthread_self();
+    atomic_store(&c->loop_tid, pthread_self());
     pthread_mutex_lock(&c->lock);
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
@@ -613,7 +613,7 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
         goto fail;
     }
     if (!c->own_loop)
-        c->loop_tid = pthread_self();
+        atomic_store(&c->loop_tid, pthread_self());
     hl_async_init(&c->wakeup, c->loop, on_wakeup, c);
     hl_idle_init(&c->spin, c->loop, on_spin, c);
     hl_prepare_init(&c->waker, c->loop, on_loop_turned, c);
@@ -805,6 +805,22 @@ int hilock_client_get_stats(hilock_client *c, hilock_client_stats *out)
     /* Runs in place on c's loop thread, and refuses with HILOCK_EDEADLK,
      * without waiting, on the loop thread of another client. */
     return hl_op_call_and_wait(c, &st.op);
+}
+
+int hilock_client_set_loop_thread(hilock_client *c)
+{
+    if (c == NULL)
+        return hl_fail(HILOCK_EINVAL, "client is NULL");
+    if (!hl_handle_is_live(c))
+        return hl_fail(HILOCK_ECLOSED, "not a live client");
+    if (c->own_loop)
+        return hl_fail(HILOCK_EINVAL, "the client runs its own loop "
+                                      "thread");
+    /* Work submitted from here on is queued for the loop, or started at
+     * once when it comes from the new thread; the old thread's calls
+     * before this one were made while it was the loop's. */
+    atomic_store(&c->loop_tid, pthread_self());
+    return HILOCK_OK;
 }
 
 struct ev_loop *hilock_client_loop(const hilock_client *c)

@@ -27,7 +27,10 @@ struct hilock_client {
     struct ev_loop *loop;
     bool own_loop;
     pthread_t thread;
-    pthread_t loop_tid;
+    /* The thread that runs the loop; a caller's loop may be handed to
+     * another thread (hilock_client_set_loop_thread), so any thread reads
+     * it atomically. */
+    _Atomic(pthread_t) loop_tid;
     bool thread_running; /* own loop: the thread exists and is joinable */
 
     hl_async wakeup;
