@@ -799,11 +799,15 @@ int hilock_client_get_stats(hilock_client *c, hilock_client_stats *out)
 {
     if (c == NULL || out == NULL)
         return hl_fail(HILOCK_EINVAL, "NULL argument");
+    /* out is the caller's to fill before this returns: there is nothing
+     * to hand over to c's loop. */
+    if (!hl_client_in_loop(c) && !hl_op_caller_may_wait())
+        return hl_fail(HILOCK_EDEADLK, "stats asked on the loop thread of "
+                                       "another client");
     stats_op st;
     hl_op_init(&st.op, &stats_type);
     st.out = out;
-    /* Runs in place on c's loop thread, and refuses with HILOCK_EDEADLK,
-     * without waiting, on the loop thread of another client. */
+    /* In place on c's loop thread; a wait anywhere else. */
     return hl_op_call_and_wait(c, &st.op);
 }
 

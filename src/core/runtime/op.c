@@ -618,11 +618,6 @@ int hl_op_run_blocking(hilock_client *home, hl_op *op, int64_t limit_us,
 
 int hl_op_call_and_wait(hilock_client *home, hl_op *op)
 {
-    /* Two loops each waiting for the other would never turn again; the
-     * callers that can run there hand their op over instead. */
-    if (!hl_client_in_loop(home) && !hl_op_caller_may_wait())
-        return hl_fail(HILOCK_EDEADLK, "a wait for a client's loop on the "
-                                       "loop thread of another client");
     op->waited = true;
     op->wake_slot = my_wake_slot();
     hl_op_ref(op); /* the home loop's */

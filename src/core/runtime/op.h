@@ -178,9 +178,12 @@ _Atomic int *hl_op_gate_requests(hl_op *op);
  * start finishes them at once (settings, teardown), which may then live
  * on the caller's stack (destroy a no-op) and need no memory.  On the
  * loop thread it runs now.  The op's status, or hl_op_submit's error
- * (then it never ran), or HILOCK_EDEADLK, without running it, on the loop
- * thread of another client (hl_op_caller_may_wait): callers that can run
- * there check first and hand over an op that owns its memory. */
+ * (then it never ran).  Never on the loop thread of another client, where
+ * the loop waited for may be waiting for this one: a caller that can run
+ * there checks hl_op_caller_may_wait() first and hands over an op that
+ * owns its memory instead (docs/threads.md).  It still waits there rather
+ * than refuse, since a caller that has not made that check yet would take
+ * a refusal for "the loop is gone" and do the loop's work itself. */
 int hl_op_call_and_wait(hilock_client *home, hl_op *op);
 
 /* The home's loop: start what was submitted, then the cancels asked for
