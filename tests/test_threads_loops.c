@@ -297,6 +297,64 @@ static void test_calls_on_another_clients_loop_do_not_wait_for_it(
     hl_free_client(third);
 }
 
+/* A client destroyed inside a callback of another: it never waits for the
+ * destroyed client's loop thread, busy here, which frees the client by
+ * itself once it turns again. */
+typedef struct foreign_destroy {
+    hilock_client *b;
+    int close_rc;
+    int destroy_rc;
+    atomic_bool done;
+} foreign_destroy;
+
+static void destroy_b_on_a(hilock_lock *lock, int status,
+                           const hilock_acquired *acquired, void *data)
+{
+    foreign_destroy *d = data;
+
+    (void)lock;
+    (void)status;
+    (void)acquired;
+    d->close_rc = hilock_client_close(d->b);
+    d->destroy_rc = hilock_client_destroy(d->b);
+    atomic_store(&d->done, true);
+}
+
+static void test_client_destroyed_on_another_clients_loop(void **state)
+{
+    hilock_client *a = hl_new_client(fx.server, NULL);
+    hilock_client *b = hl_new_client(fx.server, NULL);
+    hilock_lock *on_a = hl_new_lock(a, "client-destroy:a");
+    hilock_lock *b_busy = hl_new_lock(b, "client-destroy:busy");
+    static foreign_destroy d;
+    static busy_loop bl;
+
+    (void)state;
+    memset(&d, 0, sizeof d);
+    memset(&bl, 0, sizeof bl);
+    bl.give_up_ms = hl_widen(20000);
+    d.b = b;
+    assert_status(hilock_lock_acquire_async(b_busy, 1, 0, 1000, 0,
+                                            hold_the_loop, &bl, NULL),
+                  HILOCK_OK);
+    if (!hl_wait_flag(&bl.busy, hl_widen(10000)))
+        fail_msg("b's loop did not run the busy callback");
+    assert_status(hilock_lock_acquire_async(on_a, 1, 0, 1000, 0,
+                                            destroy_b_on_a, &d, NULL),
+                  HILOCK_OK);
+    bool returned = hl_wait_flag(&d.done, bl.give_up_ms / 2);
+    atomic_store(&bl.release, true);
+    if (!returned || atomic_load(&bl.gave_up))
+        fail_msg("destroying b on a's loop waited for b's busy loop");
+    assert_status(d.close_rc, HILOCK_OK);
+    assert_status(d.destroy_rc, HILOCK_OK);
+    /* A handle outlives its client: its destroy waits for b's loop
+     * thread to let go of it, if it has not yet. */
+    assert_status(hilock_lock_destroy(b_busy), HILOCK_OK);
+    hl_free_lock(on_a);
+    hl_free_client(a);
+}
+
 /* ---- a caller's loop run by another thread ------------------------------ */
 
 typedef struct loop_runner {
@@ -392,6 +450,7 @@ int main(void)
                      &fx),
         hl_lock_test(test_calls_on_another_clients_loop_do_not_wait_for_it,
                      &fx),
+        hl_lock_test(test_client_destroyed_on_another_clients_loop, &fx),
         hl_lock_test(test_caller_loop_run_by_another_thread, &fx),
         hl_lock_test(test_own_loop_thread_cannot_be_taken_over, &fx),
     };

@@ -73,7 +73,10 @@ HILOCK_API int hilock_client_create(hilock_client **out,
  * HILOCK_ECLOSED, connections close and the loop thread (if the client owns
  * one) ends.  Later calls on the client return HILOCK_ECLOSED.  Idempotent.
  * May be called from any thread, also inside a callback; from a thread
- * other than the loop's it waits until the loop thread has finished.
+ * other than the loop's it waits until the loop thread has finished,
+ * except on the loop thread of another client (inside any callback of the
+ * library), where it never waits: the client's loop thread closes it
+ * soon after, and its callbacks may run until then.
  * @return HILOCK_OK
  * @return HILOCK_ECLOSED  closed already, or not a live client (destroyed)
  * @return HILOCK_EINVAL   NULL, or a client on the caller's loop closed
@@ -81,7 +84,11 @@ HILOCK_API int hilock_client_create(hilock_client **out,
 HILOCK_API int hilock_client_close(hilock_client *client);
 
 /* Close (if needed) and free a client.  Inside a callback the memory is
- * released once the callback returns.  Destroying a handle twice is
+ * released once the callback returns.  From a thread other than the
+ * loop's it waits until the loop thread has finished, except on the loop
+ * thread of another client (inside any callback of the library), where
+ * it never waits: the client's own loop thread closes and frees it soon
+ * after (its callbacks may run until then).  Destroying a handle twice is
  * detected: the second call returns HILOCK_ECLOSED and touches nothing,
  * also with new handles made since, until 64 more handles (of any kind)
  * have been freed; past that it is undefined, as free() twice is.

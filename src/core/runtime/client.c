@@ -462,6 +462,7 @@ static void *loop_main(void *arg)
     pthread_mutex_unlock(&c->lock);
     hl_loop_run(c->loop);
     pthread_mutex_lock(&c->lock);
+    c->loop_exited = true;
     bool free_me = c->free_on_thread_exit;
     pthread_mutex_unlock(&c->lock);
     if (free_me)
@@ -551,6 +552,43 @@ static void close_from_outside(hilock_client *c)
         hl_async_send(&c->wakeup);
     pthread_mutex_unlock(&c->lock);
     join_loop_thread(c);
+}
+
+/* Close from the loop thread of another client, which must not wait for
+ * this one's (own loop only): the loop thread closes the client by
+ * itself, and a later destroy joins it. */
+static void close_handed_over(hilock_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->closed = true;
+    if (c->thread_running && !c->loop_exited)
+        hl_async_send(&c->wakeup);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Destroy from the loop thread of another client: the loop thread, once
+ * it has closed the client, frees it as it does when the client is
+ * destroyed on it; a thread that has left its loop already is joined at
+ * once. */
+static void destroy_handed_over(hilock_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->closed = true;
+    bool joinable = c->thread_running;
+    bool in_its_loop = joinable && !c->loop_exited;
+    c->thread_running = false;
+    if (in_its_loop) {
+        c->free_on_thread_exit = true;
+        hl_async_send(&c->wakeup);
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (in_its_loop) {
+        pthread_detach(c->thread);
+        return;
+    }
+    if (joinable)
+        pthread_join(c->thread, NULL); /* it has ended */
+    hl_client_unref(c);
 }
 
 int hilock_client_create(hilock_client **out, const hilock_options *opts)
@@ -701,6 +739,8 @@ int hilock_client_close(hilock_client *c)
     pthread_mutex_unlock(&c->lock);
     if (in_loop)
         client_shutdown(c);
+    else if (!hl_op_caller_may_wait())
+        close_handed_over(c);
     else
         close_from_outside(c);
     return was_closed ? hl_fail(HILOCK_ECLOSED, "client was closed already")
@@ -720,6 +760,10 @@ int hilock_client_destroy(hilock_client *c)
                        "loop's thread");
     if (!hl_handle_remove(c))
         return hl_fail(HILOCK_ECLOSED, "client was destroyed already");
+    if (!in_loop && !hl_op_caller_may_wait()) {
+        destroy_handed_over(c);
+        return HILOCK_OK;
+    }
     if (!in_loop) {
         close_from_outside(c);
         hl_client_unref(c);
