@@ -107,7 +107,7 @@ static int release_as_documented(hilock_lock *lock, int64_t *believed)
     return rc;
 }
 
-/* ---- a loop held busy ----------------------------------------------------- */
+/* ---- a loop held busy --------------------------------------------------- */
 
 /* Holds the loop in a callback until released: no operation starts and
  * nothing is written meanwhile, so a blocking call runs out of time. */
