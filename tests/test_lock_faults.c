@@ -440,6 +440,46 @@ static void test_outage_during_wait(void **state)
     hl_free_client(c);
 }
 
+/* An owner's lost lease read from a thread other than the loop's: the
+ * old call can only say false there, which reads as "not lost"; the one
+ * with a status says what it is. */
+static void test_owner_lost_read_off_the_loop_thread(void **state)
+{
+    const hl_client_opts opts = { .watchdog_ms = 1000,
+                                  .command_timeout_ms = 5000 };
+    hilock_client *c = hl_new_client(fx.server, &opts);
+    hilock_lock *l = hl_new_lock(c, "owner-lost-off-loop");
+    static hl_acquire_rec got;
+    static hl_lost_rec lr;
+    bool lost = true;
+
+    (void)state;
+    hl_lost_rec_init(&lr, c);
+    assert_status(hilock_lock_set_lost_callback(l, hl_record_lost, &lr),
+                  HILOCK_OK);
+    hl_acquire_rec_init(&got, c);
+    assert_status(hilock_lock_acquire_async(l, 5, 0, HILOCK_LEASE_WATCHDOG,
+                                            0, hl_record_acquire, &got,
+                                            NULL),
+                  HILOCK_OK);
+    assert_status(hl_expect_acquire(&got), HILOCK_OK);
+    assert_status(hilock_lock_owner_lost_get(l, 5, &lost), HILOCK_OK);
+    assert_false(lost);
+    hl_fixture_pause(fx.server);
+    bool seen = hl_wait_until(hl_lost_seen, &lr, hl_widen(3000));
+    hl_fixture_resume(fx.server);
+    if (!seen)
+        fail_msg("no lost callback while the server was stopped");
+    assert_status(hilock_lock_owner_lost_get(l, 5, &lost), HILOCK_OK);
+    assert_true(lost);
+    assert_false(hilock_lock_owner_lost(l, 5));
+    assert_status(hilock_lock_owner_lost_get(l, 6, &lost), HILOCK_OK);
+    assert_false(lost);
+    assert_status(hilock_lock_owner_lost_get(l, 0, &lost), HILOCK_EINVAL);
+    hl_free_lock(l);
+    hl_free_client(c);
+}
+
 int main(void)
 {
 #define T(fn) hl_lock_test(fn, &fx)
@@ -453,6 +493,7 @@ int main(void)
         T(test_restart_under_waiter),
         T(test_restart_under_holder),
         T(test_outage_during_wait),
+        T(test_owner_lost_read_off_the_loop_thread),
     };
 #undef T
 

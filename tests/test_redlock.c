@@ -1506,9 +1506,11 @@ static void *mx_holder_main(void *arg)
         rel = hilock_multilock_release(h->m);
         lost = lost || atomic_load(&h->lost) || rel == HILOCK_ELEASELOST;
         /* A master that died under the hold cannot confirm its part of
-         * the release; the group was given back all the same. */
+         * the release; the group was given back all the same (a member's
+         * release whose answer was lost counts as done: EINDOUBT). */
         if (rel != HILOCK_OK && rel != HILOCK_ELEASELOST &&
-            rel != HILOCK_ETIMEDOUT && rel != HILOCK_EIO)
+            rel != HILOCK_ETIMEDOUT && rel != HILOCK_EIO &&
+            rel != HILOCK_EINDOUBT)
             mx_fail(log, "holder %u: release: %s (%s)", h->id,
                     hilock_errname(rel), hilock_last_error());
         sec->lost = lost;

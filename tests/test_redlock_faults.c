@@ -223,10 +223,11 @@ static void *holder_main(void *arg)
         hl_mutex_checker_exit(h->mc, slot);
         rc = hilock_multilock_release(h->m);
         /* A master that died under the hold cannot confirm its part; the
-         * group was given back all the same. */
+         * group was given back all the same (a member's release whose
+         * answer was lost counts as done: EINDOUBT). */
         if (rc != HILOCK_OK && rc != HILOCK_ELEASELOST &&
             rc != HILOCK_ETIMEDOUT && rc != HILOCK_EIO &&
-            rc != HILOCK_ECLOSED)
+            rc != HILOCK_ECLOSED && rc != HILOCK_EINDOUBT)
             hl_mutex_checker_fail(h->mc, "holder %u: release: %s (%s)",
                                   h->id, hilock_errname(rc),
                                   hilock_last_error());

@@ -99,8 +99,10 @@ static void *holder_main(void *arg)
         }
         hl_mutex_checker_exit(h->mc, slot);
         rc = hilock_lock_release(h->lock);
+        /* EINDOUBT: the answer was lost with the master; it counts as
+         * released. */
         if (rc != HILOCK_OK && rc != HILOCK_ELEASELOST && rc != HILOCK_EIO &&
-            rc != HILOCK_ETIMEDOUT)
+            rc != HILOCK_ETIMEDOUT && rc != HILOCK_EINDOUBT)
             hl_mutex_checker_fail(h->mc, "holder %u: release: %s (%s)", h->id,
                                   hilock_errname(rc), hilock_last_error());
     }

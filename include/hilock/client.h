@@ -8,7 +8,13 @@
  *
  * Thread contract.
  * - Sync calls (hilock_client_command, ...) may be made from any thread
- *   except the loop's thread, where they return HILOCK_EDEADLK.
+ *   except a thread running a loop of the library: the client's own
+ *   loop's thread, or any other client's (inside any callback of the
+ *   library), where they return HILOCK_EDEADLK, since the loop they
+ *   would wait for may be waiting for that one.
+ * - Nothing waits on a loop thread: cancels, destroys and settings made
+ *   on any client's loop thread hand their work over and return at once
+ *   (each function says what it does there).
  * - Async calls may be made from any thread; callbacks always run on the
  *   loop's thread.  Calls made on the loop's thread act at once; calls
  *   from other threads are handed over through a locked queue.
@@ -67,7 +73,10 @@ HILOCK_API int hilock_client_create(hilock_client **out,
  * HILOCK_ECLOSED, connections close and the loop thread (if the client owns
  * one) ends.  Later calls on the client return HILOCK_ECLOSED.  Idempotent.
  * May be called from any thread, also inside a callback; from a thread
- * other than the loop's it waits until the loop thread has finished.
+ * other than the loop's it waits until the loop thread has finished,
+ * except on the loop thread of another client (inside any callback of the
+ * library), where it never waits: the client's loop thread closes it
+ * soon after, and its callbacks may run until then.
  * @return HILOCK_OK
  * @return HILOCK_ECLOSED  closed already, or not a live client (destroyed)
  * @return HILOCK_EINVAL   NULL, or a client on the caller's loop closed
@@ -75,7 +84,11 @@ HILOCK_API int hilock_client_create(hilock_client **out,
 HILOCK_API int hilock_client_close(hilock_client *client);
 
 /* Close (if needed) and free a client.  Inside a callback the memory is
- * released once the callback returns.  Destroying a handle twice is
+ * released once the callback returns.  From a thread other than the
+ * loop's it waits until the loop thread has finished, except on the loop
+ * thread of another client (inside any callback of the library), where
+ * it never waits: the client's own loop thread closes and frees it soon
+ * after (its callbacks may run until then).  Destroying a handle twice is
  * detected: the second call returns HILOCK_ECLOSED and touches nothing,
  * also with new handles made since, until 64 more handles (of any kind)
  * have been freed; past that it is undefined, as free() twice is.
@@ -140,9 +153,19 @@ HILOCK_API int hilock_client_command_async(hilock_client *client, int argc,
  * @param reply  receives the reply on HILOCK_OK, HILOCK_EREDIS and
  *               HILOCK_EPERM, else NULL;
  *               free it with hilock_reply_free().
- * Blocks the calling thread.  Not on the loop's thread.
- * @return the statuses of hilock_client_command_async() and of its callback,
- *         and HILOCK_EDEADLK when called on the loop's thread. */
+ * Blocks the calling thread.  Not on the loop's thread, nor on any thread
+ * running a loop of the library.  When the loop thread does not answer in
+ * time (busy, or a caller's loop not run), the call gives up and leaks
+ * nothing: a command not yet written is withdrawn and never runs.
+ * @return the statuses of hilock_client_command_async() and of its callback
+ * @return HILOCK_EDEADLK    called on the loop's thread, or on the loop
+ *                           thread of another client
+ * @return HILOCK_ETIMEDOUT  also: the loop thread did not answer in time,
+ *                           and the command was withdrawn before it was
+ *                           written: it never runs
+ * @return HILOCK_EINDOUBT   the loop thread did not answer in time after
+ *                           the command was written: it may have run, or
+ *                           may still */
 HILOCK_API int hilock_client_command(hilock_client *client, int argc,
                                      const char *const *argv,
                                      const size_t *argvlen,
@@ -167,13 +190,37 @@ typedef struct hilock_client_stats {
     uint64_t subscribes_refused;
 } hilock_client_stats;
 
-/* Read the client's counters.  Any thread: on the loop thread it reads
- * them at once, elsewhere it asks the loop thread and waits briefly.
+/* Read the client's counters.  Any thread: on the client's loop thread it
+ * reads them at once, elsewhere it asks the loop thread and waits briefly
+ * (never for a server).  Never blocks a loop: on the loop thread of
+ * another client (inside any callback of the library), where waiting for
+ * this client's loop could close a cycle of loops waiting on each other,
+ * it refuses at once.
  * @return HILOCK_OK
  * @return HILOCK_EINVAL   NULL argument
- * @return HILOCK_ECLOSED  the client is closed */
+ * @return HILOCK_ECLOSED  the client is closed
+ * @return HILOCK_EDEADLK  called on the loop thread of another client;
+ *                         out is untouched */
 HILOCK_API int hilock_client_get_stats(hilock_client *client,
                                        hilock_client_stats *out);
+
+/* For a client on a caller's loop (hilock_options_set_loop): make the
+ * calling thread the client's loop thread, the one that runs the loop
+ * (ev_run) from now on.  By default that is the thread that created the
+ * client.  A program that creates the client on one thread and runs the
+ * loop on another calls this on the running thread, before it runs the
+ * loop or from inside one of the client's callbacks; until then the
+ * creating thread counts as the loop's, and the running thread's sync
+ * calls would not be refused on it.  The loop must run on no other thread
+ * from then on.  Afterwards sync calls are refused (HILOCK_EDEADLK) on
+ * the new thread and allowed on the old one, and calls that must be made
+ * on the loop's thread (hilock_client_close, hilock_client_destroy) are
+ * made on the new one.  Never blocks.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL   NULL client, or a client that runs its own loop
+ *                         thread
+ * @return HILOCK_ECLOSED  the client was destroyed */
+HILOCK_API int hilock_client_set_loop_thread(hilock_client *client);
 
 /* The libev loop the client runs on.  Any thread. */
 HILOCK_API struct ev_loop *hilock_client_loop(const hilock_client *client);

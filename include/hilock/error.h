@@ -3,7 +3,13 @@
  * 0 is success; every error is a small positive number from the table
  * below.  The table is append-only: a code keeps its number forever, new
  * codes go at the end.  Each failing call also leaves a detail message for
- * the calling thread, read with hilock_last_error(). */
+ * the calling thread, read with hilock_last_error().
+ *
+ * HILOCK_ETIMEDOUT and HILOCK_EINDOUBT part the calls that ran out of
+ * time where it matters: ETIMEDOUT from a blocking call that sends a
+ * single request (a release, a query, a raw command) means nothing of it
+ * was sent and it never runs; EINDOUBT means it was sent and may have
+ * taken effect, or may still (each function says what it counts as). */
 #ifndef HILOCK_ERROR_H
 #define HILOCK_ERROR_H
 
@@ -37,7 +43,8 @@ extern "C" {
     X(ERANDOM, 19, "the secure random number generator failed")            \
     X(EFULL, 20, "too many unfinished operations on this client")           \
     X(EPERM, 21, "the server's ACL does not allow this command to the user") \
-    X(ENOACK, 22, "too few replicas acknowledged the write")
+    X(ENOACK, 22, "too few replicas acknowledged the write")                \
+    X(EINDOUBT, 23, "sent, but whether it took effect is unknown")
 
 typedef enum hilock_status {
 #define HILOCK_ERROR_ENUM_(name, num, msg) HILOCK_##name = num,

@@ -72,9 +72,12 @@ HILOCK_API const char *hilock_latch_name(const hilock_latch *latch,
                                          size_t *name_len);
 
 /* ---- sync API ----------------------------------------------------------
- * Each blocks the calling thread and must not run on the client's loop
- * thread (HILOCK_EDEADLK).  Connection errors: HILOCK_EIO,
- * HILOCK_ETIMEDOUT, HILOCK_ECLOSED, HILOCK_EPERM (the server's ACL does
+ * Each blocks the calling thread and must not run on any thread running
+ * a loop of the library: the client's own, or inside a callback of
+ * another client (HILOCK_EDEADLK).  Connection errors: HILOCK_EIO,
+ * HILOCK_ETIMEDOUT (a call that is one request was never sent),
+ * HILOCK_EINDOUBT (it was sent, and its answer did not come in time: a
+ * count down may have counted), HILOCK_ECLOSED, HILOCK_EPERM (the server's ACL does
  * not allow the user a command the call needs), HILOCK_EFULL (max_pending
  * operations of the client are unfinished; nothing was started).  Each
  * call that names the latch's channel (all but hilock_latch_count) also

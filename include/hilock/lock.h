@@ -63,10 +63,19 @@ HILOCK_API int hilock_lock_create(hilock_lock **out, hilock_client *client,
  * still held are no longer renewed (they expire on the server within the
  * watchdog timeout; release first to free the lock at once).  Any thread
  * except inside one of this lock's callbacks on the loop thread, where it
- * is deferred until the callback returns.  A second destroy of the same
- * handle returns HILOCK_ECLOSED, also with new handles made since, until
- * 64 more handles have been freed (see hilock_client_destroy).
- * @return HILOCK_OK, HILOCK_EINVAL (NULL), HILOCK_ECLOSED */
+ * is deferred until the callback returns.  On the lock's loop thread and
+ * on other threads it has taken effect when it returns (elsewhere it
+ * waits for the lock's loop thread, never for a server); on the loop
+ * thread of another client (inside any callback of the library) it never
+ * waits: the teardown is handed to the lock's loop, which does it soon
+ * after (the handle is unusable from the moment this returns).  A second
+ * destroy of the same handle returns HILOCK_ECLOSED, also with new handles
+ * made since, until 64 more handles have been freed (see
+ * hilock_client_destroy).
+ * @return HILOCK_OK, HILOCK_EINVAL (NULL), HILOCK_ECLOSED
+ * @return HILOCK_ENOMEM  only on the loop thread of another client, with
+ *                        no memory to hand the teardown over: nothing was
+ *                        done, the handle is still usable */
 HILOCK_API int hilock_lock_destroy(hilock_lock *lock);
 
 /* The name the handle was made with, and its length. */
@@ -79,13 +88,28 @@ HILOCK_API uint64_t hilock_thread_owner(void);
 
 /* ---- sync API: the owner is the calling thread ------------------------
  * Each blocks the calling thread and must not run on the client's loop
- * thread (HILOCK_EDEADLK).  Connection errors: HILOCK_EIO, HILOCK_ETIMEDOUT,
+ * thread, nor on any thread running a loop of the library, such as
+ * inside a callback of another client (HILOCK_EDEADLK).  Connection
+ * errors: HILOCK_EIO, HILOCK_ETIMEDOUT,
  * HILOCK_ECLOSED, HILOCK_EREDIS (the name holds another type of value),
  * HILOCK_EPERM (the server's ACL does not allow the user a command the
  * call needs, such as EVALSHA; the detail holds the server's words).
  * Each may also return HILOCK_EFULL at once, starting nothing, while the
  * client has max_pending operations unfinished
- * (hilock_options_set_max_pending). */
+ * (hilock_options_set_max_pending).
+ * A call whose answer does not come in time (the client's loop thread
+ * did not answer: it was busy, or a caller's loop was not run; or the
+ * server did not answer within the command timeout) leaks nothing and
+ * says what became of it:
+ * - A release says HILOCK_EINDOUBT when its request was sent (or may have
+ *   been) and no answer came: it counts as done, do not release again for
+ *   it; and HILOCK_ETIMEDOUT only when it was withdrawn unsent: it never
+ *   runs, and releasing again is right (see hilock_lock_release).
+ * - The force release and the queries say HILOCK_ETIMEDOUT when the loop
+ *   thread did not answer in time and nothing was sent (it never runs),
+ *   HILOCK_EINDOUBT when it had been sent; when the server did not answer
+ *   in time they say HILOCK_ETIMEDOUT or HILOCK_EIO, and a force release
+ *   may then have run. */
 
 /* Take the lock, waiting as long as it takes, with the watchdog.  Under
  * a replica acknowledgement policy it keeps trying while the replicas do
@@ -141,12 +165,32 @@ HILOCK_API int hilock_lock_acquire_fenced(hilock_lock *lock, int64_t wait_ms,
  * @return HILOCK_OK          released (the lock is free if it was the last)
  * @return HILOCK_ENOTOWNER   the calling thread holds no hold of this lock
  * @return HILOCK_ELEASELOST  the lease had been lost; nothing was held
+ * @return HILOCK_EINDOUBT    the release was sent but its answer did not
+ *                            come (no answer within the command timeout,
+ *                            or the connection was lost after it was
+ *                            written, or the loop thread did not answer in
+ *                            time): it counts as done.  The client dropped
+ *                            the hold from its count and brings the
+ *                            server's count to the same in the background,
+ *                            whether the server ran it or runs it later.
+ *                            Do not release again for it: that would drop
+ *                            another hold
+ * @return HILOCK_ETIMEDOUT   the loop thread did not answer in time, and
+ *                            the release was withdrawn before anything of
+ *                            it was sent: it never runs, the hold stands,
+ *                            and releasing again is right
  * and the connection errors above. */
 HILOCK_API int hilock_lock_release(hilock_lock *lock);
 
 /* Delete the lock whoever holds it and wake its waiters.  *deleted (may be
  * NULL) tells whether there was anything to delete.  A wake-up the ACL
- * refuses is counted as for hilock_lock_release. */
+ * refuses is counted as for hilock_lock_release.
+ * @return HILOCK_OK
+ * @return HILOCK_ETIMEDOUT  withdrawn before it was sent: it never runs
+ * @return HILOCK_EINDOUBT   the loop thread did not answer in time after
+ *                           it was sent: the lock may be deleted, or may
+ *                           still be
+ * and the connection errors above. */
 HILOCK_API int hilock_lock_force_release(hilock_lock *lock, bool *deleted);
 
 /* Whether anyone holds the lock now. */
@@ -198,12 +242,21 @@ HILOCK_API int hilock_lock_acquire_async(hilock_lock *lock, uint64_t owner,
                                          void *user_data, uint64_t *op_id);
 
 /* Cancel a pending acquire: its callback fires with HILOCK_ECANCELED (a
- * hold that the server granted meanwhile is given back).  Any thread,
- * with the same outcome: away from the loop thread it waits until the
- * loop thread has looked the acquire up (never for a server), and the
- * callback may then run there before this returns.  Never allocates.
+ * hold that the server granted meanwhile is given back).  The id is
+ * found in constant time.  Never allocates.  Any thread:
+ * - on the lock's loop thread it takes effect before it returns;
+ * - on the loop thread of another client (inside any callback of the
+ *   library) it never waits: the cancel is handed to the lock's loop and
+ *   this returns at once.  The callback then fires later, on the lock's
+ *   loop, with HILOCK_ECANCELED, or with the acquire's own outcome when
+ *   that came first (a grant that came first is the caller's, as for any
+ *   acquire that completed before its cancel);
+ * - on any other thread it waits until the lock's loop thread has looked
+ *   the acquire up (never for a server), and the callback may then run
+ *   there before this returns.
  * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ECLOSED,
- * @return HILOCK_ENOTFOUND  no such pending acquire (already completed) */
+ * @return HILOCK_ENOTFOUND  no such pending acquire of this lock (already
+ *                           completed) */
 HILOCK_API int hilock_lock_cancel(hilock_lock *lock, uint64_t op_id);
 
 /* Completion of release, force release and queries: value is the hold
@@ -318,11 +371,16 @@ HILOCK_API int hilock_lock_status_async(hilock_lock *lock,
 HILOCK_API void hilock_lock_status_free(hilock_lock_status *status);
 
 /* Called on the loop thread when a lease of this lock is lost, with the
- * owner that held it.  NULL turns it off.  Any thread: away from the loop
- * thread it waits until the loop thread has taken the setting, so once
- * it returns the old callback is not called again (unless it is running
- * on the loop thread right now).  Never allocates.
- * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ECLOSED */
+ * owner that held it.  NULL turns it off.  Any thread: away from loop
+ * threads it waits until the lock's loop thread has taken the setting, so
+ * once it returns the old callback is not called again (unless it is
+ * running on the loop thread right now), and never allocates.  On the
+ * loop thread of another client (inside any callback of the library) it
+ * never waits: a copy of the setting is handed to the lock's loop, which
+ * takes it soon after (the old callback may be called until then).
+ * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ECLOSED
+ * @return HILOCK_ENOMEM  only on the loop thread of another client:
+ *                        nothing was changed */
 typedef void hilock_lost_cb(hilock_lock *lock, uint64_t owner,
                             void *user_data);
 HILOCK_API int hilock_lock_set_lost_callback(hilock_lock *lock,
@@ -330,8 +388,24 @@ HILOCK_API int hilock_lock_set_lost_callback(hilock_lock *lock,
                                              void *user_data);
 
 /* Whether owner's lease on this lock was lost (until that owner releases
- * or acquires again).  Loop thread only (elsewhere: false). */
+ * or acquires again).  Loop thread only: elsewhere it cannot look, and
+ * returns false, which reads as "not lost"; prefer
+ * hilock_lock_owner_lost_get, which says so.  Kept for existing callers. */
 HILOCK_API bool hilock_lock_owner_lost(hilock_lock *lock, uint64_t owner);
+
+/* Whether owner's lease on this lock was lost (until that owner releases
+ * or acquires again), in *lost.  No round trip.  On the lock's loop thread
+ * it reads at once and never blocks; on other threads it asks the loop
+ * thread and blocks until it answers (never for a server).
+ * @return HILOCK_OK       *lost is set
+ * @return HILOCK_EINVAL   NULL lock or lost, or owner 0
+ * @return HILOCK_ECLOSED  the lock or its client is closed
+ * @return HILOCK_EDEADLK  called on the loop thread of another client
+ *                         (inside any callback of the library)
+ * @return HILOCK_ENOMEM, HILOCK_EFULL, HILOCK_ETIMEDOUT (the loop thread
+ *         did not answer in time) */
+HILOCK_API int hilock_lock_owner_lost_get(hilock_lock *lock, uint64_t owner,
+                                          bool *lost);
 
 #ifdef __cplusplus
 }

@@ -93,14 +93,18 @@ HILOCK_API int hilock_multilock_create(hilock_multilock **out,
 
 /* Free the group (not its members).  Pending acquires complete with
  * HILOCK_ECANCELED; holds are not released (they expire with their
- * leases).  Any thread except inside this group's callbacks; it waits
- * until each member's loop thread has let go of the group.  A second
- * destroy returns HILOCK_ECLOSED.
+ * leases).  Any thread except inside this group's callbacks; away from
+ * loop threads it waits until each member's loop thread has let go of
+ * the group (never for a server).  On any client's loop thread (inside
+ * any callback of the library) it never waits: each member's loop lets
+ * go of the group soon after, and the group's memory goes with the
+ * last.  A second destroy returns HILOCK_ECLOSED.
  * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ECLOSED */
 HILOCK_API int hilock_multilock_destroy(hilock_multilock *m);
 
 /* ---- sync API: the owner is the calling thread ------------------------
- * Not on a member's loop thread (HILOCK_EDEADLK). */
+ * Not on a member's loop thread, nor on any thread running a loop of the
+ * library (HILOCK_EDEADLK). */
 
 /* Take all members (or a quorum), waiting at most wait_ms
  * (HILOCK_WAIT_FOREVER; 0: one attempt), with lease_ms
@@ -148,6 +152,14 @@ HILOCK_API int hilock_multilock_try_acquire(hilock_multilock *m,
  * @return HILOCK_ELEASELOST  the group had been lost (what was still held
  *                            is released all the same)
  * @return HILOCK_EFULL  as for hilock_multilock_try_acquire
+ * @return HILOCK_EINDOUBT  a member's release was sent without an answer
+ *                          (as for hilock_lock_release), or the
+ *                          coordinator's loop thread did not answer in
+ *                          time after the release started: it counts as
+ *                          done; do not release again for it
+ * @return HILOCK_ETIMEDOUT the coordinator's loop thread did not answer
+ *                          in time and the release was withdrawn before
+ *                          it started: it never runs
  * and the first member error otherwise. */
 HILOCK_API int hilock_multilock_release(hilock_multilock *m);
 
@@ -191,12 +203,17 @@ HILOCK_API int hilock_multilock_release_async(hilock_multilock *m,
 HILOCK_API int hilock_multilock_cancel(hilock_multilock *m, uint64_t op_id);
 
 /* Called once per lost hold of the group, with the owner.  NULL turns it
- * off.  Any thread: away from the coordinator's loop thread it waits
- * until that thread has taken the setting, so once it returns the old
- * callback is not called again.  Never allocates.
+ * off.  Any thread: away from loop threads it waits until the
+ * coordinator's loop thread has taken the setting, so once it returns the
+ * old callback is not called again, and never allocates.  On the loop
+ * thread of another client (inside any callback of the library) it never
+ * waits: a copy of the setting is handed to the coordinator's loop, which
+ * takes it soon after (the old callback may be called until then).
  * @return HILOCK_OK, HILOCK_EINVAL,
  * @return HILOCK_ECLOSED  the coordinator's client is closed (no loss is
- *                         reported any more) */
+ *                         reported any more)
+ * @return HILOCK_ENOMEM   only on the loop thread of another client:
+ *                         nothing was changed */
 HILOCK_API int hilock_multilock_set_lost_callback(hilock_multilock *m,
                                                   hilock_multi_lost_cb *cb,
                                                   void *user_data);

@@ -298,7 +298,9 @@ HILOCK_API int hilock_options_set_tls_verify(hilock_options *opts,
 /* Run the client on the caller's libev loop instead of its own thread.
  * The client then never blocks: sync calls return HILOCK_EDEADLK when made
  * on the loop's thread, and the loop's thread is the one that called
- * hilock_client_create().  NULL restores the default (own loop thread). */
+ * hilock_client_create(), unless another thread takes the loop over with
+ * hilock_client_set_loop_thread().  NULL restores the default (own loop
+ * thread). */
 HILOCK_API int hilock_options_set_loop(hilock_options *opts,
                                        struct ev_loop *loop);
 

@@ -41,10 +41,15 @@
  * handles and clients the server grants to whoever asks when enough
  * permits are free.
  *
- * Sync calls block the calling thread and must not run on the client's
- * loop thread (HILOCK_EDEADLK).  Errors every call may return besides
- * those it lists: HILOCK_EINVAL (NULL handle), HILOCK_EIO,
- * HILOCK_ETIMEDOUT, HILOCK_ECLOSED (client or handle closed),
+ * Sync calls block the calling thread and must not run on any thread
+ * running a loop of the library: the client's own, or inside a callback
+ * of another client (HILOCK_EDEADLK).  Errors every call may return
+ * besides those it lists: HILOCK_EINVAL (NULL handle), HILOCK_EIO,
+ * HILOCK_ETIMEDOUT (for a call that is one request: it was never sent,
+ * and never runs), HILOCK_EINDOUBT (it was sent and its answer did not
+ * come in time: it may have taken effect; a plain release goes on being
+ * sent until the server answers, and gives its permits back once, so it
+ * is not to be called again), HILOCK_ECLOSED (client or handle closed),
  * HILOCK_EREDIS (the name holds another type of value, or a count would
  * overflow), HILOCK_EPERM (the server's ACL refuses a command), HILOCK_EFULL
  * (max_pending operations unfinished), HILOCK_ENOMEM.
@@ -174,8 +179,13 @@ HILOCK_API int hilock_permit_release(hilock_semaphore *sem, const char *id);
  * The id stays valid during the call only. */
 typedef void hilock_permit_lost_cb(hilock_semaphore *sem, const char *id,
                                    void *user_data);
-/* Set (cb NULL: clear) the handle's lost callback.  Any thread.
- * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ECLOSED */
+/* Set (cb NULL: clear) the handle's lost callback.  Any thread; it
+ * takes effect before the call returns, except on the loop thread of
+ * another client, where it is handed to this client's loop and returns
+ * at once.
+ * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ECLOSED
+ * @return HILOCK_ENOMEM  on another client's loop thread: no memory to
+ *                        hand the setting over (nothing changed) */
 HILOCK_API int hilock_semaphore_set_lost_callback(hilock_semaphore *sem,
                                                   hilock_permit_lost_cb *cb,
                                                   void *user_data);

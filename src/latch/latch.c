@@ -189,11 +189,13 @@ static void call_start(hl_op *op)
         return;
     }
     int rc;
+    _Atomic int *gate = hl_op_gate_requests(op);
     if (call->what == CALL_COUNT) {
         rc = hl_latch_get(lock, on_reply, call);
     } else {
         rc = hl_latch_check_slot(lock);
         if (rc != HILOCK_OK) {
+            hl_conn_gate_requests(gate);
             hl_op_done(op, rc, 0, NULL, hilock_last_error());
             return;
         }
@@ -206,6 +208,7 @@ static void call_start(hl_op *op)
                                 call->what == CALL_SET ? 1 : 0, args, lens,
                                 on_reply, call);
     }
+    hl_conn_gate_requests(gate);
     if (rc != HILOCK_OK)
         hl_op_done(op, rc, 0, NULL, "could not send the request");
 }
@@ -229,6 +232,7 @@ static const hl_op_type latch_call_type = {
     .complete = call_complete,
     .destroy = call_destroy,
     .bounded = true,
+    .withdrawable = true,
 };
 
 static int check_count(int64_t count)

@@ -8,6 +8,21 @@
 #include "core/engine/compose.h"
 #include "multi_internal.h"
 
+static void unref_group(void *m) { hl_multi_unref(m); }
+
+/* Take the group's listener off its first n members; each keeps m until
+ * its listener is out for good.  One that cannot be taken out without
+ * waiting (no memory on a loop thread) keeps it for good: a member's
+ * listener must never name freed memory. */
+static void unwatch_members(hilock_multilock *m, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        hl_multi_ref(m);
+        (void)hl_lock_unlisten_then(m->members[i], &m->watches[i],
+                                    unref_group, m);
+    }
+}
+
 int hl_multi_create(hilock_multilock **out, hilock_lock *const *locks,
                     size_t n, size_t quorum, hilock_redlock *rl)
 {
@@ -36,25 +51,22 @@ int hl_multi_create(hilock_multilock **out, hilock_lock *const *locks,
         if (wd < m->watchdog_ms)
             m->watchdog_ms = wd;
     }
-    /* Setting and clearing a listener allocate nothing and are in effect
-     * when they return: a rollback leaves no member naming m. */
+    /* Away from loop threads, setting and clearing a listener allocate
+     * nothing and are in effect when they return; on a loop thread they
+     * are handed over, and a rollback frees m once the last is out. */
     for (size_t i = 0; i < n; i++) {
         m->watches[i].cb = hl_multi_member_lost;
         m->watches[i].data = m;
         int rc = hl_lock_listen(locks[i], &m->watches[i]);
         if (rc != HILOCK_OK) {
-            for (size_t j = 0; j < i; j++)
-                hl_lock_unlisten(locks[j], &m->watches[j]);
-            hl_client_unref(m->coord);
-            hl_free(m);
+            unwatch_members(m, i);
+            hl_multi_unref(m);
             return hl_fail(rc, "could not watch member %zu", i);
         }
     }
     if (hl_handle_add(m) != 0) {
-        for (size_t i = 0; i < n; i++)
-            hl_lock_unlisten(locks[i], &m->watches[i]);
-        hl_client_unref(m->coord);
-        hl_free(m);
+        unwatch_members(m, n);
+        hl_multi_unref(m);
         return hl_fail(HILOCK_ENOMEM, "out of memory for a multi-lock");
     }
     *out = m;
@@ -128,8 +140,7 @@ int hilock_multilock_destroy(hilock_multilock *m)
     hl_op_submit_or_drop(m->coord, &m->teardown.op);
     /* A loss a member's loop reports before the clear takes effect holds
      * a reference of its own; after it, none names m. */
-    for (size_t i = 0; i < m->n; i++)
-        hl_lock_unlisten(m->members[i], &m->watches[i]);
+    unwatch_members(m, m->n);
     if (m->rl != NULL) {
         for (size_t i = 0; i < m->n; i++)
             hilock_lock_destroy(m->members[i]);
@@ -174,6 +185,33 @@ static const hl_op_type set_lost_type = {
     .destroy = set_lost_on_stack,
 };
 
+static void set_lost_handed_free(hl_op *op)
+{
+    hl_multi_op_free(op, ((set_lost_call *)op)->m);
+}
+
+/* Asked on the loop thread of another client, which must not wait for
+ * the coordinator's: a copy takes the setting there. */
+static const hl_op_type set_lost_handed_type = {
+    .start = set_lost_start,
+    .destroy = set_lost_handed_free,
+};
+
+static int set_lost_handed_over(hilock_multilock *m,
+                                hilock_multi_lost_cb *cb, void *user_data)
+{
+    set_lost_call *st = hl_calloc(1, sizeof *st);
+    if (st == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory to hand the setting "
+                                      "to the coordinator's loop");
+    hl_op_init(&st->op, &set_lost_handed_type);
+    st->m = m;
+    st->cb = cb;
+    st->data = user_data;
+    hl_multi_ref(m);
+    return hl_op_submit_or_drop(m->coord, &st->op);
+}
+
 int hilock_multilock_set_lost_callback(hilock_multilock *m,
                                        hilock_multi_lost_cb *cb,
                                        void *user_data)
@@ -185,6 +223,9 @@ int hilock_multilock_set_lost_callback(hilock_multilock *m,
         apply_lost(m, cb, user_data);
         return HILOCK_OK;
     }
+    if (!hl_op_caller_may_wait())
+        return set_lost_handed_over(m, cb, user_data);
+    /* Not a loop thread: hl_op_call_and_wait may wait here. */
     set_lost_call st;
     hl_op_init(&st.op, &set_lost_type);
     st.m = m;

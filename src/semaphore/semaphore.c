@@ -264,7 +264,9 @@ static void op_start(hl_op *o)
         op->give_up_at =
             hl_after_ms(hl_monotime_now(), HL_SEM_RECORD_MS);
     }
+    _Atomic int *gate = hl_op_gate_requests(o);
     int rc = send_call(op, on_reply);
+    hl_conn_gate_requests(gate);
     if (rc != HILOCK_OK)
         hl_op_done(o, rc, 0, NULL, "could not send the request");
 }
@@ -287,6 +289,7 @@ static const hl_op_type sem_op_type = {
     .complete = op_complete,
     .destroy = op_destroy,
     .bounded = true,
+    .withdrawable = true,
 };
 
 int hl_sem_call(hilock_semaphore *sem, sem_call call, int64_t n,
@@ -359,6 +362,44 @@ static void on_stack(hl_op *o) { (void)o; }
 static const hl_op_type lost_cb_type = {.start = lost_cb_start,
                                         .destroy = on_stack};
 
+/* A setting handed over from another client's loop thread, which must
+ * not wait for this one: it owns its memory and a handle reference. */
+static void handed_destroy(hl_op *o)
+{
+    lost_cb_op *h = (lost_cb_op *)o;
+    hl_sem_unref(h->sem);
+    hl_free(h);
+}
+
+static const hl_op_type lost_cb_handed_type = {.start = lost_cb_start,
+                                               .destroy = handed_destroy};
+
+static int set_lost_cb(hilock_client *c, hilock_semaphore *sem,
+                       hilock_permit_lost_cb *cb, void *user_data)
+{
+    if (hl_client_in_loop(c)) {
+        sem->lost_cb = cb;
+        sem->lost_data = user_data;
+        return HILOCK_OK;
+    }
+    if (!hl_op_caller_may_wait()) {
+        lost_cb_op *h = hl_calloc(1, sizeof *h);
+        if (h == NULL)
+            return hl_fail(HILOCK_ENOMEM, "out of memory to hand the "
+                                          "setting to the client's loop");
+        hl_op_init(&h->op, &lost_cb_handed_type);
+        h->sem = sem;
+        h->cb = cb;
+        h->data = user_data;
+        hl_sem_ref(sem);
+        return hl_op_submit_or_drop(c, &h->op);
+    }
+    /* Not a loop thread: hl_op_call_and_wait may wait here. */
+    lost_cb_op h = {.sem = sem, .cb = cb, .data = user_data};
+    hl_op_init(&h.op, &lost_cb_type);
+    return hl_op_call_and_wait(c, &h.op);
+}
+
 static int create(hilock_semaphore **out, hilock_client *client,
                   const char *name, size_t name_len, bool expirable)
 {
@@ -430,11 +471,10 @@ int hilock_semaphore_set_lost_callback(hilock_semaphore *sem,
 {
     if (sem == NULL)
         return hl_fail(HILOCK_EINVAL, "semaphore is NULL");
-    lost_cb_op h = {.sem = sem, .cb = cb, .data = user_data};
-    hl_op_init(&h.op, &lost_cb_type);
     hilock_client *c = hl_lock_client_get(sem->lock);
-    int rc = c ? hl_op_call_and_wait(c, &h.op) : HILOCK_ECLOSED;
-    if (c != NULL)
-        hl_client_unref(c);
-    return rc == HILOCK_OK ? rc : hl_fail(rc, "client closed");
+    if (c == NULL)
+        return hl_fail(HILOCK_ECLOSED, "client closed");
+    int rc = set_lost_cb(c, sem, cb, user_data);
+    hl_client_unref(c);
+    return rc;
 }

@@ -8,6 +8,7 @@
 
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
+#include "core/engine/acquire_ids.h"
 #include "core/engine/engine_internal.h"
 #include "core/config/option_values.h"
 #include "core/runtime/ack.h"
@@ -91,6 +92,7 @@ static void op_finish(hl_acquire_op *op, int status,
     /* A turn held by an attempt in flight passes on with its answer. */
     bool attempting = op->state == HL_ACQUIRE_ATTEMPTING;
     op->state = HL_ACQUIRE_DONE;
+    hl_acquire_ids_remove(op);
     hilock_lock *lock = op->lock;
     if (!attempting)
         hl_turn_end(lock, &op->turn);
@@ -782,6 +784,7 @@ static void op_complete(hl_op *o)
 static void op_destroy(hl_op *o)
 {
     hl_acquire_op *op = (hl_acquire_op *)o;
+    hl_acquire_ids_remove(op); /* one that never started */
     hl_lock_unref(op->lock);
     hl_free(op);
 }
@@ -831,6 +834,9 @@ static int start_acquire(hilock_lock *lock, uint64_t owner, int64_t amount,
                                 &value, NULL);
         if (token)
             *token = rc == HILOCK_OK ? (uint64_t)value : 0;
+    } else if (hl_acquire_ids_add(op) != HILOCK_OK) {
+        hl_op_unref(&op->op);
+        rc = hl_fail(HILOCK_ENOMEM, "out of memory for an acquire");
     } else {
         if (op_id)
             *op_id = op->op.id;
@@ -882,16 +888,17 @@ typedef struct cancel_op {
     uint64_t id;
 } cancel_op;
 
+/* On the loop thread: an acquire still queued there never starts, a
+ * started one ends now with HILOCK_ECANCELED. */
 static int cancel_now(hilock_lock *lock, uint64_t id)
 {
-    for (hl_acquire_op *op = lock->ops; op != NULL; op = op->next) {
-        if (op->op.id == id) {
-            op_finish(op, HILOCK_ECANCELED, NULL, "acquire cancelled");
-            return HILOCK_OK;
-        }
-    }
-    return hl_fail(HILOCK_ENOTFOUND, "no pending acquire with id %llu",
-                   (unsigned long long)id);
+    hl_acquire_op *op = hl_acquire_ids_find(lock, id);
+    if (op == NULL)
+        return hl_fail(HILOCK_ENOTFOUND, "no pending acquire with id %llu",
+                       (unsigned long long)id);
+    hl_op_cancel(&op->op, HILOCK_ECANCELED);
+    hl_op_unref(&op->op);
+    return HILOCK_OK;
 }
 
 static void cancel_start(hl_op *o)
@@ -908,6 +915,20 @@ static const hl_op_type cancel_type = {
     .destroy = cancel_on_stack,
 };
 
+/* On the loop thread of another client, which must not wait for this
+ * one's: the cancel travels inside the acquire's own op (no memory, no
+ * wait) and the acquire ends on its loop soon after. */
+static int cancel_handed_over(hilock_lock *lock, uint64_t id)
+{
+    hl_acquire_op *op = hl_acquire_ids_find(lock, id);
+    if (op == NULL)
+        return hl_fail(HILOCK_ENOTFOUND, "no pending acquire with id %llu",
+                       (unsigned long long)id);
+    int rc = hl_op_cancel(&op->op, HILOCK_ECANCELED);
+    hl_op_unref(&op->op);
+    return rc;
+}
+
 int hilock_lock_cancel(hilock_lock *lock, uint64_t op_id)
 {
     if (lock == NULL)
@@ -915,11 +936,21 @@ int hilock_lock_cancel(hilock_lock *lock, uint64_t op_id)
     hilock_client *c = hl_lock_client_get(lock);
     if (c == NULL)
         return hl_fail(HILOCK_ECLOSED, "client closed");
-    cancel_op co;
-    hl_op_init(&co.op, &cancel_type);
-    co.lock = lock;
-    co.id = op_id;
-    int rc = hl_op_call_and_wait(c, &co.op);
+    int rc;
+    if (hl_client_in_loop(c)) {
+        rc = cancel_now(lock, op_id);
+    } else if (!hl_op_caller_may_wait()) {
+        rc = cancel_handed_over(lock, op_id);
+    } else {
+        /* Anywhere else the caller may wait for the loop thread to look
+         * the acquire up, which tells it whether the cancel came in time
+         * and lets the callback run before this returns. */
+        cancel_op co;
+        hl_op_init(&co.op, &cancel_type);
+        co.lock = lock;
+        co.id = op_id;
+        rc = hl_op_call_and_wait(c, &co.op);
+    }
     hl_client_unref(c);
     return rc;
 }

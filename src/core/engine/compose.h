@@ -65,6 +65,17 @@ void hl_lock_unref(hilock_lock *lock);
  * closed, which leaves l unlinked and never called. */
 int hl_lock_listen(hilock_lock *lock, hl_hold_listener *l);
 int hl_lock_unlisten(hilock_lock *lock, hl_hold_listener *l);
+/* On the loop thread of another client, where nothing may wait (see
+ * hl_op_caller_may_wait), the two hand the change to the lock's loop and
+ * return at once, HILOCK_ENOMEM when they cannot; the change then takes
+ * effect soon after, and l may be named until it has.  A caller that
+ * frees l's storage takes it out with hl_lock_unlisten_then: then(arg)
+ * runs once l is out of the list for good, now or later, on some
+ * thread, and the result says whether it will.  false: the change could
+ * not be made without waiting (no memory, or a closing client whose loop
+ * still walks the list), and l's storage must be kept for good. */
+bool hl_lock_unlisten_then(hilock_lock *lock, hl_hold_listener *l,
+                           void (*then)(void *arg), void *arg);
 
 /* Stop renewing owner's hold when it is a single grant with no release
  * under way, so that the server lets it expire within one lease; a newer

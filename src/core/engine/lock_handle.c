@@ -45,6 +45,11 @@ static pthread_mutex_t *link_lock(const hilock_lock *lock)
     return &link_locks[((uintptr_t)lock >> 6) % LINK_LOCKS];
 }
 
+pthread_mutex_t *hl_lock_link_mutex(const hilock_lock *lock)
+{
+    return link_lock(lock);
+}
+
 static void set_client(hilock_lock *lock, hilock_client *c)
 {
     pthread_mutex_lock(link_lock(lock));
@@ -64,6 +69,7 @@ hilock_client *hl_lock_client_get(hilock_lock *lock)
 
 static void lock_free(hilock_lock *lock)
 {
+    hl_map_clear(&lock->acquires_by_id); /* every acquire has ended */
     hl_handle_release(lock);
 }
 
@@ -275,6 +281,8 @@ static void lock_detach(hilock_lock *lock, int status, const char *detail)
     hl_lock_cancel_all(lock, status, detail);
     drop_all_holds(lock);
     pthread_mutex_lock(&c->lock);
+    bool unref = lock->unref_when_detached;
+    lock->unref_when_detached = false;
     if (lock->prev_in_client)
         lock->prev_in_client->next_in_client = lock->next_in_client;
     else if (c->locks == lock)
@@ -284,6 +292,8 @@ static void lock_detach(hilock_lock *lock, int status, const char *detail)
     lock->prev_in_client = lock->next_in_client = NULL;
     pthread_mutex_unlock(&c->lock);
     set_client(lock, NULL);
+    if (unref)
+        hl_lock_unref(lock);
 }
 
 void hl_locks_client_closed(hilock_client *c)
@@ -322,9 +332,33 @@ typedef struct handle_op {
     bool add;
     hilock_lost_cb *cb;
     void *data;
+    /* What to do once the change is made for good (may be NULL), and
+     * whether it ran or will run: not when a handed-over change was
+     * refused, which leaves a listener in a list still walked. */
+    void (*then)(void *arg);
+    void *then_arg;
+    bool then_taken;
 } handle_op;
 
+static void run_then(handle_op *h)
+{
+    h->then_taken = true;
+    if (h->then != NULL)
+        h->then(h->then_arg);
+}
+
 static void on_stack(hl_op *op) { (void)op; }
+
+/* A handed-over change: its memory and a reference on the lock are its
+ * own, since nobody waits for it. */
+static void handed_free(hl_op *op)
+{
+    handle_op *h = (handle_op *)op;
+    if (h->then_taken && h->then != NULL)
+        h->then(h->then_arg);
+    hl_lock_unref(h->lock);
+    hl_free(h);
+}
 
 static void destroy_start(hl_op *op)
 {
@@ -334,6 +368,9 @@ static void destroy_start(hl_op *op)
 
 static const hl_op_type destroy_type = {.start = destroy_start,
                                         .destroy = on_stack};
+
+static const hl_op_type destroy_handed_type = {.start = destroy_start,
+                                               .destroy = handed_free};
 
 /* The client is closing: its loop thread detaches every lock and must be
  * left to do so alone; once it has, none is told of anything again. */
@@ -345,20 +382,70 @@ static void wait_locks_detached(hilock_client *c)
     pthread_mutex_unlock(&c->lock);
 }
 
+/* The teardown of a lock whose client is closing, asked on the loop
+ * thread of another client, which must not wait for the closing one to
+ * detach it: whichever of the two comes second drops the user's
+ * reference. */
+static void teardown_when_detached(hilock_client *c, hilock_lock *lock)
+{
+    atomic_store(&lock->destroyed, true);
+    pthread_mutex_lock(&c->lock);
+    bool linked = lock->prev_in_client != NULL || c->locks == lock;
+    if (linked)
+        lock->unref_when_detached = true;
+    pthread_mutex_unlock(&c->lock);
+    /* Unlinked, the closing loop has detached it or holds a reference of
+     * its own while it does. */
+    if (!linked)
+        hl_lock_unref(lock);
+}
+
+/* hilock_lock_destroy on the loop thread of another client. */
+static void destroy_handed_over(hilock_client *c, hilock_lock *lock,
+                                handle_op *d)
+{
+    hl_op_init(&d->op, &destroy_handed_type);
+    d->lock = lock;
+    hl_lock_ref(lock);
+    if (hl_op_submit(c, &d->op) != HILOCK_OK) {
+        hl_lock_unref(lock);
+        hl_free(d);
+        teardown_when_detached(c, lock);
+    }
+}
+
 int hilock_lock_destroy(hilock_lock *lock)
 {
     if (lock == NULL)
         return hl_fail(HILOCK_EINVAL, "lock is NULL");
-    if (!hl_handle_remove(lock))
+    /* Taken before anything is done, so that the want of it is the only
+     * failure, and a harmless one. */
+    handle_op *handed = NULL;
+    if (!hl_op_caller_may_wait()) {
+        handed = hl_calloc(1, sizeof *handed);
+        if (handed == NULL)
+            return hl_fail(HILOCK_ENOMEM, "out of memory to hand the "
+                                          "teardown to the lock's loop");
+    }
+    if (!hl_handle_remove(lock)) {
+        hl_free(handed);
         return hl_fail(HILOCK_ECLOSED, "lock was destroyed already");
+    }
     hilock_client *c = hl_lock_client_get(lock);
     if (c == NULL || hl_client_in_loop(c)) {
         /* On the loop thread, closing or not, nothing else runs. */
+        hl_free(handed);
         lock_teardown(lock);
         if (c != NULL)
             hl_client_unref(c);
         return HILOCK_OK;
     }
+    if (handed != NULL) {
+        destroy_handed_over(c, lock, handed);
+        hl_client_unref(c);
+        return HILOCK_OK;
+    }
+    /* Not a loop thread: hl_op_call_and_wait may wait here. */
     handle_op d;
     hl_op_init(&d.op, &destroy_type);
     d.lock = lock;
@@ -435,6 +522,34 @@ static void setting_start(hl_op *op)
 static const hl_op_type setting_type = {.start = setting_start,
                                         .destroy = on_stack};
 
+static const hl_op_type setting_handed_type = {.start = setting_start,
+                                               .destroy = handed_free};
+
+/* A setting asked on the loop thread of another client: a copy travels
+ * to the lock's loop and takes effect there soon after.  Refused by a
+ * closing client, whose loop tells nobody of anything once it has
+ * detached the handle, it is dropped: a listener stays in the list,
+ * which nobody walks again, and its then runs here. */
+static int apply_handed_over(hilock_client *c, handle_op *h)
+{
+    handle_op *copy = hl_calloc(1, sizeof *copy);
+    if (copy == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory to hand a setting to "
+                                      "the lock's loop");
+    *copy = *h;
+    hl_op_init(&copy->op, &setting_handed_type);
+    copy->then_taken = true;
+    hl_lock_ref(copy->lock);
+    int rc = hl_op_submit(c, &copy->op);
+    if (rc != HILOCK_OK) {
+        copy->then_taken = false;
+        hl_op_unref(&copy->op);
+        return rc;
+    }
+    h->then_taken = true;
+    return HILOCK_OK;
+}
+
 static int apply_on_loop(handle_op *h)
 {
     if (h->lock == NULL)
@@ -444,14 +559,22 @@ static int apply_on_loop(handle_op *h)
         /* Detached: the loop thread is done with the handle. */
         if (h->listener != NULL)
             unlink_listener(h->lock, h->listener);
+        run_then(h);
         return hl_fail(HILOCK_ECLOSED, "client is closed");
     }
     if (hl_client_in_loop(c)) {
         /* Closing or not: a group may let go of its members there. */
         apply_setting(h);
         hl_client_unref(c);
+        run_then(h);
         return HILOCK_OK;
     }
+    if (!hl_op_caller_may_wait()) {
+        int rc = apply_handed_over(c, h);
+        hl_client_unref(c);
+        return rc;
+    }
+    /* Not a loop thread: hl_op_call_and_wait may wait here. */
     hl_op_init(&h->op, &setting_type);
     int rc = hl_op_call_and_wait(c, &h->op);
     if (rc != HILOCK_OK && h->listener != NULL) {
@@ -461,6 +584,7 @@ static int apply_on_loop(handle_op *h)
         unlink_listener(h->lock, h->listener);
     }
     hl_client_unref(c);
+    run_then(h);
     return rc;
 }
 
@@ -487,6 +611,17 @@ int hl_lock_unlisten(hilock_lock *lock, hl_hold_listener *l)
     return apply_on_loop(&h);
 }
 
+bool hl_lock_unlisten_then(hilock_lock *lock, hl_hold_listener *l,
+                           void (*then)(void *arg), void *arg)
+{
+    if (lock == NULL || l == NULL)
+        return false;
+    handle_op h = {.lock = lock, .listener = l, .add = false,
+                   .then = then, .then_arg = arg};
+    apply_on_loop(&h);
+    return h.then_taken;
+}
+
 bool hilock_lock_owner_lost(hilock_lock *lock, uint64_t owner)
 {
     if (lock == NULL || lock->client == NULL ||
@@ -494,6 +629,29 @@ bool hilock_lock_owner_lost(hilock_lock *lock, uint64_t owner)
         return false;
     hl_hold *h = hl_hold_find(lock, owner);
     return h != NULL && h->lost;
+}
+
+int hilock_lock_owner_lost_get(hilock_lock *lock, uint64_t owner, bool *lost)
+{
+    if (lock == NULL || lost == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    if (owner == 0)
+        return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
+    hilock_client *c = hl_lock_client_get(lock);
+    if (c == NULL)
+        return hl_fail(HILOCK_ECLOSED, "client closed");
+    bool here = hl_client_in_loop(c);
+    hl_client_unref(c);
+    if (here) {
+        hl_hold *h = hl_hold_find(lock, owner);
+        *lost = h != NULL && h->lost;
+        return HILOCK_OK;
+    }
+    int64_t v = 0;
+    int rc = hl_lock_call(lock, CALL_LEASE_LOST, owner, NULL, NULL, &v);
+    if (rc == HILOCK_OK)
+        *lost = v != 0;
+    return rc;
 }
 
 void hl_lock_stop_renewing_grant(hilock_lock *lock, uint64_t owner)

@@ -5,6 +5,7 @@
 #ifndef HL_LOCK_HANDLE_H
 #define HL_LOCK_HANDLE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@
 #include "hilock/lock.h"
 #include "core/engine/lease.h"
 #include "core/base/auxname.h"
+#include "core/base/map.h"
 #include "core/base/map.h"
 #include "core/transport/script.h"
 
@@ -218,10 +220,17 @@ struct hilock_lock {
     hilock_lost_cb *lost_cb;
     void *lost_data;
     hl_hold_listener *listeners; /* told before the user's lost callback */
+    /* Pending async acquires by op id (acquire_ids.h); under the link
+     * mutex. */
+    hl_map acquires_by_id;
     atomic_int refs; /* the user's, plus one per operation in flight */
     atomic_bool destroyed;
     const char *lease_key; /* in this allocation, after the name */
     size_t lease_key_len;
+    /* Destroyed on another client's loop thread while this one's client
+     * was closing: the closing loop drops the user's reference once it
+     * has detached the handle.  Under the client's lock. */
+    bool unref_when_detached;
     char name[]; /* name_len bytes and a NUL */
 };
 
@@ -246,6 +255,10 @@ void hl_locks_client_closed(hilock_client *client);
  * entry points use it, since a client closed from another thread detaches
  * the lock meanwhile. */
 hilock_client *hl_lock_client_get(hilock_lock *lock);
+
+/* The mutex that guards the lock's link to its client, shared by a few
+ * handles; it also guards acquires_by_id. */
+pthread_mutex_t *hl_lock_link_mutex(const hilock_lock *lock);
 
 /* The connection a lock's scripts run on, or NULL when closed. */
 hl_conn *hl_lock_conn(const hilock_lock *lock);

@@ -52,7 +52,10 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
         hl_waiters_hand_on_undone(lock->client->waiters, ch.s, ch.len);
         hl_aux_name_done(&ch);
     }
-    if (status == HILOCK_EREDIS || status == HILOCK_ECLOSED) {
+    /* Refused, or withdrawn by a blocking caller that gave up before it
+     * was written (HILOCK_ECANCELED): it did not run. */
+    if (status == HILOCK_EREDIS || status == HILOCK_ECLOSED ||
+        status == HILOCK_ECANCELED) {
         char why[256];
         snprintf(why, sizeof why, "%s",
                  reply ? reply->str : hilock_last_error());
@@ -64,10 +67,15 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
     }
     if (status != HILOCK_OK) {
         /* Unknown whether the server ran it.  Count it as done, and bring
-         * the server's count to the same, so both sides agree, and report
-         * the failure. */
+         * the server's count to the same, so both sides agree, and say so:
+         * a caller told only "timed out" would release again, and drop a
+         * second hold. */
         char why[256];
-        snprintf(why, sizeof why, "%s", hilock_last_error());
+        snprintf(why, sizeof why, "%s; counted as released (the server "
+                                  "is brought to agree): do not release "
+                                  "again for it",
+                 hilock_last_error());
+        status = HILOCK_EINDOUBT;
         if (h) {
             int64_t lease_ms = h->lease_ms;
             if (h->count > 0)
@@ -189,7 +197,10 @@ static int send_query(lock_call *call, hl_query q)
     size_t len = q == HL_QUERY_HOLD_COUNT
                      ? hl_owner_field(lock, call->owner, field, sizeof field)
                      : 0;
-    return lock->kind->query(lock, q, field, len, on_reply, call);
+    _Atomic int *gate = hl_op_gate_requests(&call->op);
+    int rc = lock->kind->query(lock, q, field, len, on_reply, call);
+    hl_conn_gate_requests(gate);
+    return rc;
 }
 
 static void call_start(hl_op *op)
@@ -238,6 +249,7 @@ static void call_start(hl_op *op)
             h->releases_in_flight++;
         }
         hl_ack *ack = NULL;
+        _Atomic int *gate = hl_op_gate_requests(op);
         rc = hl_ack_begin(lock->client, conn, on_reply, call, &ack);
         if (rc == HILOCK_OK)
             rc = ack ? lock->kind->release(lock, field, len, lease,
@@ -250,6 +262,7 @@ static void call_start(hl_op *op)
             else
                 hl_ack_unsent(ack);
         }
+        hl_conn_gate_requests(gate);
         if (rc != HILOCK_OK && h) {
             h->releases_in_flight--;
             if (call->lease_was_releasing && hl_hold_lease(h))
@@ -261,9 +274,12 @@ static void call_start(hl_op *op)
         }
         break;
     }
-    case CALL_FORCE:
+    case CALL_FORCE: {
+        _Atomic int *gate = hl_op_gate_requests(op);
         rc = lock->kind->force_release(lock, on_reply, call);
+        hl_conn_gate_requests(gate);
         break;
+    }
     case CALL_IS_LOCKED:
         rc = send_query(call, HL_QUERY_LOCKED);
         break;
@@ -301,6 +317,7 @@ static const hl_op_type lock_call_type = {
     .complete = call_complete,
     .destroy = call_destroy,
     .bounded = true,
+    .withdrawable = true,
 };
 
 int hl_lock_call(hilock_lock *lock, hl_lock_call_kind kind, uint64_t owner,

@@ -44,7 +44,9 @@ static void call_start(hl_op *op)
                                    : "client closed");
         return;
     }
+    _Atomic int *gate = hl_op_gate_requests(op);
     int rc = lock->kind->status(lock, on_reply, call);
+    hl_conn_gate_requests(gate);
     if (rc != HILOCK_OK)
         hl_op_done(op, rc, 0, NULL, "could not send the request");
 }
@@ -70,6 +72,7 @@ static const hl_op_type status_call_type = {
     .complete = call_complete,
     .destroy = call_destroy,
     .bounded = true,
+    .withdrawable = true,
 };
 
 static int status_call_start(hilock_lock *lock, hilock_lock_status_cb *cb,

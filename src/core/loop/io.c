@@ -5,18 +5,33 @@
 #define HL_CONTAINER(ptr, type, member)                                      \
     ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
+/* Every callback of the library's watchers runs between these two, so a
+ * thread knows whether it is running one of the library's loops right
+ * now, whoever owns the loop: a call that would wait for a loop must not
+ * wait there, since the loop it waits for may be waiting for this one. */
+static _Thread_local int callback_depth;
+
+bool hl_thread_runs_loop(void) { return callback_depth > 0; }
+
+#define IN_CALLBACK(call)                                                    \
+    do {                                                                     \
+        callback_depth++;                                                    \
+        call;                                                                \
+        callback_depth--;                                                    \
+    } while (0)
+
 static void io_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     (void)loop;
     hl_io *io = HL_CONTAINER(w, hl_io, read_watcher);
-    io->on_event(io, revents & (EV_READ | EV_ERROR));
+    IN_CALLBACK(io->on_event(io, revents & (EV_READ | EV_ERROR)));
 }
 
 static void io_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     (void)loop;
     hl_io *io = HL_CONTAINER(w, hl_io, write_watcher);
-    io->on_event(io, revents & (EV_WRITE | EV_ERROR));
+    IN_CALLBACK(io->on_event(io, revents & (EV_WRITE | EV_ERROR)));
 }
 
 void hl_io_init(hl_io *io, struct ev_loop *loop, hl_io_fn *on_event,
@@ -74,7 +89,7 @@ static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
     hl_timer *t = HL_CONTAINER(w, hl_timer, watcher);
     t->armed = false;
-    t->on_fire(t);
+    IN_CALLBACK(t->on_fire(t));
 }
 
 void hl_timer_init(hl_timer *t, struct ev_loop *loop, hl_timer_fn *on_fire,
@@ -112,7 +127,7 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     (void)loop;
     (void)revents;
     hl_prepare *p = HL_CONTAINER(w, hl_prepare, watcher);
-    p->on_prepare(p);
+    IN_CALLBACK(p->on_prepare(p));
 }
 
 void hl_prepare_init(hl_prepare *p, struct ev_loop *loop,
@@ -146,7 +161,7 @@ static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
     (void)loop;
     (void)revents;
     hl_idle *i = HL_CONTAINER(w, hl_idle, watcher);
-    i->on_idle(i);
+    IN_CALLBACK(i->on_idle(i));
 }
 
 void hl_idle_init(hl_idle *i, struct ev_loop *loop, hl_idle_fn *on_idle,
@@ -180,7 +195,7 @@ static void async_cb(struct ev_loop *loop, ev_async *w, int revents)
     (void)loop;
     (void)revents;
     hl_async *a = HL_CONTAINER(w, hl_async, watcher);
-    a->on_wake(a);
+    IN_CALLBACK(a->on_wake(a));
 }
 
 void hl_async_init(hl_async *a, struct ev_loop *loop, hl_async_fn *on_wake,
@@ -226,7 +241,8 @@ void hl_loop_destroy(struct ev_loop *loop)
 
 void hl_loop_run(struct ev_loop *loop)
 {
-    ev_run(loop, 0);
+    /* Between callbacks too: the thread serves nothing else. */
+    IN_CALLBACK(ev_run(loop, 0));
 }
 
 void hl_loop_break(struct ev_loop *loop)

@@ -23,7 +23,7 @@
 
 bool hl_client_in_loop(const hilock_client *c)
 {
-    return pthread_equal(pthread_self(), c->loop_tid) != 0;
+    return pthread_equal(pthread_self(), atomic_load(&c->loop_tid)) != 0;
 }
 
 static void client_free_memory(hilock_client *c)
@@ -456,12 +456,13 @@ hl_pubsub *hl_client_pubsub_for(hilock_client *c, const char *channel,
 static void *loop_main(void *arg)
 {
     hilock_client *c = arg;
-    c->loop_tid = pthread_self();
+    atomic_store(&c->loop_tid, pthread_self());
     pthread_mutex_lock(&c->lock);
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
     hl_loop_run(c->loop);
     pthread_mutex_lock(&c->lock);
+    c->loop_exited = true;
     bool free_me = c->free_on_thread_exit;
     pthread_mutex_unlock(&c->lock);
     if (free_me)
@@ -553,6 +554,43 @@ static void close_from_outside(hilock_client *c)
     join_loop_thread(c);
 }
 
+/* Close from the loop thread of another client, which must not wait for
+ * this one's (own loop only): the loop thread closes the client by
+ * itself, and a later destroy joins it. */
+static void close_handed_over(hilock_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->closed = true;
+    if (c->thread_running && !c->loop_exited)
+        hl_async_send(&c->wakeup);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Destroy from the loop thread of another client: the loop thread, once
+ * it has closed the client, frees it as it does when the client is
+ * destroyed on it; a thread that has left its loop already is joined at
+ * once. */
+static void destroy_handed_over(hilock_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->closed = true;
+    bool joinable = c->thread_running;
+    bool in_its_loop = joinable && !c->loop_exited;
+    c->thread_running = false;
+    if (in_its_loop) {
+        c->free_on_thread_exit = true;
+        hl_async_send(&c->wakeup);
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (in_its_loop) {
+        pthread_detach(c->thread);
+        return;
+    }
+    if (joinable)
+        pthread_join(c->thread, NULL); /* it has ended */
+    hl_client_unref(c);
+}
+
 int hilock_client_create(hilock_client **out, const hilock_options *opts)
 {
     hl_clear_detail();
@@ -613,7 +651,7 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
         goto fail;
     }
     if (!c->own_loop)
-        c->loop_tid = pthread_self();
+        atomic_store(&c->loop_tid, pthread_self());
     hl_async_init(&c->wakeup, c->loop, on_wakeup, c);
     hl_idle_init(&c->spin, c->loop, on_spin, c);
     hl_prepare_init(&c->waker, c->loop, on_loop_turned, c);
@@ -701,6 +739,8 @@ int hilock_client_close(hilock_client *c)
     pthread_mutex_unlock(&c->lock);
     if (in_loop)
         client_shutdown(c);
+    else if (!hl_op_caller_may_wait())
+        close_handed_over(c);
     else
         close_from_outside(c);
     return was_closed ? hl_fail(HILOCK_ECLOSED, "client was closed already")
@@ -720,6 +760,10 @@ int hilock_client_destroy(hilock_client *c)
                        "loop's thread");
     if (!hl_handle_remove(c))
         return hl_fail(HILOCK_ECLOSED, "client was destroyed already");
+    if (!in_loop && !hl_op_caller_may_wait()) {
+        destroy_handed_over(c);
+        return HILOCK_OK;
+    }
     if (!in_loop) {
         close_from_outside(c);
         hl_client_unref(c);
@@ -799,10 +843,32 @@ int hilock_client_get_stats(hilock_client *c, hilock_client_stats *out)
 {
     if (c == NULL || out == NULL)
         return hl_fail(HILOCK_EINVAL, "NULL argument");
+    /* out is the caller's to fill before this returns: there is nothing
+     * to hand over to c's loop. */
+    if (!hl_client_in_loop(c) && !hl_op_caller_may_wait())
+        return hl_fail(HILOCK_EDEADLK, "stats asked on the loop thread of "
+                                       "another client");
     stats_op st;
     hl_op_init(&st.op, &stats_type);
     st.out = out;
+    /* In place on c's loop thread; a wait anywhere else. */
     return hl_op_call_and_wait(c, &st.op);
+}
+
+int hilock_client_set_loop_thread(hilock_client *c)
+{
+    if (c == NULL)
+        return hl_fail(HILOCK_EINVAL, "client is NULL");
+    if (!hl_handle_is_live(c))
+        return hl_fail(HILOCK_ECLOSED, "not a live client");
+    if (c->own_loop)
+        return hl_fail(HILOCK_EINVAL, "the client runs its own loop "
+                                      "thread");
+    /* Work submitted from here on is queued for the loop, or started at
+     * once when it comes from the new thread; the old thread's calls
+     * before this one were made while it was the loop's. */
+    atomic_store(&c->loop_tid, pthread_self());
+    return HILOCK_OK;
 }
 
 struct ev_loop *hilock_client_loop(const hilock_client *c)

@@ -27,7 +27,10 @@ struct hilock_client {
     struct ev_loop *loop;
     bool own_loop;
     pthread_t thread;
-    pthread_t loop_tid;
+    /* The thread that runs the loop; a caller's loop may be handed to
+     * another thread (hilock_client_set_loop_thread), so any thread reads
+     * it atomically. */
+    _Atomic(pthread_t) loop_tid;
     bool thread_running; /* own loop: the thread exists and is joinable */
 
     hl_async wakeup;
@@ -93,6 +96,7 @@ struct hilock_client {
     int callback_depth;   /* user callbacks running on the loop thread */
     bool free_when_idle;  /* destroyed inside a callback */
     bool free_on_thread_exit;
+    bool loop_exited; /* under lock: the own loop thread left its loop */
     /* The client's memory: one reference for the client itself, and one
      * for each thread that reached it through a lock handle and is still
      * using it (hl_lock_client_get), so a client destroyed meanwhile

@@ -35,10 +35,12 @@ static void command_start(hl_op *op)
     hl_conn *conn = c->conn;
     if (conn != NULL && c->cluster != NULL && call->slot >= 0)
         conn = hl_cluster_conn_for_slot(c->cluster, (unsigned)call->slot);
+    _Atomic int *gate = hl_op_gate_requests(op);
     int rc = conn == NULL
                  ? (hl_free(cmd), HILOCK_ECLOSED)
                  : hl_conn_command_take(conn, cmd, call->len,
                                         command_answered, call);
+    hl_conn_gate_requests(gate);
     if (rc != 0) {
         hl_op_done(op, rc, 0, NULL,
                    rc == HILOCK_ECLOSED ? "client closed"
@@ -66,6 +68,7 @@ static const hl_op_type command_type = {
     .complete = command_complete,
     .destroy = command_destroy,
     .bounded = true,
+    .withdrawable = true,
 };
 
 static int check_args(const hilock_client *c, int argc,

@@ -15,7 +15,7 @@
 /* A blocking caller's word: the loop thread stores the result and wakes
  * the caller only if it went to sleep, so a caller that waits awake
  * costs the loop thread nothing. */
-enum { WORD_EMPTY, WORD_POSTED, WORD_SLEEPING };
+enum { WORD_EMPTY, WORD_POSTED, WORD_SLEEPING, WORD_ABANDONED };
 
 /* Sleepers do not sleep on their op's word but on one of a few shared
  * futex words, with a bit of their own (FUTEX_WAIT_BITSET), so that the
@@ -58,10 +58,22 @@ void hl_op_init(hl_op *op, const hl_op_type *type)
     atomic_init(&op->refs, 1);
     atomic_init(&op->cancel_queued, false);
     atomic_init(&op->word, WORD_EMPTY);
+    atomic_init(&op->gate, HL_GATE_OPEN);
     op->state = HL_OP_NEW;
 }
 
 void hl_op_ref(hl_op *op) { atomic_fetch_add(&op->refs, 1); }
+
+bool hl_op_ref_if_alive(hl_op *op)
+{
+    int refs = atomic_load(&op->refs);
+    while (refs > 0)
+        if (atomic_compare_exchange_weak(&op->refs, &refs, refs + 1))
+            return true;
+    return false;
+}
+
+bool hl_op_caller_may_wait(void) { return !hl_thread_runs_loop(); }
 
 void hl_op_unref(hl_op *op)
 {
@@ -102,8 +114,29 @@ static bool take_place(hilock_client *home, hl_op *op)
     return true;
 }
 
+_Atomic int *hl_op_gate_requests(hl_op *op)
+{
+    return hl_conn_gate_requests(op->waited ? &op->gate : NULL);
+}
+
+/* A blocking caller's op is about to start: false when its caller gave
+ * up and withdrew it first. */
+static bool claim_start(hl_op *op)
+{
+    int open = HL_GATE_OPEN;
+    return !op->waited ||
+           atomic_compare_exchange_strong(&op->gate, &open,
+                                          HL_GATE_STARTED);
+}
+
 static void start(hl_op *op)
 {
+    if (!claim_start(op)) {
+        op->state = HL_OP_STARTED;
+        hl_op_done(op, HILOCK_ETIMEDOUT, 0, NULL,
+                   "withdrawn by its caller before it started");
+        return;
+    }
     if (op->cancel_at_start) {
         /* Cancelled on its loop before it could start: it never does. */
         op->state = HL_OP_STARTED;
@@ -223,8 +256,14 @@ static void post(hl_op *op)
 {
     hilock_client *home = op->home;
     int slot = op->wake_slot;
-    if (atomic_exchange_explicit(&op->word, WORD_POSTED,
-                                 memory_order_acq_rel) != WORD_SLEEPING)
+    uint32_t was = atomic_exchange_explicit(&op->word, WORD_POSTED,
+                                            memory_order_acq_rel);
+    if (was == WORD_ABANDONED) {
+        /* The caller gave up and left its reference to the loop. */
+        hl_op_unref(op);
+        return;
+    }
+    if (was != WORD_SLEEPING)
         return;
     home->wake_mask[slot / 32] |= 1u << (slot % 32);
     /* A caller's own loop may be run one iteration at a time, and a loop
@@ -293,7 +332,8 @@ void hl_op_done(hl_op *op, int status, int64_t value, hilock_reply *reply,
     if (op->waited) {
         /* The caller's reference keeps the op until it has read the
          * result, and it may read it, and let go of the op, the moment
-         * it is posted: the loop's goes first. */
+         * it is posted: the loop's goes first.  It is never the last: a
+         * caller that gave up left its own, which the post drops. */
         atomic_fetch_sub(&op->refs, 1);
         hl_op_finish(op, status, value, reply, detail);
         return;
@@ -503,6 +543,41 @@ int hl_op_submit_or_drop(hilock_client *home, hl_op *op)
     return rc;
 }
 
+/* Withdraw op when nothing of it can have run yet: not started, or a
+ * withdrawable op none of whose requests was written.  Whether it was. */
+static bool withdraw(hl_op *op)
+{
+    int g = atomic_load(&op->gate);
+    for (;;) {
+        bool may = g == HL_GATE_OPEN ||
+                   (g == HL_GATE_STARTED && op->type->withdrawable);
+        if (!may)
+            return false;
+        if (atomic_compare_exchange_weak(&op->gate, &g, HL_GATE_WITHDRAWN))
+            return true;
+    }
+}
+
+/* The caller of an op without a cancel hook stops waiting for it.  It
+ * leaves its reference to the loop, which frees the op when it finishes
+ * (a withdrawn one at once, without doing anything), so that nothing
+ * leaks and nothing of the caller's is touched afterwards. */
+static int give_up(hl_op *op, int64_t *value, hilock_reply **reply)
+{
+    /* Before the abandon: from then on the loop may free the op. */
+    bool withdrawn = withdraw(op);
+    if (atomic_exchange(&op->word, WORD_ABANDONED) == WORD_POSTED)
+        return take_result(op, value, reply); /* it came meanwhile */
+    if (withdrawn)
+        return hl_fail(HILOCK_ETIMEDOUT,
+                       "the loop thread did not answer in time; the call "
+                       "was withdrawn before anything of it was sent, and "
+                       "never runs");
+    return hl_fail(HILOCK_EINDOUBT,
+                   "the loop thread did not answer in time, after the call "
+                   "was sent: it may have taken effect, or may still");
+}
+
 int hl_op_run_blocking(hilock_client *home, hl_op *op, int64_t limit_us,
                        int64_t *value, hilock_reply **reply)
 {
@@ -511,6 +586,11 @@ int hl_op_run_blocking(hilock_client *home, hl_op *op, int64_t limit_us,
     if (hl_client_in_loop(home)) {
         hl_op_unref(op);
         return hl_fail(HILOCK_EDEADLK, "a blocking call on the loop thread");
+    }
+    if (!hl_op_caller_may_wait()) {
+        hl_op_unref(op);
+        return hl_fail(HILOCK_EDEADLK, "a blocking call on the loop thread "
+                                       "of another client");
     }
     op->waited = true;
     op->wake_slot = my_wake_slot();
@@ -526,13 +606,9 @@ int hl_op_run_blocking(hilock_client *home, hl_op *op, int64_t limit_us,
         return rc;
     }
     if (!wait_posted(op, limit_us)) {
-        bool cancellable = op->type->cancel != NULL;
+        if (op->type->cancel == NULL)
+            return give_up(op, value, reply);
         hl_op_cancel(op, HILOCK_ETIMEDOUT);
-        if (!cancellable) {
-            hl_op_unref(op);
-            return hl_fail(HILOCK_ETIMEDOUT, "the loop thread did not "
-                                             "answer in time");
-        }
         /* Should the cancel not reach the loop, the op still ends at its
          * own deadline, which has passed. */
         wait_posted(op, INT64_MAX / 4);

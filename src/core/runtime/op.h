@@ -49,6 +49,11 @@ typedef struct hl_op_type {
     /* Counts against the client's max_pending (callers' operations do;
      * the library's own hand-overs do not). */
     bool bounded;
+    /* Everything the op does once started is requests it queues under
+     * its gate (hl_op_gate_requests) while it starts, so that a blocking
+     * caller that gives up may withdraw it until one is written.  Other
+     * ops can be withdrawn only before they start. */
+    bool withdrawable;
 } hl_op_type;
 
 enum {
@@ -81,6 +86,10 @@ struct hl_op {
     char detail[256];
     /* A blocking caller's wait. */
     _Atomic uint32_t word;
+    /* A blocking caller's claim against the loop's (HL_GATE_*, conn.h):
+     * started, or a request written, before the caller gave up, or
+     * withdrawn by it first. */
+    _Atomic int gate;
     int wake_slot;         /* its bit among the wake words, from submit */
     int64_t spin_us;
 };
@@ -90,6 +99,17 @@ void hl_op_init(hl_op *op, const hl_op_type *type);
 
 void hl_op_ref(hl_op *op);
 void hl_op_unref(hl_op *op);
+/* A reference, unless the last one is gone already (the op is being
+ * destroyed): for a lookup that finds op in a table its destroy hook
+ * leaves, under the table's lock.  Any thread. */
+bool hl_op_ref_if_alive(hl_op *op);
+
+/* Whether the calling thread may wait for a loop thread: not on a thread
+ * running any of the library's loops, where the loop waited for may be
+ * waiting for this one.  There a call hands its op over with
+ * hl_op_submit and returns; elsewhere it may wait (hl_op_call_and_wait,
+ * hl_op_run_blocking). */
+bool hl_op_caller_may_wait(void);
 
 /* Hand op to home's loop thread: started there in submission order, or
  * now when called on it.  The caller's reference becomes the home
@@ -124,25 +144,46 @@ void hl_op_done(hl_op *op, int status, int64_t value, hilock_reply *reply,
 int hl_op_cancel(hl_op *op, int status);
 
 /* Submit op for a blocking caller and wait for its result, at most
- * limit_us; then cancel it with HILOCK_ETIMEDOUT, and wait for it to
- * finish if it can be cancelled, so nothing it does outlives the call.
+ * limit_us.  Past it, an op that can be cancelled is cancelled with
+ * HILOCK_ETIMEDOUT and waited for, so nothing it does outlives the call
+ * (the wait has no limit of its own: a cancelled op ends on its loop at
+ * once, and an op whose loop never runs again cannot be waited out
+ * safely).  Any other op is given up: withdrawn when it has not started,
+ * or, withdrawable, when none of its requests was written (it then never
+ * runs), else left to finish on its own; either way its loop frees it.
  * Returns the op's status with the thread's detail set from it; value
  * and reply (either may be NULL) receive its results.  Consumes the
  * caller's reference: a caller that reads results of the kind's own
- * afterwards takes one more first.  The wait after a cancel has no limit
- * of its own: a cancelled op ends on its loop at once, and an op whose
- * loop never runs again cannot be waited out safely.
- *   HILOCK_EDEADLK   called on the home's loop thread
- *   HILOCK_ETIMEDOUT the loop thread did not answer in time
+ * afterwards takes one more first, and must give the op a cancel hook
+ * (an op given up may still be writing them).
+ *   HILOCK_EDEADLK   called on the home's loop thread, or on any thread
+ *                    running one of the library's loops
+ *   HILOCK_ETIMEDOUT the loop thread did not answer in time, and the op
+ *                    was cancelled or withdrawn: it never took effect
+ *   HILOCK_EINDOUBT  the loop thread did not answer in time, and the op
+ *                    had started (a request of it written): it may have
+ *                    taken effect, or may still
  *   and whatever hl_op_submit and the op return */
 int hl_op_run_blocking(hilock_client *home, hl_op *op, int64_t limit_us,
                        int64_t *value, hilock_reply **reply);
+
+/* Queue the requests this thread sends from now on under op's gate, when
+ * a blocking caller waits for op (else under none); returns what to put
+ * back with hl_conn_gate_requests afterwards.  Around a withdrawable op's
+ * sends only, never around work done for others (a local waiter woken by
+ * a release). */
+_Atomic int *hl_op_gate_requests(hl_op *op);
 
 /* Run op on home's loop and wait for it without a limit: for ops whose
  * start finishes them at once (settings, teardown), which may then live
  * on the caller's stack (destroy a no-op) and need no memory.  On the
  * loop thread it runs now.  The op's status, or hl_op_submit's error
- * (then it never ran). */
+ * (then it never ran).  Never on the loop thread of another client, where
+ * the loop waited for may be waiting for this one: a caller that can run
+ * there checks hl_op_caller_may_wait() first and hands over an op that
+ * owns its memory instead (docs/threads.md).  It still waits there rather
+ * than refuse, since a caller that has not made that check yet would take
+ * a refusal for "the loop is gone" and do the loop's work itself. */
 int hl_op_call_and_wait(hilock_client *home, hl_op *op);
 
 /* The home's loop: start what was submitted, then the cancels asked for

@@ -81,6 +81,19 @@ typedef hl_conn *hl_redirect_fn(void *data, hl_conn *from, const char *error,
  * goes again; it doubles with each retry. */
 #define HL_RETRY_FIRST_MS 10
 
+/* A request's send gate: a word its caller shares with the connection,
+ * so that a caller that gives up can withdraw what was not written yet.
+ * The connection moves it to HL_GATE_SENT when it writes a request that
+ * carries it, unless it finds HL_GATE_WITHDRAWN: it then drops the
+ * request unwritten and completes it with HILOCK_ECANCELED.  Any other
+ * value means "not written yet" (HL_GATE_STARTED is the runtime's). */
+enum { HL_GATE_OPEN, HL_GATE_STARTED, HL_GATE_SENT, HL_GATE_WITHDRAWN };
+
+/* Requests this thread queues from now on carry gate (NULL: none), until
+ * the next call; returns the gate it replaces, to be put back.  Loop
+ * thread. */
+_Atomic int *hl_conn_gate_requests(_Atomic int *gate);
+
 /* Create and start connecting.  NULL when memory runs out. */
 hl_conn *hl_conn_create(const hl_conn_config *cfg);
 

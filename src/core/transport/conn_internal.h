@@ -47,6 +47,7 @@ struct hl_request {
     unsigned char retries;   /* TRYAGAIN / CLUSTERDOWN retries so far */
     hl_monotime retry_until; /* its first deadline: no retry after it */
     hl_monotime not_before;  /* parked: when to send it again */
+    _Atomic int *gate;       /* its caller's send gate, or NULL */
 };
 
 typedef struct req_queue {

@@ -98,11 +98,30 @@ static bool follow_redirect(hl_conn *c, hl_request *r, hilock_reply *reply)
     return true;
 }
 
+/* Whether r may be written: its caller may have withdrawn it, and once
+ * it is written its caller can no longer. */
+static bool pass_gate(hl_request *r)
+{
+    if (r->gate == NULL)
+        return true;
+    int g = atomic_load(r->gate);
+    while (g != HL_GATE_SENT && g != HL_GATE_WITHDRAWN)
+        if (atomic_compare_exchange_weak(r->gate, &g, HL_GATE_SENT))
+            return true;
+    return g == HL_GATE_SENT;
+}
+
 static void move_pending(hl_conn *c)
 {
     hl_request *r;
     hl_conn_settle_last(c);
     while ((r = queue_pop(&c->pending)) != NULL) {
+        if (!pass_gate(r)) {
+            hl_conn_complete(r, HILOCK_ECANCELED, NULL,
+                             "withdrawn by its caller before it was "
+                             "written: it never ran");
+            continue;
+        }
         if (r->script)
             load_script_first(c, r->script);
         /* After the script's load: ASKING admits only the command right

@@ -65,9 +65,23 @@ int hl_conn_format_request(hl_request **out, int argc, const char *const *argv,
 }
 
 
+/* The gate of the requests this thread queues now; see conn.h. */
+static _Thread_local _Atomic int *current_gate;
+
+_Atomic int *hl_conn_gate_requests(_Atomic int *gate)
+{
+    _Atomic int *was = current_gate;
+    current_gate = gate;
+    return was;
+}
+
 /* Into pending, or, with last, into the place after it. */
 static int enqueue_at(hl_conn *c, hl_request *r, bool last)
 {
+    /* A request queued again (redirected, retried) keeps the gate it
+     * came with, which it has passed already. */
+    if (r->gate == NULL)
+        r->gate = current_gate;
     hl_monotime timeout = HL_MS(c->o->command_timeout_ms);
     r->queued_at = hl_monotime_now();
     r->deadline = r->queued_at + timeout;
