@@ -1412,6 +1412,25 @@ static void test_waiter_timeout_option(void **state)
     hl_free_client(c);
 }
 
+/* ---- a reentrant acquire finds the older hold gone ---------------------- */
+
+static void test_reentry_after_loss(void **state)
+{
+    /* Renewals 10 s apart: only the acquire's own answer can tell. */
+    hilock_client *c =
+        hl_new_client(fx.server, &(hl_client_opts){ .watchdog_ms = 30000 });
+    hilock_client *other = hl_new_client(fx.server, NULL);
+    hilock_lock *l = hl_new_fair_lock(c, "reentered");
+
+    (void)state;
+    hl_expect_reentry_finds_loss(c, l, other, "reentered",
+                                 HILOCK_LEASE_WATCHDOG);
+    hl_expect_reentry_finds_loss(c, l, other, "reentered", 30000);
+    hl_free_lock(l);
+    hl_free_client(other);
+    hl_free_client(c);
+}
+
 int main(void)
 {
 #define T(fn) hl_lock_test(fn, &fx)
@@ -1427,6 +1446,7 @@ int main(void)
         T(test_mutual_exclusion),
         T(test_watchdog_keeps_fair_hold),
         T(test_waiter_timeout_option),
+        T(test_reentry_after_loss),
     };
 #undef T
 

@@ -899,6 +899,27 @@ static void test_lost_when_key_deleted(void **state)
     hl_free_client(c);
 }
 
+/* ---- a reentrant acquire finds the older hold gone ---------------------- */
+
+static void test_reentry_after_loss(void **state)
+{
+    /* Renewals 10 s apart: only the acquire's own answer can tell. */
+    hilock_client *c =
+        hl_new_client(fx.server, &(hl_client_opts){ .watchdog_ms = 30000 });
+    hilock_client *other = hl_new_client(fx.server, NULL);
+    hilock_lock *l = hl_new_lock(c, "reentered");
+
+    (void)state;
+    hl_expect_reentry_finds_loss(c, l, other, "reentered",
+                                 HILOCK_LEASE_WATCHDOG);
+    hl_expect_reentry_finds_loss(c, l, other, "reentered", 30000);
+    assert_int_equal(lease_stats(c).lost, 2);
+    assert_int_equal(lease_stats(c).active, 0);
+    hl_free_lock(l);
+    hl_free_client(other);
+    hl_free_client(c);
+}
+
 /* ---- the release message wakes a waiter -------------------------------- */
 
 static void test_release_wakes_waiter(void **state)
@@ -1625,6 +1646,7 @@ int main(void)
         T(test_release_crosses_renewals),
         T(test_max_hold_caps_the_watchdog),
         T(test_lost_when_key_deleted),
+        T(test_reentry_after_loss),
         T(test_release_wakes_waiter),
         T(test_one_subscription_for_many_waiters),
         T(test_fencing_tokens),

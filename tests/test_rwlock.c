@@ -1668,6 +1668,28 @@ static void test_watchdog_keeps_both_sides(void **state)
     hl_free_client(c);
 }
 
+/* ---- a reentrant acquire finds the older hold gone ---------------------- */
+
+static void test_reentry_after_loss(void **state)
+{
+    /* Renewals 10 s apart: only the acquire's own answer can tell. */
+    hilock_client *c =
+        hl_new_client(fx.server, &(hl_client_opts){ .watchdog_ms = 30000 });
+    hilock_client *other = hl_new_client(fx.server, NULL);
+    hilock_lock *r = hl_new_read_lock(c, "re:r");
+    hilock_lock *w = hl_new_write_lock(c, "re:w");
+
+    (void)state;
+    hl_expect_reentry_finds_loss(c, r, other, "re:r", HILOCK_LEASE_WATCHDOG);
+    hl_expect_reentry_finds_loss(c, r, other, "re:r", 30000);
+    hl_expect_reentry_finds_loss(c, w, other, "re:w", HILOCK_LEASE_WATCHDOG);
+    hl_expect_reentry_finds_loss(c, w, other, "re:w", 30000);
+    hl_free_lock(w);
+    hl_free_lock(r);
+    hl_free_client(other);
+    hl_free_client(c);
+}
+
 int main(void)
 {
 #define T(fn) hl_lock_test(fn, &fx)
@@ -1687,6 +1709,7 @@ int main(void)
         T(test_release_by_non_owner),
         T(test_force_release_frees_both),
         T(test_watchdog_keeps_both_sides),
+        T(test_reentry_after_loss),
     };
 #undef T
 

@@ -206,7 +206,10 @@ HILOCK_API int hilock_lock_is_held_by_me(hilock_lock *lock, bool *held);
 HILOCK_API int hilock_lock_remaining_ttl(hilock_lock *lock, int64_t *ttl_ms);
 
 /* Whether the calling thread's lease on this lock was lost (until it
- * releases or acquires again).  No round trip. */
+ * releases or acquires again).  A reentrant acquire whose answer shows
+ * the thread's older holds gone reports them lost before it returns: this
+ * stays true until the release that is theirs, which returns
+ * HILOCK_ELEASELOST.  No round trip. */
 HILOCK_API int hilock_lock_lease_lost(hilock_lock *lock, bool *lost);
 
 /* ---- async API: explicit owner ids, callbacks on the loop thread ------ */
@@ -388,13 +391,15 @@ HILOCK_API int hilock_lock_set_lost_callback(hilock_lock *lock,
                                              void *user_data);
 
 /* Whether owner's lease on this lock was lost (until that owner releases
- * or acquires again).  Loop thread only: elsewhere it cannot look, and
- * returns false, which reads as "not lost"; prefer
+ * or acquires again; older holds found lost by a reentrant acquire until
+ * the release that is theirs).  Loop thread only: elsewhere it cannot
+ * look, and returns false, which reads as "not lost"; prefer
  * hilock_lock_owner_lost_get, which says so.  Kept for existing callers. */
 HILOCK_API bool hilock_lock_owner_lost(hilock_lock *lock, uint64_t owner);
 
 /* Whether owner's lease on this lock was lost (until that owner releases
- * or acquires again), in *lost.  No round trip.  On the lock's loop thread
+ * or acquires again; older holds found lost by a reentrant acquire until
+ * the release that is theirs), in *lost.  No round trip.  On the lock's loop thread
  * it reads at once and never blocks; on other threads it asks the loop
  * thread and blocks until it answers (never for a server).
  * @return HILOCK_OK       *lost is set

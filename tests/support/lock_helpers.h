@@ -178,6 +178,20 @@ void hl_record_group_lost(hilock_multilock *m, uint64_t owner, void *data);
  * called. */
 bool hl_lost_seen(void *rec);
 
+/* ---- a loss found by a reentrant acquire --------------------------------- */
+
+/* The calling thread takes lock (a handle of c on the key name) with
+ * lease_ms, the key is deleted through other behind its back, and the
+ * thread takes the lock again before any renewal can notice: the older
+ * hold must be reported lost (lost callback, hilock_lock_lease_lost)
+ * before the second acquire returns, the new hold must count 1 as the
+ * server does, and the release of the older hold must say
+ * HILOCK_ELEASELOST.  c's watchdog should be long enough that no renewal
+ * comes within the test.  Leaves no lost callback on lock. */
+void hl_expect_reentry_finds_loss(hilock_client *c, hilock_lock *lock,
+                                  hilock_client *other, const char *name,
+                                  int64_t lease_ms);
+
 /* ---- threads that take a lock ------------------------------------------- */
 
 /* Releases lock on a thread of its own, which is another owner of the

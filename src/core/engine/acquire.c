@@ -160,12 +160,43 @@ void hl_hold_lease_lost(hl_lease *lease)
     hl_lock_unref(lock);
 }
 
+/* Tell h's owner that its holds are lost, as a renewal that found them
+ * gone would; h may be gone when this returns. */
+static void lose_holds(hl_hold *h)
+{
+    hl_lease *l = hl_hold_lease(h);
+    if (l == NULL || l->stopped) {
+        /* The lease engine is closing with the client: nobody to tell. */
+        h->lost = true;
+        h->count = 0;
+        return;
+    }
+    hl_lease_lose(l);
+}
+
 /* The server granted the lock: record the hold and its lease. */
 static int grant(hl_acquire_op *op, const hl_acquire_result *res,
                  hilock_acquired *out)
 {
     hilock_lock *lock = op->lock;
-    hl_hold *h = hl_hold_get(lock, op->owner);
+    hl_hold *h = hl_hold_find(lock, op->owner);
+    bool older_lost = false;
+    if (h != NULL && !h->lost && h->count > 0 && res->count <= h->count) {
+        /* The server counts fewer holds than the client knows of plus
+         * this one: the older ones went (the key deleted or run out, the
+         * server restarted empty) before a renewal found out.  A caller
+         * handed the new hold would believe in them, so they are reported
+         * lost first, and the new hold counts what the server has.  The
+         * op stays ATTEMPTING meanwhile: a wake-up or timer that a lost
+         * callback causes must not start another attempt of it. */
+        op->state = HL_ACQUIRE_ATTEMPTING;
+        lose_holds(h);
+        if (op->state == HL_ACQUIRE_DONE)
+            return HILOCK_ECANCELED; /* a lost callback ended it */
+        op->state = HL_ACQUIRE_WAITING;
+        older_lost = true;
+    }
+    h = hl_hold_get(lock, op->owner);
     if (h == NULL)
         return HILOCK_ENOMEM;
     if (h->lost && h->lease_busy) {
@@ -180,13 +211,15 @@ static int grant(hl_acquire_op *op, const hl_acquire_result *res,
         h->count = 0;
         h->token = 0;
     }
+    if (older_lost)
+        h->older_lost = true;
     if (!h->leased) {
         if (hl_hold_start_lease(h, op->attempt_sent, op->lease_ms) !=
             HILOCK_OK) {
             /* Leave the count as it was, so giving the grant back lowers
              * the server to it. */
             if (h->count == 0 && h->releases_in_flight == 0)
-                hl_hold_drop(h);
+                hl_hold_done(h);
             return HILOCK_ENOMEM;
         }
     } else {
@@ -454,7 +487,17 @@ static void granted(hl_acquire_op *op, const hl_acquire_result *res)
         hl_turn_end(lock, &op->turn);
         got = (hilock_acquired){.owner = op->owner, .hold_count = res->free};
     } else {
+        op->in_flight++; /* a lost callback in grant may end the op */
         int rc = grant(op, res, &got);
+        op->in_flight--;
+        if (op->state == HL_ACQUIRE_DONE) {
+            /* Nobody takes the grant: it goes back in the turn its
+             * attempt kept. */
+            hl_reconcile_start(lock, op->owner, &op->turn, NULL, 0,
+                               reconcile_ms(op));
+            op_free_if_idle(op);
+            return;
+        }
         if (rc != HILOCK_OK) {
             hl_reconcile_start(lock, op->owner, &op->turn, NULL, 0,
                                reconcile_ms(op));

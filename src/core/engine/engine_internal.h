@@ -129,6 +129,10 @@ hl_hold *hl_hold_get(hilock_lock *lock, uint64_t owner); /* creates */
 /* Forget a hold: stop its lease and free it (once the engine is done
  * with the lease inside). */
 void hl_hold_drop(hl_hold *hold);
+/* Every hold the client counts in h is released: drop it, but keep
+ * older_lost (in a hold of count 0 without a lease) for the release that
+ * is still to come. */
+void hl_hold_done(hl_hold *h);
 /* Start the hold's lease; HILOCK_OK or HILOCK_ENOMEM (no engine). */
 int hl_hold_start_lease(hl_hold *hold, hl_monotime granted_at,
                         int64_t lease_ms);

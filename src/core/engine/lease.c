@@ -541,6 +541,8 @@ void hl_lease_set_releasing(hl_lease *l, bool releasing)
         lease_lost(l);
 }
 
+void hl_lease_lose(hl_lease *l) { lease_lost(l); }
+
 bool hl_lease_stop(hl_lease *l)
 {
     if (!l->stopped)

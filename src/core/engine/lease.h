@@ -86,6 +86,11 @@ void hl_lease_regranted(hl_lease *l, hl_monotime granted_at,
  * lease and a "not held" answer is no loss. */
 void hl_lease_set_releasing(hl_lease *l, bool releasing);
 
+/* Report the lease lost now, as a renewal that found it gone would: its
+ * owner learnt so from an answer of its own.  Nothing for a stopped
+ * lease. */
+void hl_lease_lose(hl_lease *l);
+
 /* No more renewals or reports.  Returns true when the owner may free the
  * lease's memory at once; false when a renewal in flight still names it,
  * and the engine's on_release will say when. */

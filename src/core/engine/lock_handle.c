@@ -243,6 +243,21 @@ void hl_hold_drop(hl_hold *h)
         hl_free(h);
 }
 
+void hl_hold_done(hl_hold *h)
+{
+    hilock_lock *lock = h->lock;
+    uint64_t owner = h->owner;
+    bool older_lost = h->older_lost;
+    /* A new hold rather than this one without its lease: a renewal in
+     * flight may still name the lease inside this one. */
+    hl_hold_drop(h);
+    if (older_lost) {
+        hl_hold *marker = hl_hold_get(lock, owner);
+        if (marker != NULL)
+            marker->older_lost = true; /* else that release says ENOTOWNER */
+    }
+}
+
 void hl_hold_lease_released(hl_lease *lease)
 {
     hl_hold *h = (hl_hold *)(void *)((char *)lease -
@@ -628,7 +643,7 @@ bool hilock_lock_owner_lost(hilock_lock *lock, uint64_t owner)
         !hl_client_in_loop(lock->client))
         return false;
     hl_hold *h = hl_hold_find(lock, owner);
-    return h != NULL && h->lost;
+    return h != NULL && (h->lost || h->older_lost);
 }
 
 int hilock_lock_owner_lost_get(hilock_lock *lock, uint64_t owner, bool *lost)
@@ -644,7 +659,7 @@ int hilock_lock_owner_lost_get(hilock_lock *lock, uint64_t owner, bool *lost)
     hl_client_unref(c);
     if (here) {
         hl_hold *h = hl_hold_find(lock, owner);
-        *lost = h != NULL && h->lost;
+        *lost = h != NULL && (h->lost || h->older_lost);
         return HILOCK_OK;
     }
     int64_t v = 0;

@@ -176,6 +176,10 @@ struct hl_hold {
     int32_t lease_ms;    /* of the hold's lease: 0 for the watchdog */
     int32_t releases_in_flight;
     bool lost;
+    /* An acquire found holds older than its grant gone on the server and
+     * reported them lost; the release that comes once the holds counted
+     * above are released is theirs, and says so. */
+    bool older_lost;
     bool leased;         /* the lease below runs for this hold */
     bool lease_busy;     /* the engine still names the lease below */
     bool dropped;        /* off the lock's list; freed when not busy */

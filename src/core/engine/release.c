@@ -81,7 +81,7 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
             if (h->count > 0)
                 h->count--;
             if (h->count <= 0 && h->releases_in_flight == 0)
-                hl_hold_drop(h);
+                hl_hold_done(h);
             else if (hl_hold_lease(h) && call->lease_was_releasing)
                 hl_lease_set_releasing(hl_hold_lease(h), false);
             hl_reconcile_start(lock, call->owner, NULL, NULL, 0, lease_ms);
@@ -126,7 +126,7 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
         }
         if (out != HL_REL_STILL_HELD) {
             if (h && h->releases_in_flight == 0)
-                hl_hold_drop(h);
+                hl_hold_done(h);
             else if (h)
                 h->count = 0;
             call_finish(call, HILOCK_OK, 0, NULL);
@@ -231,6 +231,18 @@ static void call_start(hl_op *op)
                         "the lease was lost before this release");
             return;
         }
+        if (h != NULL && h->older_lost &&
+            h->count - h->releases_in_flight <= 0) {
+            /* Every hold the client counts is being released already:
+             * this release is of an older one, which an acquire found
+             * lost and reported.  The server has nothing of it. */
+            h->older_lost = false;
+            if (h->count <= 0 && h->releases_in_flight == 0)
+                hl_hold_drop(h);
+            call_finish(call, HILOCK_ELEASELOST, 0,
+                        "the lease was lost before this release");
+            return;
+        }
         /* The watchdog timeout from the options, not the lease engine: a
          * release before any acquire would have to make the engine, and
          * may find no memory for it. */
@@ -291,7 +303,8 @@ static void call_start(hl_op *op)
         break;
     case CALL_LEASE_LOST: {
         hl_hold *h = hl_hold_find(lock, call->owner);
-        call_finish(call, HILOCK_OK, h != NULL && h->lost, NULL);
+        call_finish(call, HILOCK_OK,
+                    h != NULL && (h->lost || h->older_lost), NULL);
         return;
     }
     }
