@@ -378,6 +378,127 @@ static void test_restart_under_holder(void **state)
     hl_free_client(c);
 }
 
+/* ---- a connection that comes back has its holds checked at once ------- */
+
+/* Renewals 100 s apart and fixed leases as long: within any wait below,
+ * even widened for valgrind, only the check on reconnecting can tell a
+ * holder anything. */
+#define SLOW_WATCHDOG_MS 300000
+
+typedef struct stats_at_least {
+    hilock_client *client;
+    uint64_t renewed;
+} stats_at_least;
+
+static bool renewed_at_least(void *arg)
+{
+    stats_at_least *w = arg;
+    hilock_client_stats st;
+
+    return hilock_client_get_stats(w->client, &st) == HILOCK_OK &&
+           st.leases_renewed >= w->renewed;
+}
+
+static void test_restart_checks_holds_at_once(void **state)
+{
+    hilock_client *c = hl_new_client(
+        fx.server, &(hl_client_opts){ .watchdog_ms = SLOW_WATCHDOG_MS });
+    hilock_client *other = hl_new_client(fx.server, NULL);
+    hilock_lock *w = hl_new_lock(c, "amnesia:watched");
+    hilock_lock *f = hl_new_lock(c, "amnesia:fixed");
+    hilock_lock *ow = hl_new_lock(other, "amnesia:watched");
+    static hl_lost_rec lw, lf;
+    bool lost = false;
+
+    (void)state;
+    hl_lost_rec_init(&lw, c);
+    hl_lost_rec_init(&lf, c);
+    assert_status(hilock_lock_set_lost_callback(w, hl_record_lost, &lw),
+                  HILOCK_OK);
+    assert_status(hilock_lock_set_lost_callback(f, hl_record_lost, &lf),
+                  HILOCK_OK);
+    assert_status(hilock_lock_try_acquire(w, 0, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_OK);
+    assert_status(hilock_lock_try_acquire(f, 0, SLOW_WATCHDOG_MS),
+                  HILOCK_OK);
+    hl_fixture_kill9(fx.server);
+    hl_fixture_restart(fx.server);
+    /* The data went with the process: another client gets the lock the
+     * moment it reconnects, so the holder must hear of its loss just as
+     * soon. */
+    assert_status(hilock_lock_try_acquire(ow, hl_widen(10000),
+                                          HILOCK_LEASE_WATCHDOG),
+                  HILOCK_OK);
+    if (!hl_wait_until(hl_lost_seen, &lw, hl_widen(5000)))
+        fail_msg("the watchdog hold was not reported lost within 5 s of "
+                 "the server coming back empty");
+    if (!hl_wait_until(hl_lost_seen, &lf, hl_widen(5000)))
+        fail_msg("the fixed-lease hold was not reported lost within 5 s "
+                 "of the server coming back empty");
+    assert_int_equal(atomic_load(&lw.off_loop), 0);
+    assert_int_equal(atomic_load(&lf.owner), hilock_thread_owner());
+    assert_status(hilock_lock_lease_lost(w, &lost), HILOCK_OK);
+    assert_true(lost);
+    assert_status(hilock_lock_release(w), HILOCK_ELEASELOST);
+    assert_status(hilock_lock_release(f), HILOCK_ELEASELOST);
+    assert_status(hilock_lock_release(ow), HILOCK_OK);
+    assert_int_equal(atomic_load(&lw.calls), 1);
+    assert_int_equal(atomic_load(&lf.calls), 1);
+    hl_free_lock(ow);
+    hl_free_lock(f);
+    hl_free_lock(w);
+    hl_free_client(other);
+    hl_free_client(c);
+}
+
+static void test_reconnect_keeps_surviving_holds(void **state)
+{
+    hilock_client *c = hl_new_client(
+        fx.server, &(hl_client_opts){ .watchdog_ms = SLOW_WATCHDOG_MS });
+    hilock_lock *w = hl_new_lock(c, "kept:watched");
+    hilock_lock *f = hl_new_lock(c, "kept:fixed");
+    static hl_lost_rec lw, lf;
+    stats_at_least checked = { c, 1 };
+    hilock_client_stats st;
+    bool flag = true;
+
+    (void)state;
+    hl_lost_rec_init(&lw, c);
+    hl_lost_rec_init(&lf, c);
+    assert_status(hilock_lock_set_lost_callback(w, hl_record_lost, &lw),
+                  HILOCK_OK);
+    assert_status(hilock_lock_set_lost_callback(f, hl_record_lost, &lf),
+                  HILOCK_OK);
+    assert_status(hilock_lock_try_acquire(w, 0, HILOCK_LEASE_WATCHDOG),
+                  HILOCK_OK);
+    assert_status(hilock_lock_try_acquire(f, 0, SLOW_WATCHDOG_MS),
+                  HILOCK_OK);
+    assert_status(hilock_client_get_stats(c, &st), HILOCK_OK);
+    assert_int_equal(st.leases_renewed, 0);
+    assert_true(hl_fixture_client_kill(fx.server, "normal") >= 1);
+    /* The watchdog hold is confirmed by the check after the reconnect;
+     * the fixed one's check went out behind it on the same connection,
+     * so a round trip after that has its answer in too. */
+    if (!hl_wait_until(renewed_at_least, &checked, hl_widen(5000)))
+        fail_msg("the holds were not checked within 5 s of the reconnect");
+    assert_status(hilock_lock_is_locked(f, &flag), HILOCK_OK);
+    assert_true(flag);
+    assert_status(hilock_client_get_stats(c, &st), HILOCK_OK);
+    assert_int_equal(st.leases_lost, 0);
+    assert_int_equal(st.leases_active, 2);
+    assert_status(hilock_lock_lease_lost(w, &flag), HILOCK_OK);
+    assert_false(flag);
+    assert_status(hilock_lock_lease_lost(f, &flag), HILOCK_OK);
+    assert_false(flag);
+    assert_int_equal(atomic_load(&lw.calls), 0);
+    assert_int_equal(atomic_load(&lf.calls), 0);
+    assert_status(hilock_lock_release(w), HILOCK_OK);
+    assert_status(hilock_lock_release(f), HILOCK_OK);
+    hl_free_lock(f);
+    hl_free_lock(w);
+    hl_free_client(c);
+}
+
 /* ---- a short outage during a bounded wait ------------------------------ */
 
 static void test_outage_during_wait(void **state)
@@ -492,6 +613,8 @@ int main(void)
         T(test_normal_killed),
         T(test_restart_under_waiter),
         T(test_restart_under_holder),
+        T(test_restart_checks_holds_at_once),
+        T(test_reconnect_keeps_surviving_holds),
         T(test_outage_during_wait),
         T(test_owner_lost_read_off_the_loop_thread),
     };

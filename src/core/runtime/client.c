@@ -358,6 +358,12 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
             c->connect_hook(c, c->connect_hook_data);
             c->hook_conn = NULL;
         }
+        /* Back after a break: the server may have restarted without its
+         * data (a restarted server is always met on a new connection),
+         * and a holder must hear of that now, not at its next renewal,
+         * while a waiter elsewhere may already have the lock. */
+        if (hl_conn_get_stats(conn).connects > 1)
+            hl_client_master_changed(c);
     } else {
         c->up_mask &= ~(1u << i);
         if (c->cluster)

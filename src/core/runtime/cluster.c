@@ -68,6 +68,9 @@ static void on_node_event(hl_conn *conn, hl_conn_event ev, int status,
     /* A lost master may have failed over: its slots have a new owner. */
     if (ev == HL_CONN_DOWN)
         hl_cluster_refresh_soon(cl);
+    /* One that came back may have restarted without its data. */
+    else if (hl_conn_get_stats(conn).connects > 1)
+        hl_client_master_changed(cl->client);
 }
 
 static int find_node(const hl_cluster *cl, const char *host, size_t hlen,

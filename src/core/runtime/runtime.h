@@ -31,13 +31,16 @@ typedef struct hl_client_part {
     void (*close)(hilock_client *client);
     /* Adds to out on the loop thread; may be NULL. */
     void (*stats)(hilock_client *client, hilock_client_stats *out);
-    /* The client's master changed (Sentinel): what was granted through
-     * the old one must be checked on the new one now.  May be NULL. */
+    /* The client's master changed (Sentinel, cluster failover), or a
+     * connection came back, perhaps to a server that restarted without
+     * its data: what was granted through the old one must be checked on
+     * the one there now.  May be NULL. */
     void (*master_changed)(hilock_client *client);
 } hl_client_part;
 
 /* The master behind some of the client's requests changed (a Sentinel
- * or cluster failover): every part's master_changed runs.  Loop thread. */
+ * or cluster failover), or may have (a connection came back): every
+ * part's master_changed runs.  Loop thread. */
 void hl_client_master_changed(hilock_client *client);
 
 /* Attach part (static storage) to client; attaching it again does
