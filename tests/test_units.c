@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "core/transport/keyslot.h"
+#include "core/base/alloc.h"
 #include "core/base/buf.h"
 #include "core/runtime/client_state.h"
 #include "core/transport/command_slot.h"
@@ -23,6 +24,138 @@
 #include "core/base/monotime.h"
 #include "core/config/option_values.h"
 #include "core/transport/reply.h"
+
+/* ---- owner turns against a model of their lines ------------------------ */
+
+#define TT_OWNERS 40
+#define TT_TURNS 512
+
+typedef struct tt_turn {
+    hl_turn turn; /* first */
+    int id;
+    uint64_t owner;
+    bool listed;
+} tt_turn;
+
+static tt_turn tt[TT_TURNS];
+static int tt_went[TT_TURNS];
+/* The model: each owner's line, oldest first. */
+static int tt_line[TT_OWNERS][TT_TURNS];
+static int tt_len[TT_OWNERS];
+
+static void tt_go(hl_turn *t) { tt_went[((tt_turn *)(void *)t)->id]++; }
+
+static uint64_t tt_owner(int o)
+{
+    /* Sequential ids and ids far apart, as thread owners and async
+     * callers' ids come. */
+    return o % 2 ? (uint64_t)o : (uint64_t)o << 40 | UINT64_C(1) << 20;
+}
+
+static int tt_owner_index(uint64_t owner)
+{
+    for (int o = 0; o < TT_OWNERS; o++)
+        if (tt_owner(o) == owner)
+            return o;
+    fail_msg("unknown owner");
+    return -1;
+}
+
+static int tt_pick(unsigned *seed, bool listed)
+{
+    int start = (int)(rand_r(seed) % TT_TURNS);
+    for (int i = 0; i < TT_TURNS; i++) {
+        int id = (start + i) % TT_TURNS;
+        if (tt[id].listed == listed)
+            return id;
+    }
+    return -1;
+}
+
+static void tt_check(void)
+{
+    for (int id = 0; id < TT_TURNS; id++) {
+        assert_int_equal(tt[id].turn.listed, tt[id].listed);
+        if (!tt[id].listed) {
+            assert_false(tt[id].turn.active);
+            continue;
+        }
+        int o = tt_owner_index(tt[id].owner);
+        assert_int_equal(tt[id].turn.owner, tt[id].owner);
+        assert_int_equal(tt[id].turn.active, tt_line[o][0] == id);
+    }
+}
+
+static void test_turns_follow_the_model(void **state)
+{
+    (void)state;
+    hilock_lock *lock = calloc(1, sizeof *lock + 1);
+    unsigned seed = 12345;
+    int went_before[TT_TURNS];
+
+    assert_non_null(lock);
+    memset(tt, 0, sizeof tt);
+    memset(tt_went, 0, sizeof tt_went);
+    memset(tt_len, 0, sizeof tt_len);
+    for (int id = 0; id < TT_TURNS; id++)
+        tt[id].id = id;
+    for (int step = 0; step < 200000; step++) {
+        int what = (int)(rand_r(&seed) % 3);
+        int id = tt_pick(&seed, what != 0);
+        memcpy(went_before, tt_went, sizeof went_before);
+        if (what == 0 && id >= 0) {
+            int o = (int)(rand_r(&seed) % TT_OWNERS);
+            tt[id].owner = tt_owner(o);
+            tt[id].listed = true;
+            bool now = hl_turn_take(lock, &tt[id].turn, tt[id].owner, tt_go);
+            assert_int_equal(now, tt_len[o] == 0);
+            tt_line[o][tt_len[o]++] = id;
+        } else if (what == 1 && id >= 0) {
+            int o = tt_owner_index(tt[id].owner);
+            int at = 0;
+            while (tt_line[o][at] != id)
+                at++;
+            memmove(&tt_line[o][at], &tt_line[o][at + 1],
+                    (size_t)(tt_len[o] - at - 1) * sizeof(int));
+            tt_len[o]--;
+            tt[id].listed = false;
+            hl_turn_end(lock, &tt[id].turn);
+            /* Only the owner's next request is told, and only when the
+             * turn was the one ending. */
+            if (at == 0 && tt_len[o] > 0)
+                went_before[tt_line[o][0]]++;
+        } else if (what == 2 && id >= 0) {
+            int to = tt_pick(&seed, false);
+            if (to < 0)
+                continue;
+            int o = tt_owner_index(tt[id].owner);
+            int at = 0;
+            while (tt_line[o][at] != id)
+                at++;
+            /* A give-back takes its attempt's place, ahead of requests
+             * that queued meanwhile. */
+            tt_line[o][at] = to;
+            tt[to].owner = tt[id].owner;
+            tt[to].listed = true;
+            tt[id].listed = false;
+            hl_turn_pass(lock, &tt[id].turn, &tt[to].turn, tt_go);
+        }
+        assert_memory_equal(went_before, tt_went, sizeof went_before);
+        if (step % 64 == 0)
+            tt_check();
+    }
+    tt_check();
+    /* Every line ends; the table found each owner's line by its owner. */
+    for (int id = 0; id < TT_TURNS; id++)
+        if (tt[id].listed) {
+            tt[id].listed = false;
+            hl_turn_end(lock, &tt[id].turn);
+        }
+    assert_int_equal(lock->turn_lines, 0);
+    assert_true(lock->turn_table != NULL);
+    hl_free(lock->turn_table);
+    free(lock);
+}
 
 static void test_backoff_doubles_and_caps(void **state)
 {
@@ -468,6 +601,7 @@ int main(void)
         cmocka_unit_test(test_wait_and_blocking_limits),
         cmocka_unit_test(test_keyslot_rules),
         cmocka_unit_test(test_command_slot),
+        cmocka_unit_test(test_turns_follow_the_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,13 +19,22 @@
  * remove, and can remove only the one it is about.  Releases take no
  * turn: each removes one hold the client knows of. */
 struct hl_turn {
+    /* In its owner's line, a ring: the head's prev is the last. */
+    hl_turn *prev;
     hl_turn *next;
+    /* Heads only: the other lines in the head's bucket of the lock's
+     * table, which finds an owner's line without walking the others. */
+    hl_turn *chain_prev;
+    hl_turn *chain_next;
     uint64_t owner;
     void (*go)(hl_turn *turn); /* its turn came */
-    bool active; /* its request may be sent, or is unanswered */
+    bool active; /* heads its line: its request may be sent, or is
+                  * unanswered */
     bool listed;
 };
 
+/* Each of these takes constant time, whatever the number of lines and
+ * of requests in them. */
 /* Join the line of owner's requests on lock; true when it is turn's turn
  * now.  Otherwise go is called when it comes (loop thread). */
 bool hl_turn_take(hilock_lock *lock, hl_turn *turn, uint64_t owner,

@@ -70,6 +70,8 @@ hilock_client *hl_lock_client_get(hilock_lock *lock)
 static void lock_free(hilock_lock *lock)
 {
     hl_map_clear(&lock->acquires_by_id); /* every acquire has ended */
+    hl_free(lock->turn_table);
+    lock->turn_table = NULL;
     hl_handle_release(lock);
 }
 

@@ -218,7 +218,14 @@ struct hilock_lock {
     hl_hold *holds;
     hl_acquire_op *ops; /* pending acquires, oldest first */
     hl_acquire_op *ops_tail;
-    hl_turn *turns;     /* requests taking turns per owner, oldest first */
+    /* Requests taking turns: one line per owner (engine_internal.h),
+     * whose heads are hashed by owner into turn_table, turn_mask + 1
+     * buckets; until a second line needs one, the only bucket is
+     * turns. */
+    hl_turn *turns;
+    hl_turn **turn_table;
+    uint32_t turn_mask;
+    uint32_t turn_lines;
     /* The user's lost callback, or NULL; in the handle, so that setting
      * or clearing it never allocates.  Loop thread. */
     hilock_lost_cb *lost_cb;
