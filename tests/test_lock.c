@@ -920,6 +920,73 @@ static void test_reentry_after_loss(void **state)
     hl_free_client(c);
 }
 
+/* The lost callback releases the lost hold at once, while the acquire
+ * that found the loss is still being answered. */
+typedef struct release_on_loss {
+    hl_value_rec rel;
+    atomic_int calls;
+} release_on_loss;
+
+static void release_on_lost(hilock_lock *lock, uint64_t owner, void *data)
+{
+    release_on_loss *r = data;
+
+    atomic_fetch_add(&r->calls, 1);
+    if (hilock_lock_release_async(lock, owner, hl_record_value, &r->rel) !=
+        HILOCK_OK)
+        atomic_fetch_add(&r->calls, 100);
+}
+
+static void test_reentry_after_loss_released_in_callback(void **state)
+{
+    hilock_client *c =
+        hl_new_client(fx.server, &(hl_client_opts){ .watchdog_ms = 30000 });
+    hilock_client *other = hl_new_client(fx.server, NULL);
+    hilock_lock *l = hl_new_lock(c, "reentered");
+    static release_on_loss rl;
+    static hl_acquire_rec first, second;
+    static hl_value_rec inner, outer;
+
+    (void)state;
+    hl_value_rec_init(&rl.rel);
+    atomic_init(&rl.calls, 0);
+    hl_acquire_rec_init(&first, c);
+    hl_acquire_rec_init(&second, c);
+    hl_value_rec_init(&inner);
+    hl_value_rec_init(&outer);
+    assert_status(hilock_lock_set_lost_callback(l, release_on_lost, &rl),
+                  HILOCK_OK);
+    assert_status(hilock_lock_acquire_async(l, OWNER_A, 0,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            hl_record_acquire, &first, NULL),
+                  HILOCK_OK);
+    assert_status(hl_expect_acquire(&first), HILOCK_OK);
+    assert_int_equal(int_of(cmd(other, "DEL", "reentered", (char *)NULL)),
+                     1);
+    assert_status(hilock_lock_acquire_async(l, OWNER_A, 0,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            hl_record_acquire, &second, NULL),
+                  HILOCK_OK);
+    assert_status(hl_expect_acquire(&second), HILOCK_OK);
+    assert_int_equal(second.got.hold_count, 1);
+    assert_int_equal(atomic_load(&rl.calls), 1);
+    /* The lost hold's release, made in the callback, was the one owed. */
+    hl_expect_value(&rl.rel, HILOCK_ELEASELOST);
+    assert_status(hilock_lock_release_async(l, OWNER_A, hl_record_value,
+                                            &inner),
+                  HILOCK_OK);
+    assert_int_equal(hl_expect_value(&inner, HILOCK_OK), 0);
+    assert_status(hilock_lock_release_async(l, OWNER_A, hl_record_value,
+                                            &outer),
+                  HILOCK_OK);
+    hl_expect_value(&outer, HILOCK_ENOTOWNER);
+    assert_int_equal(exists_bin(other, "reentered", 9), 0);
+    assert_status(hilock_lock_set_lost_callback(l, NULL, NULL), HILOCK_OK);
+    hl_free_lock(l);
+    hl_free_client(other);
+    hl_free_client(c);
+}
+
 /* ---- the release message wakes a waiter -------------------------------- */
 
 static void test_release_wakes_waiter(void **state)
@@ -1647,6 +1714,7 @@ int main(void)
         T(test_max_hold_caps_the_watchdog),
         T(test_lost_when_key_deleted),
         T(test_reentry_after_loss),
+        T(test_reentry_after_loss_released_in_callback),
         T(test_release_wakes_waiter),
         T(test_one_subscription_for_many_waiters),
         T(test_fencing_tokens),

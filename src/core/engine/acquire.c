@@ -194,7 +194,9 @@ static int grant(hl_acquire_op *op, const hl_acquire_result *res,
         if (op->state == HL_ACQUIRE_DONE)
             return HILOCK_ECANCELED; /* a lost callback ended it */
         op->state = HL_ACQUIRE_WAITING;
-        older_lost = true;
+        /* Unless a lost callback released the lost holds already. */
+        h = hl_hold_find(lock, op->owner);
+        older_lost = h != NULL && h->lost;
     }
     h = hl_hold_get(lock, op->owner);
     if (h == NULL)
