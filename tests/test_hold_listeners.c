@@ -154,6 +154,47 @@ static void test_every_listener_told_before_the_user(void **state)
     hl_free_client(c);
 }
 
+/* A reentrant acquire that finds the older hold gone tells the
+ * listeners, then the user, before it returns: no renewal comes within
+ * the test to tell them instead. */
+static void test_told_by_a_reentrant_acquire(void **state)
+{
+    (void)state;
+    hilock_client *c =
+        hl_new_client(server, &(hl_client_opts){.watchdog_ms = 30000});
+    hilock_client *other = hl_new_client(server, NULL);
+    hilock_lock *l = hl_new_lock(c, "reentered");
+    hl_hold_listener a = {.cb = on_event, .data = (void *)&name_a};
+
+    log_reset();
+    assert_int_equal(hl_lock_listen(l, &a), HILOCK_OK);
+    assert_int_equal(hilock_lock_set_lost_callback(l, on_event,
+                                                   (void *)&name_user),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
+                     HILOCK_OK);
+    steal(other, "reentered");
+    assert_int_equal(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
+                     HILOCK_OK);
+    /* Read under the mutex, judged after it: a failure must not leave it
+     * held for the tests that follow. */
+    pthread_mutex_lock(&events.mu);
+    int n = events.n;
+    char first = events.who[0], second = events.who[1];
+    uint64_t owner = events.owner[0];
+    pthread_mutex_unlock(&events.mu);
+    assert_int_equal(n, 2);
+    assert_int_equal(first, 'a');
+    assert_int_equal(second, 'u');
+    assert_int_equal(owner, hilock_thread_owner());
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    assert_int_equal(hilock_lock_release(l), HILOCK_ELEASELOST);
+    assert_int_equal(hl_lock_unlisten(l, &a), HILOCK_OK);
+    hl_free_lock(l);
+    hl_free_client(other);
+    hl_free_client(c);
+}
+
 static void test_closing_client_tells_owner_zero(void **state)
 {
     (void)state;
@@ -209,6 +250,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_listener_told_before_the_user),
+        cmocka_unit_test(test_told_by_a_reentrant_acquire),
         cmocka_unit_test(test_closing_client_tells_owner_zero),
         cmocka_unit_test(test_bad_arguments),
     };
