@@ -505,6 +505,69 @@ static void test_watchdog_renews_on_every_master(void **state)
 /* A round groups its leases by slot whatever their order by deadline:
  * 200 leases of two slots, taken alternately, renew in two calls of 100
  * each, not in calls split from batches of mixed slots. */
+/* A master's connection that comes back has the holds on it checked at
+ * once, not at the next renewal, 100 s away. */
+static atomic_int lost_calls;
+
+static void count_lost(hilock_lock *lock, uint64_t owner, void *data)
+{
+    (void)lock, (void)owner, (void)data;
+    atomic_fetch_add(&lost_calls, 1);
+}
+
+typedef struct renewed_probe {
+    hilock_client *client;
+    uint64_t at_least;
+} renewed_probe;
+
+static bool renewed_at_least(void *arg)
+{
+    renewed_probe *p = arg;
+    hilock_client_stats st;
+    return hilock_client_get_stats(p->client, &st) == HILOCK_OK &&
+           st.leases_renewed >= p->at_least;
+}
+
+static bool lost_seen(void *arg)
+{
+    (void)arg;
+    return atomic_load(&lost_calls) > 0;
+}
+
+static void test_reconnected_master_checks_its_holds(void **state)
+{
+    (void)state;
+    hilock_client *c = client_at(hl_redis_cluster_url(cluster), 300000);
+    hl_redis_server *m = master(1);
+    char name[32];
+    key_on(m, "checked", name, sizeof name);
+    hilock_lock *l = NULL;
+    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+                     HILOCK_OK);
+    atomic_store(&lost_calls, 0);
+    assert_int_equal(hilock_lock_set_lost_callback(l, count_lost, NULL),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
+                     HILOCK_OK);
+    /* The data survives a killed connection: the hold is renewed. */
+    assert_true(hl_fixture_client_kill(m, "normal") >= 1);
+    renewed_probe p = {c, 1};
+    if (!hl_wait_until(renewed_at_least, &p, hl_widen(10000)))
+        fail_msg("the hold was not checked after the reconnect");
+    assert_int_equal(atomic_load(&lost_calls), 0);
+    /* Gone behind the holder's back, as with a restart without data: the
+     * next reconnect finds out. */
+    assert_int_equal(int_on_node(m, "DEL", name, (char *)NULL), 1);
+    assert_true(hl_fixture_client_kill(m, "normal") >= 1);
+    if (!hl_wait_until(lost_seen, NULL, hl_widen(10000)))
+        fail_msg("the hold was not reported lost after the reconnect");
+    assert_int_equal(hilock_lock_release(l), HILOCK_ELEASELOST);
+    assert_int_equal(hilock_lock_set_lost_callback(l, NULL, NULL),
+                     HILOCK_OK);
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
 static void test_renewal_round_is_one_call_per_slot(void **state)
 {
     (void)state;
@@ -923,6 +986,7 @@ int main(void)
         cmocka_unit_test(test_moved_is_followed),
         cmocka_unit_test(test_watchdog_renews_on_every_master),
         cmocka_unit_test(test_renewal_round_is_one_call_per_slot),
+        cmocka_unit_test(test_reconnected_master_checks_its_holds),
         cmocka_unit_test(test_waiter_wakes_at_release),
         cmocka_unit_test(test_foreign_spublish_wakes_waiter),
         cmocka_unit_test(test_waiter_follows_a_migrated_channel),
