@@ -230,6 +230,32 @@ static void hold_the_loop(hilock_lock *lock, int status,
     }
 }
 
+/* Runs calls on a's loop (an acquire's callback, through on_a) while
+ * b_busy's callback holds b's loop, and fails the test as `what` if the
+ * calls (which set *done when through) waited for b's loop.  b's loop is
+ * let go either way. */
+static void run_on_a_while_b_busy(hilock_lock *on_a, hilock_lock *b_busy,
+                                  hilock_acquire_cb *calls, void *data,
+                                  atomic_bool *done, const char *what)
+{
+    static busy_loop bl;
+
+    memset(&bl, 0, sizeof bl);
+    bl.give_up_ms = hl_widen(20000);
+    assert_status(hilock_lock_acquire_async(b_busy, 1, 0, 1000, 0,
+                                            hold_the_loop, &bl, NULL),
+                  HILOCK_OK);
+    if (!hl_wait_flag(&bl.busy, hl_widen(10000)))
+        fail_msg("b's loop did not run the busy callback");
+    assert_status(hilock_lock_acquire_async(on_a, 1, 0, 1000, 0, calls,
+                                            data, NULL),
+                  HILOCK_OK);
+    bool returned = hl_wait_flag(done, bl.give_up_ms / 2);
+    atomic_store(&bl.release, true);
+    if (!returned || atomic_load(&bl.gave_up))
+        fail_msg("%s waited for b's busy loop", what);
+}
+
 static void handing_calls_on_a(hilock_lock *lock, int status,
                                const hilock_acquired *acquired, void *data)
 {
@@ -286,13 +312,10 @@ static void test_calls_on_another_clients_loop_do_not_wait_for_it(
     hilock_lock *held = hl_new_lock(third, "handing:b");
     hilock_lock *b_group_member;
     static foreign_calls f;
-    static busy_loop bl;
     static hl_acquire_rec pending;
 
     (void)state;
     memset(&f, 0, sizeof f);
-    memset(&bl, 0, sizeof bl);
-    bl.give_up_ms = hl_widen(20000);
     f.b = b;
     f.b_lock = hl_new_lock(b, "handing:b");
     f.b_doomed = hl_new_lock(b, "handing:doomed");
@@ -330,19 +353,8 @@ static void test_calls_on_another_clients_loop_do_not_wait_for_it(
                                            record_latch, &await_pending,
                                            &f.b_await_id),
                   HILOCK_OK);
-    assert_status(hilock_lock_acquire_async(b_busy, 1, 0, 1000, 0,
-                                            hold_the_loop, &bl, NULL),
-                  HILOCK_OK);
-    if (!hl_wait_flag(&bl.busy, hl_widen(10000)))
-        fail_msg("b's loop did not run the busy callback");
-    assert_status(hilock_lock_acquire_async(on_a, 1, 0, 1000, 0,
-                                            handing_calls_on_a, &f, NULL),
-                  HILOCK_OK);
-    bool returned = hl_wait_flag(&f.done, bl.give_up_ms / 2);
-    /* Released either way, so that the test can end. */
-    atomic_store(&bl.release, true);
-    if (!returned || atomic_load(&bl.gave_up))
-        fail_msg("a call on a's loop waited for b's busy loop");
+    run_on_a_while_b_busy(on_a, b_busy, handing_calls_on_a, &f, &f.done,
+                          "a call on a's loop");
     assert_status(f.cancel_rc, HILOCK_OK);
     assert_status(f.lost_rc, HILOCK_OK);
     assert_status(f.destroy_rc, HILOCK_OK);
@@ -402,25 +414,12 @@ static void test_client_destroyed_on_another_clients_loop(void **state)
     hilock_lock *on_a = hl_new_lock(a, "client-destroy:a");
     hilock_lock *b_busy = hl_new_lock(b, "client-destroy:busy");
     static foreign_destroy d;
-    static busy_loop bl;
 
     (void)state;
     memset(&d, 0, sizeof d);
-    memset(&bl, 0, sizeof bl);
-    bl.give_up_ms = hl_widen(20000);
     d.b = b;
-    assert_status(hilock_lock_acquire_async(b_busy, 1, 0, 1000, 0,
-                                            hold_the_loop, &bl, NULL),
-                  HILOCK_OK);
-    if (!hl_wait_flag(&bl.busy, hl_widen(10000)))
-        fail_msg("b's loop did not run the busy callback");
-    assert_status(hilock_lock_acquire_async(on_a, 1, 0, 1000, 0,
-                                            destroy_b_on_a, &d, NULL),
-                  HILOCK_OK);
-    bool returned = hl_wait_flag(&d.done, bl.give_up_ms / 2);
-    atomic_store(&bl.release, true);
-    if (!returned || atomic_load(&bl.gave_up))
-        fail_msg("destroying b on a's loop waited for b's busy loop");
+    run_on_a_while_b_busy(on_a, b_busy, destroy_b_on_a, &d, &d.done,
+                          "destroying b on a's loop");
     assert_status(d.close_rc, HILOCK_OK);
     assert_status(d.destroy_rc, HILOCK_OK);
     /* A handle outlives its client: its destroy waits for b's loop
