@@ -23,6 +23,7 @@
 #include "hilock/hilock.h"
 #include "hilock/multi.h"
 #include "hilock/options.h"
+#include "support/busy_loop.h"
 #include "support/fixture.h"
 #include "support/lock_helpers.h"
 
@@ -201,35 +202,6 @@ static void test_blocking_call_on_another_clients_loop_is_refused(
     hl_free_client(b);
 }
 
-/* Holds b's loop in a callback until released, or until give_up_ms
- * passed, which only a call that waited for b from a's loop can make
- * happen. */
-typedef struct busy_loop {
-    atomic_bool busy;
-    atomic_bool release;
-    atomic_bool gave_up;
-    int give_up_ms;
-} busy_loop;
-
-static void hold_the_loop(hilock_lock *lock, int status,
-                          const hilock_acquired *acquired, void *data)
-{
-    busy_loop *bl = data;
-    int64_t until = hl_now_ms() + bl->give_up_ms;
-
-    (void)lock;
-    (void)status;
-    (void)acquired;
-    atomic_store(&bl->busy, true);
-    while (!atomic_load(&bl->release)) {
-        if (hl_now_ms() >= until) {
-            atomic_store(&bl->gave_up, true);
-            return;
-        }
-        hl_sleep_ms(1);
-    }
-}
-
 /* Runs calls on a's loop (an acquire's callback, through on_a) while
  * b_busy's callback holds b's loop, and fails the test as `what` if the
  * calls (which set *done when through) waited for b's loop.  b's loop is
@@ -238,21 +210,15 @@ static void run_on_a_while_b_busy(hilock_lock *on_a, hilock_lock *b_busy,
                                   hilock_acquire_cb *calls, void *data,
                                   atomic_bool *done, const char *what)
 {
-    static busy_loop bl;
+    static hl_busy_loop bl;
+    int give_up_ms = hl_widen(20000);
 
-    memset(&bl, 0, sizeof bl);
-    bl.give_up_ms = hl_widen(20000);
-    assert_status(hilock_lock_acquire_async(b_busy, 1, 0, 1000, 0,
-                                            hold_the_loop, &bl, NULL),
-                  HILOCK_OK);
-    if (!hl_wait_flag(&bl.busy, hl_widen(10000)))
-        fail_msg("b's loop did not run the busy callback");
+    hl_busy_loop_hold(b_busy, &bl, give_up_ms);
     assert_status(hilock_lock_acquire_async(on_a, 1, 0, 1000, 0, calls,
                                             data, NULL),
                   HILOCK_OK);
-    bool returned = hl_wait_flag(done, bl.give_up_ms / 2);
-    atomic_store(&bl.release, true);
-    if (!returned || atomic_load(&bl.gave_up))
+    bool returned = hl_wait_flag(done, give_up_ms / 2);
+    if (!hl_busy_loop_release(&bl) || !returned)
         fail_msg("%s waited for b's busy loop", what);
 }
 

@@ -27,6 +27,7 @@
 #include "hilock/error.h"
 #include "hilock/lock.h"
 #include "hilock/options.h"
+#include "support/busy_loop.h"
 #include "support/fixture.h"
 #include "support/lock_helpers.h"
 #include "support/loop_call.h"
@@ -111,41 +112,6 @@ static int release_as_documented(hilock_lock *lock, int64_t *believed)
 
 /* Holds the loop in a callback until released: no operation starts and
  * nothing is written meanwhile, so a blocking call runs out of time. */
-typedef struct busy_loop {
-    atomic_bool busy;
-    atomic_bool release;
-    atomic_bool gave_up;
-} busy_loop;
-
-static void hold_the_loop(hilock_lock *lock, int status,
-                          const hilock_acquired *acquired, void *data)
-{
-    busy_loop *bl = data;
-    int64_t until = hl_now_ms() + hl_widen(60000);
-
-    (void)lock;
-    (void)status;
-    (void)acquired;
-    atomic_store(&bl->busy, true);
-    while (!atomic_load(&bl->release)) {
-        if (hl_now_ms() >= until) {
-            atomic_store(&bl->gave_up, true);
-            return;
-        }
-        hl_sleep_ms(1);
-    }
-}
-
-static void hold_loop_of(hilock_lock *spare, busy_loop *bl)
-{
-    memset(bl, 0, sizeof *bl);
-    assert_status(hilock_lock_acquire_async(spare, 1, 0, 1000, 0,
-                                            hold_the_loop, bl, NULL),
-                  HILOCK_OK);
-    if (!hl_wait_flag(&bl->busy, hl_widen(10000)))
-        fail_msg("the loop did not run the busy callback");
-}
-
 /* A client whose blocking calls give up soon. */
 static hilock_client *impatient_client(void)
 {
@@ -164,7 +130,7 @@ static void test_release_given_up_before_start_never_runs(void **state)
     hilock_client *c = impatient_client();
     hilock_lock *l = hl_new_lock(c, "giveup:release");
     hilock_lock *spare = hl_new_lock(c, "giveup:spare");
-    static busy_loop bl;
+    static hl_busy_loop bl;
     int64_t believed = 2;
 
     (void)state;
@@ -172,11 +138,10 @@ static void test_release_given_up_before_start_never_runs(void **state)
                   HILOCK_OK);
     assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
                   HILOCK_OK);
-    hold_loop_of(spare, &bl);
+    hl_busy_loop_hold(spare, &bl, hl_widen(60000));
     int rc = hilock_lock_release(l);
-    atomic_store(&bl.release, true);
+    assert_true(hl_busy_loop_release(&bl));
     assert_status(rc, HILOCK_ETIMEDOUT);
-    assert_false(atomic_load(&bl.gave_up));
     /* Behind the given-up release on the loop: once these answer, it
      * would have run. */
     expect_counts(c, l, believed);
@@ -196,15 +161,15 @@ static void test_command_given_up_before_start_never_runs(void **state)
 {
     hilock_client *c = impatient_client();
     hilock_lock *spare = hl_new_lock(c, "giveup:spare");
-    static busy_loop bl;
+    static hl_busy_loop bl;
     const char *set[] = { "SET", "giveup:key", "written" };
     const char *get[] = { "GET", "giveup:key" };
     hilock_reply *reply = NULL;
 
     (void)state;
-    hold_loop_of(spare, &bl);
+    hl_busy_loop_hold(spare, &bl, hl_widen(60000));
     int rc = hilock_client_command(c, 3, set, NULL, &reply);
-    atomic_store(&bl.release, true);
+    assert_true(hl_busy_loop_release(&bl));
     assert_status(rc, HILOCK_ETIMEDOUT);
     assert_null(reply);
     /* Queued behind the SET on the same loop and connection. */
