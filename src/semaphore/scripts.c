@@ -348,8 +348,7 @@ static int plain_reconcile_run(hilock_lock *lock, const char *field,
     return rc;
 }
 
-static int plain_forget(hilock_lock *lock, const char *field,
-                        size_t field_len)
+int hl_sem_forget(hilock_lock *lock, const char *field, size_t field_len)
 {
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
@@ -363,11 +362,6 @@ static int plain_forget(hilock_lock *lock, const char *field,
     int rc = hl_conn_command(conn, 3, argv, lens, NULL, NULL);
     hl_aux_name_done(&k);
     return rc;
-}
-
-int hl_sem_forget(hilock_lock *lock, const char *field, size_t field_len)
-{
-    return plain_forget(lock, field, field_len);
 }
 
 int hl_sem_plain_release(sem_op *op, hl_request_fn *fn)
@@ -392,7 +386,7 @@ const hl_kind hl_semaphore_kind = {
     .wake_all = true,
     .in_line = true,
     .unheld_grants = true,
-    .forget = plain_forget,
+    .forget = hl_sem_forget,
     .record_ms = HL_LAYOUT_SEM_GRANT_TTL_MS,
     .bad_reply_detail = "unexpected reply to a semaphore acquire",
     .attempt = plain_attempt,
