@@ -9,6 +9,7 @@
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
+#include "core/base/thread.h"
 #include "core/base/monotime.h"
 #include "core/loop/io.h"
 #include "multi_internal.h"
@@ -220,7 +221,7 @@ int hilock_redlock_create(hilock_redlock **out, const char *const *urls,
             return hl_fail(rc, "master %zu: %s", i, why);
         }
     }
-    if (pthread_create(&rl->thread, NULL, loop_main, rl) != 0) {
+    if (hl_thread_start(&rl->thread, false, loop_main, rl) != 0) {
         redlock_free(rl);
         return hl_fail(HILOCK_ENOMEM, "could not start the loop thread");
     }

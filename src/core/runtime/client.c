@@ -1,4 +1,3 @@
-#include <signal.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #include "core/transport/keyslot.h"
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
+#include "core/base/thread.h"
 #include "core/base/map.h"
 #include "core/runtime/op.h"
 #include "core/config/option_values.h"
@@ -526,14 +526,7 @@ static int wait_first_connect(hilock_client *c)
 
 static int start_loop_thread(hilock_client *c)
 {
-    /* The loop thread takes no signals: they belong to the application,
-     * and SIGPIPE from a TLS write must not kill the process. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&c->thread, NULL, loop_main, c);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0)
+    if (hl_thread_start(&c->thread, false, loop_main, c) != 0)
         return -1;
     c->thread_running = true;
     return 0;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/base/alloc.h"
+#include "core/base/thread.h"
 
 int (*hilock__getaddrinfo)(const char *node, const char *service,
                            const struct addrinfo *hints,
@@ -135,13 +136,8 @@ static lookup *registry_find(const char *host, int port)
 
 static int thread_start(lookup *l)
 {
-    pthread_attr_t attr;
-    pthread_t tid;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     atomic_fetch_add(&threads_running, 1);
-    int rc = pthread_create(&tid, &attr, resolve_thread, l);
-    pthread_attr_destroy(&attr);
+    int rc = hl_thread_start(NULL, true, resolve_thread, l);
     if (rc != 0)
         atomic_fetch_sub(&threads_running, 1);
     return rc;
