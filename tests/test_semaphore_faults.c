@@ -85,6 +85,28 @@ static long long expect_free(const char *name, long long want, int ms)
     return v;
 }
 
+/* How many of the semaphore's records hold what an attempt or a release
+ * did (a number), rather than a voided attempt's "void". */
+static long records_with_counts(const char *name)
+{
+    char pattern[96], reply[HL_RAW_REPLY_CAP], key[128], v[32];
+    const char *p = reply;
+    long n, counted = 0;
+
+    snprintf(pattern, sizeof pattern, "hilock_sem_record:{%s}:*", name);
+    assert_int_equal(hl_raw_cmd(server, reply, sizeof reply, "KEYS",
+                                pattern, (char *)NULL),
+                     '*');
+    n = hl_raw_parse_array(&p);
+    for (long i = 0; i < n; i++) {
+        assert_true(hl_raw_parse_bulk(&p, key, sizeof key) > 0);
+        if (hl_raw_bulk(server, v, sizeof v, "GET", key, (char *)NULL) &&
+            strcmp(v, "void") != 0)
+            counted++;
+    }
+    return counted;
+}
+
 /* ---- an acquire whose answer is lost ------------------------------------ */
 
 /* The attempt runs once the server wakes, but its answer was lost with
@@ -118,15 +140,10 @@ static void unknown_outcome(bool expirable)
         assert_status(hilock_semaphore_release(s, 1), HILOCK_OK);
     }
     assert_int_equal(expect_free(name, 2, 5000), 2);
-    /* No grant record outlives its answer. */
-    char grants[64];
-    snprintf(grants, sizeof grants, "hilock_sem_grants:{%s}", name);
-    long long deadline = hl_now_ms() + hl_widen(5000);
-    while (hl_raw_int(server, "HLEN", grants, (char *)NULL) != 0 &&
-           hl_now_ms() < deadline)
-        hl_sleep_ms(20);
-    assert_int_equal(hl_raw_int(server, "HLEN", grants, (char *)NULL), 0);
+    /* No record of what took or gave back permits outlives its use: the
+     * lost attempt's is voided, the release consumed the grant's. */
     assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
+    assert_int_equal(records_with_counts(name), 0);
     hl_free_client(c);
 }
 
@@ -218,19 +235,24 @@ static void test_permit_cancelled_grant_comes_back(void **state)
 /* ---- a release whose answer is lost -------------------------------------- */
 
 /* The release runs in the sleeping server, its answer is lost, and the
- * client sends it again under the same id: the permits come back once. */
-static void test_release_given_back_once(void **state)
+ * client sends it again: the permits come back once.  Released on the
+ * handle that took them, the release consumes the record of their grant;
+ * on another handle, which kept no such grant, it writes a record of its
+ * own. */
+static void release_given_back_once(bool same_handle)
 {
-    (void)state;
-    const char *name = "sf-release";
+    const char *name = same_handle ? "sf-release-same" : "sf-release-other";
     hilock_client *c = impatient_client();
     hilock_semaphore *s = new_sem(c, name, false);
+    hilock_semaphore *other = new_sem(c, name, false);
+    hilock_semaphore *releaser = same_handle ? s : other;
     assert_status(hilock_semaphore_set(s, 3), HILOCK_OK);
     assert_status(hilock_semaphore_try_acquire(s, 2, 0), HILOCK_OK);
+    assert_int_equal(records_with_counts(name), 1); /* the grant's */
     rec r;
     memset(&r, 0, sizeof r);
     hl_fixture_debug_sleep(server, sleep_s());
-    assert_status(hilock_semaphore_release_async(s, 2, record, &r),
+    assert_status(hilock_semaphore_release_async(releaser, 2, record, &r),
                   HILOCK_OK);
     hl_expect_count(&r.calls, 1, hl_widen(20000));
     assert_int_equal(atomic_load(&r.status), HILOCK_OK);
@@ -238,8 +260,27 @@ static void test_release_given_back_once(void **state)
     int64_t v = 0;
     assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
     assert_int_equal(v, 3);
+    assert_status(hilock_semaphore_destroy(other), HILOCK_OK);
     assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
+    /* Consumed, forgotten after the answer, or dropped with the handle
+     * that kept it. */
+    long long deadline = hl_now_ms() + hl_widen(5000);
+    while (records_with_counts(name) != 0 && hl_now_ms() < deadline)
+        hl_sleep_ms(20);
+    assert_int_equal(records_with_counts(name), 0);
     hl_free_client(c);
+}
+
+static void test_release_on_the_granting_handle_given_back_once(void **state)
+{
+    (void)state;
+    release_given_back_once(true);
+}
+
+static void test_release_on_another_handle_given_back_once(void **state)
+{
+    (void)state;
+    release_given_back_once(false);
 }
 
 /* ---- a minute of CLIENT KILL under contention ----------------------------- */
@@ -371,7 +412,8 @@ int main(void)
         cmocka_unit_test(test_permit_unknown_outcome),
         cmocka_unit_test(test_plain_cancelled_grant_comes_back),
         cmocka_unit_test(test_permit_cancelled_grant_comes_back),
-        cmocka_unit_test(test_release_given_back_once),
+        cmocka_unit_test(test_release_on_the_granting_handle_given_back_once),
+        cmocka_unit_test(test_release_on_another_handle_given_back_once),
         cmocka_unit_test(test_plain_client_kill_for_a_minute),
         cmocka_unit_test(test_permit_client_kill_for_a_minute),
     };

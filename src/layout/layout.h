@@ -31,11 +31,15 @@
  * for telling a dead waiter from a live one). */
 #define HL_LAYOUT_RWLOCK_WRITERS "hilock_rwlock_writers"
 #define HL_LAYOUT_VOID "hilock_void"
-/* Ours: the grants of a plain semaphore whose answers its clients may
- * not have had yet, "<client id>:<owner>" -> permits, for a reconcile to
- * give back (a plain semaphore's permits are nobody's, so nothing else
- * on the server tells what an unanswered acquire took). */
-#define HL_LAYOUT_SEM_GRANTS "hilock_sem_grants"
+/* Ours: what a plain semaphore's acquire attempt or release did, while
+ * its client may not have the answer yet, one string each,
+ * "hilock_sem_record:{NAME}:<id>" (see hl_layout_key), with a TTL of its
+ * own.  An attempt's id is its nonce and its record holds the permits it
+ * took, or "void" once a reconcile refused it; a release's id is
+ * "<client id>:r<n>".  A plain semaphore's permits are nobody's, so
+ * nothing else on the server tells what an unanswered call did. */
+#define HL_LAYOUT_SEM_RECORD "hilock_sem_record"
+#define HL_LAYOUT_SEM_RECORD_VOID "void"
 #define HL_LAYOUT_FAIR_ALIVE "hilock_fair_alive"
 
 /* Redisson's count-down latch: the count is a string at the name, and
@@ -65,15 +69,15 @@
 /* How long a voided attempt stays refused: longer than any delay a
  * request can plausibly spend in a paused server's socket buffer. */
 #define HL_LAYOUT_VOID_TTL_MS 600000
-/* How long a plain semaphore's grant record is kept: as long as an
- * attempt stays voidable, so a reconcile that may still meet the attempt
- * finds what it did. */
-#define HL_LAYOUT_SEM_GRANT_TTL_MS HL_LAYOUT_VOID_TTL_MS
+/* How long a plain semaphore's record is kept: as long as an attempt
+ * stays voidable, so a reconcile that may still meet the attempt finds
+ * what it did. */
+#define HL_LAYOUT_SEM_RECORD_TTL_MS HL_LAYOUT_VOID_TTL_MS
 
 #define HL_LAYOUT_STR_(x) #x
 #define HL_LAYOUT_STR(x) HL_LAYOUT_STR_(x)
 #define HL_LAYOUT_VOID_TTL_MS_TEXT HL_LAYOUT_STR(HL_LAYOUT_VOID_TTL_MS)
-#define HL_LAYOUT_SEM_GRANT_TTL_MS_TEXT HL_LAYOUT_VOID_TTL_MS_TEXT
+#define HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT HL_LAYOUT_VOID_TTL_MS_TEXT
 #define HL_LAYOUT_FAIR_REDISSON_WAIT_MS_TEXT                               \
     HL_LAYOUT_STR(HL_LAYOUT_FAIR_REDISSON_WAIT_MS)
 

@@ -6,15 +6,22 @@
  *   {NAME}:timeout          zset (expirable permits): permit id -> expiry,
  *                           ms since the epoch, on the server's clock
  *   redisson_sc:{NAME}      the new count, after every release and change
- *   hilock_sem_grants:{NAME} hash (plain): "<client id>:<owner>" -> permits
- *                           of a grant not yet answered (see layout.h)
- *   hilock_void:{NAME}      set: attempts a reconcile voided
+ *   hilock_sem_record:{NAME}:<id>
+ *                           string (plain): what the attempt or release
+ *                           <id> did, until its client has the answer
+ *                           (see layout.h)
+ *   hilock_void:{NAME}      set (expirable): attempts a reconcile voided
  *
- * Every acquire is an owner of its own (hl_fresh_owner): a plain grant is
- * recorded under that owner's field until the client has the answer, an
- * expirable one is the permit "<client id>:<owner>" itself.  Either way a
- * reconcile can tell, after an attempt whose answer was lost, whether it
- * took anything, and give it back.
+ * A plain attempt records the permits it took under its nonce; the
+ * record is also what voids it, since a reconcile overwrites it with
+ * "void" and an attempt that finds its record there refuses to run.  One
+ * key, written once with its TTL, keeps the hand-off as cheap as it can
+ * be: a hash of records needs its TTL written on every grant, and a
+ * record whose drop was lost would live as long as anyone writes to it.
+ * Every expirable acquire is an owner of its own (hl_fresh_owner), and
+ * its permit is "<client id>:<owner>".  Either way a reconcile can tell,
+ * after an attempt whose answer was lost, whether it took anything, and
+ * give it back.
  *
  * The one-request scripts take KEYS NAME, {NAME}:timeout and the channel,
  * and ARGV[1] '1' on an expirable semaphore, which first takes back the
@@ -56,30 +63,31 @@
 
 /* ---- plain: acquire, reconcile, forget ---------------------------------- */
 
-/* KEYS: name, grants, void set.  ARGV: '0', permits, field, nonce.
- * Replies {1, free left} when taken (and records the grant under field),
- * {0, -1} when too few are free, {2} when the attempt was voided. */
+/* KEYS: name, the attempt's record.  ARGV: permits.  Replies {1, free
+ * left} when taken (and records how many), {0, -1} when too few are
+ * free, {2} when a reconcile voided the attempt before it ran. */
 static const char plain_acquire_lua[] =
-    "if redis.call('sismember', KEYS[3], ARGV[4]) == 1 then return {2} end\n"
-    "local n = tonumber(ARGV[2])\n"
+    "local n = tonumber(ARGV[1])\n"
     "local v = redis.call('get', KEYS[1])\n"
     "if v == false or tonumber(v) < n then return {0, -1} end\n"
-    "local left = redis.call('decrby', KEYS[1], n)\n"
-    "redis.call('hset', KEYS[2], ARGV[3], n)\n"
-    "redis.call('pexpire', KEYS[2], " HL_LAYOUT_SEM_GRANT_TTL_MS_TEXT ")\n"
-    "return {1, left}\n";
+    "if not redis.call('set', KEYS[2], n, 'px', "
+    HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ", 'nx') then\n"
+    "  return {2}\n"
+    "end\n"
+    "return {1, redis.call('decrby', KEYS[1], n)}\n";
 
-/* KEYS: name, grants, void set, channel.  ARGV: field, nonce.  Voids the
- * attempt, and gives back the grant recorded under field, if any.
- * Replies 0: the owner holds nothing after it. */
+/* KEYS: name, the attempt's record, channel.  Voids the attempt, and
+ * gives back what it took, if it ran.  Replies 0: the owner holds nothing
+ * after it. */
 static const char plain_reconcile_lua[] =
     HL_LUA_ANNOUNCE
-    SEM_LUA_VOID("3", "2")
-    "local n = redis.call('hget', KEYS[2], ARGV[1])\n"
-    "if n == false then return 0 end\n"
-    "redis.call('hdel', KEYS[2], ARGV[1])\n"
+    "local n = redis.call('set', KEYS[2], '" HL_LAYOUT_SEM_RECORD_VOID "',\n"
+    "                     'px', " HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ", 'get')\n"
+    "if n == false or n == '" HL_LAYOUT_SEM_RECORD_VOID "' then\n"
+    "  return 0\n"
+    "end\n"
     "local v = redis.call('incrby', KEYS[1], n)\n"
-    "announce(KEYS[4], v)\n"
+    "announce(KEYS[3], v)\n"
     "return answer(0)\n";
 
 /* ---- expirable: acquire, reconcile, release, renew ---------------------- */
@@ -153,19 +161,32 @@ static const char renew_lua[] =
 
 /* ---- the one-request calls ---------------------------------------------- */
 
-/* KEYS: name, grants, channel.  ARGV: permits, release id.  A plain
- * release is recorded under its id among the grants until the client has
- * its answer, so that the client can send it again after an answer was
- * lost without giving the permits back twice.  Replies the new count (the
- * count now, when it ran before). */
+/* KEYS: name, the release's record, channel.  ARGV: permits.  A plain
+ * release is recorded until the client has its answer, so that the
+ * client can send it again after an answer was lost without giving the
+ * permits back twice.  Replies the new count (the count now, when it ran
+ * before). */
 static const char plain_release_lua[] =
     HL_LUA_ANNOUNCE
-    "if redis.call('hexists', KEYS[2], ARGV[2]) == 1 then\n"
+    "if not redis.call('set', KEYS[2], ARGV[1], 'px', "
+    HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ", 'nx') then\n"
     "  return tonumber(redis.call('get', KEYS[1]) or '0')\n"
     "end\n"
     "local v = redis.call('incrby', KEYS[1], ARGV[1])\n"
-    "redis.call('hset', KEYS[2], ARGV[2], ARGV[1])\n"
-    "redis.call('pexpire', KEYS[2], " HL_LAYOUT_SEM_GRANT_TTL_MS_TEXT ")\n"
+    "announce(KEYS[3], v)\n"
+    "return answer(v)\n";
+
+/* KEYS: name, the record of the grant whose permits come back, channel.
+ * ARGV: permits, '1' when sent again.  The release consumes the record,
+ * so that sent again after a lost answer, it finds the record gone and
+ * gives nothing back twice.  Sent the first time it gives back in any
+ * case.  Replies the new count (the count now, when it ran before). */
+static const char plain_release_grant_lua[] =
+    HL_LUA_ANNOUNCE
+    "if redis.call('del', KEYS[2]) == 0 and ARGV[2] == '1' then\n"
+    "  return tonumber(redis.call('get', KEYS[1]) or '0')\n"
+    "end\n"
+    "local v = redis.call('incrby', KEYS[1], ARGV[1])\n"
     "announce(KEYS[3], v)\n"
     "return answer(v)\n";
 
@@ -235,7 +256,7 @@ static const char available_lua[] =
 
 static hl_script calls[SEM_PERMIT_RELEASE + 1];
 static hl_script plain_acquire, plain_reconcile, plain_release,
-    permit_acquire, permit_reconcile, renew;
+    plain_release_grant, permit_acquire, permit_reconcile, renew;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void init_once(void)
@@ -250,6 +271,7 @@ static void init_once(void)
     hl_script_init(&plain_acquire, plain_acquire_lua);
     hl_script_init(&plain_reconcile, plain_reconcile_lua);
     hl_script_init(&plain_release, plain_release_lua);
+    hl_script_init(&plain_release_grant, plain_release_grant_lua);
     hl_script_init(&permit_acquire, permit_acquire_lua);
     hl_script_init(&permit_reconcile, permit_reconcile_lua);
     hl_script_init(&renew, renew_lua);
@@ -309,23 +331,47 @@ static int run(hilock_lock *lock, const hl_script *script, int nkeys,
     return hl_script_run(conn, script, nkeys, argc, argv, lens, fn, data);
 }
 
+/* "hilock_sem_record:{NAME}:<id>", the record of the attempt or release
+ * id.  0 or HILOCK_ENOMEM; release with hl_aux_name_done either way. */
+static int record_key(const hilock_lock *lock, const char *id, size_t id_len,
+                      hl_aux_name *out)
+{
+    return hl_layout_key(out, HL_LAYOUT_SEM_RECORD, lock->name,
+                         lock->name_len, id, id_len) == 0
+               ? 0
+               : HILOCK_ENOMEM;
+}
+
+/* The record of id and the semaphore's channel; on HILOCK_ENOMEM both
+ * are released already. */
+static int record_and_channel(const hilock_lock *lock, const char *id,
+                              size_t id_len, hl_aux_name *rec,
+                              hl_aux_name *ch)
+{
+    int a = record_key(lock, id, id_len, rec);
+    int b = hl_lock_channel(lock, ch);
+    if (a == 0 && b == 0)
+        return 0;
+    hl_aux_name_done(rec);
+    hl_aux_name_done(ch);
+    return HILOCK_ENOMEM;
+}
+
 static int plain_attempt(hilock_lock *lock, const hl_attempt_args *a,
                          hl_request_fn *fn, void *data)
 {
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
-    static const char *const prefixes[] = {HL_LAYOUT_SEM_GRANTS,
-                                           HL_LAYOUT_VOID};
-    hl_aux_name k[2];
-    if (hl_lock_keys(lock, 2, prefixes, k) != 0)
+    hl_aux_name rec;
+    if (record_key(lock, a->nonce, a->nonce_len, &rec) != 0) {
+        hl_aux_name_done(&rec);
         return HILOCK_ENOMEM;
+    }
     char n[24];
-    const char *argv[] = {lock->name, k[0].s, k[1].s, "0", n, a->field,
-                          a->nonce};
-    size_t lens[] = {lock->name_len, k[0].len, k[1].len, 1,
-                     hl_i64_dec(n, a->amount), a->field_len, a->nonce_len};
-    int rc = run(lock, &plain_acquire, 3, 7, argv, lens, fn, data);
-    hl_aux_names_done(2, k);
+    const char *argv[] = {lock->name, rec.s, n};
+    size_t lens[] = {lock->name_len, rec.len, hl_i64_dec(n, a->amount)};
+    int rc = run(lock, &plain_acquire, 2, 3, argv, lens, fn, data);
+    hl_aux_name_done(&rec);
     return rc;
 }
 
@@ -334,49 +380,57 @@ static int plain_reconcile_run(hilock_lock *lock, const char *field,
                                const char *nonce, size_t nonce_len,
                                hl_request_fn *fn, void *data)
 {
-    (void)expected; /* a plain grant is never a hold the client keeps */
-    static const char *const prefixes[] = {HL_LAYOUT_SEM_GRANTS,
-                                           HL_LAYOUT_VOID, NULL};
-    hl_aux_name k[3];
-    if (hl_lock_keys(lock, 3, prefixes, k) != 0)
+    /* A plain grant is never a hold the client keeps, and the record of
+     * the attempt is all there is to find: without a nonce there is
+     * nothing to reconcile. */
+    (void)field;
+    (void)field_len;
+    (void)expected;
+    if (nonce == NULL || nonce_len == 0)
+        return HILOCK_EINVAL;
+    hl_aux_name rec, ch;
+    if (record_and_channel(lock, nonce, nonce_len, &rec, &ch) != 0)
         return HILOCK_ENOMEM;
-    const char *argv[] = {lock->name, k[0].s, k[1].s, k[2].s, field, nonce};
-    size_t lens[] = {lock->name_len, k[0].len, k[1].len, k[2].len,
-                     field_len, nonce_len};
-    int rc = run(lock, &plain_reconcile, 4, 6, argv, lens, fn, data);
-    hl_aux_names_done(3, k);
+    const char *argv[] = {lock->name, rec.s, ch.s};
+    size_t lens[] = {lock->name_len, rec.len, ch.len};
+    int rc = run(lock, &plain_reconcile, 3, 3, argv, lens, fn, data);
+    hl_aux_name_done(&rec);
+    hl_aux_name_done(&ch);
     return rc;
 }
 
-int hl_sem_forget(hilock_lock *lock, const char *field, size_t field_len)
+int hl_sem_forget(hilock_lock *lock, const char *id, size_t id_len)
 {
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
         return HILOCK_ECLOSED;
-    static const char *const prefixes[] = {HL_LAYOUT_SEM_GRANTS};
-    hl_aux_name k;
-    if (hl_lock_keys(lock, 1, prefixes, &k) != 0)
+    hl_aux_name rec;
+    if (record_key(lock, id, id_len, &rec) != 0) {
+        hl_aux_name_done(&rec);
         return HILOCK_ENOMEM;
-    const char *argv[] = {"HDEL", k.s, field};
-    size_t lens[] = {4, k.len, field_len};
-    int rc = hl_conn_command(conn, 3, argv, lens, NULL, NULL);
-    hl_aux_name_done(&k);
+    }
+    const char *argv[] = {"DEL", rec.s};
+    size_t lens[] = {3, rec.len};
+    int rc = hl_conn_command(conn, 2, argv, lens, NULL, NULL);
+    hl_aux_name_done(&rec);
     return rc;
 }
 
 int hl_sem_plain_release(sem_op *op, hl_request_fn *fn)
 {
     hilock_lock *lock = op->sem->lock;
-    static const char *const prefixes[] = {HL_LAYOUT_SEM_GRANTS, NULL};
-    hl_aux_name k[2];
-    if (hl_lock_keys(lock, 2, prefixes, k) != 0)
+    hl_aux_name rec, ch;
+    if (record_and_channel(lock, op->id, strlen(op->id), &rec, &ch) != 0)
         return HILOCK_ENOMEM;
     char n[24];
-    const char *argv[] = {lock->name, k[0].s, k[1].s, n, op->id};
-    size_t lens[] = {lock->name_len, k[0].len, k[1].len,
-                     hl_i64_dec(n, op->n), strlen(op->id)};
-    int rc = run(lock, &plain_release, 3, 5, argv, lens, fn, op);
-    hl_aux_names_done(2, k);
+    const char *argv[] = {lock->name, rec.s, ch.s, n, op->resent ? "1" : "0"};
+    size_t lens[] = {lock->name_len, rec.len, ch.len, hl_i64_dec(n, op->n),
+                     1};
+    int rc = op->consumes_grant
+                 ? run(lock, &plain_release_grant, 3, 5, argv, lens, fn, op)
+                 : run(lock, &plain_release, 3, 4, argv, lens, fn, op);
+    hl_aux_name_done(&rec);
+    hl_aux_name_done(&ch);
     return rc;
 }
 
@@ -387,7 +441,7 @@ const hl_kind hl_semaphore_kind = {
     .in_line = true,
     .unheld_grants = true,
     .forget = hl_sem_forget,
-    .record_ms = HL_LAYOUT_SEM_GRANT_TTL_MS,
+    .record_ms = HL_LAYOUT_SEM_RECORD_TTL_MS,
     .bad_reply_detail = "unexpected reply to a semaphore acquire",
     .attempt = plain_attempt,
     .parse_attempt = parse_attempt,

@@ -15,6 +15,7 @@
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
 #include "core/engine/compose.h"
+#include "core/engine/kept_grants.h"
 #include "core/transport/resp.h"
 #include "kindkit/kindkit.h"
 #include "layout/layout.h"
@@ -22,7 +23,7 @@
 
 /* How long a plain release is sent again while its answer is lost: as
  * long as the server keeps its record. */
-#define HL_SEM_RECORD_MS HL_LAYOUT_SEM_GRANT_TTL_MS
+#define HL_SEM_RECORD_MS HL_LAYOUT_SEM_RECORD_TTL_MS
 
 void hl_sem_ref(hilock_semaphore *sem)
 {
@@ -209,12 +210,13 @@ static void on_reply(void *data, int status, hilock_reply *reply)
          * which gives nothing back twice; it waits for the next
          * connection. */
         hilock_reply_free(reply);
+        op->resent = true;
         if (send_call(op, on_reply) == HILOCK_OK)
             return;
         status = HILOCK_ECLOSED;
         reply = NULL;
     }
-    if (op->call == SEM_RELEASE && status == HILOCK_OK)
+    if (op->call == SEM_RELEASE && status == HILOCK_OK && !op->consumes_grant)
         (void)hl_sem_forget(op->sem->lock, op->id, strlen(op->id));
     if (status != HILOCK_OK) {
         char why[256];
@@ -242,6 +244,27 @@ static void on_reply(void *data, int status, hilock_reply *reply)
     }
 }
 
+/* Name a plain release: by the grant it gives back, when this handle
+ * kept one of the same size, or by an id of its own, "<client id>:r<n>",
+ * beside the attempts' "<client id>:<n>". */
+static void name_release(sem_op *op)
+{
+    hilock_lock *lock = op->sem->lock;
+    hl_kept_grant g;
+    if (hl_kept_grant_take(lock, op->n, &g)) {
+        op->consumes_grant = true;
+        memcpy(op->id, g.nonce, g.nonce_len);
+        op->id[g.nonce_len] = '\0';
+        op->give_up_at = hl_kept_grant_usable_until(lock, &g);
+        return;
+    }
+    static atomic_uint_fast64_t releases;
+    snprintf(op->id, sizeof op->id, "%s:r%" PRIu64,
+             hilock_client_id(lock->client),
+             (uint64_t)atomic_fetch_add(&releases, 1));
+    op->give_up_at = hl_after_ms(hl_monotime_now(), HL_SEM_RECORD_MS);
+}
+
 static void op_start(hl_op *o)
 {
     sem_op *op = (sem_op *)o;
@@ -255,15 +278,8 @@ static void op_start(hl_op *o)
         hl_op_done(o, HILOCK_ECLOSED, 0, NULL, "client closed");
         return;
     }
-    if (op->call == SEM_RELEASE) {
-        /* "<client id>:r<n>": beside the grants' "<client id>:<n>". */
-        static atomic_uint_fast64_t releases;
-        snprintf(op->id, sizeof op->id, "%s:r%" PRIu64,
-                 hilock_client_id(lock->client),
-                 (uint64_t)atomic_fetch_add(&releases, 1));
-        op->give_up_at =
-            hl_after_ms(hl_monotime_now(), HL_SEM_RECORD_MS);
-    }
+    if (op->call == SEM_RELEASE)
+        name_release(op);
     _Atomic int *gate = hl_op_gate_requests(o);
     int rc = send_call(op, on_reply);
     hl_conn_gate_requests(gate);

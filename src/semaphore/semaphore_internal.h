@@ -46,6 +46,10 @@ typedef struct sem_op {
     void *user_data;
     char id[HILOCK_PERMIT_ID_MAX]; /* a permit's, or a plain release's */
     hl_monotime give_up_at;        /* a plain release: stop resending */
+    /* A plain release of what a grant this handle kept took: id is that
+     * grant's attempt, whose record the release consumes. */
+    bool consumes_grant;
+    bool resent; /* sent again after a lost answer */
 } sem_op;
 
 /* The kinds under a handle's lock (scripts.c). */
@@ -56,11 +60,13 @@ void hl_sem_scripts_init(void);
 /* Run op's one-request script, with KEYS the name, "{NAME}:timeout" and
  * the channel.  HILOCK_OK or an error (fn not called). */
 int hl_sem_run(sem_op *op, hl_request_fn *fn);
-/* Run a plain release, recorded under its id (op->id) until forgotten:
- * sent again with the same id, it gives nothing back twice. */
+/* Run a plain release, which either consumes the record of the grant it
+ * gives back (consumes_grant) or writes one of its own under op->id until
+ * forgotten: sent again, it gives nothing back twice. */
 int hl_sem_plain_release(sem_op *op, hl_request_fn *fn);
-/* Drop a record of the grants hash, without waiting for the answer. */
-int hl_sem_forget(hilock_lock *lock, const char *field, size_t field_len);
+/* Drop the record of the attempt or release id, without waiting for the
+ * answer. */
+int hl_sem_forget(hilock_lock *lock, const char *id, size_t id_len);
 
 void hl_sem_ref(hilock_semaphore *sem);
 void hl_sem_unref(hilock_semaphore *sem);

@@ -10,6 +10,7 @@
 #include "core/base/error_detail.h"
 #include "core/engine/acquire_ids.h"
 #include "core/engine/engine_internal.h"
+#include "core/engine/kept_grants.h"
 #include "core/config/option_values.h"
 #include "core/runtime/ack.h"
 
@@ -458,8 +459,10 @@ static void short_ack(hl_acquire_op *op)
              hilock_last_error());
     if (op->subscribed)
         hl_waiter_done_trying(&op->waiter);
-    hl_reconcile_start(op->lock, op->owner, &op->turn, NULL, 0,
-                       reconcile_ms(op));
+    /* The attempt ran, so voiding it changes nothing; naming it lets a
+     * kind that records its grants by attempt find this one. */
+    hl_reconcile_start(op->lock, op->owner, &op->turn, op->nonce,
+                       op->nonce_len, reconcile_ms(op));
     if (op->wait_ms == 0 || remaining(op) <= 0) {
         op_finish(op, HILOCK_ENOACK, NULL, op->last_detail);
         return;
@@ -481,11 +484,11 @@ static void granted(hl_acquire_op *op, const hl_acquire_result *res)
         return;
     }
     if (lock->kind->unheld_grants) {
-        /* The grant is the caller's now: its record on the server is of
-         * no more use.  Should the forget be lost, the record runs out. */
-        char field[HILOCK_CLIENT_ID_LEN + 22];
-        size_t len = hl_owner_field(lock, op->owner, field, sizeof field);
-        (void)lock->kind->forget(lock, field, len);
+        /* The grant is the caller's now.  The record of the attempt on
+         * the server stays a while, for a release of what it took to
+         * consume; should its forget be lost, it runs out. */
+        hl_kept_grant_add(lock, op->nonce, op->nonce_len, op->amount,
+                          op->attempt_sent);
         hl_turn_end(lock, &op->turn);
         got = (hilock_acquired){.owner = op->owner, .hold_count = res->free};
     } else {
@@ -533,8 +536,8 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
             hl_reconcile_start(lock, op->owner, &op->turn, op->nonce,
                                op->nonce_len, reconcile_ms(op));
         else if (status == HILOCK_OK && res.outcome == HL_ACQ_ACQUIRED)
-            hl_reconcile_start(lock, op->owner, &op->turn, NULL, 0,
-                               reconcile_ms(op));
+            hl_reconcile_start(lock, op->owner, &op->turn, op->nonce,
+                               op->nonce_len, reconcile_ms(op));
         else
             hl_turn_end(lock, &op->turn);
         op_free_if_idle(op);

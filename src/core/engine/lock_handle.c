@@ -10,6 +10,7 @@
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
 #include "core/engine/engine_internal.h"
+#include "core/engine/kept_grants.h"
 #include "core/loop/io.h"
 #include "core/transport/resp.h"
 
@@ -70,6 +71,7 @@ hilock_client *hl_lock_client_get(hilock_lock *lock)
 static void lock_free(hilock_lock *lock)
 {
     hl_map_clear(&lock->acquires_by_id); /* every acquire has ended */
+    hl_kept_grants_free(lock);
     hl_free(lock->turn_table);
     lock->turn_table = NULL;
     hl_handle_release(lock);
@@ -297,6 +299,7 @@ static void lock_detach(hilock_lock *lock, int status, const char *detail)
         return;
     hl_lock_cancel_all(lock, status, detail);
     drop_all_holds(lock);
+    hl_kept_grants_forget_all(lock);
     pthread_mutex_lock(&c->lock);
     bool unref = lock->unref_when_detached;
     lock->unref_when_detached = false;

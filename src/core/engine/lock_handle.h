@@ -111,12 +111,12 @@ typedef struct hl_kind {
     bool in_line;
     /* A grant is nobody's hold (a plain semaphore's permits): the client
      * keeps nothing of it.  The attempt leaves a record of the grant on
-     * the server under the owner's field, which a reconcile reads to give
-     * the grant back, and which forget drops, without waiting, once the
-     * grant is answered.  The server keeps a record record_ms, and a
-     * reconcile of such a grant tries that long. */
+     * the server under its nonce, which a reconcile of that attempt reads
+     * to give the grant back, and which forget drops, without waiting,
+     * once the grant is answered.  The server keeps a record record_ms,
+     * and a reconcile of such a grant tries that long. */
     bool unheld_grants;
-    int (*forget)(hilock_lock *lock, const char *field, size_t field_len);
+    int (*forget)(hilock_lock *lock, const char *nonce, size_t nonce_len);
     int64_t record_ms;
     /* The key the lease engine renews a hold's lease on, when it is not
      * the name (an expirable permit's zset); NULL: the name.  Made once,
@@ -238,6 +238,10 @@ struct hilock_lock {
     atomic_bool destroyed;
     const char *lease_key; /* in this allocation, after the name */
     size_t lease_key_len;
+    /* Answered unheld grants whose records stay for a release to
+     * consume (kept_grants.h); loop thread. */
+    struct hl_kept_grant *kept;
+    size_t kept_n;
     /* Destroyed on another client's loop thread while this one's client
      * was closing: the closing loop drops the user's reference once it
      * has detached the handle.  Under the client's lock. */
