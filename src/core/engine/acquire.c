@@ -83,6 +83,19 @@ static int64_t reconcile_ms(const hl_acquire_op *op)
                                          : op->lease_ms;
 }
 
+/* What a reconcile of a grant whose attempt ran names: nothing for a
+ * hold, since there is no attempt left to void, but the attempt itself
+ * for an unheld grant, whose record is named by it. */
+static const char *ran_nonce(const hl_acquire_op *op)
+{
+    return op->lock->kind->unheld_grants ? op->nonce : NULL;
+}
+
+static size_t ran_nonce_len(const hl_acquire_op *op)
+{
+    return op->lock->kind->unheld_grants ? op->nonce_len : 0;
+}
+
 /* End the operation and call back; the op lives on while requests that
  * name it are in flight. */
 static void op_finish(hl_acquire_op *op, int status,
@@ -459,10 +472,8 @@ static void short_ack(hl_acquire_op *op)
              hilock_last_error());
     if (op->subscribed)
         hl_waiter_done_trying(&op->waiter);
-    /* The attempt ran, so voiding it changes nothing; naming it lets a
-     * kind that records its grants by attempt find this one. */
-    hl_reconcile_start(op->lock, op->owner, &op->turn, op->nonce,
-                       op->nonce_len, reconcile_ms(op));
+    hl_reconcile_start(op->lock, op->owner, &op->turn, ran_nonce(op),
+                       ran_nonce_len(op), reconcile_ms(op));
     if (op->wait_ms == 0 || remaining(op) <= 0) {
         op_finish(op, HILOCK_ENOACK, NULL, op->last_detail);
         return;
@@ -536,8 +547,8 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
             hl_reconcile_start(lock, op->owner, &op->turn, op->nonce,
                                op->nonce_len, reconcile_ms(op));
         else if (status == HILOCK_OK && res.outcome == HL_ACQ_ACQUIRED)
-            hl_reconcile_start(lock, op->owner, &op->turn, op->nonce,
-                               op->nonce_len, reconcile_ms(op));
+            hl_reconcile_start(lock, op->owner, &op->turn, ran_nonce(op),
+                               ran_nonce_len(op), reconcile_ms(op));
         else
             hl_turn_end(lock, &op->turn);
         op_free_if_idle(op);
