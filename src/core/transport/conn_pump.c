@@ -269,6 +269,13 @@ void hl_conn_read_all(hl_conn *c)
             dispatch(c);
             if (c->epoch != epoch || c->state == ST_CLOSED)
                 return;
+            /* A short read emptied the socket: the watcher is level
+             * triggered and fires again for what comes next, so the read
+             * that would only say EAGAIN is saved.  TLS may still hold
+             * decrypted bytes the socket will not signal. */
+            if ((size_t)n < sizeof buf && !c->read_wants_write &&
+                (c->stream.ssl == NULL || SSL_pending(c->stream.ssl) == 0))
+                return;
             continue;
         }
         if (n == HL_STREAM_WANT_READ) {
