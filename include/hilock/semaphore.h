@@ -30,9 +30,10 @@
  * the server and gives back whatever it took, and the wait goes on.  A
  * grant that lands after its acquire was cancelled goes back the same
  * way, retried on every new connection until the server confirms it.  To
- * tell what an unanswered plain acquire took, each grant is recorded in
- * "hilock_sem_grants:{NAME}" until the client has the answer (at most
- * ten minutes); an expirable one is its permit in "{NAME}:timeout".
+ * tell what an unanswered plain acquire took, each attempt records it in
+ * "hilock_sem_record:{NAME}:<attempt id>" (at most ten minutes), until
+ * the client has the answer or, on the handle that took them, until the
+ * permits' release; an expirable one is its permit in "{NAME}:timeout".
  *
  * Fairness.  Among the waiters of one handle, first come first served:
  * only the oldest waiter asks the server by itself, so a waiter for many
