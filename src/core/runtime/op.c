@@ -1,5 +1,7 @@
 /* The operation's life across threads; see op.h. */
 #include <linux/futex.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -114,8 +116,25 @@ static bool take_place(hilock_client *home, hl_op *op)
     return true;
 }
 
+/* A request that carries an op's gate keeps the op: should a sibling
+ * request fail first and answer the caller, who then frees its
+ * reference, the connection still reads the gate of the one left. */
+static hl_op *gate_op(_Atomic int *gate)
+{
+    return (hl_op *)(void *)((char *)gate - offsetof(hl_op, gate));
+}
+
+static void gate_hold(_Atomic int *gate) { hl_op_ref(gate_op(gate)); }
+
+static void gate_drop(_Atomic int *gate) { hl_op_unref(gate_op(gate)); }
+
+static pthread_once_t gate_owner_once = PTHREAD_ONCE_INIT;
+
+static void set_gate_owner(void) { hl_conn_set_gate_owner(gate_hold, gate_drop); }
+
 _Atomic int *hl_op_gate_requests(hl_op *op)
 {
+    pthread_once(&gate_owner_once, set_gate_owner);
     return hl_conn_gate_requests(op->waited ? &op->gate : NULL);
 }
 

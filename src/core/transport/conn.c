@@ -59,6 +59,7 @@ void hl_conn_complete(hl_request *r, int status, hilock_reply *reply,
         r->fn(r->data, status, reply);
     else
         hilock_reply_free(reply);
+    hl_request_drop_gate(r);
     hl_free(r->cmd);
     hl_free(r);
 }
@@ -68,6 +69,7 @@ static void fail_queue(req_queue *q, int status, const char *detail)
     hl_request *r;
     while ((r = queue_pop(q)) != NULL) {
         if (r->internal) {
+            hl_request_drop_gate(r);
             hl_free(r->cmd);
             hl_free(r);
             continue;

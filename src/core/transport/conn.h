@@ -94,6 +94,14 @@ enum { HL_GATE_OPEN, HL_GATE_STARTED, HL_GATE_SENT, HL_GATE_WITHDRAWN };
  * thread. */
 _Atomic int *hl_conn_gate_requests(_Atomic int *gate);
 
+/* How the owner of a gate stays alive while requests carry it: hold runs
+ * when a request takes the gate, drop when that request is freed, which
+ * may come after its caller was answered (a sibling request failed
+ * first).  Set once, by the layer whose objects hold the gates; any
+ * thread. */
+void hl_conn_set_gate_owner(void (*hold)(_Atomic int *gate),
+                            void (*drop)(_Atomic int *gate));
+
 /* Create and start connecting.  NULL when memory runs out. */
 hl_conn *hl_conn_create(const hl_conn_config *cfg);
 

@@ -50,6 +50,9 @@ struct hl_request {
     _Atomic int *gate;       /* its caller's send gate, or NULL */
 };
 
+/* Let go of r's gate (hl_conn_set_gate_owner) before r is freed. */
+void hl_request_drop_gate(hl_request *r);
+
 typedef struct req_queue {
     hl_request *head;
     hl_request *tail;

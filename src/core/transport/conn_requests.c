@@ -75,13 +75,35 @@ _Atomic int *hl_conn_gate_requests(_Atomic int *gate)
     return was;
 }
 
+static void (*_Atomic gate_hold)(_Atomic int *gate);
+static void (*_Atomic gate_drop)(_Atomic int *gate);
+
+void hl_conn_set_gate_owner(void (*hold)(_Atomic int *gate),
+                            void (*drop)(_Atomic int *gate))
+{
+    atomic_store(&gate_hold, hold);
+    atomic_store(&gate_drop, drop);
+}
+
+void hl_request_drop_gate(hl_request *r)
+{
+    void (*drop)(_Atomic int *) = atomic_load(&gate_drop);
+    if (r->gate != NULL && drop != NULL)
+        drop(r->gate);
+    r->gate = NULL;
+}
+
 /* Into pending, or, with last, into the place after it. */
 static int enqueue_at(hl_conn *c, hl_request *r, bool last)
 {
     /* A request queued again (redirected, retried) keeps the gate it
      * came with, which it has passed already. */
-    if (r->gate == NULL)
+    if (r->gate == NULL && current_gate != NULL) {
+        void (*hold)(_Atomic int *) = atomic_load(&gate_hold);
         r->gate = current_gate;
+        if (hold != NULL)
+            hold(r->gate);
+    }
     hl_monotime timeout = HL_MS(c->o->command_timeout_ms);
     r->queued_at = hl_monotime_now();
     r->deadline = r->queued_at + timeout;
