@@ -332,14 +332,15 @@ static int run(hilock_lock *lock, const hl_script *script, int nkeys,
 }
 
 /* "hilock_sem_record:{NAME}:<id>", the record of the attempt or release
- * id.  0 or HILOCK_ENOMEM; release with hl_aux_name_done either way. */
+ * id.  0, or HILOCK_ENOMEM with out released already. */
 static int record_key(const hilock_lock *lock, const char *id, size_t id_len,
                       hl_aux_name *out)
 {
-    return hl_layout_key(out, HL_LAYOUT_SEM_RECORD, lock->name,
-                         lock->name_len, id, id_len) == 0
-               ? 0
-               : HILOCK_ENOMEM;
+    if (hl_layout_key(out, HL_LAYOUT_SEM_RECORD, lock->name, lock->name_len,
+                      id, id_len) == 0)
+        return 0;
+    hl_aux_name_done(out);
+    return HILOCK_ENOMEM;
 }
 
 /* The record of id and the semaphore's channel; on HILOCK_ENOMEM both
@@ -348,9 +349,9 @@ static int record_and_channel(const hilock_lock *lock, const char *id,
                               size_t id_len, hl_aux_name *rec,
                               hl_aux_name *ch)
 {
-    int a = record_key(lock, id, id_len, rec);
-    int b = hl_lock_channel(lock, ch);
-    if (a == 0 && b == 0)
+    if (record_key(lock, id, id_len, rec) != 0)
+        return HILOCK_ENOMEM;
+    if (hl_lock_channel(lock, ch) == 0)
         return 0;
     hl_aux_name_done(rec);
     hl_aux_name_done(ch);
@@ -363,10 +364,8 @@ static int plain_attempt(hilock_lock *lock, const hl_attempt_args *a,
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
     hl_aux_name rec;
-    if (record_key(lock, a->nonce, a->nonce_len, &rec) != 0) {
-        hl_aux_name_done(&rec);
+    if (record_key(lock, a->nonce, a->nonce_len, &rec) != 0)
         return HILOCK_ENOMEM;
-    }
     char n[24];
     const char *argv[] = {lock->name, rec.s, n};
     size_t lens[] = {lock->name_len, rec.len, hl_i64_dec(n, a->amount)};
@@ -405,10 +404,8 @@ int hl_sem_forget(hilock_lock *lock, const char *id, size_t id_len)
     if (conn == NULL)
         return HILOCK_ECLOSED;
     hl_aux_name rec;
-    if (record_key(lock, id, id_len, &rec) != 0) {
-        hl_aux_name_done(&rec);
+    if (record_key(lock, id, id_len, &rec) != 0)
         return HILOCK_ENOMEM;
-    }
     const char *argv[] = {"DEL", rec.s};
     size_t lens[] = {3, rec.len};
     int rc = hl_conn_command(conn, 2, argv, lens, NULL, NULL);

@@ -83,17 +83,15 @@ static int64_t reconcile_ms(const hl_acquire_op *op)
                                          : op->lease_ms;
 }
 
-/* What a reconcile of a grant whose attempt ran names: nothing for a
- * hold, since there is no attempt left to void, but the attempt itself
- * for an unheld grant, whose record is named by it. */
-static const char *ran_nonce(const hl_acquire_op *op)
+/* Give back a grant whose attempt ran.  A hold's reconcile names no
+ * attempt, since there is none left to void; an unheld grant's names
+ * the attempt, whose record is all the server keeps of it. */
+static void reconcile_ran(hl_acquire_op *op)
 {
-    return op->lock->kind->unheld_grants ? op->nonce : NULL;
-}
-
-static size_t ran_nonce_len(const hl_acquire_op *op)
-{
-    return op->lock->kind->unheld_grants ? op->nonce_len : 0;
+    bool named = op->lock->kind->unheld_grants;
+    hl_reconcile_start(op->lock, op->owner, &op->turn,
+                       named ? op->nonce : NULL, named ? op->nonce_len : 0,
+                       reconcile_ms(op));
 }
 
 /* End the operation and call back; the op lives on while requests that
@@ -472,8 +470,7 @@ static void short_ack(hl_acquire_op *op)
              hilock_last_error());
     if (op->subscribed)
         hl_waiter_done_trying(&op->waiter);
-    hl_reconcile_start(op->lock, op->owner, &op->turn, ran_nonce(op),
-                       ran_nonce_len(op), reconcile_ms(op));
+    reconcile_ran(op);
     if (op->wait_ms == 0 || remaining(op) <= 0) {
         op_finish(op, HILOCK_ENOACK, NULL, op->last_detail);
         return;
@@ -547,8 +544,7 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
             hl_reconcile_start(lock, op->owner, &op->turn, op->nonce,
                                op->nonce_len, reconcile_ms(op));
         else if (status == HILOCK_OK && res.outcome == HL_ACQ_ACQUIRED)
-            hl_reconcile_start(lock, op->owner, &op->turn, ran_nonce(op),
-                               ran_nonce_len(op), reconcile_ms(op));
+            reconcile_ran(op);
         else
             hl_turn_end(lock, &op->turn);
         op_free_if_idle(op);
