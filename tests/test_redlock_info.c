@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <setjmp.h>
@@ -28,6 +29,8 @@ typedef struct master {
     bool silent;           /* never answer INFO */
     atomic_bool gate_open; /* with gated: answer INFO only once open */
     bool gated;
+    int free_server_infos; /* with gated: INFO server answered at once */
+    atomic_int server_infos; /* INFO server requests seen */
     pthread_mutex_t mu;
     pthread_cond_t cv;
 } master;
@@ -59,7 +62,14 @@ static bool answer(hl_hostile_conn *conn, const hl_hostile_req *req,
         return false;
     if (m->silent)
         return true;
-    if (m->gated) {
+    bool server = req->argc == 2 && req->lens[1] == 6 &&
+                  strncasecmp(req->argv[1], "server", 6) == 0;
+    int nth = server ? atomic_fetch_add(&m->server_infos, 1) + 1 : 0;
+    /* With free_server_infos, only the INFO server questions after those
+     * wait; without, every INFO does. */
+    bool held = m->gated && (server ? nth > m->free_server_infos
+                                    : m->free_server_infos == 0);
+    if (held) {
         /* The test opens the gate; the deadline only keeps a failing test
          * from hanging the server's thread. */
         struct timespec until;
@@ -108,6 +118,7 @@ static void open_gate(master *m)
 typedef struct creation {
     master *ms;
     int64_t node_timeout_ms;
+    int connections; /* 0: one */
     hilock_redlock *rl;
     int status;
     atomic_bool done;
@@ -128,7 +139,9 @@ static void *create_main(void *arg)
     assert_status(hilock_options_set_node_timeout_ms(o, cr->node_timeout_ms),
                   HILOCK_OK);
     assert_status(hilock_options_set_quarantine_ms(o, 60000), HILOCK_OK);
-    assert_status(hilock_options_set_connections(o, 1), HILOCK_OK);
+    assert_status(hilock_options_set_connections(
+                      o, cr->connections ? cr->connections : 1),
+                  HILOCK_OK);
     cr->status = hilock_redlock_create(&cr->rl, list, NMASTERS, o);
     hilock_options_free(o);
     atomic_store(&cr->done, true);
@@ -223,11 +236,52 @@ static void test_create_waits_for_info(void **state)
     masters_stop(ms);
 }
 
+static bool two_server_infos(void *arg)
+{
+    return atomic_load(&((master *)arg)->server_infos) >= 2;
+}
+
+/* A client of several connections asks each one's INFO: the first answer
+ * settles nothing while another is out, since that one may still say
+ * "restarted".  Create waits for every one, so that the first lock does
+ * not find the master quarantined by its own second connection. */
+static void test_create_waits_for_every_connections_info(void **state)
+{
+    (void)state;
+    master ms[NMASTERS] = {0};
+    ms[0].gated = true;
+    ms[0].free_server_infos = 1;
+    masters_start(ms);
+    creation cr = {.ms = ms, .node_timeout_ms = hl_widen(20000),
+                   .connections = 2};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, create_main, &cr), 0);
+    if (!hl_wait_until(two_server_infos, &ms[0], hl_widen(10000)))
+        fail_msg("master 0 was not asked INFO on both connections");
+    /* One answer is in and one held back: create still waits, however
+     * long it is given to return early. */
+    assert_false(hl_wait_flag(&cr.done, 1000));
+    open_gate(&ms[0]);
+    pthread_join(t, NULL);
+    assert_status(cr.status, HILOCK_OK);
+
+    hilock_member_result res[NMASTERS];
+    try_once(cr.rl, res);
+    for (int i = 0; i < NMASTERS; i++) {
+        assert_false(res[i].quarantined);
+        if (res[i].status != HILOCK_ECANCELED)
+            assert_status(res[i].status, HILOCK_EBUSY);
+    }
+    assert_status(hilock_redlock_destroy(cr.rl), HILOCK_OK);
+    masters_stop(ms);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_master_without_info_does_not_vote),
         cmocka_unit_test(test_create_waits_for_info),
+        cmocka_unit_test(test_create_waits_for_every_connections_info),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -89,7 +89,8 @@ int hl_restart_watch_attach(hl_restart_watch **out, hilock_client *client,
 /* Once the client is gone, or its loop stopped for good. */
 void hl_restart_watch_free(hl_restart_watch *w);
 /* Whether a first INFO has come back (or failed: the master then counts
- * as restarted).  Any thread. */
+ * as restarted) and none is out: every connection of the client asks its
+ * own, and one still out keeps the master from voting.  Any thread. */
 bool hl_restart_watch_settled(const hl_restart_watch *w);
 /* Whether client's server must not vote: its INFO since it last
  * connected is not in yet, or it restarted, or came up, less than the

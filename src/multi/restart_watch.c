@@ -156,7 +156,7 @@ void hl_restart_watch_free(hl_restart_watch *w)
 
 bool hl_restart_watch_settled(const hl_restart_watch *w)
 {
-    return atomic_load(&w->settled);
+    return atomic_load(&w->settled) && atomic_load(&w->asking) == 0;
 }
 
 bool hl_restart_quarantined(const hilock_client *client)
