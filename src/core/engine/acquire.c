@@ -395,14 +395,22 @@ static void held(hl_acquire_op *op, int64_t ttl_ms)
         wait_for(op, -1);
         return;
     }
-    if (!op->subscribed) {
+    if (!op->subscribed || !hl_waiter_listening(&op->waiter)) {
         hl_waiters *reg = hl_client_waiters(lock->client);
         hl_aux_name ch;
         int rc = reg && hl_owner_channel(lock, op->owner, &ch) == 0 ? 0 : -1;
         uint64_t seq = HL_WAIT_SEQ_NONE;
+        bool woken = false;
         if (rc == 0) {
-            rc = hl_waiter_add(reg, &op->waiter, ch.s, ch.len,
-                               lock->kind->wake_all, on_wake, op);
+            if (op->subscribed) {
+                /* The head of a line, told the lock is held: only a
+                 * release wakes it now, so it listens from here on. */
+                woken = hl_waiter_done_trying(&op->waiter) || op->retry_after;
+                rc = hl_waiter_listen(reg, &op->waiter);
+            } else {
+                rc = hl_waiter_add(reg, &op->waiter, ch.s, ch.len,
+                                   lock->kind->wake_all, on_wake, op);
+            }
             seq = hl_waiters_seq(reg, ch.s, ch.len);
             hl_aux_name_done(&ch);
         }
@@ -411,8 +419,8 @@ static void held(hl_acquire_op *op, int64_t ttl_ms)
             return;
         }
         op->subscribed = true;
-        if (rc == 1 && (op->seq_at_attempt == HL_WAIT_SEQ_NONE ||
-                        op->seq_at_attempt != seq)) {
+        if (woken || (rc == 1 && (op->seq_at_attempt == HL_WAIT_SEQ_NONE ||
+                                  op->seq_at_attempt != seq))) {
             /* The channel was not confirmed when the attempt left, or it
              * heard something since: a release may have slipped between
              * the attempt and now, so look again.  Otherwise any release
@@ -653,9 +661,9 @@ static void send_attempt(hl_acquire_op *op)
     args.waiter_timeout_ms =
         op->wait_ms == 0 ? 0 : lock->client->opts->waiter_timeout_ms;
     args.amount = op->amount;
-    if (op->subscribed) {
+    if (op->subscribed)
         hl_waiter_trying(&op->waiter);
-    } else {
+    if (!op->subscribed || !hl_waiter_listening(&op->waiter)) {
         hl_aux_name ch;
         op->seq_at_attempt = HL_WAIT_SEQ_NONE;
         if (lock->client->waiters &&
@@ -743,16 +751,17 @@ static void op_start(hl_op *o)
     lock->ops_tail = op;
     op->deadline = hl_wait_deadline(op->wait_ms);
     if (lined(op)) {
-        /* It joins the line, and listens from now on, so that the channel
-         * stays subscribed while the head changes. */
+        /* It joins the line; it listens only once the server has told it
+         * the lock is held, since until then its turn comes from the
+         * waiter before it. */
         hl_waiters *reg = hl_client_waiters(lock->client);
         hl_aux_name ch;
         if (reg == NULL || hl_lock_channel(lock, &ch) != 0) {
             op_finish(op, HILOCK_ENOMEM, NULL, "out of memory waiting");
             return;
         }
-        int rc = hl_waiter_add(reg, &op->waiter, ch.s, ch.len,
-                               lock->kind->wake_all, on_wake, op);
+        int rc = hl_waiter_join(reg, &op->waiter, ch.s, ch.len,
+                                lock->kind->wake_all, on_wake, op);
         hl_aux_name_done(&ch);
         if (rc < 0) {
             op_finish(op, HILOCK_ENOMEM, NULL, "out of memory waiting");

@@ -5,9 +5,9 @@
 #include "core/loop/io.h"
 #include "core/base/map.h"
 
-/* A channel without waiters stays subscribed this long: a lock contended
- * now is likely contended again soon, and subscribing anew costs a round
- * trip before the next waiter may try. */
+/* A channel nobody listens to stays subscribed this long: a lock
+ * contended now is likely contended again soon, and subscribing anew
+ * costs a round trip before the next waiter may try. */
 #define HL_CHANNEL_LINGER_MS 5000
 
 struct hl_wait_channel {
@@ -20,7 +20,9 @@ struct hl_wait_channel {
     int waking;        /* a wake-all is under way */
     uint64_t seq;      /* messages and confirmations heard */
     int handed_on;     /* our releases whose "0" already woke a waiter */
-    hl_timer linger;   /* runs while the channel has no waiters */
+    hl_timer linger;   /* runs while nobody listens to a subscribed channel */
+    int listeners;     /* waiters that asked to hear its messages */
+    bool subscribed;   /* SUBSCRIBE sent (confirmed or not) */
     bool ready;
     bool refused;      /* the server refused its SUBSCRIBE */
     bool wake_all;     /* every message wakes every waiter */
@@ -32,27 +34,43 @@ struct hl_waiters {
     bool closing;
 };
 
-static void channel_free(hl_waiters *reg, hl_wait_channel *ch)
+static void channel_unsubscribe(hl_wait_channel *ch)
 {
     hl_timer_stop(&ch->linger);
     hl_pubsub_unsubscribe(&ch->sub);
+    ch->subscribed = false;
+    ch->ready = false;
+    ch->refused = false;
+}
+
+static void channel_free(hl_waiters *reg, hl_wait_channel *ch)
+{
+    channel_unsubscribe(ch);
     hl_map_remove(&reg->channels, ch->entry);
     hl_free(ch);
 }
 
+/* Nobody listened for the linger: the line, if any, goes on unheard. */
 static void on_linger_over(hl_timer *t)
 {
     hl_wait_channel *ch = t->data;
-    if (ch->head == NULL && ch->waking == 0 && !ch->reg->closing)
+    if (ch->listeners > 0 || ch->waking > 0 || ch->reg->closing)
+        return;
+    if (ch->head == NULL)
         channel_free(ch->reg, ch);
+    else
+        channel_unsubscribe(ch);
 }
 
-/* The last waiter left: keep the subscription a while. */
+/* A channel with neither waiters nor a subscription goes at once; the
+ * last listener leaving keeps the subscription a while. */
 static void channel_maybe_free(hl_waiters *reg, hl_wait_channel *ch)
 {
-    if (ch->head != NULL || ch->waking > 0 || reg->closing)
+    if (ch->waking > 0 || reg->closing)
         return;
-    if (!ch->linger.armed)
+    if (ch->head == NULL && !ch->subscribed)
+        channel_free(reg, ch);
+    else if (ch->listeners == 0 && ch->subscribed && !ch->linger.armed)
         hl_timer_arm(&ch->linger, HL_MS(HL_CHANNEL_LINGER_MS));
 }
 
@@ -65,7 +83,9 @@ static void wake(hl_waiter *w, hl_wake_reason why)
     w->fn(w, why);
 }
 
-/* Wake every waiter; each may remove itself or others meanwhile. */
+/* Wake every listener (every waiter when the client closes); each may
+ * remove itself or others meanwhile.  A waiter in line that does not
+ * listen hears of its turn from the line, not from the channel. */
 static void wake_all(hl_waiters *reg, hl_wait_channel *ch, hl_wake_reason why)
 {
     ch->waking++;
@@ -73,7 +93,8 @@ static void wake_all(hl_waiters *reg, hl_wait_channel *ch, hl_wake_reason why)
     while (ch->cursor != NULL) {
         hl_waiter *w = ch->cursor;
         ch->cursor = w->next;
-        wake(w, why);
+        if (w->listening || why == HL_WAKE_CLOSED)
+            wake(w, why);
     }
     ch->waking--;
     channel_maybe_free(reg, ch);
@@ -82,7 +103,7 @@ static void wake_all(hl_waiters *reg, hl_wait_channel *ch, hl_wake_reason why)
 static void wake_first(hl_waiters *reg, hl_wait_channel *ch)
 {
     for (hl_waiter *w = ch->head; w != NULL; w = w->next) {
-        if (!w->trying) {
+        if (w->listening && !w->trying) {
             ch->waking++;
             w->fn(w, HL_WAKE_MESSAGE);
             ch->waking--;
@@ -90,8 +111,12 @@ static void wake_first(hl_waiters *reg, hl_wait_channel *ch)
             return;
         }
     }
-    if (ch->head != NULL)
-        ch->head->wake_pending = true;
+    for (hl_waiter *w = ch->head; w != NULL; w = w->next) {
+        if (w->listening) {
+            w->wake_pending = true;
+            return;
+        }
+    }
 }
 
 static void on_sub_event(hl_sub *sub, hl_sub_event ev, const char *msg,
@@ -128,6 +153,7 @@ static void on_sub_event(hl_sub *sub, hl_sub_event ev, const char *msg,
         break;
     case HL_SUB_CLOSED:
         ch->ready = false;
+        ch->subscribed = false;
         wake_all(reg, ch, HL_WAKE_CLOSED);
         break;
     case HL_SUB_REFUSED:
@@ -161,8 +187,10 @@ void hl_waiters_free(hl_waiters *reg)
         hl_wait_channel *ch = e->value;
         /* Waiters added during the wake-up (none should be) lose their
          * channel here. */
-        for (hl_waiter *w = ch->head; w; w = w->next)
+        for (hl_waiter *w = ch->head; w; w = w->next) {
             w->chan = NULL;
+            w->listening = false;
+        }
         hl_timer_stop(&ch->linger);
         hl_pubsub_unsubscribe(&ch->sub);
         hl_free(ch);
@@ -171,19 +199,17 @@ void hl_waiters_free(hl_waiters *reg)
     hl_free(reg);
 }
 
-int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
-                  size_t len, bool wake_all, hl_wake_fn *fn, void *data)
+int hl_waiter_join(hl_waiters *reg, hl_waiter *w, const char *channel,
+                   size_t len, bool wake_all, hl_wake_fn *fn, void *data)
 {
     w->fn = fn;
     w->data = data;
     w->trying = false;
     w->wake_pending = false;
+    w->listening = false;
     hl_map_entry *e = hl_map_find(&reg->channels, channel, len);
     hl_wait_channel *ch = e ? e->value : NULL;
     if (ch == NULL) {
-        hl_pubsub *ps = hl_client_pubsub_for(reg->client, channel, len);
-        if (ps == NULL)
-            return -1;
         ch = hl_calloc(1, sizeof *ch);
         if (ch == NULL)
             return -1;
@@ -195,16 +221,7 @@ int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
             hl_free(ch);
             return -1;
         }
-        int rc = hl_pubsub_subscribe(ps, &ch->sub, channel, len,
-                                     on_sub_event, ch);
-        if (rc < 0) {
-            hl_map_remove(&reg->channels, ch->entry);
-            hl_free(ch);
-            return -1;
-        }
-        ch->ready = rc == 1;
     }
-    hl_timer_stop(&ch->linger);
     w->chan = ch;
     w->next = NULL;
     w->prev = ch->tail;
@@ -213,7 +230,48 @@ int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
     else
         ch->head = w;
     ch->tail = w;
+    return 0;
+}
+
+int hl_waiter_listen(hl_waiters *reg, hl_waiter *w)
+{
+    hl_wait_channel *ch = w->chan;
+    if (ch == NULL)
+        return -1;
+    if (!ch->subscribed) {
+        hl_pubsub *ps = hl_client_pubsub_for(reg->client, ch->entry->key,
+                                             ch->entry->keylen);
+        if (ps == NULL)
+            return -1;
+        int rc = hl_pubsub_subscribe(ps, &ch->sub, ch->entry->key,
+                                     ch->entry->keylen, on_sub_event, ch);
+        if (rc < 0)
+            return -1;
+        ch->subscribed = true;
+        ch->ready = rc == 1;
+    }
+    if (!w->listening) {
+        w->listening = true;
+        ch->listeners++;
+        hl_timer_stop(&ch->linger);
+    }
     return ch->ready ? 1 : 0;
+}
+
+int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
+                  size_t len, bool wake_all, hl_wake_fn *fn, void *data)
+{
+    if (hl_waiter_join(reg, w, channel, len, wake_all, fn, data) != 0)
+        return -1;
+    int rc = hl_waiter_listen(reg, w);
+    if (rc < 0)
+        hl_waiter_remove(reg, w, false);
+    return rc;
+}
+
+bool hl_waiter_listening(const hl_waiter *w)
+{
+    return w->listening;
 }
 
 void hl_waiter_remove(hl_waiters *reg, hl_waiter *w, bool pass_on)
@@ -233,10 +291,15 @@ void hl_waiter_remove(hl_waiters *reg, hl_waiter *w, bool pass_on)
         ch->tail = w->prev;
     w->prev = w->next = NULL;
     w->chan = NULL;
-    if (pass_on && ch->head != NULL && !reg->closing)
+    if (w->listening) {
+        w->listening = false;
+        ch->listeners--;
+    }
+    bool pass = pass_on && ch->head != NULL && !reg->closing;
+    /* Frees only an empty channel, which has nobody to pass on to. */
+    channel_maybe_free(reg, ch);
+    if (pass)
         wake_first(reg, ch);
-    else
-        channel_maybe_free(reg, ch);
 }
 
 void hl_waiter_trying(hl_waiter *w)
@@ -260,7 +323,7 @@ bool hl_waiters_hand_on(hl_waiters *reg, const char *channel, size_t len)
     if (ch == NULL || !ch->ready)
         return false;
     for (hl_waiter *w = ch->head; w != NULL; w = w->next) {
-        if (!w->trying) {
+        if (w->listening && !w->trying) {
             ch->handed_on++;
             ch->waking++;
             w->fn(w, HL_WAKE_MESSAGE);
@@ -289,7 +352,7 @@ bool hl_waiters_queued(hl_waiters *reg, const char *channel, size_t len)
 {
     hl_map_entry *e = reg ? hl_map_find(&reg->channels, channel, len) : NULL;
     hl_wait_channel *ch = e ? e->value : NULL;
-    return ch != NULL && ch->ready && ch->head != NULL;
+    return ch != NULL && ch->ready && ch->listeners > 0;
 }
 
 uint64_t hl_waiters_seq(hl_waiters *reg, const char *channel, size_t len)

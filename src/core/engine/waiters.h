@@ -1,8 +1,16 @@
 /* The waiter registry: lock operations waiting for a lock to be released
  * listen on its channel through one shared subscription per channel per
- * client.  A "0" message wakes one waiter (the oldest not already trying),
- * any other message wakes all; every (re)confirmed subscription wakes all,
- * since messages sent while unsubscribed are lost.  Loop thread only. */
+ * client.  A "0" message wakes one listener (the oldest not already
+ * trying), any other message wakes all; every (re)confirmed subscription
+ * wakes all, since messages sent while unsubscribed are lost.
+ *
+ * The waiters of one channel also form a line, oldest first, which kinds
+ * whose waiters go in turn (hl_kind.in_line) walk.  Such a waiter joins
+ * the line without listening, since its turn comes from the one before
+ * it, and listens only once the server has told it the lock is held: a
+ * line served from within the client then costs the server no message
+ * to this client and the client no wake-up per release.  Loop thread
+ * only. */
 #ifndef HL_WAITERS_H
 #define HL_WAITERS_H
 
@@ -39,6 +47,7 @@ struct hl_waiter {
     void *data;
     bool trying;       /* an attempt is in flight: a wake is kept for later */
     bool wake_pending; /* woken while trying */
+    bool listening;    /* hears the channel's messages */
 };
 
 hl_waiters *hl_waiters_create(struct hilock_client *client);
@@ -53,6 +62,14 @@ void hl_waiters_free(hl_waiters *reg);
  * on ENOMEM. */
 int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
                   size_t len, bool wake_all, hl_wake_fn *fn, void *data);
+/* Join the channel's line without listening: no message wakes w, only
+ * HL_WAKE_CLOSED.  Returns 0, or -1 on ENOMEM. */
+int hl_waiter_join(hl_waiters *reg, hl_waiter *w, const char *channel,
+                   size_t len, bool wake_all, hl_wake_fn *fn, void *data);
+/* Let a waiter in line listen from now on (idempotent), subscribing the
+ * channel if nobody does yet.  Returns as hl_waiter_add. */
+int hl_waiter_listen(hl_waiters *reg, hl_waiter *w);
+bool hl_waiter_listening(const hl_waiter *w);
 /* Unregister (idempotent).  pass_on: the waiter leaves without the lock
  * (cancelled, timed out, failed), so the next in line is woken to look
  * again: a waiter that joined the queue without trying relies on it. */
