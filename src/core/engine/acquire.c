@@ -486,6 +486,32 @@ static void short_ack(hl_acquire_op *op)
     wait_for(op, retry_delay(op, 0));
 }
 
+/* A grant can find a released hold brought back: the server counts
+ * more holds of the owner than the client knows of plus this one, as
+ * after a failover to a replica that never saw a release.  Joining it
+ * would leave the lock held after the owner's last release, renewed by
+ * each acquire of the owner.  So the grant does not count: a reconcile
+ * lowers the owner's count to the holds the client knows of, in the
+ * attempt's turn, and the attempt is made again behind it.  A server
+ * that keeps answering so after a few rounds is not believed. */
+#define HL_STALE_GRANTS_MAX 3
+
+static bool stale_grant(hl_acquire_op *op, const hl_acquire_result *res)
+{
+    const hl_hold *h = hl_hold_find(op->lock, op->owner);
+    int64_t known = h != NULL && !h->lost ? h->count : 0;
+    if (res->count <= known + 1)
+        return false;
+    reconcile_ran(op);
+    if (++op->stale_grants > HL_STALE_GRANTS_MAX)
+        op_finish(op, HILOCK_EPROTO, NULL,
+                  "the server keeps counting holds of this owner that the "
+                  "client released");
+    else
+        attempt(op);
+    return true;
+}
+
 /* The master granted the lock and, under a replica acknowledgement
  * policy, the replicas it asks for acknowledged the grant (the WAIT that
  * followed the attempt on its connection, see core/runtime/ack.h): the
@@ -508,6 +534,8 @@ static void granted(hl_acquire_op *op, const hl_acquire_result *res)
         hl_turn_end(lock, &op->turn);
         got = (hilock_acquired){.owner = op->owner, .hold_count = res->free};
     } else {
+        if (stale_grant(op, res))
+            return;
         op->in_flight++; /* a lost callback in grant may end the op */
         int rc = grant(op, res, &got);
         op->in_flight--;

@@ -102,6 +102,7 @@ struct hl_acquire_op {
     hilock_acquired got;   /* the grant, for the callback */
     hl_monotime retry_floor; /* least wait before a retry of its own */
     int in_flight;      /* requests naming this op */
+    int stale_grants;   /* grants that found a released hold back */
     bool linked;        /* in lock->ops, with its timer initialised */
     bool retry_after;   /* a wake-up came while ATTEMPTING */
     bool subscribed;    /* its waiter is registered */
