@@ -368,6 +368,77 @@ static void test_replica_leaving_fails_nothing(void **state)
     hilock_client_destroy(c);
 }
 
+static bool no_replica_left(void *arg)
+{
+    (void)arg;
+    char info[4096];
+    return hl_redis_server_cmd(master, info, sizeof info, "INFO",
+                               "replication", (char *)NULL) == '$' &&
+           strstr(info, "connected_slaves:0") != NULL;
+}
+
+static bool one_online(void *arg)
+{
+    (void)arg;
+    char info[4096];
+    return hl_redis_server_cmd(master, info, sizeof info, "INFO",
+                               "replication", (char *)NULL) == '$' &&
+           hl_ack_parse_info(info, strlen(info)) == 1;
+}
+
+static void replica_of(hl_redis_server *node, bool of_master)
+{
+    char reply[64], port[16];
+    snprintf(port, sizeof port, "%d", hl_redis_server_port(master));
+    assert_int_equal(hl_redis_server_cmd(node, reply, sizeof reply,
+                                         "REPLICAOF",
+                                         of_master ? "127.0.0.1" : "NO",
+                                         of_master ? port : "ONE",
+                                         (char *)NULL),
+                     '+');
+}
+
+/* A count of 0 read a while ago, with a fresh one being read, is no
+ * reason to skip the WAIT: a replica may have come online since, and a
+ * grant it never saw is lost in a failover.  The master is left alone,
+ * a lock taken and released there (the count read is 0), a replica comes
+ * online, the count grows old, and the replica stops: the next grant
+ * must wait for it, and fail. */
+static void test_old_zero_count_still_waits(void **state)
+{
+    (void)state;
+    hl_redis_server *a = hl_redis_replicated_node(group, 1);
+    hl_redis_server *b = hl_redis_replicated_node(group, 2);
+    replica_of(a, false);
+    replica_of(b, false);
+    assert_true(hl_wait_until(no_replica_left, NULL, hl_widen(5000)));
+    hilock_client *c = connect_with("replicas=majority&ack_timeout=200");
+    hilock_lock *l = make_lock(c, "ack-old-zero");
+    assert_int_equal(hilock_lock_try_acquire(l, 0, 10000), HILOCK_OK);
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    int64_t counted_at = hl_now_ms();
+    long long waits = waits_run();
+
+    replica_of(a, true);
+    assert_true(hl_wait_until(one_online, NULL, hl_widen(30000)));
+    /* The count the client read is older than HL_ACK_RECOUNT_MS: the
+     * next write reads it again, and its WAIT must not go by the old 0. */
+    int64_t old = hl_now_ms() - counted_at;
+    if (old <= HL_ACK_RECOUNT_MS)
+        hl_sleep_ms((int)(HL_ACK_RECOUNT_MS + 100 - old));
+    hl_fixture_pause(a);
+    int rc = hilock_lock_try_acquire(l, 1500, 10000);
+    hl_fixture_resume(a);
+    assert_int_equal(rc, HILOCK_ENOACK);
+    assert_true(waits_run() > waits);
+    assert_true(key_gone("ack-old-zero"));
+
+    replica_of(b, true);
+    wait_both_online();
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
 /* Writes queued on one connection before it writes share one WAIT: Redis
  * answers a WAIT once the replicas have the connection's last write, so
  * it covers every write before it.  64 acquires started in one loop
@@ -480,6 +551,7 @@ int main(void)
         cmocka_unit_test(test_unacknowledged_renewals_lose_the_lease),
         cmocka_unit_test(test_replica_leaving_fails_nothing),
         cmocka_unit_test(test_writes_share_a_wait),
+        cmocka_unit_test(test_old_zero_count_still_waits),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -462,12 +462,15 @@ void hl_ack_sent(hl_ack *a)
     a->pending++; /* the write */
     ack_count *e = count_for(a->client, a->conn, false);
     int k = e ? current_k(e, a->conn) : -1;
-    if (k < 0 && e != NULL && e->k >= 0 && e->reading)
-        k = e->k; /* stale but being read: the fresh one judges a short */
     if (k == 0) {
         a->no_wait = true;
         return;
     }
+    /* Stale but being read: its n goes with the WAIT, and the fresh
+     * count, in before the write's answer, judges it.  A stale 0 is no
+     * reason to skip the WAIT: a replica may have come online since. */
+    if (k < 0 && e != NULL && e->k > 0 && e->reading)
+        k = e->k;
     /* With the count unknown, WAIT 0 answers at once: it still shows that
      * the write answered on this connection, and the rest is asked for
      * once the INFO ahead of the write has given the count. */
