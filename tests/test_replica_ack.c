@@ -439,6 +439,58 @@ static void test_old_zero_count_still_waits(void **state)
     hilock_client_destroy(c);
 }
 
+/* Every write of a semaphore or a latch waits for the replicas, as a
+ * lock's does: each sends a WAIT; with the replicas stalled a release
+ * stands and says so no louder than a lock's, and the other writes
+ * return HILOCK_ENOACK, their change made on the master all the same. */
+static void test_semaphore_and_latch_writes_wait(void **state)
+{
+    (void)state;
+    hilock_client *c = connect_with("replicas=all&ack_timeout=200");
+    hilock_semaphore *sem;
+    hilock_latch *latch;
+    assert_int_equal(hilock_semaphore_create(&sem, c, "ack-sem", 7),
+                     HILOCK_OK);
+    assert_int_equal(hilock_latch_create(&latch, c, "ack-latch", 9),
+                     HILOCK_OK);
+    long long w = waits_run();
+#define WAITED()                                                               do {                                                                           assert_true(waits_run() > w);                                              w = waits_run();                                                       } while (0)
+    assert_int_equal(hilock_semaphore_try_set(sem, 3, NULL), HILOCK_OK);
+    WAITED();
+    assert_int_equal(hilock_semaphore_set(sem, 3), HILOCK_OK);
+    WAITED();
+    assert_int_equal(hilock_semaphore_add(sem, 2, NULL), HILOCK_OK);
+    WAITED();
+    assert_int_equal(hilock_semaphore_release(sem, 1), HILOCK_OK);
+    WAITED();
+    int64_t drained = 0;
+    assert_int_equal(hilock_semaphore_drain(sem, &drained), HILOCK_OK);
+    assert_int_equal(drained, 6);
+    WAITED();
+    assert_int_equal(hilock_latch_try_set_count(latch, 3, NULL), HILOCK_OK);
+    WAITED();
+    assert_int_equal(hilock_latch_count_down(latch, NULL), HILOCK_OK);
+    WAITED();
+#undef WAITED
+
+    stall_replicas();
+    int64_t count = 0;
+    int add_rc = hilock_semaphore_add(sem, 1, &count);
+    int release_rc = hilock_semaphore_release(sem, 1);
+    int down_rc = hilock_latch_count_down(latch, NULL);
+    resume_replicas();
+    assert_int_equal(add_rc, HILOCK_ENOACK);
+    assert_int_equal(release_rc, HILOCK_OK);
+    assert_int_equal(down_rc, HILOCK_ENOACK);
+    /* Made on the master all the same. */
+    assert_true(count_is("ack-sem", "2"));
+    assert_true(count_is("ack-latch", "1"));
+
+    hilock_latch_destroy(latch);
+    hilock_semaphore_destroy(sem);
+    hilock_client_destroy(c);
+}
+
 /* Writes queued on one connection before it writes share one WAIT: Redis
  * answers a WAIT once the replicas have the connection's last write, so
  * it covers every write before it.  64 acquires started in one loop
@@ -552,6 +604,7 @@ int main(void)
         cmocka_unit_test(test_replica_leaving_fails_nothing),
         cmocka_unit_test(test_writes_share_a_wait),
         cmocka_unit_test(test_old_zero_count_still_waits),
+        cmocka_unit_test(test_semaphore_and_latch_writes_wait),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

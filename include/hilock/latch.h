@@ -79,7 +79,13 @@ HILOCK_API const char *hilock_latch_name(const hilock_latch *latch,
  * HILOCK_EINDOUBT (it was sent, and its answer did not come in time: a
  * count down may have counted), HILOCK_ECLOSED, HILOCK_EPERM (the server's ACL does
  * not allow the user a command the call needs), HILOCK_EFULL (max_pending
- * operations of the client are unfinished; nothing was started).  Each
+ * operations of the client are unfinished; nothing was started).  Under a
+ * replica acknowledgement policy (hilock_options_set_replica_ack) every
+ * call that writes (all but hilock_latch_count and hilock_latch_await)
+ * waits for the replicas the policy names, and returns HILOCK_ENOACK
+ * when they did not acknowledge in time: the change was made on the
+ * master, and a failover before the replicas have it may undo it; it is
+ * not to be made again on that account.  Each
  * call that names the latch's channel (all but hilock_latch_count) also
  * returns HILOCK_EINVAL on a Redis Cluster for a name holding a '}',
  * whose channel lies in another slot than its key. */

@@ -55,6 +55,16 @@
  * overflow), HILOCK_EPERM (the server's ACL refuses a command), HILOCK_EFULL
  * (max_pending operations unfinished), HILOCK_ENOMEM.
  *
+ * Replicas.  Under a replica acknowledgement policy (see
+ * hilock_options_set_replica_ack) every write waits for the replicas the
+ * policy names, as a lock's does: an acquire whose grant they do not
+ * acknowledge gives it back and tries again within its wait, then fails
+ * with HILOCK_ENOACK; a release they do not acknowledge stands (it gave
+ * its permits back on the master) and returns HILOCK_OK, as a lock's
+ * release does; try_set, set, add and drain return HILOCK_ENOACK: the
+ * change was made on the master, and a failover before the replicas have
+ * it may undo it.  It is not to be made again on that account.
+ *
  * Async calls: the callback contract of client.h.  An error returned
  * means the callback never runs; HILOCK_OK means it runs exactly once on
  * the loop thread, also when the handle is destroyed first

@@ -177,6 +177,19 @@ static void on_reply(void *data, int status, hilock_reply *reply)
                    : "unexpected reply from a latch script");
 }
 
+static int send_script(void *ctx, hl_request_fn *fn, void *data)
+{
+    latch_call *call = ctx;
+    const hl_script *s = call->what == CALL_SET    ? &set_script
+                         : call->what == CALL_DOWN ? &down_script
+                                                   : &delete_script;
+    const char *args[1] = {call->count};
+    size_t lens[1] = {call->count_len};
+    return hl_run_lock_script(call->lock, s, 1, (const char *const[]){NULL},
+                              call->what == CALL_SET ? 1 : 0, args, lens, fn,
+                              data);
+}
+
 static void call_start(hl_op *op)
 {
     latch_call *call = (latch_call *)op;
@@ -199,14 +212,9 @@ static void call_start(hl_op *op)
             hl_op_done(op, rc, 0, NULL, hilock_last_error());
             return;
         }
-        const hl_script *s = call->what == CALL_SET    ? &set_script
-                             : call->what == CALL_DOWN ? &down_script
-                                                       : &delete_script;
-        const char *args[1] = {call->count};
-        size_t lens[1] = {call->count_len};
-        rc = hl_run_lock_script(lock, s, 1, (const char *const[]){NULL},
-                                call->what == CALL_SET ? 1 : 0, args, lens,
-                                on_reply, call);
+        /* With the WAIT the replica policy asks for: a count down a
+         * failover loses would keep the latch shut for good. */
+        rc = hl_lock_write(lock, send_script, call, on_reply, call);
     }
     hl_conn_gate_requests(gate);
     if (rc != HILOCK_OK)

@@ -413,7 +413,7 @@ int hl_sem_forget(hilock_lock *lock, const char *id, size_t id_len)
     return rc;
 }
 
-int hl_sem_plain_release(sem_op *op, hl_request_fn *fn)
+int hl_sem_plain_release(sem_op *op, hl_request_fn *fn, void *data)
 {
     hilock_lock *lock = op->sem->lock;
     hl_aux_name rec, ch;
@@ -424,8 +424,8 @@ int hl_sem_plain_release(sem_op *op, hl_request_fn *fn)
     size_t lens[] = {lock->name_len, rec.len, ch.len, hl_i64_dec(n, op->n),
                      1};
     int rc = op->consumes_grant
-                 ? run(lock, &plain_release_grant, 3, 5, argv, lens, fn, op)
-                 : run(lock, &plain_release, 3, 4, argv, lens, fn, op);
+                 ? run(lock, &plain_release_grant, 3, 5, argv, lens, fn, data)
+                 : run(lock, &plain_release, 3, 4, argv, lens, fn, data);
     hl_aux_name_done(&rec);
     hl_aux_name_done(&ch);
     return rc;
@@ -546,7 +546,7 @@ const hl_kind hl_permit_kind = {
     .lease_key = permit_key,
 };
 
-int hl_sem_run(sem_op *op, hl_request_fn *fn)
+int hl_sem_run(sem_op *op, hl_request_fn *fn, void *data)
 {
     hilock_semaphore *sem = op->sem;
     hilock_lock *lock = sem->lock;
@@ -561,5 +561,5 @@ int hl_sem_run(sem_op *op, hl_request_fn *fn)
     }
     int nargs = op->call == SEM_DRAIN || op->call == SEM_AVAILABLE ? 1 : 2;
     return permit_run(lock, &calls[op->call], NULL, 0, nargs, args, lens, fn,
-                      op);
+                      data);
 }

@@ -188,11 +188,20 @@ int hl_sem_permit_release(hilock_semaphore *sem, const char *id,
 
 /* ---- the one-request calls --------------------------------------------- */
 
-/* Send op's request: a plain release by its id, the others as they are. */
+static int send_now(void *ctx, hl_request_fn *fn, void *data)
+{
+    sem_op *op = ctx;
+    return op->call == SEM_RELEASE ? hl_sem_plain_release(op, fn, data)
+                                   : hl_sem_run(op, fn, data);
+}
+
+/* Send op's request: a plain release by its id, the others as they are;
+ * a write with the WAIT the replica policy asks for. */
 static int send_call(sem_op *op, hl_request_fn *fn)
 {
-    return op->call == SEM_RELEASE ? hl_sem_plain_release(op, fn)
-                                   : hl_sem_run(op, fn);
+    if (op->call == SEM_AVAILABLE)
+        return send_now(op, fn, op);
+    return hl_lock_write(op->sem->lock, send_now, op, fn, op);
 }
 
 static bool outcome_unknown(int status)
@@ -216,6 +225,12 @@ static void on_reply(void *data, int status, hilock_reply *reply)
         status = HILOCK_ECLOSED;
         reply = NULL;
     }
+    /* A release the replicas did not acknowledge gave back its permits
+     * on the master, and stands, as a lock's release does; any other
+     * write so answered says HILOCK_ENOACK (it too stands). */
+    if (status == HILOCK_ENOACK &&
+        (op->call == SEM_RELEASE || op->call == SEM_PERMIT_RELEASE))
+        status = HILOCK_OK;
     if (op->call == SEM_RELEASE && status == HILOCK_OK && !op->consumes_grant)
         (void)hl_sem_forget(op->sem->lock, op->id, strlen(op->id));
     if (status != HILOCK_OK) {

@@ -59,11 +59,11 @@ void hl_sem_scripts_init(void);
 
 /* Run op's one-request script, with KEYS the name, "{NAME}:timeout" and
  * the channel.  HILOCK_OK or an error (fn not called). */
-int hl_sem_run(sem_op *op, hl_request_fn *fn);
+int hl_sem_run(sem_op *op, hl_request_fn *fn, void *data);
 /* Run a plain release, which either consumes the record of the grant it
  * gives back (consumes_grant) or writes one of its own under op->id until
  * forgotten: sent again, it gives nothing back twice. */
-int hl_sem_plain_release(sem_op *op, hl_request_fn *fn);
+int hl_sem_plain_release(sem_op *op, hl_request_fn *fn, void *data);
 /* Drop the record of the attempt or release id, without waiting for the
  * answer. */
 int hl_sem_forget(hilock_lock *lock, const char *id, size_t id_len);

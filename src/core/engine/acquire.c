@@ -12,7 +12,6 @@
 #include "core/engine/engine_internal.h"
 #include "core/engine/kept_grants.h"
 #include "core/config/option_values.h"
-#include "core/runtime/ack.h"
 
 static void attempt(hl_acquire_op *op);
 static void send_attempt(hl_acquire_op *op);
@@ -658,6 +657,17 @@ static void attempt(hl_acquire_op *op)
     send_attempt(op);
 }
 
+typedef struct attempt_send {
+    hilock_lock *lock;
+    const hl_attempt_args *args;
+} attempt_send;
+
+static int send_attempt_now(void *ctx, hl_request_fn *fn, void *data)
+{
+    attempt_send *s = ctx;
+    return s->lock->kind->attempt(s->lock, s->args, fn, data);
+}
+
 static void send_attempt(hl_acquire_op *op)
 {
     hilock_lock *lock = op->lock;
@@ -704,21 +714,12 @@ static void send_attempt(hl_acquire_op *op)
     op->retry_after = false;
     op->attempt_sent = hl_monotime_now();
     /* Under a replica acknowledgement policy the attempt's answer comes
-     * through its WAIT; with none, ack stays NULL and nothing changes. */
-    hl_ack *ack = NULL;
+     * through its WAIT; a read takes nothing to acknowledge. */
+    attempt_send s = {lock, &args};
     int rc = lock->kind->reads_only
-                 ? HILOCK_OK
-                 : hl_ack_begin(lock->client, hl_lock_conn(lock),
-                                on_attempt_reply, op, &ack);
-    if (rc == HILOCK_OK)
-        rc = ack ? lock->kind->attempt(lock, &args, hl_ack_reply, ack)
-                 : lock->kind->attempt(lock, &args, on_attempt_reply, op);
-    if (ack != NULL) {
-        if (rc == HILOCK_OK)
-            hl_ack_sent(ack);
-        else
-            hl_ack_unsent(ack);
-    }
+                 ? send_attempt_now(&s, on_attempt_reply, op)
+                 : hl_lock_write(lock, send_attempt_now, &s, on_attempt_reply,
+                                 op);
     if (rc != HILOCK_OK) {
         /* A refusal by the kind says why in the thread's detail. */
         op_finish(op, rc, NULL,

@@ -237,6 +237,21 @@ static void on_renew_reply(void *data, int status, hilock_reply *reply)
 /* "<client id>:<owner>" for each lease of a batch, written when sent. */
 typedef char owner_field[HILOCK_CLIENT_ID_LEN + 22];
 
+typedef struct renew_send {
+    hl_conn *conn;
+    const hl_script *script;
+    int n;
+    const char *const *argv;
+    const size_t *lens;
+} renew_send;
+
+static int send_renew_now(void *ctx, hl_request_fn *fn, void *data)
+{
+    renew_send *s = ctx;
+    return hl_script_run(s->conn, s->script, s->n, 2 * s->n + 1, s->argv,
+                         s->lens, fn, data);
+}
+
 static void send_to(hl_lease_engine *e, renew_batch *b, hl_conn *conn)
 {
     const char *argv[1 + 2 * HL_LEASE_BATCH];
@@ -257,19 +272,10 @@ static void send_to(hl_lease_engine *e, renew_batch *b, hl_conn *conn)
     snprintf(ttl, sizeof ttl, "%lld", (long long)b->ttl_ms);
     argv[n] = ttl;
     lens[n] = strlen(ttl);
-    hl_ack *ack = NULL;
-    int rc = conn ? hl_ack_begin(e->client, conn, on_renew_reply, b, &ack)
+    renew_send s = {conn, b->script, n, argv, lens};
+    int rc = conn ? hl_ack_write(e->client, conn, send_renew_now, &s,
+                                 on_renew_reply, b)
                   : HILOCK_ECLOSED;
-    if (rc == HILOCK_OK)
-        rc = hl_script_run(conn, b->script, n, 2 * n + 1, argv, lens,
-                           ack ? hl_ack_reply : on_renew_reply,
-                           ack ? (void *)ack : b);
-    if (ack != NULL) {
-        if (rc == HILOCK_OK)
-            hl_ack_sent(ack);
-        else
-            hl_ack_unsent(ack);
-    }
     if (rc != HILOCK_OK) {
         /* Not sent: the deadlines will tell if this keeps failing. */
         for (int i = 0; i < n; i++)

@@ -12,6 +12,7 @@
 #include "core/engine/engine_internal.h"
 #include "core/engine/kept_grants.h"
 #include "core/loop/io.h"
+#include "core/runtime/ack.h"
 #include "core/transport/resp.h"
 
 int hl_lock_channel(const hilock_lock *lock, hl_aux_name *out)
@@ -172,6 +173,15 @@ hl_conn *hl_lock_conn(const hilock_lock *lock)
     if (lock->client->cluster)
         return hl_client_conn_for(lock->client, lock->name, lock->name_len);
     return lock->conn;
+}
+
+int hl_lock_write(hilock_lock *lock, hl_write_send_fn *send, void *ctx,
+                  hl_request_fn *fn, void *data)
+{
+    hl_conn *conn = hl_lock_conn(lock);
+    if (conn == NULL)
+        return HILOCK_ECLOSED;
+    return hl_ack_write(lock->client, conn, send, ctx, fn, data);
 }
 
 bool hl_lock_on_cluster(const hilock_lock *lock)

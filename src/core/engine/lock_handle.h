@@ -278,6 +278,17 @@ pthread_mutex_t *hl_lock_link_mutex(const hilock_lock *lock);
 /* The connection a lock's scripts run on, or NULL when closed. */
 hl_conn *hl_lock_conn(const hilock_lock *lock);
 
+/* Send a write of a kind's that changes what the server holds:
+ * send(ctx, f, d) queues it on the lock's connection with the callback
+ * it is given, and fn(data, ...) gets the answer once the replicas the
+ * client's policy names have acknowledged it, or with HILOCK_ENOACK (the
+ * write ran; its reply attached, the detail saying why) when they did
+ * not.  Returns send's status, HILOCK_ECLOSED or HILOCK_ENOMEM.  Loop
+ * thread. */
+typedef int hl_write_send_fn(void *ctx, hl_request_fn *fn, void *data);
+int hl_lock_write(hilock_lock *lock, hl_write_send_fn *send, void *ctx,
+                  hl_request_fn *fn, void *data);
+
 /* Format "<client id>:<owner>" into buf; returns its length. */
 size_t hl_owner_field(const hilock_lock *lock, uint64_t owner, char *buf,
                       size_t cap);

@@ -7,7 +7,6 @@
 #include "core/engine/compose.h"
 #include "core/engine/engine_internal.h"
 #include "core/config/option_values.h"
-#include "core/runtime/ack.h"
 
 typedef struct lock_call {
     hl_op op; /* first */
@@ -203,6 +202,20 @@ static int send_query(lock_call *call, hl_query q)
     return rc;
 }
 
+typedef struct release_send {
+    hilock_lock *lock;
+    const char *field;
+    size_t field_len;
+    int64_t lease_ms;
+} release_send;
+
+static int send_release_now(void *ctx, hl_request_fn *fn, void *data)
+{
+    release_send *s = ctx;
+    return s->lock->kind->release(s->lock, s->field, s->field_len,
+                                  s->lease_ms, fn, data);
+}
+
 static void call_start(hl_op *op)
 {
     lock_call *call = (lock_call *)op;
@@ -260,20 +273,9 @@ static void call_start(hl_op *op)
             }
             h->releases_in_flight++;
         }
-        hl_ack *ack = NULL;
+        release_send s = {lock, field, len, lease};
         _Atomic int *gate = hl_op_gate_requests(op);
-        rc = hl_ack_begin(lock->client, conn, on_reply, call, &ack);
-        if (rc == HILOCK_OK)
-            rc = ack ? lock->kind->release(lock, field, len, lease,
-                                           hl_ack_reply, ack)
-                     : lock->kind->release(lock, field, len, lease, on_reply,
-                                           call);
-        if (ack != NULL) {
-            if (rc == HILOCK_OK)
-                hl_ack_sent(ack);
-            else
-                hl_ack_unsent(ack);
-        }
+        rc = hl_lock_write(lock, send_release_now, &s, on_reply, call);
         hl_conn_gate_requests(gate);
         if (rc != HILOCK_OK && h) {
             h->releases_in_flight--;

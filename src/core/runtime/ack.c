@@ -481,6 +481,23 @@ void hl_ack_sent(hl_ack *a)
 
 void hl_ack_unsent(hl_ack *a) { hl_free(a); }
 
+int hl_ack_write(hilock_client *c, hl_conn *conn, hl_ack_send_fn *send,
+                 void *ctx, hl_request_fn *fn, void *data)
+{
+    hl_ack *ack = NULL;
+    int rc = hl_ack_begin(c, conn, fn, data, &ack);
+    if (rc != HILOCK_OK)
+        return rc;
+    if (ack == NULL)
+        return send(ctx, fn, data);
+    rc = send(ctx, hl_ack_reply, ack);
+    if (rc == HILOCK_OK)
+        hl_ack_sent(ack);
+    else
+        hl_ack_unsent(ack);
+    return rc;
+}
+
 void hl_ack_reply(void *data, int status, hilock_reply *reply)
 {
     hl_ack *a = data;

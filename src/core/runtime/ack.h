@@ -46,6 +46,13 @@ void hl_ack_sent(hl_ack *a);
 /* fn is not called. */
 void hl_ack_unsent(hl_ack *a);
 
+/* The three steps above in one: send(ctx, f, d) queues the write with
+ * the callback it is given, and fn(data, ...) gets the answer as
+ * hl_ack_begin says.  Returns send's status, or HILOCK_ENOMEM. */
+typedef int hl_ack_send_fn(void *ctx, hl_request_fn *fn, void *data);
+int hl_ack_write(hilock_client *c, hl_conn *conn, hl_ack_send_fn *send,
+                 void *ctx, hl_request_fn *fn, void *data);
+
 /* The replica count last read on conn, or -1 when unknown (tests). */
 int hl_ack_replicas(hilock_client *c, hl_conn *conn);
 
