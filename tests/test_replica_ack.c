@@ -328,13 +328,26 @@ static void test_parse_info(void **state)
     assert_int_equal(hl_ack_parse_info(info, 60), 0);
 }
 
-static bool one_replica_left(void *arg)
+/* Whether the master counts *(int *)n connected replicas. */
+static bool replicas_connected(void *n)
 {
-    (void)arg;
-    char info[4096];
+    char info[4096], want[32];
+    snprintf(want, sizeof want, "connected_slaves:%d\r", *(int *)n);
     return hl_redis_server_cmd(master, info, sizeof info, "INFO",
                                "replication", (char *)NULL) == '$' &&
-           strstr(info, "connected_slaves:1") != NULL;
+           strstr(info, want) != NULL;
+}
+
+static void replica_of(hl_redis_server *node, bool of_master)
+{
+    char reply[64], port[16];
+    snprintf(port, sizeof port, "%d", hl_redis_server_port(master));
+    assert_int_equal(hl_redis_server_cmd(node, reply, sizeof reply,
+                                         "REPLICAOF",
+                                         of_master ? "127.0.0.1" : "NO",
+                                         of_master ? port : "ONE",
+                                         (char *)NULL),
+                     '+');
 }
 
 /* A replica that leaves fails no grant, even while the count the client
@@ -348,34 +361,18 @@ static void test_replica_leaving_fails_nothing(void **state)
     assert_int_equal(hilock_lock_try_acquire(l, 2000, 10000), HILOCK_OK);
     assert_int_equal(hilock_lock_release(l), HILOCK_OK);
     hl_redis_server *gone = hl_redis_replicated_node(group, 2);
-    char reply[64];
-    assert_int_equal(hl_redis_server_cmd(gone, reply, sizeof reply,
-                                         "REPLICAOF", "NO", "ONE",
-                                         (char *)NULL),
-                     '+');
-    assert_true(hl_wait_until(one_replica_left, NULL, hl_widen(5000)));
+    replica_of(gone, false);
+    int one = 1;
+    assert_true(hl_wait_until(replicas_connected, &one, hl_widen(5000)));
     assert_int_equal(hilock_lock_try_acquire(l, 0, 10000), HILOCK_OK);
     assert_int_equal(hilock_lock_release(l), HILOCK_OK);
     /* Back as a replica, for the cases after this one. */
-    char port[16];
-    snprintf(port, sizeof port, "%d", hl_redis_server_port(master));
-    assert_int_equal(hl_redis_server_cmd(gone, reply, sizeof reply,
-                                         "REPLICAOF", "127.0.0.1", port,
-                                         (char *)NULL),
-                     '+');
+    replica_of(gone, true);
     wait_both_online();
     hilock_lock_destroy(l);
     hilock_client_destroy(c);
 }
 
-static bool no_replica_left(void *arg)
-{
-    (void)arg;
-    char info[4096];
-    return hl_redis_server_cmd(master, info, sizeof info, "INFO",
-                               "replication", (char *)NULL) == '$' &&
-           strstr(info, "connected_slaves:0") != NULL;
-}
 
 static bool one_online(void *arg)
 {
@@ -384,18 +381,6 @@ static bool one_online(void *arg)
     return hl_redis_server_cmd(master, info, sizeof info, "INFO",
                                "replication", (char *)NULL) == '$' &&
            hl_ack_parse_info(info, strlen(info)) == 1;
-}
-
-static void replica_of(hl_redis_server *node, bool of_master)
-{
-    char reply[64], port[16];
-    snprintf(port, sizeof port, "%d", hl_redis_server_port(master));
-    assert_int_equal(hl_redis_server_cmd(node, reply, sizeof reply,
-                                         "REPLICAOF",
-                                         of_master ? "127.0.0.1" : "NO",
-                                         of_master ? port : "ONE",
-                                         (char *)NULL),
-                     '+');
 }
 
 /* A count of 0 read a while ago, with a fresh one being read, is no
@@ -411,7 +396,8 @@ static void test_old_zero_count_still_waits(void **state)
     hl_redis_server *b = hl_redis_replicated_node(group, 2);
     replica_of(a, false);
     replica_of(b, false);
-    assert_true(hl_wait_until(no_replica_left, NULL, hl_widen(5000)));
+    int none = 0;
+    assert_true(hl_wait_until(replicas_connected, &none, hl_widen(5000)));
     hilock_client *c = connect_with("replicas=majority&ack_timeout=200");
     hilock_lock *l = make_lock(c, "ack-old-zero");
     assert_int_equal(hilock_lock_try_acquire(l, 0, 10000), HILOCK_OK);
@@ -439,6 +425,14 @@ static void test_old_zero_count_still_waits(void **state)
     hilock_client_destroy(c);
 }
 
+/* The master ran a WAIT since *w was counted; *w counts again. */
+static void expect_waited(long long *w)
+{
+    long long now = waits_run();
+    assert_true(now > *w);
+    *w = now;
+}
+
 /* Every write of a semaphore or a latch waits for the replicas, as a
  * lock's does: each sends a WAIT; with the replicas stalled a release
  * stands and says so no louder than a lock's, and the other writes
@@ -446,7 +440,7 @@ static void test_old_zero_count_still_waits(void **state)
 static void test_semaphore_and_latch_writes_wait(void **state)
 {
     (void)state;
-    hilock_client *c = connect_with("replicas=all&ack_timeout=200");
+    hilock_client *c = connect_with("replicas=all&ack_timeout=1000");
     hilock_semaphore *sem;
     hilock_latch *latch;
     assert_int_equal(hilock_semaphore_create(&sem, c, "ack-sem", 7),
@@ -454,24 +448,22 @@ static void test_semaphore_and_latch_writes_wait(void **state)
     assert_int_equal(hilock_latch_create(&latch, c, "ack-latch", 9),
                      HILOCK_OK);
     long long w = waits_run();
-#define WAITED()                                                               do {                                                                           assert_true(waits_run() > w);                                              w = waits_run();                                                       } while (0)
     assert_int_equal(hilock_semaphore_try_set(sem, 3, NULL), HILOCK_OK);
-    WAITED();
+    expect_waited(&w);
     assert_int_equal(hilock_semaphore_set(sem, 3), HILOCK_OK);
-    WAITED();
+    expect_waited(&w);
     assert_int_equal(hilock_semaphore_add(sem, 2, NULL), HILOCK_OK);
-    WAITED();
+    expect_waited(&w);
     assert_int_equal(hilock_semaphore_release(sem, 1), HILOCK_OK);
-    WAITED();
+    expect_waited(&w);
     int64_t drained = 0;
     assert_int_equal(hilock_semaphore_drain(sem, &drained), HILOCK_OK);
     assert_int_equal(drained, 6);
-    WAITED();
+    expect_waited(&w);
     assert_int_equal(hilock_latch_try_set_count(latch, 3, NULL), HILOCK_OK);
-    WAITED();
+    expect_waited(&w);
     assert_int_equal(hilock_latch_count_down(latch, NULL), HILOCK_OK);
-    WAITED();
-#undef WAITED
+    expect_waited(&w);
 
     stall_replicas();
     int64_t count = 0;
