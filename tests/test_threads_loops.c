@@ -132,6 +132,11 @@ typedef struct foreign_calls {
     hilock_latch *b_latch;
     uint64_t b_sem_pending_id;
     uint64_t b_await_id;
+    hilock_options *opts;     /* for a client made from a's loop */
+    hilock_client *made;      /* NULL unless the make went through */
+    const char *urls[3];
+    hilock_redlock *rl_made;
+    int create_rc, redlock_rc;
     int try_rc, query_rc, stats_rc, cancel_rc, lost_rc, destroy_rc,
         group_lost_rc, group_destroy_rc, sem_rc, latch_rc, sem_cancel_rc,
         sem_lost_rc, sem_destroy_rc, await_cancel_rc, latch_destroy_rc;
@@ -153,6 +158,8 @@ static void blocking_calls_on_a(hilock_lock *lock, int status,
     f->stats_rc = hilock_client_get_stats(f->b, &stats);
     f->sem_rc = hilock_semaphore_try_acquire(f->b_sem, 1, 0);
     f->latch_rc = hilock_latch_await(f->b_latch, 0, NULL);
+    f->create_rc = hilock_client_create(&f->made, f->opts);
+    f->redlock_rc = hilock_redlock_create(&f->rl_made, f->urls, 3, NULL);
     atomic_store(&f->done, true);
 }
 
@@ -175,6 +182,12 @@ static void test_blocking_call_on_another_clients_loop_is_refused(
     assert_status(hilock_semaphore_set(f.b_sem, 1), HILOCK_OK);
     assert_status(hilock_latch_create(&f.b_latch, b, "foreign:latch", 13),
                   HILOCK_OK);
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d",
+             hl_redis_server_port(fx.server));
+    assert_status(hilock_options_create(&f.opts), HILOCK_OK);
+    assert_status(hilock_options_set_url(f.opts, url), HILOCK_OK);
+    f.urls[0] = f.urls[1] = f.urls[2] = url;
     assert_status(hilock_lock_acquire_async(on_a, 1, 0, 1000,
                                             0, blocking_calls_on_a, &f,
                                             NULL),
@@ -186,6 +199,17 @@ static void test_blocking_call_on_another_clients_loop_is_refused(
     assert_status(f.stats_rc, HILOCK_EDEADLK);
     assert_status(f.sem_rc, HILOCK_EDEADLK);
     assert_status(f.latch_rc, HILOCK_EDEADLK);
+    hilock_client *made = f.made;
+    hilock_redlock *rl_made = f.rl_made;
+    if (made != NULL)
+        hilock_client_destroy(made);
+    if (rl_made != NULL)
+        hilock_redlock_destroy(rl_made);
+    hilock_options_free(f.opts);
+    assert_status(f.create_rc, HILOCK_EDEADLK);
+    assert_null(made);
+    assert_status(f.redlock_rc, HILOCK_EDEADLK);
+    assert_null(rl_made);
     /* Nothing was taken on b. */
     bool locked = true;
     assert_status(hilock_lock_is_locked(f.b_lock, &locked), HILOCK_OK);

@@ -65,7 +65,10 @@ typedef struct hilock_client hilock_client;
  *                           and a server that answers the handshake in
  *                           plaintext (the detail names each)
  * @return HILOCK_EREDIS     the server refused SELECT
- * @return HILOCK_ERANDOM    the CSPRNG failed: no safe client id */
+ * @return HILOCK_ERANDOM    the CSPRNG failed: no safe client id
+ * @return HILOCK_EDEADLK    with its own loop thread, called on a loop
+ *                           thread of the library (inside a callback),
+ *                           whose loop the wait would stall */
 HILOCK_API int hilock_client_create(hilock_client **out,
                                     const hilock_options *opts);
 

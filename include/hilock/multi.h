@@ -231,7 +231,10 @@ HILOCK_API int hilock_multilock_set_lost_callback(hilock_multilock *m,
  * @return HILOCK_EINVAL     NULL, n even or out of range, a bad URL
  * @return HILOCK_ENOQUORUM  fewer than a quorum of masters reachable
  * @return HILOCK_ENOMEM
- * @return HILOCK_ERANDOM    the CSPRNG failed: no safe client ids */
+ * @return HILOCK_ERANDOM    the CSPRNG failed: no safe client ids
+ * @return HILOCK_EDEADLK    called on a loop thread of the library
+ *                           (inside a callback), whose loop the wait for
+ *                           the masters would stall */
 HILOCK_API int hilock_redlock_create(hilock_redlock **out,
                                      const char *const *urls, size_t n,
                                      const hilock_options *base);

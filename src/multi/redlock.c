@@ -195,6 +195,10 @@ int hilock_redlock_create(hilock_redlock **out, const char *const *urls,
     for (size_t i = 0; i < n; i++)
         if (urls[i] == NULL)
             return hl_fail(HILOCK_EINVAL, "URL %zu is NULL", i);
+    if (!hl_op_caller_may_wait())
+        return hl_fail(HILOCK_EDEADLK,
+                       "a RedLock waits for its masters' first connections: "
+                       "not on a loop thread of the library");
     hilock_redlock *rl = hl_calloc(1, sizeof *rl);
     if (rl == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory");

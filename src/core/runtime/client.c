@@ -612,6 +612,15 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&c->cond, &attr);
     pthread_condattr_destroy(&attr);
+    /* With a loop thread of its own it waits for the first connection,
+     * which would stall the loop of the callback it is called from. */
+    if (c->opts->loop == NULL && !hl_op_caller_may_wait()) {
+        rc = hl_fail(HILOCK_EDEADLK,
+                     "a client with its own loop thread waits for its "
+                     "first connection: not on a loop thread of the "
+                     "library");
+        goto fail;
+    }
     rc = make_uuid(c->id);
     if (rc != HILOCK_OK)
         goto fail;
