@@ -748,8 +748,19 @@ static void expect_wait_outcome(hilock_multilock *m, int64_t wait_ms,
 {
     int64_t t0 = hl_now_ms(), took;
 
-    assert_status(hilock_multilock_try_acquire(m, wait_ms, 60000, res, NULL),
-                  want);
+    int rc = hilock_multilock_try_acquire(m, wait_ms, 60000, res, NULL);
+    if (rc != want) {
+        char members[NMASTERS * 48] = "";
+        for (int i = 0; i < NMASTERS; i++) {
+            size_t used = strlen(members);
+            snprintf(members + used, sizeof members - used, " %s%s %lld us",
+                     member_status(&res[i]),
+                     res[i].quarantined ? " (quarantined)" : "",
+                     (long long)res[i].latency_us);
+        }
+        fail_msg("%s (%s), expected %s; members:%s", hilock_errname(rc),
+                 hilock_last_error(), hilock_errname(want), members);
+    }
     took = hl_now_ms() - t0;
     if (took < wait_ms - 1 || took > wait_ms + node_ms + hl_widen(1000))
         fail_msg("a %lld ms wait gave up after %lld ms", (long long)wait_ms,
