@@ -1,6 +1,7 @@
 #include "core/transport/reply.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/base/alloc.h"
@@ -178,4 +179,45 @@ int hl_reply_is_error_prefix(const hilock_reply *r, const char *prefix)
     size_t n = strlen(prefix);
     return r != NULL && r->type == HILOCK_REPLY_ERROR && r->len >= n &&
            memcmp(r->str, prefix, n) == 0;
+}
+
+const char *hl_reply_kind(const hilock_reply *r)
+{
+    if (r == NULL)
+        return "no reply";
+    switch (r->type) {
+    case HILOCK_REPLY_STRING:
+        return "a bulk string";
+    case HILOCK_REPLY_ARRAY:
+        return "an array";
+    case HILOCK_REPLY_INTEGER:
+        return "an integer";
+    case HILOCK_REPLY_NIL:
+        return "nil";
+    case HILOCK_REPLY_STATUS:
+        return "a status";
+    case HILOCK_REPLY_ERROR:
+        return "an error";
+    }
+    return "an unknown reply";
+}
+
+char *hl_reply_quote(char *out, size_t cap, const char *s, size_t len)
+{
+    size_t at = 0, i = 0;
+    /* A byte takes at most 4 characters, and "..." and the NUL 4 more. */
+    for (; i < len && i < 64 && at + 8 <= cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\')
+            out[at++] = (char)c;
+        else
+            at += (size_t)snprintf(out + at, cap - at, "\\x%02x", c);
+    }
+    if (i < len && at + 4 <= cap) {
+        memcpy(out + at, "...", 3);
+        at += 3;
+    }
+    if (cap > 0)
+        out[at] = '\0';
+    return out;
 }

@@ -42,4 +42,14 @@ int hl_reader_next(redisReader *reader, hl_reply_limits *limits,
 /* Small helpers for code that reads replies. */
 int hl_reply_is_error_prefix(const hilock_reply *r, const char *prefix);
 
+/* What r is, for a message about a reply of the wrong shape: "nil", "an
+ * integer", "a bulk string", "a status", "an error", "an array", or "no
+ * reply" for NULL. */
+const char *hl_reply_kind(const hilock_reply *r);
+
+/* Bytes a server sent, made fit for a message: at most 64 of them, each
+ * outside printable ASCII written as \xNN, and "..." when cut.  out gets
+ * at most cap bytes, NUL-terminated; returns out. */
+char *hl_reply_quote(char *out, size_t cap, const char *s, size_t len);
+
 #endif

@@ -1,0 +1,382 @@
+/* What a hostile cluster node or sentinel can do to a client: name a port
+ * beyond 16 bits, a host with a NUL byte in it, a master that answers
+ * ROLE with anything but a master's reply, a reply nested a thousand
+ * deep.  Each is refused with an error that names it, never followed,
+ * and a sentinel that keeps answering badly is asked at a pace that
+ * slows down.  The server is the fake of support/hostile_server.h; it
+ * plays the cluster node, or the sentinel and the master it names. */
+/* ctest-timeout: 240 */
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "core/runtime/client_state.h"
+#include "core/runtime/cluster.h"
+#include "hilock/hilock.h"
+#include "support/fixture.h"
+#include "support/hostile_server.h"
+#include "support/lock_helpers.h"
+#include "support/loop_call.h"
+
+/* 2^32: a port of the fake plus this is the fake's port again once cast
+ * to 32 bits, so a client that casts before it checks goes back to the
+ * fake and seems to work. */
+#define WRAP 4294967296LL
+
+/* Bytes of an answer, which may hold NUL bytes. */
+typedef struct bytes {
+    char text[1024];
+    size_t len;
+} bytes;
+
+static void bytes_set(bytes *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void bytes_set(bytes *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->text, sizeof b->text, fmt, ap);
+    va_end(ap);
+    assert_true(n >= 0 && (size_t)n < sizeof b->text);
+    b->len = (size_t)n;
+}
+
+/* The answers of one test.  Set before the client is made, read by the
+ * fake's connection threads; only the sentinel's answer changes later. */
+typedef struct fake {
+    hl_hostile *server;
+    int port;
+    bytes topology;  /* answers CLUSTER SLOTS, or SHARDS with shards */
+    bool shards;
+    bytes get;       /* answers GET when set */
+    bytes sentinel[2]; /* answers SENTINEL: [answer] */
+    atomic_int answer;
+    bytes role;      /* answers ROLE; a master's reply when unset */
+} fake;
+
+static bool send_bytes(hl_hostile_conn *conn, const bytes *b)
+{
+    hl_hostile_send(conn, b->text, b->len);
+    return true;
+}
+
+static bool play(hl_hostile_conn *conn, const hl_hostile_req *req,
+                 void *data)
+{
+    fake *f = data;
+    bool cluster = f->topology.len > 0;
+    if (cluster && hl_hostile_is(req, "INFO"))
+        return hl_hostile_sendf(conn, "$28\r\n# Cluster\r\ncluster_enabled:1"
+                                      "\r\n"),
+               true;
+    if (cluster && hl_hostile_is(req, "CLUSTER") && req->argc > 1) {
+        bool shards = strcasecmp(req->argv[1], "SHARDS") == 0;
+        if (shards != f->shards)
+            return hl_hostile_sendf(conn, "-ERR unknown subcommand\r\n"),
+                   true;
+        return send_bytes(conn, &f->topology);
+    }
+    if (f->get.len > 0 && hl_hostile_is(req, "GET"))
+        return send_bytes(conn, &f->get);
+    if (hl_hostile_is(req, "SENTINEL"))
+        return send_bytes(conn, &f->sentinel[atomic_load(&f->answer)]);
+    if (hl_hostile_is(req, "ROLE")) {
+        if (f->role.len > 0)
+            return send_bytes(conn, &f->role);
+        return hl_hostile_sendf(conn, "*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n"),
+               true;
+    }
+    return false;
+}
+
+static void fake_start(fake *f)
+{
+    memset(f, 0, sizeof *f);
+    atomic_init(&f->answer, 0);
+    f->server = hl_hostile_start(play, f);
+    f->port = hl_hostile_port(f->server);
+}
+
+static void fake_stop(fake *f) { hl_hostile_stop(f->server); }
+
+static hilock_options *options_for(const char *url)
+{
+    hilock_options *o = NULL;
+    assert_status(hilock_options_create(&o), HILOCK_OK);
+    assert_status(hilock_options_set_url(o, url), HILOCK_OK);
+    assert_status(hl_set_valgrind_timeouts(o), HILOCK_OK);
+    return o;
+}
+
+static int connect_url(hilock_client **c, const char *url)
+{
+    hilock_options *o = options_for(url);
+    int rc = hilock_client_create(c, o);
+    hilock_options_free(o);
+    return rc;
+}
+
+static hilock_client *cluster_client(const fake *f)
+{
+    char url[96];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d?connections=1",
+             f->port);
+    hilock_client *c = NULL;
+    assert_status(connect_url(&c, url), HILOCK_OK);
+    return c;
+}
+
+static void expect_detail(const char *detail, const char *part)
+{
+    if (strstr(detail, part) == NULL)
+        fail_msg("'%s' does not say '%s'", detail, part);
+    printf("# %s\n", detail);
+}
+
+/* ---- a cluster node ------------------------------------------------------ */
+
+typedef struct map_view {
+    bool cluster;
+    int nodes;
+    unsigned reads;
+    unsigned redirects;
+    char failure[256];
+} map_view;
+
+static void read_view(hilock_client *c, void *arg)
+{
+    map_view *v = arg;
+    v->cluster = c->cluster != NULL;
+    if (!v->cluster)
+        return;
+    v->nodes = hl_cluster_node_count(c->cluster);
+    v->reads = hl_cluster_refreshes(c->cluster);
+    v->redirects = hl_cluster_redirects(c->cluster);
+    snprintf(v->failure, sizeof v->failure, "%s",
+             hl_cluster_last_failure(c->cluster));
+}
+
+static map_view view_of(hilock_client *c)
+{
+    map_view v = {0};
+    hl_run_on_loop(c, read_view, &v);
+    assert_true(v.cluster);
+    return v;
+}
+
+/* The node's topology names a master at port + 2^32: the read is
+ * refused, and no connection goes to the port the cast would make. */
+static void expect_topology_refused(fake *f, const char *part)
+{
+    hilock_client *c = cluster_client(f);
+    map_view v = view_of(c);
+    if (v.nodes != 0)
+        fail_msg("the client keeps %d node(s) from a refused topology",
+                 v.nodes);
+    assert_int_equal(v.reads, 0);
+    expect_detail(v.failure, part);
+    hilock_client_destroy(c);
+}
+
+static void test_slots_port_beyond_16_bits(void **state)
+{
+    (void)state;
+    fake f;
+    fake_start(&f);
+    bytes_set(&f.topology,
+              "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:%lld\r\n",
+              f.port + WRAP);
+    char part[64];
+    snprintf(part, sizeof part, "port %lld", f.port + WRAP);
+    expect_topology_refused(&f, part);
+    fake_stop(&f);
+}
+
+/* One shard of CLUSTER SHARDS whose master has the given ip field bytes
+ * and port. */
+static void shards_answer(fake *f, const char *ip, size_t ip_len,
+                          long long port)
+{
+    f->shards = true;
+    char head[512];
+    int n = snprintf(head, sizeof head,
+                     "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16383\r\n"
+                     "$5\r\nnodes\r\n*1\r\n*8\r\n$4\r\nport\r\n:%lld\r\n"
+                     "$4\r\nrole\r\n$6\r\nmaster\r\n$6\r\nhealth\r\n"
+                     "$6\r\nonline\r\n$2\r\nip\r\n$%zu\r\n",
+                     port, ip_len);
+    assert_true(n > 0 && (size_t)n + ip_len + 2 < sizeof f->topology.text);
+    memcpy(f->topology.text, head, (size_t)n);
+    memcpy(f->topology.text + n, ip, ip_len);
+    memcpy(f->topology.text + n + ip_len, "\r\n", 2);
+    f->topology.len = (size_t)n + ip_len + 2;
+}
+
+static void test_shards_port_beyond_16_bits(void **state)
+{
+    (void)state;
+    fake f;
+    fake_start(&f);
+    shards_answer(&f, "127.0.0.1", 9, f.port + WRAP);
+    char part[64];
+    snprintf(part, sizeof part, "port %lld", f.port + WRAP);
+    expect_topology_refused(&f, part);
+    fake_stop(&f);
+}
+
+/* A redirection to port + 2^32 ends the request with HILOCK_EPROTO and
+ * a detail naming the port; it is not followed, not even once. */
+static void expect_redirect_refused(const char *kind)
+{
+    fake f;
+    fake_start(&f);
+    bytes_set(&f.topology,
+              "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:%d\r\n",
+              f.port);
+    bytes_set(&f.get, "-%s 0 127.0.0.1:%lld\r\n", kind, f.port + WRAP);
+    hilock_client *c = cluster_client(&f);
+    const char *argv[] = {"GET", "k"};
+    hilock_reply *r = NULL;
+    int rc = hilock_client_command(c, 2, argv, NULL, &r);
+    char detail[256];
+    snprintf(detail, sizeof detail, "%s", hilock_last_error());
+    hilock_reply_free(r);
+    if (rc != HILOCK_EPROTO)
+        fail_msg("%s to a port beyond 16 bits: %s (%s), %ld GET(s) sent",
+                 kind, hilock_errname(rc), detail,
+                 hl_hostile_count(f.server, "GET"));
+    char part[64];
+    snprintf(part, sizeof part, "port %lld", f.port + WRAP);
+    expect_detail(detail, part);
+    assert_int_equal(hl_hostile_count(f.server, "GET"), 1);
+    map_view v = view_of(c);
+    assert_int_equal(v.redirects, 0);
+    assert_int_equal(v.nodes, 1);
+    hilock_client_destroy(c);
+    fake_stop(&f);
+}
+
+static void test_moved_port_beyond_16_bits(void **state)
+{
+    (void)state;
+    expect_redirect_refused("MOVED");
+}
+
+static void test_ask_port_beyond_16_bits(void **state)
+{
+    (void)state;
+    expect_redirect_refused("ASK");
+}
+
+/* Descriptors open in this process: the fake's ends of its connections
+ * count too, so each connection the client makes shows twice. */
+static int open_descriptors(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+typedef struct read_wait {
+    fake *f;
+    long want;
+} read_wait;
+
+static bool topology_asked(void *arg)
+{
+    read_wait *w = arg;
+    return hl_hostile_count(w->f->server, "CLUSTER") >= w->want;
+}
+
+static void refresh_now(hilock_client *c, void *arg)
+{
+    (void)arg;
+    hl_cluster_refresh_soon(c->cluster);
+}
+
+/* A host with a NUL in it was kept cut at the NUL, never found again by
+ * its whole name, and added anew, with a connection, at every read.
+ * Now each read is refused: no node, and no descriptor more after many
+ * reads than after the first. */
+static void expect_nul_host_refused(fake *f)
+{
+    hilock_client *c = cluster_client(f);
+    int before = open_descriptors();
+    read_wait w = {f, hl_hostile_count(f->server, "CLUSTER")};
+    for (int i = 0; i < 4; i++) {
+        w.want++;
+        hl_run_on_loop(c, refresh_now, NULL);
+        assert_true(hl_wait_until(topology_asked, &w, hl_widen(10000)));
+    }
+    hl_run_on_loop(c, NULL, NULL);
+    map_view v = view_of(c);
+    int after = open_descriptors();
+    if (v.nodes != 0 || after > before)
+        fail_msg("after %ld topology reads: %d node(s), descriptors %d -> "
+                 "%d",
+                 w.want, v.nodes, before, after);
+    expect_detail(v.failure, "NUL");
+    hilock_client_destroy(c);
+}
+
+static void test_slots_host_with_nul(void **state)
+{
+    (void)state;
+    fake f;
+    fake_start(&f);
+    bytes_set(&f.topology,
+              "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$11\r\n127.0.0.1%cx\r\n"
+              ":%d\r\n",
+              0, f.port);
+    expect_nul_host_refused(&f);
+    fake_stop(&f);
+}
+
+static void test_shards_host_with_nul(void **state)
+{
+    (void)state;
+    fake f;
+    fake_start(&f);
+    shards_answer(&f, "127.0.0.1\0x", 11, f.port);
+    expect_nul_host_refused(&f);
+    fake_stop(&f);
+}
+
+/* CLUSTER SHARDS must name a host: an empty ip (with no endpoint) is
+ * refused, not taken for the seed's address. */
+static void test_shards_empty_host(void **state)
+{
+    (void)state;
+    fake f;
+    fake_start(&f);
+    shards_answer(&f, "", 0, f.port);
+    expect_topology_refused(&f, "no host");
+    fake_stop(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_slots_port_beyond_16_bits),
+        cmocka_unit_test(test_shards_port_beyond_16_bits),
+        cmocka_unit_test(test_moved_port_beyond_16_bits),
+        cmocka_unit_test(test_ask_port_beyond_16_bits),
+        cmocka_unit_test(test_slots_host_with_nul),
+        cmocka_unit_test(test_shards_host_with_nul),
+        cmocka_unit_test(test_shards_empty_host),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
