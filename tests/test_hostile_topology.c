@@ -367,6 +367,73 @@ static void test_shards_empty_host(void **state)
     fake_stop(&f);
 }
 
+/* ---- a sentinel and the master it names ---------------------------------- */
+
+/* The fake names itself as the master, as a sentinel would. */
+static void sentinel_names_itself(fake *f, int which)
+{
+    char port[16];
+    int n = snprintf(port, sizeof port, "%d", f->port);
+    bytes_set(&f->sentinel[which], "*2\r\n$9\r\n127.0.0.1\r\n$%d\r\n%s\r\n",
+              n, port);
+}
+
+static int sentinel_client(const fake *f, hilock_client **c)
+{
+    char url[96];
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#mymaster",
+             f->port);
+    return connect_url(c, url);
+}
+
+/* The client is refused with status, and a detail that says part; case
+ * names what the fake answered, for the message. */
+static void expect_refused(const fake *f, const char *case_, int status,
+                           const char *part)
+{
+    hilock_client *c = NULL;
+    int rc = sentinel_client(f, &c);
+    if (rc != status) {
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s", hilock_last_error());
+        if (c != NULL)
+            hilock_client_destroy(c);
+        fail_msg("%s: client %s (%s), expected %s", case_,
+                 hilock_errname(rc), detail, hilock_errname(status));
+    }
+    assert_null(c);
+    expect_detail(hilock_last_error(), part);
+}
+
+/* Only ["master", offset, [replicas]] is a master's ROLE: anything else
+ * refuses the node, with a detail that names the answer, so the client
+ * is never made on it. */
+static void test_role_must_be_a_masters(void **state)
+{
+    (void)state;
+    static const char *const answers[] = {
+        "*0\r\n",
+        ":1\r\n",
+        "*1\r\n:5\r\n",
+        "*1\r\n$-1\r\n",
+        "+master\r\n",
+        "*1\r\n$6\r\nmaster\r\n",
+        "*3\r\n+master\r\n:0\r\n*0\r\n",
+        "*3\r\n$6\r\nmaster\r\n$1\r\n0\r\n*0\r\n",
+        "*3\r\n$6\r\nmaster\r\n:0\r\n:0\r\n",
+    };
+    for (size_t i = 0; i < sizeof answers / sizeof answers[0]; i++) {
+        fake f;
+        fake_start(&f);
+        sentinel_names_itself(&f, 0);
+        bytes_set(&f.role, "%s", answers[i]);
+        char case_[64];
+        snprintf(case_, sizeof case_, "ROLE answered #%zu", i);
+        expect_refused(&f, case_, HILOCK_EPROTO, "ROLE");
+        fake_stop(&f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -377,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_slots_host_with_nul),
         cmocka_unit_test(test_shards_host_with_nul),
         cmocka_unit_test(test_shards_empty_host),
+        cmocka_unit_test(test_role_must_be_a_masters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

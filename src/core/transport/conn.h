@@ -53,7 +53,9 @@ typedef struct hl_conn_config {
     bool paused;
     /* Ask ROLE in the handshake and fail the attempt unless the server
      * is a master: Sentinel named it, and it may have been demoted
-     * since. */
+     * since.  A replica or a sentinel fails it with HILOCK_EIO; a reply
+     * of any shape but a master's ("master", offset, replicas) with
+     * HILOCK_EPROTO. */
     bool verify_master;
     hl_conn_event_fn *on_event;
     /* Called whenever a request is queued (may be NULL). */
