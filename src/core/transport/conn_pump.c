@@ -223,7 +223,8 @@ static void dispatch(hl_conn *c)
         }
         if (r == -2) {
             hl_request *head = queue_pop(&c->sent);
-            const char *why = "reply exceeds the configured bounds";
+            char why[160];
+            hl_reply_bound_why(&c->limits, why, sizeof why);
             if (head && !head->internal)
                 hl_conn_complete(head, HILOCK_ETOOBIG, NULL, why);
             else if (head)

@@ -49,7 +49,8 @@ static void *reply_create_string(const redisReadTask *task, char *str,
     bool line = task->type != REDIS_REPLY_STRING;
     if (lim->bytes_so_far > lim->max_bytes ||
         (line && len > HL_MAX_LINE_BYTES)) {
-        lim->violated = 1;
+        lim->violated = lim->bytes_so_far > lim->max_bytes ? HL_BOUND_BYTES
+                                                           : HL_BOUND_LINE;
         return NULL;
     }
     hilock_reply *r = reply_new(task, task->type);
@@ -70,9 +71,12 @@ static void *reply_create_array(const redisReadTask *task, int elements)
     int depth = 0;
     for (const redisReadTask *t = task->parent; t != NULL; t = t->parent)
         depth++;
-    if (elements < 0 || (int64_t)elements > lim->max_elements ||
-        depth >= lim->max_depth) {
-        lim->violated = 1;
+    if (depth >= lim->max_depth) {
+        lim->violated = HL_BOUND_DEPTH;
+        return NULL;
+    }
+    if (elements < 0 || (int64_t)elements > lim->max_elements) {
+        lim->violated = HL_BOUND_ELEMENTS;
         return NULL;
     }
     hilock_reply *r = reply_new(task, HILOCK_REPLY_ARRAY);
@@ -146,7 +150,7 @@ int hl_reader_next(redisReader *reader, hl_reply_limits *limits,
             /* Room for the line, a type byte the reader has not taken
              * yet, and a CR whose LF is still to come. */
             if (reader->len - reader->pos > HL_MAX_LINE_BYTES + 2) {
-                limits->violated = 1;
+                limits->violated = HL_BOUND_LINE;
                 return -2;
             }
             return 0;
@@ -162,7 +166,7 @@ int hl_reader_next(redisReader *reader, hl_reply_limits *limits,
         /* The reader keeps only the unparsed tail; a tail larger than the
          * bound is a reply that is too big before it is even complete. */
         if ((uint64_t)(reader->len - reader->pos) > limits->max_bytes) {
-            limits->violated = 1;
+            limits->violated = HL_BOUND_BYTES;
             return -2;
         }
         limits->waiting = 1;
@@ -172,6 +176,32 @@ int hl_reader_next(redisReader *reader, hl_reply_limits *limits,
     limits->bytes_so_far = 0;
     *out = obj;
     return 1;
+}
+
+void hl_reply_bound_why(const hl_reply_limits *lim, char *out, size_t cap)
+{
+    switch (lim->violated) {
+    case HL_BOUND_DEPTH:
+        snprintf(out, cap, "a reply nested deeper than %d arrays "
+                           "(max_reply_depth)",
+                 lim->max_depth);
+        break;
+    case HL_BOUND_ELEMENTS:
+        snprintf(out, cap, "a reply with an array of more than %lld "
+                           "elements, or of a negative count "
+                           "(max_reply_elements)",
+                 (long long)lim->max_elements);
+        break;
+    case HL_BOUND_LINE:
+        snprintf(out, cap, "a reply with a line longer than %d bytes",
+                 HL_MAX_LINE_BYTES);
+        break;
+    default:
+        snprintf(out, cap, "a reply of more than %llu bytes "
+                           "(max_reply_bytes)",
+                 (unsigned long long)lim->max_bytes);
+        break;
+    }
 }
 
 int hl_reply_is_error_prefix(const hilock_reply *r, const char *prefix)
