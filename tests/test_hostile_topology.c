@@ -20,6 +20,7 @@
 
 #include "core/runtime/client_state.h"
 #include "core/runtime/cluster.h"
+#include "core/runtime/sentinel.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"
 #include "support/hostile_server.h"
@@ -33,7 +34,7 @@
 
 /* Bytes of an answer, which may hold NUL bytes. */
 typedef struct bytes {
-    char text[1024];
+    char text[4096];
     size_t len;
 } bytes;
 
@@ -60,6 +61,7 @@ typedef struct fake {
     bytes sentinel[2]; /* answers SENTINEL: [answer] */
     atomic_int answer;
     bytes role;      /* answers ROLE; a master's reply when unset */
+    bytes pushed;    /* sent after confirming a SUBSCRIBE, when set */
 } fake;
 
 static bool send_bytes(hl_hostile_conn *conn, const bytes *b)
@@ -86,6 +88,12 @@ static bool play(hl_hostile_conn *conn, const hl_hostile_req *req,
     }
     if (f->get.len > 0 && hl_hostile_is(req, "GET"))
         return send_bytes(conn, &f->get);
+    if (f->pushed.len > 0 && hl_hostile_is(req, "SUBSCRIBE") &&
+        req->argc == 2) {
+        hl_hostile_sendf(conn, "*3\r\n$9\r\nsubscribe\r\n$%zu\r\n%s\r\n:1\r\n",
+                         req->lens[1], req->argv[1]);
+        return send_bytes(conn, &f->pushed);
+    }
     if (hl_hostile_is(req, "SENTINEL"))
         return send_bytes(conn, &f->sentinel[atomic_load(&f->answer)]);
     if (hl_hostile_is(req, "ROLE")) {
@@ -434,6 +442,143 @@ static void test_role_must_be_a_masters(void **state)
     }
 }
 
+/* A sentinel's answer is exactly two bulk strings: a host with no NUL,
+ * space or control byte in it, and a port of digits only in 1..65535.
+ * Anything else is a protocol error that says what came, never an
+ * address cut or stretched into one. */
+typedef struct bad_answer {
+    const char *answer; /* '@': the fake's port, '~': a NUL byte */
+    const char *says;
+} bad_answer;
+
+static void bytes_fill(bytes *b, const char *answer, int port)
+{
+    char digits[16];
+    int n = snprintf(digits, sizeof digits, "%d", port);
+    b->len = 0;
+    for (const char *p = answer; *p; p++) {
+        assert_true(b->len + (size_t)n < sizeof b->text);
+        if (*p == '@') {
+            memcpy(b->text + b->len, digits, (size_t)n);
+            b->len += (size_t)n;
+        } else {
+            b->text[b->len++] = *p == '~' ? '\0' : *p;
+        }
+    }
+}
+
+static void test_sentinel_answer_is_host_and_port(void **state)
+{
+    (void)state;
+    /* The port is five digits (the kernel's range for a free port), so
+     * the bulk lengths below hold. */
+    static const bad_answer answers[] = {
+        {"*2\r\n$11\r\n127.0.0.1~x\r\n$5\r\n@\r\n", "NUL"},
+        {"*2\r\n$0\r\n\r\n$5\r\n@\r\n", "empty host"},
+        {"*2\r\n+127.0.0.1\r\n$5\r\n@\r\n", "a status"},
+        {"*2\r\n$9\r\n127.0.0.1\r\n:@\r\n", "an integer"},
+        {"*2\r\n$9\r\n127.0.0.1\r\n$6\r\n+@\r\n", "port '+"},
+        {"*2\r\n$9\r\n127.0.0.1\r\n$6\r\n @\r\n", "port ' "},
+        {"*2\r\n$9\r\n127.0.0.1\r\n$6\r\n@x\r\n", "port '"},
+        {"*2\r\n$9\r\n127.0.0.1\r\n$5\r\n65536\r\n", "port '65536'"},
+        {"*2\r\n$9\r\n127.0.0.1\r\n$1\r\n0\r\n", "port '0'"},
+        {"*3\r\n$9\r\n127.0.0.1\r\n$5\r\n@\r\n$1\r\nx\r\n",
+         "an array of 3"},
+        {"*1\r\n:1\r\n", "an array of 1"},
+    };
+    for (size_t i = 0; i < sizeof answers / sizeof answers[0]; i++) {
+        fake f;
+        fake_start(&f);
+        assert_true(f.port >= 10000);
+        bytes_fill(&f.sentinel[0], answers[i].answer, f.port);
+        char case_[64];
+        snprintf(case_, sizeof case_, "sentinel answer #%zu", i);
+        expect_refused(&f, case_, HILOCK_EPROTO, answers[i].says);
+        fake_stop(&f);
+    }
+}
+
+/* A reply nested a thousand deep is beyond the client's bounds: the
+ * client says so, and does not take it for a sentinel that knows no
+ * such master. */
+static void test_sentinel_answer_too_deep(void **state)
+{
+    (void)state;
+    fake f;
+    fake_start(&f);
+    char *p = f.sentinel[0].text;
+    for (int i = 0; i < 1000; i++, p += 4)
+        memcpy(p, "*1\r\n", 4);
+    memcpy(p, ":1\r\n", 4);
+    f.sentinel[0].len = 4004;
+    expect_refused(&f, "a reply 1000 deep", HILOCK_EPROTO, "deeper");
+    assert_null(strstr(hilock_last_error(), "knows"));
+    fake_stop(&f);
+}
+
+/* +switch-master announcements are read as strictly as answers: one
+ * whose new port is not digits only in 1..65535, or whose host holds a
+ * NUL, moves nothing (the sentinels are asked instead). */
+static void push_message(bytes *b, const char *payload, size_t len)
+{
+    char head[128];
+    int n = snprintf(head, sizeof head,
+                     "*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n"
+                     "$%zu\r\n",
+                     len);
+    assert_true(b->len + (size_t)n + len + 2 <= sizeof b->text);
+    memcpy(b->text + b->len, head, (size_t)n);
+    memcpy(b->text + b->len + n, payload, len);
+    memcpy(b->text + b->len + n + len, "\r\n", 2);
+    b->len += (size_t)n + len + 2;
+}
+
+static void read_switches(hilock_client *c, void *arg)
+{
+    *(unsigned *)arg = hl_sentinel_switches(c->sentinel);
+}
+
+static bool switched(void *arg)
+{
+    unsigned n = 0;
+    hl_run_on_loop(arg, read_switches, &n);
+    return n >= 1;
+}
+
+static void test_switch_announcement_is_read_strictly(void **state)
+{
+    (void)state;
+    fake f;
+    fake_start(&f);
+    sentinel_names_itself(&f, 0);
+    char msg[128];
+    int n = snprintf(msg, sizeof msg, "mymaster 127.0.0.1 1 127.0.0.1 %lld",
+                     f.port + WRAP);
+    push_message(&f.pushed, msg, (size_t)n);
+    n = snprintf(msg, sizeof msg, "mymaster 127.0.0.1 1 127.0.0.1 +%d",
+                 f.port);
+    push_message(&f.pushed, msg, (size_t)n);
+    n = snprintf(msg, sizeof msg, "mymaster 127.0.0.1 1 127.0.0.1 %dx",
+                 f.port);
+    push_message(&f.pushed, msg, (size_t)n);
+    n = snprintf(msg, sizeof msg, "mymaster 127.0.0.1 1 127.0.0.1%cx %d", 0,
+                 f.port);
+    push_message(&f.pushed, msg, (size_t)n);
+    /* The one good announcement, last: once it is counted, the others
+     * have been read. */
+    n = snprintf(msg, sizeof msg, "mymaster 127.0.0.1 1 127.0.0.1 %d",
+                 f.port);
+    push_message(&f.pushed, msg, (size_t)n);
+    hilock_client *c = NULL;
+    assert_status(sentinel_client(&f, &c), HILOCK_OK);
+    assert_true(hl_wait_until(switched, c, hl_widen(10000)));
+    unsigned switches = 0;
+    hl_run_on_loop(c, read_switches, &switches);
+    assert_int_equal(switches, 1);
+    hilock_client_destroy(c);
+    fake_stop(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -445,6 +590,9 @@ int main(void)
         cmocka_unit_test(test_shards_host_with_nul),
         cmocka_unit_test(test_shards_empty_host),
         cmocka_unit_test(test_role_must_be_a_masters),
+        cmocka_unit_test(test_sentinel_answer_is_host_and_port),
+        cmocka_unit_test(test_sentinel_answer_too_deep),
+        cmocka_unit_test(test_switch_announcement_is_read_strictly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

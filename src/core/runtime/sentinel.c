@@ -11,6 +11,7 @@
 #include "core/runtime/client_state.h"
 #include "core/transport/conn.h"
 #include "core/transport/pubsub.h"
+#include "core/transport/reply.h"
 
 #define HL_SENTINELS_MAX 16
 #define SWITCH_CHANNEL "+switch-master"
@@ -94,17 +95,68 @@ static void leave_sentinel(hl_sentinel *s, int status, bool unknown,
     s->leaving = false;
 }
 
-static bool text(const hilock_reply *r)
+/* Whether h[0..len) may be a host, and fits cap bytes with its NUL;
+ * why (whycap bytes) says what is wrong when not.  A NUL would cut the
+ * host short, a space or control byte cannot be in a name or an address. */
+static bool host_ok(const char *h, size_t len, size_t cap, char *why,
+                    size_t whycap)
 {
-    return r && (r->type == HILOCK_REPLY_STRING ||
-                 r->type == HILOCK_REPLY_STATUS);
+    char shown[96];
+    if (len == 0 || len >= cap) {
+        snprintf(why, whycap, len ? "a host of %zu bytes" : "an empty host",
+                 len);
+        return false;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)h[i];
+        if (c <= ' ' || c == 0x7f) {
+            snprintf(why, whycap, "host '%s', which holds %s",
+                     hl_reply_quote(shown, sizeof shown, h, len),
+                     c == 0 ? "a NUL byte" : "a space or control byte");
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The master's address from a sentinel's answer, which is exactly two
+ * bulk strings: a host and a port of digits only, 1..65535.  Anything
+ * looser would cut a host at a NUL, or let " +6379x" pass for 6379.
+ * False with why. */
+static bool read_address(const hilock_reply *r, char *host, size_t cap,
+                         int *port, char *why, size_t whycap)
+{
+    char shown[96];
+    if (r->type != HILOCK_REPLY_ARRAY || r->elements != 2) {
+        if (r->type == HILOCK_REPLY_ARRAY)
+            snprintf(why, whycap, "an array of %zu", r->elements);
+        else
+            snprintf(why, whycap, "%s", hl_reply_kind(r));
+        return false;
+    }
+    const hilock_reply *h = r->element[0], *p = r->element[1];
+    if (h->type != HILOCK_REPLY_STRING || p->type != HILOCK_REPLY_STRING) {
+        snprintf(why, whycap, "%s and %s, not two bulk strings",
+                 hl_reply_kind(h), hl_reply_kind(p));
+        return false;
+    }
+    if (!host_ok(h->str, h->len, cap, why, whycap))
+        return false;
+    if (!hl_port_parse(p->str, p->len, port)) {
+        snprintf(why, whycap, "port '%s', not a number in 1..65535",
+                 hl_reply_quote(shown, sizeof shown, p->str, p->len));
+        return false;
+    }
+    memcpy(host, h->str, h->len);
+    host[h->len] = '\0';
+    return true;
 }
 
 static void on_answer(void *data, int status, hilock_reply *reply)
 {
     hl_sentinel *s = data;
     s->asking = false;
-    if (s->closed) {
+    if (s->closed || status == HILOCK_ECLOSED || status == HILOCK_ENOMEM) {
         hilock_reply_free(reply);
         return;
     }
@@ -115,49 +167,44 @@ static void on_answer(void *data, int status, hilock_reply *reply)
         ask(s);
         return;
     }
-    if (status == HILOCK_ECLOSED || status == HILOCK_ENOMEM) {
-        hilock_reply_free(reply);
-        return;
-    }
-    if (status == HILOCK_EREDIS) {
-        char why[200];
-        snprintf(why, sizeof why, "%s", reply && reply->str ? reply->str : "");
-        hilock_reply_free(reply);
-        leave_sentinel(s, strncmp(why, "NOPERM", 6) == 0 ? HILOCK_EPERM
-                                                         : HILOCK_EREDIS,
-                       false, why);
-        ask(s);
-        return;
-    }
-    if (reply == NULL || reply->type == HILOCK_REPLY_NIL) {
-        hilock_reply_free(reply);
-        leave_sentinel(s, HILOCK_EINVAL, true, "knows no master of that name");
-        ask(s);
-        return;
-    }
+    char why[320], text[200];
     char host[256];
-    long port = 0;
-    bool ok = reply->type == HILOCK_REPLY_ARRAY && reply->elements == 2 &&
-              text(reply->element[0]) && text(reply->element[1]) &&
-              reply->element[0]->len > 0 &&
-              reply->element[0]->len < sizeof host;
-    if (ok) {
-        memcpy(host, reply->element[0]->str, reply->element[0]->len);
-        host[reply->element[0]->len] = '\0';
-        char *end;
-        port = strtol(reply->element[1]->str, &end, 10);
-        ok = *end == '\0' && port > 0 && port <= 65535;
+    int port = 0;
+    int code = HILOCK_EPROTO;
+    bool ok = false, unknown = false;
+    if (status == HILOCK_EREDIS) {
+        hl_reply_quote(text, sizeof text, reply->str, reply->len);
+        snprintf(why, sizeof why, "%s", text);
+        code = hl_reply_is_error_prefix(reply, "NOPERM") ? HILOCK_EPERM
+                                                         : HILOCK_EREDIS;
+    } else if (status != HILOCK_OK) {
+        /* A reply beyond the bounds (HILOCK_ETOOBIG) is no answer at all:
+         * its detail says which bound. */
+        snprintf(why, sizeof why,
+                 "answered get-master-addr-by-name with %s",
+                 hilock_last_error());
+    } else if (reply->type == HILOCK_REPLY_NIL) {
+        snprintf(why, sizeof why, "knows no master of that name");
+        code = HILOCK_EINVAL;
+        unknown = true;
+    } else if (read_address(reply, host, sizeof host, &port, text,
+                            sizeof text)) {
+        ok = true;
+    } else {
+        snprintf(why, sizeof why,
+                 "answered get-master-addr-by-name with %s instead of a "
+                 "host and a port",
+                 text);
     }
     hilock_reply_free(reply);
     if (!ok) {
-        leave_sentinel(s, HILOCK_EPROTO, false,
-                       "answered with something other than host and port");
+        leave_sentinel(s, code, unknown, why);
         ask(s);
         return;
     }
     s->failed = s->unknown = 0;
     s->answers++;
-    s->fn(s->client, HILOCK_OK, NULL, host, (int)port);
+    s->fn(s->client, HILOCK_OK, NULL, host, port);
     if (s->again && !s->closed) {
         s->again = false;
         ask(s);
@@ -190,7 +237,10 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
         sentinel_failed(s, status, false, detail);
 }
 
-/* "<name> <old ip> <old port> <new ip> <new port>" */
+/* "<name> <old ip> <old port> <new ip> <new port>", one space between
+ * words.  The new address is read as strictly as an answer; an
+ * announcement for our master that does not hold one still says the
+ * master moved, so the sentinels are asked where to. */
 static void on_switch(hl_sub *sub, hl_sub_event ev, const char *msg,
                       size_t len)
 {
@@ -200,17 +250,33 @@ static void on_switch(hl_sub *sub, hl_sub_event ev, const char *msg,
         ask(s);
         return;
     }
-    if (ev != HL_SUB_MESSAGE || len >= 512)
+    if (ev != HL_SUB_MESSAGE)
         return;
-    char line[512], name[256], old_host[256], host[256];
-    int old_port, port;
-    memcpy(line, msg, len);
-    line[len] = '\0';
-    if (sscanf(line, "%255s %255s %d %255s %d", name, old_host, &old_port,
-               host, &port) != 5 ||
-        strcmp(name, s->client->opts->sentinel_master) != 0 || port <= 0 ||
-        port > 65535)
+    const char *word[6];
+    size_t wlen[6];
+    int n = 0;
+    for (const char *p = msg, *end = msg + len; n < 6; n++) {
+        const char *space = memchr(p, ' ', (size_t)(end - p));
+        word[n] = p;
+        wlen[n] = (size_t)((space ? space : end) - p);
+        if (space == NULL) {
+            n++;
+            break;
+        }
+        p = space + 1;
+    }
+    const char *name = s->client->opts->sentinel_master;
+    if (n < 1 || wlen[0] != strlen(name) || memcmp(word[0], name, wlen[0]))
         return;
+    char host[256], why[160];
+    int port;
+    if (n != 5 || !host_ok(word[3], wlen[3], sizeof host, why, sizeof why) ||
+        !hl_port_parse(word[4], wlen[4], &port)) {
+        ask(s);
+        return;
+    }
+    memcpy(host, word[3], wlen[3]);
+    host[wlen[3]] = '\0';
     s->switches++;
     s->fn(s->client, HILOCK_OK, NULL, host, port);
 }
