@@ -14,6 +14,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <setjmp.h>
 #include <cmocka.h>
@@ -579,6 +584,214 @@ static void test_switch_announcement_is_read_strictly(void **state)
     fake_stop(&f);
 }
 
+/* ---- a sentinel that keeps answering badly ------------------------------- */
+
+static void ask_sentinels(hilock_client *c, void *arg)
+{
+    (void)arg;
+    hl_sentinel_ask(c->sentinel);
+}
+
+static void read_answers(hilock_client *c, void *arg)
+{
+    *(unsigned *)arg = hl_sentinel_answers(c->sentinel);
+}
+
+typedef struct answered {
+    hilock_client *c;
+    unsigned want;
+} answered;
+
+static bool answers_reached(void *arg)
+{
+    answered *a = arg;
+    unsigned n = 0;
+    hl_run_on_loop(a->c, read_answers, &n);
+    return n >= a->want;
+}
+
+/* Once the client is up, the sentinel answers bad: every question is a
+ * new round, and rounds that fail come slower and slower, from 50 ms to
+ * 2 s apart, not at the speed of a reconnect each.  Within 4 s that is
+ * at most 9 questions (the first, and then at least 25, 50, 100, ...,
+ * 1000 ms apart; 10 allows a timer's slack), and at most 3 in the last
+ * 2 s, where a new connection and question at a reconnect's pace each
+ * ask about 80 times.  A good answer ends it. */
+static void expect_backoff(const char *label, const char *answer)
+{
+    fake f;
+    fake_start(&f);
+    sentinel_names_itself(&f, 0);
+    bytes_set(&f.sentinel[1], "%s", answer);
+    char url[128];
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#mymaster",
+             f.port);
+    hilock_options *o = options_for(url);
+    assert_status(hilock_options_set_reconnect_backoff_ms(o, 50, 2000),
+                  HILOCK_OK);
+    hilock_client *c = NULL;
+    assert_status(hilock_client_create(&c, o), HILOCK_OK);
+    hilock_options_free(o);
+    unsigned good = 0;
+    hl_run_on_loop(c, read_answers, &good);
+
+    atomic_store(&f.answer, 1);
+    long start = hl_hostile_count(f.server, "SENTINEL");
+    hl_run_on_loop(c, ask_sentinels, NULL);
+    hl_sleep_ms(2000);
+    long half = hl_hostile_count(f.server, "SENTINEL");
+    hl_sleep_ms(2000);
+    long end = hl_hostile_count(f.server, "SENTINEL");
+    printf("# answered %s: %ld questions in 4 s, %ld in the last 2 s\n",
+           label, end - start, end - half);
+    if (end - start > 10 || end - half > 3)
+        fail_msg("answered %s: %ld questions in 4 s, %ld in the last 2 s",
+                 label, end - start, end - half);
+    assert_true(end - start >= 2);
+
+    atomic_store(&f.answer, 0);
+    answered a = {c, good + 1};
+    assert_true(hl_wait_until(answers_reached, &a, hl_widen(5000)));
+    hilock_client_destroy(c);
+    fake_stop(&f);
+}
+
+static void test_sentinel_error_is_asked_again_slower(void **state)
+{
+    (void)state;
+    expect_backoff("an error", "-ERR no such command\r\n");
+}
+
+static void test_sentinel_nil_is_asked_again_slower(void **state)
+{
+    (void)state;
+    expect_backoff("nil", "$-1\r\n");
+}
+
+static void test_sentinel_wrong_shape_is_asked_again_slower(void **state)
+{
+    (void)state;
+    expect_backoff("[1]", "*1\r\n:1\r\n");
+}
+
+/* ---- many sentinels ------------------------------------------------------- */
+
+/* A port that refuses connections: bound, never listening. */
+static int refusing_port(int *fd)
+{
+    *fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(*fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(*fd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    assert_int_equal(getsockname(*fd, (struct sockaddr *)&a, &len), 0);
+    return ntohs(a.sin_port);
+}
+
+/* A URL naming the same sentinel n times. */
+static void sentinel_list(char *url, size_t cap, int port, int n,
+                          int64_t connect_ms)
+{
+    size_t at = (size_t)snprintf(url, cap, "redis-sentinel://");
+    for (int i = 0; i < n; i++)
+        at += (size_t)snprintf(url + at, cap - at, "%s127.0.0.1:%d",
+                               i ? "," : "", port);
+    snprintf(url + at, cap - at, "?connect_timeout=%lld#mymaster",
+             (long long)connect_ms);
+}
+
+static int connect_exactly(hilock_client **c, const char *url)
+{
+    hilock_options *o = NULL;
+    assert_status(hilock_options_create(&o), HILOCK_OK);
+    assert_status(hilock_options_set_url(o, url), HILOCK_OK);
+    int rc = hilock_client_create(c, o);
+    hilock_options_free(o);
+    return rc;
+}
+
+/* 16 sentinels that refuse connections are asked all at once: the
+ * client hears the last refusal at once, not after 16 attempts and
+ * their backoffs (33 s against a 1.5 s connect timeout). */
+static void test_refusing_sentinels_within_connect_timeout(void **state)
+{
+    (void)state;
+    int fd = -1;
+    int port = refusing_port(&fd);
+    char url[2048];
+    int64_t connect_ms = hl_widen(1500);
+    sentinel_list(url, sizeof url, port, HILOCK_MAX_SENTINELS, connect_ms);
+    hilock_client *c = NULL;
+    int64_t t0 = hl_now_ms();
+    int rc = connect_exactly(&c, url);
+    int64_t took = hl_now_ms() - t0;
+    close(fd);
+    printf("# 16 refusing sentinels: %s after %lld ms\n", hilock_errname(rc),
+           (long long)took);
+    assert_status(rc, HILOCK_EIO);
+    assert_null(c);
+    expect_detail(hilock_last_error(), "no sentinel (of 16)");
+    assert_true(took < connect_ms);
+}
+
+/* 16 sentinels that accept and never answer: the whole round ends at
+ * the connect timeout. */
+static bool say_nothing(hl_hostile_conn *conn, const hl_hostile_req *req,
+                        void *data)
+{
+    (void)conn, (void)data;
+    return hl_hostile_is(req, "SENTINEL");
+}
+
+static void test_silent_sentinels_within_connect_timeout(void **state)
+{
+    (void)state;
+    hl_hostile *h = hl_hostile_start(say_nothing, NULL);
+    char url[2048];
+    int64_t connect_ms = hl_widen(1500);
+    sentinel_list(url, sizeof url, hl_hostile_port(h), HILOCK_MAX_SENTINELS,
+                  connect_ms);
+    hilock_client *c = NULL;
+    int64_t t0 = hl_now_ms();
+    int rc = connect_exactly(&c, url);
+    int64_t took = hl_now_ms() - t0;
+    printf("# 16 silent sentinels: %s after %lld ms\n", hilock_errname(rc),
+           (long long)took);
+    assert_status(rc, HILOCK_ETIMEDOUT);
+    assert_null(c);
+    expect_detail(hilock_last_error(), "no sentinel (of 16)");
+    assert_true(took >= connect_ms - 50);
+    assert_true(took < connect_ms + hl_widen(1000));
+    assert_int_equal(hl_hostile_count(h, "SENTINEL"), HILOCK_MAX_SENTINELS);
+    hl_hostile_stop(h);
+}
+
+/* More sentinels than HILOCK_MAX_SENTINELS are refused, in a URL and in
+ * options that name them otherwise, never cut to the first 16. */
+static void test_too_many_sentinels_refused(void **state)
+{
+    (void)state;
+    char url[2048];
+    sentinel_list(url, sizeof url, 26379, HILOCK_MAX_SENTINELS + 1, 1000);
+    hilock_options *o = NULL;
+    assert_status(hilock_options_create(&o), HILOCK_OK);
+    assert_status(hilock_options_set_url(o, url), HILOCK_EINVAL);
+    expect_detail(hilock_last_error(), "at most 16");
+
+    /* The same hosts as a cluster's seeds, then a master name. */
+    memmove(url + 5, url + 14, strlen(url + 14) + 1);
+    *strchr(url, '#') = '\0';
+    assert_status(hilock_options_set_url(o, url), HILOCK_OK);
+    assert_status(hilock_options_set_sentinel_master(o, "mymaster"),
+                  HILOCK_OK);
+    hilock_client *c = NULL;
+    assert_status(hilock_client_create(&c, o), HILOCK_EINVAL);
+    assert_null(c);
+    expect_detail(hilock_last_error(), "at most 16");
+    hilock_options_free(o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -593,6 +806,12 @@ int main(void)
         cmocka_unit_test(test_sentinel_answer_is_host_and_port),
         cmocka_unit_test(test_sentinel_answer_too_deep),
         cmocka_unit_test(test_switch_announcement_is_read_strictly),
+        cmocka_unit_test(test_sentinel_error_is_asked_again_slower),
+        cmocka_unit_test(test_sentinel_nil_is_asked_again_slower),
+        cmocka_unit_test(test_sentinel_wrong_shape_is_asked_again_slower),
+        cmocka_unit_test(test_refusing_sentinels_within_connect_timeout),
+        cmocka_unit_test(test_silent_sentinels_within_connect_timeout),
+        cmocka_unit_test(test_too_many_sentinels_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
