@@ -55,11 +55,14 @@ static void bytes_set(bytes *b, const char *fmt, ...)
     b->len = (size_t)n;
 }
 
-/* The answers of one test.  Set before the client is made, read by the
- * fake's connection threads; only the sentinel's answer changes later. */
+/* The answers of one test.  Set once the fake listens (they hold its
+ * port), then armed before the client is made: the fake's connection
+ * threads read them only once armed, which orders the writes before the
+ * reads.  Only the sentinel's answer changes later. */
 typedef struct fake {
     hl_hostile *server;
     int port;
+    atomic_bool armed;
     bytes topology;  /* answers CLUSTER SLOTS, or SHARDS with shards */
     bool shards;
     bytes get;       /* answers GET when set */
@@ -79,6 +82,8 @@ static bool play(hl_hostile_conn *conn, const hl_hostile_req *req,
                  void *data)
 {
     fake *f = data;
+    if (!atomic_load(&f->armed))
+        return false;
     bool cluster = f->topology.len > 0;
     if (cluster && hl_hostile_is(req, "INFO"))
         return hl_hostile_sendf(conn, "$28\r\n# Cluster\r\ncluster_enabled:1"
@@ -114,6 +119,7 @@ static void fake_start(fake *f)
 {
     memset(f, 0, sizeof *f);
     atomic_init(&f->answer, 0);
+    atomic_init(&f->armed, false);
     f->server = hl_hostile_start(play, f);
     f->port = hl_hostile_port(f->server);
 }
@@ -137,8 +143,9 @@ static int connect_url(hilock_client **c, const char *url)
     return rc;
 }
 
-static hilock_client *cluster_client(const fake *f)
+static hilock_client *cluster_client(fake *f)
 {
+    atomic_store(&f->armed, true);
     char url[96];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d?connections=1",
              f->port);
@@ -391,8 +398,9 @@ static void sentinel_names_itself(fake *f, int which)
               n, port);
 }
 
-static int sentinel_client(const fake *f, hilock_client **c)
+static int sentinel_client(fake *f, hilock_client **c)
 {
+    atomic_store(&f->armed, true);
     char url[96];
     snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#mymaster",
              f->port);
@@ -401,7 +409,7 @@ static int sentinel_client(const fake *f, hilock_client **c)
 
 /* The client is refused with status, and a detail that says part; case
  * names what the fake answered, for the message. */
-static void expect_refused(const fake *f, const char *case_, int status,
+static void expect_refused(fake *f, const char *case_, int status,
                            const char *part)
 {
     hilock_client *c = NULL;
@@ -630,6 +638,7 @@ static void expect_backoff(const char *label, const char *answer)
     assert_status(hilock_options_set_reconnect_backoff_ms(o, 50, 2000),
                   HILOCK_OK);
     hilock_client *c = NULL;
+    atomic_store(&f.armed, true);
     assert_status(hilock_client_create(&c, o), HILOCK_OK);
     hilock_options_free(o);
     unsigned good = 0;
