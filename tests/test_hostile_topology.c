@@ -772,7 +772,9 @@ static void test_silent_sentinels_within_connect_timeout(void **state)
     expect_detail(hilock_last_error(), "no sentinel (of 16)");
     assert_true(took >= connect_ms - 50);
     assert_true(took < connect_ms + hl_widen(1000));
-    assert_int_equal(hl_hostile_count(h, "SENTINEL"), HILOCK_MAX_SENTINELS);
+    /* Each was asked (a second round may start before the client is
+     * gone). */
+    assert_true(hl_hostile_count(h, "SENTINEL") >= HILOCK_MAX_SENTINELS);
     hl_hostile_stop(h);
 }
 
