@@ -1265,6 +1265,37 @@ static void test_sentinel_urls(void **state)
     hilock_options_free(o);
 }
 
+/* Up to HILOCK_MAX_SENTINELS sentinels; one more is refused, and says
+ * so, where a cluster URL takes as many seeds as fit. */
+static void url_of_hosts(char *url, size_t cap, const char *scheme, int n)
+{
+    size_t at = (size_t)snprintf(url, cap, "%s://", scheme);
+    for (int i = 0; i < n; i++)
+        at += (size_t)snprintf(url + at, cap - at, "%ss%d:%d", i ? "," : "",
+                               i, 26379 + i);
+    snprintf(url + at, cap - at, "#m");
+}
+
+static void test_sentinel_limit(void **state)
+{
+    (void)state;
+    hilock_options *o = make_defaults();
+    char url[1024];
+    url_of_hosts(url, sizeof url, "redis-sentinel", HILOCK_MAX_SENTINELS);
+    assert_int_equal(hilock_options_set_url(o, url), HILOCK_OK);
+    assert_string_equal(o->host, "s0");
+    url_of_hosts(url, sizeof url, "rediss-sentinel",
+                 HILOCK_MAX_SENTINELS + 1);
+    assert_int_equal(hilock_options_set_url(o, url), HILOCK_EINVAL);
+    assert_non_null(strstr(hilock_last_error(), "17 sentinels; at most 16"));
+    assert_int_equal(o->tls, 0);
+    url_of_hosts(url, sizeof url, "redis", HILOCK_MAX_SENTINELS + 1);
+    *strrchr(url, '#') = '\0';
+    assert_int_equal(hilock_options_set_url(o, url), HILOCK_OK);
+    assert_null(o->sentinel_master);
+    hilock_options_free(o);
+}
+
 static void test_replica_ack_option(void **state)
 {
     (void)state;
@@ -1344,6 +1375,7 @@ int main(void)
         cmocka_unit_test(test_connections_option),
         cmocka_unit_test(test_seed_host_list),
         cmocka_unit_test(test_sentinel_urls),
+        cmocka_unit_test(test_sentinel_limit),
         cmocka_unit_test(test_replica_ack_option),
         cmocka_unit_test(test_waiter_node_quarantine_options),
         cmocka_unit_test(test_defaults),

@@ -48,13 +48,30 @@ typedef struct hilock_client hilock_client;
  * returns at once and connects when the loop runs; requests queue until
  * then.  After the first connection the client reconnects on its own with
  * backoff whenever the connection is lost.
+ * With Sentinel, every sentinel is asked at once and has the connect
+ * timeout to answer, and the master the first good answer names has the
+ * connect timeout to come up: at most twice the connect timeout in all,
+ * however many sentinels the options name.  With cluster seeds, each
+ * seed that fails costs an attempt and a backoff before the next.
  * @param out   receives the client; NULL on error.
  * @param opts  copied; NULL means the defaults.
- * Blocks (own loop thread only) for at most the connect timeout.
+ * Blocks (own loop thread only) for at most the connect timeout (see
+ * above for Sentinel and seeds).
  * @return HILOCK_OK
- * @return HILOCK_EINVAL     out is NULL or the options are inconsistent
+ * @return HILOCK_EINVAL     out is NULL or the options are inconsistent;
+ *                           also more than HILOCK_MAX_SENTINELS sentinels,
+ *                           and (Sentinel) every sentinel knows no master
+ *                           of that name
  * @return HILOCK_ENOMEM
- * @return HILOCK_EIO        connection refused, reset or unresolvable host
+ * @return HILOCK_EIO        connection refused, reset or unresolvable host;
+ *                           (Sentinel) no sentinel could be reached, or
+ *                           the one named is a replica
+ * @return HILOCK_EPROTO     (Sentinel) a sentinel answered with anything
+ *                           but a host and a port (two bulk strings, the
+ *                           port digits in 1..65535), or a reply beyond
+ *                           the reply bounds; or the master named answered
+ *                           ROLE with anything but a master's reply; the
+ *                           detail names the server and what it sent
  * @return HILOCK_ETIMEDOUT  not ready within the connect timeout (over
  *                           TLS, a server that never answers the
  *                           handshake: the detail says it may not speak
@@ -64,7 +81,10 @@ typedef struct hilock_client hilock_client;
  *                           also a ca_file or ca_dir that cannot be read,
  *                           and a server that answers the handshake in
  *                           plaintext (the detail names each)
- * @return HILOCK_EREDIS     the server refused SELECT
+ * @return HILOCK_EREDIS     the server refused SELECT; (Sentinel) a
+ *                           sentinel answered the question with an error
+ * @return HILOCK_EPERM      (Sentinel) a sentinel's ACL does not let the
+ *                           user ask SENTINEL
  * @return HILOCK_ERANDOM    the CSPRNG failed: no safe client id
  * @return HILOCK_EDEADLK    with its own loop thread, called on a loop
  *                           thread of the library (inside a callback),

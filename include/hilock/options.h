@@ -38,6 +38,10 @@ typedef struct hilock_options hilock_options;
 #define HILOCK_DEFAULT_MAX_REPLY_DEPTH 7
 #define HILOCK_DEFAULT_CONNECTIONS 2
 #define HILOCK_MAX_CONNECTIONS 16
+/* Sentinels one client may name.  Each question goes to all of them at
+ * once, over a connection each, so the list is bounded; a longer one is
+ * refused (HILOCK_EINVAL), never cut. */
+#define HILOCK_MAX_SENTINELS 16
 
 /* Make an options object holding the defaults: host 127.0.0.1, port 6379,
  * no user, no password, db 0, plain TCP, the timeouts above, TLS peer
@@ -85,7 +89,8 @@ HILOCK_API void hilock_options_free(hilock_options *opts);
  * to verify), verify (yes|no|true|false|1|0, any case).
  * Sentinel: "redis-sentinel://[user:password@]host[:port][,host[:port]...]
  * [/db][?query]#master" (or rediss-sentinel:// for TLS everywhere) names
- * the sentinels (port 26379 by default) and, after '#', the master's name
+ * the sentinels (port 26379 by default; at most HILOCK_MAX_SENTINELS, 16,
+ * and a URL naming more is refused) and, after '#', the master's name
  * (percent-decoded, required); the user info is the data nodes', see
  * hilock_options_set_sentinel_auth for the sentinels'.  Any other scheme
  * turns Sentinel off.
@@ -113,9 +118,11 @@ HILOCK_API int hilock_options_set_password(hilock_options *opts,
                                            const char *password);
 
 /* Redis Sentinel.  With a master name set, the host (and the other hosts
- * of the URL) name sentinels, and the client connects to the master they
- * name for it (see the README, "Replicated Redis and Sentinel").  NULL
- * turns Sentinel off.  The URL form redis-sentinel://...#name sets it.
+ * of the URL) name sentinels, at most HILOCK_MAX_SENTINELS of them
+ * (hilock_client_create refuses more), and the client connects to the
+ * master they name for it (see the README, "Replicated Redis and
+ * Sentinel").  NULL turns Sentinel off.  The URL form
+ * redis-sentinel://...#name sets it.
  * @return HILOCK_OK
  * @return HILOCK_EINVAL  NULL options, or an empty name
  * @return HILOCK_ENOMEM */

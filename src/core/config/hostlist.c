@@ -1,7 +1,42 @@
 #include "core/config/hostlist.h"
 
-#include <stdlib.h>
 #include <string.h>
+
+bool hl_decimal_parse(const char *p, size_t n, uint64_t max, uint64_t *out)
+{
+    if (n == 0)
+        return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return false;
+        unsigned d = (unsigned)(p[i] - '0');
+        if (v > (max - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+bool hl_port_parse(const char *p, size_t n, int *port)
+{
+    uint64_t v;
+    if (!hl_decimal_parse(p, n, 65535, &v) || v == 0)
+        return false;
+    *port = (int)v;
+    return true;
+}
+
+int hl_hostlist_count(const char *list)
+{
+    if (list == NULL)
+        return 0;
+    int n = 1;
+    for (const char *p = list; (p = strchr(p, ',')) != NULL; p++)
+        n++;
+    return n;
+}
 
 int hl_hostlist_next(const char **cursor, char *host, size_t cap, int *port)
 {
@@ -27,6 +62,5 @@ int hl_hostlist_next(const char **cursor, char *host, size_t cap, int *port)
         return 0;
     memcpy(host, h, hlen);
     host[hlen] = '\0';
-    *port = atoi(colon + 1);
-    return *port > 0 && *port <= 65535;
+    return hl_port_parse(colon + 1, (size_t)(p + n - colon - 1), port);
 }

@@ -406,6 +406,16 @@ static int parse_hostlist(struct url_parser *up, const char *p, size_t n)
     const char *comma = span_find(p, n, ',');
     if (comma == NULL)
         return parse_hostport(up, p, n);
+    /* Every sentinel is asked at once, over a connection each: their
+     * number is bounded, and a longer list refused rather than cut. */
+    int hosts = 1;
+    for (size_t i = 0; i < n; i++)
+        hosts += p[i] == ',';
+    if (up->sentinel && hosts > HILOCK_MAX_SENTINELS)
+        return hl_fail(HILOCK_EINVAL,
+                       "Sentinel URL names %d sentinels; at most %d "
+                       "(HILOCK_MAX_SENTINELS)",
+                       hosts, HILOCK_MAX_SENTINELS);
     size_t first = (size_t)(comma - p);
     char seeds[HL_URL_MAX + 16];
     size_t used = 0;

@@ -503,11 +503,13 @@ static int wait_first_connect(hilock_client *c)
 {
     /* The connection enforces the connect timeout itself; the extra
      * second only guards against a loop thread that never answers.  Each
-     * seed or sentinel may take a whole attempt and a backoff before the
-     * next. */
+     * seed may take a whole attempt and a backoff before the next.  With
+     * Sentinel, one round asks every sentinel at once, within the connect
+     * timeout, and the master's connection then has one more. */
     int64_t attempts = c->first_attempts;
-    int64_t wait_ms = attempts * c->opts->connect_timeout_ms +
-                      (attempts - 1) * c->opts->reconnect_max_ms + 1000;
+    int64_t wait_ms = attempts * c->opts->connect_timeout_ms + 1000;
+    if (c->opts->sentinel_master == NULL)
+        wait_ms += (attempts - 1) * c->opts->reconnect_max_ms;
     struct timespec until = hl_monotonic_deadline(HL_MS(wait_ms));
     int rc = 0;
     pthread_mutex_lock(&c->lock);
@@ -638,12 +640,18 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
             goto fail;
         }
     }
-    c->first_attempts = 1;
-    for (const char *p = c->opts->seeds; p != NULL; p = strchr(p + 1, ','))
-        c->first_attempts++;
     bool sentinel = c->opts->sentinel_master != NULL;
-    if (sentinel)
-        c->first_attempts++; /* the master, after the sentinels */
+    /* Each round asks them all at once, over a connection each: their
+     * number is bounded, and a longer list is refused, never cut. */
+    if (sentinel && hl_sentinel_count(c->opts) > HILOCK_MAX_SENTINELS) {
+        rc = hl_fail(HILOCK_EINVAL,
+                     "the options name %d sentinels; at most %d "
+                     "(HILOCK_MAX_SENTINELS)",
+                     hl_sentinel_count(c->opts), HILOCK_MAX_SENTINELS);
+        goto fail;
+    }
+    /* The sentinels' round and the master, or each seed in turn. */
+    c->first_attempts = sentinel ? 2 : hl_hostlist_count(c->opts->seeds) + 1;
     if (c->opts->seeds && !sentinel) {
         c->seeds = hl_strdup(c->opts->seeds);
         if (c->seeds == NULL) {

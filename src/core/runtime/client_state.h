@@ -65,7 +65,7 @@ struct hilock_client {
      * fails (options seeds); NULL once none is left. */
     char *seeds;
     const char *next_seed;
-    int first_attempts; /* addresses the first attempt may try */
+    int first_attempts; /* connect timeouts the first attempt may take */
     /* Sentinel: where the master is, and whether it is known yet (the
      * command connections start once it is). */
     struct hl_sentinel *sentinel;

@@ -1,5 +1,6 @@
 #include "core/runtime/cluster.h"
 
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include "hilock/error.h"
 #include "core/base/alloc.h"
 #include "core/base/monotime.h"
+#include "core/config/hostlist.h"
 #include "core/config/option_values.h"
 #include "core/loop/io.h"
 #include "core/runtime/client_state.h"
@@ -50,6 +52,7 @@ struct hl_cluster {
     unsigned redirects; /* MOVED and ASK followed */
     bool owner_down; /* the last read named a master whose link is down */
     hl_monotime last_read;
+    char why[256]; /* the last refusal, see hl_cluster_last_failure */
 };
 
 static void reroute_waiting(hl_cluster *cl);
@@ -128,6 +131,46 @@ fail:
     return -1;
 }
 
+/* ---- addresses the nodes name ------------------------------------------ */
+
+/* Keep why a reply was refused, for hl_cluster_last_failure; false, for
+ * the parsers to return. */
+static bool refuse(hl_cluster *cl, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static bool refuse(hl_cluster *cl, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cl->why, sizeof cl->why, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* Whether a reply's host and port (what names the reply) may name a
+ * node.  The port is checked on the value the reply holds: cast to int
+ * first, 2^32 + 6379 would pass for 6379.  A host holds no byte a name
+ * or an address cannot; a NUL above all, since the node would be kept
+ * under the name cut at it, never found again by its whole name, and
+ * added anew, with a connection, at every read. */
+static bool address_ok(hl_cluster *cl, const char *what, const char *host,
+                       size_t hlen, long long port)
+{
+    char shown[128];
+    if (port < 1 || port > 65535)
+        return refuse(cl, "%s names port %lld, outside 1..65535", what, port);
+    if (hlen >= sizeof cl->nodes[0]->host)
+        return refuse(cl, "%s names a host of %zu bytes, more than %zu",
+                      what, hlen, sizeof cl->nodes[0]->host - 1);
+    for (size_t i = 0; i < hlen; i++) {
+        unsigned char c = (unsigned char)host[i];
+        if (c <= ' ' || c == 0x7f)
+            return refuse(cl, "%s names host '%s', which holds %s", what,
+                          hl_reply_quote(shown, sizeof shown, host, hlen),
+                          c == 0 ? "a NUL byte" : "a space or control byte");
+    }
+    return true;
+}
+
 /* ---- reading the topology -------------------------------------------- */
 
 static bool str_is(const hilock_reply *r, const char *s)
@@ -155,14 +198,20 @@ static const hilock_reply *field(const hilock_reply *map, const char *key)
     return NULL;
 }
 
-static bool assign(hl_cluster *cl, unsigned char *map, long long lo,
-                   long long hi, const char *host, size_t hlen, int port)
+static bool assign(hl_cluster *cl, const char *what, unsigned char *map,
+                   long long lo, long long hi, const char *host, size_t hlen,
+                   long long port)
 {
     if (lo < 0 || hi >= HL_CLUSTER_SLOTS || lo > hi)
+        return refuse(cl, "%s names slots %lld-%lld, outside 0-%d", what, lo,
+                      hi, HL_CLUSTER_SLOTS - 1);
+    if (!address_ok(cl, what, host, hlen, port))
         return false;
-    int i = node_at(cl, host, hlen, port);
+    int i = node_at(cl, host, hlen, (int)port);
     if (i < 0)
-        return false;
+        return refuse(cl, "%s names a node the client cannot add (at most "
+                          "%d, or out of memory)",
+                      what, HL_CLUSTER_MAX_NODES);
     memset(map + lo, i + 1, (size_t)(hi - lo + 1));
     return true;
 }
@@ -172,8 +221,10 @@ static bool assign(hl_cluster *cl, unsigned char *map, long long lo,
 static bool parse_shards(hl_cluster *cl, const hilock_reply *r,
                          unsigned char *map)
 {
+    const char *what = "CLUSTER SHARDS";
     if (r->type != HILOCK_REPLY_ARRAY)
-        return false;
+        return refuse(cl, "%s answered %s, not an array", what,
+                      hl_reply_kind(r));
     bool tls = cl->client->opts->tls != 0;
     for (size_t s = 0; s < r->elements; s++) {
         const hilock_reply *slots = field(r->element[s], "slots");
@@ -181,7 +232,9 @@ static bool parse_shards(hl_cluster *cl, const hilock_reply *r,
         if (slots == NULL || nodes == NULL ||
             slots->type != HILOCK_REPLY_ARRAY ||
             nodes->type != HILOCK_REPLY_ARRAY)
-            return false;
+            return refuse(cl, "%s answered a shard without its slots and "
+                              "nodes arrays",
+                          what);
         const hilock_reply *master = NULL;
         for (size_t k = 0; k < nodes->elements && master == NULL; k++) {
             const hilock_reply *n = nodes->element[k];
@@ -192,23 +245,33 @@ static bool parse_shards(hl_cluster *cl, const hilock_reply *r,
         }
         if (master == NULL || slots->elements == 0)
             continue; /* a shard without slots, or failing over */
+        /* "?" or nothing: the node does not know its endpoint, and its
+         * ip is the way to it. */
         const hilock_reply *host = field(master, "endpoint");
         if (!is_text(host) || host->len == 0 || str_is(host, "?"))
             host = field(master, "ip");
+        if (!is_text(host) || host->len == 0)
+            return refuse(cl, "%s names a master with no host (neither an "
+                              "endpoint nor an ip)",
+                          what);
         /* A node lists port, tls-port or both, as it serves them. */
         const hilock_reply *port = tls ? field(master, "tls-port") : NULL;
         if (port == NULL)
             port = field(master, "port");
-        if (!is_text(host) || port == NULL ||
-            port->type != HILOCK_REPLY_INTEGER)
-            return false;
+        if (port == NULL || port->type != HILOCK_REPLY_INTEGER)
+            return refuse(cl, "%s names a master whose port is %s, not an "
+                              "integer",
+                          what, port ? hl_reply_kind(port) : "missing");
         for (size_t k = 0; k + 1 < slots->elements; k += 2) {
             const hilock_reply *lo = slots->element[k];
             const hilock_reply *hi = slots->element[k + 1];
             if (lo->type != HILOCK_REPLY_INTEGER ||
-                hi->type != HILOCK_REPLY_INTEGER ||
-                !assign(cl, map, lo->integer, hi->integer, host->str,
-                        host->len, (int)port->integer))
+                hi->type != HILOCK_REPLY_INTEGER)
+                return refuse(cl, "%s names a slot range that is not two "
+                                  "integers",
+                              what);
+            if (!assign(cl, what, map, lo->integer, hi->integer, host->str,
+                        host->len, port->integer))
                 return false;
         }
     }
@@ -220,22 +283,28 @@ static bool parse_shards(hl_cluster *cl, const hilock_reply *r,
 static bool parse_slots(hl_cluster *cl, const hilock_reply *r,
                         unsigned char *map)
 {
+    const char *what = "CLUSTER SLOTS";
     if (r->type != HILOCK_REPLY_ARRAY)
-        return false;
+        return refuse(cl, "%s answered %s, not an array", what,
+                      hl_reply_kind(r));
     for (size_t s = 0; s < r->elements; s++) {
         const hilock_reply *e = r->element[s];
-        if (e->type != HILOCK_REPLY_ARRAY || e->elements < 3)
-            return false;
-        const hilock_reply *m = e->element[2];
-        if (e->element[0]->type != HILOCK_REPLY_INTEGER ||
+        const hilock_reply *m =
+            e->type == HILOCK_REPLY_ARRAY && e->elements >= 3 ? e->element[2]
+                                                              : NULL;
+        if (m == NULL || e->element[0]->type != HILOCK_REPLY_INTEGER ||
             e->element[1]->type != HILOCK_REPLY_INTEGER ||
             m->type != HILOCK_REPLY_ARRAY || m->elements < 2 ||
             !is_text(m->element[0]) ||
             m->element[1]->type != HILOCK_REPLY_INTEGER)
-            return false;
-        if (!assign(cl, map, e->element[0]->integer, e->element[1]->integer,
-                    m->element[0]->str, m->element[0]->len,
-                    (int)m->element[1]->integer))
+            return refuse(cl, "%s answered a range that is not a start, an "
+                              "end and a master's host and port",
+                          what);
+        /* An empty host is the address the client reached the cluster by
+         * (cluster-preferred-endpoint-type unknown-endpoint). */
+        if (!assign(cl, what, map, e->element[0]->integer,
+                    e->element[1]->integer, m->element[0]->str,
+                    m->element[0]->len, m->element[1]->integer))
             return false;
     }
     return true;
@@ -469,8 +538,50 @@ hl_conn *hl_cluster_conn_for_slot(const hl_cluster *cl, unsigned slot)
     return i == 0 ? cl->client->conn : cl->nodes[i - 1]->conn;
 }
 
+/* "MOVED <slot> <host>:<port>" or "ASK ...", read strictly: a slot or a
+ * port that is not all digits or is out of range refuses the whole
+ * line, which is then never followed.  The node's index and the slot, or
+ * false with why. */
+static bool redirect_target(hl_cluster *cl, const char *error, bool moved,
+                            int *node, long *slot_out)
+{
+    char what[160], shown[128];
+    snprintf(what, sizeof what, "the redirection '%s'",
+             hl_reply_quote(shown, sizeof shown, error, strlen(error)));
+    const char *p = error + (moved ? 6 : 4);
+    const char *space = strchr(p, ' ');
+    uint64_t slot, port;
+    if (space == NULL ||
+        !hl_decimal_parse(p, (size_t)(space - p), HL_CLUSTER_SLOTS - 1,
+                          &slot))
+        return refuse(cl, "%s names no slot in 0-%d", what,
+                      HL_CLUSTER_SLOTS - 1);
+    const char *addr = space + 1;
+    const char *colon = strrchr(addr, ':');
+    if (colon == NULL ||
+        !hl_decimal_parse(colon + 1, strlen(colon + 1), INT64_MAX, &port))
+        return refuse(cl, "%s names no port", what);
+    size_t hlen = (size_t)(colon - addr);
+    /* An IPv6 endpoint may come in brackets. */
+    if (hlen >= 2 && addr[0] == '[' && addr[hlen - 1] == ']') {
+        addr++;
+        hlen -= 2;
+    }
+    /* An empty host: the node does not know its endpoint
+     * (cluster-preferred-endpoint-type unknown-endpoint). */
+    if (!address_ok(cl, what, addr, hlen, (long long)port))
+        return false;
+    *node = node_at(cl, addr, hlen, (int)port);
+    if (*node < 0)
+        return refuse(cl, "%s names a node the client cannot add (at most "
+                          "%d, or out of memory)",
+                      what, HL_CLUSTER_MAX_NODES);
+    *slot_out = (long)slot;
+    return true;
+}
+
 hl_conn *hl_cluster_redirect(void *data, hl_conn *from, const char *error,
-                             bool *asking)
+                             bool *asking, const char **bad)
 {
     (void)from;
     hl_cluster *cl = data;
@@ -481,27 +592,12 @@ hl_conn *hl_cluster_redirect(void *data, hl_conn *from, const char *error,
         hl_cluster_refresh_soon(cl);
         return NULL;
     }
-    const char *p = error + (moved ? 6 : 4);
-    char *end;
-    long slot = strtol(p, &end, 10);
-    if (end == p || *end != ' ' || slot < 0 || slot >= HL_CLUSTER_SLOTS)
+    long slot;
+    int i;
+    if (!redirect_target(cl, error, moved, &i, &slot)) {
+        *bad = cl->why;
         return NULL;
-    const char *addr = end + 1;
-    const char *colon = strrchr(addr, ':');
-    if (colon == NULL)
-        return NULL;
-    long port = strtol(colon + 1, &end, 10);
-    if (end == colon + 1 || *end != '\0')
-        return NULL;
-    size_t hlen = (size_t)(colon - addr);
-    /* An IPv6 endpoint may come in brackets. */
-    if (hlen >= 2 && addr[0] == '[' && addr[hlen - 1] == ']') {
-        addr++;
-        hlen -= 2;
     }
-    int i = node_at(cl, addr, hlen, (int)port);
-    if (i < 0)
-        return NULL;
     cl->redirects++;
     if (moved) {
         atomic_store_explicit(&cl->slots[slot], (unsigned char)(i + 1),
@@ -601,6 +697,8 @@ unsigned hl_cluster_refreshes(const hl_cluster *cl) { return cl->reads; }
 unsigned hl_cluster_redirects(const hl_cluster *cl) { return cl->redirects; }
 
 int hl_cluster_node_count(const hl_cluster *cl) { return cl->nnodes; }
+
+const char *hl_cluster_last_failure(const hl_cluster *cl) { return cl->why; }
 
 bool hl_cluster_slot_link_down(const hl_cluster *cl, unsigned slot)
 {

@@ -53,9 +53,11 @@ void hl_cluster_free(hl_cluster *cl);
  * map). */
 hl_conn *hl_cluster_conn_for_slot(const hl_cluster *cl, unsigned slot);
 
-/* The redirection hook every connection of a cluster client carries. */
+/* The redirection hook every connection of a cluster client carries.  A
+ * line whose slot, host or port no node can have sets *bad to why (the
+ * request then ends with HILOCK_EPROTO). */
 hl_conn *hl_cluster_redirect(void *cluster, hl_conn *from, const char *error,
-                             bool *asking);
+                             bool *asking, const char **bad);
 
 /* Whether pub/sub is sharded (Redis 7 and later): channels are then
  * listened to with hl_cluster_pubsub_for, and the scripts SPUBLISH. */
@@ -81,6 +83,9 @@ void hl_cluster_add_stats(const hl_cluster *cl, uint64_t *connects,
 unsigned hl_cluster_refreshes(const hl_cluster *cl);
 unsigned hl_cluster_redirects(const hl_cluster *cl);
 int hl_cluster_node_count(const hl_cluster *cl);
+/* Why the last topology read or redirection was refused ("" when none
+ * was): a reply that names a port or a host no node can have. */
+const char *hl_cluster_last_failure(const hl_cluster *cl);
 /* For tests: whether the link to the node the map names for slot is
  * down (false while the slot has no node). */
 bool hl_cluster_slot_link_down(const hl_cluster *cl, unsigned slot);

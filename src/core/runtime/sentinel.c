@@ -6,13 +6,15 @@
 
 #include "hilock/error.h"
 #include "core/base/alloc.h"
+#include "core/base/monotime.h"
 #include "core/config/hostlist.h"
 #include "core/config/option_values.h"
+#include "core/loop/io.h"
 #include "core/runtime/client_state.h"
 #include "core/transport/conn.h"
 #include "core/transport/pubsub.h"
+#include "core/transport/reply.h"
 
-#define HL_SENTINELS_MAX 16
 #define SWITCH_CHANNEL "+switch-master"
 
 typedef struct sentinel_addr {
@@ -20,57 +22,206 @@ typedef struct sentinel_addr {
     int port;
 } sentinel_addr;
 
+/* One sentinel's part in a round: a connection of its own, made for the
+ * round and closed when it ends, with options of its own (the
+ * sentinels', with its address). */
+typedef struct probe {
+    hl_sentinel *s;
+    int index;
+    hilock_options *opts;
+    hl_conn *conn;
+    bool done; /* answered or failed in this round */
+} probe;
+
 struct hl_sentinel {
     hilock_client *client;
     hl_sentinel_fn *fn;
-    /* The sentinels' options: the client's, with the address of the
-     * sentinel in use and the sentinels' own credentials.  Both
-     * connections read the address at each attempt. */
+    SSL_CTX *ssl_ctx;
+    /* The sentinels' options: the client's, with the sentinels' own
+     * credentials, db 0, and the address of the sentinel that answered
+     * last, which the pub/sub connection reads at each attempt. */
     hilock_options *opts;
-    hl_conn *conn;
-    hl_pubsub *ps;
+    hl_pubsub *ps; /* made once a sentinel has answered */
     hl_sub sub;
-    sentinel_addr list[HL_SENTINELS_MAX];
+    sentinel_addr list[HILOCK_MAX_SENTINELS];
     int count;
-    int at;        /* the sentinel in use */
-    int failed;    /* sentinels that failed in this round */
-    int unknown;   /* of them, those that knew no such master */
-    int last_status;
-    bool asking;   /* a question is in flight */
-    bool again;    /* and another was asked for meanwhile */
-    bool leaving;  /* dropping the connection ourselves */
+    probe probes[HILOCK_MAX_SENTINELS]; /* the round's, or the last's */
+    bool asking;  /* a round is in flight */
+    bool again;   /* and another was asked for meanwhile */
+    int left;     /* probes of the round not done */
+    int unknown;  /* probes whose sentinel knew no such master */
+    int status;   /* the last failure that was not an unknown master */
+    char why[320];
+    hl_timer deadline; /* the round's: the connect timeout */
+    /* The next round: at once when asked, after a backoff that grows
+     * with each round that failed in a row. */
+    hl_timer next;
+    int failed_rounds;
+    int calling; /* inside fn: a free waits for the return */
+    bool free_on_return;
     bool closed;
-    char why[320]; /* the last failure */
     unsigned answers;
     unsigned switches;
 };
 
-static void ask(hl_sentinel *s);
-
-static void use_sentinel(hl_sentinel *s, int i)
+static void release(hl_sentinel *s)
 {
-    s->at = i;
+    for (int i = 0; i < s->count; i++) {
+        hl_conn_free(s->probes[i].conn);
+        hilock_options_free(s->probes[i].opts);
+    }
+    hilock_options_free(s->opts);
+    hl_free(s);
+}
+
+/* Report to the client.  fn may close the client, and so free s: false
+ * when s is gone or closed, and the caller must leave it be. */
+static bool tell(hl_sentinel *s, int status, const char *detail,
+                 const char *host, int port)
+{
+    s->calling++;
+    s->fn(s->client, status, detail, host, port);
+    if (--s->calling == 0 && s->free_on_return) {
+        release(s);
+        return false;
+    }
+    return !s->closed;
+}
+
+/* ---- answers ------------------------------------------------------------- */
+
+/* Whether h[0..len) may be a host, and fits cap bytes with its NUL;
+ * why (whycap bytes) says what is wrong when not.  A NUL would cut the
+ * host short, a space or control byte cannot be in a name or an address. */
+static bool host_ok(const char *h, size_t len, size_t cap, char *why,
+                    size_t whycap)
+{
+    char shown[96];
+    if (len == 0 || len >= cap) {
+        snprintf(why, whycap, len ? "a host of %zu bytes" : "an empty host",
+                 len);
+        return false;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)h[i];
+        if (c <= ' ' || c == 0x7f) {
+            snprintf(why, whycap, "host '%s', which holds %s",
+                     hl_reply_quote(shown, sizeof shown, h, len),
+                     c == 0 ? "a NUL byte" : "a space or control byte");
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The master's address from a sentinel's answer, which is exactly two
+ * bulk strings: a host and a port of digits only, 1..65535.  Anything
+ * looser would cut a host at a NUL, or let " +6379x" pass for 6379.
+ * False with why. */
+static bool read_address(const hilock_reply *r, char *host, size_t cap,
+                         int *port, char *why, size_t whycap)
+{
+    char shown[96];
+    if (r->type != HILOCK_REPLY_ARRAY || r->elements != 2) {
+        if (r->type == HILOCK_REPLY_ARRAY)
+            snprintf(why, whycap, "an array of %zu", r->elements);
+        else
+            snprintf(why, whycap, "%s", hl_reply_kind(r));
+        return false;
+    }
+    const hilock_reply *h = r->element[0], *p = r->element[1];
+    if (h->type != HILOCK_REPLY_STRING || p->type != HILOCK_REPLY_STRING) {
+        snprintf(why, whycap, "%s and %s, not two bulk strings",
+                 hl_reply_kind(h), hl_reply_kind(p));
+        return false;
+    }
+    if (!host_ok(h->str, h->len, cap, why, whycap))
+        return false;
+    if (!hl_port_parse(p->str, p->len, port)) {
+        snprintf(why, whycap, "port '%s', not a number in 1..65535",
+                 hl_reply_quote(shown, sizeof shown, p->str, p->len));
+        return false;
+    }
+    memcpy(host, h->str, h->len);
+    host[h->len] = '\0';
+    return true;
+}
+
+/* ---- rounds ----------------------------------------------------------------
+ * A round asks every sentinel at once, each over a connection of its own,
+ * and ends at the first good answer, when every sentinel has failed, or
+ * at the connect timeout, whichever comes first: however many sentinels
+ * there are, and however each fails (refused, silent, an error, nonsense),
+ * a round takes at most the connect timeout.  Rounds that fail in a row
+ * come further and further apart, so that a sentinel answering badly at
+ * once is not asked at the pace of a reconnect. */
+
+static void on_switch(hl_sub *sub, hl_sub_event ev, const char *msg,
+                      size_t len);
+
+static void stop_probes(hl_sentinel *s)
+{
+    for (int i = 0; i < s->count; i++) {
+        probe *p = &s->probes[i];
+        p->done = true;
+        if (p->conn)
+            hl_conn_close(p->conn, HILOCK_ECLOSED, "the round is over");
+    }
+}
+
+static void round_over(hl_sentinel *s)
+{
+    s->asking = false;
+    hl_timer_stop(&s->deadline);
+    stop_probes(s);
+}
+
+/* The pub/sub connection follows the sentinel that answered, from its
+ * next attempt on; it is made at the first answer. */
+static void follow(hl_sentinel *s, int i)
+{
     /* Neither setter can fail on a host that fitted the list. */
     hilock_options_set_host(s->opts, s->list[i].host);
     hilock_options_set_port(s->opts, s->list[i].port);
+    if (s->ps != NULL)
+        return;
+    hl_pubsub_config cfg = {.loop = s->client->loop,
+                            .opts = s->opts,
+                            .ssl_ctx = s->ssl_ctx};
+    s->ps = hl_pubsub_create(&cfg);
+    /* Out of memory: no announcements, and the next answer tries again;
+     * the questions asked when a master connection falls still work. */
+    if (s->ps != NULL &&
+        hl_pubsub_subscribe(s->ps, &s->sub, SWITCH_CHANNEL,
+                            strlen(SWITCH_CHANNEL), on_switch, s) < 0) {
+        hl_pubsub_free(s->ps);
+        s->ps = NULL;
+    }
 }
 
-/* The sentinel in use failed (status, why): go on to the next, and when
- * a whole round failed, tell the client. */
-static void sentinel_failed(hl_sentinel *s, int status, bool unknown,
-                            const char *why)
+static void round_succeeded(hl_sentinel *s, int index, const char *host,
+                            int port)
 {
-    const sentinel_addr *a = &s->list[s->at];
-    snprintf(s->why, sizeof s->why, "sentinel %.80s:%d: %.200s", a->host,
-             a->port, why && why[0] ? why : hilock_strerror(status));
-    s->last_status = status;
-    s->failed++;
-    s->unknown += unknown;
-    use_sentinel(s, (s->at + 1) % s->count);
-    if (s->failed < s->count)
+    round_over(s);
+    s->failed_rounds = 0;
+    s->answers++;
+    follow(s, index);
+    if (!tell(s, HILOCK_OK, NULL, host, port))
         return;
+    /* Asked during the round: the answer may predate what made someone
+     * ask. */
+    if (s->again) {
+        s->again = false;
+        hl_timer_arm(&s->next, 0);
+    }
+}
+
+static void round_failed(hl_sentinel *s)
+{
+    round_over(s);
+    s->again = false;
+    int code = s->unknown == s->count ? HILOCK_EINVAL : s->status;
     char detail[480];
-    int code = s->unknown == s->failed ? HILOCK_EINVAL : s->last_status;
     if (code == HILOCK_EINVAL)
         snprintf(detail, sizeof detail,
                  "no sentinel (of %d) knows a master named '%.200s'", s->count,
@@ -79,118 +230,193 @@ static void sentinel_failed(hl_sentinel *s, int status, bool unknown,
         snprintf(detail, sizeof detail,
                  "no sentinel (of %d) named the master; the last, %s",
                  s->count, s->why);
-    s->failed = s->unknown = 0;
-    s->fn(s->client, code, detail, NULL, 0);
+    /* Jitter needs spread, not secrecy: the clock's low digits do. */
+    double unit = (double)(hl_monotime_now() % 1000) / 1000.0;
+    hl_monotime wait = hl_backoff_delay(
+        HL_MS(s->opts->reconnect_min_ms), HL_MS(s->opts->reconnect_max_ms),
+        s->failed_rounds, unit);
+    if (s->failed_rounds < 30)
+        s->failed_rounds++;
+    hl_timer_arm(&s->next, wait);
+    tell(s, code, detail, NULL, 0);
 }
 
-/* Leave a sentinel that answered but could not help: reconnect to the
- * next one, whose question goes out once it is up. */
-static void leave_sentinel(hl_sentinel *s, int status, bool unknown,
-                           const char *why)
+/* A sentinel could not help (status, why).  The round fails with the
+ * last of them, unless every sentinel knew no such master.  True when
+ * that was the last sentinel of the round, which the caller then ends
+ * with round_failed, its last act: the client may be gone after it. */
+static bool note_failure(probe *p, int status, bool unknown, const char *why)
 {
-    sentinel_failed(s, status, unknown, why);
-    s->leaving = true;
-    hl_conn_reset(s->conn, HILOCK_EIO, "moving to the next sentinel");
-    s->leaving = false;
+    hl_sentinel *s = p->s;
+    p->done = true;
+    if (p->conn)
+        hl_conn_close(p->conn, HILOCK_ECLOSED, "the sentinel failed");
+    if (unknown) {
+        s->unknown++;
+    } else {
+        const sentinel_addr *a = &s->list[p->index];
+        snprintf(s->why, sizeof s->why, "sentinel %.80s:%d: %.200s",
+                 a->host, a->port,
+                 why && why[0] ? why : hilock_strerror(status));
+        s->status = status;
+    }
+    return --s->left == 0;
 }
 
-static bool text(const hilock_reply *r)
+static void probe_failed(probe *p, int status, bool unknown, const char *why)
 {
-    return r && (r->type == HILOCK_REPLY_STRING ||
-                 r->type == HILOCK_REPLY_STATUS);
+    if (note_failure(p, status, unknown, why))
+        round_failed(p->s);
 }
 
 static void on_answer(void *data, int status, hilock_reply *reply)
 {
-    hl_sentinel *s = data;
-    s->asking = false;
-    if (s->closed) {
+    probe *p = data;
+    hl_sentinel *s = p->s;
+    if (p->done || s->closed) {
         hilock_reply_free(reply);
         return;
     }
-    if (status == HILOCK_EIO || status == HILOCK_ETIMEDOUT) {
-        /* Lost with its connection, whose fall counts for the sentinel:
-         * ask the next one. */
-        hilock_reply_free(reply);
-        ask(s);
-        return;
-    }
-    if (status == HILOCK_ECLOSED || status == HILOCK_ENOMEM) {
-        hilock_reply_free(reply);
-        return;
-    }
+    char why[320], text[200], host[256];
+    int port = 0;
+    int code = HILOCK_EPROTO;
+    bool unknown = false;
     if (status == HILOCK_EREDIS) {
-        char why[200];
-        snprintf(why, sizeof why, "%s", reply && reply->str ? reply->str : "");
+        snprintf(why, sizeof why, "%s",
+                 hl_reply_quote(text, sizeof text, reply->str, reply->len));
+        code = hl_reply_is_error_prefix(reply, "NOPERM") ? HILOCK_EPERM
+                                                         : HILOCK_EREDIS;
+    } else if (status == HILOCK_ETOOBIG) {
+        /* No reply object at all, which is not nil: the detail says which
+         * bound the reply crossed. */
+        snprintf(why, sizeof why,
+                 "answered get-master-addr-by-name with %s",
+                 hilock_last_error());
+    } else if (status != HILOCK_OK) {
+        snprintf(why, sizeof why, "%s", hilock_last_error());
+        code = status;
+    } else if (reply->type == HILOCK_REPLY_NIL) {
+        snprintf(why, sizeof why, "knows no master of that name");
+        code = HILOCK_EINVAL;
+        unknown = true;
+    } else if (read_address(reply, host, sizeof host, &port, text,
+                            sizeof text)) {
         hilock_reply_free(reply);
-        leave_sentinel(s, strncmp(why, "NOPERM", 6) == 0 ? HILOCK_EPERM
-                                                         : HILOCK_EREDIS,
-                       false, why);
-        ask(s);
+        round_succeeded(s, p->index, host, port);
         return;
-    }
-    if (reply == NULL || reply->type == HILOCK_REPLY_NIL) {
-        hilock_reply_free(reply);
-        leave_sentinel(s, HILOCK_EINVAL, true, "knows no master of that name");
-        ask(s);
-        return;
-    }
-    char host[256];
-    long port = 0;
-    bool ok = reply->type == HILOCK_REPLY_ARRAY && reply->elements == 2 &&
-              text(reply->element[0]) && text(reply->element[1]) &&
-              reply->element[0]->len > 0 &&
-              reply->element[0]->len < sizeof host;
-    if (ok) {
-        memcpy(host, reply->element[0]->str, reply->element[0]->len);
-        host[reply->element[0]->len] = '\0';
-        char *end;
-        port = strtol(reply->element[1]->str, &end, 10);
-        ok = *end == '\0' && port > 0 && port <= 65535;
+    } else {
+        snprintf(why, sizeof why,
+                 "answered get-master-addr-by-name with %s instead of a "
+                 "host and a port",
+                 text);
     }
     hilock_reply_free(reply);
-    if (!ok) {
-        leave_sentinel(s, HILOCK_EPROTO, false,
-                       "answered with something other than host and port");
-        ask(s);
-        return;
-    }
-    s->failed = s->unknown = 0;
-    s->answers++;
-    s->fn(s->client, HILOCK_OK, NULL, host, (int)port);
-    if (s->again && !s->closed) {
-        s->again = false;
-        ask(s);
-    }
+    probe_failed(p, code, unknown, why);
 }
 
+static void on_probe_event(hl_conn *conn, hl_conn_event ev, int status,
+                           const char *detail, hilock_reply *reply,
+                           void *data)
+{
+    hilock_reply_free(reply);
+    probe *p = data;
+    if (p->done || p->s->closed)
+        return;
+    if (ev == HL_CONN_DOWN) {
+        probe_failed(p, status, false, detail);
+        return;
+    }
+    if (ev != HL_CONN_UP)
+        return;
+    /* Asked once up, so that the command timeout does not run while the
+     * connection is still being made: the round's deadline bounds both. */
+    const char *name = p->s->client->opts->sentinel_master;
+    const char *argv[] = {"SENTINEL", "get-master-addr-by-name", name};
+    size_t lens[] = {8, 23, strlen(name)};
+    if (hl_conn_command(conn, 3, argv, lens, on_answer, p) != HILOCK_OK)
+        probe_failed(p, HILOCK_ENOMEM, false, "out of memory for the question");
+}
+
+static bool probe_start(hl_sentinel *s, int i)
+{
+    probe *p = &s->probes[i];
+    hl_conn_free(p->conn);
+    hilock_options_free(p->opts);
+    *p = (probe){.s = s, .index = i};
+    if (hilock_options_copy(&p->opts, s->opts) != HILOCK_OK ||
+        hilock_options_set_host(p->opts, s->list[i].host) != HILOCK_OK ||
+        hilock_options_set_port(p->opts, s->list[i].port) != HILOCK_OK)
+        return false;
+    hl_conn_config cfg = {.loop = s->client->loop,
+                          .opts = p->opts,
+                          .ssl_ctx = s->ssl_ctx,
+                          .on_event = on_probe_event,
+                          .data = p};
+    p->conn = hl_conn_create(&cfg);
+    return p->conn != NULL;
+}
+
+static void start_round(hl_sentinel *s)
+{
+    s->asking = true;
+    s->again = false;
+    s->left = s->count;
+    s->unknown = 0;
+    s->status = HILOCK_EIO;
+    s->why[0] = '\0';
+    hl_timer_arm(&s->deadline, HL_MS(s->opts->connect_timeout_ms));
+    bool over = false;
+    for (int i = 0; i < s->count; i++)
+        if (!probe_start(s, i))
+            over = note_failure(&s->probes[i], HILOCK_ENOMEM, false,
+                                "out of memory for a connection");
+    if (over)
+        round_failed(s);
+}
+
+/* The connect timeout passed: every sentinel that has not answered yet
+ * failed. */
+static void on_deadline(hl_timer *t)
+{
+    hl_sentinel *s = t->data;
+    char why[160];
+    snprintf(why, sizeof why,
+             "no answer within the connect timeout (%lld ms)",
+             (long long)s->opts->connect_timeout_ms);
+    bool over = false;
+    for (int i = 0; i < s->count; i++)
+        if (!s->probes[i].done)
+            over = note_failure(&s->probes[i], HILOCK_ETIMEDOUT, false, why);
+    if (over)
+        round_failed(s);
+}
+
+static void on_next(hl_timer *t)
+{
+    hl_sentinel *s = t->data;
+    if (!s->closed && !s->asking)
+        start_round(s);
+}
+
+/* A round starts from the loop, never inside the callback that asked,
+ * which may be one of the last round's connections.  While a failed
+ * round's backoff runs, the question waits for it. */
 static void ask(hl_sentinel *s)
 {
     if (s->closed)
         return;
-    if (s->asking) {
+    if (s->asking)
         s->again = true;
-        return;
-    }
-    const char *name = s->client->opts->sentinel_master;
-    const char *argv[] = {"SENTINEL", "get-master-addr-by-name", name};
-    size_t lens[] = {8, 23, strlen(name)};
-    s->again = false;
-    if (hl_conn_command(s->conn, 3, argv, lens, on_answer, s) == HILOCK_OK)
-        s->asking = true;
+    else if (!s->next.armed)
+        hl_timer_arm(&s->next, 0);
 }
 
-static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
-                          const char *detail, hilock_reply *reply, void *data)
-{
-    (void)conn;
-    hilock_reply_free(reply);
-    hl_sentinel *s = data;
-    if (ev == HL_CONN_DOWN && !s->leaving && !s->closed)
-        sentinel_failed(s, status, false, detail);
-}
+/* ---- announcements --------------------------------------------------------- */
 
-/* "<name> <old ip> <old port> <new ip> <new port>" */
+/* "<name> <old ip> <old port> <new ip> <new port>", one space between
+ * words.  The new address is read as strictly as an answer; an
+ * announcement for our master that does not hold one still says the
+ * master moved, so the sentinels are asked where to. */
 static void on_switch(hl_sub *sub, hl_sub_event ev, const char *msg,
                       size_t len)
 {
@@ -200,22 +426,40 @@ static void on_switch(hl_sub *sub, hl_sub_event ev, const char *msg,
         ask(s);
         return;
     }
-    if (ev != HL_SUB_MESSAGE || len >= 512)
+    if (ev != HL_SUB_MESSAGE)
         return;
-    char line[512], name[256], old_host[256], host[256];
-    int old_port, port;
-    memcpy(line, msg, len);
-    line[len] = '\0';
-    if (sscanf(line, "%255s %255s %d %255s %d", name, old_host, &old_port,
-               host, &port) != 5 ||
-        strcmp(name, s->client->opts->sentinel_master) != 0 || port <= 0 ||
-        port > 65535)
+    const char *word[6];
+    size_t wlen[6];
+    int n = 0;
+    for (const char *p = msg, *end = msg + len; n < 6; n++) {
+        const char *space = memchr(p, ' ', (size_t)(end - p));
+        word[n] = p;
+        wlen[n] = (size_t)((space ? space : end) - p);
+        if (space == NULL) {
+            n++;
+            break;
+        }
+        p = space + 1;
+    }
+    const char *name = s->client->opts->sentinel_master;
+    if (n < 1 || wlen[0] != strlen(name) || memcmp(word[0], name, wlen[0]))
         return;
+    char host[256], why[160];
+    int port;
+    if (n != 5 || !host_ok(word[3], wlen[3], sizeof host, why, sizeof why) ||
+        !hl_port_parse(word[4], wlen[4], &port)) {
+        ask(s);
+        return;
+    }
+    memcpy(host, word[3], wlen[3]);
+    host[wlen[3]] = '\0';
     s->switches++;
-    s->fn(s->client, HILOCK_OK, NULL, host, port);
+    tell(s, HILOCK_OK, NULL, host, port);
 }
 
-static int read_list(hl_sentinel *s, const hilock_options *o)
+/* ---- life -------------------------------------------------------------------- */
+
+static void read_list(hl_sentinel *s, const hilock_options *o)
 {
     snprintf(s->list[0].host, sizeof s->list[0].host, "%s", o->host);
     s->list[0].port = o->port;
@@ -223,53 +467,46 @@ static int read_list(hl_sentinel *s, const hilock_options *o)
     const char *cursor = o->seeds;
     char host[256];
     int port, got;
-    while (s->count < HL_SENTINELS_MAX &&
+    while (s->count < HILOCK_MAX_SENTINELS &&
            (got = hl_hostlist_next(&cursor, host, sizeof host, &port)) >= 0)
         if (got == 1) {
             memcpy(s->list[s->count].host, host, sizeof host);
             s->list[s->count++].port = port;
         }
-    return 0;
 }
 
 hl_sentinel *hl_sentinel_create(hilock_client *client, SSL_CTX *ssl_ctx,
                                 hl_sentinel_fn *fn)
 {
+    const hilock_options *o = client->opts;
+    if (hl_sentinel_count(o) > HILOCK_MAX_SENTINELS)
+        return NULL;
     hl_sentinel *s = hl_calloc(1, sizeof *s);
     if (s == NULL)
         return NULL;
     s->client = client;
     s->fn = fn;
-    if (hilock_options_copy(&s->opts, client->opts) != HILOCK_OK ||
-        read_list(s, client->opts) != 0 ||
+    s->ssl_ctx = ssl_ctx;
+    hl_timer_init(&s->deadline, client->loop, on_deadline, s);
+    hl_timer_init(&s->next, client->loop, on_next, s);
+    read_list(s, o);
+    if (hilock_options_copy(&s->opts, o) != HILOCK_OK ||
         hilock_options_set_user(s->opts, NULL) != HILOCK_OK ||
         hilock_options_set_password(s->opts, NULL) != HILOCK_OK ||
-        hilock_options_set_user(s->opts, client->opts->sentinel_user) !=
+        hilock_options_set_user(s->opts, o->sentinel_user) != HILOCK_OK ||
+        hilock_options_set_password(s->opts, o->sentinel_password) !=
             HILOCK_OK ||
-        hilock_options_set_password(s->opts,
-                                    client->opts->sentinel_password) !=
-            HILOCK_OK ||
-        hilock_options_set_db(s->opts, 0) != HILOCK_OK)
-        goto fail;
-    use_sentinel(s, 0);
-    hl_conn_config cfg = {.loop = client->loop,
-                          .opts = s->opts,
-                          .ssl_ctx = ssl_ctx,
-                          .on_event = on_conn_event,
-                          .data = s};
-    s->conn = hl_conn_create(&cfg);
-    hl_pubsub_config pcfg = {
-        .loop = client->loop, .opts = s->opts, .ssl_ctx = ssl_ctx};
-    s->ps = s->conn ? hl_pubsub_create(&pcfg) : NULL;
-    if (s->ps == NULL ||
-        hl_pubsub_subscribe(s->ps, &s->sub, SWITCH_CHANNEL,
-                            strlen(SWITCH_CHANNEL), on_switch, s) < 0)
-        goto fail;
+        hilock_options_set_db(s->opts, 0) != HILOCK_OK) {
+        release(s);
+        return NULL;
+    }
     ask(s);
     return s;
-fail:
-    hl_sentinel_free(s);
-    return NULL;
+}
+
+int hl_sentinel_count(const hilock_options *opts)
+{
+    return 1 + hl_hostlist_count(opts->seeds);
 }
 
 void hl_sentinel_ask(hl_sentinel *s)
@@ -280,14 +517,21 @@ void hl_sentinel_ask(hl_sentinel *s)
 
 void hl_sentinel_free(hl_sentinel *s)
 {
-    if (s == NULL)
+    if (s == NULL || s->closed)
         return;
     s->closed = true;
-    hl_pubsub_unsubscribe(&s->sub);
-    hl_pubsub_free(s->ps);
-    hl_conn_free(s->conn);
-    hilock_options_free(s->opts);
-    hl_free(s);
+    hl_timer_stop(&s->deadline);
+    hl_timer_stop(&s->next);
+    stop_probes(s);
+    if (s->ps != NULL) {
+        hl_pubsub_unsubscribe(&s->sub);
+        hl_pubsub_free(s->ps);
+        s->ps = NULL;
+    }
+    if (s->calling > 0)
+        s->free_on_return = true;
+    else
+        release(s);
 }
 
 unsigned hl_sentinel_answers(const hl_sentinel *s) { return s->answers; }

@@ -1,15 +1,22 @@
 /* Redis Sentinel for a client: which master its connections go to.
  *
- * The sentinels of the options (host, then the seeds) are asked in turn
- * with SENTINEL get-master-addr-by-name: at the start, whenever the
- * client asks (a master connection went down, or found a server that is
- * no longer a master), and on every +switch-master they announce, which
- * a pub/sub connection to the sentinel in use listens to.  The answer is
- * reported to the client, which alone moves its connections.  A sentinel
- * that cannot be reached, refuses, or knows no such master is left for
- * the next; when a whole round of them fails, the client hears why, and
- * its connections stay where they were: a master no sentinel vouches for
- * is never taken on trust.  Loop thread only. */
+ * The sentinels of the options (host, then the seeds; at most
+ * HILOCK_MAX_SENTINELS) are asked SENTINEL get-master-addr-by-name: at
+ * the start, whenever the client asks (a master connection went down, or
+ * found a server that is no longer a master), when the +switch-master
+ * subscription is confirmed, and on an announcement that holds no
+ * address.  Each question is a round: every sentinel is asked at once,
+ * over a connection of its own, and the first good answer ends it; one
+ * that cannot be reached, refuses, answers anything but a host and a
+ * port, or knows no such master fails for the round.  A round takes at
+ * most the connect timeout, however many sentinels there are.  When all
+ * fail, the client hears why, its connections stay where they were (a
+ * master no sentinel vouches for is never taken on trust), and the next
+ * round waits a backoff that grows with each round failed in a row
+ * (reconnect_min_ms doubling up to reconnect_max_ms), whoever asks.
+ * The sentinel that answered last is the one a pub/sub connection
+ * listens to for +switch-master, whose announcements are reported as
+ * they come.  Loop thread only. */
 #ifndef HL_SENTINEL_H
 #define HL_SENTINEL_H
 
@@ -18,20 +25,26 @@
 #include <openssl/ssl.h>
 
 struct hilock_client;
+struct hilock_options;
 typedef struct hl_sentinel hl_sentinel;
 
 /* status HILOCK_OK: the master is at host:port.  Otherwise a round of
- * sentinels failed: HILOCK_EINVAL when every sentinel that answered
- * knows no master of that name, else the last failure (HILOCK_EIO,
- * HILOCK_ETIMEDOUT, HILOCK_EAUTH, ...), with detail saying which. */
+ * sentinels failed: HILOCK_EINVAL when every sentinel knows no master of
+ * that name, else the last other failure (HILOCK_EIO, HILOCK_ETIMEDOUT,
+ * HILOCK_EAUTH, HILOCK_EPROTO for an answer that is not a host and a
+ * port, ...), with detail saying which sentinel and what. */
 typedef void hl_sentinel_fn(struct hilock_client *client, int status,
                             const char *detail, const char *host, int port);
 
-/* Start asking.  NULL when memory runs out or the sentinel list in the
- * options cannot be read. */
+/* The sentinels the options name, readable or not. */
+int hl_sentinel_count(const struct hilock_options *opts);
+
+/* Start asking; the first round starts from the loop.  NULL when memory
+ * runs out or the options name more than HILOCK_MAX_SENTINELS. */
 hl_sentinel *hl_sentinel_create(struct hilock_client *client,
                                 SSL_CTX *ssl_ctx, hl_sentinel_fn *fn);
-/* Ask the sentinels again (at most one question is in flight). */
+/* Ask the sentinels again: a round at once, or after the one in flight,
+ * or when the backoff after failed rounds ends. */
 void hl_sentinel_ask(hl_sentinel *s);
 void hl_sentinel_free(hl_sentinel *s);
 

@@ -53,7 +53,9 @@ typedef struct hl_conn_config {
     bool paused;
     /* Ask ROLE in the handshake and fail the attempt unless the server
      * is a master: Sentinel named it, and it may have been demoted
-     * since. */
+     * since.  A replica or a sentinel fails it with HILOCK_EIO; a reply
+     * of any shape but a master's ("master", offset, replicas) with
+     * HILOCK_EPROTO. */
     bool verify_master;
     hl_conn_event_fn *on_event;
     /* Called whenever a request is queued (may be NULL). */
@@ -68,10 +70,13 @@ typedef struct hl_conn_config {
  * the server's error line ("MOVED 3999 10.0.0.2:6379", "ASK ...").  The
  * hook returns the connection to send the request to, setting *asking
  * when ASKING must go right before it, or NULL to hand the error to the
- * request's callback.  It also hears of TRYAGAIN and CLUSTERDOWN, which
- * the connection retries itself (its answer is then ignored). */
+ * request's callback.  A line it cannot follow (a port out of range, a
+ * host no node can have) sets *bad to why, and the request ends with
+ * HILOCK_EPROTO and that detail instead.  It also hears of TRYAGAIN and
+ * CLUSTERDOWN, which the connection retries itself (its answer is then
+ * ignored). */
 typedef hl_conn *hl_redirect_fn(void *data, hl_conn *from, const char *error,
-                                bool *asking);
+                                bool *asking, const char **bad);
 
 /* How many times one request follows a redirection before its callback
  * gets the last error: a slot moves at most once or twice while a

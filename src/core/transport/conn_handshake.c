@@ -264,22 +264,69 @@ static void hello_reply(void *data, int status, hilock_reply *reply)
         conn_up(c);
 }
 
-/* ROLE's first element is "master", "slave" or "sentinel". */
+static bool bulk_is(const hilock_reply *r, const char *s)
+{
+    return r->type == HILOCK_REPLY_STRING && r->len == strlen(s) &&
+           memcmp(r->str, s, r->len) == 0;
+}
+
+/* What is wrong with a ROLE reply for a master, into why; false when it
+ * is a master's: exactly the bulk string "master", the replication
+ * offset and the array of replicas.  Anything looser would take a reply
+ * of any shape (an empty array, a status "+master") for a master, and
+ * write locks there. */
+static bool role_not_master(const hilock_reply *r, char *why, size_t cap)
+{
+    char shown[96];
+    const hilock_reply *name =
+        r->type == HILOCK_REPLY_ARRAY && r->elements > 0 ? r->element[0]
+                                                         : NULL;
+    if (r->type != HILOCK_REPLY_ARRAY)
+        snprintf(why, cap, "%s", hl_reply_kind(r));
+    else if (name == NULL)
+        snprintf(why, cap, "an empty array");
+    else if (name->type != HILOCK_REPLY_STRING)
+        snprintf(why, cap, "an array starting with %s",
+                 hl_reply_kind(name));
+    else if (!bulk_is(name, "master"))
+        snprintf(why, cap, "role '%s'",
+                 hl_reply_quote(shown, sizeof shown, name->str, name->len));
+    else if (r->elements != 3 ||
+             r->element[1]->type != HILOCK_REPLY_INTEGER ||
+             r->element[2]->type != HILOCK_REPLY_ARRAY)
+        snprintf(why, cap, "\"master\" and %zu element(s) that are not "
+                           "exactly an offset and an array of replicas",
+                 r->elements - 1);
+    else
+        return false;
+    return true;
+}
+
 static void role_reply(void *data, int status, hilock_reply *reply)
 {
     hl_conn *c = data;
-    if (status == 0 && reply && reply->type == HILOCK_REPLY_ARRAY &&
-        reply->elements > 0 && reply->element[0]->str &&
-        strcmp(reply->element[0]->str, "master") != 0) {
+    char why[160];
+    if (status != 0 || !role_not_master(reply, why, sizeof why)) {
+        hello_reply(data, status, reply);
+        return;
+    }
+    const hilock_reply *name = reply->element ? reply->element[0] : NULL;
+    if (name && (bulk_is(name, "slave") || bulk_is(name, "sentinel"))) {
+        /* A real answer, only not the one wanted: worth another try. */
         snprintf(c->err, sizeof c->err,
                  "%s:%d is a %s, not a master: the sentinels' answer is "
                  "stale or a failover is under way",
-                 c->o->host, c->o->port, reply->element[0]->str);
+                 c->o->host, c->o->port, name->str);
         hilock_reply_free(reply);
         hl_conn_drop(c, HILOCK_EIO, c->err);
         return;
     }
-    hello_reply(data, status, reply);
+    snprintf(c->err, sizeof c->err,
+             "%s:%d answered ROLE with %s, where a master answers "
+             "\"master\", its offset and its replicas",
+             c->o->host, c->o->port, why);
+    hilock_reply_free(reply);
+    hl_conn_drop(c, HILOCK_EPROTO, c->err);
 }
 
 static int hello_send_fn(hl_conn *c, int argc, const char *const *argv,

@@ -78,9 +78,10 @@ static bool follow_redirect(hl_conn *c, hl_request *r, hilock_reply *reply)
     if (c->redirect == NULL || r->cmd == NULL)
         return false;
     bool asking = false;
+    const char *bad = NULL;
     if (hl_reply_is_error_prefix(reply, "TRYAGAIN") ||
         hl_reply_is_error_prefix(reply, "CLUSTERDOWN")) {
-        c->redirect(c->redirect_data, c, reply->str, &asking);
+        c->redirect(c->redirect_data, c, reply->str, &asking, &bad);
         int shift = r->retries < 6 ? r->retries : 6;
         if (!hl_conn_park(c, r, HL_MS(HL_RETRY_FIRST_MS) << shift))
             return false;
@@ -91,7 +92,19 @@ static bool follow_redirect(hl_conn *c, hl_request *r, hilock_reply *reply)
         !(hl_reply_is_error_prefix(reply, "MOVED ") ||
           hl_reply_is_error_prefix(reply, "ASK ")))
         return false;
-    hl_conn *to = c->redirect(c->redirect_data, c, reply->str, &asking);
+    /* The hook reads the line as a C string: one cut short by a NUL
+     * would be followed to wherever its first part points. */
+    bool nul = memchr(reply->str, '\0', reply->len) != NULL;
+    hl_conn *to = nul ? NULL
+                      : c->redirect(c->redirect_data, c, reply->str, &asking,
+                                    &bad);
+    if (nul)
+        bad = "a redirection holding a NUL byte";
+    if (bad != NULL) {
+        hilock_reply_free(reply);
+        hl_conn_complete(r, HILOCK_EPROTO, NULL, bad);
+        return true;
+    }
     if (to == NULL || !hl_conn_requeue(to, r, asking))
         return false;
     hilock_reply_free(reply);
@@ -210,7 +223,8 @@ static void dispatch(hl_conn *c)
         }
         if (r == -2) {
             hl_request *head = queue_pop(&c->sent);
-            const char *why = "reply exceeds the configured bounds";
+            char why[160];
+            hl_reply_bound_why(&c->limits, why, sizeof why);
             if (head && !head->internal)
                 hl_conn_complete(head, HILOCK_ETOOBIG, NULL, why);
             else if (head)

@@ -1,6 +1,7 @@
 #include "core/transport/reply.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/base/alloc.h"
@@ -48,7 +49,8 @@ static void *reply_create_string(const redisReadTask *task, char *str,
     bool line = task->type != REDIS_REPLY_STRING;
     if (lim->bytes_so_far > lim->max_bytes ||
         (line && len > HL_MAX_LINE_BYTES)) {
-        lim->violated = 1;
+        lim->violated = lim->bytes_so_far > lim->max_bytes ? HL_BOUND_BYTES
+                                                           : HL_BOUND_LINE;
         return NULL;
     }
     hilock_reply *r = reply_new(task, task->type);
@@ -69,9 +71,12 @@ static void *reply_create_array(const redisReadTask *task, int elements)
     int depth = 0;
     for (const redisReadTask *t = task->parent; t != NULL; t = t->parent)
         depth++;
-    if (elements < 0 || (int64_t)elements > lim->max_elements ||
-        depth >= lim->max_depth) {
-        lim->violated = 1;
+    if (depth >= lim->max_depth) {
+        lim->violated = HL_BOUND_DEPTH;
+        return NULL;
+    }
+    if (elements < 0 || (int64_t)elements > lim->max_elements) {
+        lim->violated = HL_BOUND_ELEMENTS;
         return NULL;
     }
     hilock_reply *r = reply_new(task, HILOCK_REPLY_ARRAY);
@@ -145,7 +150,7 @@ int hl_reader_next(redisReader *reader, hl_reply_limits *limits,
             /* Room for the line, a type byte the reader has not taken
              * yet, and a CR whose LF is still to come. */
             if (reader->len - reader->pos > HL_MAX_LINE_BYTES + 2) {
-                limits->violated = 1;
+                limits->violated = HL_BOUND_LINE;
                 return -2;
             }
             return 0;
@@ -161,7 +166,7 @@ int hl_reader_next(redisReader *reader, hl_reply_limits *limits,
         /* The reader keeps only the unparsed tail; a tail larger than the
          * bound is a reply that is too big before it is even complete. */
         if ((uint64_t)(reader->len - reader->pos) > limits->max_bytes) {
-            limits->violated = 1;
+            limits->violated = HL_BOUND_BYTES;
             return -2;
         }
         limits->waiting = 1;
@@ -173,9 +178,76 @@ int hl_reader_next(redisReader *reader, hl_reply_limits *limits,
     return 1;
 }
 
+void hl_reply_bound_why(const hl_reply_limits *lim, char *out, size_t cap)
+{
+    switch (lim->violated) {
+    case HL_BOUND_DEPTH:
+        snprintf(out, cap, "a reply nested deeper than %d arrays "
+                           "(max_reply_depth)",
+                 lim->max_depth);
+        break;
+    case HL_BOUND_ELEMENTS:
+        snprintf(out, cap, "a reply with an array of more than %lld "
+                           "elements, or of a negative count "
+                           "(max_reply_elements)",
+                 (long long)lim->max_elements);
+        break;
+    case HL_BOUND_LINE:
+        snprintf(out, cap, "a reply with a line longer than %d bytes",
+                 HL_MAX_LINE_BYTES);
+        break;
+    default:
+        snprintf(out, cap, "a reply of more than %llu bytes "
+                           "(max_reply_bytes)",
+                 (unsigned long long)lim->max_bytes);
+        break;
+    }
+}
+
 int hl_reply_is_error_prefix(const hilock_reply *r, const char *prefix)
 {
     size_t n = strlen(prefix);
     return r != NULL && r->type == HILOCK_REPLY_ERROR && r->len >= n &&
            memcmp(r->str, prefix, n) == 0;
+}
+
+const char *hl_reply_kind(const hilock_reply *r)
+{
+    if (r == NULL)
+        return "no reply";
+    switch (r->type) {
+    case HILOCK_REPLY_STRING:
+        return "a bulk string";
+    case HILOCK_REPLY_ARRAY:
+        return "an array";
+    case HILOCK_REPLY_INTEGER:
+        return "an integer";
+    case HILOCK_REPLY_NIL:
+        return "nil";
+    case HILOCK_REPLY_STATUS:
+        return "a status";
+    case HILOCK_REPLY_ERROR:
+        return "an error";
+    }
+    return "an unknown reply";
+}
+
+char *hl_reply_quote(char *out, size_t cap, const char *s, size_t len)
+{
+    size_t at = 0, i = 0;
+    /* A byte takes at most 4 characters, and "..." and the NUL 4 more. */
+    for (; i < len && i < 64 && at + 8 <= cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\')
+            out[at++] = (char)c;
+        else
+            at += (size_t)snprintf(out + at, cap - at, "\\x%02x", c);
+    }
+    if (i < len && at + 4 <= cap) {
+        memcpy(out + at, "...", 3);
+        at += 3;
+    }
+    if (cap > 0)
+        out[at] = '\0';
+    return out;
 }

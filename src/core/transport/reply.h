@@ -14,12 +14,21 @@
  * most; a longer one is refused like a reply over max_bytes. */
 #define HL_MAX_LINE_BYTES 65536
 
+/* Which bound a reply crossed. */
+enum hl_bound {
+    HL_BOUND_NONE,
+    HL_BOUND_BYTES,    /* max_bytes, in strings or buffered */
+    HL_BOUND_ELEMENTS, /* max_elements in one array */
+    HL_BOUND_DEPTH,    /* max_depth */
+    HL_BOUND_LINE      /* HL_MAX_LINE_BYTES */
+};
+
 typedef struct hl_reply_limits {
     uint64_t max_bytes;    /* string bytes of one reply, and bytes buffered */
     int64_t max_elements;  /* elements of one array */
     int max_depth;         /* array nesting */
     uint64_t bytes_so_far; /* string bytes of the reply being built */
-    int violated;          /* a bound was crossed: the reader stops */
+    int violated;          /* the hl_bound crossed: the reader stops */
     /* The reader waits for more bytes.  It resumes with a line (the rest
      * of a line, or the header of the string whose body it waits for),
      * so until a line end arrives it is not asked again: hiredis would
@@ -39,7 +48,22 @@ redisReader *hl_reader_create(hl_reply_limits *limits);
 int hl_reader_next(redisReader *reader, hl_reply_limits *limits,
                    hilock_reply **out);
 
+/* Which bound limits->violated names, with its value, into out (cap
+ * bytes): what a refused reply is told apart by. */
+void hl_reply_bound_why(const hl_reply_limits *limits, char *out,
+                        size_t cap);
+
 /* Small helpers for code that reads replies. */
 int hl_reply_is_error_prefix(const hilock_reply *r, const char *prefix);
+
+/* What r is, for a message about a reply of the wrong shape: "nil", "an
+ * integer", "a bulk string", "a status", "an error", "an array", or "no
+ * reply" for NULL. */
+const char *hl_reply_kind(const hilock_reply *r);
+
+/* Bytes a server sent, made fit for a message: at most 64 of them, each
+ * outside printable ASCII written as \xNN, and "..." when cut.  out gets
+ * at most cap bytes, NUL-terminated; returns out. */
+char *hl_reply_quote(char *out, size_t cap, const char *s, size_t len);
 
 #endif
