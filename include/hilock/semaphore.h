@@ -52,8 +52,12 @@
  * sent until the server answers, and gives its permits back once, so it
  * is not to be called again), HILOCK_ECLOSED (client or handle closed),
  * HILOCK_EREDIS (the name holds another type of value, or a count would
- * overflow), HILOCK_EPERM (the server's ACL refuses a command), HILOCK_EFULL
- * (max_pending operations unfinished), HILOCK_ENOMEM.
+ * overflow), HILOCK_EPROTO (the name holds a string that is no count of
+ * permits, not a decimal 64-bit integer as Redis's INCR keeps one, such
+ * as "5.5": neither hilock nor Redisson wrote it; the detail quotes it,
+ * and the call changed nothing), HILOCK_EPERM (the server's ACL refuses a
+ * command), HILOCK_EFULL (max_pending operations unfinished),
+ * HILOCK_ENOMEM.  Counts are read exactly, beyond 2^53 too.
  *
  * Async calls: the callback contract of client.h.  An error returned
  * means the callback never runs; HILOCK_OK means it runs exactly once on

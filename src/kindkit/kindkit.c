@@ -6,6 +6,7 @@
 
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
+#include "core/transport/resp.h"
 #include "hilock/reply.h"
 #include "layout/layout.h"
 
@@ -27,6 +28,18 @@ static pthread_once_t renew_once = PTHREAD_ONCE_INIT;
 static void init_renew(void) { hl_script_init(&hl_hash_renew, renew_lua); }
 
 void hl_hash_renew_init(void) { pthread_once(&renew_once, init_renew); }
+
+bool hl_reply_i64(const hilock_reply *r, int64_t *out)
+{
+    if (r == NULL)
+        return false;
+    if (r->type == HILOCK_REPLY_INTEGER) {
+        *out = r->integer;
+        return true;
+    }
+    return r->type == HILOCK_REPLY_STRING &&
+           hl_i64_parse(r->str, r->len, out);
+}
 
 void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out)
 {

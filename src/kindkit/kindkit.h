@@ -6,6 +6,7 @@
 #ifndef HL_KINDKIT_H
 #define HL_KINDKIT_H
 
+#include "core/engine/compose.h"
 #include "core/engine/lock_handle.h"
 #include "core/transport/script.h"
 
@@ -15,6 +16,34 @@
     "local function now_ms()\n"                                             \
     "  local t = redis.call('time')\n"                                      \
     "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"  \
+    "end\n"
+
+/* is_int(v): whether the string v is an integer as Redis's INCR reads
+ * and writes one: decimal, '-' before a negative, no leading zero, within
+ * 64 bits.  Lua's numbers are doubles, which cannot tell 2^63 - 1 from
+ * 2^63 (nor 5 from "5.5" once read), so the range is read off the
+ * digits, ten and nine at a time, each exact as a double. */
+#define HL_LUA_IS_INT                                                       \
+    "local function is_int(v)\n"                                            \
+    "  if v == '0' then return true end\n"                                  \
+    "  local d = string.match(v, '^%-?([1-9]%d*)$')\n"                      \
+    "  if d == nil or #d > 19 then return false end\n"                      \
+    "  if #d < 19 then return true end\n"                                   \
+    "  local hi = tonumber(string.sub(d, 1, 10))\n"                         \
+    "  local lo = tonumber(string.sub(d, 11))\n"                            \
+    "  local top = string.sub(v, 1, 1) == '-' and 854775808 or 854775807\n" \
+    "  return hi < 9223372036 or (hi == 9223372036 and lo <= top)\n"        \
+    "end\n"
+
+/* foreign(key, v, what): the answer of a script that found v at key
+ * where it reads what ("a count of permits"), a number no client of the
+ * layout writes otherwise; returned before the script changes anything
+ * (see HL_FOREIGN_MARK in core/engine/compose.h).  Only so much of v
+ * travels back as a message can quote. */
+#define HL_LUA_FOREIGN                                                      \
+    HL_LUA_IS_INT                                                           \
+    "local function foreign(key, v, what)\n"                                \
+    "  return {'" HL_FOREIGN_MARK "', key, string.sub(v, 1, 64), what}\n"   \
     "end\n"
 
 /* The fencing token of an acquire: ARGV[3] '1' asks for one, ARGV[4] is
@@ -103,6 +132,11 @@ int hl_run_lock_script(hilock_lock *lock, const hl_script *script, int naux,
  * on a cluster for a name whose keys cannot share its slot (see
  * hl_layout_one_slot), which is refused before anything is granted. */
 int hl_check_name_slot(const hilock_lock *lock);
+
+/* A number a script answered: an integer reply, or a 64-bit integer as
+ * text (hl_i64_parse), which is how a script answers a value that may
+ * lie beyond the 2^53 of Lua's doubles.  false for anything else. */
+bool hl_reply_i64(const hilock_reply *r, int64_t *out);
 
 /* Every kind's acquire script replies {1, count, token} when granted,
  * {0, ms to wait at most} when held by another, {2} when voided, {3}

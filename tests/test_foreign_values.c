@@ -1,0 +1,160 @@
+/* Values on the server that hilock did not write, put there directly as
+ * redis-cli would: a count is read exactly as the 64-bit integer it is,
+ * or refused with HILOCK_EPROTO and a detail that names the value, never
+ * misread through Lua's doubles. */
+/* ctest-timeout: 120 */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "hilock/hilock.h"
+#include "support/fixture.h"
+#include "support/lock_helpers.h"
+#include "support/raw_reads.h"
+
+static hl_lock_fixture fx;
+
+/* Counts no hilock or Redisson client writes: not canonical decimal
+ * integers, or outside 64 bits. */
+static const char *const not_counts[] = {
+    "5.5", "9223372036854775808", "-9223372036854775809",
+    "99999999999999999999", "007", "+5", " 5", "1e3", "abc", "",
+};
+
+static void set_key(const char *key, const char *value)
+{
+    char reply[64];
+    assert_int_equal(hl_raw_cmd(fx.server, reply, sizeof reply, "SET", key,
+                                value, (char *)NULL),
+                     '+');
+}
+
+/* The key's value is still the one the test wrote. */
+static void assert_kept(const char *key, const char *value)
+{
+    char now[128];
+    assert_true(hl_raw_bulk(fx.server, now, sizeof now, "GET", key,
+                            (char *)NULL));
+    assert_string_equal(now, value);
+}
+
+/* HILOCK_EPROTO, with a detail that quotes the value. */
+#define assert_refused(call, value)                                        \
+    do {                                                                   \
+        assert_status((call), HILOCK_EPROTO);                              \
+        char quoted_[128];                                                 \
+        snprintf(quoted_, sizeof quoted_, "\"%s\"", (value));              \
+        if (strstr(hilock_last_error(), quoted_) == NULL)                  \
+            fail_msg("the detail \"%s\" does not name %s",                 \
+                     hilock_last_error(), quoted_);                        \
+    } while (0)
+
+static hilock_semaphore *new_sem(hilock_client *c, const char *name,
+                                 bool expirable)
+{
+    hilock_semaphore *s = NULL;
+    assert_status(expirable ? hilock_permit_semaphore_create(&s, c, name,
+                                                             strlen(name))
+                            : hilock_semaphore_create(&s, c, name,
+                                                      strlen(name)),
+                  HILOCK_OK);
+    return s;
+}
+
+/* ---- semaphore counts --------------------------------------------------- */
+
+/* Counts beyond 2^53 are exact integers in Redis and stay exact here. */
+static void test_semaphore_count_exact(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_semaphore *s = new_sem(c, "fv-big", false);
+    int64_t v = 0;
+
+    set_key("fv-big", "9223372036854775807");
+    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_true(v == INT64_MAX);
+
+    set_key("fv-big", "9007199254740993");
+    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_true(v == INT64_C(9007199254740993));
+    assert_status(hilock_semaphore_try_acquire(s, 1, 0), HILOCK_OK);
+    assert_kept("fv-big", "9007199254740992");
+    assert_status(hilock_semaphore_add(s, 3, &v), HILOCK_OK);
+    assert_true(v == INT64_C(9007199254740995));
+    assert_status(hilock_semaphore_release(s, 2), HILOCK_OK);
+    assert_kept("fv-big", "9007199254740997");
+    assert_status(hilock_semaphore_drain(s, &v), HILOCK_OK);
+    assert_true(v == INT64_C(9007199254740997));
+    assert_kept("fv-big", "0");
+
+    set_key("fv-big", "-9223372036854775807");
+    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_true(v == -INT64_MAX);
+    hilock_semaphore_destroy(s);
+
+    /* The expirable kind's calls, and its acquire. */
+    s = new_sem(c, "fv-bigp", true);
+    char id[HILOCK_PERMIT_ID_MAX];
+    set_key("fv-bigp", "9007199254740993");
+    assert_status(hilock_permit_acquire(s, 0, 60000, id), HILOCK_OK);
+    assert_kept("fv-bigp", "9007199254740992");
+    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_true(v == INT64_C(9007199254740992));
+    assert_status(hilock_permit_release(s, id), HILOCK_OK);
+    assert_kept("fv-bigp", "9007199254740993");
+    assert_status(hilock_semaphore_add(s, 2, &v), HILOCK_OK);
+    assert_true(v == INT64_C(9007199254740995));
+    assert_status(hilock_semaphore_drain(s, &v), HILOCK_OK);
+    assert_true(v == INT64_C(9007199254740995));
+    hilock_semaphore_destroy(s);
+    hl_free_client(c);
+}
+
+/* A count that is no 64-bit integer is refused by every call, which
+ * changes nothing. */
+static void test_semaphore_count_refused(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_semaphore *s = new_sem(c, "fv-bad", false);
+    hilock_semaphore *p = new_sem(c, "fv-badp", true);
+    int64_t v = 0;
+    char id[HILOCK_PERMIT_ID_MAX];
+
+    for (size_t i = 0; i < sizeof not_counts / sizeof not_counts[0]; i++) {
+        const char *bad = not_counts[i];
+        set_key("fv-bad", bad);
+        assert_refused(hilock_semaphore_available(s, &v), bad);
+        assert_refused(hilock_semaphore_try_acquire(s, 1, 0), bad);
+        assert_refused(hilock_semaphore_release(s, 1), bad);
+        assert_refused(hilock_semaphore_add(s, 1, &v), bad);
+        assert_refused(hilock_semaphore_drain(s, &v), bad);
+        assert_kept("fv-bad", bad);
+
+        set_key("fv-badp", bad);
+        assert_refused(hilock_semaphore_available(p, &v), bad);
+        assert_refused(hilock_permit_acquire(p, 0, 60000, id), bad);
+        assert_refused(hilock_semaphore_set(p, 3), bad);
+        assert_refused(hilock_semaphore_add(p, 1, &v), bad);
+        assert_kept("fv-badp", bad);
+        assert_int_equal(hl_raw_exists(fx.server, "{fv-badp}:timeout"), 0);
+    }
+    hilock_semaphore_destroy(s);
+    hilock_semaphore_destroy(p);
+    hl_free_client(c);
+}
+
+int main(void)
+{
+#define T(fn) hl_lock_test(fn, &fx)
+    const struct CMUnitTest tests[] = {
+        T(test_semaphore_count_exact),
+        T(test_semaphore_count_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
