@@ -1,7 +1,8 @@
 /* Values on the server that hilock did not write, put there directly as
  * redis-cli would: a count is read exactly as the 64-bit integer it is,
  * or refused with HILOCK_EPROTO and a detail that names the value, never
- * misread through Lua's doubles. */
+ * misread through Lua's doubles; a permit's expiry that is negative or
+ * out of reach neither spins an acquire nor keeps the permit held. */
 /* ctest-timeout: 120 */
 #include <stdbool.h>
 #include <stdint.h>
@@ -31,6 +32,13 @@ static void set_key(const char *key, const char *value)
     assert_int_equal(hl_raw_cmd(fx.server, reply, sizeof reply, "SET", key,
                                 value, (char *)NULL),
                      '+');
+}
+
+static void zadd(const char *key, const char *score, const char *member)
+{
+    assert_int_equal(hl_raw_int(fx.server, "ZADD", key, score, member,
+                                (char *)NULL),
+                     1);
 }
 
 /* The key's value is still the one the test wrote. */
@@ -63,6 +71,13 @@ static hilock_semaphore *new_sem(hilock_client *c, const char *name,
                                                       strlen(name)),
                   HILOCK_OK);
     return s;
+}
+
+/* Scripts the server ran, however they were sent. */
+static long long scripts_run(void)
+{
+    return hl_fixture_calls(fx.server, "evalsha") +
+           hl_fixture_calls(fx.server, "eval");
 }
 
 /* ---- semaphore counts --------------------------------------------------- */
@@ -149,12 +164,82 @@ static void test_semaphore_count_refused(void **state)
     hl_free_client(c);
 }
 
+/* ---- permits' expiry ---------------------------------------------------- */
+
+/* A permit whose expiry lies before the epoch has expired: the acquire
+ * takes it back and gets it, in a bounded number of scripts. */
+static void test_permit_expired_before_epoch(void **state)
+{
+    (void)state;
+    static const char *const scores[] = {"-5", "-inf", "-1e300"};
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_semaphore *s = new_sem(c, "fv-neg", true);
+    char id[HILOCK_PERMIT_ID_MAX];
+
+    for (size_t i = 0; i < sizeof scores / sizeof scores[0]; i++) {
+        set_key("fv-neg", "0");
+        zadd("{fv-neg}:timeout", scores[i], "foreign-permit");
+        long long before = scripts_run();
+        int rc = hilock_permit_acquire(s, hl_widen(1500), 60000, id);
+        long long ran = scripts_run() - before;
+        if (ran > 3)
+            fail_msg("score %s: %lld scripts for one acquire (%s)",
+                     scores[i], ran, hilock_errname(rc));
+        assert_status(rc, HILOCK_OK);
+        assert_int_equal(hl_raw_int(fx.server, "ZCARD", "{fv-neg}:timeout",
+                                    (char *)NULL),
+                         1);
+        assert_status(hilock_permit_release(s, id), HILOCK_OK);
+        assert_kept("fv-neg", "1");
+        assert_int_equal(hl_raw_int(fx.server, "DEL", "{fv-neg}:timeout",
+                                    (char *)NULL),
+                         0);
+    }
+    hilock_semaphore_destroy(s);
+    hl_free_client(c);
+}
+
+/* A permit that never expires, or not within any wait: the acquire waits
+ * for a release, and asks the server a bounded number of times. */
+static void test_permit_expiry_out_of_reach(void **state)
+{
+    (void)state;
+    static const char *const scores[] = {"inf", "1e300",
+                                         "9223372036854775807"};
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_semaphore *s = new_sem(c, "fv-far", true);
+    char id[HILOCK_PERMIT_ID_MAX];
+
+    for (size_t i = 0; i < sizeof scores / sizeof scores[0]; i++) {
+        set_key("fv-far", "0");
+        zadd("{fv-far}:timeout", scores[i], "foreign-permit");
+        long long before = scripts_run();
+        int rc = hilock_permit_acquire(s, 300, 60000, id);
+        long long ran = scripts_run() - before;
+        if (ran > 4)
+            fail_msg("score %s: %lld scripts during a wait of 300 ms (%s)",
+                     scores[i], ran, hilock_errname(rc));
+        assert_status(rc, HILOCK_EBUSY);
+        /* Given back, it is free for the next acquire. */
+        assert_status(hilock_permit_release(s, "foreign-permit"), HILOCK_OK);
+        assert_status(hilock_permit_acquire(s, 0, 60000, id), HILOCK_OK);
+        assert_status(hilock_permit_release(s, id), HILOCK_OK);
+        assert_int_equal(hl_raw_int(fx.server, "DEL", "{fv-far}:timeout",
+                                    (char *)NULL),
+                         0);
+    }
+    hilock_semaphore_destroy(s);
+    hl_free_client(c);
+}
+
 int main(void)
 {
 #define T(fn) hl_lock_test(fn, &fx)
     const struct CMUnitTest tests[] = {
         T(test_semaphore_count_exact),
         T(test_semaphore_count_refused),
+        T(test_permit_expired_before_epoch),
+        T(test_permit_expiry_out_of_reach),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

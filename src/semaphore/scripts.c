@@ -62,9 +62,12 @@
     "local now = now_ms()\n"                                                \
     SEM_LUA_CHECK                                                           \
     /* Expired permits come back, at most 1000 a call (unpack's limit). */ \
+    /* A score is an expiry: one before the epoch (-inf too), which no   */ \
+    /* client of the layout writes, has passed like any other.  Redisson */ \
+    /* looks from 0 only, and would leave such a permit held for ever.   */ \
     "local function reclaim()\n"                                            \
     "  if ARGV[1] ~= '1' then return end\n"                                 \
-    "  local gone = redis.call('zrangebyscore', KEYS[2], 0, now,\n"         \
+    "  local gone = redis.call('zrangebyscore', KEYS[2], '-inf', now,\n"    \
     "                          'limit', 0, 1000)\n"                         \
     "  if #gone == 0 then return end\n"                                     \
     "  redis.call('zrem', KEYS[2], unpack(gone))\n"                         \
@@ -121,7 +124,13 @@ static const char plain_reconcile_lua[] =
 /* KEYS: name, {name}:timeout, channel, void set.  ARGV: '1', lease ms,
  * permit id (the owner's field), nonce.  Replies {1, free left, as text}
  * when taken, {0, ms until the first permit expires, or -1} when none is
- * free, {2} when the attempt was voided. */
+ * free, {2} when the attempt was voided.  The ms are whole, at least 0
+ * (more than 1000 expired permits leave some for the next call, which
+ * the engine's retry floor spaces out), and below 2^53: an expiry that
+ * far away, +inf included, is none any wait reaches, and a reply could
+ * not carry it (Redis casts a Lua number to an integer, and +inf to
+ * -2^63), so the acquire waits for a release as for a permit that never
+ * expires. */
 static const char permit_acquire_lua[] =
     SEM_LUA_COMMON
     "if redis.call('sismember', KEYS[4], ARGV[4]) == 1 then return {2} end\n"
@@ -135,7 +144,8 @@ static const char permit_acquire_lua[] =
     "end\n"
     "local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
     "if first[2] and first[2] ~= '" HL_LAYOUT_PERMIT_NO_EXPIRY "' then\n"
-    "  return answer({0, math.max(tonumber(first[2]) - now, 0)})\n"
+    "  local ms = math.ceil(tonumber(first[2]) - now)\n"
+    "  if ms < 2^53 then return answer({0, math.max(ms, 0)}) end\n"
     "end\n"
     "return answer({0, -1})\n";
 
