@@ -2,7 +2,7 @@
  * redis-cli would: a count is read exactly as the 64-bit integer it is,
  * or refused with HILOCK_EPROTO and a detail that names the value, never
  * misread through Lua's doubles; a permit's expiry that is negative or
- * out of reach neither spins an acquire nor keeps the permit held. */
+ * out of reach neither spins an acquire nor overflows a status. */
 /* ctest-timeout: 120 */
 #include <stdbool.h>
 #include <stdint.h>
@@ -232,6 +232,58 @@ static void test_permit_expiry_out_of_reach(void **state)
     hl_free_client(c);
 }
 
+/* ---- hilock status of a semaphore --------------------------------------- */
+
+/* hilock status --kind semaphore NAME: its exit status, its output in
+ * out. */
+static int status_json(const char *name, char *out, size_t cap)
+{
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d",
+             hl_redis_server_port(fx.server));
+    const char *argv[] = {HILOCK_TOOL_PATH, "--redis", url, "status",
+                          "--kind", "semaphore", name, NULL};
+    return hl_run(argv, out, cap, hl_widen(20000));
+}
+
+static void expect_in(const char *out, const char *want)
+{
+    if (strstr(out, want) == NULL)
+        fail_msg("expected %s in: %s", want, out);
+}
+
+/* Expiries out of reach show as never (-1), those before the epoch as
+ * run out (0); a count shows exactly, and a value that is no count is
+ * refused as bad data (exit 65), by its value. */
+static void test_status_semaphore(void **state)
+{
+    (void)state;
+    char out[2048];
+
+    set_key("fv-st", "9223372036854775807");
+    zadd("{fv-st}:timeout", "inf", "p-inf");
+    assert_int_equal(status_json("fv-st", out, sizeof out), 0);
+    expect_in(out, "\"available\":9223372036854775807,");
+    expect_in(out, "{\"id\":\"p-inf\",\"ttl_ms\":-1}");
+
+    set_key("fv-st", "99999999999999999999");
+    assert_int_equal(status_json("fv-st", out, sizeof out), 65);
+    expect_in(out, "\"99999999999999999999\"");
+
+    assert_int_equal(hl_raw_int(fx.server, "DEL", "fv-st", (char *)NULL), 1);
+    zadd("{fv-st}:timeout", "-inf", "p-minus-inf");
+    zadd("{fv-st}:timeout", "1e300", "p-far");
+    zadd("{fv-st}:timeout", "-1e300", "p-before");
+    zadd("{fv-st}:timeout", "9223372036854775807", "p-max");
+    assert_int_equal(status_json("fv-st", out, sizeof out), 0);
+    expect_in(out, "\"available\":null,");
+    expect_in(out, "{\"id\":\"p-minus-inf\",\"ttl_ms\":0}");
+    expect_in(out, "{\"id\":\"p-before\",\"ttl_ms\":0}");
+    expect_in(out, "{\"id\":\"p-far\",\"ttl_ms\":-1}");
+    expect_in(out, "{\"id\":\"p-max\",\"ttl_ms\":-1}");
+    expect_in(out, "{\"id\":\"p-inf\",\"ttl_ms\":-1}");
+}
+
 int main(void)
 {
 #define T(fn) hl_lock_test(fn, &fx)
@@ -240,6 +292,7 @@ int main(void)
         T(test_semaphore_count_refused),
         T(test_permit_expired_before_epoch),
         T(test_permit_expiry_out_of_reach),
+        T(test_status_semaphore),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
