@@ -284,6 +284,38 @@ static void test_status_semaphore(void **state)
     expect_in(out, "{\"id\":\"p-inf\",\"ttl_ms\":-1}");
 }
 
+/* ---- latch counts ------------------------------------------------------- */
+
+static void test_latch_count(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_latch *l = NULL;
+    assert_status(hilock_latch_create(&l, c, "fv-latch", 8), HILOCK_OK);
+    int64_t v = 0;
+    bool opened = true;
+
+    /* Past 2^53 a count is still exact. */
+    set_key("fv-latch", "9223372036854775807");
+    assert_status(hilock_latch_count(l, &v), HILOCK_OK);
+    assert_true(v == INT64_MAX);
+    assert_status(hilock_latch_count_down(l, &v), HILOCK_OK);
+    assert_true(v == INT64_MAX - 1);
+    assert_kept("fv-latch", "9223372036854775806");
+
+    for (size_t i = 0; i < sizeof not_counts / sizeof not_counts[0]; i++) {
+        const char *bad = not_counts[i];
+        set_key("fv-latch", bad);
+        assert_refused(hilock_latch_count(l, &v), bad);
+        assert_refused(hilock_latch_await(l, 0, &opened), bad);
+        assert_false(opened);
+        assert_refused(hilock_latch_count_down(l, &v), bad);
+        assert_kept("fv-latch", bad);
+    }
+    hilock_latch_destroy(l);
+    hl_free_client(c);
+}
+
 int main(void)
 {
 #define T(fn) hl_lock_test(fn, &fx)
@@ -293,6 +325,7 @@ int main(void)
         T(test_permit_expired_before_epoch),
         T(test_permit_expiry_out_of_reach),
         T(test_status_semaphore),
+        T(test_latch_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
