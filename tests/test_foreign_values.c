@@ -2,8 +2,10 @@
  * redis-cli would: a count is read exactly as the 64-bit integer it is,
  * or refused with HILOCK_EPROTO and a detail that names the value, never
  * misread through Lua's doubles; a permit's expiry that is negative or
- * out of reach neither spins an acquire nor overflows a status. */
+ * out of reach neither spins an acquire nor overflows a status; a fencing
+ * counter past 2^53 still gives every hold a token of its own. */
 /* ctest-timeout: 120 */
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -316,6 +318,36 @@ static void test_latch_count(void **state)
     hl_free_client(c);
 }
 
+/* ---- locks -------------------------------------------------------------- */
+
+/* A fencing counter past 2^53 still gives each hold a token greater than
+ * the last, exactly. */
+static void test_fencing_counter_past_2_53(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_lock *lock = hl_new_lock(c, "fv-tok");
+    uint64_t t1 = 0, t2 = 0;
+
+    set_key("redisson_lock_token:{fv-tok}", "9007199254740994");
+    assert_status(hilock_lock_acquire_fenced(lock, 0, 60000, &t1),
+                  HILOCK_OK);
+    assert_status(hilock_lock_release(lock), HILOCK_OK);
+    assert_status(hilock_lock_acquire_fenced(lock, 0, 60000, &t2),
+                  HILOCK_OK);
+    assert_status(hilock_lock_release(lock), HILOCK_OK);
+    if (t1 != UINT64_C(9007199254740995) || t2 != UINT64_C(9007199254740996))
+        fail_msg("tokens %" PRIu64 " and %" PRIu64 ", expected "
+                 "9007199254740995 and 9007199254740996", t1, t2);
+
+    /* A counter that is not an integer: refused, and nothing held. */
+    set_key("redisson_lock_token:{fv-tok}", "5.5");
+    assert_refused(hilock_lock_acquire_fenced(lock, 0, 60000, &t1), "5.5");
+    assert_int_equal(hl_raw_exists(fx.server, "fv-tok"), 0);
+    hl_free_lock(lock);
+    hl_free_client(c);
+}
+
 int main(void)
 {
 #define T(fn) hl_lock_test(fn, &fx)
@@ -326,6 +358,7 @@ int main(void)
         T(test_permit_expiry_out_of_reach),
         T(test_status_semaphore),
         T(test_latch_count),
+        T(test_fencing_counter_past_2_53),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

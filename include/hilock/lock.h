@@ -146,8 +146,13 @@ HILOCK_API int hilock_lock_try_acquire(hilock_lock *lock, int64_t wait_ms,
  * the last token issued.  Reentrant acquires by the same owner return the
  * token of the hold they join.  Hand the token to the resource you
  * protect and have it refuse smaller ones.  Across a failover see the
- * README's "Fencing".  Statuses as for hilock_lock_try_acquire,
- * HILOCK_ENOACK included. */
+ * README's "Fencing".  A counter some other program set is read exactly,
+ * past 2^53 too.  Statuses as for hilock_lock_try_acquire, HILOCK_ENOACK
+ * included, and
+ * @return HILOCK_EPROTO  the counter holds a string that is no decimal
+ *                        64-bit integer, which neither hilock nor
+ *                        Redisson writes: the detail quotes it, and
+ *                        nothing was taken */
 HILOCK_API int hilock_lock_acquire_fenced(hilock_lock *lock, int64_t wait_ms,
                                           int64_t lease_ms, uint64_t *token);
 

@@ -77,6 +77,8 @@
 static const char acquire_lua[] =
     FAIR_LUA_COMMON HL_LUA_TOKEN
     "if redis.call('sismember', KEYS[6], ARGV[5]) == 1 then return {2} end\n"
+    "local refused = token_refused(KEYS[7])\n"
+    "if refused then return refused end\n"
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
     "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"

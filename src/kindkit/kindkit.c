@@ -46,14 +46,18 @@ void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out)
     out->outcome = HL_ACQ_BAD_REPLY;
     if (r == NULL || r->type != HILOCK_REPLY_ARRAY || r->elements < 1)
         return;
-    for (size_t i = 0; i < r->elements; i++)
+    /* Numbers, but for a token, which may come as text. */
+    for (size_t i = 0; i < r->elements && i < 2; i++)
         if (r->element[i]->type != HILOCK_REPLY_INTEGER)
             return;
     long long what = r->element[0]->integer;
+    int64_t token = 0;
+    if (r->elements > 2 && (!hl_reply_i64(r->element[2], &token) || token < 0))
+        return;
     if (what == 1 && r->elements == 3) {
         out->outcome = HL_ACQ_ACQUIRED;
         out->count = r->element[1]->integer;
-        out->token = (uint64_t)r->element[2]->integer;
+        out->token = (uint64_t)token;
     } else if (what == 0 && r->elements == 2) {
         out->outcome = HL_ACQ_HELD;
         out->ttl_ms = r->element[1]->integer;

@@ -56,18 +56,36 @@
  * from 1 and hand out tokens already used.  The clock goes into the
  * counter as TIME's own digits, not through Lua's formatting of a number,
  * so the counter stays a plain integer string that Redisson's INCR goes
- * on from.  The comparison and the reply use Lua numbers, exact below
- * 2^53, which the clock in us reaches in the year 2255. */
+ * on from.  The comparison uses Lua numbers, exact below 2^53, which the
+ * clock in us reaches in the year 2255 (past 2^53 the counter is ahead of
+ * the clock however it rounds).  A token travels as a number below 2^53
+ * and as text from there, so that a counter some other program set past
+ * 2^53 still gives every hold a token of its own, exactly.
+ *
+ * token_refused(key), called before the acquire takes anything, answers
+ * foreign() for a counter that is no 64-bit integer, which INCR would
+ * refuse only after the grant: the lock would stay held by nobody until
+ * its lease ran out. */
 #define HL_LUA_TOKEN                                                        \
+    HL_LUA_FOREIGN                                                          \
+    "local function token_refused(key)\n"                                   \
+    "  if ARGV[3] ~= '1' then return false end\n"                           \
+    "  local c = redis.call('get', key)\n"                                  \
+    "  if c == false or is_int(c) then return false end\n"                  \
+    "  return foreign(key, c, 'a fencing token counter')\n"                 \
+    "end\n"                                                                 \
     "local function token(key, count)\n"                                    \
     "  if ARGV[3] ~= '1' then return 0 end\n"                               \
-    "  if count > 1 and ARGV[4] ~= '0' then return tonumber(ARGV[4]) end\n" \
+    "  if count > 1 and ARGV[4] ~= '0' then return ARGV[4] end\n"           \
     "  local n = redis.call('incr', key)\n"                                 \
     "  local t = redis.call('time')\n"                                      \
     "  local us = t[1] .. string.format('%06d', tonumber(t[2]))\n"          \
-    "  if n >= tonumber(us) then return n end\n"                            \
-    "  redis.call('set', key, us)\n"                                        \
-    "  return tonumber(us)\n"                                               \
+    "  if n < tonumber(us) then\n"                                          \
+    "    redis.call('set', key, us)\n"                                      \
+    "    return us\n"                                                       \
+    "  end\n"                                                               \
+    "  if n < 2^53 then return n end\n"                                     \
+    "  return redis.call('get', key)\n"                                     \
     "end\n"
 
 /* The wake-up PUBLISH of a release, which a refusal by the server's ACL
@@ -138,9 +156,10 @@ int hl_check_name_slot(const hilock_lock *lock);
  * lie beyond the 2^53 of Lua's doubles.  false for anything else. */
 bool hl_reply_i64(const hilock_reply *r, int64_t *out);
 
-/* Every kind's acquire script replies {1, count, token} when granted,
- * {0, ms to wait at most} when held by another, {2} when voided, {3}
- * when it would wait for a hold of the same owner. */
+/* Every kind's acquire script replies {1, count, token} when granted
+ * (the token a number, or text: see HL_LUA_TOKEN), {0, ms to wait at
+ * most} when held by another, {2} when voided, {3} when it would wait for
+ * a hold of the same owner. */
 void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out);
 
 /* Every kind's release script replies -1 (nothing held by the owner),

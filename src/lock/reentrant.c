@@ -22,6 +22,8 @@
 static const char acquire_lua[] =
     HL_LUA_TOKEN
     "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n"
+    "local refused = token_refused(KEYS[2])\n"
+    "if refused then return refused end\n"
     "local held = redis.call('hget', KEYS[1], ARGV[2])\n"
     "if not held and redis.call('exists', KEYS[1]) == 1 then\n"
     "  return {0, redis.call('pttl', KEYS[1])}\n"

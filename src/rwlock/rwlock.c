@@ -68,6 +68,8 @@
 static const char read_acquire_lua[] =
     RW_LUA_COMMON HL_LUA_TOKEN
     "if redis.call('sismember', KEYS[4], ARGV[5]) == 1 then return {2} end\n"
+    "local refused = token_refused(KEYS[5])\n"
+    "if refused then return refused end\n"
     "local function grant()\n"
     "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('set', tkey(KEYS[1], ARGV[2], n), 1, 'px', ARGV[1])\n"
@@ -109,6 +111,8 @@ static const char read_acquire_lua[] =
 static const char write_acquire_lua[] =
     RW_LUA_COMMON HL_LUA_TOKEN
     "if redis.call('sismember', KEYS[4], ARGV[5]) == 1 then return {2} end\n"
+    "local refused = token_refused(KEYS[5])\n"
+    "if refused then return refused end\n"
     "local wf = ARGV[2] .. " WRITE_SUFFIX "\n"
     "local mode = redis.call('hget', KEYS[1], " MODE ")\n"
     "if mode == " WRITE " and redis.call('hexists', KEYS[1], wf) == 1 then\n"
