@@ -348,6 +348,55 @@ static void test_fencing_counter_past_2_53(void **state)
     hl_free_client(c);
 }
 
+/* "<client id>:<owner>", the calling thread's field in a lock's hash. */
+static void thread_field(hilock_client *c, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s:%" PRIu64, hilock_client_id(c),
+             hilock_thread_owner());
+}
+
+/* A hold count beyond 64 bits is no count: the query refuses it, a
+ * status shows no hold for it (its documented reading of a count no lock
+ * wrote), and the acquire refuses to count on from it, as it does from
+ * one whose next would pass 2^53. */
+static void test_hold_count(void **state)
+{
+    (void)state;
+    static const char *const not_holds[] = {
+        "99999999999999999999", "9223372036854775806", "9007199254740991",
+        "5.5", "0", "-3",
+    };
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_lock *lock = hl_new_lock(c, "fv-hold");
+    char field[128], now[64];
+    int64_t n = 0;
+
+    thread_field(c, field, sizeof field);
+    assert_int_equal(hl_raw_int(fx.server, "HSET", "fv-hold", field,
+                                "99999999999999999999", (char *)NULL),
+                     1);
+    assert_refused(hilock_lock_hold_count(lock, &n), "99999999999999999999");
+
+    hilock_lock_status *st = NULL;
+    assert_status(hilock_lock_status_get(lock, &st), HILOCK_OK);
+    assert_int_equal(st->holders_len, 1);
+    assert_true(st->holders[0].count == 0);
+    hilock_lock_status_free(st);
+
+    for (size_t i = 0; i < sizeof not_holds / sizeof not_holds[0]; i++) {
+        const char *bad = not_holds[i];
+        assert_int_equal(hl_raw_int(fx.server, "HSET", "fv-hold", field, bad,
+                                    (char *)NULL),
+                         0);
+        assert_refused(hilock_lock_try_acquire(lock, 0, 60000), bad);
+        assert_true(hl_raw_bulk(fx.server, now, sizeof now, "HGET",
+                                "fv-hold", field, (char *)NULL));
+        assert_string_equal(now, bad);
+    }
+    hl_free_lock(lock);
+    hl_free_client(c);
+}
+
 int main(void)
 {
 #define T(fn) hl_lock_test(fn, &fx)
@@ -359,6 +408,7 @@ int main(void)
         T(test_status_semaphore),
         T(test_latch_count),
         T(test_fencing_counter_past_2_53),
+        T(test_hold_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

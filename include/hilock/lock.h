@@ -134,6 +134,10 @@ HILOCK_API int hilock_lock_acquire(hilock_lock *lock);
  *                        Redis Cluster, a name with braces but no hash
  *                        tag of its own ("{}x", "{x", "x}y"), whose keys
  *                        could not share a slot
+ * @return HILOCK_EPROTO  the owner's field in the lock's hash holds no
+ *                        hold count (a decimal integer from 1 to
+ *                        2^53 - 2), which no lock writes: the detail
+ *                        quotes it, and nothing was taken
  * and the connection errors above. */
 HILOCK_API int hilock_lock_try_acquire(hilock_lock *lock, int64_t wait_ms,
                                        int64_t lease_ms);
@@ -201,7 +205,9 @@ HILOCK_API int hilock_lock_force_release(hilock_lock *lock, bool *deleted);
 /* Whether anyone holds the lock now. */
 HILOCK_API int hilock_lock_is_locked(hilock_lock *lock, bool *locked);
 
-/* The calling thread's hold count as the server has it (0: not held). */
+/* The calling thread's hold count as the server has it (0: not held).
+ * HILOCK_EPROTO when the thread's field holds no decimal 64-bit integer,
+ * which no lock writes (the detail quotes it). */
 HILOCK_API int hilock_lock_hold_count(hilock_lock *lock, int64_t *count);
 
 /* Whether the calling thread holds the lock, as the server has it. */
@@ -303,7 +309,9 @@ HILOCK_API int hilock_lock_remaining_ttl_async(hilock_lock *lock,
 typedef struct hilock_lock_owner {
     const char *owner;
     size_t owner_len;
-    int64_t count;         /* holds; 0 for a waiter */
+    int64_t count;         /* holds; 0 for a waiter, and for a holder
+                            * whose count no lock wrote (not a decimal
+                            * 64-bit integer) */
     bool writer;           /* a read-write lock's writer among holders */
     /* A fair lock's waiter: whether its place has a time on the server,
      * and how long it has left in ms (negative: run out, to be dropped by

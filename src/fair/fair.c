@@ -75,11 +75,12 @@
  * cases (the head taking a free lock, a newcomer joining behind a held
  * one) ask Redis as little as they can. */
 static const char acquire_lua[] =
-    FAIR_LUA_COMMON HL_LUA_TOKEN
+    FAIR_LUA_COMMON HL_LUA_TOKEN HL_LUA_HOLD_CHECK
     "if redis.call('sismember', KEYS[6], ARGV[5]) == 1 then return {2} end\n"
-    "local refused = token_refused(KEYS[7])\n"
+    "local held = redis.call('hget', KEYS[1], ARGV[2])\n"
+    "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[7])\n"
     "if refused then return refused end\n"
-    "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
+    "if held then\n"
     "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "  return {1, n, token(KEYS[7], n)}\n"

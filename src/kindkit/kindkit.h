@@ -88,6 +88,22 @@
     "  return redis.call('get', key)\n"                                     \
     "end\n"
 
+/* hold_refused(key, v): foreign() when v, the value of the acquiring
+ * owner's field in the lock's hash (false: none), is no hold count: an
+ * integer from 1 to 2^53 - 2, so that the count one more is still exact
+ * in Lua's doubles and in the reply.  false when it is one, or there is
+ * none.  Called before the acquire takes anything, as HINCRBY would
+ * refuse a string that is no integer and misanswer a count past 2^53.
+ * Needs HL_LUA_FOREIGN (HL_LUA_TOKEN brings it). */
+#define HL_LUA_HOLD_CHECK                                                   \
+    "local function hold_refused(key, v)\n"                                 \
+    "  if v == false or (is_int(v) and tonumber(v) >= 1 and\n"              \
+    "                    tonumber(v) < 2^53 - 1) then\n"                    \
+    "    return false\n"                                                    \
+    "  end\n"                                                               \
+    "  return foreign(key, v, 'a hold count')\n"                            \
+    "end\n"
+
 /* The wake-up PUBLISH of a release, which a refusal by the server's ACL
  * (a user without PUBLISH, or without the channel) must not abort: the
  * lock is freed by then, and an error reply would tell the caller it was

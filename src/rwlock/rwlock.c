@@ -66,9 +66,11 @@
  * (0: a single try).
  * Replies {1, count, token}, {0, ms to wait at most}, or {2} (voided). */
 static const char read_acquire_lua[] =
-    RW_LUA_COMMON HL_LUA_TOKEN
+    RW_LUA_COMMON HL_LUA_TOKEN HL_LUA_HOLD_CHECK
     "if redis.call('sismember', KEYS[4], ARGV[5]) == 1 then return {2} end\n"
-    "local refused = token_refused(KEYS[5])\n"
+    "local refused = hold_refused(KEYS[1],\n"
+    "                             redis.call('hget', KEYS[1], ARGV[2])) or\n"
+    "                token_refused(KEYS[5])\n"
     "if refused then return refused end\n"
     "local function grant()\n"
     "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
@@ -109,11 +111,12 @@ static const char read_acquire_lua[] =
 /* As read_acquire_lua; also replies {3} when the owner holds the read
  * lock (an upgrade, which would wait for itself). */
 static const char write_acquire_lua[] =
-    RW_LUA_COMMON HL_LUA_TOKEN
+    RW_LUA_COMMON HL_LUA_TOKEN HL_LUA_HOLD_CHECK
     "if redis.call('sismember', KEYS[4], ARGV[5]) == 1 then return {2} end\n"
-    "local refused = token_refused(KEYS[5])\n"
-    "if refused then return refused end\n"
     "local wf = ARGV[2] .. " WRITE_SUFFIX "\n"
+    "local refused = hold_refused(KEYS[1], redis.call('hget', KEYS[1], wf))\n"
+    "                or token_refused(KEYS[5])\n"
+    "if refused then return refused end\n"
     "local mode = redis.call('hget', KEYS[1], " MODE ")\n"
     "if mode == " WRITE " and redis.call('hexists', KEYS[1], wf) == 1 then\n"
     "  local n = redis.call('hincrby', KEYS[1], wf, 1)\n"

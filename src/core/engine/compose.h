@@ -64,6 +64,10 @@ const hilock_reply *hl_script_answer(hilock_client *client,
  * out receives the detail of the HILOCK_EPROTO it ends the call with,
  * which names the key and quotes the value. */
 bool hl_foreign_detail(const hilock_reply *reply, char *out, size_t cap);
+/* That detail, for value found at key where what was expected. */
+void hl_foreign_format(char *out, size_t cap, const char *key,
+                       size_t key_len, const char *value, size_t value_len,
+                       const char *what);
 /* Room for that detail. */
 #define HL_FOREIGN_DETAIL_MAX 256
 

@@ -192,9 +192,16 @@ static void on_reply(void *data, int status, hilock_reply *reply)
     case CALL_LEASE_LOST:
         break;
     }
+    char why[HL_FOREIGN_DETAIL_MAX] = "unexpected reply";
+    if (!ok && call->kind == CALL_HOLD_COUNT &&
+        reply->type == HILOCK_REPLY_STRING)
+        /* A count some other program wrote in the owner's field. */
+        hl_foreign_format(why, sizeof why, call->lock->name,
+                          call->lock->name_len, reply->str, reply->len,
+                          "a hold count");
     hilock_reply_free(reply);
     if (!ok)
-        call_finish(call, HILOCK_EPROTO, 0, "unexpected reply");
+        call_finish(call, HILOCK_EPROTO, 0, why);
     else
         call_finish(call, HILOCK_OK, value, NULL);
 }

@@ -62,13 +62,22 @@ bool hl_foreign_detail(const hilock_reply *reply, char *out, size_t cap)
     if (mark->len != strlen(HL_FOREIGN_MARK) ||
         memcmp(mark->str, HL_FOREIGN_MARK, mark->len) != 0)
         return false;
+    hl_foreign_format(out, cap, r->element[1]->str, r->element[1]->len,
+                      r->element[2]->str, r->element[2]->len,
+                      r->element[3]->str);
+    return true;
+}
+
+void hl_foreign_format(char *out, size_t cap, const char *key,
+                       size_t key_len, const char *value, size_t value_len,
+                       const char *what)
+{
     /* Each quoted at most 48 bytes, 4 bytes a byte when escaped. */
-    char key[48 * 4 + 8], value[48 * 4 + 8];
-    quote(key, sizeof key, r->element[1]->str, r->element[1]->len, 48);
-    quote(value, sizeof value, r->element[2]->str, r->element[2]->len, 48);
+    char k[48 * 4 + 8], v[48 * 4 + 8];
+    quote(k, sizeof k, key, key_len, 48);
+    quote(v, sizeof v, value, value_len, 48);
     snprintf(out, cap,
              "%s holds %s, which is not %.40s (a decimal 64-bit "
              "integer): refused, nothing changed",
-             key, value, r->element[3]->str);
-    return true;
+             k, v, what);
 }
