@@ -397,6 +397,46 @@ static void test_hold_count(void **state)
     hl_free_client(c);
 }
 
+/* A fair line's place scored beyond reach has no time that a status can
+ * show: it reads as a place without one; one scored before the epoch as
+ * one run out.  A waiter behind a place that never runs out waits for a
+ * message, asking the server a bounded number of times. */
+static void test_fair_place_out_of_reach(void **state)
+{
+    (void)state;
+    hl_client_opts opts = {.waiter_ms = 60000};
+    hilock_client *c = hl_new_client(fx.server, &opts);
+    hilock_lock *lock = hl_new_fair_lock(c, "fv-fair");
+
+    assert_int_equal(hl_raw_int(fx.server, "RPUSH",
+                                "redisson_lock_queue:{fv-fair}", "w-inf",
+                                "w-far", "w-gone", (char *)NULL),
+                     3);
+    zadd("redisson_lock_timeout:{fv-fair}", "inf", "w-inf");
+    zadd("redisson_lock_timeout:{fv-fair}", "1e300", "w-far");
+    zadd("redisson_lock_timeout:{fv-fair}", "-inf", "w-gone");
+    hilock_lock_status *st = NULL;
+    assert_status(hilock_lock_status_get(lock, &st), HILOCK_OK);
+    assert_int_equal(st->waiters_len, 3);
+    for (size_t i = 0; i < 2; i++)
+        if (st->waiters[i].expires)
+            fail_msg("waiter %s expires in %" PRId64 " ms",
+                     st->waiters[i].owner, st->waiters[i].expires_in_ms);
+    assert_true(st->waiters[2].expires);
+    assert_true(st->waiters[2].expires_in_ms < 0);
+    hilock_lock_status_free(st);
+
+    long long before = scripts_run();
+    int rc = hilock_lock_try_acquire(lock, 300, 60000);
+    long long ran = scripts_run() - before;
+    if (ran > 4)
+        fail_msg("%lld scripts during a wait of 300 ms (%s)", ran,
+                 hilock_errname(rc));
+    assert_status(rc, HILOCK_EBUSY);
+    hl_free_lock(lock);
+    hl_free_client(c);
+}
+
 int main(void)
 {
 #define T(fn) hl_lock_test(fn, &fx)
@@ -409,6 +449,7 @@ int main(void)
         T(test_latch_count),
         T(test_fencing_counter_past_2_53),
         T(test_hold_count),
+        T(test_fair_place_out_of_reach),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

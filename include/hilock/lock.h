@@ -315,7 +315,8 @@ typedef struct hilock_lock_owner {
     bool writer;           /* a read-write lock's writer among holders */
     /* A fair lock's waiter: whether its place has a time on the server,
      * and how long it has left in ms (negative: run out, to be dropped by
-     * the next attempt).  false and 0 elsewhere. */
+     * the next attempt).  A place scored 2^53 ms or more ahead (+inf too),
+     * which never runs out, has no time.  false and 0 elsewhere. */
     bool expires;
     int64_t expires_in_ms;
 } hilock_lock_owner;

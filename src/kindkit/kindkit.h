@@ -121,6 +121,18 @@
     "  return v\n"                                                          \
     "end\n"
 
+/* ms_until(s, now): the whole ms from now (ms) to the time s (a zset
+ * score, ms), as a reply can carry it: false when s lies 2^53 ms or more
+ * ahead (+inf too), a time no wait reaches; at least -(2^53 - 1) when it
+ * lies that far behind (-inf too).  Redis casts a Lua number to an
+ * integer reply, and +inf comes out as -2^63. */
+#define HL_LUA_MS_UNTIL                                                     \
+    "local function ms_until(s, now)\n"                                     \
+    "  local ms = math.ceil(tonumber(s) - now)\n"                           \
+    "  if ms >= 2^53 then return false end\n"                               \
+    "  return math.max(ms, 1 - 2^53)\n"                                     \
+    "end\n"
+
 /* Set a key's expiry to at least ms. */
 #define HL_LUA_EXTEND                                                       \
     "local function extend(key, ms)\n"                                      \

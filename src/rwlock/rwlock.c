@@ -40,7 +40,7 @@
 
 /* Per-hold timeout keys, and what the read holds say about the lock. */
 #define RW_LUA_COMMON                                                       \
-    HL_LUA_NOW HL_LUA_EXTEND HL_LUA_ANNOUNCE                                \
+    HL_LUA_NOW HL_LUA_EXTEND HL_LUA_ANNOUNCE HL_LUA_MS_UNTIL                \
     HL_LAYOUT_LUA_RWLOCK_TIMEOUT_KEY                                        \
     "local function is_reader(f)\n"                                         \
     "  return f ~= " MODE " and\n"                                          \
@@ -98,11 +98,12 @@ static const char read_acquire_lua[] =
     "local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
     "if #first > 0 then\n"
     /* Look again when the lock's lease or the writer's claim runs out,
-     * whichever is first: a writer that died sends no message. */
-    "  local ttl = tonumber(first[2]) - now\n"
+     * whichever is first: a writer that died sends no message.  A claim
+     * scored 2^53 ms or more ahead never runs out (ttl false). */
+    "  local ttl = ms_until(first[2], now)\n"
     "  local held = redis.call('pttl', KEYS[1])\n"
-    "  if held > 0 and held < ttl then ttl = held end\n"
-    "  if ttl < 1 then ttl = 1 end\n"
+    "  if held > 0 and (not ttl or held < ttl) then ttl = held end\n"
+    "  if not ttl then ttl = -1 elseif ttl < 1 then ttl = 1 end\n"
     "  return {0, ttl}\n"
     "end\n"
     "if not mode then redis.call('hset', KEYS[1], " MODE ", " READ ") end\n"
