@@ -51,7 +51,7 @@ void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out)
             return;
     long long what = r->element[0]->integer;
     int64_t token = 0;
-    if (r->elements > 2 && (!hl_reply_i64(r->element[2], &token) || token < 0))
+    if (r->elements > 2 && !hl_reply_i64(r->element[2], &token))
         return;
     if (what == 1 && r->elements == 3) {
         out->outcome = HL_ACQ_ACQUIRED;
