@@ -316,7 +316,7 @@ int hl_hash_parse_status(hilock_reply *reply, const char *kind_label,
         o->owner = w->str;
         o->owner_len = w->len;
         o->expires = hl_reply_i64(waiters->element[2 * i + 1],
-                               &o->expires_in_ms);
+                                  &o->expires_in_ms);
         if (!o->expires)
             o->expires_in_ms = 0;
     }

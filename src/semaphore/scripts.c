@@ -242,12 +242,11 @@ static const char release_lua[] =
     "return answer(v)\n";
 
 /* ARGV: expirable, permits (may be negative).  Replies the new count, as
- * text.  A
- * plain semaphore announces the new count, as RSemaphore's addPermits
- * does; an expirable one announces the amount added, and nothing when it
- * takes permits away, as RPermitExpirableSemaphore's does: its Java
- * listeners let that many waiters through, and a count of 0 or less
- * would have them release a negative number. */
+ * text.  A plain semaphore announces the new count, as RSemaphore's
+ * addPermits does; an expirable one announces the amount added, and
+ * nothing when it takes permits away, as RPermitExpirableSemaphore's
+ * does: its Java listeners let that many waiters through, and a count of
+ * 0 or less would have them release a negative number. */
 static const char add_lua[] =
     SEM_LUA_COMMON
     "redis.call('incrby', KEYS[1], ARGV[2])\n"
