@@ -437,6 +437,37 @@ static void test_fair_place_out_of_reach(void **state)
     hl_free_client(c);
 }
 
+/* A reader's count that no client writes: a writer is refused, since
+ * whether that reader lives cannot be told, and a reader's release beside
+ * it is not left half done. */
+static void test_rwlock_reader_count(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_client *other = hl_new_client(fx.server, NULL);
+    hilock_lock *r = hl_new_read_lock(c, "fv-rw");
+    hilock_lock *w = hl_new_write_lock(other, "fv-rw");
+    char field[128];
+
+    assert_status(hilock_lock_try_acquire(r, 0, 60000), HILOCK_OK);
+    assert_int_equal(hl_raw_int(fx.server, "HSET", "fv-rw", "java-reader",
+                                "abc", (char *)NULL),
+                     1);
+    assert_refused(hilock_lock_try_acquire(w, 0, 60000), "abc");
+    assert_status(hilock_lock_release(r), HILOCK_OK);
+    thread_field(c, field, sizeof field);
+    assert_int_equal(hl_raw_int(fx.server, "HEXISTS", "fv-rw", field,
+                                (char *)NULL),
+                     0);
+    bool held = true;
+    assert_status(hilock_lock_is_held_by_me(r, &held), HILOCK_OK);
+    assert_false(held);
+    hl_free_lock(r);
+    hl_free_lock(w);
+    hl_free_client(other);
+    hl_free_client(c);
+}
+
 int main(void)
 {
 #define T(fn) hl_lock_test(fn, &fx)
@@ -450,6 +481,7 @@ int main(void)
         T(test_fencing_counter_past_2_53),
         T(test_hold_count),
         T(test_fair_place_out_of_reach),
+        T(test_rwlock_reader_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -76,7 +76,7 @@
  * cases (the head taking a free lock, a newcomer joining behind a held
  * one) ask Redis as little as they can. */
 static const char acquire_lua[] =
-    FAIR_LUA_COMMON HL_LUA_TOKEN HL_LUA_HOLD_CHECK
+    FAIR_LUA_COMMON HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK
     "if redis.call('sismember', KEYS[6], ARGV[5]) == 1 then return {2} end\n"
     "local held = redis.call('hget', KEYS[1], ARGV[2])\n"
     "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[7])\n"

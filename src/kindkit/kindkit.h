@@ -65,9 +65,8 @@
  * token_refused(key), called before the acquire takes anything, answers
  * foreign() for a counter that is no 64-bit integer, which INCR would
  * refuse only after the grant: the lock would stay held by nobody until
- * its lease ran out. */
+ * its lease ran out.  Needs HL_LUA_FOREIGN. */
 #define HL_LUA_TOKEN                                                        \
-    HL_LUA_FOREIGN                                                          \
     "local function token_refused(key)\n"                                   \
     "  if ARGV[3] ~= '1' then return false end\n"                           \
     "  local c = redis.call('get', key)\n"                                  \
@@ -94,7 +93,7 @@
  * in Lua's doubles and in the reply.  false when it is one, or there is
  * none.  Called before the acquire takes anything, as HINCRBY would
  * refuse a string that is no integer and misanswer a count past 2^53.
- * Needs HL_LUA_FOREIGN (HL_LUA_TOKEN brings it). */
+ * Needs HL_LUA_FOREIGN. */
 #define HL_LUA_HOLD_CHECK                                                   \
     "local function hold_refused(key, v)\n"                                 \
     "  if v == false or (is_int(v) and tonumber(v) >= 1 and\n"              \

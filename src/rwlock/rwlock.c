@@ -38,21 +38,32 @@
 #define WRITE "'" HL_LAYOUT_RWLOCK_WRITE "'"
 
 
-/* Per-hold timeout keys, and what the read holds say about the lock. */
+/* Per-hold timeout keys, and what the read holds say about the lock.
+ * holds(v) is the read holds a reader's field v counts: v when it is a
+ * hold count (an integer from 1 to 2^53 - 2), else 0, since a value no
+ * client of the layout writes names no hold's key. */
 #define RW_LUA_COMMON                                                       \
     HL_LUA_NOW HL_LUA_EXTEND HL_LUA_ANNOUNCE HL_LUA_MS_UNTIL                \
+    HL_LUA_FOREIGN                                                          \
     HL_LAYOUT_LUA_RWLOCK_TIMEOUT_KEY                                        \
     "local function is_reader(f)\n"                                         \
     "  return f ~= " MODE " and\n"                                          \
     "         string.sub(f, -#" WRITE_SUFFIX ") ~= " WRITE_SUFFIX "\n"       \
     "end\n"                                                                 \
-    /* The longest lease left among the read holds, or -1. */              \
+    "local function holds(v)\n"                                             \
+    "  local n = is_int(v) and tonumber(v) or 0\n"                          \
+    "  if n >= 1 and n < 2^53 - 1 then return n end\n"                      \
+    "  return 0\n"                                                          \
+    "end\n"                                                                 \
+    /* The longest lease left among the read holds, or -1.  It runs after */ \
+    /* a release changed the hash, so a reader's count no client writes   */ \
+    /* counts no hold rather than fail the release half done.             */ \
     "local function readers_pttl(name)\n"                                   \
     "  local best = -1\n"                                                   \
     "  local all = redis.call('hgetall', name)\n"                           \
     "  for i = 1, #all, 2 do\n"                                             \
     "    if is_reader(all[i]) then\n"                                       \
-    "      for j = 1, tonumber(all[i + 1]) do\n"                            \
+    "      for j = 1, holds(all[i + 1]) do\n"                               \
     "        local t = redis.call('pttl', tkey(name, all[i], j))\n"         \
     "        if t > best then best = t end\n"                               \
     "      end\n"                                                           \
@@ -126,13 +137,20 @@ static const char write_acquire_lua[] =
     "end\n"
     "if mode == " READ " then\n"
     "  if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then return {3} end\n"
-    /* Readers whose every hold ran out are dead: drop them. */
     "  local all = redis.call('hgetall', KEYS[1])\n"
+    /* A reader's count no client of the layout writes: whether it lives
+     * cannot be told, so the acquire is refused before anything goes. */
+    "  for i = 1, #all, 2 do\n"
+    "    if is_reader(all[i]) and holds(all[i + 1]) == 0 then\n"
+    "      return foreign(KEYS[1], all[i + 1], 'a read hold count')\n"
+    "    end\n"
+    "  end\n"
+    /* Readers whose every hold ran out are dead: drop them. */
     "  local live = false\n"
     "  for i = 1, #all, 2 do\n"
     "    if is_reader(all[i]) then\n"
     "      local alive = false\n"
-    "      for j = 1, tonumber(all[i + 1]) do\n"
+    "      for j = 1, holds(all[i + 1]) do\n"
     "        if redis.call('exists', tkey(KEYS[1], all[i], j)) == 1 then\n"
     "          alive = true\n"
     "          break\n"
@@ -231,7 +249,7 @@ static const char force_lua[] =
     "local all = redis.call('hgetall', KEYS[1])\n"
     "for i = 1, #all, 2 do\n"
     "  if is_reader(all[i]) then\n"
-    "    for j = 1, tonumber(all[i + 1]) or 0 do\n"
+    "    for j = 1, holds(all[i + 1]) do\n"
     "      redis.call('del', tkey(KEYS[1], all[i], j))\n"
     "    end\n"
     "  end\n"
@@ -280,7 +298,7 @@ static const char read_renew_lua[] =
     RW_LUA_COMMON
     "local out = {}\n"
     "for i = 1, #KEYS do\n"
-    "  local n = tonumber(redis.call('hget', KEYS[i], ARGV[i + 1]) or '0')\n"
+    "  local n = holds(redis.call('hget', KEYS[i], ARGV[i + 1]) or '0')\n"
     "  local alive = 0\n"
     "  for j = 1, n do\n"
     "    alive = alive + redis.call('pexpire', tkey(KEYS[i], ARGV[i + 1], j),"
