@@ -286,6 +286,35 @@ static void test_status_semaphore(void **state)
     expect_in(out, "{\"id\":\"p-inf\",\"ttl_ms\":-1}");
 }
 
+/* hilock run refuses a name whose count or fencing counter no client
+ * writes as bad data (exit 65), quoting it, and runs nothing. */
+static void test_cli_run_refused(void **state)
+{
+    (void)state;
+    char url[64], out[2048];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d",
+             hl_redis_server_port(fx.server));
+
+    set_key("fv-run", "5.5");
+    const char *permits[] = {HILOCK_TOOL_PATH, "--redis", url, "run",
+                             "--permits", "2", "fv-run", "--",
+                             "echo", "ran", NULL};
+    assert_int_equal(hl_run(permits, out, sizeof out, hl_widen(20000)), 65);
+    expect_in(out, "\"5.5\"");
+    if (strstr(out, "ran\n") != NULL)
+        fail_msg("the command ran: %s", out);
+
+    set_key("redisson_lock_token:{fv-run2}", "1e3");
+    const char *fenced[] = {HILOCK_TOOL_PATH, "--redis", url, "run",
+                            "--fence-env", "fv-run2", "--",
+                            "echo", "ran", NULL};
+    assert_int_equal(hl_run(fenced, out, sizeof out, hl_widen(20000)), 65);
+    expect_in(out, "\"1e3\"");
+    if (strstr(out, "ran\n") != NULL)
+        fail_msg("the command ran: %s", out);
+    assert_int_equal(hl_raw_exists(fx.server, "fv-run2"), 0);
+}
+
 /* ---- latch counts ------------------------------------------------------- */
 
 static void test_latch_count(void **state)
@@ -477,6 +506,7 @@ int main(void)
         T(test_permit_expired_before_epoch),
         T(test_permit_expiry_out_of_reach),
         T(test_status_semaphore),
+        T(test_cli_run_refused),
         T(test_latch_count),
         T(test_fencing_counter_past_2_53),
         T(test_hold_count),
