@@ -1,9 +1,12 @@
 /* Values on the server that hilock did not write, put there directly as
- * redis-cli would: a count is read exactly as the 64-bit integer it is,
- * or refused with HILOCK_EPROTO and a detail that names the value, never
- * misread through Lua's doubles; a permit's expiry that is negative or
- * out of reach neither spins an acquire nor overflows a status; a fencing
- * counter past 2^53 still gives every hold a token of its own. */
+ * redis-cli would: a count (a semaphore's, a latch's, a hold's, a
+ * reader's) is read exactly as the 64-bit integer it is, or refused with
+ * HILOCK_EPROTO and a detail that quotes the value, never misread
+ * through Lua's doubles; a permit's expiry or a fair place that is
+ * negative, infinite or out of reach neither spins a waiter nor
+ * overflows a status; a fencing counter past 2^53 still gives every hold
+ * a token of its own; hilock status and run read the same values as
+ * strictly. */
 /* ctest-timeout: 120 */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -234,7 +237,7 @@ static void test_permit_expiry_out_of_reach(void **state)
     hl_free_client(c);
 }
 
-/* ---- hilock status of a semaphore --------------------------------------- */
+/* ---- hilock status and run --------------------------------------------- */
 
 /* hilock status --kind semaphore NAME: its exit status, its output in
  * out. */

@@ -15,16 +15,16 @@
  *
  * In Redis the count is a string at the name; every release and count
  * change publishes the new count on "redisson_sc:{NAME}", which wakes the
- * waiters of both Java and C clients.  Expirable permits are the members
- * of the zset "{NAME}:timeout", scored with their expiry in ms since the
- * epoch (hilock writes the server's time there; Redisson writes its
- * client's).  A score that no client writes is read as the time it
- * says: before the epoch (negative, -inf) a permit has expired, and the
- * next acquire counts it back, as it does any expired permit (Redisson
- * looks from 0 only); 2^53 ms or more ahead (+inf) it never expires, as
- * with Redisson's score for a permit without a lease.  On an expirable semaphore, set counts the held permits in
- * the total it sets (with one permit held, setting 5 leaves 4 free), and
- * add and drain act on the free permits only, as Redisson's do.
+ * waiters of both Java and C clients.  Expirable permits are the members of
+ * the zset "{NAME}:timeout", scored with their expiry in ms since the epoch
+ * (hilock writes the server's time there; Redisson writes its client's).
+ * A score that no client writes is read as the time it says: before the
+ * epoch (negative, -inf) a permit has expired, and the next acquire counts
+ * it back, as it does any expired permit (Redisson looks from 0 only); 2^53
+ * ms or more ahead (+inf) it never expires, as with Redisson's score for a
+ * permit without a lease.  On an expirable semaphore, set counts the held
+ * permits in the total it sets (with one permit held, setting 5 leaves 4
+ * free), and add and drain act on the free permits only, as Redisson's do.
  *
  * Waiting.  An acquire waits on the same engine as the locks: it wakes on
  * the channel's messages, on a (re)confirmed subscription, and, for

@@ -591,10 +591,10 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
                       ? lock->kind->self_wait_detail
                       : "this owner's own holds would keep it waiting");
     } else {
-        op_finish(op, HILOCK_EPROTO, NULL,
-                  foreign[0]                    ? foreign
-                  : lock->kind->bad_reply_detail ? lock->kind->bad_reply_detail
-                                                 : "unexpected acquire reply");
+        const char *why = lock->kind->bad_reply_detail
+                              ? lock->kind->bad_reply_detail
+                              : "unexpected acquire reply";
+        op_finish(op, HILOCK_EPROTO, NULL, foreign[0] ? foreign : why);
     }
 }
 
