@@ -45,14 +45,13 @@ void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out)
     out->outcome = HL_ACQ_BAD_REPLY;
     if (r == NULL || r->type != HILOCK_REPLY_ARRAY || r->elements < 1)
         return;
-    /* Numbers, but for a token, which may come as text. */
-    for (size_t i = 0; i < r->elements && i < 2; i++)
-        if (r->element[i]->type != HILOCK_REPLY_INTEGER)
+    /* Integers, but for a token, which may come as text. */
+    int64_t token = 0;
+    for (size_t i = 0; i < r->elements; i++)
+        if (i == 2 ? !hl_reply_i64(r->element[i], &token)
+                   : r->element[i]->type != HILOCK_REPLY_INTEGER)
             return;
     long long what = r->element[0]->integer;
-    int64_t token = 0;
-    if (r->elements > 2 && !hl_reply_i64(r->element[2], &token))
-        return;
     if (what == 1 && r->elements == 3) {
         out->outcome = HL_ACQ_ACQUIRED;
         out->count = r->element[1]->integer;
