@@ -4,10 +4,11 @@
  * The kinds are reached through their vtables, on lock handles of a
  * client that runs on a loop nobody runs, so no connection is ever
  * made.  kindkit/kindkit.h states what the scripts reply: {1, count, token}
- * granted, {0, ms} held by another, {2} voided, {3} an upgrade.  A kind
- * may read a reply as one of those only when it has that shape, must take
- * the numbers from it unchanged, and must call anything else a bad reply;
- * every kind reads a reply the same way. */
+ * granted, {0, ms} held by another, {2} voided, {3} an upgrade: integers,
+ * but for a token, which may also come as the text of a 64-bit integer.
+ * A kind may read a reply as one of those only when it has that shape,
+ * must take the numbers from it unchanged, and must call anything else a
+ * bad reply; every kind reads a reply the same way. */
 /* fuzz-max-len: 512 */
 #include <ev.h>
 #include <stdbool.h>
@@ -17,6 +18,7 @@
 #include "hilock/hilock.h"
 #include "core/engine/lock_handle.h"
 #include "core/transport/reply.h"
+#include "core/transport/resp.h"
 
 enum { KINDS = 4 };
 static const hl_kind *kinds[KINDS];
@@ -50,10 +52,28 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static bool all_integers(const hilock_reply *r)
+/* The number an element stands for: an integer, or from the third on
+ * (a token) the text of one too. */
+static bool number_at(const hilock_reply *r, size_t i, long long *v)
 {
+    const hilock_reply *e = r->element[i];
+    int64_t t;
+    if (e->type == HILOCK_REPLY_INTEGER) {
+        *v = e->integer;
+        return true;
+    }
+    if (i < 2 || e->type != HILOCK_REPLY_STRING ||
+        !hl_i64_parse(e->str, e->len, &t))
+        return false;
+    *v = t;
+    return true;
+}
+
+static bool all_numbers(const hilock_reply *r)
+{
+    long long v;
     for (size_t i = 0; i < r->elements; i++)
-        if (r->element[i]->type != HILOCK_REPLY_INTEGER)
+        if (!number_at(r, i, &v))
             return false;
     return true;
 }
@@ -61,14 +81,16 @@ static bool all_integers(const hilock_reply *r)
 static void check_reading(const hilock_reply *r, const hl_acquire_result *res)
 {
     bool shaped = r->type == HILOCK_REPLY_ARRAY && r->elements >= 1 &&
-                  all_integers(r);
+                  all_numbers(r);
     long long what = shaped ? r->element[0]->integer : -1;
+    long long token = 0;
     switch (res->outcome) {
     case HL_ACQ_ACQUIRED:
         FUZZ_CHECK(shaped && what == 1 && r->elements == 3,
                    "granted on a reply that does not say so");
+        (void)number_at(r, 2, &token);
         FUZZ_CHECK(res->count == r->element[1]->integer &&
-                       res->token == (uint64_t)r->element[2]->integer,
+                       res->token == (uint64_t)token,
                    "the count or token is not the reply's");
         break;
     case HL_ACQ_HELD:

@@ -1,6 +1,7 @@
 /* Pure logic of the core, without a server: backoff, the byte buffer, the
  * hash map, the bounded reply reader, the live-handle registry, the clock
- * and the time arithmetic that must not wrap. */
+ * and the time arithmetic that must not wrap, and the strict reading of
+ * decimal integers. */
 /* ctest-timeout: 60 */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #include "core/base/monotime.h"
 #include "core/config/option_values.h"
 #include "core/transport/reply.h"
+#include "core/transport/resp.h"
 
 /* ---- owner turns against a model of their lines ------------------------ */
 
@@ -456,6 +458,41 @@ static void test_time_saturates(void **state)
     assert_int_equal(hl_after_ms(-5, INT64_MIN), INT64_MIN);
 }
 
+static bool parses(const char *s, int64_t *v)
+{
+    *v = 12345;
+    return hl_i64_parse(s, strlen(s), v);
+}
+
+/* Integers exactly as Redis writes them, every 64-bit one, and nothing
+ * else: no sign but '-', no leading zero, no "-0", no blank, nothing
+ * beyond 64 bits. */
+static void test_i64_parse(void **state)
+{
+    (void)state;
+    int64_t v;
+    assert_true(parses("0", &v) && v == 0);
+    assert_true(parses("7", &v) && v == 7);
+    assert_true(parses("-7", &v) && v == -7);
+    assert_true(parses("9007199254740993", &v) &&
+                v == INT64_C(9007199254740993));
+    assert_true(parses("9223372036854775807", &v) && v == INT64_MAX);
+    assert_true(parses("-9223372036854775808", &v) && v == INT64_MIN);
+    static const char *const bad[] = {
+        "", "-", "-0", "00", "07", "+7", " 7", "7 ", "5.5", "1e3", "0x10",
+        "9223372036854775808", "-9223372036854775809",
+        "18446744073709551616", "99999999999999999999", "abc",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (parses(bad[i], &v))
+            fail_msg("\"%s\" read as %lld", bad[i], (long long)v);
+        assert_true(v == 12345);
+    }
+    /* The length bounds it, not a NUL. */
+    assert_true(hl_i64_parse("123", 2, &v) && v == 12);
+    assert_false(hl_i64_parse("1\0", 2, &v));
+}
+
 /* Validity and drift for every lease a caller could pass, at any pair of
  * instants: never a wrap, so a huge lease is valid and a negative one is
  * not. */
@@ -597,6 +634,7 @@ int main(void)
         cmocka_unit_test(test_handle_registry),
         cmocka_unit_test(test_clock_injection),
         cmocka_unit_test(test_time_saturates),
+        cmocka_unit_test(test_i64_parse),
         cmocka_unit_test(test_validity_extremes),
         cmocka_unit_test(test_wait_and_blocking_limits),
         cmocka_unit_test(test_keyslot_rules),

@@ -105,18 +105,23 @@ HILOCK_API int hilock_latch_try_set_count(hilock_latch *latch, int64_t count,
  * the latch and publishes "0", which wakes every waiter; one on a latch
  * that does not exist does nothing (as Redisson's).  A PUBLISH refused by
  * the server's ACL does not fail the call: waiters then see the count at
- * their next wake-up or at the end of their wait.  *left (may be NULL) receives the count left, 0
- * when the latch is open.
+ * their next wake-up or at the end of their wait.  *left (may be NULL)
+ * receives the count left, 0 when the latch is open.
  * @return HILOCK_OK
- * @return HILOCK_EREDIS  the name holds another type of value, or a
- *                        string that is not an integer
+ * @return HILOCK_EREDIS  the name holds another type of value
+ * @return HILOCK_EPROTO  the name holds a string that is no count (see
+ *                        hilock_latch_count); nothing changed
  * and the connection errors above. */
 HILOCK_API int hilock_latch_count_down(hilock_latch *latch, int64_t *left);
 
-/* The count now; 0 when the latch does not exist.
+/* The count now; 0 when the latch does not exist.  A count some other
+ * program wrote is read exactly, up to 2^63 - 1.
  * @return HILOCK_OK
  * @return HILOCK_EREDIS  the name holds another type of value
- * @return HILOCK_EPROTO  the name holds a string that is not a count
+ * @return HILOCK_EPROTO  the name holds a string that is no count: not a
+ *                        decimal 64-bit integer as Redis's INCR keeps one
+ *                        ("5.5", 2^63), or a negative one, which neither
+ *                        hilock nor Redisson writes; the detail quotes it
  * and the connection errors above. */
 HILOCK_API int hilock_latch_count(hilock_latch *latch, int64_t *count);
 

@@ -134,6 +134,10 @@ HILOCK_API int hilock_lock_acquire(hilock_lock *lock);
  *                        Redis Cluster, a name with braces but no hash
  *                        tag of its own ("{}x", "{x", "x}y"), whose keys
  *                        could not share a slot
+ * @return HILOCK_EPROTO  the owner's field in the lock's hash holds no
+ *                        hold count (a decimal integer from 1 to
+ *                        2^53 - 2), which no lock writes: the detail
+ *                        quotes it, and nothing was taken
  * and the connection errors above. */
 HILOCK_API int hilock_lock_try_acquire(hilock_lock *lock, int64_t wait_ms,
                                        int64_t lease_ms);
@@ -146,8 +150,13 @@ HILOCK_API int hilock_lock_try_acquire(hilock_lock *lock, int64_t wait_ms,
  * the last token issued.  Reentrant acquires by the same owner return the
  * token of the hold they join.  Hand the token to the resource you
  * protect and have it refuse smaller ones.  Across a failover see the
- * README's "Fencing".  Statuses as for hilock_lock_try_acquire,
- * HILOCK_ENOACK included. */
+ * README's "Fencing".  A counter some other program set is read exactly,
+ * past 2^53 too.  Statuses as for hilock_lock_try_acquire, HILOCK_ENOACK
+ * included, and
+ * @return HILOCK_EPROTO  the counter holds a string that is no decimal
+ *                        64-bit integer, which neither hilock nor
+ *                        Redisson writes: the detail quotes it, and
+ *                        nothing was taken */
 HILOCK_API int hilock_lock_acquire_fenced(hilock_lock *lock, int64_t wait_ms,
                                           int64_t lease_ms, uint64_t *token);
 
@@ -196,7 +205,9 @@ HILOCK_API int hilock_lock_force_release(hilock_lock *lock, bool *deleted);
 /* Whether anyone holds the lock now. */
 HILOCK_API int hilock_lock_is_locked(hilock_lock *lock, bool *locked);
 
-/* The calling thread's hold count as the server has it (0: not held). */
+/* The calling thread's hold count as the server has it (0: not held).
+ * HILOCK_EPROTO when the thread's field holds no decimal 64-bit integer,
+ * which no lock writes (the detail quotes it). */
 HILOCK_API int hilock_lock_hold_count(hilock_lock *lock, int64_t *count);
 
 /* Whether the calling thread holds the lock, as the server has it. */
@@ -298,11 +309,14 @@ HILOCK_API int hilock_lock_remaining_ttl_async(hilock_lock *lock,
 typedef struct hilock_lock_owner {
     const char *owner;
     size_t owner_len;
-    int64_t count;         /* holds; 0 for a waiter */
+    int64_t count;         /* holds; 0 for a waiter, and for a holder
+                            * whose count no lock wrote (not a decimal
+                            * 64-bit integer) */
     bool writer;           /* a read-write lock's writer among holders */
     /* A fair lock's waiter: whether its place has a time on the server,
      * and how long it has left in ms (negative: run out, to be dropped by
-     * the next attempt).  false and 0 elsewhere. */
+     * the next attempt).  A place scored 2^53 ms or more ahead (+inf too),
+     * which never runs out, has no time.  false and 0 elsewhere. */
     bool expires;
     int64_t expires_in_ms;
 } hilock_lock_owner;

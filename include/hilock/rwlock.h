@@ -29,6 +29,13 @@
  *   when a read release frees the lock, "1" when a write release does or
  *   lets readers in.
  *
+ * - A reader's field whose count no client writes (not an integer from
+ *   1 to 2^53 - 2, such as "abc") names no hold: a writer's acquire is
+ *   refused with HILOCK_EPROTO, quoting it, since it cannot tell whether
+ *   that reader lives; releases count no hold for it.  As for the other
+ *   kinds (lock.h), the owner's own field with such a count is refused
+ *   too.
+ *
  * hilock_lock_is_locked() on either handle tells whether anyone holds the
  * lock in either mode; hilock_lock_hold_count() counts the owner's holds
  * of the handle's side only.  Force release on either handle frees both

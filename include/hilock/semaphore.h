@@ -15,12 +15,16 @@
  *
  * In Redis the count is a string at the name; every release and count
  * change publishes the new count on "redisson_sc:{NAME}", which wakes the
- * waiters of both Java and C clients.  Expirable permits are the members
- * of the zset "{NAME}:timeout", scored with their expiry in ms since the
- * epoch (hilock writes the server's time there; Redisson writes its
- * client's).  On an expirable semaphore, set counts the held permits in
- * the total it sets (with one permit held, setting 5 leaves 4 free), and
- * add and drain act on the free permits only, as Redisson's do.
+ * waiters of both Java and C clients.  Expirable permits are the members of
+ * the zset "{NAME}:timeout", scored with their expiry in ms since the epoch
+ * (hilock writes the server's time there; Redisson writes its client's).
+ * A score that no client writes is read as the time it says: before the
+ * epoch (negative, -inf) a permit has expired, and the next acquire counts
+ * it back, as it does any expired permit (Redisson looks from 0 only); 2^53
+ * ms or more ahead (+inf) it never expires, as with Redisson's score for a
+ * permit without a lease.  On an expirable semaphore, set counts the held
+ * permits in the total it sets (with one permit held, setting 5 leaves 4
+ * free), and add and drain act on the free permits only, as Redisson's do.
  *
  * Waiting.  An acquire waits on the same engine as the locks: it wakes on
  * the channel's messages, on a (re)confirmed subscription, and, for
@@ -52,8 +56,12 @@
  * sent until the server answers, and gives its permits back once, so it
  * is not to be called again), HILOCK_ECLOSED (client or handle closed),
  * HILOCK_EREDIS (the name holds another type of value, or a count would
- * overflow), HILOCK_EPERM (the server's ACL refuses a command), HILOCK_EFULL
- * (max_pending operations unfinished), HILOCK_ENOMEM.
+ * overflow), HILOCK_EPROTO (the name holds a string that is no count of
+ * permits, not a decimal 64-bit integer as Redis's INCR keeps one, such
+ * as "5.5": neither hilock nor Redisson wrote it; the detail quotes it,
+ * and the call changed nothing), HILOCK_EPERM (the server's ACL refuses a
+ * command), HILOCK_EFULL (max_pending operations unfinished),
+ * HILOCK_ENOMEM.  Counts are read exactly, beyond 2^53 too.
  *
  * Replicas.  Under a replica acknowledgement policy (see
  * hilock_options_set_replica_ack) every write waits for the replicas the

@@ -41,7 +41,7 @@
  * that it is its turn.  place_end is when the waiter w counts as dead.
  * q the line, tq Redisson's places, aq ours, ch the channel base. */
 #define FAIR_LUA_COMMON                                                     \
-    HL_LUA_NOW HL_LUA_ANNOUNCE                                              \
+    HL_LUA_NOW HL_LUA_ANNOUNCE HL_LUA_MS_UNTIL                              \
     "local function purge(q, tq, aq, now)\n"                                \
     "  local dead = redis.call('zrangebyscore', aq, '-inf', now)\n"         \
     "  for _, w in ipairs(redis.call('zrangebyscore', tq, '-inf', now)) do\n" \
@@ -70,14 +70,18 @@
  * (0: a single try, which does not join the line).
  * Replies {1, count, token} when held by field now; {0, ms} when it waits
  * in line, ms being how long until the lock's lease, or the head's place,
- * runs out (-1: no lease); {2} when the attempt was voided.
+ * runs out (-1: no lease, or a place that never runs out, scored 2^53 ms
+ * or more ahead); {2} when the attempt was voided.
  * Every call here is on the hand-over's critical path, so the common
  * cases (the head taking a free lock, a newcomer joining behind a held
  * one) ask Redis as little as they can. */
 static const char acquire_lua[] =
-    FAIR_LUA_COMMON HL_LUA_TOKEN
+    FAIR_LUA_COMMON HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK
     "if redis.call('sismember', KEYS[6], ARGV[5]) == 1 then return {2} end\n"
-    "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
+    "local held = redis.call('hget', KEYS[1], ARGV[2])\n"
+    "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[7])\n"
+    "if refused then return refused end\n"
+    "if held then\n"
     "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "  return {1, n, token(KEYS[7], n)}\n"
@@ -139,7 +143,8 @@ static const char acquire_lua[] =
     "  wake_head(KEYS[2], KEYS[4])\n"
     "  now = now or now_ms()\n"
     "  local s = place_end(KEYS[3], KEYS[5], head)\n"
-    "  ttl = s and math.max(s - now, 1) or 1\n"
+    "  local ms = s and ms_until(s, now)\n"
+    "  ttl = not s and 1 or ms and math.max(ms, 1) or -1\n"
     "end\n"
     "return {0, ttl}\n";
 
@@ -210,9 +215,10 @@ static const char reconcile_lua[] =
 /* KEYS: name, queue, timeouts, channel base, our places.  Replies the
  * status of a hash kind (kindkit.h): the line in order, with the time
  * each place has left on the server's clock (ours by when they count as
- * dead, Java's by Redisson's place). */
+ * dead, Java's by Redisson's place); a place that never runs out (scored
+ * 2^53 ms or more ahead, +inf too) has no time. */
 static const char status_lua[] =
-    HL_LUA_NOW
+    HL_LUA_NOW HL_LUA_MS_UNTIL
     "local all = redis.call('hgetall', KEYS[1])\n"
     "local line = redis.call('lrange', KEYS[2], 0, -1)\n"
     "local now = now_ms()\n"
@@ -221,7 +227,7 @@ static const char status_lua[] =
     "  local s = redis.call('zscore', KEYS[5], m) or\n"
     "            redis.call('zscore', KEYS[3], m)\n"
     "  w[#w + 1] = m\n"
-    "  w[#w + 1] = s and tonumber(s) and (tonumber(s) - now) or false\n"
+    "  w[#w + 1] = s and ms_until(s, now) or false\n"
     "end\n"
     "local seen = redis.call('exists', KEYS[2], KEYS[3], KEYS[5])\n"
     "return {redis.call('pttl', KEYS[1]), all, w, -1, seen}\n";

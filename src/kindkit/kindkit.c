@@ -1,11 +1,11 @@
 #include "kindkit/kindkit.h"
 
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
+#include "core/transport/resp.h"
 #include "hilock/reply.h"
 #include "layout/layout.h"
 
@@ -28,19 +28,34 @@ static void init_renew(void) { hl_script_init(&hl_hash_renew, renew_lua); }
 
 void hl_hash_renew_init(void) { pthread_once(&renew_once, init_renew); }
 
+bool hl_reply_i64(const hilock_reply *r, int64_t *out)
+{
+    if (r == NULL)
+        return false;
+    if (r->type == HILOCK_REPLY_INTEGER) {
+        *out = r->integer;
+        return true;
+    }
+    return r->type == HILOCK_REPLY_STRING &&
+           hl_i64_parse(r->str, r->len, out);
+}
+
 void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out)
 {
     out->outcome = HL_ACQ_BAD_REPLY;
     if (r == NULL || r->type != HILOCK_REPLY_ARRAY || r->elements < 1)
         return;
+    /* Integers, but for a token, which may come as text. */
+    int64_t token = 0;
     for (size_t i = 0; i < r->elements; i++)
-        if (r->element[i]->type != HILOCK_REPLY_INTEGER)
+        if (i == 2 ? !hl_reply_i64(r->element[i], &token)
+                   : r->element[i]->type != HILOCK_REPLY_INTEGER)
             return;
     long long what = r->element[0]->integer;
     if (what == 1 && r->elements == 3) {
         out->outcome = HL_ACQ_ACQUIRED;
         out->count = r->element[1]->integer;
-        out->token = (uint64_t)r->element[2]->integer;
+        out->token = (uint64_t)token;
     } else if (what == 0 && r->elements == 2) {
         out->outcome = HL_ACQ_HELD;
         out->ttl_ms = r->element[1]->integer;
@@ -182,11 +197,8 @@ bool hl_hash_parse_query(hl_query q, const hilock_reply *r, int64_t *value)
         *value = 0;
         return true;
     }
-    if (r->type != HILOCK_REPLY_STRING)
-        return false;
-    char *end;
-    *value = strtoll(r->str, &end, 10);
-    return end != r->str && *end == '\0';
+    return r->type == HILOCK_REPLY_STRING &&
+           hl_i64_parse(r->str, r->len, value);
 }
 
 /* A status and what its pointers lead into, freed as one. */
@@ -205,19 +217,6 @@ void hilock_lock_status_free(hilock_lock_status *status)
     hl_free(m);
 }
 
-static bool reply_int(const hilock_reply *r, int64_t *v)
-{
-    if (r->type == HILOCK_REPLY_INTEGER) {
-        *v = r->integer;
-        return true;
-    }
-    if (r->type != HILOCK_REPLY_STRING || r->len == 0 || r->len > 20)
-        return false;
-    char *end;
-    long long x = strtoll(r->str, &end, 10);
-    *v = x;
-    return end == r->str + r->len;
-}
 
 static bool reply_is(const hilock_reply *r, const char *s)
 {
@@ -238,13 +237,13 @@ int hl_hash_parse_status(hilock_reply *reply, const char *kind_label,
     const hilock_reply *fields, *waiters;
     int64_t pttl, subscribers, seen;
     if (reply == NULL || reply->type != HILOCK_REPLY_ARRAY ||
-        reply->elements != 5 || !reply_int(reply->element[0], &pttl) ||
+        reply->elements != 5 || !hl_reply_i64(reply->element[0], &pttl) ||
         (fields = reply->element[1])->type != HILOCK_REPLY_ARRAY ||
         fields->elements % 2 != 0 ||
         (waiters = reply->element[2])->type != HILOCK_REPLY_ARRAY ||
         waiters->elements % 2 != 0 ||
-        !reply_int(reply->element[3], &subscribers) ||
-        !reply_int(reply->element[4], &seen)) {
+        !hl_reply_i64(reply->element[3], &subscribers) ||
+        !hl_reply_i64(reply->element[4], &seen)) {
         hilock_reply_free(reply);
         return HILOCK_EPROTO;
     }
@@ -292,9 +291,10 @@ int hl_hash_parse_status(hilock_reply *reply, const char *kind_label,
         hilock_lock_owner *h = &holders[st->holders_len++];
         h->owner = k->str;
         h->owner_len = k->len;
-        if (!reply_int(v, &h->count)) {
-            /* Not written by a lock: keep the holder, counted as no
-             * hold, rather than refuse to show anything. */
+        if (!hl_reply_i64(v, &h->count)) {
+            /* Not written by a lock ("5.5", or beyond 64 bits): keep the
+             * holder, counted as no hold, rather than refuse to show
+             * anything, or show the nearest number. */
             h->count = 0;
         }
         if (rwlock && ends_with(k, suffix)) {
@@ -314,8 +314,8 @@ int hl_hash_parse_status(hilock_reply *reply, const char *kind_label,
         hilock_lock_owner *o = &waiting[st->waiters_len++];
         o->owner = w->str;
         o->owner_len = w->len;
-        o->expires = reply_int(waiters->element[2 * i + 1],
-                               &o->expires_in_ms);
+        o->expires = hl_reply_i64(waiters->element[2 * i + 1],
+                                  &o->expires_in_ms);
         if (!o->expires)
             o->expires_in_ms = 0;
     }

@@ -6,6 +6,7 @@
 #ifndef HL_KINDKIT_H
 #define HL_KINDKIT_H
 
+#include "core/engine/compose.h"
 #include "core/engine/lock_handle.h"
 #include "core/transport/script.h"
 
@@ -15,6 +16,34 @@
     "local function now_ms()\n"                                             \
     "  local t = redis.call('time')\n"                                      \
     "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"  \
+    "end\n"
+
+/* is_int(v): whether the string v is an integer as Redis's INCR reads
+ * and writes one: decimal, '-' before a negative, no leading zero, within
+ * 64 bits.  Lua's numbers are doubles, which cannot tell 2^63 - 1 from
+ * 2^63 (nor 5 from "5.5" once read), so the range is read off the
+ * digits, ten and nine at a time, each exact as a double. */
+#define HL_LUA_IS_INT                                                       \
+    "local function is_int(v)\n"                                            \
+    "  if v == '0' then return true end\n"                                  \
+    "  local d = string.match(v, '^%-?([1-9]%d*)$')\n"                      \
+    "  if d == nil or #d > 19 then return false end\n"                      \
+    "  if #d < 19 then return true end\n"                                   \
+    "  local hi = tonumber(string.sub(d, 1, 10))\n"                         \
+    "  local lo = tonumber(string.sub(d, 11))\n"                            \
+    "  local top = string.sub(v, 1, 1) == '-' and 854775808 or 854775807\n" \
+    "  return hi < 9223372036 or (hi == 9223372036 and lo <= top)\n"        \
+    "end\n"
+
+/* foreign(key, v, what): the answer of a script that found v at key
+ * where it reads what ("a count of permits"), a number no client of the
+ * layout writes otherwise; returned before the script changes anything
+ * (see HL_FOREIGN_MARK in core/engine/compose.h).  Only so much of v
+ * travels back as a message can quote. */
+#define HL_LUA_FOREIGN                                                      \
+    HL_LUA_IS_INT                                                           \
+    "local function foreign(key, v, what)\n"                                \
+    "  return {'" HL_FOREIGN_MARK "', key, string.sub(v, 1, 64), what}\n"   \
     "end\n"
 
 /* The fencing token of an acquire: ARGV[3] '1' asks for one, ARGV[4] is
@@ -27,18 +56,51 @@
  * from 1 and hand out tokens already used.  The clock goes into the
  * counter as TIME's own digits, not through Lua's formatting of a number,
  * so the counter stays a plain integer string that Redisson's INCR goes
- * on from.  The comparison and the reply use Lua numbers, exact below
- * 2^53, which the clock in us reaches in the year 2255. */
+ * on from.  The comparison uses Lua numbers, exact below 2^53, which the
+ * clock in us reaches in the year 2255 (past 2^53 the counter is ahead of
+ * the clock however it rounds).  A token travels as a number below 2^53
+ * and as text from there, so that a counter some other program set past
+ * 2^53 still gives every hold a token of its own, exactly.
+ *
+ * token_refused(key), called before the acquire takes anything, answers
+ * foreign() for a counter that is no 64-bit integer, which INCR would
+ * refuse only after the grant: the lock would stay held by nobody until
+ * its lease ran out.  Needs HL_LUA_FOREIGN. */
 #define HL_LUA_TOKEN                                                        \
+    "local function token_refused(key)\n"                                   \
+    "  if ARGV[3] ~= '1' then return false end\n"                           \
+    "  local c = redis.call('get', key)\n"                                  \
+    "  if c == false or is_int(c) then return false end\n"                  \
+    "  return foreign(key, c, 'a fencing token counter')\n"                 \
+    "end\n"                                                                 \
     "local function token(key, count)\n"                                    \
     "  if ARGV[3] ~= '1' then return 0 end\n"                               \
-    "  if count > 1 and ARGV[4] ~= '0' then return tonumber(ARGV[4]) end\n" \
+    "  if count > 1 and ARGV[4] ~= '0' then return ARGV[4] end\n"           \
     "  local n = redis.call('incr', key)\n"                                 \
     "  local t = redis.call('time')\n"                                      \
     "  local us = t[1] .. string.format('%06d', tonumber(t[2]))\n"          \
-    "  if n >= tonumber(us) then return n end\n"                            \
-    "  redis.call('set', key, us)\n"                                        \
-    "  return tonumber(us)\n"                                               \
+    "  if n < tonumber(us) then\n"                                          \
+    "    redis.call('set', key, us)\n"                                      \
+    "    return us\n"                                                       \
+    "  end\n"                                                               \
+    "  if n < 2^53 then return n end\n"                                     \
+    "  return redis.call('get', key)\n"                                     \
+    "end\n"
+
+/* hold_refused(key, v): foreign() when v, the value of the acquiring
+ * owner's field in the lock's hash (false: none), is no hold count: an
+ * integer from 1 to 2^53 - 2, so that the count one more is still exact
+ * in Lua's doubles and in the reply.  false when it is one, or there is
+ * none.  Called before the acquire takes anything, as HINCRBY would
+ * refuse a string that is no integer and misanswer a count past 2^53.
+ * Needs HL_LUA_FOREIGN. */
+#define HL_LUA_HOLD_CHECK                                                   \
+    "local function hold_refused(key, v)\n"                                 \
+    "  if v == false or (is_int(v) and tonumber(v) >= 1 and\n"              \
+    "                    tonumber(v) < 2^53 - 1) then\n"                    \
+    "    return false\n"                                                    \
+    "  end\n"                                                               \
+    "  return foreign(key, v, 'a hold count')\n"                            \
     "end\n"
 
 /* The wake-up PUBLISH of a release, which a refusal by the server's ACL
@@ -56,6 +118,18 @@
     "local function answer(v)\n"                                            \
     "  if refusal then return {v, refusal} end\n"                           \
     "  return v\n"                                                          \
+    "end\n"
+
+/* ms_until(s, now): the whole ms from now (ms) to the time s (a zset
+ * score, ms), as a reply can carry it: false when s lies 2^53 ms or more
+ * ahead (+inf too), a time no wait reaches; at least -(2^53 - 1) when it
+ * lies that far behind (-inf too).  Redis casts a Lua number to an
+ * integer reply, and +inf comes out as -2^63. */
+#define HL_LUA_MS_UNTIL                                                     \
+    "local function ms_until(s, now)\n"                                     \
+    "  local ms = math.ceil(tonumber(s) - now)\n"                           \
+    "  if ms >= 2^53 then return false end\n"                               \
+    "  return math.max(ms, 1 - 2^53)\n"                                     \
     "end\n"
 
 /* Set a key's expiry to at least ms. */
@@ -104,9 +178,15 @@ int hl_run_lock_script(hilock_lock *lock, const hl_script *script, int naux,
  * hl_layout_one_slot), which is refused before anything is granted. */
 int hl_check_name_slot(const hilock_lock *lock);
 
-/* Every kind's acquire script replies {1, count, token} when granted,
- * {0, ms to wait at most} when held by another, {2} when voided, {3}
- * when it would wait for a hold of the same owner. */
+/* A number a script answered: an integer reply, or a 64-bit integer as
+ * text (hl_i64_parse), which is how a script answers a value that may
+ * lie beyond the 2^53 of Lua's doubles.  false for anything else. */
+bool hl_reply_i64(const hilock_reply *r, int64_t *out);
+
+/* Every kind's acquire script replies {1, count, token} when granted
+ * (the token a number, or text: see HL_LUA_TOKEN), {0, ms to wait at
+ * most} when held by another, {2} when voided, {3} when it would wait for
+ * a hold of the same owner. */
 void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out);
 
 /* Every kind's release script replies -1 (nothing held by the owner),

@@ -23,7 +23,7 @@ static int latch_attempt(hilock_lock *lock, const hl_attempt_args *args,
     int rc = hl_latch_check_slot(lock);
     if (rc != HILOCK_OK)
         return rc;
-    return hl_latch_get(lock, fn, data);
+    return hl_latch_read(lock, fn, data);
 }
 
 static void latch_parse_attempt(const hilock_reply *reply,
@@ -54,7 +54,7 @@ const hl_kind hl_latch_kind = {
     .channel = latch_channel_of,
     .wake_all = true,
     .reads_only = true,
-    .bad_reply_detail = "the name holds a string that is not a latch count",
+    .bad_reply_detail = "unexpected reply to a latch's count",
     .attempt = latch_attempt,
     .parse_attempt = latch_parse_attempt,
 };

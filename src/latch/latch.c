@@ -16,7 +16,32 @@
 
 /* Each script is Redisson's latch step, with the wake-up published
  * through announce(), so that a PUBLISH the server's ACL refuses does not
- * turn a done step into an error.  KEYS: the name, the channel. */
+ * turn a done step into an error.  KEYS: the name, the channel.
+ *
+ * A count is a 64-bit integer in Redis, and Lua's numbers are doubles,
+ * exact only below 2^53: a script answers a count as text, which the
+ * client reads exactly (hl_i64_parse).  A count that is no decimal
+ * integer of 64 bits, or is negative (Redisson's count down deletes the
+ * latch at zero), was written by neither hilock nor Redisson: the script
+ * answers foreign() before it changes anything, and the call fails with
+ * HILOCK_EPROTO. */
+#define LATCH_WHAT "a latch count"
+
+/* The count at the name, as text, in stored (false: none); a count that
+ * no client of the layout writes ends the script. */
+#define LATCH_LUA_CHECK                                                     \
+    HL_LUA_FOREIGN                                                          \
+    "local stored = redis.call('get', KEYS[1])\n"                           \
+    "if stored and (not is_int(stored) or\n"                                \
+    "               string.sub(stored, 1, 1) == '-') then\n"                \
+    "  return foreign(KEYS[1], stored, '" LATCH_WHAT "')\n"                 \
+    "end\n"
+
+/* Replies the count, as text, or 0 when there is no latch. */
+static const char count_lua[] =
+    LATCH_LUA_CHECK
+    "return stored or 0\n";
+
 static const char set_lua[] =
     HL_LUA_ANNOUNCE
     "if redis.call('exists', KEYS[1]) == 1 then return 0 end\n"
@@ -25,14 +50,16 @@ static const char set_lua[] =
     "return answer(1)\n";
 
 /* A count down below zero (no latch) deletes what DECR made of nothing,
- * as Redisson's does; only the step that reaches zero wakes waiters. */
+ * as Redisson's does; only the step that reaches zero wakes waiters.
+ * Replies the count left, as text when some is. */
 static const char down_lua[] =
     HL_LUA_ANNOUNCE
+    LATCH_LUA_CHECK
     "local v = redis.call('decr', KEYS[1])\n"
-    "if v <= 0 then redis.call('del', KEYS[1]) end\n"
+    "if v > 0 then return redis.call('get', KEYS[1]) end\n"
+    "redis.call('del', KEYS[1])\n"
     "if v == 0 then announce(KEYS[2], '" HL_LAYOUT_MSG_LATCH_ZERO "') end\n"
-    "if v < 0 then v = 0 end\n"
-    "return answer(v)\n";
+    "return answer(0)\n";
 
 static const char delete_lua[] =
     HL_LUA_ANNOUNCE
@@ -40,11 +67,12 @@ static const char delete_lua[] =
     "announce(KEYS[2], '" HL_LAYOUT_MSG_LATCH_NEW_COUNT "')\n"
     "return answer(1)\n";
 
-static hl_script set_script, down_script, delete_script;
+static hl_script set_script, down_script, delete_script, count_script;
 static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
 
 static void init_scripts(void)
 {
+    hl_script_init(&count_script, count_lua);
     hl_script_init(&set_script, set_lua);
     hl_script_init(&down_script, down_lua);
     hl_script_init(&delete_script, delete_lua);
@@ -71,27 +99,16 @@ int hl_latch_check_slot(const hilock_lock *lock)
                    "slot than the latch");
 }
 
-int hl_latch_get(hilock_lock *lock, hl_request_fn *fn, void *data)
+int hl_latch_read(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
-    hl_conn *conn = hl_lock_conn(lock);
-    if (conn == NULL)
-        return HILOCK_ECLOSED;
-    const char *argv[2] = {"GET", lock->name};
-    size_t lens[2] = {3, lock->name_len};
-    return hl_conn_command(conn, 2, argv, lens, fn, data);
+    return hl_run_lock_script(lock, &count_script, 0, NULL, 0, NULL, NULL,
+                              fn, data);
 }
 
 int hl_latch_parse_count(const hilock_reply *r, int64_t *count)
 {
-    if (r->type == HILOCK_REPLY_NIL) {
-        *count = 0;
-        return HILOCK_OK;
-    }
-    if (r->type != HILOCK_REPLY_STRING || r->len == 0 || r->len > 20)
-        return HILOCK_EPROTO;
-    char *end;
-    long long v = strtoll(r->str, &end, 10);
-    if (end != r->str + r->len || v < 0)
+    int64_t v;
+    if (!hl_reply_i64(r, &v) || v < 0)
         return HILOCK_EPROTO;
     *count = v;
     return HILOCK_OK;
@@ -147,11 +164,7 @@ typedef struct latch_call {
 static bool script_value(hilock_client *client, const hilock_reply *r,
                          int64_t *v)
 {
-    r = hl_script_answer(client, r);
-    if (r->type != HILOCK_REPLY_INTEGER)
-        return false;
-    *v = r->integer;
-    return true;
+    return hl_reply_i64(hl_script_answer(client, r), v);
 }
 
 static void on_reply(void *data, int status, hilock_reply *reply)
@@ -165,16 +178,20 @@ static void on_reply(void *data, int status, hilock_reply *reply)
         hl_op_done(&call->op, status, 0, NULL, why);
         return;
     }
+    /* A count no client of the layout writes, refused by the script, as
+     * its words. */
+    char foreign[HL_FOREIGN_DETAIL_MAX];
+    bool refused = hl_foreign_detail(reply, foreign, sizeof foreign);
     int64_t v = 0;
-    int rc = call->what == CALL_COUNT ? hl_latch_parse_count(reply, &v)
+    int rc = refused ? HILOCK_EPROTO
+             : call->what == CALL_COUNT ? hl_latch_parse_count(reply, &v)
              : script_value(call->lock->client, reply, &v) ? HILOCK_OK
-                                       : HILOCK_EPROTO;
+                                                          : HILOCK_EPROTO;
     hilock_reply_free(reply);
     hl_op_done(&call->op, rc, rc == HILOCK_OK ? v : 0, NULL,
                rc == HILOCK_OK ? NULL
-               : call->what == CALL_COUNT
-                   ? "the name holds a string that is not a latch count"
-                   : "unexpected reply from a latch script");
+               : refused       ? foreign
+                               : "unexpected reply from a latch script");
 }
 
 static int send_script(void *ctx, hl_request_fn *fn, void *data)
@@ -204,7 +221,7 @@ static void call_start(hl_op *op)
     int rc;
     _Atomic int *gate = hl_op_gate_requests(op);
     if (call->what == CALL_COUNT) {
-        rc = hl_latch_get(lock, on_reply, call);
+        rc = hl_latch_read(lock, on_reply, call);
     } else {
         rc = hl_latch_check_slot(lock);
         if (rc != HILOCK_OK) {

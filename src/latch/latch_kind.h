@@ -27,9 +27,10 @@ int hl_latch_channel(const hilock_lock *lock, hl_aux_name *out);
  * lies in another slot. */
 int hl_latch_check_slot(const hilock_lock *lock);
 
-/* Read the count with GET; fn gets the reply, to be read with
- * hl_latch_parse_count. */
-int hl_latch_get(hilock_lock *lock, hl_request_fn *fn, void *data);
+/* Read the count with a script that refuses a count no client of the
+ * layout writes (see latch.c); fn gets the reply, to be read with
+ * hl_latch_parse_count, or with hl_foreign_detail for the refusal. */
+int hl_latch_read(hilock_lock *lock, hl_request_fn *fn, void *data);
 /* HILOCK_OK with *count set, or HILOCK_EPROTO. */
 int hl_latch_parse_count(const hilock_reply *reply, int64_t *count);
 

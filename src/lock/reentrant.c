@@ -20,9 +20,11 @@
  * field now, {0, pttl} when held by another, {2} when the attempt was
  * voided. */
 static const char acquire_lua[] =
-    HL_LUA_TOKEN
+    HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK
     "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n"
     "local held = redis.call('hget', KEYS[1], ARGV[2])\n"
+    "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[2])\n"
+    "if refused then return refused end\n"
     "if not held and redis.call('exists', KEYS[1]) == 1 then\n"
     "  return {0, redis.call('pttl', KEYS[1])}\n"
     "end\n"

@@ -38,21 +38,32 @@
 #define WRITE "'" HL_LAYOUT_RWLOCK_WRITE "'"
 
 
-/* Per-hold timeout keys, and what the read holds say about the lock. */
+/* Per-hold timeout keys, and what the read holds say about the lock.
+ * holds(v) is the read holds a reader's field v counts: v when it is a
+ * hold count (an integer from 1 to 2^53 - 2), else 0, since a value no
+ * client of the layout writes names no hold's key. */
 #define RW_LUA_COMMON                                                       \
-    HL_LUA_NOW HL_LUA_EXTEND HL_LUA_ANNOUNCE                                \
+    HL_LUA_NOW HL_LUA_EXTEND HL_LUA_ANNOUNCE HL_LUA_MS_UNTIL                \
+    HL_LUA_FOREIGN                                                          \
     HL_LAYOUT_LUA_RWLOCK_TIMEOUT_KEY                                        \
     "local function is_reader(f)\n"                                         \
     "  return f ~= " MODE " and\n"                                          \
     "         string.sub(f, -#" WRITE_SUFFIX ") ~= " WRITE_SUFFIX "\n"       \
     "end\n"                                                                 \
-    /* The longest lease left among the read holds, or -1. */              \
+    "local function holds(v)\n"                                             \
+    "  local n = is_int(v) and tonumber(v) or 0\n"                          \
+    "  if n >= 1 and n < 2^53 - 1 then return n end\n"                      \
+    "  return 0\n"                                                          \
+    "end\n"                                                                 \
+    /* The longest lease left among the read holds, or -1.  It runs after */ \
+    /* a release changed the hash, so a reader's count no client writes   */ \
+    /* counts no hold rather than fail the release half done.             */ \
     "local function readers_pttl(name)\n"                                   \
     "  local best = -1\n"                                                   \
     "  local all = redis.call('hgetall', name)\n"                           \
     "  for i = 1, #all, 2 do\n"                                             \
     "    if is_reader(all[i]) then\n"                                       \
-    "      for j = 1, tonumber(all[i + 1]) do\n"                            \
+    "      for j = 1, holds(all[i + 1]) do\n"                               \
     "        local t = redis.call('pttl', tkey(name, all[i], j))\n"         \
     "        if t > best then best = t end\n"                               \
     "      end\n"                                                           \
@@ -66,8 +77,12 @@
  * (0: a single try).
  * Replies {1, count, token}, {0, ms to wait at most}, or {2} (voided). */
 static const char read_acquire_lua[] =
-    RW_LUA_COMMON HL_LUA_TOKEN
+    RW_LUA_COMMON HL_LUA_TOKEN HL_LUA_HOLD_CHECK
     "if redis.call('sismember', KEYS[4], ARGV[5]) == 1 then return {2} end\n"
+    "local refused = hold_refused(KEYS[1],\n"
+    "                             redis.call('hget', KEYS[1], ARGV[2])) or\n"
+    "                token_refused(KEYS[5])\n"
+    "if refused then return refused end\n"
     "local function grant()\n"
     "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('set', tkey(KEYS[1], ARGV[2], n), 1, 'px', ARGV[1])\n"
@@ -94,11 +109,12 @@ static const char read_acquire_lua[] =
     "local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
     "if #first > 0 then\n"
     /* Look again when the lock's lease or the writer's claim runs out,
-     * whichever is first: a writer that died sends no message. */
-    "  local ttl = tonumber(first[2]) - now\n"
+     * whichever is first: a writer that died sends no message.  A claim
+     * scored 2^53 ms or more ahead never runs out (ttl false). */
+    "  local ttl = ms_until(first[2], now)\n"
     "  local held = redis.call('pttl', KEYS[1])\n"
-    "  if held > 0 and held < ttl then ttl = held end\n"
-    "  if ttl < 1 then ttl = 1 end\n"
+    "  if held > 0 and (not ttl or held < ttl) then ttl = held end\n"
+    "  if not ttl then ttl = -1 elseif ttl < 1 then ttl = 1 end\n"
     "  return {0, ttl}\n"
     "end\n"
     "if not mode then redis.call('hset', KEYS[1], " MODE ", " READ ") end\n"
@@ -107,9 +123,12 @@ static const char read_acquire_lua[] =
 /* As read_acquire_lua; also replies {3} when the owner holds the read
  * lock (an upgrade, which would wait for itself). */
 static const char write_acquire_lua[] =
-    RW_LUA_COMMON HL_LUA_TOKEN
+    RW_LUA_COMMON HL_LUA_TOKEN HL_LUA_HOLD_CHECK
     "if redis.call('sismember', KEYS[4], ARGV[5]) == 1 then return {2} end\n"
     "local wf = ARGV[2] .. " WRITE_SUFFIX "\n"
+    "local refused = hold_refused(KEYS[1], redis.call('hget', KEYS[1], wf))\n"
+    "                or token_refused(KEYS[5])\n"
+    "if refused then return refused end\n"
     "local mode = redis.call('hget', KEYS[1], " MODE ")\n"
     "if mode == " WRITE " and redis.call('hexists', KEYS[1], wf) == 1 then\n"
     "  local n = redis.call('hincrby', KEYS[1], wf, 1)\n"
@@ -118,13 +137,20 @@ static const char write_acquire_lua[] =
     "end\n"
     "if mode == " READ " then\n"
     "  if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then return {3} end\n"
-    /* Readers whose every hold ran out are dead: drop them. */
     "  local all = redis.call('hgetall', KEYS[1])\n"
+    /* A reader's count no client of the layout writes: whether it lives
+     * cannot be told, so the acquire is refused before anything goes. */
+    "  for i = 1, #all, 2 do\n"
+    "    if is_reader(all[i]) and holds(all[i + 1]) == 0 then\n"
+    "      return foreign(KEYS[1], all[i + 1], 'a read hold count')\n"
+    "    end\n"
+    "  end\n"
+    /* Readers whose every hold ran out are dead: drop them. */
     "  local live = false\n"
     "  for i = 1, #all, 2 do\n"
     "    if is_reader(all[i]) then\n"
     "      local alive = false\n"
-    "      for j = 1, tonumber(all[i + 1]) do\n"
+    "      for j = 1, holds(all[i + 1]) do\n"
     "        if redis.call('exists', tkey(KEYS[1], all[i], j)) == 1 then\n"
     "          alive = true\n"
     "          break\n"
@@ -223,7 +249,7 @@ static const char force_lua[] =
     "local all = redis.call('hgetall', KEYS[1])\n"
     "for i = 1, #all, 2 do\n"
     "  if is_reader(all[i]) then\n"
-    "    for j = 1, tonumber(all[i + 1]) or 0 do\n"
+    "    for j = 1, holds(all[i + 1]) do\n"
     "      redis.call('del', tkey(KEYS[1], all[i], j))\n"
     "    end\n"
     "  end\n"
@@ -272,7 +298,7 @@ static const char read_renew_lua[] =
     RW_LUA_COMMON
     "local out = {}\n"
     "for i = 1, #KEYS do\n"
-    "  local n = tonumber(redis.call('hget', KEYS[i], ARGV[i + 1]) or '0')\n"
+    "  local n = holds(redis.call('hget', KEYS[i], ARGV[i + 1]) or '0')\n"
     "  local alive = 0\n"
     "  for j = 1, n do\n"
     "    alive = alive + redis.call('pexpire', tkey(KEYS[i], ARGV[i + 1], j),"

@@ -25,7 +25,15 @@
  *
  * The one-request scripts take KEYS NAME, {NAME}:timeout and the channel,
  * and ARGV[1] '1' on an expirable semaphore, which first takes back the
- * permits whose expiry passed, as Redisson's acquire does. */
+ * permits whose expiry passed, as Redisson's acquire does.
+ *
+ * Counts are 64-bit integers in Redis, and Lua's numbers are doubles,
+ * exact only below 2^53: so a script reads a count as text, leaves the
+ * arithmetic to INCRBY and DECRBY, and answers a count as the text GET
+ * gives, which the client reads exactly (hl_i64_parse).  A count that is
+ * no such integer ("5.5", or beyond 64 bits) was written by neither
+ * hilock nor Redisson: the script answers foreign() before it changes
+ * anything, and the call fails with HILOCK_EPROTO. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,19 +44,36 @@
 #include "layout/layout.h"
 #include "semaphore/semaphore_internal.h"
 
+/* What a foreign count is taken for, in the detail of its refusal. */
+#define SEM_WHAT "a count of permits"
+
+/* The count at the name, as text, in stored (false: none); a count that
+ * no client of the layout writes ends the script. */
+#define SEM_LUA_CHECK                                                       \
+    "local stored = redis.call('get', KEYS[1])\n"                           \
+    "if stored and not is_int(stored) then\n"                               \
+    "  return foreign(KEYS[1], stored, '" SEM_WHAT "')\n"                   \
+    "end\n"
+
 #define SEM_LUA_COMMON                                                      \
     HL_LUA_ANNOUNCE                                                         \
     HL_LUA_NOW                                                              \
+    HL_LUA_FOREIGN                                                          \
     "local now = now_ms()\n"                                                \
+    SEM_LUA_CHECK                                                           \
     /* Expired permits come back, at most 1000 a call (unpack's limit). */ \
+    /* A score is an expiry: one before the epoch (-inf too), which no   */ \
+    /* client of the layout writes, has passed like any other.  Redisson */ \
+    /* looks from 0 only, and would leave such a permit held for ever.   */ \
     "local function reclaim()\n"                                            \
     "  if ARGV[1] ~= '1' then return end\n"                                 \
-    "  local gone = redis.call('zrangebyscore', KEYS[2], 0, now,\n"         \
+    "  local gone = redis.call('zrangebyscore', KEYS[2], '-inf', now,\n"    \
     "                          'limit', 0, 1000)\n"                         \
     "  if #gone == 0 then return end\n"                                     \
     "  redis.call('zrem', KEYS[2], unpack(gone))\n"                         \
-    "  local v = redis.call('incrby', KEYS[1], #gone)\n"                    \
-    "  if v > 0 then announce(KEYS[3], v) end\n"                            \
+    "  redis.call('incrby', KEYS[1], #gone)\n"                              \
+    "  local v = redis.call('get', KEYS[1])\n"                              \
+    "  if tonumber(v) > 0 then announce(KEYS[3], v) end\n"                  \
     "end\n"                                                                 \
     "reclaim()\n"
 
@@ -64,17 +89,21 @@
 /* ---- plain: acquire, reconcile, forget ---------------------------------- */
 
 /* KEYS: name, the attempt's record.  ARGV: permits.  Replies {1, free
- * left} when taken (and records how many), {0, -1} when too few are
- * free, {2} when a reconcile voided the attempt before it ran. */
+ * left, as text} when taken (and records how many), {0, -1} when too few
+ * are free, {2} when a reconcile voided the attempt before it ran.  The
+ * count is compared as a double: exact below 2^53, and above it greater
+ * than any number of permits asked for. */
 static const char plain_acquire_lua[] =
+    HL_LUA_FOREIGN
+    SEM_LUA_CHECK
     "local n = tonumber(ARGV[1])\n"
-    "local v = redis.call('get', KEYS[1])\n"
-    "if v == false or tonumber(v) < n then return {0, -1} end\n"
+    "if stored == false or tonumber(stored) < n then return {0, -1} end\n"
     "if not redis.call('set', KEYS[2], n, 'px', "
     HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ", 'nx') then\n"
     "  return {2}\n"
     "end\n"
-    "return {1, redis.call('decrby', KEYS[1], n)}\n";
+    "redis.call('decrby', KEYS[1], n)\n"
+    "return {1, redis.call('get', KEYS[1])}\n";
 
 /* KEYS: name, the attempt's record, channel.  Voids the attempt, and
  * gives back what it took, if it ran.  Replies 0: the owner holds nothing
@@ -86,46 +115,54 @@ static const char plain_reconcile_lua[] =
     "if n == false or n == '" HL_LAYOUT_SEM_RECORD_VOID "' then\n"
     "  return 0\n"
     "end\n"
-    "local v = redis.call('incrby', KEYS[1], n)\n"
-    "announce(KEYS[3], v)\n"
+    "redis.call('incrby', KEYS[1], n)\n"
+    "announce(KEYS[3], redis.call('get', KEYS[1]))\n"
     "return answer(0)\n";
 
 /* ---- expirable: acquire, reconcile, release, renew ---------------------- */
 
 /* KEYS: name, {name}:timeout, channel, void set.  ARGV: '1', lease ms,
- * permit id (the owner's field), nonce.  Replies {1, free left} when
- * taken, {0, ms until the first permit expires, or -1} when none is free,
- * {2} when the attempt was voided. */
+ * permit id (the owner's field), nonce.  Replies {1, free left, as text}
+ * when taken, {0, ms until the first permit expires, or -1} when none is
+ * free, {2} when the attempt was voided.  The ms are whole, at least 0
+ * (more than 1000 expired permits leave some for the next call, which
+ * the engine's retry floor spaces out), and below 2^53: an expiry that
+ * far away, +inf included, is none any wait reaches, and a reply could
+ * not carry it (Redis casts a Lua number to an integer, and +inf to
+ * -2^63), so the acquire waits for a release as for a permit that never
+ * expires. */
 static const char permit_acquire_lua[] =
     SEM_LUA_COMMON
     "if redis.call('sismember', KEYS[4], ARGV[4]) == 1 then return {2} end\n"
     "local v = redis.call('get', KEYS[1])\n"
     "if v ~= false and tonumber(v) >= 1 then\n"
-    "  local left = redis.call('decrby', KEYS[1], 1)\n"
+    "  redis.call('decrby', KEYS[1], 1)\n"
     "  redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])\n"
     "  local ttl = redis.call('pttl', KEYS[1])\n"
     "  if ttl > 0 then redis.call('pexpire', KEYS[2], ttl) end\n"
-    "  return answer({1, left})\n"
+    "  return answer({1, redis.call('get', KEYS[1])})\n"
     "end\n"
     "local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
     "if first[2] and first[2] ~= '" HL_LAYOUT_PERMIT_NO_EXPIRY "' then\n"
-    "  return answer({0, math.max(tonumber(first[2]) - now, 0)})\n"
+    "  local ms = math.ceil(tonumber(first[2]) - now)\n"
+    "  if ms < 2^53 then return answer({0, math.max(ms, 0)}) end\n"
     "end\n"
     "return answer({0, -1})\n";
 
 /* KEYS: name, {name}:timeout, channel, void set.  ARGV: '1', permit id,
  * holds the client knows of (0 or 1), nonce.  Voids the attempt and, when
  * the client holds no such permit, gives it back.  Replies the permits
- * the owner holds after it. */
+ * the owner holds after it.  The attempt is voided first, so that it
+ * stays void when the count is refused. */
 static const char permit_reconcile_lua[] =
-    SEM_LUA_COMMON
     SEM_LUA_VOID("4", "4")
+    SEM_LUA_COMMON
     "if tonumber(ARGV[3]) > 0 then return answer(1) end\n"
     "if redis.call('zrem', KEYS[2], ARGV[2]) == 0 then\n"
     "  return answer(0)\n"
     "end\n"
-    "local v = redis.call('incrby', KEYS[1], 1)\n"
-    "announce(KEYS[3], v)\n"
+    "redis.call('incrby', KEYS[1], 1)\n"
+    "announce(KEYS[3], redis.call('get', KEYS[1]))\n"
     "return answer(0)\n";
 
 /* ARGV: expirable, permit id.  Replies 0 (no such permit), 1 (given
@@ -135,8 +172,8 @@ static const char permit_release_lua[] =
     "local s = redis.call('zscore', KEYS[2], ARGV[2])\n"
     "if s == false then return answer(0) end\n"
     "redis.call('zrem', KEYS[2], ARGV[2])\n"
-    "local v = redis.call('incrby', KEYS[1], 1)\n"
-    "announce(KEYS[3], v)\n"
+    "redis.call('incrby', KEYS[1], 1)\n"
+    "announce(KEYS[3], redis.call('get', KEYS[1]))\n"
     "if tonumber(s) <= now then return answer(2) end\n"
     "return answer(1)\n";
 
@@ -165,14 +202,17 @@ static const char renew_lua[] =
  * release is recorded until the client has its answer, so that the
  * client can send it again after an answer was lost without giving the
  * permits back twice.  Replies the new count (the count now, when it ran
- * before). */
+ * before), as text. */
 static const char plain_release_lua[] =
     HL_LUA_ANNOUNCE
+    HL_LUA_FOREIGN
+    SEM_LUA_CHECK
     "if not redis.call('set', KEYS[2], ARGV[1], 'px', "
     HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ", 'nx') then\n"
-    "  return tonumber(redis.call('get', KEYS[1]) or '0')\n"
+    "  return stored or '0'\n"
     "end\n"
-    "local v = redis.call('incrby', KEYS[1], ARGV[1])\n"
+    "redis.call('incrby', KEYS[1], ARGV[1])\n"
+    "local v = redis.call('get', KEYS[1])\n"
     "announce(KEYS[3], v)\n"
     "return answer(v)\n";
 
@@ -183,29 +223,34 @@ static const char plain_release_lua[] =
  * case.  Replies the new count (the count now, when it ran before). */
 static const char plain_release_grant_lua[] =
     HL_LUA_ANNOUNCE
+    HL_LUA_FOREIGN
+    SEM_LUA_CHECK
     "if redis.call('del', KEYS[2]) == 0 and ARGV[2] == '1' then\n"
-    "  return tonumber(redis.call('get', KEYS[1]) or '0')\n"
+    "  return stored or '0'\n"
     "end\n"
-    "local v = redis.call('incrby', KEYS[1], ARGV[1])\n"
+    "redis.call('incrby', KEYS[1], ARGV[1])\n"
+    "local v = redis.call('get', KEYS[1])\n"
     "announce(KEYS[3], v)\n"
     "return answer(v)\n";
 
-/* ARGV: expirable, permits.  Replies the new count. */
+/* ARGV: expirable, permits.  Replies the new count, as text. */
 static const char release_lua[] =
     SEM_LUA_COMMON
-    "local v = redis.call('incrby', KEYS[1], ARGV[2])\n"
+    "redis.call('incrby', KEYS[1], ARGV[2])\n"
+    "local v = redis.call('get', KEYS[1])\n"
     "announce(KEYS[3], v)\n"
     "return answer(v)\n";
 
-/* ARGV: expirable, permits (may be negative).  Replies the new count.  A
- * plain semaphore announces the new count, as RSemaphore's addPermits
- * does; an expirable one announces the amount added, and nothing when it
- * takes permits away, as RPermitExpirableSemaphore's does: its Java
- * listeners let that many waiters through, and a count of 0 or less
- * would have them release a negative number. */
+/* ARGV: expirable, permits (may be negative).  Replies the new count, as
+ * text.  A plain semaphore announces the new count, as RSemaphore's
+ * addPermits does; an expirable one announces the amount added, and
+ * nothing when it takes permits away, as RPermitExpirableSemaphore's
+ * does: its Java listeners let that many waiters through, and a count of
+ * 0 or less would have them release a negative number. */
 static const char add_lua[] =
     SEM_LUA_COMMON
-    "local v = redis.call('incrby', KEYS[1], ARGV[2])\n"
+    "redis.call('incrby', KEYS[1], ARGV[2])\n"
+    "local v = redis.call('get', KEYS[1])\n"
     "if ARGV[1] ~= '1' then\n"
     "  announce(KEYS[3], v)\n"
     "elseif tonumber(ARGV[2]) > 0 then\n"
@@ -224,7 +269,11 @@ static const char try_set_lua[] =
 /* ARGV: expirable, permits.  Replies the count set.  On an expirable
  * semaphore the count set is the total, held permits included, as
  * RPermitExpirableSemaphore's setPermits does: with one permit held,
- * setting 5 leaves 4 free.  An unchanged total announces nothing. */
+ * setting 5 leaves 4 free.  An unchanged total announces nothing.  The
+ * free count may lie beyond 2^53, where a double is not exact (the sum
+ * then differs from any count set, rightly): it goes down to 0 by its
+ * own digits and up to what the total asks, in Redis's integers, and
+ * keeps its TTL as an INCRBY does. */
 static const char set_lua[] =
     SEM_LUA_COMMON
     "local want = tonumber(ARGV[2])\n"
@@ -234,25 +283,26 @@ static const char set_lua[] =
     "  announce(KEYS[3], ARGV[2])\n"
     "  return answer(want)\n"
     "end\n"
-    "local total = tonumber(free) + redis.call('zcard', KEYS[2])\n"
-    "if total ~= want then\n"
-    "  redis.call('incrby', KEYS[1], want - total)\n"
+    "local held = redis.call('zcard', KEYS[2])\n"
+    "if tonumber(free) + held ~= want then\n"
+    "  redis.call('decrby', KEYS[1], free)\n"
+    "  redis.call('incrby', KEYS[1], want - held)\n"
     "  announce(KEYS[3], ARGV[2])\n"
     "end\n"
     "return answer(want)\n";
 
-/* ARGV: expirable.  Replies the count before. */
+/* ARGV: expirable.  Replies the count before, as text. */
 static const char drain_lua[] =
     SEM_LUA_COMMON
     "local v = redis.call('get', KEYS[1])\n"
     "if v == false then return answer(0) end\n"
     "redis.call('set', KEYS[1], 0)\n"
-    "return answer(tonumber(v))\n";
+    "return answer(v)\n";
 
-/* ARGV: expirable.  Replies the count. */
+/* ARGV: expirable.  Replies the count, as text. */
 static const char available_lua[] =
     SEM_LUA_COMMON
-    "return answer(tonumber(redis.call('get', KEYS[1]) or '0'))\n";
+    "return answer(redis.call('get', KEYS[1]) or '0')\n";
 
 static hl_script calls[SEM_PERMIT_RELEASE + 1];
 static hl_script plain_acquire, plain_reconcile, plain_release,
@@ -296,26 +346,37 @@ static int permit_key(const char *name, size_t name_len, hl_aux_name *out)
     return hl_layout_suffixed(out, name, name_len, HL_LAYOUT_PERMIT_TIMEOUT);
 }
 
-/* {1, free} taken, {0, ms} held, {2} voided; perhaps with a refused
- * PUBLISH beside it (the reclaim's), which changes nothing here. */
+/* An acquire's answer: the reply itself, or the first of {answer,
+ * refusal} when the reclaim's PUBLISH was refused, which changes nothing
+ * here.  Not hl_script_answer's reading: {1, free as text} is no pair. */
+static const hilock_reply *attempt_answer(const hilock_reply *r)
+{
+    if (r != NULL && r->type == HILOCK_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == HILOCK_REPLY_ARRAY)
+        return r->element[0];
+    return r;
+}
+
+/* {1, free} taken, {0, ms} held, {2} voided.  Anything else, a refused
+ * count among it, is a bad reply, whose detail the engine finds. */
 static void parse_attempt(const hilock_reply *reply, hl_acquire_result *out)
 {
-    const hilock_reply *r = hl_script_answer(NULL, reply);
+    const hilock_reply *r = attempt_answer(reply);
     out->outcome = HL_ACQ_BAD_REPLY;
     if (r == NULL || r->type != HILOCK_REPLY_ARRAY || r->elements < 1 ||
-        r->elements > 2)
+        r->elements > 2 || r->element[0]->type != HILOCK_REPLY_INTEGER)
         return;
-    for (size_t i = 0; i < r->elements; i++)
-        if (r->element[i]->type != HILOCK_REPLY_INTEGER)
-            return;
     long long what = r->element[0]->integer;
+    int64_t v = 0;
+    if (r->elements == 2 && !hl_reply_i64(r->element[1], &v))
+        return;
     if (what == 1 && r->elements == 2) {
         out->outcome = HL_ACQ_ACQUIRED;
         out->count = 1; /* a permit is one hold of its own owner */
-        out->free = r->element[1]->integer;
+        out->free = v;
     } else if (what == 0 && r->elements == 2) {
         out->outcome = HL_ACQ_HELD;
-        out->ttl_ms = r->element[1]->integer;
+        out->ttl_ms = v;
     } else if (what == 2 && r->elements == 1) {
         out->outcome = HL_ACQ_VOID;
     }

@@ -241,14 +241,19 @@ static void on_reply(void *data, int status, hilock_reply *reply)
         hl_op_done(&op->op, status, 0, NULL, why);
         return;
     }
+    /* Counts come as text, exact beyond Lua's 2^53; a count no client
+     * of the layout writes, refused by the script, as its words. */
     const hilock_reply *answer =
         hl_script_answer(op->sem->lock->client, reply);
-    bool ok = answer->type == HILOCK_REPLY_INTEGER;
-    int64_t v = ok ? answer->integer : 0;
+    char foreign[HL_FOREIGN_DETAIL_MAX];
+    bool refused = hl_foreign_detail(reply, foreign, sizeof foreign);
+    int64_t v = 0;
+    bool ok = !refused && hl_reply_i64(answer, &v);
     hilock_reply_free(reply);
     if (!ok) {
         hl_op_done(&op->op, HILOCK_EPROTO, 0, NULL,
-                   "unexpected reply from a semaphore script");
+                   refused ? foreign
+                           : "unexpected reply from a semaphore script");
     } else if (op->call == SEM_PERMIT_RELEASE) {
         /* Another client's permit: 0 none, 1 given back, 2 given back
          * after its lease ran out (its holder is told by its own). */

@@ -102,6 +102,8 @@ int cli_permits_open(const cli_globals *g, const char *name, int permits,
             hilock_semaphore_destroy(p->sem);
         hilock_client_destroy(p->client);
         free(p);
+        if (rc == HILOCK_EREDIS || rc == HILOCK_EPROTO)
+            return CLI_EXIT_DATAERR; /* the name holds no semaphore */
         return rc == HILOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_SOFTWARE;
     }
     *out = (cli_runlock){.impl = p,

@@ -624,8 +624,9 @@ static int acquire_failed(const run_args *a, const run_state *st)
     fprintf(stderr, "hilock: cannot acquire %s: %s (%s)\n", a->name,
             hilock_strerror(rc), st->acquire_detail);
     switch (rc) {
-    case HILOCK_EREDIS:
-        return CLI_EXIT_DATAERR; /* e.g. WRONGTYPE: the name is no lock */
+    case HILOCK_EREDIS: /* e.g. WRONGTYPE: the name is no lock */
+    case HILOCK_EPROTO: /* a count or token that no client writes */
+        return CLI_EXIT_DATAERR;
     case HILOCK_EIO:
     case HILOCK_ETIMEDOUT:
     case HILOCK_EAUTH:

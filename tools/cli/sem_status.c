@@ -2,7 +2,18 @@
  * the expirable permits held in "{NAME}:timeout", each with its id and
  * the time it has left on the server's clock, read in one script so that
  * the object is a snapshot.  A name holding an integer string, or none
- * but with permits held, is taken for a semaphore. */
+ * but with permits held, is taken for a semaphore.
+ *
+ * The values are what some program wrote, and are read as strictly as
+ * the library reads them: a count is a decimal 64-bit integer, printed as
+ * it is, and a string at NAME that is none is bad data (exit 65, with the
+ * string quoted).  A permit's time left is its score less the server's
+ * time, worked out in doubles, as scores are: 0 once it is past (a score
+ * before the epoch, -inf too), -1 for no expiry (Redisson's score for
+ * that, or one 2^53 ms or more ahead, +inf too), so that no score makes
+ * an integer overflow. */
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,14 +54,44 @@ static bool is_str(const hilock_reply *r)
     return r->type == HILOCK_REPLY_STRING || r->type == HILOCK_REPLY_STATUS;
 }
 
-/* A decimal integer, as a count is stored. */
-static bool is_count(const char *s)
+/* A count as Redis's INCR keeps one: decimal, '-' before a negative, no
+ * leading zero, within 64 bits; false for anything else. */
+static bool parse_count(const hilock_reply *r, long long *out)
 {
-    char *end;
-    if (*s == '\0')
+    const char *s = r->str;
+    const char *digits = s[0] == '-' ? s + 1 : s;
+    if (r->len == 0 || digits[0] < '0' || digits[0] > '9' ||
+        (digits[0] == '0' && (digits != s || digits[1] != '\0')))
         return false;
-    (void)strtoll(s, &end, 10);
-    return *end == '\0';
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end != s + r->len)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* The ms a permit scored score has left at now_ms: 0 when it is past,
+ * -1 when it never comes (see the top of this file). */
+static long long time_left(const char *score, long long now_ms)
+{
+    if (strcmp(score, NO_EXPIRY) == 0)
+        return -1;
+    double left = strtod(score, NULL) - (double)now_ms;
+    if (!(left < 9007199254740992.0)) /* 2^53, +inf; NaN too */
+        return -1;
+    if (left <= 0)
+        return 0;
+    long long ms = (long long)left;
+    return ms < left ? ms + 1 : ms;
+}
+
+/* The server's TIME, in ms. */
+static long long server_ms(const hilock_reply *sec, const hilock_reply *usec)
+{
+    return strtoll(sec->str, NULL, 10) * 1000 +
+           strtoll(usec->str, NULL, 10) / 1000;
 }
 
 int cli_semaphore_status(hilock_client *client, const char *name, bool force,
@@ -84,7 +125,8 @@ int cli_semaphore_status(hilock_client *client, const char *name, bool force,
     const char *type = r->element[0]->str;
     const hilock_reply *z = r->element[2];
     const hilock_reply *v = r->element[1];
-    bool count = is_str(v) && is_count(v->str);
+    long long available = 0;
+    bool count = is_str(v) && parse_count(v, &available);
     /* A count alone is a latch's as much as a semaphore's: unless asked
      * for a semaphore, only held permits tell. */
     bool semaphore = force ? count || (strcmp(type, "none") == 0 &&
@@ -94,19 +136,28 @@ int cli_semaphore_status(hilock_client *client, const char *name, bool force,
         hilock_reply_free(r);
         return 0;
     }
+    if (is_str(v) && !count) {
+        /* A string, but no count: not one hilock or Redisson wrote. */
+        fprintf(stderr, "hilock: %s holds ", name);
+        cli_json_string(stderr, v->str, v->len < 64 ? v->len : 64);
+        fprintf(stderr, "%s, which is not a count of permits (a decimal "
+                        "64-bit integer)\n",
+                v->len < 64 ? "" : "...");
+        hilock_reply_free(r);
+        return CLI_EXIT_DATAERR;
+    }
     if (!semaphore && strcmp(type, "none") != 0) {
         fprintf(stderr, "hilock: %s holds a %s, not a semaphore's count\n",
                 name, type);
         hilock_reply_free(r);
         return CLI_EXIT_DATAERR;
     }
-    long long now_ms = atoll(r->element[3]->str) * 1000 +
-                       atoll(r->element[4]->str) / 1000;
+    long long now_ms = server_ms(r->element[3], r->element[4]);
     printf("{\"name\":");
     cli_json_string(stdout, name, strlen(name));
     printf(",\"kind\":\"semaphore\",\"available\":");
     if (count)
-        printf("%lld", atoll(v->str));
+        printf("%lld", available);
     else
         printf("null");
     printf(",\"permits\":[");
@@ -114,10 +165,7 @@ int cli_semaphore_status(hilock_client *client, const char *name, bool force,
         const hilock_reply *id = z->element[i], *score = z->element[i + 1];
         printf("%s{\"id\":", i ? "," : "");
         cli_json_string(stdout, id->str, id->len);
-        long long ttl = strcmp(score->str, NO_EXPIRY) == 0
-                            ? -1
-                            : (long long)atof(score->str) - now_ms;
-        printf(",\"ttl_ms\":%lld}", ttl < -1 ? 0 : ttl);
+        printf(",\"ttl_ms\":%lld}", time_left(score->str, now_ms));
     }
     printf("]}\n");
     hilock_reply_free(r);

@@ -568,8 +568,13 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
     bool unacked = status == HILOCK_ENOACK;
     if (unacked)
         status = HILOCK_OK;
-    if (status == HILOCK_OK)
+    /* A script that refused a value it found on the server says which. */
+    char foreign[HL_FOREIGN_DETAIL_MAX] = "";
+    if (status == HILOCK_OK) {
         lock->kind->parse_attempt(reply, &res);
+        if (res.outcome == HL_ACQ_BAD_REPLY)
+            (void)hl_foreign_detail(reply, foreign, sizeof foreign);
+    }
     if (op->state == HL_ACQUIRE_DONE) {
         /* Cancelled or closed meanwhile; a hold it won goes back. */
         hilock_reply_free(reply);
@@ -613,10 +618,10 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
                       ? lock->kind->self_wait_detail
                       : "this owner's own holds would keep it waiting");
     } else {
-        op_finish(op, HILOCK_EPROTO, NULL,
-                  lock->kind->bad_reply_detail
-                      ? lock->kind->bad_reply_detail
-                      : "unexpected acquire reply");
+        const char *why = lock->kind->bad_reply_detail
+                              ? lock->kind->bad_reply_detail
+                              : "unexpected acquire reply";
+        op_finish(op, HILOCK_EPROTO, NULL, foreign[0] ? foreign : why);
     }
 }
 

@@ -5,6 +5,8 @@
 #ifndef HL_COMPOSE_H
 #define HL_COMPOSE_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/base/monotime.h"
@@ -47,9 +49,27 @@ uint64_t hl_fresh_owner(void);
  * refused the PUBLISH it announced its change with (HL_LUA_ANNOUNCE): the
  * change stands, so the caller is told of it and the refusal only counts
  * in hilock_client_stats.  Returns v (reply itself when there is no
- * refusal).  Loop thread. */
+ * refusal).  Loop thread.  An acquire's answers are arrays that may end
+ * in a string (a count as text): its kind unwraps them itself. */
 const hilock_reply *hl_script_answer(hilock_client *client,
                                      const hilock_reply *reply);
+
+/* A script that finds a value no client of the layout writes where it
+ * reads a number (a count that is no 64-bit integer) answers, before it
+ * changes anything, {HL_FOREIGN_MARK, key, value, what}: what names
+ * the number it expected ("a count of permits").  kindkit's
+ * HL_LUA_FOREIGN builds it. */
+#define HL_FOREIGN_MARK "hilock:foreign"
+/* Whether reply (perhaps wrapped with a refusal) is that answer; if so,
+ * out receives the detail of the HILOCK_EPROTO it ends the call with,
+ * which names the key and quotes the value. */
+bool hl_foreign_detail(const hilock_reply *reply, char *out, size_t cap);
+/* That detail, for value found at key where what was expected. */
+void hl_foreign_format(char *out, size_t cap, const char *key,
+                       size_t key_len, const char *value, size_t value_len,
+                       const char *what);
+/* Room for that detail. */
+#define HL_FOREIGN_DETAIL_MAX 256
 
 /* References keep the handle's memory while operations are in flight. */
 void hl_lock_ref(hilock_lock *lock);

@@ -45,19 +45,28 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
             ? lock->kind->parse_release(
                   hl_script_answer(lock->client, reply), &left)
             : HL_REL_BAD_REPLY;
+    /* A script that refused a value it found on the server says which. */
+    char foreign[HL_FOREIGN_DETAIL_MAX] = "";
+    if (status == HILOCK_OK && out == HL_REL_BAD_REPLY)
+        (void)hl_foreign_detail(reply, foreign, sizeof foreign);
     hl_aux_name ch;
     if (call->handed_on && lock->client && out != HL_REL_FREED &&
         hl_lock_channel(lock, &ch) == 0) {
         hl_waiters_hand_on_undone(lock->client->waiters, ch.s, ch.len);
         hl_aux_name_done(&ch);
     }
-    /* Refused, or withdrawn by a blocking caller that gave up before it
-     * was written (HILOCK_ECANCELED): it did not run. */
+    /* Refused (by the server, or by the script for a value it found),
+     * or withdrawn by a blocking caller that gave up before it was
+     * written (HILOCK_ECANCELED): it did not run. */
+    if (foreign[0])
+        status = HILOCK_EPROTO;
     if (status == HILOCK_EREDIS || status == HILOCK_ECLOSED ||
-        status == HILOCK_ECANCELED) {
+        status == HILOCK_ECANCELED || foreign[0]) {
         char why[256];
         snprintf(why, sizeof why, "%s",
-                 reply ? reply->str : hilock_last_error());
+                 foreign[0] ? foreign
+                 : reply    ? reply->str
+                            : hilock_last_error());
         if (h && call->lease_was_releasing && hl_hold_lease(h))
             hl_lease_set_releasing(hl_hold_lease(h), false);
         hilock_reply_free(reply);
@@ -182,9 +191,16 @@ static void on_reply(void *data, int status, hilock_reply *reply)
     case CALL_LEASE_LOST:
         break;
     }
+    char why[HL_FOREIGN_DETAIL_MAX] = "unexpected reply";
+    if (!ok && call->kind == CALL_HOLD_COUNT &&
+        reply->type == HILOCK_REPLY_STRING)
+        /* A count some other program wrote in the owner's field. */
+        hl_foreign_format(why, sizeof why, call->lock->name,
+                          call->lock->name_len, reply->str, reply->len,
+                          "a hold count");
     hilock_reply_free(reply);
     if (!ok)
-        call_finish(call, HILOCK_EPROTO, 0, "unexpected reply");
+        call_finish(call, HILOCK_EPROTO, 0, why);
     else
         call_finish(call, HILOCK_OK, value, NULL);
 }

@@ -24,6 +24,35 @@ size_t hl_i64_dec(char *buf, int64_t v)
     return 1 + hl_u64_dec(buf + 1, 0 - (uint64_t)v);
 }
 
+bool hl_i64_parse(const char *s, size_t len, int64_t *out)
+{
+    bool neg = len > 0 && s[0] == '-';
+    size_t i = neg ? 1 : 0;
+    if (i == len || s[i] < '0' || s[i] > '9')
+        return false;
+    if (s[i] == '0') {
+        if (neg || len != 1)
+            return false;
+        *out = 0;
+        return true;
+    }
+    /* Up to 2^63 in unsigned arithmetic, which only a negative may
+     * reach. */
+    const uint64_t limit = (uint64_t)INT64_MAX + (neg ? 1 : 0);
+    uint64_t v = 0;
+    for (; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (limit - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    /* INT64_MIN has no positive twin: negate one below it. */
+    *out = neg ? -(int64_t)(v - 1) - 1 : (int64_t)v;
+    return true;
+}
+
 static size_t digits(size_t v)
 {
     size_t n = 1;
