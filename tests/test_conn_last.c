@@ -133,20 +133,6 @@ static void test_last_goes_behind_later_requests(void **state)
     hilock_options_free(o);
 }
 
-/* A port bound but not listening: connecting is refused while it is
- * held. */
-static int refusing_port(int *fd)
-{
-    *fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(*fd >= 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(*fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    socklen_t len = sizeof sa;
-    assert_int_equal(getsockname(*fd, (struct sockaddr *)&sa, &len), 0);
-    return ntohs(sa.sin_port);
-}
-
 /* With no server, the command waiting to go last times out as a pending
  * request does, exactly once; and one still waiting when the connection
  * closes is failed with the rest. */
@@ -154,7 +140,7 @@ static void test_last_times_out_and_closes(void **state)
 {
     (void)state;
     int fd;
-    int port = refusing_port(&fd);
+    int port = hl_refusing_port(&fd);
     hilock_options *o = options_for(port, 300);
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
     hl_conn_config cfg = {.loop = loop, .opts = o, .on_event = on_event};

@@ -66,18 +66,6 @@ static void assert_kept(const char *key, const char *value)
                      hilock_last_error(), quoted_);                        \
     } while (0)
 
-static hilock_semaphore *new_sem(hilock_client *c, const char *name,
-                                 bool expirable)
-{
-    hilock_semaphore *s = NULL;
-    assert_status(expirable ? hilock_permit_semaphore_create(&s, c, name,
-                                                             strlen(name))
-                            : hilock_semaphore_create(&s, c, name,
-                                                      strlen(name)),
-                  HILOCK_OK);
-    return s;
-}
-
 /* Scripts the server ran, however they were sent. */
 static long long scripts_run(void)
 {
@@ -92,7 +80,7 @@ static void test_semaphore_count_exact(void **state)
 {
     (void)state;
     hilock_client *c = hl_new_client(fx.server, NULL);
-    hilock_semaphore *s = new_sem(c, "fv-big", false);
+    hilock_semaphore *s = hl_new_semaphore(c, "fv-big", false);
     int64_t v = 0;
 
     set_key("fv-big", "9223372036854775807");
@@ -118,7 +106,7 @@ static void test_semaphore_count_exact(void **state)
     hilock_semaphore_destroy(s);
 
     /* The expirable kind's calls, and its acquire. */
-    s = new_sem(c, "fv-bigp", true);
+    s = hl_new_semaphore(c, "fv-bigp", true);
     char id[HILOCK_PERMIT_ID_MAX];
     set_key("fv-bigp", "9007199254740993");
     assert_status(hilock_permit_acquire(s, 0, 60000, id), HILOCK_OK);
@@ -141,8 +129,8 @@ static void test_semaphore_count_refused(void **state)
 {
     (void)state;
     hilock_client *c = hl_new_client(fx.server, NULL);
-    hilock_semaphore *s = new_sem(c, "fv-bad", false);
-    hilock_semaphore *p = new_sem(c, "fv-badp", true);
+    hilock_semaphore *s = hl_new_semaphore(c, "fv-bad", false);
+    hilock_semaphore *p = hl_new_semaphore(c, "fv-badp", true);
     int64_t v = 0;
     char id[HILOCK_PERMIT_ID_MAX];
 
@@ -178,7 +166,7 @@ static void test_permit_expired_before_epoch(void **state)
     (void)state;
     static const char *const scores[] = {"-5", "-inf", "-1e300"};
     hilock_client *c = hl_new_client(fx.server, NULL);
-    hilock_semaphore *s = new_sem(c, "fv-neg", true);
+    hilock_semaphore *s = hl_new_semaphore(c, "fv-neg", true);
     char id[HILOCK_PERMIT_ID_MAX];
 
     for (size_t i = 0; i < sizeof scores / sizeof scores[0]; i++) {
@@ -212,7 +200,7 @@ static void test_permit_expiry_out_of_reach(void **state)
     static const char *const scores[] = {"inf", "1e300",
                                          "9223372036854775807"};
     hilock_client *c = hl_new_client(fx.server, NULL);
-    hilock_semaphore *s = new_sem(c, "fv-far", true);
+    hilock_semaphore *s = hl_new_semaphore(c, "fv-far", true);
     char id[HILOCK_PERMIT_ID_MAX];
 
     for (size_t i = 0; i < sizeof scores / sizeof scores[0]; i++) {

@@ -685,19 +685,6 @@ static void test_sentinel_wrong_shape_is_asked_again_slower(void **state)
 
 /* ---- many sentinels ------------------------------------------------------- */
 
-/* A port that refuses connections: bound, never listening. */
-static int refusing_port(int *fd)
-{
-    *fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(*fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(*fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    assert_int_equal(getsockname(*fd, (struct sockaddr *)&a, &len), 0);
-    return ntohs(a.sin_port);
-}
-
 /* A URL naming the same sentinel n times. */
 static void sentinel_list(char *url, size_t cap, int port, int n,
                           int64_t connect_ms)
@@ -727,7 +714,7 @@ static void test_refusing_sentinels_within_connect_timeout(void **state)
 {
     (void)state;
     int fd = -1;
-    int port = refusing_port(&fd);
+    int port = hl_refusing_port(&fd);
     char url[2048];
     int64_t connect_ms = hl_widen(1500);
     sentinel_list(url, sizeof url, port, HILOCK_MAX_SENTINELS, connect_ms);

@@ -36,14 +36,6 @@ static int group_teardown(void **state)
     return 0;
 }
 
-static hilock_semaphore *new_sem(hilock_client *c, const char *name)
-{
-    hilock_semaphore *s = NULL;
-    assert_status(hilock_semaphore_create(&s, c, name, strlen(name)),
-                  HILOCK_OK);
-    return s;
-}
-
 static void server_get(const char *key, char *out, size_t cap)
 {
     assert_true(hl_redis_server_cmd(server, out, cap, "GET", key,
@@ -56,7 +48,7 @@ static void test_calls(void **state)
 {
     (void)state;
     hilock_client *c = hl_new_client(server, NULL);
-    hilock_semaphore *s = new_sem(c, "sem-calls");
+    hilock_semaphore *s = hl_new_semaphore(c, "sem-calls", false);
     bool set = false;
     int64_t v = -1;
     char raw[64];
@@ -107,7 +99,7 @@ static void test_errors(void **state)
 {
     (void)state;
     hilock_client *c = hl_new_client(server, NULL);
-    hilock_semaphore *s = new_sem(c, "sem-errors");
+    hilock_semaphore *s = hl_new_semaphore(c, "sem-errors", false);
     hilock_semaphore *bad = NULL;
     char id[HILOCK_PERMIT_ID_MAX];
     int64_t v;
@@ -147,7 +139,7 @@ static void test_errors(void **state)
     char raw[64];
     assert_true(hl_redis_server_cmd(server, raw, sizeof raw, "HSET",
                                     "sem-hash", "a", "1", (char *)NULL) > 0);
-    hilock_semaphore *h = new_sem(c, "sem-hash");
+    hilock_semaphore *h = hl_new_semaphore(c, "sem-hash", false);
     assert_status(hilock_semaphore_try_acquire(h, 1, 0), HILOCK_EREDIS);
     assert_status(hilock_semaphore_release(h, 1), HILOCK_EREDIS);
     hilock_semaphore_destroy(h);
@@ -179,8 +171,8 @@ static void test_async(void **state)
     (void)state;
     hilock_client *c = hl_new_client(server, NULL);
     hilock_client *c2 = hl_new_client(server, NULL);
-    hilock_semaphore *s = new_sem(c, "sem-async");
-    hilock_semaphore *s2 = new_sem(c2, "sem-async");
+    hilock_semaphore *s = hl_new_semaphore(c, "sem-async", false);
+    hilock_semaphore *s2 = hl_new_semaphore(c2, "sem-async", false);
     result r[8];
     memset(r, 0, sizeof r);
 
@@ -314,7 +306,7 @@ static void test_contention(void **state)
 
     for (int i = 0; i < CLIENTS; i++) {
         c[i] = hl_new_client(server, NULL);
-        s[i] = new_sem(c[i], "sem-contention");
+        s[i] = hl_new_semaphore(c[i], "sem-contention", false);
     }
     assert_status(hilock_semaphore_set(s[0], PERMITS), HILOCK_OK);
     for (int i = 0; i < WORKERS; i++)
@@ -348,7 +340,7 @@ static void test_big_waiter_not_starved(void **state)
     (void)state;
     enum { SMALL = 16 };
     hilock_client *c = hl_new_client(server, NULL);
-    hilock_semaphore *s = new_sem(c, "sem-big");
+    hilock_semaphore *s = hl_new_semaphore(c, "sem-big", false);
     worker small[SMALL], big;
     atomic_int inside = 0, max_inside = 0;
     atomic_bool stop = false;
@@ -380,8 +372,8 @@ static void test_line_order(void **state)
 {
     (void)state;
     hilock_client *c = hl_new_client(server, NULL);
-    hilock_semaphore *s = new_sem(c, "sem-line");
-    hilock_semaphore *other = new_sem(c, "sem-line");
+    hilock_semaphore *s = hl_new_semaphore(c, "sem-line", false);
+    hilock_semaphore *other = hl_new_semaphore(c, "sem-line", false);
     result big, small, add1, add2;
     memset(&big, 0, sizeof big);
     memset(&small, 0, sizeof small);
@@ -427,8 +419,8 @@ static void test_close(void **state)
 {
     (void)state;
     hilock_client *c = hl_new_client(server, NULL);
-    hilock_semaphore *s = new_sem(c, "sem-close");
-    hilock_semaphore *t = new_sem(c, "sem-close");
+    hilock_semaphore *s = hl_new_semaphore(c, "sem-close", false);
+    hilock_semaphore *t = hl_new_semaphore(c, "sem-close", false);
     result r, d;
     memset(&r, 0, sizeof r);
     memset(&d, 0, sizeof d);
@@ -472,7 +464,7 @@ static void test_waiters_do_not_poll(void **state)
 {
     (void)state;
     hilock_client *c = hl_new_client(server, NULL);
-    hilock_semaphore *s = new_sem(c, "sem-still");
+    hilock_semaphore *s = hl_new_semaphore(c, "sem-still", false);
     assert_status(hilock_semaphore_set(s, 0), HILOCK_OK);
     result r[5];
     memset(r, 0, sizeof r);

@@ -47,18 +47,6 @@ static hilock_client *impatient_client(void)
     return hl_new_client(server, &opts);
 }
 
-static hilock_semaphore *new_sem(hilock_client *c, const char *name,
-                                 bool expirable)
-{
-    hilock_semaphore *s = NULL;
-    assert_status(expirable ? hilock_permit_semaphore_create(&s, c, name,
-                                                             strlen(name))
-                            : hilock_semaphore_create(&s, c, name,
-                                                      strlen(name)),
-                  HILOCK_OK);
-    return s;
-}
-
 static double sleep_s(void)
 {
     return hl_under_valgrind() ? 8.0 : 0.6;
@@ -117,7 +105,7 @@ static void unknown_outcome(bool expirable)
 {
     const char *name = expirable ? "sf-lost-permit" : "sf-lost-plain";
     hilock_client *c = impatient_client();
-    hilock_semaphore *s = new_sem(c, name, expirable);
+    hilock_semaphore *s = hl_new_semaphore(c, name, expirable);
     char id[HILOCK_PERMIT_ID_MAX];
     assert_status(hilock_semaphore_set(s, 2), HILOCK_OK);
 
@@ -185,7 +173,7 @@ static void cancelled(bool expirable)
 {
     const char *name = expirable ? "sf-cancel-permit" : "sf-cancel-plain";
     hilock_client *c = impatient_client();
-    hilock_semaphore *s = new_sem(c, name, expirable);
+    hilock_semaphore *s = hl_new_semaphore(c, name, expirable);
     assert_status(hilock_semaphore_set(s, 1), HILOCK_OK);
     rec r;
     memset(&r, 0, sizeof r);
@@ -208,7 +196,7 @@ static void cancelled(bool expirable)
     assert_int_equal(expect_free(name, 1, 10000), 1);
     /* And it is free for anyone. */
     hilock_client *other = hl_new_client(server, NULL);
-    hilock_semaphore *o = new_sem(other, name, expirable);
+    hilock_semaphore *o = hl_new_semaphore(other, name, expirable);
     char id[HILOCK_PERMIT_ID_MAX];
     if (expirable)
         assert_status(hilock_permit_acquire(o, 0, 10000, id), HILOCK_OK);
@@ -243,8 +231,8 @@ static void release_given_back_once(bool same_handle)
 {
     const char *name = same_handle ? "sf-release-same" : "sf-release-other";
     hilock_client *c = impatient_client();
-    hilock_semaphore *s = new_sem(c, name, false);
-    hilock_semaphore *other = new_sem(c, name, false);
+    hilock_semaphore *s = hl_new_semaphore(c, name, false);
+    hilock_semaphore *other = hl_new_semaphore(c, name, false);
     hilock_semaphore *releaser = same_handle ? s : other;
     assert_status(hilock_semaphore_set(s, 3), HILOCK_OK);
     assert_status(hilock_semaphore_try_acquire(s, 2, 0), HILOCK_OK);
@@ -341,7 +329,7 @@ static void kill_under_contention(bool expirable, const char *name)
     memset(&k, 0, sizeof k);
     k.expirable = expirable;
     for (int i = 0; i < 2; i++)
-        k.sem[i] = new_sem(c[i], name, expirable);
+        k.sem[i] = hl_new_semaphore(c[i], name, expirable);
     assert_status(hilock_semaphore_set(k.sem[0], PERMITS), HILOCK_OK);
 
     worker w[WORKERS];

@@ -129,26 +129,13 @@ static void test_unknown_master_name(void **state)
                            "knows a master named 'no-such-master'"));
 }
 
-/* A port of ours that refuses connections: bound, never listening. */
-static int refusing_port(int *fd)
-{
-    *fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(*fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(*fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    assert_int_equal(getsockname(*fd, (struct sockaddr *)&a, &len), 0);
-    return ntohs(a.sin_port);
-}
-
 /* Nobody listens on either port: the client says no sentinel answered,
  * and never connects to anything else. */
 static void test_every_sentinel_down(void **state)
 {
     (void)state;
     int fa, fb;
-    int a = refusing_port(&fa), b = refusing_port(&fb);
+    int a = hl_refusing_port(&fa), b = hl_refusing_port(&fb);
     char url[256];
     snprintf(url, sizeof url,
              "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d#mymaster", a, b);

@@ -138,6 +138,10 @@ int hl_run(const char *const argv[], char *out, size_t cap, int timeout_ms);
  * timeout_ms pass (then returns false), for conditions that can only be
  * observed, such as a subscriber count reaching a value. */
 bool hl_wait_until(bool (*pred)(void *), void *arg, int timeout_ms);
+
+/* A loopback port that refuses connections: bound to *fd, never
+ * listening, for as long as the caller keeps *fd open. */
+int hl_refusing_port(int *fd);
 /* hl_wait_until for the two conditions most tests wait on: a flag set by
  * a callback, and a counter reaching want. */
 bool hl_wait_flag(atomic_bool *flag, int timeout_ms);

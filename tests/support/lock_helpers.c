@@ -442,3 +442,15 @@ void hl_expect_reentry_finds_loss(hilock_client *c, hilock_lock *lock,
     assert_status(hilock_lock_set_lost_callback(lock, NULL, NULL),
                   HILOCK_OK);
 }
+
+hilock_semaphore *hl_new_semaphore(hilock_client *c, const char *name,
+                                   bool expirable)
+{
+    hilock_semaphore *s = NULL;
+    assert_status(expirable ? hilock_permit_semaphore_create(&s, c, name,
+                                                             strlen(name))
+                            : hilock_semaphore_create(&s, c, name,
+                                                      strlen(name)),
+                  HILOCK_OK);
+    return s;
+}

@@ -24,6 +24,7 @@
 #include "hilock/lock.h"
 #include "hilock/multi.h"
 #include "hilock/options.h"
+#include "hilock/semaphore.h"
 #include "support/children.h"
 #include "support/fixture.h"
 #include "support/mutex_checker.h"
@@ -92,6 +93,10 @@ void hl_free_client(hilock_client *c);
 
 /* A handle on the lock called name, of each kind. */
 hilock_lock *hl_new_lock(hilock_client *c, const char *name);
+/* A plain semaphore's handle, or with expirable one of expirable
+ * permits. */
+hilock_semaphore *hl_new_semaphore(hilock_client *c, const char *name,
+                                   bool expirable);
 hilock_lock *hl_new_fair_lock(hilock_client *c, const char *name);
 hilock_lock *hl_new_read_lock(hilock_client *c, const char *name);
 hilock_lock *hl_new_write_lock(hilock_client *c, const char *name);
