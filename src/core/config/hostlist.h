@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/base/decimal.h"
+
 /* Read the item at *cursor into host (cap bytes, brackets removed) and
  * port, and move *cursor past it (NULL after the last).  1 when read, 0
  * for an item that cannot be (still skipped), -1 at the end. */
@@ -16,10 +18,6 @@ int hl_hostlist_next(const char **cursor, char *host, size_t cap,
 
 /* The items of a list (0 for NULL), readable or not. */
 int hl_hostlist_count(const char *list);
-
-/* p[0..n) as a decimal of digits only, at most max: no sign, no space,
- * no trailing text, which strtol would each let through. */
-bool hl_decimal_parse(const char *p, size_t n, uint64_t max, uint64_t *out);
 
 /* p[0..n) as a port: digits only, 1..65535. */
 bool hl_port_parse(const char *p, size_t n, int *port);

@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "core/base/decimal.h"
+
 size_t hl_u64_dec(char *buf, uint64_t v)
 {
     char tmp[20];
@@ -40,14 +42,8 @@ bool hl_i64_parse(const char *s, size_t len, int64_t *out)
      * reach. */
     const uint64_t limit = (uint64_t)INT64_MAX + (neg ? 1 : 0);
     uint64_t v = 0;
-    for (; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-        unsigned d = (unsigned)(s[i] - '0');
-        if (v > (limit - d) / 10)
-            return false;
-        v = v * 10 + d;
-    }
+    if (!hl_decimal_parse(s + i, len - i, limit, &v))
+        return false;
     /* INT64_MIN has no positive twin: negate one below it. */
     *out = neg ? -(int64_t)(v - 1) - 1 : (int64_t)v;
     return true;
