@@ -103,11 +103,14 @@ static void arm_from(long n)
 static int is_expected(int rc)
 {
     /* HILOCK_EINDOUBT: a release whose answer was lost (here, for want
-     * of memory to read it) counts as done, and is not repeated. */
+     * of memory to read it) counts as done, and is not repeated.
+     * HILOCK_ENOACK: the WAIT behind a grant, or the replica count it is
+     * judged by, could not be asked for want of memory, so the grant
+     * went back; a count read over a second ago asks for a WAIT. */
     return rc == HILOCK_OK || rc == HILOCK_ENOMEM || rc == HILOCK_EIO ||
            rc == HILOCK_ETIMEDOUT || rc == HILOCK_ENOTOWNER ||
            rc == HILOCK_ELEASELOST || rc == HILOCK_EPROTO ||
-           rc == HILOCK_EINDOUBT;
+           rc == HILOCK_EINDOUBT || rc == HILOCK_ENOACK;
 }
 
 /* One full sequence: create a lock, acquire fenced with the watchdog,
@@ -132,7 +135,8 @@ static int sequence(hilock_client *c, const char *name)
     if (held) {
         rc = hilock_lock_try_acquire(lock, 0, HILOCK_LEASE_WATCHDOG);
         if (!is_expected(rc))
-            fail_msg("reentry returned %s", hilock_errname(rc));
+            fail_msg("reentry returned %s: %s", hilock_errname(rc),
+                     hilock_last_error());
         held += rc == HILOCK_OK;
         worst |= rc != HILOCK_OK;
     }
