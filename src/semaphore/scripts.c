@@ -198,6 +198,14 @@ static const char renew_lua[] =
 
 /* ---- the one-request calls ---------------------------------------------- */
 
+/* The end of a plain release: ARGV[1] permits back at KEYS[1], the new
+ * count announced on KEYS[3] and answered, as text. */
+#define SEM_LUA_GIVE_BACK                                                   \
+    "redis.call('incrby', KEYS[1], ARGV[1])\n"                              \
+    "local v = redis.call('get', KEYS[1])\n"                                \
+    "announce(KEYS[3], v)\n"                                                \
+    "return answer(v)\n"
+
 /* KEYS: name, the release's record, channel.  ARGV: permits.  A plain
  * release is recorded until the client has its answer, so that the
  * client can send it again after an answer was lost without giving the
@@ -211,10 +219,7 @@ static const char plain_release_lua[] =
     HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ", 'nx') then\n"
     "  return stored or '0'\n"
     "end\n"
-    "redis.call('incrby', KEYS[1], ARGV[1])\n"
-    "local v = redis.call('get', KEYS[1])\n"
-    "announce(KEYS[3], v)\n"
-    "return answer(v)\n";
+    SEM_LUA_GIVE_BACK;
 
 /* KEYS: name, the record of the grant whose permits come back, channel.
  * ARGV: permits, '1' when sent again.  The release consumes the record,
@@ -228,10 +233,7 @@ static const char plain_release_grant_lua[] =
     "if redis.call('del', KEYS[2]) == 0 and ARGV[2] == '1' then\n"
     "  return stored or '0'\n"
     "end\n"
-    "redis.call('incrby', KEYS[1], ARGV[1])\n"
-    "local v = redis.call('get', KEYS[1])\n"
-    "announce(KEYS[3], v)\n"
-    "return answer(v)\n";
+    SEM_LUA_GIVE_BACK;
 
 /* ARGV: expirable, permits.  Replies the new count, as text. */
 static const char release_lua[] =
