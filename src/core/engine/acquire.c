@@ -396,23 +396,23 @@ static void held(hl_acquire_op *op, int64_t ttl_ms)
     }
     if (!op->subscribed || !hl_waiter_listening(&op->waiter)) {
         hl_waiters *reg = hl_client_waiters(lock->client);
-        hl_aux_name ch;
-        int rc = reg && hl_owner_channel(lock, op->owner, &ch) == 0 ? 0 : -1;
-        uint64_t seq = HL_WAIT_SEQ_NONE;
+        int rc = reg != NULL ? 0 : -1;
         bool woken = false;
-        if (rc == 0) {
-            if (op->subscribed) {
-                /* The head of a line, told the lock is held: only a
-                 * release wakes it now, so it listens from here on. */
-                woken = hl_waiter_done_trying(&op->waiter) || op->retry_after;
-                rc = hl_waiter_listen(reg, &op->waiter);
-            } else {
+        if (rc == 0 && op->subscribed) {
+            /* The head of a line, told the lock is held: only a release
+             * wakes it now, so it listens from here on. */
+            woken = hl_waiter_done_trying(&op->waiter) || op->retry_after;
+            rc = hl_waiter_listen(reg, &op->waiter);
+        } else if (rc == 0) {
+            hl_aux_name ch;
+            rc = hl_owner_channel(lock, op->owner, &ch) == 0 ? 0 : -1;
+            if (rc == 0) {
                 rc = hl_waiter_add(reg, &op->waiter, ch.s, ch.len,
                                    lock->kind->wake_all, on_wake, op);
+                hl_aux_name_done(&ch);
             }
-            seq = hl_waiters_seq(reg, ch.s, ch.len);
-            hl_aux_name_done(&ch);
         }
+        uint64_t seq = hl_waiter_seq(&op->waiter);
         if (rc < 0) {
             op_finish(op, HILOCK_ENOMEM, NULL, "out of memory waiting");
             return;
@@ -704,9 +704,12 @@ static void send_attempt(hl_acquire_op *op)
     args.waiter_timeout_ms =
         op->wait_ms == 0 ? 0 : lock->client->opts->waiter_timeout_ms;
     args.amount = op->amount;
-    if (op->subscribed)
+    if (op->subscribed) {
         hl_waiter_trying(&op->waiter);
-    if (!op->subscribed || !hl_waiter_listening(&op->waiter)) {
+        /* In line without listening: its channel is at hand. */
+        if (!hl_waiter_listening(&op->waiter))
+            op->seq_at_attempt = hl_waiter_seq(&op->waiter);
+    } else {
         hl_aux_name ch;
         op->seq_at_attempt = HL_WAIT_SEQ_NONE;
         if (lock->client->waiters &&

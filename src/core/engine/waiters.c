@@ -100,17 +100,29 @@ static void wake_all(hl_waiters *reg, hl_wait_channel *ch, hl_wake_reason why)
     channel_maybe_free(reg, ch);
 }
 
-static void wake_first(hl_waiters *reg, hl_wait_channel *ch)
+/* Wake the oldest listener not already trying; handed_on counts the
+ * wake as one a release's message will not need to make.  Returns
+ * whether one was woken. */
+static bool wake_idle(hl_waiters *reg, hl_wait_channel *ch, bool handed_on)
 {
     for (hl_waiter *w = ch->head; w != NULL; w = w->next) {
         if (w->listening && !w->trying) {
+            if (handed_on)
+                ch->handed_on++;
             ch->waking++;
             w->fn(w, HL_WAKE_MESSAGE);
             ch->waking--;
             channel_maybe_free(reg, ch);
-            return;
+            return true;
         }
     }
+    return false;
+}
+
+static void wake_first(hl_waiters *reg, hl_wait_channel *ch)
+{
+    if (wake_idle(reg, ch, false))
+        return;
     for (hl_waiter *w = ch->head; w != NULL; w = w->next) {
         if (w->listening) {
             w->wake_pending = true;
@@ -320,19 +332,7 @@ bool hl_waiters_hand_on(hl_waiters *reg, const char *channel, size_t len)
 {
     hl_map_entry *e = reg ? hl_map_find(&reg->channels, channel, len) : NULL;
     hl_wait_channel *ch = e ? e->value : NULL;
-    if (ch == NULL || !ch->ready)
-        return false;
-    for (hl_waiter *w = ch->head; w != NULL; w = w->next) {
-        if (w->listening && !w->trying) {
-            ch->handed_on++;
-            ch->waking++;
-            w->fn(w, HL_WAKE_MESSAGE);
-            ch->waking--;
-            channel_maybe_free(reg, ch);
-            return true;
-        }
-    }
-    return false;
+    return ch != NULL && ch->ready && wake_idle(reg, ch, true);
 }
 
 void hl_waiters_hand_on_undone(hl_waiters *reg, const char *channel,
@@ -360,6 +360,11 @@ uint64_t hl_waiters_seq(hl_waiters *reg, const char *channel, size_t len)
     hl_map_entry *e = reg ? hl_map_find(&reg->channels, channel, len) : NULL;
     hl_wait_channel *ch = e ? e->value : NULL;
     return ch && ch->ready ? ch->seq : HL_WAIT_SEQ_NONE;
+}
+
+uint64_t hl_waiter_seq(const hl_waiter *w)
+{
+    return w->chan && w->chan->ready ? w->chan->seq : HL_WAIT_SEQ_NONE;
 }
 
 bool hl_waiter_refused(const hl_waiter *w)

@@ -115,5 +115,7 @@ bool hl_waiter_done_trying(hl_waiter *w);
  * was announced meanwhile, so it can wait without trying again. */
 #define HL_WAIT_SEQ_NONE UINT64_MAX
 uint64_t hl_waiters_seq(hl_waiters *reg, const char *channel, size_t len);
+/* The same for the channel w is registered on, without naming it. */
+uint64_t hl_waiter_seq(const hl_waiter *w);
 
 #endif
