@@ -8,7 +8,10 @@
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
 #include "core/config/option_values.h"
+#include "core/loop/io.h"
 #include "core/runtime/client_state.h"
+#include "core/runtime/cluster.h"
+#include "core/runtime/sentinel.h"
 
 /* What the client knows of one connection's master.  Connections are the
  * keys and are never dereferenced here except the live one a write names;
@@ -19,6 +22,14 @@ typedef struct ack_count {
     uint64_t connects; /* the connection's connect count when read */
     hl_monotime read_at;
     int k;             /* online replicas; -1: unknown */
+    /* The most replicas the master was seen with since the topology last
+     * vouched for it (-1: none seen yet).  A takeover or a failover takes
+     * a master's replicas before the master hears of it, so one that
+     * reports fewer is suspect: its writes need as many acknowledgements
+     * as it had until a topology read confirms it is still the master. */
+    int had;
+    bool confirming;   /* a topology read was asked for the suspect */
+    struct hl_ack *parked; /* short writes waiting for that read */
     bool reading;      /* an INFO is in flight */
     /* The last WAIT judged here fell short: the WAITs sent meanwhile get
      * a fraction of the timeout.  They run one after the other on the
@@ -37,6 +48,7 @@ typedef struct ack_count {
 
 struct hl_acks {
     ack_count counts[ACK_COUNTS];
+    hl_timer park_timer; /* the earliest parked write's deadline */
 };
 
 /* Writes that one WAIT covers: those queued on a connection before it
@@ -68,6 +80,7 @@ struct hl_ack {
     bool no_wait;       /* the master has no replica: nothing to wait for */
     bool unsent;        /* its WAIT could not be queued */
     bool delivered;
+    hl_monotime parked_until; /* parked: judged short from then on */
 };
 
 int hl_ack_needed(int policy, int k)
@@ -108,6 +121,8 @@ int hl_ack_parse_info(const char *text, size_t len)
     return k;
 }
 
+static void on_park_timer(hl_timer *t);
+
 static ack_count *count_for(hilock_client *c, const hl_conn *conn,
                             bool create)
 {
@@ -117,6 +132,7 @@ static ack_count *count_for(hilock_client *c, const hl_conn *conn,
         c->acks = hl_calloc(1, sizeof *c->acks);
         if (c->acks == NULL)
             return NULL;
+        hl_timer_init(&c->acks->park_timer, c->loop, on_park_timer, c);
     }
     ack_count *free_one = NULL, *stalest = NULL;
     for (int i = 0; i < ACK_COUNTS; i++) {
@@ -126,7 +142,7 @@ static ack_count *count_for(hilock_client *c, const hl_conn *conn,
         if (e->conn == NULL) {
             if (free_one == NULL)
                 free_one = e;
-        } else if (!e->reading &&
+        } else if (!e->reading && e->parked == NULL &&
                    (stalest == NULL || e->read_at < stalest->read_at)) {
             stalest = e;
         }
@@ -138,7 +154,15 @@ static ack_count *count_for(hilock_client *c, const hl_conn *conn,
     memset(stalest, 0, sizeof *stalest);
     stalest->conn = conn;
     stalest->k = -1;
+    stalest->had = -1;
     return stalest;
+}
+
+/* The replicas a write to e's master is judged by, k read now: as many
+ * as it had while it is suspect. */
+static int expected(const ack_count *e, int k)
+{
+    return e != NULL && k >= 0 && k < e->had ? e->had : k;
 }
 
 /* The count for a write on conn now: -1 when it must be read first. */
@@ -159,6 +183,25 @@ typedef struct count_read {
 } count_read;
 
 static void judge(hl_ack *a, int need);
+static void park(hilock_client *c, ack_count *e, hl_ack *a);
+
+/* e's master reports fewer replicas than it had: ask the topology
+ * whether it is still the master.  A master alone has no one to vouch
+ * for it but itself, so there its own count stands at once. */
+static void suspect(hilock_client *c, ack_count *e)
+{
+    if (c->sentinel == NULL && c->cluster == NULL) {
+        e->had = e->k;
+        return;
+    }
+    if (e->confirming)
+        return;
+    e->confirming = true;
+    if (c->sentinel != NULL)
+        hl_sentinel_ask(c->sentinel);
+    else
+        hl_cluster_refresh_soon(c->cluster);
+}
 
 static void on_info(void *data, int status, hilock_reply *reply)
 {
@@ -176,18 +219,30 @@ static void on_info(void *data, int status, hilock_reply *reply)
             e->k = k;
             e->connects = hl_conn_get_stats(r->conn).connects;
             e->read_at = hl_monotime_now();
+            if (k >= e->had)
+                e->had = k;
+            else
+                suspect(r->client, e);
         }
     }
     hilock_reply_free(reply);
     hl_ack *a = r->then;
     hl_free(r);
-    if (a != NULL) {
-        a->pending--;
-        /* Judged by the count the master gave right after the WAIT, or,
-         * should that fail, by the n the WAIT asked for. */
-        judge(a, k >= 0 ? hl_ack_needed(a->client->opts->replica_ack, k)
-                        : a->need);
+    if (a == NULL)
+        return;
+    a->pending--;
+    if (k < 0) {
+        /* No count: judged by the n the WAIT asked for. */
+        judge(a, a->need);
+        return;
     }
+    /* Judged by the count the master gave right after the WAIT, unless
+     * the master is suspect: then by the topology's word on it. */
+    int need = hl_ack_needed(a->client->opts->replica_ack, expected(e, k));
+    if (a->acked < need && e != NULL && e->confirming)
+        park(a->client, e, a);
+    else
+        judge(a, need);
 }
 
 /* Queue INFO replication on conn; then (may be NULL) waits for it. */
@@ -255,18 +310,136 @@ static void judge(hl_ack *a, int need)
     ack_free_if_done(a);
 }
 
-static int timeout_ms(hilock_client *c, const hl_conn *conn)
+/* The ack timeout as used: the connection resets a request unanswered
+ * for the command timeout, and everything behind a WAIT waits for it. */
+static int64_t ack_timeout_ms(const hilock_client *c)
 {
-    /* The connection resets a request unanswered for the command timeout,
-     * and everything behind a WAIT waits for it. */
     int64_t t = c->opts->replica_ack_timeout_ms;
     int64_t cap = c->opts->command_timeout_ms / 2;
-    if (t > cap)
-        t = cap;
+    return t > cap ? cap : t;
+}
+
+static int timeout_ms(hilock_client *c, const hl_conn *conn)
+{
+    int64_t t = ack_timeout_ms(c);
     ack_count *e = count_for(c, conn, false);
     if (e != NULL && e->stalled)
         t /= 8;
     return t < 1 ? 1 : (int)t;
+}
+
+/* ---- writes waiting for the topology's word on a suspect master ------ */
+
+static void arm_park_timer(hilock_client *c)
+{
+    hl_monotime due = 0;
+    for (int i = 0; i < ACK_COUNTS; i++)
+        for (hl_ack *a = c->acks->counts[i].parked; a; a = a->next_in_group)
+            if (due == 0 || a->parked_until < due)
+                due = a->parked_until;
+    if (due == 0)
+        hl_timer_stop(&c->acks->park_timer);
+    else
+        hl_timer_arm(&c->acks->park_timer, due - hl_monotime_now());
+}
+
+/* a's WAIT came back short from a suspect master: its verdict waits for
+ * the topology read asked for, at most the ack timeout. */
+static void park(hilock_client *c, ack_count *e, hl_ack *a)
+{
+    a->pending++;
+    a->parked_until = hl_monotime_now() + HL_MS(ack_timeout_ms(c));
+    a->next_in_group = e->parked;
+    e->parked = a;
+    arm_park_timer(c);
+}
+
+/* Judge e's parked writes whose wait ends by until: by the master's
+ * count now when the topology vouched for it (why NULL), else short. */
+static void unpark(hilock_client *c, ack_count *e, hl_monotime until,
+                   const char *why)
+{
+    hl_ack *due = NULL;
+    for (hl_ack **p = &e->parked; *p != NULL;) {
+        hl_ack *a = *p;
+        if (a->parked_until <= until) {
+            *p = a->next_in_group;
+            a->next_in_group = due;
+            due = a;
+        } else {
+            p = &a->next_in_group;
+        }
+    }
+    int policy = c->opts->replica_ack;
+    int need = hl_ack_needed(policy, e->k >= 0 ? e->k : e->had);
+    int need_had = hl_ack_needed(policy, e->had);
+    while (due != NULL) {
+        hl_ack *a = due;
+        due = a->next_in_group;
+        a->next_in_group = NULL;
+        a->pending--;
+        if (why == NULL) {
+            judge(a, need);
+        } else {
+            a->acked = a->acked < 0 ? 0 : a->acked;
+            deliver_short(a, need_had, why);
+            ack_free_if_done(a);
+        }
+    }
+}
+
+static void on_park_timer(hl_timer *t)
+{
+    hilock_client *c = t->data;
+    hl_monotime now = hl_monotime_now();
+    for (int i = 0; i < ACK_COUNTS; i++) {
+        ack_count *e = &c->acks->counts[i];
+        if (e->parked == NULL)
+            continue;
+        char why[256];
+        snprintf(why, sizeof why,
+                 "the master reports %d online replica(s) where it had %d, "
+                 "and no topology read confirmed within %lld ms that it is "
+                 "still the master, so the write's acknowledgement is "
+                 "unknown",
+                 e->k, e->had, (long long)ack_timeout_ms(c));
+        unpark(c, e, now, why);
+        /* Asked again by the next count that is short. */
+        if (e->parked == NULL)
+            e->confirming = false;
+    }
+    arm_park_timer(c);
+}
+
+void hl_ack_topology(hilock_client *c, const hl_conn *conn,
+                     hl_ack_verdict verdict, const char *why)
+{
+    if (c->acks == NULL)
+        return;
+    for (int i = 0; i < ACK_COUNTS; i++) {
+        ack_count *e = &c->acks->counts[i];
+        if (e->conn == NULL || (conn != NULL && e->conn != conn))
+            continue;
+        e->confirming = false;
+        if (verdict == HL_ACK_MASTER_CONFIRMED) {
+            if (e->k >= 0)
+                e->had = e->k;
+            unpark(c, e, INT64_MAX, NULL);
+            continue;
+        }
+        char text[320];
+        snprintf(text, sizeof text,
+                 "the master reports %d online replica(s) where it had %d, "
+                 "and %s, so the write's acknowledgement is unknown",
+                 e->k, e->had, why);
+        unpark(c, e, INT64_MAX, text);
+        if (verdict == HL_ACK_MASTER_REPLACED) {
+            /* Whatever the connection reaches next is another master. */
+            e->had = -1;
+            e->k = -1;
+        }
+    }
+    arm_park_timer(c);
 }
 
 static void on_group_wait(void *data, int status, hilock_reply *reply);
@@ -327,7 +500,7 @@ static void settle(hl_ack *a)
         ack_free_if_done(a);
         return;
     }
-    int need = hl_ack_needed(a->client->opts->replica_ack, k);
+    int need = hl_ack_needed(a->client->opts->replica_ack, expected(e, k));
     if (a->acked >= need) {
         judge(a, need);
         return;
@@ -365,6 +538,7 @@ static void follow(hl_ack *a, hl_conn *to)
     int k = e ? current_k(e, to) : -1;
     if (k < 0 && e != NULL && !e->reading)
         (void)read_count(c, to, e, NULL);
+    k = expected(e, k);
     if (send_wait(a, k > 0 ? hl_ack_needed(c->opts->replica_ack, k) : 0) ==
         HILOCK_OK)
         return;
@@ -437,10 +611,11 @@ int hl_ack_begin(hilock_client *c, hl_conn *conn, hl_request_fn *fn,
         return HILOCK_OK;
     ack_count *e = count_for(c, conn, true);
     int k = e ? current_k(e, conn) : -1;
-    /* A master known to have no replica: nothing to wait for, and the
-     * write goes as under none.  Not on a cluster, where the write may be
+    /* A master known to have no replica, and never seen with one since
+     * the topology vouched for it: nothing to wait for, and the write
+     * goes as under none.  Not on a cluster, where the write may be
      * redirected to a master that has replicas. */
-    if (k == 0 && c->cluster == NULL)
+    if (expected(e, k) == 0 && c->cluster == NULL)
         return HILOCK_OK;
     hl_ack *a = hl_calloc(1, sizeof *a);
     if (a == NULL)
@@ -461,7 +636,7 @@ void hl_ack_sent(hl_ack *a)
 {
     a->pending++; /* the write */
     ack_count *e = count_for(a->client, a->conn, false);
-    int k = e ? current_k(e, a->conn) : -1;
+    int k = e ? expected(e, current_k(e, a->conn)) : -1;
     if (k == 0) {
         a->no_wait = true;
         return;
@@ -469,8 +644,9 @@ void hl_ack_sent(hl_ack *a)
     /* Stale but being read: its n goes with the WAIT, and the fresh
      * count, in before the write's answer, judges it.  A stale 0 is no
      * reason to skip the WAIT: a replica may have come online since. */
-    if (k < 0 && e != NULL && e->k > 0 && e->reading)
-        k = e->k;
+    int stale = e != NULL && e->reading ? expected(e, e->k) : -1;
+    if (k < 0 && stale > 0)
+        k = stale;
     /* With the count unknown, WAIT 0 answers at once: it still shows that
      * the write answered on this connection, and the rest is asked for
      * once the INFO ahead of the write has given the count. */
@@ -534,8 +710,21 @@ int hl_ack_replicas(hilock_client *c, hl_conn *conn)
     return e ? e->k : -1;
 }
 
+void hl_acks_close(hilock_client *c)
+{
+    if (c->acks == NULL)
+        return;
+    for (int i = 0; i < ACK_COUNTS; i++)
+        unpark(c, &c->acks->counts[i], INT64_MAX,
+               "the client closed before the topology confirmed the "
+               "master, so the write's acknowledgement is unknown");
+    hl_timer_stop(&c->acks->park_timer);
+}
+
 void hl_acks_free(hilock_client *c)
 {
+    if (c->acks != NULL)
+        hl_timer_stop(&c->acks->park_timer);
     hl_free(c->acks);
     c->acks = NULL;
 }

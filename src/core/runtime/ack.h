@@ -10,6 +10,12 @@
  * verdict then uses the fresh count.  Each connection has its own count,
  * so on a cluster each shard is judged by its own master's replicas.
  *
+ * A count below the most the master had since the topology last vouched
+ * for it does not lower the bar: a master loses its replicas first when
+ * it is being replaced.  Its writes need as many acknowledgements as it
+ * had until Sentinel or the cluster map confirms it (hl_ack_topology); a
+ * master without either vouches for itself.
+ *
  * With the policy none nothing here runs: hl_ack_begin hands back NULL
  * and the write goes out exactly as before.  Loop thread only. */
 #ifndef HL_ACK_H
@@ -52,6 +58,27 @@ void hl_ack_unsent(hl_ack *a);
 typedef int hl_ack_send_fn(void *ctx, hl_request_fn *fn, void *data);
 int hl_ack_write(hilock_client *c, hl_conn *conn, hl_ack_send_fn *send,
                  void *ctx, hl_request_fn *fn, void *data);
+
+/* What a topology read says of the master a connection leads to. */
+typedef enum hl_ack_verdict {
+    HL_ACK_MASTER_CONFIRMED, /* still the master */
+    HL_ACK_MASTER_REPLACED,  /* another node is */
+    HL_ACK_MASTER_UNKNOWN    /* the read failed */
+} hl_ack_verdict;
+
+/* A topology read (Sentinel's answer, a cluster map) has a verdict on
+ * the master conn leads to, or, with conn NULL, every connection's.  A
+ * master whose count fell below what it had is suspect: the writes whose
+ * WAIT came back short meanwhile wait for this verdict (at most the ack
+ * timeout), and are judged by the master's count now when confirmed, or
+ * fail with HILOCK_ENOACK and why otherwise.  A confirmed master's count
+ * is what it has from then on; a replaced one's is read afresh. */
+void hl_ack_topology(hilock_client *c, const hl_conn *conn,
+                     hl_ack_verdict verdict, const char *why);
+
+/* End the writes waiting for a verdict (client shutdown, after its
+ * connections): HILOCK_ENOACK, their acknowledgement unknown. */
+void hl_acks_close(hilock_client *c);
 
 /* The replica count last read on conn, or -1 when unknown (tests). */
 int hl_ack_replicas(hilock_client *c, hl_conn *conn);

@@ -134,6 +134,7 @@ static void client_shutdown(hilock_client *c)
     for (int i = 0; i < nconns; i++)
         if (conns[i])
             hl_conn_free(conns[i]);
+    hl_acks_close(c);
     for (; p < nparts; p++)
         parts[p]->close(c);
     hl_pubsub *ps = c->pubsub;
@@ -391,14 +392,21 @@ static void on_sentinel_answer(hilock_client *c, int status,
                                int port)
 {
     if (status != HILOCK_OK) {
+        hl_ack_topology(c, NULL, HL_ACK_MASTER_UNKNOWN,
+                        "no sentinel could vouch for it");
         if (!c->first_done)
             note_first_attempt(c, status, detail);
         return;
     }
     bool same = c->master_known && c->opts->port == port &&
                 strcmp(c->opts->host, host) == 0;
+    if (same)
+        hl_ack_topology(c, NULL, HL_ACK_MASTER_CONFIRMED, NULL);
     if (same || c->closed)
         return;
+    if (c->master_known)
+        hl_ack_topology(c, NULL, HL_ACK_MASTER_REPLACED,
+                        "the sentinels name another master");
     if (hilock_options_set_host(c->opts, host) != HILOCK_OK ||
         hilock_options_set_port(c->opts, port) != HILOCK_OK)
         return; /* out of memory: the next answer tries again */

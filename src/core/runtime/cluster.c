@@ -13,6 +13,7 @@
 #include "core/config/hostlist.h"
 #include "core/config/option_values.h"
 #include "core/loop/io.h"
+#include "core/runtime/ack.h"
 #include "core/runtime/client_state.h"
 #include "core/transport/command_slot.h"
 #include "core/transport/keyslot.h"
@@ -421,6 +422,30 @@ static void read_ended(hl_cluster *cl, bool ok)
     }
 }
 
+/* The map just read (node index + 1 per slot, 0 where no master serves
+ * it) vouches for the nodes that serve slots and against those that
+ * serve none, for writes waiting on a suspect master. */
+static void judge_masters(hl_cluster *cl, const unsigned char *map)
+{
+    bool serves[HL_CLUSTER_MAX_NODES] = {false};
+    for (unsigned s = 0; s < HL_CLUSTER_SLOTS; s++)
+        if (map[s] != 0)
+            serves[map[s] - 1] = true;
+    for (int i = 0; i < cl->nnodes; i++)
+        hl_ack_topology(cl->client, cl->nodes[i]->conn,
+                        serves[i] ? HL_ACK_MASTER_CONFIRMED
+                                  : HL_ACK_MASTER_REPLACED,
+                        "the cluster map names another master for its slots");
+    /* The seed connection is the node at the client's own address. */
+    const char *host = cl->client->opts->host;
+    int seed = find_node(cl, host, strlen(host), cl->client->opts->port);
+    if (seed >= 0 && cl->client->conn != NULL)
+        hl_ack_topology(cl->client, cl->client->conn,
+                        serves[seed] ? HL_ACK_MASTER_CONFIRMED
+                                     : HL_ACK_MASTER_REPLACED,
+                        "the cluster map names another master for its slots");
+}
+
 static void on_topology(void *data, int status, hilock_reply *reply)
 {
     hl_cluster *cl = data;
@@ -469,6 +494,7 @@ static void on_topology(void *data, int status, hilock_reply *reply)
                     }
                 }
                 reroute_waiting(cl);
+                judge_masters(cl, map);
             }
             hl_free(map);
         }

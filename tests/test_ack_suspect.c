@@ -1,0 +1,219 @@
+/* A master that reports fewer replicas than it had is suspect under
+ * Sentinel: a takeover takes a master's replicas before the master hears
+ * of it, so a grant judged by the smaller count would go unacknowledged
+ * and be lost with the old master.  The grant waits for the sentinels'
+ * word: it counts when they still name the master, and fails with
+ * HILOCK_ENOACK when they name another.  Its own group: the second case
+ * moves the sentinels to another master. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "hilock/hilock.h"
+#include "support/fixture.h"
+#include "core/runtime/ack.h"
+#include "core/runtime/client_state.h"
+#include "core/runtime/sentinel.h"
+
+/* ctest-timeout: 180 */
+
+static hl_redis_replicated *group;
+static hl_redis_server *master;
+
+static bool all_online(void *arg);
+
+static int setup(void **state)
+{
+    (void)state;
+    group = hl_fixture_replicated();
+    if (group == NULL)
+        return -1;
+    master = hl_redis_replicated_master(group);
+    if (master == NULL)
+        return -1;
+    return hl_wait_until(all_online, NULL, hl_widen(30000)) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    hl_redis_replicated_stop(group);
+    return 0;
+}
+
+static int online_replicas(void)
+{
+    static char info[4096];
+    if (hl_redis_server_cmd(master, info, sizeof info, "INFO", "replication",
+                            (char *)NULL) != '$')
+        return -1;
+    return hl_ack_parse_info(info, strlen(info));
+}
+
+static bool all_online(void *arg)
+{
+    (void)arg;
+    char reply[64];
+    return online_replicas() == 2 &&
+           hl_redis_server_cmd(master, reply, sizeof reply, "WAIT", "2",
+                               "1000", (char *)NULL) == ':' &&
+           strcmp(reply, ":2\r\n") == 0;
+}
+
+static bool online_is(void *n) { return online_replicas() == *(int *)n; }
+
+static hilock_client *connect_sentinels(hilock_replica_ack policy)
+{
+    hilock_options *o;
+    hilock_client *c;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(
+        hilock_options_set_url(o, hl_redis_replicated_sentinel_url(group)),
+        HILOCK_OK);
+    assert_int_equal(hilock_options_set_replica_ack(o, policy), HILOCK_OK);
+    assert_int_equal(hilock_options_set_replica_ack_timeout_ms(o, 300),
+                     HILOCK_OK);
+    assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
+    hilock_options_free(o);
+    return c;
+}
+
+static void replica_of(hl_redis_server *node, const hl_redis_server *of)
+{
+    char reply[64], port[16];
+    snprintf(port, sizeof port, "%d", of ? hl_redis_server_port(of) : 0);
+    assert_int_equal(hl_redis_server_cmd(node, reply, sizeof reply,
+                                         "REPLICAOF", of ? "127.0.0.1" : "NO",
+                                         of ? port : "ONE", (char *)NULL),
+                     '+');
+}
+
+/* The count the client read is older than HL_ACK_RECOUNT_MS once this
+ * returns, so the next write reads it again. */
+static void let_count_age(int64_t read_at_ms)
+{
+    int64_t old = hl_now_ms() - read_at_ms;
+    if (old <= HL_ACK_RECOUNT_MS)
+        hl_sleep_ms((int)(HL_ACK_RECOUNT_MS + 100 - old));
+}
+
+static bool key_on(hl_redis_server *s, const char *name)
+{
+    char reply[64];
+    return hl_redis_server_cmd(s, reply, sizeof reply, "EXISTS", name,
+                               (char *)NULL) == ':' &&
+           strcmp(reply, ":1\r\n") == 0;
+}
+
+/* A replica that leaves a master the sentinels still name fails nothing:
+ * the short grant waits for their answer, which vouches for the master,
+ * and is then judged by the one replica left. */
+static void test_replica_leaving_is_vouched_for(void **state)
+{
+    (void)state;
+    hilock_client *c = connect_sentinels(HILOCK_ACK_ALL);
+    hilock_lock *l;
+    assert_int_equal(hilock_lock_create(&l, c, "suspect-vouched", 15),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(l, 0, 10000), HILOCK_OK);
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    int64_t counted_at = hl_now_ms();
+    unsigned answers = hl_sentinel_answers(c->sentinel);
+
+    hl_redis_server *gone = hl_redis_replicated_node(group, 2);
+    replica_of(gone, NULL);
+    int one = 1;
+    assert_true(hl_wait_until(online_is, &one, hl_widen(5000)));
+    let_count_age(counted_at);
+    /* A single attempt: nothing could retry a refusal. */
+    assert_int_equal(hilock_lock_try_acquire(l, 0, 10000), HILOCK_OK);
+    /* The sentinels were asked for their word, and gave it. */
+    assert_true(hl_sentinel_answers(c->sentinel) > answers);
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+
+    replica_of(gone, master);
+    assert_true(hl_wait_until(all_online, NULL, hl_widen(30000)));
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
+typedef struct acquire_try {
+    hilock_lock *lock;
+    hl_redis_server *on;
+    const char *name;
+} acquire_try;
+
+static bool acquired_on(void *arg)
+{
+    acquire_try *t = arg;
+    if (hilock_lock_try_acquire(t->lock, 0, 10000) != HILOCK_OK)
+        return false;
+    return key_on(t->on, t->name);
+}
+
+/* The recipe of a takeover the old master has not heard of yet: its
+ * replicas leave it for a new master, which the sentinels now name,
+ * while the old master still takes writes and the client still writes
+ * there.  The old master reports no replica; a grant judged by that count
+ * would be sent with no WAIT and count.  It must fail instead, and the
+ * client must follow the sentinels to the new master. */
+static void test_replaced_master_grants_nothing(void **state)
+{
+    (void)state;
+    hilock_client *c = connect_sentinels(HILOCK_ACK_MAJORITY);
+    const char *name = "suspect-replaced";
+    hilock_lock *l;
+    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(l, 0, 10000), HILOCK_OK);
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    int64_t counted_at = hl_now_ms();
+
+    hl_redis_server *next = hl_redis_replicated_node(group, 1);
+    hl_redis_server *other = hl_redis_replicated_node(group, 2);
+    replica_of(next, NULL);
+    replica_of(other, next);
+    int none = 0;
+    assert_true(hl_wait_until(online_is, &none, hl_widen(5000)));
+    /* Every sentinel now names the new master; none announces a switch,
+     * so the client hears of it only by asking. */
+    char port[16], reply[256];
+    snprintf(port, sizeof port, "%d", hl_redis_server_port(next));
+    const char *mname = hl_redis_replicated_master_name(group);
+    for (size_t i = 0; i < hl_redis_replicated_sentinels(group); i++) {
+        hl_redis_server *s = hl_redis_replicated_sentinel(group, i);
+        assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply,
+                                             "SENTINEL", "REMOVE", mname,
+                                             (char *)NULL),
+                         '+');
+        assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply,
+                                             "SENTINEL", "MONITOR", mname,
+                                             "127.0.0.1", port, "2",
+                                             (char *)NULL),
+                         '+');
+    }
+    let_count_age(counted_at);
+
+    int rc = hilock_lock_try_acquire(l, 0, 10000);
+    if (rc != HILOCK_ENOACK)
+        fail_msg("a grant by the replaced master: %s (%s)",
+                 hilock_errname(rc), hilock_last_error());
+
+    acquire_try t = {.lock = l, .on = next, .name = name};
+    assert_true(hl_wait_until(acquired_on, &t, hl_widen(10000)));
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replica_leaving_is_vouched_for),
+        cmocka_unit_test(test_replaced_master_grants_nothing),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
