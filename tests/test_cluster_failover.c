@@ -299,6 +299,73 @@ static void test_queued_requests_follow_the_failover(void **state)
     bring_back(victim, heir);
 }
 
+/* ---- a master that stops answering ------------------------------------ */
+
+typedef struct detailed_call {
+    atomic_bool done;
+    int rc;
+    char detail[256];
+} detailed_call;
+
+static void on_detailed_call(hilock_client *c, int status, hilock_reply *r,
+                             void *data)
+{
+    (void)c;
+    detailed_call *k = data;
+    hilock_reply_free(r);
+    k->rc = status;
+    snprintf(k->detail, sizeof k->detail, "%s", hilock_last_error());
+    atomic_store(&k->done, true);
+}
+
+/* A paused master keeps its link up, so nothing is lost on the client's
+ * side: only the map shows that its replica took over.  The request it
+ * was sent ends with HILOCK_EIO as soon as a read shows that, not at its
+ * command timeout (20 s here), and new requests go to the new master. */
+static void test_paused_master_lets_go_at_the_switch(void **state)
+{
+    (void)state;
+    const int64_t timeout_ms = 20000;
+    hl_redis_server *victim = master_of(HL_CLUSTER_SLOTS / 2);
+    hl_redis_server *heir = replica_of(victim);
+    hilock_client *c = client_on(master_of(0), 0, timeout_ms);
+    char key[32];
+    key_on(victim, "paused", key, sizeof key);
+    const char *set_argv[] = {"SET", key, "before"};
+    hilock_reply *r = NULL;
+    assert_int_equal(hilock_client_command(c, 3, set_argv, NULL, &r),
+                     HILOCK_OK);
+    hilock_reply_free(r);
+
+    hl_fixture_pause(victim);
+    detailed_call get = {0};
+    const char *get_argv[] = {"GET", key};
+    assert_int_equal(hilock_client_command_async(c, 2, get_argv, NULL,
+                                                 on_detailed_call, &get),
+                     HILOCK_OK);
+    expect_master((int)hl_keyslot(key, strlen(key)), heir, hl_widen(20000));
+    /* Well before the command timeout: a read of the map lets it go. */
+    bool ended = hl_wait_flag(&get.done, hl_widen(8000));
+    hl_fixture_resume(victim);
+    assert_true(ended);
+    if (get.rc != HILOCK_EIO || strstr(get.detail, "another master") == NULL)
+        fail_msg("the request on the paused master ended with %s (%s)",
+                 hilock_errname(get.rc), get.detail);
+
+    const char *after_argv[] = {"SET", key, "after"};
+    assert_int_equal(hilock_client_command(c, 3, after_argv, NULL, &r),
+                     HILOCK_OK);
+    hilock_reply_free(r);
+    assert_int_equal(hl_redis_server_cmd(heir, reply, sizeof reply, "GET",
+                                         key, (char *)NULL),
+                     '$');
+    assert_string_equal(reply, "$5\r\nafter\r\n");
+    hilock_client_destroy(c);
+    /* The old master learns it was replaced and follows the heir. */
+    assert_int_equal(hl_redis_cluster_wait_ok(cluster, hl_widen(30000)), 0);
+    assert_ptr_equal(replica_of(heir), victim);
+}
+
 /* ---- a manual failover ------------------------------------------------- */
 
 typedef struct hammer {
@@ -682,6 +749,9 @@ int main(void)
         cmocka_unit_test(test_manual_failover_keeps_holds),
         cmocka_unit_test(test_kill9_under_held_and_contended_locks),
         cmocka_unit_test(test_unreplicated_hold_is_reported_lost),
+        /* Last: a manual failover right after a pause may not complete
+         * within its own timeout on the server side. */
+        cmocka_unit_test(test_paused_master_lets_go_at_the_switch),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

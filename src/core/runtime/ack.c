@@ -188,7 +188,7 @@ static void park(hilock_client *c, ack_count *e, hl_ack *a);
 /* e's master reports fewer replicas than it had: ask the topology
  * whether it is still the master.  A master alone has no one to vouch
  * for it but itself, so there its own count stands at once. */
-static void suspect(hilock_client *c, ack_count *e)
+static void suspect(hilock_client *c, ack_count *e, const hl_conn *conn)
 {
     if (c->sentinel == NULL && c->cluster == NULL) {
         e->had = e->k;
@@ -200,7 +200,7 @@ static void suspect(hilock_client *c, ack_count *e)
     if (c->sentinel != NULL)
         hl_sentinel_ask(c->sentinel);
     else
-        hl_cluster_refresh_soon(c->cluster);
+        hl_cluster_confirm(c->cluster, conn);
 }
 
 static void on_info(void *data, int status, hilock_reply *reply)
@@ -222,7 +222,7 @@ static void on_info(void *data, int status, hilock_reply *reply)
             if (k >= e->had)
                 e->had = k;
             else
-                suspect(r->client, e);
+                suspect(r->client, e, r->conn);
         }
     }
     hilock_reply_free(reply);

@@ -42,6 +42,10 @@ struct hl_cluster {
     _Atomic unsigned char slots[HL_CLUSTER_SLOTS];
     hl_timer timer;
     bool reading;    /* a topology read is in flight */
+    /* Which read counts: one whose node stopped answering is given up
+     * (on_watch) and its late answer ignored. */
+    unsigned read_gen;
+    hl_monotime read_started;
     bool again;      /* another read was asked for meanwhile */
     bool use_slots;  /* the server has no CLUSTER SHARDS */
     /* Pub/sub is sharded (Redis 7 and later, as CLUSTER SHARDS tells):
@@ -52,6 +56,13 @@ struct hl_cluster {
     unsigned reads;  /* reads completed */
     unsigned redirects; /* MOVED and ASK followed */
     bool owner_down; /* the last read named a master whose link is down */
+    /* A node has stopped answering (node_silent): the map is read at the
+     * failover pace until it answers again or is replaced. */
+    bool silent_seen;
+    hl_timer watch; /* looks for silent nodes between reads */
+    /* A master whose word on itself is not wanted: the next read asks
+     * another node (hl_cluster_confirm). */
+    const hl_conn *suspect;
     hl_monotime last_read;
     char why[256]; /* the last refusal, see hl_cluster_last_failure */
 };
@@ -392,6 +403,17 @@ void hl_cluster_free_pubsubs(hl_cluster *cl)
     }
 }
 
+static bool node_silent(const cluster_node *n);
+
+static bool any_silent(hl_cluster *cl)
+{
+    cl->silent_seen = false;
+    for (int i = 0; i < cl->nnodes; i++)
+        if (node_silent(cl->nodes[i]))
+            cl->silent_seen = true;
+    return cl->silent_seen;
+}
+
 static void read_ended(hl_cluster *cl, bool ok)
 {
     cl->reading = false;
@@ -412,7 +434,7 @@ static void read_ended(hl_cluster *cl, bool ok)
     } else if (cl->again) {
         cl->again = false;
         hl_cluster_refresh_soon(cl);
-    } else if (cl->owner_down) {
+    } else if (cl->owner_down || any_silent(cl)) {
         /* Its replica takes over once the others agree it failed; the
          * requests held for its slots go on as soon as a read shows the
          * new master. */
@@ -446,9 +468,80 @@ static void judge_masters(hl_cluster *cl, const unsigned char *map)
                         "the cluster map names another master for its slots");
 }
 
+/* Whether the node's requests have gone unanswered long enough that it
+ * may have stopped (paused, cut off) while its link stays up. */
+static bool node_silent(const cluster_node *n)
+{
+    return hl_conn_unanswered_for(n->conn) > HL_MS(HL_CLUSTER_SILENT_MS);
+}
+
+/* Nodes that lost slots in this read (lost[i]) and serve none in map
+ * were replaced.  One whose link is down or which has stopped answering
+ * lets go of its requests now, not at their command timeout: those it
+ * was sent fail with HILOCK_EIO (it may have run them), and those it
+ * was not go to the new master with reroute_waiting, in this turn.  One
+ * that answers is left to answer MOVED. */
+static void drop_replaced(hl_cluster *cl, const unsigned char *map,
+                          const bool *lost)
+{
+    bool serves[HL_CLUSTER_MAX_NODES] = {false};
+    for (unsigned s = 0; s < HL_CLUSTER_SLOTS; s++)
+        if (map[s] != 0)
+            serves[map[s] - 1] = true;
+    for (int i = 0; i < cl->nnodes; i++) {
+        cluster_node *n = cl->nodes[i];
+        if (!lost[i] || serves[i] || !(n->down || node_silent(n)))
+            continue;
+        hl_conn_reset(n->conn, HILOCK_EIO,
+                      "the cluster map names another master for the "
+                      "slots of the node this request was sent to");
+        n->down = true;
+    }
+}
+
+/* Between reads: a master that stopped answering is watched at the
+ * failover pace, as one whose link is down. */
+static void on_watch(hl_timer *t)
+{
+    hl_cluster *cl = t->data;
+    if (cl->closed)
+        return;
+    hl_timer_arm(t, HL_MS(HL_CLUSTER_SILENT_MS / 2));
+    if (cl->reading) {
+        /* The node asked may be the one that stopped: ask another. */
+        if (hl_sat_sub(hl_monotime_now(), cl->read_started) >
+            HL_MS(HL_CLUSTER_SILENT_MS)) {
+            cl->read_gen++;
+            cl->reading = false;
+            read_topology(cl);
+        }
+        return;
+    }
+    if (cl->owner_down || cl->silent_seen)
+        return;
+    for (int i = 0; i < cl->nnodes; i++)
+        if (node_silent(cl->nodes[i])) {
+            cl->silent_seen = true;
+            hl_cluster_refresh_soon(cl);
+            return;
+        }
+}
+
+typedef struct topology_read {
+    hl_cluster *cl;
+    unsigned gen;
+} topology_read;
+
 static void on_topology(void *data, int status, hilock_reply *reply)
 {
-    hl_cluster *cl = data;
+    topology_read *t = data;
+    hl_cluster *cl = t->cl;
+    bool given_up = t->gen != cl->read_gen;
+    hl_free(t);
+    if (given_up) {
+        hilock_reply_free(reply);
+        return;
+    }
     if (cl->closed) {
         hilock_reply_free(reply);
         cl->reading = false;
@@ -474,16 +567,20 @@ static void on_topology(void *data, int status, hilock_reply *reply)
              * last owner: that node answers with MOVED or an error, which
              * beats sending to the seed at random. */
             if (ok) {
+                bool lost[HL_CLUSTER_MAX_NODES] = {false};
                 for (unsigned s = 0; s < HL_CLUSTER_SLOTS; s++) {
                     if (map[s] == 0)
                         continue;
                     unsigned was = atomic_load_explicit(
                         &cl->slots[s], memory_order_relaxed);
-                    failed_over |= was != 0 && was != map[s] &&
-                                   cl->nodes[was - 1]->down;
+                    if (was != 0 && was != map[s]) {
+                        failed_over = true;
+                        lost[was - 1] = true;
+                    }
                     atomic_store_explicit(&cl->slots[s], map[s],
                                           memory_order_release);
                 }
+                drop_replaced(cl, map, lost);
                 cl->owner_down = false;
                 for (unsigned s = 0; s < HL_CLUSTER_SLOTS; s++) {
                     unsigned i = atomic_load_explicit(&cl->slots[s],
@@ -502,8 +599,10 @@ static void on_topology(void *data, int status, hilock_reply *reply)
     hilock_reply_free(reply);
     if (ok)
         place_channels(cl);
-    /* A slot left a master that is down: its replica took over, and may
-     * lack a grant the master had not passed on.  Check them all now. */
+    /* A slot has a new master: a failover, a takeover, or a slot moved
+     * by a resharding.  The new master may lack a grant the old one had
+     * not passed on, and a holder must hear of that before a contender
+     * enters there, not at its next renewal.  Check them all now. */
     if (failed_over)
         hl_client_master_changed(cl->client);
     read_ended(cl, ok);
@@ -517,10 +616,15 @@ static hl_conn *pick_reader(hl_cluster *cl)
     unsigned choices = (unsigned)cl->nnodes + 1;
     for (unsigned k = 0; k < choices; k++) {
         unsigned pick = cl->asked++ % choices;
+        hl_conn *conn = pick == 0 ? cl->client->conn
+                                  : cl->nodes[pick - 1]->conn;
+        if ((conn == cl->suspect && choices > 1) || conn == NULL ||
+            hl_conn_unanswered_for(conn) > HL_MS(HL_CLUSTER_SILENT_MS))
+            continue;
         if (pick == 0 && ((cl->client->up_mask & 1u) || cl->nnodes == 0))
-            return cl->client->conn;
+            return conn;
         if (pick > 0 && !cl->nodes[pick - 1]->down)
-            return cl->nodes[pick - 1]->conn;
+            return conn;
     }
     return cl->client->conn; /* all down: the seed's comes back first */
 }
@@ -531,16 +635,31 @@ static void read_topology(hl_cluster *cl)
         return;
     hl_timer_stop(&cl->timer);
     hl_conn *conn = pick_reader(cl);
+    cl->suspect = NULL;
     const char *argv[] = {"CLUSTER", cl->use_slots ? "SLOTS" : "SHARDS"};
     size_t lens[] = {7, cl->use_slots ? 5u : 6u};
     cl->reading = true;
     cl->again = false;
-    if (conn == NULL ||
-        hl_conn_command(conn, 2, argv, lens, on_topology, cl) != 0)
+    cl->read_started = hl_monotime_now();
+    topology_read *t = hl_calloc(1, sizeof *t);
+    if (t != NULL) {
+        t->cl = cl;
+        t->gen = ++cl->read_gen;
+    }
+    if (conn == NULL || t == NULL ||
+        hl_conn_command(conn, 2, argv, lens, on_topology, t) != 0) {
+        hl_free(t);
         read_ended(cl, false);
+    }
 }
 
 static void on_timer(hl_timer *t) { read_topology(t->data); }
+
+void hl_cluster_confirm(hl_cluster *cl, const hl_conn *conn)
+{
+    cl->suspect = conn;
+    hl_cluster_refresh_soon(cl);
+}
 
 void hl_cluster_refresh_soon(hl_cluster *cl)
 {
@@ -681,6 +800,8 @@ hl_cluster *hl_cluster_create(hilock_client *client, const hl_conn_config *tmpl,
     cl->ready = ready;
     set_sharded(cl, true);
     hl_timer_init(&cl->timer, client->loop, on_timer, cl);
+    hl_timer_init(&cl->watch, client->loop, on_watch, cl);
+    hl_timer_arm(&cl->watch, HL_MS(HL_CLUSTER_SILENT_MS / 2));
     read_topology(cl);
     return cl;
 }
@@ -691,6 +812,7 @@ void hl_cluster_close(hl_cluster *cl)
         return;
     cl->closed = true;
     hl_timer_stop(&cl->timer);
+    hl_timer_stop(&cl->watch);
     for (int i = 0; i < cl->nnodes; i++)
         hl_conn_free(cl->nodes[i]->conn);
 }

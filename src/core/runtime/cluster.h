@@ -6,9 +6,12 @@
  *
  * The topology is read again every HL_CLUSTER_REFRESH_MS, and soon after
  * a redirection or a lost node connection: both mean the map is stale.
- * While a master's connection is down the map is read every
+ * While a master's connection is down, or it has stopped answering
+ * (HL_CLUSTER_SILENT_MS), the map is read every
  * HL_CLUSTER_FAILOVER_POLL_MS, and each read that names a new master for
- * its slots hands the requests it had not written to that master. */
+ * its slots hands the requests it had not written to that master and
+ * fails those it had (HILOCK_EIO) rather than wait for their timeout.
+ * Any slot that changes master has every lease checked at once. */
 #ifndef HL_CLUSTER_H
 #define HL_CLUSTER_H
 
@@ -29,6 +32,11 @@ typedef struct hl_cluster hl_cluster;
 /* While a master the map names has lost its link: how often the map is
  * read, from another node, until its replica appears as the master. */
 #define HL_CLUSTER_FAILOVER_POLL_MS 250
+/* A master whose oldest request has gone unanswered this long may have
+ * stopped (paused, cut off) with its link up: the map is read at the
+ * failover pace meanwhile, and once it names another master for the
+ * node's slots, the node's requests end or move at once. */
+#define HL_CLUSTER_SILENT_MS 500
 /* After a failed read. */
 #define HL_CLUSTER_RETRY_MS 1000
 /* Masters and former masters the client keeps connections to.  A slot
@@ -73,6 +81,10 @@ void hl_cluster_free_pubsubs(hl_cluster *cl);
 
 /* Read the topology again soon (at most every HL_CLUSTER_REFRESH_GAP_MS). */
 void hl_cluster_refresh_soon(hl_cluster *cl);
+/* The same, to learn whether the master conn leads to still is one: a
+ * master being replaced may not know it yet, so the read asks another
+ * node when there is one.  The verdict goes to hl_ack_topology. */
+void hl_cluster_confirm(hl_cluster *cl, const hl_conn *conn);
 
 /* Add the node connections' counters to the client's. */
 void hl_cluster_add_stats(const hl_cluster *cl, uint64_t *connects,

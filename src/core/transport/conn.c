@@ -230,5 +230,11 @@ bool hl_conn_busy(const hl_conn *c)
            c->parked.head != NULL;
 }
 
+hl_monotime hl_conn_unanswered_for(const hl_conn *c)
+{
+    const hl_request *r = c->sent.head;
+    return r == NULL ? 0 : hl_sat_sub(hl_monotime_now(), r->queued_at);
+}
+
 hl_conn_stats hl_conn_get_stats(const hl_conn *c) { return c->stats; }
 

@@ -194,6 +194,10 @@ void hl_conn_free(hl_conn *conn);
 
 /* Whether requests wait to be written or answered. */
 bool hl_conn_busy(const hl_conn *conn);
+/* How long the oldest request written and not yet answered has waited
+ * since it was queued; 0 when none waits.  A server that stopped (a
+ * paused or cut-off master) shows here long before any timeout. */
+hl_monotime hl_conn_unanswered_for(const hl_conn *conn);
 
 /* Counters for tests and the benchmark. */
 typedef struct hl_conn_stats {
