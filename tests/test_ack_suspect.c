@@ -5,6 +5,7 @@
  * word: it counts when they still name the master, and fails with
  * HILOCK_ENOACK when they name another.  Its own group: the second case
  * moves the sentinels to another master. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,27 @@ static void replica_of(hl_redis_server *node, const hl_redis_server *of)
                                          "REPLICAOF", of ? "127.0.0.1" : "NO",
                                          of ? port : "ONE", (char *)NULL),
                      '+');
+}
+
+/* Every sentinel names node as the master from now on; none announces
+ * a switch, so a client hears of it only by asking. */
+static void sentinels_name(hl_redis_server *node)
+{
+    char port[16], reply[256];
+    snprintf(port, sizeof port, "%d", hl_redis_server_port(node));
+    const char *mname = hl_redis_replicated_master_name(group);
+    for (size_t i = 0; i < hl_redis_replicated_sentinels(group); i++) {
+        hl_redis_server *s = hl_redis_replicated_sentinel(group, i);
+        assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply,
+                                             "SENTINEL", "REMOVE", mname,
+                                             (char *)NULL),
+                         '+');
+        assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply,
+                                             "SENTINEL", "MONITOR", mname,
+                                             "127.0.0.1", port, "2",
+                                             (char *)NULL),
+                         '+');
+    }
 }
 
 /* The count the client read is older than HL_ACK_RECOUNT_MS once this
@@ -178,23 +200,7 @@ static void test_replaced_master_grants_nothing(void **state)
     replica_of(other, next);
     int none = 0;
     assert_true(hl_wait_until(online_is, &none, hl_widen(5000)));
-    /* Every sentinel now names the new master; none announces a switch,
-     * so the client hears of it only by asking. */
-    char port[16], reply[256];
-    snprintf(port, sizeof port, "%d", hl_redis_server_port(next));
-    const char *mname = hl_redis_replicated_master_name(group);
-    for (size_t i = 0; i < hl_redis_replicated_sentinels(group); i++) {
-        hl_redis_server *s = hl_redis_replicated_sentinel(group, i);
-        assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply,
-                                             "SENTINEL", "REMOVE", mname,
-                                             (char *)NULL),
-                         '+');
-        assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply,
-                                             "SENTINEL", "MONITOR", mname,
-                                             "127.0.0.1", port, "2",
-                                             (char *)NULL),
-                         '+');
-    }
+    sentinels_name(next);
     let_count_age(counted_at);
 
     int rc = hilock_lock_try_acquire(l, 0, 10000);
@@ -209,11 +215,87 @@ static void test_replaced_master_grants_nothing(void **state)
     hilock_client_destroy(c);
 }
 
+typedef struct late_acquire {
+    atomic_bool done;
+    int rc;
+    char detail[512];
+} late_acquire;
+
+static void on_late_acquire(hilock_lock *lock, int status,
+                            const hilock_acquired *acquired, void *data)
+{
+    (void)lock, (void)acquired;
+    late_acquire *a = data;
+    a->rc = status;
+    snprintf(a->detail, sizeof a->detail, "%s", hilock_last_error());
+    atomic_store(&a->done, true);
+}
+
+/* Under replicas=none nothing is waited for, but a master that was
+ * paused while the sentinels came to name another runs the requests
+ * queued on it when it resumes, and answers grants the new master never
+ * saw.  Such a late answer counts only once the sentinels still name the
+ * master that gave it: here they do not, and the grant fails.  Runs
+ * after the case above, with the sentinels on node 1. */
+static void test_late_grant_of_a_replaced_master_does_not_count(void **state)
+{
+    (void)state;
+    hl_redis_server *paused = hl_redis_replicated_node(group, 1);
+    hl_redis_server *next = hl_redis_replicated_node(group, 2);
+    hilock_options *o;
+    hilock_client *c;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(
+        hilock_options_set_url(o, hl_redis_replicated_sentinel_url(group)),
+        HILOCK_OK);
+    assert_int_equal(hilock_options_set_replica_ack(o, HILOCK_ACK_NONE),
+                     HILOCK_OK);
+    assert_int_equal(hilock_options_set_replica_ack_timeout_ms(o, 200),
+                     HILOCK_OK);
+    assert_int_equal(hilock_options_set_command_timeout_ms(o, 20000),
+                     HILOCK_OK);
+    assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
+    hilock_options_free(o);
+    const char *name = "suspect-late";
+    hilock_lock *l;
+    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+                     HILOCK_OK);
+    /* The client is on node 1, the master the sentinels name now. */
+    assert_int_equal(hilock_lock_try_acquire(l, 0, 10000), HILOCK_OK);
+    assert_true(key_on(paused, name));
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+
+    replica_of(next, NULL);
+    sentinels_name(next);
+    hl_fixture_pause(paused);
+    late_acquire a = {0};
+    assert_int_equal(hilock_lock_acquire_async(l, 7, 0, 10000, 0,
+                                               on_late_acquire, &a, NULL),
+                     HILOCK_OK);
+    /* The pause is the fault: longer than the ack timeout and the
+     * lateness margin, shorter than the command timeout. */
+    hl_sleep_ms(200 + HL_ACK_LATE_MS + 800);
+    hl_fixture_resume(paused);
+    assert_true(hl_wait_flag(&a.done, hl_widen(10000)));
+    if (a.rc != HILOCK_ENOACK)
+        fail_msg("a late grant by the replaced master: %s (%s)",
+                 hilock_errname(a.rc), a.detail);
+    assert_non_null(strstr(a.detail, "another master"));
+
+    /* The client follows the sentinels, and the lock is free there. */
+    acquire_try t = {.lock = l, .on = next, .name = name};
+    assert_true(hl_wait_until(acquired_on, &t, hl_widen(10000)));
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replica_leaving_is_vouched_for),
         cmocka_unit_test(test_replaced_master_grants_nothing),
+        cmocka_unit_test(test_late_grant_of_a_replaced_master_does_not_count),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -80,6 +80,10 @@ struct hl_ack {
     bool no_wait;       /* the master has no replica: nothing to wait for */
     bool unsent;        /* its WAIT could not be queued */
     bool delivered;
+    bool late;          /* parked for an answer that came late */
+    bool none;          /* the policy is none: only lateness is checked */
+    hl_monotime queued_at;
+    hl_monotime answered_at; /* the write's answer */
     hl_monotime parked_until; /* parked: judged short from then on */
 };
 
@@ -184,16 +188,17 @@ typedef struct count_read {
 
 static void judge(hl_ack *a, int need);
 static void park(hilock_client *c, ack_count *e, hl_ack *a);
+static int64_t ack_timeout_ms(const hilock_client *c);
 
-/* e's master reports fewer replicas than it had: ask the topology
- * whether it is still the master.  A master alone has no one to vouch
- * for it but itself, so there its own count stands at once. */
-static void suspect(hilock_client *c, ack_count *e, const hl_conn *conn)
+/* Whether Sentinel or a cluster map can vouch for a master. */
+static bool vouched(const hilock_client *c)
 {
-    if (c->sentinel == NULL && c->cluster == NULL) {
-        e->had = e->k;
-        return;
-    }
+    return c->sentinel != NULL || c->cluster != NULL;
+}
+
+/* Ask the topology whether e's master is still the master. */
+static void ask_topology(hilock_client *c, ack_count *e, const hl_conn *conn)
+{
     if (e->confirming)
         return;
     e->confirming = true;
@@ -201,6 +206,39 @@ static void suspect(hilock_client *c, ack_count *e, const hl_conn *conn)
         hl_sentinel_ask(c->sentinel);
     else
         hl_cluster_confirm(c->cluster, conn);
+}
+
+/* e's master reports fewer replicas than it had.  A master alone has no
+ * one to vouch for it but itself, so there its own count stands at
+ * once. */
+static void suspect(hilock_client *c, ack_count *e, const hl_conn *conn)
+{
+    if (!vouched(c))
+        e->had = e->k;
+    else
+        ask_topology(c, e, conn);
+}
+
+/* An answer this late may come from a master that was paused or cut off
+ * while the topology replaced it, and that ran the requests queued on
+ * it before it heard: it counts once the topology still names that
+ * master.  Late is past what a WAIT ahead of the write on its
+ * connection can hold it, with room.  Returns whether a was parked for
+ * that (its verdict then comes with the topology's). */
+static bool verify_late(hl_ack *a)
+{
+    hilock_client *c = a->client;
+    if (!vouched(c) || a->late ||
+        hl_sat_sub(a->answered_at, a->queued_at) <=
+            HL_MS(ack_timeout_ms(c) + HL_ACK_LATE_MS))
+        return false;
+    ack_count *e = count_for(c, a->conn, true);
+    if (e == NULL)
+        return false;
+    a->late = true;
+    ask_topology(c, e, a->conn);
+    park(c, e, a);
+    return true;
 }
 
 static void on_info(void *data, int status, hilock_reply *reply)
@@ -303,10 +341,10 @@ static void judge(hl_ack *a, int need)
     ack_count *e = count_for(a->client, a->conn, false);
     if (e != NULL)
         e->stalled = a->acked < need;
-    if (a->acked >= need)
-        deliver(a, HILOCK_OK);
-    else
+    if (a->acked < need)
         deliver_short(a, need, NULL);
+    else if (!verify_late(a))
+        deliver(a, HILOCK_OK);
     ack_free_if_done(a);
 }
 
@@ -378,7 +416,10 @@ static void unpark(hilock_client *c, ack_count *e, hl_monotime until,
         due = a->next_in_group;
         a->next_in_group = NULL;
         a->pending--;
-        if (why == NULL) {
+        if (why == NULL && a->late) {
+            deliver(a, HILOCK_OK);
+            ack_free_if_done(a);
+        } else if (why == NULL) {
             judge(a, need);
         } else {
             a->acked = a->acked < 0 ? 0 : a->acked;
@@ -398,10 +439,10 @@ static void on_park_timer(hl_timer *t)
             continue;
         char why[256];
         snprintf(why, sizeof why,
-                 "the master reports %d online replica(s) where it had %d, "
-                 "and no topology read confirmed within %lld ms that it is "
-                 "still the master, so the write's acknowledgement is "
-                 "unknown",
+                 "the master answered late or reported fewer online "
+                 "replicas (%d) than it had (%d), and no topology read "
+                 "confirmed within %lld ms that it is still the master, so "
+                 "the write's acknowledgement is unknown",
                  e->k, e->had, (long long)ack_timeout_ms(c));
         unpark(c, e, now, why);
         /* Asked again by the next count that is short. */
@@ -429,8 +470,9 @@ void hl_ack_topology(hilock_client *c, const hl_conn *conn,
         }
         char text[320];
         snprintf(text, sizeof text,
-                 "the master reports %d online replica(s) where it had %d, "
-                 "and %s, so the write's acknowledgement is unknown",
+                 "the master answered late or reported fewer online "
+                 "replicas (%d) than it had (%d), and %s, so the write's "
+                 "acknowledgement is unknown",
                  e->k, e->had, why);
         unpark(c, e, INT64_MAX, text);
         if (verdict == HL_ACK_MASTER_REPLACED) {
@@ -607,15 +649,16 @@ int hl_ack_begin(hilock_client *c, hl_conn *conn, hl_request_fn *fn,
                  void *data, hl_ack **out)
 {
     *out = NULL;
-    if (c->opts->replica_ack == HILOCK_ACK_NONE || conn == NULL)
+    bool none = c->opts->replica_ack == HILOCK_ACK_NONE;
+    /* Under none, a late answer is still checked where a topology can
+     * vouch for its master; nothing else runs. */
+    if (conn == NULL || (none && !vouched(c)))
         return HILOCK_OK;
-    ack_count *e = count_for(c, conn, true);
+    ack_count *e = none ? NULL : count_for(c, conn, true);
     int k = e ? current_k(e, conn) : -1;
-    /* A master known to have no replica, and never seen with one since
-     * the topology vouched for it: nothing to wait for, and the write
-     * goes as under none.  Not on a cluster, where the write may be
-     * redirected to a master that has replicas. */
-    if (expected(e, k) == 0 && c->cluster == NULL)
+    /* A master alone known to have no replica, and never seen with one:
+     * nothing to wait for, and the write goes as under none. */
+    if (!none && expected(e, k) == 0 && !vouched(c))
         return HILOCK_OK;
     hl_ack *a = hl_calloc(1, sizeof *a);
     if (a == NULL)
@@ -624,6 +667,9 @@ int hl_ack_begin(hilock_client *c, hl_conn *conn, hl_request_fn *fn,
     a->conn = conn;
     a->fn = fn;
     a->data = data;
+    a->queued_at = hl_monotime_now();
+    a->none = none;
+    a->no_wait = none;
     /* Read the count ahead of the write, so it is known when the write
      * answers; a failure here shows as an unknown count then. */
     if (e != NULL && !e->reading && k < 0)
@@ -635,6 +681,8 @@ int hl_ack_begin(hilock_client *c, hl_conn *conn, hl_request_fn *fn,
 void hl_ack_sent(hl_ack *a)
 {
     a->pending++; /* the write */
+    if (a->none)
+        return;
     ack_count *e = count_for(a->client, a->conn, false);
     int k = e ? expected(e, current_k(e, a->conn)) : -1;
     if (k == 0) {
@@ -681,10 +729,17 @@ void hl_ack_reply(void *data, int status, hilock_reply *reply)
     a->written = true;
     a->status = status;
     a->reply = reply;
+    a->answered_at = hl_monotime_now();
     hl_conn *by = status == HILOCK_OK ? hl_conn_answering() : NULL;
     if (status != HILOCK_OK) {
         /* Not run, or not known to have run: nothing to acknowledge. */
         deliver(a, status);
+        ack_free_if_done(a);
+    } else if (a->none) {
+        if (by != NULL)
+            a->conn = by; /* the master whose answer it is */
+        if (!verify_late(a))
+            deliver(a, HILOCK_OK);
         ack_free_if_done(a);
     } else if (by != NULL && by != a->conn) {
         /* Ran elsewhere: what is known of the first node (no replica, a
@@ -692,7 +747,8 @@ void hl_ack_reply(void *data, int status, hilock_reply *reply)
         leave_group(a);
         follow(a, by);
     } else if (a->no_wait) {
-        deliver(a, HILOCK_OK);
+        if (!verify_late(a))
+            deliver(a, HILOCK_OK);
         ack_free_if_done(a);
     } else if (a->unsent) {
         a->acked = -1;

@@ -28,15 +28,21 @@
 
 /* How old a replica count may be when a write is sent. */
 #define HL_ACK_RECOUNT_MS 1000
+/* Under Sentinel or on a cluster, a write answered this long past the
+ * ack timeout after it was queued counts only once the topology still
+ * names the master that answered (see hl_ack_topology). */
+#define HL_ACK_LATE_MS 500
 
 typedef struct hl_ack hl_ack;
 
 /* The policy's n for k online replicas (0: no WAIT). */
 int hl_ack_needed(int policy, int k);
 
-/* Begin a lock write to conn, whose answer goes to fn(data, ...).  With the policy none, or a master known (by a
- * fresh count) to have no replica: HILOCK_OK and *out NULL, send the
- * write as usual.
+/* Begin a lock write to conn, whose answer goes to fn(data, ...).  With
+ * the policy none on a master alone, or a master alone known (by a fresh
+ * count) to have no replica: HILOCK_OK and *out NULL, send the write as
+ * usual.  (Under none with Sentinel or a cluster, only a late answer is
+ * checked, HL_ACK_LATE_MS.)
  * Otherwise *out is set: send the write with hl_ack_reply and *out as its
  * callback, then call hl_ack_sent (or hl_ack_unsent when it could not be
  * queued).  fn then gets the write's answer once, after its WAIT: as it
