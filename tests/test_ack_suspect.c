@@ -66,7 +66,10 @@ static bool all_online(void *arg)
 
 static bool online_is(void *n) { return online_replicas() == *(int *)n; }
 
-static hilock_client *connect_sentinels(hilock_replica_ack policy)
+/* A client of the sentinels with an ack timeout of 300 ms, and a
+ * command timeout of command_timeout_ms (0: the default). */
+static hilock_client *connect_sentinels(hilock_replica_ack policy,
+                                        int64_t command_timeout_ms)
 {
     hilock_options *o;
     hilock_client *c;
@@ -77,6 +80,10 @@ static hilock_client *connect_sentinels(hilock_replica_ack policy)
     assert_int_equal(hilock_options_set_replica_ack(o, policy), HILOCK_OK);
     assert_int_equal(hilock_options_set_replica_ack_timeout_ms(o, 300),
                      HILOCK_OK);
+    if (command_timeout_ms != 0)
+        assert_int_equal(
+            hilock_options_set_command_timeout_ms(o, command_timeout_ms),
+            HILOCK_OK);
     assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
     hilock_options_free(o);
     return c;
@@ -136,7 +143,7 @@ static bool key_on(hl_redis_server *s, const char *name)
 static void test_replica_leaving_is_vouched_for(void **state)
 {
     (void)state;
-    hilock_client *c = connect_sentinels(HILOCK_ACK_ALL);
+    hilock_client *c = connect_sentinels(HILOCK_ACK_ALL, 0);
     hilock_lock *l;
     assert_int_equal(hilock_lock_create(&l, c, "suspect-vouched", 15),
                      HILOCK_OK);
@@ -185,7 +192,7 @@ static bool acquired_on(void *arg)
 static void test_replaced_master_grants_nothing(void **state)
 {
     (void)state;
-    hilock_client *c = connect_sentinels(HILOCK_ACK_MAJORITY);
+    hilock_client *c = connect_sentinels(HILOCK_ACK_MAJORITY, 0);
     const char *name = "suspect-replaced";
     hilock_lock *l;
     assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
@@ -242,20 +249,7 @@ static void test_late_grant_of_a_replaced_master_does_not_count(void **state)
     (void)state;
     hl_redis_server *paused = hl_redis_replicated_node(group, 1);
     hl_redis_server *next = hl_redis_replicated_node(group, 2);
-    hilock_options *o;
-    hilock_client *c;
-    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
-    assert_int_equal(
-        hilock_options_set_url(o, hl_redis_replicated_sentinel_url(group)),
-        HILOCK_OK);
-    assert_int_equal(hilock_options_set_replica_ack(o, HILOCK_ACK_NONE),
-                     HILOCK_OK);
-    assert_int_equal(hilock_options_set_replica_ack_timeout_ms(o, 200),
-                     HILOCK_OK);
-    assert_int_equal(hilock_options_set_command_timeout_ms(o, 20000),
-                     HILOCK_OK);
-    assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
-    hilock_options_free(o);
+    hilock_client *c = connect_sentinels(HILOCK_ACK_NONE, 20000);
     const char *name = "suspect-late";
     hilock_lock *l;
     assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
@@ -274,7 +268,7 @@ static void test_late_grant_of_a_replaced_master_does_not_count(void **state)
                      HILOCK_OK);
     /* The pause is the fault: longer than the ack timeout and the
      * lateness margin, shorter than the command timeout. */
-    hl_sleep_ms(200 + HL_ACK_LATE_MS + 800);
+    hl_sleep_ms(300 + HL_ACK_LATE_MS + 800);
     hl_fixture_resume(paused);
     assert_true(hl_wait_flag(&a.done, hl_widen(10000)));
     if (a.rc != HILOCK_ENOACK)
