@@ -45,14 +45,16 @@ static int teardown(void **state)
     return 0;
 }
 
-static int online_replicas(void)
+static int online_replicas_of(hl_redis_server *s)
 {
     static char info[4096];
-    if (hl_redis_server_cmd(master, info, sizeof info, "INFO", "replication",
+    if (hl_redis_server_cmd(s, info, sizeof info, "INFO", "replication",
                             (char *)NULL) != '$')
         return -1;
     return hl_ack_parse_info(info, strlen(info));
 }
+
+static int online_replicas(void) { return online_replicas_of(master); }
 
 static bool all_online(void *arg)
 {
@@ -99,25 +101,29 @@ static void replica_of(hl_redis_server *node, const hl_redis_server *of)
                      '+');
 }
 
-/* Every sentinel names node as the master from now on; none announces
- * a switch, so a client hears of it only by asking. */
-static void sentinels_name(hl_redis_server *node)
+/* Sentinel i names node as the master from now on, announcing no
+ * switch. */
+static void sentinel_names(size_t i, hl_redis_server *node)
 {
     char port[16], reply[256];
     snprintf(port, sizeof port, "%d", hl_redis_server_port(node));
     const char *mname = hl_redis_replicated_master_name(group);
-    for (size_t i = 0; i < hl_redis_replicated_sentinels(group); i++) {
-        hl_redis_server *s = hl_redis_replicated_sentinel(group, i);
-        assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply,
-                                             "SENTINEL", "REMOVE", mname,
-                                             (char *)NULL),
-                         '+');
-        assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply,
-                                             "SENTINEL", "MONITOR", mname,
-                                             "127.0.0.1", port, "2",
-                                             (char *)NULL),
-                         '+');
-    }
+    hl_redis_server *s = hl_redis_replicated_sentinel(group, i);
+    assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply, "SENTINEL",
+                                         "REMOVE", mname, (char *)NULL),
+                     '+');
+    assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply, "SENTINEL",
+                                         "MONITOR", mname, "127.0.0.1", port,
+                                         "2", (char *)NULL),
+                     '+');
+}
+
+/* Every sentinel names node as the master from now on; none announces
+ * a switch, so a client hears of it only by asking. */
+static void sentinels_name(hl_redis_server *node)
+{
+    for (size_t i = 0; i < hl_redis_replicated_sentinels(group); i++)
+        sentinel_names(i, node);
 }
 
 /* The count the client read is older than HL_ACK_RECOUNT_MS once this
@@ -284,12 +290,74 @@ static void test_late_grant_of_a_replaced_master_does_not_count(void **state)
     hilock_client_destroy(c);
 }
 
+typedef struct count_probe {
+    hl_redis_server *of;
+    int want;
+} count_probe;
+
+static bool count_is(void *arg)
+{
+    count_probe *p = arg;
+    return online_replicas_of(p->of) == p->want;
+}
+
+/* A failover under way: the master the client is on has lost its
+ * replica, one sentinel names another master, the others still name
+ * this one.  A round that took the first answer would vouch for the old
+ * master, whose count of 0 then asks for no acknowledgement; the
+ * sentinels disagree, so nobody is vouched for and the grant fails.  The
+ * sentinel that knows is paused while the others answer, as one that
+ * heard of the failover last would be.  Runs after the cases above, with
+ * every sentinel on node 2. */
+static void test_sentinels_that_disagree_vouch_for_nobody(void **state)
+{
+    (void)state;
+    hl_redis_server *old = hl_redis_replicated_node(group, 2);
+    hl_redis_server *next = hl_redis_replicated_node(group, 0);
+    replica_of(next, old);
+    count_probe one = {.of = old, .want = 1};
+    assert_true(hl_wait_until(count_is, &one, hl_widen(30000)));
+    hilock_client *c = connect_sentinels(HILOCK_ACK_MAJORITY, 0);
+    const char *name = "suspect-disagree";
+    hilock_lock *l;
+    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(l, 0, 10000), HILOCK_OK);
+    assert_true(key_on(old, name));
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    int64_t counted_at = hl_now_ms();
+
+    replica_of(next, NULL);
+    count_probe none = {.of = old, .want = 0};
+    assert_true(hl_wait_until(count_is, &none, hl_widen(5000)));
+    sentinel_names(0, next);
+    let_count_age(counted_at);
+
+    hl_redis_server *knows = hl_redis_replicated_sentinel(group, 0);
+    hl_fixture_pause(knows);
+    late_acquire a = {0};
+    assert_int_equal(hilock_lock_acquire_async(l, 9, 0, 10000, 0,
+                                               on_late_acquire, &a, NULL),
+                     HILOCK_OK);
+    /* The fault: the sentinel that knows is silent past the ack timeout
+     * while the others answer, and well within the connect timeout. */
+    hl_sleep_ms(400);
+    hl_fixture_resume(knows);
+    assert_true(hl_wait_flag(&a.done, hl_widen(10000)));
+    if (a.rc != HILOCK_ENOACK || strstr(a.detail, "different masters") == NULL)
+        fail_msg("a grant vouched for by sentinels that disagree: %s (%s)",
+                 hilock_errname(a.rc), a.detail);
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replica_leaving_is_vouched_for),
         cmocka_unit_test(test_replaced_master_grants_nothing),
         cmocka_unit_test(test_late_grant_of_a_replaced_master_does_not_count),
+        cmocka_unit_test(test_sentinels_that_disagree_vouch_for_nobody),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

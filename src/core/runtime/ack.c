@@ -203,7 +203,7 @@ static void ask_topology(hilock_client *c, ack_count *e, const hl_conn *conn)
         return;
     e->confirming = true;
     if (c->sentinel != NULL)
-        hl_sentinel_ask(c->sentinel);
+        hl_sentinel_vouch(c->sentinel);
     else
         hl_cluster_confirm(c->cluster, conn);
 }
@@ -381,12 +381,21 @@ static void arm_park_timer(hilock_client *c)
         hl_timer_arm(&c->acks->park_timer, due - hl_monotime_now());
 }
 
-/* a's WAIT came back short from a suspect master: its verdict waits for
- * the topology read asked for, at most the ack timeout. */
+/* How long a parked write waits for the topology's word: a sentinel
+ * round takes at most the connect timeout, and a cluster read is as
+ * quick on a live node. */
+static int64_t park_ms(const hilock_client *c)
+{
+    return ack_timeout_ms(c) + c->opts->connect_timeout_ms;
+}
+
+/* a's WAIT came back short from a suspect master, or its answer came
+ * late: its verdict waits for the topology read asked for, at most
+ * park_ms. */
 static void park(hilock_client *c, ack_count *e, hl_ack *a)
 {
     a->pending++;
-    a->parked_until = hl_monotime_now() + HL_MS(ack_timeout_ms(c));
+    a->parked_until = hl_monotime_now() + HL_MS(park_ms(c));
     a->next_in_group = e->parked;
     e->parked = a;
     arm_park_timer(c);
@@ -443,7 +452,7 @@ static void on_park_timer(hl_timer *t)
                  "replicas (%d) than it had (%d), and no topology read "
                  "confirmed within %lld ms that it is still the master, so "
                  "the write's acknowledgement is unknown",
-                 e->k, e->had, (long long)ack_timeout_ms(c));
+                 e->k, e->had, (long long)park_ms(c));
         unpark(c, e, now, why);
         /* Asked again by the next count that is short. */
         if (e->parked == NULL)

@@ -389,18 +389,20 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
  * new one, and what was granted through the old one is checked at once. */
 static void on_sentinel_answer(hilock_client *c, int status,
                                const char *detail, const char *host,
-                               int port)
+                               int port, bool vouched)
 {
     if (status != HILOCK_OK) {
-        hl_ack_topology(c, NULL, HL_ACK_MASTER_UNKNOWN,
-                        "no sentinel could vouch for it");
+        char why[320];
+        snprintf(why, sizeof why, "the sentinels did not vouch for it (%s)",
+                 detail ? detail : hilock_strerror(status));
+        hl_ack_topology(c, NULL, HL_ACK_MASTER_UNKNOWN, why);
         if (!c->first_done)
             note_first_attempt(c, status, detail);
         return;
     }
     bool same = c->master_known && c->opts->port == port &&
                 strcmp(c->opts->host, host) == 0;
-    if (same)
+    if (same && vouched)
         hl_ack_topology(c, NULL, HL_ACK_MASTER_CONFIRMED, NULL);
     if (same || c->closed)
         return;

@@ -31,6 +31,8 @@ typedef struct probe {
     hilock_options *opts;
     hl_conn *conn;
     bool done; /* answered or failed in this round */
+    bool named; /* a vouching round: it named at */
+    sentinel_addr at;
 } probe;
 
 struct hl_sentinel {
@@ -48,6 +50,10 @@ struct hl_sentinel {
     probe probes[HILOCK_MAX_SENTINELS]; /* the round's, or the last's */
     bool asking;  /* a round is in flight */
     bool again;   /* and another was asked for meanwhile */
+    /* A vouching round hears every sentinel out (hl_sentinel_vouch);
+     * want_vouch makes the next round one. */
+    bool vouching;
+    bool want_vouch;
     int left;     /* probes of the round not done */
     int unknown;  /* probes whose sentinel knew no such master */
     int status;   /* the last failure that was not an unknown master */
@@ -77,10 +83,10 @@ static void release(hl_sentinel *s)
 /* Report to the client.  fn may close the client, and so free s: false
  * when s is gone or closed, and the caller must leave it be. */
 static bool tell(hl_sentinel *s, int status, const char *detail,
-                 const char *host, int port)
+                 const char *host, int port, bool vouched)
 {
     s->calling++;
-    s->fn(s->client, status, detail, host, port);
+    s->fn(s->client, status, detail, host, port, vouched);
     if (--s->calling == 0 && s->free_on_return) {
         release(s);
         return false;
@@ -200,13 +206,13 @@ static void follow(hl_sentinel *s, int i)
 }
 
 static void round_succeeded(hl_sentinel *s, int index, const char *host,
-                            int port)
+                            int port, bool vouched)
 {
     round_over(s);
     s->failed_rounds = 0;
     s->answers++;
     follow(s, index);
-    if (!tell(s, HILOCK_OK, NULL, host, port))
+    if (!tell(s, HILOCK_OK, NULL, host, port, vouched))
         return;
     /* Asked during the round: the answer may predate what made someone
      * ask. */
@@ -238,7 +244,61 @@ static void round_failed(hl_sentinel *s)
     if (s->failed_rounds < 30)
         s->failed_rounds++;
     hl_timer_arm(&s->next, wait);
-    tell(s, code, detail, NULL, 0);
+    tell(s, code, detail, NULL, 0, false);
+}
+
+/* A vouching round heard every sentinel it could: the master they name
+ * when they all name one, vouched for when a majority of the sentinels
+ * did; when they name different masters, a failover is under way, and
+ * the round says so and vouches for none.  Its last act, like
+ * round_failed's. */
+static void vouch_heard(hl_sentinel *s)
+{
+    const probe *first = NULL, *other = NULL;
+    int named = 0;
+    for (int i = 0; i < s->count; i++) {
+        const probe *p = &s->probes[i];
+        if (!p->named)
+            continue;
+        named++;
+        if (first == NULL)
+            first = p;
+        else if (other == NULL && (p->at.port != first->at.port ||
+                                   strcmp(p->at.host, first->at.host) != 0))
+            other = p;
+    }
+    if (first == NULL) {
+        round_failed(s);
+        return;
+    }
+    if (other == NULL) {
+        sentinel_addr at = first->at;
+        round_succeeded(s, first->index, at.host, at.port,
+                        named >= s->count / 2 + 1);
+        return;
+    }
+    char detail[480];
+    snprintf(detail, sizeof detail,
+             "the sentinels name different masters (%.80s:%d says "
+             "%.80s:%d, %.80s:%d says %.80s:%d): a failover is under way",
+             s->list[first->index].host, s->list[first->index].port,
+             first->at.host, first->at.port, s->list[other->index].host,
+             s->list[other->index].port, other->at.host, other->at.port);
+    round_over(s);
+    if (s->again) {
+        s->again = false;
+        hl_timer_arm(&s->next, 0);
+    }
+    tell(s, HILOCK_EIO, detail, NULL, 0, false);
+}
+
+/* Every probe of the round is done. */
+static void round_ended(hl_sentinel *s)
+{
+    if (s->vouching)
+        vouch_heard(s);
+    else
+        round_failed(s);
 }
 
 /* A sentinel could not help (status, why).  The round fails with the
@@ -266,7 +326,7 @@ static bool note_failure(probe *p, int status, bool unknown, const char *why)
 static void probe_failed(probe *p, int status, bool unknown, const char *why)
 {
     if (note_failure(p, status, unknown, why))
-        round_failed(p->s);
+        round_ended(p->s);
 }
 
 static void on_answer(void *data, int status, hilock_reply *reply)
@@ -302,7 +362,17 @@ static void on_answer(void *data, int status, hilock_reply *reply)
     } else if (read_address(reply, host, sizeof host, &port, text,
                             sizeof text)) {
         hilock_reply_free(reply);
-        round_succeeded(s, p->index, host, port);
+        if (!s->vouching) {
+            round_succeeded(s, p->index, host, port, false);
+            return;
+        }
+        p->named = true;
+        snprintf(p->at.host, sizeof p->at.host, "%s", host);
+        p->at.port = port;
+        p->done = true;
+        hl_conn_close(p->conn, HILOCK_ECLOSED, "the sentinel answered");
+        if (--s->left == 0)
+            vouch_heard(s);
         return;
     } else {
         snprintf(why, sizeof why,
@@ -360,6 +430,8 @@ static void start_round(hl_sentinel *s)
 {
     s->asking = true;
     s->again = false;
+    s->vouching = s->want_vouch;
+    s->want_vouch = false;
     s->left = s->count;
     s->unknown = 0;
     s->status = HILOCK_EIO;
@@ -371,7 +443,7 @@ static void start_round(hl_sentinel *s)
             over = note_failure(&s->probes[i], HILOCK_ENOMEM, false,
                                 "out of memory for a connection");
     if (over)
-        round_failed(s);
+        round_ended(s);
 }
 
 /* The connect timeout passed: every sentinel that has not answered yet
@@ -388,7 +460,7 @@ static void on_deadline(hl_timer *t)
         if (!s->probes[i].done)
             over = note_failure(&s->probes[i], HILOCK_ETIMEDOUT, false, why);
     if (over)
-        round_failed(s);
+        round_ended(s);
 }
 
 static void on_next(hl_timer *t)
@@ -454,7 +526,7 @@ static void on_switch(hl_sub *sub, hl_sub_event ev, const char *msg,
     memcpy(host, word[3], wlen[3]);
     host[wlen[3]] = '\0';
     s->switches++;
-    tell(s, HILOCK_OK, NULL, host, port);
+    tell(s, HILOCK_OK, NULL, host, port, false);
 }
 
 /* ---- life -------------------------------------------------------------------- */
@@ -513,6 +585,14 @@ void hl_sentinel_ask(hl_sentinel *s)
 {
     if (s != NULL)
         ask(s);
+}
+
+void hl_sentinel_vouch(hl_sentinel *s)
+{
+    if (s == NULL || s->closed)
+        return;
+    s->want_vouch = true;
+    ask(s);
 }
 
 void hl_sentinel_free(hl_sentinel *s)

@@ -28,13 +28,17 @@ struct hilock_client;
 struct hilock_options;
 typedef struct hl_sentinel hl_sentinel;
 
-/* status HILOCK_OK: the master is at host:port.  Otherwise a round of
- * sentinels failed: HILOCK_EINVAL when every sentinel knows no master of
- * that name, else the last other failure (HILOCK_EIO, HILOCK_ETIMEDOUT,
- * HILOCK_EAUTH, HILOCK_EPROTO for an answer that is not a host and a
- * port, ...), with detail saying which sentinel and what. */
+/* status HILOCK_OK: the master is at host:port, vouched for when a
+ * majority of the sentinels named it and none another (a vouching round,
+ * hl_sentinel_vouch).  Otherwise a round of sentinels failed:
+ * HILOCK_EINVAL when every sentinel knows no master of that name,
+ * HILOCK_EIO when a vouching round heard different masters named, else
+ * the last other failure (HILOCK_EIO, HILOCK_ETIMEDOUT, HILOCK_EAUTH,
+ * HILOCK_EPROTO for an answer that is not a host and a port, ...), with
+ * detail saying which sentinel and what. */
 typedef void hl_sentinel_fn(struct hilock_client *client, int status,
-                            const char *detail, const char *host, int port);
+                            const char *detail, const char *host, int port,
+                            bool vouched);
 
 /* The sentinels the options name, readable or not. */
 int hl_sentinel_count(const struct hilock_options *opts);
@@ -46,6 +50,11 @@ hl_sentinel *hl_sentinel_create(struct hilock_client *client,
 /* Ask the sentinels again: a round at once, or after the one in flight,
  * or when the backoff after failed rounds ends. */
 void hl_sentinel_ask(hl_sentinel *s);
+/* Ask as hl_sentinel_ask, in a round that does not end at the first
+ * answer but hears every sentinel out (at most the connect timeout), to
+ * vouch for the master: one sentinel that has not heard of a failover
+ * yet would name the master being replaced. */
+void hl_sentinel_vouch(hl_sentinel *s);
 void hl_sentinel_free(hl_sentinel *s);
 
 /* For tests and status: answers received, and switch announcements
