@@ -55,6 +55,10 @@ struct hl_contenders {
     _Atomic int64_t asked_ns;
     _Atomic int64_t switched_ns;
     _Atomic int64_t first_after_ns;
+    /* Holders in each phase when the failover was asked for, and when
+     * the switch was seen. */
+    int phases_at_ask[HL_CT_PHASES];
+    int phases_at_switch[HL_CT_PHASES];
     atomic_size_t ntold;
     _Atomic int64_t told_at[HL_CT_MAX_TOLD];
     int nholders;
@@ -241,14 +245,22 @@ hl_contenders *hl_contenders_start(hilock_client *const *clients,
     return g;
 }
 
+static void hl_ct_phases_now(const hl_contenders *g, int *into)
+{
+    for (int i = 0; i < g->nholders; i++)
+        into[atomic_load(&g->holders[i].phase)]++;
+}
+
 void hl_contenders_mark_asked(hl_contenders *g, int64_t ns)
 {
     atomic_store(&g->asked_ns, ns);
+    hl_ct_phases_now(g, g->phases_at_ask);
 }
 
 void hl_contenders_mark_switched(hl_contenders *g, int64_t ns)
 {
     atomic_store(&g->switched_ns, ns);
+    hl_ct_phases_now(g, g->phases_at_switch);
 }
 
 void hl_contenders_stop(hl_contenders *g)
@@ -313,6 +325,16 @@ void hl_contenders_report(const hl_contenders *g, const char *what)
 
     int64_t asked = atomic_load(&g->asked_ns);
     int64_t switched = atomic_load(&g->switched_ns);
+    const int *at[2] = {g->phases_at_ask, g->phases_at_switch};
+    const char *when[2] = {"the failover was asked for",
+                           "the switch was seen"};
+    for (int k = 0; k < 2; k++)
+        if ((k == 0 ? asked : switched) != 0)
+            printf("# %s: when %s, holders: %d holding, %d acquiring, %d "
+                   "releasing, %d between holds\n",
+                   what, when[k], at[k][HL_CT_HOLDING],
+                   at[k][HL_CT_ACQUIRING], at[k][HL_CT_RELEASING],
+                   at[k][HL_CT_OUT]);
     int64_t first = atomic_load(&g->first_after_ns);
     size_t n = atomic_load(&g->ntold);
     if (n > HL_CT_MAX_TOLD)
