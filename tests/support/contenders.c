@@ -47,6 +47,12 @@ typedef struct hl_ct_holder {
     int stray;             /* notices in a section whose hold stood */
     int lost_at_release;   /* releases that said the lease was lost */
     int released_in_doubt; /* EINDOUBT or EIO from a release */
+    int64_t granted_ns;    /* of the hold now held */
+    /* The first release that said lost with no notice before it: when
+     * its hold was granted, when the release began and ended, and the
+     * detail. */
+    int64_t unnoticed_at[3];
+    char unnoticed_why[192];
 } hl_ct_holder;
 
 struct hl_contenders {
@@ -112,6 +118,8 @@ static void hl_ct_release(hl_ct_holder *h, bool told)
     hl_contenders *g = h->group;
     int rc;
 
+    int64_t began = hl_now_ns();
+
     atomic_store(&h->phase, HL_CT_RELEASING);
     /* ETIMEDOUT: withdrawn unsent, the hold stands; release again. */
     for (int tries = 0; tries < 5; tries++) {
@@ -123,8 +131,13 @@ static void hl_ct_release(hl_ct_holder *h, bool told)
     if (rc == HILOCK_OK)
         return;
     if (rc == HILOCK_ELEASELOST) {
-        if (!told)
-            h->lost_at_release++;
+        if (!told && h->lost_at_release++ == 0) {
+            h->unnoticed_at[0] = h->granted_ns;
+            h->unnoticed_at[1] = began;
+            h->unnoticed_at[2] = hl_now_ns();
+            snprintf(h->unnoticed_why, sizeof h->unnoticed_why, "%s",
+                     hilock_last_error());
+        }
         return;
     }
     /* The answer was lost with the master: it counts as released. */
@@ -191,6 +204,7 @@ static void *hl_ct_main(void *arg)
             continue;
         }
         h->acquired++;
+        h->granted_ns = hl_now_ns();
         atomic_store(&h->phase, HL_CT_HOLDING);
         /* Whatever came before is about an older hold, unless the client
          * already says this one is lost: then the holder stays out. */
@@ -325,6 +339,18 @@ void hl_contenders_report(const hl_contenders *g, const char *what)
 
     int64_t asked = atomic_load(&g->asked_ns);
     int64_t switched = atomic_load(&g->switched_ns);
+    for (int i = 0; i < g->nholders; i++) {
+        const hl_ct_holder *h = &g->holders[i];
+        if (h->lost_at_release == 0)
+            continue;
+        printf("# %s: holder %d: a release said lost with no notice before "
+               "it (\"%s\"); the hold was granted at %+.1f ms, the release "
+               "began at %+.1f ms and ended at %+.1f ms from the ask\n",
+               what, i, h->unnoticed_why,
+               hl_ct_ms(h->unnoticed_at[0] - asked),
+               hl_ct_ms(h->unnoticed_at[1] - asked),
+               hl_ct_ms(h->unnoticed_at[2] - asked));
+    }
     const int *at[2] = {g->phases_at_ask, g->phases_at_switch};
     const char *when[2] = {"the failover was asked for",
                            "the switch was seen"};
