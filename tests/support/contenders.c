@@ -15,6 +15,10 @@
 
 /* Told sections whose notice time is kept for the report. */
 #define HL_CT_MAX_TOLD 4096
+/* Sections whose client is kept for the report. */
+#define HL_CT_MAX_LOG 100000
+/* The longest a holder waits for another client's turn. */
+#define HL_CT_TURN_MS 50
 
 enum { HL_CT_OUT, HL_CT_ACQUIRING, HL_CT_HOLDING, HL_CT_RELEASING,
        HL_CT_PHASES };
@@ -32,6 +36,7 @@ typedef struct hl_ct_holder {
     pthread_t thread;
     bool started;
     uint32_t id;
+    int client; /* index of its client */
     hl_contenders *group;
     hilock_lock *lock;
     unsigned seed;
@@ -58,6 +63,11 @@ typedef struct hl_ct_holder {
 struct hl_contenders {
     hl_mutex_checker *mc;
     atomic_bool stop;
+    /* The client of the last section entered (-1: none yet), and the
+     * condition the holders wait on for it to change. */
+    pthread_mutex_t turn_mu;
+    pthread_cond_t turn_cv;
+    int last_client;
     _Atomic int64_t asked_ns;
     _Atomic int64_t switched_ns;
     _Atomic int64_t first_after_ns;
@@ -67,6 +77,13 @@ struct hl_contenders {
     int phases_at_switch[HL_CT_PHASES];
     atomic_size_t ntold;
     _Atomic int64_t told_at[HL_CT_MAX_TOLD];
+    /* Each section's entry and client, to count the hand-overs from one
+     * client to another. */
+    atomic_size_t nlog;
+    struct hl_ct_entry {
+        int64_t entered_ns;
+        int client;
+    } *log;
     int nholders;
     hl_ct_holder holders[];
 };
@@ -159,6 +176,13 @@ static void hl_ct_section(hl_ct_holder *h)
 
     if (switched != 0 && entered > switched)
         atomic_compare_exchange_strong(&g->first_after_ns, &none, entered);
+    size_t n = atomic_fetch_add(&g->nlog, 1);
+    if (n < HL_CT_MAX_LOG)
+        g->log[n] = (struct hl_ct_entry){entered, h->client};
+    pthread_mutex_lock(&g->turn_mu);
+    g->last_client = h->client;
+    pthread_cond_broadcast(&g->turn_cv);
+    pthread_mutex_unlock(&g->turn_mu);
     hl_ct_work(h, 1000 + (int)(rand_r(&h->seed) % 4001));
     int64_t told = atomic_load(&h->told_ns);
     /* A notice counts when the client agrees the hold is gone; one about
@@ -177,12 +201,34 @@ static void hl_ct_section(hl_ct_holder *h)
     hl_ct_release(h, told != 0);
 }
 
+/* A client hands the lock to its own waiters first, so left alone one
+ * client would keep it and the holders of the other would hardly ever
+ * get it: no test of exclusion between clients.  After its section a
+ * holder lets another client's holder have one first, or waits
+ * HL_CT_TURN_MS for it (that client may be unable to take it). */
+static void hl_ct_await_turn(hl_ct_holder *h)
+{
+    hl_contenders *g = h->group;
+    struct timespec until;
+
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += HL_CT_TURN_MS * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&g->turn_mu);
+    while (g->last_client == h->client && !atomic_load(&g->stop))
+        if (pthread_cond_timedwait(&g->turn_cv, &g->turn_mu, &until) != 0)
+            break;
+    pthread_mutex_unlock(&g->turn_mu);
+}
+
 static void *hl_ct_main(void *arg)
 {
     hl_ct_holder *h = arg;
     hl_contenders *g = h->group;
 
     while (!atomic_load(&g->stop)) {
+        hl_ct_await_turn(h);
         int64_t wait_ms = rand_r(&h->seed) % 200;
 
         atomic_store(&h->phase, HL_CT_ACQUIRING);
@@ -228,6 +274,16 @@ hl_contenders *hl_contenders_start(hilock_client *const *clients,
     hl_contenders *g = calloc(1, sizeof *g + (size_t)n * sizeof(hl_ct_holder));
 
     assert_non_null(g);
+    pthread_condattr_t ca;
+    assert_int_equal(pthread_condattr_init(&ca), 0);
+    assert_int_equal(pthread_condattr_setclock(&ca, CLOCK_MONOTONIC), 0);
+    assert_int_equal(pthread_cond_init(&g->turn_cv, &ca), 0);
+    pthread_condattr_destroy(&ca);
+    assert_int_equal(pthread_mutex_init(&g->turn_mu, NULL), 0);
+    g->last_client = -1;
+    g->log = calloc(HL_CT_MAX_LOG, sizeof *g->log);
+    assert_non_null(g->log);
+    atomic_init(&g->nlog, 0);
     g->mc = mc;
     g->nholders = n;
     atomic_init(&g->stop, false);
@@ -238,6 +294,7 @@ hl_contenders *hl_contenders_start(hilock_client *const *clients,
     for (int i = 0; i < n; i++) {
         hl_ct_holder *h = &g->holders[i];
         h->id = (uint32_t)i;
+        h->client = i % nclients;
         h->group = g;
         h->seed = (unsigned)i * 7919u + 17;
         atomic_init(&h->phase, HL_CT_OUT);
@@ -279,7 +336,10 @@ void hl_contenders_mark_switched(hl_contenders *g, int64_t ns)
 
 void hl_contenders_stop(hl_contenders *g)
 {
+    pthread_mutex_lock(&g->turn_mu);
     atomic_store(&g->stop, true);
+    pthread_cond_broadcast(&g->turn_cv);
+    pthread_mutex_unlock(&g->turn_mu);
     for (int i = 0; i < g->nholders; i++)
         if (g->holders[i].started) {
             pthread_join(g->holders[i].thread, NULL);
@@ -295,6 +355,33 @@ static int hl_ct_by_value(const void *a, const void *b)
 }
 
 static double hl_ct_ms(int64_t ns) { return (double)ns / 1e6; }
+
+static int hl_ct_by_entry(const void *a, const void *b)
+{
+    const struct hl_ct_entry *x = a, *y = b;
+
+    return x->entered_ns < y->entered_ns ? -1
+                                         : x->entered_ns > y->entered_ns;
+}
+
+/* Sections entered on another client than the one before, in all and
+ * after the switch. */
+static void hl_ct_handovers(const hl_contenders *g, int *all, int *after)
+{
+    size_t n = atomic_load(&g->nlog);
+    int64_t switched = atomic_load(&g->switched_ns);
+
+    if (n > HL_CT_MAX_LOG)
+        n = HL_CT_MAX_LOG;
+    qsort(g->log, n, sizeof *g->log, hl_ct_by_entry);
+    *all = *after = 0;
+    for (size_t i = 1; i < n; i++)
+        if (g->log[i].client != g->log[i - 1].client) {
+            (*all)++;
+            if (switched != 0 && g->log[i - 1].entered_ns > switched)
+                (*after)++;
+        }
+}
 
 void hl_contenders_report(const hl_contenders *g, const char *what)
 {
@@ -332,6 +419,11 @@ void hl_contenders_report(const hl_contenders *g, const char *what)
            "notices about a hold that stood\n",
            what, told, told_holders, g->nholders, before, at_release,
            in_doubt, stray);
+    int handovers, handovers_after;
+    hl_ct_handovers(g, &handovers, &handovers_after);
+    printf("# %s: %d hand-overs from one client to the other, %d of them "
+           "after the switch\n",
+           what, handovers, handovers_after);
     printf("# %s: lost notices:", what);
     for (int p = 0; p < HL_CT_PHASES; p++)
         printf("%s %d %s", p ? "," : "", notices[p], hl_ct_phase_names[p]);
@@ -393,5 +485,8 @@ void hl_contenders_free(hl_contenders *g)
     hl_contenders_stop(g);
     for (int i = 0; i < g->nholders; i++)
         hilock_lock_destroy(g->holders[i].lock);
+    free(g->log);
+    pthread_cond_destroy(&g->turn_cv);
+    pthread_mutex_destroy(&g->turn_mu);
     free(g);
 }
