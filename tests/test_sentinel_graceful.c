@@ -83,6 +83,8 @@ typedef struct failover_watch {
     hilock_client **clients;
     unsigned *moves_before;
     hl_contenders *contenders; /* told when both clients moved */
+    hl_mutex_checker *mc;
+    size_t at_move; /* sections when both clients had moved */
     int64_t promoted_ns, demoted_ns, agreed_ns, moved_ns;
     int64_t client_moved_ns[NCLIENTS];
     hl_redis_server *agreed;
@@ -123,6 +125,7 @@ static bool failover_seen(void *arg)
     }
     if (all && w->moved_ns == 0) {
         w->moved_ns = now;
+        w->at_move = hl_mutex_checker_count(w->mc);
         hl_contenders_mark_switched(w->contenders, now);
     }
     return w->agreed != NULL && w->moved_ns != 0;
@@ -186,7 +189,7 @@ static void test_no_overlap_through_sentinel_failover(void **state)
     hl_redis_server *now = NULL;
     bool moved = false, after = false;
     int64_t asked_ns = 0;
-    size_t at_move = 0;
+    size_t at_settled = 0;
     if (before) {
         answer = hl_redis_server_cmd(hl_redis_replicated_sentinel(group, 0),
                                      reply, sizeof reply, "SENTINEL",
@@ -197,23 +200,24 @@ static void test_no_overlap_through_sentinel_failover(void **state)
         hl_contenders_mark_asked(g, asked_ns);
     }
     failover_watch w = {.old = old, .clients = clients,
-                        .moves_before = moves_before, .contenders = g};
+                        .moves_before = moves_before, .contenders = g,
+                        .mc = mc};
     if (answer == '+') {
         /* Each step of the failover as it comes, until the sentinels
          * agree on a new master and both clients moved to it. */
         moved = hl_wait_until(failover_seen, &w, hl_widen(60000));
         now = w.agreed;
-        at_move = hl_mutex_checker_count(mc);
+        at_settled = hl_mutex_checker_count(mc);
     }
     if (moved) {
-        p.want = at_move + SECTIONS_EACH_SIDE;
+        p.want = at_settled + SECTIONS_EACH_SIDE;
         after = hl_wait_until(sections_reached, &p, hl_widen(60000));
     }
     hl_contenders_stop(g);
 
     printf("# %s: %zu sections before the failover was asked for, %zu "
-           "before both clients moved\n",
-           what, at_ask, at_move);
+           "before both clients moved, %zu before the sentinels agreed\n",
+           what, at_ask, w.at_move, at_settled);
     if (answer == '+')
         failover_report(&w, asked_ns, what);
     hl_contenders_report(g, what);
