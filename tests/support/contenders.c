@@ -133,9 +133,8 @@ static void hl_ct_work(hl_ct_holder *h, int us)
 static void hl_ct_release(hl_ct_holder *h, bool told)
 {
     hl_contenders *g = h->group;
-    int rc;
-
     int64_t began = hl_now_ns();
+    int rc;
 
     atomic_store(&h->phase, HL_CT_RELEASING);
     /* ETIMEDOUT: withdrawn unsent, the hold stands; release again. */

@@ -7,7 +7,10 @@
  * records a critical section in the checker that lasts 1 to 5 ms (so
  * that grants are live whenever the topology changes), and releases.  A
  * holder told of a loss during its section leaves it at once, and the
- * checker counts the section as ended then.
+ * checker counts the section as ended then.  After its section a holder
+ * waits (at most 50 ms) for a holder of another client to have one, so
+ * that the lock goes from client to client instead of staying with the
+ * client that hands it to its own waiters first.
  *
  * The holders report problems through hl_mutex_checker_fail (never
  * through cmocka); hl_contenders_start fails the running test when it
