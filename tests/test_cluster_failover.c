@@ -299,6 +299,68 @@ static void test_queued_requests_follow_the_failover(void **state)
     bring_back(victim, heir);
 }
 
+/* ---- a takeover from a live master --------------------------------------- */
+
+/* CLUSTER FAILOVER TAKEOVER while the old master runs: it steps down at
+ * once, and a hold its heir never received is reported
+ * lost when the client's map shows the switch, not at the first renewal
+ * a third of the watchdog timeout after the grant, while contenders on
+ * the new master would find the lock free. */
+static void test_takeover_from_a_live_master_checks_the_holds(void **state)
+{
+    (void)state;
+    const int64_t watchdog_ms = 60000;
+    const int slot = 1;
+    hl_redis_server *old = master_of(slot);
+    hl_redis_server *heir = replica_of(old);
+    hilock_client *c = client_on(master_of(HL_CLUSTER_SLOTS - 1), watchdog_ms,
+                                 0);
+    char name[32];
+    key_on(old, "live-takeover", name, sizeof name);
+    hilock_lock *l = NULL;
+    lost_mark lost = {0};
+    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_set_lost_callback(l, on_lost, &lost),
+                     HILOCK_OK);
+    /* The heir is cut off from the grant: paused, its link dropped, so
+     * the master counts no replica and sends no WAIT; resumed, it takes
+     * over before its next attempt to sync. */
+    hl_fixture_pause(heir);
+    assert_true(hl_fixture_client_kill(old, "replica") >= 1);
+    assert_int_equal(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
+                     HILOCK_OK);
+    assert_int_equal(int_on_node(old, "EXISTS", name), 1);
+    hilock_client_stats before;
+    assert_int_equal(hilock_client_get_stats(c, &before), HILOCK_OK);
+    hl_fixture_resume(heir);
+    int64_t asked_at = hl_now_ms();
+    assert_int_equal(hl_redis_server_cmd(heir, reply, sizeof reply,
+                                         "CLUSTER", "FAILOVER", "TAKEOVER",
+                                         (char *)NULL),
+                     '+');
+    expect_master(slot, heir, hl_widen(10000));
+    assert_int_equal(int_on_node(heir, "EXISTS", name), 0);
+
+    assert_true(hl_wait_flag(&lost.lost, hl_widen((int)watchdog_ms)));
+    int64_t after = atomic_load(&lost.at) - asked_at;
+    report("takeover from a live master: a hold the heir lacks reported "
+           "lost after",
+           after);
+    hilock_client_stats st;
+    assert_int_equal(hilock_client_get_stats(c, &st), HILOCK_OK);
+    /* Found by a check at the switch, not by a renewal. */
+    assert_int_equal(st.leases_renewed, before.leases_renewed);
+    if (!hl_under_valgrind())
+        assert_true(after < watchdog_ms / 3 - 5000);
+    assert_int_equal(hilock_lock_release(l), HILOCK_ELEASELOST);
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+    /* The old master follows its heir. */
+    assert_int_equal(hl_redis_cluster_wait_ok(cluster, hl_widen(30000)), 0);
+    assert_ptr_equal(replica_of(heir), old);
+}
+
 /* ---- a master that stops answering ------------------------------------ */
 
 typedef struct detailed_call {
@@ -749,6 +811,7 @@ int main(void)
         cmocka_unit_test(test_manual_failover_keeps_holds),
         cmocka_unit_test(test_kill9_under_held_and_contended_locks),
         cmocka_unit_test(test_unreplicated_hold_is_reported_lost),
+        cmocka_unit_test(test_takeover_from_a_live_master_checks_the_holds),
         /* Last: a manual failover right after a pause may not complete
          * within its own timeout on the server side. */
         cmocka_unit_test(test_paused_master_lets_go_at_the_switch),

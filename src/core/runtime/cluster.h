@@ -25,7 +25,10 @@
 struct hilock_client;
 typedef struct hl_cluster hl_cluster;
 
-#define HL_CLUSTER_REFRESH_MS 5000
+/* A takeover that leaves the old master running shows in no redirection
+ * to a holder that sends nothing: the read is what tells its client the
+ * slot moved, and has its leases checked. */
+#define HL_CLUSTER_REFRESH_MS 1000
 /* The least time between two topology reads, so that a burst of
  * redirections during a resharding costs one read, not one each. */
 #define HL_CLUSTER_REFRESH_GAP_MS 100
