@@ -366,6 +366,7 @@ static void test_takeover_from_a_live_master_checks_the_holds(void **state)
 typedef struct detailed_call {
     atomic_bool done;
     int rc;
+    int64_t at; /* hl_now_ms() */
     char detail[256];
 } detailed_call;
 
@@ -376,6 +377,7 @@ static void on_detailed_call(hilock_client *c, int status, hilock_reply *r,
     detailed_call *k = data;
     hilock_reply_free(r);
     k->rc = status;
+    k->at = hl_now_ms();
     snprintf(k->detail, sizeof k->detail, "%s", hilock_last_error());
     atomic_store(&k->done, true);
 }
@@ -400,12 +402,14 @@ static void test_paused_master_lets_go_at_the_switch(void **state)
     hilock_reply_free(r);
 
     hl_fixture_pause(victim);
+    int64_t paused_at = hl_now_ms();
     detailed_call get = {0};
     const char *get_argv[] = {"GET", key};
     assert_int_equal(hilock_client_command_async(c, 2, get_argv, NULL,
                                                  on_detailed_call, &get),
                      HILOCK_OK);
     expect_master((int)hl_keyslot(key, strlen(key)), heir, hl_widen(20000));
+    int64_t promoted_after = hl_now_ms() - paused_at;
     /* Well before the command timeout: a read of the map lets it go. */
     bool ended = hl_wait_flag(&get.done, hl_widen(8000));
     hl_fixture_resume(victim);
@@ -413,6 +417,9 @@ static void test_paused_master_lets_go_at_the_switch(void **state)
     if (get.rc != HILOCK_EIO || strstr(get.detail, "another master") == NULL)
         fail_msg("the request on the paused master ended with %s (%s)",
                  hilock_errname(get.rc), get.detail);
+    report("SIGSTOP: the heir seen as master after", promoted_after);
+    report("SIGSTOP: the request sent to the paused master ended after",
+           get.at - paused_at);
 
     const char *after_argv[] = {"SET", key, "after"};
     assert_int_equal(hilock_client_command(c, 3, after_argv, NULL, &r),

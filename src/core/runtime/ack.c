@@ -82,6 +82,12 @@ struct hl_ack {
     bool delivered;
     bool late;          /* parked for an answer that came late */
     bool none;          /* the policy is none: only lateness is checked */
+    /* Where and when the write was queued: a late answer counts as one
+     * only from the connection and session it was queued on; a write
+     * that waited for a reconnect, or went elsewhere, was sent late, not
+     * held. */
+    const hl_conn *queued_on;
+    uint64_t queued_session;
     hl_monotime queued_at;
     hl_monotime answered_at; /* the write's answer */
     hl_monotime parked_until; /* parked: judged short from then on */
@@ -228,7 +234,8 @@ static void suspect(hilock_client *c, ack_count *e, const hl_conn *conn)
 static bool verify_late(hl_ack *a)
 {
     hilock_client *c = a->client;
-    if (!vouched(c) || a->late ||
+    if (!vouched(c) || a->late || a->conn != a->queued_on ||
+        hl_conn_get_stats(a->conn).connects != a->queued_session ||
         hl_sat_sub(a->answered_at, a->queued_at) <=
             HL_MS(ack_timeout_ms(c) + HL_ACK_LATE_MS))
         return false;
@@ -676,6 +683,8 @@ int hl_ack_begin(hilock_client *c, hl_conn *conn, hl_request_fn *fn,
     a->conn = conn;
     a->fn = fn;
     a->data = data;
+    a->queued_on = conn;
+    a->queued_session = hl_conn_get_stats(conn).connects;
     a->queued_at = hl_monotime_now();
     a->none = none;
     a->no_wait = none;
