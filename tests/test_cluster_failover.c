@@ -299,6 +299,21 @@ static void test_queued_requests_follow_the_failover(void **state)
     bring_back(victim, heir);
 }
 
+/* ---- holds the heir never received --------------------------------------- */
+
+/* Take l (named name, on master) with the heir cut off from the grant:
+ * paused, its link dropped, so the master counts no replica and sends no
+ * WAIT.  The heir stays paused. */
+static void hold_kept_from_heir(hilock_lock *l, hl_redis_server *master,
+                                hl_redis_server *heir, const char *name)
+{
+    hl_fixture_pause(heir);
+    assert_true(hl_fixture_client_kill(master, "replica") >= 1);
+    assert_int_equal(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
+                     HILOCK_OK);
+    assert_int_equal(int_on_node(master, "EXISTS", name), 1);
+}
+
 /* ---- a takeover from a live master --------------------------------------- */
 
 /* CLUSTER FAILOVER TAKEOVER while the old master runs: it steps down at
@@ -323,14 +338,8 @@ static void test_takeover_from_a_live_master_checks_the_holds(void **state)
                      HILOCK_OK);
     assert_int_equal(hilock_lock_set_lost_callback(l, on_lost, &lost),
                      HILOCK_OK);
-    /* The heir is cut off from the grant: paused, its link dropped, so
-     * the master counts no replica and sends no WAIT; resumed, it takes
-     * over before its next attempt to sync. */
-    hl_fixture_pause(heir);
-    assert_true(hl_fixture_client_kill(old, "replica") >= 1);
-    assert_int_equal(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
-                     HILOCK_OK);
-    assert_int_equal(int_on_node(old, "EXISTS", name), 1);
+    /* Resumed, the heir takes over before its next attempt to sync. */
+    hold_kept_from_heir(l, old, heir, name);
     hilock_client_stats before;
     assert_int_equal(hilock_client_get_stats(c, &before), HILOCK_OK);
     hl_fixture_resume(heir);
@@ -774,11 +783,7 @@ static void test_unreplicated_hold_is_reported_lost(void **state)
     assert_int_equal(hilock_lock_set_lost_callback(l, on_lost, &lost),
                      HILOCK_OK);
 
-    hl_fixture_pause(heir);
-    assert_true(hl_fixture_client_kill(victim, "replica") >= 1);
-    assert_int_equal(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
-                     HILOCK_OK);
-    assert_int_equal(int_on_node(victim, "EXISTS", name), 1);
+    hold_kept_from_heir(l, victim, heir, name);
     hl_fixture_kill9(victim);
     hl_fixture_resume(heir);
     int64_t promoted_at = hl_now_ms();

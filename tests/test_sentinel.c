@@ -209,22 +209,10 @@ typedef struct moves_probe {
     unsigned moves;
 } moves_probe;
 
-static void read_moves(hilock_client *c, void *arg)
-{
-    ((moves_probe *)arg)->moves = c->master_moves;
-}
-
-static unsigned master_moves(hilock_client *c)
-{
-    moves_probe p = {c, 0};
-    hl_run_on_loop(c, read_moves, &p);
-    return p.moves;
-}
-
 static bool moved(void *arg)
 {
     moves_probe *p = arg;
-    return master_moves(p->client) > p->moves;
+    return hl_client_master_moves(p->client) > p->moves;
 }
 
 typedef struct sees_priority_zero {
@@ -318,7 +306,7 @@ static void test_failover_reports_a_missing_hold_at_once(void **state)
                      ':');
     assert_string_equal(reply, ":2\r\n");
 
-    moves_probe p = {c, master_moves(c)};
+    moves_probe p = {c, hl_client_master_moves(c)};
     int64_t asked_at = hl_now_ms();
     assert_int_equal(hl_redis_server_cmd(hl_redis_replicated_sentinel(group, 0),
                                          reply, sizeof reply, "SENTINEL",
@@ -418,7 +406,8 @@ static void test_master_killed(void **state)
                      ':');
     assert_string_equal(reply, ":2\r\n");
 
-    moves_probe p = {c, master_moves(c)}, q = {other, master_moves(other)};
+    moves_probe p = {c, hl_client_master_moves(c)};
+    moves_probe q = {other, hl_client_master_moves(other)};
     int64_t killed_at = hl_now_ms();
     hl_redis_server_kill9(master);
     hl_redis_server *now = hl_redis_replicated_wait_master(group, master,

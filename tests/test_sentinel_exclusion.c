@@ -109,17 +109,6 @@ static void *holder_main(void *arg)
     return NULL;
 }
 
-static void read_moves(hilock_client *c, void *arg)
-{
-    *(unsigned *)arg = c->master_moves;
-}
-
-static unsigned master_moves(hilock_client *c)
-{
-    unsigned n = 0;
-    hl_run_on_loop(c, read_moves, &n);
-    return n;
-}
 
 typedef struct progress {
     hl_mutex_checker *mc;
@@ -138,7 +127,7 @@ static bool both_moved(void *arg)
 {
     progress *p = arg;
     for (int i = 0; i < NCLIENTS; i++)
-        if (master_moves(p->clients[i]) <= p->moves_before[i])
+        if (hl_client_master_moves(p->clients[i]) <= p->moves_before[i])
             return false;
     return true;
 }
@@ -186,7 +175,7 @@ static void test_no_overlap_through_kill9(void **state)
 
     unsigned moves_before[NCLIENTS];
     for (int i = 0; i < NCLIENTS; i++)
-        moves_before[i] = master_moves(clients[i]);
+        moves_before[i] = hl_client_master_moves(clients[i]);
     progress p = {mc, SECTIONS_EACH_SIDE, clients, moves_before};
     bool ok = hl_wait_until(sections_reached, &p, hl_widen(30000));
     hl_redis_server *master = hl_redis_replicated_master(group);

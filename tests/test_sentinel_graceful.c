@@ -46,17 +46,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static void read_moves(hilock_client *c, void *arg)
-{
-    *(unsigned *)arg = c->master_moves;
-}
-
-static unsigned master_moves(hilock_client *c)
-{
-    unsigned n = 0;
-    hl_run_on_loop(c, read_moves, &n);
-    return n;
-}
 
 typedef struct progress {
     hl_mutex_checker *mc;
@@ -119,7 +108,7 @@ static bool failover_seen(void *arg)
     bool all = true;
     for (int i = 0; i < NCLIENTS; i++) {
         if (w->client_moved_ns[i] == 0 &&
-            master_moves(w->clients[i]) > w->moves_before[i])
+            hl_client_master_moves(w->clients[i]) > w->moves_before[i])
             w->client_moved_ns[i] = now;
         all = all && w->client_moved_ns[i] != 0;
     }
@@ -175,7 +164,7 @@ static void test_no_overlap_through_sentinel_failover(void **state)
     unsigned moves_before[NCLIENTS];
     for (int i = 0; i < NCLIENTS; i++) {
         clients[i] = client_on_sentinels();
-        moves_before[i] = master_moves(clients[i]);
+        moves_before[i] = hl_client_master_moves(clients[i]);
     }
     hl_mutex_checker *mc = hl_mutex_checker_create(100000, 200);
     assert_non_null(mc);

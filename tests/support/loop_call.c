@@ -67,3 +67,15 @@ void hl_run_on_loop(hilock_client *c, hl_loop_fn *fn, void *arg)
 {
     hl_run_on_loop_within(c, fn, arg, hl_widen(30000));
 }
+
+static void read_master_moves(hilock_client *c, void *arg)
+{
+    *(unsigned *)arg = c->master_moves;
+}
+
+unsigned hl_client_master_moves(hilock_client *c)
+{
+    unsigned n = 0;
+    hl_run_on_loop(c, read_master_moves, &n);
+    return n;
+}

@@ -25,4 +25,8 @@ void hl_run_on_loop(hilock_client *c, hl_loop_fn *fn, void *arg);
 void hl_run_on_loop_within(hilock_client *c, hl_loop_fn *fn, void *arg,
                            int timeout_ms);
 
+/* How many times c moved to another master Sentinel named, read on its
+ * loop thread. */
+unsigned hl_client_master_moves(hilock_client *c);
+
 #endif
