@@ -445,6 +445,20 @@ static void unpark(hilock_client *c, ack_count *e, hl_monotime until,
     }
 }
 
+/* Fail e's parked writes whose wait ends by until, because (why) the
+ * topology did not vouch for their master. */
+static void refuse_parked(hilock_client *c, ack_count *e, hl_monotime until,
+                          const char *why)
+{
+    char text[384];
+    snprintf(text, sizeof text,
+             "the master answered late or reported fewer online replicas "
+             "(%d) than it had (%d), and %s, so the write's acknowledgement "
+             "is unknown",
+             e->k, e->had, why);
+    unpark(c, e, until, text);
+}
+
 static void on_park_timer(hl_timer *t)
 {
     hilock_client *c = t->data;
@@ -453,14 +467,12 @@ static void on_park_timer(hl_timer *t)
         ack_count *e = &c->acks->counts[i];
         if (e->parked == NULL)
             continue;
-        char why[256];
+        char why[128];
         snprintf(why, sizeof why,
-                 "the master answered late or reported fewer online "
-                 "replicas (%d) than it had (%d), and no topology read "
-                 "confirmed within %lld ms that it is still the master, so "
-                 "the write's acknowledgement is unknown",
-                 e->k, e->had, (long long)park_ms(c));
-        unpark(c, e, now, why);
+                 "no topology read confirmed within %lld ms that it is "
+                 "still the master",
+                 (long long)park_ms(c));
+        refuse_parked(c, e, now, why);
         /* Asked again by the next count that is short. */
         if (e->parked == NULL)
             e->confirming = false;
@@ -484,13 +496,7 @@ void hl_ack_topology(hilock_client *c, const hl_conn *conn,
             unpark(c, e, INT64_MAX, NULL);
             continue;
         }
-        char text[320];
-        snprintf(text, sizeof text,
-                 "the master answered late or reported fewer online "
-                 "replicas (%d) than it had (%d), and %s, so the write's "
-                 "acknowledgement is unknown",
-                 e->k, e->had, why);
-        unpark(c, e, INT64_MAX, text);
+        refuse_parked(c, e, INT64_MAX, why);
         if (verdict == HL_ACK_MASTER_REPLACED) {
             /* Whatever the connection reaches next is another master. */
             e->had = -1;
