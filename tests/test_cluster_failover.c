@@ -338,7 +338,12 @@ static void test_takeover_from_a_live_master_checks_the_holds(void **state)
                      HILOCK_OK);
     assert_int_equal(hilock_lock_set_lost_callback(l, on_lost, &lost),
                      HILOCK_OK);
-    /* Resumed, the heir takes over before its next attempt to sync. */
+    /* Resumed, the heir must not sync again before it takes over: a
+     * password the old master does not have makes every attempt fail. */
+    assert_int_equal(hl_redis_server_cmd(heir, reply, sizeof reply, "CONFIG",
+                                         "SET", "masterauth", "not-the-one",
+                                         (char *)NULL),
+                     '+');
     hold_kept_from_heir(l, old, heir, name);
     hilock_client_stats before;
     assert_int_equal(hilock_client_get_stats(c, &before), HILOCK_OK);
@@ -350,6 +355,10 @@ static void test_takeover_from_a_live_master_checks_the_holds(void **state)
                      '+');
     expect_master(slot, heir, hl_widen(10000));
     assert_int_equal(int_on_node(heir, "EXISTS", name), 0);
+    assert_int_equal(hl_redis_server_cmd(heir, reply, sizeof reply, "CONFIG",
+                                         "SET", "masterauth", "",
+                                         (char *)NULL),
+                     '+');
 
     assert_true(hl_wait_flag(&lost.lost, hl_widen((int)watchdog_ms)));
     int64_t after = atomic_load(&lost.at) - asked_at;
