@@ -55,8 +55,11 @@ static int tool_timeout_ms(void)
 
 static void assert_has(const char *text, const char *needle)
 {
-    if (strstr(text, needle) == NULL)
-        fail_msg("expected \"%s\" in:\n%s", needle, text);
+    if (strstr(text, needle) == NULL) {
+        /* In full: cmocka cuts its messages short. */
+        fprintf(stderr, "expected \"%s\" in:\n%s\n", needle, text);
+        fail_msg("expected \"%s\" (output above)", needle);
+    }
 }
 
 static const char *master_addr(char *buf, size_t cap)
