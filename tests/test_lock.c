@@ -568,7 +568,9 @@ static void test_queue_moves_when_a_waiter_leaves(void **state)
                                             &first_id),
                   HILOCK_OK);
     /* The first is subscribed and waiting when the channel counts it. */
-    hl_expect_numsub(fx.server, "redisson_lock__channel:{queue}", 1, 1);
+    char channel[128];
+    hl_wake_channel(a, "{queue}", channel, sizeof channel);
+    hl_expect_numsub(fx.server, channel, 1, 1);
     assert_status(hilock_lock_acquire_async(la, OWNER_B, HILOCK_WAIT_FOREVER,
                                             HILOCK_LEASE_WATCHDOG, 0,
                                             hl_record_acquire, &second, NULL),
@@ -623,7 +625,9 @@ static void test_hand_on_taken_back(void **state)
                                             HILOCK_LEASE_WATCHDOG, 0,
                                             hl_record_acquire, &second, NULL),
                   HILOCK_OK);
-    hl_expect_numsub(fx.server, "redisson_lock__channel:{handon}", 1, 1);
+    char channel[128];
+    hl_wake_channel(c, "{handon}", channel, sizeof channel);
+    hl_expect_numsub(fx.server, channel, 1, 1);
     /* Two holds on the server, one known to the client. */
     snprintf(field, sizeof field, "%s:%llu", hilock_client_id(c),
              (unsigned long long)OWNER_A);
@@ -1001,7 +1005,9 @@ static void test_release_wakes_waiter(void **state)
     assert_status(hilock_lock_try_acquire(la, 0, 30000), HILOCK_OK);
     waiter_start(&w, lb, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
     hl_expect_pending(b, lb, 1);
-    hl_expect_numsub(fx.server, "redisson_lock__channel:{wake}", 1, 1);
+    char channel[128];
+    hl_wake_channel(b, "{wake}", channel, sizeof channel);
+    hl_expect_numsub(fx.server, channel, 1, 1);
     t_rel = hl_now_ms();
     assert_status(hilock_lock_release(la), HILOCK_OK);
     waiter_join(&w, hl_widen(10000));
@@ -1019,6 +1025,200 @@ static void test_release_wakes_waiter(void **state)
     hl_free_client(a);
 }
 
+/* ---- a release wakes one waiting client --------------------------------- */
+
+#define HERD 8
+
+static long long scripts_run(void)
+{
+    return hl_fixture_calls(fx.server, "evalsha") +
+           hl_fixture_calls(fx.server, "eval");
+}
+
+/* HERD clients (processes, as far as the server can tell) wait for one
+ * lock, each with a waiter that releases at once.  Each release wakes one
+ * of them, whose acquire finds the lock kept for it: the line drains in
+ * one acquire and one release per client.  Were every waiting client
+ * woken by every release, each would try and be refused, some HERD^2/2
+ * scripts in all. */
+static void test_release_wakes_one_client(void **state)
+{
+    /* Places renewed every 20 s: no renewal runs during the test. */
+    const hl_client_opts opts = {.waiter_ms = 60000};
+    hilock_client *holder = hl_new_client(fx.server, &opts);
+    hilock_lock *lh = hl_new_lock(holder, "herd");
+    hl_mutex_checker *mc = hl_mutex_checker_create(HERD, 0);
+    hilock_client *c[HERD];
+    hilock_lock *l[HERD];
+    waiter w[HERD];
+    char why[256];
+
+    (void)state;
+    assert_non_null(mc);
+    assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
+    for (int i = 0; i < HERD; i++) {
+        c[i] = hl_new_client(fx.server, &opts);
+        l[i] = hl_new_lock(c[i], "herd");
+        waiter_start_checked(&w[i], l[i], HILOCK_WAIT_FOREVER,
+                             HILOCK_LEASE_WATCHDOG, true, mc, (uint32_t)i);
+        /* Refused and listening: only a release moves it now. */
+        hl_expect_pending(c[i], l[i], 1);
+    }
+    long long before = scripts_run();
+    assert_status(hilock_lock_release(lh), HILOCK_OK);
+    for (int i = 0; i < HERD; i++) {
+        waiter_join(&w[i], hl_widen(20000));
+        assert_status(w[i].rc, HILOCK_OK);
+        assert_status(w[i].release_rc, HILOCK_OK);
+    }
+    long long scripts = scripts_run() - before;
+    print_message("    herd: %d waiting clients drained with %lld scripts\n",
+                  HERD, scripts);
+    if (!hl_mutex_checker_verify(mc, false, why, sizeof why))
+        fail_msg("%s", why);
+    assert_int_equal(hl_mutex_checker_count(mc), HERD);
+    /* The holder's release, then each client's acquire and release. */
+    assert_int_equal(scripts, 1 + 2 * HERD);
+    for (int i = 0; i < HERD; i++) {
+        hl_free_lock(l[i]);
+        hl_free_client(c[i]);
+    }
+    hl_mutex_checker_free(mc);
+    hl_free_lock(lh);
+    hl_free_client(holder);
+}
+
+/* ---- Redisson's releases ------------------------------------------------- */
+
+#define JAVA_FIELD "0b7d1f52-5c3e-4a47-9d3c-2f1e6a7b8c9d:77"
+
+/* A hold as a Redisson client takes it, and its release: the hash goes
+ * and "0" goes out on Redisson's channel. */
+static void java_hold(hilock_client *obs, const char *name)
+{
+    hilock_reply_free(cmd(obs, "HSET", name, JAVA_FIELD, "1", (char *)NULL));
+    hilock_reply_free(cmd(obs, "PEXPIRE", name, "30000", (char *)NULL));
+}
+
+static void java_release(hilock_client *obs, const char *name)
+{
+    char channel[128];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    assert_int_equal(int_of(cmd(obs, "DEL", name, (char *)NULL)), 1);
+    hilock_reply_free(cmd(obs, "PUBLISH", channel, "0", (char *)NULL));
+}
+
+static bool numsub_is(void *arg)
+{
+    const char **want = arg; /* channel, count */
+    return hl_fixture_numsub(fx.server, want[0]) == atoll(want[1]);
+}
+
+typedef struct hears_want {
+    hilock_client *client;
+    hilock_lock *lock;
+    int channels;
+} hears_want;
+
+static bool hears(void *arg)
+{
+    hears_want *h = arg;
+    return hl_read_pending(h->client, h->lock).channels == h->channels;
+}
+
+#define JAVA_WAITERS 3
+
+/* Behind a Redisson holder, only the client first in our line listens on
+ * Redisson's channel, where the holder's release wakes it, and the rest
+ * follow through our own line; each in well under the third of the waiter
+ * timeout (20 s here) at which they would try on their own. */
+static void test_redisson_release_wakes_our_line(void **state)
+{
+    const hl_client_opts opts = {.waiter_ms = 60000};
+    hilock_client *obs = hl_new_client(fx.server, NULL);
+    hilock_client *c[JAVA_WAITERS];
+    hilock_lock *l[JAVA_WAITERS];
+    waiter w[JAVA_WAITERS];
+    const char *shared[] = {"redisson_lock__channel:{javaheld}", "1"};
+
+    (void)state;
+    java_hold(obs, "javaheld");
+    for (int i = 0; i < JAVA_WAITERS; i++) {
+        c[i] = hl_new_client(fx.server, &opts);
+        l[i] = hl_new_lock(c[i], "javaheld");
+        waiter_start(&w[i], l[i], HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG,
+                     true);
+        hl_expect_pending(c[i], l[i], 1);
+    }
+    /* One subscriber however many wait: the first in line. */
+    assert_true(hl_wait_until(numsub_is, shared, hl_widen(5000)));
+    assert_int_equal(hl_read_pending(c[0], l[0]).channels, 2);
+    for (int i = 1; i < JAVA_WAITERS; i++)
+        assert_int_equal(hl_read_pending(c[i], l[i]).channels, 1);
+    int64_t t0 = hl_now_ms();
+    java_release(obs, "javaheld");
+    for (int i = 0; i < JAVA_WAITERS; i++) {
+        waiter_join(&w[i], hl_widen(10000));
+        assert_status(w[i].rc, HILOCK_OK);
+        assert_status(w[i].release_rc, HILOCK_OK);
+    }
+    print_message("    redisson release: %d waiters through in %lld ms\n",
+                  JAVA_WAITERS, (long long)(hl_now_ms() - t0));
+    for (int i = 0; i < JAVA_WAITERS; i++) {
+        hl_free_lock(l[i]);
+        hl_free_client(c[i]);
+    }
+    hl_free_client(obs);
+}
+
+/* The first in line gives up behind a Redisson holder: the next is told
+ * it is first now, listens on Redisson's channel in its place, and wakes
+ * at the holder's release. */
+static void test_next_in_line_hears_redisson(void **state)
+{
+    const hl_client_opts opts = {.waiter_ms = 60000};
+    hilock_client *obs = hl_new_client(fx.server, NULL);
+    hilock_client *a = hl_new_client(fx.server, &opts);
+    hilock_client *b = hl_new_client(fx.server, &opts);
+    hilock_lock *la = hl_new_lock(a, "javanext");
+    hilock_lock *lb = hl_new_lock(b, "javanext");
+    hl_acquire_rec first;
+    uint64_t first_id = 0;
+    waiter wb;
+    const char *shared[] = {"redisson_lock__channel:{javanext}", "1"};
+
+    (void)state;
+    java_hold(obs, "javanext");
+    hl_acquire_rec_init(&first, a);
+    assert_status(hilock_lock_acquire_async(la, OWNER_A, HILOCK_WAIT_FOREVER,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            hl_record_acquire, &first,
+                                            &first_id),
+                  HILOCK_OK);
+    hl_expect_pending(a, la, 1);
+    waiter_start(&wb, lb, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
+    hl_expect_pending(b, lb, 1);
+    assert_int_equal(hl_read_pending(b, lb).channels, 1);
+    assert_status(hilock_lock_cancel(la, first_id), HILOCK_OK);
+    assert_int_equal(hl_expect_acquire(&first), HILOCK_ECANCELED);
+    /* b listens on Redisson's channel now, a no longer. */
+    assert_true(hl_wait_pending(b, lb, 1, hl_widen(5000)));
+    hears_want hw = {b, lb, 2};
+    if (!hl_wait_until(hears, &hw, hl_widen(5000)))
+        fail_msg("b hears %d channels, not 2",
+                 hl_read_pending(b, lb).channels);
+    assert_true(hl_wait_until(numsub_is, shared, hl_widen(5000)));
+    java_release(obs, "javanext");
+    waiter_join(&wb, hl_widen(10000));
+    assert_status(wb.rc, HILOCK_OK);
+    assert_status(wb.release_rc, HILOCK_OK);
+    hl_free_lock(lb);
+    hl_free_lock(la);
+    hl_free_client(b);
+    hl_free_client(a);
+    hl_free_client(obs);
+}
+
 /* ---- many waiters share one subscription ------------------------------- */
 
 #define CROWD 10
@@ -1030,7 +1230,8 @@ static void test_one_subscription_for_many_waiters(void **state)
     hilock_lock *lh = hl_new_lock(holder, "crowd");
     hilock_lock *l = hl_new_lock(c, "crowd");
     hl_mutex_checker *mc = hl_mutex_checker_create(CROWD, 0);
-    const char *channel = "redisson_lock__channel:{crowd}";
+    char channel[128];
+    hl_wake_channel(c, "{crowd}", channel, sizeof channel);
     waiter w[CROWD];
     char why[300];
 
@@ -1044,7 +1245,8 @@ static void test_one_subscription_for_many_waiters(void **state)
     /* Every waiter registered, so the count can no longer grow. */
     hl_expect_pending(c, l, CROWD);
     assert_int_equal(hl_fixture_numsub(fx.server, channel), 1);
-    assert_int_equal(hl_read_pending(c, l).channels, 1);
+    /* Its own channel, and Redisson's, heard while first in line. */
+    assert_int_equal(hl_read_pending(c, l).channels, 2);
     assert_status(hilock_lock_release(lh), HILOCK_OK);
     for (int i = 0; i < CROWD; i++) {
         waiter_join(&w[i], hl_widen(20000));
@@ -1383,10 +1585,11 @@ static void test_odd_names(void **state)
                                 (char *)NULL)), 1);
     waiter_start(&w, lo, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
     hl_expect_pending(other, lo, 1);
-    assert_int_equal(
-        hl_fixture_numsub(fx.server, "redisson_lock__channel:a{b}c"), 1);
-    assert_int_equal(
-        hl_fixture_numsub(fx.server, "redisson_lock__channel:{a{b}c}"), 0);
+    char channel[128];
+    hl_wake_channel(other, "a{b}c", channel, sizeof channel);
+    assert_int_equal(hl_fixture_numsub(fx.server, channel), 1);
+    hl_wake_channel(other, "{a{b}c}", channel, sizeof channel);
+    assert_int_equal(hl_fixture_numsub(fx.server, channel), 0);
     assert_status(hilock_lock_release(l), HILOCK_OK);
     waiter_join(&w, hl_widen(5000));
     assert_status(w.rc, HILOCK_OK);
@@ -1668,7 +1871,9 @@ static void test_redisson_layout(void **state)
     if (ttl <= 9000 || ttl > 10000)
         fail_msg("PTTL %lld with a 10000 ms watchdog", ttl);
 
-    /* Release publishes "0" on the lock's channel. */
+    /* Release publishes "1" on the lock's channel: Redisson's waiters
+     * take it as a release, and our client first in line tells it from
+     * Redisson's own "0", since ours wake it on its own channel. */
     memset(&tap, 0, sizeof tap);
     atomic_init(&tap.ready, 0);
     atomic_init(&tap.messages, 0);
@@ -1679,7 +1884,7 @@ static void test_redisson_layout(void **state)
     if (!hl_wait_count(&tap.messages, 1, hl_widen(5000)))
         fail_msg("no release message");
     assert_int_equal(tap.last_len, 1);
-    assert_int_equal(tap.last[0], '0');
+    assert_int_equal(tap.last[0], '1');
     hl_run_on_loop(obs, tap_off, &tap);
     assert_int_equal(exists_bin(obs, "layout", 6), 0);
 
@@ -1716,6 +1921,9 @@ int main(void)
         T(test_reentry_after_loss),
         T(test_reentry_after_loss_released_in_callback),
         T(test_release_wakes_waiter),
+        T(test_release_wakes_one_client),
+        T(test_redisson_release_wakes_our_line),
+        T(test_next_in_line_hears_redisson),
         T(test_one_subscription_for_many_waiters),
         T(test_fencing_tokens),
         T(test_async_api),

@@ -56,9 +56,10 @@ void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out)
         out->outcome = HL_ACQ_ACQUIRED;
         out->count = r->element[1]->integer;
         out->token = (uint64_t)token;
-    } else if (what == 0 && r->elements == 2) {
+    } else if (what == 0 && (r->elements == 2 || r->elements == 3)) {
         out->outcome = HL_ACQ_HELD;
         out->ttl_ms = r->element[1]->integer;
+        out->first_in_line = r->elements == 3 && token == 1;
     } else if (what == 2) {
         out->outcome = HL_ACQ_VOID;
     } else if (what == 3) {
@@ -76,6 +77,8 @@ hl_release_outcome hl_parse_release_reply(const hilock_reply *r,
         return HL_REL_NOT_OWNER;
     if (r->integer == -2)
         return HL_REL_OWNER_DONE;
+    if (r->integer == -3)
+        return HL_REL_FREED_ELSEWHERE;
     if (r->integer < 0)
         return HL_REL_BAD_REPLY;
     return r->integer == 0 ? HL_REL_FREED : HL_REL_STILL_HELD;

@@ -162,7 +162,7 @@ int hl_lock_keys(const hilock_lock *lock, int n, const char *const *prefixes,
 
 /* Most auxiliary keys and arguments hl_run_lock_script passes. */
 #define HL_LOCK_SCRIPT_MAX_AUX 6
-#define HL_LOCK_SCRIPT_MAX_ARGS 6
+#define HL_LOCK_SCRIPT_MAX_ARGS 8
 
 /* Run a kind's script on the lock's connection with KEYS the lock's name
  * then naux auxiliary keys named by prefixes (NULL: the lock's channel),
@@ -185,13 +185,15 @@ bool hl_reply_i64(const hilock_reply *r, int64_t *out);
 
 /* Every kind's acquire script replies {1, count, token} when granted
  * (the token a number, or text: see HL_LUA_TOKEN), {0, ms to wait at
- * most} when held by another, {2} when voided, {3} when it would wait for
+ * most} (line_per_client kinds: {0, ms, 1 when first in line or 0})
+ * when held by another, {2} when voided, {3} when it would wait for
  * a hold of the same owner. */
 void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out);
 
 /* Every kind's release script replies -1 (nothing held by the owner),
- * the count left, 0 (freed), or -2 (the owner's holds are gone, others
- * still hold the lock). */
+ * the count left, 0 (freed), -2 (the owner's holds are gone, others
+ * still hold the lock) or -3 (freed, and the wake-up went to another
+ * client's channel or nowhere: line_per_client kinds). */
 hl_release_outcome hl_parse_release_reply(const hilock_reply *r,
                                           int64_t *remaining);
 

@@ -41,6 +41,21 @@
 #define HL_LAYOUT_SEM_RECORD "hilock_sem_record"
 #define HL_LAYOUT_SEM_RECORD_VOID "void"
 #define HL_LAYOUT_FAIR_ALIVE "hilock_fair_alive"
+/* Ours: the clients (processes) waiting for a reentrant lock, so that a
+ * release wakes one of them, not all (Redisson's waiters all hear its
+ * channel).  "hilock_lock_line:{NAME}" lists client ids in the order they
+ * came; "hilock_lock_alive:{NAME}" scores each by the server time (ms) at
+ * which it counts as gone unless one of its waiters tries again;
+ * "hilock_lock_next:{NAME}" names the client a release promised the free
+ * lock to, for as long as that client counts as alive; and a client's
+ * waiters listen on "hilock_lock_wake:{NAME}:<client id>". */
+#define HL_LAYOUT_LOCK_LINE "hilock_lock_line"
+#define HL_LAYOUT_LOCK_ALIVE "hilock_lock_alive"
+#define HL_LAYOUT_LOCK_NEXT "hilock_lock_next"
+#define HL_LAYOUT_LOCK_WAKE "hilock_lock_wake"
+/* A field's client id is its first HILOCK_CLIENT_ID_LEN characters, as
+ * scripts count them. */
+#define HL_LAYOUT_CLIENT_ID_LEN_TEXT "36"
 
 /* Redisson's count-down latch: the count is a string at the name, and
  * its channel is this prefix followed by "{NAME}", with the braces always

@@ -1,11 +1,35 @@
-/* The reentrant lock kind: Redisson's RLock layout.
+/* The reentrant lock kind: Redisson's RLock layout, with a line of the
+ * waiting clients beside it.
  *
  *   NAME                               hash: "<client id>:<owner>" -> count
- *   redisson_lock__channel:{NAME}      release publishes "0"
+ *   redisson_lock__channel:{NAME}      a release publishes "0", for
+ *                                      Redisson's waiters
  *   redisson_lock_token:{NAME}         fencing counter (INCR)
  *   hilock_void:{NAME}                 attempts voided by a reconcile (set;
  *                                      exists only after connection trouble)
- */
+ *   hilock_lock_line:{NAME}            waiting client ids, oldest first
+ *   hilock_lock_alive:{NAME}           zset: client id -> server time (ms)
+ *                                      at which it counts as gone
+ *   hilock_lock_next:{NAME}            the client a release promised the
+ *                                      lock to (string, expires with it)
+ *   hilock_lock_wake:{NAME}:<client>   where that client is woken
+ *
+ * Redisson's waiters all hear its channel, and each tries at every
+ * release: the server's work per hand-off grows with the number of
+ * waiting processes.  Ours listen on their client's own channel instead.
+ * A release that frees the lock promises it to the first live client in
+ * line and wakes that client only, whose waiters take turns locally; a
+ * client comes to the end of the line when one of its waiters is refused,
+ * and stays in it while its waiters wait.  The promise keeps other
+ * clients of ours from taking the lock before the woken one, so no client
+ * waits for ever; Redisson's clients do not know of it and may still
+ * take the lock first, as they may from each other.  A client that dies
+ * is passed over once its place runs out: its waiters renew the place at
+ * every attempt, at least every third of the waiter timeout, and the
+ * promise lasts no longer than the place.  Redisson's releases publish
+ * on its channel only, where the client first in our line listens: it
+ * learns it is first from the answer to its refused attempt, or, when the
+ * one before it leaves the line, from a message on its own channel. */
 #include <stdio.h>
 #include <string.h>
 
@@ -14,53 +38,162 @@
 #include "kindkit/kindkit.h"
 #include "layout/layout.h"
 
+/* What our releases announce on Redisson's channel: "1", which its
+ * waiters take as a release like "0" (each of a JVM's waiters then
+ * tries), and which our client first in line, listening there for
+ * Redisson's releases ("0"), tells from theirs and leaves alone, since
+ * ours wake it on its own channel. */
+#define MSG_OUR_RELEASE HL_LAYOUT_MSG_READ_UNLOCK
+/* Told on a client's own channel: it is now first in line, so it listens
+ * for Redisson's releases. */
+#define MSG_FIRST HL_WAKE_MSG_FIRST
 
-/* KEYS: name, token key, void set.  ARGV: lease ms, field, fenced (0/1),
- * known token, attempt nonce.  Replies {1, count, token} when held by
- * field now, {0, pttl} when held by another, {2} when the attempt was
+/* The line.  head(line, alive, now) is the first client in line still
+ * alive, and when its place runs out; it drops the gone ones before it.
+ * promise_next(line, alive, next, wake, me) promises a free lock to that
+ * client and wakes it; it returns whether that client is me (the caller's
+ * client id).  A client's place is at most a day away, whatever a
+ * foreign score says, so that a promise's expiry is one SET accepts. */
+#define LINE_LUA                                                            \
+    HL_LUA_NOW HL_LUA_ANNOUNCE                                              \
+    "local function head(line, alive, now)\n"                               \
+    "  while true do\n"                                                     \
+    "    local c = redis.call('lindex', line, 0)\n"                         \
+    "    if not c then return false end\n"                                  \
+    "    local s = tonumber(redis.call('zscore', alive, c) or 0)\n"         \
+    "    if s > now then return c, math.min(s, now + 86400000) end\n"       \
+    "    redis.call('lpop', line)\n"                                        \
+    "    redis.call('zrem', alive, c)\n"                                    \
+    "  end\n"                                                               \
+    "end\n"                                                                 \
+    "local function promise_next(line, alive, next, wake, me)\n"            \
+    "  if redis.call('exists', line) == 0 then return false end\n"          \
+    "  local now = now_ms()\n"                                              \
+    "  local c, s = head(line, alive, now)\n"                               \
+    "  if not c then return false end\n"                                    \
+    "  redis.call('set', next, c, 'px', math.ceil(s - now))\n"              \
+    "  announce(wake .. ':' .. c, '" HL_LAYOUT_MSG_UNLOCK "')\n"            \
+    "  return c == me\n"                                                    \
+    "end\n"
+
+/* KEYS: name, token key, void set, line, alive, next.  ARGV: lease ms,
+ * field, fenced (0/1), known token, attempt nonce, waiter timeout ms (0:
+ * a single try, which keeps no place), how long the client stays in line
+ * after a first hold (0: it leaves).  Replies {1, count, token} when held
+ * by field now, {0, pttl} when held by another or promised to another
+ * client (the pttl of the promise then), {2} when the attempt was
  * voided. */
 static const char acquire_lua[] =
-    HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK
+    HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK HL_LUA_NOW HL_LUA_EXTEND
     "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n"
     "local held = redis.call('hget', KEYS[1], ARGV[2])\n"
     "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[2])\n"
     "if refused then return refused end\n"
-    "if not held and redis.call('exists', KEYS[1]) == 1 then\n"
-    "  return {0, redis.call('pttl', KEYS[1])}\n"
+    "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
+    "local ttl = false\n"
+    "if not held then\n"
+    "  if redis.call('exists', KEYS[1]) == 1 then\n"
+    "    ttl = redis.call('pttl', KEYS[1])\n"
+    "  else\n"
+    "    local promised = redis.call('get', KEYS[6])\n"
+    "    if promised and promised ~= me then\n"
+    "      ttl = redis.call('pttl', KEYS[6])\n"
+    "    elseif promised then\n"
+    "      redis.call('del', KEYS[6])\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "if ttl then\n"
+    "  local wt = tonumber(ARGV[6])\n"
+    "  if wt > 0 then\n"
+    "    if not redis.call('zscore', KEYS[5], me) then\n"
+    "      redis.call('rpush', KEYS[4], me)\n"
+    "    end\n"
+    "    redis.call('zadd', KEYS[5], now_ms() + wt, me)\n"
+    "    extend(KEYS[4], wt)\n"
+    "    extend(KEYS[5], wt)\n"
+    "  end\n"
+    "  return {0, ttl, redis.call('lindex', KEYS[4], 0) == me and 1 or 0}\n"
+    "end\n"
+    "if not held then\n"
+    "  local keep = tonumber(ARGV[7])\n"
+    "  if keep > 0 then\n"
+    "    if redis.call('lindex', KEYS[4], -1) ~= me then\n"
+    "      redis.call('lrem', KEYS[4], 1, me)\n"
+    "      redis.call('rpush', KEYS[4], me)\n"
+    "    end\n"
+    "    redis.call('zadd', KEYS[5], now_ms() + keep, me)\n"
+    "    extend(KEYS[4], keep)\n"
+    "    extend(KEYS[5], keep)\n"
+    "  elseif redis.call('zrem', KEYS[5], me) == 1 then\n"
+    "    redis.call('lrem', KEYS[4], 1, me)\n"
+    "  end\n"
     "end\n"
     "local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "return {1, count, token(KEYS[2], count)}\n";
 
-/* KEYS: name, channel.  ARGV: message, lease ms, field.  Replies -1 when
- * field holds nothing, the count left when still held, 0 when freed. */
+/* KEYS: name, channel, line, alive, next, wake base.  ARGV: lease ms,
+ * field.  Replies -1 when field holds nothing, the count left when still
+ * held, 0 when freed with the wake-up on the field's client's channel, -3
+ * when freed with the wake-up elsewhere or nowhere. */
 static const char release_lua[] =
-    HL_LUA_ANNOUNCE
-    "if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return -1 end\n"
-    "local left = redis.call('hincrby', KEYS[1], ARGV[3], -1)\n"
+    LINE_LUA
+    "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
+    "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
     "if left > 0 then\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "  return left\n"
     "end\n"
     "redis.call('del', KEYS[1])\n"
-    "announce(KEYS[2], ARGV[1])\n"
-    "return answer(0)\n";
+    "announce(KEYS[2], '" MSG_OUR_RELEASE "')\n"
+    "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
+    "if promise_next(KEYS[3], KEYS[4], KEYS[5], KEYS[6], me) then\n"
+    "  return answer(0)\n"
+    "end\n"
+    "return answer(-3)\n";
 
-/* KEYS: name, channel.  ARGV: message.  Replies 1 when deleted. */
+/* KEYS: name, channel, line, alive, next, wake base.  Replies 1 when
+ * deleted. */
 static const char force_lua[] =
-    HL_LUA_ANNOUNCE
+    LINE_LUA
     "if redis.call('del', KEYS[1]) == 1 then\n"
-    "  announce(KEYS[2], ARGV[1])\n"
+    "  announce(KEYS[2], '" MSG_OUR_RELEASE "')\n"
+    "  promise_next(KEYS[3], KEYS[4], KEYS[5], KEYS[6], '')\n"
     "  return answer(1)\n"
     "end\n"
     "return 0\n";
 
-/* KEYS: name, channel, void set.  ARGV: field, expected count, message,
- * nonce of the attempt to void (or "").  Lowers the field's count to the
- * expected one; replies the count left. */
+/* KEYS: name, line, alive, next, wake base.  ARGV: the field of the
+ * client's last waiter.  The client leaves the line; a promise to it
+ * passes on. */
+static const char leave_lua[] =
+    LINE_LUA
+    "local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
+    "local was_first = redis.call('lindex', KEYS[2], 0) == me\n"
+    "redis.call('lrem', KEYS[2], 1, me)\n"
+    "redis.call('zrem', KEYS[3], me)\n"
+    "local promised = redis.call('get', KEYS[4]) == me\n"
+    "if promised then redis.call('del', KEYS[4]) end\n"
+    "if redis.call('exists', KEYS[1]) == 0 then\n"
+    "  if promised then\n"
+    "    promise_next(KEYS[2], KEYS[3], KEYS[4], KEYS[5], me)\n"
+    "  end\n"
+    "elseif was_first then\n"
+    "  local first = redis.call('lindex', KEYS[2], 0)\n"
+    "  if first then\n"
+    "    announce(KEYS[5] .. ':' .. first, '" MSG_FIRST "')\n"
+    "  end\n"
+    "end\n"
+    "return 0\n";
+
+/* KEYS: name, channel, void set, line, alive, next, wake base.  ARGV:
+ * field, expected count, nonce of the attempt to void (or "").  Lowers the
+ * field's count to the expected one; replies the count left. */
 static const char reconcile_lua[] =
-    "if ARGV[4] ~= '' then\n"
-    "  redis.call('sadd', KEYS[3], ARGV[4])\n"
+    LINE_LUA
+    "if ARGV[3] ~= '' then\n"
+    "  redis.call('sadd', KEYS[3], ARGV[3])\n"
     "  redis.call('pexpire', KEYS[3], " HL_LAYOUT_VOID_TTL_MS_TEXT ")\n"
     "end\n"
     "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
@@ -72,118 +205,118 @@ static const char reconcile_lua[] =
     "end\n"
     "redis.call('hdel', KEYS[1], ARGV[1])\n"
     "if redis.call('exists', KEYS[1]) == 0 then\n"
-    "  redis.call('publish', KEYS[2], ARGV[3])\n"
+    "  redis.call('publish', KEYS[2], '" MSG_OUR_RELEASE "')\n"
+    "  promise_next(KEYS[4], KEYS[5], KEYS[6], KEYS[7], '')\n"
     "end\n"
     "return 0\n";
 
-/* KEYS: name, channel.  Replies the status of a hash kind (kindkit.h):
- * Redisson keeps no list of who waits for this lock; the subscribers of
- * its channel are the nearest thing.  On a cluster waiters subscribe to
- * the sharded channel, which servers before 7.0 do not know of. */
+/* KEYS: name, channel, line, alive, next.  Replies the status of a hash
+ * kind (kindkit.h).  The waiters are the clients in line, with the time
+ * their places have left; Redisson keeps no list of its waiters, so the
+ * subscribers of its channel are counted too.  On a cluster waiters
+ * subscribe to the sharded channel, which servers before 7.0 do not know
+ * of. */
 static const char status_lua[] =
+    HL_LUA_NOW HL_LUA_MS_UNTIL
     "local all = redis.call('hgetall', KEYS[1])\n"
     "local n = redis.call('pubsub', 'numsub', KEYS[2])[2]\n"
     "local s = redis.pcall('pubsub', 'shardnumsub', KEYS[2])\n"
     "if type(s) == 'table' and not s.err then n = n + s[2] end\n"
-    "return {redis.call('pttl', KEYS[1]), all, {}, n, 0}\n";
+    "local waiters = {}\n"
+    "local now = now_ms()\n"
+    "for _, c in ipairs(redis.call('lrange', KEYS[3], 0, -1)) do\n"
+    "  local at = redis.call('zscore', KEYS[4], c)\n"
+    "  local ms = at and ms_until(at, now)\n"
+    "  waiters[#waiters + 1] = c\n"
+    "  waiters[#waiters + 1] = ms and math.max(ms, 0) or false\n"
+    "end\n"
+    "local seen = (redis.call('exists', KEYS[3]) + redis.call('exists', KEYS[5]))\n"
+    "return {redis.call('pttl', KEYS[1]), all, waiters, n, seen > 0 and 1 or 0}\n";
 
-static hl_script acquire_script, release_script, force_script,
+_Static_assert(HILOCK_CLIENT_ID_LEN == 36,
+               "HL_LAYOUT_CLIENT_ID_LEN_TEXT counts client ids so");
+
+static hl_script acquire_script, release_script, force_script, leave_script,
     reconcile_script, status_script;
+
+/* The kind's channel is the client's own: "hilock_lock_wake:{NAME}:<id>". */
+static int client_channel(const hilock_lock *lock, const char *field,
+                          size_t field_len, hl_aux_name *out)
+{
+    (void)field;
+    (void)field_len;
+    return hl_channel_under(HL_LAYOUT_LOCK_WAKE, lock,
+                            hl_lock_client_id(lock), HILOCK_CLIENT_ID_LEN,
+                            out);
+}
+
+static const char *const release_keys[] = {
+    HL_LAYOUT_LOCK_CHANNEL, HL_LAYOUT_LOCK_LINE, HL_LAYOUT_LOCK_ALIVE,
+    HL_LAYOUT_LOCK_NEXT, HL_LAYOUT_LOCK_WAKE};
 
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
 {
-    hl_conn *conn = hl_lock_conn(lock);
-    if (conn == NULL)
-        return HILOCK_ECLOSED;
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
-    static const char *const prefixes[] = {HL_LAYOUT_TOKEN, HL_LAYOUT_VOID};
-    hl_aux_name k[2]; /* fencing counter, void set */
-    if (hl_lock_keys(lock, 2, prefixes, k) != 0)
-        return HILOCK_ENOMEM;
-    char lease[24], token[24];
-    size_t lease_len = hl_i64_dec(lease, a->lease_ms);
-    size_t token_len = hl_u64_dec(token, a->known_token);
-    const char *argv[] = {lock->name, k[0].s,   k[1].s,
-                          lease,      a->field, a->fenced ? "1" : "0",
-                          token,      a->nonce};
-    size_t lens[] = {lock->name_len, k[0].len,     k[1].len,
-                     lease_len,      a->field_len, 1,
-                     token_len,      a->nonce_len};
-    int rc = hl_script_run(conn, &acquire_script, 3, 8, argv, lens, fn, data);
-    hl_aux_names_done(2, k);
-    return rc;
-}
-
-/* Run a script with KEYS name and channel and ARGV the release message
- * followed by extra arguments. */
-static int run_with_channel(hilock_lock *lock, const hl_script *script,
-                            int nextra, const char *const *extra,
-                            const size_t *extra_lens, hl_request_fn *fn,
-                            void *data)
-{
-    hl_conn *conn = hl_lock_conn(lock);
-    if (conn == NULL)
-        return HILOCK_ECLOSED;
-    hl_aux_name ch;
-    if (hl_lock_channel(lock, &ch) != 0)
-        return HILOCK_ENOMEM;
-    const char *argv[3 + 2] = {lock->name, ch.s, HL_LAYOUT_MSG_UNLOCK};
-    size_t lens[3 + 2] = {lock->name_len, ch.len,
-                          sizeof HL_LAYOUT_MSG_UNLOCK - 1};
-    for (int i = 0; i < nextra; i++) {
-        argv[3 + i] = extra[i];
-        lens[3 + i] = extra_lens[i];
-    }
-    int rc = hl_script_run(conn, script, 2, 3 + nextra, argv, lens, fn,
-                           data);
-    hl_aux_name_done(&ch);
-    return rc;
+    static const char *const keys[] = {HL_LAYOUT_TOKEN, HL_LAYOUT_VOID,
+                                       HL_LAYOUT_LOCK_LINE,
+                                       HL_LAYOUT_LOCK_ALIVE,
+                                       HL_LAYOUT_LOCK_NEXT};
+    char lease[24], token[24], wait[24], keep[24];
+    const char *args[] = {lease, a->field, a->fenced ? "1" : "0",
+                          token, a->nonce, wait, keep};
+    size_t lens[] = {hl_i64_dec(lease, a->lease_ms),
+                     a->field_len,
+                     1,
+                     hl_u64_dec(token, a->known_token),
+                     a->nonce_len,
+                     hl_i64_dec(wait, a->waiter_timeout_ms),
+                     hl_i64_dec(keep, a->keep_in_line_ms)};
+    return hl_run_lock_script(lock, &acquire_script, 5, keys, 7, args, lens,
+                              fn, data);
 }
 
 static int release(hilock_lock *lock, const char *field, size_t field_len,
                    int64_t lease_ms, hl_request_fn *fn, void *data)
 {
     char lease[24];
-    const char *extra[] = {lease, field};
+    const char *args[] = {lease, field};
     size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len};
-    return run_with_channel(lock, &release_script, 2, extra, lens, fn, data);
+    return hl_run_lock_script(lock, &release_script, 5, release_keys, 2,
+                              args, lens, fn, data);
 }
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
-    return run_with_channel(lock, &force_script, 0, NULL, NULL, fn, data);
+    return hl_run_lock_script(lock, &force_script, 5, release_keys, 0, NULL,
+                              NULL, fn, data);
+}
+
+static int leave(hilock_lock *lock, const char *field, size_t field_len)
+{
+    return hl_run_lock_script(lock, &leave_script, 4, release_keys + 1, 1,
+                              &field, &field_len, NULL, NULL);
 }
 
 static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
                      int64_t expected, const char *nonce, size_t nonce_len,
                      hl_request_fn *fn, void *data)
 {
-    hl_conn *conn = hl_lock_conn(lock);
-    if (conn == NULL)
-        return HILOCK_ECLOSED;
-    static const char *const prefixes[] = {NULL, HL_LAYOUT_VOID};
-    hl_aux_name k[2]; /* channel, void set */
-    if (hl_lock_keys(lock, 2, prefixes, k) != 0)
-        return HILOCK_ENOMEM;
+    static const char *const keys[] = {
+        HL_LAYOUT_LOCK_CHANNEL, HL_LAYOUT_VOID, HL_LAYOUT_LOCK_LINE,
+        HL_LAYOUT_LOCK_ALIVE, HL_LAYOUT_LOCK_NEXT, HL_LAYOUT_LOCK_WAKE};
     char want[24];
-    size_t want_len = hl_i64_dec(want, expected);
-    const char *argv[] = {lock->name, k[0].s, k[1].s, field,
-                          want,       HL_LAYOUT_MSG_UNLOCK, nonce};
-    size_t lens[] = {lock->name_len, k[0].len, k[1].len, field_len,
-                     want_len, sizeof HL_LAYOUT_MSG_UNLOCK - 1, nonce_len};
-    int rc = hl_script_run(conn, &reconcile_script, 3, 7, argv, lens, fn,
-                           data);
-    hl_aux_names_done(2, k);
-    return rc;
+    const char *args[] = {field, want, nonce};
+    size_t lens[] = {field_len, hl_i64_dec(want, expected), nonce_len};
+    return hl_run_lock_script(lock, &reconcile_script, 6, keys, 3, args,
+                              lens, fn, data);
 }
 
 static int status(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
-    static const char *const keys[] = {NULL};
-    return hl_run_lock_script(lock, &status_script, 1, keys, 0, NULL, NULL,
-                              fn, data);
+    return hl_run_lock_script(lock, &status_script, 4, release_keys, 0, NULL,
+                              NULL, fn, data);
 }
 
 static int parse_status(hilock_reply *reply, hilock_lock_status **out)
@@ -191,17 +324,26 @@ static int parse_status(hilock_reply *reply, hilock_lock_status **out)
     return hl_hash_parse_status(reply, "reentrant", false, out);
 }
 
+/* Where Redisson's clients announce their releases. */
+static int redisson_channel(const hilock_lock *lock, hl_aux_name *out)
+{
+    return hl_lock_channel_of(lock, NULL, 0, out);
+}
+
 static const hl_kind reentrant_kind = {
     .name = "reentrant",
-    .channel = hl_lock_channel_of,
+    .channel = client_channel,
+    .foreign_channel = redisson_channel,
     .hand_on = true,
     .queue_locally = true,
+    .line_per_client = true,
     .attempt = attempt,
     .parse_attempt = hl_parse_acquire_reply,
     .release = release,
     .parse_release = hl_parse_release_reply,
     .force_release = force_release,
     .reconcile = reconcile,
+    .leave = leave,
     .renew = &hl_hash_renew,
     .query = hl_hash_query,
     .parse_query = hl_hash_parse_query,
@@ -216,6 +358,7 @@ static void init_scripts(void)
     hl_script_init(&acquire_script, acquire_lua);
     hl_script_init(&release_script, release_lua);
     hl_script_init(&force_script, force_lua);
+    hl_script_init(&leave_script, leave_lua);
     hl_hash_renew_init();
     hl_script_init(&reconcile_script, reconcile_lua);
     hl_script_init(&status_script, status_lua);

@@ -137,6 +137,14 @@ hilock_lock *hl_new_write_lock(hilock_client *c, const char *name)
     return new_lock(hilock_write_lock_create, "write lock", c, name);
 }
 
+void hl_wake_channel(const hilock_client *c, const char *key, char *out,
+                     size_t cap)
+{
+    int n = snprintf(out, cap, "hilock_lock_wake:%s:%s", key,
+                     hilock_client_id(c));
+    assert_true(n > 0 && (size_t)n < cap);
+}
+
 void hl_free_lock(hilock_lock *l)
 {
     assert_status(hilock_lock_destroy(l), HILOCK_OK);

@@ -102,6 +102,12 @@ hilock_lock *hl_new_read_lock(hilock_client *c, const char *name);
 hilock_lock *hl_new_write_lock(hilock_client *c, const char *name);
 void hl_free_lock(hilock_lock *l);
 
+/* The channel where client c's waiters for a reentrant lock listen:
+ * "hilock_lock_wake:<key>:<client id>", key being the name as its keys
+ * carry it ("{name}", or the name itself when it has a hash tag). */
+void hl_wake_channel(const hilock_client *c, const char *key, char *out,
+                     size_t cap);
+
 /* ---- acquires pending on the loop --------------------------------------- */
 
 /* What a handle has pending, as its client's loop thread sees it. */

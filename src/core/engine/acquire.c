@@ -93,6 +93,27 @@ static void reconcile_ran(hl_acquire_op *op)
                        reconcile_ms(op));
 }
 
+/* Whether an op ending without the lock gives its place on the server
+ * back (after its waiter left the channel).  Where the server lines up
+ * clients, the client's place is given back by its last waiter, whether
+ * or not that one attempted itself: a place nobody of the client waits
+ * behind would have a release promise the lock to nobody. */
+static bool leaves_line(const hl_acquire_op *op)
+{
+    hilock_lock *lock = op->lock;
+    if (!lock->kind->line_per_client)
+        return op->placed;
+    if (!op->placed && !op->subscribed)
+        return false;
+    hl_aux_name ch;
+    if (hl_lock_channel(lock, &ch) != 0)
+        return true; /* a leave too many only costs a request */
+    bool others =
+        hl_waiters_others(lock->client->waiters, ch.s, ch.len, NULL);
+    hl_aux_name_done(&ch);
+    return !others;
+}
+
 /* End the operation and call back; the op lives on while requests that
  * name it are in flight. */
 static void op_finish(hl_acquire_op *op, int status,
@@ -119,7 +140,7 @@ static void op_finish(hl_acquire_op *op, int status,
             hl_waiter_remove(lock->client->waiters, &op->waiter,
                              status != HILOCK_OK && !lined(op));
     }
-    if (op->placed && status != HILOCK_OK && lock->client != NULL) {
+    if (status != HILOCK_OK && lock->client != NULL && leaves_line(op)) {
         /* Give the place back, behind any attempt still in flight on the
          * same connection; should that leave be lost, the place runs out
          * with the waiter timeout. */
@@ -381,6 +402,22 @@ static hl_monotime retry_delay(hl_acquire_op *op, hl_monotime delay)
     return delay;
 }
 
+/* A client first in the server's line hears the releases other
+ * libraries announce on their own channel too (line_per_client kinds). */
+static void hear_foreign(hl_acquire_op *op)
+{
+    hilock_lock *lock = op->lock;
+    if (!lock->kind->line_per_client || !op->subscribed)
+        return;
+    hl_aux_name ch;
+    /* Failing that, its own attempts find such a release. */
+    if (lock->kind->foreign_channel(lock, &ch) != 0)
+        return;
+    (void)hl_waiter_foreign(lock->client->waiters, &op->waiter, ch.s, ch.len,
+                            op->first_in_line);
+    hl_aux_name_done(&ch);
+}
+
 /* The lock is held by someone else: wait, or give up. */
 static void held(hl_acquire_op *op, int64_t ttl_ms)
 {
@@ -441,6 +478,7 @@ static void held(hl_acquire_op *op, int64_t ttl_ms)
         if (delay < 0 || delay > beat)
             delay = beat;
     }
+    hear_foreign(op);
     wait_for(op, delay);
 }
 
@@ -611,6 +649,7 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
     } else if (res.outcome == HL_ACQ_HELD) {
         hl_turn_end(lock, &op->turn);
         op->saw_held = true;
+        op->first_in_line = res.first_in_line;
         held(op, res.ttl_ms);
     } else if (res.outcome == HL_ACQ_SELF_WAIT) {
         op_finish(op, HILOCK_EDEADLK, NULL,
@@ -683,7 +722,7 @@ static void send_attempt(hl_acquire_op *op)
     hl_timer_stop(&op->timer);
     hl_hold *h = hl_hold_find(lock, op->owner);
     bool joining = h != NULL && !h->lost && h->count > 0;
-    hl_attempt_args args;
+    hl_attempt_args args = {0};
     char field[HILOCK_CLIENT_ID_LEN + 22];
     args.field = field;
     args.field_len = hl_owner_field(lock, op->owner, field, sizeof field);
@@ -704,6 +743,17 @@ static void send_attempt(hl_acquire_op *op)
     args.waiter_timeout_ms =
         op->wait_ms == 0 ? 0 : lock->client->opts->waiter_timeout_ms;
     args.amount = op->amount;
+    if (lock->kind->line_per_client) {
+        /* Others of this client waiting behind this one keep the client
+         * in the server's line, at its end. */
+        hl_aux_name ch;
+        if (hl_lock_channel(lock, &ch) == 0) {
+            if (hl_waiters_others(lock->client->waiters, ch.s, ch.len,
+                                  op->subscribed ? &op->waiter : NULL))
+                args.keep_in_line_ms = lock->client->opts->waiter_timeout_ms;
+            hl_aux_name_done(&ch);
+        }
+    }
     if (op->subscribed) {
         hl_waiter_trying(&op->waiter);
         /* In line without listening: its channel is at hand. */

@@ -108,6 +108,8 @@ struct hl_acquire_op {
     bool subscribed;    /* its waiter is registered */
     bool placed;        /* may hold a place on the server to give back */
     bool saw_held;      /* an attempt found the lock held by another */
+    bool first_in_line; /* the last refusal said the client is first in
+                         * the server's line (line_per_client kinds) */
 };
 
 /* A release that frees the lock is being sent: wake the next local

@@ -194,6 +194,11 @@ bool hl_lock_usable(const hilock_lock *lock)
     return !lock->destroyed && hl_lock_conn(lock) != NULL;
 }
 
+const char *hl_lock_client_id(const hilock_lock *lock)
+{
+    return lock->client->id;
+}
+
 size_t hl_owner_field(const hilock_lock *lock, uint64_t owner, char *buf,
                       size_t cap)
 {

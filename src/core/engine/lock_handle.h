@@ -40,6 +40,8 @@ typedef struct hl_acquire_result {
     uint64_t token;
     int64_t ttl_ms;
     int64_t free;    /* a semaphore's free permits after the grant */
+    bool first_in_line; /* held: the client is first in the server's line
+                         * (line_per_client kinds) */
 } hl_acquire_result;
 
 /* What a release came back with. */
@@ -47,6 +49,9 @@ typedef enum hl_release_outcome {
     HL_REL_NOT_OWNER,
     HL_REL_STILL_HELD, /* remaining count set */
     HL_REL_FREED,
+    /* Freed, and the wake-up it sent went to another client's channel,
+     * or nowhere (line_per_client kinds). */
+    HL_REL_FREED_ELSEWHERE,
     HL_REL_OWNER_DONE, /* the owner holds nothing more; others still do */
     HL_REL_BAD_REPLY
 } hl_release_outcome;
@@ -63,6 +68,10 @@ typedef struct hl_attempt_args {
     int64_t waiter_timeout_ms; /* how long a place stays reserved; 0 for
                                 * a single try, which keeps none */
     int64_t amount; /* what the attempt asks for: a semaphore's permits */
+    /* line_per_client kinds: how long the client stays in the server's
+     * line after a first hold is granted, because others of its waiters
+     * still wait for the lock (it goes to the end); 0: it leaves. */
+    int64_t keep_in_line_ms;
 } hl_attempt_args;
 
 /* The read-only questions of the query calls in hilock/lock.h. */
@@ -71,6 +80,10 @@ typedef enum hl_query {
     HL_QUERY_HOLD_COUNT, /* value: the owner's holds, 0 for none */
     HL_QUERY_TTL         /* value: the lock's remaining lease in ms, or -1 */
 } hl_query;
+
+/* Sent on a line_per_client kind's client channel: the client is now
+ * first in the server's line. */
+#define HL_WAKE_MSG_FIRST "h"
 
 typedef struct hl_kind {
     const char *name; /* for messages */
@@ -116,6 +129,17 @@ typedef struct hl_kind {
      * once the grant is answered.  The server keeps a record record_ms,
      * and a reconcile of such a grant tries that long. */
     bool unheld_grants;
+    /* The server lines up waiting clients, not owners: the lock's channel
+     * (field NULL) is the client's own, where a release wakes the first
+     * client in line, whose waiters then take turns locally as with any
+     * channel; leave is sent when the client's last waiter for the lock
+     * stops waiting without it, with that waiter's field. */
+    bool line_per_client;
+    /* line_per_client kinds: the channel where other libraries announce
+     * the lock's releases ("0"), which the client first in the server's
+     * line listens to (the attempt's reply says it is first, or "h" on
+     * its own channel does).  0 or HILOCK_ENOMEM. */
+    int (*foreign_channel)(const hilock_lock *lock, hl_aux_name *out);
     int (*forget)(hilock_lock *lock, const char *nonce, size_t nonce_len);
     int64_t record_ms;
     /* The key the lease engine renews a hold's lease on, when it is not
@@ -288,6 +312,10 @@ hl_conn *hl_lock_conn(const hilock_lock *lock);
 typedef int hl_write_send_fn(void *ctx, hl_request_fn *fn, void *data);
 int hl_lock_write(hilock_lock *lock, hl_write_send_fn *send, void *ctx,
                   hl_request_fn *fn, void *data);
+
+/* The client's id, HILOCK_CLIENT_ID_LEN characters.  The lock must have
+ * a client (loop thread, or a handle not yet closed). */
+const char *hl_lock_client_id(const hilock_lock *lock);
 
 /* Format "<client id>:<owner>" into buf; returns its length. */
 size_t hl_owner_field(const hilock_lock *lock, uint64_t owner, char *buf,

@@ -52,7 +52,13 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
     hl_aux_name ch;
     if (call->handed_on && lock->client && out != HL_REL_FREED &&
         hl_lock_channel(lock, &ch) == 0) {
-        hl_waiters_hand_on_undone(lock->client->waiters, ch.s, ch.len);
+        /* No message will come for the waiter woken with the release: if
+         * the lock was freed, its attempt is on its way; if not, the next
+         * waiter must not wait for a message either. */
+        if (out == HL_REL_FREED_ELSEWHERE)
+            hl_waiters_hand_on_unheard(lock->client->waiters, ch.s, ch.len);
+        else
+            hl_waiters_hand_on_undone(lock->client->waiters, ch.s, ch.len);
         hl_aux_name_done(&ch);
     }
     /* Refused (by the server, or by the script for a value it found),
@@ -113,6 +119,7 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
     }
     case HL_REL_STILL_HELD:
     case HL_REL_FREED:
+    case HL_REL_FREED_ELSEWHERE:
     case HL_REL_OWNER_DONE:
         if (h && h->lost) {
             /* A loss already reported stands, even if a late renewal kept

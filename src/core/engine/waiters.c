@@ -1,5 +1,9 @@
 #include "core/engine/waiters.h"
 
+#include <string.h>
+
+#include "core/engine/lock_handle.h"
+
 #include "core/base/alloc.h"
 #include "core/runtime/client_state.h"
 #include "core/loop/io.h"
@@ -26,6 +30,12 @@ struct hl_wait_channel {
     bool ready;
     bool refused;      /* the server refused its SUBSCRIBE */
     bool wake_all;     /* every message wakes every waiter */
+    /* Where other libraries announce the lock's releases, heard while
+     * this client is first in the server's line (line_per_client kinds);
+     * foreign.channel is NULL while not heard. */
+    hl_sub foreign;
+    char *foreign_name; /* NULL: none given */
+    size_t foreign_len;
 };
 
 struct hl_waiters {
@@ -34,8 +44,45 @@ struct hl_waiters {
     bool closing;
 };
 
+/* Heard only while a waiter of this client listens: every subscriber
+ * there hears each of the lock's releases. */
+static void foreign_stop(hl_wait_channel *ch)
+{
+    hl_pubsub_unsubscribe(&ch->foreign);
+}
+
+static void wake_first(hl_waiters *reg, hl_wait_channel *ch);
+
+/* Another library released the lock ("0"); our releases say "1" there
+ * and wake this client on its own channel when it is next. */
+static void on_foreign_event(hl_sub *sub, hl_sub_event ev, const char *msg,
+                             size_t len)
+{
+    hl_wait_channel *ch = sub->data;
+    if (ev != HL_SUB_MESSAGE || len != 1 || msg[0] != '0' ||
+        ch->reg->closing)
+        return;
+    ch->seq++;
+    wake_first(ch->reg, ch);
+}
+
+static void foreign_listen(hl_waiters *reg, hl_wait_channel *ch)
+{
+    if (ch->foreign.channel != NULL || ch->foreign_name == NULL ||
+        ch->listeners == 0 || reg->closing)
+        return;
+    hl_pubsub *ps = hl_client_pubsub_for(reg->client, ch->foreign_name,
+                                         ch->foreign_len);
+    /* Without it, the waiters' own attempts, at least every third of the
+     * waiter timeout, find such a release. */
+    if (ps != NULL)
+        (void)hl_pubsub_subscribe(ps, &ch->foreign, ch->foreign_name,
+                                  ch->foreign_len, on_foreign_event, ch);
+}
+
 static void channel_unsubscribe(hl_wait_channel *ch)
 {
+    foreign_stop(ch);
     hl_timer_stop(&ch->linger);
     hl_pubsub_unsubscribe(&ch->sub);
     ch->subscribed = false;
@@ -47,6 +94,7 @@ static void channel_free(hl_waiters *reg, hl_wait_channel *ch)
 {
     channel_unsubscribe(ch);
     hl_map_remove(&reg->channels, ch->entry);
+    hl_free(ch->foreign_name);
     hl_free(ch);
 }
 
@@ -68,6 +116,8 @@ static void channel_maybe_free(hl_waiters *reg, hl_wait_channel *ch)
 {
     if (ch->waking > 0 || reg->closing)
         return;
+    if (ch->listeners == 0)
+        foreign_stop(ch);
     if (ch->head == NULL && !ch->subscribed)
         channel_free(reg, ch);
     else if (ch->listeners == 0 && ch->subscribed && !ch->linger.armed)
@@ -144,6 +194,12 @@ static void on_sub_event(hl_sub *sub, hl_sub_event ev, const char *msg,
         ch->refused = true;
         return;
     }
+    if (ev == HL_SUB_MESSAGE && len == sizeof HL_WAKE_MSG_FIRST - 1 &&
+        memcmp(msg, HL_WAKE_MSG_FIRST, len) == 0) {
+        /* First in the server's line now; nothing was released. */
+        foreign_listen(reg, ch);
+        return;
+    }
     ch->seq++;
     switch (ev) {
     case HL_SUB_READY:
@@ -154,6 +210,8 @@ static void on_sub_event(hl_sub *sub, hl_sub_event ev, const char *msg,
         wake_all(reg, ch, HL_WAKE_READY);
         break;
     case HL_SUB_MESSAGE:
+        if (len == 1 && msg[0] == '0')
+            foreign_stop(ch); /* next: it will hold, or hear "h" again */
         if (ch->wake_all)
             wake_all(reg, ch, HL_WAKE_MESSAGE);
         else if (len == 1 && msg[0] == '0' && ch->handed_on > 0)
@@ -205,6 +263,8 @@ void hl_waiters_free(hl_waiters *reg)
         }
         hl_timer_stop(&ch->linger);
         hl_pubsub_unsubscribe(&ch->sub);
+        foreign_stop(ch);
+        hl_free(ch->foreign_name);
         hl_free(ch);
     }
     hl_map_clear(&reg->channels);
@@ -281,6 +341,25 @@ int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
     return rc;
 }
 
+int hl_waiter_foreign(hl_waiters *reg, hl_waiter *w, const char *channel,
+                      size_t len, bool first)
+{
+    hl_wait_channel *ch = w->chan;
+    if (ch == NULL)
+        return -1;
+    if (ch->foreign_name == NULL) {
+        ch->foreign_name = hl_malloc(len + 1);
+        if (ch->foreign_name == NULL)
+            return -1;
+        memcpy(ch->foreign_name, channel, len);
+        ch->foreign_name[len] = '\0';
+        ch->foreign_len = len;
+    }
+    if (first)
+        foreign_listen(reg, ch);
+    return 0;
+}
+
 bool hl_waiter_listening(const hl_waiter *w)
 {
     return w->listening;
@@ -353,6 +432,28 @@ bool hl_waiters_queued(hl_waiters *reg, const char *channel, size_t len)
     hl_map_entry *e = reg ? hl_map_find(&reg->channels, channel, len) : NULL;
     hl_wait_channel *ch = e ? e->value : NULL;
     return ch != NULL && ch->ready && ch->listeners > 0;
+}
+
+void hl_waiters_hand_on_unheard(hl_waiters *reg, const char *channel,
+                                size_t len)
+{
+    hl_map_entry *e = reg ? hl_map_find(&reg->channels, channel, len) : NULL;
+    hl_wait_channel *ch = e ? e->value : NULL;
+    if (ch != NULL && ch->handed_on > 0)
+        ch->handed_on--;
+}
+
+bool hl_waiters_others(hl_waiters *reg, const char *channel, size_t len,
+                       const hl_waiter *self)
+{
+    hl_map_entry *e = reg ? hl_map_find(&reg->channels, channel, len) : NULL;
+    hl_wait_channel *ch = e ? e->value : NULL;
+    if (ch == NULL)
+        return false;
+    for (hl_waiter *w = ch->head; w != NULL; w = w->next)
+        if (w != self)
+            return true;
+    return false;
 }
 
 uint64_t hl_waiters_seq(hl_waiters *reg, const char *channel, size_t len)

@@ -88,6 +88,25 @@ bool hl_waiters_hand_on(hl_waiters *reg, const char *channel, size_t len);
 void hl_waiters_hand_on_undone(hl_waiters *reg, const char *channel,
                                size_t len);
 
+/* The release behind a hand-on freed the lock but sent its wake-up to
+ * another client, or to none: stop expecting its message; the woken
+ * waiter's attempt is already on its way. */
+void hl_waiters_hand_on_unheard(hl_waiters *reg, const char *channel,
+                                size_t len);
+
+/* The waiter's channel belongs to a client that waits in a line on the
+ * server; channel (copied once) is where other libraries announce the
+ * lock's releases.  With first, the client is first in that line, and
+ * hears that channel until its own next "0" or until nobody listens;
+ * HL_WAKE_MSG_FIRST on its own channel starts it again.  0, or -1 when
+ * memory runs out. */
+int hl_waiter_foreign(hl_waiters *reg, hl_waiter *w, const char *channel,
+                      size_t len, bool first);
+
+/* Whether a waiter other than self (NULL: any) is on the channel. */
+bool hl_waiters_others(hl_waiters *reg, const char *channel, size_t len,
+                       const hl_waiter *self);
+
 /* Whether waiters of this client already queue on a confirmed channel:
  * a newcomer then joins them instead of trying first, keeping the local
  * order first come, first served. */
