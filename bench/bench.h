@@ -80,6 +80,16 @@ typedef struct bench_point {
     double single_cycles_per_s;
     bool segments_known;
     int segments_per_master[BENCH_CLUSTER_MASTERS];
+    /* W7: the processes of the point (0: one), and what the server did
+     * over the window per hand-off: script calls and CPU time.  A
+     * hand-off is an owner change, or an acquisition when there is one
+     * process (handoff_basis says which); handoffs 0: no figure. */
+    int procs;
+    uint64_t handoffs;
+    const char *handoff_basis;
+    uint64_t scripts;
+    double server_cpu_us;
+    uint64_t samples_dropped; /* waits beyond the room kept for them */
 } bench_point;
 
 int64_t bench_now_us(void);
