@@ -21,16 +21,24 @@ typedef struct bench_args {
     int concurrency;      /* 0: the workload's standard points */
     double duration_s;
     double warmup_s;
+    /* Whether --duration, --warmup and --kind were given: the suite's W7
+     * points have a shorter window of their own, and W7 runs every kind,
+     * unless the command line says otherwise. */
+    bool duration_given;
+    bool warmup_given;
+    bool kind_given;
     int64_t lease_ms;
     int64_t retry_ms; /* accepted, ignored: waiting is by notification */
     const char *host;
     int port;             /* 0: start a private server */
+    int server_port;      /* the one server's port, private or not */
     int ports[8];         /* W4 */
     int nports;
     int segments;         /* 0: W3 runs S = 1 and S = 16 */
     int products;
     char run_id[64];
-    const char *kind;     /* W1 and W2: "reentrant" | "fair" */
+    /* W1 and W2: "reentrant" | "fair"; W7 also "rwlock" | "semaphore" */
+    const char *kind;
     const char *api;      /* "async" | "sync" | NULL: the standard mix */
     bool skip_ceiling;
     int64_t watchdog_ms; /* WD: the client's watchdog timeout */
@@ -128,6 +136,17 @@ int bench_run_wd(const bench_args *a, hilock_client *c, int leases);
 /* W6: one waiter on a latch of `workers`, counted down by as many
  * workers at once, 200 rounds (bench/latch.c). */
 int bench_run_w6(const bench_args *a, hilock_client *c, int workers,
+                 bench_point *p);
+
+/* W7, the multi-process hand-off (bench/w7.c).  The processes are forked
+ * by a runner that has no client: bench_w7_start forks it, and must run
+ * before the first client is made; bench_w7_stop ends it. */
+int bench_w7_start(void);
+void bench_w7_stop(void);
+/* procs processes, each with its own client on a->host and
+ * a->server_port, on one lock of a->kind ("reentrant", "fair", "rwlock"
+ * or "semaphore"); c flushes the server and sets the semaphore first. */
+int bench_run_w7(const bench_args *a, hilock_client *c, int procs,
                  bench_point *p);
 
 /* redis-benchmark rows for the ceiling, against host:port. */
