@@ -508,7 +508,7 @@ static void standard_points(const bench_args *a, hilock_client *c, int port)
         wd.duration_s = a->wd_duration_s;
         run_workload(&wd, c, "WD");
     }
-    if (a->cluster == NULL && a->busy_poll_us == 0) {
+    if (a->cluster == NULL) {
         /* Last, with a shorter window of its own: 24 points of forked
          * processes would otherwise lengthen the suite the most. */
         bench_args w7 = *a;
