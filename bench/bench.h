@@ -21,16 +21,24 @@ typedef struct bench_args {
     int concurrency;      /* 0: the workload's standard points */
     double duration_s;
     double warmup_s;
+    /* Whether --duration, --warmup and --kind were given: the suite's W7
+     * points have a shorter window of their own, and W7 runs every kind,
+     * unless the command line says otherwise. */
+    bool duration_given;
+    bool warmup_given;
+    bool kind_given;
     int64_t lease_ms;
     int64_t retry_ms; /* accepted, ignored: waiting is by notification */
     const char *host;
     int port;             /* 0: start a private server */
+    int server_port;      /* the one server's port, private or not */
     int ports[8];         /* W4 */
     int nports;
     int segments;         /* 0: W3 runs S = 1 and S = 16 */
     int products;
     char run_id[64];
-    const char *kind;     /* W1 and W2: "reentrant" | "fair" */
+    /* W1 and W2: "reentrant" | "fair"; W7 also "rwlock" | "semaphore" */
+    const char *kind;
     const char *api;      /* "async" | "sync" | NULL: the standard mix */
     bool skip_ceiling;
     int64_t watchdog_ms; /* WD: the client's watchdog timeout */
@@ -80,6 +88,16 @@ typedef struct bench_point {
     double single_cycles_per_s;
     bool segments_known;
     int segments_per_master[BENCH_CLUSTER_MASTERS];
+    /* W7: the processes of the point (0: one), and what the server did
+     * over the window per hand-off: script calls and CPU time.  A
+     * hand-off is an owner change, or an acquisition when there is one
+     * process (handoff_basis says which); handoffs 0: no figure. */
+    int procs;
+    uint64_t handoffs;
+    const char *handoff_basis;
+    uint64_t scripts;
+    double server_cpu_us;
+    uint64_t samples_dropped; /* waits beyond the room kept for them */
 } bench_point;
 
 int64_t bench_now_us(void);
@@ -118,6 +136,17 @@ int bench_run_wd(const bench_args *a, hilock_client *c, int leases);
 /* W6: one waiter on a latch of `workers`, counted down by as many
  * workers at once, 200 rounds (bench/latch.c). */
 int bench_run_w6(const bench_args *a, hilock_client *c, int workers,
+                 bench_point *p);
+
+/* W7, the multi-process hand-off (bench/w7.c).  The processes are forked
+ * by a runner that has no client: bench_w7_start forks it, and must run
+ * before the first client is made; bench_w7_stop ends it. */
+int bench_w7_start(void);
+void bench_w7_stop(void);
+/* procs processes, each with its own client on a->host and
+ * a->server_port, on one lock of a->kind ("reentrant", "fair", "rwlock"
+ * or "semaphore"); c flushes the server and sets the semaphore first. */
+int bench_run_w7(const bench_args *a, hilock_client *c, int procs,
                  bench_point *p);
 
 /* redis-benchmark rows for the ceiling, against host:port. */

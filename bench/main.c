@@ -12,10 +12,12 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: hilock-bench [--workload W1|W2|W3|W4|W6|WD] [--concurrency C]\n"
+            "usage: hilock-bench [--workload W1|W2|W3|W4|W5|W6|W7|WD]\n"
+            "  [--concurrency C]\n"
             "  [--duration S] [--warmup S] [--lease-ms N] [--retry-ms N]\n"
             "  [--host H] [--port P] [--ports P1,...,P5] [--segments S]\n"
-            "  [--products N] [--run-id ID] [--kind reentrant|fair]\n"
+            "  [--products N] [--run-id ID]\n"
+            "  [--kind reentrant|fair|rwlock|semaphore]\n"
             "  [--api async|sync] [--no-ceiling] [--watchdog-ms N]\n"
             "  [--connections N] [--busy-poll-us N] [--wd-leases N]\n"
             "  [--wd-duration S] [--cluster] [--cluster-replicas N]\n"
@@ -44,7 +46,14 @@ static void usage(FILE *f)
             "each lock write acknowledged under policy P; the lines\n"
             "carry \"topology\":\"replicated\" and \"ack\".\n"
             "W5 is C workers (standard point 64) on one semaphore of 8\n"
-            "permits, async; it runs in the full suite after W3.\n");
+            "permits, async; it runs in the full suite after W3.\n"
+            "W7 is the multi-process hand-off: C processes (1, 2, 8, 32,\n"
+            "64 and 128 unless --concurrency), each with its own client,\n"
+            "take turns on one lock of each kind (reentrant, fair, the\n"
+            "write side of rwlock, a semaphore of 1 permit; --kind picks\n"
+            "one, and only W7 takes rwlock and semaphore).  It runs last\n"
+            "in the full suite, with a 3 s window and 1 s warm-up unless\n"
+            "--duration or --warmup say otherwise; single server only.\n");
 }
 
 static bool number(const char *s, double *out)
@@ -89,6 +98,7 @@ static int parse(int argc, char **argv, bench_args *a)
             a->host = v;
         } else if (strcmp(k, "--kind") == 0) {
             a->kind = v;
+            a->kind_given = true;
         } else if (strcmp(k, "--api") == 0) {
             a->api = v;
         } else if (strcmp(k, "--ack") == 0) {
@@ -105,9 +115,9 @@ static int parse(int argc, char **argv, bench_args *a)
             if (strcmp(k, "--concurrency") == 0)
                 a->concurrency = (int)d;
             else if (strcmp(k, "--duration") == 0)
-                a->duration_s = d;
+                a->duration_s = d, a->duration_given = true;
             else if (strcmp(k, "--warmup") == 0)
-                a->warmup_s = d;
+                a->warmup_s = d, a->warmup_given = true;
             else if (strcmp(k, "--lease-ms") == 0)
                 a->lease_ms = (int64_t)d;
             else if (strcmp(k, "--retry-ms") == 0)
@@ -145,8 +155,12 @@ static int parse(int argc, char **argv, bench_args *a)
         fprintf(stderr, "hilock-bench: --api is async or sync\n");
         return -1;
     }
-    if (strcmp(a->kind, "reentrant") != 0 && strcmp(a->kind, "fair") != 0) {
-        fprintf(stderr, "hilock-bench: --kind is reentrant or fair\n");
+    bool w7 = a->workload != NULL && strcmp(a->workload, "W7") == 0;
+    if (strcmp(a->kind, "reentrant") != 0 && strcmp(a->kind, "fair") != 0 &&
+        (!w7 || (strcmp(a->kind, "rwlock") != 0 &&
+                 strcmp(a->kind, "semaphore") != 0))) {
+        fprintf(stderr, "hilock-bench: --kind is reentrant or fair (W7 "
+                        "also takes rwlock and semaphore)\n");
         return -1;
     }
     int ack;
@@ -312,10 +326,17 @@ static void point(const bench_args *a, hilock_client *c, const char *w,
                   int concurrency, int segments, const char *api)
 {
     bench_point p = {0};
+    bool kinded = strcmp(w, "W1") == 0 || strcmp(w, "W2") == 0 ||
+                  strcmp(w, "W7") == 0;
     fprintf(stderr, "hilock-bench: %s C=%d%s%.0d api=%s%s%s ...\n", w,
             concurrency, segments ? " S=" : "", segments, api,
-            strcmp(w, "W1") == 0 || strcmp(w, "W2") == 0 ? " kind=" : "",
-            strcmp(w, "W1") == 0 || strcmp(w, "W2") == 0 ? a->kind : "");
+            kinded ? " kind=" : "", kinded ? a->kind : "");
+    if (strcmp(w, "W7") == 0) {
+        /* Measured on one server only: it has no twin to pair with. */
+        bench_run_w7(a, c, concurrency, &p);
+        bench_print_point(a, &p);
+        return;
+    }
     if (strcmp(w, "W1") == 0)
         bench_run_w1(a, c, concurrency, api, &p);
     else if (strcmp(w, "W2") == 0)
@@ -358,10 +379,35 @@ static void point(const bench_args *a, hilock_client *c, const char *w,
     bench_print_point(a, &p);
 }
 
+/* W7: each kind (or --kind's), at each standard N (or --concurrency's),
+ * the N points of a kind back to back. */
+static void w7_points(const bench_args *a, hilock_client *c)
+{
+    static const char *const kinds[] = {"reentrant", "fair", "rwlock",
+                                        "semaphore"};
+    static const int procs[] = {1, 2, 8, 32, 64, 128};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        if (a->kind_given && strcmp(a->kind, kinds[k]) != 0)
+            continue;
+        bench_args one = *a;
+        one.kind = kinds[k];
+        if (a->concurrency > 0) {
+            point(&one, c, "W7", a->concurrency, 0, "sync");
+            continue;
+        }
+        for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++)
+            point(&one, c, "W7", procs[i], 0, "sync");
+    }
+}
+
 static void run_workload(const bench_args *a, hilock_client *c,
                          const char *w)
 {
     const char *api = a->api ? a->api : "async";
+    if (strcmp(w, "W7") == 0) {
+        w7_points(a, c);
+        return;
+    }
     if (a->concurrency > 0) {
         if (strcmp(w, "W3") == 0 && a->segments == 0) {
             point(a, c, w, a->concurrency, 1, api);
@@ -461,6 +507,16 @@ static void standard_points(const bench_args *a, hilock_client *c, int port)
         bench_args wd = *a;
         wd.duration_s = a->wd_duration_s;
         run_workload(&wd, c, "WD");
+    }
+    if (a->cluster == NULL) {
+        /* Last, with a shorter window of its own: 24 points of forked
+         * processes would otherwise lengthen the suite the most. */
+        bench_args w7 = *a;
+        if (!a->duration_given)
+            w7.duration_s = 3;
+        if (!a->warmup_given)
+            w7.warmup_s = 1;
+        run_workload(&w7, c, "W7");
     }
 }
 
@@ -573,6 +629,12 @@ int main(int argc, char **argv)
         return 64;
     }
     signal(SIGPIPE, SIG_IGN);
+    /* W7's processes are forked by a runner that never has a client, so
+     * it is forked now, before any client or server exists. */
+    if (a.replicas == 0 &&
+        (a.workload == NULL || strcmp(a.workload, "W7") == 0) &&
+        bench_w7_start() != 0)
+        fprintf(stderr, "hilock-bench: W7 points will fail\n");
     if (a.replicas > 0) {
         a.skip_ceiling = true;
         if (a.connections <= 0) {
@@ -594,6 +656,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "hilock-bench: private redis-server on port %d\n",
                 port);
     }
+    a.server_port = port;
     if (wants_w4(&a))
         w4_start_servers(&a);
     hilock_options *o;
@@ -628,6 +691,7 @@ int main(int argc, char **argv)
     else
         run_workload(&a, c, a.workload);
     w4_close();
+    bench_w7_stop();
     bench_flush(&a, c);
     int status = a.with_cluster ? cluster_rows(&a) : 0;
     hilock_client_destroy(c);

@@ -1,7 +1,8 @@
 #!/usr/bin/awk -f
-# Turn hilock-bench's JSON lines into the README table (default) or the
-# plot's data (-v mode=plot).  The lines come from hilock-bench, whose
-# field order is fixed, so plain pattern matching is enough.
+# Turn hilock-bench's JSON lines into the README table (default), the
+# plot's data (-v mode=plot) or the W7 plot's (-v mode=w7plot).  The lines
+# come from hilock-bench, whose field order is fixed, so plain pattern
+# matching is enough.
 
 function field(line, name,    m) {
     if (match(line, "\"" name "\":\"[^\"]*\"")) {
@@ -249,6 +250,185 @@ function replicated_ratios(    i, l, shown, base, k, r, w, ack, target) {
     }
 }
 
+# W7, the multi-process hand-off: the points of each kind by N.  The
+# last line of a kind and N wins; w7_n lists the Ns seen, w7_kinds the
+# kinds, in the order hilock-bench runs them.
+function w7_collect(    i, l, k, c, j, t) {
+    w7_nn = 0
+    for (i = 1; i <= n; i++) {
+        l = line[i]
+        if (field(l, "workload") != "W7")
+            continue
+        k = field(l, "kind")
+        c = field(l, "C") + 0
+        w7[k "/" c] = i
+        w7_has_kind[k] = 1
+        if (!(c in w7_seen)) {
+            w7_seen[c] = 1
+            w7_n[++w7_nn] = c
+        }
+    }
+    for (i = 1; i <= w7_nn; i++)
+        for (j = i + 1; j <= w7_nn; j++)
+            if (w7_n[j] < w7_n[i]) { t = w7_n[i]; w7_n[i] = w7_n[j]; w7_n[j] = t }
+    split("reentrant fair rwlock semaphore", w7_all, " ")
+    w7_nk = 0
+    for (i = 1; i <= 4; i++)
+        if (w7_all[i] in w7_has_kind)
+            w7_kinds[++w7_nk] = w7_all[i]
+}
+
+# The W7 line of kind k at N = c, if measured: its line number, else 0.
+function w7_at(k, c,    i) {
+    if (!((k "/" c) in w7))
+        return 0
+    i = w7[k "/" c]
+    return field(line[i], "error") == "" ? i : 0
+}
+
+# The W2 point of this run at C = 8 of kind k (async, one server, no
+# busy polling), for W7 N = 8; 0 if none.
+function w2_twin8(k,    j, m) {
+    for (j = 1; j <= n; j++) {
+        m = line[j]
+        if (field(m, "workload") == "W2" && field(m, "error") == "" &&
+            field(m, "topology") == "" && field(m, "C") == 8 &&
+            field(m, "kind") == k && field(m, "api") == "async" &&
+            field(m, "busy_poll_us") == 0)
+            return j
+    }
+    return 0
+}
+
+function met(ok) {
+    return ok ? "met" : "not met"
+}
+
+function w7_table(    i, j, k, c, l, hdr, sep, row, worst, worst_n, v, a, b, r, f) {
+    w7_collect()
+    if (w7_nn == 0)
+        return
+    print ""
+    print "W7, the multi-process hand-off: N processes, each with its own client, on one lock (per hand-off: per owner change; at N = 1, per acquisition):"
+    print ""
+    hdr = "| N |"
+    sep = "| ---: |"
+    for (j = 1; j <= w7_nk; j++) {
+        k = w7_kinds[j]
+        hdr = hdr sprintf(" %s: owner changes/s | scripts per hand-off | server CPU µs per hand-off | max wait ms |", k)
+        sep = sep " ---: | ---: | ---: | ---: |"
+    }
+    print hdr
+    print sep
+    for (i = 1; i <= w7_nn; i++) {
+        c = w7_n[i]
+        row = "| " c " |"
+        for (j = 1; j <= w7_nk; j++) {
+            k = w7_kinds[j]
+            if ((k "/" c) in w7 && field(line[w7[k "/" c]], "error") != "") {
+                row = row " error: " field(line[w7[k "/" c]], "error") " | | | |"
+                continue
+            }
+            l = w7_at(k, c) ? line[w7_at(k, c)] : ""
+            if (l == "") {
+                row = row " | | | |"
+                continue
+            }
+            row = row sprintf(" %.0f | %s | %s | %.1f |",
+                field(l, "owner_changes_per_s"), field(l, "scripts_per_handoff"),
+                field(l, "server_cpu_us_per_handoff"), field(l, "max_us") / 1000)
+        }
+        print row
+    }
+    print ""
+    hdr = "| target |"
+    sep = "| --- |"
+    for (j = 1; j <= w7_nk; j++) {
+        hdr = hdr " " w7_kinds[j] " |"
+        sep = sep " --- |"
+    }
+    print hdr
+    print sep
+    # Scripts per hand-off, the most over N up to 128.
+    row = "| scripts per hand-off <= 3 at every N up to 128 |"
+    for (j = 1; j <= w7_nk; j++) {
+        k = w7_kinds[j]
+        worst = -1
+        for (i = 1; i <= w7_nn; i++) {
+            c = w7_n[i]
+            if (c > 128 || !w7_at(k, c))
+                continue
+            v = field(line[w7_at(k, c)], "scripts_per_handoff")
+            if (v != "" && v + 0 > worst) { worst = v + 0; worst_n = c }
+        }
+        row = row (worst < 0 ? " |" : sprintf(" %.2f at N=%d (%s) |", worst, worst_n, met(worst <= 3)))
+    }
+    print row
+    row = "| owner changes/s at N=64 >= 0.9 x N=2 |"
+    for (j = 1; j <= w7_nk; j++) {
+        k = w7_kinds[j]
+        a = w7_at(k, 64)
+        b = w7_at(k, 2)
+        if (!a || !b || field(line[b], "owner_changes_per_s") <= 0) {
+            row = row " |"
+            continue
+        }
+        r = field(line[a], "owner_changes_per_s") / field(line[b], "owner_changes_per_s")
+        row = row sprintf(" %.0f / %.0f = %.2f (%s) |", field(line[a], "owner_changes_per_s"),
+            field(line[b], "owner_changes_per_s"), r, met(r >= 0.9))
+    }
+    print row
+    row = "| owner changes/s at N=8 >= 0.5 x W2 C=8 of the kind |"
+    for (j = 1; j <= w7_nk; j++) {
+        k = w7_kinds[j]
+        a = w7_at(k, 8)
+        b = w2_twin8(k)
+        if (!a || !b || field(line[b], "owner_changes_per_s") <= 0) {
+            row = row (a ? " no W2 C=8 point |" : " |")
+            continue
+        }
+        r = field(line[a], "owner_changes_per_s") / field(line[b], "owner_changes_per_s")
+        row = row sprintf(" %.0f / %.0f = %.2f (%s) |", field(line[a], "owner_changes_per_s"),
+            field(line[b], "owner_changes_per_s"), r, met(r >= 0.5))
+    }
+    print row
+    row = "| max wait at N=128 <= 2 x the fair lock's |"
+    f = w7_at("fair", 128)
+    for (j = 1; j <= w7_nk; j++) {
+        k = w7_kinds[j]
+        a = w7_at(k, 128)
+        if (k == "fair" || !a || !f || field(line[f], "max_us") <= 0) {
+            row = row (k == "fair" && f ? sprintf(" %.1f ms (the reference) |", field(line[f], "max_us") / 1000) : " |")
+            continue
+        }
+        r = field(line[a], "max_us") / field(line[f], "max_us")
+        row = row sprintf(" %.1f ms, %.2f x (%s) |", field(line[a], "max_us") / 1000, r, met(r <= 2))
+    }
+    print row
+}
+
+# The W7 plot's data: one row per N, two columns per kind (owner changes/s
+# and scripts per hand-off), "?" where there is no figure.  One process
+# changes no owner: its row has scripts per acquisition only.
+function w7_plot(    i, j, k, c, l, row) {
+    w7_collect()
+    split("reentrant fair rwlock semaphore", w7_all, " ")
+    for (i = 1; i <= w7_nn; i++) {
+        c = w7_n[i]
+        row = c
+        for (j = 1; j <= 4; j++) {
+            k = w7_all[j]
+            l = w7_at(k, c) ? line[w7_at(k, c)] : ""
+            if (l == "" || field(l, "scripts_per_handoff") == "")
+                row = row " ? ?"
+            else
+                row = row " " (c == 1 ? "?" : field(l, "owner_changes_per_s")) \
+                    " " field(l, "scripts_per_handoff")
+        }
+        print row
+    }
+}
+
 # WD on one server, then on the cluster beside it.
 function wd_lines(    i, l, single_cpu, single_bytes, where) {
     for (i = 1; i <= n; i++) {
@@ -280,11 +460,15 @@ function wd_lines(    i, l, single_cpu, single_bytes, where) {
 }
 
 END {
+    if (mode == "w7plot") {
+        w7_plot()
+        exit
+    }
     if (mode == "plot") {
         for (i = 1; i <= n; i++) {
             l = line[i]
             w = field(l, "workload")
-            if (w == "WD" || field(l, "error") != "")
+            if (w == "WD" || w == "W7" || field(l, "error") != "")
                 continue
             c = field(l, "C")
             label = w (field(l, "kind") == "fair" ? " fair" : "") " C=" c
@@ -311,7 +495,7 @@ END {
     for (i = 1; i <= n; i++) {
         l = line[i]
         w = field(l, "workload")
-        if (w == "WD")
+        if (w == "WD" || w == "W7")
             continue
         c = field(l, "C")
         ceil = w == "W4" || field(l, "topology") != "" ? 0 : lock_ceiling(c)
@@ -336,6 +520,7 @@ END {
     cluster_ratios()
     replicated_ratios()
     wd_lines()
+    w7_table()
     print ""
     print "Ceiling rows (redis-benchmark, requests/s):"
     print ""

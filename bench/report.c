@@ -54,9 +54,10 @@ void bench_json_string(FILE *f, const char *s)
 static void print_params(const bench_args *a, const bench_point *p)
 {
     printf("\"params\":{\"C\":%d,\"duration_s\":%g,\"warmup_s\":%g,"
-           "\"lease_ms\":%lld,\"retry_ms\":%lld,\"procs\":1,\"servers\":%d,",
+           "\"lease_ms\":%lld,\"retry_ms\":%lld,\"procs\":%d,\"servers\":%d,",
            p->concurrency, a->duration_s, a->warmup_s,
            (long long)a->lease_ms, (long long)a->retry_ms,
+           p->procs > 0 ? p->procs : 1,
            a->cluster       ? BENCH_CLUSTER_MASTERS
            : p->servers > 0 ? p->servers
                             : 1);
@@ -117,6 +118,14 @@ void bench_print_point(const bench_args *a, const bench_point *p)
                  "(auto-pipelined) and one pub/sub connection%s%s",
                  a->replicas, a->ack, a->connections, p->notes ? "; " : "",
                  p->notes ? p->notes : "");
+    else if (p->procs > 0)
+        snprintf(notes, sizeof notes,
+                 "waits by pub/sub notification; --retry-ms is accepted and "
+                 "ignored; %d process%s, each with a client of its own made "
+                 "after the fork: %d command connections (auto-pipelined) "
+                 "and one pub/sub connection%s%s",
+                 p->procs, p->procs == 1 ? "" : "es", a->connections,
+                 p->notes ? "; " : "", p->notes ? p->notes : "");
     else
         snprintf(notes, sizeof notes,
                  "waits by pub/sub notification; --retry-ms is accepted and "
@@ -132,8 +141,9 @@ void bench_print_point(const bench_args *a, const bench_point *p)
            p->owner_changes_per_s, (unsigned long long)p->per_worker_min,
            (unsigned long long)p->per_worker_max, p->jain,
            (long long)p->max_us,
-           a->cluster ? a->connections + 1 + BENCH_CLUSTER_MASTERS
-                      : servers * (a->connections + 1));
+           a->cluster     ? a->connections + 1 + BENCH_CLUSTER_MASTERS
+           : p->procs > 0 ? p->procs * (a->connections + 1)
+                          : servers * (a->connections + 1));
     if (a->cluster != NULL && p->single_cycles_per_s > 0)
         printf(",\"single_cycles_per_s\":%.1f,\"vs_single\":%.3f",
                p->single_cycles_per_s,
@@ -146,6 +156,24 @@ void bench_print_point(const bench_args *a, const bench_point *p)
     }
     if (p->workload != NULL && strcmp(p->workload, "W5") == 0)
         printf(",\"max_inside\":%d", p->max_inside);
+    if (p->procs > 0) {
+        printf(",\"handoffs\":%llu,\"handoff_basis\":",
+               (unsigned long long)p->handoffs);
+        bench_json_string(stdout, p->handoff_basis ? p->handoff_basis : "");
+        printf(",\"scripts\":%llu,\"server_cpu_us\":%.0f",
+               (unsigned long long)p->scripts, p->server_cpu_us);
+        /* No hand-off in the window: nothing to divide by. */
+        if (p->handoffs > 0)
+            printf(",\"scripts_per_handoff\":%.2f,"
+                   "\"server_cpu_us_per_handoff\":%.1f",
+                   (double)p->scripts / (double)p->handoffs,
+                   p->server_cpu_us / (double)p->handoffs);
+        else
+            printf(",\"scripts_per_handoff\":null,"
+                   "\"server_cpu_us_per_handoff\":null");
+        printf(",\"samples_dropped\":%llu",
+               (unsigned long long)p->samples_dropped);
+    }
     if (p->stock_check) {
         printf(",\"stock_check\":");
         bench_json_string(stdout, p->stock_check);

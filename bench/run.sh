@@ -3,6 +3,8 @@
 #   bench/results/<UTC time>.jsonl   one JSON line per point
 #   bench/results/latest.md          the table for bench/README.md
 #   bench/results/latest.svg         hilock against the ceiling
+#   bench/results/latest-w7.svg      W7: owner changes/s and scripts per
+#                                    hand-off against the processes
 # Set-up as for the tests (scripts/setup), plus gnuplot for the plot.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,4 +33,8 @@ cp "$out" "$here/bench/results/latest.jsonl"
 "$here/bench/report.awk" -v mode=plot "$out" >"$here/bench/results/latest.dat"
 gnuplot -e "data='$here/bench/results/latest.dat'" \
     -e "out='$here/bench/results/latest.svg'" "$here/bench/plot.gp"
+"$here/bench/report.awk" -v mode=w7plot "$out" \
+    >"$here/bench/results/latest-w7.dat"
+gnuplot -e "data='$here/bench/results/latest-w7.dat'" \
+    -e "out='$here/bench/results/latest-w7.svg'" "$here/bench/plot_w7.gp"
 echo "results: $out"
