@@ -51,9 +51,11 @@
 /* The line.  head(line, alive, now) is the first client in line still
  * alive, and when its place runs out; it drops the gone ones before it.
  * promise_next(line, alive, next, wake, me) promises a free lock to that
- * client and wakes it; it returns whether that client is me (the caller's
- * client id).  A client's place is at most a day away, whatever a
- * foreign score says, so that a promise's expiry is one SET accepts. */
+ * client and wakes it, unless it is me, the releasing client, whose next
+ * waiter's attempt follows its release already (a hand-on), and which
+ * would only take its own promise.  A client's place is at most a day
+ * away, whatever a foreign score says, so that a promise's expiry is one
+ * SET accepts. */
 #define LINE_LUA                                                            \
     HL_LUA_NOW HL_LUA_ANNOUNCE                                              \
     "local function head(line, alive, now)\n"                               \
@@ -67,13 +69,12 @@
     "  end\n"                                                               \
     "end\n"                                                                 \
     "local function promise_next(line, alive, next, wake, me)\n"            \
-    "  if redis.call('exists', line) == 0 then return false end\n"          \
+    "  if redis.call('exists', line) == 0 then return end\n"                \
     "  local now = now_ms()\n"                                              \
     "  local c, s = head(line, alive, now)\n"                               \
-    "  if not c then return false end\n"                                    \
+    "  if not c or c == me then return end\n"                               \
     "  redis.call('set', next, c, 'px', math.ceil(s - now))\n"              \
     "  announce(wake .. ':' .. c, '" HL_LAYOUT_MSG_UNLOCK "')\n"            \
-    "  return c == me\n"                                                    \
     "end\n"
 
 /* KEYS: name, token key, void set, line, alive, next.  ARGV: lease ms,
@@ -135,8 +136,7 @@ static const char acquire_lua[] =
 
 /* KEYS: name, channel, line, alive, next, wake base.  ARGV: lease ms,
  * field.  Replies -1 when field holds nothing, the count left when still
- * held, 0 when freed with the wake-up on the field's client's channel, -3
- * when freed with the wake-up elsewhere or nowhere. */
+ * held, -3 when freed (the wake-up, if any, went to another client). */
 static const char release_lua[] =
     LINE_LUA
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
@@ -148,9 +148,7 @@ static const char release_lua[] =
     "redis.call('del', KEYS[1])\n"
     "announce(KEYS[2], '" MSG_OUR_RELEASE "')\n"
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
-    "if promise_next(KEYS[3], KEYS[4], KEYS[5], KEYS[6], me) then\n"
-    "  return answer(0)\n"
-    "end\n"
+    "promise_next(KEYS[3], KEYS[4], KEYS[5], KEYS[6], me)\n"
     "return answer(-3)\n";
 
 /* KEYS: name, channel, line, alive, next, wake base.  Replies 1 when
