@@ -17,6 +17,7 @@
 #include "core/base/error_detail.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"
+#include "support/plain_sub.h"
 
 #ifndef HILOCK_TOOL_PATH
 #error "HILOCK_TOOL_PATH must name the hilock executable"
@@ -268,15 +269,19 @@ static hilock_lock *make_write(hilock_client *c, const char *name)
 static void release_without_publish(const char *user, const char *rules)
 {
     /* A fair lock wakes only the head of its line, and nobody waits
-     * here: its releases announce nothing, so nothing is refused. */
+     * here: its releases announce nothing, so nothing is refused.  A
+     * reentrant lock announces on Redisson's channel only to someone
+     * listening there: a subscriber stands for a Java waiter. */
     static const struct {
         const char *name;
         make_fn make;
         uint64_t per_free; /* PUBLISHes a freeing release makes */
+        const char *java_channel;
     } kinds[] = {
-        {"acl-rel-reentrant", make_reentrant, 1},
-        {"acl-rel-fair", make_fair, 0},
-        {"acl-rel-rw", make_write, 1},
+        {"acl-rel-reentrant", make_reentrant, 1,
+         "redisson_lock__channel:{acl-rel-reentrant}"},
+        {"acl-rel-fair", make_fair, 0, NULL},
+        {"acl-rel-rw", make_write, 1, NULL},
     };
     hl_fixture_acl_user_rules(server, user, PASSWORD, rules);
     hilock_client *c = client_as(user);
@@ -284,6 +289,10 @@ static void release_without_publish(const char *user, const char *rules)
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         hilock_lock *lock = kinds[i].make(c, kinds[i].name);
         uint64_t per = kinds[i].per_free;
+        hl_plain_sub *java = kinds[i].java_channel
+                                 ? hl_plain_sub_open(server,
+                                                     kinds[i].java_channel)
+                                 : NULL;
         uint64_t before = stats_of(c).publishes_refused;
         assert_int_equal(hilock_lock_try_acquire(lock, 0, 30000), HILOCK_OK);
         assert_int_equal(exists(kinds[i].name), 1);
@@ -308,6 +317,8 @@ static void release_without_publish(const char *user, const char *rules)
         assert_true(deleted);
         assert_int_equal(exists(kinds[i].name), 0);
         assert_int_equal(stats_of(c).publishes_refused, before + 3 * per);
+        if (java)
+            hl_plain_sub_close(java);
         hilock_lock_destroy(lock);
     }
     hilock_client_destroy(c);
@@ -409,9 +420,13 @@ static void test_cli_run_without_publish(void **state)
     char out[OUT_CAP];
     hl_fixture_acl_user_rules(server, "nopublish", PASSWORD,
                               "~* &* +@all -publish");
+    /* A Java waiter, whom the release has to tell. */
+    hl_plain_sub *java =
+        hl_plain_sub_open(server, "redisson_lock__channel:{acl-run}");
     assert_int_equal(tool_as("nopublish", out, "run", "acl-run", "--",
                              "sh", "-c", "exit 3", (char *)NULL),
                      3);
+    hl_plain_sub_close(java);
     assert_lacks(out, "could not release");
     assert_lacks(out, "expires by itself");
     assert_has(out, "released, but the server's ACL refused");

@@ -51,11 +51,16 @@
 /* The line.  head(line, alive, now) is the first client in line still
  * alive, and when its place runs out; it drops the gone ones before it.
  * promise_next(line, alive, next, wake, me) promises a free lock to that
- * client and wakes it, unless it is me, the releasing client, whose next
- * waiter's attempt follows its release already (a hand-on), and which
- * would only take its own promise.  A client's place is at most a day
- * away, whatever a foreign score says, so that a promise's expiry is one
- * SET accepts. */
+ * client and wakes it; it returns that client, if any.  When me, the
+ * releasing client, is first, it goes to the end of the line if others
+ * wait behind it, and is promised nothing: its next waiter's attempt
+ * follows its release already (a hand-on), and would only take its own
+ * promise.  A client's place is at most a day away, whatever a foreign
+ * score says, so that a promise's expiry is one SET accepts.
+ * announce_ours(ch, first_is_me, sharded) tells Redisson's waiters of our
+ * release on its channel ch (sharded "1": counted among sharded
+ * subscribers), unless nobody listens there but our client first in line
+ * and that is the releasing client. */
 #define LINE_LUA                                                            \
     HL_LUA_NOW HL_LUA_ANNOUNCE                                              \
     "local function head(line, alive, now)\n"                               \
@@ -69,12 +74,27 @@
     "  end\n"                                                               \
     "end\n"                                                                 \
     "local function promise_next(line, alive, next, wake, me)\n"            \
-    "  if redis.call('exists', line) == 0 then return end\n"                \
+    "  local c = redis.call('lindex', line, 0)\n"                           \
+    "  if not c then return end\n"                                          \
+    "  if c == me then\n"                                                   \
+    "    if not redis.call('lindex', line, 1) then return me end\n"         \
+    "    redis.call('lpop', line)\n"                                        \
+    "    redis.call('rpush', line, me)\n"                                   \
+    "  end\n"                                                               \
     "  local now = now_ms()\n"                                              \
-    "  local c, s = head(line, alive, now)\n"                               \
-    "  if not c or c == me then return end\n"                               \
+    "  local s\n"                                                           \
+    "  c, s = head(line, alive, now)\n"                                     \
+    "  if not c or c == me then return c end\n"                             \
     "  redis.call('set', next, c, 'px', math.ceil(s - now))\n"              \
     "  announce(wake .. ':' .. c, '" HL_LAYOUT_MSG_UNLOCK "')\n"            \
+    "  return c\n"                                                          \
+    "end\n"                                                                 \
+    "local function announce_ours(ch, first_is_me, sharded)\n"              \
+    "  local n = redis.call('pubsub', sharded == '1' and 'shardnumsub'\n"   \
+    "                       or 'numsub', ch)[2]\n"                          \
+    "  if n > (first_is_me and 1 or 0) then\n"                              \
+    "    announce(ch, '" MSG_OUR_RELEASE "')\n"                             \
+    "  end\n"                                                               \
     "end\n"
 
 /* KEYS: name, token key, void set, line, alive, next.  ARGV: lease ms,
@@ -118,15 +138,15 @@ static const char acquire_lua[] =
     "end\n"
     "if not held then\n"
     "  local keep = tonumber(ARGV[7])\n"
-    "  if keep > 0 then\n"
-    "    if redis.call('lindex', KEYS[4], -1) ~= me then\n"
-    "      redis.call('lrem', KEYS[4], 1, me)\n"
-    "      redis.call('rpush', KEYS[4], me)\n"
-    "    end\n"
+    /* Last already (alone in line, as one process contending with
+     * itself is), it stays so: its waiters' attempts renew its place. */
+    "  if keep > 0 and redis.call('lindex', KEYS[4], -1) ~= me then\n"
+    "    redis.call('lrem', KEYS[4], 1, me)\n"
+    "    redis.call('rpush', KEYS[4], me)\n"
     "    redis.call('zadd', KEYS[5], now_ms() + keep, me)\n"
     "    extend(KEYS[4], keep)\n"
     "    extend(KEYS[5], keep)\n"
-    "  elseif redis.call('zrem', KEYS[5], me) == 1 then\n"
+    "  elseif keep == 0 and redis.call('zrem', KEYS[5], me) == 1 then\n"
     "    redis.call('lrem', KEYS[4], 1, me)\n"
     "  end\n"
     "end\n"
@@ -135,8 +155,9 @@ static const char acquire_lua[] =
     "return {1, count, token(KEYS[2], count)}\n";
 
 /* KEYS: name, channel, line, alive, next, wake base.  ARGV: lease ms,
- * field.  Replies -1 when field holds nothing, the count left when still
- * held, -3 when freed (the wake-up, if any, went to another client). */
+ * field, "1" on a cluster (sharded channels) or "0".  Replies -1 when
+ * field holds nothing, the count left when still held, -3 when freed
+ * (the wake-up, if any, went to another client). */
 static const char release_lua[] =
     LINE_LUA
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
@@ -146,18 +167,18 @@ static const char release_lua[] =
     "  return left\n"
     "end\n"
     "redis.call('del', KEYS[1])\n"
-    "announce(KEYS[2], '" MSG_OUR_RELEASE "')\n"
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
-    "promise_next(KEYS[3], KEYS[4], KEYS[5], KEYS[6], me)\n"
+    "announce_ours(KEYS[2], promise_next(KEYS[3], KEYS[4], KEYS[5], "
+    "KEYS[6], me) == me, ARGV[3])\n"
     "return answer(-3)\n";
 
-/* KEYS: name, channel, line, alive, next, wake base.  Replies 1 when
- * deleted. */
+/* KEYS: name, channel, line, alive, next, wake base.  ARGV: "1" on a
+ * cluster or "0".  Replies 1 when deleted. */
 static const char force_lua[] =
     LINE_LUA
     "if redis.call('del', KEYS[1]) == 1 then\n"
-    "  announce(KEYS[2], '" MSG_OUR_RELEASE "')\n"
     "  promise_next(KEYS[3], KEYS[4], KEYS[5], KEYS[6], '')\n"
+    "  announce_ours(KEYS[2], false, ARGV[1])\n"
     "  return answer(1)\n"
     "end\n"
     "return 0\n";
@@ -279,16 +300,19 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
                    int64_t lease_ms, hl_request_fn *fn, void *data)
 {
     char lease[24];
-    const char *args[] = {lease, field};
-    size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len};
-    return hl_run_lock_script(lock, &release_script, 5, release_keys, 2,
+    const char *args[] = {lease, field,
+                          hl_lock_on_cluster(lock) ? "1" : "0"};
+    size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len, 1};
+    return hl_run_lock_script(lock, &release_script, 5, release_keys, 3,
                               args, lens, fn, data);
 }
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
-    return hl_run_lock_script(lock, &force_script, 5, release_keys, 0, NULL,
-                              NULL, fn, data);
+    const char *sharded = hl_lock_on_cluster(lock) ? "1" : "0";
+    size_t len = 1;
+    return hl_run_lock_script(lock, &force_script, 5, release_keys, 1,
+                              &sharded, &len, fn, data);
 }
 
 static int leave(hilock_lock *lock, const char *field, size_t field_len)

@@ -877,7 +877,12 @@ static void op_start(hl_op *o)
         hl_aux_name_done(&ch);
         if (queued) {
             op->subscribed = true;
-            wait_for(op, -1);
+            /* Where the server lines up clients, a waiter's attempts keep
+             * its client's place there, however long the waiters before
+             * it hold. */
+            wait_for(op, lock->kind->line_per_client
+                             ? HL_MS(lock->client->opts->waiter_timeout_ms) / 3
+                             : -1);
             return;
         }
     }
