@@ -50,19 +50,18 @@
 
 /* The line.  head(line, alive, now) is the first client in line still
  * alive, and when its place runs out; it drops the gone ones before it.
- * promise_next(line, alive, next, wake, me) promises a free lock to that
- * client and wakes it; it returns that client, if any.  When me, the
- * releasing client, is first, it goes to the end of the line if others
- * wait behind it, and is promised nothing: its next waiter's attempt
- * follows its release already (a hand-on), and would only take its own
- * promise.  A client's place is at most a day away, whatever a foreign
- * score says, so that a promise's expiry is one SET accepts.
- * announce_ours(ch, first_is_me, sharded) tells Redisson's waiters of our
- * release on its channel ch (sharded "1": counted among sharded
- * subscribers), unless nobody listens there but our client first in line
- * and that is the releasing client. */
-#define LINE_LUA                                                            \
-    HL_LUA_NOW HL_LUA_ANNOUNCE                                              \
+ * promise_next(line, alive, next, wake, me, c), c being the line's first
+ * entry, promises a free lock to the first live client and wakes it; it
+ * returns that client, if any.  When me, the releasing client, is first,
+ * it goes to the end of the line if others wait behind it, and is
+ * promised nothing: its next waiter's attempt follows its release
+ * already (a hand-on), and would only take its own promise.  A client's
+ * place is at most a day away, whatever a foreign score says, so that a
+ * promise's expiry is one SET accepts.  Scripts define these only where
+ * a line exists: every function a script defines costs it on every
+ * call.  Needs HL_LUA_ANNOUNCE. */
+#define PROMISE_LUA                                                         \
+    HL_LUA_NOW                                                              \
     "local function head(line, alive, now)\n"                               \
     "  while true do\n"                                                     \
     "    local c = redis.call('lindex', line, 0)\n"                         \
@@ -73,9 +72,7 @@
     "    redis.call('zrem', alive, c)\n"                                    \
     "  end\n"                                                               \
     "end\n"                                                                 \
-    "local function promise_next(line, alive, next, wake, me)\n"            \
-    "  local c = redis.call('lindex', line, 0)\n"                           \
-    "  if not c then return end\n"                                          \
+    "local function promise_next(line, alive, next, wake, me, c)\n"         \
     "  if c == me then\n"                                                   \
     "    if not redis.call('lindex', line, 1) then return me end\n"         \
     "    redis.call('lpop', line)\n"                                        \
@@ -88,66 +85,91 @@
     "  redis.call('set', next, c, 'px', math.ceil(s - now))\n"              \
     "  announce(wake .. ':' .. c, '" HL_LAYOUT_MSG_UNLOCK "')\n"            \
     "  return c\n"                                                          \
-    "end\n"                                                                 \
-    "local function announce_ours(ch, first_is_me, sharded)\n"              \
-    "  local n = redis.call('pubsub', sharded == '1' and 'shardnumsub'\n"   \
-    "                       or 'numsub', ch)[2]\n"                          \
-    "  if n > (first_is_me and 1 or 0) then\n"                              \
-    "    announce(ch, '" MSG_OUR_RELEASE "')\n"                             \
-    "  end\n"                                                               \
     "end\n"
+
+/* announce_ours(ch, first, me, sharded) tells Redisson's waiters of our
+ * release on its channel ch.  With a line (first its first client), our
+ * client first in it listens there too, and would only hear news it has
+ * or needs not: the message goes out then only if someone else listens
+ * (sharded "1": counted among sharded subscribers). */
+#define ANNOUNCE_OURS_LUA                                                   \
+    HL_LUA_ANNOUNCE                                                         \
+    "local function announce_ours(ch, first, me, sharded)\n"                \
+    "  if first and redis.call('pubsub', sharded == '1' and\n"              \
+    "      'shardnumsub' or 'numsub', ch)[2] <= (first == me and 1 or 0)\n" \
+    "      then\n"                                                          \
+    "    return\n"                                                          \
+    "  end\n"                                                               \
+    "  announce(ch, '" MSG_OUR_RELEASE "')\n"                               \
+    "end\n"
+
+/* Promise a lock just freed to the first client in line (promise_next):
+ * KEYS line, alive, next and wake base at indexes L..L+3; sets first. */
+#define PROMISE_FROM(L, me)                                                 \
+    "local first = redis.call('lindex', KEYS[" #L "], 0)\n"                 \
+    "if first then\n" PROMISE_LUA                                           \
+    "  first = promise_next(KEYS[" #L "], KEYS[" #L " + 1], KEYS[" #L       \
+    " + 2], KEYS[" #L " + 3], " me ", first)\n"                             \
+    "end\n"
+
+/* Set this client's place to run out in ms: KEYS[4] the line, KEYS[5]
+ * the places. */
+#define PLACE_LUA(ms)                                                       \
+    HL_LUA_NOW HL_LUA_EXTEND                                                \
+    "    redis.call('zadd', KEYS[5], now_ms() + " ms ", me)\n"              \
+    "    extend(KEYS[4], " ms ")\n"                                         \
+    "    extend(KEYS[5], " ms ")\n"
+
+/* Join the line at its end, or renew this client's place in it. */
+#define JOIN_LUA(ms)                                                        \
+    "    if not redis.call('zscore', KEYS[5], me) then\n"                   \
+    "      redis.call('rpush', KEYS[4], me)\n"                              \
+    "    end\n" PLACE_LUA(ms)
 
 /* KEYS: name, token key, void set, line, alive, next.  ARGV: lease ms,
  * field, fenced (0/1), known token, attempt nonce, waiter timeout ms (0:
  * a single try, which keeps no place), how long the client stays in line
- * after a first hold (0: it leaves).  Replies {1, count, token} when held
- * by field now, {0, pttl} when held by another or promised to another
- * client (the pttl of the promise then), {2} when the attempt was
- * voided. */
+ * after a first hold (0: it leaves; -1: it knows of no place there).
+ * Replies {1, count, token} when held by field now, {0, pttl, first} when
+ * held by another or promised to another client (the pttl of the promise
+ * then), first 1 when this client is first in line, {2} when the attempt
+ * was voided. */
 static const char acquire_lua[] =
-    HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK HL_LUA_NOW HL_LUA_EXTEND
+    HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK
     "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n"
     "local held = redis.call('hget', KEYS[1], ARGV[2])\n"
     "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[2])\n"
     "if refused then return refused end\n"
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
     "local ttl = false\n"
-    "if not held then\n"
-    "  if redis.call('exists', KEYS[1]) == 1 then\n"
-    "    ttl = redis.call('pttl', KEYS[1])\n"
-    "  else\n"
-    "    local promised = redis.call('get', KEYS[6])\n"
-    "    if promised and promised ~= me then\n"
+    /* Free and promised to nobody, the common case, in one call. */
+    "if not held and redis.call('exists', KEYS[1], KEYS[6]) > 0 then\n"
+    "  ttl = redis.call('pttl', KEYS[1])\n"
+    "  if ttl == -2 then\n"
+    "    ttl = false\n"
+    "    if redis.call('get', KEYS[6]) ~= me then\n"
     "      ttl = redis.call('pttl', KEYS[6])\n"
-    "    elseif promised then\n"
+    "    else\n"
     "      redis.call('del', KEYS[6])\n"
     "    end\n"
     "  end\n"
     "end\n"
     "if ttl then\n"
-    "  local wt = tonumber(ARGV[6])\n"
-    "  if wt > 0 then\n"
-    "    if not redis.call('zscore', KEYS[5], me) then\n"
-    "      redis.call('rpush', KEYS[4], me)\n"
-    "    end\n"
-    "    redis.call('zadd', KEYS[5], now_ms() + wt, me)\n"
-    "    extend(KEYS[4], wt)\n"
-    "    extend(KEYS[5], wt)\n"
-    "  end\n"
+    "  if ARGV[6] ~= '0' then\n" JOIN_LUA("ARGV[6]") "  end\n"
     "  return {0, ttl, redis.call('lindex', KEYS[4], 0) == me and 1 or 0}\n"
     "end\n"
-    "if not held then\n"
-    "  local keep = tonumber(ARGV[7])\n"
-    /* Last already (alone in line, as one process contending with
-     * itself is), it stays so: its waiters' attempts renew its place. */
-    "  if keep > 0 and redis.call('lindex', KEYS[4], -1) ~= me then\n"
+    /* A first hold.  Others of this client still waiting keep it in line,
+     * at the end (already last, as one process contending with itself
+     * is, it stays: its waiters' attempts renew its place). */
+    "if not held and ARGV[7] ~= '-1' then\n"
+    "  if ARGV[7] == '0' then\n"
+    "    if redis.call('zrem', KEYS[5], me) == 1 then\n"
+    "      redis.call('lrem', KEYS[4], 1, me)\n"
+    "    end\n"
+    "  elseif redis.call('lindex', KEYS[4], -1) ~= me then\n"
     "    redis.call('lrem', KEYS[4], 1, me)\n"
     "    redis.call('rpush', KEYS[4], me)\n"
-    "    redis.call('zadd', KEYS[5], now_ms() + keep, me)\n"
-    "    extend(KEYS[4], keep)\n"
-    "    extend(KEYS[5], keep)\n"
-    "  elseif keep == 0 and redis.call('zrem', KEYS[5], me) == 1 then\n"
-    "    redis.call('lrem', KEYS[4], 1, me)\n"
+    PLACE_LUA("ARGV[7]")
     "  end\n"
     "end\n"
     "local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
@@ -159,7 +181,7 @@ static const char acquire_lua[] =
  * field holds nothing, the count left when still held, -3 when freed
  * (the wake-up, if any, went to another client). */
 static const char release_lua[] =
-    LINE_LUA
+    ANNOUNCE_OURS_LUA
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
     "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
     "if left > 0 then\n"
@@ -168,26 +190,24 @@ static const char release_lua[] =
     "end\n"
     "redis.call('del', KEYS[1])\n"
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
-    "announce_ours(KEYS[2], promise_next(KEYS[3], KEYS[4], KEYS[5], "
-    "KEYS[6], me) == me, ARGV[3])\n"
+    PROMISE_FROM(3, "me")
+    "announce_ours(KEYS[2], first, me, ARGV[3])\n"
     "return answer(-3)\n";
 
 /* KEYS: name, channel, line, alive, next, wake base.  ARGV: "1" on a
  * cluster or "0".  Replies 1 when deleted. */
 static const char force_lua[] =
-    LINE_LUA
-    "if redis.call('del', KEYS[1]) == 1 then\n"
-    "  promise_next(KEYS[3], KEYS[4], KEYS[5], KEYS[6], '')\n"
-    "  announce_ours(KEYS[2], false, ARGV[1])\n"
-    "  return answer(1)\n"
-    "end\n"
-    "return 0\n";
+    ANNOUNCE_OURS_LUA
+    "if redis.call('del', KEYS[1]) == 0 then return 0 end\n"
+    PROMISE_FROM(3, "''")
+    "announce_ours(KEYS[2], first, '', ARGV[1])\n"
+    "return answer(1)\n";
 
 /* KEYS: name, line, alive, next, wake base.  ARGV: the field of the
  * client's last waiter.  The client leaves the line; a promise to it
- * passes on. */
+ * passes on, and the next client, if it is first now, is told so. */
 static const char leave_lua[] =
-    LINE_LUA
+    HL_LUA_ANNOUNCE
     "local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
     "local was_first = redis.call('lindex', KEYS[2], 0) == me\n"
     "redis.call('lrem', KEYS[2], 1, me)\n"
@@ -195,9 +215,7 @@ static const char leave_lua[] =
     "local promised = redis.call('get', KEYS[4]) == me\n"
     "if promised then redis.call('del', KEYS[4]) end\n"
     "if redis.call('exists', KEYS[1]) == 0 then\n"
-    "  if promised then\n"
-    "    promise_next(KEYS[2], KEYS[3], KEYS[4], KEYS[5], me)\n"
-    "  end\n"
+    "  if promised then\n" PROMISE_FROM(2, "me") "  end\n"
     "elseif was_first then\n"
     "  local first = redis.call('lindex', KEYS[2], 0)\n"
     "  if first then\n"
@@ -210,7 +228,7 @@ static const char leave_lua[] =
  * field, expected count, nonce of the attempt to void (or "").  Lowers the
  * field's count to the expected one; replies the count left. */
 static const char reconcile_lua[] =
-    LINE_LUA
+    HL_LUA_ANNOUNCE
     "if ARGV[3] ~= '' then\n"
     "  redis.call('sadd', KEYS[3], ARGV[3])\n"
     "  redis.call('pexpire', KEYS[3], " HL_LAYOUT_VOID_TTL_MS_TEXT ")\n"
@@ -225,7 +243,7 @@ static const char reconcile_lua[] =
     "redis.call('hdel', KEYS[1], ARGV[1])\n"
     "if redis.call('exists', KEYS[1]) == 0 then\n"
     "  redis.call('publish', KEYS[2], '" MSG_OUR_RELEASE "')\n"
-    "  promise_next(KEYS[4], KEYS[5], KEYS[6], KEYS[7], '')\n"
+    PROMISE_FROM(4, "''")
     "end\n"
     "return 0\n";
 

@@ -745,13 +745,21 @@ static void send_attempt(hl_acquire_op *op)
     args.amount = op->amount;
     if (lock->kind->line_per_client) {
         /* Others of this client waiting behind this one keep the client
-         * in the server's line, at its end. */
+         * in the server's line, at its end.  A client none of whose
+         * waiters has waited for the lock lately has no place to give
+         * up, which spares an uncontended grant the line's upkeep. */
         hl_aux_name ch;
+        args.keep_in_line_ms = -1;
         if (hl_lock_channel(lock, &ch) == 0) {
-            if (hl_waiters_others(lock->client->waiters, ch.s, ch.len,
+            hl_waiters *reg = lock->client->waiters;
+            if (hl_waiters_others(reg, ch.s, ch.len,
                                   op->subscribed ? &op->waiter : NULL))
                 args.keep_in_line_ms = lock->client->opts->waiter_timeout_ms;
+            else if (op->saw_held || hl_waiters_known(reg, ch.s, ch.len))
+                args.keep_in_line_ms = 0;
             hl_aux_name_done(&ch);
+        } else {
+            args.keep_in_line_ms = 0;
         }
     }
     if (op->subscribed) {

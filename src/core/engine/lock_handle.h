@@ -70,7 +70,8 @@ typedef struct hl_attempt_args {
     int64_t amount; /* what the attempt asks for: a semaphore's permits */
     /* line_per_client kinds: how long the client stays in the server's
      * line after a first hold is granted, because others of its waiters
-     * still wait for the lock (it goes to the end); 0: it leaves. */
+     * still wait for the lock (it goes to the end); 0: it leaves; -1: it
+     * has no place there as far as it knows, and leaves the line alone. */
     int64_t keep_in_line_ms;
 } hl_attempt_args;
 

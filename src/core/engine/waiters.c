@@ -443,6 +443,11 @@ void hl_waiters_hand_on_unheard(hl_waiters *reg, const char *channel,
         ch->handed_on--;
 }
 
+bool hl_waiters_known(hl_waiters *reg, const char *channel, size_t len)
+{
+    return reg != NULL && hl_map_find(&reg->channels, channel, len) != NULL;
+}
+
 bool hl_waiters_others(hl_waiters *reg, const char *channel, size_t len,
                        const hl_waiter *self)
 {

@@ -103,6 +103,10 @@ void hl_waiters_hand_on_unheard(hl_waiters *reg, const char *channel,
 int hl_waiter_foreign(hl_waiters *reg, hl_waiter *w, const char *channel,
                       size_t len, bool first);
 
+/* Whether the client has the channel: a waiter of its waits there, or
+ * did lately (its subscription lingers). */
+bool hl_waiters_known(hl_waiters *reg, const char *channel, size_t len);
+
 /* Whether a waiter other than self (NULL: any) is on the channel. */
 bool hl_waiters_others(hl_waiters *reg, const char *channel, size_t len,
                        const hl_waiter *self);
