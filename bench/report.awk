@@ -279,6 +279,17 @@ function w7_collect(    i, l, k, c, j, t) {
 }
 
 # The W7 line of kind k at N = c, if measured: its line number, else 0.
+# A target's table cell: the owner changes/s of line a over line b's,
+# met when at least min; missing when either point (or b's rate) is not
+# there.
+function changes_ratio(a, b, min, missing,    r) {
+    if (!a || !b || field(line[b], "owner_changes_per_s") <= 0)
+        return missing " |"
+    r = field(line[a], "owner_changes_per_s") / field(line[b], "owner_changes_per_s")
+    return sprintf(" %.0f / %.0f = %.2f (%s) |", field(line[a], "owner_changes_per_s"),
+        field(line[b], "owner_changes_per_s"), r, met(r >= min))
+}
+
 function w7_at(k, c,    i) {
     if (!((k "/" c) in w7))
         return 0
@@ -367,29 +378,14 @@ function w7_table(    i, j, k, c, l, hdr, sep, row, worst, worst_n, v, a, b, r, 
     row = "| owner changes/s at N=64 >= 0.9 x N=2 |"
     for (j = 1; j <= w7_nk; j++) {
         k = w7_kinds[j]
-        a = w7_at(k, 64)
-        b = w7_at(k, 2)
-        if (!a || !b || field(line[b], "owner_changes_per_s") <= 0) {
-            row = row " |"
-            continue
-        }
-        r = field(line[a], "owner_changes_per_s") / field(line[b], "owner_changes_per_s")
-        row = row sprintf(" %.0f / %.0f = %.2f (%s) |", field(line[a], "owner_changes_per_s"),
-            field(line[b], "owner_changes_per_s"), r, met(r >= 0.9))
+        row = row changes_ratio(w7_at(k, 64), w7_at(k, 2), 0.9, "")
     }
     print row
     row = "| owner changes/s at N=8 >= 0.5 x W2 C=8 of the kind |"
     for (j = 1; j <= w7_nk; j++) {
         k = w7_kinds[j]
         a = w7_at(k, 8)
-        b = w2_twin8(k)
-        if (!a || !b || field(line[b], "owner_changes_per_s") <= 0) {
-            row = row (a ? " no W2 C=8 point |" : " |")
-            continue
-        }
-        r = field(line[a], "owner_changes_per_s") / field(line[b], "owner_changes_per_s")
-        row = row sprintf(" %.0f / %.0f = %.2f (%s) |", field(line[a], "owner_changes_per_s"),
-            field(line[b], "owner_changes_per_s"), r, met(r >= 0.5))
+        row = row changes_ratio(a, w2_twin8(k), 0.5, a ? " no W2 C=8 point" : "")
     }
     print row
     row = "| max wait at N=128 <= 2 x the fair lock's |"
