@@ -953,7 +953,7 @@ int hilock_multilock_release_async(hilock_multilock *m, uint64_t owner,
 {
     if (m == NULL || cb == NULL)
         return hl_fail(HILOCK_EINVAL, "NULL argument");
-    hl_op *op;
+    hl_op *op = NULL;
     int rc = hl_multi_release_new(&op, m, owner, cb, user_data);
     if (rc != HILOCK_OK)
         return rc;
