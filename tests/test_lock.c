@@ -1088,6 +1088,77 @@ static void test_release_wakes_one_client(void **state)
     hl_free_client(holder);
 }
 
+/* ---- a client that died in line ----------------------------------------- */
+
+#define DEAD_CLIENT "5d1e0b3a-0c4f-4e1b-8a2d-7f6e5d4c3b2a"
+
+/* The server's clock, in ms. */
+static long long server_ms(hilock_client *obs)
+{
+    hilock_reply *r = cmd(obs, "TIME", (char *)NULL);
+    assert_int_equal(r->type, HILOCK_REPLY_ARRAY);
+    long long ms = atoll(r->element[0]->str) * 1000 +
+                   atoll(r->element[1]->str) / 1000;
+    hilock_reply_free(r);
+    return ms;
+}
+
+/* A client whose process died stands first in line, its place running
+ * out PLACE_MS after it last tried.  The release promises it the lock,
+ * which is kept for it only until that place runs out: a newcomer's try
+ * is refused meanwhile, and says why, and the live waiter behind it gets
+ * the lock at its next attempt, which comes at least every third of its
+ * waiter timeout (1 s here). */
+#define PLACE_MS 3000
+static void test_dead_client_in_line_passed_over(void **state)
+{
+    const hl_client_opts opts = {.waiter_ms = 3000};
+    hilock_client *obs = hl_new_client(fx.server, NULL);
+    hilock_client *a = hl_new_client(fx.server, NULL);
+    hilock_client *c = hl_new_client(fx.server, &opts);
+    hilock_client *d = hl_new_client(fx.server, NULL);
+    hilock_lock *la = hl_new_lock(a, "deadline");
+    hilock_lock *lc = hl_new_lock(c, "deadline");
+    hilock_lock *ld = hl_new_lock(d, "deadline");
+    char at[32];
+    waiter w;
+
+    (void)state;
+    assert_status(hilock_lock_try_acquire(la, 0, 30000), HILOCK_OK);
+    snprintf(at, sizeof at, "%lld", server_ms(obs) + PLACE_MS);
+    hilock_reply_free(cmd(obs, "RPUSH", "hilock_lock_line:{deadline}",
+                          DEAD_CLIENT, (char *)NULL));
+    hilock_reply_free(cmd(obs, "ZADD", "hilock_lock_alive:{deadline}", at,
+                          DEAD_CLIENT, (char *)NULL));
+    waiter_start(&w, lc, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
+    hl_expect_pending(c, lc, 1);
+    int64_t released_at = hl_now_ms();
+    assert_status(hilock_lock_release(la), HILOCK_OK);
+    assert_int_equal(int_of(cmd(obs, "EXISTS", "deadline", (char *)NULL)),
+                     0);
+    assert_status(hilock_lock_try_acquire(ld, 0, 30000), HILOCK_EBUSY);
+    if (strstr(hilock_last_error(), "promised") == NULL)
+        fail_msg("refused with \"%s\"", hilock_last_error());
+    waiter_join(&w, hl_widen(PLACE_MS + 10000));
+    assert_status(w.rc, HILOCK_OK);
+    assert_status(w.release_rc, HILOCK_OK);
+    print_message("    dead client in line: the next waiter got the lock "
+                  "%lld ms after the release\n",
+                  (long long)(w.acquired_at - released_at));
+    /* Gone from the line with its place. */
+    hilock_reply *r = cmd(obs, "ZSCORE", "hilock_lock_alive:{deadline}",
+                          DEAD_CLIENT, (char *)NULL);
+    assert_int_equal(r->type, HILOCK_REPLY_NIL);
+    hilock_reply_free(r);
+    hl_free_lock(ld);
+    hl_free_lock(lc);
+    hl_free_lock(la);
+    hl_free_client(d);
+    hl_free_client(c);
+    hl_free_client(a);
+    hl_free_client(obs);
+}
+
 /* ---- Redisson's releases ------------------------------------------------- */
 
 #define JAVA_FIELD "0b7d1f52-5c3e-4a47-9d3c-2f1e6a7b8c9d:77"
@@ -1922,6 +1993,7 @@ int main(void)
         T(test_reentry_after_loss_released_in_callback),
         T(test_release_wakes_waiter),
         T(test_release_wakes_one_client),
+        T(test_dead_client_in_line_passed_over),
         T(test_redisson_release_wakes_our_line),
         T(test_next_in_line_hears_redisson),
         T(test_one_subscription_for_many_waiters),

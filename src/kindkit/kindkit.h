@@ -185,7 +185,8 @@ bool hl_reply_i64(const hilock_reply *r, int64_t *out);
 
 /* Every kind's acquire script replies {1, count, token} when granted
  * (the token a number, or text: see HL_LUA_TOKEN), {0, ms to wait at
- * most} (line_per_client kinds: {0, ms, 1 when first in line or 0})
+ * most} (line_per_client kinds: {0, ms, 1 when first in line, plus 2 when
+ * free but promised to another client})
  * when held by another, {2} when voided, {3} when it would wait for
  * a hold of the same owner. */
 void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out);

@@ -130,10 +130,10 @@
  * field, fenced (0/1), known token, attempt nonce, waiter timeout ms (0:
  * a single try, which keeps no place), how long the client stays in line
  * after a first hold (0: it leaves; -1: it knows of no place there).
- * Replies {1, count, token} when held by field now, {0, pttl, first} when
- * held by another or promised to another client (the pttl of the promise
- * then), first 1 when this client is first in line, {2} when the attempt
- * was voided. */
+ * Replies {1, count, token} when held by field now, {0, pttl, how} when
+ * held by another or promised to another client (how: 1 when this client
+ * is first in line, plus 2 when the lock is free but promised, pttl then
+ * being the promise's), {2} when the attempt was voided. */
 static const char acquire_lua[] =
     HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK
     "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n"
@@ -141,14 +141,14 @@ static const char acquire_lua[] =
     "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[2])\n"
     "if refused then return refused end\n"
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
-    "local ttl = false\n"
+    "local ttl, kept = false, 0\n"
     /* Free and promised to nobody, the common case, in one call. */
     "if not held and redis.call('exists', KEYS[1], KEYS[6]) > 0 then\n"
     "  ttl = redis.call('pttl', KEYS[1])\n"
     "  if ttl == -2 then\n"
     "    ttl = false\n"
     "    if redis.call('get', KEYS[6]) ~= me then\n"
-    "      ttl = redis.call('pttl', KEYS[6])\n"
+    "      ttl, kept = redis.call('pttl', KEYS[6]), 2\n"
     "    else\n"
     "      redis.call('del', KEYS[6])\n"
     "    end\n"
@@ -156,7 +156,8 @@ static const char acquire_lua[] =
     "end\n"
     "if ttl then\n"
     "  if ARGV[6] ~= '0' then\n" JOIN_LUA("ARGV[6]") "  end\n"
-    "  return {0, ttl, redis.call('lindex', KEYS[4], 0) == me and 1 or 0}\n"
+    "  local first = redis.call('lindex', KEYS[4], 0) == me and 1 or 0\n"
+    "  return {0, ttl, first + kept}\n"
     "end\n"
     /* A first hold.  Others of this client still waiting keep it in line,
      * at the end (already last, as one process contending with itself

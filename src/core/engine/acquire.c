@@ -330,6 +330,10 @@ static void finish_busy(hl_acquire_op *op)
                     "not wake this wait, since the server's ACL refuses "
                     "SUBSCRIBE to the lock's channel, so it only retried "
                     "when the holder's lease ran out"
+              : op->saw_promised
+                  ? "the lock is free but promised to a process that was "
+                    "waiting for it already, until that one takes it or "
+                    "stops waiting"
                   : "the lock is held by another owner");
 }
 
@@ -650,6 +654,7 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
         hl_turn_end(lock, &op->turn);
         op->saw_held = true;
         op->first_in_line = res.first_in_line;
+        op->saw_promised = res.promised;
         held(op, res.ttl_ms);
     } else if (res.outcome == HL_ACQ_SELF_WAIT) {
         op_finish(op, HILOCK_EDEADLK, NULL,

@@ -110,6 +110,8 @@ struct hl_acquire_op {
     bool saw_held;      /* an attempt found the lock held by another */
     bool first_in_line; /* the last refusal said the client is first in
                          * the server's line (line_per_client kinds) */
+    bool saw_promised;  /* ... and that the lock was free but promised to
+                         * another client */
 };
 
 /* A release that frees the lock is being sent: wake the next local

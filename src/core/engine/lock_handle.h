@@ -42,6 +42,7 @@ typedef struct hl_acquire_result {
     int64_t free;    /* a semaphore's free permits after the grant */
     bool first_in_line; /* held: the client is first in the server's line
                          * (line_per_client kinds) */
+    bool promised;      /* held: free, but promised to another client */
 } hl_acquire_result;
 
 /* What a release came back with. */
