@@ -59,6 +59,30 @@ static int connect_url(hilock_client **out, const char *url,
     return rc;
 }
 
+/* Reconnects after 20 s, whatever the attempt: a connection the kill
+ * dropped is still waiting to try again when the sentinels name the new
+ * master. */
+static hilock_client *slow_reconnecting_client(void)
+{
+    hilock_options *o = NULL;
+    hilock_client *c = NULL;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(
+        hilock_options_set_url(o, hl_redis_replicated_sentinel_url(group)),
+        HILOCK_OK);
+    assert_int_equal(hilock_options_set_connect_timeout_ms(o, 1000),
+                     HILOCK_OK);
+    assert_int_equal(hilock_options_set_reconnect_backoff_ms(o, 20000, 20000),
+                     HILOCK_OK);
+    assert_int_equal(hilock_options_set_command_timeout_ms(o, 10000),
+                     HILOCK_OK);
+    int rc = hilock_client_create(&c, o);
+    hilock_options_free(o);
+    if (rc != HILOCK_OK)
+        fail_msg("client: %s: %s", hilock_errname(rc), hilock_last_error());
+    return c;
+}
+
 static hilock_client *sentinel_client(int64_t watchdog_ms)
 {
     hilock_client *c = NULL;
@@ -388,6 +412,8 @@ static void test_master_killed(void **state)
     assert_non_null(master);
     hilock_client *c = sentinel_client(0);
     hilock_client *other = sentinel_client(0);
+    hilock_client *slow = slow_reconnecting_client();
+    set_key(slow, "slow-before-kill", "1");
     hilock_lock *held = NULL, *wanted = NULL;
     assert_int_equal(hilock_lock_create(&held, c, "killed-lock", 11),
                      HILOCK_OK);
@@ -408,6 +434,7 @@ static void test_master_killed(void **state)
 
     moves_probe p = {c, hl_client_master_moves(c)};
     moves_probe q = {other, hl_client_master_moves(other)};
+    moves_probe r = {slow, hl_client_master_moves(slow)};
     int64_t killed_at = hl_now_ms();
     hl_redis_server_kill9(master);
     hl_redis_server *now = hl_redis_replicated_wait_master(group, master,
@@ -419,6 +446,13 @@ static void test_master_killed(void **state)
            (long long)(hl_now_ms() - killed_at));
     set_key(c, "after-kill", "2");
     assert_true(node_has(now, "after-kill", "2"));
+    /* A connection waiting out its backoff after the kill goes to the
+     * new master once the sentinels name it, not when the backoff ends
+     * (after the command timeout). */
+    assert_true(hl_wait_until(moved, &r, 30000));
+    set_key(slow, "slow-after-kill", "3");
+    assert_true(node_has(now, "slow-after-kill", "3"));
+    hilock_client_destroy(slow);
 
     listener on_now = {now, "redisson_lock__channel:{killed-lock}"};
     assert_true(hl_wait_until(subscribed, &on_now, 10000));

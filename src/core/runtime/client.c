@@ -422,7 +422,7 @@ static void on_sentinel_answer(hilock_client *c, int status,
     char why[320];
     snprintf(why, sizeof why, "the master moved to %s:%d", host, port);
     for (int i = 0; i < c->nconns; i++)
-        hl_conn_reset(c->conns[i], HILOCK_EIO, why);
+        hl_conn_retarget(c->conns[i], HILOCK_EIO, why);
     if (c->pubsub)
         hl_pubsub_reconnect(c->pubsub, why);
     hl_client_master_changed(c);

@@ -156,6 +156,18 @@ void hl_conn_reset(hl_conn *c, int status, const char *detail)
         hl_conn_drop(c, status, detail);
 }
 
+void hl_conn_retarget(hl_conn *c, int status, const char *detail)
+{
+    if (c->state == ST_CLOSED)
+        return;
+    hl_conn_reset(c, status, detail);
+    if (c->state != ST_BACKOFF || !c->started)
+        return;
+    /* The failures behind the backoff were the old address's. */
+    c->attempt = 0;
+    hl_timer_arm(&c->attempt_timer, 0);
+}
+
 /* ---- public -------------------------------------------------------- */
 
 hl_conn *hl_conn_create(const hl_conn_config *cfg)

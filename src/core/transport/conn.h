@@ -208,6 +208,10 @@ typedef struct hl_conn_stats {
 hl_conn_stats hl_conn_get_stats(const hl_conn *conn);
 /* Drop the connection as if the server had closed it (tests, timeouts). */
 void hl_conn_reset(hl_conn *conn, int status, const char *detail);
+/* The address in the options changed: drop the connection (requests
+ * written on it end with status) and connect to the new one now, even
+ * from a backoff, which counted the old address's failures. */
+void hl_conn_retarget(hl_conn *conn, int status, const char *detail);
 
 /* Pure backoff rule: a delay in [d/2, d], d = min(max, min * 2^attempt);
  * unit01 is a random number in [0, 1). */

@@ -509,7 +509,7 @@ bool hl_pubsub_is_up(const hl_pubsub *ps) { return ps->up; }
 
 void hl_pubsub_reconnect(hl_pubsub *ps, const char *why)
 {
-    hl_conn_reset(ps->conn, HILOCK_EIO, why);
+    hl_conn_retarget(ps->conn, HILOCK_EIO, why);
 }
 
 size_t hl_pubsub_channel_count(const hl_pubsub *ps)
