@@ -78,6 +78,13 @@ static bool all_numbers(const hilock_reply *r)
     return true;
 }
 
+/* A held reply's third element: the line's flags, 0 to 3. */
+static bool held_flags_ok(const hilock_reply *r)
+{
+    long long how;
+    return number_at(r, 2, &how) && how >= 0 && how <= 3;
+}
+
 static void check_reading(const hilock_reply *r, const hl_acquire_result *res)
 {
     bool shaped = r->type == HILOCK_REPLY_ARRAY && r->elements >= 1 &&
@@ -93,12 +100,20 @@ static void check_reading(const hilock_reply *r, const hl_acquire_result *res)
                        res->token == (uint64_t)token,
                    "the count or token is not the reply's");
         break;
-    case HL_ACQ_HELD:
-        FUZZ_CHECK(shaped && what == 0 && r->elements == 2,
+    case HL_ACQ_HELD: {
+        long long how = 0;
+        FUZZ_CHECK(shaped && what == 0 &&
+                       (r->elements == 2 ||
+                        (r->elements == 3 && number_at(r, 2, &how) &&
+                         how >= 0 && how <= 3)),
                    "held on a reply that does not say so");
         FUZZ_CHECK(res->ttl_ms == r->element[1]->integer,
                    "the ttl is not the reply's");
+        FUZZ_CHECK(res->first_in_line == ((how & 1) != 0) &&
+                       res->promised == ((how & 2) != 0),
+                   "the line's flags are not the reply's");
         break;
+    }
     case HL_ACQ_VOID:
         FUZZ_CHECK(shaped && what == 2, "voided on a reply that is not");
         break;
@@ -109,6 +124,8 @@ static void check_reading(const hilock_reply *r, const hl_acquire_result *res)
         /* The four shapes above must not be turned away. */
         FUZZ_CHECK(!(shaped && ((what == 1 && r->elements == 3) ||
                                 (what == 0 && r->elements == 2) ||
+                                (what == 0 && r->elements == 3 &&
+                                 held_flags_ok(r)) ||
                                 (what == 2 && r->elements == 1) ||
                                 (what == 3 && r->elements == 1))),
                    "a reply of a known shape called bad");

@@ -56,7 +56,9 @@ void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out)
         out->outcome = HL_ACQ_ACQUIRED;
         out->count = r->element[1]->integer;
         out->token = (uint64_t)token;
-    } else if (what == 0 && (r->elements == 2 || r->elements == 3)) {
+    } else if (what == 0 &&
+               (r->elements == 2 ||
+                (r->elements == 3 && token >= 0 && token <= 3))) {
         out->outcome = HL_ACQ_HELD;
         out->ttl_ms = r->element[1]->integer;
         out->first_in_line = r->elements == 3 && (token & 1) != 0;
