@@ -250,6 +250,7 @@ static int key_args(int argc, char *const *argv, int *idx, int cap)
         "multi",  "exec",     "dbsize",  "monitor", NULL};
     static const char *const first[] = {
         "hset",   "hget",    "hdel",     "hexists", "hgetall", "hincrby",
+        "hkeys",
         "hlen",   "hmget",   "pexpire",  "expire",  "pttl",    "ttl",
         "incr",   "get",     "set",      "type",    "lindex",  "lpop",
         "lpos",   "lrange",  "lrem",     "rpush",   "lpush",   "llen",

@@ -1088,6 +1088,52 @@ static void test_release_wakes_one_client(void **state)
     hl_free_client(holder);
 }
 
+/* ---- waiters refused by their own client's hold --------------------------- */
+
+/* A waiter refused by a hold of its own client takes no place in line:
+ * that hold's release wakes it without the server.  When that release
+ * promises the lock to another client, the woken waiter's attempt finds
+ * the promise and takes a place behind, so that the other client's
+ * release wakes it in turn, long before its own attempt would (20 s
+ * here).  (A waiter not yet listening when the release went out is
+ * lined up by the release itself.) */
+static void test_own_waiters_line_up_behind_a_promise(void **state)
+{
+    const hl_client_opts opts = {.waiter_ms = 60000};
+    hilock_client *p = hl_new_client(fx.server, &opts);
+    hilock_client *b = hl_new_client(fx.server, &opts);
+    hilock_lock *holder = hl_new_lock(p, "ownline");
+    hilock_lock *mine = hl_new_lock(p, "ownline");
+    hilock_lock *theirs = hl_new_lock(b, "ownline");
+    hilock_client *obs = hl_new_client(fx.server, NULL);
+    waiter wm, wt;
+
+    (void)state;
+    assert_status(hilock_lock_try_acquire(holder, 0, 30000), HILOCK_OK);
+    waiter_start(&wm, mine, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
+    hl_expect_pending(p, mine, 1);
+    /* Refused by its own client's hold: not in line. */
+    assert_int_equal(int_of(cmd(obs, "EXISTS", "hilock_lock_line:{ownline}",
+                                (char *)NULL)),
+                     0);
+    waiter_start(&wt, theirs, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG,
+                 true);
+    hl_expect_pending(b, theirs, 1);
+    assert_status(hilock_lock_release(holder), HILOCK_OK);
+    waiter_join(&wt, hl_widen(10000));
+    assert_status(wt.rc, HILOCK_OK);
+    waiter_join(&wm, hl_widen(10000));
+    assert_status(wm.rc, HILOCK_OK);
+    /* The other client went first: the lock was promised to it. */
+    assert_true(wt.acquired_at <= wm.acquired_at);
+    hl_free_lock(theirs);
+    hl_free_lock(mine);
+    hl_free_lock(holder);
+    hl_free_client(obs);
+    hl_free_client(b);
+    hl_free_client(p);
+}
+
 /* ---- a client that died in line ----------------------------------------- */
 
 #define DEAD_CLIENT "5d1e0b3a-0c4f-4e1b-8a2d-7f6e5d4c3b2a"
@@ -1993,6 +2039,7 @@ int main(void)
         T(test_reentry_after_loss_released_in_callback),
         T(test_release_wakes_waiter),
         T(test_release_wakes_one_client),
+        T(test_own_waiters_line_up_behind_a_promise),
         T(test_dead_client_in_line_passed_over),
         T(test_redisson_release_wakes_our_line),
         T(test_next_in_line_hears_redisson),

@@ -82,6 +82,8 @@ hl_release_outcome hl_parse_release_reply(const hilock_reply *r,
         return HL_REL_OWNER_DONE;
     if (r->integer == -3)
         return HL_REL_FREED_ELSEWHERE;
+    if (r->integer == -4)
+        return HL_REL_FREED_OPEN;
     if (r->integer < 0)
         return HL_REL_BAD_REPLY;
     return r->integer == 0 ? HL_REL_FREED : HL_REL_STILL_HELD;

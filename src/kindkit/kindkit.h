@@ -193,8 +193,8 @@ void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out);
 
 /* Every kind's release script replies -1 (nothing held by the owner),
  * the count left, 0 (freed), -2 (the owner's holds are gone, others
- * still hold the lock) or -3 (freed, and the wake-up went to another
- * client's channel or nowhere: line_per_client kinds). */
+ * still hold the lock), or for line_per_client kinds -3 (freed and
+ * promised to another client) or -4 (freed, promised to nobody). */
 hl_release_outcome hl_parse_release_reply(const hilock_reply *r,
                                           int64_t *remaining);
 

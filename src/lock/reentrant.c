@@ -155,18 +155,26 @@ static const char acquire_lua[] =
     "  end\n"
     "end\n"
     "if ttl then\n"
+    /* Held by another owner of this client, whose release wakes this one
+     * without the server: no place needed (see release_lua). */
+    "  if kept == 0 and string.sub(redis.call('hkeys', KEYS[1])[1] or '',\n"
+    "      1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ") == me then\n"
+    "    return {0, ttl, 0}\n"
+    "  end\n"
     "  if ARGV[6] ~= '0' then\n" JOIN_LUA("ARGV[6]") "  end\n"
     "  local first = redis.call('lindex', KEYS[4], 0) == me and 1 or 0\n"
     "  return {0, ttl, first + kept}\n"
     "end\n"
-    /* A first hold.  Others of this client still waiting keep it in line,
-     * at the end (already last, as one process contending with itself
-     * is, it stays: its waiters' attempts renew its place). */
-    "if not held and ARGV[7] ~= '-1' then\n"
+    /* A first hold of a client in line: others of it still waiting keep
+     * it there, at the end (already last, it stays: its waiters'
+     * attempts renew its place); else it leaves.  A client out of line
+     * stays out: its waiters were refused by its own holds, whose
+     * releases wake them without the server. */
+    "if not held and ARGV[7] ~= '-1' and\n"
+    "    redis.call('zscore', KEYS[5], me) then\n"
     "  if ARGV[7] == '0' then\n"
-    "    if redis.call('zrem', KEYS[5], me) == 1 then\n"
-    "      redis.call('lrem', KEYS[4], 1, me)\n"
-    "    end\n"
+    "    redis.call('zrem', KEYS[5], me)\n"
+    "    redis.call('lrem', KEYS[4], 1, me)\n"
     "  elseif redis.call('lindex', KEYS[4], -1) ~= me then\n"
     "    redis.call('lrem', KEYS[4], 1, me)\n"
     "    redis.call('rpush', KEYS[4], me)\n"
@@ -178,11 +186,15 @@ static const char acquire_lua[] =
     "return {1, count, token(KEYS[2], count)}\n";
 
 /* KEYS: name, channel, line, alive, next, wake base.  ARGV: lease ms,
- * field, "1" on a cluster (sharded channels) or "0".  Replies -1 when
- * field holds nothing, the count left when still held, -3 when freed
- * (the wake-up, if any, went to another client). */
+ * field, "1" on a cluster (sharded channels) or "0", the waiter timeout
+ * in ms when other waiters of the field's client wait for the lock, else
+ * "0".  Replies -1 when
+ * field holds nothing, the count left when still held, -3 when freed and
+ * promised to another client (woken on its channel), -4 when freed and
+ * promised to nobody: the field's client wakes its own waiters, as no
+ * message does. */
 static const char release_lua[] =
-    ANNOUNCE_OURS_LUA
+    ANNOUNCE_OURS_LUA HL_LUA_NOW HL_LUA_EXTEND
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
     "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
     "if left > 0 then\n"
@@ -193,6 +205,15 @@ static const char release_lua[] =
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
     PROMISE_FROM(3, "me")
     "announce_ours(KEYS[2], first, me, ARGV[3])\n"
+    "if not first or first == me then return answer(-4) end\n"
+    /* Promised to another client: this one's waiters, which took no
+     * place while it held, queue behind. */
+    "if ARGV[4] ~= '0' and not redis.call('zscore', KEYS[4], me) then\n"
+    "  redis.call('rpush', KEYS[3], me)\n"
+    "  redis.call('zadd', KEYS[4], now_ms() + tonumber(ARGV[4]), me)\n"
+    "  extend(KEYS[3], ARGV[4])\n"
+    "  extend(KEYS[4], ARGV[4])\n"
+    "end\n"
     "return answer(-3)\n";
 
 /* KEYS: name, channel, line, alive, next, wake base.  ARGV: "1" on a
@@ -318,11 +339,14 @@ static int attempt(hilock_lock *lock, const hl_attempt_args *a,
 static int release(hilock_lock *lock, const char *field, size_t field_len,
                    int64_t lease_ms, hl_request_fn *fn, void *data)
 {
-    char lease[24];
-    const char *args[] = {lease, field,
-                          hl_lock_on_cluster(lock) ? "1" : "0"};
-    size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len, 1};
-    return hl_run_lock_script(lock, &release_script, 5, release_keys, 3,
+    char lease[24], wait[24];
+    const char *args[] = {lease, field, hl_lock_on_cluster(lock) ? "1" : "0",
+                          wait};
+    size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len, 1,
+                     hl_i64_dec(wait, hl_lock_others_wait(lock)
+                                          ? hl_lock_waiter_timeout_ms(lock)
+                                          : 0)};
+    return hl_run_lock_script(lock, &release_script, 5, release_keys, 4,
                               args, lens, fn, data);
 }
 

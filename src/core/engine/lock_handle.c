@@ -9,6 +9,7 @@
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
+#include "core/config/option_values.h"
 #include "core/engine/engine_internal.h"
 #include "core/engine/kept_grants.h"
 #include "core/loop/io.h"
@@ -192,6 +193,22 @@ bool hl_lock_on_cluster(const hilock_lock *lock)
 bool hl_lock_usable(const hilock_lock *lock)
 {
     return !lock->destroyed && hl_lock_conn(lock) != NULL;
+}
+
+bool hl_lock_others_wait(const hilock_lock *lock)
+{
+    hl_aux_name ch;
+    if (lock->client == NULL || hl_lock_channel(lock, &ch) != 0)
+        return false;
+    bool others = hl_waiters_others(lock->client->waiters, ch.s, ch.len,
+                                    NULL);
+    hl_aux_name_done(&ch);
+    return others;
+}
+
+int64_t hl_lock_waiter_timeout_ms(const hilock_lock *lock)
+{
+    return lock->client->opts->waiter_timeout_ms;
 }
 
 const char *hl_lock_client_id(const hilock_lock *lock)

@@ -50,9 +50,11 @@ typedef enum hl_release_outcome {
     HL_REL_NOT_OWNER,
     HL_REL_STILL_HELD, /* remaining count set */
     HL_REL_FREED,
-    /* Freed, and the wake-up it sent went to another client's channel,
-     * or nowhere (line_per_client kinds). */
+    /* line_per_client kinds: freed and promised to another client, which
+     * its message wakes; or freed and promised to nobody, and no message
+     * wakes this client's own waiters. */
     HL_REL_FREED_ELSEWHERE,
+    HL_REL_FREED_OPEN,
     HL_REL_OWNER_DONE, /* the owner holds nothing more; others still do */
     HL_REL_BAD_REPLY
 } hl_release_outcome;
@@ -314,6 +316,11 @@ hl_conn *hl_lock_conn(const hilock_lock *lock);
 typedef int hl_write_send_fn(void *ctx, hl_request_fn *fn, void *data);
 int hl_lock_write(hilock_lock *lock, hl_write_send_fn *send, void *ctx,
                   hl_request_fn *fn, void *data);
+
+/* Whether waiters of the lock's client wait for it (its channel has
+ * any), and the client's waiter timeout.  Loop thread. */
+bool hl_lock_others_wait(const hilock_lock *lock);
+int64_t hl_lock_waiter_timeout_ms(const hilock_lock *lock);
 
 /* The client's id, HILOCK_CLIENT_ID_LEN characters.  The lock must have
  * a client (loop thread, or a handle not yet closed). */

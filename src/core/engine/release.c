@@ -55,10 +55,17 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
         /* No message will come for the waiter woken with the release: if
          * the lock was freed, its attempt is on its way; if not, the next
          * waiter must not wait for a message either. */
-        if (out == HL_REL_FREED_ELSEWHERE)
+        if (out == HL_REL_FREED_ELSEWHERE || out == HL_REL_FREED_OPEN)
             hl_waiters_hand_on_unheard(lock->client->waiters, ch.s, ch.len);
         else
             hl_waiters_hand_on_undone(lock->client->waiters, ch.s, ch.len);
+        hl_aux_name_done(&ch);
+    } else if (out == HL_REL_FREED_OPEN && lock->client &&
+               hl_lock_channel(lock, &ch) == 0) {
+        /* Free for this client's waiters, and no message says so: one
+         * refused just before the release, and not listening yet when it
+         * was sent, would otherwise sleep through it. */
+        hl_waiters_freed_here(lock->client->waiters, ch.s, ch.len);
         hl_aux_name_done(&ch);
     }
     /* Refused (by the server, or by the script for a value it found),
@@ -120,6 +127,7 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
     case HL_REL_STILL_HELD:
     case HL_REL_FREED:
     case HL_REL_FREED_ELSEWHERE:
+    case HL_REL_FREED_OPEN:
     case HL_REL_OWNER_DONE:
         if (h && h->lost) {
             /* A loss already reported stands, even if a late renewal kept

@@ -443,6 +443,16 @@ void hl_waiters_hand_on_unheard(hl_waiters *reg, const char *channel,
         ch->handed_on--;
 }
 
+void hl_waiters_freed_here(hl_waiters *reg, const char *channel, size_t len)
+{
+    hl_map_entry *e = reg ? hl_map_find(&reg->channels, channel, len) : NULL;
+    hl_wait_channel *ch = e ? e->value : NULL;
+    if (ch == NULL || reg->closing)
+        return;
+    ch->seq++;
+    wake_first(reg, ch);
+}
+
 bool hl_waiters_known(hl_waiters *reg, const char *channel, size_t len)
 {
     return reg != NULL && hl_map_find(&reg->channels, channel, len) != NULL;

@@ -103,6 +103,12 @@ void hl_waiters_hand_on_unheard(hl_waiters *reg, const char *channel,
 int hl_waiter_foreign(hl_waiters *reg, hl_waiter *w, const char *channel,
                       size_t len, bool first);
 
+/* This client freed the lock and no message will say so (line_per_client
+ * kinds): count it as heard on the channel, so that an attempt in flight
+ * looks again, and wake the oldest idle waiter. */
+void hl_waiters_freed_here(hl_waiters *reg, const char *channel,
+                           size_t len);
+
 /* Whether the client has the channel: a waiter of its waits there, or
  * did lately (its subscription lingers). */
 bool hl_waiters_known(hl_waiters *reg, const char *channel, size_t len);
