@@ -343,7 +343,7 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
     const char *args[] = {lease, field, hl_lock_on_cluster(lock) ? "1" : "0",
                           wait};
     size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len, 1,
-                     hl_i64_dec(wait, hl_lock_others_wait(lock)
+                     hl_i64_dec(wait, hl_lock_others_wait(lock, NULL, NULL)
                                           ? hl_lock_waiter_timeout_ms(lock)
                                           : 0)};
     return hl_run_lock_script(lock, &release_script, 5, release_keys, 4,

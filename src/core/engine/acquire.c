@@ -105,13 +105,8 @@ static bool leaves_line(const hl_acquire_op *op)
         return op->placed;
     if (!op->placed && !op->subscribed)
         return false;
-    hl_aux_name ch;
-    if (hl_lock_channel(lock, &ch) != 0)
-        return true; /* a leave too many only costs a request */
-    bool others =
-        hl_waiters_others(lock->client->waiters, ch.s, ch.len, NULL);
-    hl_aux_name_done(&ch);
-    return !others;
+    /* Out of memory, it says none: a leave too many costs a request. */
+    return !hl_lock_others_wait(lock, NULL, NULL);
 }
 
 /* End the operation and call back; the op lives on while requests that
@@ -753,19 +748,12 @@ static void send_attempt(hl_acquire_op *op)
          * in the server's line, at its end.  A client none of whose
          * waiters has waited for the lock lately has no place to give
          * up, which spares an uncontended grant the line's upkeep. */
-        hl_aux_name ch;
-        args.keep_in_line_ms = -1;
-        if (hl_lock_channel(lock, &ch) == 0) {
-            hl_waiters *reg = lock->client->waiters;
-            if (hl_waiters_others(reg, ch.s, ch.len,
-                                  op->subscribed ? &op->waiter : NULL))
-                args.keep_in_line_ms = lock->client->opts->waiter_timeout_ms;
-            else if (op->saw_held || hl_waiters_known(reg, ch.s, ch.len))
-                args.keep_in_line_ms = 0;
-            hl_aux_name_done(&ch);
-        } else {
-            args.keep_in_line_ms = 0;
-        }
+        bool known;
+        if (hl_lock_others_wait(lock, op->subscribed ? &op->waiter : NULL,
+                                &known))
+            args.keep_in_line_ms = lock->client->opts->waiter_timeout_ms;
+        else
+            args.keep_in_line_ms = op->saw_held || known ? 0 : -1;
     }
     if (op->subscribed) {
         hl_waiter_trying(&op->waiter);

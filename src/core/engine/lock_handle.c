@@ -195,13 +195,18 @@ bool hl_lock_usable(const hilock_lock *lock)
     return !lock->destroyed && hl_lock_conn(lock) != NULL;
 }
 
-bool hl_lock_others_wait(const hilock_lock *lock)
+bool hl_lock_others_wait(const hilock_lock *lock, const hl_waiter *self,
+                         bool *known)
 {
     hl_aux_name ch;
+    if (known)
+        *known = false;
     if (lock->client == NULL || hl_lock_channel(lock, &ch) != 0)
         return false;
-    bool others = hl_waiters_others(lock->client->waiters, ch.s, ch.len,
-                                    NULL);
+    hl_waiters *reg = lock->client->waiters;
+    bool others = hl_waiters_others(reg, ch.s, ch.len, self);
+    if (known)
+        *known = hl_waiters_known(reg, ch.s, ch.len);
     hl_aux_name_done(&ch);
     return others;
 }

@@ -317,9 +317,13 @@ typedef int hl_write_send_fn(void *ctx, hl_request_fn *fn, void *data);
 int hl_lock_write(hilock_lock *lock, hl_write_send_fn *send, void *ctx,
                   hl_request_fn *fn, void *data);
 
-/* Whether waiters of the lock's client wait for it (its channel has
- * any), and the client's waiter timeout.  Loop thread. */
-bool hl_lock_others_wait(const hilock_lock *lock);
+/* Whether waiters of the lock's client other than self (NULL: any) wait
+ * for it on its channel; with known, also whether the client has that
+ * channel at all (false too when memory runs out).  And the client's
+ * waiter timeout.  Loop thread. */
+struct hl_waiter;
+bool hl_lock_others_wait(const hilock_lock *lock, const struct hl_waiter *self,
+                         bool *known);
 int64_t hl_lock_waiter_timeout_ms(const hilock_lock *lock);
 
 /* The client's id, HILOCK_CLIENT_ID_LEN characters.  The lock must have
