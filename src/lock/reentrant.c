@@ -36,6 +36,7 @@
 #include "core/engine/lock_handle.h"
 #include "core/transport/resp.h"
 #include "kindkit/kindkit.h"
+#include "kindkit/line_lua.h"
 #include "layout/layout.h"
 
 /* What our releases announce on Redisson's channel: "1", which its
@@ -44,87 +45,6 @@
  * Redisson's releases ("0"), tells from theirs and leaves alone, since
  * ours wake it on its own channel. */
 #define MSG_OUR_RELEASE HL_LAYOUT_MSG_READ_UNLOCK
-/* Told on a client's own channel: it is now first in line, so it listens
- * for Redisson's releases. */
-#define MSG_FIRST HL_WAKE_MSG_FIRST
-
-/* The line.  head(line, alive, now) is the first client in line still
- * alive, and when its place runs out; it drops the gone ones before it.
- * promise_next(line, alive, next, wake, me, c), c being the line's first
- * entry, promises a free lock to the first live client and wakes it; it
- * returns that client, if any.  When me, the releasing client, is first,
- * it goes to the end of the line if others wait behind it, and is
- * promised nothing: its next waiter's attempt follows its release
- * already (a hand-on), and would only take its own promise.  A client's
- * place is at most a day away, whatever a foreign score says, so that a
- * promise's expiry is one SET accepts.  Scripts define these only where
- * a line exists: every function a script defines costs it on every
- * call.  Needs HL_LUA_ANNOUNCE. */
-#define PROMISE_LUA                                                         \
-    HL_LUA_NOW                                                              \
-    "local function head(line, alive, now)\n"                               \
-    "  while true do\n"                                                     \
-    "    local c = redis.call('lindex', line, 0)\n"                         \
-    "    if not c then return false end\n"                                  \
-    "    local s = tonumber(redis.call('zscore', alive, c) or 0)\n"         \
-    "    if s > now then return c, math.min(s, now + 86400000) end\n"       \
-    "    redis.call('lpop', line)\n"                                        \
-    "    redis.call('zrem', alive, c)\n"                                    \
-    "  end\n"                                                               \
-    "end\n"                                                                 \
-    "local function promise_next(line, alive, next, wake, me, c)\n"         \
-    "  if c == me then\n"                                                   \
-    "    if not redis.call('lindex', line, 1) then return me end\n"         \
-    "    redis.call('lpop', line)\n"                                        \
-    "    redis.call('rpush', line, me)\n"                                   \
-    "  end\n"                                                               \
-    "  local now = now_ms()\n"                                              \
-    "  local s\n"                                                           \
-    "  c, s = head(line, alive, now)\n"                                     \
-    "  if not c or c == me then return c end\n"                             \
-    "  redis.call('set', next, c, 'px', math.ceil(s - now))\n"              \
-    "  announce(wake .. ':' .. c, '" HL_LAYOUT_MSG_UNLOCK "')\n"            \
-    "  return c\n"                                                          \
-    "end\n"
-
-/* announce_ours(ch, first, me, sharded) tells Redisson's waiters of our
- * release on its channel ch.  With a line (first its first client), our
- * client first in it listens there too, and would only hear news it has
- * or needs not: the message goes out then only if someone else listens
- * (sharded "1": counted among sharded subscribers). */
-#define ANNOUNCE_OURS_LUA                                                   \
-    HL_LUA_ANNOUNCE                                                         \
-    "local function announce_ours(ch, first, me, sharded)\n"                \
-    "  if first and redis.call('pubsub', sharded == '1' and\n"              \
-    "      'shardnumsub' or 'numsub', ch)[2] <= (first == me and 1 or 0)\n" \
-    "      then\n"                                                          \
-    "    return\n"                                                          \
-    "  end\n"                                                               \
-    "  announce(ch, '" MSG_OUR_RELEASE "')\n"                               \
-    "end\n"
-
-/* Promise a lock just freed to the first client in line (promise_next):
- * KEYS line, alive, next and wake base at indexes L..L+3; sets first. */
-#define PROMISE_FROM(L, me)                                                 \
-    "local first = redis.call('lindex', KEYS[" #L "], 0)\n"                 \
-    "if first then\n" PROMISE_LUA                                           \
-    "  first = promise_next(KEYS[" #L "], KEYS[" #L " + 1], KEYS[" #L       \
-    " + 2], KEYS[" #L " + 3], " me ", first)\n"                             \
-    "end\n"
-
-/* Set this client's place to run out in ms: KEYS[4] the line, KEYS[5]
- * the places. */
-#define PLACE_LUA(ms)                                                       \
-    HL_LUA_NOW HL_LUA_EXTEND                                                \
-    "    redis.call('zadd', KEYS[5], now_ms() + " ms ", me)\n"              \
-    "    extend(KEYS[4], " ms ")\n"                                         \
-    "    extend(KEYS[5], " ms ")\n"
-
-/* Join the line at its end, or renew this client's place in it. */
-#define JOIN_LUA(ms)                                                        \
-    "    if not redis.call('zscore', KEYS[5], me) then\n"                   \
-    "      redis.call('rpush', KEYS[4], me)\n"                              \
-    "    end\n" PLACE_LUA(ms)
 
 /* KEYS: name, token key, void set, line, alive, next.  ARGV: lease ms,
  * field, fenced (0/1), known token, attempt nonce, waiter timeout ms (0:
@@ -161,26 +81,12 @@ static const char acquire_lua[] =
     "      1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ") == me then\n"
     "    return {0, ttl, 0}\n"
     "  end\n"
-    "  if ARGV[6] ~= '0' then\n" JOIN_LUA("ARGV[6]") "  end\n"
+    "  if ARGV[6] ~= '0' then\n" HL_LUA_LINE_JOIN("ARGV[6]") "  end\n"
     "  local first = redis.call('lindex', KEYS[4], 0) == me and 1 or 0\n"
     "  return {0, ttl, first + kept}\n"
     "end\n"
-    /* A first hold of a client in line: others of it still waiting keep
-     * it there, at the end (already last, it stays: its waiters'
-     * attempts renew its place); else it leaves.  A client out of line
-     * stays out: its waiters were refused by its own holds, whose
-     * releases wake them without the server. */
-    "if not held and ARGV[7] ~= '-1' and\n"
-    "    redis.call('zscore', KEYS[5], me) then\n"
-    "  if ARGV[7] == '0' then\n"
-    "    redis.call('zrem', KEYS[5], me)\n"
-    "    redis.call('lrem', KEYS[4], 1, me)\n"
-    "  elseif redis.call('lindex', KEYS[4], -1) ~= me then\n"
-    "    redis.call('lrem', KEYS[4], 1, me)\n"
-    "    redis.call('rpush', KEYS[4], me)\n"
-    PLACE_LUA("ARGV[7]")
-    "  end\n"
-    "end\n"
+    /* A first hold of a client in line (see HL_LUA_LINE_ON_GRANT). */
+    HL_LUA_LINE_ON_GRANT("not held")
     "local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "return {1, count, token(KEYS[2], count)}\n";
@@ -194,7 +100,7 @@ static const char acquire_lua[] =
  * promised to nobody: the field's client wakes its own waiters, as no
  * message does. */
 static const char release_lua[] =
-    ANNOUNCE_OURS_LUA HL_LUA_NOW HL_LUA_EXTEND
+    HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS HL_LUA_NOW HL_LUA_EXTEND
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
     "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
     "if left > 0 then\n"
@@ -203,8 +109,8 @@ static const char release_lua[] =
     "end\n"
     "redis.call('del', KEYS[1])\n"
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
-    PROMISE_FROM(3, "me")
-    "announce_ours(KEYS[2], first, me, ARGV[3])\n"
+    HL_LUA_LINE_PROMISE_FROM(3, "me")
+    "announce_ours(KEYS[2], first, me, ARGV[3], '" MSG_OUR_RELEASE "')\n"
     "if not first or first == me then return answer(-4) end\n"
     /* Promised to another client: this one's waiters, which took no
      * place while it held, queue behind. */
@@ -219,10 +125,10 @@ static const char release_lua[] =
 /* KEYS: name, channel, line, alive, next, wake base.  ARGV: "1" on a
  * cluster or "0".  Replies 1 when deleted. */
 static const char force_lua[] =
-    ANNOUNCE_OURS_LUA
+    HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS
     "if redis.call('del', KEYS[1]) == 0 then return 0 end\n"
-    PROMISE_FROM(3, "''")
-    "announce_ours(KEYS[2], first, '', ARGV[1])\n"
+    HL_LUA_LINE_PROMISE_FROM(3, "''")
+    "announce_ours(KEYS[2], first, '', ARGV[1], '" MSG_OUR_RELEASE "')\n"
     "return answer(1)\n";
 
 /* KEYS: name, line, alive, next, wake base.  ARGV: the field of the
@@ -231,19 +137,7 @@ static const char force_lua[] =
 static const char leave_lua[] =
     HL_LUA_ANNOUNCE
     "local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
-    "local was_first = redis.call('lindex', KEYS[2], 0) == me\n"
-    "redis.call('lrem', KEYS[2], 1, me)\n"
-    "redis.call('zrem', KEYS[3], me)\n"
-    "local promised = redis.call('get', KEYS[4]) == me\n"
-    "if promised then redis.call('del', KEYS[4]) end\n"
-    "if redis.call('exists', KEYS[1]) == 0 then\n"
-    "  if promised then\n" PROMISE_FROM(2, "me") "  end\n"
-    "elseif was_first then\n"
-    "  local first = redis.call('lindex', KEYS[2], 0)\n"
-    "  if first then\n"
-    "    announce(KEYS[5] .. ':' .. first, '" MSG_FIRST "')\n"
-    "  end\n"
-    "end\n"
+    HL_LUA_LINE_LEAVE(2)
     "return 0\n";
 
 /* KEYS: name, channel, void set, line, alive, next, wake base.  ARGV:
@@ -265,7 +159,7 @@ static const char reconcile_lua[] =
     "redis.call('hdel', KEYS[1], ARGV[1])\n"
     "if redis.call('exists', KEYS[1]) == 0 then\n"
     "  redis.call('publish', KEYS[2], '" MSG_OUR_RELEASE "')\n"
-    PROMISE_FROM(4, "''")
+    HL_LUA_LINE_PROMISE_FROM(4, "''")
     "end\n"
     "return 0\n";
 
@@ -281,14 +175,7 @@ static const char status_lua[] =
     "local n = redis.call('pubsub', 'numsub', KEYS[2])[2]\n"
     "local s = redis.pcall('pubsub', 'shardnumsub', KEYS[2])\n"
     "if type(s) == 'table' and not s.err then n = n + s[2] end\n"
-    "local waiters = {}\n"
-    "local now = now_ms()\n"
-    "for _, c in ipairs(redis.call('lrange', KEYS[3], 0, -1)) do\n"
-    "  local at = redis.call('zscore', KEYS[4], c)\n"
-    "  local ms = at and ms_until(at, now)\n"
-    "  waiters[#waiters + 1] = c\n"
-    "  waiters[#waiters + 1] = ms and math.max(ms, 0) or false\n"
-    "end\n"
+    HL_LUA_LINE_STATUS(3)
     "local seen = (redis.call('exists', KEYS[3]) + redis.call('exists', KEYS[5]))\n"
     "return {redis.call('pttl', KEYS[1]), all, waiters, n, seen > 0 and 1 or 0}\n";
 

@@ -1,0 +1,153 @@
+/* The Lua of a line of waiting clients beside a lock, which the reentrant
+ * lock and the read-write lock's writers share: the server lines up
+ * clients (processes), not owners, and a release that frees the lock
+ * promises it to the first live client in line and wakes that client
+ * alone, on its own channel.  See src/lock/reentrant.c for the whole
+ * design; the kinds differ in their keys' prefixes and in what frees the
+ * lock, not in the line.
+ *
+ * Every script that uses a line passes its keys in the same order: an
+ * attempt's KEYS[4] is the line (a list of client ids, oldest first) and
+ * KEYS[5] the places (a zset: client id -> server time in ms at which it
+ * counts as gone), and ARGV[7] says how long the client stays in line
+ * after a first hold (see hl_attempt_args.keep_in_line_ms); a release
+ * names line, places, promise and wake base at KEYS[L..L+3]. */
+#ifndef HL_KINDKIT_LINE_LUA_H
+#define HL_KINDKIT_LINE_LUA_H
+
+#include "kindkit/kindkit.h"
+#include "layout/layout.h"
+
+/* head(line, alive, now) is the first client in line still alive, and
+ * when its place runs out; it drops the gone ones before it.
+ * promise_next(line, alive, next, wake, me, c), c being the line's first
+ * entry, promises a free lock to the first live client and wakes it; it
+ * returns that client, if any.  When me, the releasing client, is first,
+ * it goes to the end of the line if others wait behind it, and is
+ * promised nothing: its own waiters hear of the release from it, not
+ * from the server (HL_REL_FREED_OPEN), and a promise would only keep
+ * others out.  A client's place is at most a day away, whatever a
+ * foreign score says, so that a promise's expiry is one SET accepts.
+ * Scripts define these only where a line exists: every function a script
+ * defines costs it on every call.  Needs HL_LUA_ANNOUNCE. */
+#define HL_LUA_LINE_PROMISE                                                 \
+    HL_LUA_NOW                                                              \
+    "local function head(line, alive, now)\n"                               \
+    "  while true do\n"                                                     \
+    "    local c = redis.call('lindex', line, 0)\n"                         \
+    "    if not c then return false end\n"                                  \
+    "    local s = tonumber(redis.call('zscore', alive, c) or 0)\n"         \
+    "    if s > now then return c, math.min(s, now + 86400000) end\n"       \
+    "    redis.call('lpop', line)\n"                                        \
+    "    redis.call('zrem', alive, c)\n"                                    \
+    "  end\n"                                                               \
+    "end\n"                                                                 \
+    "local function promise_next(line, alive, next, wake, me, c)\n"         \
+    "  if c == me then\n"                                                   \
+    "    if not redis.call('lindex', line, 1) then return me end\n"         \
+    "    redis.call('lpop', line)\n"                                        \
+    "    redis.call('rpush', line, me)\n"                                   \
+    "  end\n"                                                               \
+    "  local now = now_ms()\n"                                              \
+    "  local s\n"                                                           \
+    "  c, s = head(line, alive, now)\n"                                     \
+    "  if not c or c == me then return c end\n"                             \
+    "  redis.call('set', next, c, 'px', math.ceil(s - now))\n"              \
+    "  announce(wake .. ':' .. c, '" HL_LAYOUT_MSG_UNLOCK "')\n"            \
+    "  return c\n"                                                          \
+    "end\n"
+
+/* Promise a lock just freed to the first client in line (promise_next):
+ * KEYS line, places, promise and wake base at indexes L..L+3, me the
+ * releasing client as a Lua expression (''  for none); sets the local
+ * first to the client promised, or false. */
+#define HL_LUA_LINE_PROMISE_FROM(L, me)                                     \
+    "local first = redis.call('lindex', KEYS[" #L "], 0)\n"                 \
+    "if first then\n" HL_LUA_LINE_PROMISE                                   \
+    "  first = promise_next(KEYS[" #L "], KEYS[" #L " + 1], KEYS[" #L       \
+    " + 2], KEYS[" #L " + 3], " me ", first)\n"                             \
+    "end\n"
+
+/* announce_ours(ch, first, me, sharded, msg) tells other libraries'
+ * waiters of our release with msg on their channel ch.  With a line
+ * (first its first client), our client first in it listens there too,
+ * and would only hear news it has or needs not: the message goes out
+ * then only if someone else listens (sharded "1": counted among sharded
+ * subscribers).  Needs HL_LUA_ANNOUNCE. */
+#define HL_LUA_LINE_ANNOUNCE_OURS                                           \
+    "local function announce_ours(ch, first, me, sharded, msg)\n"           \
+    "  if first and redis.call('pubsub', sharded == '1' and\n"              \
+    "      'shardnumsub' or 'numsub', ch)[2] <= (first == me and 1 or 0)\n" \
+    "      then\n"                                                          \
+    "    return\n"                                                          \
+    "  end\n"                                                               \
+    "  announce(ch, msg)\n"                                                 \
+    "end\n"
+
+/* In an attempt: set the client's (me's) place to run out in ms.  Defines
+ * what it needs in the block it is in, so that attempts that keep no
+ * place pay nothing for it. */
+#define HL_LUA_LINE_PLACE(ms)                                               \
+    HL_LUA_NOW HL_LUA_EXTEND                                                \
+    "    redis.call('zadd', KEYS[5], now_ms() + " ms ", me)\n"              \
+    "    extend(KEYS[4], " ms ")\n"                                         \
+    "    extend(KEYS[5], " ms ")\n"
+
+/* In a refused attempt: join the line at its end, or renew the place. */
+#define HL_LUA_LINE_JOIN(ms)                                                \
+    "    if not redis.call('zscore', KEYS[5], me) then\n"                   \
+    "      redis.call('rpush', KEYS[4], me)\n"                              \
+    "    end\n" HL_LUA_LINE_PLACE(ms)
+
+/* In an attempt about to grant a first hold (when the Lua condition
+ * cond holds): a client in line whose other waiters still wait stays in
+ * it, at the end (already last, it stays: its waiters' attempts renew
+ * its place); else it leaves.  A client out of line stays out. */
+#define HL_LUA_LINE_ON_GRANT(cond)                                          \
+    "if " cond " and ARGV[7] ~= '-1' and\n"                                 \
+    "    redis.call('zscore', KEYS[5], me) then\n"                          \
+    "  if ARGV[7] == '0' then\n"                                            \
+    "    redis.call('zrem', KEYS[5], me)\n"                                 \
+    "    redis.call('lrem', KEYS[4], 1, me)\n"                              \
+    "  elseif redis.call('lindex', KEYS[4], -1) ~= me then\n"               \
+    "    redis.call('lrem', KEYS[4], 1, me)\n"                              \
+    "    redis.call('rpush', KEYS[4], me)\n"                                \
+    HL_LUA_LINE_PLACE("ARGV[7]")                                            \
+    "  end\n"                                                               \
+    "end\n"
+
+/* A client leaves the line (KEYS line, places, promise and wake base at
+ * L..L+3, me the client): a promise to it passes on when the lock (at
+ * KEYS[1]) is free, and when it was first, the next client, now first,
+ * is told so ("h" on its channel: it listens to other libraries' releases
+ * from then on).  Needs HL_LUA_ANNOUNCE. */
+#define HL_LUA_LINE_LEAVE(L)                                                \
+    "local was_first = redis.call('lindex', KEYS[" #L "], 0) == me\n"       \
+    "redis.call('lrem', KEYS[" #L "], 1, me)\n"                             \
+    "redis.call('zrem', KEYS[" #L " + 1], me)\n"                            \
+    "local promised = redis.call('get', KEYS[" #L " + 2]) == me\n"          \
+    "if promised then redis.call('del', KEYS[" #L " + 2]) end\n"            \
+    "if redis.call('exists', KEYS[1]) == 0 then\n"                          \
+    "  if promised then\n" HL_LUA_LINE_PROMISE_FROM(L, "me") "  end\n"      \
+    "elseif was_first then\n"                                               \
+    "  local first = redis.call('lindex', KEYS[" #L "], 0)\n"               \
+    "  if first then\n"                                                     \
+    "    announce(KEYS[" #L " + 3] .. ':' .. first, '" HL_WAKE_MSG_FIRST    \
+    "')\n"                                                                  \
+    "  end\n"                                                               \
+    "end\n"
+
+/* The status of a line: waiters as hl_hash_parse_status reads them, each
+ * client in line with the ms its place has left; KEYS line and places at
+ * L and L+1.  Needs HL_LUA_NOW and HL_LUA_MS_UNTIL; sets waiters. */
+#define HL_LUA_LINE_STATUS(L)                                               \
+    "local waiters = {}\n"                                                  \
+    "local now = now_ms()\n"                                                \
+    "for _, c in ipairs(redis.call('lrange', KEYS[" #L "], 0, -1)) do\n"    \
+    "  local at = redis.call('zscore', KEYS[" #L " + 1], c)\n"              \
+    "  local ms = at and ms_until(at, now)\n"                               \
+    "  waiters[#waiters + 1] = c\n"                                         \
+    "  waiters[#waiters + 1] = ms and math.max(ms, 0) or false\n"           \
+    "end\n"
+
+#endif
