@@ -1450,6 +1450,8 @@ static void test_status_kinds(void **state)
      * waits. */
     hl_redis_server_cmd(s, reply, sizeof reply, "HSET", "rw", "x:1", "1",
                         (char *)NULL);
+    hl_redis_server_cmd(s, reply, sizeof reply, "RPUSH",
+                        "hilock_rwlock_line:{rw}", "w:2", (char *)NULL);
     hl_redis_server_cmd(s, reply, sizeof reply, "ZADD",
                         "hilock_rwlock_writers:{rw}", "1000", "w:2",
                         (char *)NULL);
@@ -1469,6 +1471,8 @@ static void test_status_kinds(void **state)
                     "\"count\":2},{\"owner\":\"b:2\",\"count\":1}],"
                     "\"writer\":null,\"waiting_writers\":[]}\n");
     /* Free, but a writer waits: still a read-write lock. */
+    hl_redis_server_cmd(s, reply, sizeof reply, "RPUSH",
+                        "hilock_rwlock_line:{rw3}", "w:3", (char *)NULL);
     hl_redis_server_cmd(s, reply, sizeof reply, "ZADD",
                         "hilock_rwlock_writers:{rw3}", "1000", "w:3",
                         (char *)NULL);

@@ -128,22 +128,26 @@ static void timeout_key(char *out, const char *name, const char *field,
     snprintf(out, KEY_CAP, "{%s}:%s:rwlock_timeout:%d", name, field, n);
 }
 
-/* A waiting writer's claim: its member in the writers' zset. */
+/* A waiting writer's claim: its client's place in the writers' zset
+ * (writers line up by client; member is the writer's field, whose first
+ * HILOCK_CLIENT_ID_LEN characters are its client's id). */
 static bool claim_present(const char *name, const char *member)
 {
-    char key[KEY_CAP], score[64];
+    char key[KEY_CAP], score[64], client[HILOCK_CLIENT_ID_LEN + 1];
 
     writers_key(key, name);
-    return hl_raw_bulk(fx.server, score, sizeof score, "ZSCORE", key, member,
+    snprintf(client, sizeof client, "%s", member);
+    return hl_raw_bulk(fx.server, score, sizeof score, "ZSCORE", key, client,
                        (char *)NULL);
 }
 
 static long long claim_score(const char *name, const char *member)
 {
-    char key[KEY_CAP], score[64];
+    char key[KEY_CAP], score[64], client[HILOCK_CLIENT_ID_LEN + 1];
 
     writers_key(key, name);
-    if (!hl_raw_bulk(fx.server, score, sizeof score, "ZSCORE", key, member,
+    snprintf(client, sizeof client, "%s", member);
+    if (!hl_raw_bulk(fx.server, score, sizeof score, "ZSCORE", key, client,
                      (char *)NULL))
         return -1;
     return strtoll(score, NULL, 10);

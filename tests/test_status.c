@@ -316,7 +316,7 @@ static void test_rwlock_waiting_writer(void **state)
     hilock_lock *rd = hl_new_read_lock(c, "ww");
     hilock_lock *wr = hl_new_write_lock(c, "ww");
     static hl_acquire_rec rec;
-    char a[128], b[128];
+    char a[128];
 
     take(c, rd, OWNER_A);
     hl_acquire_rec_init(&rec, c);
@@ -326,16 +326,17 @@ static void test_rwlock_waiting_writer(void **state)
                   HILOCK_OK);
     expect_size("ZCARD", "hilock_rwlock_writers:{ww}", 1);
     owner_id(c, OWNER_A, a, sizeof a);
-    owner_id(c, OWNER_B, b, sizeof b);
     hilock_lock_status *st = status_of(rd);
     assert_true(st->kind_seen);
     assert_string_equal(st->mode, "read");
     assert_int_equal(st->readers_len, 1);
     assert_owner(&st->readers[0], a, 1);
     assert_null(st->writer);
+    /* Writers wait in line by client, each place with its time left. */
     assert_int_equal(st->waiters_len, 1);
-    assert_owner(&st->waiters[0], b, 0);
-    assert_false(st->waiters[0].expires);
+    assert_owner(&st->waiters[0], hilock_client_id(c), 0);
+    assert_true(st->waiters[0].expires);
+    assert_in_range(st->waiters[0].expires_in_ms, 1, WAITER_MS);
     hilock_lock_status_free(st);
 
     assert_status(hilock_lock_cancel(wr, rec.id), HILOCK_OK);

@@ -25,7 +25,8 @@
 #define HL_LAYOUT_PERMIT_TIMEOUT "timeout"
 /* The score Redisson gives a permit that never expires. */
 #define HL_LAYOUT_PERMIT_NO_EXPIRY "922337203685477"
-/* Ours, beyond Redisson: waiting writers of a read-write lock, the
+/* Ours, beyond Redisson: the places of the clients waiting to write a
+ * read-write lock (see HL_LAYOUT_RWLOCK_LINE), the
  * attempts a reconcile voided, and when the places of our own waiters in
  * a fair line run out (Redisson's places are spaced for its grants, not
  * for telling a dead waiter from a live one). */
@@ -53,6 +54,15 @@
 #define HL_LAYOUT_LOCK_ALIVE "hilock_lock_alive"
 #define HL_LAYOUT_LOCK_NEXT "hilock_lock_next"
 #define HL_LAYOUT_LOCK_WAKE "hilock_lock_wake"
+/* Ours: the clients waiting to write a read-write lock, lined up as the
+ * reentrant lock's are: "hilock_rwlock_line:{NAME}" lists them,
+ * "hilock_rwlock_writers:{NAME}" scores each by when it counts as gone
+ * (while it has a live member, new readers wait), "hilock_rwlock_next:
+ * {NAME}" names the client a release promised the lock to, and a client's
+ * writers listen on "hilock_rwlock_wake:{NAME}:<client id>". */
+#define HL_LAYOUT_RWLOCK_LINE "hilock_rwlock_line"
+#define HL_LAYOUT_RWLOCK_NEXT "hilock_rwlock_next"
+#define HL_LAYOUT_RWLOCK_WAKE "hilock_rwlock_wake"
 /* A field's client id is its first HILOCK_CLIENT_ID_LEN characters, as
  * scripts count them. */
 #define HL_LAYOUT_CLIENT_ID_LEN_TEXT "36"

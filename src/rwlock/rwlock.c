@@ -10,17 +10,33 @@
  *   redisson_rwlock:{NAME}      "0" when a read release frees the lock,
  *                               "1" when a write release frees it or lets
  *                               readers in
+ *   hilock_rwlock_line:{NAME}   clients waiting to write, oldest first
  *   hilock_rwlock_writers:{NAME}
- *                               zset: waiting writer -> server time (ms) at
- *                               which its claim runs out; while it has a
+ *                               zset: client id -> server time (ms) at
+ *                               which its place runs out; while it has a
  *                               live member, new readers wait
+ *   hilock_rwlock_next:{NAME}   the client a release promised the lock to
+ *   hilock_rwlock_wake:{NAME}:<client>
+ *                               where that client's writers are woken
  *   redisson_lock_token:{NAME}  fencing counter
  *   hilock_void:{NAME}          voided attempts (see reentrant.c)
  *
  * Beyond Redisson: waiting writers hold new readers back, a reader whose
  * holds all ran out (its process died) is dropped when a writer looks,
  * read-to-write upgrade is refused instead of waiting forever, and every
- * release that lets someone in says so on the channel. */
+ * release that lets someone in says so.
+ *
+ * Writers line up by client as the reentrant lock's waiters do
+ * (src/lock/reentrant.c, kindkit/line_lua.h): a release that frees the
+ * lock promises it to the first live client in the writers' line and
+ * wakes that client alone, so a hand-off between writers of many
+ * processes costs the same whatever their number.  Readers listen on
+ * Redisson's channel, as Java's readers and writers do, and are told
+ * there when they may come: on a release while no writer waits, and when
+ * the last writer leaves the line.  Our releases announce themselves
+ * there only when someone besides our first writer client listens; that
+ * client listens there for the releases of Java's clients, which say "0"
+ * or "1" like ours. */
 #include <pthread.h>
 #include <string.h>
 
@@ -28,6 +44,7 @@
 #include "core/transport/resp.h"
 #include "hilock/rwlock.h"
 #include "kindkit/kindkit.h"
+#include "kindkit/line_lua.h"
 #include "layout/layout.h"
 
 #define MSG_UNLOCK "'" HL_LAYOUT_MSG_UNLOCK "'"
@@ -72,22 +89,23 @@
     "  return best\n"                                                       \
     "end\n"
 
-/* KEYS: name, waiting writers, channel, void set, token key.
- * ARGV: lease ms, field, fenced, known token, nonce, waiter timeout ms
- * (0: a single try).
+/* KEYS: name, token key, void set, writers' line, writers' places,
+ * promise.  ARGV: lease ms, field, fenced, known token, nonce, waiter
+ * timeout ms (0: a single try), how long the client stays in the writers'
+ * line after a first hold (hl_attempt_args.keep_in_line_ms).
  * Replies {1, count, token}, {0, ms to wait at most}, or {2} (voided). */
 static const char read_acquire_lua[] =
     RW_LUA_COMMON HL_LUA_TOKEN HL_LUA_HOLD_CHECK
-    "if redis.call('sismember', KEYS[4], ARGV[5]) == 1 then return {2} end\n"
+    "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n"
     "local refused = hold_refused(KEYS[1],\n"
     "                             redis.call('hget', KEYS[1], ARGV[2])) or\n"
-    "                token_refused(KEYS[5])\n"
+    "                token_refused(KEYS[2])\n"
     "if refused then return refused end\n"
     "local function grant()\n"
     "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('set', tkey(KEYS[1], ARGV[2], n), 1, 'px', ARGV[1])\n"
     "  extend(KEYS[1], ARGV[1])\n"
-    "  return {1, n, token(KEYS[5], n)}\n"
+    "  return {1, n, token(KEYS[2], n)}\n"
     "end\n"
     "local mode = redis.call('hget', KEYS[1], " MODE ")\n"
     "if mode == " WRITE " then\n"
@@ -105,12 +123,14 @@ static const char read_acquire_lua[] =
     "  return grant()\n"
     "end\n"
     "local now = now_ms()\n"
-    "redis.call('zremrangebyscore', KEYS[2], '-inf', now)\n"
-    "local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
+    /* The places are the line's: a place that ran out goes with its
+     * client's entry in the line, which the writers' scripts drop. */
+    "local first = redis.call('zrangebyscore', KEYS[5], '(' .. now, '+inf',\n"
+    "                         'withscores', 'limit', 0, 1)\n"
     "if #first > 0 then\n"
-    /* Look again when the lock's lease or the writer's claim runs out,
-     * whichever is first: a writer that died sends no message.  A claim
-     * scored 2^53 ms or more ahead never runs out (ttl false). */
+    /* Look again when the lock's lease or the first writer's place runs
+     * out, whichever is first: a writer that died sends no message.  A
+     * place scored 2^53 ms or more ahead never runs out (ttl false). */
     "  local ttl = ms_until(first[2], now)\n"
     "  local held = redis.call('pttl', KEYS[1])\n"
     "  if held > 0 and (not ttl or held < ttl) then ttl = held end\n"
@@ -120,20 +140,24 @@ static const char read_acquire_lua[] =
     "if not mode then redis.call('hset', KEYS[1], " MODE ", " READ ") end\n"
     "return grant()\n";
 
-/* As read_acquire_lua; also replies {3} when the owner holds the read
- * lock (an upgrade, which would wait for itself). */
+/* As read_acquire_lua; replies {0, ms to wait at most, how} as the
+ * reentrant lock's attempt does (how: 1 when this client is first in the
+ * writers' line, plus 2 when the lock is free but promised to another
+ * client), and {3} when the owner holds the read lock (an upgrade, which
+ * would wait for itself).  A refused writer that waits joins the line or
+ * renews its client's place there; a single try keeps none. */
 static const char write_acquire_lua[] =
     RW_LUA_COMMON HL_LUA_TOKEN HL_LUA_HOLD_CHECK
-    "if redis.call('sismember', KEYS[4], ARGV[5]) == 1 then return {2} end\n"
+    "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n"
     "local wf = ARGV[2] .. " WRITE_SUFFIX "\n"
     "local refused = hold_refused(KEYS[1], redis.call('hget', KEYS[1], wf))\n"
-    "                or token_refused(KEYS[5])\n"
+    "                or token_refused(KEYS[2])\n"
     "if refused then return refused end\n"
     "local mode = redis.call('hget', KEYS[1], " MODE ")\n"
     "if mode == " WRITE " and redis.call('hexists', KEYS[1], wf) == 1 then\n"
     "  local n = redis.call('hincrby', KEYS[1], wf, 1)\n"
     "  extend(KEYS[1], ARGV[1])\n"
-    "  return {1, n, token(KEYS[5], n)}\n"
+    "  return {1, n, token(KEYS[2], n)}\n"
     "end\n"
     "if mode == " READ " then\n"
     "  if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then return {3} end\n"
@@ -165,29 +189,33 @@ static const char write_acquire_lua[] =
     "    mode = false\n"
     "  end\n"
     "end\n"
+    "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
+    "local kept = 0\n"
     "if not mode then\n"
-    "  redis.call('hset', KEYS[1], " MODE ", " WRITE ", wf, 1)\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  redis.call('zrem', KEYS[2], ARGV[2])\n"
-    "  return {1, 1, token(KEYS[5], 1)}\n"
+    "  local promised = redis.call('get', KEYS[6])\n"
+    "  if promised and promised ~= me then\n"
+    "    kept = 2\n"
+    "  else\n"
+    "    if promised then redis.call('del', KEYS[6]) end\n"
+    HL_LUA_LINE_ON_GRANT("true")
+    "    redis.call('hset', KEYS[1], " MODE ", " WRITE ", wf, 1)\n"
+    "    redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "    return {1, 1, token(KEYS[2], 1)}\n"
+    "  end\n"
     "end\n"
-    /* Wait, and claim the next turn so that new readers wait behind; a
-     * single try (waiter timeout 0) claims nothing. */
-    "local wt = tonumber(ARGV[6])\n"
-    "if wt > 0 then\n"
-    "  local now = now_ms()\n"
-    "  redis.call('zremrangebyscore', KEYS[2], '-inf', now)\n"
-    "  redis.call('zadd', KEYS[2], now + wt, ARGV[2])\n"
-    "  extend(KEYS[2], wt)\n"
-    "end\n"
-    "return {0, redis.call('pttl', KEYS[1])}\n";
+    "local ttl = redis.call('pttl', kept == 2 and KEYS[6] or KEYS[1])\n"
+    "if ARGV[6] ~= '0' then\n" HL_LUA_LINE_JOIN("ARGV[6]") "end\n"
+    "local first = redis.call('lindex', KEYS[4], 0) == me and 1 or 0\n"
+    "return {0, ttl, first + kept}\n";
 
-/* KEYS: name, channel.  ARGV: lease ms, field.  Replies -1 when the field
- * holds nothing, the count left, 0 when the lock was freed (also when
- * the only other readers are ones whose holds all ran out), -2 when the
- * owner's last read hold went and others still hold the lock. */
+/* KEYS: name, channel, writers' line, places, promise, wake base.  ARGV:
+ * lease ms, field, "1" on a cluster (sharded channels) or "0".  Replies
+ * -1 when the field holds nothing, the count left, 0 when the lock was
+ * freed (also when the only other readers are ones whose holds all ran
+ * out), -2 when the owner's last read hold went and others still hold
+ * the lock.  A lock freed goes to the first writer in line, if any. */
 static const char read_release_lua[] =
-    RW_LUA_COMMON
+    RW_LUA_COMMON HL_LUA_LINE_ANNOUNCE_OURS
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
     "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
     "redis.call('del', tkey(KEYS[1], ARGV[2], n + 1))\n"
@@ -207,12 +235,15 @@ static const char read_release_lua[] =
      * writer waits for this message, not for a reader's lease. */
     "end\n"
     "redis.call('del', KEYS[1])\n"
-    "announce(KEYS[2], " MSG_UNLOCK ")\n"
+    HL_LUA_LINE_PROMISE_FROM(3, "''")
+    "announce_ours(KEYS[2], first, '', ARGV[3], " MSG_UNLOCK ")\n"
     "return answer(0)\n";
 
-/* As read_release_lua, for the write holds. */
+/* As read_release_lua, for the write holds.  A release
+ * that frees the lock replies -3 when it promised it to another client,
+ * -4 when to none (as the reentrant lock's). */
 static const char write_release_lua[] =
-    RW_LUA_COMMON
+    RW_LUA_COMMON HL_LUA_LINE_ANNOUNCE_OURS
     "local wf = ARGV[2] .. " WRITE_SUFFIX "\n"
     "if redis.call('hexists', KEYS[1], wf) == 0 then return -1 end\n"
     "local n = redis.call('hincrby', KEYS[1], wf, -1)\n"
@@ -230,22 +261,30 @@ static const char write_release_lua[] =
     "  return answer(-2)\n"
     "end\n"
     "redis.call('del', KEYS[1])\n"
-    "announce(KEYS[2], " MSG_READ_UNLOCK ")\n"
-    "return answer(0)\n";
+    "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
+    HL_LUA_LINE_PROMISE_FROM(3, "me")
+    "announce_ours(KEYS[2], first, me, ARGV[3], " MSG_READ_UNLOCK ")\n"
+    "if not first or first == me then return answer(-4) end\n"
+    "return answer(-3)\n";
 
-/* KEYS: name, waiting writers, channel.  ARGV: field.  A writer stops
- * waiting: without other waiting writers, readers may go. */
+/* KEYS: name, writers' line, places, promise, wake base, channel.  ARGV:
+ * the field of the client's last waiting writer.  The client leaves the
+ * line (HL_LUA_LINE_LEAVE); without other waiting writers, readers may
+ * go. */
 static const char write_leave_lua[] =
-    "redis.call('zrem', KEYS[2], ARGV[1])\n"
-    "if redis.call('exists', KEYS[2]) == 0 then\n"
-    "  redis.call('publish', KEYS[3], " MSG_READ_UNLOCK ")\n"
+    HL_LUA_ANNOUNCE
+    "local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
+    HL_LUA_LINE_LEAVE(2)
+    "if redis.call('exists', KEYS[3]) == 0 then\n"
+    "  announce(KEYS[6], " MSG_READ_UNLOCK ")\n"
     "end\n"
     "return 0\n";
 
-/* KEYS: name, channel.  Replies 1 when deleted.  The read holds' own
+/* KEYS: name, channel, writers' line, places, promise, wake base.  ARGV:
+ * "1" on a cluster or "0".  Replies 1 when deleted.  The read holds' own
  * keys go with the hash, so that nothing of the lock is left. */
 static const char force_lua[] =
-    RW_LUA_COMMON
+    RW_LUA_COMMON HL_LUA_LINE_ANNOUNCE_OURS
     "local all = redis.call('hgetall', KEYS[1])\n"
     "for i = 1, #all, 2 do\n"
     "  if is_reader(all[i]) then\n"
@@ -254,15 +293,16 @@ static const char force_lua[] =
     "    end\n"
     "  end\n"
     "end\n"
-    "if redis.call('del', KEYS[1]) == 1 then\n"
-    "  announce(KEYS[2], " MSG_READ_UNLOCK ")\n"
-    "  return answer(1)\n"
-    "end\n"
-    "return 0\n";
+    "if redis.call('del', KEYS[1]) == 0 then return 0 end\n"
+    HL_LUA_LINE_PROMISE_FROM(3, "''")
+    "announce_ours(KEYS[2], first, '', ARGV[1], " MSG_READ_UNLOCK ")\n"
+    "return answer(1)\n";
 
-/* KEYS: name, channel, void set.  ARGV: field, expected count, nonce to
- * void (or ""), ":write" for the write side or "" for the read side.
- * Lowers the side's count to the expected one; replies the count left. */
+/* KEYS: name, channel, void set, writers' line, places, promise, wake
+ * base.  ARGV: field, expected count, nonce to void (or ""), ":write" for
+ * the write side or "" for the read side.  Lowers the side's count to the
+ * expected one; replies the count left.  A lock freed goes to the first
+ * writer in line, if any, and readers hear of it. */
 static const char reconcile_lua[] =
     RW_LUA_COMMON
     "if ARGV[3] ~= '' then\n"
@@ -283,6 +323,7 @@ static const char reconcile_lua[] =
     "redis.call('hdel', KEYS[1], f)\n"
     "if redis.call('hlen', KEYS[1]) <= 1 then\n"
     "  redis.call('del', KEYS[1])\n"
+    HL_LUA_LINE_PROMISE_FROM(4, "''")
     "elseif ARGV[4] ~= '' then\n"
     "  redis.call('hset', KEYS[1], " MODE ", " READ ")\n"
     "else\n"
@@ -338,15 +379,40 @@ static hl_script read_acquire_script, write_acquire_script,
     force_script, reconcile_script, read_renew_script, write_renew_script;
 
 static const char *const acquire_keys[] = {
-    HL_LAYOUT_RWLOCK_WRITERS, NULL, HL_LAYOUT_VOID, HL_LAYOUT_TOKEN};
-static const char *const channel_only[] = {NULL};
-static const char *const reconcile_keys[] = {NULL, HL_LAYOUT_VOID};
+    HL_LAYOUT_TOKEN, HL_LAYOUT_VOID, HL_LAYOUT_RWLOCK_LINE,
+    HL_LAYOUT_RWLOCK_WRITERS, HL_LAYOUT_RWLOCK_NEXT};
+static const char *const release_keys[] = {
+    HL_LAYOUT_RWLOCK_CHANNEL, HL_LAYOUT_RWLOCK_LINE,
+    HL_LAYOUT_RWLOCK_WRITERS, HL_LAYOUT_RWLOCK_NEXT,
+    HL_LAYOUT_RWLOCK_WAKE};
+static const char *const reconcile_keys[] = {
+    HL_LAYOUT_RWLOCK_CHANNEL, HL_LAYOUT_VOID, HL_LAYOUT_RWLOCK_LINE,
+    HL_LAYOUT_RWLOCK_WRITERS, HL_LAYOUT_RWLOCK_NEXT,
+    HL_LAYOUT_RWLOCK_WAKE};
 
-static int channel(const hilock_lock *lock, const char *field,
-                   size_t field_len, hl_aux_name *out)
+/* Readers, ours and Java's, and Java's writers hear Redisson's channel. */
+static int shared_channel(const hilock_lock *lock, const char *field,
+                          size_t field_len, hl_aux_name *out)
 {
     return hl_channel_under(HL_LAYOUT_RWLOCK_CHANNEL, lock, field,
                             field_len, out);
+}
+
+static int redisson_channel(const hilock_lock *lock, hl_aux_name *out)
+{
+    return shared_channel(lock, NULL, 0, out);
+}
+
+/* Our writers listen on their client's own channel,
+ * "hilock_rwlock_wake:{NAME}:<client id>". */
+static int writer_channel(const hilock_lock *lock, const char *field,
+                          size_t field_len, hl_aux_name *out)
+{
+    (void)field;
+    (void)field_len;
+    return hl_channel_under(HL_LAYOUT_RWLOCK_WAKE, lock,
+                            hl_lock_client_id(lock), HILOCK_CLIENT_ID_LEN,
+                            out);
 }
 
 static int write_query(hilock_lock *lock, hl_query q, const char *field,
@@ -356,24 +422,24 @@ static int write_query(hilock_lock *lock, hl_query q, const char *field,
                                   HL_LAYOUT_RWLOCK_WRITE_SUFFIX, fn, data);
 }
 
-/* KEYS: name, waiting writers.  Replies the status of a hash kind
- * (kindkit.h), the waiting writers in the order of their claims. */
+/* KEYS: name, writers' line, places.  Replies the status of a hash kind
+ * (kindkit.h), the clients waiting to write in the line's order with the
+ * time their places have left. */
 static const char status_lua[] =
+    HL_LUA_NOW HL_LUA_MS_UNTIL
     "local all = redis.call('hgetall', KEYS[1])\n"
-    "local w = {}\n"
-    "for _, m in ipairs(redis.call('zrange', KEYS[2], 0, -1)) do\n"
-    "  w[#w + 1] = m\n"
-    "  w[#w + 1] = false\n"
-    "end\n"
-    "local seen = #w > 0 or redis.call('hexists', KEYS[1], " MODE ") == 1\n"
-    "return {redis.call('pttl', KEYS[1]), all, w, -1, seen and 1 or 0}\n";
+    HL_LUA_LINE_STATUS(2)
+    "local seen = #waiters > 0 or\n"
+    "             redis.call('hexists', KEYS[1], " MODE ") == 1\n"
+    "return {redis.call('pttl', KEYS[1]), all, waiters, -1,\n"
+    "        seen and 1 or 0}\n";
 
 static hl_script status_script;
 
 static int status(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
-    return hl_run_lock_script(lock, &status_script, 1, acquire_keys, 0, NULL,
-                              NULL, fn, data);
+    return hl_run_lock_script(lock, &status_script, 2, release_keys + 1, 0,
+                              NULL, NULL, fn, data);
 }
 
 static int parse_status(hilock_reply *reply, hilock_lock_status **out)
@@ -387,16 +453,17 @@ static int attempt_with(const hl_script *script, hilock_lock *lock,
 {
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
-    char lease[24], token[24], wt[24];
+    char lease[24], token[24], wt[24], keep[24];
     const char *args[] = {lease, a->field, a->fenced ? "1" : "0",
-                          token, a->nonce, wt};
+                          token, a->nonce, wt, keep};
     size_t lens[] = {hl_i64_dec(lease, a->lease_ms),
                      a->field_len,
                      1,
                      hl_u64_dec(token, a->known_token),
                      a->nonce_len,
-                     hl_i64_dec(wt, a->waiter_timeout_ms)};
-    return hl_run_lock_script(lock, script, 4, acquire_keys, 6, args, lens, fn,
+                     hl_i64_dec(wt, a->waiter_timeout_ms),
+                     hl_i64_dec(keep, a->keep_in_line_ms)};
+    return hl_run_lock_script(lock, script, 5, acquire_keys, 7, args, lens, fn,
                               data);
 }
 
@@ -417,10 +484,10 @@ static int release_with(const hl_script *script, hilock_lock *lock,
                         hl_request_fn *fn, void *data)
 {
     char lease[24];
-    const char *args[] = {lease, field};
-    size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len};
-    return hl_run_lock_script(lock, script, 1, channel_only, 2, args, lens, fn,
-                              data);
+    const char *args[] = {lease, field, hl_lock_on_cluster(lock) ? "1" : "0"};
+    size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len, 1};
+    return hl_run_lock_script(lock, script, 5, release_keys, 3, args, lens,
+                              fn, data);
 }
 
 static int read_release(hilock_lock *lock, const char *field,
@@ -441,15 +508,20 @@ static int write_release(hilock_lock *lock, const char *field,
 
 static int write_leave(hilock_lock *lock, const char *field, size_t field_len)
 {
-    static const char *const keys[] = {HL_LAYOUT_RWLOCK_WRITERS, NULL};
-    return hl_run_lock_script(lock, &write_leave_script, 2, keys, 1, &field,
+    static const char *const keys[] = {
+        HL_LAYOUT_RWLOCK_LINE, HL_LAYOUT_RWLOCK_WRITERS,
+        HL_LAYOUT_RWLOCK_NEXT, HL_LAYOUT_RWLOCK_WAKE,
+        HL_LAYOUT_RWLOCK_CHANNEL};
+    return hl_run_lock_script(lock, &write_leave_script, 5, keys, 1, &field,
                               &field_len, NULL, NULL);
 }
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
-    return hl_run_lock_script(lock, &force_script, 1, channel_only, 0, NULL,
-                              NULL, fn, data);
+    const char *sharded = hl_lock_on_cluster(lock) ? "1" : "0";
+    size_t len = 1;
+    return hl_run_lock_script(lock, &force_script, 5, release_keys, 1,
+                              &sharded, &len, fn, data);
 }
 
 static int reconcile_with(const char *side, hilock_lock *lock,
@@ -461,7 +533,7 @@ static int reconcile_with(const char *side, hilock_lock *lock,
     const char *args[] = {field, want, nonce, side};
     size_t lens[] = {field_len, hl_i64_dec(want, expected), nonce_len,
                      strlen(side)};
-    return hl_run_lock_script(lock, &reconcile_script, 2, reconcile_keys, 4,
+    return hl_run_lock_script(lock, &reconcile_script, 6, reconcile_keys, 4,
                               args, lens, fn, data);
 }
 
@@ -485,7 +557,7 @@ static int write_reconcile(hilock_lock *lock, const char *field,
 
 static const hl_kind read_kind = {
     .name = "read",
-    .channel = channel,
+    .channel = shared_channel,
     .wake_all = true,
     .attempt = read_attempt,
     .parse_attempt = hl_parse_acquire_reply,
@@ -500,10 +572,15 @@ static const hl_kind read_kind = {
     .parse_status = parse_status,
 };
 
+/* Not queue_locally: an owner may hold the lock through a read handle,
+ * and its write attempt must be refused at once (an upgrade), not after
+ * this client's other writers. */
 static const hl_kind write_kind = {
     .name = "write",
-    .channel = channel,
-    .wake_all = true,
+    .channel = writer_channel,
+    .foreign_channel = redisson_channel,
+    .foreign_any_message = true,
+    .line_per_client = true,
     .self_wait_detail = "this owner holds the read lock: taking the write "
                         "lock would wait for itself; release the read "
                         "holds first",

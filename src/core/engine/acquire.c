@@ -413,6 +413,7 @@ static void hear_foreign(hl_acquire_op *op)
     if (lock->kind->foreign_channel(lock, &ch) != 0)
         return;
     (void)hl_waiter_foreign(lock->client->waiters, &op->waiter, ch.s, ch.len,
+                            lock->kind->foreign_any_message,
                             op->first_in_line);
     hl_aux_name_done(&ch);
 }

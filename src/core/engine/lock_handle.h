@@ -144,6 +144,9 @@ typedef struct hl_kind {
      * line listens to (the attempt's reply says it is first, or "h" on
      * its own channel does).  0 or HILOCK_ENOMEM. */
     int (*foreign_channel)(const hilock_lock *lock, hl_aux_name *out);
+    /* Other libraries release with "1" there too (Redisson's read-write
+     * lock): every message on the foreign channel counts as a release. */
+    bool foreign_any_message;
     int (*forget)(hilock_lock *lock, const char *nonce, size_t nonce_len);
     int64_t record_ms;
     /* The key the lease engine renews a hold's lease on, when it is not

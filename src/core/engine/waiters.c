@@ -36,6 +36,7 @@ struct hl_wait_channel {
     hl_sub foreign;
     char *foreign_name; /* NULL: none given */
     size_t foreign_len;
+    bool foreign_any; /* every message there is a release, not just "0" */
 };
 
 struct hl_waiters {
@@ -54,13 +55,15 @@ static void foreign_stop(hl_wait_channel *ch)
 static void wake_first(hl_waiters *reg, hl_wait_channel *ch);
 
 /* Another library released the lock ("0"); our releases say "1" there
- * and wake this client on its own channel when it is next. */
+ * and wake this client on its own channel when it is next.  Where the
+ * other library says "1" too, every message counts, ours included: ours
+ * go out there only when someone besides this client listens. */
 static void on_foreign_event(hl_sub *sub, hl_sub_event ev, const char *msg,
                              size_t len)
 {
     hl_wait_channel *ch = sub->data;
-    if (ev != HL_SUB_MESSAGE || len != 1 || msg[0] != '0' ||
-        ch->reg->closing)
+    if (ev != HL_SUB_MESSAGE || ch->reg->closing ||
+        (!ch->foreign_any && (len != 1 || msg[0] != '0')))
         return;
     ch->seq++;
     wake_first(ch->reg, ch);
@@ -342,7 +345,7 @@ int hl_waiter_add(hl_waiters *reg, hl_waiter *w, const char *channel,
 }
 
 int hl_waiter_foreign(hl_waiters *reg, hl_waiter *w, const char *channel,
-                      size_t len, bool first)
+                      size_t len, bool any_message, bool first)
 {
     hl_wait_channel *ch = w->chan;
     if (ch == NULL)
@@ -354,6 +357,7 @@ int hl_waiter_foreign(hl_waiters *reg, hl_waiter *w, const char *channel,
         memcpy(ch->foreign_name, channel, len);
         ch->foreign_name[len] = '\0';
         ch->foreign_len = len;
+        ch->foreign_any = any_message;
     }
     if (first)
         foreign_listen(reg, ch);

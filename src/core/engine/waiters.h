@@ -96,12 +96,12 @@ void hl_waiters_hand_on_unheard(hl_waiters *reg, const char *channel,
 
 /* The waiter's channel belongs to a client that waits in a line on the
  * server; channel (copied once) is where other libraries announce the
- * lock's releases.  With first, the client is first in that line, and
- * hears that channel until its own next "0" or until nobody listens;
- * HL_WAKE_MSG_FIRST on its own channel starts it again.  0, or -1 when
- * memory runs out. */
+ * lock's releases: "0", or with any_message every message.  With first,
+ * the client is first in that line, and hears that channel until its own
+ * next "0" or until nobody listens; HL_WAKE_MSG_FIRST on its own channel
+ * starts it again.  0, or -1 when memory runs out. */
 int hl_waiter_foreign(hl_waiters *reg, hl_waiter *w, const char *channel,
-                      size_t len, bool first);
+                      size_t len, bool any_message, bool first);
 
 /* This client freed the lock and no message will say so (line_per_client
  * kinds): count it as heard on the channel, so that an attempt in flight
