@@ -313,9 +313,9 @@ typedef struct hilock_lock_owner {
                             * whose count no lock wrote (not a decimal
                             * 64-bit integer) */
     bool writer;           /* a read-write lock's writer among holders */
-    /* A fair lock's waiter: whether its place has a time on the server,
-     * and how long it has left in ms (negative: run out, to be dropped by
-     * the next attempt).  A place scored 2^53 ms or more ahead (+inf too),
+    /* A waiter: whether its place has a time on the server, and how long
+     * it has left in ms (negative: run out, to be dropped by the next
+     * attempt).  A place scored 2^53 ms or more ahead (+inf too),
      * which never runs out, has no time.  false and 0 elsewhere. */
     bool expires;
     int64_t expires_in_ms;
@@ -337,10 +337,12 @@ typedef struct hilock_lock_status {
      * writer set; an owner that reads and writes is there twice). */
     size_t holders_len;
     const hilock_lock_owner *holders;
-    /* Who waits with a place on the server: a fair lock's line, first
-     * first, with the time each place has left; a read-write lock's
-     * waiting writers.  None for a reentrant lock, whose waiters the
-     * server keeps no list of (see subscribers). */
+    /* Who waits with a place on the server, first first, with the time
+     * each place has left: a fair lock's line of owners; the line of
+     * clients (client ids, not owners: a client's waiters take turns
+     * among themselves) of a reentrant lock and of a read-write lock's
+     * writers.  Redisson's waiters keep no place there (see
+     * subscribers). */
     size_t waiters_len;
     const hilock_lock_owner *waiters;
     /* Read-write lock: "read", "write", or NULL when free; its readers
