@@ -235,14 +235,6 @@ static const char plain_release_grant_lua[] =
     "end\n"
     SEM_LUA_GIVE_BACK;
 
-/* ARGV: expirable, permits.  Replies the new count, as text. */
-static const char release_lua[] =
-    SEM_LUA_COMMON
-    "redis.call('incrby', KEYS[1], ARGV[2])\n"
-    "local v = redis.call('get', KEYS[1])\n"
-    "announce(KEYS[3], v)\n"
-    "return answer(v)\n";
-
 /* ARGV: expirable, permits (may be negative).  Replies the new count, as
  * text.  A plain semaphore announces the new count, as RSemaphore's
  * addPermits does; an expirable one announces the amount added, and
@@ -313,7 +305,6 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void init_once(void)
 {
-    hl_script_init(&calls[SEM_RELEASE], release_lua);
     hl_script_init(&calls[SEM_ADD], add_lua);
     hl_script_init(&calls[SEM_TRY_SET], try_set_lua);
     hl_script_init(&calls[SEM_SET], set_lua);
