@@ -9,9 +9,9 @@
  * Every script that uses a line passes its keys in the same order: an
  * attempt's KEYS[4] is the line (a list of client ids, oldest first) and
  * KEYS[5] the places (a zset: client id -> server time in ms at which it
- * counts as gone), and ARGV[7] says how long the client stays in line
- * after a first hold (see hl_attempt_args.keep_in_line_ms); a release
- * names line, places, promise and wake base at KEYS[L..L+3]. */
+ * counts as gone), and one of its arguments says how long the client
+ * stays in line after a first hold (see hl_attempt_args.keep_in_line_ms);
+ * a release names line, places, promise and wake base at KEYS[L..L+3]. */
 #ifndef HL_KINDKIT_LINE_LUA_H
 #define HL_KINDKIT_LINE_LUA_H
 
@@ -100,34 +100,35 @@
     "    end\n" HL_LUA_LINE_PLACE(ms)
 
 /* In an attempt about to grant a first hold (when the Lua condition
- * cond holds): a client in line whose other waiters still wait stays in
- * it, at the end (already last, it stays: its waiters' attempts renew
+ * cond holds), keep being the argument that says how long the client
+ * stays in line: a client in line whose other waiters still wait stays
+ * in it, at the end (already last, it stays: its waiters' attempts renew
  * its place); else it leaves.  A client out of line stays out. */
-#define HL_LUA_LINE_ON_GRANT(cond)                                          \
-    "if " cond " and ARGV[7] ~= '-1' and\n"                                 \
+#define HL_LUA_LINE_ON_GRANT(cond, keep)                                    \
+    "if " cond " and " keep " ~= '-1' and\n"                                \
     "    redis.call('zscore', KEYS[5], me) then\n"                          \
-    "  if ARGV[7] == '0' then\n"                                            \
+    "  if " keep " == '0' then\n"                                           \
     "    redis.call('zrem', KEYS[5], me)\n"                                 \
     "    redis.call('lrem', KEYS[4], 1, me)\n"                              \
     "  elseif redis.call('lindex', KEYS[4], -1) ~= me then\n"               \
     "    redis.call('lrem', KEYS[4], 1, me)\n"                              \
     "    redis.call('rpush', KEYS[4], me)\n"                                \
-    HL_LUA_LINE_PLACE("ARGV[7]")                                            \
+    HL_LUA_LINE_PLACE(keep)                                                 \
     "  end\n"                                                               \
     "end\n"
 
 /* A client leaves the line (KEYS line, places, promise and wake base at
- * L..L+3, me the client): a promise to it passes on when the lock (at
- * KEYS[1]) is free, and when it was first, the next client, now first,
- * is told so ("h" on its channel: it listens to other libraries' releases
- * from then on).  Needs HL_LUA_ANNOUNCE. */
-#define HL_LUA_LINE_LEAVE(L)                                                \
+ * L..L+3, me the client): a promise to it passes on when the lock is
+ * free (the Lua condition free), and when it was first, the next client,
+ * now first, is told so ("h" on its channel: it listens to other
+ * libraries' releases from then on).  Needs HL_LUA_ANNOUNCE. */
+#define HL_LUA_LINE_LEAVE(L, free)                                          \
     "local was_first = redis.call('lindex', KEYS[" #L "], 0) == me\n"       \
     "redis.call('lrem', KEYS[" #L "], 1, me)\n"                             \
     "redis.call('zrem', KEYS[" #L " + 1], me)\n"                            \
     "local promised = redis.call('get', KEYS[" #L " + 2]) == me\n"          \
     "if promised then redis.call('del', KEYS[" #L " + 2]) end\n"            \
-    "if redis.call('exists', KEYS[1]) == 0 then\n"                          \
+    "if " free " then\n"                                                    \
     "  if promised then\n" HL_LUA_LINE_PROMISE_FROM(L, "me") "  end\n"      \
     "elseif was_first then\n"                                               \
     "  local first = redis.call('lindex', KEYS[" #L "], 0)\n"               \

@@ -86,7 +86,7 @@ static const char acquire_lua[] =
     "  return {0, ttl, first + kept}\n"
     "end\n"
     /* A first hold of a client in line (see HL_LUA_LINE_ON_GRANT). */
-    HL_LUA_LINE_ON_GRANT("not held")
+    HL_LUA_LINE_ON_GRANT("not held", "ARGV[7]")
     "local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "return {1, count, token(KEYS[2], count)}\n";
@@ -137,7 +137,7 @@ static const char force_lua[] =
 static const char leave_lua[] =
     HL_LUA_ANNOUNCE
     "local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
-    HL_LUA_LINE_LEAVE(2)
+    HL_LUA_LINE_LEAVE(2, "redis.call('exists', KEYS[1]) == 0")
     "return 0\n";
 
 /* KEYS: name, channel, void set, line, alive, next, wake base.  ARGV:

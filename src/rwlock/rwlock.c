@@ -197,7 +197,7 @@ static const char write_acquire_lua[] =
     "    kept = 2\n"
     "  else\n"
     "    if promised then redis.call('del', KEYS[6]) end\n"
-    HL_LUA_LINE_ON_GRANT("true")
+    HL_LUA_LINE_ON_GRANT("true", "ARGV[7]")
     "    redis.call('hset', KEYS[1], " MODE ", " WRITE ", wf, 1)\n"
     "    redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "    return {1, 1, token(KEYS[2], 1)}\n"
@@ -274,7 +274,7 @@ static const char write_release_lua[] =
 static const char write_leave_lua[] =
     HL_LUA_ANNOUNCE
     "local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
-    HL_LUA_LINE_LEAVE(2)
+    HL_LUA_LINE_LEAVE(2, "redis.call('exists', KEYS[1]) == 0")
     "if redis.call('exists', KEYS[3]) == 0 then\n"
     "  announce(KEYS[6], " MSG_READ_UNLOCK ")\n"
     "end\n"

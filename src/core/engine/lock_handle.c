@@ -211,6 +211,15 @@ bool hl_lock_others_wait(const hilock_lock *lock, const hl_waiter *self,
     return others;
 }
 
+void hl_lock_freed_here(hilock_lock *lock)
+{
+    hl_aux_name ch;
+    if (lock->client == NULL || hl_lock_channel(lock, &ch) != 0)
+        return;
+    hl_waiters_freed_here(lock->client->waiters, ch.s, ch.len);
+    hl_aux_name_done(&ch);
+}
+
 int64_t hl_lock_waiter_timeout_ms(const hilock_lock *lock)
 {
     return lock->client->opts->waiter_timeout_ms;

@@ -320,6 +320,12 @@ typedef int hl_write_send_fn(void *ctx, hl_request_fn *fn, void *data);
 int hl_lock_write(hilock_lock *lock, hl_write_send_fn *send, void *ctx,
                   hl_request_fn *fn, void *data);
 
+/* The lock was freed by this client and promised to nobody, and no
+ * message says so (line_per_client kinds): its own waiters hear it here,
+ * one refused just before the release and not listening yet included.
+ * Loop thread. */
+void hl_lock_freed_here(hilock_lock *lock);
+
 /* Whether waiters of the lock's client other than self (NULL: any) wait
  * for it on its channel; with known, also whether the client has that
  * channel at all (false too when memory runs out).  And the client's

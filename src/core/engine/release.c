@@ -60,13 +60,8 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
         else
             hl_waiters_hand_on_undone(lock->client->waiters, ch.s, ch.len);
         hl_aux_name_done(&ch);
-    } else if (out == HL_REL_FREED_OPEN && lock->client &&
-               hl_lock_channel(lock, &ch) == 0) {
-        /* Free for this client's waiters, and no message says so: one
-         * refused just before the release, and not listening yet when it
-         * was sent, would otherwise sleep through it. */
-        hl_waiters_freed_here(lock->client->waiters, ch.s, ch.len);
-        hl_aux_name_done(&ch);
+    } else if (out == HL_REL_FREED_OPEN) {
+        hl_lock_freed_here(lock);
     }
     /* Refused (by the server, or by the script for a value it found),
      * or withdrawn by a blocking caller that gave up before it was
