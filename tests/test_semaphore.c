@@ -458,12 +458,14 @@ static long long evalsha_calls(void)
 }
 
 /* Waiters wait on messages alone: while no permit comes free, five
- * waiters of one client send the server nothing, however long they
- * wait, and a release still wakes them. */
+ * waiters of one client send the server nothing but the renewal of their
+ * client's place in line (every third of the waiter timeout, 20 s here),
+ * however long they wait, and a release still wakes them. */
 static void test_waiters_do_not_poll(void **state)
 {
     (void)state;
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c =
+        hl_new_client(server, &(hl_client_opts){.waiter_ms = 60000});
     hilock_semaphore *s = hl_new_semaphore(c, "sem-still", false);
     assert_status(hilock_semaphore_set(s, 0), HILOCK_OK);
     result r[5];
@@ -472,6 +474,12 @@ static void test_waiters_do_not_poll(void **state)
         assert_status(hilock_semaphore_try_acquire_async(
                           s, 1, HILOCK_WAIT_FOREVER, on_result, &r[i], NULL),
                       HILOCK_OK);
+    /* One subscription on the client's own channel, and, first in line,
+     * one on Redisson's. */
+    char own[128];
+    snprintf(own, sizeof own, "hilock_sem_wake:{sem-still}:%s",
+             hilock_client_id(c));
+    hl_expect_numsub(server, own, 1, 1);
     hl_expect_numsub(server, "redisson_sc:{sem-still}", 1, 1);
     /* The head asked once when it started, and once more when the
      * subscription was confirmed. */

@@ -63,6 +63,14 @@
 #define HL_LAYOUT_RWLOCK_LINE "hilock_rwlock_line"
 #define HL_LAYOUT_RWLOCK_NEXT "hilock_rwlock_next"
 #define HL_LAYOUT_RWLOCK_WAKE "hilock_rwlock_wake"
+/* Ours: the clients waiting for permits of either semaphore kind, lined
+ * up as the reentrant lock's are, with the same four keys:
+ * "hilock_sem_line:{NAME}", "hilock_sem_alive:{NAME}",
+ * "hilock_sem_next:{NAME}" and "hilock_sem_wake:{NAME}:<client id>". */
+#define HL_LAYOUT_SEM_LINE "hilock_sem_line"
+#define HL_LAYOUT_SEM_ALIVE "hilock_sem_alive"
+#define HL_LAYOUT_SEM_NEXT "hilock_sem_next"
+#define HL_LAYOUT_SEM_WAKE "hilock_sem_wake"
 /* A field's client id is its first HILOCK_CLIENT_ID_LEN characters, as
  * scripts count them. */
 #define HL_LAYOUT_CLIENT_ID_LEN_TEXT "36"

@@ -11,6 +11,26 @@
  *                           <id> did, until its client has the answer
  *                           (see layout.h)
  *   hilock_void:{NAME}      set (expirable): attempts a reconcile voided
+ *   hilock_sem_line:{NAME}, hilock_sem_alive:{NAME}, hilock_sem_next:{NAME}
+ *                           the clients waiting for permits, their places
+ *                           and the client a release promised them to
+ *   hilock_sem_wake:{NAME}:<client id>
+ *                           where that client's waiters are woken
+ *
+ * Waiting clients line up as the reentrant lock's do (kindkit/line_lua.h),
+ * so that permits coming back wake one waiting process, not every one:
+ * whatever gives permits back (a release, a reconcile, an add, a set, an
+ * expired permit taken back) promises them to the first live client in
+ * line and wakes it on its own channel, and a grant that leaves permits
+ * free passes them on to the next client in line the same way.  While a
+ * promise stands, other clients of ours are refused and line up; the
+ * promised client's attempt drops the promise, whether or not it finds
+ * enough permits (a waiter for many must not hold up the line for as
+ * long as its place lasts).  Redisson's waiters, and our client first in
+ * line, hear Redisson's channel, where our scripts announce as before
+ * when someone besides our first client listens.  A release by the
+ * client first and alone in line promises nothing and says so (open):
+ * that client wakes its own waiters, with no message.
  *
  * A plain attempt records the permits it took under its nonce; the
  * record is also what voids it, since a reconcile overwrites it with
@@ -23,9 +43,12 @@
  * after an attempt whose answer was lost, whether it took anything, and
  * give it back.
  *
- * The one-request scripts take KEYS NAME, {NAME}:timeout and the channel,
- * and ARGV[1] '1' on an expirable semaphore, which first takes back the
- * permits whose expiry passed, as Redisson's acquire does.
+ * Every script names KEYS NAME, then a plain semaphore's record of the
+ * call or an expirable one's {NAME}:timeout, Redisson's channel, and the
+ * line's four keys (line, places, promise, wake base) at KEYS[4..7].  The
+ * one-request scripts take ARGV[1] '1' on an expirable semaphore, which
+ * first takes back the permits whose expiry passed, as Redisson's acquire
+ * does.
  *
  * Counts are 64-bit integers in Redis, and Lua's numbers are doubles,
  * exact only below 2^53: so a script reads a count as text, leaves the
@@ -41,6 +64,7 @@
 #include "core/engine/compose.h"
 #include "core/transport/resp.h"
 #include "kindkit/kindkit.h"
+#include "kindkit/line_lua.h"
 #include "layout/layout.h"
 #include "semaphore/semaphore_internal.h"
 
@@ -55,10 +79,68 @@
     "  return foreign(KEYS[1], stored, '" SEM_WHAT "')\n"                   \
     "end\n"
 
+/* released(me, v, msg): permits came back, v free now.  The first live
+ * client in line is promised them and woken (HL_LUA_LINE_PROMISE; me,
+ * the releasing client or '', goes to the end of the line if it is first
+ * and others wait), and Redisson's waiters hear msg (false: nothing)
+ * unless a line exists and nobody but our client first in it may listen.
+ * Sets open when no other client was promised them or waits: me's own
+ * waiters are woken by me, not by a message.  Needs HL_LUA_ANNOUNCE. */
+#define SEM_LUA_RELEASED                                                    \
+    HL_LUA_LINE_PROMISE                                                     \
+    "local open = false\n"                                                  \
+    "local function listeners(ch)\n"                                        \
+    "  local n = redis.call('pubsub', 'numsub', ch)[2]\n"                   \
+    "  local s = redis.pcall('pubsub', 'shardnumsub', ch)\n"                \
+    "  if type(s) == 'table' and not s.err then n = n + s[2] end\n"         \
+    "  return n\n"                                                          \
+    "end\n"                                                                 \
+    "local function released(me, v, msg)\n"                                 \
+    "  local first = redis.call('lindex', KEYS[4], 0)\n"                    \
+    "  if first and tonumber(v) > 0 then\n"                                 \
+    "    first = promise_next(KEYS[4], KEYS[5], KEYS[6], KEYS[7], me,\n"    \
+    "                         first)\n"                                     \
+    "  end\n"                                                               \
+    "  open = not first or first == me\n"                                   \
+    "  if msg and (not first or\n"                                          \
+    "              listeners(KEYS[3]) > (first == me and 1 or 0)) then\n"   \
+    "    announce(KEYS[3], msg)\n"                                          \
+    "  end\n"                                                               \
+    "end\n"
+
+/* After a grant that left free permits (left, as text): the next client
+ * in line is promised them (me, the client granted, passes on its turn
+ * if it is first).  Needs HL_LUA_ANNOUNCE. */
+#define SEM_LUA_PASS_ON(left)                                               \
+    "if tonumber(" left ") > 0 then\n"                                      \
+    "  local first = redis.call('lindex', KEYS[4], 0)\n"                    \
+    "  if first then\n" HL_LUA_LINE_PROMISE                                 \
+    "    promise_next(KEYS[4], KEYS[5], KEYS[6], KEYS[7], me, first)\n"     \
+    "  end\n"                                                               \
+    "end\n"
+
+/* A refused attempt of the client me that waits (wait, its waiter
+ * timeout, not '0') joins the line or renews its place; how is as the
+ * reentrant lock's (1: first in line, plus kept, 2 when the permits are
+ * promised to another client). */
+#define SEM_LUA_REFUSED(wait)                                               \
+    "  if " wait " ~= '0' then\n" HL_LUA_LINE_JOIN(wait) "  end\n"          \
+    "  local how = (redis.call('lindex', KEYS[4], 0) == me and 1 or 0) +\n" \
+    "              kept\n"
+
+/* Whether the permits are promised to a client other than me (kept 2);
+ * a promise to me is spent by this attempt, whatever it finds. */
+#define SEM_LUA_PROMISE_CHECK                                               \
+    "local kept = 0\n"                                                      \
+    "local promised = redis.call('get', KEYS[6])\n"                         \
+    "if promised == me then redis.call('del', KEYS[6])\n"                   \
+    "elseif promised then kept = 2 end\n"
+
 #define SEM_LUA_COMMON                                                      \
     HL_LUA_ANNOUNCE                                                         \
     HL_LUA_NOW                                                              \
     HL_LUA_FOREIGN                                                          \
+    SEM_LUA_RELEASED                                                        \
     "local now = now_ms()\n"                                                \
     SEM_LUA_CHECK                                                           \
     /* Expired permits come back, at most 1000 a call (unpack's limit). */ \
@@ -73,7 +155,7 @@
     "  redis.call('zrem', KEYS[2], unpack(gone))\n"                         \
     "  redis.call('incrby', KEYS[1], #gone)\n"                              \
     "  local v = redis.call('get', KEYS[1])\n"                              \
-    "  if tonumber(v) > 0 then announce(KEYS[3], v) end\n"                  \
+    "  if tonumber(v) > 0 then released('', v, v) end\n"                    \
     "end\n"                                                                 \
     "reclaim()\n"
 
@@ -88,93 +170,125 @@
 
 /* ---- plain: acquire, reconcile, forget ---------------------------------- */
 
-/* KEYS: name, the attempt's record.  ARGV: permits.  Replies {1, free
- * left, as text} when taken (and records how many), {0, -1} when too few
- * are free, {2} when a reconcile voided the attempt before it ran.  The
- * count is compared as a double: exact below 2^53, and above it greater
- * than any number of permits asked for. */
+/* KEYS: name, the attempt's record, channel, line, places, promise, wake
+ * base.  ARGV: permits, the attempt's nonce ("<client id>:<n>"), waiter
+ * timeout ms (0: a single try, which keeps no place), how long the
+ * client stays in line after a grant (hl_attempt_args.keep_in_line_ms).
+ * Replies {1, free left, as text} when taken (and records how many),
+ * {0, -1, how} when too few are free, {0, the promise's ms, how} when
+ * they are promised to another client, {2} when a reconcile voided the
+ * attempt before it ran.  The count is compared as a double: exact below
+ * 2^53, and above it greater than any number of permits asked for. */
 static const char plain_acquire_lua[] =
-    HL_LUA_FOREIGN
+    HL_LUA_FOREIGN HL_LUA_ANNOUNCE
     SEM_LUA_CHECK
     "local n = tonumber(ARGV[1])\n"
-    "if stored == false or tonumber(stored) < n then return {0, -1} end\n"
+    "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
+    SEM_LUA_PROMISE_CHECK
+    "if kept == 2 or stored == false or tonumber(stored) < n then\n"
+    SEM_LUA_REFUSED("ARGV[3]")
+    "  if kept == 2 then return {0, redis.call('pttl', KEYS[6]), how} end\n"
+    "  return {0, -1, how}\n"
+    "end\n"
     "if not redis.call('set', KEYS[2], n, 'px', "
     HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ", 'nx') then\n"
     "  return {2}\n"
     "end\n"
+    HL_LUA_LINE_ON_GRANT("true", "ARGV[4]")
     "redis.call('decrby', KEYS[1], n)\n"
-    "return {1, redis.call('get', KEYS[1])}\n";
+    "local left = redis.call('get', KEYS[1])\n"
+    SEM_LUA_PASS_ON("left")
+    "return {1, left}\n";
 
-/* KEYS: name, the attempt's record, channel.  Voids the attempt, and
- * gives back what it took, if it ran.  Replies 0: the owner holds nothing
- * after it. */
+/* KEYS: name, the attempt's record, channel, line, places, promise, wake
+ * base.  Voids the attempt, and gives back what it took, if it ran.
+ * Replies 0: the owner holds nothing after it. */
 static const char plain_reconcile_lua[] =
-    HL_LUA_ANNOUNCE
+    HL_LUA_ANNOUNCE SEM_LUA_RELEASED
     "local n = redis.call('set', KEYS[2], '" HL_LAYOUT_SEM_RECORD_VOID "',\n"
     "                     'px', " HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ", 'get')\n"
     "if n == false or n == '" HL_LAYOUT_SEM_RECORD_VOID "' then\n"
     "  return 0\n"
     "end\n"
     "redis.call('incrby', KEYS[1], n)\n"
-    "announce(KEYS[3], redis.call('get', KEYS[1]))\n"
+    "local v = redis.call('get', KEYS[1])\n"
+    "released('', v, v)\n"
     "return answer(0)\n";
 
 /* ---- expirable: acquire, reconcile, release, renew ---------------------- */
 
-/* KEYS: name, {name}:timeout, channel, void set.  ARGV: '1', lease ms,
- * permit id (the owner's field), nonce.  Replies {1, free left, as text}
- * when taken, {0, ms until the first permit expires, or -1} when none is
- * free, {2} when the attempt was voided.  The ms are whole, at least 0
- * (more than 1000 expired permits leave some for the next call, which
- * the engine's retry floor spaces out), and below 2^53: an expiry that
- * far away, +inf included, is none any wait reaches, and a reply could
- * not carry it (Redis casts a Lua number to an integer, and +inf to
- * -2^63), so the acquire waits for a release as for a permit that never
+/* KEYS: name, {name}:timeout, channel, line, places, promise, wake base,
+ * void set.  ARGV: '1', lease ms, permit id (the owner's field), nonce,
+ * waiter timeout ms (0: a single try), how long the client stays in line
+ * after a grant.  Replies {1, free left, as text} when taken, {0, ms until
+ * the first permit expires, or -1, how} when none is free, {0, the
+ * promise's ms, how} when the free ones are promised to another client,
+ * {2} when the attempt was voided.  The ms are whole, at least 0 (more
+ * than 1000 expired permits leave some for the next call, which the
+ * engine's retry floor spaces out), and below 2^53: an expiry that far
+ * away, +inf included, is none any wait reaches, and a reply could not
+ * carry it (Redis casts a Lua number to an integer, and +inf to -2^63),
+ * so the acquire waits for a release as for a permit that never
  * expires. */
 static const char permit_acquire_lua[] =
     SEM_LUA_COMMON
-    "if redis.call('sismember', KEYS[4], ARGV[4]) == 1 then return {2} end\n"
+    "if redis.call('sismember', KEYS[8], ARGV[4]) == 1 then return {2} end\n"
+    "local me = string.sub(ARGV[3], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
+    SEM_LUA_PROMISE_CHECK
     "local v = redis.call('get', KEYS[1])\n"
-    "if v ~= false and tonumber(v) >= 1 then\n"
+    "if kept == 0 and v ~= false and tonumber(v) >= 1 then\n"
+    HL_LUA_LINE_ON_GRANT("true", "ARGV[6]")
     "  redis.call('decrby', KEYS[1], 1)\n"
     "  redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])\n"
     "  local ttl = redis.call('pttl', KEYS[1])\n"
     "  if ttl > 0 then redis.call('pexpire', KEYS[2], ttl) end\n"
-    "  return answer({1, redis.call('get', KEYS[1])})\n"
+    "  local left = redis.call('get', KEYS[1])\n"
+    SEM_LUA_PASS_ON("left")
+    "  return answer({1, left})\n"
+    "end\n"
+    SEM_LUA_REFUSED("ARGV[5]")
+    "if kept == 2 then\n"
+    "  return answer({0, redis.call('pttl', KEYS[6]), how})\n"
     "end\n"
     "local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
     "if first[2] and first[2] ~= '" HL_LAYOUT_PERMIT_NO_EXPIRY "' then\n"
     "  local ms = math.ceil(tonumber(first[2]) - now)\n"
-    "  if ms < 2^53 then return answer({0, math.max(ms, 0)}) end\n"
+    "  if ms < 2^53 then return answer({0, math.max(ms, 0), how}) end\n"
     "end\n"
-    "return answer({0, -1})\n";
+    "return answer({0, -1, how})\n";
 
-/* KEYS: name, {name}:timeout, channel, void set.  ARGV: '1', permit id,
+/* KEYS: name, {name}:timeout, channel, line, places, promise, wake base,
+ * void set.  ARGV: '1', permit id,
  * holds the client knows of (0 or 1), nonce.  Voids the attempt and, when
  * the client holds no such permit, gives it back.  Replies the permits
  * the owner holds after it.  The attempt is voided first, so that it
  * stays void when the count is refused. */
 static const char permit_reconcile_lua[] =
-    SEM_LUA_VOID("4", "4")
+    SEM_LUA_VOID("8", "4")
     SEM_LUA_COMMON
     "if tonumber(ARGV[3]) > 0 then return answer(1) end\n"
     "if redis.call('zrem', KEYS[2], ARGV[2]) == 0 then\n"
     "  return answer(0)\n"
     "end\n"
     "redis.call('incrby', KEYS[1], 1)\n"
-    "announce(KEYS[3], redis.call('get', KEYS[1]))\n"
+    "local v = redis.call('get', KEYS[1])\n"
+    "released('', v, v)\n"
     "return answer(0)\n";
 
-/* ARGV: expirable, permit id.  Replies 0 (no such permit), 1 (given
- * back), 2 (given back, but its lease had run out). */
+/* ARGV: expirable, permit id, the releasing client's id when the permit
+ * is its own, else ''.  Replies 0 (no such permit), 1 (given back), 2
+ * (given back, but its lease had run out), 3 (given back, and open: the
+ * releasing client wakes its own waiters). */
 static const char permit_release_lua[] =
     SEM_LUA_COMMON
     "local s = redis.call('zscore', KEYS[2], ARGV[2])\n"
     "if s == false then return answer(0) end\n"
     "redis.call('zrem', KEYS[2], ARGV[2])\n"
     "redis.call('incrby', KEYS[1], 1)\n"
-    "announce(KEYS[3], redis.call('get', KEYS[1]))\n"
+    "local v = redis.call('get', KEYS[1])\n"
+    "released(ARGV[3], v, v)\n"
     "if tonumber(s) <= now then return answer(2) end\n"
+    "if open and ARGV[3] ~= '' then return answer(3) end\n"
     "return answer(1)\n";
 
 /* The lease engine's renewal: KEYS zsets, ARGV[1] lease ms, then one
@@ -198,21 +312,24 @@ static const char renew_lua[] =
 
 /* ---- the one-request calls ---------------------------------------------- */
 
-/* The end of a plain release: ARGV[1] permits back at KEYS[1], the new
- * count announced on KEYS[3] and answered, as text. */
+/* The end of a plain release: ARGV[1] permits back at KEYS[1], promised
+ * and announced (released, ARGV[3] the releasing client), and the new
+ * count answered, as text, or as {count, 1} when open. */
 #define SEM_LUA_GIVE_BACK                                                   \
     "redis.call('incrby', KEYS[1], ARGV[1])\n"                              \
     "local v = redis.call('get', KEYS[1])\n"                                \
-    "announce(KEYS[3], v)\n"                                                \
+    "released(ARGV[3], v, v)\n"                                             \
+    "if open then return answer({v, 1}) end\n"                              \
     "return answer(v)\n"
 
-/* KEYS: name, the release's record, channel.  ARGV: permits.  A plain
- * release is recorded until the client has its answer, so that the
- * client can send it again after an answer was lost without giving the
- * permits back twice.  Replies the new count (the count now, when it ran
- * before), as text. */
+/* KEYS: name, the release's record, channel, line, places, promise, wake
+ * base.  ARGV: permits, '1' when sent again, the releasing client's id.
+ * A plain release is recorded until the client has its answer, so that
+ * the client can send it again after an answer was lost without giving
+ * the permits back twice.  Replies the new count (the count now, when it
+ * ran before), as text (see SEM_LUA_GIVE_BACK). */
 static const char plain_release_lua[] =
-    HL_LUA_ANNOUNCE
+    HL_LUA_ANNOUNCE SEM_LUA_RELEASED
     HL_LUA_FOREIGN
     SEM_LUA_CHECK
     "if not redis.call('set', KEYS[2], ARGV[1], 'px', "
@@ -221,13 +338,14 @@ static const char plain_release_lua[] =
     "end\n"
     SEM_LUA_GIVE_BACK;
 
-/* KEYS: name, the record of the grant whose permits come back, channel.
- * ARGV: permits, '1' when sent again.  The release consumes the record,
+/* KEYS: name, the record of the grant whose permits come back, channel,
+ * line, places, promise, wake base.  ARGV: as plain_release_lua's.  The
+ * release consumes the record,
  * so that sent again after a lost answer, it finds the record gone and
  * gives nothing back twice.  Sent the first time it gives back in any
  * case.  Replies the new count (the count now, when it ran before). */
 static const char plain_release_grant_lua[] =
-    HL_LUA_ANNOUNCE
+    HL_LUA_ANNOUNCE SEM_LUA_RELEASED
     HL_LUA_FOREIGN
     SEM_LUA_CHECK
     "if redis.call('del', KEYS[2]) == 0 and ARGV[2] == '1' then\n"
@@ -246,9 +364,9 @@ static const char add_lua[] =
     "redis.call('incrby', KEYS[1], ARGV[2])\n"
     "local v = redis.call('get', KEYS[1])\n"
     "if ARGV[1] ~= '1' then\n"
-    "  announce(KEYS[3], v)\n"
-    "elseif tonumber(ARGV[2]) > 0 then\n"
-    "  announce(KEYS[3], ARGV[2])\n"
+    "  released('', v, v)\n"
+    "else\n"
+    "  released('', v, tonumber(ARGV[2]) > 0 and ARGV[2])\n"
     "end\n"
     "return answer(v)\n";
 
@@ -257,7 +375,7 @@ static const char try_set_lua[] =
     SEM_LUA_COMMON
     "if redis.call('exists', KEYS[1]) == 1 then return answer(0) end\n"
     "redis.call('set', KEYS[1], ARGV[2])\n"
-    "announce(KEYS[3], ARGV[2])\n"
+    "released('', ARGV[2], ARGV[2])\n"
     "return answer(1)\n";
 
 /* ARGV: expirable, permits.  Replies the count set.  On an expirable
@@ -274,14 +392,14 @@ static const char set_lua[] =
     "local free = redis.call('get', KEYS[1])\n"
     "if ARGV[1] ~= '1' or free == false then\n"
     "  redis.call('set', KEYS[1], ARGV[2])\n"
-    "  announce(KEYS[3], ARGV[2])\n"
+    "  released('', ARGV[2], ARGV[2])\n"
     "  return answer(want)\n"
     "end\n"
     "local held = redis.call('zcard', KEYS[2])\n"
     "if tonumber(free) + held ~= want then\n"
     "  redis.call('decrby', KEYS[1], free)\n"
     "  redis.call('incrby', KEYS[1], want - held)\n"
-    "  announce(KEYS[3], ARGV[2])\n"
+    "  released('', redis.call('get', KEYS[1]), ARGV[2])\n"
     "end\n"
     "return answer(want)\n";
 
@@ -327,11 +445,40 @@ void hl_sem_scripts_init(void)
 
 /* ---- the kinds ---------------------------------------------------------- */
 
-static int sem_channel(const hilock_lock *lock, const char *field,
-                       size_t field_len, hl_aux_name *out)
+/* KEYS: name, line, places, promise, wake base.  ARGV: the field of the
+ * client's last waiter.  The client leaves the line (HL_LUA_LINE_LEAVE);
+ * free permits promised to it pass on. */
+static const char leave_lua[] =
+    HL_LUA_ANNOUNCE
+    "local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
+    HL_LUA_LINE_LEAVE(2, "(tonumber(redis.call('get', KEYS[1]) or '0') "
+                         "or 0) > 0")
+    "return 0\n";
+
+static hl_script leave_script;
+static pthread_once_t leave_once = PTHREAD_ONCE_INIT;
+
+static void init_leave(void)
 {
-    return hl_channel_under(HL_LAYOUT_SEMAPHORE_CHANNEL, lock, field,
-                            field_len, out);
+    hl_script_init(&leave_script, leave_lua);
+}
+
+/* A client's waiters listen on its own channel,
+ * "hilock_sem_wake:{NAME}:<client id>". */
+static int client_channel(const hilock_lock *lock, const char *field,
+                          size_t field_len, hl_aux_name *out)
+{
+    (void)field;
+    (void)field_len;
+    return hl_channel_under(HL_LAYOUT_SEM_WAKE, lock,
+                            hl_lock_client_id(lock), HILOCK_CLIENT_ID_LEN,
+                            out);
+}
+
+/* Where Redisson's clients announce permits coming back. */
+static int redisson_channel(const hilock_lock *lock, hl_aux_name *out)
+{
+    return hl_channel_under(HL_LAYOUT_SEMAPHORE_CHANNEL, lock, NULL, 0, out);
 }
 
 static int permit_key(const char *name, size_t name_len, hl_aux_name *out)
@@ -350,39 +497,78 @@ static const hilock_reply *attempt_answer(const hilock_reply *r)
     return r;
 }
 
-/* {1, free} taken, {0, ms} held, {2} voided.  Anything else, a refused
+/* {1, free} taken, {0, ms, how} refused (how: bit 1 first in line, bit 2
+ * promised to another client), {2} voided.  Anything else, a refused
  * count among it, is a bad reply, whose detail the engine finds. */
 static void parse_attempt(const hilock_reply *reply, hl_acquire_result *out)
 {
     const hilock_reply *r = attempt_answer(reply);
     out->outcome = HL_ACQ_BAD_REPLY;
     if (r == NULL || r->type != HILOCK_REPLY_ARRAY || r->elements < 1 ||
-        r->elements > 2 || r->element[0]->type != HILOCK_REPLY_INTEGER)
+        r->elements > 3 || r->element[0]->type != HILOCK_REPLY_INTEGER)
         return;
     long long what = r->element[0]->integer;
     int64_t v = 0;
-    if (r->elements == 2 && !hl_reply_i64(r->element[1], &v))
+    if (r->elements >= 2 && !hl_reply_i64(r->element[1], &v))
         return;
     if (what == 1 && r->elements == 2) {
         out->outcome = HL_ACQ_ACQUIRED;
         out->count = 1; /* a permit is one hold of its own owner */
         out->free = v;
-    } else if (what == 0 && r->elements == 2) {
+    } else if (what == 0 && r->elements == 3) {
+        const hilock_reply *how = r->element[2];
+        if (how->type != HILOCK_REPLY_INTEGER || how->integer < 0 ||
+            how->integer > 3)
+            return;
         out->outcome = HL_ACQ_HELD;
         out->ttl_ms = v;
+        out->first_in_line = (how->integer & 1) != 0;
+        out->promised = (how->integer & 2) != 0;
     } else if (what == 2 && r->elements == 1) {
         out->outcome = HL_ACQ_VOID;
     }
 }
 
-static int run(hilock_lock *lock, const hl_script *script, int nkeys,
-               int argc, const char *const *argv, const size_t *lens,
-               hl_request_fn *fn, void *data)
+#define SEM_MAX_ARGS 6
+
+/* Run a semaphore script: KEYS the name, second (a plain call's record,
+ * or the expirable permits' zset), Redisson's channel, the line's four
+ * keys, and with with_void the void set. */
+static int sem_script(hilock_lock *lock, const hl_script *script,
+                      const char *second, size_t second_len, bool with_void,
+                      int nargs, const char *const *args,
+                      const size_t *arg_lens, hl_request_fn *fn, void *data)
 {
+    static const char *const prefixes[] = {
+        HL_LAYOUT_SEMAPHORE_CHANNEL, HL_LAYOUT_SEM_LINE, HL_LAYOUT_SEM_ALIVE,
+        HL_LAYOUT_SEM_NEXT, HL_LAYOUT_SEM_WAKE, HL_LAYOUT_VOID};
+    enum { NAUX_MAX = sizeof prefixes / sizeof prefixes[0] };
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
         return HILOCK_ECLOSED;
-    return hl_script_run(conn, script, nkeys, argc, argv, lens, fn, data);
+    int naux = with_void ? NAUX_MAX : NAUX_MAX - 1;
+    hl_aux_name k[NAUX_MAX];
+    if (hl_lock_keys(lock, naux, prefixes, k) != 0)
+        return HILOCK_ENOMEM;
+    const char *argv[2 + NAUX_MAX + SEM_MAX_ARGS];
+    size_t lens[2 + NAUX_MAX + SEM_MAX_ARGS];
+    int nkeys = 2 + naux;
+    argv[0] = lock->name;
+    lens[0] = lock->name_len;
+    argv[1] = second;
+    lens[1] = second_len;
+    for (int i = 0; i < naux; i++) {
+        argv[2 + i] = k[i].s;
+        lens[2 + i] = k[i].len;
+    }
+    for (int i = 0; i < nargs; i++) {
+        argv[nkeys + i] = args[i];
+        lens[nkeys + i] = arg_lens[i];
+    }
+    int rc = hl_script_run(conn, script, nkeys, nkeys + nargs, argv, lens,
+                           fn, data);
+    hl_aux_names_done(naux, k);
+    return rc;
 }
 
 /* "hilock_sem_record:{NAME}:<id>", the record of the attempt or release
@@ -397,19 +583,19 @@ static int record_key(const hilock_lock *lock, const char *id, size_t id_len,
     return HILOCK_ENOMEM;
 }
 
-/* The record of id and the semaphore's channel; on HILOCK_ENOMEM both
- * are released already. */
-static int record_and_channel(const hilock_lock *lock, const char *id,
-                              size_t id_len, hl_aux_name *rec,
-                              hl_aux_name *ch)
+/* A plain call under the record of id. */
+static int record_script(hilock_lock *lock, const hl_script *script,
+                         const char *id, size_t id_len, int nargs,
+                         const char *const *args, const size_t *arg_lens,
+                         hl_request_fn *fn, void *data)
 {
-    if (record_key(lock, id, id_len, rec) != 0)
+    hl_aux_name rec;
+    if (record_key(lock, id, id_len, &rec) != 0)
         return HILOCK_ENOMEM;
-    if (hl_lock_channel(lock, ch) == 0)
-        return 0;
-    hl_aux_name_done(rec);
-    hl_aux_name_done(ch);
-    return HILOCK_ENOMEM;
+    int rc = sem_script(lock, script, rec.s, rec.len, false, nargs, args,
+                        arg_lens, fn, data);
+    hl_aux_name_done(&rec);
+    return rc;
 }
 
 static int plain_attempt(hilock_lock *lock, const hl_attempt_args *a,
@@ -417,15 +603,13 @@ static int plain_attempt(hilock_lock *lock, const hl_attempt_args *a,
 {
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
-    hl_aux_name rec;
-    if (record_key(lock, a->nonce, a->nonce_len, &rec) != 0)
-        return HILOCK_ENOMEM;
-    char n[24];
-    const char *argv[] = {lock->name, rec.s, n};
-    size_t lens[] = {lock->name_len, rec.len, hl_i64_dec(n, a->amount)};
-    int rc = run(lock, &plain_acquire, 2, 3, argv, lens, fn, data);
-    hl_aux_name_done(&rec);
-    return rc;
+    char n[24], wait[24], keep[24];
+    const char *args[] = {n, a->nonce, wait, keep};
+    size_t lens[] = {hl_i64_dec(n, a->amount), a->nonce_len,
+                     hl_i64_dec(wait, a->waiter_timeout_ms),
+                     hl_i64_dec(keep, a->keep_in_line_ms)};
+    return record_script(lock, &plain_acquire, a->nonce, a->nonce_len, 4,
+                         args, lens, fn, data);
 }
 
 static int plain_reconcile_run(hilock_lock *lock, const char *field,
@@ -441,15 +625,8 @@ static int plain_reconcile_run(hilock_lock *lock, const char *field,
     (void)expected;
     if (nonce == NULL || nonce_len == 0)
         return HILOCK_EINVAL;
-    hl_aux_name rec, ch;
-    if (record_and_channel(lock, nonce, nonce_len, &rec, &ch) != 0)
-        return HILOCK_ENOMEM;
-    const char *argv[] = {lock->name, rec.s, ch.s};
-    size_t lens[] = {lock->name_len, rec.len, ch.len};
-    int rc = run(lock, &plain_reconcile, 3, 3, argv, lens, fn, data);
-    hl_aux_name_done(&rec);
-    hl_aux_name_done(&ch);
-    return rc;
+    return record_script(lock, &plain_reconcile, nonce, nonce_len, 0, NULL,
+                         NULL, fn, data);
 }
 
 int hl_sem_forget(hilock_lock *lock, const char *id, size_t id_len)
@@ -470,24 +647,32 @@ int hl_sem_forget(hilock_lock *lock, const char *id, size_t id_len)
 int hl_sem_plain_release(sem_op *op, hl_request_fn *fn, void *data)
 {
     hilock_lock *lock = op->sem->lock;
-    hl_aux_name rec, ch;
-    if (record_and_channel(lock, op->id, strlen(op->id), &rec, &ch) != 0)
-        return HILOCK_ENOMEM;
     char n[24];
-    const char *argv[] = {lock->name, rec.s, ch.s, n, op->resent ? "1" : "0"};
-    size_t lens[] = {lock->name_len, rec.len, ch.len, hl_i64_dec(n, op->n),
-                     1};
-    int rc = op->consumes_grant
-                 ? run(lock, &plain_release_grant, 3, 5, argv, lens, fn, data)
-                 : run(lock, &plain_release, 3, 4, argv, lens, fn, data);
-    hl_aux_name_done(&rec);
-    hl_aux_name_done(&ch);
-    return rc;
+    const char *args[] = {n, op->resent ? "1" : "0",
+                          hl_lock_client_id(lock)};
+    size_t lens[] = {hl_i64_dec(n, op->n), 1, HILOCK_CLIENT_ID_LEN};
+    return record_script(lock,
+                         op->consumes_grant ? &plain_release_grant
+                                            : &plain_release,
+                         op->id, strlen(op->id), 3, args, lens, fn, data);
+}
+
+static int sem_leave(hilock_lock *lock, const char *field, size_t field_len)
+{
+    static const char *const keys[] = {HL_LAYOUT_SEM_LINE,
+                                       HL_LAYOUT_SEM_ALIVE,
+                                       HL_LAYOUT_SEM_NEXT, HL_LAYOUT_SEM_WAKE};
+    pthread_once(&leave_once, init_leave);
+    return hl_run_lock_script(lock, &leave_script, 4, keys, 1, &field,
+                              &field_len, NULL, NULL);
 }
 
 const hl_kind hl_semaphore_kind = {
     .name = "semaphore",
-    .channel = sem_channel,
+    .channel = client_channel,
+    .foreign_channel = redisson_channel,
+    .foreign_any_message = true,
+    .line_per_client = true,
     .wake_all = true,
     .in_line = true,
     .unheld_grants = true,
@@ -497,43 +682,18 @@ const hl_kind hl_semaphore_kind = {
     .attempt = plain_attempt,
     .parse_attempt = parse_attempt,
     .reconcile = plain_reconcile_run,
+    .leave = sem_leave,
 };
 
-/* KEYS: name, {name}:timeout, channel, then extra keys. */
-static int permit_run(hilock_lock *lock, const hl_script *script,
-                      const char *void_key, size_t void_len, int nargs,
-                      const char *const *args, const size_t *arg_lens,
-                      hl_request_fn *fn, void *data)
+/* An expirable semaphore's script: KEYS name, {name}:timeout, Redisson's
+ * channel, the line's four, and with with_void the void set. */
+static int permit_script(hilock_lock *lock, const hl_script *script,
+                         bool with_void, int nargs, const char *const *args,
+                         const size_t *arg_lens, hl_request_fn *fn,
+                         void *data)
 {
-    hl_aux_name ch;
-    if (hl_lock_channel(lock, &ch) != 0)
-        return HILOCK_ENOMEM;
-    const char *argv[4 + 4] = {lock->name, lock->lease_key, ch.s, void_key};
-    size_t lens[4 + 4] = {lock->name_len, lock->lease_key_len, ch.len,
-                          void_len};
-    int nkeys = void_key ? 4 : 3;
-    for (int i = 0; i < nargs; i++) {
-        argv[nkeys + i] = args[i];
-        lens[nkeys + i] = arg_lens[i];
-    }
-    int rc = run(lock, script, nkeys, nkeys + nargs, argv, lens, fn, data);
-    hl_aux_name_done(&ch);
-    return rc;
-}
-
-/* A script that names the void set too: KEYS name, {name}:timeout,
- * channel, void set. */
-static int permit_run_voiding(hilock_lock *lock, const hl_script *script,
-                              const char *const *args, const size_t *lens,
-                              hl_request_fn *fn, void *data)
-{
-    static const char *const prefixes[] = {HL_LAYOUT_VOID};
-    hl_aux_name v;
-    if (hl_lock_keys(lock, 1, prefixes, &v) != 0)
-        return HILOCK_ENOMEM;
-    int rc = permit_run(lock, script, v.s, v.len, 4, args, lens, fn, data);
-    hl_aux_name_done(&v);
-    return rc;
+    return sem_script(lock, script, lock->lease_key, lock->lease_key_len,
+                      with_void, nargs, args, arg_lens, fn, data);
 }
 
 static int permit_attempt(hilock_lock *lock, const hl_attempt_args *a,
@@ -541,11 +701,16 @@ static int permit_attempt(hilock_lock *lock, const hl_attempt_args *a,
 {
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
-    char lease[24];
-    const char *args[] = {"1", lease, a->field, a->nonce};
-    size_t lens[] = {1, hl_i64_dec(lease, a->lease_ms), a->field_len,
-                     a->nonce_len};
-    return permit_run_voiding(lock, &permit_acquire, args, lens, fn, data);
+    char lease[24], wait[24], keep[24];
+    const char *args[] = {"1", lease, a->field, a->nonce, wait, keep};
+    size_t lens[] = {1,
+                     hl_i64_dec(lease, a->lease_ms),
+                     a->field_len,
+                     a->nonce_len,
+                     hl_i64_dec(wait, a->waiter_timeout_ms),
+                     hl_i64_dec(keep, a->keep_in_line_ms)};
+    return permit_script(lock, &permit_acquire, true, 6, args, lens, fn,
+                         data);
 }
 
 static int permit_reconcile_run(hilock_lock *lock, const char *field,
@@ -556,22 +721,26 @@ static int permit_reconcile_run(hilock_lock *lock, const char *field,
     char want[24];
     const char *args[] = {"1", field, want, nonce};
     size_t lens[] = {1, field_len, hl_i64_dec(want, expected), nonce_len};
-    return permit_run_voiding(lock, &permit_reconcile, args, lens, fn, data);
+    return permit_script(lock, &permit_reconcile, true, 4, args, lens, fn,
+                         data);
 }
 
+/* This client's own permit goes back: the script tells it when its own
+ * waiters are to be woken without a message. */
 static int permit_release(hilock_lock *lock, const char *field,
                           size_t field_len, int64_t lease_ms,
                           hl_request_fn *fn, void *data)
 {
     (void)lease_ms;
-    const char *args[] = {"1", field};
-    size_t lens[] = {1, field_len};
-    return permit_run(lock, &calls[SEM_PERMIT_RELEASE], NULL, 0, 2, args,
-                      lens, fn, data);
+    const char *args[] = {"1", field, hl_lock_client_id(lock)};
+    size_t lens[] = {1, field_len, HILOCK_CLIENT_ID_LEN};
+    return permit_script(lock, &calls[SEM_PERMIT_RELEASE], false, 3, args,
+                         lens, fn, data);
 }
 
-/* 1: given back; 0: no such permit; 2: given back after its lease ran
- * out, which is no release of a hold the client still had. */
+/* 1: given back; 3: given back, and this client wakes its own waiters;
+ * 0: no such permit; 2: given back after its lease ran out, which is no
+ * release of a hold the client still had. */
 static hl_release_outcome permit_parse_release(const hilock_reply *r,
                                                int64_t *remaining)
 {
@@ -580,6 +749,8 @@ static hl_release_outcome permit_parse_release(const hilock_reply *r,
         return HL_REL_BAD_REPLY;
     if (r->integer == 1)
         return HL_REL_OWNER_DONE;
+    if (r->integer == 3)
+        return HL_REL_FREED_OPEN;
     if (r->integer == 0 || r->integer == 2)
         return HL_REL_NOT_OWNER;
     return HL_REL_BAD_REPLY;
@@ -587,7 +758,10 @@ static hl_release_outcome permit_parse_release(const hilock_reply *r,
 
 const hl_kind hl_permit_kind = {
     .name = "permit semaphore",
-    .channel = sem_channel,
+    .channel = client_channel,
+    .foreign_channel = redisson_channel,
+    .foreign_any_message = true,
+    .line_per_client = true,
     .wake_all = true,
     .in_line = true,
     .bad_reply_detail = "unexpected reply to a permit acquire",
@@ -596,6 +770,7 @@ const hl_kind hl_permit_kind = {
     .release = permit_release,
     .parse_release = permit_parse_release,
     .reconcile = permit_reconcile_run,
+    .leave = sem_leave,
     .renew = &renew,
     .lease_key = permit_key,
 };
@@ -603,17 +778,21 @@ const hl_kind hl_permit_kind = {
 int hl_sem_run(sem_op *op, hl_request_fn *fn, void *data)
 {
     hilock_semaphore *sem = op->sem;
-    hilock_lock *lock = sem->lock;
     char num[24];
-    const char *args[] = {sem->expirable ? "1" : "0", num};
-    size_t lens[] = {1, 0};
+    /* Another client's permit: its releaser wakes no waiters of its own
+     * (third argument ''). */
+    const char *args[] = {sem->expirable ? "1" : "0", num, ""};
+    size_t lens[] = {1, 0, 0};
+    int nargs = 2;
     if (op->call == SEM_PERMIT_RELEASE) {
         args[1] = op->id;
         lens[1] = strlen(op->id);
+        nargs = 3;
     } else {
         lens[1] = hl_i64_dec(num, op->n);
     }
-    int nargs = op->call == SEM_DRAIN || op->call == SEM_AVAILABLE ? 1 : 2;
-    return permit_run(lock, &calls[op->call], NULL, 0, nargs, args, lens, fn,
-                      data);
+    if (op->call == SEM_DRAIN || op->call == SEM_AVAILABLE)
+        nargs = 1;
+    return permit_script(sem->lock, &calls[op->call], false, nargs, args,
+                         lens, fn, data);
 }

@@ -245,11 +245,21 @@ static void on_reply(void *data, int status, hilock_reply *reply)
      * of the layout writes, refused by the script, as its words. */
     const hilock_reply *answer =
         hl_script_answer(op->sem->lock->client, reply);
+    /* {count, 1}: a plain release of the client first and alone in the
+     * semaphore's line, whose own waiters no message wakes. */
+    bool open = answer != NULL && answer->type == HILOCK_REPLY_ARRAY &&
+                answer->elements == 2 &&
+                answer->element[1]->type == HILOCK_REPLY_INTEGER &&
+                answer->element[1]->integer == 1;
+    if (open)
+        answer = answer->element[0];
     char foreign[HL_FOREIGN_DETAIL_MAX];
     bool refused = hl_foreign_detail(reply, foreign, sizeof foreign);
     int64_t v = 0;
     bool ok = !refused && hl_reply_i64(answer, &v);
     hilock_reply_free(reply);
+    if (ok && open)
+        hl_lock_freed_here(op->sem->lock);
     if (!ok) {
         hl_op_done(&op->op, HILOCK_EPROTO, 0, NULL,
                    refused ? foreign
