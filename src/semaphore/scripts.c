@@ -24,9 +24,10 @@
  * line and wakes it on its own channel, and a grant that leaves permits
  * free passes them on to the next client in line the same way.  While a
  * promise stands, other clients of ours are refused and line up; the
- * promised client's attempt drops the promise, whether or not it finds
- * enough permits (a waiter for many must not hold up the line for as
- * long as its place lasts).  Redisson's waiters, and our client first in
+ * promised client's attempt spends the promise, and when it finds too
+ * few permits for itself, passes them by to the next live client in line
+ * and keeps its place (a waiter for many holds up nobody, and is
+ * promised the next permits first).  Redisson's waiters, and our client first in
  * line, hear Redisson's channel, where our scripts announce as before
  * when someone besides our first client listens.  A release by the
  * client first and alone in line promises nothing and says so (open):
@@ -119,6 +120,25 @@
     "  end\n"                                                               \
     "end\n"
 
+/* A client promised permits too few for its attempt (n) passes them by:
+ * the first live client behind it in line is promised them instead, and
+ * it keeps its place, to be promised the next ones.  Needs
+ * HL_LUA_ANNOUNCE. */
+#define SEM_LUA_PASS_BY                                                     \
+    HL_LUA_NOW                                                              \
+    "if stored and tonumber(stored) > 0 then\n"                             \
+    "  local now = now_ms()\n"                                              \
+    "  for _, c in ipairs(redis.call('lrange', KEYS[4], 0, -1)) do\n"       \
+    "    local at = tonumber(redis.call('zscore', KEYS[5], c) or 0)\n"      \
+    "    if c ~= me and at > now then\n"                                    \
+    "      redis.call('set', KEYS[6], c, 'px',\n"                           \
+    "                 math.ceil(math.min(at - now, 86400000)))\n"           \
+    "      announce(KEYS[7] .. ':' .. c, '" HL_LAYOUT_MSG_UNLOCK "')\n"      \
+    "      break\n"                                                         \
+    "    end\n"                                                             \
+    "  end\n"                                                               \
+    "end\n"
+
 /* A refused attempt of the client me that waits (wait, its waiter
  * timeout, not '0') joins the line or renews its place; how is as the
  * reentrant lock's (1: first in line, plus kept, 2 when the permits are
@@ -186,6 +206,7 @@ static const char plain_acquire_lua[] =
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
     SEM_LUA_PROMISE_CHECK
     "if kept == 2 or stored == false or tonumber(stored) < n then\n"
+    "  if promised == me then\n" SEM_LUA_PASS_BY "  end\n"
     SEM_LUA_REFUSED("ARGV[3]")
     "  if kept == 2 then return {0, redis.call('pttl', KEYS[6]), how} end\n"
     "  return {0, -1, how}\n"
