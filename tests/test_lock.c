@@ -35,6 +35,7 @@
 #include "support/lock_helpers.h"
 #include "support/loop_call.h"
 #include "support/mutex_checker.h"
+#include "support/raw_reads.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -143,67 +144,6 @@ static hl_lease_stats lease_stats(hilock_client *c)
 
     hl_run_on_loop(c, read_stats, &s);
     return s;
-}
-
-/* A thread that acquires and, when asked, releases. */
-typedef struct waiter {
-    pthread_t thread;
-    hilock_lock *lock;
-    int64_t wait_ms;
-    int64_t lease_ms;
-    bool release;
-    hl_mutex_checker *mc;
-    uint32_t id;
-    int rc;
-    int release_rc;
-    int64_t acquired_at;
-    atomic_bool done;
-} waiter;
-
-static void *waiter_main(void *arg)
-{
-    waiter *w = arg;
-
-    w->rc = hilock_lock_try_acquire(w->lock, w->wait_ms, w->lease_ms);
-    w->acquired_at = hl_now_ms();
-    if (w->rc == HILOCK_OK && w->release) {
-        long slot = w->mc ? hl_mutex_checker_enter(w->mc, w->id, 0) : -1;
-
-        if (w->mc)
-            hl_mutex_checker_exit(w->mc, slot);
-        w->release_rc = hilock_lock_release(w->lock);
-    }
-    atomic_store(&w->done, true);
-    return NULL;
-}
-
-static void waiter_start_checked(waiter *w, hilock_lock *lock,
-                                 int64_t wait_ms, int64_t lease_ms,
-                                 bool release, hl_mutex_checker *mc,
-                                 uint32_t id)
-{
-    memset(w, 0, sizeof *w);
-    w->mc = mc;
-    w->id = id;
-    w->lock = lock;
-    w->wait_ms = wait_ms;
-    w->lease_ms = lease_ms;
-    w->release = release;
-    w->rc = -1;
-    w->release_rc = -1;
-    atomic_init(&w->done, false);
-    assert_int_equal(pthread_create(&w->thread, NULL, waiter_main, w), 0);
-}
-
-static void waiter_start(waiter *w, hilock_lock *lock, int64_t wait_ms,
-                         int64_t lease_ms, bool release)
-{
-    waiter_start_checked(w, lock, wait_ms, lease_ms, release, NULL, 0);
-}
-
-static void waiter_join(waiter *w, int timeout_ms)
-{
-    hl_join_within(w->thread, &w->done, timeout_ms);
 }
 
 /* ---- hold counts ------------------------------------------------------- */
@@ -999,18 +939,19 @@ static void test_release_wakes_waiter(void **state)
     hilock_client *b = hl_new_client(fx.server, NULL);
     hilock_lock *la = hl_new_lock(a, "wake"), *lb = hl_new_lock(b, "wake");
     int64_t t_rel, took;
-    waiter w;
+    hl_acquirer w;
 
     (void)state;
     assert_status(hilock_lock_try_acquire(la, 0, 30000), HILOCK_OK);
-    waiter_start(&w, lb, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
+    hl_acquirer_start(&w, lb, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG,
+                      true);
     hl_expect_pending(b, lb, 1);
     char channel[128];
     hl_wake_channel(b, "{wake}", channel, sizeof channel);
     hl_expect_numsub(fx.server, channel, 1, 1);
     t_rel = hl_now_ms();
     assert_status(hilock_lock_release(la), HILOCK_OK);
-    waiter_join(&w, hl_widen(10000));
+    hl_acquirer_join(&w, hl_widen(10000));
     assert_status(w.rc, HILOCK_OK);
     assert_status(w.release_rc, HILOCK_OK);
     took = w.acquired_at - t_rel;
@@ -1029,12 +970,6 @@ static void test_release_wakes_waiter(void **state)
 
 #define HERD 8
 
-static long long scripts_run(void)
-{
-    return hl_fixture_calls(fx.server, "evalsha") +
-           hl_fixture_calls(fx.server, "eval");
-}
-
 /* HERD clients (processes, as far as the server can tell) wait for one
  * lock, each with a waiter that releases at once.  Each release wakes one
  * of them, whose acquire finds the lock kept for it: the line drains in
@@ -1050,7 +985,7 @@ static void test_release_wakes_one_client(void **state)
     hl_mutex_checker *mc = hl_mutex_checker_create(HERD, 0);
     hilock_client *c[HERD];
     hilock_lock *l[HERD];
-    waiter w[HERD];
+    hl_acquirer w[HERD];
     char why[256];
 
     (void)state;
@@ -1059,19 +994,20 @@ static void test_release_wakes_one_client(void **state)
     for (int i = 0; i < HERD; i++) {
         c[i] = hl_new_client(fx.server, &opts);
         l[i] = hl_new_lock(c[i], "herd");
-        waiter_start_checked(&w[i], l[i], HILOCK_WAIT_FOREVER,
-                             HILOCK_LEASE_WATCHDOG, true, mc, (uint32_t)i);
+        hl_acquirer_start_checked(&w[i], l[i], HILOCK_WAIT_FOREVER,
+                                  HILOCK_LEASE_WATCHDOG, true, mc,
+                                  (uint32_t)i);
         /* Refused and listening: only a release moves it now. */
         hl_expect_pending(c[i], l[i], 1);
     }
-    long long before = scripts_run();
+    long long before = hl_scripts_run(fx.server);
     assert_status(hilock_lock_release(lh), HILOCK_OK);
     for (int i = 0; i < HERD; i++) {
-        waiter_join(&w[i], hl_widen(20000));
+        hl_acquirer_join(&w[i], hl_widen(20000));
         assert_status(w[i].rc, HILOCK_OK);
         assert_status(w[i].release_rc, HILOCK_OK);
     }
-    long long scripts = scripts_run() - before;
+    long long scripts = hl_scripts_run(fx.server) - before;
     print_message("    herd: %d waiting clients drained with %lld scripts\n",
                   HERD, scripts);
     if (!hl_mutex_checker_verify(mc, false, why, sizeof why))
@@ -1106,23 +1042,24 @@ static void test_own_waiters_line_up_behind_a_promise(void **state)
     hilock_lock *mine = hl_new_lock(p, "ownline");
     hilock_lock *theirs = hl_new_lock(b, "ownline");
     hilock_client *obs = hl_new_client(fx.server, NULL);
-    waiter wm, wt;
+    hl_acquirer wm, wt;
 
     (void)state;
     assert_status(hilock_lock_try_acquire(holder, 0, 30000), HILOCK_OK);
-    waiter_start(&wm, mine, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
+    hl_acquirer_start(&wm, mine, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG,
+                      true);
     hl_expect_pending(p, mine, 1);
     /* Refused by its own client's hold: not in line. */
     assert_int_equal(int_of(cmd(obs, "EXISTS", "hilock_lock_line:{ownline}",
                                 (char *)NULL)),
                      0);
-    waiter_start(&wt, theirs, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG,
-                 true);
+    hl_acquirer_start(&wt, theirs, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG,
+                      true);
     hl_expect_pending(b, theirs, 1);
     assert_status(hilock_lock_release(holder), HILOCK_OK);
-    waiter_join(&wt, hl_widen(10000));
+    hl_acquirer_join(&wt, hl_widen(10000));
     assert_status(wt.rc, HILOCK_OK);
-    waiter_join(&wm, hl_widen(10000));
+    hl_acquirer_join(&wm, hl_widen(10000));
     assert_status(wm.rc, HILOCK_OK);
     /* The other client went first: the lock was promised to it. */
     assert_true(wt.acquired_at <= wm.acquired_at);
@@ -1137,17 +1074,6 @@ static void test_own_waiters_line_up_behind_a_promise(void **state)
 /* ---- a client that died in line ----------------------------------------- */
 
 #define DEAD_CLIENT "5d1e0b3a-0c4f-4e1b-8a2d-7f6e5d4c3b2a"
-
-/* The server's clock, in ms. */
-static long long server_ms(hilock_client *obs)
-{
-    hilock_reply *r = cmd(obs, "TIME", (char *)NULL);
-    assert_int_equal(r->type, HILOCK_REPLY_ARRAY);
-    long long ms = atoll(r->element[0]->str) * 1000 +
-                   atoll(r->element[1]->str) / 1000;
-    hilock_reply_free(r);
-    return ms;
-}
 
 /* A client whose process died stands first in line, its place running
  * out PLACE_MS after it last tried.  The release promises it the lock,
@@ -1167,16 +1093,17 @@ static void test_dead_client_in_line_passed_over(void **state)
     hilock_lock *lc = hl_new_lock(c, "deadline");
     hilock_lock *ld = hl_new_lock(d, "deadline");
     char at[32];
-    waiter w;
+    hl_acquirer w;
 
     (void)state;
     assert_status(hilock_lock_try_acquire(la, 0, 30000), HILOCK_OK);
-    snprintf(at, sizeof at, "%lld", server_ms(obs) + PLACE_MS);
+    snprintf(at, sizeof at, "%lld", hl_raw_server_ms(fx.server) + PLACE_MS);
     hilock_reply_free(cmd(obs, "RPUSH", "hilock_lock_line:{deadline}",
                           DEAD_CLIENT, (char *)NULL));
     hilock_reply_free(cmd(obs, "ZADD", "hilock_lock_alive:{deadline}", at,
                           DEAD_CLIENT, (char *)NULL));
-    waiter_start(&w, lc, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
+    hl_acquirer_start(&w, lc, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG,
+                      true);
     hl_expect_pending(c, lc, 1);
     int64_t released_at = hl_now_ms();
     assert_status(hilock_lock_release(la), HILOCK_OK);
@@ -1185,7 +1112,7 @@ static void test_dead_client_in_line_passed_over(void **state)
     assert_status(hilock_lock_try_acquire(ld, 0, 30000), HILOCK_EBUSY);
     if (strstr(hilock_last_error(), "promised") == NULL)
         fail_msg("refused with \"%s\"", hilock_last_error());
-    waiter_join(&w, hl_widen(PLACE_MS + 10000));
+    hl_acquirer_join(&w, hl_widen(PLACE_MS + 10000));
     assert_status(w.rc, HILOCK_OK);
     assert_status(w.release_rc, HILOCK_OK);
     print_message("    dead client in line: the next waiter got the lock "
@@ -1231,18 +1158,6 @@ static bool numsub_is(void *arg)
     return hl_fixture_numsub(fx.server, want[0]) == atoll(want[1]);
 }
 
-typedef struct hears_want {
-    hilock_client *client;
-    hilock_lock *lock;
-    int channels;
-} hears_want;
-
-static bool hears(void *arg)
-{
-    hears_want *h = arg;
-    return hl_read_pending(h->client, h->lock).channels == h->channels;
-}
-
 #define JAVA_WAITERS 3
 
 /* Behind a Redisson holder, only the client first in our line listens on
@@ -1255,7 +1170,7 @@ static void test_redisson_release_wakes_our_line(void **state)
     hilock_client *obs = hl_new_client(fx.server, NULL);
     hilock_client *c[JAVA_WAITERS];
     hilock_lock *l[JAVA_WAITERS];
-    waiter w[JAVA_WAITERS];
+    hl_acquirer w[JAVA_WAITERS];
     const char *shared[] = {"redisson_lock__channel:{javaheld}", "1"};
 
     (void)state;
@@ -1263,8 +1178,8 @@ static void test_redisson_release_wakes_our_line(void **state)
     for (int i = 0; i < JAVA_WAITERS; i++) {
         c[i] = hl_new_client(fx.server, &opts);
         l[i] = hl_new_lock(c[i], "javaheld");
-        waiter_start(&w[i], l[i], HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG,
-                     true);
+        hl_acquirer_start(&w[i], l[i], HILOCK_WAIT_FOREVER,
+                          HILOCK_LEASE_WATCHDOG, true);
         hl_expect_pending(c[i], l[i], 1);
     }
     /* One subscriber however many wait: the first in line. */
@@ -1275,7 +1190,7 @@ static void test_redisson_release_wakes_our_line(void **state)
     int64_t t0 = hl_now_ms();
     java_release(obs, "javaheld");
     for (int i = 0; i < JAVA_WAITERS; i++) {
-        waiter_join(&w[i], hl_widen(10000));
+        hl_acquirer_join(&w[i], hl_widen(10000));
         assert_status(w[i].rc, HILOCK_OK);
         assert_status(w[i].release_rc, HILOCK_OK);
     }
@@ -1301,7 +1216,7 @@ static void test_next_in_line_hears_redisson(void **state)
     hilock_lock *lb = hl_new_lock(b, "javanext");
     hl_acquire_rec first;
     uint64_t first_id = 0;
-    waiter wb;
+    hl_acquirer wb;
     const char *shared[] = {"redisson_lock__channel:{javanext}", "1"};
 
     (void)state;
@@ -1313,20 +1228,18 @@ static void test_next_in_line_hears_redisson(void **state)
                                             &first_id),
                   HILOCK_OK);
     hl_expect_pending(a, la, 1);
-    waiter_start(&wb, lb, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
+    hl_acquirer_start(&wb, lb, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG,
+                      true);
     hl_expect_pending(b, lb, 1);
     assert_int_equal(hl_read_pending(b, lb).channels, 1);
     assert_status(hilock_lock_cancel(la, first_id), HILOCK_OK);
     assert_int_equal(hl_expect_acquire(&first), HILOCK_ECANCELED);
     /* b listens on Redisson's channel now, a no longer. */
     assert_true(hl_wait_pending(b, lb, 1, hl_widen(5000)));
-    hears_want hw = {b, lb, 2};
-    if (!hl_wait_until(hears, &hw, hl_widen(5000)))
-        fail_msg("b hears %d channels, not 2",
-                 hl_read_pending(b, lb).channels);
+    hl_expect_channels(b, lb, 2);
     assert_true(hl_wait_until(numsub_is, shared, hl_widen(5000)));
     java_release(obs, "javanext");
-    waiter_join(&wb, hl_widen(10000));
+    hl_acquirer_join(&wb, hl_widen(10000));
     assert_status(wb.rc, HILOCK_OK);
     assert_status(wb.release_rc, HILOCK_OK);
     hl_free_lock(lb);
@@ -1349,15 +1262,16 @@ static void test_one_subscription_for_many_waiters(void **state)
     hl_mutex_checker *mc = hl_mutex_checker_create(CROWD, 0);
     char channel[128];
     hl_wake_channel(c, "{crowd}", channel, sizeof channel);
-    waiter w[CROWD];
+    hl_acquirer w[CROWD];
     char why[300];
 
     (void)state;
     assert_non_null(mc);
     assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
     for (int i = 0; i < CROWD; i++) {
-        waiter_start_checked(&w[i], l, HILOCK_WAIT_FOREVER,
-                             HILOCK_LEASE_WATCHDOG, true, mc, (uint32_t)i);
+        hl_acquirer_start_checked(&w[i], l, HILOCK_WAIT_FOREVER,
+                                  HILOCK_LEASE_WATCHDOG, true, mc,
+                                  (uint32_t)i);
     }
     /* Every waiter registered, so the count can no longer grow. */
     hl_expect_pending(c, l, CROWD);
@@ -1366,7 +1280,7 @@ static void test_one_subscription_for_many_waiters(void **state)
     assert_int_equal(hl_read_pending(c, l).channels, 2);
     assert_status(hilock_lock_release(lh), HILOCK_OK);
     for (int i = 0; i < CROWD; i++) {
-        waiter_join(&w[i], hl_widen(20000));
+        hl_acquirer_join(&w[i], hl_widen(20000));
         if (w[i].rc != HILOCK_OK || w[i].release_rc != HILOCK_OK)
             fail_msg("waiter %d: acquire %s, release %s", i,
                      hilock_errname(w[i].rc),
@@ -1618,7 +1532,7 @@ static void test_extreme_waits(void **state)
     hilock_client *holder = hl_new_client(fx.server, NULL);
     hilock_client *c = hl_new_client(fx.server, NULL);
     hilock_lock *lh = hl_new_lock(holder, "huge"), *l = hl_new_lock(c, "huge");
-    waiter w;
+    hl_acquirer w;
 
     (void)state;
     assert_status(hilock_lock_try_acquire(l, INT64_MIN,
@@ -1626,7 +1540,7 @@ static void test_extreme_waits(void **state)
                   HILOCK_EINVAL);
     for (size_t i = 0; i < sizeof waits / sizeof waits[0]; i++) {
         assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
-        waiter_start(&w, l, waits[i], HILOCK_LEASE_WATCHDOG, true);
+        hl_acquirer_start(&w, l, waits[i], HILOCK_LEASE_WATCHDOG, true);
         /* Only a waiter that took the wait for a long one is still
          * there to be woken. */
         if (!hl_wait_pending(c, l, 1, hl_widen(10000))) {
@@ -1637,7 +1551,7 @@ static void test_extreme_waits(void **state)
                      waits[i]);
         }
         assert_status(hilock_lock_release(lh), HILOCK_OK);
-        waiter_join(&w, hl_widen(10000));
+        hl_acquirer_join(&w, hl_widen(10000));
         if (w.rc != HILOCK_OK || w.release_rc != HILOCK_OK)
             fail_msg("wait_ms %" PRId64 ": acquire %s, release %s",
                      waits[i], hilock_errname(w.rc),
@@ -1661,7 +1575,7 @@ static void odd_name_round_trip(hilock_client *c, hilock_client *other,
     const char *argv[] = { "HGET", name, NULL };
     size_t lens[] = { 4, len, 0 };
     char field[80];
-    waiter w;
+    hl_acquirer w;
 
     owner_field(field, sizeof field, c, hilock_thread_owner());
     argv[2] = field;
@@ -1669,11 +1583,12 @@ static void odd_name_round_trip(hilock_client *c, hilock_client *other,
     assert_status(hilock_lock_try_acquire(l, 0, 30000), HILOCK_OK);
     assert_int_equal(exists_bin(other, name, len), 1);
     assert_bulk(command(other, 3, argv, lens), "1");
-    waiter_start(&w, lo, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
+    hl_acquirer_start(&w, lo, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG,
+                      true);
     hl_expect_pending(other, lo, 1);
     assert_status(hilock_lock_release(l), HILOCK_OK);
     /* Well inside the 30 s lease: the release message reached it. */
-    waiter_join(&w, hl_widen(5000));
+    hl_acquirer_join(&w, hl_widen(5000));
     assert_status(w.rc, HILOCK_OK);
     assert_status(w.release_rc, HILOCK_OK);
     assert_int_equal(exists_bin(other, name, len), 0);
@@ -1690,7 +1605,7 @@ static void test_odd_names(void **state)
     hilock_lock *l, *lo, *prefix;
     bool locked = true;
     uint64_t token = 0;
-    waiter w;
+    hl_acquirer w;
 
     (void)state;
     /* A name with braces is its own hash tag: no braces are added. */
@@ -1700,7 +1615,8 @@ static void test_odd_names(void **state)
                   HILOCK_OK);
     assert_int_equal(int_of(cmd(other, "EXISTS", "redisson_lock_token:a{b}c",
                                 (char *)NULL)), 1);
-    waiter_start(&w, lo, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG, true);
+    hl_acquirer_start(&w, lo, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG,
+                      true);
     hl_expect_pending(other, lo, 1);
     char channel[128];
     hl_wake_channel(other, "a{b}c", channel, sizeof channel);
@@ -1708,7 +1624,7 @@ static void test_odd_names(void **state)
     hl_wake_channel(other, "{a{b}c}", channel, sizeof channel);
     assert_int_equal(hl_fixture_numsub(fx.server, channel), 0);
     assert_status(hilock_lock_release(l), HILOCK_OK);
-    waiter_join(&w, hl_widen(5000));
+    hl_acquirer_join(&w, hl_widen(5000));
     assert_status(w.rc, HILOCK_OK);
     assert_status(w.release_rc, HILOCK_OK);
     hl_free_lock(lo);

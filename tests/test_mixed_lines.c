@@ -185,23 +185,10 @@ static void expect_llen(const char *name, long long want)
 /* The line's members in order, joined by spaces. */
 static void line_of(const char *name, char *out, size_t cap)
 {
-    char key[KEY_CAP], reply[HL_RAW_REPLY_CAP], m[FIELD_CAP];
-    const char *p = reply;
-    size_t len = 0;
-    long n;
+    char key[KEY_CAP];
 
     snprintf(key, sizeof key, "redisson_lock_queue:{%s}", name);
-    hl_raw_cmd(fx.server, reply, sizeof reply, "LRANGE", key, "0", "-1",
-               (char *)NULL);
-    n = hl_raw_parse_array(&p);
-    out[0] = '\0';
-    for (long i = 0; i < n; i++) {
-        hl_raw_parse_bulk(&p, m, sizeof m);
-        len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? " " : "",
-                                m);
-        if (len >= cap)
-            break;
-    }
+    hl_raw_list(fx.server, key, out, cap);
 }
 
 static void hilock_field(char *out, hilock_client *c, uint64_t owner)
@@ -428,20 +415,6 @@ static long long zscore_of(const char *key, const char *member)
     return (long long)strtod(num, NULL);
 }
 
-/* The server's clock in ms, which hilock's places are reckoned on. */
-static long long server_ms(void)
-{
-    char r[256], secs[32], usecs[32];
-    const char *p = r;
-
-    hl_raw_cmd(fx.server, r, sizeof r, "TIME", (char *)NULL);
-    if (hl_raw_parse_array(&p) != 2)
-        fail_msg("TIME: unexpected reply \"%.60s\"", r);
-    hl_raw_parse_bulk(&p, secs, sizeof secs);
-    hl_raw_parse_bulk(&p, usecs, sizeof usecs);
-    return strtoll(secs, NULL, 10) * 1000 + strtoll(usecs, NULL, 10) / 1000;
-}
-
 /* Where hilock puts its places in Redisson's timeout set: behind a Java
  * place by Redisson's thread wait time, so that a Java grant leaves
  * them in the future; behind one of its own by no more than the waiter
@@ -481,7 +454,7 @@ static void test_places_spaced_behind_java_only(void **state)
             expect_llen(name, 3);
         }
     }
-    now = server_ms();
+    now = hl_raw_server_ms(fx.server);
     for (int i = 0; i < 3; i++)
         s[i] = zscore_of(tq, f[i]);
     sj = zscore_of(tq, jf);

@@ -211,6 +211,33 @@ void hl_expect_pending(hilock_client *c, hilock_lock *lock, int n)
     }
 }
 
+typedef struct channels_want {
+    hilock_client *client;
+    hilock_lock *lock;
+    int channels;
+} channels_want;
+
+static bool channels_reached(void *arg)
+{
+    channels_want *w = arg;
+
+    return hl_read_pending(w->client, w->lock).channels == w->channels;
+}
+
+void hl_expect_channels(hilock_client *c, hilock_lock *lock, int channels)
+{
+    channels_want w = { c, lock, channels };
+
+    if (!hl_wait_until(channels_reached, &w, hl_widen(10000)))
+        fail_msg("the client listens on %d channels, expected %d",
+                 hl_read_pending(c, lock).channels, channels);
+}
+
+long long hl_scripts_run(hl_redis_server *s)
+{
+    return hl_fixture_calls(s, "evalsha") + hl_fixture_calls(s, "eval");
+}
+
 /* ---- records of async callbacks ----------------------------------------- */
 
 void hl_acquire_rec_init(hl_acquire_rec *r, hilock_client *client)
@@ -339,6 +366,51 @@ int hl_release_from_other_thread(hilock_lock *lock, uint64_t *owner)
     if (owner != NULL)
         *owner = job.owner;
     return job.rc;
+}
+
+static void *acquirer_main(void *arg)
+{
+    hl_acquirer *a = arg;
+
+    a->rc = hilock_lock_try_acquire(a->lock, a->wait_ms, a->lease_ms);
+    a->acquired_at = hl_now_ms();
+    if (a->rc == HILOCK_OK && a->release) {
+        if (a->mc != NULL)
+            hl_mutex_checker_exit(a->mc,
+                                  hl_mutex_checker_enter(a->mc, a->id, 0));
+        a->release_rc = hilock_lock_release(a->lock);
+    }
+    atomic_store(&a->done, true);
+    return NULL;
+}
+
+void hl_acquirer_start_checked(hl_acquirer *a, hilock_lock *lock,
+                               int64_t wait_ms, int64_t lease_ms,
+                               bool release, hl_mutex_checker *mc,
+                               uint32_t id)
+{
+    memset(a, 0, sizeof *a);
+    a->lock = lock;
+    a->wait_ms = wait_ms;
+    a->lease_ms = lease_ms;
+    a->release = release;
+    a->mc = mc;
+    a->id = id;
+    a->rc = -1;
+    a->release_rc = -1;
+    atomic_init(&a->done, false);
+    assert_int_equal(pthread_create(&a->thread, NULL, acquirer_main, a), 0);
+}
+
+void hl_acquirer_start(hl_acquirer *a, hilock_lock *lock, int64_t wait_ms,
+                       int64_t lease_ms, bool release)
+{
+    hl_acquirer_start_checked(a, lock, wait_ms, lease_ms, release, NULL, 0);
+}
+
+void hl_acquirer_join(hl_acquirer *a, int timeout_ms)
+{
+    hl_join_within(a->thread, &a->done, timeout_ms);
 }
 
 void hl_join_within(pthread_t thread, atomic_bool *done, int timeout_ms)

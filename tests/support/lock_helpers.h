@@ -128,6 +128,15 @@ bool hl_wait_pending(hilock_client *c, hilock_lock *lock, int n,
 /* hl_wait_pending for hl_widen(10000) ms. */
 void hl_expect_pending(hilock_client *c, hilock_lock *lock, int n);
 
+/* Waits hl_widen(10000) ms for c's pub/sub to listen on exactly channels
+ * channels (hl_pending.channels): a client first in a lock's line listens
+ * on other libraries' channel besides its own. */
+void hl_expect_channels(hilock_client *c, hilock_lock *lock, int channels);
+
+/* The scripts s has run so far, EVAL and EVALSHA together, as INFO
+ * commandstats counts them: what a lock's waiters cost the server. */
+long long hl_scripts_run(hl_redis_server *s);
+
 /* ---- records of async callbacks -----------------------------------------
  * A callback writes its record's fields before it counts the call, so a
  * reader that saw the count sees them.  A record a callback may still
@@ -209,6 +218,37 @@ void hl_expect_reentry_finds_loss(hilock_client *c, hilock_lock *lock,
  * same handle; returns the status, and that owner in *owner unless owner
  * is NULL. */
 int hl_release_from_other_thread(hilock_lock *lock, uint64_t *owner);
+
+/* A thread that takes lock once, waiting up to wait_ms, and with
+ * release lets go as soon as it holds; given a checker, the hold is a
+ * critical section for it, as holder id.  Start it with
+ * hl_acquirer_start or hl_acquirer_start_checked; what it got is in rc,
+ * release_rc and acquired_at once hl_acquirer_join returned.  A thread
+ * that may outlive a failed test writes its hl_acquirer still: keep that
+ * in static storage then. */
+typedef struct hl_acquirer {
+    pthread_t thread;
+    hilock_lock *lock;
+    int64_t wait_ms;
+    int64_t lease_ms;
+    bool release;
+    hl_mutex_checker *mc; /* may be NULL */
+    uint32_t id;
+    int rc;              /* of the acquire; -1 before it returned */
+    int release_rc;      /* of the release; -1 when it made none */
+    int64_t acquired_at; /* hl_now_ms() when the acquire returned */
+    atomic_bool done;
+} hl_acquirer;
+
+void hl_acquirer_start(hl_acquirer *a, hilock_lock *lock, int64_t wait_ms,
+                       int64_t lease_ms, bool release);
+void hl_acquirer_start_checked(hl_acquirer *a, hilock_lock *lock,
+                               int64_t wait_ms, int64_t lease_ms,
+                               bool release, hl_mutex_checker *mc,
+                               uint32_t id);
+
+/* hl_join_within for the acquirer's thread. */
+void hl_acquirer_join(hl_acquirer *a, int timeout_ms);
 
 /* Joins thread once *done is set.  A thread still running after
  * timeout_ms fails the test; it is detached first, so that the process

@@ -84,6 +84,44 @@ long long hl_raw_pttl(const hl_redis_server *s, const char *key)
     return hl_raw_int(s, "PTTL", key, (char *)NULL);
 }
 
+long long hl_raw_server_ms(const hl_redis_server *s)
+{
+    char reply[256], secs[32], usecs[32];
+    const char *p = reply;
+
+    hl_raw_cmd(s, reply, sizeof reply, "TIME", (char *)NULL);
+    if (hl_raw_parse_array(&p) != 2)
+        fail_msg("TIME: unexpected reply \"%.60s\"", reply);
+    hl_raw_parse_bulk(&p, secs, sizeof secs);
+    hl_raw_parse_bulk(&p, usecs, sizeof usecs);
+    return strtoll(secs, NULL, 10) * 1000 + strtoll(usecs, NULL, 10) / 1000;
+}
+
+void hl_raw_list(const hl_redis_server *s, const char *key, char *out,
+                 size_t cap)
+{
+    char reply[HL_RAW_REPLY_CAP], member[256];
+    const char *p = reply;
+    size_t len = 0;
+    long n;
+    int w;
+
+    if (cap == 0)
+        fail_msg("LRANGE %s: no room for the members", key);
+    hl_raw_cmd(s, reply, sizeof reply, "LRANGE", key, "0", "-1",
+               (char *)NULL);
+    n = hl_raw_parse_array(&p);
+    out[0] = '\0';
+    for (long i = 0; i < n; i++) {
+        hl_raw_parse_bulk(&p, member, sizeof member);
+        w = snprintf(out + len, cap - len, "%s%s", i ? " " : "", member);
+        if (w < 0 || (size_t)w >= cap - len)
+            fail_msg("LRANGE %s: %ld members, more than %zu bytes", key, n,
+                     cap - 1);
+        len += (size_t)w;
+    }
+}
+
 long hl_raw_parse_array(const char **p)
 {
     char *end;

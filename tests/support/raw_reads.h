@@ -38,6 +38,15 @@ bool hl_raw_bulk(const hl_redis_server *s, char *out, size_t cap,
 long long hl_raw_exists(const hl_redis_server *s, const char *key);
 long long hl_raw_pttl(const hl_redis_server *s, const char *key);
 
+/* The server's clock (TIME) in ms, on which the scripts reckon places,
+ * promises and leases. */
+long long hl_raw_server_ms(const hl_redis_server *s);
+
+/* The members of the list at key, first to last, joined by single spaces
+ * into out ("" for no list); they must fit in cap. */
+void hl_raw_list(const hl_redis_server *s, const char *key, char *out,
+                 size_t cap);
+
 /* Take apart a raw reply from *p on, moving *p past what they read.  An
  * array header "*n\r\n": returns n. */
 long hl_raw_parse_array(const char **p);
