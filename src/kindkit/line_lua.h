@@ -118,10 +118,13 @@
     "end\n"
 
 /* A client leaves the line (KEYS line, places, promise and wake base at
- * L..L+3, me the client): a promise to it passes on when the lock is
- * free (the Lua condition free), and when it was first, the next client,
- * now first, is told so ("h" on its channel: it listens to other
- * libraries' releases from then on).  Needs HL_LUA_ANNOUNCE. */
+ * L..L+3, me the client).  When the lock is free (the Lua condition
+ * free) and the client was promised it or was first, the next client is
+ * promised it and woken: it may have been freed by another library's
+ * release, which only the first client hears.  When the lock is held and
+ * the client was first, the next client, now first, is told so ("h" on
+ * its channel: it listens to other libraries' releases from then on).
+ * Needs HL_LUA_ANNOUNCE. */
 #define HL_LUA_LINE_LEAVE(L, free)                                          \
     "local was_first = redis.call('lindex', KEYS[" #L "], 0) == me\n"       \
     "redis.call('lrem', KEYS[" #L "], 1, me)\n"                             \
@@ -129,7 +132,8 @@
     "local promised = redis.call('get', KEYS[" #L " + 2]) == me\n"          \
     "if promised then redis.call('del', KEYS[" #L " + 2]) end\n"            \
     "if " free " then\n"                                                    \
-    "  if promised then\n" HL_LUA_LINE_PROMISE_FROM(L, "me") "  end\n"      \
+    "  if promised or was_first then\n"                                     \
+    HL_LUA_LINE_PROMISE_FROM(L, "me") "  end\n"                              \
     "elseif was_first then\n"                                               \
     "  local first = redis.call('lindex', KEYS[" #L "], 0)\n"               \
     "  if first then\n"                                                     \
