@@ -1249,6 +1249,53 @@ static void test_next_in_line_hears_redisson(void **state)
     hl_free_client(obs);
 }
 
+/* The first in line gives up just after a Redisson release it did not
+ * take (DEL with no message here, so that it cannot take the lock before
+ * it leaves): the next client, first now and the lock free, is woken by
+ * the leave, not left to its own retry a third of the waiter timeout
+ * (20 s) later. */
+static void test_first_leaving_a_free_lock_wakes_the_next(void **state)
+{
+    const hl_client_opts opts = {.waiter_ms = 60000};
+    hilock_client *obs = hl_new_client(fx.server, NULL);
+    hilock_client *a = hl_new_client(fx.server, &opts);
+    hilock_client *b = hl_new_client(fx.server, &opts);
+    hilock_lock *la = hl_new_lock(a, "javafree");
+    hilock_lock *lb = hl_new_lock(b, "javafree");
+    hl_acquire_rec first;
+    uint64_t first_id = 0;
+    hl_acquirer wb;
+
+    (void)state;
+    java_hold(obs, "javafree");
+    hl_acquire_rec_init(&first, a);
+    assert_status(hilock_lock_acquire_async(la, OWNER_A, HILOCK_WAIT_FOREVER,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            hl_record_acquire, &first,
+                                            &first_id),
+                  HILOCK_OK);
+    hl_expect_pending(a, la, 1);
+    hl_acquirer_start(&wb, lb, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG,
+                      true);
+    hl_expect_pending(b, lb, 1);
+    assert_int_equal(int_of(cmd(obs, "DEL", "javafree", (char *)NULL)), 1);
+    assert_status(hilock_lock_cancel(la, first_id), HILOCK_OK);
+    assert_int_equal(hl_expect_acquire(&first), HILOCK_ECANCELED);
+    if (!hl_wait_flag(&wb.done, hl_widen(10000))) {
+        pthread_detach(wb.thread);
+        fail_msg("the next client, first now and the lock free, was not "
+                 "woken when the first left");
+    }
+    hl_acquirer_join(&wb, 0);
+    assert_status(wb.rc, HILOCK_OK);
+    assert_status(wb.release_rc, HILOCK_OK);
+    hl_free_lock(lb);
+    hl_free_lock(la);
+    hl_free_client(b);
+    hl_free_client(a);
+    hl_free_client(obs);
+}
+
 /* ---- many waiters share one subscription ------------------------------- */
 
 #define CROWD 10
@@ -1959,6 +2006,7 @@ int main(void)
         T(test_dead_client_in_line_passed_over),
         T(test_redisson_release_wakes_our_line),
         T(test_next_in_line_hears_redisson),
+        T(test_first_leaving_a_free_lock_wakes_the_next),
         T(test_one_subscription_for_many_waiters),
         T(test_fencing_tokens),
         T(test_async_api),

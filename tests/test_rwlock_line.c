@@ -823,8 +823,6 @@ int main(void)
         T(test_next_writer_hears_java),
         T(test_readers_wait_for_the_writers_line),
         T(test_readers_let_in_when_the_last_writer_leaves),
-        /* Last: it fails on the code as it is, and a client it leaves
-         * behind must not run scripts on the next test's server. */
         T(test_first_leaving_a_free_lock_wakes_the_next_writer),
     };
 #undef T
