@@ -428,20 +428,6 @@ static long long zscore_of(const char *key, const char *member)
     return (long long)strtod(num, NULL);
 }
 
-/* The server's clock in ms, which hilock's places are reckoned on. */
-static long long server_ms(void)
-{
-    char r[256], secs[32], usecs[32];
-    const char *p = r;
-
-    hl_raw_cmd(fx.server, r, sizeof r, "TIME", (char *)NULL);
-    if (hl_raw_parse_array(&p) != 2)
-        fail_msg("TIME: unexpected reply \"%.60s\"", r);
-    hl_raw_parse_bulk(&p, secs, sizeof secs);
-    hl_raw_parse_bulk(&p, usecs, sizeof usecs);
-    return strtoll(secs, NULL, 10) * 1000 + strtoll(usecs, NULL, 10) / 1000;
-}
-
 /* Where hilock puts its places in Redisson's timeout set: behind a Java
  * place by Redisson's thread wait time, so that a Java grant leaves
  * them in the future; behind one of its own by no more than the waiter
@@ -481,7 +467,7 @@ static void test_places_spaced_behind_java_only(void **state)
             expect_llen(name, 3);
         }
     }
-    now = server_ms();
+    now = hl_raw_server_ms(fx.server);
     for (int i = 0; i < 3; i++)
         s[i] = zscore_of(tq, f[i]);
     sj = zscore_of(tq, jf);

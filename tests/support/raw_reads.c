@@ -84,6 +84,19 @@ long long hl_raw_pttl(const hl_redis_server *s, const char *key)
     return hl_raw_int(s, "PTTL", key, (char *)NULL);
 }
 
+long long hl_raw_server_ms(const hl_redis_server *s)
+{
+    char r[256], secs[32], usecs[32];
+    const char *p = r;
+
+    hl_raw_cmd(s, r, sizeof r, "TIME", (char *)NULL);
+    if (hl_raw_parse_array(&p) != 2)
+        fail_msg("TIME: unexpected reply \"%.60s\"", r);
+    hl_raw_parse_bulk(&p, secs, sizeof secs);
+    hl_raw_parse_bulk(&p, usecs, sizeof usecs);
+    return strtoll(secs, NULL, 10) * 1000 + strtoll(usecs, NULL, 10) / 1000;
+}
+
 long hl_raw_parse_array(const char **p)
 {
     char *end;

@@ -38,6 +38,10 @@ bool hl_raw_bulk(const hl_redis_server *s, char *out, size_t cap,
 long long hl_raw_exists(const hl_redis_server *s, const char *key);
 long long hl_raw_pttl(const hl_redis_server *s, const char *key);
 
+/* The server's clock (TIME) in ms since the epoch: the clock on which
+ * the places of lines and the expiries of permits are reckoned. */
+long long hl_raw_server_ms(const hl_redis_server *s);
+
 /* Take apart a raw reply from *p on, moving *p past what they read.  An
  * array header "*n\r\n": returns n. */
 long hl_raw_parse_array(const char **p);
