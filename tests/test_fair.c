@@ -105,20 +105,6 @@ static long long srv_zscore(const char *key, const char *member)
     return (long long)strtod(num, NULL);
 }
 
-/* The server's clock in ms, the clock places are reckoned on. */
-static long long srv_time_ms(void)
-{
-    char r[256], secs[32], usecs[32];
-    const char *p = r;
-
-    hl_raw_cmd(fx.server, r, sizeof r, "TIME", (char *)NULL);
-    if (hl_raw_parse_array(&p) != 2)
-        fail_msg("TIME: unexpected reply \"%.60s\"", r);
-    hl_raw_parse_bulk(&p, secs, sizeof secs);
-    hl_raw_parse_bulk(&p, usecs, sizeof usecs);
-    return strtoll(secs, NULL, 10) * 1000 + strtoll(usecs, NULL, 10) / 1000;
-}
-
 static void assert_queue(const char *key, field_t *want, int n)
 {
     field_t got[32];
@@ -646,7 +632,7 @@ static void test_dead_head_passed_over(void **state)
     assert_int_equal(hl_children_kill(&fx.kids, 0), 0);
     /* When the dead waiter's place runs out, on the server's clock: it
      * last renewed it within a third of the waiter timeout. */
-    left = srv_zscore(k.timeout, q[0]) - srv_time_ms();
+    left = srv_zscore(k.timeout, q[0]) - hl_raw_server_ms(fx.server);
     t_obs = hl_now_ms();
     if (left <= 0 || left > wt)
         fail_msg("the killed waiter's place had %lld ms left, expected "
@@ -732,7 +718,7 @@ static void test_live_waiter_keeps_place(void **state)
     wait_llen(k.queue, 2, hl_widen(5000));
     z0 = srv_zscore(k.timeout, q[0]);
     /* The place is reserved for the URL's timeout, not the default. */
-    left = z0 - srv_time_ms();
+    left = z0 - hl_raw_server_ms(fx.server);
     if (left <= 0 || left > wt)
         fail_msg("a new place has %lld ms left with waiter_timeout=%d",
                  left, wt);
@@ -744,7 +730,7 @@ static void test_live_waiter_keeps_place(void **state)
         long long now;
 
         assert_queue(k.queue, q, 2);
-        now = srv_time_ms();
+        now = hl_raw_server_ms(fx.server);
         /* Renewed every third of the timeout, a place keeps about two
          * thirds of it; one let run out and taken again would drain to
          * nothing first (and might keep its rank by luck).  A sixth

@@ -129,25 +129,6 @@ static void on_lost(hilock_semaphore *s, const char *id, void *data)
     atomic_fetch_add(&l->calls, 1);
 }
 
-typedef struct result {
-    atomic_int calls;
-    int status;
-    char id[HILOCK_PERMIT_ID_MAX];
-    int64_t at_ms;
-} result;
-
-static void on_result(hilock_semaphore *s, int status, int64_t value,
-                      const char *id, void *data)
-{
-    (void)s;
-    (void)value;
-    result *r = data;
-    r->status = status;
-    r->at_ms = hl_now_ms();
-    snprintf(r->id, sizeof r->id, "%s", id ? id : "");
-    atomic_fetch_add(&r->calls, 1);
-}
-
 /* A fixed lease runs out: the permit is reported lost, a waiter gets it
  * back (taken back by the server's clock), and its release says so. */
 static void test_fixed_lease(void **state)
@@ -157,7 +138,7 @@ static void test_fixed_lease(void **state)
     hilock_semaphore *s = new_permits(c, "pe-fixed");
     char a[HILOCK_PERMIT_ID_MAX];
     lost_log lost;
-    result waiter;
+    hl_sem_rec waiter;
     memset(&lost, 0, sizeof lost);
     memset(&waiter, 0, sizeof waiter);
 
@@ -168,7 +149,7 @@ static void test_fixed_lease(void **state)
     assert_status(hilock_permit_acquire(s, 0, 300, a), HILOCK_OK);
     assert_status(hilock_permit_acquire_async(s, HILOCK_WAIT_FOREVER,
                                               HILOCK_LEASE_WATCHDOG,
-                                              on_result, &waiter, NULL),
+                                              hl_record_sem, &waiter, NULL),
                   HILOCK_OK);
     hl_expect_count(&waiter.calls, 1, hl_widen(5000));
     assert_status(waiter.status, HILOCK_OK);

@@ -149,23 +149,6 @@ static void test_errors(void **state)
 
 /* ---- async -------------------------------------------------------------- */
 
-typedef struct result {
-    atomic_int calls;
-    int status;
-    int64_t value;
-} result;
-
-static void on_result(hilock_semaphore *s, int status, int64_t value,
-                      const char *id, void *data)
-{
-    (void)s;
-    (void)id;
-    result *r = data;
-    r->status = status;
-    r->value = value;
-    atomic_fetch_add(&r->calls, 1);
-}
-
 static void test_async(void **state)
 {
     (void)state;
@@ -173,26 +156,26 @@ static void test_async(void **state)
     hilock_client *c2 = hl_new_client(server, NULL);
     hilock_semaphore *s = hl_new_semaphore(c, "sem-async", false);
     hilock_semaphore *s2 = hl_new_semaphore(c2, "sem-async", false);
-    result r[8];
+    hl_sem_rec r[8];
     memset(r, 0, sizeof r);
 
-    assert_status(hilock_semaphore_set_async(s, 1, on_result, &r[0]),
+    assert_status(hilock_semaphore_set_async(s, 1, hl_record_sem, &r[0]),
                   HILOCK_OK);
     hl_expect_count(&r[0].calls, 1, hl_widen(5000));
     assert_status(r[0].status, HILOCK_OK);
-    assert_status(hilock_semaphore_try_set_async(s, 1, on_result, &r[1]),
+    assert_status(hilock_semaphore_try_set_async(s, 1, hl_record_sem, &r[1]),
                   HILOCK_OK);
     hl_expect_count(&r[1].calls, 1, hl_widen(5000));
     assert_int_equal(r[1].value, 0);
     assert_status(hilock_semaphore_try_acquire(s, 1, 0), HILOCK_OK);
     /* A waiter on another client, woken by the release's message. */
     assert_status(hilock_semaphore_try_acquire_async(
-                      s2, 1, HILOCK_WAIT_FOREVER, on_result, &r[2], NULL),
+                      s2, 1, HILOCK_WAIT_FOREVER, hl_record_sem, &r[2], NULL),
                   HILOCK_OK);
     hl_sleep_ms(100);
     assert_int_equal(atomic_load(&r[2].calls), 0);
     int64_t t0 = hl_now_ms();
-    assert_status(hilock_semaphore_release_async(s, 1, on_result, &r[3]),
+    assert_status(hilock_semaphore_release_async(s, 1, hl_record_sem, &r[3]),
                   HILOCK_OK);
     hl_expect_count(&r[2].calls, 1, hl_widen(5000));
     assert_status(r[2].status, HILOCK_OK);
@@ -200,22 +183,22 @@ static void test_async(void **state)
     assert_true(hl_now_ms() - t0 < 900 || hl_under_valgrind());
     hl_expect_count(&r[3].calls, 1, hl_widen(5000));
     assert_int_equal(r[3].value, 1);
-    assert_status(hilock_semaphore_add_async(s, 2, on_result, &r[4]),
+    assert_status(hilock_semaphore_add_async(s, 2, hl_record_sem, &r[4]),
                   HILOCK_OK);
     hl_expect_count(&r[4].calls, 1, hl_widen(5000));
     assert_int_equal(r[4].value, 2);
-    assert_status(hilock_semaphore_available_async(s, on_result, &r[5]),
+    assert_status(hilock_semaphore_available_async(s, hl_record_sem, &r[5]),
                   HILOCK_OK);
     hl_expect_count(&r[5].calls, 1, hl_widen(5000));
     assert_int_equal(r[5].value, 2);
-    assert_status(hilock_semaphore_drain_async(s, on_result, &r[6]),
+    assert_status(hilock_semaphore_drain_async(s, hl_record_sem, &r[6]),
                   HILOCK_OK);
     hl_expect_count(&r[6].calls, 1, hl_widen(5000));
     assert_int_equal(r[6].value, 2);
 
     /* A pending acquire ends with ECANCELED when its handle goes. */
     assert_status(hilock_semaphore_try_acquire_async(
-                      s2, 1, HILOCK_WAIT_FOREVER, on_result, &r[7], NULL),
+                      s2, 1, HILOCK_WAIT_FOREVER, hl_record_sem, &r[7], NULL),
                   HILOCK_OK);
     hl_sleep_ms(50);
     assert_status(hilock_semaphore_destroy(s2), HILOCK_OK);
@@ -374,7 +357,7 @@ static void test_line_order(void **state)
     hilock_client *c = hl_new_client(server, NULL);
     hilock_semaphore *s = hl_new_semaphore(c, "sem-line", false);
     hilock_semaphore *other = hl_new_semaphore(c, "sem-line", false);
-    result big, small, add1, add2;
+    hl_sem_rec big, small, add1, add2;
     memset(&big, 0, sizeof big);
     memset(&small, 0, sizeof small);
     memset(&add1, 0, sizeof add1);
@@ -382,17 +365,19 @@ static void test_line_order(void **state)
 
     assert_status(hilock_semaphore_set(s, 0), HILOCK_OK);
     assert_status(hilock_semaphore_try_acquire_async(
-                      s, 2, HILOCK_WAIT_FOREVER, on_result, &big, NULL),
+                      s, 2, HILOCK_WAIT_FOREVER, hl_record_sem, &big, NULL),
                   HILOCK_OK);
     /* Through another handle of the same client: the line is the
      * client's, not the handle's. */
-    assert_status(hilock_semaphore_try_acquire_async(
-                      other, 1, HILOCK_WAIT_FOREVER, on_result, &small, NULL),
+    assert_status(hilock_semaphore_try_acquire_async(other, 1,
+                                                     HILOCK_WAIT_FOREVER,
+                                                     hl_record_sem, &small,
+                                                     NULL),
                   HILOCK_OK);
-    assert_status(hilock_semaphore_add_async(s, 1, on_result, &add1),
+    assert_status(hilock_semaphore_add_async(s, 1, hl_record_sem, &add1),
                   HILOCK_OK);
     hl_expect_count(&add1.calls, 1, hl_widen(5000));
-    assert_status(hilock_semaphore_add_async(s, 1, on_result, &add2),
+    assert_status(hilock_semaphore_add_async(s, 1, hl_record_sem, &add2),
                   HILOCK_OK);
     hl_expect_count(&big.calls, 1, hl_widen(5000));
     assert_status(big.status, HILOCK_OK);
@@ -411,7 +396,7 @@ static void test_line_order(void **state)
 static void on_destroy_me(hilock_semaphore *s, int status, int64_t value,
                           const char *id, void *data)
 {
-    on_result(s, status, value, id, data);
+    hl_record_sem(s, status, value, id, data);
     hilock_semaphore_destroy(s);
 }
 
@@ -421,7 +406,7 @@ static void test_close(void **state)
     hilock_client *c = hl_new_client(server, NULL);
     hilock_semaphore *s = hl_new_semaphore(c, "sem-close", false);
     hilock_semaphore *t = hl_new_semaphore(c, "sem-close", false);
-    result r, d;
+    hl_sem_rec r, d;
     memset(&r, 0, sizeof r);
     memset(&d, 0, sizeof d);
 
@@ -432,7 +417,7 @@ static void test_close(void **state)
     hl_expect_count(&d.calls, 1, hl_widen(5000));
     assert_status(d.status, HILOCK_OK);
     assert_status(hilock_semaphore_try_acquire_async(
-                      s, 1, HILOCK_WAIT_FOREVER, on_result, &r, NULL),
+                      s, 1, HILOCK_WAIT_FOREVER, hl_record_sem, &r, NULL),
                   HILOCK_OK);
     hl_sleep_ms(50);
     assert_int_equal(atomic_load(&r.calls), 0);
@@ -468,11 +453,12 @@ static void test_waiters_do_not_poll(void **state)
         hl_new_client(server, &(hl_client_opts){.waiter_ms = 60000});
     hilock_semaphore *s = hl_new_semaphore(c, "sem-still", false);
     assert_status(hilock_semaphore_set(s, 0), HILOCK_OK);
-    result r[5];
+    hl_sem_rec r[5];
     memset(r, 0, sizeof r);
     for (int i = 0; i < 5; i++)
         assert_status(hilock_semaphore_try_acquire_async(
-                          s, 1, HILOCK_WAIT_FOREVER, on_result, &r[i], NULL),
+                          s, 1, HILOCK_WAIT_FOREVER, hl_record_sem, &r[i],
+                          NULL),
                       HILOCK_OK);
     /* One subscription on the client's own channel, and, first in line,
      * one on Redisson's. */

@@ -14,6 +14,7 @@
 
 #include "hilock/hilock.h"
 #include "support/fixture.h"
+#include "support/lock_helpers.h"
 
 static hl_redis_cluster *cluster;
 
@@ -55,25 +56,6 @@ static hilock_client *client(void)
     return c;
 }
 
-typedef struct result {
-    atomic_int calls;
-    int status;
-    int64_t at_ms;
-    char id[HILOCK_PERMIT_ID_MAX];
-} result;
-
-static void on_result(hilock_semaphore *s, int status, int64_t value,
-                      const char *id, void *data)
-{
-    (void)s;
-    (void)value;
-    result *r = data;
-    r->status = status;
-    r->at_ms = hl_now_ms();
-    snprintf(r->id, sizeof r->id, "%s", id ? id : "");
-    atomic_fetch_add(&r->calls, 1);
-}
-
 static void test_cluster_semaphores(void **state)
 {
     (void)state;
@@ -86,10 +68,10 @@ static void test_cluster_semaphores(void **state)
         OK(hilock_semaphore_create(&sb, b, n, strlen(n)));
         OK(hilock_semaphore_set(sa, 1));
         OK(hilock_semaphore_try_acquire(sa, 1, 0));
-        result r;
+        hl_sem_rec r;
         memset(&r, 0, sizeof r);
         OK(hilock_semaphore_try_acquire_async(sb, 1, hl_widen(10000),
-                                              on_result, &r, NULL));
+                                              hl_record_sem, &r, NULL));
         hl_sleep_ms(100);
         assert_int_equal(atomic_load(&r.calls), 0);
         int64_t t0 = hl_now_ms();

@@ -14,6 +14,7 @@
 #include "core/transport/pubsub.h"
 #include "hilock/fair.h"
 #include "hilock/rwlock.h"
+#include "semaphore/semaphore_internal.h"
 #include "support/loop_call.h"
 
 /* ---- the fixture of a test ---------------------------------------------- */
@@ -157,16 +158,31 @@ typedef struct pending_read {
     hl_pending seen;
 } pending_read;
 
+/* Refused, listening on a confirmed channel, and owing the server
+ * nothing: no attempt in flight, none kept for a wake-up that came
+ * during one.  Read between the loop's callbacks, where an op that was
+ * told to look again is attempting already. */
+static bool op_idle(const hl_acquire_op *op)
+{
+    return op->state == HL_ACQUIRE_WAITING && op->saw_held &&
+           op->in_flight == 0 && !op->retry_after && op->subscribed &&
+           op->waiter.chan != NULL && hl_waiter_listening(&op->waiter) &&
+           hl_waiter_seq(&op->waiter) != HL_WAIT_SEQ_NONE &&
+           !op->waiter.trying && !op->waiter.wake_pending;
+}
+
 static void read_pending(hilock_client *c, void *arg)
 {
     pending_read *r = arg;
     hl_pending *p = &r->seen;
 
-    p->ops = p->subscribed = 0;
+    p->ops = p->subscribed = p->idle = 0;
     for (hl_acquire_op *op = r->lock->ops; op != NULL; op = op->next) {
         p->ops++;
         if (op->subscribed && op->waiter.chan != NULL)
             p->subscribed++;
+        if (op_idle(op))
+            p->idle++;
     }
     p->channels = c->pubsub ? (int)hl_pubsub_channel_count(c->pubsub) : 0;
 }
@@ -238,6 +254,36 @@ long long hl_scripts_run(hl_redis_server *s)
     return hl_fixture_calls(s, "evalsha") + hl_fixture_calls(s, "eval");
 }
 
+static bool idle_reached(void *arg)
+{
+    pending_want *w = arg;
+    hl_pending p = hl_read_pending(w->client, w->lock);
+
+    return p.ops == w->ops && p.idle == w->ops;
+}
+
+bool hl_wait_idle(hilock_client *c, hilock_lock *lock, int n, int timeout_ms)
+{
+    pending_want w = { c, lock, n };
+
+    return hl_wait_until(idle_reached, &w, timeout_ms);
+}
+
+void hl_expect_idle(hilock_client *c, hilock_lock *lock, int n)
+{
+    if (!hl_wait_idle(c, lock, n, hl_widen(10000))) {
+        hl_pending p = hl_read_pending(c, lock);
+
+        fail_msg("%d acquires pending, %d idle; expected %d", p.ops, p.idle,
+                 n);
+    }
+}
+
+hilock_lock *hl_semaphore_lock(hilock_semaphore *sem)
+{
+    return sem->lock;
+}
+
 /* ---- records of async callbacks ----------------------------------------- */
 
 void hl_acquire_rec_init(hl_acquire_rec *r, hilock_client *client)
@@ -302,6 +348,19 @@ int64_t hl_expect_value(hl_value_rec *r, int expected_status)
         fail_msg("callback status %s, expected %s",
                  hilock_errname(r->status), hilock_errname(expected_status));
     return r->value;
+}
+
+void hl_record_sem(hilock_semaphore *sem, int status, int64_t value,
+                   const char *id, void *data)
+{
+    hl_sem_rec *r = data;
+
+    (void)sem;
+    r->status = status;
+    r->value = value;
+    snprintf(r->id, sizeof r->id, "%s", id ? id : "");
+    r->at_ms = hl_now_ms();
+    atomic_fetch_add(&r->calls, 1);
 }
 
 void hl_lost_rec_init(hl_lost_rec *r, hilock_client *client)

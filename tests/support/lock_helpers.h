@@ -113,7 +113,12 @@ void hl_wake_channel(const hilock_client *c, const char *key, char *out,
 /* What a handle has pending, as its client's loop thread sees it. */
 typedef struct hl_pending {
     int ops;        /* acquires of the handle still pending */
-    int subscribed; /* of those, the ones listening on the lock's channel */
+    int subscribed; /* of those, the ones listening on the lock's channel
+                     * (kinds whose waiters go in line: in the client's
+                     * line, which they join as they start) */
+    int idle;       /* of those, the ones that were refused and now listen
+                     * on a confirmed channel, with no attempt in flight
+                     * or owed to a wake-up */
     int channels;   /* channels of the client's pub/sub with listeners */
 } hl_pending;
 
@@ -136,6 +141,21 @@ void hl_expect_channels(hilock_client *c, hilock_lock *lock, int channels);
 /* The scripts s has run so far, EVAL and EVALSHA together, as INFO
  * commandstats counts them: what a lock's waiters cost the server. */
 long long hl_scripts_run(hl_redis_server *s);
+
+/* Whether exactly n acquires of lock came to be pending within
+ * timeout_ms, each of them idle (see hl_pending): the server has nothing
+ * more to hear from them until a message or a timer of theirs moves
+ * them.  Where waiters join the client's line as they start (semaphores),
+ * hl_wait_pending says only that they started; this says they asked. */
+bool hl_wait_idle(hilock_client *c, hilock_lock *lock, int n,
+                  int timeout_ms);
+
+/* hl_wait_idle for hl_widen(10000) ms. */
+void hl_expect_idle(hilock_client *c, hilock_lock *lock, int n);
+
+/* The lock handle under a semaphore handle, whose acquires the helpers
+ * above read. */
+hilock_lock *hl_semaphore_lock(hilock_semaphore *sem);
 
 /* ---- records of async callbacks -----------------------------------------
  * A callback writes its record's fields before it counts the call, so a
@@ -178,6 +198,19 @@ void hl_record_value(hilock_lock *lock, int status, int64_t value,
 /* Waits hl_widen(10000) ms for the one call, which must have brought
  * expected_status; returns its value. */
 int64_t hl_expect_value(hl_value_rec *r, int expected_status);
+
+/* The record of a semaphore call; zeroed memory is a fresh one. */
+typedef struct hl_sem_rec {
+    atomic_int calls;
+    int status;     /* of the last call */
+    int64_t value;  /* its value */
+    char id[HILOCK_PERMIT_ID_MAX]; /* its permit id, "" for none */
+    int64_t at_ms;  /* hl_now_ms() at the last call */
+} hl_sem_rec;
+
+/* No cmocka: a hilock_semaphore_cb whose data is an hl_sem_rec. */
+void hl_record_sem(hilock_semaphore *sem, int status, int64_t value,
+                   const char *id, void *data);
 
 typedef struct hl_lost_rec {
     hilock_client *client; /* whose loop thread should call; may be NULL */
