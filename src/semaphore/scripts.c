@@ -476,6 +476,11 @@ static const char leave_lua[] =
                          "or 0) > 0")
     "return 0\n";
 
+/* Why a try finds free permits it may not take. */
+#define PROMISED_DETAIL                                                     \
+    "the free permits are promised to a process that was waiting for "    \
+    "them already, until that one takes them or stops waiting"
+
 static hl_script leave_script;
 static pthread_once_t leave_once = PTHREAD_ONCE_INIT;
 
@@ -699,6 +704,8 @@ const hl_kind hl_semaphore_kind = {
     .unheld_grants = true,
     .forget = hl_sem_forget,
     .record_ms = HL_LAYOUT_SEM_RECORD_TTL_MS,
+    .busy_detail = "not enough permits were free",
+    .promised_detail = PROMISED_DETAIL,
     .bad_reply_detail = "unexpected reply to a semaphore acquire",
     .attempt = plain_attempt,
     .parse_attempt = parse_attempt,
@@ -785,6 +792,8 @@ const hl_kind hl_permit_kind = {
     .line_per_client = true,
     .wake_all = true,
     .in_line = true,
+    .busy_detail = "no permit was free",
+    .promised_detail = PROMISED_DETAIL,
     .bad_reply_detail = "unexpected reply to a permit acquire",
     .attempt = permit_attempt,
     .parse_attempt = parse_attempt,

@@ -101,11 +101,6 @@ static void call_cb_free(sem_call_cb *c)
     hl_free(c);
 }
 
-static const char *busy_detail(bool permit)
-{
-    return permit ? "no permit was free" : "not enough permits were free";
-}
-
 static void on_acquired(hilock_lock *lock, int status,
                         const hilock_acquired *got, void *data)
 {
@@ -117,8 +112,6 @@ static void on_acquired(hilock_lock *lock, int status,
         permit_id(c.sem, got->owner, id);
     else if (status == HILOCK_OK)
         value = got->hold_count; /* the free permits it left */
-    if (status == HILOCK_EBUSY)
-        hl_set_detail(busy_detail(c.permit));
     c.cb(c.sem, status, value, status == HILOCK_OK && c.permit ? id : NULL,
          c.user_data);
     call_cb_free(data);
@@ -137,8 +130,6 @@ int hl_sem_acquire(hilock_semaphore *sem, int64_t n, int64_t wait_ms,
                                    NULL, NULL, NULL);
         if (rc == HILOCK_OK && id != NULL)
             memcpy(id, mine, sizeof mine);
-        if (rc == HILOCK_EBUSY)
-            hl_set_detail(busy_detail(sem->expirable));
         return rc;
     }
     sem_call_cb *c = call_cb_new(sem, cb, user_data);

@@ -319,6 +319,7 @@ static hl_monotime turn_left(const hl_acquire_op *op)
  * says why, once, to the caller that paid for it. */
 static void finish_busy(hl_acquire_op *op)
 {
+    const hl_kind *kind = op->lock->kind;
     op_finish(op, HILOCK_EBUSY, NULL,
               hl_waiter_refused(&op->waiter)
                   ? "the lock is held by another owner; releases could "
@@ -326,10 +327,13 @@ static void finish_busy(hl_acquire_op *op)
                     "SUBSCRIBE to the lock's channel, so it only retried "
                     "when the holder's lease ran out"
               : op->saw_promised
-                  ? "the lock is free but promised to a process that was "
-                    "waiting for it already, until that one takes it or "
-                    "stops waiting"
-                  : "the lock is held by another owner");
+                  ? (kind->promised_detail
+                         ? kind->promised_detail
+                         : "the lock is free but promised to a process that "
+                           "was waiting for it already, until that one "
+                           "takes it or stops waiting")
+              : kind->busy_detail ? kind->busy_detail
+                                  : "the lock is held by another owner");
 }
 
 static void finish_unattempted(hl_acquire_op *op)

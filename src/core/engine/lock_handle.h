@@ -99,6 +99,11 @@ typedef struct hl_kind {
      * release with hl_aux_name_done. */
     int (*channel)(const hilock_lock *lock, const char *field,
                    size_t field_len, hl_aux_name *out);
+    /* The detail of HILOCK_EBUSY when the wait ends with the lock held,
+     * and when it ends with the lock free but promised to another
+     * client; NULL: a lock's. */
+    const char *busy_detail;
+    const char *promised_detail;
     /* An attempt replying HL_ACQ_SELF_WAIT is refused with HILOCK_EDEADLK
      * and this detail, which says what the owner must give up first. */
     const char *self_wait_detail;
