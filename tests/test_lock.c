@@ -1203,6 +1203,25 @@ static void test_redisson_release_wakes_our_line(void **state)
     hl_free_client(obs);
 }
 
+/* Two clients wait for a held lock, in this order: a first, with an
+ * async acquire of OWNER_A on la (first, *first_id), then b, with a
+ * blocking acquirer on lb. */
+static void line_up_two(hilock_client *a, hilock_lock *la, hilock_client *b,
+                        hilock_lock *lb, hl_acquire_rec *first,
+                        uint64_t *first_id, hl_acquirer *wb)
+{
+    hl_acquire_rec_init(first, a);
+    assert_status(hilock_lock_acquire_async(la, OWNER_A, HILOCK_WAIT_FOREVER,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            hl_record_acquire, first,
+                                            first_id),
+                  HILOCK_OK);
+    hl_expect_pending(a, la, 1);
+    hl_acquirer_start(wb, lb, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG,
+                      true);
+    hl_expect_pending(b, lb, 1);
+}
+
 /* The first in line gives up behind a Redisson holder: the next is told
  * it is first now, listens on Redisson's channel in its place, and wakes
  * at the holder's release. */
@@ -1221,16 +1240,7 @@ static void test_next_in_line_hears_redisson(void **state)
 
     (void)state;
     java_hold(obs, "javanext");
-    hl_acquire_rec_init(&first, a);
-    assert_status(hilock_lock_acquire_async(la, OWNER_A, HILOCK_WAIT_FOREVER,
-                                            HILOCK_LEASE_WATCHDOG, 0,
-                                            hl_record_acquire, &first,
-                                            &first_id),
-                  HILOCK_OK);
-    hl_expect_pending(a, la, 1);
-    hl_acquirer_start(&wb, lb, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG,
-                      true);
-    hl_expect_pending(b, lb, 1);
+    line_up_two(a, la, b, lb, &first, &first_id, &wb);
     assert_int_equal(hl_read_pending(b, lb).channels, 1);
     assert_status(hilock_lock_cancel(la, first_id), HILOCK_OK);
     assert_int_equal(hl_expect_acquire(&first), HILOCK_ECANCELED);
@@ -1268,16 +1278,7 @@ static void test_first_leaving_a_free_lock_wakes_the_next(void **state)
 
     (void)state;
     java_hold(obs, "javafree");
-    hl_acquire_rec_init(&first, a);
-    assert_status(hilock_lock_acquire_async(la, OWNER_A, HILOCK_WAIT_FOREVER,
-                                            HILOCK_LEASE_WATCHDOG, 0,
-                                            hl_record_acquire, &first,
-                                            &first_id),
-                  HILOCK_OK);
-    hl_expect_pending(a, la, 1);
-    hl_acquirer_start(&wb, lb, HILOCK_WAIT_FOREVER, HILOCK_LEASE_WATCHDOG,
-                      true);
-    hl_expect_pending(b, lb, 1);
+    line_up_two(a, la, b, lb, &first, &first_id, &wb);
     assert_int_equal(int_of(cmd(obs, "DEL", "javafree", (char *)NULL)), 1);
     assert_status(hilock_lock_cancel(la, first_id), HILOCK_OK);
     assert_int_equal(hl_expect_acquire(&first), HILOCK_ECANCELED);
