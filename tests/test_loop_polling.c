@@ -95,19 +95,28 @@ static void on_chained(hilock_client *c, int status, hilock_reply *reply,
     atomic_store(&ch->done, 1);
 }
 
-static void test_loop_sleeps_when_idle(void **state)
+/* A client whose loop thread (*loop_tid) has just answered n PINGs in a
+ * chain, so that it knows its round trip. */
+static hilock_client *warm_client(pid_t *loop_tid, int n)
 {
-    (void)state;
-    hl_redis_server *s = hl_fixture_plain();
-    hilock_client *c = hl_new_client(s, NULL);
-    pid_t loop_tid = 0;
-    hl_run_on_loop(c, note_tid, &loop_tid);
+    hilock_client *c = hl_new_client(hl_fixture_plain(), NULL);
     static const char *const ping[] = {"PING"};
-    static chain ch = {.left = 500};
+    static chain ch;
+    hl_run_on_loop(c, note_tid, loop_tid);
+    atomic_store(&ch.done, 0);
+    ch.left = n;
     assert_int_equal(hilock_client_command_async(c, 1, ping, NULL,
                                                  on_chained, &ch),
                      HILOCK_OK);
     expect_replies(&ch.done, 1, hl_widen(30000));
+    return c;
+}
+
+static void test_loop_sleeps_when_idle(void **state)
+{
+    (void)state;
+    pid_t loop_tid = 0;
+    hilock_client *c = warm_client(&loop_tid, 500);
 
     long long before = thread_cpu_ms(loop_tid);
     hl_sleep_ms(1000);
@@ -123,16 +132,8 @@ static void test_loop_sleeps_when_idle(void **state)
 static void test_loop_sleeps_while_an_answer_is_slow(void **state)
 {
     (void)state;
-    hl_redis_server *s = hl_fixture_plain();
-    hilock_client *c = hl_new_client(s, NULL);
     pid_t loop_tid = 0;
-    hl_run_on_loop(c, note_tid, &loop_tid);
-    static const char *const ping[] = {"PING"};
-    static chain warm = {.left = 200};
-    assert_int_equal(hilock_client_command_async(c, 1, ping, NULL,
-                                                 on_chained, &warm),
-                     HILOCK_OK);
-    expect_replies(&warm.done, 1, hl_widen(30000));
+    hilock_client *c = warm_client(&loop_tid, 200);
 
     static atomic_int slept;
     static const char *const sleep1[] = {"DEBUG", "SLEEP", "1"};
