@@ -8,7 +8,12 @@
  * but for a token, which may also come as the text of a 64-bit integer.
  * A kind may read a reply as one of those only when it has that shape,
  * must take the numbers from it unchanged, and must call anything else a
- * bad reply; every kind reads a reply the same way. */
+ * bad reply; every kind reads a reply the same way.
+ *
+ * The semaphores' attempts reply otherwise: {1, free permits}, the count
+ * an integer or its text; {0, ms, how} refused, how the line's flags 0 to
+ * 3; {2} voided; any of them possibly as {reply, refusal} when a PUBLISH
+ * was refused.  Both semaphore kinds read a reply alike. */
 /* fuzz-max-len: 512 */
 #include <ev.h>
 #include <stdbool.h>
@@ -19,9 +24,11 @@
 #include "core/engine/lock_handle.h"
 #include "core/transport/reply.h"
 #include "core/transport/resp.h"
+#include "semaphore/semaphore_internal.h"
 
-enum { KINDS = 4 };
+enum { KINDS = 4, SEM_KINDS = 2 };
 static const hl_kind *kinds[KINDS];
+static const hl_kind *sem_kinds[SEM_KINDS];
 
 static const hl_kind *kind_of(int rc, hilock_lock *lock)
 {
@@ -49,6 +56,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     kinds[1] = kind_of(hilock_fair_lock_create(&lock, client, "f", 1), lock);
     kinds[2] = kind_of(hilock_read_lock_create(&lock, client, "f", 1), lock);
     kinds[3] = kind_of(hilock_write_lock_create(&lock, client, "f", 1), lock);
+    hilock_semaphore *sem = NULL;
+    FUZZ_CHECK(hilock_semaphore_create(&sem, client, "s", 1) == HILOCK_OK,
+               "cannot make a semaphore: %s", hilock_last_error());
+    sem_kinds[0] = sem->lock->kind;
+    FUZZ_CHECK(hilock_permit_semaphore_create(&sem, client, "s", 1) ==
+                   HILOCK_OK,
+               "cannot make a semaphore: %s", hilock_last_error());
+    sem_kinds[1] = sem->lock->kind;
     return 0;
 }
 
@@ -154,6 +169,74 @@ static void read_with_every_kind(const hilock_reply *r)
     }
 }
 
+/* An integer element, or the text of one. */
+static bool count_at(const hilock_reply *e, int64_t *v)
+{
+    if (e->type == HILOCK_REPLY_INTEGER) {
+        *v = e->integer;
+        return true;
+    }
+    return e->type == HILOCK_REPLY_STRING && hl_i64_parse(e->str, e->len, v);
+}
+
+static void check_semaphore_reading(const hilock_reply *reply,
+                                    const hl_acquire_result *res)
+{
+    const hilock_reply *r = reply;
+    if (r->type == HILOCK_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == HILOCK_REPLY_ARRAY)
+        r = r->element[0];
+    bool array = r->type == HILOCK_REPLY_ARRAY && r->elements >= 1 &&
+                 r->elements <= 3 &&
+                 r->element[0]->type == HILOCK_REPLY_INTEGER;
+    long long what = array ? r->element[0]->integer : -1;
+    int64_t v = 0, how = -1;
+    bool granted = array && what == 1 && r->elements == 2 &&
+                   count_at(r->element[1], &v);
+    bool held = array && what == 0 && r->elements == 3 &&
+                count_at(r->element[1], &v) &&
+                r->element[2]->type == HILOCK_REPLY_INTEGER &&
+                (how = r->element[2]->integer) >= 0 && how <= 3;
+    bool voided = array && what == 2 && r->elements == 1;
+    switch (res->outcome) {
+    case HL_ACQ_ACQUIRED:
+        FUZZ_CHECK(granted && res->free == v && res->count == 1,
+                   "a semaphore grant not as the reply says");
+        break;
+    case HL_ACQ_HELD:
+        FUZZ_CHECK(held && res->ttl_ms == v &&
+                       res->first_in_line == ((how & 1) != 0) &&
+                       res->promised == ((how & 2) != 0),
+                   "a semaphore refusal not as the reply says");
+        break;
+    case HL_ACQ_VOID:
+        FUZZ_CHECK(voided, "a semaphore attempt voided on a reply that "
+                           "is not");
+        break;
+    case HL_ACQ_BAD_REPLY:
+        FUZZ_CHECK(!granted && !held && !voided,
+                   "a semaphore reply of a known shape called bad");
+        break;
+    default:
+        FUZZ_CHECK(0, "semaphore outcome %d", (int)res->outcome);
+    }
+}
+
+static void read_with_semaphores(const hilock_reply *r)
+{
+    hl_acquire_result first = {0};
+    for (int k = 0; k < SEM_KINDS; k++) {
+        hl_acquire_result res;
+        memset(&res, 0xa5, sizeof res);
+        sem_kinds[k]->parse_attempt(r, &res);
+        check_semaphore_reading(r, &res);
+        if (k == 0)
+            first = res;
+        FUZZ_CHECK(res.outcome == first.outcome,
+                   "the semaphore kinds read a reply differently");
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     hl_reply_limits lim = {.max_bytes = HILOCK_DEFAULT_MAX_REPLY_BYTES,
@@ -166,6 +249,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         hilock_reply *r;
         while (hl_reader_next(reader, &lim, &r) == 1) {
             read_with_every_kind(r);
+            read_with_semaphores(r);
             hilock_reply_free(r);
         }
     }
