@@ -20,6 +20,7 @@
 #include "hilock/hilock.h"
 #include "support/fixture.h"
 #include "support/lock_helpers.h"
+#include "support/plain_sub.h"
 #include "support/raw_reads.h"
 
 static hl_lock_fixture fx;
@@ -119,6 +120,36 @@ static void test_semaphore_count_exact(void **state)
     assert_true(v == INT64_C(9007199254740995));
     assert_status(hilock_semaphore_drain(s, &v), HILOCK_OK);
     assert_true(v == INT64_C(9007199254740995));
+    hilock_semaphore_destroy(s);
+    hl_free_client(c);
+}
+
+/* A release tells Redisson's listeners the new count in plain digits,
+ * which they parse as a long, exactly: a count the script holds as a
+ * Lua number (a double) below 2^53, as text from there. */
+static void test_semaphore_release_announces_digits(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_semaphore *s = hl_new_semaphore(c, "fv-digits", false);
+    hl_plain_sub *java = hl_plain_sub_open(fx.server,
+                                           "redisson_sc:{fv-digits}");
+    static const char *const counts[][2] = {
+        {"99999999999999", "100000000000000"},
+        {"123456789012344", "123456789012345"},
+        {"9007199254740990", "9007199254740991"},
+        {"9007199254740992", "9007199254740993"},
+        {"9223372036854775806", "9223372036854775807"},
+    };
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        set_key("fv-digits", counts[i][0]);
+        assert_status(hilock_semaphore_release(s, 1), HILOCK_OK);
+        char msg[64];
+        assert_true(hl_plain_sub_next(java, msg, sizeof msg, 5000));
+        assert_string_equal(msg, counts[i][1]);
+        assert_kept("fv-digits", counts[i][1]);
+    }
+    hl_plain_sub_close(java);
     hilock_semaphore_destroy(s);
     hl_free_client(c);
 }
@@ -493,6 +524,7 @@ int main(void)
 #define T(fn) hl_lock_test(fn, &fx)
     const struct CMUnitTest tests[] = {
         T(test_semaphore_count_exact),
+        T(test_semaphore_release_announces_digits),
         T(test_semaphore_count_refused),
         T(test_permit_expired_before_epoch),
         T(test_permit_expiry_out_of_reach),

@@ -53,8 +53,9 @@
  *
  * Counts are 64-bit integers in Redis, and Lua's numbers are doubles,
  * exact only below 2^53: so a script reads a count as text, leaves the
- * arithmetic to INCRBY and DECRBY, and answers a count as the text GET
- * gives, which the client reads exactly (hl_i64_parse).  A count that is
+ * arithmetic to INCRBY and DECRBY, and answers a count as the number
+ * they answer while it is below 2^53, else as the text GET gives, which
+ * the client reads exactly (hl_i64_parse).  A count that is
  * no such integer ("5.5", or beyond 64 bits) was written by neither
  * hilock nor Redisson: the script answers foreign() before it changes
  * anything, and the call fails with HILOCK_EPROTO. */
@@ -113,7 +114,7 @@
  * in line is promised them (me, the client granted, passes on its turn
  * if it is first).  Needs HL_LUA_ANNOUNCE. */
 #define SEM_LUA_PASS_ON(left)                                               \
-    "if tonumber(" left ") > 0 then\n"                                      \
+    "if lined and tonumber(" left ") > 0 then\n"                           \
     "  local first = redis.call('lindex', KEYS[4], 0)\n"                    \
     "  if first then\n" HL_LUA_LINE_PROMISE                                 \
     "    promise_next(KEYS[4], KEYS[5], KEYS[6], KEYS[7], me, first)\n"     \
@@ -149,12 +150,28 @@
     "              kept\n"
 
 /* Whether the permits are promised to a client other than me (kept 2);
- * a promise to me is spent by this attempt, whatever it finds. */
+ * a promise to me is spent by this attempt, whatever it finds.  A
+ * promise is made only to a client in line, and a client has a place
+ * only while it is in line (HL_LUA_LINE_JOIN counts on it too), so an
+ * empty line (lined false) means no promise and no place of me's: the
+ * common uncontended attempt reads the line once and nothing more of
+ * it. */
 #define SEM_LUA_PROMISE_CHECK                                               \
+    "local lined = redis.call('lindex', KEYS[4], 0) ~= false\n"             \
     "local kept = 0\n"                                                      \
-    "local promised = redis.call('get', KEYS[6])\n"                         \
+    "local promised = lined and redis.call('get', KEYS[6])\n"               \
     "if promised == me then redis.call('del', KEYS[6])\n"                   \
     "elseif promised then kept = 2 end\n"
+
+/* exact(v): the count v that INCRBY or DECRBY answered at KEYS[1], as a
+ * reply or a message carries it exactly: the number itself below 2^53
+ * (Lua's numbers are doubles, and Redis writes a whole one in plain
+ * digits), else the text at the name. */
+#define SEM_LUA_EXACT                                                       \
+    "local function exact(v)\n"                                             \
+    "  if v < 2^53 and v > -2^53 then return v end\n"                       \
+    "  return redis.call('get', KEYS[1])\n"                                 \
+    "end\n"
 
 #define SEM_LUA_COMMON                                                      \
     HL_LUA_ANNOUNCE                                                         \
@@ -194,13 +211,13 @@
  * base.  ARGV: permits, the attempt's nonce ("<client id>:<n>"), waiter
  * timeout ms (0: a single try, which keeps no place), how long the
  * client stays in line after a grant (hl_attempt_args.keep_in_line_ms).
- * Replies {1, free left, as text} when taken (and records how many),
+ * Replies {1, free left (exact())} when taken (and records how many),
  * {0, -1, how} when too few are free, {0, the promise's ms, how} when
  * they are promised to another client, {2} when a reconcile voided the
  * attempt before it ran.  The count is compared as a double: exact below
  * 2^53, and above it greater than any number of permits asked for. */
 static const char plain_acquire_lua[] =
-    HL_LUA_FOREIGN HL_LUA_ANNOUNCE
+    HL_LUA_FOREIGN HL_LUA_ANNOUNCE SEM_LUA_EXACT
     SEM_LUA_CHECK
     "local n = tonumber(ARGV[1])\n"
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
@@ -211,13 +228,12 @@ static const char plain_acquire_lua[] =
     "  if kept == 2 then return {0, redis.call('pttl', KEYS[6]), how} end\n"
     "  return {0, -1, how}\n"
     "end\n"
-    "if not redis.call('set', KEYS[2], n, 'px', "
+    "if not redis.call('set', KEYS[2], ARGV[1], 'px', "
     HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ", 'nx') then\n"
     "  return {2}\n"
     "end\n"
-    HL_LUA_LINE_ON_GRANT("true", "ARGV[4]")
-    "redis.call('decrby', KEYS[1], n)\n"
-    "local left = redis.call('get', KEYS[1])\n"
+    HL_LUA_LINE_ON_GRANT("lined", "ARGV[4]")
+    "local left = exact(redis.call('decrby', KEYS[1], ARGV[1]))\n"
     SEM_LUA_PASS_ON("left")
     "return {1, left}\n";
 
@@ -241,7 +257,7 @@ static const char plain_reconcile_lua[] =
 /* KEYS: name, {name}:timeout, channel, line, places, promise, wake base,
  * void set.  ARGV: '1', lease ms, permit id (the owner's field), nonce,
  * waiter timeout ms (0: a single try), how long the client stays in line
- * after a grant.  Replies {1, free left, as text} when taken, {0, ms until
+ * after a grant.  Replies {1, free left (exact())} when taken, {0, ms until
  * the first permit expires, or -1, how} when none is free, {0, the
  * promise's ms, how} when the free ones are promised to another client,
  * {2} when the attempt was voided.  The ms are whole, at least 0 (more
@@ -252,18 +268,17 @@ static const char plain_reconcile_lua[] =
  * so the acquire waits for a release as for a permit that never
  * expires. */
 static const char permit_acquire_lua[] =
-    SEM_LUA_COMMON
+    SEM_LUA_COMMON SEM_LUA_EXACT
     "if redis.call('sismember', KEYS[8], ARGV[4]) == 1 then return {2} end\n"
     "local me = string.sub(ARGV[3], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
     SEM_LUA_PROMISE_CHECK
     "local v = redis.call('get', KEYS[1])\n"
     "if kept == 0 and v ~= false and tonumber(v) >= 1 then\n"
-    HL_LUA_LINE_ON_GRANT("true", "ARGV[6]")
-    "  redis.call('decrby', KEYS[1], 1)\n"
+    HL_LUA_LINE_ON_GRANT("lined", "ARGV[6]")
+    "  local left = exact(redis.call('decrby', KEYS[1], 1))\n"
     "  redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])\n"
     "  local ttl = redis.call('pttl', KEYS[1])\n"
     "  if ttl > 0 then redis.call('pexpire', KEYS[2], ttl) end\n"
-    "  local left = redis.call('get', KEYS[1])\n"
     SEM_LUA_PASS_ON("left")
     "  return answer({1, left})\n"
     "end\n"
@@ -335,10 +350,10 @@ static const char renew_lua[] =
 
 /* The end of a plain release: ARGV[1] permits back at KEYS[1], promised
  * and announced (released, ARGV[3] the releasing client), and the new
- * count answered, as text, or as {count, 1} when open. */
+ * count answered (exact()), or as {count, 1} when open. */
 #define SEM_LUA_GIVE_BACK                                                   \
-    "redis.call('incrby', KEYS[1], ARGV[1])\n"                              \
-    "local v = redis.call('get', KEYS[1])\n"                                \
+    SEM_LUA_EXACT                                                           \
+    "local v = exact(redis.call('incrby', KEYS[1], ARGV[1]))\n"             \
     "released(ARGV[3], v, v)\n"                                             \
     "if open then return answer({v, 1}) end\n"                              \
     "return answer(v)\n"
@@ -348,7 +363,7 @@ static const char renew_lua[] =
  * A plain release is recorded until the client has its answer, so that
  * the client can send it again after an answer was lost without giving
  * the permits back twice.  Replies the new count (the count now, when it
- * ran before), as text (see SEM_LUA_GIVE_BACK). */
+ * ran before; see SEM_LUA_GIVE_BACK). */
 static const char plain_release_lua[] =
     HL_LUA_ANNOUNCE SEM_LUA_RELEASED
     HL_LUA_FOREIGN
