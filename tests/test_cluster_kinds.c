@@ -1116,11 +1116,17 @@ static void test_redlock_with_a_cluster_member(void **state)
         int rc = hilock_multilock_try_acquire(l, hl_widen(5000), 30000, res,
                                               NULL);
         /* The held member may not have answered by the time the other
-         * two decided it: then its result says so (ECANCELED). */
+         * two decided it: then its result says so (ECANCELED).  Or it
+         * may sit out the round, quarantined while an INFO of a
+         * connection that came back is out (seen once on a loaded
+         * machine): it votes for nobody either way, so the grant still
+         * needs the cluster's vote. */
+        bool held_member_out =
+            res[2].status == HILOCK_EBUSY ||
+            res[2].status == HILOCK_ECANCELED ||
+            (res[2].status == HILOCK_ENOQUORUM && res[2].quarantined);
         if (rc != HILOCK_OK || res[0].status != HILOCK_OK ||
-            res[1].status != HILOCK_OK ||
-            (res[2].status != HILOCK_EBUSY &&
-             res[2].status != HILOCK_ECANCELED))
+            res[1].status != HILOCK_OK || !held_member_out)
             fail_msg("%s: %s; members: %s%s %lld us, %s%s %lld us, "
                      "%s%s %lld us",
                      name, hilock_errname(rc), hilock_errname(res[0].status),
