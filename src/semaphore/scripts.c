@@ -698,6 +698,46 @@ int hl_sem_plain_release(sem_op *op, hl_request_fn *fn, void *data)
                          op->id, strlen(op->id), 3, args, lens, fn, data);
 }
 
+/* The answer of a release made again: as a plain release's, {count, 1}
+ * when it freed permits for this client's own waiters, which no message
+ * wakes. */
+static void on_released_again(void *data, int status, hilock_reply *reply)
+{
+    hilock_lock *lock = data;
+    const hilock_reply *answer =
+        status == HILOCK_OK && lock->client != NULL
+            ? hl_script_answer(lock->client, reply)
+            : NULL;
+    if (answer != NULL && answer->type == HILOCK_REPLY_ARRAY &&
+        answer->elements == 2 &&
+        answer->element[1]->type == HILOCK_REPLY_INTEGER &&
+        answer->element[1]->integer == 1)
+        hl_lock_freed_here(lock);
+    hilock_reply_free(reply);
+    hl_lock_unref(lock);
+}
+
+/* Sent as again after a lost answer ('1'): a kept grant's record that
+ * is gone means the release ran, and a release's own record that is
+ * there means the same. */
+static int plain_release_again(hilock_lock *lock, const char *id,
+                               size_t id_len, int64_t amount,
+                               bool consumes_grant)
+{
+    char n[24];
+    const char *args[] = {n, "1", hl_lock_client_id(lock)};
+    size_t lens[] = {hl_i64_dec(n, amount), 1, HILOCK_CLIENT_ID_LEN};
+    hl_lock_ref(lock);
+    int rc = record_script(lock,
+                           consumes_grant ? &plain_release_grant
+                                          : &plain_release,
+                           id, id_len, 3, args, lens, on_released_again,
+                           lock);
+    if (rc != HILOCK_OK)
+        hl_lock_unref(lock);
+    return rc;
+}
+
 static int sem_leave(hilock_lock *lock, const char *field, size_t field_len)
 {
     static const char *const keys[] = {HL_LAYOUT_SEM_LINE,
@@ -718,6 +758,7 @@ const hl_kind hl_semaphore_kind = {
     .in_line = true,
     .unheld_grants = true,
     .forget = hl_sem_forget,
+    .release_again = plain_release_again,
     .record_ms = HL_LAYOUT_SEM_RECORD_TTL_MS,
     .busy_detail = "not enough permits were free",
     .promised_detail = PROMISED_DETAIL,

@@ -16,6 +16,7 @@
 #include "core/base/handle.h"
 #include "core/engine/compose.h"
 #include "core/engine/kept_grants.h"
+#include "core/engine/unacked.h"
 #include "core/transport/resp.h"
 #include "kindkit/kindkit.h"
 #include "layout/layout.h"
@@ -201,6 +202,22 @@ static bool outcome_unknown(int status)
            status == HILOCK_EPROTO || status == HILOCK_ETOOBIG;
 }
 
+/* A plain release the replicas did not acknowledge: a failover before
+ * they have it would keep its permits taken for good.  Its record stays
+ * on the server, and the handle keeps the release, to make it again
+ * under the same id on the next master (unacked.h), while the record
+ * has a third of its life left, so that the master that ran it still
+ * knows it. */
+static void keep_unacked(sem_op *op)
+{
+    hl_monotime until =
+        op->consumes_grant
+            ? op->give_up_at
+            : hl_sat_sub(op->give_up_at, HL_MS(HL_SEM_RECORD_MS / 3));
+    hl_unacked_id_release(op->sem->lock, op->id, strlen(op->id), op->n,
+                          op->consumes_grant, until, op->changes_at_send);
+}
+
 static void on_reply(void *data, int status, hilock_reply *reply)
 {
     sem_op *op = data;
@@ -219,10 +236,14 @@ static void on_reply(void *data, int status, hilock_reply *reply)
     /* A release the replicas did not acknowledge gave back its permits
      * on the master, and stands, as a lock's release does; any other
      * write so answered says HILOCK_ENOACK (it too stands). */
+    bool short_of_ack = status == HILOCK_ENOACK && op->call == SEM_RELEASE;
     if (status == HILOCK_ENOACK &&
         (op->call == SEM_RELEASE || op->call == SEM_PERMIT_RELEASE))
         status = HILOCK_OK;
-    if (op->call == SEM_RELEASE && status == HILOCK_OK && !op->consumes_grant)
+    if (short_of_ack)
+        keep_unacked(op);
+    else if (op->call == SEM_RELEASE && status == HILOCK_OK &&
+             !op->consumes_grant)
         (void)hl_sem_forget(op->sem->lock, op->id, strlen(op->id));
     if (status != HILOCK_OK) {
         char why[256];
@@ -301,6 +322,7 @@ static void op_start(hl_op *o)
     }
     if (op->call == SEM_RELEASE)
         name_release(op);
+    op->changes_at_send = hl_lock_master_changes(lock);
     _Atomic int *gate = hl_op_gate_requests(o);
     int rc = send_call(op, on_reply);
     hl_conn_gate_requests(gate);

@@ -50,6 +50,7 @@ typedef struct sem_op {
      * grant's attempt, whose record the release consumes. */
     bool consumes_grant;
     bool resent; /* sent again after a lost answer */
+    unsigned changes_at_send; /* the client's master changes then */
 } sem_op;
 
 /* The kinds under a handle's lock (scripts.c). */

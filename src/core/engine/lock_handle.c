@@ -12,6 +12,7 @@
 #include "core/config/option_values.h"
 #include "core/engine/engine_internal.h"
 #include "core/engine/kept_grants.h"
+#include "core/engine/unacked.h"
 #include "core/loop/io.h"
 #include "core/runtime/ack.h"
 #include "core/transport/resp.h"
@@ -74,6 +75,7 @@ static void lock_free(hilock_lock *lock)
 {
     hl_map_clear(&lock->acquires_by_id); /* every acquire has ended */
     hl_kept_grants_free(lock);
+    hl_free(lock->unacked);
     hl_free(lock->turn_table);
     lock->turn_table = NULL;
     hl_handle_release(lock);
@@ -91,7 +93,9 @@ void hl_lock_unref(hilock_lock *lock)
  * pending acquires end with HILOCK_ECLOSED, and their hold listeners end
  * the multi-lock calls coordinated there. */
 static const hl_client_part handles_part = {
-    .rank = -1, .close = hl_locks_client_closed};
+    .rank = -1,
+    .close = hl_locks_client_closed,
+    .master_changed = hl_unacked_master_changed};
 
 int hl_lock_create(hilock_lock **out, hilock_client *client,
                    const hl_kind *kind, const char *name, size_t name_len)
@@ -346,6 +350,7 @@ static void lock_detach(hilock_lock *lock, int status, const char *detail)
     hl_lock_cancel_all(lock, status, detail);
     drop_all_holds(lock);
     hl_kept_grants_forget_all(lock);
+    hl_unacked_forget(lock);
     pthread_mutex_lock(&c->lock);
     bool unref = lock->unref_when_detached;
     lock->unref_when_detached = false;

@@ -154,6 +154,14 @@ typedef struct hl_kind {
     bool foreign_any_message;
     int (*forget)(hilock_lock *lock, const char *nonce, size_t nonce_len);
     int64_t record_ms;
+    /* Make a release by id (unheld_grants kinds) again on the master
+     * there now, after one the replicas did not acknowledge was perhaps
+     * lost in a failover (unacked.h): with consumes_grant it consumes
+     * the record of the grant id, else it writes its own record under
+     * id, and either way gives amount back only if the server has not
+     * seen it.  Nobody waits for the answer.  NULL: no release by id. */
+    int (*release_again)(hilock_lock *lock, const char *id, size_t id_len,
+                         int64_t amount, bool consumes_grant);
     /* The key the lease engine renews a hold's lease on, when it is not
      * the name (an expirable permit's zset); NULL: the name.  Made once,
      * when the handle is. */
@@ -278,6 +286,14 @@ struct hilock_lock {
      * consume (kept_grants.h); loop thread. */
     struct hl_kept_grant *kept;
     size_t kept_n;
+    /* Releases the replicas did not acknowledge (unacked.h), and the
+     * handle's place in its client's list of handles that keep some;
+     * loop thread. */
+    struct hl_unacked_release *unacked;
+    size_t unacked_n;
+    hilock_lock *unacked_prev;
+    hilock_lock *unacked_next;
+    bool unacked_listed;
     /* Destroyed on another client's loop thread while this one's client
      * was closing: the closing loop drops the user's reference once it
      * has detached the handle.  Under the client's lock. */

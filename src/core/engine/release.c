@@ -6,6 +6,7 @@
 #include "core/base/error_detail.h"
 #include "core/engine/compose.h"
 #include "core/engine/engine_internal.h"
+#include "core/engine/unacked.h"
 #include "core/config/option_values.h"
 
 typedef struct lock_call {
@@ -17,6 +18,7 @@ typedef struct lock_call {
     void *user_data;
     bool lease_was_releasing; /* this release set the lease aside */
     bool handed_on;           /* a local waiter was woken with it */
+    unsigned changes_at_send; /* the client's master changes then */
 } lock_call;
 
 static void call_finish(lock_call *call, int status, int64_t value,
@@ -34,10 +36,13 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
     /* A release the replicas did not acknowledge (replica policy) still
      * freed the lock on the master, and the caller cannot undo it: it
      * stands as done.  A failover before the replicas have it brings the
-     * hold back on the new master until its lease runs out, which keeps
-     * others waiting but lets no two owners in (README, "Replicated
-     * Redis and Sentinel"). */
-    if (status == HILOCK_ENOACK)
+     * hold back on the new master; the handle keeps the release, and
+     * makes it again there (unacked.h), so that others do not wait for
+     * the hold's lease to run out (README, "Replicated Redis and
+     * Sentinel"). */
+    bool short_of_ack = status == HILOCK_ENOACK;
+    int64_t lease_ms = h ? h->lease_ms : 0;
+    if (short_of_ack)
         status = HILOCK_OK;
     int64_t left = 0;
     hl_release_outcome out =
@@ -93,7 +98,6 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
                  hilock_last_error());
         status = HILOCK_EINDOUBT;
         if (h) {
-            int64_t lease_ms = h->lease_ms;
             if (h->count > 0)
                 h->count--;
             if (h->count <= 0 && h->releases_in_flight == 0)
@@ -133,6 +137,9 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
                         "the lease was lost before this release");
             return;
         }
+        if (short_of_ack && lock->client)
+            hl_unacked_hold_release(lock, call->owner, lease_ms,
+                                    call->changes_at_send);
         if (h && out == HL_REL_STILL_HELD) {
             /* The client's own count, not the server's: a grant the
              * server counts but the client does not (a cancelled
@@ -299,6 +306,7 @@ static void call_start(hl_op *op)
             }
             h->releases_in_flight++;
         }
+        call->changes_at_send = lock->client->master_changes;
         release_send s = {lock, field, len, lease};
         _Atomic int *gate = hl_op_gate_requests(op);
         rc = hl_lock_write(lock, send_release_now, &s, on_reply, call);

@@ -430,6 +430,7 @@ static void on_sentinel_answer(hilock_client *c, int status,
 
 void hl_client_master_changed(hilock_client *c)
 {
+    c->master_changes++;
     pthread_mutex_lock(&c->lock);
     const hl_client_part *parts[HL_CLIENT_PARTS];
     int nparts = c->nparts;

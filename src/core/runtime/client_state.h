@@ -83,6 +83,11 @@ struct hilock_client {
     const hl_client_part *parts[HL_CLIENT_PARTS];
     int nparts;
     struct hilock_lock *locks;      /* handles made on this client */
+    /* Loop thread: the handles that keep releases the replicas did not
+     * acknowledge (engine/unacked.h), and how many times the master
+     * behind the client changed (hl_client_master_changed). */
+    struct hilock_lock *unacked_locks;
+    unsigned master_changes;
     char id[HILOCK_CLIENT_ID_LEN + 1];
     atomic_bool connected;
     hl_connect_hook_fn *connect_hook;

@@ -1,0 +1,170 @@
+#include "core/engine/unacked.h"
+
+#include <string.h>
+
+#include "core/base/alloc.h"
+#include "core/config/option_values.h"
+#include "core/engine/engine_internal.h"
+
+/* The client keeps a list of the handles that keep a release, so that a
+ * master change walks those, not every handle. */
+static void list_add(hilock_lock *lock)
+{
+    hilock_client *c = lock->client;
+    if (lock->unacked_listed)
+        return;
+    lock->unacked_prev = NULL;
+    lock->unacked_next = c->unacked_locks;
+    if (c->unacked_locks != NULL)
+        c->unacked_locks->unacked_prev = lock;
+    c->unacked_locks = lock;
+    lock->unacked_listed = true;
+}
+
+static void list_remove(hilock_lock *lock)
+{
+    hilock_client *c = lock->client;
+    if (!lock->unacked_listed)
+        return;
+    if (lock->unacked_prev != NULL)
+        lock->unacked_prev->unacked_next = lock->unacked_next;
+    else
+        c->unacked_locks = lock->unacked_next;
+    if (lock->unacked_next != NULL)
+        lock->unacked_next->unacked_prev = lock->unacked_prev;
+    lock->unacked_prev = lock->unacked_next = NULL;
+    lock->unacked_listed = false;
+}
+
+static void forget_expired(hilock_lock *lock, hl_monotime now)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < lock->unacked_n; i++)
+        if (lock->unacked[i].until > now)
+            lock->unacked[kept++] = lock->unacked[i];
+    lock->unacked_n = kept;
+}
+
+/* The entry for a new release: owner's own when it has one (a later
+ * release of the owner only moves its time on, since a reconcile settles
+ * all of them), else a free one, else the one that ends first. */
+static hl_unacked_release *slot_for(hilock_lock *lock, uint64_t owner)
+{
+    if (lock->unacked == NULL)
+        lock->unacked = hl_calloc(HL_UNACKED_MAX, sizeof lock->unacked[0]);
+    if (lock->unacked == NULL)
+        return NULL;
+    forget_expired(lock, hl_monotime_now());
+    for (size_t i = 0; owner != 0 && i < lock->unacked_n; i++)
+        if (lock->unacked[i].owner == owner)
+            return &lock->unacked[i];
+    if (lock->unacked_n < HL_UNACKED_MAX) {
+        hl_unacked_release *r = &lock->unacked[lock->unacked_n++];
+        memset(r, 0, sizeof *r);
+        return r;
+    }
+    size_t first = 0;
+    for (size_t i = 1; i < lock->unacked_n; i++)
+        if (lock->unacked[i].until < lock->unacked[first].until)
+            first = i;
+    memset(&lock->unacked[first], 0, sizeof lock->unacked[0]);
+    return &lock->unacked[first];
+}
+
+static void make_again(hilock_lock *lock, const hl_unacked_release *r,
+                       hl_monotime now)
+{
+    if (r->owner != 0) {
+        /* Its give-up time is the release's: once that has passed, the
+         * hold it would remove has run out on the server. */
+        int64_t left_ms = hl_sat_sub(r->until, now) / HL_MS(1);
+        hl_reconcile_start(lock, r->owner, NULL, NULL, 0,
+                           left_ms > 0 ? left_ms : 1);
+    } else if (lock->kind->release_again != NULL) {
+        /* Not sent: the next master change tries again. */
+        (void)lock->kind->release_again(lock, r->id, r->id_len, r->amount,
+                                        r->consumes_grant);
+    }
+}
+
+/* Keep r, already filled in; made again now if the master it ran on is
+ * gone already. */
+static void keep(hilock_lock *lock, hl_unacked_release *r,
+                 unsigned changes_at_send)
+{
+    list_add(lock);
+    if (lock->client->master_changes != changes_at_send)
+        make_again(lock, r, hl_monotime_now());
+}
+
+unsigned hl_lock_master_changes(const hilock_lock *lock)
+{
+    return lock->client->master_changes;
+}
+
+void hl_unacked_hold_release(hilock_lock *lock, uint64_t owner,
+                             int64_t lease_ms, unsigned changes_at_send)
+{
+    if (lock->client == NULL || lock->destroyed)
+        return;
+    hl_unacked_release *r = slot_for(lock, owner);
+    if (r == NULL)
+        return; /* what comes back runs out with its lease */
+    if (lease_ms <= 0)
+        lease_ms = lock->client->opts->watchdog_timeout_ms;
+    hl_monotime until = hl_after_ms(hl_monotime_now(), lease_ms);
+    r->owner = owner;
+    if (until > r->until)
+        r->until = until;
+    keep(lock, r, changes_at_send);
+}
+
+void hl_unacked_id_release(hilock_lock *lock, const char *id, size_t id_len,
+                           int64_t amount, bool consumes_grant,
+                           hl_monotime until, unsigned changes_at_send)
+{
+    if (lock->client == NULL || lock->destroyed ||
+        id_len > sizeof lock->unacked[0].id)
+        return;
+    hl_unacked_release *r = slot_for(lock, 0);
+    if (r == NULL)
+        return; /* the permits stay taken, as before */
+    r->until = until;
+    r->amount = amount;
+    r->consumes_grant = consumes_grant;
+    memcpy(r->id, id, id_len);
+    r->id_len = id_len;
+    keep(lock, r, changes_at_send);
+}
+
+/* Every kept release is made again, and kept until its time is up: a
+ * second failover before the first's replicas have it brings it back
+ * once more, and making it again is harmless either way. */
+static void lock_master_changed(hilock_lock *lock, hl_monotime now)
+{
+    forget_expired(lock, now);
+    for (size_t i = 0; i < lock->unacked_n; i++)
+        make_again(lock, &lock->unacked[i], now);
+    if (lock->unacked_n == 0)
+        list_remove(lock);
+}
+
+void hl_unacked_master_changed(hilock_client *client)
+{
+    hl_monotime now = hl_monotime_now();
+    hilock_lock *next;
+    for (hilock_lock *lock = client->unacked_locks; lock != NULL;
+         lock = next) {
+        next = lock->unacked_next;
+        lock_master_changed(lock, now);
+    }
+}
+
+void hl_unacked_forget(hilock_lock *lock)
+{
+    if (lock->client != NULL)
+        list_remove(lock);
+    hl_free(lock->unacked);
+    lock->unacked = NULL;
+    lock->unacked_n = 0;
+}
