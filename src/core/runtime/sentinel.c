@@ -68,6 +68,7 @@ struct hl_sentinel {
     bool closed;
     unsigned answers;
     unsigned switches;
+    unsigned rounds;
 };
 
 static void release(hl_sentinel *s)
@@ -178,6 +179,7 @@ static void stop_probes(hl_sentinel *s)
 static void round_over(hl_sentinel *s)
 {
     s->asking = false;
+    s->rounds++;
     hl_timer_stop(&s->deadline);
     stop_probes(s);
 }
@@ -617,3 +619,5 @@ void hl_sentinel_free(hl_sentinel *s)
 unsigned hl_sentinel_answers(const hl_sentinel *s) { return s->answers; }
 
 unsigned hl_sentinel_switches(const hl_sentinel *s) { return s->switches; }
+
+unsigned hl_sentinel_rounds(const hl_sentinel *s) { return s->rounds; }

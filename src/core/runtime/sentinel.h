@@ -57,9 +57,10 @@ void hl_sentinel_ask(hl_sentinel *s);
 void hl_sentinel_vouch(hl_sentinel *s);
 void hl_sentinel_free(hl_sentinel *s);
 
-/* For tests and status: answers received, and switch announcements
- * heard. */
+/* For tests and status: answers received, switch announcements heard,
+ * and rounds ended (however they ended). */
 unsigned hl_sentinel_answers(const hl_sentinel *s);
 unsigned hl_sentinel_switches(const hl_sentinel *s);
+unsigned hl_sentinel_rounds(const hl_sentinel *s);
 
 #endif
