@@ -31,7 +31,7 @@ typedef struct probe {
     hilock_options *opts;
     hl_conn *conn;
     bool done; /* answered or failed in this round */
-    bool named; /* a vouching round: it named at */
+    bool named; /* it named at, and the round heard it out */
     sentinel_addr at;
 } probe;
 
@@ -156,12 +156,17 @@ static bool read_address(const hilock_reply *r, char *host, size_t cap,
 
 /* ---- rounds ----------------------------------------------------------------
  * A round asks every sentinel at once, each over a connection of its own,
- * and ends at the first good answer, when every sentinel has failed, or
- * at the connect timeout, whichever comes first: however many sentinels
- * there are, and however each fails (refused, silent, an error, nonsense),
- * a round takes at most the connect timeout.  Rounds that fail in a row
- * come further and further apart, so that a sentinel answering badly at
- * once is not asked at the pace of a reconnect. */
+ * and ends at the first answer that leaves the client where it is (the
+ * master it follows, or any master before it follows one), when every
+ * sentinel has answered or failed, or at the connect timeout, whichever
+ * comes first: however many sentinels there are, and however each fails
+ * (refused, silent, an error, nonsense), a round takes at most the
+ * connect timeout.  An answer that names another master does not end the
+ * round: a sentinel that lags, or is cut off with the old master, still
+ * names the master being replaced, so a move needs a majority of the
+ * sentinels naming the new master and none naming another.  Rounds that
+ * fail in a row come further and further apart, so that a sentinel
+ * answering badly at once is not asked at the pace of a reconnect. */
 
 static void on_switch(hl_sub *sub, hl_sub_event ev, const char *msg,
                       size_t len);
@@ -249,12 +254,65 @@ static void round_failed(hl_sentinel *s)
     tell(s, code, detail, NULL, 0, false);
 }
 
-/* A vouching round heard every sentinel it could: the master they name
- * when they all name one, vouched for when a majority of the sentinels
- * did; when they name different masters, a failover is under way, and
- * the round says so and vouches for none.  Its last act, like
- * round_failed's. */
-static void vouch_heard(hl_sentinel *s)
+/* Whether the client follows a master, and it is at. */
+static bool follows(const hl_sentinel *s, const sentinel_addr *at)
+{
+    const hilock_client *c = s->client;
+    return c->master_known && c->opts->port == at->port &&
+           strcmp(c->opts->host, at->host) == 0;
+}
+
+static bool same_addr(const sentinel_addr *a, const sentinel_addr *b)
+{
+    return a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+/* The round heard enough and vouches for no master (detail says why):
+ * the client stays where it is.  Not a failed round, so no backoff: the
+ * sentinels may agree a moment later, and whoever asks next finds out.
+ * Its last act, like round_failed's. */
+static void vouch_for_nobody(hl_sentinel *s, const char *detail)
+{
+    round_over(s);
+    if (s->again) {
+        s->again = false;
+        hl_timer_arm(&s->next, 0);
+    }
+    tell(s, HILOCK_EIO, detail, NULL, 0, false);
+}
+
+static void disagreement(hl_sentinel *s, const probe *a, const probe *b)
+{
+    char detail[480];
+    snprintf(detail, sizeof detail,
+             "the sentinels name different masters (%.80s:%d says "
+             "%.80s:%d, %.80s:%d says %.80s:%d): a failover is under way",
+             s->list[a->index].host, s->list[a->index].port, a->at.host,
+             a->at.port, s->list[b->index].host, s->list[b->index].port,
+             b->at.host, b->at.port);
+    vouch_for_nobody(s, detail);
+}
+
+static void too_few(hl_sentinel *s, const probe *p, int named)
+{
+    char detail[480];
+    snprintf(detail, sizeof detail,
+             "%d of the %d sentinels name %.80s:%d, not a majority, and "
+             "the client follows %.80s:%d: a sentinel that has not heard "
+             "of a failover names the master being replaced",
+             named, s->count, p->at.host, p->at.port, s->client->opts->host,
+             s->client->opts->port);
+    vouch_for_nobody(s, detail);
+}
+
+/* The round heard every sentinel it could, and none ended it early.
+ * When they all name one master, the round vouches for it when a
+ * majority of the sentinels did: the client moves there, or keeps it
+ * with the sentinels' word.  A master other than the one the client
+ * follows is never taken without that word.  When they name different
+ * masters, a failover is under way, and the round vouches for none.  Its
+ * last act, like round_failed's. */
+static void heard(hl_sentinel *s)
 {
     const probe *first = NULL, *other = NULL;
     int named = 0;
@@ -265,48 +323,36 @@ static void vouch_heard(hl_sentinel *s)
         named++;
         if (first == NULL)
             first = p;
-        else if (other == NULL && (p->at.port != first->at.port ||
-                                   strcmp(p->at.host, first->at.host) != 0))
+        else if (other == NULL && !same_addr(&p->at, &first->at))
             other = p;
     }
     if (first == NULL) {
         round_failed(s);
         return;
     }
-    if (other == NULL) {
-        sentinel_addr at = first->at;
-        round_succeeded(s, first->index, at.host, at.port,
-                        named >= s->count / 2 + 1);
+    if (other != NULL) {
+        disagreement(s, first, other);
         return;
     }
-    char detail[480];
-    snprintf(detail, sizeof detail,
-             "the sentinels name different masters (%.80s:%d says "
-             "%.80s:%d, %.80s:%d says %.80s:%d): a failover is under way",
-             s->list[first->index].host, s->list[first->index].port,
-             first->at.host, first->at.port, s->list[other->index].host,
-             s->list[other->index].port, other->at.host, other->at.port);
-    round_over(s);
-    if (s->again) {
-        s->again = false;
-        hl_timer_arm(&s->next, 0);
+    bool vouched = named >= s->count / 2 + 1;
+    if (!vouched && s->client->master_known && !follows(s, &first->at)) {
+        too_few(s, first, named);
+        return;
     }
-    tell(s, HILOCK_EIO, detail, NULL, 0, false);
+    sentinel_addr at = first->at;
+    round_succeeded(s, first->index, at.host, at.port, vouched);
 }
 
 /* Every probe of the round is done. */
 static void round_ended(hl_sentinel *s)
 {
-    if (s->vouching)
-        vouch_heard(s);
-    else
-        round_failed(s);
+    heard(s);
 }
 
 /* A sentinel could not help (status, why).  The round fails with the
  * last of them, unless every sentinel knew no such master.  True when
  * that was the last sentinel of the round, which the caller then ends
- * with round_failed, its last act: the client may be gone after it. */
+ * with round_ended, its last act: the client may be gone after it. */
 static bool note_failure(probe *p, int status, bool unknown, const char *why)
 {
     hl_sentinel *s = p->s;
@@ -329,6 +375,32 @@ static void probe_failed(probe *p, int status, bool unknown, const char *why)
 {
     if (note_failure(p, status, unknown, why))
         round_ended(p->s);
+}
+
+/* The probe's sentinel is done with the round, which ends with the last. */
+static void probe_done(probe *p)
+{
+    p->done = true;
+    hl_conn_close(p->conn, HILOCK_ECLOSED, "the sentinel answered");
+    if (--p->s->left == 0)
+        round_ended(p->s);
+}
+
+/* p's sentinel named host:port.  An answer that keeps the client where
+ * it is ends a plain round; one that would move it waits for the rest,
+ * and so does every answer of a vouching round. */
+static void take_name(probe *p, const char *host, int port)
+{
+    hl_sentinel *s = p->s;
+    snprintf(p->at.host, sizeof p->at.host, "%s", host);
+    p->at.port = port;
+    if (!s->vouching &&
+        (!s->client->master_known || follows(s, &p->at))) {
+        round_succeeded(s, p->index, host, port, false);
+        return;
+    }
+    p->named = true;
+    probe_done(p);
 }
 
 static void on_answer(void *data, int status, hilock_reply *reply)
@@ -364,17 +436,7 @@ static void on_answer(void *data, int status, hilock_reply *reply)
     } else if (read_address(reply, host, sizeof host, &port, text,
                             sizeof text)) {
         hilock_reply_free(reply);
-        if (!s->vouching) {
-            round_succeeded(s, p->index, host, port, false);
-            return;
-        }
-        p->named = true;
-        snprintf(p->at.host, sizeof p->at.host, "%s", host);
-        p->at.port = port;
-        p->done = true;
-        hl_conn_close(p->conn, HILOCK_ECLOSED, "the sentinel answered");
-        if (--s->left == 0)
-            vouch_heard(s);
+        take_name(p, host, port);
         return;
     } else {
         snprintf(why, sizeof why,
