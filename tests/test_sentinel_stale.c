@@ -3,7 +3,9 @@
  * sentinels reconfigure it (about 11 s after SENTINEL FAILOVER), and a
  * sentinel that lags, or is cut off with it, still names it.  A client
  * that followed the new master must not go back there on that one
- * sentinel's answer.  The failovers are made by hand, so that
+ * sentinel's answer; and a client on a master that lost a replica must
+ * not count a grant from it before the sentinels' word, however many
+ * replicas acknowledged it.  The failovers are made by hand, so that
  * which sentinel names what is the test's choice: nodes are promoted
  * with REPLICAOF NO ONE and sentinels moved with SENTINEL REMOVE and
  * MONITOR, which announce nothing.  Its own group: the cases change its
@@ -255,10 +257,68 @@ static void test_a_lagging_sentinel_moves_nobody_back(void **state)
     hilock_client_destroy(c);
 }
 
+/* Under replicas=one a master with two replicas needs one
+ * acknowledgement.  One of them is promoted by hand while the other
+ * still follows the master, and the sentinels have not noticed (they
+ * are stopped): the master's count fell, and the replica that stayed
+ * acknowledges the grant.  Enough for the count, but the master is
+ * suspect, and without the sentinels' word the grant does not count.
+ * Runs after the case above, which left node 1 the master. */
+static void test_a_suspect_masters_acknowledged_grant_waits_for_the_word(
+    void **state)
+{
+    (void)state;
+    hl_redis_server *master = hl_redis_replicated_node(group, 1);
+    hl_redis_server *stays = hl_redis_replicated_node(group, 0);
+    hl_redis_server *leaves = hl_redis_replicated_node(group, 2);
+    sentinel_names(2, master);
+    replica_of(stays, master);
+    wait_count(master, 2);
+    hilock_client *c = connect_sentinels(HILOCK_ACK_ONE);
+    const char *name = "suspect-acknowledged";
+    hilock_lock *l;
+    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
+                     HILOCK_OK);
+    assert_true(key_on(master, name));
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    int64_t counted_at = hl_now_ms();
+
+    for (size_t i = 0; i < hl_redis_replicated_sentinels(group); i++)
+        hl_fixture_pause(sentinel(i));
+    replica_of(leaves, NULL);
+    wait_count(master, 1);
+    /* The count the client read must be old enough to be read again. */
+    int64_t old = hl_now_ms() - counted_at;
+    if (old <= HL_ACK_RECOUNT_MS)
+        hl_sleep_ms((int)(HL_ACK_RECOUNT_MS + 100 - old));
+    /* A single attempt: nothing could retry a refusal. */
+    int rc = hilock_lock_try_acquire(l, 0, 10000);
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", hilock_last_error());
+    for (size_t i = 0; i < hl_redis_replicated_sentinels(group); i++)
+        hl_fixture_resume(sentinel(i));
+    printf("# a suspect master's acknowledged grant: %s (%s)\n",
+           hilock_errname(rc), detail);
+    if (rc != HILOCK_ENOACK)
+        fail_msg("a suspect master's grant counted without the sentinels: "
+                 "%s (%s)",
+                 hilock_errname(rc), detail);
+    assert_non_null(strstr(detail, "fewer online replicas"));
+
+    replica_of(leaves, master);
+    wait_count(master, 2);
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_lagging_sentinel_moves_nobody_back),
+        cmocka_unit_test(
+            test_a_suspect_masters_acknowledged_grant_waits_for_the_word),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
