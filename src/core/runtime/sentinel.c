@@ -33,6 +33,9 @@ typedef struct probe {
     bool done; /* answered or failed in this round */
     bool named; /* it named at, and the round heard it out */
     sentinel_addr at;
+    /* A vouching round: what the sentinel's flags for the master say
+     * against vouching for it (NULL: nothing). */
+    const char *doubt;
 } probe;
 
 struct hl_sentinel {
@@ -293,6 +296,15 @@ static void disagreement(hl_sentinel *s, const probe *a, const probe *b)
     vouch_for_nobody(s, detail);
 }
 
+static void doubted(hl_sentinel *s, const probe *p)
+{
+    char detail[480];
+    snprintf(detail, sizeof detail, "sentinel %.80s:%d names %.80s:%d but %s",
+             s->list[p->index].host, s->list[p->index].port, p->at.host,
+             p->at.port, p->doubt);
+    vouch_for_nobody(s, detail);
+}
+
 static void too_few(hl_sentinel *s, const probe *p, int named)
 {
     char detail[480];
@@ -307,14 +319,15 @@ static void too_few(hl_sentinel *s, const probe *p, int named)
 
 /* The round heard every sentinel it could, and none ended it early.
  * When they all name one master, the round vouches for it when a
- * majority of the sentinels did: the client moves there, or keeps it
- * with the sentinels' word.  A master other than the one the client
- * follows is never taken without that word.  When they name different
- * masters, a failover is under way, and the round vouches for none.  Its
- * last act, like round_failed's. */
+ * majority of the sentinels did (and, in a vouching round, none of them
+ * doubts it): the client moves there, or keeps it with the sentinels'
+ * word.  A master other than the one the client follows is never taken
+ * without that word.  When they name different masters, a failover is
+ * under way, and the round vouches for none.  Its last act, like
+ * round_failed's. */
 static void heard(hl_sentinel *s)
 {
-    const probe *first = NULL, *other = NULL;
+    const probe *first = NULL, *other = NULL, *doubter = NULL;
     int named = 0;
     for (int i = 0; i < s->count; i++) {
         const probe *p = &s->probes[i];
@@ -325,6 +338,8 @@ static void heard(hl_sentinel *s)
             first = p;
         else if (other == NULL && !same_addr(&p->at, &first->at))
             other = p;
+        if (doubter == NULL && p->doubt != NULL)
+            doubter = p;
     }
     if (first == NULL) {
         round_failed(s);
@@ -332,6 +347,10 @@ static void heard(hl_sentinel *s)
     }
     if (other != NULL) {
         disagreement(s, first, other);
+        return;
+    }
+    if (doubter != NULL) {
+        doubted(s, doubter);
         return;
     }
     bool vouched = named >= s->count / 2 + 1;
@@ -388,17 +407,95 @@ static void probe_done(probe *p)
 
 /* p's sentinel named host:port.  An answer that keeps the client where
  * it is ends a plain round; one that would move it waits for the rest,
- * and so does every answer of a vouching round. */
+ * and so does every answer of a vouching round, whose probe is done once
+ * the sentinel's flags for the master have come too (on_flags). */
 static void take_name(probe *p, const char *host, int port)
 {
     hl_sentinel *s = p->s;
     snprintf(p->at.host, sizeof p->at.host, "%s", host);
     p->at.port = port;
-    if (!s->vouching &&
-        (!s->client->master_known || follows(s, &p->at))) {
+    if (s->vouching)
+        return;
+    if (!s->client->master_known || follows(s, &p->at)) {
         round_succeeded(s, p->index, host, port, false);
         return;
     }
+    p->named = true;
+    probe_done(p);
+}
+
+/* Why a master's flags forbid vouching for it, or NULL.  A sentinel that
+ * is failing the master over has it named until the promoted replica
+ * takes over, and one that holds it down is about to. */
+static const char *flags_doubt(const char *flags, size_t len)
+{
+    static const struct {
+        const char *flag;
+        const char *why;
+    } doubts[] = {
+        {"failover_in_progress", "is failing it over"},
+        {"o_down", "holds it down (o_down)"},
+        {"s_down", "holds it down (s_down)"},
+    };
+    for (const char *p = flags, *end = flags + len; p < end;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        size_t n = (size_t)((comma ? comma : end) - p);
+        for (size_t i = 0; i < sizeof doubts / sizeof doubts[0]; i++)
+            if (n == strlen(doubts[i].flag) &&
+                memcmp(p, doubts[i].flag, n) == 0)
+                return doubts[i].why;
+        p += n + 1;
+    }
+    return NULL;
+}
+
+/* The "flags" value of a SENTINEL MASTER reply (a flat list of field
+ * names and values), or NULL. */
+static const hilock_reply *flags_of(const hilock_reply *r)
+{
+    if (r->type != HILOCK_REPLY_ARRAY || r->elements % 2 != 0)
+        return NULL;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const hilock_reply *k = r->element[i], *v = r->element[i + 1];
+        if (k->type == HILOCK_REPLY_STRING && k->len == 5 &&
+            memcmp(k->str, "flags", 5) == 0)
+            return v->type == HILOCK_REPLY_STRING ? v : NULL;
+    }
+    return NULL;
+}
+
+/* A vouching round's second question, SENTINEL MASTER, asked right
+ * behind get-master-addr-by-name: the sentinel vouches for nothing it
+ * cannot show its flags for. */
+static void on_flags(void *data, int status, hilock_reply *reply)
+{
+    probe *p = data;
+    if (p->done || p->s->closed) {
+        hilock_reply_free(reply);
+        return;
+    }
+    const hilock_reply *flags =
+        status == HILOCK_OK && reply != NULL ? flags_of(reply) : NULL;
+    if (flags == NULL) {
+        char why[320], text[200];
+        int code = status == HILOCK_OK ? HILOCK_EPROTO : status;
+        if (status == HILOCK_EREDIS)
+            snprintf(why, sizeof why, "answered SENTINEL MASTER with %s",
+                     hl_reply_quote(text, sizeof text, reply->str,
+                                    reply->len));
+        else if (status == HILOCK_OK && reply != NULL)
+            snprintf(why, sizeof why,
+                     "answered SENTINEL MASTER with %s, which holds no "
+                     "flags",
+                     hl_reply_kind(reply));
+        else
+            snprintf(why, sizeof why, "%s", hilock_last_error());
+        hilock_reply_free(reply);
+        probe_failed(p, code, false, why);
+        return;
+    }
+    p->doubt = flags_doubt(flags->str, flags->len);
+    hilock_reply_free(reply);
     p->named = true;
     probe_done(p);
 }
@@ -467,7 +564,11 @@ static void on_probe_event(hl_conn *conn, hl_conn_event ev, int status,
     const char *name = p->s->client->opts->sentinel_master;
     const char *argv[] = {"SENTINEL", "get-master-addr-by-name", name};
     size_t lens[] = {8, 23, strlen(name)};
-    if (hl_conn_command(conn, 3, argv, lens, on_answer, p) != HILOCK_OK)
+    const char *fargv[] = {"SENTINEL", "MASTER", name};
+    size_t flens[] = {8, 6, strlen(name)};
+    if (hl_conn_command(conn, 3, argv, lens, on_answer, p) != HILOCK_OK ||
+        (p->s->vouching &&
+         hl_conn_command(conn, 3, fargv, flens, on_flags, p) != HILOCK_OK))
         probe_failed(p, HILOCK_ENOMEM, false, "out of memory for the question");
 }
 

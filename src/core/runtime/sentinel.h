@@ -40,8 +40,9 @@ typedef struct hl_sentinel hl_sentinel;
  * master other than the one the client follows, unless announced by
  * +switch-master).  Otherwise a round of sentinels failed or vouched for
  * nobody: HILOCK_EINVAL when every sentinel knows no master of that
- * name, HILOCK_EIO when a round heard different masters named, or
- * another master named by too few sentinels, else
+ * name, HILOCK_EIO when a round heard different masters named, another
+ * master named by too few sentinels, or (a vouching round) a sentinel
+ * whose flags show the master down or being failed over, else
  * the last other failure (HILOCK_EIO, HILOCK_ETIMEDOUT, HILOCK_EAUTH,
  * HILOCK_EPROTO for an answer that is not a host and a port, ...), with
  * detail saying which sentinel and what. */
@@ -62,7 +63,10 @@ void hl_sentinel_ask(hl_sentinel *s);
 /* Ask as hl_sentinel_ask, in a round that does not end at the first
  * answer but hears every sentinel out (at most the connect timeout), to
  * vouch for the master: one sentinel that has not heard of a failover
- * yet would name the master being replaced. */
+ * yet would name the master being replaced.  Each sentinel is also asked
+ * SENTINEL MASTER: one whose flags for the master show it failing over
+ * (failover_in_progress) or down (s_down, o_down) vouches for nobody,
+ * since the sentinels still name a master while they replace it. */
 void hl_sentinel_vouch(hl_sentinel *s);
 void hl_sentinel_free(hl_sentinel *s);
 
