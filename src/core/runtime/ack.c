@@ -283,11 +283,7 @@ static void on_info(void *data, int status, hilock_reply *reply)
     }
     /* Judged by the count the master gave right after the WAIT, unless
      * the master is suspect: then by the topology's word on it. */
-    int need = hl_ack_needed(a->client->opts->replica_ack, expected(e, k));
-    if (a->acked < need && e != NULL && e->confirming)
-        park(a->client, e, a);
-    else
-        judge(a, need);
+    judge(a, hl_ack_needed(a->client->opts->replica_ack, expected(e, k)));
 }
 
 /* Queue INFO replication on conn; then (may be NULL) waits for it. */
@@ -343,11 +339,27 @@ static void deliver_short(hl_ack *a, int need, const char *why)
     deliver(a, HILOCK_ENOACK);
 }
 
+/* Whether a's verdict waits for the topology's word on its master,
+ * which is suspect and being asked about: then it is parked.  Every
+ * write's does, acknowledged or short: a master being replaced may still
+ * have as many replicas as the policy asks for, ones that have not left
+ * it yet, and a count that fell may yet be confirmed. */
+static bool held_for_word(hl_ack *a)
+{
+    ack_count *e = count_for(a->client, a->conn, false);
+    if (e == NULL || !e->confirming)
+        return false;
+    park(a->client, e, a);
+    return true;
+}
+
 static void judge(hl_ack *a, int need)
 {
     ack_count *e = count_for(a->client, a->conn, false);
     if (e != NULL)
         e->stalled = a->acked < need;
+    if (held_for_word(a))
+        return;
     if (a->acked < need)
         deliver_short(a, need, NULL);
     else if (!verify_late(a))
@@ -771,7 +783,7 @@ void hl_ack_reply(void *data, int status, hilock_reply *reply)
         leave_group(a);
         follow(a, by);
     } else if (a->no_wait) {
-        if (!verify_late(a))
+        if (!held_for_word(a) && !verify_late(a))
             deliver(a, HILOCK_OK);
         ack_free_if_done(a);
     } else if (a->unsent) {

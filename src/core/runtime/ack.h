@@ -13,8 +13,8 @@
  * A count below the most the master had since the topology last vouched
  * for it does not lower the bar: a master loses its replicas first when
  * it is being replaced.  Its writes need as many acknowledgements as it
- * had until Sentinel or the cluster map confirms it (hl_ack_topology); a
- * master without either vouches for itself.
+ * had, and count only once Sentinel or the cluster map confirms it
+ * (hl_ack_topology); a master without either vouches for itself.
  *
  * With the policy none nothing here runs: hl_ack_begin hands back NULL
  * and the write goes out exactly as before.  Loop thread only. */
@@ -74,11 +74,12 @@ typedef enum hl_ack_verdict {
 
 /* A topology read (Sentinel's answer, a cluster map) has a verdict on
  * the master conn leads to, or, with conn NULL, every connection's.  A
- * master whose count fell below what it had is suspect: the writes whose
- * WAIT came back short meanwhile wait for this verdict (at most the ack
- * timeout), and are judged by the master's count now when confirmed, or
- * fail with HILOCK_ENOACK and why otherwise.  A confirmed master's count
- * is what it has from then on; a replaced one's is read afresh. */
+ * master whose count fell below what it had is suspect: every write it
+ * answers meanwhile, short or acknowledged, waits for this verdict (at
+ * most the ack timeout plus the connect timeout), and is judged by the
+ * master's count now when confirmed, or fails with HILOCK_ENOACK and why
+ * otherwise.  A confirmed master's count is what it has from then on; a
+ * replaced one's is read afresh. */
 void hl_ack_topology(hilock_client *c, const hl_conn *conn,
                      hl_ack_verdict verdict, const char *why);
 

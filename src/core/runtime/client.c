@@ -369,8 +369,11 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
         c->up_mask &= ~(1u << i);
         if (c->cluster)
             hl_cluster_refresh_soon(c->cluster);
-        /* The master may have failed over, or been demoted. */
-        if (c->sentinel)
+        /* The master may have failed over, or been demoted; unless the
+         * client is leaving it for the master the sentinels named, when
+         * another round would only ask again what they just said, and a
+         * sentinel that lags could answer first. */
+        if (c->sentinel && !c->moving)
             hl_sentinel_ask(c->sentinel);
     }
     bool all_up = all_conns_up(c);
@@ -386,7 +389,10 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
 /* A sentinel named the master (status OK) or a round of sentinels
  * failed.  A new address moves every connection there: requests in
  * flight on the old master end with HILOCK_EIO, queued ones go to the
- * new one, and what was granted through the old one is checked at once. */
+ * new one, and what was granted through the old one is checked at once.
+ * A round names a master other than the one followed only with a
+ * majority of the sentinels behind it (sentinel.h); an announced switch
+ * is the sentinels' own new configuration. */
 static void on_sentinel_answer(hilock_client *c, int status,
                                const char *detail, const char *host,
                                int port, bool vouched)
@@ -421,8 +427,10 @@ static void on_sentinel_answer(hilock_client *c, int status,
     c->master_moves++;
     char why[320];
     snprintf(why, sizeof why, "the master moved to %s:%d", host, port);
+    c->moving = true;
     for (int i = 0; i < c->nconns; i++)
         hl_conn_retarget(c->conns[i], HILOCK_EIO, why);
+    c->moving = false;
     if (c->pubsub)
         hl_pubsub_reconnect(c->pubsub, why);
     hl_client_master_changed(c);

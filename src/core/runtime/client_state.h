@@ -70,6 +70,9 @@ struct hilock_client {
      * command connections start once it is). */
     struct hl_sentinel *sentinel;
     bool master_known;
+    /* Moving the connections to a new master: the drops it causes ask
+     * the sentinels nothing. */
+    bool moving;
     unsigned master_moves;
     int seed_downs; /* failed attempts on the current seed */
     hl_pubsub *pubsub; /* created on first use */

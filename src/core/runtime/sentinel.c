@@ -31,8 +31,11 @@ typedef struct probe {
     hilock_options *opts;
     hl_conn *conn;
     bool done; /* answered or failed in this round */
-    bool named; /* a vouching round: it named at */
+    bool named; /* it named at, and the round heard it out */
     sentinel_addr at;
+    /* A vouching round: what the sentinel's flags for the master say
+     * against vouching for it (NULL: nothing). */
+    const char *doubt;
 } probe;
 
 struct hl_sentinel {
@@ -68,6 +71,7 @@ struct hl_sentinel {
     bool closed;
     unsigned answers;
     unsigned switches;
+    unsigned rounds;
 };
 
 static void release(hl_sentinel *s)
@@ -155,12 +159,17 @@ static bool read_address(const hilock_reply *r, char *host, size_t cap,
 
 /* ---- rounds ----------------------------------------------------------------
  * A round asks every sentinel at once, each over a connection of its own,
- * and ends at the first good answer, when every sentinel has failed, or
- * at the connect timeout, whichever comes first: however many sentinels
- * there are, and however each fails (refused, silent, an error, nonsense),
- * a round takes at most the connect timeout.  Rounds that fail in a row
- * come further and further apart, so that a sentinel answering badly at
- * once is not asked at the pace of a reconnect. */
+ * and ends at the first answer that leaves the client where it is (the
+ * master it follows, or any master before it follows one), when every
+ * sentinel has answered or failed, or at the connect timeout, whichever
+ * comes first: however many sentinels there are, and however each fails
+ * (refused, silent, an error, nonsense), a round takes at most the
+ * connect timeout.  An answer that names another master does not end the
+ * round: a sentinel that lags, or is cut off with the old master, still
+ * names the master being replaced, so a move needs a majority of the
+ * sentinels naming the new master and none naming another.  Rounds that
+ * fail in a row come further and further apart, so that a sentinel
+ * answering badly at once is not asked at the pace of a reconnect. */
 
 static void on_switch(hl_sub *sub, hl_sub_event ev, const char *msg,
                       size_t len);
@@ -178,6 +187,7 @@ static void stop_probes(hl_sentinel *s)
 static void round_over(hl_sentinel *s)
 {
     s->asking = false;
+    s->rounds++;
     hl_timer_stop(&s->deadline);
     stop_probes(s);
 }
@@ -247,43 +257,25 @@ static void round_failed(hl_sentinel *s)
     tell(s, code, detail, NULL, 0, false);
 }
 
-/* A vouching round heard every sentinel it could: the master they name
- * when they all name one, vouched for when a majority of the sentinels
- * did; when they name different masters, a failover is under way, and
- * the round says so and vouches for none.  Its last act, like
- * round_failed's. */
-static void vouch_heard(hl_sentinel *s)
+/* Whether the client follows a master, and it is at. */
+static bool follows(const hl_sentinel *s, const sentinel_addr *at)
 {
-    const probe *first = NULL, *other = NULL;
-    int named = 0;
-    for (int i = 0; i < s->count; i++) {
-        const probe *p = &s->probes[i];
-        if (!p->named)
-            continue;
-        named++;
-        if (first == NULL)
-            first = p;
-        else if (other == NULL && (p->at.port != first->at.port ||
-                                   strcmp(p->at.host, first->at.host) != 0))
-            other = p;
-    }
-    if (first == NULL) {
-        round_failed(s);
-        return;
-    }
-    if (other == NULL) {
-        sentinel_addr at = first->at;
-        round_succeeded(s, first->index, at.host, at.port,
-                        named >= s->count / 2 + 1);
-        return;
-    }
-    char detail[480];
-    snprintf(detail, sizeof detail,
-             "the sentinels name different masters (%.80s:%d says "
-             "%.80s:%d, %.80s:%d says %.80s:%d): a failover is under way",
-             s->list[first->index].host, s->list[first->index].port,
-             first->at.host, first->at.port, s->list[other->index].host,
-             s->list[other->index].port, other->at.host, other->at.port);
+    const hilock_client *c = s->client;
+    return c->master_known && c->opts->port == at->port &&
+           strcmp(c->opts->host, at->host) == 0;
+}
+
+static bool same_addr(const sentinel_addr *a, const sentinel_addr *b)
+{
+    return a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+/* The round heard enough and vouches for no master (detail says why):
+ * the client stays where it is.  Not a failed round, so no backoff: the
+ * sentinels may agree a moment later, and whoever asks next finds out.
+ * Its last act, like round_failed's. */
+static void vouch_for_nobody(hl_sentinel *s, const char *detail)
+{
     round_over(s);
     if (s->again) {
         s->again = false;
@@ -292,19 +284,94 @@ static void vouch_heard(hl_sentinel *s)
     tell(s, HILOCK_EIO, detail, NULL, 0, false);
 }
 
+static void disagreement(hl_sentinel *s, const probe *a, const probe *b)
+{
+    char detail[480];
+    snprintf(detail, sizeof detail,
+             "the sentinels name different masters (%.80s:%d says "
+             "%.80s:%d, %.80s:%d says %.80s:%d): a failover is under way",
+             s->list[a->index].host, s->list[a->index].port, a->at.host,
+             a->at.port, s->list[b->index].host, s->list[b->index].port,
+             b->at.host, b->at.port);
+    vouch_for_nobody(s, detail);
+}
+
+static void doubted(hl_sentinel *s, const probe *p)
+{
+    char detail[480];
+    snprintf(detail, sizeof detail, "sentinel %.80s:%d names %.80s:%d but %s",
+             s->list[p->index].host, s->list[p->index].port, p->at.host,
+             p->at.port, p->doubt);
+    vouch_for_nobody(s, detail);
+}
+
+static void too_few(hl_sentinel *s, const probe *p, int named)
+{
+    char detail[480];
+    snprintf(detail, sizeof detail,
+             "%d of the %d sentinels name %.80s:%d, not a majority, and "
+             "the client follows %.80s:%d: a sentinel that has not heard "
+             "of a failover names the master being replaced",
+             named, s->count, p->at.host, p->at.port, s->client->opts->host,
+             s->client->opts->port);
+    vouch_for_nobody(s, detail);
+}
+
+/* The round heard every sentinel it could, and none ended it early.
+ * When they all name one master, the round vouches for it when a
+ * majority of the sentinels did (and, in a vouching round, none of them
+ * doubts it): the client moves there, or keeps it with the sentinels'
+ * word.  A master other than the one the client follows is never taken
+ * without that word.  When they name different masters, a failover is
+ * under way, and the round vouches for none.  Its last act, like
+ * round_failed's. */
+static void heard(hl_sentinel *s)
+{
+    const probe *first = NULL, *other = NULL, *doubter = NULL;
+    int named = 0;
+    for (int i = 0; i < s->count; i++) {
+        const probe *p = &s->probes[i];
+        if (!p->named)
+            continue;
+        named++;
+        if (first == NULL)
+            first = p;
+        else if (other == NULL && !same_addr(&p->at, &first->at))
+            other = p;
+        if (doubter == NULL && p->doubt != NULL)
+            doubter = p;
+    }
+    if (first == NULL) {
+        round_failed(s);
+        return;
+    }
+    if (other != NULL) {
+        disagreement(s, first, other);
+        return;
+    }
+    if (doubter != NULL) {
+        doubted(s, doubter);
+        return;
+    }
+    bool vouched = named >= s->count / 2 + 1;
+    if (!vouched && s->client->master_known && !follows(s, &first->at)) {
+        too_few(s, first, named);
+        return;
+    }
+    sentinel_addr at = first->at;
+    round_succeeded(s, first->index, at.host, at.port, vouched);
+}
+
 /* Every probe of the round is done. */
 static void round_ended(hl_sentinel *s)
 {
-    if (s->vouching)
-        vouch_heard(s);
-    else
-        round_failed(s);
+    heard(s);
 }
 
 /* A sentinel could not help (status, why).  The round fails with the
  * last of them, unless every sentinel knew no such master.  True when
  * that was the last sentinel of the round, which the caller then ends
- * with round_failed, its last act: the client may be gone after it. */
+ * with round_ended, its last act: the client may be gone after it. */
 static bool note_failure(probe *p, int status, bool unknown, const char *why)
 {
     hl_sentinel *s = p->s;
@@ -327,6 +394,110 @@ static void probe_failed(probe *p, int status, bool unknown, const char *why)
 {
     if (note_failure(p, status, unknown, why))
         round_ended(p->s);
+}
+
+/* The probe's sentinel is done with the round, which ends with the last. */
+static void probe_done(probe *p)
+{
+    p->done = true;
+    hl_conn_close(p->conn, HILOCK_ECLOSED, "the sentinel answered");
+    if (--p->s->left == 0)
+        round_ended(p->s);
+}
+
+/* p's sentinel named host:port.  An answer that keeps the client where
+ * it is ends a plain round; one that would move it waits for the rest,
+ * and so does every answer of a vouching round, whose probe is done once
+ * the sentinel's flags for the master have come too (on_flags). */
+static void take_name(probe *p, const char *host, int port)
+{
+    hl_sentinel *s = p->s;
+    snprintf(p->at.host, sizeof p->at.host, "%s", host);
+    p->at.port = port;
+    if (s->vouching)
+        return;
+    if (!s->client->master_known || follows(s, &p->at)) {
+        round_succeeded(s, p->index, host, port, false);
+        return;
+    }
+    p->named = true;
+    probe_done(p);
+}
+
+/* Why a master's flags forbid vouching for it, or NULL.  A sentinel that
+ * is failing the master over has it named until the promoted replica
+ * takes over, and one that holds it down is about to. */
+static const char *flags_doubt(const char *flags, size_t len)
+{
+    static const struct {
+        const char *flag;
+        const char *why;
+    } doubts[] = {
+        {"failover_in_progress", "is failing it over"},
+        {"o_down", "holds it down (o_down)"},
+        {"s_down", "holds it down (s_down)"},
+    };
+    for (const char *p = flags, *end = flags + len; p < end;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        size_t n = (size_t)((comma ? comma : end) - p);
+        for (size_t i = 0; i < sizeof doubts / sizeof doubts[0]; i++)
+            if (n == strlen(doubts[i].flag) &&
+                memcmp(p, doubts[i].flag, n) == 0)
+                return doubts[i].why;
+        p += n + 1;
+    }
+    return NULL;
+}
+
+/* The "flags" value of a SENTINEL MASTER reply (a flat list of field
+ * names and values), or NULL. */
+static const hilock_reply *flags_of(const hilock_reply *r)
+{
+    if (r->type != HILOCK_REPLY_ARRAY || r->elements % 2 != 0)
+        return NULL;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const hilock_reply *k = r->element[i], *v = r->element[i + 1];
+        if (k->type == HILOCK_REPLY_STRING && k->len == 5 &&
+            memcmp(k->str, "flags", 5) == 0)
+            return v->type == HILOCK_REPLY_STRING ? v : NULL;
+    }
+    return NULL;
+}
+
+/* A vouching round's second question, SENTINEL MASTER, asked right
+ * behind get-master-addr-by-name: the sentinel vouches for nothing it
+ * cannot show its flags for. */
+static void on_flags(void *data, int status, hilock_reply *reply)
+{
+    probe *p = data;
+    if (p->done || p->s->closed) {
+        hilock_reply_free(reply);
+        return;
+    }
+    const hilock_reply *flags =
+        status == HILOCK_OK && reply != NULL ? flags_of(reply) : NULL;
+    if (flags == NULL) {
+        char why[320], text[200];
+        int code = status == HILOCK_OK ? HILOCK_EPROTO : status;
+        if (status == HILOCK_EREDIS)
+            snprintf(why, sizeof why, "answered SENTINEL MASTER with %s",
+                     hl_reply_quote(text, sizeof text, reply->str,
+                                    reply->len));
+        else if (status == HILOCK_OK && reply != NULL)
+            snprintf(why, sizeof why,
+                     "answered SENTINEL MASTER with %s, which holds no "
+                     "flags",
+                     hl_reply_kind(reply));
+        else
+            snprintf(why, sizeof why, "%s", hilock_last_error());
+        hilock_reply_free(reply);
+        probe_failed(p, code, false, why);
+        return;
+    }
+    p->doubt = flags_doubt(flags->str, flags->len);
+    hilock_reply_free(reply);
+    p->named = true;
+    probe_done(p);
 }
 
 static void on_answer(void *data, int status, hilock_reply *reply)
@@ -362,17 +533,7 @@ static void on_answer(void *data, int status, hilock_reply *reply)
     } else if (read_address(reply, host, sizeof host, &port, text,
                             sizeof text)) {
         hilock_reply_free(reply);
-        if (!s->vouching) {
-            round_succeeded(s, p->index, host, port, false);
-            return;
-        }
-        p->named = true;
-        snprintf(p->at.host, sizeof p->at.host, "%s", host);
-        p->at.port = port;
-        p->done = true;
-        hl_conn_close(p->conn, HILOCK_ECLOSED, "the sentinel answered");
-        if (--s->left == 0)
-            vouch_heard(s);
+        take_name(p, host, port);
         return;
     } else {
         snprintf(why, sizeof why,
@@ -403,7 +564,11 @@ static void on_probe_event(hl_conn *conn, hl_conn_event ev, int status,
     const char *name = p->s->client->opts->sentinel_master;
     const char *argv[] = {"SENTINEL", "get-master-addr-by-name", name};
     size_t lens[] = {8, 23, strlen(name)};
-    if (hl_conn_command(conn, 3, argv, lens, on_answer, p) != HILOCK_OK)
+    const char *fargv[] = {"SENTINEL", "MASTER", name};
+    size_t flens[] = {8, 6, strlen(name)};
+    if (hl_conn_command(conn, 3, argv, lens, on_answer, p) != HILOCK_OK ||
+        (p->s->vouching &&
+         hl_conn_command(conn, 3, fargv, flens, on_flags, p) != HILOCK_OK))
         probe_failed(p, HILOCK_ENOMEM, false, "out of memory for the question");
 }
 
@@ -617,3 +782,5 @@ void hl_sentinel_free(hl_sentinel *s)
 unsigned hl_sentinel_answers(const hl_sentinel *s) { return s->answers; }
 
 unsigned hl_sentinel_switches(const hl_sentinel *s) { return s->switches; }
+
+unsigned hl_sentinel_rounds(const hl_sentinel *s) { return s->rounds; }

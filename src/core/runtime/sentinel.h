@@ -6,17 +6,24 @@
  * found a server that is no longer a master), when the +switch-master
  * subscription is confirmed, and on an announcement that holds no
  * address.  Each question is a round: every sentinel is asked at once,
- * over a connection of its own, and the first good answer ends it; one
- * that cannot be reached, refuses, answers anything but a host and a
- * port, or knows no such master fails for the round.  A round takes at
- * most the connect timeout, however many sentinels there are.  When all
- * fail, the client hears why, its connections stay where they were (a
- * master no sentinel vouches for is never taken on trust), and the next
- * round waits a backoff that grows with each round failed in a row
- * (reconnect_min_ms doubling up to reconnect_max_ms), whoever asks.
- * The sentinel that answered last is the one a pub/sub connection
- * listens to for +switch-master, whose announcements are reported as
- * they come.  Loop thread only. */
+ * over a connection of its own.  Before the client follows a master the
+ * first good answer ends the round; after, the first answer naming the
+ * master it follows does.  An answer naming another master moves the
+ * client only once a majority of the sentinels name that master and none
+ * names another: a sentinel that lags, or is cut off together with the
+ * old master, still names the master being replaced, which stays a
+ * master until the sentinels reconfigure it.  A sentinel that cannot be
+ * reached, refuses, answers anything but a host and a port, or knows no
+ * such master fails for the round.  A round takes at most the connect
+ * timeout, however many sentinels there are.  When all fail, the client
+ * hears why, its connections stay where they were (a master no sentinel
+ * vouches for is never taken on trust), and the next round waits a
+ * backoff that grows with each round failed in a row (reconnect_min_ms
+ * doubling up to reconnect_max_ms), whoever asks.  The sentinel that
+ * answered last is the one a pub/sub connection listens to for
+ * +switch-master, whose announcements are reported as they come: a
+ * sentinel announces only a switch to a newer configuration.  Loop
+ * thread only. */
 #ifndef HL_SENTINEL_H
 #define HL_SENTINEL_H
 
@@ -29,10 +36,13 @@ struct hilock_options;
 typedef struct hl_sentinel hl_sentinel;
 
 /* status HILOCK_OK: the master is at host:port, vouched for when a
- * majority of the sentinels named it and none another (a vouching round,
- * hl_sentinel_vouch).  Otherwise a round of sentinels failed:
- * HILOCK_EINVAL when every sentinel knows no master of that name,
- * HILOCK_EIO when a vouching round heard different masters named, else
+ * majority of the sentinels named it and none another (always so for a
+ * master other than the one the client follows, unless announced by
+ * +switch-master).  Otherwise a round of sentinels failed or vouched for
+ * nobody: HILOCK_EINVAL when every sentinel knows no master of that
+ * name, HILOCK_EIO when a round heard different masters named, another
+ * master named by too few sentinels, or (a vouching round) a sentinel
+ * whose flags show the master down or being failed over, else
  * the last other failure (HILOCK_EIO, HILOCK_ETIMEDOUT, HILOCK_EAUTH,
  * HILOCK_EPROTO for an answer that is not a host and a port, ...), with
  * detail saying which sentinel and what. */
@@ -53,13 +63,17 @@ void hl_sentinel_ask(hl_sentinel *s);
 /* Ask as hl_sentinel_ask, in a round that does not end at the first
  * answer but hears every sentinel out (at most the connect timeout), to
  * vouch for the master: one sentinel that has not heard of a failover
- * yet would name the master being replaced. */
+ * yet would name the master being replaced.  Each sentinel is also asked
+ * SENTINEL MASTER: one whose flags for the master show it failing over
+ * (failover_in_progress) or down (s_down, o_down) vouches for nobody,
+ * since the sentinels still name a master while they replace it. */
 void hl_sentinel_vouch(hl_sentinel *s);
 void hl_sentinel_free(hl_sentinel *s);
 
-/* For tests and status: answers received, and switch announcements
- * heard. */
+/* For tests and status: answers received, switch announcements heard,
+ * and rounds ended (however they ended). */
 unsigned hl_sentinel_answers(const hl_sentinel *s);
 unsigned hl_sentinel_switches(const hl_sentinel *s);
+unsigned hl_sentinel_rounds(const hl_sentinel *s);
 
 #endif

@@ -1,0 +1,324 @@
+/* A master being replaced grants nothing on the word of too few
+ * sentinels.  After a failover the old master stays a master until the
+ * sentinels reconfigure it (about 11 s after SENTINEL FAILOVER), and a
+ * sentinel that lags, or is cut off with it, still names it.  A client
+ * that followed the new master must not go back there on that one
+ * sentinel's answer; and a client on a master that lost a replica must
+ * not count a grant from it before the sentinels' word, however many
+ * replicas acknowledged it.  The failovers are made by hand, so that
+ * which sentinel names what is the test's choice: nodes are promoted
+ * with REPLICAOF NO ONE and sentinels moved with SENTINEL REMOVE and
+ * MONITOR, which announce nothing.  Its own group: the cases change its
+ * roles, each starting where the one before left it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "hilock/hilock.h"
+#include "support/fixture.h"
+#include "support/loop_call.h"
+#include "core/runtime/ack.h"
+#include "core/runtime/client_state.h"
+#include "core/runtime/sentinel.h"
+
+/* ctest-timeout: 180 */
+
+static hl_redis_replicated *group;
+
+static int online_replicas_of(hl_redis_server *s)
+{
+    static char info[4096];
+    if (hl_redis_server_cmd(s, info, sizeof info, "INFO", "replication",
+                            (char *)NULL) != '$')
+        return -1;
+    return hl_ack_parse_info(info, strlen(info));
+}
+
+typedef struct count_probe {
+    hl_redis_server *of;
+    int want;
+} count_probe;
+
+/* of has want online replicas, and they have every write it took. */
+static bool count_is(void *arg)
+{
+    count_probe *p = arg;
+    char reply[64], want[16], expect[32];
+    snprintf(want, sizeof want, "%d", p->want);
+    snprintf(expect, sizeof expect, ":%d\r\n", p->want);
+    return online_replicas_of(p->of) == p->want &&
+           hl_redis_server_cmd(p->of, reply, sizeof reply, "WAIT", want,
+                               "1000", (char *)NULL) == ':' &&
+           strcmp(reply, expect) == 0;
+}
+
+static void wait_count(hl_redis_server *of, int want)
+{
+    count_probe p = {.of = of, .want = want};
+    assert_true(hl_wait_until(count_is, &p, hl_widen(30000)));
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    group = hl_fixture_replicated();
+    if (group == NULL || hl_redis_replicated_master(group) == NULL)
+        return -1;
+    count_probe p = {.of = hl_redis_replicated_node(group, 0), .want = 2};
+    return hl_wait_until(count_is, &p, hl_widen(30000)) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    hl_redis_replicated_stop(group);
+    return 0;
+}
+
+static hilock_client *connect_sentinels(hilock_replica_ack policy)
+{
+    hilock_options *o;
+    hilock_client *c;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(
+        hilock_options_set_url(o, hl_redis_replicated_sentinel_url(group)),
+        HILOCK_OK);
+    assert_int_equal(hilock_options_set_replica_ack(o, policy), HILOCK_OK);
+    assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
+    hilock_options_free(o);
+    return c;
+}
+
+static void replica_of(hl_redis_server *node, const hl_redis_server *of)
+{
+    char reply[64], port[16];
+    snprintf(port, sizeof port, "%d", of ? hl_redis_server_port(of) : 0);
+    assert_int_equal(hl_redis_server_cmd(node, reply, sizeof reply,
+                                         "REPLICAOF", of ? "127.0.0.1" : "NO",
+                                         of ? port : "ONE", (char *)NULL),
+                     '+');
+}
+
+/* Sentinel i names node as the master from now on, announcing no
+ * switch. */
+static void sentinel_names(size_t i, hl_redis_server *node)
+{
+    char port[16], reply[256];
+    snprintf(port, sizeof port, "%d", hl_redis_server_port(node));
+    const char *mname = hl_redis_replicated_master_name(group);
+    hl_redis_server *s = hl_redis_replicated_sentinel(group, i);
+    assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply, "SENTINEL",
+                                         "REMOVE", mname, (char *)NULL),
+                     '+');
+    assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply, "SENTINEL",
+                                         "MONITOR", mname, "127.0.0.1", port,
+                                         "2", (char *)NULL),
+                     '+');
+}
+
+static hl_redis_server *sentinel(size_t i)
+{
+    return hl_redis_replicated_sentinel(group, i);
+}
+
+static bool key_on(hl_redis_server *s, const char *name)
+{
+    char reply[64];
+    return hl_redis_server_cmd(s, reply, sizeof reply, "EXISTS", name,
+                               (char *)NULL) == ':' &&
+           strcmp(reply, ":1\r\n") == 0;
+}
+
+typedef struct acquire_try {
+    hilock_lock *lock;
+    hl_redis_server *on;
+    const char *name;
+} acquire_try;
+
+static bool acquired_on(void *arg)
+{
+    acquire_try *t = arg;
+    if (hilock_lock_try_acquire(t->lock, 0, 10000) != HILOCK_OK)
+        return false;
+    if (key_on(t->on, t->name))
+        return true;
+    assert_int_equal(hilock_lock_release(t->lock), HILOCK_OK);
+    return false;
+}
+
+typedef struct moved {
+    hilock_client *c;
+    unsigned from;
+} moved;
+
+static bool has_moved(void *arg)
+{
+    moved *m = arg;
+    return hl_client_master_moves(m->c) > m->from;
+}
+
+static void read_rounds(hilock_client *c, void *arg)
+{
+    *(unsigned *)arg = hl_sentinel_rounds(c->sentinel);
+}
+
+static unsigned rounds_of(hilock_client *c)
+{
+    unsigned n = 0;
+    hl_run_on_loop(c, read_rounds, &n);
+    return n;
+}
+
+typedef struct round_wait {
+    hilock_client *c;
+    unsigned from;
+} round_wait;
+
+static bool round_ended(void *arg)
+{
+    round_wait *w = arg;
+    return rounds_of(w->c) > w->from;
+}
+
+/* The client follows the new master; a sentinel that still names the
+ * old one is the only one that answers the round the client asks for
+ * when its connections drop.  On that answer alone it stays with the
+ * master it follows: before, it went back to the old master, which
+ * still calls itself a master and, its replica count read afresh there
+ * (0), granted the lock with no WAIT while the new master could grant it
+ * to another client. */
+static void test_a_lagging_sentinel_moves_nobody_back(void **state)
+{
+    (void)state;
+    hl_redis_server *old = hl_redis_replicated_node(group, 0);
+    hl_redis_server *next = hl_redis_replicated_node(group, 1);
+    hl_redis_server *other = hl_redis_replicated_node(group, 2);
+    hilock_client *c = connect_sentinels(HILOCK_ACK_MAJORITY);
+    const char *name = "stale-sentinel";
+    hilock_lock *l;
+    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
+                     HILOCK_OK);
+    assert_true(key_on(old, name));
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+
+    /* next takes over with the other replica; the old master keeps
+     * running as a master, and sentinel 2 keeps naming it. */
+    replica_of(next, NULL);
+    replica_of(other, next);
+    wait_count(next, 1);
+    sentinel_names(0, next);
+    sentinel_names(1, next);
+    hl_redis_server *lagging = sentinel(2);
+
+    /* The client moves on the word of the two that know, while the one
+     * that lags is silent. */
+    hl_fixture_pause(lagging);
+    moved m = {.c = c, .from = hl_client_master_moves(c)};
+    hl_fixture_client_kill(old, "normal");
+    bool went = hl_wait_until(has_moved, &m, hl_widen(15000));
+    hl_fixture_resume(lagging);
+    assert_true(went);
+    acquire_try t = {.lock = l, .on = next, .name = name};
+    assert_true(hl_wait_until(acquired_on, &t, hl_widen(10000)));
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+
+    /* Now only the one that lags answers. */
+    hl_fixture_pause(sentinel(0));
+    hl_fixture_pause(sentinel(1));
+    round_wait w = {.c = c, .from = rounds_of(c)};
+    hl_fixture_client_kill(next, "normal");
+    bool asked = hl_wait_until(round_ended, &w, hl_widen(15000));
+    int rc = asked ? hilock_lock_try_acquire(l, hl_widen(10000), 10000)
+                   : HILOCK_ETIMEDOUT;
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", hilock_last_error());
+    bool on_old = key_on(old, name), on_next = key_on(next, name);
+    hl_fixture_resume(sentinel(0));
+    hl_fixture_resume(sentinel(1));
+    assert_true(asked);
+    printf("# after the lagging sentinel's answer: %s (%s), moves %u\n",
+           hilock_errname(rc), detail, hl_client_master_moves(c));
+    if (on_old)
+        fail_msg("the replaced master granted the lock: %s (%s)",
+                 hilock_errname(rc), detail);
+    if (rc == HILOCK_OK)
+        assert_true(on_next);
+    else
+        assert_int_equal(rc, HILOCK_ENOACK);
+    assert_int_equal(hl_client_master_moves(c), m.from + 1);
+    if (rc == HILOCK_OK)
+        assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
+/* Under replicas=one a master with two replicas needs one
+ * acknowledgement.  One of them is promoted by hand while the other
+ * still follows the master, and the sentinels have not noticed (they
+ * are stopped): the master's count fell, and the replica that stayed
+ * acknowledges the grant.  Enough for the count, but the master is
+ * suspect, and without the sentinels' word the grant does not count.
+ * Runs after the case above, which left node 1 the master. */
+static void test_a_suspect_masters_acknowledged_grant_waits_for_the_word(
+    void **state)
+{
+    (void)state;
+    hl_redis_server *master = hl_redis_replicated_node(group, 1);
+    hl_redis_server *stays = hl_redis_replicated_node(group, 0);
+    hl_redis_server *leaves = hl_redis_replicated_node(group, 2);
+    sentinel_names(2, master);
+    replica_of(stays, master);
+    wait_count(master, 2);
+    hilock_client *c = connect_sentinels(HILOCK_ACK_ONE);
+    const char *name = "suspect-acknowledged";
+    hilock_lock *l;
+    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
+                     HILOCK_OK);
+    assert_true(key_on(master, name));
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    int64_t counted_at = hl_now_ms();
+
+    for (size_t i = 0; i < hl_redis_replicated_sentinels(group); i++)
+        hl_fixture_pause(sentinel(i));
+    replica_of(leaves, NULL);
+    wait_count(master, 1);
+    /* The count the client read must be old enough to be read again. */
+    int64_t old = hl_now_ms() - counted_at;
+    if (old <= HL_ACK_RECOUNT_MS)
+        hl_sleep_ms((int)(HL_ACK_RECOUNT_MS + 100 - old));
+    /* A single attempt: nothing could retry a refusal. */
+    int rc = hilock_lock_try_acquire(l, 0, 10000);
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", hilock_last_error());
+    for (size_t i = 0; i < hl_redis_replicated_sentinels(group); i++)
+        hl_fixture_resume(sentinel(i));
+    printf("# a suspect master's acknowledged grant: %s (%s)\n",
+           hilock_errname(rc), detail);
+    if (rc != HILOCK_ENOACK)
+        fail_msg("a suspect master's grant counted without the sentinels: "
+                 "%s (%s)",
+                 hilock_errname(rc), detail);
+    assert_non_null(strstr(detail, "fewer online replicas"));
+
+    replica_of(leaves, master);
+    wait_count(master, 2);
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_lagging_sentinel_moves_nobody_back),
+        cmocka_unit_test(
+            test_a_suspect_masters_acknowledged_grant_waits_for_the_word),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
