@@ -93,12 +93,30 @@ static bool master_has_key(const char *key)
     return strcmp(reply, ":1\r\n") == 0;
 }
 
+/* Whether the master counts both replicas online: a replica the fixture
+ * saw linked may still be waiting for its first sync on the master's
+ * side, or be syncing again on a busy machine. */
+static bool both_replicas_online(void *arg)
+{
+    (void)arg;
+    hl_redis_server *m = hl_redis_replicated_master(group);
+    char info[4096];
+    if (m == NULL || hl_redis_server_cmd(m, info, sizeof info, "INFO",
+                                         "replication", (char *)NULL) != '$')
+        return false;
+    int online = 0;
+    for (const char *p = info; (p = strstr(p, "state=online")) != NULL; p++)
+        online++;
+    return online == 2;
+}
+
 /* A lock held through the sentinels shows as locked, with the master the
  * command reached (the one the fixture calls master), both replicas the
  * master reports, the master's name, and the policy in force. */
 static void test_status_shows_master_replicas_and_policy(void **state)
 {
     (void)state;
+    assert_true(hl_wait_until(both_replicas_online, NULL, 60000));
     hilock_client *c = sentinel_client();
     hilock_lock *l = NULL;
     assert_int_equal(hilock_lock_create(&l, c, "st-sent", 7), HILOCK_OK);
