@@ -15,6 +15,8 @@
 
 #include "hilock/hilock.h"
 #include "support/fixture.h"
+#include "support/raw_reads.h"
+#include "support/replicated_util.h"
 #include "core/runtime/ack.h"
 #include "core/runtime/client_state.h"
 #include "core/runtime/sentinel.h"
@@ -45,16 +47,7 @@ static int teardown(void **state)
     return 0;
 }
 
-static int online_replicas_of(hl_redis_server *s)
-{
-    static char info[4096];
-    if (hl_redis_server_cmd(s, info, sizeof info, "INFO", "replication",
-                            (char *)NULL) != '$')
-        return -1;
-    return hl_ack_parse_info(info, strlen(info));
-}
-
-static int online_replicas(void) { return online_replicas_of(master); }
+static int online_replicas(void) { return hl_online_replicas(master); }
 
 static bool all_online(void *arg)
 {
@@ -93,39 +86,12 @@ static hilock_client *connect_sentinels(hilock_replica_ack policy,
     return c;
 }
 
-static void replica_of(hl_redis_server *node, const hl_redis_server *of)
-{
-    char reply[64], port[16];
-    snprintf(port, sizeof port, "%d", of ? hl_redis_server_port(of) : 0);
-    assert_int_equal(hl_redis_server_cmd(node, reply, sizeof reply,
-                                         "REPLICAOF", of ? "127.0.0.1" : "NO",
-                                         of ? port : "ONE", (char *)NULL),
-                     '+');
-}
-
-/* Sentinel i names node as the master from now on, announcing no
- * switch. */
-static void sentinel_names(size_t i, hl_redis_server *node)
-{
-    char port[16], reply[256];
-    snprintf(port, sizeof port, "%d", hl_redis_server_port(node));
-    const char *mname = hl_redis_replicated_master_name(group);
-    hl_redis_server *s = hl_redis_replicated_sentinel(group, i);
-    assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply, "SENTINEL",
-                                         "REMOVE", mname, (char *)NULL),
-                     '+');
-    assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply, "SENTINEL",
-                                         "MONITOR", mname, "127.0.0.1", port,
-                                         "2", (char *)NULL),
-                     '+');
-}
-
 /* Every sentinel names node as the master from now on; none announces
  * a switch, so a client hears of it only by asking. */
 static void sentinels_name(hl_redis_server *node)
 {
     for (size_t i = 0; i < hl_redis_replicated_sentinels(group); i++)
-        sentinel_names(i, node);
+        hl_sentinel_names(group, i, node);
 }
 
 /* The count the client read is older than HL_ACK_RECOUNT_MS once this
@@ -135,14 +101,6 @@ static void let_count_age(int64_t read_at_ms)
     int64_t old = hl_now_ms() - read_at_ms;
     if (old <= HL_ACK_RECOUNT_MS)
         hl_sleep_ms((int)(HL_ACK_RECOUNT_MS + 100 - old));
-}
-
-static bool key_on(hl_redis_server *s, const char *name)
-{
-    char reply[64];
-    return hl_redis_server_cmd(s, reply, sizeof reply, "EXISTS", name,
-                               (char *)NULL) == ':' &&
-           strcmp(reply, ":1\r\n") == 0;
 }
 
 /* A replica that leaves a master the sentinels still name fails nothing:
@@ -162,7 +120,7 @@ static void test_replica_leaving_is_vouched_for(void **state)
     unsigned answers = hl_sentinel_answers(c->sentinel);
 
     hl_redis_server *gone = hl_redis_replicated_node(group, 2);
-    replica_of(gone, NULL);
+    hl_replica_of(gone, NULL);
     int one = 1;
     assert_true(hl_wait_until(online_is, &one, hl_widen(5000)));
     let_count_age(counted_at);
@@ -172,7 +130,7 @@ static void test_replica_leaving_is_vouched_for(void **state)
     assert_true(hl_sentinel_answers(c->sentinel) > answers);
     assert_int_equal(hilock_lock_release(l), HILOCK_OK);
 
-    replica_of(gone, master);
+    hl_replica_of(gone, master);
     assert_true(hl_wait_until(all_online, NULL, hl_widen(30000)));
     hilock_lock_destroy(l);
     hilock_client_destroy(c);
@@ -189,7 +147,7 @@ static bool acquired_on(void *arg)
     acquire_try *t = arg;
     if (hilock_lock_try_acquire(t->lock, 0, 10000) != HILOCK_OK)
         return false;
-    return key_on(t->on, t->name);
+    return (hl_raw_exists(t->on, t->name) == 1);
 }
 
 /* The recipe of a takeover the old master has not heard of yet: its
@@ -215,8 +173,8 @@ static void test_replaced_master_grants_nothing(void **state)
 
     hl_redis_server *next = hl_redis_replicated_node(group, 1);
     hl_redis_server *other = hl_redis_replicated_node(group, 2);
-    replica_of(next, NULL);
-    replica_of(other, next);
+    hl_replica_of(next, NULL);
+    hl_replica_of(other, next);
     int none = 0;
     assert_true(hl_wait_until(online_is, &none, hl_widen(5000)));
     sentinels_name(next);
@@ -269,10 +227,10 @@ static void test_late_grant_of_a_replaced_master_does_not_count(void **state)
     /* The client is on node 1, the master the sentinels name now. */
     assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
                      HILOCK_OK);
-    assert_true(key_on(paused, name));
+    assert_true((hl_raw_exists(paused, name) == 1));
     assert_int_equal(hilock_lock_release(l), HILOCK_OK);
 
-    replica_of(next, NULL);
+    hl_replica_of(next, NULL);
     sentinels_name(next);
     hl_fixture_pause(paused);
     late_acquire a = {0};
@@ -297,17 +255,6 @@ static void test_late_grant_of_a_replaced_master_does_not_count(void **state)
     hilock_client_destroy(c);
 }
 
-typedef struct count_probe {
-    hl_redis_server *of;
-    int want;
-} count_probe;
-
-static bool count_is(void *arg)
-{
-    count_probe *p = arg;
-    return online_replicas_of(p->of) == p->want;
-}
-
 /* A failover under way: the master the client is on has lost its
  * replica, one sentinel names another master, the others still name
  * this one.  A round that took the first answer would vouch for the old
@@ -321,9 +268,9 @@ static void test_sentinels_that_disagree_vouch_for_nobody(void **state)
     (void)state;
     hl_redis_server *old = hl_redis_replicated_node(group, 2);
     hl_redis_server *next = hl_redis_replicated_node(group, 0);
-    replica_of(next, old);
-    count_probe one = {.of = old, .want = 1};
-    assert_true(hl_wait_until(count_is, &one, hl_widen(30000)));
+    hl_replica_of(next, old);
+    hl_online_probe one = {.of = old, .want = 1};
+    assert_true(hl_wait_until(hl_online_is, &one, hl_widen(30000)));
     hilock_client *c = connect_sentinels(HILOCK_ACK_MAJORITY, 300, 0);
     const char *name = "suspect-disagree";
     hilock_lock *l;
@@ -331,14 +278,14 @@ static void test_sentinels_that_disagree_vouch_for_nobody(void **state)
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
                      HILOCK_OK);
-    assert_true(key_on(old, name));
+    assert_true((hl_raw_exists(old, name) == 1));
     assert_int_equal(hilock_lock_release(l), HILOCK_OK);
     int64_t counted_at = hl_now_ms();
 
-    replica_of(next, NULL);
-    count_probe none = {.of = old, .want = 0};
-    assert_true(hl_wait_until(count_is, &none, hl_widen(5000)));
-    sentinel_names(0, next);
+    hl_replica_of(next, NULL);
+    hl_online_probe none = {.of = old, .want = 0};
+    assert_true(hl_wait_until(hl_online_is, &none, hl_widen(5000)));
+    hl_sentinel_names(group, 0, next);
     let_count_age(counted_at);
 
     hl_redis_server *knows = hl_redis_replicated_sentinel(group, 0);

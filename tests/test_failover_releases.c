@@ -19,6 +19,7 @@
 
 #include "hilock/hilock.h"
 #include "support/fixture.h"
+#include "support/raw_reads.h"
 #include "support/loop_call.h"
 #include "core/runtime/runtime.h"
 
@@ -170,14 +171,6 @@ static hl_redis_server *fail_over(hl_redis_server *master,
     return now;
 }
 
-static bool has_key(hl_redis_server *s, const char *key)
-{
-    char reply[64];
-    return hl_redis_server_cmd(s, reply, sizeof reply, "EXISTS", key,
-                               (char *)NULL) == ':' &&
-           strcmp(reply, ":1\r\n") == 0;
-}
-
 static void count_lost(hilock_lock *lock, uint64_t owner, void *data)
 {
     (void)lock, (void)owner;
@@ -213,7 +206,7 @@ static void test_released_hold_is_released_again(void **state)
     hl_redis_server *r[8];
     size_t n = cut_replicas(master, r);
     assert_int_equal(hilock_lock_release(la), HILOCK_OK);
-    assert_false(has_key(master, "stuck"));
+    assert_false((hl_raw_exists(master, "stuck") == 1));
     hl_redis_server *now = fail_over(master, r, n, a);
     int64_t moved_at = hl_now_ms();
 
@@ -225,7 +218,7 @@ static void test_released_hold_is_released_again(void **state)
     printf("# the client's move to the contender's grant: %lld ms\n",
            (long long)took_ms);
     assert_true(took_ms < SOON_MS);
-    assert_true(has_key(now, "stuck"));
+    assert_true((hl_raw_exists(now, "stuck") == 1));
 
     int64_t count = -1;
     assert_int_equal(hilock_lock_hold_count(la, &count), HILOCK_OK);

@@ -17,31 +17,14 @@
 
 #include "hilock/hilock.h"
 #include "support/fixture.h"
+#include "support/raw_reads.h"
+#include "support/replicated_util.h"
 #include "core/runtime/ack.h"
 
 /* ctest-timeout: 180 */
 
 static hl_redis_replicated *group;
 static char reply[8192]; /* the main thread's */
-
-static int online_replicas_of(hl_redis_server *s)
-{
-    if (hl_redis_server_cmd(s, reply, sizeof reply, "INFO", "replication",
-                            (char *)NULL) != '$')
-        return -1;
-    return hl_ack_parse_info(reply, strlen(reply));
-}
-
-typedef struct count_probe {
-    hl_redis_server *of;
-    int want;
-} count_probe;
-
-static bool count_is(void *arg)
-{
-    count_probe *p = arg;
-    return online_replicas_of(p->of) == p->want;
-}
 
 static int setup(void **state)
 {
@@ -55,8 +38,8 @@ static int setup(void **state)
     group = hl_redis_replicated_start(&cfg);
     if (group == NULL || hl_redis_replicated_master(group) == NULL)
         return -1;
-    count_probe p = {.of = hl_redis_replicated_node(group, 0), .want = 3};
-    return hl_wait_until(count_is, &p, hl_widen(30000)) ? 0 : -1;
+    hl_online_probe p = {.of = hl_redis_replicated_node(group, 0), .want = 3};
+    return hl_wait_until(hl_online_is, &p, hl_widen(30000)) ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -74,13 +57,6 @@ static void command_ok(hl_redis_server *s, const char *a, const char *b,
     if (t != '+')
         fail_msg("%s %s on port %d: %s", a, b, hl_redis_server_port(s),
                  reply);
-}
-
-static bool key_on(hl_redis_server *s, const char *name)
-{
-    return hl_redis_server_cmd(s, reply, sizeof reply, "EXISTS", name,
-                               (char *)NULL) == ':' &&
-           strcmp(reply, ":1\r\n") == 0;
 }
 
 /* The sentinel has read the priorities of 0 (it reads a replica's at
@@ -143,7 +119,7 @@ static void test_a_master_being_failed_over_is_vouched_for_by_nobody(
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
                      HILOCK_OK);
-    assert_true(key_on(master, name));
+    assert_true((hl_raw_exists(master, name) == 1));
     assert_int_equal(hilock_lock_release(l), HILOCK_OK);
     int64_t counted_at = hl_now_ms();
 
@@ -160,8 +136,8 @@ static void test_a_master_being_failed_over_is_vouched_for_by_nobody(
     }
 
     command_ok(leaves, "REPLICAOF", "NO", "ONE", NULL);
-    count_probe two = {.of = master, .want = 2};
-    bool fell = hl_wait_until(count_is, &two, hl_widen(10000));
+    hl_online_probe two = {.of = master, .want = 2};
+    bool fell = hl_wait_until(hl_online_is, &two, hl_widen(10000));
     int64_t old = hl_now_ms() - counted_at;
     if (fell && old <= HL_ACK_RECOUNT_MS)
         hl_sleep_ms((int)(HL_ACK_RECOUNT_MS + 100 - old));

@@ -19,6 +19,8 @@
 
 #include "hilock/hilock.h"
 #include "support/fixture.h"
+#include "support/raw_reads.h"
+#include "support/replicated_util.h"
 #include "support/loop_call.h"
 #include "core/runtime/ack.h"
 #include "core/runtime/client_state.h"
@@ -28,28 +30,14 @@
 
 static hl_redis_replicated *group;
 
-static int online_replicas_of(hl_redis_server *s)
-{
-    static char info[4096];
-    if (hl_redis_server_cmd(s, info, sizeof info, "INFO", "replication",
-                            (char *)NULL) != '$')
-        return -1;
-    return hl_ack_parse_info(info, strlen(info));
-}
-
-typedef struct count_probe {
-    hl_redis_server *of;
-    int want;
-} count_probe;
-
 /* of has want online replicas, and they have every write it took. */
 static bool count_is(void *arg)
 {
-    count_probe *p = arg;
+    hl_online_probe *p = arg;
     char reply[64], want[16], expect[32];
     snprintf(want, sizeof want, "%d", p->want);
     snprintf(expect, sizeof expect, ":%d\r\n", p->want);
-    return online_replicas_of(p->of) == p->want &&
+    return hl_online_is(p) &&
            hl_redis_server_cmd(p->of, reply, sizeof reply, "WAIT", want,
                                "1000", (char *)NULL) == ':' &&
            strcmp(reply, expect) == 0;
@@ -57,7 +45,7 @@ static bool count_is(void *arg)
 
 static void wait_count(hl_redis_server *of, int want)
 {
-    count_probe p = {.of = of, .want = want};
+    hl_online_probe p = {.of = of, .want = want};
     assert_true(hl_wait_until(count_is, &p, hl_widen(30000)));
 }
 
@@ -67,7 +55,7 @@ static int setup(void **state)
     group = hl_fixture_replicated();
     if (group == NULL || hl_redis_replicated_master(group) == NULL)
         return -1;
-    count_probe p = {.of = hl_redis_replicated_node(group, 0), .want = 2};
+    hl_online_probe p = {.of = hl_redis_replicated_node(group, 0), .want = 2};
     return hl_wait_until(count_is, &p, hl_widen(30000)) ? 0 : -1;
 }
 
@@ -92,44 +80,9 @@ static hilock_client *connect_sentinels(hilock_replica_ack policy)
     return c;
 }
 
-static void replica_of(hl_redis_server *node, const hl_redis_server *of)
-{
-    char reply[64], port[16];
-    snprintf(port, sizeof port, "%d", of ? hl_redis_server_port(of) : 0);
-    assert_int_equal(hl_redis_server_cmd(node, reply, sizeof reply,
-                                         "REPLICAOF", of ? "127.0.0.1" : "NO",
-                                         of ? port : "ONE", (char *)NULL),
-                     '+');
-}
-
-/* Sentinel i names node as the master from now on, announcing no
- * switch. */
-static void sentinel_names(size_t i, hl_redis_server *node)
-{
-    char port[16], reply[256];
-    snprintf(port, sizeof port, "%d", hl_redis_server_port(node));
-    const char *mname = hl_redis_replicated_master_name(group);
-    hl_redis_server *s = hl_redis_replicated_sentinel(group, i);
-    assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply, "SENTINEL",
-                                         "REMOVE", mname, (char *)NULL),
-                     '+');
-    assert_int_equal(hl_redis_server_cmd(s, reply, sizeof reply, "SENTINEL",
-                                         "MONITOR", mname, "127.0.0.1", port,
-                                         "2", (char *)NULL),
-                     '+');
-}
-
 static hl_redis_server *sentinel(size_t i)
 {
     return hl_redis_replicated_sentinel(group, i);
-}
-
-static bool key_on(hl_redis_server *s, const char *name)
-{
-    char reply[64];
-    return hl_redis_server_cmd(s, reply, sizeof reply, "EXISTS", name,
-                               (char *)NULL) == ':' &&
-           strcmp(reply, ":1\r\n") == 0;
 }
 
 typedef struct acquire_try {
@@ -143,7 +96,7 @@ static bool acquired_on(void *arg)
     acquire_try *t = arg;
     if (hilock_lock_try_acquire(t->lock, 0, 10000) != HILOCK_OK)
         return false;
-    if (key_on(t->on, t->name))
+    if ((hl_raw_exists(t->on, t->name) == 1))
         return true;
     assert_int_equal(hilock_lock_release(t->lock), HILOCK_OK);
     return false;
@@ -203,16 +156,16 @@ static void test_a_lagging_sentinel_moves_nobody_back(void **state)
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
                      HILOCK_OK);
-    assert_true(key_on(old, name));
+    assert_true((hl_raw_exists(old, name) == 1));
     assert_int_equal(hilock_lock_release(l), HILOCK_OK);
 
     /* next takes over with the other replica; the old master keeps
      * running as a master, and sentinel 2 keeps naming it. */
-    replica_of(next, NULL);
-    replica_of(other, next);
+    hl_replica_of(next, NULL);
+    hl_replica_of(other, next);
     wait_count(next, 1);
-    sentinel_names(0, next);
-    sentinel_names(1, next);
+    hl_sentinel_names(group, 0, next);
+    hl_sentinel_names(group, 1, next);
     hl_redis_server *lagging = sentinel(2);
 
     /* The client moves on the word of the two that know, while the one
@@ -237,7 +190,7 @@ static void test_a_lagging_sentinel_moves_nobody_back(void **state)
                    : HILOCK_ETIMEDOUT;
     char detail[512];
     snprintf(detail, sizeof detail, "%s", hilock_last_error());
-    bool on_old = key_on(old, name), on_next = key_on(next, name);
+    bool on_old = (hl_raw_exists(old, name) == 1), on_next = (hl_raw_exists(next, name) == 1);
     hl_fixture_resume(sentinel(0));
     hl_fixture_resume(sentinel(1));
     assert_true(asked);
@@ -271,8 +224,8 @@ static void test_a_suspect_masters_acknowledged_grant_waits_for_the_word(
     hl_redis_server *master = hl_redis_replicated_node(group, 1);
     hl_redis_server *stays = hl_redis_replicated_node(group, 0);
     hl_redis_server *leaves = hl_redis_replicated_node(group, 2);
-    sentinel_names(2, master);
-    replica_of(stays, master);
+    hl_sentinel_names(group, 2, master);
+    hl_replica_of(stays, master);
     wait_count(master, 2);
     hilock_client *c = connect_sentinels(HILOCK_ACK_ONE);
     const char *name = "suspect-acknowledged";
@@ -281,13 +234,13 @@ static void test_a_suspect_masters_acknowledged_grant_waits_for_the_word(
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
                      HILOCK_OK);
-    assert_true(key_on(master, name));
+    assert_true((hl_raw_exists(master, name) == 1));
     assert_int_equal(hilock_lock_release(l), HILOCK_OK);
     int64_t counted_at = hl_now_ms();
 
     for (size_t i = 0; i < hl_redis_replicated_sentinels(group); i++)
         hl_fixture_pause(sentinel(i));
-    replica_of(leaves, NULL);
+    hl_replica_of(leaves, NULL);
     wait_count(master, 1);
     /* The count the client read must be old enough to be read again. */
     int64_t old = hl_now_ms() - counted_at;
@@ -307,7 +260,7 @@ static void test_a_suspect_masters_acknowledged_grant_waits_for_the_word(
                  hilock_errname(rc), detail);
     assert_non_null(strstr(detail, "fewer online replicas"));
 
-    replica_of(leaves, master);
+    hl_replica_of(leaves, master);
     wait_count(master, 2);
     hilock_lock_destroy(l);
     hilock_client_destroy(c);
