@@ -142,24 +142,13 @@ static size_t cut_replicas(hl_redis_server *master, hl_redis_server **r)
     return n;
 }
 
-typedef struct moves_probe {
-    hilock_client *client;
-    unsigned moves;
-} moves_probe;
-
-static bool moved(void *arg)
-{
-    moves_probe *p = arg;
-    return hl_client_master_moves(p->client) > p->moves;
-}
-
 /* kill -9 of the master, the replicas resumed, and Sentinel promotes
  * one of them, to which client moves.  The new master. */
 static hl_redis_server *fail_over(hl_redis_server *master,
                                   hl_redis_server **r, size_t n,
                                   hilock_client *client)
 {
-    moves_probe p = {client, hl_client_master_moves(client)};
+    hl_moves_probe p = {client, hl_client_master_moves(client)};
     hl_fixture_kill9(master);
     dead[ndead++] = master;
     for (size_t i = 0; i < n; i++)
@@ -167,7 +156,7 @@ static hl_redis_server *fail_over(hl_redis_server *master,
     hl_redis_server *now = hl_redis_replicated_wait_master(group, master,
                                                            hl_widen(60000));
     assert_non_null(now);
-    assert_true(hl_wait_until(moved, &p, hl_widen(30000)));
+    assert_true(hl_wait_until(hl_client_has_moved, &p, hl_widen(30000)));
     return now;
 }
 

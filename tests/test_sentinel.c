@@ -228,17 +228,6 @@ static bool lost_once(void *arg)
     return atomic_load(&((lost_seen *)arg)->count) > 0;
 }
 
-typedef struct moves_probe {
-    hilock_client *client;
-    unsigned moves;
-} moves_probe;
-
-static bool moved(void *arg)
-{
-    moves_probe *p = arg;
-    return hl_client_master_moves(p->client) > p->moves;
-}
-
 typedef struct sees_priority_zero {
     hl_redis_server *sentinel;
     int port;
@@ -330,7 +319,7 @@ static void test_failover_reports_a_missing_hold_at_once(void **state)
                      ':');
     assert_string_equal(reply, ":2\r\n");
 
-    moves_probe p = {c, hl_client_master_moves(c)};
+    hl_moves_probe p = {c, hl_client_master_moves(c)};
     int64_t asked_at = hl_now_ms();
     assert_int_equal(hl_redis_server_cmd(hl_redis_replicated_sentinel(group, 0),
                                          reply, sizeof reply, "SENTINEL",
@@ -340,7 +329,7 @@ static void test_failover_reports_a_missing_hold_at_once(void **state)
                      '+');
     assert_ptr_equal(hl_redis_replicated_wait_master(group, master, 60000),
                      next);
-    assert_true(hl_wait_until(moved, &p, 60000));
+    assert_true(hl_wait_until(hl_client_has_moved, &p, 60000));
     int64_t moved_at = hl_now_ms();
     /* Reported at the switch, not at the renewal 100 s after the grant. */
     assert_true(hl_wait_until(lost_once, &gone_lost, 30000));
@@ -432,16 +421,16 @@ static void test_master_killed(void **state)
                      ':');
     assert_string_equal(reply, ":2\r\n");
 
-    moves_probe p = {c, hl_client_master_moves(c)};
-    moves_probe q = {other, hl_client_master_moves(other)};
-    moves_probe r = {slow, hl_client_master_moves(slow)};
+    hl_moves_probe p = {c, hl_client_master_moves(c)};
+    hl_moves_probe q = {other, hl_client_master_moves(other)};
+    hl_moves_probe r = {slow, hl_client_master_moves(slow)};
     int64_t killed_at = hl_now_ms();
     hl_redis_server_kill9(master);
     hl_redis_server *now = hl_redis_replicated_wait_master(group, master,
                                                            60000);
     assert_non_null(now);
-    assert_true(hl_wait_until(moved, &p, 30000));
-    assert_true(hl_wait_until(moved, &q, 30000));
+    assert_true(hl_wait_until(hl_client_has_moved, &p, 30000));
+    assert_true(hl_wait_until(hl_client_has_moved, &q, 30000));
     printf("# kill -9 to the client on the new master: %lld ms\n",
            (long long)(hl_now_ms() - killed_at));
     set_key(c, "after-kill", "2");
@@ -449,7 +438,7 @@ static void test_master_killed(void **state)
     /* A connection waiting out its backoff after the kill goes to the
      * new master once the sentinels name it, not when the backoff ends
      * (after the command timeout). */
-    assert_true(hl_wait_until(moved, &r, 30000));
+    assert_true(hl_wait_until(hl_client_has_moved, &r, 30000));
     set_key(slow, "slow-after-kill", "3");
     assert_true(node_has(now, "slow-after-kill", "3"));
     hilock_client_destroy(slow);

@@ -102,17 +102,6 @@ static bool acquired_on(void *arg)
     return false;
 }
 
-typedef struct moved {
-    hilock_client *c;
-    unsigned from;
-} moved;
-
-static bool has_moved(void *arg)
-{
-    moved *m = arg;
-    return hl_client_master_moves(m->c) > m->from;
-}
-
 static void read_rounds(hilock_client *c, void *arg)
 {
     *(unsigned *)arg = hl_sentinel_rounds(c->sentinel);
@@ -171,9 +160,9 @@ static void test_a_lagging_sentinel_moves_nobody_back(void **state)
     /* The client moves on the word of the two that know, while the one
      * that lags is silent. */
     hl_fixture_pause(lagging);
-    moved m = {.c = c, .from = hl_client_master_moves(c)};
+    hl_moves_probe m = {c, hl_client_master_moves(c)};
     hl_fixture_client_kill(old, "normal");
-    bool went = hl_wait_until(has_moved, &m, hl_widen(15000));
+    bool went = hl_wait_until(hl_client_has_moved, &m, hl_widen(15000));
     hl_fixture_resume(lagging);
     assert_true(went);
     acquire_try t = {.lock = l, .on = next, .name = name};
@@ -203,7 +192,7 @@ static void test_a_lagging_sentinel_moves_nobody_back(void **state)
         assert_true(on_next);
     else
         assert_int_equal(rc, HILOCK_ENOACK);
-    assert_int_equal(hl_client_master_moves(c), m.from + 1);
+    assert_int_equal(hl_client_master_moves(c), m.moves + 1);
     if (rc == HILOCK_OK)
         assert_int_equal(hilock_lock_release(l), HILOCK_OK);
     hilock_lock_destroy(l);

@@ -79,3 +79,9 @@ unsigned hl_client_master_moves(hilock_client *c)
     hl_run_on_loop(c, read_master_moves, &n);
     return n;
 }
+
+bool hl_client_has_moved(void *probe)
+{
+    hl_moves_probe *p = probe;
+    return hl_client_master_moves(p->client) > p->moves;
+}

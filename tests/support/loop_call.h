@@ -11,6 +11,8 @@
 #ifndef HL_LOOP_CALL_H
 #define HL_LOOP_CALL_H
 
+#include <stdbool.h>
+
 #include "hilock/client.h"
 
 typedef void hl_loop_fn(hilock_client *c, void *arg);
@@ -28,5 +30,12 @@ void hl_run_on_loop_within(hilock_client *c, hl_loop_fn *fn, void *arg,
 /* How many times c moved to another master Sentinel named, read on its
  * loop thread. */
 unsigned hl_client_master_moves(hilock_client *c);
+
+/* For hl_wait_until: whether client has moved since it had moves. */
+typedef struct hl_moves_probe {
+    hilock_client *client;
+    unsigned moves;
+} hl_moves_probe;
+bool hl_client_has_moved(void *probe);
 
 #endif
