@@ -340,13 +340,13 @@ static void deliver_short(hl_ack *a, int need, const char *why)
 }
 
 /* Whether a's verdict waits for the topology's word on its master,
- * which is suspect and being asked about: then it is parked.  Every
+ * which is suspect and being asked about (e, a's count, confirming):
+ * then it is parked.  Every
  * write's does, acknowledged or short: a master being replaced may still
  * have as many replicas as the policy asks for, ones that have not left
  * it yet, and a count that fell may yet be confirmed. */
-static bool held_for_word(hl_ack *a)
+static bool held_for_word(hl_ack *a, ack_count *e)
 {
-    ack_count *e = count_for(a->client, a->conn, false);
     if (e == NULL || !e->confirming)
         return false;
     park(a->client, e, a);
@@ -358,7 +358,7 @@ static void judge(hl_ack *a, int need)
     ack_count *e = count_for(a->client, a->conn, false);
     if (e != NULL)
         e->stalled = a->acked < need;
-    if (held_for_word(a))
+    if (held_for_word(a, e))
         return;
     if (a->acked < need)
         deliver_short(a, need, NULL);
@@ -783,7 +783,8 @@ void hl_ack_reply(void *data, int status, hilock_reply *reply)
         leave_group(a);
         follow(a, by);
     } else if (a->no_wait) {
-        if (!held_for_word(a) && !verify_late(a))
+        if (!held_for_word(a, count_for(a->client, a->conn, false)) &&
+            !verify_late(a))
             deliver(a, HILOCK_OK);
         ack_free_if_done(a);
     } else if (a->unsent) {
