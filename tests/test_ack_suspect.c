@@ -147,7 +147,7 @@ static bool acquired_on(void *arg)
     acquire_try *t = arg;
     if (hilock_lock_try_acquire(t->lock, 0, 10000) != HILOCK_OK)
         return false;
-    return (hl_raw_exists(t->on, t->name) == 1);
+    return hl_raw_exists(t->on, t->name) == 1;
 }
 
 /* The recipe of a takeover the old master has not heard of yet: its
@@ -227,7 +227,7 @@ static void test_late_grant_of_a_replaced_master_does_not_count(void **state)
     /* The client is on node 1, the master the sentinels name now. */
     assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
                      HILOCK_OK);
-    assert_true((hl_raw_exists(paused, name) == 1));
+    assert_true(hl_raw_exists(paused, name) == 1);
     assert_int_equal(hilock_lock_release(l), HILOCK_OK);
 
     hl_replica_of(next, NULL);
@@ -278,7 +278,7 @@ static void test_sentinels_that_disagree_vouch_for_nobody(void **state)
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
                      HILOCK_OK);
-    assert_true((hl_raw_exists(old, name) == 1));
+    assert_true(hl_raw_exists(old, name) == 1);
     assert_int_equal(hilock_lock_release(l), HILOCK_OK);
     int64_t counted_at = hl_now_ms();
 

@@ -195,7 +195,7 @@ static void test_released_hold_is_released_again(void **state)
     hl_redis_server *r[8];
     size_t n = cut_replicas(master, r);
     assert_int_equal(hilock_lock_release(la), HILOCK_OK);
-    assert_false((hl_raw_exists(master, "stuck") == 1));
+    assert_false(hl_raw_exists(master, "stuck") == 1);
     hl_redis_server *now = fail_over(master, r, n, a);
     int64_t moved_at = hl_now_ms();
 
@@ -207,7 +207,7 @@ static void test_released_hold_is_released_again(void **state)
     printf("# the client's move to the contender's grant: %lld ms\n",
            (long long)took_ms);
     assert_true(took_ms < SOON_MS);
-    assert_true((hl_raw_exists(now, "stuck") == 1));
+    assert_true(hl_raw_exists(now, "stuck") == 1);
 
     int64_t count = -1;
     assert_int_equal(hilock_lock_hold_count(la, &count), HILOCK_OK);

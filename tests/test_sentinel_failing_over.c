@@ -119,7 +119,7 @@ static void test_a_master_being_failed_over_is_vouched_for_by_nobody(
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
                      HILOCK_OK);
-    assert_true((hl_raw_exists(master, name) == 1));
+    assert_true(hl_raw_exists(master, name) == 1);
     assert_int_equal(hilock_lock_release(l), HILOCK_OK);
     int64_t counted_at = hl_now_ms();
 

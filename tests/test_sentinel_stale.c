@@ -96,7 +96,7 @@ static bool acquired_on(void *arg)
     acquire_try *t = arg;
     if (hilock_lock_try_acquire(t->lock, 0, 10000) != HILOCK_OK)
         return false;
-    if ((hl_raw_exists(t->on, t->name) == 1))
+    if (hl_raw_exists(t->on, t->name) == 1)
         return true;
     assert_int_equal(hilock_lock_release(t->lock), HILOCK_OK);
     return false;
@@ -145,7 +145,7 @@ static void test_a_lagging_sentinel_moves_nobody_back(void **state)
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
                      HILOCK_OK);
-    assert_true((hl_raw_exists(old, name) == 1));
+    assert_true(hl_raw_exists(old, name) == 1);
     assert_int_equal(hilock_lock_release(l), HILOCK_OK);
 
     /* next takes over with the other replica; the old master keeps
@@ -179,7 +179,8 @@ static void test_a_lagging_sentinel_moves_nobody_back(void **state)
                    : HILOCK_ETIMEDOUT;
     char detail[512];
     snprintf(detail, sizeof detail, "%s", hilock_last_error());
-    bool on_old = (hl_raw_exists(old, name) == 1), on_next = (hl_raw_exists(next, name) == 1);
+    bool on_old = hl_raw_exists(old, name) == 1;
+    bool on_next = hl_raw_exists(next, name) == 1;
     hl_fixture_resume(sentinel(0));
     hl_fixture_resume(sentinel(1));
     assert_true(asked);
@@ -223,7 +224,7 @@ static void test_a_suspect_masters_acknowledged_grant_waits_for_the_word(
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
                      HILOCK_OK);
-    assert_true((hl_raw_exists(master, name) == 1));
+    assert_true(hl_raw_exists(master, name) == 1);
     assert_int_equal(hilock_lock_release(l), HILOCK_OK);
     int64_t counted_at = hl_now_ms();
 
