@@ -65,6 +65,7 @@ struct hl_sentinel {
     /* The next round: at once when asked, after a backoff that grows
      * with each round that failed in a row. */
     hl_timer next;
+    hl_timer watch; /* looks for a master that stopped answering */
     int failed_rounds;
     int calling; /* inside fn: a free waits for the return */
     bool free_on_return;
@@ -648,6 +649,40 @@ static void ask(hl_sentinel *s)
         hl_timer_arm(&s->next, 0);
 }
 
+/* ---- a silent master ---------------------------------------------------- */
+
+/* Whether a request the client sent its master has gone unanswered for
+ * HL_SENTINEL_SILENT_MS. */
+static bool master_silent(const hl_sentinel *s)
+{
+    const hilock_client *c = s->client;
+    for (int i = 0; i < c->nconns; i++)
+        if (c->conns[i] != NULL &&
+            hl_conn_unanswered_for(c->conns[i]) >
+                HL_MS(HL_SENTINEL_SILENT_MS))
+            return true;
+    return false;
+}
+
+/* A master that stops answering keeps its link up, so nothing but an
+ * announcement would move the client, and one the client missed (its
+ * listener's sentinel down, or a switch made by hand) would leave the
+ * requests sent there waiting for their command timeout after the
+ * sentinels named another master.  So a silent master has the
+ * sentinels asked: a round that names another master (on a majority's
+ * word) moves the client, and its written requests fail with HILOCK_EIO
+ * at once while the others go to the new master.  A round that names
+ * the master the client follows ends at its first answer. */
+static void on_watch(hl_timer *t)
+{
+    hl_sentinel *s = t->data;
+    if (s->closed)
+        return;
+    hl_timer_arm(t, HL_MS(HL_SENTINEL_SILENT_MS));
+    if (s->client->master_known && master_silent(s))
+        ask(s);
+}
+
 /* ---- announcements --------------------------------------------------------- */
 
 /* "<name> <old ip> <old port> <new ip> <new port>", one space between
@@ -726,6 +761,7 @@ hl_sentinel *hl_sentinel_create(hilock_client *client, SSL_CTX *ssl_ctx,
     s->ssl_ctx = ssl_ctx;
     hl_timer_init(&s->deadline, client->loop, on_deadline, s);
     hl_timer_init(&s->next, client->loop, on_next, s);
+    hl_timer_init(&s->watch, client->loop, on_watch, s);
     read_list(s, o);
     if (hilock_options_copy(&s->opts, o) != HILOCK_OK ||
         hilock_options_set_user(s->opts, NULL) != HILOCK_OK ||
@@ -738,6 +774,7 @@ hl_sentinel *hl_sentinel_create(hilock_client *client, SSL_CTX *ssl_ctx,
         return NULL;
     }
     ask(s);
+    hl_timer_arm(&s->watch, HL_MS(HL_SENTINEL_SILENT_MS));
     return s;
 }
 
@@ -767,6 +804,7 @@ void hl_sentinel_free(hl_sentinel *s)
     s->closed = true;
     hl_timer_stop(&s->deadline);
     hl_timer_stop(&s->next);
+    hl_timer_stop(&s->watch);
     stop_probes(s);
     if (s->ps != NULL) {
         hl_pubsub_unsubscribe(&s->sub);

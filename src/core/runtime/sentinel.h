@@ -35,6 +35,11 @@ struct hilock_client;
 struct hilock_options;
 typedef struct hl_sentinel hl_sentinel;
 
+/* A master whose oldest request has gone unanswered this long may have
+ * stopped (paused, cut off) with its link up: the sentinels are asked
+ * where the master is, at most once per this time while it lasts. */
+#define HL_SENTINEL_SILENT_MS 500
+
 /* status HILOCK_OK: the master is at host:port, vouched for when a
  * majority of the sentinels named it and none another (always so for a
  * master other than the one the client follows, unless announced by
