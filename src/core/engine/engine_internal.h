@@ -60,6 +60,16 @@ void hl_reconcile_start(hilock_lock *lock, uint64_t owner, hl_turn *from,
                         const char *nonce, size_t nonce_len,
                         int64_t lease_ms);
 
+/* The same for holds a release removed and a failover brought back
+ * (engine/unacked.h), in a turn of its own: it leaves the owner every
+ * hold the client knows of, those its releases in flight are about
+ * included.  On a cluster a release sent before it may reach the new
+ * master after it, through a redirection, and must still find its hold;
+ * a hold left so is removed at a later master change, or runs out with
+ * its lease. */
+void hl_reconcile_restored(hilock_lock *lock, uint64_t owner,
+                           int64_t lease_ms);
+
 /* Where an acquire is; docs/locks.md draws the moves between states.
  * The flags after state in hl_acquire_op say what it holds (a waiter, a
  * place on the server) or has seen, never where it is. */

@@ -17,6 +17,7 @@ typedef struct hl_reconcile {
     hl_monotime give_up_at;
     char nonce[HILOCK_CLIENT_ID_LEN + 22]; /* "" when nothing to void */
     size_t nonce_len;
+    bool spares_releases; /* hl_reconcile_restored's */
 } hl_reconcile;
 
 static void reconcile_done(hl_reconcile *r)
@@ -44,13 +45,16 @@ static void on_reconciled(void *data, int status, hilock_reply *reply)
 }
 
 /* The count the server must be left with: what the client knows, less
- * the releases sent before this request, which the server runs first. */
-static int64_t expected_count(hilock_lock *lock, uint64_t owner)
+ * the releases sent before this request, which the server runs first;
+ * or, sparing releases, with them (hl_reconcile_restored). */
+static int64_t expected_count(hilock_lock *lock, uint64_t owner,
+                              bool spare_releases)
 {
     hl_hold *h = hl_hold_find(lock, owner);
     if (h == NULL || h->lost)
         return 0;
-    int64_t left = h->count - h->releases_in_flight;
+    int64_t left =
+        spare_releases ? h->count : h->count - h->releases_in_flight;
     return left > 0 ? left : 0;
 }
 
@@ -64,7 +68,9 @@ static void reconcile_send(hl_reconcile *r)
     char field[HILOCK_CLIENT_ID_LEN + 22];
     size_t len = hl_owner_field(lock, r->owner, field, sizeof field);
     int rc = lock->kind->reconcile(lock, field, len,
-                                   expected_count(lock, r->owner), r->nonce,
+                                   expected_count(lock, r->owner,
+                                                  r->spares_releases),
+                                   r->nonce,
                                    r->nonce_len, on_reconciled, r);
     if (rc != HILOCK_OK)
         reconcile_done(r); /* what it would have removed runs out with
@@ -77,9 +83,10 @@ static void reconcile_go(hl_turn *t)
                                             offsetof(hl_reconcile, turn)));
 }
 
-void hl_reconcile_start(hilock_lock *lock, uint64_t owner, hl_turn *from,
-                        const char *nonce, size_t nonce_len,
-                        int64_t lease_ms)
+static void reconcile_begin(hilock_lock *lock, uint64_t owner,
+                            hl_turn *from, const char *nonce,
+                            size_t nonce_len, int64_t lease_ms,
+                            bool spare_releases)
 {
     hl_reconcile *r =
         lock->client != NULL ? hl_calloc(1, sizeof *r) : NULL;
@@ -92,6 +99,7 @@ void hl_reconcile_start(hilock_lock *lock, uint64_t owner, hl_turn *from,
     }
     r->lock = lock;
     r->owner = owner;
+    r->spares_releases = spare_releases;
     /* Once every grant it may be about has run out on the server, a
      * reconcile has nothing left to remove; trying longer would only
      * keep the owner's next acquires waiting for a server that does not
@@ -113,4 +121,17 @@ void hl_reconcile_start(hilock_lock *lock, uint64_t owner, hl_turn *from,
     }
     if (now)
         reconcile_send(r);
+}
+
+void hl_reconcile_start(hilock_lock *lock, uint64_t owner, hl_turn *from,
+                        const char *nonce, size_t nonce_len,
+                        int64_t lease_ms)
+{
+    reconcile_begin(lock, owner, from, nonce, nonce_len, lease_ms, false);
+}
+
+void hl_reconcile_restored(hilock_lock *lock, uint64_t owner,
+                           int64_t lease_ms)
+{
+    reconcile_begin(lock, owner, NULL, NULL, 0, lease_ms, true);
 }

@@ -78,8 +78,7 @@ static void make_again(hilock_lock *lock, const hl_unacked_release *r,
         /* Its give-up time is the release's: once that has passed, the
          * hold it would remove has run out on the server. */
         int64_t left_ms = hl_sat_sub(r->until, now) / HL_MS(1);
-        hl_reconcile_start(lock, r->owner, NULL, NULL, 0,
-                           left_ms > 0 ? left_ms : 1);
+        hl_reconcile_restored(lock, r->owner, left_ms > 0 ? left_ms : 1);
     } else if (lock->kind->release_again != NULL) {
         /* Not sent: the next master change tries again. */
         (void)lock->kind->release_again(lock, r->id, r->id_len, r->amount,
