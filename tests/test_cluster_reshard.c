@@ -298,8 +298,13 @@ static void *worker_main(void *arg)
                                   w->id, hilock_errname(rc),
                                   hilock_last_error());
         if ((rc = hilock_lock_release(w->lock)) != HILOCK_OK)
-            hl_mutex_checker_fail(w->mc, "worker %u: release: %s: %s", w->id,
-                                  hilock_errname(rc), hilock_last_error());
+            hl_mutex_checker_fail(w->mc,
+                                  "worker %u: release: %s: %s (losses "
+                                  "reported so far: %d; cycle %u%s%s)",
+                                  w->id, hilock_errname(rc),
+                                  hilock_last_error(), atomic_load(&lost), n,
+                                  twice ? ", taken twice" : "",
+                                  across ? ", held across a renewal" : "");
         /* Two writers taking turns at once would keep the readers out
          * (the lock is not fair). */
         if (w->rw)
