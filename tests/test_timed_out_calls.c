@@ -239,11 +239,18 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 /* Loop thread: whether a command connection has a request on the wire. */
+/* Only a script counts: a keepalive PING or a subscription can be on
+ * the wire before the release is, and stopping the loop then would give
+ * the release up before it starts. */
 static bool request_written(hilock_client *c)
 {
-    for (int i = 0; i < c->nconns; i++)
-        if (c->conns[i] != NULL && c->conns[i]->sent.head != NULL)
-            return true;
+    for (int i = 0; i < c->nconns; i++) {
+        if (c->conns[i] == NULL)
+            continue;
+        for (hl_request *r = c->conns[i]->sent.head; r != NULL; r = r->next)
+            if (r->script != NULL)
+                return true;
+    }
     return false;
 }
 
