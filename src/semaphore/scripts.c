@@ -207,35 +207,45 @@
 
 /* ---- plain: acquire, reconcile, forget ---------------------------------- */
 
+/* try_take(rec, amount, nonce, wait, keep): a plain attempt of nonce
+ * ("<client id>:<n>") for amount permits, recorded at rec; wait is its
+ * waiter timeout ms (0: a single try, which keeps no place), keep how
+ * long the client stays in line after a grant
+ * (hl_attempt_args.keep_in_line_ms).  Answers {1, free left (exact())}
+ * when taken (and records how many), {0, -1, how} when too few are free,
+ * {0, the promise's ms, how} when they are promised to another client,
+ * {2} when a reconcile voided the attempt before it ran.  The count is
+ * compared as a double: exact below 2^53, and above it greater than any
+ * number of permits asked for.  Needs HL_LUA_FOREIGN, HL_LUA_ANNOUNCE
+ * and SEM_LUA_EXACT. */
+#define SEM_LUA_TRY_TAKE                                                    \
+    "local function try_take(rec, amount, nonce, wait, keep)\n"            \
+    SEM_LUA_CHECK                                                           \
+    "local n = tonumber(amount)\n"                                         \
+    "local me = string.sub(nonce, 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"  \
+    SEM_LUA_PROMISE_CHECK                                                   \
+    "if kept == 2 or stored == false or tonumber(stored) < n then\n"       \
+    "  if promised == me then\n" SEM_LUA_PASS_BY "  end\n"                \
+    SEM_LUA_REFUSED("wait")                                                 \
+    "  if kept == 2 then return {0, redis.call('pttl', KEYS[6]), how} end\n" \
+    "  return {0, -1, how}\n"                                              \
+    "end\n"                                                                \
+    "if not redis.call('set', rec, amount, 'px', "                          \
+    HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ", 'nx') then\n"                      \
+    "  return {2}\n"                                                       \
+    "end\n"                                                                \
+    HL_LUA_LINE_ON_GRANT("lined", "keep")                                   \
+    "local left = exact(redis.call('decrby', KEYS[1], amount))\n"          \
+    SEM_LUA_PASS_ON("left")                                                 \
+    "return {1, left}\n"                                                   \
+    "end\n"
+
 /* KEYS: name, the attempt's record, channel, line, places, promise, wake
- * base.  ARGV: permits, the attempt's nonce ("<client id>:<n>"), waiter
- * timeout ms (0: a single try, which keeps no place), how long the
- * client stays in line after a grant (hl_attempt_args.keep_in_line_ms).
- * Replies {1, free left (exact())} when taken (and records how many),
- * {0, -1, how} when too few are free, {0, the promise's ms, how} when
- * they are promised to another client, {2} when a reconcile voided the
- * attempt before it ran.  The count is compared as a double: exact below
- * 2^53, and above it greater than any number of permits asked for. */
+ * base.  ARGV: permits, the attempt's nonce, waiter timeout ms, how long
+ * the client stays in line after a grant.  Replies as try_take. */
 static const char plain_acquire_lua[] =
-    HL_LUA_FOREIGN HL_LUA_ANNOUNCE SEM_LUA_EXACT
-    SEM_LUA_CHECK
-    "local n = tonumber(ARGV[1])\n"
-    "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
-    SEM_LUA_PROMISE_CHECK
-    "if kept == 2 or stored == false or tonumber(stored) < n then\n"
-    "  if promised == me then\n" SEM_LUA_PASS_BY "  end\n"
-    SEM_LUA_REFUSED("ARGV[3]")
-    "  if kept == 2 then return {0, redis.call('pttl', KEYS[6]), how} end\n"
-    "  return {0, -1, how}\n"
-    "end\n"
-    "if not redis.call('set', KEYS[2], ARGV[1], 'px', "
-    HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ", 'nx') then\n"
-    "  return {2}\n"
-    "end\n"
-    HL_LUA_LINE_ON_GRANT("lined", "ARGV[4]")
-    "local left = exact(redis.call('decrby', KEYS[1], ARGV[1]))\n"
-    SEM_LUA_PASS_ON("left")
-    "return {1, left}\n";
+    HL_LUA_FOREIGN HL_LUA_ANNOUNCE SEM_LUA_EXACT SEM_LUA_TRY_TAKE
+    "return try_take(KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4])\n";
 
 /* KEYS: name, the attempt's record, channel, line, places, promise, wake
  * base.  Voids the attempt, and gives back what it took, if it ran.
@@ -348,46 +358,65 @@ static const char renew_lua[] =
 
 /* ---- the one-request calls ---------------------------------------------- */
 
-/* The end of a plain release: ARGV[1] permits back at KEYS[1], promised
- * and announced (released, ARGV[3] the releasing client), and the new
- * count answered (exact()), or as {count, 1} when open. */
+/* give_back(rec, amount, resent, me, consume): a plain release of
+ * amount permits by the client me, recorded at rec, so that sent again
+ * after an answer was lost (resent '1') it gives nothing back twice.
+ * With consume, rec is the record of the grant whose permits come back,
+ * and the release consumes it: sent again, it finds the record gone.
+ * Sent the first time it gives back in any case.  Without, it writes rec
+ * until the client has its answer.  The permits are promised and
+ * announced (released); answers the new count (exact()), as {count, 1}
+ * when open, or the count now as text when it ran before.  Needs
+ * HL_LUA_ANNOUNCE, SEM_LUA_RELEASED, HL_LUA_FOREIGN and SEM_LUA_EXACT. */
 #define SEM_LUA_GIVE_BACK                                                   \
-    SEM_LUA_EXACT                                                           \
-    "local v = exact(redis.call('incrby', KEYS[1], ARGV[1]))\n"             \
-    "released(ARGV[3], v, v)\n"                                             \
-    "if open then return answer({v, 1}) end\n"                              \
-    "return answer(v)\n"
+    "local function give_back(rec, amount, resent, me, consume)\n"         \
+    SEM_LUA_CHECK                                                           \
+    "if consume then\n"                                                    \
+    "  if redis.call('del', rec) == 0 and resent == '1' then\n"            \
+    "    return stored or '0'\n"                                           \
+    "  end\n"                                                              \
+    "elseif not redis.call('set', rec, amount, 'px', "                      \
+    HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ", 'nx') then\n"                      \
+    "  return stored or '0'\n"                                             \
+    "end\n"                                                                \
+    "local v = exact(redis.call('incrby', KEYS[1], amount))\n"             \
+    "released(me, v, v)\n"                                                 \
+    "if open then return answer({v, 1}) end\n"                             \
+    "return answer(v)\n"                                                   \
+    "end\n"
+
+#define SEM_LUA_GIVE_BACK_ALL                                               \
+    HL_LUA_ANNOUNCE SEM_LUA_RELEASED HL_LUA_FOREIGN SEM_LUA_EXACT           \
+    SEM_LUA_GIVE_BACK
 
 /* KEYS: name, the release's record, channel, line, places, promise, wake
  * base.  ARGV: permits, '1' when sent again, the releasing client's id.
- * A plain release is recorded until the client has its answer, so that
- * the client can send it again after an answer was lost without giving
- * the permits back twice.  Replies the new count (the count now, when it
- * ran before; see SEM_LUA_GIVE_BACK). */
+ * Replies as give_back. */
 static const char plain_release_lua[] =
-    HL_LUA_ANNOUNCE SEM_LUA_RELEASED
-    HL_LUA_FOREIGN
-    SEM_LUA_CHECK
-    "if not redis.call('set', KEYS[2], ARGV[1], 'px', "
-    HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ", 'nx') then\n"
-    "  return stored or '0'\n"
-    "end\n"
-    SEM_LUA_GIVE_BACK;
+    SEM_LUA_GIVE_BACK_ALL
+    "return give_back(KEYS[2], ARGV[1], ARGV[2], ARGV[3], false)\n";
 
 /* KEYS: name, the record of the grant whose permits come back, channel,
- * line, places, promise, wake base.  ARGV: as plain_release_lua's.  The
- * release consumes the record,
- * so that sent again after a lost answer, it finds the record gone and
- * gives nothing back twice.  Sent the first time it gives back in any
- * case.  Replies the new count (the count now, when it ran before). */
+ * line, places, promise, wake base.  ARGV: as plain_release_lua's.
+ * Replies as give_back. */
 static const char plain_release_grant_lua[] =
-    HL_LUA_ANNOUNCE SEM_LUA_RELEASED
-    HL_LUA_FOREIGN
-    SEM_LUA_CHECK
-    "if redis.call('del', KEYS[2]) == 0 and ARGV[2] == '1' then\n"
-    "  return stored or '0'\n"
-    "end\n"
-    SEM_LUA_GIVE_BACK;
+    SEM_LUA_GIVE_BACK_ALL
+    "return give_back(KEYS[2], ARGV[1], ARGV[2], ARGV[3], true)\n";
+
+/* A plain release and the attempt of the releasing client's next waiter,
+ * in one request: the permits go back, are promised as any release's
+ * are, and the waiter asks for them right after, where it would else ask
+ * a round trip later when the release's answer woke it.  KEYS: name, the
+ * release's record (of its grant, with consume), channel, line, places,
+ * promise, wake base, the attempt's record.  ARGV: permits, '1' when sent
+ * again, the releasing client's id, '1' to consume, then the attempt's
+ * permits, nonce, waiter timeout ms and how long the client stays in
+ * line.  Replies {give_back's answer, try_take's}. */
+static const char plain_release_to_waiter_lua[] =
+    SEM_LUA_GIVE_BACK_ALL SEM_LUA_TRY_TAKE
+    "local given = give_back(KEYS[2], ARGV[1], ARGV[2], ARGV[3],\n"
+    "                        ARGV[4] == '1')\n"
+    "return {given, try_take(KEYS[8], ARGV[5], ARGV[6], ARGV[7], ARGV[8])}\n";
 
 /* ARGV: expirable, permits (may be negative).  Replies the new count, as
  * text.  A plain semaphore announces the new count, as RSemaphore's
@@ -454,7 +483,8 @@ static const char available_lua[] =
 
 static hl_script calls[SEM_PERMIT_RELEASE + 1];
 static hl_script plain_acquire, plain_reconcile, plain_release,
-    plain_release_grant, permit_acquire, permit_reconcile, renew;
+    plain_release_grant, plain_release_to_waiter, permit_acquire,
+    permit_reconcile, renew;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void init_once(void)
@@ -469,6 +499,7 @@ static void init_once(void)
     hl_script_init(&plain_reconcile, plain_reconcile_lua);
     hl_script_init(&plain_release, plain_release_lua);
     hl_script_init(&plain_release_grant, plain_release_grant_lua);
+    hl_script_init(&plain_release_to_waiter, plain_release_to_waiter_lua);
     hl_script_init(&permit_acquire, permit_acquire_lua);
     hl_script_init(&permit_reconcile, permit_reconcile_lua);
     hl_script_init(&renew, renew_lua);
@@ -570,15 +601,17 @@ static void parse_attempt(const hilock_reply *reply, hl_acquire_result *out)
     }
 }
 
-#define SEM_MAX_ARGS 6
+#define SEM_MAX_ARGS 8
 
 /* Run a semaphore script: KEYS the name, second (a plain call's record,
  * or the expirable permits' zset), Redisson's channel, the line's four
- * keys, and with with_void the void set. */
-static int sem_script(hilock_lock *lock, const hl_script *script,
-                      const char *second, size_t second_len, bool with_void,
-                      int nargs, const char *const *args,
-                      const size_t *arg_lens, hl_request_fn *fn, void *data)
+ * keys, then with with_void the void set, and last (when not NULL). */
+static int sem_script_with(hilock_lock *lock, const hl_script *script,
+                           const char *second, size_t second_len,
+                           bool with_void, const char *last,
+                           size_t last_len, int nargs,
+                           const char *const *args, const size_t *arg_lens,
+                           hl_request_fn *fn, void *data)
 {
     static const char *const prefixes[] = {
         HL_LAYOUT_SEMAPHORE_CHANNEL, HL_LAYOUT_SEM_LINE, HL_LAYOUT_SEM_ALIVE,
@@ -591,8 +624,8 @@ static int sem_script(hilock_lock *lock, const hl_script *script,
     hl_aux_name k[NAUX_MAX];
     if (hl_lock_keys(lock, naux, prefixes, k) != 0)
         return HILOCK_ENOMEM;
-    const char *argv[2 + NAUX_MAX + SEM_MAX_ARGS];
-    size_t lens[2 + NAUX_MAX + SEM_MAX_ARGS];
+    const char *argv[3 + NAUX_MAX + SEM_MAX_ARGS];
+    size_t lens[3 + NAUX_MAX + SEM_MAX_ARGS];
     int nkeys = 2 + naux;
     argv[0] = lock->name;
     lens[0] = lock->name_len;
@@ -602,6 +635,10 @@ static int sem_script(hilock_lock *lock, const hl_script *script,
         argv[2 + i] = k[i].s;
         lens[2 + i] = k[i].len;
     }
+    if (last != NULL) {
+        argv[nkeys] = last;
+        lens[nkeys++] = last_len;
+    }
     for (int i = 0; i < nargs; i++) {
         argv[nkeys + i] = args[i];
         lens[nkeys + i] = arg_lens[i];
@@ -610,6 +647,15 @@ static int sem_script(hilock_lock *lock, const hl_script *script,
                            fn, data);
     hl_aux_names_done(naux, k);
     return rc;
+}
+
+static int sem_script(hilock_lock *lock, const hl_script *script,
+                      const char *second, size_t second_len, bool with_void,
+                      int nargs, const char *const *args,
+                      const size_t *arg_lens, hl_request_fn *fn, void *data)
+{
+    return sem_script_with(lock, script, second, second_len, with_void, NULL,
+                           0, nargs, args, arg_lens, fn, data);
 }
 
 /* "hilock_sem_record:{NAME}:<id>", the record of the attempt or release
@@ -696,6 +742,43 @@ int hl_sem_plain_release(sem_op *op, hl_request_fn *fn, void *data)
                          op->consumes_grant ? &plain_release_grant
                                             : &plain_release,
                          op->id, strlen(op->id), 3, args, lens, fn, data);
+}
+
+int hl_sem_plain_release_to_waiter(sem_op *op, const hl_attempt_args *a,
+                                   hl_request_fn *fn, void *data)
+{
+    hilock_lock *lock = op->sem->lock;
+    hl_aux_name rec, taken;
+    size_t id_len = strlen(op->id);
+    if (record_key(lock, op->id, id_len, &rec) != 0)
+        return HILOCK_ENOMEM;
+    if (record_key(lock, a->nonce, a->nonce_len, &taken) != 0) {
+        hl_aux_name_done(&rec);
+        return HILOCK_ENOMEM;
+    }
+    char n[24], amount[24], wait[24], keep[24];
+    const char *args[] = {n,
+                          op->resent ? "1" : "0",
+                          hl_lock_client_id(lock),
+                          op->consumes_grant ? "1" : "0",
+                          amount,
+                          a->nonce,
+                          wait,
+                          keep};
+    size_t lens[] = {hl_i64_dec(n, op->n),
+                     1,
+                     HILOCK_CLIENT_ID_LEN,
+                     1,
+                     hl_i64_dec(amount, a->amount),
+                     a->nonce_len,
+                     hl_i64_dec(wait, a->waiter_timeout_ms),
+                     hl_i64_dec(keep, a->keep_in_line_ms)};
+    int rc = sem_script_with(lock, &plain_release_to_waiter, rec.s, rec.len,
+                             false, taken.s, taken.len, 8, args, lens, fn,
+                             data);
+    hl_aux_name_done(&taken);
+    hl_aux_name_done(&rec);
+    return rc;
 }
 
 /* The answer of a release made again: as a plain release's, {count, 1}

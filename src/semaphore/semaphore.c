@@ -16,6 +16,7 @@
 #include "core/base/handle.h"
 #include "core/engine/compose.h"
 #include "core/engine/kept_grants.h"
+#include "core/engine/ride.h"
 #include "core/engine/unacked.h"
 #include "core/transport/resp.h"
 #include "kindkit/kindkit.h"
@@ -183,6 +184,8 @@ int hl_sem_permit_release(hilock_semaphore *sem, const char *id,
 static int send_now(void *ctx, hl_request_fn *fn, void *data)
 {
     sem_op *op = ctx;
+    if (op->ride != NULL)
+        return hl_sem_plain_release_to_waiter(op, op->ride, fn, data);
     return op->call == SEM_RELEASE ? hl_sem_plain_release(op, fn, data)
                                    : hl_sem_run(op, fn, data);
 }
@@ -270,7 +273,7 @@ static void on_reply(void *data, int status, hilock_reply *reply)
     int64_t v = 0;
     bool ok = !refused && hl_reply_i64(answer, &v);
     hilock_reply_free(reply);
-    if (ok && open)
+    if (ok && open && !op->rider_took)
         hl_lock_freed_here(op->sem->lock);
     if (!ok) {
         hl_op_done(&op->op, HILOCK_EPROTO, 0, NULL,
@@ -284,6 +287,68 @@ static void on_reply(void *data, int status, hilock_reply *reply)
     } else {
         hl_op_done(&op->op, HILOCK_OK, v, NULL, NULL);
     }
+}
+
+/* An error reply's copy, for the rider of a release that failed so. */
+static hilock_reply *error_copy(const hilock_reply *r)
+{
+    if (r == NULL || r->str == NULL)
+        return NULL;
+    hilock_reply *c = hl_calloc(1, sizeof *c);
+    if (c == NULL)
+        return NULL;
+    c->type = r->type;
+    c->len = r->len;
+    c->str = hl_memdup(r->str, r->len + 1);
+    if (c->str == NULL) {
+        hl_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* The answer of a release that carried a waiter's attempt: {the
+ * release's, the attempt's}.  The release ends first, as the server ran
+ * them; when the attempt took the permits, the release wakes nobody. */
+static void on_reply_with_rider(void *data, int status, hilock_reply *reply)
+{
+    sem_op *op = data;
+    hl_acquire_op *rider = op->rider;
+    op->rider = NULL;
+    bool ran = status == HILOCK_OK || status == HILOCK_ENOACK;
+    if (ran && reply != NULL && reply->type == HILOCK_REPLY_ARRAY &&
+        reply->elements == 2 &&
+        reply->element[1]->type == HILOCK_REPLY_ARRAY) {
+        hilock_reply *given = reply->element[0];
+        hilock_reply *taken = reply->element[1];
+        reply->elements = 0;
+        hilock_reply_free(reply);
+        op->rider_took = hl_ride_takes(rider, status, taken);
+        on_reply(op, status, given);
+        hl_ride_answered(rider, status, taken);
+        return;
+    }
+    if (ran) {
+        /* Neither part can be read: both ran, or neither did, as far as
+         * the client can tell. */
+        status = hl_fail(HILOCK_EPROTO,
+                         "unexpected reply to a semaphore release that "
+                         "carried a waiter's attempt");
+    }
+    hilock_reply *theirs = status == HILOCK_EREDIS ? error_copy(reply) : NULL;
+    on_reply(op, status, reply);
+    hl_ride_answered(rider, status, theirs);
+}
+
+/* Send the release with the rider's attempt a. */
+static int send_with_rider(void *ctx, const hl_attempt_args *a)
+{
+    sem_op *op = ctx;
+    op->ride = a;
+    int rc = hl_lock_write(op->sem->lock, send_now, op, on_reply_with_rider,
+                           op);
+    op->ride = NULL;
+    return rc;
 }
 
 /* Name a plain release: by the grant it gives back, when this handle
@@ -324,7 +389,12 @@ static void op_start(hl_op *o)
         name_release(op);
     op->changes_at_send = hl_lock_master_changes(lock);
     _Atomic int *gate = hl_op_gate_requests(o);
-    int rc = send_call(op, on_reply);
+    int rc = HILOCK_OK;
+    /* A plain release takes this client's next waiter's attempt along. */
+    if (op->call == SEM_RELEASE && !op->sem->expirable)
+        op->rider = hl_lock_ride(lock, op->n, send_with_rider, op, &rc);
+    if (op->rider == NULL && rc == HILOCK_OK)
+        rc = send_call(op, on_reply);
     hl_conn_gate_requests(gate);
     if (rc != HILOCK_OK)
         hl_op_done(o, rc, 0, NULL, "could not send the request");

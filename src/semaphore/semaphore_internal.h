@@ -50,6 +50,13 @@ typedef struct sem_op {
      * grant's attempt, whose record the release consumes. */
     bool consumes_grant;
     bool resent; /* sent again after a lost answer */
+    /* A plain release that carries the attempt of this client's next
+     * waiter (core/engine/ride.h): ride its arguments while it is being
+     * sent, rider its op until the answer came, rider_took whether that
+     * attempt took the permits. */
+    const hl_attempt_args *ride;
+    hl_acquire_op *rider;
+    bool rider_took;
     unsigned changes_at_send; /* the client's master changes then */
 } sem_op;
 
@@ -65,6 +72,11 @@ int hl_sem_run(sem_op *op, hl_request_fn *fn, void *data);
  * gives back (consumes_grant) or writes one of its own under op->id until
  * forgotten: sent again, it gives nothing back twice. */
 int hl_sem_plain_release(sem_op *op, hl_request_fn *fn, void *data);
+/* Run a plain release as hl_sem_plain_release does, followed in the same
+ * script by the attempt a of the client's next waiter; the reply is
+ * {the release's answer, the attempt's}. */
+int hl_sem_plain_release_to_waiter(sem_op *op, const hl_attempt_args *a,
+                                   hl_request_fn *fn, void *data);
 /* Drop the record of the attempt or release id, without waiting for the
  * answer. */
 int hl_sem_forget(hilock_lock *lock, const char *id, size_t id_len);

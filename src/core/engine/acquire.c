@@ -11,6 +11,7 @@
 #include "core/engine/acquire_ids.h"
 #include "core/engine/engine_internal.h"
 #include "core/engine/kept_grants.h"
+#include "core/engine/ride.h"
 #include "core/config/option_values.h"
 
 static void attempt(hl_acquire_op *op);
@@ -717,37 +718,34 @@ static int send_attempt_now(void *ctx, hl_request_fn *fn, void *data)
     return s->lock->kind->attempt(s->lock, s->args, fn, data);
 }
 
-static void send_attempt(hl_acquire_op *op)
+/* Fill args for op's next attempt (field: at least
+ * HILOCK_CLIENT_ID_LEN + 22 bytes) and mark the attempt as leaving. */
+static void prepare_attempt(hl_acquire_op *op, hl_attempt_args *args,
+                            char *field, size_t field_cap)
 {
     hilock_lock *lock = op->lock;
-    if (!hl_lock_usable(lock)) {
-        op_finish(op, HILOCK_ECLOSED, NULL, "client closed");
-        return;
-    }
-    hl_timer_stop(&op->timer);
     hl_hold *h = hl_hold_find(lock, op->owner);
     bool joining = h != NULL && !h->lost && h->count > 0;
-    hl_attempt_args args = {0};
-    char field[HILOCK_CLIENT_ID_LEN + 22];
-    args.field = field;
-    args.field_len = hl_owner_field(lock, op->owner, field, sizeof field);
+    *args = (hl_attempt_args){0};
+    args->field = field;
+    args->field_len = hl_owner_field(lock, op->owner, field, field_cap);
     /* A hold keeps the lease mode of its first acquire. */
     int64_t lease = joining ? h->lease_ms : op->lease_ms;
-    args.lease_ms = lease == 0 ? hl_lease_engine_watchdog_ms(
-                                     hl_client_leases(lock->client))
-                               : lease;
-    args.fenced = (op->flags & HILOCK_ACQUIRE_FENCED) != 0;
-    args.known_token = joining ? h->token : 0;
+    args->lease_ms = lease == 0 ? hl_lease_engine_watchdog_ms(
+                                      hl_client_leases(lock->client))
+                                : lease;
+    args->fenced = (op->flags & HILOCK_ACQUIRE_FENCED) != 0;
+    args->known_token = joining ? h->token : 0;
     static atomic_uint_fast64_t attempts;
     /* "<client id>:<attempt number>", shaped like an owner field. */
     op->nonce_len = hl_owner_field(lock, atomic_fetch_add(&attempts, 1),
                                    op->nonce, sizeof op->nonce);
-    args.nonce = op->nonce;
-    args.nonce_len = op->nonce_len;
+    args->nonce = op->nonce;
+    args->nonce_len = op->nonce_len;
     /* A single try keeps no place on the server. */
-    args.waiter_timeout_ms =
+    args->waiter_timeout_ms =
         op->wait_ms == 0 ? 0 : lock->client->opts->waiter_timeout_ms;
-    args.amount = op->amount;
+    args->amount = op->amount;
     if (lock->kind->line_per_client) {
         /* Others of this client waiting behind this one keep the client
          * in the server's line, at its end.  A client none of whose
@@ -756,9 +754,9 @@ static void send_attempt(hl_acquire_op *op)
         bool known;
         if (hl_lock_others_wait(lock, op->subscribed ? &op->waiter : NULL,
                                 &known))
-            args.keep_in_line_ms = lock->client->opts->waiter_timeout_ms;
+            args->keep_in_line_ms = lock->client->opts->waiter_timeout_ms;
         else
-            args.keep_in_line_ms = op->saw_held || known ? 0 : -1;
+            args->keep_in_line_ms = op->saw_held || known ? 0 : -1;
     }
     if (op->subscribed) {
         hl_waiter_trying(&op->waiter);
@@ -777,6 +775,28 @@ static void send_attempt(hl_acquire_op *op)
     }
     op->retry_after = false;
     op->attempt_sent = hl_monotime_now();
+}
+
+/* The attempt is on its way: its answer names op. */
+static void attempt_sent(hl_acquire_op *op)
+{
+    hl_timer_stop(&op->timer);
+    op->in_flight++;
+    op->state = HL_ACQUIRE_ATTEMPTING;
+    if (op->lock->kind->leave != NULL && op->wait_ms != 0)
+        op->placed = true;
+}
+
+static void send_attempt(hl_acquire_op *op)
+{
+    hilock_lock *lock = op->lock;
+    if (!hl_lock_usable(lock)) {
+        op_finish(op, HILOCK_ECLOSED, NULL, "client closed");
+        return;
+    }
+    hl_attempt_args args;
+    char field[HILOCK_CLIENT_ID_LEN + 22];
+    prepare_attempt(op, &args, field, sizeof field);
     /* Under a replica acknowledgement policy the attempt's answer comes
      * through its WAIT; a read takes nothing to acknowledge. */
     attempt_send s = {lock, &args};
@@ -792,10 +812,70 @@ static void send_attempt(hl_acquire_op *op)
                                         : hilock_last_error());
         return;
     }
-    op->in_flight++;
-    op->state = HL_ACQUIRE_ATTEMPTING;
-    if (lock->kind->leave != NULL && op->wait_ms != 0)
-        op->placed = true;
+    attempt_sent(op);
+}
+
+/* ---- an attempt riding on a release (ride.h) ---------------------------- */
+
+hl_acquire_op *hl_lock_ride(hilock_lock *lock, int64_t amount,
+                            hl_ride_send_fn *send, void *ctx, int *rc)
+{
+    *rc = HILOCK_OK;
+    hl_waiters *reg = lock->client != NULL ? lock->client->waiters : NULL;
+    hl_aux_name ch;
+    if (reg == NULL || !lock->kind->in_line || lock->kind->reads_only ||
+        hl_lock_channel(lock, &ch) != 0)
+        return NULL;
+    hl_waiter *w = hl_waiters_head(reg, ch.s, ch.len);
+    hl_aux_name_done(&ch);
+    /* The oldest idle waiter, as let_in picks: those in flight asked for
+     * permits freed before this release, and go their own way; the first
+     * idle one that asks for more than the release frees stops the walk,
+     * so that nobody behind it passes it. */
+    hl_acquire_op *op = NULL;
+    for (; w != NULL && w->fn == on_wake; w = w->next) {
+        hl_acquire_op *o = w->data;
+        if (o->lock->kind != lock->kind || !lined(o))
+            return NULL;
+        if (o->state != HL_ACQUIRE_WAITING || w->trying)
+            continue;
+        if (o->amount > amount)
+            return NULL;
+        op = o;
+        break;
+    }
+    if (op == NULL || remaining(op) <= 0 || !hl_lock_usable(op->lock) ||
+        !hl_turn_idle(op->lock, op->owner))
+        return NULL;
+    (void)hl_turn_take(op->lock, &op->turn, op->owner, op_turn_go);
+    hl_attempt_args args;
+    char field[HILOCK_CLIENT_ID_LEN + 22];
+    prepare_attempt(op, &args, field, sizeof field);
+    *rc = send(ctx, &args);
+    if (*rc != HILOCK_OK) {
+        /* It waits on as it did; whatever woke it while it seemed to be
+         * trying finds it idle again. */
+        hl_turn_end(op->lock, &op->turn);
+        (void)hl_waiter_done_trying(&op->waiter);
+        return NULL;
+    }
+    attempt_sent(op);
+    return op;
+}
+
+bool hl_ride_takes(const hl_acquire_op *op, int status,
+                   const hilock_reply *reply)
+{
+    if (status != HILOCK_OK || op->state != HL_ACQUIRE_ATTEMPTING)
+        return false;
+    hl_acquire_result res = {0};
+    op->lock->kind->parse_attempt(reply, &res);
+    return res.outcome == HL_ACQ_ACQUIRED;
+}
+
+void hl_ride_answered(hl_acquire_op *op, int status, hilock_reply *reply)
+{
+    on_attempt_reply(op, status, reply);
 }
 
 bool hl_lock_hand_on(hilock_lock *lock)

@@ -39,6 +39,9 @@ struct hl_turn {
  * now.  Otherwise go is called when it comes (loop thread). */
 bool hl_turn_take(hilock_lock *lock, hl_turn *turn, uint64_t owner,
                   void (*go)(hl_turn *turn));
+/* Whether owner has no request in line on lock: hl_turn_take would
+ * answer true. */
+bool hl_turn_idle(hilock_lock *lock, uint64_t owner);
 /* to takes from's place in the line, active or not; from leaves it. */
 void hl_turn_pass(hilock_lock *lock, hl_turn *from, hl_turn *to,
                   void (*go)(hl_turn *turn));

@@ -95,6 +95,11 @@ static hl_turn *line_of(hilock_lock *lock, uint64_t owner)
     return NULL;
 }
 
+bool hl_turn_idle(hilock_lock *lock, uint64_t owner)
+{
+    return line_of(lock, owner) == NULL;
+}
+
 bool hl_turn_take(hilock_lock *lock, hl_turn *turn, uint64_t owner,
                   void (*go)(hl_turn *turn))
 {

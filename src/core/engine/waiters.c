@@ -517,3 +517,10 @@ hl_waiter *hl_waiter_line_head(const hl_waiter *w)
 {
     return w->chan != NULL ? w->chan->head : NULL;
 }
+
+hl_waiter *hl_waiters_head(hl_waiters *reg, const char *channel, size_t len)
+{
+    hl_map_entry *e = reg ? hl_map_find(&reg->channels, channel, len) : NULL;
+    hl_wait_channel *ch = e ? e->value : NULL;
+    return ch != NULL ? ch->head : NULL;
+}

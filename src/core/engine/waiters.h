@@ -128,6 +128,9 @@ bool hl_waiters_queued(hl_waiters *reg, const char *channel, size_t len);
  * here, whatever handle each waits through. */
 hl_waiter *hl_waiter_line_head(const hl_waiter *w);
 
+/* The oldest waiter on the channel, or NULL when it has none. */
+hl_waiter *hl_waiters_head(hl_waiters *reg, const char *channel, size_t len);
+
 /* Whether the server refused the subscription of w's channel (its ACL
  * does not allow SUBSCRIBE to it): no release will wake w, which then
  * waits by the holder's lease alone. */

@@ -1,0 +1,46 @@
+/* An attempt that rides on a release: a kind whose release frees what a
+ * waiter of the same client asks for sends that waiter's attempt within
+ * the release's own request, so the server runs both in one script and
+ * the waiter hears its answer a round trip sooner, at the cost of one
+ * request where there were two.  Only a line_per_client kind's waiters
+ * ride (hl_kind.in_line): the client's oldest waiter on the name is the
+ * one whose turn comes next, on whatever handle of the kind it waits.
+ * Loop thread only. */
+#ifndef HL_RIDE_H
+#define HL_RIDE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/engine/lock_handle.h"
+#include "hilock/reply.h"
+
+/* Send a request that carries the attempt a (valid during the call
+ * only); HILOCK_OK or an error, as a kind's attempt. */
+typedef int hl_ride_send_fn(void *ctx, const hl_attempt_args *a);
+
+/* The oldest waiter of lock's client on lock's name, when it waits idle
+ * for at most amount, on a handle of lock's kind, attempts through send.
+ * Returns that waiter's op, which the request's answer must reach
+ * through hl_ride_answered (the op stays alive until then), or NULL when
+ * no waiter rides: none fits (*rc HILOCK_OK, nothing sent: the caller
+ * sends its request alone), or send failed (*rc its error; the waiter
+ * waits on as before). */
+hl_acquire_op *hl_lock_ride(hilock_lock *lock, int64_t amount,
+                            hl_ride_send_fn *send, void *ctx, int *rc);
+
+/* Whether the rider's part of the answer (reply, with the request's
+ * status) grants it what it asked for: the release's freed permits are
+ * then spoken for, and nobody else of the client needs waking for
+ * them. */
+bool hl_ride_takes(const hl_acquire_op *rider, int status,
+                   const hilock_reply *reply);
+
+/* Hand the rider its part of the answer (owned; NULL when there is none)
+ * with the request's status, which a status other than HILOCK_OK makes
+ * an attempt of unknown outcome, reconciled as any.  The carrier's own
+ * answer goes first: a holder that the release let go is told so before
+ * the next one hears of its grant, as the server ran them. */
+void hl_ride_answered(hl_acquire_op *rider, int status, hilock_reply *reply);
+
+#endif
