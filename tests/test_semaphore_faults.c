@@ -2,9 +2,10 @@
  * lost (the server asleep past the command timeout) takes nothing for
  * good and its wait goes on; a grant that lands after its acquire was
  * cancelled comes back, however many connections its give-back needs; a
- * release whose answer is lost gives its permits back exactly once; and a
- * minute of CLIENT KILL under contention leaves the count exactly where
- * it began, with never more holders than permits. */
+ * release whose answer is lost gives its permits back exactly once, and
+ * the attempt it carried is reconciled as any; and a minute of CLIENT
+ * KILL under contention leaves the count exactly where it began, with
+ * never more holders than permits. */
 /* ctest-timeout: 300 */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -271,6 +272,51 @@ static void test_release_on_another_handle_given_back_once(void **state)
     release_given_back_once(false);
 }
 
+
+/* A release that carries a waiter's attempt loses its answer: the
+ * release is sent again and gives nothing back twice, the attempt's
+ * outcome is unknown and its reconcile gives back what it took, and the
+ * waiter's wait goes on to a grant of its own.  With the one permit,
+ * the count is 0 while the waiter holds and 1 after it let go: nothing
+ * lost, nothing duplicated. */
+static void test_release_carrying_an_attempt_loses_its_answer(void **state)
+{
+    const char *name = "sf-release-carrying";
+    hilock_client *c = impatient_client();
+    hilock_semaphore *held = hl_new_semaphore(c, name, false);
+    hilock_semaphore *waiting = hl_new_semaphore(c, name, false);
+    static hl_sem_rec got;
+    rec r;
+
+    (void)state;
+    memset(&got, 0, sizeof got);
+    memset(&r, 0, sizeof r);
+    assert_status(hilock_semaphore_set(held, 1), HILOCK_OK);
+    assert_status(hilock_semaphore_try_acquire(held, 1, 0), HILOCK_OK);
+    assert_status(hilock_semaphore_try_acquire_async(
+                      waiting, 1, hl_widen(30000), hl_record_sem, &got,
+                      NULL),
+                  HILOCK_OK);
+    hl_expect_idle(c, hl_semaphore_lock(waiting), 1);
+    hl_fixture_debug_sleep(server, sleep_s());
+    assert_status(hilock_semaphore_release_async(held, 1, record, &r),
+                  HILOCK_OK);
+    hl_expect_count(&r.calls, 1, hl_widen(20000));
+    assert_int_equal(atomic_load(&r.status), HILOCK_OK);
+    hl_expect_count(&got.calls, 1, hl_widen(20000));
+    assert_status(got.status, HILOCK_OK);
+    assert_int_equal(expect_free(name, 0, 5000), 0);
+    assert_status(hilock_semaphore_release(waiting, 1), HILOCK_OK);
+    assert_int_equal(expect_free(name, 1, 5000), 1);
+    assert_status(hilock_semaphore_destroy(waiting), HILOCK_OK);
+    assert_status(hilock_semaphore_destroy(held), HILOCK_OK);
+    long long deadline = hl_now_ms() + hl_widen(5000);
+    while (records_with_counts(name) != 0 && hl_now_ms() < deadline)
+        hl_sleep_ms(20);
+    assert_int_equal(records_with_counts(name), 0);
+    hl_free_client(c);
+}
+
 /* ---- a minute of CLIENT KILL under contention ----------------------------- */
 
 #define PERMITS 3
@@ -402,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_permit_cancelled_grant_comes_back),
         cmocka_unit_test(test_release_on_the_granting_handle_given_back_once),
         cmocka_unit_test(test_release_on_another_handle_given_back_once),
+        cmocka_unit_test(test_release_carrying_an_attempt_loses_its_answer),
         cmocka_unit_test(test_plain_client_kill_for_a_minute),
         cmocka_unit_test(test_permit_client_kill_for_a_minute),
     };

@@ -3,8 +3,9 @@
  * what it leaves over on to the next; a waiter for many lets a smaller
  * one behind it by; a client that died in line holds the permits up only
  * until its place runs out; Redisson's releases wake our line and ours
- * reach Redisson's waiters; and a client alone in line wakes its own
- * waiters without a message. */
+ * reach Redisson's waiters; a client alone in line wakes its own
+ * waiters without a message; and a release carries the attempt of its
+ * client's next waiter. */
 /* ctest-timeout: 180 */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -638,6 +639,44 @@ static void test_one_process_alone_wakes_itself(void **state)
     hl_free_client(c);
 }
 
+/* A release takes the attempt of its client's next waiter along: a
+ * waiter of the client of the permit's holder, refused and listening, is
+ * granted by the holder's release in that release's own script, where a
+ * release that woke it would cost a second script, its attempt, a round
+ * trip later. */
+static void test_release_carries_next_attempt(void **state)
+{
+    const char *name = "line-carried";
+    hilock_client *c = patient_client();
+    hilock_semaphore *held = hl_new_semaphore(c, name, false);
+    hilock_semaphore *waiting = hl_new_semaphore(c, name, false);
+    static hl_sem_rec got;
+
+    (void)state;
+    memset(&got, 0, sizeof got);
+    assert_status(hilock_semaphore_set(held, 1), HILOCK_OK);
+    assert_status(hilock_semaphore_try_acquire(held, 1, 0), HILOCK_OK);
+    assert_status(hilock_semaphore_try_acquire_async(
+                      waiting, 1, HILOCK_WAIT_FOREVER, hl_record_sem, &got,
+                      NULL),
+                  HILOCK_OK);
+    hl_expect_idle(c, hl_semaphore_lock(waiting), 1);
+    assert_in_line_at(name, 0, c);
+
+    long long before = scripts_run();
+    assert_status(hilock_semaphore_release(held, 1), HILOCK_OK);
+    expect_granted(&got);
+    assert_int_equal(scripts_run() - before, 1);
+    assert_int_equal(free_permits(name), 0);
+    /* Nobody of the client waits any more: it left the line. */
+    assert_int_equal(line_length(name), 0);
+    assert_status(hilock_semaphore_release(waiting, 1), HILOCK_OK);
+    assert_int_equal(free_permits(name), 1);
+    assert_status(hilock_semaphore_destroy(waiting), HILOCK_OK);
+    assert_status(hilock_semaphore_destroy(held), HILOCK_OK);
+    hl_free_client(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -649,6 +688,7 @@ int main(void)
         cmocka_unit_test(test_java_release_wakes_our_line),
         cmocka_unit_test(test_our_release_wakes_a_java_waiter),
         cmocka_unit_test(test_one_process_alone_wakes_itself),
+        cmocka_unit_test(test_release_carries_next_attempt),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
