@@ -365,6 +365,18 @@ static void test_latch_count(void **state)
         assert_refused(hilock_latch_count_down(l, &v), bad);
         assert_kept("fv-latch", bad);
     }
+    /* A latch count is never negative (Redisson's count down deletes the
+     * latch at zero): refused, and left exactly as it was, INT64_MIN
+     * included, which no count down may take lower. */
+    static const char *const negatives[] = {"-1", "-5",
+                                            "-9223372036854775808"};
+    for (size_t i = 0; i < sizeof negatives / sizeof negatives[0]; i++) {
+        const char *bad = negatives[i];
+        set_key("fv-latch", bad);
+        assert_refused(hilock_latch_count(l, &v), bad);
+        assert_refused(hilock_latch_count_down(l, &v), bad);
+        assert_kept("fv-latch", bad);
+    }
     hilock_latch_destroy(l);
     hl_free_client(c);
 }

@@ -51,12 +51,27 @@ static const char set_lua[] =
 
 /* A count down below zero (no latch) deletes what DECR made of nothing,
  * as Redisson's does; only the step that reaches zero wakes waiters.
- * Replies the count left, as text when some is. */
+ * Replies the count left: DECR's own answer below 2^53, where a Lua
+ * number is exact, else the text at the name.  DECR reads the count as
+ * LATCH_LUA_CHECK would, and refuses what is no 64-bit integer; a
+ * negative count, which it takes one lower, it gets back at once, and
+ * the script refuses it, so that a count down costs the one command. */
 static const char down_lua[] =
-    HL_LUA_ANNOUNCE
-    LATCH_LUA_CHECK
-    "local v = redis.call('decr', KEYS[1])\n"
-    "if v > 0 then return redis.call('get', KEYS[1]) end\n"
+    HL_LUA_ANNOUNCE HL_LUA_FOREIGN
+    "local function refuse()\n"
+    "  return foreign(KEYS[1], redis.call('get', KEYS[1]), '" LATCH_WHAT
+    "')\n"
+    "end\n"
+    "local v = redis.pcall('decr', KEYS[1])\n"
+    "if type(v) == 'table' then return refuse() end\n"
+    "if v < -1 then\n"
+    "  redis.call('incr', KEYS[1])\n"
+    "  return refuse()\n"
+    "end\n"
+    "if v > 0 then\n"
+    "  if v < 2^53 then return v end\n"
+    "  return redis.call('get', KEYS[1])\n"
+    "end\n"
     "redis.call('del', KEYS[1])\n"
     "if v == 0 then announce(KEYS[2], '" HL_LAYOUT_MSG_LATCH_ZERO "') end\n"
     "return answer(0)\n";
