@@ -3,7 +3,8 @@
  * sentinels reconfigure it (about 11 s after SENTINEL FAILOVER), and a
  * sentinel that lags, or is cut off with it, still names it.  A client
  * that followed the new master must not go back there on that one
- * sentinel's answer; and a client on a master that lost a replica must
+ * sentinel's answer, nor may a new client start there on it, though it
+ * answer first; and a client on a master that lost a replica must
  * not count a grant from it before the sentinels' word, however many
  * replicas acknowledged it.  The failovers are made by hand, so that
  * which sentinel names what is the test's choice: nodes are promoted
@@ -16,12 +17,14 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include <ev.h>
 
 #include "hilock/hilock.h"
 #include "support/fixture.h"
 #include "support/raw_reads.h"
 #include "support/replicated_util.h"
 #include "support/loop_call.h"
+#include "core/config/option_values.h"
 #include "core/runtime/ack.h"
 #include "core/runtime/client_state.h"
 #include "core/runtime/sentinel.h"
@@ -200,6 +203,77 @@ static void test_a_lagging_sentinel_moves_nobody_back(void **state)
     hilock_client_destroy(c);
 }
 
+/* Drives the client's loop (its own) until done(c) or the deadline. */
+static bool turn_until(struct ev_loop *loop, hilock_client *c,
+                       bool (*done)(hilock_client *c), int ms)
+{
+    int64_t deadline = hl_now_ms() + hl_widen(ms);
+    while (!done(c) && hl_now_ms() < deadline)
+        ev_run(loop, EVRUN_ONCE);
+    return done(c);
+}
+
+static bool one_heard_out(hilock_client *c)
+{
+    return hl_sentinel_heard_out(c->sentinel) >= 1;
+}
+
+static bool master_known(hilock_client *c)
+{
+    return c->master_known;
+}
+
+/* A client made while one sentinel lags: that sentinel answers first,
+ * the others being stopped until it has, and names the replaced master,
+ * which still calls itself one.  The client starts on the master the
+ * majority names once they answer; before, the first answer ended the
+ * round and the client started on the replaced master.  The client runs
+ * on the test's loop, so that the test sees the first answer come and
+ * the round go on.  Runs after the case above, which left sentinel 2
+ * naming node 0 and the others node 1. */
+static void test_a_new_client_starts_where_the_majority_says(void **state)
+{
+    (void)state;
+    hl_redis_server *old = hl_redis_replicated_node(group, 0);
+    hl_redis_server *next = hl_redis_replicated_node(group, 1);
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    hilock_options *o;
+    hilock_client *c;
+    assert_non_null(loop);
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(
+        hilock_options_set_url(o, hl_redis_replicated_sentinel_url(group)),
+        HILOCK_OK);
+    assert_int_equal(hilock_options_set_loop(o, loop), HILOCK_OK);
+    /* The round must outlast the stopped sentinels. */
+    assert_int_equal(
+        hilock_options_set_connect_timeout_ms(o, hl_widen(10000)),
+        HILOCK_OK);
+    hl_fixture_pause(sentinel(0));
+    hl_fixture_pause(sentinel(1));
+    int rc = hilock_client_create(&c, o);
+    hilock_options_free(o);
+    assert_int_equal(rc, HILOCK_OK);
+    hilock_client_set_loop_thread(c);
+    bool heard = turn_until(loop, c, one_heard_out, 5000);
+    bool known_early = c->master_known;
+    hl_fixture_resume(sentinel(0));
+    hl_fixture_resume(sentinel(1));
+    bool known = turn_until(loop, c, master_known, 10000);
+    int port = c->opts->port;
+    printf("# the lagging sentinel heard out: %s; the client follows port "
+           "%d (the replaced master %d, the new %d)\n",
+           heard ? "yes" : "no", port, hl_redis_server_port(old),
+           hl_redis_server_port(next));
+    hilock_client_destroy(c);
+    ev_loop_destroy(loop);
+    if (known_early)
+        fail_msg("the client followed a master on one sentinel's answer");
+    assert_true(heard);
+    assert_true(known);
+    assert_int_equal(port, hl_redis_server_port(next));
+}
+
 /* Under replicas=one a master with two replicas needs one
  * acknowledgement.  One of them is promoted by hand while the other
  * still follows the master, and the sentinels have not noticed (they
@@ -260,6 +334,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_lagging_sentinel_moves_nobody_back),
+        cmocka_unit_test(test_a_new_client_starts_where_the_majority_says),
         cmocka_unit_test(
             test_a_suspect_masters_acknowledged_grant_waits_for_the_word),
     };

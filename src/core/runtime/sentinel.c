@@ -161,14 +161,17 @@ static bool read_address(const hilock_reply *r, char *host, size_t cap,
 /* ---- rounds ----------------------------------------------------------------
  * A round asks every sentinel at once, each over a connection of its own,
  * and ends at the first answer that leaves the client where it is (the
- * master it follows, or any master before it follows one), when every
- * sentinel has answered or failed, or at the connect timeout, whichever
- * comes first: however many sentinels there are, and however each fails
+ * master it follows), when a majority of the sentinels named one master
+ * before the client follows any, when every sentinel has answered or
+ * failed, or at the connect timeout, whichever comes first: however many sentinels there are, and however each fails
  * (refused, silent, an error, nonsense), a round takes at most the
  * connect timeout.  An answer that names another master does not end the
  * round: a sentinel that lags, or is cut off with the old master, still
  * names the master being replaced, so a move needs a majority of the
- * sentinels naming the new master and none naming another.  Rounds that
+ * sentinels naming the new master and none naming another.  The first
+ * master is the one a majority names, whatever a lagging sentinel says;
+ * short of a majority (the others down or silent), the one every
+ * sentinel that answered names, and none when they disagree.  Rounds that
  * fail in a row come further and further apart, so that a sentinel
  * answering badly at once is not asked at the pace of a reconnect. */
 
@@ -406,6 +409,15 @@ static void probe_done(probe *p)
         round_ended(p->s);
 }
 
+/* How many sentinels of the round named at so far. */
+static int naming(const hl_sentinel *s, const sentinel_addr *at)
+{
+    int n = 0;
+    for (int i = 0; i < s->count; i++)
+        n += s->probes[i].named && same_addr(&s->probes[i].at, at);
+    return n;
+}
+
 /* p's sentinel named host:port.  An answer that keeps the client where
  * it is ends a plain round; one that would move it waits for the rest,
  * and so does every answer of a vouching round, whose probe is done once
@@ -417,11 +429,16 @@ static void take_name(probe *p, const char *host, int port)
     p->at.port = port;
     if (s->vouching)
         return;
-    if (!s->client->master_known || follows(s, &p->at)) {
+    if (follows(s, &p->at)) {
         round_succeeded(s, p->index, host, port, false);
         return;
     }
     p->named = true;
+    if (!s->client->master_known &&
+        naming(s, &p->at) >= s->count / 2 + 1) {
+        round_succeeded(s, p->index, host, port, true);
+        return;
+    }
     probe_done(p);
 }
 
@@ -822,3 +839,11 @@ unsigned hl_sentinel_answers(const hl_sentinel *s) { return s->answers; }
 unsigned hl_sentinel_switches(const hl_sentinel *s) { return s->switches; }
 
 unsigned hl_sentinel_rounds(const hl_sentinel *s) { return s->rounds; }
+
+int hl_sentinel_heard_out(const hl_sentinel *s)
+{
+    int n = 0;
+    for (int i = 0; s->asking && i < s->count; i++)
+        n += s->probes[i].named;
+    return n;
+}

@@ -6,9 +6,11 @@
  * found a server that is no longer a master), when the +switch-master
  * subscription is confirmed, and on an announcement that holds no
  * address.  Each question is a round: every sentinel is asked at once,
- * over a connection of its own.  Before the client follows a master the
- * first good answer ends the round; after, the first answer naming the
- * master it follows does.  An answer naming another master moves the
+ * over a connection of its own.  Before the client follows a master a
+ * majority of the sentinels naming one master ends the round (short of
+ * one, when all have answered, the master every answer names, and none
+ * when they differ); after, the first answer naming the master it
+ * follows does.  An answer naming another master moves the
  * client only once a majority of the sentinels name that master and none
  * names another: a sentinel that lags, or is cut off together with the
  * old master, still names the master being replaced, which stays a
@@ -80,5 +82,8 @@ void hl_sentinel_free(hl_sentinel *s);
 unsigned hl_sentinel_answers(const hl_sentinel *s);
 unsigned hl_sentinel_switches(const hl_sentinel *s);
 unsigned hl_sentinel_rounds(const hl_sentinel *s);
+/* The sentinels of the round under way that named a master and were
+ * heard out (0 when no round is under way). */
+int hl_sentinel_heard_out(const hl_sentinel *s);
 
 #endif
