@@ -163,17 +163,18 @@ static bool read_address(const hilock_reply *r, char *host, size_t cap,
  * and ends at the first answer that leaves the client where it is (the
  * master it follows), when a majority of the sentinels named one master
  * before the client follows any, when every sentinel has answered or
- * failed, or at the connect timeout, whichever comes first: however many sentinels there are, and however each fails
- * (refused, silent, an error, nonsense), a round takes at most the
- * connect timeout.  An answer that names another master does not end the
- * round: a sentinel that lags, or is cut off with the old master, still
- * names the master being replaced, so a move needs a majority of the
- * sentinels naming the new master and none naming another.  The first
- * master is the one a majority names, whatever a lagging sentinel says;
- * short of a majority (the others down or silent), the one every
- * sentinel that answered names, and none when they disagree.  Rounds that
- * fail in a row come further and further apart, so that a sentinel
- * answering badly at once is not asked at the pace of a reconnect. */
+ * failed, or at the connect timeout, whichever comes first: however many
+ * sentinels there are, and however each fails (refused, silent, an
+ * error, nonsense), a round takes at most the connect timeout.  An answer
+ * that names another master does not end the round: a sentinel that
+ * lags, or is cut off with the old master, still names the master being
+ * replaced, so a move needs a majority of the sentinels naming the new
+ * master and none naming another.  The first master is the one a
+ * majority names, whatever a lagging sentinel says; short of a majority
+ * (the others down or silent), the one every sentinel that answered
+ * names, and none when they disagree.  Rounds that fail in a row come
+ * further and further apart, so that a sentinel answering badly at once
+ * is not asked at the pace of a reconnect. */
 
 static void on_switch(hl_sub *sub, hl_sub_event ev, const char *msg,
                       size_t len);
