@@ -118,7 +118,7 @@ static hilock_client *client_on_cluster(void)
     assert_int_equal(hilock_options_create(&o), HILOCK_OK);
     assert_int_equal(hilock_options_set_url(o, hl_redis_cluster_url(cluster)),
                      HILOCK_OK);
-    assert_int_equal(hilock_options_replica_ack(o), HILOCK_ACK_MAJORITY);
+    hl_contenders_policy(o);
     hilock_client *c = NULL;
     int rc = hilock_client_create(&c, o);
     hilock_options_free(o);
@@ -197,7 +197,7 @@ static void contend_through_failover(const char *option, const char *what)
                what, ms_between(asked_ns, down_ns));
     hl_contenders_report(g, what);
     char why[512];
-    bool clean = hl_mutex_checker_verify(mc, false, why, sizeof why);
+    bool clean = hl_contenders_verdict(g, what, why, sizeof why);
     hl_contenders_free(g);
     for (int i = 0; i < NCLIENTS; i++)
         hilock_client_destroy(clients[i]);

@@ -76,7 +76,7 @@ static void test_no_overlap_through_kill9(void **state)
         assert_int_equal(hilock_options_set_url(
                              o, hl_redis_replicated_sentinel_url(group)),
                          HILOCK_OK);
-        assert_int_equal(hilock_options_replica_ack(o), HILOCK_ACK_MAJORITY);
+        hl_contenders_policy(o);
         clients[i] = NULL;
         int rc = hilock_client_create(&clients[i], o);
         hilock_options_free(o);
@@ -117,7 +117,7 @@ static void test_no_overlap_through_kill9(void **state)
                what, (double)(moved_ns - killed_ns) / 1e6, at_move);
     hl_contenders_report(g, what);
     char why[512];
-    bool clean = hl_mutex_checker_verify(mc, false, why, sizeof why);
+    bool clean = hl_contenders_verdict(g, what, why, sizeof why);
     hl_contenders_free(g);
     for (int i = 0; i < NCLIENTS; i++)
         hilock_client_destroy(clients[i]);

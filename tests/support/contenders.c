@@ -477,6 +477,53 @@ void hl_contenders_report(const hl_contenders *g, const char *what)
     fflush(stdout);
 }
 
+/* The policy HL_FAILOVER_POLICY names; NULL when it names none. */
+static const char *measured_policy(hilock_replica_ack *policy)
+{
+    static const struct {
+        const char *name;
+        hilock_replica_ack policy;
+    } names[] = {{"none", HILOCK_ACK_NONE},
+                 {"one", HILOCK_ACK_ONE},
+                 {"majority", HILOCK_ACK_MAJORITY},
+                 {"all", HILOCK_ACK_ALL}};
+    const char *want = getenv("HL_FAILOVER_POLICY");
+    if (want == NULL || want[0] == '\0')
+        return NULL;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(want, names[i].name) == 0) {
+            *policy = names[i].policy;
+            return names[i].name;
+        }
+    fail_msg("HL_FAILOVER_POLICY=%s: none, one, majority or all", want);
+    return NULL;
+}
+
+void hl_contenders_policy(hilock_options *o)
+{
+    hilock_replica_ack policy;
+    if (measured_policy(&policy) != NULL)
+        assert_int_equal(hilock_options_set_replica_ack(o, policy),
+                         HILOCK_OK);
+    else
+        assert_int_equal(hilock_options_replica_ack(o), HILOCK_ACK_MAJORITY);
+}
+
+bool hl_contenders_verdict(const hl_contenders *g, const char *what,
+                           char *why, size_t cap)
+{
+    hilock_replica_ack policy;
+    bool clean = hl_mutex_checker_verify(g->mc, false, why, cap);
+    const char *name = measured_policy(&policy);
+    if (name == NULL)
+        return clean;
+    printf("# %s: replicas=%s: %zu overlapping sections of %zu; %s\n", what,
+           name, hl_mutex_checker_overlaps(g->mc),
+           hl_mutex_checker_count(g->mc), clean ? "clean" : why);
+    fflush(stdout);
+    return true;
+}
+
 void hl_contenders_free(hl_contenders *g)
 {
     if (g == NULL)

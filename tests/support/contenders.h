@@ -49,6 +49,20 @@ void hl_contenders_stop(hl_contenders *g);
  * headed by what. */
 void hl_contenders_report(const hl_contenders *g, const char *what);
 
+/* Set the replica acknowledgement policy of a holders' client to o: the
+ * default (replicas=majority, which it asserts), unless the environment
+ * names another in HL_FAILOVER_POLICY (none, one, majority or all) to
+ * measure a failover under it (bench/failover-policies.sh). */
+void hl_contenders_policy(hilock_options *o);
+
+/* After hl_contenders_stop: whether the checker found the sections
+ * clean (why says what it found otherwise).  When a policy is being
+ * measured, it prints the policy, the overlapping sections and what the
+ * checker found, and answers true: a policy other than the default may
+ * promise no exclusion through a failover, so the run reports instead. */
+bool hl_contenders_verdict(const hl_contenders *g, const char *what,
+                           char *why, size_t cap);
+
 /* After hl_contenders_stop: destroys the handles and frees g.  NULL is
  * ignored. */
 void hl_contenders_free(hl_contenders *g);

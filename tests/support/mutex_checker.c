@@ -201,3 +201,29 @@ bool hl_mutex_checker_verify(const hl_mutex_checker *mc, bool check_tokens,
     free(sorted);
     return ok;
 }
+
+size_t hl_mutex_checker_overlaps(const hl_mutex_checker *mc)
+{
+    size_t n = hl_mutex_checker_count(mc), overlaps = 0;
+    hl_mc_record *sorted = malloc(n ? n * sizeof *sorted : 1);
+    uint64_t latest_exit = 0;
+
+    if (sorted == NULL)
+        return 0;
+    memcpy(sorted, mc->records, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, hl_mc_by_entry);
+    for (size_t i = 0; i < n; i++) {
+        hl_mc_record *r = &sorted[i];
+        if (r->exit_ns == 0)
+            continue;
+        /* As verify reads it: a told section ends when it was told. */
+        if (r->told_ns != 0 && r->told_ns < r->exit_ns)
+            r->exit_ns = r->told_ns > r->enter_ns ? r->told_ns : r->enter_ns;
+        if (i > 0 && r->enter_ns <= latest_exit)
+            overlaps++;
+        if (r->exit_ns > latest_exit)
+            latest_exit = r->exit_ns;
+    }
+    free(sorted);
+    return overlaps;
+}

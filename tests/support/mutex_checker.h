@@ -68,4 +68,9 @@ size_t hl_mutex_checker_count(const hl_mutex_checker *mc);
 bool hl_mutex_checker_verify(const hl_mutex_checker *mc, bool check_tokens,
                              char *why, size_t cap);
 
+/* After every holder is done: how many closed sections entered before
+ * another one (not told of a loss by then) had left: 0 when verify finds
+ * no overlap. */
+size_t hl_mutex_checker_overlaps(const hl_mutex_checker *mc);
+
 #endif
