@@ -312,6 +312,7 @@ typedef struct time_option {
     int64_t (*get)(const hilock_options *);
     bool zero_ok; /* 0 is documented: off, or the default */
     int64_t max;
+    bool minus_one_ok; /* -1 is documented too (busy poll: never) */
 } time_option;
 
 static void test_option_setters(void **state)
@@ -319,21 +320,21 @@ static void test_option_setters(void **state)
     (void)state;
     static const time_option opts[] = {
         {"connect", hilock_options_set_connect_timeout_ms,
-         hilock_options_connect_timeout_ms, false, 86400000},
+         hilock_options_connect_timeout_ms, false, 86400000, false},
         {"command", hilock_options_set_command_timeout_ms,
-         hilock_options_command_timeout_ms, false, 86400000},
+         hilock_options_command_timeout_ms, false, 86400000, false},
         {"watchdog", hilock_options_set_watchdog_timeout_ms,
-         hilock_options_watchdog_timeout_ms, false, 86400000},
+         hilock_options_watchdog_timeout_ms, false, 86400000, false},
         {"max_hold", hilock_options_set_max_hold_ms,
-         hilock_options_max_hold_ms, true, 86400000},
+         hilock_options_max_hold_ms, true, 86400000, false},
         {"waiter", hilock_options_set_waiter_timeout_ms,
-         hilock_options_waiter_timeout_ms, false, 3600000},
+         hilock_options_waiter_timeout_ms, false, 3600000, false},
         {"node", hilock_options_set_node_timeout_ms,
-         hilock_options_node_timeout_ms, false, 86400000},
+         hilock_options_node_timeout_ms, false, 86400000, false},
         {"quarantine", hilock_options_set_quarantine_ms,
-         hilock_options_quarantine_ms, true, 86400000},
+         hilock_options_quarantine_ms, true, 86400000, false},
         {"busy_poll", hilock_options_set_busy_poll_us,
-         hilock_options_busy_poll_us, true, 1000000},
+         hilock_options_busy_poll_us, true, 1000000, true},
     };
     static const int64_t extremes[] = {0, -1, INT64_MIN, INT64_MAX};
     hilock_options *o = NULL;
@@ -343,11 +344,12 @@ static void test_option_setters(void **state)
         for (size_t k = 0; k < sizeof extremes / sizeof extremes[0]; k++) {
             int64_t before = t->get(o);
             int rc = t->set(o, extremes[k]);
-            bool ok = extremes[k] == 0 && t->zero_ok;
+            bool ok = (extremes[k] == 0 && t->zero_ok) ||
+                      (extremes[k] == -1 && t->minus_one_ok);
             if (rc != (ok ? HILOCK_OK : HILOCK_EINVAL))
                 fail_msg("%s %lld: %s", t->name, (long long)extremes[k],
                          hilock_errname(rc));
-            assert_int_equal(t->get(o), ok ? 0 : before);
+            assert_int_equal(t->get(o), ok ? extremes[k] : before);
         }
         assert_status(t->set(o, t->max), HILOCK_OK);
         assert_status(t->set(o, t->max + 1), HILOCK_EINVAL);

@@ -1162,7 +1162,9 @@ static void test_connections_option(void **state)
     assert_int_equal(hilock_options_connections(o), 16);
     assert_int_equal(hilock_options_set_connections(NULL, 1), HILOCK_EINVAL);
     assert_int_equal(hilock_options_busy_poll_us(o), 0);
-    assert_int_equal(hilock_options_set_busy_poll_us(o, -1), HILOCK_EINVAL);
+    assert_int_equal(hilock_options_set_busy_poll_us(o, -2), HILOCK_EINVAL);
+    assert_int_equal(hilock_options_set_busy_poll_us(o, -1), HILOCK_OK);
+    assert_int_equal(hilock_options_busy_poll_us(o), -1);
     assert_int_equal(hilock_options_set_busy_poll_us(o, 1000001),
                      HILOCK_EINVAL);
     assert_int_equal(hilock_options_set_busy_poll_us(o, 200), HILOCK_OK);

@@ -250,13 +250,20 @@ HILOCK_API int64_t hilock_options_quarantine_ms(const hilock_options *opts);
 HILOCK_API int hilock_options_set_connections(hilock_options *opts, int n);
 HILOCK_API int hilock_options_connections(const hilock_options *opts);
 
-/* Busy polling, 0..1000000 µs (default 0: off).  With it, the loop thread
- * does not sleep while requests are outstanding, nor for this long after
- * the last answer: waking a sleeping thread costs tens of microseconds
- * on many machines, more than a round trip to a nearby Redis.  It trades
- * a core's worth of CPU while busy for latency; leave it off unless
- * latency matters more.  (Sync calls from other threads always poll
- * briefly around their own hand-over.) */
+/* Busy polling of the loop thread, -1..1000000 µs.  Waking a sleeping
+ * thread costs tens of microseconds on many machines, more than a round
+ * trip to a nearby Redis.
+ * - 0 (the default): after each request the loop thread stays awake for
+ *   about twice the connection's recent round trip plus 30 µs, while the
+ *   answer is outstanding and no blocking caller waits (a blocking
+ *   caller waits awake for its own answer instead), and not at all when
+ *   answers take longer than 300 µs.  An async caller alone then gets
+ *   its answer as fast as a blocking one; an idle client costs nothing.
+ * - n > 0: the loop thread does not sleep while requests are outstanding,
+ *   nor for n µs after the last answer: a core's worth of CPU while busy,
+ *   for latency.
+ * - -1: the loop thread always sleeps until something arrives.
+ * Values below -1 or above 1000000 are refused with HILOCK_EINVAL. */
 HILOCK_API int hilock_options_set_busy_poll_us(hilock_options *opts,
                                                int64_t us);
 HILOCK_API int64_t hilock_options_busy_poll_us(const hilock_options *opts);

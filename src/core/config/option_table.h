@@ -46,7 +46,7 @@
       HILOCK_DEFAULT_CONNECTIONS, "", "connections")                         \
     X(max_pending, "max_pending", int64_t, int, 1, HILOCK_MAX_PENDING_LIMIT, \
       0, HILOCK_DEFAULT_MAX_PENDING, "", "max pending")                      \
-    X(busy_poll_us, NULL, int64_t, int64_t, 0, HL_BUSY_POLL_MAX_US, 0, 0,    \
+    X(busy_poll_us, NULL, int64_t, int64_t, -1, HL_BUSY_POLL_MAX_US, 0, 0,   \
       "us", "busy poll")                                                     \
     X(replica_ack_timeout_ms, "ack_timeout", int64_t, int64_t, 1,            \
       HL_TIMEOUT_MAX_MS, 0, HILOCK_DEFAULT_REPLICA_ACK_TIMEOUT_MS, "ms",     \

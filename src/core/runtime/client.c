@@ -155,7 +155,14 @@ static void client_shutdown(hilock_client *c)
 
 /* Busy polling (busy_poll_us): while the spin watcher is active, libev
  * polls without blocking, so the loop sees an answer the moment it
- * arrives, at the cost of a core. */
+ * arrives, at the cost of a core.  Fixed (busy_poll_us > 0), it lasts
+ * while requests are outstanding and that long after.  By default (0) it
+ * is the loop's share of what a blocking caller does for itself: after
+ * a request, the loop stays awake for about twice the connection's
+ * recent round trip, as long as no blocking caller waits (that one spins
+ * for its own answer, and a third runnable thread would take the
+ * server's core on a small machine), and not at all when answers take
+ * longer than HL_SPIN_MAX_US.  With -1 the loop always sleeps. */
 static bool requests_outstanding(const hilock_client *c)
 {
     for (int i = 0; i < c->nconns; i++)
@@ -173,19 +180,31 @@ static void on_spin(hl_idle *w)
                               memory_order_relaxed);
         return;
     }
-    /* Several waiting callers keep the loop busy without help. */
-    if (hl_op_waiting() > 1 ||
-        now > atomic_load_explicit(&c->spin_until, memory_order_relaxed))
+    /* Waiting callers keep the loop busy without help: several of them
+     * by their hand-overs, one by its own spin. */
+    int callers = hl_op_waiting();
+    if (callers > (c->opts->busy_poll_us > 0 ? 1 : 0) ||
+        now > atomic_load_explicit(&c->spin_until, memory_order_relaxed) ||
+        (c->opts->busy_poll_us == 0 && !requests_outstanding(c)))
         hl_idle_stop(w);
 }
 
-/* Busy polling: a queued request keeps the loop awake until its answer
- * and busy_poll_us beyond. */
 static void on_request(void *data)
 {
     hilock_client *c = data;
-    if (c->opts->busy_poll_us > 0)
+    if (c->opts->busy_poll_us > 0) {
         hl_idle_start(&c->spin);
+        return;
+    }
+    if (c->opts->busy_poll_us < 0 || hl_op_waiting() > 0)
+        return;
+    int64_t rtt = atomic_load_explicit(&c->rtt_us, memory_order_relaxed);
+    int64_t us = rtt > 0 ? hl_blocking_spin_for(rtt) : 0;
+    if (us == 0)
+        return;
+    atomic_store_explicit(&c->spin_until, hl_monotime_now() + us,
+                          memory_order_relaxed);
+    hl_idle_start(&c->spin);
 }
 
 /* The end of a loop iteration in which blocked callers were answered. */

@@ -1,0 +1,139 @@
+/* The loop thread's own busy polling, by default: it stays awake after a
+ * request only for about twice the round trip, so an idle client costs
+ * no CPU, and an answer that does not come (the server stopped) costs
+ * only that short spin, however long it is awaited.  The CPU is the loop
+ * thread's own clock (pthread_getcpuclockid), read over a second of
+ * each. */
+/* ctest-timeout: 120 */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "core/runtime/client_state.h"
+#include "hilock/hilock.h"
+#include "support/fixture.h"
+#include "support/lock_helpers.h"
+
+static hl_redis_server *server;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    server = hl_fixture_plain();
+    return server ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    hl_redis_server_stop(server);
+    return 0;
+}
+
+/* The loop thread's CPU time so far, in µs. */
+static int64_t loop_cpu_us(hilock_client *c)
+{
+    clockid_t id;
+    struct timespec ts;
+    assert_int_equal(pthread_getcpuclockid(c->thread, &id), 0);
+    assert_int_equal(clock_gettime(id, &ts), 0);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* How much of a core the loop thread used over the next ms. */
+static double loop_share_over(hilock_client *c, int ms)
+{
+    int64_t cpu = loop_cpu_us(c);
+    int64_t from = hl_now_ms();
+    hl_sleep_ms(ms);
+    int64_t wall_us = (hl_now_ms() - from) * 1000;
+    return (double)(loop_cpu_us(c) - cpu) / (double)wall_us;
+}
+
+typedef struct answers {
+    atomic_int calls;
+    atomic_int failed;
+} answers;
+
+static void on_answer(hilock_client *c, int status, hilock_reply *reply,
+                      void *data)
+{
+    (void)c;
+    answers *a = data;
+    if (status != HILOCK_OK)
+        atomic_fetch_add(&a->failed, 1);
+    hilock_reply_free(reply);
+    atomic_fetch_add(&a->calls, 1);
+}
+
+static void send_incr(hilock_client *c, answers *a)
+{
+    const char *argv[] = {"INCR", "loop-spin"};
+    assert_status(hilock_client_command_async(c, 2, argv, NULL, on_answer, a),
+                  HILOCK_OK);
+}
+
+/* A client that has answered a burst of async commands sleeps: its loop
+ * thread uses almost no CPU while nothing is asked of it. */
+static void test_an_idle_loop_sleeps(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(server, NULL);
+    assert_int_equal(hilock_options_busy_poll_us(c->opts), 0);
+    static answers a;
+    atomic_store(&a.calls, 0);
+    atomic_store(&a.failed, 0);
+    for (int i = 0; i < 200; i++)
+        send_incr(c, &a);
+    hl_expect_count(&a.calls, 200, hl_widen(10000));
+    assert_int_equal(atomic_load(&a.failed), 0);
+    double share = loop_share_over(c, 1000);
+    printf("# idle after 200 answers: the loop thread used %.2f %% of a "
+           "core\n",
+           share * 100);
+    assert_true(share < 0.05);
+    hl_free_client(c);
+}
+
+/* An answer that does not come, the server being stopped: the loop
+ * thread spins only its short while after the request, then sleeps
+ * until the answer comes, which it still delivers. */
+static void test_a_late_answer_is_awaited_asleep(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(server, NULL);
+    static answers a;
+    atomic_store(&a.calls, 0);
+    atomic_store(&a.failed, 0);
+    /* A round trip measured first, so that the loop would spin. */
+    for (int i = 0; i < 20; i++)
+        send_incr(c, &a);
+    hl_expect_count(&a.calls, 20, hl_widen(10000));
+    assert_true(atomic_load(&c->rtt_us) > 0);
+    hl_fixture_pause(server);
+    send_incr(c, &a);
+    double share = loop_share_over(c, 1000);
+    hl_fixture_resume(server);
+    hl_expect_count(&a.calls, 21, hl_widen(10000));
+    printf("# an answer 1 s late: the loop thread used %.2f %% of a core "
+           "meanwhile\n",
+           share * 100);
+    assert_int_equal(atomic_load(&a.failed), 0);
+    assert_true(share < 0.05);
+    hl_free_client(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_an_idle_loop_sleeps),
+        cmocka_unit_test(test_a_late_answer_is_awaited_asleep),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
