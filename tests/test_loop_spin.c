@@ -20,21 +20,7 @@
 #include "support/fixture.h"
 #include "support/lock_helpers.h"
 
-static hl_redis_server *server;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    server = hl_fixture_plain();
-    return server ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    hl_redis_server_stop(server);
-    return 0;
-}
+static hl_lock_fixture fx;
 
 /* The loop thread's CPU time so far, in µs. */
 static int64_t loop_cpu_us(hilock_client *c)
@@ -84,7 +70,7 @@ static void send_incr(hilock_client *c, answers *a)
 static void test_an_idle_loop_sleeps(void **state)
 {
     (void)state;
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
     assert_int_equal(hilock_options_busy_poll_us(c->opts), 0);
     static answers a;
     atomic_store(&a.calls, 0);
@@ -107,7 +93,7 @@ static void test_an_idle_loop_sleeps(void **state)
 static void test_a_late_answer_is_awaited_asleep(void **state)
 {
     (void)state;
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(fx.server, NULL);
     static answers a;
     atomic_store(&a.calls, 0);
     atomic_store(&a.failed, 0);
@@ -116,10 +102,10 @@ static void test_a_late_answer_is_awaited_asleep(void **state)
         send_incr(c, &a);
     hl_expect_count(&a.calls, 20, hl_widen(10000));
     assert_true(atomic_load(&c->rtt_us) > 0);
-    hl_fixture_pause(server);
+    hl_fixture_pause(fx.server);
     send_incr(c, &a);
     double share = loop_share_over(c, 1000);
-    hl_fixture_resume(server);
+    hl_fixture_resume(fx.server);
     hl_expect_count(&a.calls, 21, hl_widen(10000));
     printf("# an answer 1 s late: the loop thread used %.2f %% of a core "
            "meanwhile\n",
@@ -132,8 +118,8 @@ static void test_a_late_answer_is_awaited_asleep(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_an_idle_loop_sleeps),
-        cmocka_unit_test(test_a_late_answer_is_awaited_asleep),
+        hl_lock_test(test_an_idle_loop_sleeps, &fx),
+        hl_lock_test(test_a_late_answer_is_awaited_asleep, &fx),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }
