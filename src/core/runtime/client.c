@@ -158,11 +158,15 @@ static void client_shutdown(hilock_client *c)
  * arrives, at the cost of a core.  Fixed (busy_poll_us > 0), it lasts
  * while requests are outstanding and that long after.  By default (0) it
  * is the loop's share of what a blocking caller does for itself: after
- * a request, the loop stays awake for about twice the connection's
- * recent round trip, as long as no blocking caller waits (that one spins
- * for its own answer, and a third runnable thread would take the
- * server's core on a small machine), and not at all when answers take
- * longer than HL_SPIN_MAX_US.  With -1 the loop always sleeps. */
+ * a request made on the loop's own thread (a callback's), the loop
+ * stays awake for about twice the connection's recent round trip, and
+ * not at all when answers take longer than HL_SPIN_MAX_US.  Not while a
+ * blocking caller waits (that one spins for its own answer), nor within
+ * HL_OUTSIDE_BUSY_US of running what another thread asked for: that
+ * thread is likely still at work, and a third runnable thread would
+ * take the server's core on a small machine.  With -1 the loop always
+ * sleeps. */
+#define HL_OUTSIDE_BUSY_US 1000
 static bool requests_outstanding(const hilock_client *c)
 {
     for (int i = 0; i < c->nconns; i++)
@@ -198,12 +202,14 @@ static void on_request(void *data)
     }
     if (c->opts->busy_poll_us < 0 || hl_op_waiting() > 0)
         return;
+    hl_monotime now = hl_monotime_now();
+    if (now - c->outside_at < HL_OUTSIDE_BUSY_US)
+        return;
     int64_t rtt = atomic_load_explicit(&c->rtt_us, memory_order_relaxed);
     int64_t us = rtt > 0 ? hl_blocking_spin_for(rtt) : 0;
     if (us == 0)
         return;
-    atomic_store_explicit(&c->spin_until, hl_monotime_now() + us,
-                          memory_order_relaxed);
+    atomic_store_explicit(&c->spin_until, now + us, memory_order_relaxed);
     hl_idle_start(&c->spin);
 }
 
@@ -219,8 +225,10 @@ static void on_wakeup(hl_async *w)
     hl_client_enter_callback(c);
     if (atomic_load(&c->closed))
         client_shutdown(c);
-    else
+    else {
+        c->outside_at = hl_monotime_now();
         hl_op_run_queued(c);
+    }
     hl_client_leave_callback(c);
 }
 

@@ -38,6 +38,9 @@ struct hilock_client {
     hl_prepare waker;           /* wakes the blocked callers posted to */
     uint32_t wake_mask[HL_WAKE_WORDS]; /* loop thread: whom it wakes */
     _Atomic int64_t spin_until; /* µs: until then */
+    /* When the loop last ran operations other threads queued (loop
+     * thread only): a thread of the caller's was busy then. */
+    int64_t outside_at;
     pthread_mutex_t lock; /* guards the op queues, closed, first_* */
     pthread_cond_t cond;
     struct hl_op *ops_head; /* submitted, not yet started (op.c) */
