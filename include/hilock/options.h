@@ -253,12 +253,14 @@ HILOCK_API int hilock_options_connections(const hilock_options *opts);
 /* Busy polling of the loop thread, -1..1000000 µs.  Waking a sleeping
  * thread costs tens of microseconds on many machines, more than a round
  * trip to a nearby Redis.
- * - 0 (the default): after each request the loop thread stays awake for
- *   about twice the connection's recent round trip plus 30 µs, while the
- *   answer is outstanding and no blocking caller waits (a blocking
- *   caller waits awake for its own answer instead), and not at all when
- *   answers take longer than 300 µs.  An async caller alone then gets
- *   its answer as fast as a blocking one; an idle client costs nothing.
+ * - 0 (the default): after a request made on the loop thread (from a
+ *   callback), the loop thread stays awake for about twice the
+ *   connection's recent round trip plus 30 µs while the answer is
+ *   outstanding; not while a blocking caller waits (it waits awake for
+ *   its own answer instead), nor within 1 ms of running what other
+ *   threads asked for, and not at all when answers take longer than
+ *   300 µs.  An async caller chaining its calls then gets its answers as
+ *   fast as a blocking one; an idle client costs nothing.
  * - n > 0: the loop thread does not sleep while requests are outstanding,
  *   nor for n µs after the last answer: a core's worth of CPU while busy,
  *   for latency.
