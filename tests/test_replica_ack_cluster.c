@@ -367,9 +367,9 @@ static void test_redirect_from_a_master_without_replicas(void **state)
     hl_fixture_pause(rb);
     int rc = hilock_lock_try_acquire(moved_l, 0, 20000);
     if (rc != HILOCK_ENOACK)
-        fail_msg("the grant on B came back %s, though B's replica is "
+        fail_msg("the grant on B came back %s (%s), though B's replica is "
                  "stopped",
-                 hilock_errname(rc));
+                 hilock_errname(rc), hilock_last_error());
     key_on k = {b, moved};
     assert_true(hl_wait_until(key_gone, &k, hl_widen(3000)));
 

@@ -74,6 +74,15 @@ void hl_fx_assign_slot(hl_redis_cluster *c, int slot, hl_redis_server *dst)
     char id[64], slot_text[16], reply[256];
     hl_fx_node_id(dst, id, sizeof id);
     snprintf(slot_text, sizeof slot_text, "%d", slot);
+    /* SETSLOT NODE raises no epoch on a node that was not importing the
+     * slot: a heartbeat the old owner sent before it let go, carrying a
+     * greater epoch, would hand the slot back to it wherever it lands
+     * after the SETSLOT, the new owner included, and requests would
+     * bounce between the two.  The new owner takes the greatest epoch
+     * first, so its claim wins every such conflict. */
+    if (hl_redis_server_cmd(dst, reply, sizeof reply, "CLUSTER", "BUMPEPOCH",
+                            (char *)NULL) != '+')
+        fail_msg("CLUSTER BUMPEPOCH on the slot's new master: %s", reply);
     if (hl_redis_server_cmd(dst, reply, sizeof reply, "CLUSTER", "SETSLOT",
                             slot_text, "NODE", id, (char *)NULL) != '+')
         fail_msg("SETSLOT %d NODE on its new master: %s", slot, reply);
