@@ -61,31 +61,6 @@ static bool all_online(void *arg)
 
 static bool online_is(void *n) { return online_replicas() == *(int *)n; }
 
-/* A client of the sentinels with an ack timeout of ack_timeout_ms, and
- * a command timeout of command_timeout_ms (0: the default). */
-static hilock_client *connect_sentinels(hilock_replica_ack policy,
-                                        int64_t ack_timeout_ms,
-                                        int64_t command_timeout_ms)
-{
-    hilock_options *o;
-    hilock_client *c;
-    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
-    assert_int_equal(
-        hilock_options_set_url(o, hl_redis_replicated_sentinel_url(group)),
-        HILOCK_OK);
-    assert_int_equal(hilock_options_set_replica_ack(o, policy), HILOCK_OK);
-    assert_int_equal(
-        hilock_options_set_replica_ack_timeout_ms(o, ack_timeout_ms),
-        HILOCK_OK);
-    if (command_timeout_ms != 0)
-        assert_int_equal(
-            hilock_options_set_command_timeout_ms(o, command_timeout_ms),
-            HILOCK_OK);
-    assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
-    hilock_options_free(o);
-    return c;
-}
-
 /* Every sentinel names node as the master from now on; none announces
  * a switch, so a client hears of it only by asking. */
 static void sentinels_name(hl_redis_server *node)
@@ -109,7 +84,7 @@ static void let_count_age(int64_t read_at_ms)
 static void test_replica_leaving_is_vouched_for(void **state)
 {
     (void)state;
-    hilock_client *c = connect_sentinels(HILOCK_ACK_ALL, 1000, 0);
+    hilock_client *c = hl_sentinel_client(group, HILOCK_ACK_ALL, 1000, 0);
     hilock_lock *l;
     assert_int_equal(hilock_lock_create(&l, c, "suspect-vouched", 15),
                      HILOCK_OK);
@@ -159,7 +134,7 @@ static bool acquired_on(void *arg)
 static void test_replaced_master_grants_nothing(void **state)
 {
     (void)state;
-    hilock_client *c = connect_sentinels(HILOCK_ACK_MAJORITY, 300, 0);
+    hilock_client *c = hl_sentinel_client(group, HILOCK_ACK_MAJORITY, 300, 0);
     const char *name = "suspect-replaced";
     hilock_lock *l;
     assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
@@ -223,7 +198,7 @@ static void test_late_grant_of_a_replaced_master_does_not_count(void **state)
     (void)state;
     hl_redis_server *paused = hl_redis_replicated_node(group, 1);
     hl_redis_server *next = hl_redis_replicated_node(group, 2);
-    hilock_client *c = connect_sentinels(HILOCK_ACK_NONE, 300, 20000);
+    hilock_client *c = hl_sentinel_client(group, HILOCK_ACK_NONE, 300, 20000);
     const char *name = "suspect-late";
     hilock_lock *l;
     assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
@@ -284,7 +259,7 @@ static void test_sentinels_that_disagree_vouch_for_nobody(void **state)
     hl_replica_of(next, old);
     hl_online_probe one = {.of = old, .want = 1};
     assert_true(hl_wait_until(hl_online_is, &one, hl_widen(30000)));
-    hilock_client *c = connect_sentinels(HILOCK_ACK_MAJORITY, 300, 0);
+    hilock_client *c = hl_sentinel_client(group, HILOCK_ACK_MAJORITY, 300, 0);
     const char *name = "suspect-disagree";
     hilock_lock *l;
     assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),

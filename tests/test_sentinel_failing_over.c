@@ -103,16 +103,7 @@ static void test_a_master_being_failed_over_is_vouched_for_by_nobody(
     hl_redis_server *leaves = hl_redis_replicated_node(group, 3);
     hl_redis_server *failing = hl_redis_replicated_sentinel(group, 0);
 
-    hilock_options *o;
-    hilock_client *c;
-    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
-    assert_int_equal(
-        hilock_options_set_url(o, hl_redis_replicated_sentinel_url(group)),
-        HILOCK_OK);
-    assert_int_equal(hilock_options_set_replica_ack(o, HILOCK_ACK_ONE),
-                     HILOCK_OK);
-    assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
-    hilock_options_free(o);
+    hilock_client *c = hl_sentinel_client(group, HILOCK_ACK_ONE, 0, 0);
     const char *name = "failing-over";
     hilock_lock *l;
     assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),

@@ -67,19 +67,8 @@ static void test_a_silent_master_lets_go_when_the_sentinels_name_another(
     hl_redis_server *old = hl_redis_replicated_node(group, 0);
     hl_redis_server *next = hl_redis_replicated_node(group, 1);
     hl_redis_server *other = hl_redis_replicated_node(group, 2);
-    hilock_options *o;
-    hilock_client *c;
-    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
-    assert_int_equal(
-        hilock_options_set_url(o, hl_redis_replicated_sentinel_url(group)),
-        HILOCK_OK);
-    assert_int_equal(hilock_options_set_replica_ack(o, HILOCK_ACK_NONE),
-                     HILOCK_OK);
-    assert_int_equal(
-        hilock_options_set_command_timeout_ms(o, COMMAND_TIMEOUT_MS),
-        HILOCK_OK);
-    assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
-    hilock_options_free(o);
+    hilock_client *c =
+        hl_sentinel_client(group, HILOCK_ACK_NONE, 0, COMMAND_TIMEOUT_MS);
 
     const char *name = "silent-master";
     hilock_lock *l;

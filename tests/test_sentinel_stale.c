@@ -69,19 +69,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static hilock_client *connect_sentinels(hilock_replica_ack policy)
-{
-    hilock_options *o;
-    hilock_client *c;
-    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
-    assert_int_equal(
-        hilock_options_set_url(o, hl_redis_replicated_sentinel_url(group)),
-        HILOCK_OK);
-    assert_int_equal(hilock_options_set_replica_ack(o, policy), HILOCK_OK);
-    assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
-    hilock_options_free(o);
-    return c;
-}
 
 static hl_redis_server *sentinel(size_t i)
 {
@@ -141,7 +128,7 @@ static void test_a_lagging_sentinel_moves_nobody_back(void **state)
     hl_redis_server *old = hl_redis_replicated_node(group, 0);
     hl_redis_server *next = hl_redis_replicated_node(group, 1);
     hl_redis_server *other = hl_redis_replicated_node(group, 2);
-    hilock_client *c = connect_sentinels(HILOCK_ACK_MAJORITY);
+    hilock_client *c = hl_sentinel_client(group, HILOCK_ACK_MAJORITY, 0, 0);
     const char *name = "stale-sentinel";
     hilock_lock *l;
     assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
@@ -291,7 +278,7 @@ static void test_a_suspect_masters_acknowledged_grant_waits_for_the_word(
     hl_sentinel_names(group, 2, master);
     hl_replica_of(stays, master);
     wait_count(master, 2);
-    hilock_client *c = connect_sentinels(HILOCK_ACK_ONE);
+    hilock_client *c = hl_sentinel_client(group, HILOCK_ACK_ONE, 0, 0);
     const char *name = "suspect-acknowledged";
     hilock_lock *l;
     assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),

@@ -49,3 +49,28 @@ void hl_sentinel_names(hl_redis_replicated *g, size_t i,
                                          "2", (char *)NULL),
                      '+');
 }
+
+hilock_client *hl_sentinel_client(hl_redis_replicated *g,
+                                  hilock_replica_ack policy,
+                                  int64_t ack_timeout_ms,
+                                  int64_t command_timeout_ms)
+{
+    hilock_options *o;
+    hilock_client *c;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(
+        hilock_options_set_url(o, hl_redis_replicated_sentinel_url(g)),
+        HILOCK_OK);
+    assert_int_equal(hilock_options_set_replica_ack(o, policy), HILOCK_OK);
+    if (ack_timeout_ms != 0)
+        assert_int_equal(
+            hilock_options_set_replica_ack_timeout_ms(o, ack_timeout_ms),
+            HILOCK_OK);
+    if (command_timeout_ms != 0)
+        assert_int_equal(
+            hilock_options_set_command_timeout_ms(o, command_timeout_ms),
+            HILOCK_OK);
+    assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
+    hilock_options_free(o);
+    return c;
+}

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "redis_replicated.h"
+#include "hilock/hilock.h"
 
 /* The replicas s counts online, as the library reads INFO replication;
  * -1 when s does not answer. */
@@ -28,5 +29,12 @@ void hl_replica_of(hl_redis_server *node, const hl_redis_server *of);
  * switch (it monitors the name afresh). */
 void hl_sentinel_names(hl_redis_replicated *g, size_t i,
                        const hl_redis_server *node);
+
+/* A client of g's sentinels under policy; a nonzero ack_timeout_ms or
+ * command_timeout_ms replaces the default. */
+hilock_client *hl_sentinel_client(hl_redis_replicated *g,
+                                  hilock_replica_ack policy,
+                                  int64_t ack_timeout_ms,
+                                  int64_t command_timeout_ms);
 
 #endif
