@@ -69,7 +69,6 @@ static int teardown(void **state)
     return 0;
 }
 
-
 static hl_redis_server *sentinel(size_t i)
 {
     return hl_redis_replicated_sentinel(group, i);
