@@ -16,9 +16,11 @@
 #include <cmocka.h>
 
 #include "core/runtime/client_state.h"
+#include "core/runtime/op.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"
 #include "support/lock_helpers.h"
+#include "support/raw_reads.h"
 
 static hl_lock_fixture fx;
 
@@ -115,11 +117,102 @@ static void test_a_late_answer_is_awaited_asleep(void **state)
     hl_free_client(c);
 }
 
+typedef struct async_hold {
+    atomic_int status; /* -1 until the callback */
+} async_hold;
+
+static void on_async_acquired(hilock_lock *lock, int status,
+                              const hilock_acquired *acquired, void *data)
+{
+    (void)lock;
+    (void)acquired;
+    atomic_store(&((async_hold *)data)->status, status);
+}
+
+static void on_async_released(hilock_lock *lock, int status, int64_t value,
+                              void *data)
+{
+    (void)lock;
+    (void)value;
+    atomic_store((atomic_int *)data, status);
+}
+
+/* A blocking acquire queued behind another waiter of its client waits
+ * asleep: its op is parked as soon as the loop queues it, and its caller
+ * stops spinning then, rather than spin out its bound for a turn that
+ * may be long in coming (with many processes in line, such spins took
+ * the cores from the holders and the server).  A caller spins only when
+ * round trips are short enough, and the loop must queue the op within
+ * the spin, so the rounds are several, and at least one of those that
+ * could spin must end its spin parked. */
+static void test_a_queued_blocking_waiter_sleeps(void **state)
+{
+    (void)state;
+    hilock_client *a = hl_new_client(fx.server, NULL);
+    hilock_client *b = hl_new_client(fx.server, NULL);
+    hilock_lock *la, *lb;
+    assert_status(hilock_lock_create(&la, a, "spin-line", 9), HILOCK_OK);
+    assert_status(hilock_lock_create(&lb, b, "spin-line", 9), HILOCK_OK);
+    bool held;
+    for (int i = 0; i < 20; i++)
+        assert_status(hilock_lock_is_locked(lb, &held), HILOCK_OK);
+    int could_spin = 0;
+    long parked_total = 0;
+    for (int round = 0; round < 10; round++) {
+        assert_status(hilock_lock_try_acquire(la, 0, 30000), HILOCK_OK);
+        static async_hold first;
+        atomic_store(&first.status, -1);
+        assert_status(hilock_lock_acquire_async(lb, 77, hl_widen(10000),
+                                                30000, 0, on_async_acquired,
+                                                &first, NULL),
+                      HILOCK_OK);
+        /* Refused and in line, so that the next waiter queues behind. */
+        int64_t until = hl_now_ms() + hl_widen(10000);
+        while (hl_raw_int(fx.server, "LLEN", "hilock_lock_line:{spin-line}",
+                          (char *)NULL) != 1)
+            assert_true(hl_now_ms() < until), hl_sleep_ms(1);
+        could_spin += hl_client_blocking_spin_us(b) > 0;
+        long answered, parked, ran_out, parked0, ran_out0;
+        hl_op_spin_counts(&answered, &parked0, &ran_out0);
+        static hl_acquirer second;
+        hl_acquirer_start(&second, lb, hl_widen(10000), 30000, true);
+        /* Its spin over, or its op queued long enough ago. */
+        until = hl_now_ms() + 200;
+        do {
+            hl_sleep_ms(1);
+            hl_op_spin_counts(&answered, &parked, &ran_out);
+        } while (parked == parked0 && ran_out == ran_out0 &&
+                 hl_now_ms() < until);
+        parked_total += parked - parked0;
+        assert_status(hilock_lock_release(la), HILOCK_OK);
+        hl_expect_count(&first.status, HILOCK_OK, hl_widen(10000));
+        static atomic_int released;
+        atomic_store(&released, -1);
+        assert_status(hilock_lock_release_async(lb, 77, on_async_released,
+                                                &released),
+                      HILOCK_OK);
+        hl_expect_count(&released, HILOCK_OK, hl_widen(10000));
+        hl_acquirer_join(&second, hl_widen(10000));
+        assert_status(second.rc, HILOCK_OK);
+        assert_status(second.release_rc, HILOCK_OK);
+    }
+    printf("# 10 queued blocking waiters: %d could spin, %ld stopped "
+           "spinning when parked\n",
+           could_spin, parked_total);
+    if (could_spin > 0)
+        assert_true(parked_total >= 1);
+    hilock_lock_destroy(lb);
+    hilock_lock_destroy(la);
+    hl_free_client(b);
+    hl_free_client(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         hl_lock_test(test_an_idle_loop_sleeps, &fx),
         hl_lock_test(test_a_late_answer_is_awaited_asleep, &fx),
+        hl_lock_test(test_a_queued_blocking_waiter_sleeps, &fx),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

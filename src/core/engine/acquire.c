@@ -274,6 +274,7 @@ static hl_monotime remaining(const hl_acquire_op *op)
 static void wait_for(hl_acquire_op *op, hl_monotime delay)
 {
     op->state = HL_ACQUIRE_WAITING;
+    hl_op_park(&op->op, true);
     hl_monotime left = remaining(op);
     if (delay < 0 || delay > left)
         delay = left;
@@ -783,6 +784,7 @@ static void attempt_sent(hl_acquire_op *op)
     hl_timer_stop(&op->timer);
     op->in_flight++;
     op->state = HL_ACQUIRE_ATTEMPTING;
+    hl_op_park(&op->op, false);
     if (op->lock->kind->leave != NULL && op->wait_ms != 0)
         op->placed = true;
 }

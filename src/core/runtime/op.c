@@ -60,6 +60,7 @@ void hl_op_init(hl_op *op, const hl_op_type *type)
     atomic_init(&op->refs, 1);
     atomic_init(&op->cancel_queued, false);
     atomic_init(&op->word, WORD_EMPTY);
+    atomic_init(&op->parked, false);
     atomic_init(&op->gate, HL_GATE_OPEN);
     op->state = HL_OP_NEW;
 }
@@ -467,10 +468,28 @@ int64_t hl_blocking_limit_us(const hilock_options *o, int64_t wait_ms)
 }
 
 
+void hl_op_park(hl_op *op, bool parked)
+{
+    atomic_store_explicit(&op->parked, parked, memory_order_relaxed);
+}
+
+/* How the blocking callers' spins ended, process-wide: for tests. */
+static atomic_long spins_answered, spins_parked, spins_ran_out;
+
+void hl_op_spin_counts(long *answered, long *parked, long *ran_out)
+{
+    *answered = atomic_load(&spins_answered);
+    *parked = atomic_load(&spins_parked);
+    *ran_out = atomic_load(&spins_ran_out);
+}
+
 /* A lone caller whose answer is due within a short round trip waits for
  * it awake, as long as the spin bound its caller chose.  With more
  * callers waiting the cores are busy anyway, and spinning would only take
- * time from the loop thread and the server. */
+ * time from the loop thread and the server.  Nor does it spin on once its
+ * op waits for a turn rather than an answer: a lock held elsewhere may
+ * take any time, and with many processes in line the spinners would take
+ * the cores from the very holders and server they wait for. */
 static bool spin_for_post(hl_op *op, int64_t timeout_us)
 {
     if (op->spin_us <= 0 ||
@@ -480,12 +499,21 @@ static bool spin_for_post(hl_op *op, int64_t timeout_us)
     hl_monotime end = hl_monotime_now() + us;
     do {
         if (atomic_load_explicit(&op->word, memory_order_acquire) ==
-            WORD_POSTED)
+            WORD_POSTED) {
+            atomic_fetch_add_explicit(&spins_answered, 1,
+                                      memory_order_relaxed);
             return true;
+        }
+        if (atomic_load_explicit(&op->parked, memory_order_relaxed)) {
+            atomic_fetch_add_explicit(&spins_parked, 1,
+                                      memory_order_relaxed);
+            return false;
+        }
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
     } while (hl_monotime_now() < end);
+    atomic_fetch_add_explicit(&spins_ran_out, 1, memory_order_relaxed);
     return false;
 }
 

@@ -92,7 +92,18 @@ struct hl_op {
     _Atomic int gate;
     int wake_slot;         /* its bit among the wake words, from submit */
     int64_t spin_us;
+    /* Set by the home loop while the op waits for something other than
+     * an answer to its own request (a wake-up, a timer): its blocking
+     * caller then sleeps at once rather than spin (hl_op_park). */
+    atomic_bool parked;
 };
+
+/* The op's answer is not due soon (parked) or is again: a blocking
+ * caller spinning for it stops once it is parked.  Home loop. */
+void hl_op_park(hl_op *op, bool parked);
+/* How many blocking callers' spins ended with the answer, by their op
+ * being parked, or by running out, so far in the process. */
+void hl_op_spin_counts(long *answered, long *parked, long *ran_out);
 
 /* Prepare an op (zeroed memory, or any: every field is set). */
 void hl_op_init(hl_op *op, const hl_op_type *type);
