@@ -63,7 +63,15 @@ static const char down_lua[] =
     "')\n"
     "end\n"
     "local v = redis.pcall('decr', KEYS[1])\n"
-    "if type(v) == 'table' then return refuse() end\n"
+    /* Only a value that is no count is foreign; a refusal of the write
+     * itself (a replica's READONLY, OOM, an ACL) goes back as it came. */
+    "if type(v) == 'table' then\n"
+    "  local e = v.err or ''\n"
+    "  if not (string.find(e, 'WRONGTYPE', 1, true) or\n"
+    "          string.find(e, 'integer', 1, true) or\n"
+    "          string.find(e, 'overflow', 1, true)) then return v end\n"
+    "  return refuse()\n"
+    "end\n"
     "if v < -1 then\n"
     "  redis.call('incr', KEYS[1])\n"
     "  return refuse()\n"
@@ -250,7 +258,7 @@ static void call_start(hl_op *op)
     }
     hl_conn_gate_requests(gate);
     if (rc != HILOCK_OK)
-        hl_op_done(op, rc, 0, NULL, "could not send the request");
+        hl_op_done(op, rc, 0, NULL, hl_send_failure(rc));
 }
 
 static void call_complete(hl_op *op)
