@@ -606,6 +606,20 @@ static void test_slots_untagged_names_refused(void **state)
             bool held = true;
             assert_int_equal(hilock_lock_is_held_by_me(l, &held), HILOCK_OK);
             assert_false(held);
+            /* Nor do the calls that read or clear the lock's other keys
+             * reach the server, to earn a CROSSSLOT there. */
+            hilock_lock_status *st = NULL;
+            rc = hilock_lock_status_get(l, &st);
+            if (rc != HILOCK_EINVAL ||
+                strstr(hilock_last_error(), "hash tag") == NULL)
+                fail_msg("%s, kind %zu, status: %s: %s", name, k,
+                         hilock_errname(rc), hilock_last_error());
+            bool deleted = true;
+            rc = hilock_lock_force_release(l, &deleted);
+            if (rc != HILOCK_EINVAL ||
+                strstr(hilock_last_error(), "hash tag") == NULL)
+                fail_msg("%s, kind %zu, force release: %s: %s", name, k,
+                         hilock_errname(rc), hilock_last_error());
             hilock_lock_destroy(l);
         }
         hilock_client_destroy(a);

@@ -278,6 +278,8 @@ static int leave(hilock_lock *lock, const char *field, size_t field_len)
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
+    if (hl_check_name_slot(lock) != HILOCK_OK)
+        return HILOCK_EINVAL;
     return hl_run_lock_script(lock, &force_script, 4, key_prefixes, 0, NULL,
                               NULL, fn, data);
 }
@@ -295,6 +297,8 @@ static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
 
 static int status(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
+    if (hl_check_name_slot(lock) != HILOCK_OK)
+        return HILOCK_EINVAL;
     return hl_run_lock_script(lock, &status_script, 4, key_prefixes, 0, NULL,
                               NULL, fn, data);
 }

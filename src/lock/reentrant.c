@@ -239,6 +239,8 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
+    if (hl_check_name_slot(lock) != HILOCK_OK)
+        return HILOCK_EINVAL;
     const char *sharded = hl_lock_on_cluster(lock) ? "1" : "0";
     size_t len = 1;
     return hl_run_lock_script(lock, &force_script, 5, release_keys, 1,
@@ -267,6 +269,8 @@ static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
 
 static int status(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
+    if (hl_check_name_slot(lock) != HILOCK_OK)
+        return HILOCK_EINVAL;
     return hl_run_lock_script(lock, &status_script, 4, release_keys, 0, NULL,
                               NULL, fn, data);
 }

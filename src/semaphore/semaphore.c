@@ -397,7 +397,7 @@ static void op_start(hl_op *o)
         rc = send_call(op, on_reply);
     hl_conn_gate_requests(gate);
     if (rc != HILOCK_OK)
-        hl_op_done(o, rc, 0, NULL, "could not send the request");
+        hl_op_done(o, rc, 0, NULL, hl_send_failure(rc));
 }
 
 static void op_complete(hl_op *o)

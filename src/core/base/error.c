@@ -72,3 +72,9 @@ int hl_fail(int status, const char *fmt, ...)
     va_end(ap);
     return status;
 }
+
+const char *hl_send_failure(int status)
+{
+    return status == HILOCK_EINVAL ? hilock_last_error()
+                                   : "could not send the request";
+}

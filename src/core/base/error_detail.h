@@ -13,6 +13,11 @@ void hl_set_detail(const char *text);
 /* Clear the calling thread's detail. */
 void hl_clear_detail(void);
 
+/* The detail for a request that could not be sent with status: the
+ * reason its sender refused it (HILOCK_EINVAL, which the sender explains
+ * with hl_fail), else a plain "could not send the request". */
+const char *hl_send_failure(int status);
+
 /* The status for a server's error reply with this text: HILOCK_EPERM
  * when its ACL refused the command (NOPERM, or the error a script gets
  * from a call the user may not make), else HILOCK_EREDIS. */

@@ -345,7 +345,7 @@ static void call_start(hl_op *op)
     }
     }
     if (rc != HILOCK_OK)
-        call_finish(call, rc, 0, "could not send the request");
+        call_finish(call, rc, 0, hl_send_failure(rc));
 }
 
 static void call_complete(hl_op *op)

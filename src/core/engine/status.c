@@ -48,7 +48,7 @@ static void call_start(hl_op *op)
     int rc = lock->kind->status(lock, on_reply, call);
     hl_conn_gate_requests(gate);
     if (rc != HILOCK_OK)
-        hl_op_done(op, rc, 0, NULL, "could not send the request");
+        hl_op_done(op, rc, 0, NULL, hl_send_failure(rc));
 }
 
 static void call_complete(hl_op *op)
