@@ -182,12 +182,38 @@ static void test_demo_refuses_a_plain_server(void **state)
     assert_null(strstr(out, "contend for"));
 }
 
+/* A name whose hash tag is empty ("{}x") cannot be placed with the keys
+ * beside it on a cluster: a usage error (64) for run, status and unlock,
+ * never an internal one. */
+static void test_a_name_a_cluster_cannot_place_is_a_usage_error(void **state)
+{
+    (void)state;
+    static const char *const cmds[][4] = {
+        {"run", "{}x", "--", "true"},
+        {"status", "{}x", NULL, NULL},
+        {"unlock", "--force", "{}x", NULL},
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        const char *argv[8] = {HILOCK_TOOL_PATH, "--redis",
+                               hl_redis_cluster_url(cluster)};
+        int n = 3;
+        for (int k = 0; k < 4 && cmds[i][k] != NULL; k++)
+            argv[n++] = cmds[i][k];
+        argv[n] = NULL;
+        int rc = hl_run(argv, out, sizeof out, hl_widen(30000));
+        if (rc != 64)
+            fail_msg("%s {}x on a cluster exited %d, not 64:\n%s",
+                     cmds[i][0], rc, out);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_demo_starts_its_own_cluster),
         cmocka_unit_test(test_demo_uses_the_cluster_of_the_url),
         cmocka_unit_test(test_demo_refuses_a_plain_server),
+        cmocka_unit_test(test_a_name_a_cluster_cannot_place_is_a_usage_error),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

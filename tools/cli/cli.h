@@ -72,6 +72,8 @@ typedef struct cli_runlock {
     /* NULL, or called once the acquire has ended, whatever its outcome:
      * prints what the caller should know about how it went. */
     void (*acquire_ended)(void *impl);
+    /* NULL, or whether the server can be reached now (never blocks). */
+    bool (*reachable)(void *impl);
     /* Free the lock and its connections. */
     void (*close)(void *impl);
 } cli_runlock;
@@ -117,17 +119,27 @@ int cli_connect(const hilock_options *opts, hilock_client **out);
 /* Both of the above with the globals' URL; *out is the connected client. */
 int cli_open(const cli_globals *g, hilock_client **out);
 
-/* Parse a decimal count of milliseconds: digits only, no sign, at most
- * max.  A zero is accepted only with allow_zero. */
+/* Parse a decimal count (of milliseconds, say): digits only, no sign, at
+ * most max.  A zero is accepted only with allow_zero. */
 bool cli_parse_ms(const char *s, bool allow_zero, long long max,
                   long long *out);
+/* Parse a duration into milliseconds: digits, then a unit: ms, s, m or h
+ * (none: milliseconds); at most max_ms in all, zero only with
+ * allow_zero. */
+bool cli_parse_duration(const char *s, bool allow_zero, long long max_ms,
+                        long long *out);
 
-/* The value of option `opt` at argv[*i], given as "--opt VALUE" or
- * "--opt=VALUE"; advances *i past a separate value.  NULL if argv[*i] is
+/* The value of option `opt` at argv[*i], given as "--opt VALUE",
+ * "--opt=VALUE", or with short_opt (NULL: none) as "-o VALUE" or
+ * "-oVALUE"; advances *i past a separate value.  NULL if argv[*i] is
  * another option, or when the value is absent: then it sets *missing,
  * which it never clears, so that one flag serves a chain of calls. */
 const char *cli_option_value(int argc, char **argv, int *i, const char *opt,
-                             bool *missing);
+                             const char *short_opt, bool *missing);
+/* Whether arg is the flag opt, or short_opt (NULL: none). */
+bool cli_flag(const char *arg, const char *opt, const char *short_opt);
+/* Whether arg asks for help: --help or -h. */
+bool cli_wants_help(const char *arg);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t cli_now_ms(void);
@@ -174,6 +186,21 @@ void cli_replication_json(FILE *out, const cli_replication *r,
                           const hilock_options *opts);
 /* "none", "one", "majority" or "all". */
 const char *cli_ack_name(int ack);
+
+/* exits.c: the exit status for a library failure rc with its detail
+ * (NULL: none); whether it is a replica refusing a write; and both with
+ * the failure printed as "hilock: WHAT: error (detail)", plus a hint
+ * where one helps (detail NULL: hilock_last_error()). */
+int cli_exit_status(int rc, const char *detail);
+bool cli_is_readonly(int rc, const char *detail);
+int cli_failed(const char *what, int rc, const char *detail);
+
+/* help.c: the overview (hilock --help); a command's help on stdout, 0
+ * or an exit status; and a usage error: why, what (each may be NULL),
+ * the command's synopsis on stderr, returning CLI_EXIT_USAGE. */
+void cli_help_overview(FILE *to);
+int cli_help(const char *command);
+int cli_usage_error(const char *command, const char *why, const char *what);
 
 int cli_demo(const cli_globals *g, int argc, char **argv);
 /* demo --replicas (failover.c): on a private master with replicas and

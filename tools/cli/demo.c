@@ -348,14 +348,15 @@ static int cluster_map(demo *d, hilock_client *client, bool want,
 
 int cli_demo(const cli_globals *g, int argc, char **argv)
 {
+    if (argc == 2 && cli_wants_help(argv[1]))
+        return cli_help("demo");
     bool want_cluster = argc == 2 && strcmp(argv[1], "--cluster") == 0;
     if (argc == 2 && strcmp(argv[1], "--replicas") == 0)
         return cli_failover_demo(g);
-    if (argc > 1 && !want_cluster) {
-        fprintf(stderr, "usage: hilock [--redis URL] [--watchdog MS] demo "
-                        "[--cluster|--replicas]\n");
-        return CLI_EXIT_USAGE;
-    }
+    if (argc > 1 && !want_cluster)
+        return cli_usage_error("demo", argc > 2 ? "one option at most, not"
+                                                : "unknown option",
+                               argv[argc > 2 ? 2 : 1]);
     demo d = {.t0 = cli_now_ms(), .last_releaser = 1};
     pthread_mutex_init(&d.mu, NULL);
     pthread_cond_init(&d.cond, NULL);

@@ -14,27 +14,14 @@
 
 static int latch_usage(const char *why, const char *what)
 {
-    fprintf(stderr, "hilock latch: %s%s%s\n", why, what ? " " : "",
-            what ? what : "");
-    fprintf(stderr,
-            "usage: hilock [--redis URL] latch set NAME COUNT\n"
-            "       hilock [--redis URL] latch down NAME\n"
-            "       hilock [--redis URL] latch count NAME\n"
-            "       hilock [--redis URL] latch wait [--timeout MS] NAME\n");
-    return CLI_EXIT_USAGE;
+    return cli_usage_error("latch", why, what);
 }
 
 static int latch_failed(const char *what, const char *name, int rc)
 {
-    fprintf(stderr, "hilock: latch %s %s failed: %s (%s)\n", what, name,
-            hilock_strerror(rc), hilock_last_error());
-    if (rc == HILOCK_EREDIS || rc == HILOCK_EPROTO)
-        return CLI_EXIT_DATAERR;
-    if (rc == HILOCK_EINVAL)
-        return CLI_EXIT_USAGE;
-    if (rc == HILOCK_ENOMEM)
-        return CLI_EXIT_SOFTWARE;
-    return CLI_EXIT_UNAVAILABLE;
+    char step[300];
+    snprintf(step, sizeof step, "latch %s %s failed", what, name);
+    return cli_failed(step, rc, NULL);
 }
 
 /* A count: digits only, 1..HILOCK_LATCH_MAX_COUNT. */
@@ -90,6 +77,9 @@ static int run_step(hilock_latch *l, const char *step, const char *name,
 
 int cli_latch(const cli_globals *g, int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (cli_wants_help(argv[i]))
+            return cli_help("latch");
     if (argc < 2)
         return latch_usage("missing step: set, down, count or wait", NULL);
     const char *step = argv[1];
@@ -109,10 +99,12 @@ int cli_latch(const cli_globals *g, int argc, char **argv)
             else
                 return latch_usage("unexpected argument", arg);
         } else if (strcmp(step, "wait") == 0 &&
-                   (v = cli_option_value(argc, argv, &i, "--timeout",
+                   (v = cli_option_value(argc, argv, &i, "--timeout", "-t",
                                          &missing))) {
-            if (!cli_parse_ms(v, true, INT64_MAX / 2, &timeout_ms))
-                return latch_usage("--timeout takes milliseconds, not", v);
+            if (!cli_parse_duration(v, true, INT64_MAX / 2, &timeout_ms))
+                return latch_usage("--timeout takes a duration (10s, "
+                                   "500ms, 2m; bare: milliseconds), not",
+                                   v);
         } else {
             return latch_usage(missing ? "missing value after"
                                        : "unknown option",

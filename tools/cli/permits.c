@@ -78,6 +78,11 @@ static void permit_close(void *impl)
     free(p);
 }
 
+static bool permit_reachable(void *impl)
+{
+    return hilock_client_is_connected(((permit_lock *)impl)->client) == 1;
+}
+
 int cli_permits_open(const cli_globals *g, const char *name, int permits,
                      cli_runlock *out)
 {
@@ -110,6 +115,7 @@ int cli_permits_open(const cli_globals *g, const char *name, int permits,
                          .acquire = permit_acquire,
                          .cancel = permit_cancel,
                          .release = permit_release,
+                         .reachable = permit_reachable,
                          .close = permit_close};
     return 0;
 }

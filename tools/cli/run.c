@@ -156,6 +156,11 @@ static void single_lost(hilock_lock *lock, uint64_t owner, void *user_data)
     cli_run_lost(user_data);
 }
 
+static bool single_reachable(void *impl)
+{
+    return hilock_client_is_connected(((single_lock *)impl)->client) == 1;
+}
+
 static int single_acquire(void *impl, uint64_t owner, int64_t wait_ms,
                           int64_t lease_ms, bool fenced, cli_run_state *st,
                           uint64_t *op)
@@ -220,6 +225,7 @@ static int single_open(const cli_globals *g, const cli_kind *kind,
                          .cancel = single_cancel,
                          .release = single_release,
                          .acquire_ended = single_acquire_ended,
+                         .reachable = single_reachable,
                          .close = single_close};
     return 0;
 }
@@ -318,26 +324,15 @@ typedef struct run_args {
     long long lease_ms; /* HILOCK_LEASE_WATCHDOG when not given */
     bool fence_env;
     long long permits; /* 0: a lock, not a semaphore's permit */
+    int conflict_exit; /* when not acquired in time */
     const char *name;
     char **cmd;
+    char *shell_cmd[4]; /* -c: /bin/sh -c COMMAND */
 } run_args;
 
 static int run_usage(const char *why, const char *what)
 {
-    if (why != NULL)
-        fprintf(stderr, "hilock run: %s%s%s\n", why, what ? " " : "",
-                what ? what : "");
-    fprintf(stderr,
-            "usage: hilock [--redis URL] [--watchdog MS] run [--kind %s]\n"
-            "           [--wait MS] [--lease MS] [--fence-env] NAME -- CMD "
-            "[ARG...]\n"
-            "       hilock [--redis URL] [--watchdog MS] run --permits N\n"
-            "           [--wait MS] [--lease MS] NAME -- CMD [ARG...]\n"
-            "       hilock --redlock URL1,...,URLn [--watchdog MS] run "
-            "[--wait MS]\n"
-            "           [--lease MS] NAME -- CMD [ARG...]\n",
-            cli_kind_names());
-    return CLI_EXIT_USAGE;
+    return cli_usage_error("run", why, what);
 }
 
 static int parse_args(const cli_globals *g, int argc, char **argv,
@@ -346,37 +341,69 @@ static int parse_args(const cli_globals *g, int argc, char **argv,
     a->kind = cli_kind_find("reentrant");
     a->wait_ms = HILOCK_WAIT_FOREVER;
     a->lease_ms = HILOCK_LEASE_WATCHDOG;
-    bool kind_given = false;
+    a->conflict_exit = CLI_EXIT_NOT_ACQUIRED;
+    bool kind_given = false, wait_given = false;
+    const char *shell_cmd = NULL;
     int i = 1;
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
         const char *arg = argv[i], *v;
         bool missing = false;
+        long long n;
         if (arg[0] != '-') {
             if (a->name != NULL)
                 return run_usage("expected -- before", arg);
             a->name = arg;
+        } else if (cli_wants_help(arg)) {
+            return -1;
         } else if (strcmp(arg, "--fence-env") == 0) {
             a->fence_env = true;
-        } else if ((v = cli_option_value(argc, argv, &i, "--kind",
+        } else if (cli_flag(arg, "--nonblock", "-n")) {
+            if (wait_given && a->wait_ms != 0)
+                return run_usage("--nonblock goes with no other --wait",
+                                 NULL);
+            a->wait_ms = 0;
+            wait_given = true;
+        } else if ((v = cli_option_value(argc, argv, &i, "--kind", "-k",
                                          &missing))) {
             a->kind = cli_kind_find(v);
             kind_given = true;
             if (a->kind == NULL)
                 return run_usage("unknown lock kind", v);
-        } else if ((v = cli_option_value(argc, argv, &i, "--wait",
+        } else if ((v = cli_option_value(argc, argv, &i, "--wait", "-w",
                                          &missing))) {
-            if (!cli_parse_ms(v, true, RUN_MAX_MS, &a->wait_ms))
-                return run_usage("--wait takes milliseconds >= 0, not", v);
-        } else if ((v = cli_option_value(argc, argv, &i, "--lease",
+            if (!cli_parse_duration(v, true, RUN_MAX_MS, &n))
+                return run_usage("--wait takes a duration (10s, 500ms, "
+                                 "2m; bare: milliseconds), not",
+                                 v);
+            if (wait_given && a->wait_ms != n)
+                return run_usage("--wait given twice, or with --nonblock",
+                                 NULL);
+            a->wait_ms = n;
+            wait_given = true;
+        } else if ((v = cli_option_value(argc, argv, &i, "--lease", "-l",
                                          &missing))) {
-            if (!cli_parse_ms(v, false, RUN_MAX_MS, &a->lease_ms))
-                return run_usage("--lease takes milliseconds > 0, not", v);
-        } else if ((v = cli_option_value(argc, argv, &i, "--permits",
+            if (!cli_parse_duration(v, false, RUN_MAX_MS, &a->lease_ms))
+                return run_usage("--lease takes a duration above zero "
+                                 "(30s, 500ms; bare: milliseconds), not",
+                                 v);
+        } else if ((v = cli_option_value(argc, argv, &i, "--permits", "-p",
                                          &missing))) {
             if (!cli_parse_ms(v, false, INT_MAX, &a->permits))
                 return run_usage("--permits takes a count 1..2147483647, "
                                  "not",
                                  v);
+        } else if ((v = cli_option_value(argc, argv, &i,
+                                         "--conflict-exit-code", "-E",
+                                         &missing))) {
+            if (!cli_parse_ms(v, false, 255, &n))
+                return run_usage("--conflict-exit-code takes 1..255, not",
+                                 v);
+            a->conflict_exit = (int)n;
+        } else if ((v = cli_option_value(argc, argv, &i, "--command", "-c",
+                                         &missing))) {
+            if (shell_cmd != NULL)
+                return run_usage("--command given twice", NULL);
+            shell_cmd = v;
         } else {
             return run_usage(missing ? "missing value after"
                                      : "unknown option",
@@ -399,6 +426,18 @@ static int parse_args(const cli_globals *g, int argc, char **argv,
                          NULL);
     if (a->name == NULL || a->name[0] == '\0')
         return run_usage("missing lock NAME", NULL);
+    if (shell_cmd != NULL) {
+        if (i < argc)
+            return run_usage("--command takes the place of -- CMD: give "
+                             "one of them",
+                             NULL);
+        a->shell_cmd[0] = "/bin/sh";
+        a->shell_cmd[1] = "-c";
+        a->shell_cmd[2] = (char *)shell_cmd;
+        a->shell_cmd[3] = NULL;
+        a->cmd = a->shell_cmd;
+        return 0;
+    }
     if (i >= argc)
         return run_usage("missing -- before the command", NULL);
     if (i + 1 >= argc)
@@ -583,11 +622,47 @@ static int spawn_cmd(char **cmd, char **env, pid_t *pid)
 
 /* Wait for the acquire to complete, cancelling it if a signal asks hilock
  * to stop.  Returns that signal, or 0. */
-static int wait_acquired(const cli_runlock *lk, uint64_t op, run_state *st)
+/* How long a wait goes on with the server out of reach before hilock
+ * says so, and how often it looks. */
+#define RUN_UNREACHABLE_SAY_MS 2000
+#define RUN_REACH_POLL_MS 500
+
+/* Says, once, that the server has been out of reach for a while during
+ * the wait, and again when it is back: a silent wait on a dead server
+ * looks like a lock held by someone. */
+static void tell_reach(const cli_runlock *lk, const char *name,
+                       int64_t *unreachable_since, bool *told)
+{
+    if (lk->reachable == NULL)
+        return;
+    int64_t now = cli_now_ms();
+    if (lk->reachable(lk->impl)) {
+        if (*told)
+            fprintf(stderr, "hilock: the server is reachable again (%s)\n",
+                    name);
+        *unreachable_since = 0;
+        *told = false;
+        return;
+    }
+    if (*unreachable_since == 0)
+        *unreachable_since = now;
+    if (!*told && now - *unreachable_since >= RUN_UNREACHABLE_SAY_MS) {
+        *told = true;
+        fprintf(stderr, "hilock: waiting for %s, but the server has been "
+                        "out of reach for %lld ms; still trying\n",
+                name, (long long)(now - *unreachable_since));
+    }
+}
+
+static int wait_acquired(const cli_runlock *lk, uint64_t op, run_state *st,
+                         const char *name)
 {
     int stop_sig = 0;
+    int64_t unreachable_since = 0;
+    bool told = false;
     while (!atomic_load(&st->acquire_done)) {
-        wait_wake(-1);
+        tell_reach(lk, name, &unreachable_since, &told);
+        wait_wake(lk->reachable != NULL ? RUN_REACH_POLL_MS : -1);
         int sig = take_terminating_signal();
         if (sig != 0 && stop_sig == 0) {
             stop_sig = sig;
@@ -596,24 +671,35 @@ static int wait_acquired(const cli_runlock *lk, uint64_t op, run_state *st)
             lk->cancel(lk->impl, op);
         }
     }
+    /* Taken: the server answered, whether or not every connection is
+     * back yet. */
+    if (told && st->acquire_status == HILOCK_OK)
+        fprintf(stderr, "hilock: the server is reachable again (%s)\n",
+                name);
     return stop_sig;
 }
 
 static int acquire_failed(const run_args *a, const run_state *st)
 {
     int rc = st->acquire_status;
+    if (rc == HILOCK_EBUSY && a->permits > 0) {
+        fprintf(stderr, "hilock: no permit of %s was free; not acquired "
+                        "within %lld ms\n",
+                a->name, a->wait_ms);
+        return a->conflict_exit;
+    }
     if (rc == HILOCK_EBUSY) {
         fprintf(stderr, "hilock: %s is held by another owner; not acquired "
                         "within %lld ms\n",
                 a->name, a->wait_ms);
-        return CLI_EXIT_NOT_ACQUIRED;
+        return a->conflict_exit;
     }
     if (rc == HILOCK_EEXPIRED) {
         fprintf(stderr, "hilock: %s: the masters granted it, but the lease "
                         "had run out by the time a quorum had; not acquired "
                         "within %lld ms\n",
                 a->name, a->wait_ms);
-        return CLI_EXIT_NOT_ACQUIRED;
+        return a->conflict_exit;
     }
     if (rc == HILOCK_ENOQUORUM) {
         fprintf(stderr, "hilock: cannot acquire %s: too few masters could "
@@ -621,22 +707,9 @@ static int acquire_failed(const run_args *a, const run_state *st)
                 a->name, st->acquire_detail);
         return CLI_EXIT_UNAVAILABLE;
     }
-    fprintf(stderr, "hilock: cannot acquire %s: %s (%s)\n", a->name,
-            hilock_strerror(rc), st->acquire_detail);
-    switch (rc) {
-    case HILOCK_EREDIS: /* e.g. WRONGTYPE: the name is no lock */
-    case HILOCK_EPROTO: /* a count or token that no client writes */
-        return CLI_EXIT_DATAERR;
-    case HILOCK_EIO:
-    case HILOCK_ETIMEDOUT:
-    case HILOCK_EAUTH:
-    case HILOCK_EPERM:
-    case HILOCK_ETLS:
-    case HILOCK_ECLOSED:
-        return CLI_EXIT_UNAVAILABLE;
-    default:
-        return CLI_EXIT_SOFTWARE;
-    }
+    char what[300];
+    snprintf(what, sizeof what, "cannot acquire %s", a->name);
+    return cli_failed(what, rc, st->acquire_detail);
 }
 
 /* Run CMD to its end, passing signals on and stopping it if the lease is
@@ -698,6 +771,8 @@ int cli_run(const cli_globals *g, int argc, char **argv)
 {
     run_args a = {0};
     int rc = parse_args(g, argc, argv, &a);
+    if (rc < 0)
+        return cli_help("run");
     if (rc != 0)
         return rc;
     if (setup_signals() != 0)
@@ -722,13 +797,15 @@ int cli_run(const cli_globals *g, int argc, char **argv)
     uint64_t op = 0;
     /* The sync release below acts for this thread's owner id, so the
      * async acquire (used for its cancel) takes the same one. */
-    if (lk.acquire(lk.impl, hilock_thread_owner(), a.wait_ms, a.lease_ms,
-                   a.fence_env, &st, &op) != HILOCK_OK) {
-        fprintf(stderr, "hilock: cannot start the acquire: %s\n",
-                hilock_last_error());
+    rc = lk.acquire(lk.impl, hilock_thread_owner(), a.wait_ms, a.lease_ms,
+                    a.fence_env, &st, &op);
+    if (rc != HILOCK_OK) {
+        char what[300];
+        snprintf(what, sizeof what, "cannot acquire %s", a.name);
+        status = cli_failed(what, rc, NULL);
         goto out;
     }
-    sig = wait_acquired(&lk, op, &st);
+    sig = wait_acquired(&lk, op, &st, a.name);
     if (lk.acquire_ended != NULL)
         lk.acquire_ended(lk.impl);
     if (st.acquire_status != HILOCK_OK) {

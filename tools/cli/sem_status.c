@@ -109,10 +109,10 @@ int cli_semaphore_status(hilock_client *client, const char *name, bool force,
     int rc = hilock_client_command(client, 5, argv, lens, &r);
     free(zkey);
     if (rc != HILOCK_OK) {
-        fprintf(stderr, "hilock: status of %s failed: %s (%s)\n", name,
-                hilock_strerror(rc), hilock_last_error());
+        char what[300];
+        snprintf(what, sizeof what, "status of %s failed", name);
         hilock_reply_free(r);
-        return rc == HILOCK_EREDIS ? CLI_EXIT_DATAERR : CLI_EXIT_UNAVAILABLE;
+        return cli_failed(what, rc, NULL);
     }
     if (r->type != HILOCK_REPLY_ARRAY || r->elements != 5 ||
         !is_str(r->element[0]) ||

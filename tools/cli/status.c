@@ -95,18 +95,12 @@ static void json_string(FILE *out, const char *str, size_t len)
     putc('"', out);
 }
 
-/* What the library says went wrong, and the exit status for it: a name
- * that holds some other value is bad data, anything else a server that
- * could not be read. */
+/* What the library says went wrong, and the exit status for it. */
 static int status_failed(const char *name, int rc)
 {
-    fprintf(stderr, "hilock: status of %s failed: %s (%s)\n", name,
-            hilock_strerror(rc), hilock_last_error());
-    if (rc == HILOCK_EREDIS)
-        return CLI_EXIT_DATAERR;
-    if (rc == HILOCK_ENOMEM || rc == HILOCK_EPROTO || rc == HILOCK_EINVAL)
-        return CLI_EXIT_SOFTWARE;
-    return CLI_EXIT_UNAVAILABLE;
+    char what[300];
+    snprintf(what, sizeof what, "status of %s failed", name);
+    return cli_failed(what, rc, NULL);
 }
 
 /* The status of name read as the lock kind called kind; 0 or an exit
@@ -325,12 +319,7 @@ const cli_kind *cli_detect_kind(hilock_client *client, const char *name,
 
 static int status_usage(const char *why, const char *what)
 {
-    fprintf(stderr, "hilock status: %s%s%s\n", why, what ? " " : "",
-            what ? what : "");
-    fprintf(stderr, "usage: hilock [--redis URL] status "
-                    "[--kind reentrant|fair|read|write|latch|semaphore] NAME\n"
-                    "       hilock --redlock URL1,...,URLn status NAME\n");
-    return CLI_EXIT_USAGE;
+    return cli_usage_error("status", why, what);
 }
 
 int cli_status(const cli_globals *g, int argc, char **argv)
@@ -343,7 +332,9 @@ int cli_status(const cli_globals *g, int argc, char **argv)
             if (name != NULL)
                 return status_usage("one NAME only, not also", arg);
             name = arg;
-        } else if ((v = cli_option_value(argc, argv, &i, "--kind",
+        } else if (cli_wants_help(arg)) {
+            return cli_help("status");
+        } else if ((v = cli_option_value(argc, argv, &i, "--kind", "-k",
                                          &missing))) {
             if (!kind_known(v))
                 return status_usage("unknown lock kind", v);

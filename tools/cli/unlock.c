@@ -4,14 +4,9 @@
 
 #include "cli.h"
 
-static int unlock_usage(const char *why)
+static int unlock_usage(const char *why, const char *what)
 {
-    if (why)
-        fprintf(stderr, "hilock unlock: %s\n", why);
-    fprintf(stderr, "usage: hilock [--redis URL] unlock --force "
-                    "[--kind %s] NAME\n",
-            cli_kind_names());
-    return CLI_EXIT_USAGE;
+    return cli_usage_error("unlock", why, what);
 }
 
 int cli_unlock(const cli_globals *g, int argc, char **argv)
@@ -22,29 +17,37 @@ int cli_unlock(const cli_globals *g, int argc, char **argv)
     bool missing = false;
     for (int i = 1; i < argc; i++) {
         const char *v;
-        if (strcmp(argv[i], "--force") == 0) {
+        if (cli_wants_help(argv[i])) {
+            return cli_help("unlock");
+        } else if (cli_flag(argv[i], "--force", "-f")) {
             force = true;
-        } else if ((v = cli_option_value(argc, argv, &i, "--kind",
+        } else if ((v = cli_option_value(argc, argv, &i, "--kind", "-k",
                                          &missing)) != NULL) {
             if ((kind = cli_kind_find(v)) == NULL)
-                return unlock_usage("unknown lock kind");
+                return unlock_usage("unknown lock kind", v);
         } else if (missing) {
-            return unlock_usage("--kind needs a value");
-        } else if (argv[i][0] == '-' || name != NULL) {
-            return unlock_usage(NULL);
+            return unlock_usage("missing value after", argv[i]);
+        } else if (argv[i][0] == '-') {
+            return unlock_usage("unknown option", argv[i]);
+        } else if (name != NULL) {
+            return unlock_usage("one NAME only, not also", argv[i]);
         } else {
             name = argv[i];
         }
     }
     /* Without --force there is nothing to do: a hold belongs to the
      * process that took it, and only that process can give it back. */
-    if (!force || name == NULL || name[0] == '\0')
-        return unlock_usage(NULL);
+    if (!force)
+        return unlock_usage("takes a lock from its holder only with "
+                            "--force",
+                            NULL);
+    if (name == NULL || name[0] == '\0')
+        return unlock_usage("missing lock NAME", NULL);
     if (strlen(name) > HILOCK_MAX_NAME_LEN) {
         char why[96];
         snprintf(why, sizeof why, "the lock name is %zu bytes; at most %d "
                  "are allowed", strlen(name), HILOCK_MAX_NAME_LEN);
-        return unlock_usage(why);
+        return unlock_usage(why, NULL);
     }
     hilock_client *client;
     int rc = cli_open(g, &client);
@@ -66,10 +69,9 @@ int cli_unlock(const cli_globals *g, int argc, char **argv)
     hilock_lock *lock;
     rc = kind->create(&lock, client, name, strlen(name));
     if (rc != HILOCK_OK) {
-        fprintf(stderr, "hilock: %s: %s\n", hilock_strerror(rc),
-                hilock_last_error());
+        rc = cli_failed(name, rc, NULL);
         hilock_client_destroy(client);
-        return rc == HILOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_SOFTWARE;
+        return rc;
     }
     bool deleted = false;
     rc = hilock_lock_force_release(lock, &deleted);
@@ -77,9 +79,7 @@ int cli_unlock(const cli_globals *g, int argc, char **argv)
     if (rc == HILOCK_OK) {
         printf("%s\n", deleted ? "deleted" : "not locked");
     } else {
-        fprintf(stderr, "hilock: unlock failed: %s (%s)\n",
-                hilock_strerror(rc), hilock_last_error());
-        status = rc == HILOCK_EREDIS ? CLI_EXIT_DATAERR : CLI_EXIT_UNAVAILABLE;
+        status = cli_failed("unlock failed", rc, NULL);
     }
     hilock_lock_destroy(lock);
     hilock_client_destroy(client);

@@ -1,0 +1,81 @@
+/* Reading the command line: options in their long and short forms,
+ * numbers and durations. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+bool cli_parse_ms(const char *s, bool allow_zero, long long max,
+                  long long *out)
+{
+    /* strtoll alone would take signs and leading blanks. */
+    if (s[0] < '0' || s[0] > '9')
+        return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v > max || (v == 0 && !allow_zero))
+        return false;
+    *out = v;
+    return true;
+}
+
+bool cli_parse_duration(const char *s, bool allow_zero, long long max_ms,
+                        long long *out)
+{
+    if (s[0] < '0' || s[0] > '9')
+        return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0)
+        return false;
+    static const struct {
+        const char *unit;
+        long long ms;
+    } units[] = {{"", 1}, {"ms", 1}, {"s", 1000}, {"m", 60000},
+                 {"h", 3600000}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(end, units[i].unit) != 0)
+            continue;
+        if (v > max_ms / units[i].ms || (v == 0 && !allow_zero))
+            return false;
+        *out = v * units[i].ms;
+        return true;
+    }
+    return false;
+}
+
+const char *cli_option_value(int argc, char **argv, int *i, const char *opt,
+                             const char *short_opt, bool *missing)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(opt);
+    if (strncmp(a, opt, n) == 0 && a[n] == '=')
+        return a + n + 1;
+    bool named = strcmp(a, opt) == 0;
+    if (!named && short_opt != NULL && strncmp(a, short_opt, 2) == 0) {
+        if (a[2] != '\0')
+            return a + 2; /* -w10s */
+        named = true;
+    }
+    if (!named)
+        return NULL;
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+bool cli_flag(const char *arg, const char *opt, const char *short_opt)
+{
+    return strcmp(arg, opt) == 0 ||
+           (short_opt != NULL && strcmp(arg, short_opt) == 0);
+}
+
+bool cli_wants_help(const char *arg)
+{
+    return cli_flag(arg, "--help", "-h");
+}
