@@ -31,6 +31,7 @@
 
 #include "hilock/hilock.h"
 #include "support/fixture.h"
+#include "support/processes.h"
 
 #ifndef HILOCK_TOOL_PATH
 #error "HILOCK_TOOL_PATH must name the hilock executable"
@@ -119,19 +120,6 @@ static bool file_exists(const char *path)
     return stat(path, &st) == 0;
 }
 
-static void read_file(const char *path, char *out, size_t cap)
-{
-    FILE *fp = fopen(path, "r");
-    size_t n = 0;
-
-    out[0] = '\0';
-    if (fp == NULL)
-        return;
-    n = fread(out, 1, cap - 1, fp);
-    out[n] = '\0';
-    fclose(fp);
-}
-
 /* argv for the tool: the path, --redis URL (unless url is NULL), then the
  * NULL-terminated list. */
 static void tool_argv(const char **argv, const char *url, va_list ap)
@@ -216,30 +204,6 @@ static pid_t spawn_tool(const fx *f, const char *out_path, ...)
     sigaddset(&dfl, SIGHUP);
     sigaddset(&dfl, SIGPIPE);
     return spawn_argv(argv, out_path, &dfl);
-}
-
-/* Exit status of pid (128 + signal if killed), or -1 if it did not end
- * within timeout_ms; it is then killed. */
-static int wait_exit(pid_t pid, int timeout_ms)
-{
-    int64_t deadline = hl_now_ms() + timeout_ms;
-    int ws;
-
-    for (;;) {
-        pid_t r = waitpid(pid, &ws, WNOHANG);
-
-        if (r == pid)
-            break;
-        if (r < 0 && errno != EINTR)
-            fail_msg("waitpid: %s", strerror(errno));
-        if (hl_now_ms() >= deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &ws, 0);
-            return -1;
-        }
-        hl_sleep_ms(5);
-    }
-    return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
 }
 
 static bool still_running(pid_t pid)
@@ -600,7 +564,7 @@ static void test_lease_lost(void **state)
         fail_msg("the run never took the lock");
     hl_wait_until(path_appears, out_path, widen(5000));
     for (t0 = hl_now_ms(); hl_now_ms() - t0 < widen(5000);) {
-        read_file(out_path, out, sizeof out);
+        hl_file_read(out_path, out, sizeof out);
         if (strstr(out, "started") != NULL)
             break;
         hl_sleep_ms(5);
@@ -611,8 +575,8 @@ static void test_lease_lost(void **state)
                      ':');
     t0 = hl_now_ms();
     /* Renewal every third of 1000 ms: the loss shows within ~340 ms. */
-    rc = wait_exit(pid, widen(4000));
-    read_file(out_path, out, sizeof out);
+    rc = hl_wait_exit(pid, widen(4000));
+    hl_file_read(out_path, out, sizeof out);
     if (rc != 76)
         fail_msg("exit %d after %lld ms; output:\n%s", rc,
                  (long long)(hl_now_ms() - t0), out);
@@ -839,8 +803,8 @@ static void forward_one(fx *f, int sig, const char *sig_name)
                      (char *)NULL);
     wait_for_file(ready);
     assert_int_equal(kill(pid, sig), 0);
-    rc = wait_exit(pid, widen(10000));
-    read_file(out_path, out, sizeof out);
+    rc = hl_wait_exit(pid, widen(10000));
+    hl_file_read(out_path, out, sizeof out);
     if (rc != 3)
         fail_msg("SIG%s: exit %d, not the command's 3:\n%s", sig_name, rc,
                  out);
@@ -869,7 +833,7 @@ static void test_signals_forwarded(void **state)
     /* The exec may still be under way; a TERM to sh then ends it too. */
     hl_sleep_ms(50);
     assert_int_equal(kill(pid, SIGTERM), 0);
-    assert_int_equal(wait_exit(pid, widen(10000)), 128 + SIGTERM);
+    assert_int_equal(hl_wait_exit(pid, widen(10000)), 128 + SIGTERM);
     assert_free(f, "fwd");
 }
 
@@ -902,8 +866,8 @@ static unsigned long long ignored_by_command(const fx *f,
     pid = spawn_argv(argv, out_path, &dfl);
     for (i = 0; i < n; i++)
         sigaction(ignored[i], &old[i], NULL);
-    rc = wait_exit(pid, widen(20000));
-    read_file(out_path, out, sizeof out);
+    rc = hl_wait_exit(pid, widen(20000));
+    hl_file_read(out_path, out, sizeof out);
     if (rc != 0)
         fail_msg("exit %d:\n%s", rc, out);
     p = strstr(out, "SigIgn:");
@@ -980,7 +944,7 @@ static bool pid_alive(pid_t pid)
     const char *state;
 
     snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-    read_file(path, stat, sizeof stat);
+    hl_file_read(path, stat, sizeof stat);
     state = strrchr(stat, ')');
     return state != NULL && state[1] == ' ' && state[2] != 'Z'
            && state[2] != 'X';
@@ -1006,7 +970,7 @@ static bool beat_seen(void *arg)
     const char *line;
     const char *text = beats;
 
-    read_file(p->path, beats, sizeof beats);
+    hl_file_read(p->path, beats, sizeof beats);
     for (line = text; *line != '\0';) {
         char *end;
         long id = strtol(line, &end, 10);
@@ -1050,21 +1014,21 @@ static void test_killed_run_takes_command_along(void **state)
     if (!hl_wait_until(beat_seen, &first, widen(10000)))
         fail_msg("the first command never wrote");
     assert_int_equal(kill(run1, SIGKILL), 0);
-    assert_int_equal(wait_exit(run1, widen(5000)), 128 + SIGKILL);
+    assert_int_equal(hl_wait_exit(run1, widen(5000)), 128 + SIGKILL);
     t_kill = hl_now_ms();
     gone = hl_wait_until(pid_gone, &first.pid, 2000);
     took = hl_now_ms() - t_kill;
 
     run2 = spawn_tool(f, out2, "run", "k9", "--", self, "--beat", "2", log,
                       "25", (char *)NULL);
-    rc = wait_exit(run2, widen(20000));
-    read_file(out2, out, sizeof out);
+    rc = hl_wait_exit(run2, widen(20000));
+    hl_file_read(out2, out, sizeof out);
     if (!gone)
         kill(first.pid, SIGKILL);
     if (rc != 0)
         fail_msg("second run: exit %d:\n%s", rc, out);
 
-    read_file(log, beats, sizeof beats);
+    hl_file_read(log, beats, sizeof beats);
     for (line = beats; line != NULL && *line != '\0';) {
         long id, pid;
         long long ns;
@@ -1115,7 +1079,7 @@ static pid_t run_with_grandchild(const fx *f, const char *name,
     pid = spawn_tool(f, out_path, "--watchdog", watchdog, "run", name, "--",
                      "sh", "-c", script, (char *)NULL);
     wait_for_file(gc_path);
-    read_file(gc_path, text, sizeof text);
+    hl_file_read(gc_path, text, sizeof text);
     *grandchild = (pid_t)atol(text);
     assert_true(*grandchild > 0);
     assert_true(pid_alive(*grandchild));
@@ -1151,7 +1115,7 @@ static void test_group_signalled(void **state)
     assert_int_equal(hl_redis_server_cmd(f->server, reply, sizeof reply,
                                          "DEL", "grp", (char *)NULL),
                      ':');
-    rc = wait_exit(pid, widen(4000));
+    rc = hl_wait_exit(pid, widen(4000));
     if (!hl_wait_until(pid_gone, &gc, widen(2000))) {
         kill(gc, SIGKILL);
         fail_msg("the command's child outlived the lost lease (exit %d)",
@@ -1161,7 +1125,7 @@ static void test_group_signalled(void **state)
 
     pid = run_with_grandchild(f, "grp", "30000", &gc);
     assert_int_equal(kill(pid, SIGTERM), 0);
-    rc = wait_exit(pid, widen(10000));
+    rc = hl_wait_exit(pid, widen(10000));
     if (!hl_wait_until(pid_gone, &gc, widen(2000))) {
         kill(gc, SIGKILL);
         fail_msg("the command's child outlived a SIGTERM to hilock (exit "
@@ -1230,7 +1194,7 @@ static void test_terminal_handed_over(void **state)
     }
     out[len] = '\0';
     close(master);
-    rc = wait_exit(pid, widen(5000));
+    rc = hl_wait_exit(pid, widen(5000));
     if (rc != 0 || strstr(out, "got:one") == NULL
         || strstr(out, "after:two") == NULL)
         fail_msg("exit %d; on the terminal:\n%s", rc, out);
@@ -1260,10 +1224,10 @@ static void test_mutual_exclusion(void **state)
                              script, (char *)NULL);
     }
     for (i = 0; i < RUNS; i++) {
-        assert_int_equal(wait_exit(pids[i], widen(20000)), 0);
+        assert_int_equal(hl_wait_exit(pids[i], widen(20000)), 0);
         strcat(expect, "start\nend\n");
     }
-    read_file(log, text, sizeof text);
+    hl_file_read(log, text, sizeof text);
     /* Overlapping intervals would show as two starts in a row. */
     assert_string_equal(text, expect);
     assert_free(f, "mx");
@@ -1346,7 +1310,7 @@ static void test_status_json(void **state)
     assert_int_equal(p[8], '-');
     assert_int_equal(p[HILOCK_CLIENT_ID_LEN], ':');
     assert_int_equal(kill(pid, SIGTERM), 0);
-    assert_int_equal(wait_exit(pid, widen(10000)), 128 + SIGTERM);
+    assert_int_equal(hl_wait_exit(pid, widen(10000)), 128 + SIGTERM);
     assert_free(f, "st");
 
     /* Held twice by the test: exactly its owner id and count. */
@@ -1520,7 +1484,7 @@ static void test_status_kinds(void **state)
         assert_true(strspn(w, "0123456789abcdef-") == HILOCK_CLIENT_ID_LEN);
         assert_has(w + HILOCK_CLIENT_ID_LEN, "\"}],\"subscribers\":1}");
         assert_int_equal(hilock_lock_release(lock), HILOCK_OK);
-        assert_int_equal(wait_exit(pid, widen(10000)), 0);
+        assert_int_equal(hl_wait_exit(pid, widen(10000)), 0);
         hilock_lock_destroy(lock);
         hilock_client_destroy(c);
     }
@@ -1594,14 +1558,14 @@ static void test_status_fair_queue(void **state)
     /* Released: the line moves on and empties. */
     assert_int_equal(hilock_lock_release(lock), HILOCK_OK);
     for (i = 0; i < 2; i++) {
-        int rc = wait_exit(pids[i], widen(10000));
+        int rc = hl_wait_exit(pids[i], widen(10000));
 
         if (rc != 0) {
             char leaf[32];
 
             snprintf(leaf, sizeof leaf, "fq%d.out", i);
             path_in(f, out_path, sizeof out_path, leaf);
-            read_file(out_path, out, sizeof out);
+            hl_file_read(out_path, out, sizeof out);
             fail_msg("run %d exited %d:\n%s", i, rc, out);
         }
     }
@@ -1632,8 +1596,8 @@ static void test_unlock_force(void **state)
     assert_true(still_running(pid));
     assert_int_equal(TOOL(f, out, "unlock", "--force", "uf"), 0);
     assert_string_equal(out, "deleted\n");
-    rc = wait_exit(pid, widen(4000));
-    read_file(out_path, out, sizeof out);
+    rc = hl_wait_exit(pid, widen(4000));
+    hl_file_read(out_path, out, sizeof out);
     if (rc != 0)
         fail_msg("the waiting run exited %d:\n%s", rc, out);
     assert_has(out, "acquired");
@@ -1677,8 +1641,8 @@ static void test_unlock_force_read_write(void **state)
     assert_true(still_running(pid));
     assert_int_equal(TOOL(f, out, "unlock", "--force", "ufrw"), 0);
     assert_string_equal(out, "deleted\n");
-    rc = wait_exit(pid, widen(4000));
-    read_file(out_path, out, sizeof out);
+    rc = hl_wait_exit(pid, widen(4000));
+    hl_file_read(out_path, out, sizeof out);
     if (rc != 0)
         fail_msg("the waiting writer exited %d:\n%s", rc, out);
     assert_has(out, "acquired");
@@ -1922,7 +1886,7 @@ static void test_redlock_run_and_status(void **state)
         fail_msg("held on %d masters only:\n%s", locked_on, out);
     assert_one_owner(out);
     assert_int_equal(kill(pid, SIGTERM), 0);
-    assert_int_equal(wait_exit(pid, widen(10000)), 128 + SIGTERM);
+    assert_int_equal(hl_wait_exit(pid, widen(10000)), 128 + SIGTERM);
     assert_int_equal(redlock_status(urls, s, "rl", 0, out), 0);
 
     /* Two masters down: still a quorum. */
@@ -1940,7 +1904,7 @@ static void test_redlock_run_and_status(void **state)
                                    "\"error\":\"unreachable\""),
                      2);
     assert_int_equal(kill(pid, SIGTERM), 0);
-    assert_int_equal(wait_exit(pid, widen(10000)), 128 + SIGTERM);
+    assert_int_equal(hl_wait_exit(pid, widen(10000)), 128 + SIGTERM);
 
     /* Three down: no quorum, nothing runs. */
     hl_fixture_kill9(s[2]);
@@ -1976,7 +1940,7 @@ static void test_redlock_not_acquired(void **state)
                              "true"),
                      75);
     assert_int_equal(kill(pid, SIGTERM), 0);
-    assert_int_equal(wait_exit(pid, widen(10000)), 128 + SIGTERM);
+    assert_int_equal(hl_wait_exit(pid, widen(10000)), 128 + SIGTERM);
     assert_int_equal(REDLOCK(urls, out, "run", "--wait=0", "rb", "--",
                              "true"),
                      0);
@@ -2009,8 +1973,8 @@ static void test_redlock_lease_lost(void **state)
         assert_int_equal(hl_redis_server_cmd(s[i], reply, sizeof reply,
                                              "DEL", "rll", (char *)NULL),
                          ':');
-    rc = wait_exit(pid, widen(4000));
-    read_file(out_path, out, sizeof out);
+    rc = hl_wait_exit(pid, widen(4000));
+    hl_file_read(out_path, out, sizeof out);
     if (rc != 76)
         fail_msg("exit %d; output:\n%s", rc, out);
     assert_has(out, "got-term");

@@ -6,8 +6,15 @@
 
 #include "cli.h"
 
-bool cli_parse_ms(const char *s, bool allow_zero, long long max,
-                  long long *out)
+typedef struct unit {
+    const char *name;
+    long long scale;
+} unit;
+
+/* Digits (no sign, no blank), then one of units' names; the number times
+ * its scale in *out, at most max, zero only with allow_zero. */
+static bool parse_scaled(const char *s, bool allow_zero, long long max,
+                         const unit *units, size_t n, long long *out)
 {
     /* strtoll alone would take signs and leading blanks. */
     if (s[0] < '0' || s[0] > '9')
@@ -15,36 +22,36 @@ bool cli_parse_ms(const char *s, bool allow_zero, long long max,
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno != 0 || *end != '\0' || v > max || (v == 0 && !allow_zero))
+    if (errno != 0 || (v == 0 && !allow_zero))
         return false;
-    *out = v;
-    return true;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(end, units[i].name) != 0)
+            continue;
+        if (v > max / units[i].scale)
+            return false;
+        *out = v * units[i].scale;
+        return true;
+    }
+    return false;
+}
+
+bool cli_parse_ms(const char *s, bool allow_zero, long long max,
+                  long long *out)
+{
+    static const unit bare[] = {{"", 1}};
+    return parse_scaled(s, allow_zero, max, bare, 1, out);
 }
 
 bool cli_parse_duration(const char *s, bool allow_zero, long long max_ms,
                         long long *out)
 {
-    if (s[0] < '0' || s[0] > '9')
-        return false;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno != 0)
-        return false;
-    static const struct {
-        const char *unit;
-        long long ms;
-    } units[] = {{"", 1}, {"ms", 1}, {"s", 1000}, {"m", 60000},
-                 {"h", 3600000}};
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcmp(end, units[i].unit) != 0)
-            continue;
-        if (v > max_ms / units[i].ms || (v == 0 && !allow_zero))
-            return false;
-        *out = v * units[i].ms;
-        return true;
-    }
-    return false;
+    static const unit units[] = {{"", 1},
+                                 {"ms", 1},
+                                 {"s", 1000},
+                                 {"m", 60000},
+                                 {"h", 3600000}};
+    return parse_scaled(s, allow_zero, max_ms, units,
+                        sizeof units / sizeof units[0], out);
 }
 
 const char *cli_option_value(int argc, char **argv, int *i, const char *opt,
