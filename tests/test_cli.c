@@ -1384,12 +1384,14 @@ static void test_status_kinds(void **state)
     status_of(f, "fair", out);
     assert_has(out, "\"queue\":[{\"owner\":\"a:1\",\"expires_in_ms\":-");
     assert_has(out, "{\"owner\":\"b\\\"2\",\"expires_in_ms\":null}]}\n");
-    /* --kind overrides what the server data says. */
+    /* --kind that the data contradicts is refused, naming what is
+     * there; the kind that is there is read. */
     assert_int_equal(TOOL(f, out, "status", "--kind", "reentrant", "fair"),
-                     0);
-    assert_json_object(out);
-    assert_has(out, "\"kind\":\"reentrant\"");
-    assert_has(out, "\"waiters\":[],\"subscribers\":0}\n");
+                     65);
+    assert_has(out, "fair holds a fair lock, not a reentrant lock");
+    assert_null(strstr(out, "{\"name\""));
+    assert_int_equal(TOOL(f, out, "status", "-k", "fair", "fair"), 0);
+    assert_has(out, "\"kind\":\"fair\"");
     /* Only the zset of places is enough to tell a fair lock. */
     hl_redis_server_cmd(s, reply, sizeof reply, "ZADD",
                         "redisson_lock_timeout:{tq}", "1000", "a:1",
@@ -1444,6 +1446,9 @@ static void test_status_kinds(void **state)
     assert_has(out, "\"kind\":\"read-write\",\"locked\":false");
     assert_has(out, "\"mode\":null,\"readers\":[],\"writer\":null,"
                     "\"waiting_writers\":[{\"owner\":\"w:3\"}]}\n");
+    assert_int_equal(TOOL(f, out, "status", "--kind", "fair", "rw"), 65);
+    assert_has(out, "rw holds a read-write lock, not a fair lock");
+    assert_int_equal(TOOL(f, out, "status", "--kind", "write", "rw"), 0);
     /* Either side names the whole lock. */
     assert_int_equal(TOOL(f, out, "status", "--kind=read", "free"), 0);
     assert_string_equal(out, "{\"name\":\"free\",\"kind\":\"read-write\","

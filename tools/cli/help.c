@@ -69,7 +69,9 @@ static const command_help commands[] = {
      "  -k, --kind KIND  read NAME as this kind: reentrant, fair, read,\n"
      "                   write, latch or semaphore (default: the kind the\n"
      "                   server shows; a free lock of any kind looks\n"
-     "                   reentrant)\n"
+     "                   reentrant); a kind the data contradicts (a\n"
+     "                   read-write lock's mode, a fair lock's line) is\n"
+     "                   refused with exit 65\n"
      "  -h, --help       print this and exit"},
     {"unlock",
      "[--redis URL] unlock --force [--kind KIND] NAME",

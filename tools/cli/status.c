@@ -317,6 +317,38 @@ const cli_kind *cli_detect_kind(hilock_client *client, const char *name,
     return found;
 }
 
+/* The status kind name a --kind reads as: both sides of a read-write
+ * lock are one. */
+static const char *status_kind_of(const char *kind)
+{
+    return strcmp(kind, "read") == 0 || strcmp(kind, "write") == 0
+               ? "read-write"
+               : kind;
+}
+
+/* --kind names one kind, and the server shows data only another kind
+ * writes (a read-write lock's mode, a fair lock's line): reading it as the
+ * kind asked would mislead, so it is refused (65), naming what is there.
+ * A lock whose data any kind's looks like (an idle fair lock, a reentrant
+ * one) cannot be told apart, and passes.  0 or the exit status. */
+static int refuse_other_kind(hilock_client *client, const char *name,
+                             const char *kind)
+{
+    hilock_lock_status *seen = NULL;
+    int rc = read_status(client, name, NULL, &seen);
+    if (rc != 0)
+        return rc;
+    const char *want = status_kind_of(kind);
+    if (seen->kind_seen && strcmp(seen->kind, want) != 0) {
+        fprintf(stderr, "hilock: %s holds a %s lock, not a %s lock "
+                        "(--kind %s): not read as one\n",
+                name, seen->kind, want, kind);
+        rc = CLI_EXIT_DATAERR;
+    }
+    hilock_lock_status_free(seen);
+    return rc;
+}
+
 static int status_usage(const char *why, const char *what)
 {
     return cli_usage_error("status", why, what);
@@ -398,7 +430,11 @@ int cli_status(const cli_globals *g, int argc, char **argv)
         return rc;
     }
     hilock_lock_status *st;
-    rc = read_status(client, name, kind, &st);
+    rc = kind != NULL ? refuse_other_kind(client, name, kind) : 0;
+    if (rc == 0)
+        rc = read_status(client, name, kind, &st);
+    else
+        st = NULL;
     if (rc == 0) {
         print_status(name, st);
         print_replication(client, opts);
