@@ -581,6 +581,9 @@ static void test_lease_lost(void **state)
         fail_msg("exit %d after %lld ms; output:\n%s", rc,
                  (long long)(hl_now_ms() - t0), out);
     assert_has(out, "got-term");
+    /* With the reason: the renewal found the key gone. */
+    assert_has(out, "lost the lock lost (a renewal found the lock no "
+                    "longer held");
     assert_free(f, "lost");
 }
 

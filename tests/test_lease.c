@@ -62,9 +62,10 @@ static test_lease leases[LEASES];
 static atomic_int lost_calls;
 static atomic_int release_calls;
 
-static void on_lost(hl_lease *l)
+static void on_lost(hl_lease *l, const char *why)
 {
     (void)l;
+    assert_non_null(why);
     atomic_fetch_add(&lost_calls, 1);
 }
 

@@ -832,6 +832,9 @@ static void test_lost_when_key_deleted(void **state)
     assert_true(atomic_load(&lr.at_ms) >= t_del);
     assert_int_equal(atomic_load(&lr.owner), hilock_thread_owner());
     assert_int_equal(atomic_load(&lr.off_loop), 0);
+    /* The callback was told why. */
+    if (strstr(lr.why, "a renewal found the lock no longer held") == NULL)
+        fail_msg("the lost callback read \"%s\"", lr.why);
     assert_status(hilock_lock_lease_lost(l, &lost), HILOCK_OK);
     assert_true(lost);
     assert_int_equal(lease_stats(c).lost, 1);

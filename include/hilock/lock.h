@@ -390,7 +390,9 @@ HILOCK_API int hilock_lock_status_async(hilock_lock *lock,
 HILOCK_API void hilock_lock_status_free(hilock_lock_status *status);
 
 /* Called on the loop thread when a lease of this lock is lost, with the
- * owner that held it.  NULL turns it off.  Any thread: away from loop
+ * owner that held it; inside the callback hilock_last_error() says why
+ * (the lease ran out unconfirmed, a renewal found the lock gone, a new
+ * master lacks the hold, the server restarted).  NULL turns it off.  Any thread: away from loop
  * threads it waits until the lock's loop thread has taken the setting, so
  * once it returns the old callback is not called again (unless it is
  * running on the loop thread right now), and never allocates.  On the

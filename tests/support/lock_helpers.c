@@ -370,6 +370,7 @@ void hl_lost_rec_init(hl_lost_rec *r, hilock_client *client)
     atomic_init(&r->off_loop, 0);
     atomic_init(&r->owner, 0);
     atomic_init(&r->at_ms, 0);
+    r->why[0] = '\0';
 }
 
 static void record_lost(hl_lost_rec *r, uint64_t owner)
@@ -378,6 +379,8 @@ static void record_lost(hl_lost_rec *r, uint64_t owner)
         atomic_fetch_add(&r->off_loop, 1);
     atomic_store(&r->owner, owner);
     atomic_store(&r->at_ms, hl_now_ms());
+    if (atomic_load(&r->calls) == 0)
+        snprintf(r->why, sizeof r->why, "%s", hilock_last_error());
     atomic_fetch_add(&r->calls, 1);
 }
 

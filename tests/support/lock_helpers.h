@@ -218,6 +218,7 @@ typedef struct hl_lost_rec {
     atomic_int off_loop;
     _Atomic uint64_t owner; /* of the last call */
     _Atomic int64_t at_ms;  /* hl_now_ms() at the last call */
+    char why[256];          /* hilock_last_error() in the first call */
 } hl_lost_rec;
 
 void hl_lost_rec_init(hl_lost_rec *r, hilock_client *client);

@@ -78,10 +78,12 @@ typedef struct cli_runlock {
     void (*close)(void *impl);
 } cli_runlock;
 
-/* detail: why it failed (NULL: hilock_last_error()); unused on success. */
+/* detail: why it failed (NULL: hilock_last_error()); unused on success.
+ * cli_run_lost's why: the reason the hold was lost (NULL or "": none
+ * known). */
 void cli_run_acquired(cli_run_state *st, int status, uint64_t token,
                       const char *detail);
-void cli_run_lost(cli_run_state *st);
+void cli_run_lost(cli_run_state *st, const char *why);
 
 /* Connect to the masters of --redlock and make the RedLock lock `name`.
  * Returns 0, or the exit status after printing why. */

@@ -30,7 +30,7 @@ static void on_lost(hilock_semaphore *sem, const char *id, void *user_data)
 {
     (void)sem;
     (void)id;
-    cli_run_lost(user_data);
+    cli_run_lost(user_data, hilock_last_error());
 }
 
 static int permit_acquire(void *impl, uint64_t owner, int64_t wait_ms,

@@ -187,7 +187,7 @@ static void redlock_lost(hilock_multilock *m, uint64_t owner,
     (void)m;
     (void)owner;
     redlock_lock *r = user_data;
-    cli_run_lost(r->st);
+    cli_run_lost(r->st, "fewer than a quorum of the masters still hold it");
 }
 
 static int redlock_acquire(void *impl, uint64_t owner, int64_t wait_ms,

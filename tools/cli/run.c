@@ -67,6 +67,7 @@ struct cli_run_state {
     uint64_t token;
     char acquire_detail[1024]; /* room for a line per RedLock master */
     atomic_bool lost;
+    char lost_why[256]; /* written before lost is set; may be "" */
 };
 typedef cli_run_state run_state;
 
@@ -103,8 +104,10 @@ void cli_run_acquired(cli_run_state *st, int status, uint64_t token,
     wake();
 }
 
-void cli_run_lost(cli_run_state *st)
+void cli_run_lost(cli_run_state *st, const char *why)
 {
+    if (!atomic_load(&st->lost))
+        snprintf(st->lost_why, sizeof st->lost_why, "%s", why ? why : "");
     atomic_store(&st->lost, true);
     wake();
 }
@@ -153,7 +156,7 @@ static void single_lost(hilock_lock *lock, uint64_t owner, void *user_data)
 {
     (void)lock;
     (void)owner;
-    cli_run_lost(user_data);
+    cli_run_lost(user_data, hilock_last_error());
 }
 
 static bool single_reachable(void *impl)
@@ -744,9 +747,10 @@ static int supervise(pid_t pid, run_state *st, const char *name,
         }
         if (atomic_load(&st->lost) && !*lost_seen) {
             *lost_seen = true;
-            fprintf(stderr, "hilock: lost the lock %s; stopping %d and its "
-                            "process group with SIGTERM\n",
-                    name, (int)pid);
+            fprintf(stderr, "hilock: lost the lock %s%s%s%s; stopping %d "
+                            "and its process group with SIGTERM\n",
+                    name, st->lost_why[0] ? " (" : "", st->lost_why,
+                    st->lost_why[0] ? ")" : "", (int)pid);
             kill(-pid, SIGTERM);
             kill_at = cli_now_ms() + RUN_GRACE_MS;
         }
@@ -845,9 +849,10 @@ int cli_run(const cli_globals *g, int argc, char **argv)
         /* Noticed only after CMD ended, but the loss itself may date from
          * while it ran: nobody can tell it kept the lock throughout. */
         if (!lost_seen)
-            fprintf(stderr, "hilock: the lock %s was lost before %s could "
-                            "release it\n",
-                    a.name, pid != 0 ? a.cmd[0] : "hilock");
+            fprintf(stderr, "hilock: the lock %s was lost%s%s%s before %s "
+                            "could release it\n",
+                    a.name, st.lost_why[0] ? " (" : "", st.lost_why,
+                    st.lost_why[0] ? ")" : "", pid != 0 ? a.cmd[0] : "hilock");
         status = CLI_EXIT_LEASE_LOST;
     } else if (rc != HILOCK_OK) {
         fprintf(stderr, "hilock: could not release %s: %s (%s); it expires "

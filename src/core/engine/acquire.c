@@ -162,7 +162,7 @@ void hl_lock_cancel_all(hilock_lock *lock, int status, const char *detail)
         op_finish(lock->ops, status, NULL, detail);
 }
 
-void hl_hold_lease_lost(hl_lease *lease)
+void hl_hold_lease_lost(hl_lease *lease, const char *why)
 {
     hl_hold *h = (hl_hold *)(void *)((char *)lease -
                                      offsetof(hl_hold, lease_mem));
@@ -179,8 +179,11 @@ void hl_hold_lease_lost(hl_lease *lease)
     uint64_t owner = h->owner; /* the hold may go in a callback */
     hl_lock_ref(lock);
     hilock_client *c = lock->client;
+    /* Listeners and the callback read why with hilock_last_error(). */
+    hl_set_detail(why);
     hl_lock_tell_listeners(lock, owner);
     if (lock->lost_cb != NULL && lock->client != NULL) {
+        hl_set_detail(why);
         hl_client_enter_callback(c);
         lock->lost_cb(lock, owner, lock->lost_data);
         hl_client_leave_callback(c);
@@ -199,7 +202,9 @@ static void lose_holds(hl_hold *h)
         h->count = 0;
         return;
     }
-    hl_lease_lose(l);
+    hl_lease_lose(l, "an acquire found the older holds gone from the "
+                     "server (the lock expired, was deleted, or the "
+                     "server lost it)");
 }
 
 /* The server granted the lock: record the hold and its lease. */

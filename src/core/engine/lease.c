@@ -120,7 +120,22 @@ static void lease_detach(hl_lease *l)
     l->stopped = true;
 }
 
-static void lease_lost(hl_lease *l)
+/* Why a lease is lost, as its owner hears it. */
+#define WHY_RAN_OUT                                                        \
+    "the lease ran out before a renewal was confirmed (the server was "    \
+    "unreachable or slow)"
+#define WHY_GONE                                                           \
+    "a renewal found the lock no longer held by this owner (it expired, "  \
+    "was deleted, or the server lost it)"
+#define WHY_NOT_ON_NEW_MASTER                                              \
+    "the master now serving the lock does not have the hold (a failover "  \
+    "or a restart lost it)"
+#define WHY_RELEASE_LATE                                                   \
+    "the lease ran out while a release was on its way"
+#define WHY_ALL                                                            \
+    "the server restarted, and may have forgotten the hold"
+
+static void lease_lost(hl_lease *l, const char *why)
 {
     if (l->stopped)
         return;
@@ -130,7 +145,7 @@ static void lease_lost(hl_lease *l)
     hl_lease_engine *e = l->engine;
     e->stats.lost++;
     l->batches++;
-    e->on_lost(l);
+    e->on_lost(l, why);
     l->batches--;
     lease_free_if_unused(l);
 }
@@ -155,7 +170,7 @@ static void on_deadline(hl_timer *t)
     e->batches++;
     hl_lease *l;
     while (!e->freed && (l = first_due(e, now)) != NULL)
-        lease_lost(l);
+        lease_lost(l, WHY_RAN_OUT);
     e->batches--;
     if (e->freed) {
         engine_free_if_unused(e);
@@ -223,7 +238,7 @@ static void on_renew_reply(void *data, int status, hilock_reply *reply)
             e->stats.renewed++;
             set_deadline(l, b->sent_at, e->watchdog_ms);
         } else {
-            lease_lost(l);
+            lease_lost(l, b->verify ? WHY_NOT_ON_NEW_MASTER : WHY_GONE);
         }
     }
     hilock_reply_free(reply);
@@ -544,10 +559,10 @@ void hl_lease_set_releasing(hl_lease *l, bool releasing)
     l->releasing = releasing;
     /* A deadline that passed while the release was in flight counts now. */
     if (!releasing && !l->stopped && hl_monotime_now() >= l->deadline)
-        lease_lost(l);
+        lease_lost(l, WHY_RELEASE_LATE);
 }
 
-void hl_lease_lose(hl_lease *l) { lease_lost(l); }
+void hl_lease_lose(hl_lease *l, const char *why) { lease_lost(l, why); }
 
 bool hl_lease_stop(hl_lease *l)
 {
@@ -569,7 +584,7 @@ void hl_lease_engine_lose_all(hl_lease_engine *e)
     e->batches++;
     hl_lease *l;
     while (!e->freed && (l = first_due(e, INT64_MAX)) != NULL)
-        lease_lost(l);
+        lease_lost(l, WHY_ALL);
     e->batches--;
     if (e->freed)
         engine_free_if_unused(e);

@@ -49,9 +49,10 @@ struct hl_lease {
     bool owner_released; /* the owner called hl_lease_stop */
 };
 
-/* Told once, when the lease is lost; the lease is stopped by then (the
- * owner still calls hl_lease_stop to let go of it). */
-typedef void hl_lease_lost_fn(hl_lease *lease);
+/* Told once, when the lease is lost, with why (a sentence, static); the
+ * lease is stopped by then (the owner still calls hl_lease_stop to let
+ * go of it). */
+typedef void hl_lease_lost_fn(hl_lease *lease, const char *why);
 /* The engine is done with a lease whose hl_lease_stop returned false: the
  * owner may free the memory around it now. */
 typedef void hl_lease_release_fn(hl_lease *lease);
@@ -86,10 +87,9 @@ void hl_lease_regranted(hl_lease *l, hl_monotime granted_at,
  * lease and a "not held" answer is no loss. */
 void hl_lease_set_releasing(hl_lease *l, bool releasing);
 
-/* Report the lease lost now, as a renewal that found it gone would: its
- * owner learnt so from an answer of its own.  Nothing for a stopped
- * lease. */
-void hl_lease_lose(hl_lease *l);
+/* Report the lease lost now, for why (static): its owner learnt so from
+ * an answer of its own.  Nothing for a stopped lease. */
+void hl_lease_lose(hl_lease *l, const char *why);
 
 /* No more renewals or reports.  Returns true when the owner may free the
  * lease's memory at once; false when a renewal in flight still names it,

@@ -237,7 +237,7 @@ static inline hl_lease *hl_hold_lease(hl_hold *h)
 }
 
 /* The engine's callbacks for leases living in holds. */
-void hl_hold_lease_lost(hl_lease *lease);
+void hl_hold_lease_lost(hl_lease *lease, const char *why);
 void hl_hold_lease_released(hl_lease *lease);
 
 /* A listener to a handle's holds, for a layer that builds on handles
