@@ -337,6 +337,23 @@ static void test_a_wait_on_a_lost_server_says_so(void **state)
     hl_free_client(c);
 }
 
+/* --verbose prints the client's events as they happen. */
+static void test_verbose_prints_events(void **state)
+{
+    (void)state;
+    char out[OUT_CAP], want[96];
+    assert_int_equal(tool(out, "-v", "--redis", url, "run", "-n", "verbose",
+                          "--", "true", (char *)NULL),
+                     0);
+    snprintf(want, sizeof want, "hilock: [connected] 127.0.0.1:%d\n",
+             hl_redis_server_port(server));
+    assert_has(out, want);
+    assert_int_equal(tool(out, "--redis", url, "run", "-n", "verbose", "--",
+                          "true", (char *)NULL),
+                     0);
+    assert_true(strstr(out, "[connected]") == NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -346,6 +363,7 @@ int main(void)
         cmocka_unit_test(test_short_options_and_durations),
         cmocka_unit_test(test_a_replica_exits_unavailable),
         cmocka_unit_test(test_a_wait_on_a_lost_server_says_so),
+        cmocka_unit_test(test_verbose_prints_events),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

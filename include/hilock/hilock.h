@@ -5,6 +5,7 @@
 #include "alloc.h"
 #include "client.h"
 #include "error.h"
+#include "events.h"
 #include "export.h"
 #include "fair.h"
 #include "latch.h"

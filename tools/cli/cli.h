@@ -31,6 +31,7 @@ typedef struct cli_globals {
     long long watchdog_ms; /* 0: the library's default */
     const char *redlock;   /* --redlock: the masters' URLs, comma-separated;
                             * NULL without it */
+    bool verbose;          /* --verbose: the clients' events on stderr */
 } cli_globals;
 
 /* A lock kind that `hilock run` can take.  New kinds (fair, read, write)

@@ -14,6 +14,18 @@ int64_t cli_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* --verbose: what happens to the connections and leases, as it
+ * happens, one line each on stderr. */
+static void print_event(hilock_client *client, const hilock_event *e,
+                        void *data)
+{
+    (void)client;
+    (void)data;
+    fprintf(stderr, "hilock: [%s]%s%s%s%s\n", hilock_event_name(e->type),
+            e->server ? " " : "", e->server ? e->server : "",
+            e->detail ? ": " : "", e->detail ? e->detail : "");
+}
+
 int cli_make_options(const cli_globals *g, const char *url,
                      hilock_options **out)
 {
@@ -34,6 +46,8 @@ int cli_make_options(const cli_globals *g, const char *url,
         hilock_options_free(o);
         return CLI_EXIT_USAGE;
     }
+    if (g->verbose)
+        hilock_options_set_event_callback(o, print_event, NULL);
     *out = o;
     return 0;
 }
@@ -88,6 +102,10 @@ int main(int argc, char **argv)
         if (cli_wants_help(a)) {
             cli_help_overview(stdout);
             return fflush(stdout) == 0 ? 0 : CLI_EXIT_SOFTWARE;
+        }
+        if (cli_flag(a, "--verbose", "-v")) {
+            g.verbose = true;
+            continue;
         }
         if (cli_flag(a, "--version", "-V")) {
             printf("hilock %s\n", hilock_version_string());

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "hilock/events.h"
 #include "hilock/options.h"
 
 struct hilock_options {
@@ -52,6 +53,9 @@ struct hilock_options {
      * nothing in the core acts on them. */
     int64_t node_timeout_ms; /* RedLock: a master's command timeout */
     int64_t quarantine_ms;   /* RedLock: 0 means the watchdog timeout */
+
+    hilock_event_cb *event_cb; /* NULL: no events */
+    void *event_data;
 };
 
 #endif

@@ -476,3 +476,28 @@ int hilock_options_replica_ack(const hilock_options *opts)
 {
     return opts ? opts->replica_ack : -1;
 }
+
+int hilock_options_set_event_callback(hilock_options *opts,
+                                      hilock_event_cb *cb, void *user_data)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set event callback: options is NULL");
+    opts->event_cb = cb;
+    opts->event_data = cb ? user_data : NULL;
+    return HILOCK_OK;
+}
+
+const char *hilock_event_name(hilock_event_type type)
+{
+    switch (type) {
+    case HILOCK_EVENT_CONNECTED:
+        return "connected";
+    case HILOCK_EVENT_DISCONNECTED:
+        return "disconnected";
+    case HILOCK_EVENT_MASTER_CHANGED:
+        return "master changed";
+    case HILOCK_EVENT_LEASE_LOST:
+        return "lease lost";
+    }
+    return "unknown";
+}

@@ -173,15 +173,16 @@ void hl_hold_lease_lost(hl_lease *lease, const char *why)
     hl_lease_stop(lease);
     h->lost = true;
     h->count = 0;
-    if (lock->client == NULL ||
-        (lock->lost_cb == NULL && lock->listeners == NULL))
+    if (lock->client == NULL)
         return;
     uint64_t owner = h->owner; /* the hold may go in a callback */
     hl_lock_ref(lock);
     hilock_client *c = lock->client;
+    hl_client_event(c, HILOCK_EVENT_LEASE_LOST, NULL, why, lock, owner);
     /* Listeners and the callback read why with hilock_last_error(). */
     hl_set_detail(why);
-    hl_lock_tell_listeners(lock, owner);
+    if (lock->client != NULL)
+        hl_lock_tell_listeners(lock, owner);
     if (lock->lost_cb != NULL && lock->client != NULL) {
         hl_set_detail(why);
         hl_client_enter_callback(c);

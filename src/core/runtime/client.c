@@ -390,10 +390,14 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
          * data (a restarted server is always met on a new connection),
          * and a holder must hear of that now, not at its next renewal,
          * while a waiter elsewhere may already have the lock. */
+        hl_client_conn_event(c, conn, true, NULL);
         if (hl_conn_get_stats(conn).connects > 1)
-            hl_client_master_changed(c);
+            hl_client_master_changed(c, "a connection came back after a "
+                                        "break; the server may have "
+                                        "restarted");
     } else {
         c->up_mask &= ~(1u << i);
+        hl_client_conn_event(c, conn, false, detail);
         if (c->cluster)
             hl_cluster_refresh_soon(c->cluster);
         /* The master may have failed over, or been demoted; unless the
@@ -460,12 +464,40 @@ static void on_sentinel_answer(hilock_client *c, int status,
     c->moving = false;
     if (c->pubsub)
         hl_pubsub_reconnect(c->pubsub, why);
-    hl_client_master_changed(c);
+    hl_client_master_changed(c, why);
 }
 
-void hl_client_master_changed(hilock_client *c)
+void hl_client_event(hilock_client *c, int type, const char *server,
+                     const char *detail, struct hilock_lock *lock,
+                     uint64_t owner)
+{
+    if (c->opts->event_cb == NULL || c->closed)
+        return;
+    hilock_event ev = {.type = (hilock_event_type)type,
+                       .server = server,
+                       .detail = detail,
+                       .lock = lock,
+                       .owner = owner};
+    hl_client_enter_callback(c);
+    c->opts->event_cb(c, &ev, c->opts->event_data);
+    hl_client_leave_callback(c);
+}
+
+void hl_client_conn_event(hilock_client *c, const hl_conn *conn, bool up,
+                          const char *detail)
+{
+    if (c->opts->event_cb == NULL)
+        return;
+    char server[300];
+    hl_conn_address(conn, server, sizeof server);
+    hl_client_event(c, up ? HILOCK_EVENT_CONNECTED : HILOCK_EVENT_DISCONNECTED,
+                    server, detail, NULL, 0);
+}
+
+void hl_client_master_changed(hilock_client *c, const char *why)
 {
     c->master_changes++;
+    hl_client_event(c, HILOCK_EVENT_MASTER_CHANGED, NULL, why, NULL, 0);
     pthread_mutex_lock(&c->lock);
     const hl_client_part *parts[HL_CLIENT_PARTS];
     int nparts = c->nparts;

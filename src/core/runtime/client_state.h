@@ -160,6 +160,11 @@ hl_pubsub *hl_client_pubsub_for(hilock_client *client, const char *channel,
 void hl_client_enter_callback(hilock_client *client);
 void hl_client_leave_callback(hilock_client *client);
 
+/* hl_client_event for a command connection of the client going up
+ * (HILOCK_EVENT_CONNECTED) or down. */
+void hl_client_conn_event(hilock_client *client, const hl_conn *conn,
+                          bool up, const char *detail);
+
 /* The spin for an answer over a connection whose answers took rtt_us of
  * late: about twice that plus the hand-over between threads, and none
  * when answers take longer than waiting awake is worth. */

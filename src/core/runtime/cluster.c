@@ -72,11 +72,12 @@ static void reroute_waiting(hl_cluster *cl);
 static void on_node_event(hl_conn *conn, hl_conn_event ev, int status,
                           const char *detail, hilock_reply *reply, void *data)
 {
-    (void)status, (void)detail;
+    (void)status;
     hilock_reply_free(reply);
     hl_cluster *cl = data;
     if (ev == HL_CONN_PUSH || cl->closed)
         return;
+    hl_client_conn_event(cl->client, conn, ev == HL_CONN_UP, detail);
     for (int i = 0; i < cl->nnodes; i++)
         if (cl->nodes[i]->conn == conn)
             cl->nodes[i]->down = ev == HL_CONN_DOWN;
@@ -85,7 +86,9 @@ static void on_node_event(hl_conn *conn, hl_conn_event ev, int status,
         hl_cluster_refresh_soon(cl);
     /* One that came back may have restarted without its data. */
     else if (hl_conn_get_stats(conn).connects > 1)
-        hl_client_master_changed(cl->client);
+        hl_client_master_changed(cl->client,
+                                 "a node's connection came back after a "
+                                 "break; it may have restarted");
 }
 
 static int find_node(const hl_cluster *cl, const char *host, size_t hlen,
@@ -604,7 +607,9 @@ static void on_topology(void *data, int status, hilock_reply *reply)
      * not passed on, and a holder must hear of that before a contender
      * enters there, not at its next renewal.  Check them all now. */
     if (failed_over)
-        hl_client_master_changed(cl->client);
+        hl_client_master_changed(cl->client,
+                                 "a slot has a new master (a failover, a "
+                                 "takeover or a resharding)");
     read_ended(cl, ok);
 }
 

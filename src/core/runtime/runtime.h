@@ -10,6 +10,7 @@
 
 #include "core/runtime/op.h"
 #include "hilock/client.h"
+#include "hilock/events.h"
 #include "hilock/options.h"
 #include "hilock/reply.h"
 
@@ -39,9 +40,16 @@ typedef struct hl_client_part {
 } hl_client_part;
 
 /* The master behind some of the client's requests changed (a Sentinel
- * or cluster failover), or may have (a connection came back): every
- * part's master_changed runs.  Loop thread. */
-void hl_client_master_changed(hilock_client *client);
+ * or cluster failover), or may have (a connection came back), for why:
+ * every part's master_changed runs, and the event is told.  Loop
+ * thread. */
+void hl_client_master_changed(hilock_client *client, const char *why);
+
+/* Tell the client's event callback, if any (events.h); server, detail
+ * and lock may be NULL.  Loop thread. */
+void hl_client_event(hilock_client *client, int type, const char *server,
+                     const char *detail, struct hilock_lock *lock,
+                     uint64_t owner);
 
 /* Attach part (static storage) to client; attaching it again does
  * nothing.  Any thread.  0, or -1 when the client's table is full. */

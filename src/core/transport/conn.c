@@ -250,3 +250,11 @@ hl_monotime hl_conn_unanswered_for(const hl_conn *c)
 
 hl_conn_stats hl_conn_get_stats(const hl_conn *c) { return c->stats; }
 
+
+void hl_conn_address(const hl_conn *conn, char *out, size_t cap)
+{
+    const hilock_options *o = conn->cfg.opts;
+    bool v6 = o->host != NULL && strchr(o->host, ':') != NULL;
+    snprintf(out, cap, "%s%s%s:%d", v6 ? "[" : "", o->host ? o->host : "",
+             v6 ? "]" : "", o->port);
+}

@@ -206,6 +206,9 @@ typedef struct hl_conn_stats {
     uint64_t connects;      /* times the connection became ready */
 } hl_conn_stats;
 hl_conn_stats hl_conn_get_stats(const hl_conn *conn);
+
+/* "host:port" of the server the connection is for, in out (cut to cap). */
+void hl_conn_address(const hl_conn *conn, char *out, size_t cap);
 /* Drop the connection as if the server had closed it (tests, timeouts). */
 void hl_conn_reset(hl_conn *conn, int status, const char *detail);
 /* The address in the options changed: drop the connection (requests
