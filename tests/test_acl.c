@@ -431,6 +431,11 @@ static void test_cli_run_without_publish(void **state)
     assert_lacks(out, "expires by itself");
     assert_has(out, "released, but the server's ACL refused");
     assert_int_equal(exists("acl-run"), 0);
+    /* --verbose tells the refusal as it happens, with the server's words. */
+    assert_int_equal(tool_as("nopublish", out, "-v", "run", "acl-run", "--",
+                             "true", (char *)NULL),
+                     0);
+    assert_has(out, "hilock: [publish refused]: ERR The user executing");
     /* With the permission, nothing is said. */
     assert_int_equal(tool_as(NULL, out, "run", "acl-run", "--", "true",
                              (char *)NULL),
@@ -563,6 +568,12 @@ static void test_cli_run_subscribe_refused(void **state)
                              "acl-subrun", "--", "true", (char *)NULL),
                      0);
     assert_has(out, "refused this user SUBSCRIBE");
+    assert_int_equal(hilock_lock_try_acquire(held, 0, 1000), HILOCK_OK);
+    assert_int_equal(tool_as("nochannel", out, "-v", "run", "--wait",
+                             "20000", "acl-subrun", "--", "true",
+                             (char *)NULL),
+                     0);
+    assert_has(out, "hilock: [subscribe refused]: NOPERM");
     hilock_lock_destroy(held);
     hilock_client_destroy(c);
 }

@@ -45,6 +45,23 @@ static int teardown(void **state)
 /* How many WAIT commands the master has run. */
 static long long waits_run(void) { return hl_fixture_calls(master, "wait"); }
 
+/* The acknowledgement-short events the clients told, and the last one's
+ * words. */
+static atomic_int acks_short;
+static char ack_short_why[256];
+
+static void on_event(hilock_client *client, const hilock_event *e,
+                     void *data)
+{
+    (void)client;
+    (void)data;
+    if (e->type != HILOCK_EVENT_ACK_SHORT)
+        return;
+    snprintf(ack_short_why, sizeof ack_short_why, "%s",
+             e->detail ? e->detail : "");
+    atomic_fetch_add(&acks_short, 1);
+}
+
 static hilock_client *connect_with(const char *query)
 {
     char url[256];
@@ -54,6 +71,8 @@ static hilock_client *connect_with(const char *query)
     hilock_client *c;
     assert_int_equal(hilock_options_create(&o), HILOCK_OK);
     assert_int_equal(hilock_options_set_url(o, url), HILOCK_OK);
+    assert_int_equal(hilock_options_set_event_callback(o, on_event, NULL),
+                     HILOCK_OK);
     assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
     hilock_options_free(o);
     return c;
@@ -173,11 +192,15 @@ static void acquire_fails_unacknowledged(const char *policy)
     assert_int_equal(hilock_lock_try_acquire(l, 2000, 10000), HILOCK_OK);
     assert_int_equal(hilock_lock_release(l), HILOCK_OK);
     stall_replicas();
+    int shorts = atomic_load(&acks_short);
     int64_t t0 = hl_now_ms();
     int rc = hilock_lock_try_acquire(l, 600, 10000);
     int64_t took = hl_now_ms() - t0;
     assert_int_equal(rc, HILOCK_ENOACK);
     assert_non_null(strstr(hilock_last_error(), "acknowledged"));
+    /* Each short acknowledgement was told as an event too. */
+    assert_true(atomic_load(&acks_short) > shorts);
+    assert_non_null(strstr(ack_short_why, "acknowledged"));
     /* Within its wait, plus one WAIT of 150 ms and a round trip. */
     assert_true(took >= 600);
     assert_true(took <= 600 + hl_widen(1000));

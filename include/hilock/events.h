@@ -29,7 +29,17 @@ typedef enum hilock_event_type {
     HILOCK_EVENT_MASTER_CHANGED = 3,
     /* A lease was lost (lock, owner, detail: why), as the lock's lost
      * callback hears it. */
-    HILOCK_EVENT_LEASE_LOST = 4
+    HILOCK_EVENT_LEASE_LOST = 4,
+    /* Too few replicas acknowledged a write the policy asked them to
+     * (detail: how many, or why the count is unknown); the call fails
+     * with HILOCK_ENOACK. */
+    HILOCK_EVENT_ACK_SHORT = 5,
+    /* The server's ACL refused the PUBLISH that wakes waiters (detail:
+     * its error); the step itself was done. */
+    HILOCK_EVENT_PUBLISH_REFUSED = 6,
+    /* The server's ACL refused a SUBSCRIBE to a lock's channel (detail:
+     * its error); waiters there retry at the lock's ttl. */
+    HILOCK_EVENT_SUBSCRIBE_REFUSED = 7
 } hilock_event_type;
 
 typedef struct hilock_event {

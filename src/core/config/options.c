@@ -498,6 +498,12 @@ const char *hilock_event_name(hilock_event_type type)
         return "master changed";
     case HILOCK_EVENT_LEASE_LOST:
         return "lease lost";
+    case HILOCK_EVENT_ACK_SHORT:
+        return "acknowledgement short";
+    case HILOCK_EVENT_PUBLISH_REFUSED:
+        return "publish refused";
+    case HILOCK_EVENT_SUBSCRIBE_REFUSED:
+        return "subscribe refused";
     }
     return "unknown";
 }

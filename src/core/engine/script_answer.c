@@ -17,8 +17,11 @@ const hilock_reply *hl_script_answer(hilock_client *client,
         (reply->element[1]->type != HILOCK_REPLY_STRING &&
          reply->element[1]->type != HILOCK_REPLY_STATUS))
         return reply;
-    if (client != NULL)
+    if (client != NULL) {
         client->publishes_refused++;
+        hl_client_event(client, HILOCK_EVENT_PUBLISH_REFUSED, NULL,
+                        reply->element[1]->str, NULL, 0);
+    }
     return reply->element[0];
 }
 

@@ -1,5 +1,6 @@
 #include "core/engine/waiters.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "core/engine/lock_handle.h"
@@ -195,6 +196,11 @@ static void on_sub_event(hl_sub *sub, hl_sub_event ev, const char *msg,
          * refusal so that the reason for the slow wake-ups can be found. */
         reg->client->subscribes_refused++;
         ch->refused = true;
+        char why[256];
+        snprintf(why, sizeof why, "%.*s", (int)(len < 255 ? len : 255),
+                 msg ? msg : "");
+        hl_client_event(reg->client, HILOCK_EVENT_SUBSCRIBE_REFUSED, NULL,
+                        why, NULL, 0);
         return;
     }
     if (ev == HL_SUB_MESSAGE && len == sizeof HL_WAKE_MSG_FIRST - 1 &&

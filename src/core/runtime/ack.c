@@ -336,6 +336,8 @@ static void deliver_short(hl_ack *a, int need, const char *why)
                 "the write within %lld ms",
                 a->acked < 0 ? 0 : a->acked, need,
                 (long long)a->client->opts->replica_ack_timeout_ms);
+    hl_client_event(a->client, HILOCK_EVENT_ACK_SHORT, NULL,
+                    hilock_last_error(), NULL, 0);
     deliver(a, HILOCK_ENOACK);
 }
 
