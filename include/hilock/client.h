@@ -227,6 +227,62 @@ typedef struct hilock_client_stats {
 HILOCK_API int hilock_client_get_stats(hilock_client *client,
                                        hilock_client_stats *out);
 
+/* Histograms of hilock_stats: the upper bounds of the buckets in µs, the
+ * last one open. */
+#define HILOCK_STATS_BUCKETS 8
+#define HILOCK_STATS_BUCKET_BOUNDS_US                                       \
+    {100, 1000, 10000, 100000, 1000000, 10000000, 60000000, INT64_MAX}
+
+/* Everything a client counts, in a struct that may grow: set size to
+ * sizeof(hilock_stats) before hilock_client_stats_read, which fills the
+ * fields both the caller's and the library's version know. */
+typedef struct hilock_stats {
+    size_t size;
+    hilock_client_stats counters; /* as hilock_client_get_stats */
+    /* Now: operations started and not finished, and acquires not
+     * finished that have found the lock held at least once. */
+    uint64_t ops_pending;
+    uint64_t acquires_waiting;
+    /* So far: acquires granted, acquires that ran out of wait with the
+     * lock held by another (HILOCK_EBUSY), acquires that failed
+     * otherwise (cancels included), and holds their owner gave back. */
+    uint64_t acquires;
+    uint64_t acquires_busy;
+    uint64_t acquires_failed;
+    uint64_t releases;
+    /* Acquires granted, by how long they took from the call (µs), and
+     * holds given back with a lease, by how long they were held; bucket
+     * i counts those up to HILOCK_STATS_BUCKET_BOUNDS_US[i] and above the
+     * bound before it. */
+    uint64_t wait_us[HILOCK_STATS_BUCKETS];
+    uint64_t hold_us[HILOCK_STATS_BUCKETS];
+    uint64_t wait_sum_us; /* the times the histograms count, summed */
+    uint64_t hold_sum_us;
+} hilock_stats;
+
+/* Read everything the client counts into out (out->size set by the
+ * caller, at least offsetof the counters' end).  Any thread, as
+ * hilock_client_get_stats.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL   NULL argument, or out->size too small
+ * @return HILOCK_ECLOSED  the client is closed
+ * @return HILOCK_EDEADLK  called on the loop thread of another client */
+HILOCK_API int hilock_client_stats_read(hilock_client *client,
+                                        hilock_stats *out);
+
+/* stats in the Prometheus text format (version 0.0.4), each series
+ * labelled client="<label>" (NULL: no label), into buf: counters as
+ * hilock_<name>_total, gauges as hilock_<name>, the histograms as
+ * hilock_acquire_wait_seconds and hilock_hold_seconds.  *written (may be
+ * NULL) gets the length without the NUL, or, when cap is too small, the
+ * cap that would do.  Any thread.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  NULL stats or buf, a label with '"', '\\' or a
+ *                        newline, or cap too small (buf then holds "") */
+HILOCK_API int hilock_stats_format_prometheus(const hilock_stats *stats,
+                                              const char *label, char *buf,
+                                              size_t cap, size_t *written);
+
 /* For a client on a caller's loop (hilock_options_set_loop): make the
  * calling thread the client's loop thread, the one that runs the loop
  * (ev_run) from now on.  By default that is the thread that created the

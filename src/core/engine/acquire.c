@@ -112,6 +112,25 @@ static bool leaves_line(const hl_acquire_op *op)
 
 /* End the operation and call back; the op lives on while requests that
  * name it are in flight. */
+/* The client's counts of acquires (hilock_stats). */
+static void count_outcome(hl_acquire_op *op, int status)
+{
+    hilock_client *c = op->lock->client;
+    if (c == NULL)
+        return;
+    hl_engine_counts *n = &c->engine_counts;
+    if (op->counted_waiting) {
+        op->counted_waiting = false;
+        n->acquires_waiting--;
+    }
+    if (status == HILOCK_OK)
+        hl_client_count_wait(c, hl_monotime_now() - op->started_at);
+    else if (status == HILOCK_EBUSY)
+        n->acquires_busy++;
+    else
+        n->acquires_failed++;
+}
+
 static void op_finish(hl_acquire_op *op, int status,
                       const hilock_acquired *acquired, const char *detail)
 {
@@ -122,6 +141,7 @@ static void op_finish(hl_acquire_op *op, int status,
     op->state = HL_ACQUIRE_DONE;
     hl_acquire_ids_remove(op);
     hilock_lock *lock = op->lock;
+    count_outcome(op, status);
     if (!attempting)
         hl_turn_end(lock, &op->turn);
     /* The next in line, whose turn comes when this one leaves it. */
@@ -433,6 +453,11 @@ static void hear_foreign(hl_acquire_op *op)
 /* The lock is held by someone else: wait, or give up. */
 static void held(hl_acquire_op *op, int64_t ttl_ms)
 {
+    hilock_client *c = op->lock->client;
+    if (!op->counted_waiting && op->wait_ms != 0 && c != NULL) {
+        op->counted_waiting = true;
+        c->engine_counts.acquires_waiting++;
+    }
     if (op->wait_ms == 0 || remaining(op) <= 0) {
         finish_busy(op);
         return;
@@ -923,6 +948,7 @@ static void op_start(hl_op *o)
         return;
     }
     op->linked = true;
+    op->started_at = hl_monotime_now();
     hl_timer_init(&op->timer, lock->client->loop, on_timer, op);
     op->prev = lock->ops_tail;
     if (lock->ops_tail)

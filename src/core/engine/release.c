@@ -150,6 +150,12 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
                 out = HL_REL_OWNER_DONE;
         }
         if (out != HL_REL_STILL_HELD) {
+            if (lock->client != NULL)
+                hl_client_count_hold(
+                    lock->client,
+                    h && hl_hold_lease(h)
+                        ? hl_monotime_now() - hl_hold_lease(h)->started
+                        : -1);
             if (h && h->releases_in_flight == 0)
                 hl_hold_done(h);
             else if (h)

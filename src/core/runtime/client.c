@@ -896,7 +896,7 @@ int hilock_client_is_connected(const hilock_client *c)
     return c ? atomic_load(&c->connected) : 0;
 }
 
-static void read_stats(hilock_client *c, hilock_client_stats *out)
+void hl_client_read_counters(hilock_client *c, hilock_client_stats *out)
 {
     memset(out, 0, sizeof *out);
     const hl_client_part *parts[HL_CLIENT_PARTS];
@@ -924,7 +924,7 @@ typedef struct stats_op {
 
 static void stats_start(hl_op *op)
 {
-    read_stats(op->home, ((stats_op *)op)->out);
+    hl_client_read_counters(op->home, ((stats_op *)op)->out);
     hl_op_done(op, HILOCK_OK, 0, NULL, NULL);
 }
 

@@ -22,6 +22,19 @@
 /* The handles, the lease engine and the waiter registry, and room. */
 #define HL_CLIENT_PARTS 6
 
+/* What the engine counts for hilock_stats. */
+typedef struct hl_engine_counts {
+    uint64_t acquires;
+    uint64_t acquires_busy;
+    uint64_t acquires_failed;
+    uint64_t acquires_waiting; /* now */
+    uint64_t releases;
+    uint64_t wait_us[HILOCK_STATS_BUCKETS];
+    uint64_t hold_us[HILOCK_STATS_BUCKETS];
+    uint64_t wait_sum_us;
+    uint64_t hold_sum_us;
+} hl_engine_counts;
+
 struct hilock_client {
     hilock_options *opts;
     struct ev_loop *loop;
@@ -121,6 +134,8 @@ struct hilock_client {
      * refused (hilock_client_stats). */
     uint64_t publishes_refused;
     uint64_t subscribes_refused;
+    /* The engine's share of hilock_stats (loop thread). */
+    hl_engine_counts engine_counts;
 };
 
 
@@ -159,6 +174,14 @@ hl_pubsub *hl_client_pubsub_for(hilock_client *client, const char *channel,
  * inside it waits until it returns. */
 void hl_client_enter_callback(hilock_client *client);
 void hl_client_leave_callback(hilock_client *client);
+
+/* The counters of hilock_client_get_stats.  Loop thread. */
+void hl_client_read_counters(hilock_client *c, hilock_client_stats *out);
+
+/* Record a granted acquire that took wait_us, and a hold given back
+ * after held_us (negative: not known). */
+void hl_client_count_wait(hilock_client *c, int64_t wait_us);
+void hl_client_count_hold(hilock_client *c, int64_t held_us);
 
 /* hl_client_event for a command connection of the client going up
  * (HILOCK_EVENT_CONNECTED) or down. */
