@@ -86,37 +86,42 @@ int hilock_stats_format_prometheus(const hilock_stats *s, const char *label,
                        "a label may not hold '\"', '\\' or a newline");
     text t = {.buf = buf, .cap = cap, .label = label};
     const hilock_client_stats *c = &s->counters;
-    series(&t, "leases_active", "gauge", "Leases held now.",
-           c->leases_active);
-    series(&t, "leases_renewed_total", "counter",
-           "Watchdog renewals confirmed.", c->leases_renewed);
-    series(&t, "leases_lost_total", "counter", "Leases reported lost.",
-           c->leases_lost);
-    series(&t, "renew_calls_total", "counter",
-           "Batched renewal scripts sent.", c->renew_calls);
-    series(&t, "connects_total", "counter",
-           "Times a command connection became ready.", c->connects);
-    series(&t, "writes_total", "counter",
-           "Write calls on the command connections.", c->writes);
-    series(&t, "publishes_refused_total", "counter",
-           "Wake-ups the server's ACL refused to publish.",
-           c->publishes_refused);
-    series(&t, "subscribes_refused_total", "counter",
-           "Subscriptions the server's ACL refused.", c->subscribes_refused);
-    series(&t, "ops_pending", "gauge",
-           "Operations started and not finished.", s->ops_pending);
-    series(&t, "acquires_waiting", "gauge",
-           "Acquires not finished that found the lock held.",
-           s->acquires_waiting);
-    series(&t, "acquires_total", "counter", "Acquires granted.",
-           s->acquires);
-    series(&t, "acquires_busy_total", "counter",
-           "Acquires that ran out of wait with the lock held.",
-           s->acquires_busy);
-    series(&t, "acquires_failed_total", "counter",
-           "Acquires that failed otherwise.", s->acquires_failed);
-    series(&t, "releases_total", "counter",
-           "Holds given back by their owner.", s->releases);
+    const struct {
+        const char *name, *type, *help;
+        uint64_t value;
+    } rows[] = {
+        {"leases_active", "gauge", "Leases held now.", c->leases_active},
+        {"leases_renewed_total", "counter", "Watchdog renewals confirmed.",
+         c->leases_renewed},
+        {"leases_lost_total", "counter", "Leases reported lost.",
+         c->leases_lost},
+        {"renew_calls_total", "counter", "Batched renewal scripts sent.",
+         c->renew_calls},
+        {"connects_total", "counter",
+         "Times a command connection became ready.", c->connects},
+        {"writes_total", "counter", "Write calls on the command connections.",
+         c->writes},
+        {"publishes_refused_total", "counter",
+         "Wake-ups the server's ACL refused to publish.",
+         c->publishes_refused},
+        {"subscribes_refused_total", "counter",
+         "Subscriptions the server's ACL refused.", c->subscribes_refused},
+        {"ops_pending", "gauge", "Operations started and not finished.",
+         s->ops_pending},
+        {"acquires_waiting", "gauge",
+         "Acquires not finished that found the lock held.",
+         s->acquires_waiting},
+        {"acquires_total", "counter", "Acquires granted.", s->acquires},
+        {"acquires_busy_total", "counter",
+         "Acquires that ran out of wait with the lock held.",
+         s->acquires_busy},
+        {"acquires_failed_total", "counter",
+         "Acquires that failed otherwise.", s->acquires_failed},
+        {"releases_total", "counter", "Holds given back by their owner.",
+         s->releases},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        series(&t, rows[i].name, rows[i].type, rows[i].help, rows[i].value);
     histogram(&t, "acquire_wait_seconds",
               "Time from an acquire call to its grant.", s->wait_us,
               s->wait_sum_us);
