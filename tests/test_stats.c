@@ -58,6 +58,7 @@ static void test_acquires_and_holds_are_counted(void **state)
     assert_int_equal(total(s0.wait_us), 0);
 
     /* a holds; b gives up once, then waits until a lets go. */
+    int64_t held_from = hl_now_ms();
     assert_status(hilock_lock_acquire(la), HILOCK_OK);
     assert_status(hilock_lock_try_acquire(lb, 0, 30000), HILOCK_EBUSY);
     hl_acquirer w;
@@ -68,7 +69,6 @@ static void test_acquires_and_holds_are_counted(void **state)
         assert_true(hl_now_ms() < until), hl_sleep_ms(2);
     hilock_stats mid = read_stats(b);
     assert_true(mid.ops_pending >= 1);
-    int64_t held_from = hl_now_ms();
     hl_sleep_ms(60); /* a's hold, and b's wait, last at least this */
     assert_status(hilock_lock_release(la), HILOCK_OK);
     int64_t held_ms = hl_now_ms() - held_from;
