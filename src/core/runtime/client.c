@@ -915,38 +915,16 @@ void hl_client_read_counters(hilock_client *c, hilock_client_stats *out)
     out->subscribes_refused = c->subscribes_refused;
 }
 
-/* On the caller's stack: the loop answers at once, and out must stay
- * valid until it has. */
-typedef struct stats_op {
-    hl_op op; /* first */
-    hilock_client_stats *out;
-} stats_op;
-
-static void stats_start(hl_op *op)
-{
-    hl_client_read_counters(op->home, ((stats_op *)op)->out);
-    hl_op_done(op, HILOCK_OK, 0, NULL, NULL);
-}
-
-static void stats_on_stack(hl_op *op) { (void)op; }
-
-static const hl_op_type stats_type = {.start = stats_start,
-                                      .destroy = stats_on_stack};
-
 int hilock_client_get_stats(hilock_client *c, hilock_client_stats *out)
 {
     if (c == NULL || out == NULL)
         return hl_fail(HILOCK_EINVAL, "NULL argument");
-    /* out is the caller's to fill before this returns: there is nothing
-     * to hand over to c's loop. */
-    if (!hl_client_in_loop(c) && !hl_op_caller_may_wait())
-        return hl_fail(HILOCK_EDEADLK, "stats asked on the loop thread of "
-                                       "another client");
-    stats_op st;
-    hl_op_init(&st.op, &stats_type);
-    st.out = out;
-    /* In place on c's loop thread; a wait anywhere else. */
-    return hl_op_call_and_wait(c, &st.op);
+    /* The counters are the head of hilock_stats: one reader for both. */
+    hilock_stats all = {.size = sizeof all};
+    int rc = hilock_client_stats_read(c, &all);
+    if (rc == HILOCK_OK)
+        *out = all.counters;
+    return rc;
 }
 
 int hilock_client_set_loop_thread(hilock_client *c)
