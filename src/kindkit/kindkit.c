@@ -58,11 +58,12 @@ void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out)
         out->token = (uint64_t)token;
     } else if (what == 0 &&
                (r->elements == 2 ||
-                (r->elements == 3 && token >= 0 && token <= 3))) {
+                (r->elements == 3 && token >= 0 && token <= 7))) {
         out->outcome = HL_ACQ_HELD;
         out->ttl_ms = r->element[1]->integer;
         out->first_in_line = r->elements == 3 && (token & 1) != 0;
         out->promised = r->elements == 3 && (token & 2) != 0;
+        out->wanted = r->elements == 3 && (token & 4) != 0;
     } else if (what == 2) {
         out->outcome = HL_ACQ_VOID;
     } else if (what == 3) {

@@ -161,8 +161,8 @@ int hl_lock_keys(const hilock_lock *lock, int n, const char *const *prefixes,
                  hl_aux_name *out);
 
 /* Most auxiliary keys and arguments hl_run_lock_script passes. */
-#define HL_LOCK_SCRIPT_MAX_AUX 6
-#define HL_LOCK_SCRIPT_MAX_ARGS 8
+#define HL_LOCK_SCRIPT_MAX_AUX 7
+#define HL_LOCK_SCRIPT_MAX_ARGS 9
 
 /* Run a kind's script on the lock's connection with KEYS the lock's name
  * then naux auxiliary keys named by prefixes (NULL: the lock's channel),
@@ -186,7 +186,7 @@ bool hl_reply_i64(const hilock_reply *r, int64_t *out);
 /* Every kind's acquire script replies {1, count, token} when granted
  * (the token a number, or text: see HL_LUA_TOKEN), {0, ms to wait at
  * most} (line_per_client kinds: {0, ms, 1 when first in line, plus 2 when
- * free but promised to another client})
+ * free but promised to another client, plus 4 when its wish was recorded})
  * when held by another, {2} when voided, {3} when it would wait for
  * a hold of the same owner. */
 void hl_parse_acquire_reply(const hilock_reply *r, hl_acquire_result *out);

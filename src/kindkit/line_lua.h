@@ -30,7 +30,13 @@
  * foreign score says, so that a promise's expiry is one SET accepts.
  * Scripts define these only where a line exists: every function a script
  * defines costs it on every call.  Needs HL_LUA_ANNOUNCE. */
-#define HL_LUA_LINE_PROMISE                                                 \
+#define HL_LUA_LINE_PROMISE HL_LUA_LINE_PROMISE_HANDING("")
+
+/* The same, with hand a Lua block that promise_next runs on the first
+ * live client c (not the releasing one) before promising it the lock, s
+ * being when c's place runs out and now the server's clock: a block that
+ * gives c the lock outright returns c, and no promise is made. */
+#define HL_LUA_LINE_PROMISE_HANDING(hand)                                   \
     HL_LUA_NOW                                                              \
     "local function head(line, alive, now)\n"                               \
     "  while true do\n"                                                     \
@@ -52,6 +58,7 @@
     "  local s\n"                                                           \
     "  c, s = head(line, alive, now)\n"                                     \
     "  if not c or c == me then return c end\n"                             \
+    hand                                                                    \
     "  redis.call('set', next, c, 'px', math.ceil(s - now))\n"              \
     "  announce(wake .. ':' .. c, '" HL_LAYOUT_MSG_UNLOCK "')\n"            \
     "  return c\n"                                                          \
@@ -62,8 +69,11 @@
  * releasing client as a Lua expression (''  for none); sets the local
  * first to the client promised, or false. */
 #define HL_LUA_LINE_PROMISE_FROM(L, me)                                     \
+    HL_LUA_LINE_PROMISE_FROM_HANDING(L, me, "")
+/* The same, with a hand block as in HL_LUA_LINE_PROMISE_HANDING. */
+#define HL_LUA_LINE_PROMISE_FROM_HANDING(L, me, hand)                       \
     "local first = redis.call('lindex', KEYS[" #L "], 0)\n"                 \
-    "if first then\n" HL_LUA_LINE_PROMISE                                   \
+    "if first then\n" HL_LUA_LINE_PROMISE_HANDING(hand)                     \
     "  first = promise_next(KEYS[" #L "], KEYS[" #L " + 1], KEYS[" #L       \
     " + 2], KEYS[" #L " + 3], " me ", first)\n"                             \
     "end\n"

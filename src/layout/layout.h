@@ -54,6 +54,13 @@
 #define HL_LAYOUT_LOCK_ALIVE "hilock_lock_alive"
 #define HL_LAYOUT_LOCK_NEXT "hilock_lock_next"
 #define HL_LAYOUT_LOCK_WAKE "hilock_lock_wake"
+/* Ours: what each waiting client's head waiter asks for, so that a
+ * release can give it the lock outright (a direct hand-off): a hash,
+ * client id -> "w <attempt nonce> <lease ms> <field>" while it waits, and
+ * "g <attempt nonce> <field>" once a release granted it, until that
+ * client claims, withdraws or registers again.  The grant is announced
+ * as "g<attempt nonce>" on the client's wake channel. */
+#define HL_LAYOUT_LOCK_WANT "hilock_lock_want"
 /* Ours: the clients waiting to write a read-write lock, lined up as the
  * reentrant lock's are: "hilock_rwlock_line:{NAME}" lists them,
  * "hilock_rwlock_writers:{NAME}" scores each by when it counts as gone

@@ -13,6 +13,9 @@
  *   hilock_lock_next:{NAME}            the client a release promised the
  *                                      lock to (string, expires with it)
  *   hilock_lock_wake:{NAME}:<client>   where that client is woken
+ *   hilock_lock_want:{NAME}            hash: client id -> the wish of its
+ *                                      head waiter, or the grant a
+ *                                      release made for it
  *
  * Redisson's waiters all hear its channel, and each tries at every
  * release: the server's work per hand-off grows with the number of
@@ -29,7 +32,21 @@
  * promise lasts no longer than the place.  Redisson's releases publish
  * on its channel only, where the client first in our line listens: it
  * learns it is first from the answer to its refused attempt, or, when the
- * one before it leaves the line, from a message on its own channel. */
+ * one before it leaves the line, from a message on its own channel.
+ *
+ * A direct hand-off spares the woken client its attempt: a waiting
+ * attempt records what it asks for (its field and lease, under its
+ * nonce) as its client's wish, and a release that finds a wish for the
+ * client it would promise the lock to grants the wish instead, and says
+ * so on that client's channel ("g<nonce>").  The grant lasts no longer
+ * than that client's place, so a client that died meanwhile holds up the
+ * line no longer than a promise to it would.  A later attempt of the
+ * same acquire that finds the grant takes it as its own (the message was
+ * lost); an acquire that ends without the lock withdraws its wish and
+ * gives back a grant made for it; a reconcile of the field drops it.
+ * Only where no replica acknowledgement or topology must vouch for a
+ * write (hl_lock_writes_plain): no WAIT of the woken client could cover
+ * a grant another client's release wrote. */
 #include <stdio.h>
 #include <string.h>
 
@@ -46,22 +63,42 @@
  * ours wake it on its own channel. */
 #define MSG_OUR_RELEASE HL_LAYOUT_MSG_READ_UNLOCK
 
-/* KEYS: name, token key, void set, line, alive, next.  ARGV: lease ms,
- * field, fenced (0/1), known token, attempt nonce, waiter timeout ms (0:
- * a single try, which keeps no place), how long the client stays in line
- * after a first hold (0: it leaves; -1: it knows of no place there).
- * Replies {1, count, token} when held by field now, {0, pttl, how} when
- * held by another or promised to another client (how: 1 when this client
- * is first in line, plus 2 when the lock is free but promised, pttl then
- * being the promise's), {2} when the attempt was voided. */
+/* KEYS: name, token key, void set, line, alive, next, wants.  ARGV:
+ * lease ms, field, fenced (0/1), known token, attempt nonce, waiter
+ * timeout ms (0: a single try, which keeps no place), how long the client
+ * stays in line after a first hold (0: it leaves; -1: it knows of no
+ * place there), what to do with the client's wish (hl_want: 0 nothing,
+ * 1 record one when refused, 2 only drop the field's), the nonce of this
+ * acquire's attempt whose wish the client knows was recorded ('' none).
+ * Replies {1, count, token} when held by field now (a grant a release made
+ * for that wish included), {0, pttl, how} when held by another or
+ * promised to another client (how: 1 when this client is first in line,
+ * plus 2 when the lock is free but promised, pttl then being the
+ * promise's, plus 4 when the wish was recorded), {2} when the attempt was
+ * voided. */
 static const char acquire_lua[] =
     HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK
     "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n"
     "local held = redis.call('hget', KEYS[1], ARGV[2])\n"
+    "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
+    "if ARGV[8] ~= '0' then\n"
+    "  local w = redis.call('hget', KEYS[7], me)\n"
+    /* The grant a release made for this acquire's wish, its message
+     * lost: this attempt's, for the whole lease from now. */
+    "  if w and held and ARGV[9] ~= '' and\n"
+    "      w == 'g ' .. ARGV[9] .. ' ' .. ARGV[2] then\n"
+    "    redis.call('hdel', KEYS[7], me)\n"
+    "    redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "    return {1, tonumber(held), 0}\n"
+    "  end\n"
+    /* Any other wish or grant of the field's is stale. */
+    "  if w and string.sub(w, -#ARGV[2] - 1) == ' ' .. ARGV[2] then\n"
+    "    redis.call('hdel', KEYS[7], me)\n"
+    "  end\n"
+    "end\n"
     "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[2])\n"
     "if refused then return refused end\n"
-    "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
-    "local ttl, kept = false, 0\n"
+    "local ttl, kept, wanted = false, 0, 0\n"
     /* Free and promised to nobody, the common case, in one call. */
     "if not held and redis.call('exists', KEYS[1], KEYS[6]) > 0 then\n"
     "  ttl = redis.call('pttl', KEYS[1])\n"
@@ -81,9 +118,16 @@ static const char acquire_lua[] =
     "      1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ") == me then\n"
     "    return {0, ttl, 0}\n"
     "  end\n"
-    "  if ARGV[6] ~= '0' then\n" HL_LUA_LINE_JOIN("ARGV[6]") "  end\n"
+    "  if ARGV[6] ~= '0' then\n" HL_LUA_LINE_JOIN("ARGV[6]")
+    "    if ARGV[8] == '1' then\n"
+    "      redis.call('hset', KEYS[7], me,\n"
+    "                 'w ' .. ARGV[5] .. ' ' .. ARGV[1] .. ' ' .. ARGV[2])\n"
+    "      extend(KEYS[7], ARGV[6])\n"
+    "      wanted = 4\n"
+    "    end\n"
+    "  end\n"
     "  local first = redis.call('lindex', KEYS[4], 0) == me and 1 or 0\n"
-    "  return {0, ttl, first + kept}\n"
+    "  return {0, ttl, first + kept + wanted}\n"
     "end\n"
     /* A first hold of a client in line (see HL_LUA_LINE_ON_GRANT). */
     HL_LUA_LINE_ON_GRANT("not held", "ARGV[7]")
@@ -91,14 +135,36 @@ static const char acquire_lua[] =
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "return {1, count, token(KEYS[2], count)}\n";
 
-/* KEYS: name, channel, line, alive, next, wake base.  ARGV: lease ms,
- * field, "1" on a cluster (sharded channels) or "0", the waiter timeout
- * in ms when other waiters of the field's client wait for the lock, else
- * "0".  Replies -1 when
+/* In a release's promise_next (HL_LUA_LINE_PROMISE_HANDING), with
+ * ARGV[5] "1": the first client c recorded a wish, which gets the lock
+ * outright, for its lease but no longer than c's place lasts (s); c
+ * leaves the line, and hears "g<nonce>".  KEYS[7] are the wishes. */
+#define HAND_TO_WISH                                                        \
+    "  local w = ARGV[5] == '1' and redis.call('hget', KEYS[7], c)\n"       \
+    "  local n, l, f\n"                                                     \
+    "  if w then n, l, f = string.match(w, '^w (%S+) (%d+) (%S+)$') end\n" \
+    "  if f and string.sub(f, 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ") == c\n"  \
+    "      then\n"                                                          \
+    "    redis.call('hset', KEYS[1], f, 1)\n"                               \
+    "    redis.call('pexpire', KEYS[1],\n"                                  \
+    "               math.min(tonumber(l), math.ceil(s - now)))\n"           \
+    "    redis.call('hset', KEYS[7], c, 'g ' .. n .. ' ' .. f)\n"           \
+    "    redis.call('lrem', line, 1, c)\n"                                  \
+    "    redis.call('zrem', alive, c)\n"                                    \
+    "    announce(wake .. ':' .. c, '" HL_WAKE_MSG_GRANT "' .. n)\n"        \
+    "    handed = true\n"                                                   \
+    "    return c\n"                                                        \
+    "  end\n"
+
+/* KEYS: name, channel, line, alive, next, wake base, wishes.  ARGV: lease
+ * ms, field, "1" on a cluster (sharded channels) or "0", the waiter
+ * timeout in ms when other waiters of the field's client wait for the
+ * lock, else "0", "1" when a wish may be granted outright (the releasing
+ * client's writes go out alone, hl_lock_writes_plain).  Replies -1 when
  * field holds nothing, the count left when still held, -3 when freed and
- * promised to another client (woken on its channel), -4 when freed and
- * promised to nobody: the field's client wakes its own waiters, as no
- * message does. */
+ * promised or granted to another client (woken on its channel), -4 when
+ * freed and promised to nobody: the field's client wakes its own
+ * waiters, as no message does. */
 static const char release_lua[] =
     HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS HL_LUA_NOW HL_LUA_EXTEND
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
@@ -109,8 +175,12 @@ static const char release_lua[] =
     "end\n"
     "redis.call('del', KEYS[1])\n"
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
-    HL_LUA_LINE_PROMISE_FROM(3, "me")
-    "announce_ours(KEYS[2], first, me, ARGV[3], '" MSG_OUR_RELEASE "')\n"
+    "local handed = false\n"
+    HL_LUA_LINE_PROMISE_FROM_HANDING(3, "me", HAND_TO_WISH)
+    /* Held again, by our client: Redisson's waiters would find it so. */
+    "if not handed then\n"
+    "  announce_ours(KEYS[2], first, me, ARGV[3], '" MSG_OUR_RELEASE "')\n"
+    "end\n"
     "if not first or first == me then return answer(-4) end\n"
     /* Promised to another client: this one's waiters, which took no
      * place while it held, queue behind. */
@@ -140,14 +210,51 @@ static const char leave_lua[] =
     HL_LUA_LINE_LEAVE(2, "redis.call('exists', KEYS[1]) == 0")
     "return 0\n";
 
-/* KEYS: name, channel, void set, line, alive, next, wake base.  ARGV:
- * field, expected count, nonce of the attempt to void (or "").  Lowers the
- * field's count to the expected one; replies the count left. */
+/* KEYS: name, channel, line, alive, next, wake base, wishes.  ARGV:
+ * the field of an acquire's last attempt, whose wish it had recorded, and
+ * that attempt's nonce, "1" on a cluster or "0".  Drops the wish; a grant
+ * a release made for it goes back, and the lock, freed so, to the next
+ * client.  Replies 1 when a wish was dropped, 2 when a grant went back,
+ * else 0. */
+static const char withdraw_lua[] =
+    HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS
+    "local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
+    "local w = redis.call('hget', KEYS[7], me)\n"
+    "if not w then return 0 end\n"
+    "if string.sub(w, 1, #ARGV[2] + 3) == 'w ' .. ARGV[2] .. ' ' then\n"
+    "  redis.call('hdel', KEYS[7], me)\n"
+    "  return 1\n"
+    "end\n"
+    "if w ~= 'g ' .. ARGV[2] .. ' ' .. ARGV[1] then return 0 end\n"
+    "redis.call('hdel', KEYS[7], me)\n"
+    "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
+    "if n > 1 then\n"
+    "  redis.call('hset', KEYS[1], ARGV[1], n - 1)\n"
+    "  return 2\n"
+    "end\n"
+    "if n < 1 then return 0 end\n"
+    "redis.call('hdel', KEYS[1], ARGV[1])\n"
+    "if redis.call('exists', KEYS[1]) == 0 then\n"
+    HL_LUA_LINE_PROMISE_FROM(3, "me")
+    "  announce_ours(KEYS[2], first, me, ARGV[3], '" MSG_OUR_RELEASE "')\n"
+    "end\n"
+    "return answer(2)\n";
+
+/* KEYS: name, channel, void set, line, alive, next, wake base, wishes.
+ * ARGV: field, expected count, nonce of the attempt to void (or "").
+ * Lowers the field's count to the expected one, and drops the field's
+ * wish or the grant made for it, which the client has not taken; replies
+ * the count left. */
 static const char reconcile_lua[] =
     HL_LUA_ANNOUNCE
     "if ARGV[3] ~= '' then\n"
     "  redis.call('sadd', KEYS[3], ARGV[3])\n"
     "  redis.call('pexpire', KEYS[3], " HL_LAYOUT_VOID_TTL_MS_TEXT ")\n"
+    "end\n"
+    "local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
+    "local w = redis.call('hget', KEYS[8], me)\n"
+    "if w and string.sub(w, -#ARGV[1] - 1) == ' ' .. ARGV[1] then\n"
+    "  redis.call('hdel', KEYS[8], me)\n"
     "end\n"
     "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
     "local want = tonumber(ARGV[2])\n"
@@ -183,7 +290,7 @@ _Static_assert(HILOCK_CLIENT_ID_LEN == 36,
                "HL_LAYOUT_CLIENT_ID_LEN_TEXT counts client ids so");
 
 static hl_script acquire_script, release_script, force_script, leave_script,
-    reconcile_script, status_script;
+    withdraw_script, reconcile_script, status_script;
 
 /* The kind's channel is the client's own: "hilock_lock_wake:{NAME}:<id>". */
 static int client_channel(const hilock_lock *lock, const char *field,
@@ -198,28 +305,32 @@ static int client_channel(const hilock_lock *lock, const char *field,
 
 static const char *const release_keys[] = {
     HL_LAYOUT_LOCK_CHANNEL, HL_LAYOUT_LOCK_LINE, HL_LAYOUT_LOCK_ALIVE,
-    HL_LAYOUT_LOCK_NEXT, HL_LAYOUT_LOCK_WAKE};
+    HL_LAYOUT_LOCK_NEXT,    HL_LAYOUT_LOCK_WAKE, HL_LAYOUT_LOCK_WANT};
 
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
 {
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
-    static const char *const keys[] = {HL_LAYOUT_TOKEN, HL_LAYOUT_VOID,
-                                       HL_LAYOUT_LOCK_LINE,
-                                       HL_LAYOUT_LOCK_ALIVE,
-                                       HL_LAYOUT_LOCK_NEXT};
+    static const char *const keys[] = {
+        HL_LAYOUT_TOKEN,     HL_LAYOUT_VOID,      HL_LAYOUT_LOCK_LINE,
+        HL_LAYOUT_LOCK_ALIVE, HL_LAYOUT_LOCK_NEXT, HL_LAYOUT_LOCK_WANT};
+    static const char *const wants[] = {"0", "1", "2"};
     char lease[24], token[24], wait[24], keep[24];
-    const char *args[] = {lease, a->field, a->fenced ? "1" : "0",
-                          token, a->nonce, wait, keep};
+    const char *args[] = {lease,      a->field, a->fenced ? "1" : "0",
+                          token,      a->nonce, wait,
+                          keep,       wants[a->want],
+                          a->claim ? a->claim : ""};
     size_t lens[] = {hl_i64_dec(lease, a->lease_ms),
                      a->field_len,
                      1,
                      hl_u64_dec(token, a->known_token),
                      a->nonce_len,
                      hl_i64_dec(wait, a->waiter_timeout_ms),
-                     hl_i64_dec(keep, a->keep_in_line_ms)};
-    return hl_run_lock_script(lock, &acquire_script, 5, keys, 7, args, lens,
+                     hl_i64_dec(keep, a->keep_in_line_ms),
+                     1,
+                     a->claim ? a->claim_len : 0};
+    return hl_run_lock_script(lock, &acquire_script, 6, keys, 9, args, lens,
                               fn, data);
 }
 
@@ -228,12 +339,13 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
 {
     char lease[24], wait[24];
     const char *args[] = {lease, field, hl_lock_on_cluster(lock) ? "1" : "0",
-                          wait};
+                          wait, hl_lock_writes_plain(lock) ? "1" : "0"};
     size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len, 1,
                      hl_i64_dec(wait, hl_lock_others_wait(lock, NULL, NULL)
                                           ? hl_lock_waiter_timeout_ms(lock)
-                                          : 0)};
-    return hl_run_lock_script(lock, &release_script, 5, release_keys, 4,
+                                          : 0),
+                     1};
+    return hl_run_lock_script(lock, &release_script, 6, release_keys, 5,
                               args, lens, fn, data);
 }
 
@@ -253,17 +365,27 @@ static int leave(hilock_lock *lock, const char *field, size_t field_len)
                               &field, &field_len, NULL, NULL);
 }
 
+static int withdraw(hilock_lock *lock, const char *field, size_t field_len,
+                    const char *nonce, size_t nonce_len)
+{
+    const char *args[] = {field, nonce, hl_lock_on_cluster(lock) ? "1" : "0"};
+    size_t lens[] = {field_len, nonce_len, 1};
+    return hl_run_lock_script(lock, &withdraw_script, 6, release_keys, 3,
+                              args, lens, NULL, NULL);
+}
+
 static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
                      int64_t expected, const char *nonce, size_t nonce_len,
                      hl_request_fn *fn, void *data)
 {
     static const char *const keys[] = {
         HL_LAYOUT_LOCK_CHANNEL, HL_LAYOUT_VOID, HL_LAYOUT_LOCK_LINE,
-        HL_LAYOUT_LOCK_ALIVE, HL_LAYOUT_LOCK_NEXT, HL_LAYOUT_LOCK_WAKE};
+        HL_LAYOUT_LOCK_ALIVE,   HL_LAYOUT_LOCK_NEXT, HL_LAYOUT_LOCK_WAKE,
+        HL_LAYOUT_LOCK_WANT};
     char want[24];
     const char *args[] = {field, want, nonce};
     size_t lens[] = {field_len, hl_i64_dec(want, expected), nonce_len};
-    return hl_run_lock_script(lock, &reconcile_script, 6, keys, 3, args,
+    return hl_run_lock_script(lock, &reconcile_script, 7, keys, 3, args,
                               lens, fn, data);
 }
 
@@ -300,6 +422,7 @@ static const hl_kind reentrant_kind = {
     .force_release = force_release,
     .reconcile = reconcile,
     .leave = leave,
+    .withdraw = withdraw,
     .renew = &hl_hash_renew,
     .query = hl_hash_query,
     .parse_query = hl_hash_parse_query,
@@ -315,6 +438,7 @@ static void init_scripts(void)
     hl_script_init(&release_script, release_lua);
     hl_script_init(&force_script, force_lua);
     hl_script_init(&leave_script, leave_lua);
+    hl_script_init(&withdraw_script, withdraw_lua);
     hl_hash_renew_init();
     hl_script_init(&reconcile_script, reconcile_lua);
     hl_script_init(&status_script, status_lua);

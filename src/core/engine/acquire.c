@@ -156,6 +156,14 @@ static void op_finish(hl_acquire_op *op, int status,
             hl_waiter_remove(lock->client->waiters, &op->waiter,
                              status != HILOCK_OK && !lined(op));
     }
+    if (status != HILOCK_OK && lock->client != NULL && op->wish_out) {
+        /* The wish goes, and a grant a release made for it goes back,
+         * behind the attempt that recorded it; should this be lost, the
+         * grant runs out with the client's place. */
+        char field[HILOCK_CLIENT_ID_LEN + 22];
+        size_t len = hl_owner_field(lock, op->owner, field, sizeof field);
+        lock->kind->withdraw(lock, field, len, op->nonce, op->nonce_len);
+    }
     if (status != HILOCK_OK && lock->client != NULL && leaves_line(op)) {
         /* Give the place back, behind any attempt still in flight on the
          * same connection; should that leave be lost, the place runs out
@@ -281,6 +289,14 @@ static int grant(hl_acquire_op *op, const hl_acquire_result *res,
     } else {
         hl_lease_regranted(&h->lease_mem, op->attempt_sent, h->lease_ms);
     }
+    if (op->direct) {
+        /* A release's grant lasts on the server until this client's
+         * place there runs out, at most the waiter timeout after the
+         * attempt that recorded the wish ran, unless renewed first. */
+        int64_t wt = lock->client->opts->waiter_timeout_ms;
+        int64_t wd = hl_lease_engine_watchdog_ms(hl_client_leases(lock->client));
+        hl_lease_cap(&h->lease_mem, op->attempt_sent, wt < wd ? wt : wd);
+    }
     h->count = res->count;
     if (res->token != 0)
         h->token = res->token;
@@ -311,6 +327,53 @@ static void wait_for(hl_acquire_op *op, hl_monotime delay)
     hl_timer_arm(&op->timer, delay);
 }
 
+static void granted(hl_acquire_op *op, const hl_acquire_result *res);
+
+/* A release gave the lock to the wish op's attempt recorded: the hold is
+ * op's as if that attempt had been granted, its lease counted from when
+ * that attempt was sent. */
+static void take_direct_grant(hl_acquire_op *op)
+{
+    hl_acquire_result res = {.outcome = HL_ACQ_ACQUIRED, .count = 1};
+    op->attempt_sent = op->wish_sent;
+    op->direct = true;
+    op->wish_len = 0;
+    op->wish_out = false;
+    granted(op, &res);
+}
+
+void hl_acquire_forget_wishes(hilock_lock *lock, uint64_t owner)
+{
+    for (hl_acquire_op *op = lock->ops; op != NULL; op = op->next)
+        if (op->owner == owner)
+            op->wish_len = 0;
+}
+
+/* The answer to an attempt that asked to record a wish (wish_out). */
+static bool wish_answered(hl_acquire_op *op, const hl_acquire_result *res)
+{
+    op->wish_len = 0;
+    if (!res->wanted) {
+        /* Not recorded (the server dropped the field's wish instead). */
+        op->wish_out = false;
+        return false;
+    }
+    memcpy(op->wish, op->nonce, op->nonce_len);
+    op->wish_len = op->nonce_len;
+    op->wish_sent = op->attempt_sent;
+    /* A grant for it heard before this answer, perhaps before the waiter
+     * was registered on the channel. */
+    hl_aux_name ch;
+    hilock_lock *lock = op->lock;
+    if (lock->client == NULL || lock->client->waiters == NULL ||
+        hl_owner_channel(lock, op->owner, &ch) != 0)
+        return false;
+    bool took = hl_waiters_take_grant(lock->client->waiters, ch.s, ch.len,
+                                      op->wish, op->wish_len);
+    hl_aux_name_done(&ch);
+    return took;
+}
+
 static void on_wake(hl_waiter *w, hl_wake_reason why)
 {
     hl_acquire_op *op = w->data;
@@ -318,6 +381,16 @@ static void on_wake(hl_waiter *w, hl_wake_reason why)
         return;
     if (why == HL_WAKE_CLOSED) {
         op_finish(op, HILOCK_ECLOSED, NULL, "client closed");
+        return;
+    }
+    if (why == HL_WAKE_GRANT) {
+        /* Only between attempts, and with no other request of the owner
+         * in flight: a reconcile may be removing the grant.  An attempt
+         * in flight takes it with its answer. */
+        if (op->state == HL_ACQUIRE_WAITING && op->wish_len > 0 &&
+            hl_turn_idle(op->lock, op->owner) &&
+            hl_waiter_take_grant(w, op->wish, op->wish_len))
+            take_direct_grant(op);
         return;
     }
     if (op->state == HL_ACQUIRE_ATTEMPTING) {
@@ -683,6 +756,10 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
         short_ack(op);
     } else if (res.outcome == HL_ACQ_ACQUIRED) {
         granted(op, &res);
+    } else if (res.outcome == HL_ACQ_HELD && op->wish_out &&
+               wish_answered(op, &res)) {
+        /* Granted in this attempt's turn, as its own grant would be. */
+        take_direct_grant(op);
     } else if (res.outcome == HL_ACQ_HELD) {
         hl_turn_end(lock, &op->turn);
         op->saw_held = true;
@@ -789,6 +866,22 @@ static void prepare_attempt(hl_acquire_op *op, hl_attempt_args *args,
             args->keep_in_line_ms = lock->client->opts->waiter_timeout_ms;
         else
             args->keep_in_line_ms = op->saw_held || known ? 0 : -1;
+    }
+    if (lock->kind->withdraw != NULL && op->wait_ms != 0) {
+        /* A wish for a first hold on the watchdog lease, made alone, of
+         * a waiter with none of its client's behind it (which would want
+         * the client kept in line). */
+        op->wish_out =
+            !joining && op->lease_ms == 0 && !args->fenced &&
+            !hl_lock_others_wait(lock, op->subscribed ? &op->waiter : NULL,
+                                 NULL) &&
+            hl_lock_writes_plain(lock);
+        op->wished = op->wished || op->wish_out;
+        args->want = op->wish_out ? HL_WANT_REGISTER
+                     : op->wished ? HL_WANT_DROP
+                                  : HL_WANT_NONE;
+        args->claim = op->wish;
+        args->claim_len = op->wish_len;
     }
     if (op->subscribed) {
         hl_waiter_trying(&op->waiter);

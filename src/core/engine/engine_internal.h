@@ -127,7 +127,23 @@ struct hl_acquire_op {
                          * the server's line (line_per_client kinds) */
     bool saw_promised;  /* ... and that the lock was free but promised to
                          * another client */
+    /* Direct hand-offs (hl_kind.withdraw): the attempt whose wish the
+     * server confirmed recording, and when it was sent, while a grant a
+     * release makes for it may be taken (empty: none); whether the last
+     * attempt sent asked to record one, which an end without the lock
+     * withdraws; whether any did, so that later attempts drop it. */
+    char wish[HILOCK_CLIENT_ID_LEN + 22];
+    size_t wish_len;
+    hl_monotime wish_sent;
+    bool wish_out;
+    bool wished;
+    bool direct; /* granted by a release, not by its own attempt */
 };
+
+/* A reconcile of owner's count is starting: grants made for the wishes of
+ * its acquires are no longer theirs to take (the reconcile removes them,
+ * or the wish is gone before a release can grant it). */
+void hl_acquire_forget_wishes(hilock_lock *lock, uint64_t owner);
 
 /* A release that frees the lock is being sent: wake the next local
  * waiter so its attempt follows in the same write (kinds with hand_on).

@@ -20,6 +20,7 @@ struct hl_lease_engine {
     hl_lease_lost_fn *on_lost;
     hl_lease_release_fn *on_release;
     hl_timer tick;
+    hl_monotime tick_at; /* when the tick is due, while armed */
     /* Leases not yet lost or stopped, earliest deadline first, and one
      * timer for the earliest: a timer per lease cost more memory than
      * the rest of a lease together. */
@@ -478,12 +479,18 @@ void hl_lease_engine_check_all(hl_lease_engine *e)
     verify_fixed(e, hl_monotime_now());
 }
 
+static void arm_tick(hl_lease_engine *e, hl_monotime delay)
+{
+    e->tick_at = hl_sat_add(hl_monotime_now(), delay);
+    hl_timer_arm(&e->tick, delay);
+}
+
 static void on_tick(hl_timer *t)
 {
     hl_lease_engine *e = t->data;
     renew_all(e);
     if (e->watched > 0)
-        hl_timer_arm(&e->tick, HL_MS(e->watchdog_ms) / 3);
+        arm_tick(e, HL_MS(e->watchdog_ms) / 3);
 }
 
 hl_lease_engine *hl_lease_engine_create(hilock_client *client,
@@ -541,8 +548,28 @@ void hl_lease_start(hl_lease_engine *e, hl_lease *l, const hl_kind *kind,
     if (l->watchdog) {
         e->watched++;
         if (!e->tick.armed)
-            hl_timer_arm(&e->tick, HL_MS(e->watchdog_ms) / 3);
+            arm_tick(e, HL_MS(e->watchdog_ms) / 3);
     }
+}
+
+void hl_lease_cap(hl_lease *l, hl_monotime granted_at, int64_t lease_ms)
+{
+    hl_lease_engine *e = l->engine;
+    hl_monotime d = lease_deadline(granted_at, lease_ms);
+    if (l->stopped || d >= l->deadline)
+        return;
+    list_remove(e, l);
+    l->deadline = d;
+    list_insert(e, l);
+    arm_deadline_timer(e);
+    if (!l->watchdog)
+        return;
+    /* The round that renews it comes halfway to the new deadline at the
+     * latest; the rounds after keep their rhythm from there. */
+    hl_monotime now = hl_monotime_now();
+    hl_monotime half = d > now ? (d - now) / 2 : 0;
+    if (!e->tick.armed || e->tick_at > hl_sat_add(now, half))
+        arm_tick(e, half);
 }
 
 void hl_lease_regranted(hl_lease *l, hl_monotime granted_at,

@@ -83,6 +83,12 @@ void hl_lease_start(hl_lease_engine *e, hl_lease *l,
 void hl_lease_regranted(hl_lease *l, hl_monotime granted_at,
                         int64_t lease_ms);
 
+/* The server keeps the grant no longer than lease_ms from granted_at (a
+ * direct hand-off's, which lasts as long as the waiting client's place):
+ * the deadline comes no later than that, and a renewal round comes
+ * before it for a watchdog lease. */
+void hl_lease_cap(hl_lease *l, hl_monotime granted_at, int64_t lease_ms);
+
 /* While a release that may free the lock is in flight, renewals skip the
  * lease and a "not held" answer is no loss. */
 void hl_lease_set_releasing(hl_lease *l, bool releasing);

@@ -194,6 +194,12 @@ bool hl_lock_on_cluster(const hilock_lock *lock)
     return lock->client != NULL && lock->client->cluster != NULL;
 }
 
+bool hl_lock_writes_plain(const hilock_lock *lock)
+{
+    hl_conn *conn = hl_lock_conn(lock);
+    return conn != NULL && hl_ack_plain(lock->client, conn);
+}
+
 bool hl_lock_usable(const hilock_lock *lock)
 {
     return !lock->destroyed && hl_lock_conn(lock) != NULL;

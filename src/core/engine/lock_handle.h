@@ -43,6 +43,7 @@ typedef struct hl_acquire_result {
     bool first_in_line; /* held: the client is first in the server's line
                          * (line_per_client kinds) */
     bool promised;      /* held: free, but promised to another client */
+    bool wanted;        /* held: the attempt's wish was recorded */
 } hl_acquire_result;
 
 /* What a release came back with. */
@@ -58,6 +59,15 @@ typedef enum hl_release_outcome {
     HL_REL_OWNER_DONE, /* the owner holds nothing more; others still do */
     HL_REL_BAD_REPLY
 } hl_release_outcome;
+
+/* What an attempt does with its client's wish for the lock, which lets
+ * a release give the lock to that client outright (hl_kind.withdraw). */
+typedef enum hl_want {
+    HL_WANT_NONE,     /* leaves it alone */
+    HL_WANT_REGISTER, /* refused: records one under the attempt's nonce;
+                       * granted: drops the field's */
+    HL_WANT_DROP      /* drops the field's, whatever the outcome */
+} hl_want;
 
 /* Arguments a kind's scripts receive from the engine. */
 typedef struct hl_attempt_args {
@@ -76,6 +86,13 @@ typedef struct hl_attempt_args {
      * still wait for the lock (it goes to the end); 0: it leaves; -1: it
      * has no place there as far as it knows, and leaves the line alone. */
     int64_t keep_in_line_ms;
+    /* Kinds with withdraw (direct hand-offs): what the attempt does with
+     * the client's wish on the server. */
+    hl_want want;
+    /* The attempt of this acquire whose wish the server confirmed (empty:
+     * none): a grant a release made for that wish is this attempt's. */
+    const char *claim;
+    size_t claim_len;
 } hl_attempt_args;
 
 /* The read-only questions of the query calls in hilock/lock.h. */
@@ -88,6 +105,9 @@ typedef enum hl_query {
 /* Sent on a line_per_client kind's client channel: the client is now
  * first in the server's line. */
 #define HL_WAKE_MSG_FIRST "h"
+/* Sent on a client's channel by a release that gave the lock outright to
+ * the wish the attempt named by the nonce that follows recorded. */
+#define HL_WAKE_MSG_GRANT "g"
 
 typedef struct hl_kind {
     const char *name; /* for messages */
@@ -192,6 +212,14 @@ typedef struct hl_kind {
      * place), and call leave, without waiting for its reply, when they
      * stop waiting without the lock. */
     int (*leave)(hilock_lock *lock, const char *field, size_t field_len);
+    /* Kinds whose releases may give the lock outright to the first client
+     * in line that recorded a wish (a direct hand-off: the woken client
+     * sends no attempt; docs/locks.md) set withdraw.  An acquire whose
+     * last attempt, named by nonce, recorded a wish calls it when it ends
+     * without the lock, without waiting for the reply: it drops the wish,
+     * and gives back a grant a release made for it. */
+    int (*withdraw)(hilock_lock *lock, const char *field, size_t field_len,
+                    const char *nonce, size_t nonce_len);
     /* Renew a batch: KEYS are lock names, ARGV[1] the lease in ms, then
      * one field per key; replies an array of 1 (renewed) or 0 (not held). */
     const hl_script *renew;
@@ -367,5 +395,11 @@ size_t hl_owner_field(const hilock_lock *lock, uint64_t owner, char *buf,
 /* Whether the lock's client talks to a Redis Cluster, as far as it knows
  * yet.  Loop thread. */
 bool hl_lock_on_cluster(const hilock_lock *lock);
+
+/* Whether the lock's writes go out alone, with no replica acknowledgement
+ * and no topology to vouch for their answers (hl_ack_plain): only then
+ * may another client's release write a grant for this client, since no
+ * WAIT of this client's could cover it.  Loop thread. */
+bool hl_lock_writes_plain(const hilock_lock *lock);
 
 #endif

@@ -88,6 +88,7 @@ static void reconcile_begin(hilock_lock *lock, uint64_t owner,
                             size_t nonce_len, int64_t lease_ms,
                             bool spare_releases)
 {
+    hl_acquire_forget_wishes(lock, owner);
     hl_reconcile *r =
         lock->client != NULL ? hl_calloc(1, sizeof *r) : NULL;
     if (r == NULL) {

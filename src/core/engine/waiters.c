@@ -38,6 +38,11 @@ struct hl_wait_channel {
     char *foreign_name; /* NULL: none given */
     size_t foreign_len;
     bool foreign_any; /* every message there is a release, not just "0" */
+    /* The nonce of the last direct grant heard (HL_WAKE_MSG_GRANT) that
+     * no acquire took yet: the attempt it names may still await its
+     * answer. */
+    char granted[HILOCK_CLIENT_ID_LEN + 22];
+    size_t granted_len;
 };
 
 struct hl_waiters {
@@ -209,6 +214,26 @@ static void on_sub_event(hl_sub *sub, hl_sub_event ev, const char *msg,
         foreign_listen(reg, ch);
         return;
     }
+    if (ev == HL_SUB_MESSAGE && len > 1 &&
+        len - 1 <= sizeof ch->granted &&
+        memcmp(msg, HL_WAKE_MSG_GRANT, sizeof HL_WAKE_MSG_GRANT - 1) == 0) {
+        /* The lock is this client's now: nothing for the others to try,
+         * and no more first in line.  The acquire whose attempt it names
+         * takes it, now or when that attempt's answer comes. */
+        foreign_stop(ch);
+        memcpy(ch->granted, msg + 1, len - 1);
+        ch->granted_len = len - 1;
+        ch->waking++;
+        ch->cursor = ch->head;
+        while (ch->cursor != NULL && ch->granted_len > 0) {
+            hl_waiter *w = ch->cursor;
+            ch->cursor = w->next;
+            w->fn(w, HL_WAKE_GRANT);
+        }
+        ch->waking--;
+        channel_maybe_free(reg, ch);
+        return;
+    }
     ch->seq++;
     switch (ev) {
     case HL_SUB_READY:
@@ -238,6 +263,29 @@ static void on_sub_event(hl_sub *sub, hl_sub_event ev, const char *msg,
     case HL_SUB_REFUSED:
         break;
     }
+}
+
+static bool take_grant(hl_wait_channel *ch, const char *nonce, size_t len)
+{
+    if (ch == NULL || len == 0 || ch->granted_len != len ||
+        memcmp(ch->granted, nonce, len) != 0)
+        return false;
+    ch->granted_len = 0;
+    return true;
+}
+
+bool hl_waiter_take_grant(hl_waiter *w, const char *nonce, size_t len)
+{
+    return take_grant(w->chan, nonce, len);
+}
+
+bool hl_waiters_take_grant(hl_waiters *reg, const char *channel, size_t len,
+                           const char *nonce, size_t nonce_len)
+{
+    if (reg == NULL)
+        return false;
+    hl_map_entry *e = hl_map_find(&reg->channels, channel, len);
+    return e != NULL && take_grant(e->value, nonce, nonce_len);
 }
 
 hl_waiters *hl_waiters_create(struct hilock_client *client)

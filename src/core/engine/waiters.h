@@ -34,6 +34,8 @@ typedef struct hl_wait_channel hl_wait_channel;
 typedef enum hl_wake_reason {
     HL_WAKE_MESSAGE, /* the lock was released */
     HL_WAKE_READY,   /* subscribed (again): try now */
+    HL_WAKE_GRANT,   /* a release gave the lock to an attempt of this
+                      * client outright (hl_waiter_take_grant) */
     HL_WAKE_CLOSED   /* the client is closing: give up */
 } hl_wake_reason;
 
@@ -135,6 +137,14 @@ hl_waiter *hl_waiters_head(hl_waiters *reg, const char *channel, size_t len);
  * does not allow SUBSCRIBE to it): no release will wake w, which then
  * waits by the holder's lease alone. */
 bool hl_waiter_refused(const hl_waiter *w);
+
+/* Whether the last direct grant heard on w's channel (HL_WAKE_GRANT)
+ * names the attempt nonce; if so it is taken, and nobody else takes it.
+ * hl_waiters_take_grant does the same by the channel's name, for an
+ * acquire whose waiter is not registered yet. */
+bool hl_waiter_take_grant(hl_waiter *w, const char *nonce, size_t len);
+bool hl_waiters_take_grant(hl_waiters *reg, const char *channel, size_t len,
+                           const char *nonce, size_t nonce_len);
 
 /* Mark an attempt in flight (wakes are kept) or done.  Returns true when
  * a wake arrived meanwhile: the caller should attempt again at once. */

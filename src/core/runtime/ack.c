@@ -681,6 +681,16 @@ static void on_group_wait(void *data, int status, hilock_reply *reply)
     hl_free(g);
 }
 
+bool hl_ack_plain(hilock_client *c, hl_conn *conn)
+{
+    if (conn == NULL || vouched(c))
+        return false;
+    if (c->opts->replica_ack == HILOCK_ACK_NONE)
+        return true;
+    ack_count *e = count_for(c, conn, false);
+    return e != NULL && expected(e, current_k(e, conn)) == 0;
+}
+
 int hl_ack_begin(hilock_client *c, hl_conn *conn, hl_request_fn *fn,
                  void *data, hl_ack **out)
 {

@@ -53,6 +53,11 @@ int hl_ack_needed(int policy, int k);
  * HILOCK_ENOMEM: nothing started. */
 int hl_ack_begin(hilock_client *c, hl_conn *conn, hl_request_fn *fn,
                  void *data, hl_ack **out);
+/* Whether a lock write to conn now would go out alone: no WAIT after it
+ * (the policy none, or a fresh count says the master has no replica and
+ * never had one) and no topology that must vouch for its answer (no
+ * Sentinel, no cluster). */
+bool hl_ack_plain(hilock_client *c, hl_conn *conn);
 void hl_ack_reply(void *ack, int status, hilock_reply *reply);
 void hl_ack_sent(hl_ack *a);
 /* fn is not called. */
