@@ -258,6 +258,9 @@ typedef struct hilock_stats {
     uint64_t hold_us[HILOCK_STATS_BUCKETS];
     uint64_t wait_sum_us; /* the times the histograms count, summed */
     uint64_t hold_sum_us;
+    /* Of the acquires granted, those another client's release gave the
+     * lock to outright (a direct hand-off, docs/locks.md). */
+    uint64_t acquires_handed;
 } hilock_stats;
 
 /* Read everything the client counts into out (out->size set by the

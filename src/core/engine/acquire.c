@@ -125,6 +125,8 @@ static void count_outcome(hl_acquire_op *op, int status)
     }
     if (status == HILOCK_OK)
         hl_client_count_wait(c, hl_monotime_now() - op->started_at);
+    if (status == HILOCK_OK && op->direct)
+        n->acquires_handed++;
     else if (status == HILOCK_EBUSY)
         n->acquires_busy++;
     else

@@ -28,6 +28,7 @@ typedef struct hl_engine_counts {
     uint64_t acquires_busy;
     uint64_t acquires_failed;
     uint64_t acquires_waiting; /* now */
+    uint64_t acquires_handed;
     uint64_t releases;
     uint64_t wait_us[HILOCK_STATS_BUCKETS];
     uint64_t hold_us[HILOCK_STATS_BUCKETS];

@@ -54,6 +54,7 @@ static void read_start(hl_op *op)
     all.acquires_busy = e->acquires_busy;
     all.acquires_failed = e->acquires_failed;
     all.releases = e->releases;
+    all.acquires_handed = e->acquires_handed;
     memcpy(all.wait_us, e->wait_us, sizeof all.wait_us);
     memcpy(all.hold_us, e->hold_us, sizeof all.hold_us);
     all.wait_sum_us = e->wait_sum_us;

@@ -1,6 +1,7 @@
 /* hilock_stats in the Prometheus text format. */
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -119,6 +120,12 @@ int hilock_stats_format_prometheus(const hilock_stats *s, const char *label,
          "Acquires that failed otherwise.", s->acquires_failed},
         {"releases_total", "counter", "Holds given back by their owner.",
          s->releases},
+        {"acquires_handed_total", "counter",
+         "Acquires another client's release gave the lock to outright.",
+         s->size >= offsetof(hilock_stats, acquires_handed) +
+                        sizeof s->acquires_handed
+             ? s->acquires_handed
+             : 0},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         series(&t, rows[i].name, rows[i].type, rows[i].help, rows[i].value);
