@@ -123,10 +123,10 @@ static void count_outcome(hl_acquire_op *op, int status)
         op->counted_waiting = false;
         n->acquires_waiting--;
     }
-    if (status == HILOCK_OK)
-        hl_client_count_wait(c, hl_monotime_now() - op->started_at);
     if (status == HILOCK_OK && op->direct)
         n->acquires_handed++;
+    if (status == HILOCK_OK)
+        hl_client_count_wait(c, hl_monotime_now() - op->started_at);
     else if (status == HILOCK_EBUSY)
         n->acquires_busy++;
     else
