@@ -25,6 +25,7 @@
 #include "support/fixture.h"
 #include "support/lock_helpers.h"
 #include "support/mutex_checker.h"
+#include "support/plain_sub.h"
 #include "support/raw_reads.h"
 
 /* Each test's server; see hl_lock_fixture. */
@@ -348,6 +349,81 @@ static void test_dead_client_grant_runs_out_with_its_place(void **state)
     hl_free_client(h);
 }
 
+/* ---- beside Redisson's clients -------------------------------------------- */
+
+/* Redisson's tryLock attempt, by hand: the lock taken for JAVA_FIELD when
+ * free; else its ttl. */
+static long long java_attempt(const char *name)
+{
+    if (hl_raw_exists(fx.server, name) == 0) {
+        java_hold(name);
+        return -1;
+    }
+    return hl_raw_pttl(fx.server, name);
+}
+
+/* A Java waiter listens on Redisson's channel.  Our release hands the
+ * lock to our waiting client, so the Java waiter would find it held; the
+ * release of that client, with nobody of ours in line, tells Redisson's
+ * channel, and the Java waiter takes the lock.  Its release ("0" there)
+ * wakes our next waiter, whose wish then goes with its grant. */
+static void test_wake_ups_both_ways_beside_java(void **state)
+{
+    hilock_client *h = hl_new_client(fx.server, NULL);
+    hilock_client *w = hl_new_client(fx.server, NULL);
+    hilock_lock *lh = hl_new_lock(h, "mixed-handoff");
+    hilock_lock *lw = hl_new_lock(w, "mixed-handoff");
+    static hl_acquire_rec rec, again;
+    hl_value_rec rel;
+    char msg[16];
+
+    (void)state;
+    hl_acquire_rec_init(&rec, w);
+    hl_acquire_rec_init(&again, w);
+    hl_value_rec_init(&rel);
+    hl_plain_sub *java =
+        hl_plain_sub_open(fx.server, "redisson_lock__channel:{mixed-handoff}");
+    assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
+    assert_status(hilock_lock_acquire_async(lw, OWNER, HILOCK_WAIT_FOREVER,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            hl_record_acquire, &rec, NULL),
+                  HILOCK_OK);
+    hl_expect_pending(w, lw, 1);
+    (void)expect_wish("mixed-handoff", w, OWNER);
+    assert_status(hilock_lock_release(lh), HILOCK_OK);
+    assert_status(hl_expect_acquire(&rec), HILOCK_OK);
+    assert_int_equal(handed_to(w), 1);
+    assert_true(java_attempt("mixed-handoff") > 0);
+
+    assert_status(hilock_lock_release_async(lw, OWNER, hl_record_value, &rel),
+                  HILOCK_OK);
+    assert_int_equal(hl_expect_value(&rel, HILOCK_OK), 0);
+    if (!hl_plain_sub_next(java, msg, sizeof msg, hl_widen(5000)))
+        fail_msg("the Java waiter heard no release");
+    assert_int_equal(java_attempt("mixed-handoff"), -1);
+
+    assert_status(hilock_lock_acquire_async(lw, OWNER, HILOCK_WAIT_FOREVER,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            hl_record_acquire, &again, NULL),
+                  HILOCK_OK);
+    hl_expect_pending(w, lw, 1);
+    (void)expect_wish("mixed-handoff", w, OWNER);
+    assert_int_equal(hl_raw_int(fx.server, "DEL", "mixed-handoff",
+                                (char *)NULL),
+                     1);
+    (void)hl_raw_int(fx.server, "PUBLISH",
+                     "redisson_lock__channel:{mixed-handoff}", "0",
+                     (char *)NULL);
+    assert_status(hl_expect_acquire(&again), HILOCK_OK);
+    assert_int_equal(handed_to(w), 1);
+    assert_int_equal(read_wish("mixed-handoff", hilock_client_id(w)).kind, 0);
+    hl_plain_sub_close(java);
+    hl_free_lock(lw);
+    hl_free_lock(lh);
+    hl_free_client(w);
+    hl_free_client(h);
+}
+
 /* ---- under faults ------------------------------------------------------- */
 
 #define CONTENDERS 4
@@ -428,6 +504,7 @@ int main(void)
         T(test_lost_grant_message_is_claimed),
         T(test_gone_waiter_gives_its_grant_back),
         T(test_dead_client_grant_runs_out_with_its_place),
+        T(test_wake_ups_both_ways_beside_java),
         T(test_handoffs_under_pubsub_kills),
     };
 #undef T

@@ -605,6 +605,77 @@ static void test_writes_share_a_wait(void **state)
     hilock_client_destroy(c);
 }
 
+/* ---- no direct hand-off under a policy ------------------------------------ */
+
+static atomic_int handoff_calls;
+static int handoff_status;
+
+static void on_handoff_acquire(hilock_lock *lock, int status,
+                               const hilock_acquired *acquired, void *data)
+{
+    (void)lock;
+    (void)acquired;
+    (void)data;
+    handoff_status = status;
+    atomic_fetch_add(&handoff_calls, 1);
+}
+
+static bool one_in_line(void *line)
+{
+    char reply[64];
+    return hl_redis_server_cmd(master, reply, sizeof reply, "LLEN", line,
+                               (char *)NULL) == ':' &&
+           strcmp(reply, ":1\r\n") == 0;
+}
+
+/* A release can hand the lock straight to a waiting client only with
+ * the policy none: otherwise no WAIT of the waiter's could cover the
+ * grant the releasing client wrote, so the waiter records no wish and
+ * takes the lock with an acquire of its own, which its WAIT covers.
+ * Returns the waiter's acquires that a release handed the lock to. */
+static uint64_t handoffs_under(const char *query, const char *name)
+{
+    char line[64], want[64], reply[64];
+    snprintf(line, sizeof line, "hilock_lock_line:{%s}", name);
+    snprintf(want, sizeof want, "hilock_lock_want:{%s}", name);
+    hilock_client *h = connect_with(query);
+    hilock_client *w = connect_with(query);
+    hilock_lock *lh = make_lock(h, name);
+    hilock_lock *lw = make_lock(w, name);
+    /* The replica count is read first. */
+    assert_int_equal(hilock_lock_try_acquire(lw, 2000, 10000), HILOCK_OK);
+    assert_int_equal(hilock_lock_release(lw), HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(lh, 2000, 30000), HILOCK_OK);
+    atomic_store(&handoff_calls, 0);
+    assert_int_equal(hilock_lock_acquire_async(lw, 7, HILOCK_WAIT_FOREVER,
+                                               HILOCK_LEASE_WATCHDOG, 0,
+                                               on_handoff_acquire, NULL,
+                                               NULL),
+                     HILOCK_OK);
+    assert_true(hl_wait_until(one_in_line, line, hl_widen(5000)));
+    bool wished = hl_redis_server_cmd(master, reply, sizeof reply, "EXISTS",
+                                      want, (char *)NULL) == ':' &&
+                  strcmp(reply, ":1\r\n") == 0;
+    assert_int_equal(hilock_lock_release(lh), HILOCK_OK);
+    assert_true(hl_wait_count(&handoff_calls, 1, hl_widen(5000)));
+    assert_int_equal(handoff_status, HILOCK_OK);
+    hilock_stats s = {.size = sizeof s};
+    assert_int_equal(hilock_client_stats_read(w, &s), HILOCK_OK);
+    assert_int_equal(wished, s.acquires_handed == 1);
+    hilock_lock_destroy(lw);
+    hilock_lock_destroy(lh);
+    hilock_client_destroy(w);
+    hilock_client_destroy(h);
+    return s.acquires_handed;
+}
+
+static void test_direct_handoff_only_without_a_policy(void **state)
+{
+    (void)state;
+    assert_int_equal(handoffs_under("replicas=majority", "ack-handoff"), 0);
+    assert_int_equal(handoffs_under("replicas=none", "ack-handoff-none"), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -620,6 +691,7 @@ int main(void)
         cmocka_unit_test(test_writes_share_a_wait),
         cmocka_unit_test(test_old_zero_count_still_waits),
         cmocka_unit_test(test_semaphore_and_latch_writes_wait),
+        cmocka_unit_test(test_direct_handoff_only_without_a_policy),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
