@@ -63,12 +63,18 @@
  * ours wake it on its own channel. */
 #define MSG_OUR_RELEASE HL_LAYOUT_MSG_READ_UNLOCK
 
-/* KEYS: name, token key, void set, line, alive, next, wants.  ARGV:
- * lease ms, field, fenced (0/1), known token, attempt nonce, waiter
- * timeout ms (0: a single try, which keeps no place), how long the client
- * stays in line after a first hold (0: it leaves; -1: it knows of no
- * place there), what to do with the client's wish (hl_want: 0 nothing,
- * 1 record one when refused, 2 only drop the field's), the nonce of this
+/* The acquire script, in two forms: an attempt that has nothing to do
+ * with its client's wish (an uncontended one, the most common) passes
+ * neither the wishes' key nor the last two arguments, since every key
+ * and argument costs the server on every call.
+ *
+ * KEYS: name, token key, void set, line, alive, next, and for
+ * acquire_wish_lua the wishes.  ARGV: lease ms, field, fenced (0/1),
+ * known token, attempt nonce, waiter timeout ms (0: a single try, which
+ * keeps no place), how long the client stays in line after a first hold
+ * (0: it leaves; -1: it knows of no place there), and for
+ * acquire_wish_lua what to do with the client's wish (hl_want: 1 record
+ * one when refused, 2 only drop the field's) and the nonce of this
  * acquire's attempt whose wish the client knows was recorded ('' none).
  * Replies {1, count, token} when held by field now (a grant a release made
  * for that wish included), {0, pttl, how} when held by another or
@@ -76,64 +82,67 @@
  * plus 2 when the lock is free but promised, pttl then being the
  * promise's, plus 4 when the wish was recorded), {2} when the attempt was
  * voided. */
-static const char acquire_lua[] =
-    HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK
-    "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n"
-    "local held = redis.call('hget', KEYS[1], ARGV[2])\n"
-    "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
-    "if ARGV[8] ~= '0' then\n"
-    "  local w = redis.call('hget', KEYS[7], me)\n"
-    /* The grant a release made for this acquire's wish, its message
-     * lost: this attempt's, for the whole lease from now. */
-    "  if w and held and ARGV[9] ~= '' and\n"
-    "      w == 'g ' .. ARGV[9] .. ' ' .. ARGV[2] then\n"
-    "    redis.call('hdel', KEYS[7], me)\n"
-    "    redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "    return {1, tonumber(held), 0}\n"
-    "  end\n"
-    /* Any other wish or grant of the field's is stale. */
-    "  if w and string.sub(w, -#ARGV[2] - 1) == ' ' .. ARGV[2] then\n"
-    "    redis.call('hdel', KEYS[7], me)\n"
-    "  end\n"
+#define ACQUIRE_LUA(wish_first, wish_join)                                  \
+    HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK                           \
+    "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n" \
+    "local held = redis.call('hget', KEYS[1], ARGV[2])\n"                    \
+    "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"  \
+    wish_first                                                              \
+    "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[2])\n" \
+    "if refused then return refused end\n"                                   \
+    "local ttl, kept, wanted = false, 0, 0\n"                                \
+    /* Free and promised to nobody, the common case, in one call. */        \
+    "if not held and redis.call('exists', KEYS[1], KEYS[6]) > 0 then\n"      \
+    "  ttl = redis.call('pttl', KEYS[1])\n"                                  \
+    "  if ttl == -2 then\n"                                                  \
+    "    ttl = false\n"                                                      \
+    "    if redis.call('get', KEYS[6]) ~= me then\n"                         \
+    "      ttl, kept = redis.call('pttl', KEYS[6]), 2\n"                     \
+    "    else\n"                                                             \
+    "      redis.call('del', KEYS[6])\n"                                     \
+    "    end\n"                                                              \
+    "  end\n"                                                                \
+    "end\n"                                                                  \
+    "if ttl then\n"                                                          \
+    /* Held by another owner of this client, whose release wakes this one  \
+     * without the server: no place needed (see release_lua). */           \
+    "  if kept == 0 and string.sub(redis.call('hkeys', KEYS[1])[1] or '',\n" \
+    "      1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ") == me then\n"                \
+    "    return {0, ttl, 0}\n"                                               \
+    "  end\n"                                                                \
+    "  if ARGV[6] ~= '0' then\n" HL_LUA_LINE_JOIN("ARGV[6]") wish_join       \
+    "  end\n"                                                                \
+    "  local first = redis.call('lindex', KEYS[4], 0) == me and 1 or 0\n"    \
+    "  return {0, ttl, first + kept + wanted}\n"                             \
+    "end\n"                                                                  \
+    /* A first hold of a client in line (see HL_LUA_LINE_ON_GRANT). */      \
+    HL_LUA_LINE_ON_GRANT("not held", "ARGV[7]")                             \
+    "local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"             \
+    "redis.call('pexpire', KEYS[1], ARGV[1])\n"                              \
+    "return {1, count, token(KEYS[2], count)}\n"
+
+static const char acquire_lua[] = ACQUIRE_LUA("", "");
+
+/* The grant a release made for this acquire's wish, its message lost, is
+ * this attempt's, for the whole lease from now; any other wish or grant
+ * of the field's is stale.  A refused attempt then records its wish. */
+static const char acquire_wish_lua[] = ACQUIRE_LUA(
+    "local w = redis.call('hget', KEYS[7], me)\n"
+    "if w and held and ARGV[9] ~= '' and\n"
+    "    w == 'g ' .. ARGV[9] .. ' ' .. ARGV[2] then\n"
+    "  redis.call('hdel', KEYS[7], me)\n"
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  return {1, tonumber(held), 0}\n"
     "end\n"
-    "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[2])\n"
-    "if refused then return refused end\n"
-    "local ttl, kept, wanted = false, 0, 0\n"
-    /* Free and promised to nobody, the common case, in one call. */
-    "if not held and redis.call('exists', KEYS[1], KEYS[6]) > 0 then\n"
-    "  ttl = redis.call('pttl', KEYS[1])\n"
-    "  if ttl == -2 then\n"
-    "    ttl = false\n"
-    "    if redis.call('get', KEYS[6]) ~= me then\n"
-    "      ttl, kept = redis.call('pttl', KEYS[6]), 2\n"
-    "    else\n"
-    "      redis.call('del', KEYS[6])\n"
-    "    end\n"
-    "  end\n"
-    "end\n"
-    "if ttl then\n"
-    /* Held by another owner of this client, whose release wakes this one
-     * without the server: no place needed (see release_lua). */
-    "  if kept == 0 and string.sub(redis.call('hkeys', KEYS[1])[1] or '',\n"
-    "      1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ") == me then\n"
-    "    return {0, ttl, 0}\n"
-    "  end\n"
-    "  if ARGV[6] ~= '0' then\n" HL_LUA_LINE_JOIN("ARGV[6]")
+    "if w and string.sub(w, -#ARGV[2] - 1) == ' ' .. ARGV[2] then\n"
+    "  redis.call('hdel', KEYS[7], me)\n"
+    "end\n",
     "    if ARGV[8] == '1' then\n"
     "      redis.call('hset', KEYS[7], me,\n"
     "                 'w ' .. ARGV[5] .. ' ' .. ARGV[1] .. ' ' .. ARGV[2])\n"
     "      extend(KEYS[7], ARGV[6])\n"
     "      wanted = 4\n"
-    "    end\n"
-    "  end\n"
-    "  local first = redis.call('lindex', KEYS[4], 0) == me and 1 or 0\n"
-    "  return {0, ttl, first + kept + wanted}\n"
-    "end\n"
-    /* A first hold of a client in line (see HL_LUA_LINE_ON_GRANT). */
-    HL_LUA_LINE_ON_GRANT("not held", "ARGV[7]")
-    "local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-    "redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "return {1, count, token(KEYS[2], count)}\n";
+    "    end\n");
 
 /* In a release's promise_next (HL_LUA_LINE_PROMISE_HANDING), with
  * ARGV[5] "1": the first client c recorded a wish, which gets the lock
@@ -289,8 +298,9 @@ static const char status_lua[] =
 _Static_assert(HILOCK_CLIENT_ID_LEN == 36,
                "HL_LAYOUT_CLIENT_ID_LEN_TEXT counts client ids so");
 
-static hl_script acquire_script, release_script, force_script, leave_script,
-    withdraw_script, reconcile_script, status_script;
+static hl_script acquire_script, acquire_wish_script, release_script,
+    force_script, leave_script, withdraw_script, reconcile_script,
+    status_script;
 
 /* The kind's channel is the client's own: "hilock_lock_wake:{NAME}:<id>". */
 static int client_channel(const hilock_lock *lock, const char *field,
@@ -330,7 +340,10 @@ static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                      hl_i64_dec(keep, a->keep_in_line_ms),
                      1,
                      a->claim ? a->claim_len : 0};
-    return hl_run_lock_script(lock, &acquire_script, 6, keys, 9, args, lens,
+    bool wish = a->want != HL_WANT_NONE;
+    return hl_run_lock_script(lock, wish ? &acquire_wish_script
+                                         : &acquire_script,
+                              wish ? 6 : 5, keys, wish ? 9 : 7, args, lens,
                               fn, data);
 }
 
@@ -435,6 +448,7 @@ static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
 static void init_scripts(void)
 {
     hl_script_init(&acquire_script, acquire_lua);
+    hl_script_init(&acquire_wish_script, acquire_wish_lua);
     hl_script_init(&release_script, release_lua);
     hl_script_init(&force_script, force_lua);
     hl_script_init(&leave_script, leave_lua);

@@ -857,14 +857,15 @@ static void prepare_attempt(hl_acquire_op *op, hl_attempt_args *args,
     args->waiter_timeout_ms =
         op->wait_ms == 0 ? 0 : lock->client->opts->waiter_timeout_ms;
     args->amount = op->amount;
+    bool others = false, known = false;
     if (lock->kind->line_per_client) {
         /* Others of this client waiting behind this one keep the client
          * in the server's line, at its end.  A client none of whose
          * waiters has waited for the lock lately has no place to give
          * up, which spares an uncontended grant the line's upkeep. */
-        bool known;
-        if (hl_lock_others_wait(lock, op->subscribed ? &op->waiter : NULL,
-                                &known))
+        others = hl_lock_others_wait(
+            lock, op->subscribed ? &op->waiter : NULL, &known);
+        if (others)
             args->keep_in_line_ms = lock->client->opts->waiter_timeout_ms;
         else
             args->keep_in_line_ms = op->saw_held || known ? 0 : -1;
@@ -872,12 +873,12 @@ static void prepare_attempt(hl_acquire_op *op, hl_attempt_args *args,
     if (lock->kind->withdraw != NULL && op->wait_ms != 0) {
         /* A wish for a first hold on the watchdog lease, made alone, of
          * a waiter with none of its client's behind it (which would want
-         * the client kept in line). */
-        op->wish_out =
-            !joining && op->lease_ms == 0 && !args->fenced &&
-            !hl_lock_others_wait(lock, op->subscribed ? &op->waiter : NULL,
-                                 NULL) &&
-            hl_lock_writes_plain(lock);
+         * the client kept in line), where the lock was contended lately:
+         * an uncontended attempt spares the server the wish's key and
+         * arguments. */
+        op->wish_out = !joining && op->lease_ms == 0 && !args->fenced &&
+                       !others && (op->saw_held || known) &&
+                       hl_lock_writes_plain(lock);
         op->wished = op->wished || op->wish_out;
         args->want = op->wish_out ? HL_WANT_REGISTER
                      : op->wished ? HL_WANT_DROP
