@@ -1295,13 +1295,17 @@ static void test_status_json(void **state)
     path_in(f, out_path, sizeof out_path, "st.out");
     path_in(f, ready, sizeof ready, "st.ready");
     snprintf(script, sizeof script, "touch %s; exec sleep 30", ready);
-    pid = spawn_tool(f, out_path, "run", "st", "--", "sh", "-c", script,
-                     (char *)NULL);
+    pid = spawn_tool(f, out_path, "run", "--describe", "the st test", "st",
+                     "--", "sh", "-c", script, (char *)NULL);
     wait_for_file(ready);
     status_of(f, "st", out);
     assert_has(out, "\"kind\":\"reentrant\"");
     assert_has(out, "\"locked\":true");
-    assert_has(out, "\"count\":1}]");
+    /* With the card of the client behind it: which process holds. */
+    assert_has(out, "\"count\":1,\"client\":{\"host\":");
+    assert_has(out, "\"program\":\"hilock\",\"description\":\"the st test\"");
+    assert_has(out, "\"library\":\"hilock ");
+    assert_has(out, "}}]");
     p = strstr(out, "\"ttl_ms\":");
     assert_non_null(p);
     assert_true(atoll(p + 9) > 0);
@@ -1320,16 +1324,30 @@ static void test_status_json(void **state)
     c = client_for(f);
     lock = hold(c, "st");
     assert_int_equal(hilock_lock_acquire(lock), HILOCK_OK);
-    snprintf(owner, sizeof owner, "{\"owner\":\"%s:%llu\",\"count\":2}",
+    snprintf(owner, sizeof owner,
+             "{\"owner\":\"%s:%llu\",\"count\":2,\"client\":{\"host\":",
              hilock_client_id(c),
              (unsigned long long)hilock_thread_owner());
     status_of(f, "st", out);
+    assert_has(out, owner);
+    snprintf(owner, sizeof owner, "\"pid\":%ld,\"program\":\"test_cli\"",
+             (long)getpid());
     assert_has(out, owner);
     assert_int_equal(hilock_lock_release(lock), HILOCK_OK);
     assert_int_equal(hilock_lock_release(lock), HILOCK_OK);
     hilock_lock_destroy(lock);
     hilock_client_destroy(c);
     assert_free(f, "st");
+
+    /* Held the way a Redisson client holds: no card, so null. */
+    hl_redis_server_cmd(f->server, out, sizeof out, "HSET", "st",
+                        "0b7d1f52-5c3e-4a47-9d3c-2f1e6a7b8c9d:77", "1",
+                        (char *)NULL);
+    status_of(f, "st", out);
+    assert_has(out, "{\"owner\":\"0b7d1f52-5c3e-4a47-9d3c-2f1e6a7b8c9d:77\","
+                    "\"count\":1,\"client\":null}");
+    hl_redis_server_cmd(f->server, out, sizeof out, "DEL", "st",
+                        (char *)NULL);
 }
 
 static void test_status_escapes_names(void **state)
@@ -1490,7 +1508,9 @@ static void test_status_kinds(void **state)
         w += strlen("\"waiters\":[{\"owner\":\"");
         /* One client id, and nothing after it but the subscriber. */
         assert_true(strspn(w, "0123456789abcdef-") == HILOCK_CLIENT_ID_LEN);
-        assert_has(w + HILOCK_CLIENT_ID_LEN, "\"}],\"subscribers\":1}");
+        assert_has(w + HILOCK_CLIENT_ID_LEN,
+                   "\",\"client\":{\"host\":");
+        assert_has(w + HILOCK_CLIENT_ID_LEN, "}}],\"subscribers\":1}");
         assert_int_equal(hilock_lock_release(lock), HILOCK_OK);
         assert_int_equal(hl_wait_exit(pid, widen(10000)), 0);
         hilock_lock_destroy(lock);
@@ -1536,12 +1556,15 @@ static void test_status_fair_queue(void **state)
     status_of(f, "fq", out);
     assert_has(out, "\"kind\":\"fair\",\"locked\":true");
     snprintf(want, sizeof want, "\"holders\":[{\"owner\":\"%s:%llu\","
-             "\"count\":1}]",
+             "\"count\":1,\"client\":{",
              hilock_client_id(c), (unsigned long long)hilock_thread_owner());
     assert_has(out, want);
-    snprintf(want, sizeof want, "\"waiters\":[{\"owner\":\"%s\"},"
-             "{\"owner\":\"%s\"}]",
-             owners[0], owners[1]);
+    snprintf(want, sizeof want, "\"waiters\":[{\"owner\":\"%s\","
+             "\"client\":{",
+             owners[0]);
+    assert_has(out, want);
+    snprintf(want, sizeof want, "}},{\"owner\":\"%s\",\"client\":{",
+             owners[1]);
     assert_has(out, want);
     p = strstr(out, "\"queue\":[");
     assert_non_null(p);
@@ -1830,7 +1853,9 @@ static void assert_one_owner(const char *out)
             snprintf(first, sizeof first, "%s", id);
         else if (strcmp(first, id) != 0)
             fail_msg("owners %s and %s in:\n%s", first, id, out);
-        if (strncmp(end, "\",\"count\":1}]", 13) != 0)
+        const char *close = strstr(end, "}}]");
+        if (strncmp(end, "\",\"count\":1,\"client\":{", 22) != 0 ||
+            close == NULL || memchr(end, '[', (size_t)(close - end)))
             fail_msg("not one holder with count 1 in:\n%s", out);
         p = end;
     }

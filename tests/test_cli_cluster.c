@@ -7,10 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "hilock/hilock.h"
 #include "support/fixture.h"
 
 #ifndef HILOCK_TOOL_PATH
@@ -207,6 +209,47 @@ static void test_a_name_a_cluster_cannot_place_is_a_usage_error(void **state)
     }
 }
 
+/* status on a cluster names the process behind a hold: the holder's
+ * card lives in a slot of its own, on whichever master has it, and is
+ * read there. */
+static void test_status_names_the_holder_on_a_cluster(void **state)
+{
+    (void)state;
+    hilock_options *o;
+    hilock_client *c;
+    hilock_lock *l;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(hilock_options_set_url(o, hl_redis_cluster_url(cluster)),
+                     HILOCK_OK);
+    assert_int_equal(hilock_options_set_description(o, "cluster holder"),
+                     HILOCK_OK);
+    assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
+    hilock_options_free(o);
+    assert_int_equal(hilock_lock_create(&l, c, "held-on-cluster", 15),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_acquire(l), HILOCK_OK);
+    const char *argv[] = {HILOCK_TOOL_PATH, "--redis",
+                          hl_redis_cluster_url(cluster), "status",
+                          "held-on-cluster", NULL};
+    char want[160];
+    snprintf(want, sizeof want, "\"pid\":%ld,", (long)getpid());
+    /* The card is written once the client knows where its slot lives,
+     * which it learns while it connects; a refresh comes 20 s later. */
+    int64_t until = hl_now_ms() + hl_widen(10000);
+    int rc;
+    do {
+        rc = hl_run(argv, out, sizeof out, hl_widen(30000));
+    } while (rc == 0 && strstr(out, "\"description\":\"cluster holder\"") ==
+                            NULL &&
+             hl_now_ms() < until && (hl_sleep_ms(50), true));
+    if (rc != 0 || strstr(out, want) == NULL ||
+        strstr(out, "\"description\":\"cluster holder\"") == NULL)
+        fail_msg("status exited %d without the holder's card:\n%s", rc, out);
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -214,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_demo_uses_the_cluster_of_the_url),
         cmocka_unit_test(test_demo_refuses_a_plain_server),
         cmocka_unit_test(test_a_name_a_cluster_cannot_place_is_a_usage_error),
+        cmocka_unit_test(test_status_names_the_holder_on_a_cluster),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

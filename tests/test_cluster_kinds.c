@@ -312,6 +312,9 @@ static void on_command(void *arg, bool from_lua, int argc, char *const *argv,
     }
     if (n == 0)
         return;
+    /* A client's card lives in its own slot, apart from every lock. */
+    if (strncmp(argv[idx[0]], "hilock_client:{", 15) == 0)
+        return;
     s->keyed++;
     s->from_lua += from_lua;
     s->scripts += strncasecmp(argv[0], "eval", 4) == 0;

@@ -171,7 +171,7 @@ static void test_release_hands_the_lock_over(void **state)
                                             HILOCK_LEASE_WATCHDOG, 0,
                                             hl_record_acquire, &rec, NULL),
                   HILOCK_OK);
-    hl_expect_pending(w, lw, 1);
+    hl_expect_idle(w, lw, 1);
     wish before_wish = expect_wish("handoff", w, OWNER);
     assert_int_equal(before_wish.lease_ms, 30000);
 
@@ -230,7 +230,7 @@ static void test_lost_grant_message_is_claimed(void **state)
                                             HILOCK_LEASE_WATCHDOG, 0,
                                             hl_record_acquire, &rec, NULL),
                   HILOCK_OK);
-    hl_expect_pending(w, lw, 1);
+    hl_expect_idle(w, lw, 1);
     wish wi = expect_wish("unheard", w, OWNER);
     long long before = hl_scripts_run(fx.server);
     grant_unheard("unheard", hilock_client_id(w), &wi, 3000);
@@ -274,12 +274,12 @@ static void test_gone_waiter_gives_its_grant_back(void **state)
                                             HILOCK_LEASE_WATCHDOG, 0,
                                             hl_record_acquire, &rw, &id),
                   HILOCK_OK);
-    hl_expect_pending(w, lw, 1);
+    hl_expect_idle(w, lw, 1);
     assert_status(hilock_lock_acquire_async(ly, OWNER, HILOCK_WAIT_FOREVER,
                                             HILOCK_LEASE_WATCHDOG, 0,
                                             hl_record_acquire, &ry, NULL),
                   HILOCK_OK);
-    hl_expect_pending(y, ly, 1);
+    hl_expect_idle(y, ly, 1);
     wish wi = expect_wish("given-back", w, OWNER);
     grant_unheard("given-back", hilock_client_id(w), &wi, 30000);
 
@@ -330,7 +330,7 @@ static void test_dead_client_grant_runs_out_with_its_place(void **state)
                                             HILOCK_LEASE_WATCHDOG, 0,
                                             hl_record_acquire, &ry, NULL),
                   HILOCK_OK);
-    hl_expect_pending(y, ly, 1);
+    hl_expect_idle(y, ly, 1);
 
     int64_t released_at = hl_now_ms();
     assert_status(hilock_lock_release(lh), HILOCK_OK);
@@ -388,7 +388,7 @@ static void test_wake_ups_both_ways_beside_java(void **state)
                                             HILOCK_LEASE_WATCHDOG, 0,
                                             hl_record_acquire, &rec, NULL),
                   HILOCK_OK);
-    hl_expect_pending(w, lw, 1);
+    hl_expect_idle(w, lw, 1);
     (void)expect_wish("mixed-handoff", w, OWNER);
     assert_status(hilock_lock_release(lh), HILOCK_OK);
     assert_status(hl_expect_acquire(&rec), HILOCK_OK);
@@ -406,7 +406,7 @@ static void test_wake_ups_both_ways_beside_java(void **state)
                                             HILOCK_LEASE_WATCHDOG, 0,
                                             hl_record_acquire, &again, NULL),
                   HILOCK_OK);
-    hl_expect_pending(w, lw, 1);
+    hl_expect_idle(w, lw, 1);
     (void)expect_wish("mixed-handoff", w, OWNER);
     assert_int_equal(hl_raw_int(fx.server, "DEL", "mixed-handoff",
                                 (char *)NULL),

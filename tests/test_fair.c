@@ -155,7 +155,7 @@ static void wait_llen(const char *key, long long want, int timeout_ms)
 static bool db_empty(void *arg)
 {
     (void)arg;
-    return hl_raw_int(fx.server, "DBSIZE", (char *)NULL) == 0;
+    return hl_raw_dbsize_locks(fx.server) == 0;
 }
 
 static void assert_lock_gone(const char *name)
@@ -1013,7 +1013,7 @@ static void test_no_leftover_keys(void **state)
 
     (void)state;
     assert_non_null(mc);
-    assert_int_equal(hl_raw_int(fx.server, "DBSIZE", (char *)NULL), 0);
+    assert_int_equal(hl_raw_dbsize_locks(fx.server), 0);
     for (int i = 0; i < CHURN_CLIENTS; i++) {
         c[i] = hl_new_client(fx.server, &opts);
         l[i] = hl_new_fair_lock(c[i], "churn");
@@ -1039,7 +1039,7 @@ static void test_no_leftover_keys(void **state)
     if (!hl_wait_until(db_empty, NULL, hl_widen(3000))) {
         hl_raw_cmd(fx.server, keys, sizeof keys, "KEYS", "*", (char *)NULL);
         fail_msg("%lld keys left after every hold was released: %.400s",
-                 hl_raw_int(fx.server, "DBSIZE", (char *)NULL), keys);
+                 hl_raw_dbsize_locks(fx.server), keys);
     }
     for (int i = 0; i < CHURN_CLIENTS; i++) {
         hl_free_lock(l[i]);
@@ -1295,7 +1295,7 @@ static void test_mutual_exclusion(void **state)
     }
     /* Every waiter got the lock, so each one's place went with it. */
     assert_lock_gone("mx");
-    assert_int_equal(hl_raw_int(fx.server, "DBSIZE", (char *)NULL), 1);
+    assert_int_equal(hl_raw_dbsize_locks(fx.server), 1);
     for (int i = 0; i < MX_CLIENTS; i++) {
         hl_free_lock(l[i]);
         hl_free_client(c[i]);

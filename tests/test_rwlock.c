@@ -1292,7 +1292,7 @@ static void test_writer_gives_up_claim(void **state)
     assert_status(release_as(r, OWNER_A), HILOCK_OK);
     /* Nothing at all is left behind: no hash, no per-hold keys, no
      * claims. */
-    assert_int_equal(hl_raw_int(fx.server, "DBSIZE", (char *)NULL), 0);
+    assert_int_equal(hl_raw_dbsize_locks(fx.server), 0);
     hl_free_lock(w);
     hl_free_lock(r2);
     hl_free_lock(r);

@@ -125,6 +125,39 @@ HILOCK_API int hilock_client_destroy(hilock_client *client);
  * client; valid until it is destroyed.  Any thread. */
 HILOCK_API const char *hilock_client_id(const hilock_client *client);
 
+/* The card every client of this library keeps on the server while it
+ * runs, for operators asking who holds a lock: the process behind a
+ * client id (the first HILOCK_CLIENT_ID_LEN characters of every owner id
+ * a client writes, and the ids in a lock's line).  Strings are never
+ * NULL ("" when not given); pid is -1 when not given.  Owned by the card;
+ * free it with hilock_client_card_free.  See docs/operators.md. */
+typedef struct hilock_client_card {
+    const char *client_id;
+    const char *host;
+    int64_t pid;
+    const char *program;     /* the process's short name */
+    const char *description; /* hilock_options_set_description */
+    const char *library;     /* "hilock <version>" */
+} hilock_client_card;
+
+/* Read the card of the client with client_id through client (on a
+ * cluster, from the master of its key's slot).  Blocks; not on a loop
+ * thread.  *out is NULL on error.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL    NULL argument, or an id of another length
+ * @return HILOCK_ENOTFOUND no card: not a client of this library (a
+ *                          Redisson client, say), or one gone for a
+ *                          minute, or whose server's ACL refused the card
+ * @return HILOCK_EREDIS    the card's key holds another type
+ * @return HILOCK_ENOMEM
+ * and the connection errors of hilock_client_command. */
+HILOCK_API int hilock_client_card_get(hilock_client *client,
+                                      const char *client_id,
+                                      hilock_client_card **out);
+
+/* Free a card; NULL is fine.  Any thread. */
+HILOCK_API void hilock_client_card_free(hilock_client_card *card);
+
 /* 1 if the client talks TLS, 0 if not, -1 for NULL.  Any thread. */
 HILOCK_API int hilock_client_is_tls(const hilock_client *client);
 

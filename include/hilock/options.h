@@ -84,7 +84,8 @@ HILOCK_API void hilock_options_free(hilock_options *opts);
  * most once and never with an empty value: connect_timeout,
  * command_timeout, watchdog_timeout, max_hold, waiter_timeout,
  * node_timeout, quarantine, ack_timeout (decimal milliseconds),
- * connections (a count), replicas (none|one|majority|all), and, with
+ * connections (a count), replicas (none|one|majority|all), description
+ * (see hilock_options_set_description), and, with
  * rediss:// only, ca_file, ca_dir, cert_file, key_file, sni (server name
  * to verify), verify (yes|no|true|false|1|0, any case).
  * Sentinel: "redis-sentinel://[user:password@]host[:port][,host[:port]...]
@@ -311,6 +312,17 @@ HILOCK_API int hilock_options_set_tls_server_name(hilock_options *opts,
 HILOCK_API int hilock_options_set_tls_verify(hilock_options *opts,
                                              int verify);
 
+/* A description of this process for operators, on the client's card
+ * (hilock_client_card_get, `hilock status`): what it does with its
+ * locks, as "nightly billing close".  At most HILOCK_DESCRIPTION_MAX
+ * bytes, no control characters; NULL clears.  URL key: description.
+ * @return HILOCK_OK, HILOCK_ENOMEM
+ * @return HILOCK_EINVAL  NULL options, empty, too long, or a control
+ *                        character */
+#define HILOCK_DESCRIPTION_MAX 200
+HILOCK_API int hilock_options_set_description(hilock_options *opts,
+                                              const char *text);
+
 /* Run the client on the caller's libev loop instead of its own thread.
  * The client then never blocks: sync calls return HILOCK_EDEADLK when made
  * on the loop's thread, and the loop's thread is the one that called
@@ -338,6 +350,7 @@ HILOCK_API const char *hilock_options_tls_cert_file(
 HILOCK_API const char *hilock_options_tls_key_file(const hilock_options *opts);
 HILOCK_API const char *hilock_options_tls_server_name(
     const hilock_options *opts);
+HILOCK_API const char *hilock_options_description(const hilock_options *opts);
 HILOCK_API int64_t hilock_options_connect_timeout_ms(
     const hilock_options *opts);
 HILOCK_API int64_t hilock_options_command_timeout_ms(

@@ -79,6 +79,17 @@ long long hl_raw_exists(const hl_redis_server *s, const char *key)
     return hl_raw_int(s, "EXISTS", key, (char *)NULL);
 }
 
+long long hl_raw_dbsize_locks(const hl_redis_server *s)
+{
+    char reply[HL_RAW_REPLY_CAP];
+    long long all = hl_raw_int(s, "DBSIZE", (char *)NULL);
+    if (hl_raw_cmd(s, reply, sizeof reply, "KEYS", "hilock_client:*",
+                   (char *)NULL) != '*')
+        fail_msg("KEYS hilock_client:* answered %.200s", reply);
+    const char *p = reply;
+    return all - hl_raw_parse_array(&p);
+}
+
 long long hl_raw_pttl(const hl_redis_server *s, const char *key)
 {
     return hl_raw_int(s, "PTTL", key, (char *)NULL);

@@ -36,6 +36,10 @@ bool hl_raw_bulk(const hl_redis_server *s, char *out, size_t cap,
                  const char *arg0, ...) __attribute__((sentinel));
 
 long long hl_raw_exists(const hl_redis_server *s, const char *key);
+
+/* DBSIZE, less the clients' cards (hilock_client:{<id>}), which every
+ * client keeps while it runs: the keys the locks left. */
+long long hl_raw_dbsize_locks(const hl_redis_server *s);
 long long hl_raw_pttl(const hl_redis_server *s, const char *key);
 
 /* The server's clock (TIME) in ms, on which the scripts reckon places,

@@ -32,6 +32,7 @@ typedef struct cli_globals {
     const char *redlock;   /* --redlock: the masters' URLs, comma-separated;
                             * NULL without it */
     bool verbose;          /* --verbose: the clients' events on stderr */
+    const char *description; /* --describe: on the clients' cards */
 } cli_globals;
 
 /* A lock kind that `hilock run` can take.  New kinds (fair, read, write)

@@ -46,6 +46,12 @@ int cli_make_options(const cli_globals *g, const char *url,
         hilock_options_free(o);
         return CLI_EXIT_USAGE;
     }
+    if (g->description != NULL &&
+        hilock_options_set_description(o, g->description) != HILOCK_OK) {
+        fprintf(stderr, "hilock: bad --describe: %s\n", hilock_last_error());
+        hilock_options_free(o);
+        return CLI_EXIT_USAGE;
+    }
     if (g->verbose)
         hilock_options_set_event_callback(o, print_event, NULL);
     *out = o;
@@ -119,6 +125,9 @@ int main(int argc, char **argv)
         } else if ((v = cli_option_value(argc, argv, &i, "--redlock", NULL,
                                          &missing))) {
             g.redlock = v;
+        } else if ((v = cli_option_value(argc, argv, &i, "--describe", NULL,
+                                         &missing))) {
+            g.description = v;
         } else if ((v = cli_option_value(argc, argv, &i, "--watchdog", NULL,
                                          &missing))) {
             if (!cli_parse_duration(v, false, 86400000, &g.watchdog_ms))

@@ -329,6 +329,7 @@ typedef struct run_args {
     long long permits; /* 0: a lock, not a semaphore's permit */
     int conflict_exit; /* when not acquired in time */
     const char *name;
+    const char *description; /* --describe */
     char **cmd;
     char *shell_cmd[4]; /* -c: /bin/sh -c COMMAND */
 } run_args;
@@ -402,6 +403,9 @@ static int parse_args(const cli_globals *g, int argc, char **argv,
                 return run_usage("--conflict-exit-code takes 1..255, not",
                                  v);
             a->conflict_exit = (int)n;
+        } else if ((v = cli_option_value(argc, argv, &i, "--describe", NULL,
+                                         &missing))) {
+            a->description = v;
         } else if ((v = cli_option_value(argc, argv, &i, "--command", "-c",
                                          &missing))) {
             if (shell_cmd != NULL)
@@ -771,14 +775,19 @@ static int supervise(pid_t pid, run_state *st, const char *name,
     }
 }
 
-int cli_run(const cli_globals *g, int argc, char **argv)
+int cli_run(const cli_globals *given, int argc, char **argv)
 {
     run_args a = {0};
-    int rc = parse_args(g, argc, argv, &a);
+    int rc = parse_args(given, argc, argv, &a);
     if (rc < 0)
         return cli_help("run");
     if (rc != 0)
         return rc;
+    /* run's --describe, as the global one, goes on the clients' cards. */
+    cli_globals gd = *given;
+    if (a.description != NULL)
+        gd.description = a.description;
+    const cli_globals *g = &gd;
     if (setup_signals() != 0)
         return CLI_EXIT_SOFTWARE;
     cli_runlock lk;

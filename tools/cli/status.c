@@ -22,6 +22,7 @@
  * last rule is lossy, as \u00e9 then stands for the byte 0xe9 and for the
  * character U+00E9 alike, but it keeps the output valid JSON and every
  * ASCII or UTF-8 name exact. */
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -148,6 +149,54 @@ static int read_status(hilock_client *client, const char *name,
     return read_as(client, "reentrant", name, out);
 }
 
+/* Whether an owner starts with a client id as hilock and Redisson write
+ * them, a UUID ("8-4-4-4-12" hex digits), followed by nothing or ':'. */
+static bool starts_with_client_id(const hilock_lock_owner *o)
+{
+    if (o->owner_len < HILOCK_CLIENT_ID_LEN ||
+        (o->owner_len > HILOCK_CLIENT_ID_LEN &&
+         o->owner[HILOCK_CLIENT_ID_LEN] != ':'))
+        return false;
+    for (int i = 0; i < HILOCK_CLIENT_ID_LEN; i++) {
+        char ch = o->owner[i];
+        bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+        if (dash ? ch != '-' : !isxdigit((unsigned char)ch))
+            return false;
+    }
+    return true;
+}
+
+/* ,"client":{...}: the card of the client behind an owner or a client
+ * id, or null for one without a card (another library's, such as
+ * Redisson's, or one gone).  Nothing for an owner that names no client,
+ * or when client is NULL. */
+static void print_card(FILE *out, hilock_client *client,
+                       const hilock_lock_owner *o)
+{
+    if (client == NULL || !starts_with_client_id(o))
+        return;
+    char id[HILOCK_CLIENT_ID_LEN + 1];
+    memcpy(id, o->owner, HILOCK_CLIENT_ID_LEN);
+    id[HILOCK_CLIENT_ID_LEN] = '\0';
+    hilock_client_card *card = NULL;
+    (void)hilock_client_card_get(client, id, &card);
+    fputs(",\"client\":", out);
+    if (card == NULL) {
+        fputs("null", out);
+        return;
+    }
+    fputs("{\"host\":", out);
+    json_string(out, card->host, strlen(card->host));
+    fprintf(out, ",\"pid\":%lld,\"program\":", (long long)card->pid);
+    json_string(out, card->program, strlen(card->program));
+    fputs(",\"description\":", out);
+    json_string(out, card->description, strlen(card->description));
+    fputs(",\"library\":", out);
+    json_string(out, card->library, strlen(card->library));
+    putc('}', out);
+    hilock_client_card_free(card);
+}
+
 static void print_owner(FILE *out, const hilock_lock_owner *o,
                         const char *suffix)
 {
@@ -159,36 +208,42 @@ static void print_owner(FILE *out, const hilock_lock_owner *o,
 
 /* {"owner":...,"count":...}; a writer's owner as its field in the hash,
  * with the layout's suffix, when with_suffix. */
-static void print_owner_count(FILE *out, const hilock_lock_owner *o,
-                              bool with_suffix)
+static void print_owner_count(FILE *out, hilock_client *client,
+                              const hilock_lock_owner *o, bool with_suffix)
 {
     print_owner(out, o, with_suffix && o->writer ? ":write" : "");
-    fprintf(out, ",\"count\":%lld}", (long long)o->count);
+    fprintf(out, ",\"count\":%lld", (long long)o->count);
+    print_card(out, client, o);
+    putc('}', out);
 }
 
-static void print_owners(FILE *out, const hilock_lock_owner *list, size_t n)
+static void print_owners(FILE *out, hilock_client *client,
+                         const hilock_lock_owner *list, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (i > 0)
             putc(',', out);
         print_owner(out, &list[i], "");
+        print_card(out, client, &list[i]);
         putc('}', out);
     }
 }
 
-static void print_holders(FILE *out, const hilock_lock_status *st)
+static void print_holders(FILE *out, hilock_client *client,
+                          const hilock_lock_status *st)
 {
     for (size_t i = 0; i < st->holders_len; i++) {
         if (i > 0)
             putc(',', out);
-        print_owner_count(out, &st->holders[i], true);
+        print_owner_count(out, client, &st->holders[i], true);
     }
 }
 
 /* "queue": every waiter in line order, with how long its place lasts
  * unless renewed; null for a waiter without a place, and a negative
  * value for a place run out that the next attempt will drop. */
-static void print_queue(FILE *out, const hilock_lock_status *st)
+static void print_queue(FILE *out, hilock_client *client,
+                        const hilock_lock_status *st)
 {
     fputs(",\"queue\":[", out);
     for (size_t i = 0; i < st->waiters_len; i++) {
@@ -197,15 +252,18 @@ static void print_queue(FILE *out, const hilock_lock_status *st)
             putc(',', out);
         print_owner(out, w, "");
         if (w->expires)
-            fprintf(out, ",\"expires_in_ms\":%lld}",
+            fprintf(out, ",\"expires_in_ms\":%lld",
                     (long long)w->expires_in_ms);
         else
-            fputs(",\"expires_in_ms\":null}", out);
+            fputs(",\"expires_in_ms\":null", out);
+        print_card(out, client, w);
+        putc('}', out);
     }
     putc(']', out);
 }
 
-static void print_read_write(FILE *out, const hilock_lock_status *st)
+static void print_read_write(FILE *out, hilock_client *client,
+                             const hilock_lock_status *st)
 {
     fputs(",\"mode\":", out);
     if (st->mode != NULL)
@@ -216,19 +274,20 @@ static void print_read_write(FILE *out, const hilock_lock_status *st)
     for (size_t i = 0; i < st->readers_len; i++) {
         if (i > 0)
             putc(',', out);
-        print_owner_count(out, &st->readers[i], false);
+        print_owner_count(out, client, &st->readers[i], false);
     }
     fputs("],\"writer\":", out);
     if (st->writer != NULL)
-        print_owner_count(out, st->writer, false);
+        print_owner_count(out, client, st->writer, false);
     else
         fputs("null", out);
     fputs(",\"waiting_writers\":[", out);
-    print_owners(out, st->waiters, st->waiters_len);
+    print_owners(out, client, st->waiters, st->waiters_len);
     putc(']', out);
 }
 
-static void print_status(const char *name, const hilock_lock_status *st)
+static void print_status(hilock_client *client, const char *name,
+                         const hilock_lock_status *st)
 {
     FILE *out = stdout;
     fputs("{\"name\":", out);
@@ -236,18 +295,18 @@ static void print_status(const char *name, const hilock_lock_status *st)
     fprintf(out, ",\"kind\":\"%s\",\"locked\":%s,\"ttl_ms\":%lld",
             st->kind, st->locked ? "true" : "false", (long long)st->ttl_ms);
     fputs(",\"holders\":[", out);
-    print_holders(out, st);
+    print_holders(out, client, st);
     /* "waiters" lists whoever the server keeps a line of, whatever the
      * kind, for scripts that need not know the kinds apart. */
     fputs("],\"waiters\":[", out);
-    print_owners(out, st->waiters, st->waiters_len);
+    print_owners(out, client, st->waiters, st->waiters_len);
     putc(']', out);
     if (st->subscribers >= 0)
         fprintf(out, ",\"subscribers\":%lld", (long long)st->subscribers);
     if (strcmp(st->kind, "fair") == 0)
-        print_queue(out, st);
+        print_queue(out, client, st);
     else if (strcmp(st->kind, "read-write") == 0)
-        print_read_write(out, st);
+        print_read_write(out, client, st);
 }
 
 /* ,"replication":{...} (see cli_replication_json) where replication is
@@ -295,7 +354,7 @@ int cli_status_reentrant(hilock_client *client, const char *name, FILE *out,
         *locked = st->locked;
         fprintf(out, "\"locked\":%s,\"ttl_ms\":%lld,\"holders\":[",
                 st->locked ? "true" : "false", (long long)st->ttl_ms);
-        print_holders(out, st);
+        print_holders(out, client, st);
         putc(']', out);
     }
     hilock_lock_status_free(st);
@@ -436,7 +495,7 @@ int cli_status(const cli_globals *g, int argc, char **argv)
     else
         st = NULL;
     if (rc == 0) {
-        print_status(name, st);
+        print_status(client, name, st);
         print_replication(client, opts);
         fputs("}\n", stdout);
     }

@@ -52,16 +52,19 @@
       HL_TIMEOUT_MAX_MS, 0, HILOCK_DEFAULT_REPLICA_ACK_TIMEOUT_MS, "ms",     \
       "replica ack timeout")
 
-/* X(name, url key, what): string options set through
- * hilock_options_set_<name> and read through hilock_options_<name>.  The
- * password is not here: it has a setter and the URL's user info, and no
- * table may hand it out through a getter. */
+/* X(name, url key, a TLS setting, what): string options set through
+ * hilock_options_set_<name> and read through hilock_options_<name>.  A
+ * TLS setting in the query of a redis:// URL is refused: it almost
+ * always means a forgotten 's'.  The password is not here: it has a
+ * setter and the URL's user info, and no table may hand it out through a
+ * getter. */
 #define HL_STRING_OPTIONS(X)                                                 \
-    X(tls_ca_file, "ca_file", "tls ca file")                                 \
-    X(tls_ca_dir, "ca_dir", "tls ca dir")                                    \
-    X(tls_cert_file, "cert_file", "tls cert file")                           \
-    X(tls_key_file, "key_file", "tls key file")                              \
-    X(tls_server_name, "sni", "tls server name")
+    X(tls_ca_file, "ca_file", 1, "tls ca file")                              \
+    X(tls_ca_dir, "ca_dir", 1, "tls ca dir")                                 \
+    X(tls_cert_file, "cert_file", 1, "tls cert file")                        \
+    X(tls_key_file, "key_file", 1, "tls key file")                           \
+    X(tls_server_name, "sni", 1, "tls server name")                          \
+    X(description, "description", 0, "description")
 
 /* One numeric option as data, for the URL parser and for tests that walk
  * every option.  set and get take and give the value widened to int64_t;
@@ -81,6 +84,7 @@ typedef struct hl_numeric_option {
 typedef struct hl_string_option {
     const char *name;
     const char *url_key;
+    bool tls;
     int (*set)(hilock_options *opts, const char *value);
     const char *(*get)(const hilock_options *opts);
 } hl_string_option;

@@ -47,6 +47,7 @@ struct hilock_options {
     char *tls_cert_file;
     char *tls_key_file;
     char *tls_server_name;
+    char *description; /* on the client's card (runtime/presence.c) */
     struct ev_loop *loop;
 
     /* Stored for src/multi, which reads them through the public getters;

@@ -1,5 +1,6 @@
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
@@ -25,6 +26,7 @@ static void options_free_strings(hilock_options *o)
     hl_free(o->tls_cert_file);
     hl_free(o->tls_key_file);
     hl_free(o->tls_server_name);
+    hl_free(o->description);
 }
 
 int hilock_options_create(hilock_options **out)
@@ -96,6 +98,7 @@ int hilock_options_copy(hilock_options **out, const hilock_options *src)
     bad |= dup_optional(&o->tls_cert_file, src->tls_cert_file);
     bad |= dup_optional(&o->tls_key_file, src->tls_key_file);
     bad |= dup_optional(&o->tls_server_name, src->tls_server_name);
+    bad |= dup_optional(&o->description, src->description);
     if (bad) {
         options_free_strings(o);
         hl_free(o);
@@ -415,8 +418,31 @@ const char *hilock_options_tls_server_name(const hilock_options *opts)
     return opts ? opts->tls_server_name : NULL;
 }
 
-#define HL_DESCRIBE_STRING(name, key, what)                                  \
-    {#name, key, hilock_options_set_##name, hilock_options_##name},
+/* At most HILOCK_DESCRIPTION_MAX bytes, none of them a control
+ * character: it is shown to operators as it is. */
+int hilock_options_set_description(hilock_options *opts, const char *text)
+{
+    if (text != NULL && strlen(text) > HILOCK_DESCRIPTION_MAX)
+        return hl_fail(HILOCK_EINVAL,
+                       "a description has at most %d bytes, not %zu",
+                       HILOCK_DESCRIPTION_MAX, strlen(text));
+    for (const char *p = text; p != NULL && *p != '\0'; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return hl_fail(HILOCK_EINVAL,
+                           "a description holds no control character "
+                           "(found byte %d)",
+                           (int)(unsigned char)*p);
+    return replace_string(opts, opts ? &opts->description : NULL, text,
+                          "description");
+}
+
+const char *hilock_options_description(const hilock_options *opts)
+{
+    return opts ? opts->description : NULL;
+}
+
+#define HL_DESCRIBE_STRING(name, key, tls, what)                             \
+    {#name, key, tls, hilock_options_set_##name, hilock_options_##name},
 const hl_string_option hl_string_options[] = {
     HL_STRING_OPTIONS(HL_DESCRIBE_STRING)};
 #undef HL_DESCRIBE_STRING

@@ -55,7 +55,7 @@ typedef struct query_key {
     int kind;
     size_t index;
     const char *name;
-    int tls_only; /* the string options are all TLS settings */
+    int tls_only; /* a TLS setting: refused on a redis:// URL */
     unsigned bit;
 } query_key;
 
@@ -75,7 +75,8 @@ static int find_query_key(const char *p, size_t n, query_key *out)
     for (size_t i = 0; i < hl_string_option_count; i++, bit++) {
         const char *k = hl_string_options[i].url_key;
         if (strlen(k) == n && memcmp(k, p, n) == 0) {
-            *out = (query_key){QK_STRING, i, k, 1, bit};
+            *out = (query_key){QK_STRING, i, k, hl_string_options[i].tls,
+                               bit};
             return 1;
         }
     }

@@ -16,6 +16,7 @@
 #include "core/base/thread.h"
 #include "core/base/map.h"
 #include "core/runtime/op.h"
+#include "core/runtime/presence.h"
 #include "core/config/option_values.h"
 #include "core/transport/stream.h"
 
@@ -287,6 +288,7 @@ static bool all_conns_up(const hilock_client *c)
 static void on_cluster_ready(hilock_client *c)
 {
     c->mode_known = true;
+    hl_presence_routed(c);
     if (all_conns_up(c))
         note_first_attempt(c, 0, NULL);
 }
@@ -321,6 +323,7 @@ static void on_cluster_info(void *data, int status, hilock_reply *reply)
         }
     }
     c->mode_known = true;
+    hl_presence_routed(c);
     if (all_conns_up(c))
         note_first_attempt(c, 0, NULL);
 }
@@ -391,6 +394,7 @@ static void on_conn_event(hl_conn *conn, hl_conn_event ev, int status,
          * and a holder must hear of that now, not at its next renewal,
          * while a waiter elsewhere may already have the lock. */
         hl_client_conn_event(c, conn, true, NULL);
+        hl_presence_conn_up(c, conn);
         if (hl_conn_get_stats(conn).connects > 1)
             hl_client_master_changed(c, "a connection came back after a "
                                         "break; the server may have "

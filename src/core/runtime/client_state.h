@@ -108,6 +108,7 @@ struct hilock_client {
      * behind the client changed (hl_client_master_changed). */
     struct hilock_lock *unacked_locks;
     unsigned master_changes;
+    struct hl_presence *presence; /* its card on the server, loop thread */
     char id[HILOCK_CLIENT_ID_LEN + 1];
     atomic_bool connected;
     hl_connect_hook_fn *connect_hook;

@@ -1,0 +1,263 @@
+/* The client's card on the server: who it is, for an operator asking who
+ * holds a lock or waits for it (hilock status, docs/operators.md).
+ *
+ *   hilock_client:{<client id>}   hash: host, pid, program, description,
+ *                                 library; it expires HL_CARD_TTL_MS after
+ *                                 it was last written
+ *
+ * Every hold's field and every place in a line starts with the client's
+ * id, so a holder's card is one read away, for any kind, without a byte
+ * more on the path of an acquire or a release.  The card is written when
+ * the command connection for its key comes up (on a cluster, the one to
+ * the master of its slot) and again every HL_CARD_EVERY_MS, with plain
+ * commands: no script and no WAIT.  A refusal (an ACL that does not cover
+ * the key, a read-only replica) leaves the card out and nothing else; a
+ * Redisson client writes none, so a holder without a card is another
+ * library's, or a client of ours gone for a minute.  Loop thread only,
+ * but for hilock_client_card_get. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/base/alloc.h"
+#include "core/base/error_detail.h"
+#include "core/config/option_values.h"
+#include "core/loop/io.h"
+#include "core/runtime/client_state.h"
+#include "core/runtime/presence.h"
+#include "core/transport/conn.h"
+#include "hilock/hilock.h"
+
+#define HL_CARD_PREFIX "hilock_client:{"
+#define HL_CARD_TTL_MS 60000
+#define HL_CARD_EVERY_MS 20000
+/* Room for the key: the prefix, the id and the closing brace. */
+#define HL_CARD_KEY_MAX (sizeof HL_CARD_PREFIX + HILOCK_CLIENT_ID_LEN + 1)
+
+struct hl_presence {
+    hilock_client *client;
+    hl_timer timer;
+    char key[HL_CARD_KEY_MAX];
+    size_t key_len;
+    char host[256];
+    char pid[24];
+    char program[64];
+};
+
+static size_t card_key(const char *id, size_t id_len, char *out)
+{
+    size_t n = sizeof HL_CARD_PREFIX - 1;
+    memcpy(out, HL_CARD_PREFIX, n);
+    memcpy(out + n, id, id_len);
+    out[n + id_len] = '}';
+    out[n + id_len + 1] = '\0';
+    return n + id_len + 1;
+}
+
+static void on_written(void *data, int status, hilock_reply *reply)
+{
+    (void)data;
+    (void)status;
+    hilock_reply_free(reply);
+}
+
+static void write_card(hl_presence *p, hl_conn *conn)
+{
+    hilock_client *c = p->client;
+    const char *desc = c->opts->description ? c->opts->description : "";
+    char library[64];
+    snprintf(library, sizeof library, "hilock %s", hilock_version_string());
+    const char *set[] = {"HSET",     p->key,      "host",        p->host,
+                         "pid",      p->pid,      "program",     p->program,
+                         "description", desc,     "library",     library};
+    char ttl[24];
+    snprintf(ttl, sizeof ttl, "%d", HL_CARD_TTL_MS);
+    const char *expire[] = {"PEXPIRE", p->key, ttl};
+    size_t set_lens[12], expire_lens[3];
+    for (int i = 0; i < 12; i++)
+        set_lens[i] = strlen(set[i]);
+    for (int i = 0; i < 3; i++)
+        expire_lens[i] = strlen(expire[i]);
+    /* Not sent: the next round, or the next connection, writes it. */
+    if (hl_conn_command(conn, 12, set, set_lens, on_written, NULL) ==
+        HILOCK_OK)
+        (void)hl_conn_command(conn, 3, expire, expire_lens, on_written, NULL);
+}
+
+static void on_timer(hl_timer *t)
+{
+    hl_presence *p = t->data;
+    hl_conn *conn = hl_client_conn_for(p->client, p->key, p->key_len);
+    if (conn != NULL)
+        write_card(p, conn);
+    hl_timer_arm(&p->timer, HL_MS(HL_CARD_EVERY_MS));
+}
+
+static void presence_close(hilock_client *c)
+{
+    hl_presence *p = c->presence;
+    if (p == NULL)
+        return;
+    hl_timer_stop(&p->timer);
+    c->presence = NULL;
+    hl_free(p);
+}
+
+static const hl_client_part presence_part = {.rank = 0,
+                                             .close = presence_close};
+
+/* What names this process: its program's short name, as the kernel
+ * keeps it. */
+static void program_name(char *out, size_t cap)
+{
+    snprintf(out, cap, "%s",
+             program_invocation_short_name ? program_invocation_short_name
+                                           : "");
+}
+
+static hl_presence *presence_create(hilock_client *c)
+{
+    hl_presence *p = hl_calloc(1, sizeof *p);
+    if (p == NULL)
+        return NULL;
+    if (hl_client_attach_part(c, &presence_part) != 0) {
+        hl_free(p);
+        return NULL;
+    }
+    p->client = c;
+    p->key_len = card_key(c->id, HILOCK_CLIENT_ID_LEN, p->key);
+    if (gethostname(p->host, sizeof p->host) != 0)
+        p->host[0] = '\0';
+    p->host[sizeof p->host - 1] = '\0';
+    snprintf(p->pid, sizeof p->pid, "%ld", (long)getpid());
+    program_name(p->program, sizeof p->program);
+    hl_timer_init(&p->timer, c->loop, on_timer, p);
+    hl_timer_arm(&p->timer, HL_MS(HL_CARD_EVERY_MS));
+    c->presence = p;
+    return p;
+}
+
+/* Without memory the client goes on without a card. */
+static hl_presence *presence_of(hilock_client *c)
+{
+    return c->presence ? c->presence : presence_create(c);
+}
+
+void hl_presence_conn_up(hilock_client *c, hl_conn *conn)
+{
+    hl_presence *p = presence_of(c);
+    /* Before the client knows whether it talks to a cluster, where the
+     * card goes is unknown: hl_presence_routed writes it then. */
+    if (p != NULL && c->mode_known &&
+        hl_client_conn_for(c, p->key, p->key_len) == conn)
+        write_card(p, conn);
+}
+
+void hl_presence_routed(hilock_client *c)
+{
+    hl_presence *p = presence_of(c);
+    hl_conn *conn = p ? hl_client_conn_for(c, p->key, p->key_len) : NULL;
+    if (conn != NULL)
+        write_card(p, conn);
+}
+
+/* ---- reading a card ----------------------------------------------------- */
+
+typedef struct card_mem {
+    hilock_client_card card;
+    char id[HILOCK_CLIENT_ID_LEN + 1];
+    char text[]; /* the strings, one after another */
+} card_mem;
+
+/* The value of field in an HGETALL reply, or NULL. */
+static const hilock_reply *field_of(const hilock_reply *r, const char *field)
+{
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const hilock_reply *k = r->element[i];
+        if (k->type == HILOCK_REPLY_STRING && k->len == strlen(field) &&
+            memcmp(k->str, field, k->len) == 0 &&
+            r->element[i + 1]->type == HILOCK_REPLY_STRING)
+            return r->element[i + 1];
+    }
+    return NULL;
+}
+
+static const char *copy_field(const hilock_reply *r, const char *field,
+                              char **at)
+{
+    const hilock_reply *v = field_of(r, field);
+    const char *s = *at;
+    if (v != NULL)
+        memcpy(*at, v->str, v->len);
+    *at += v != NULL ? v->len : 0;
+    *(*at)++ = '\0';
+    return s;
+}
+
+static const char *const card_fields[] = {"host", "program", "description",
+                                          "library", "pid"};
+
+static int card_from_reply(const char *id, const hilock_reply *r,
+                           hilock_client_card **out)
+{
+    if (r->type != HILOCK_REPLY_ARRAY)
+        return hl_fail(HILOCK_EPROTO, "a client card is not a hash");
+    if (r->elements == 0)
+        return hl_fail(HILOCK_ENOTFOUND,
+                       "no client card for %s: not a client of this "
+                       "library (Redisson, or another), or one gone for "
+                       "a minute",
+                       id);
+    size_t need = 0;
+    for (size_t i = 0; i < sizeof card_fields / sizeof card_fields[0]; i++) {
+        const hilock_reply *v = field_of(r, card_fields[i]);
+        need += (v ? v->len : 0) + 1;
+    }
+    card_mem *m = hl_calloc(1, sizeof *m + need);
+    if (m == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory for a client card");
+    snprintf(m->id, sizeof m->id, "%s", id);
+    char *at = m->text;
+    m->card.client_id = m->id;
+    m->card.host = copy_field(r, "host", &at);
+    m->card.program = copy_field(r, "program", &at);
+    m->card.description = copy_field(r, "description", &at);
+    m->card.library = copy_field(r, "library", &at);
+    const char *pid = copy_field(r, "pid", &at);
+    char *end;
+    errno = 0;
+    long long v = strtoll(pid, &end, 10);
+    m->card.pid = errno == 0 && end != pid && *end == '\0' && v > 0 ? v : -1;
+    *out = &m->card;
+    return HILOCK_OK;
+}
+
+int hilock_client_card_get(hilock_client *client, const char *client_id,
+                           hilock_client_card **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (client == NULL || client_id == NULL || out == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL client, client id or out");
+    if (strlen(client_id) != HILOCK_CLIENT_ID_LEN)
+        return hl_fail(HILOCK_EINVAL,
+                       "a client id has %d characters, not %zu",
+                       HILOCK_CLIENT_ID_LEN, strlen(client_id));
+    char key[HL_CARD_KEY_MAX];
+    card_key(client_id, HILOCK_CLIENT_ID_LEN, key);
+    const char *argv[] = {"HGETALL", key};
+    hilock_reply *reply = NULL;
+    int rc = hilock_client_command(client, 2, argv, NULL, &reply);
+    if (rc == HILOCK_OK)
+        rc = card_from_reply(client_id, reply, out);
+    hilock_reply_free(reply);
+    return rc;
+}
+
+void hilock_client_card_free(hilock_client_card *card)
+{
+    hl_free(card);
+}

@@ -1,0 +1,20 @@
+/* The client's card on the server (presence.c): who it is, for
+ * operators. */
+#ifndef HL_PRESENCE_H
+#define HL_PRESENCE_H
+
+#include "core/transport/conn.h"
+#include "hilock/client.h"
+
+typedef struct hl_presence hl_presence;
+
+/* A command connection of c came up: write the card on it when it is the
+ * one for the card's key, and keep it written from then on.  Loop
+ * thread. */
+void hl_presence_conn_up(hilock_client *c, hl_conn *conn);
+
+/* c knows now whether it talks to a cluster, and where each slot lives:
+ * write the card where it belongs.  Loop thread. */
+void hl_presence_routed(hilock_client *c);
+
+#endif

@@ -1,0 +1,174 @@
+/* The client's card on a real redis-server: who a client is (host,
+ * process id, program, description, library), written when it connects
+ * and kept while it runs, read back by client id for `hilock status`; no
+ * card for a client id of another library; the card written again after
+ * the server restarted without its data; descriptions checked. */
+/* ctest-timeout: 120 */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "hilock/client.h"
+#include "hilock/error.h"
+#include "hilock/options.h"
+#include "support/fixture.h"
+#include "support/lock_helpers.h"
+#include "support/raw_reads.h"
+
+static hl_lock_fixture fx;
+
+static hilock_client *described(const char *description)
+{
+    hilock_options *o;
+    hilock_client *c;
+    char url[128];
+
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d",
+             hl_redis_server_port(fx.server));
+    assert_status(hilock_options_create(&o), HILOCK_OK);
+    assert_status(hilock_options_set_url(o, url), HILOCK_OK);
+    assert_status(hilock_options_set_description(o, description), HILOCK_OK);
+    assert_status(hl_set_valgrind_timeouts(o), HILOCK_OK);
+    assert_status(hilock_client_create(&c, o), HILOCK_OK);
+    hilock_options_free(o);
+    return c;
+}
+
+typedef struct card_wait {
+    hilock_client *reader;
+    const char *id;
+} card_wait;
+
+static bool card_is_there(void *arg)
+{
+    card_wait *w = arg;
+    hilock_client_card *card = NULL;
+    int rc = hilock_client_card_get(w->reader, w->id, &card);
+    hilock_client_card_free(card);
+    return rc == HILOCK_OK;
+}
+
+/* The card says which process the client is, as an operator would look
+ * it up from a holder's owner id, through another client. */
+static void test_card_names_the_process(void **state)
+{
+    hilock_client *c = described("nightly billing close");
+    hilock_client *reader = hl_new_client(fx.server, NULL);
+    hilock_client_card *card = NULL;
+    char host[256] = "";
+    char key[128];
+
+    (void)state;
+    card_wait w = {reader, hilock_client_id(c)};
+    assert_true(hl_wait_until(card_is_there, &w, hl_widen(5000)));
+    assert_status(hilock_client_card_get(reader, hilock_client_id(c), &card),
+                  HILOCK_OK);
+    assert_string_equal(card->client_id, hilock_client_id(c));
+    assert_int_equal(gethostname(host, sizeof host), 0);
+    assert_string_equal(card->host, host);
+    assert_int_equal(card->pid, (int64_t)getpid());
+    assert_string_equal(card->program, program_invocation_short_name);
+    assert_string_equal(card->description, "nightly billing close");
+    assert_true(strncmp(card->library, "hilock ", 7) == 0);
+    hilock_client_card_free(card);
+    /* It runs out a minute after its last writing, unless written again. */
+    snprintf(key, sizeof key, "hilock_client:{%s}", hilock_client_id(c));
+    long long ttl = hl_raw_pttl(fx.server, key);
+    assert_true(ttl > 0 && ttl <= 60000);
+    hl_free_client(reader);
+    hl_free_client(c);
+}
+
+/* Another library's client id has no card, nor an id of another length;
+ * a client without a description has an empty one. */
+static void test_no_card_for_others(void **state)
+{
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_client_card *card = NULL;
+
+    (void)state;
+    assert_status(hilock_client_card_get(
+                      c, "0b7d1f52-5c3e-4a47-9d3c-2f1e6a7b8c9d", &card),
+                  HILOCK_ENOTFOUND);
+    assert_null(card);
+    assert_non_null(strstr(hilock_last_error(), "not a client of this"));
+    assert_status(hilock_client_card_get(c, "short", &card), HILOCK_EINVAL);
+    assert_status(hilock_client_card_get(NULL, "x", &card), HILOCK_EINVAL);
+    card_wait w = {c, hilock_client_id(c)};
+    assert_true(hl_wait_until(card_is_there, &w, hl_widen(5000)));
+    assert_status(hilock_client_card_get(c, hilock_client_id(c), &card),
+                  HILOCK_OK);
+    assert_string_equal(card->description, "");
+    hilock_client_card_free(card);
+    hilock_client_card_free(NULL);
+    hl_free_client(c);
+}
+
+/* A server restarted without its data has lost the card: the client
+ * writes it again as soon as it is back, not a refresh later. */
+static void test_card_back_after_restart(void **state)
+{
+    hilock_client *c = described("restart");
+    card_wait w = {c, hilock_client_id(c)};
+
+    (void)state;
+    assert_true(hl_wait_until(card_is_there, &w, hl_widen(5000)));
+    hl_fixture_restart(fx.server);
+    int64_t t0 = hl_now_ms();
+    if (!hl_wait_until(card_is_there, &w, hl_widen(10000)))
+        fail_msg("no card after the restart");
+    print_message("    card back %lld ms after the restart\n",
+                  (long long)(hl_now_ms() - t0));
+    hl_free_client(c);
+}
+
+/* A description is shown as it is: too long, empty or with a control
+ * character it is refused, and a URL may carry one. */
+static void test_descriptions_checked(void **state)
+{
+    hilock_options *o;
+    char longer[HILOCK_DESCRIPTION_MAX + 2];
+
+    (void)state;
+    memset(longer, 'x', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    assert_status(hilock_options_create(&o), HILOCK_OK);
+    assert_status(hilock_options_set_description(o, longer), HILOCK_EINVAL);
+    longer[HILOCK_DESCRIPTION_MAX] = '\0';
+    assert_status(hilock_options_set_description(o, longer), HILOCK_OK);
+    assert_status(hilock_options_set_description(o, ""), HILOCK_EINVAL);
+    assert_status(hilock_options_set_description(o, "a\nb"), HILOCK_EINVAL);
+    assert_status(hilock_options_set_description(o, "tab\there"),
+                  HILOCK_EINVAL);
+    assert_string_equal(hilock_options_description(o), longer);
+    assert_status(hilock_options_set_description(o, NULL), HILOCK_OK);
+    assert_null(hilock_options_description(o));
+    assert_status(hilock_options_set_url(
+                      o, "redis://127.0.0.1:1/?description=night%20run"),
+                  HILOCK_OK);
+    assert_string_equal(hilock_options_description(o), "night run");
+    assert_status(hilock_options_set_url(
+                      o, "redis://127.0.0.1:1/?description=a%0Ab"),
+                  HILOCK_EINVAL);
+    hilock_options_free(o);
+}
+
+int main(void)
+{
+#define T(fn) hl_lock_test(fn, &fx)
+    const struct CMUnitTest tests[] = {
+        T(test_card_names_the_process),
+        T(test_no_card_for_others),
+        T(test_card_back_after_restart),
+        T(test_descriptions_checked),
+    };
+#undef T
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
