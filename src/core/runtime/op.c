@@ -506,9 +506,9 @@ static bool spin_for_post(hl_op *op, int64_t timeout_us)
         atomic_load_explicit(&waiting, memory_order_relaxed) > 1)
         return false;
     int64_t us = timeout_us < op->spin_us ? timeout_us : op->spin_us;
-    hl_monotime start = hl_monotime_now();
-    hl_monotime end = start + us;
-    hl_monotime yield_from = start + HL_SPIN_ALONE_US;
+    hl_monotime began = hl_monotime_now();
+    hl_monotime end = began + us;
+    hl_monotime yield_from = began + HL_SPIN_ALONE_US;
     hl_monotime now;
     do {
         if (atomic_load_explicit(&op->word, memory_order_acquire) ==
