@@ -1350,6 +1350,64 @@ static void test_status_json(void **state)
                         (char *)NULL);
 }
 
+/* ls lists the locks and counters by pattern, with kind, holders and
+ * waiters, and leaves out the keys kept beside a lock and values that are
+ * neither. */
+static void test_ls(void **state)
+{
+    fx *f = F(state);
+    char out[OUT_CAP], reply[256];
+    hilock_client *c = client_for(f);
+    hilock_lock *lock = hold(c, "ls-held");
+    hilock_lock *fair = NULL;
+
+    assert_int_equal(hilock_lock_acquire(lock), HILOCK_OK);
+    assert_int_equal(hilock_fair_lock_create(&fair, c, "ls-fair", 7),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(fair, 0, 30000), HILOCK_OK);
+    assert_int_equal(TOOL(f, out, "latch", "set", "ls-latch", "4"), 0);
+    hl_redis_server_cmd(f->server, reply, sizeof reply, "SET", "ls-text",
+                        "not a count", (char *)NULL);
+    hl_redis_server_cmd(f->server, reply, sizeof reply, "RPUSH", "ls-list",
+                        "x", (char *)NULL);
+
+    assert_int_equal(TOOL(f, out, "ls", "ls-*"), 0);
+    assert_has(out, "NAME ");
+    assert_has(out, "\nls-fair ");
+    assert_has(out, "\nls-held ");
+    assert_has(out, "\nls-latch ");
+    assert_has(out, "count 4\n");
+    /* Sorted by name. */
+    assert_true(strstr(out, "ls-fair") < strstr(out, "ls-held"));
+    assert_true(strstr(out, "ls-held") < strstr(out, "ls-latch"));
+    assert_null(strstr(out, "ls-text"));
+    assert_null(strstr(out, "ls-list"));
+    assert_null(strstr(out, "redisson_"));
+    assert_null(strstr(out, "hilock_"));
+
+    assert_int_equal(TOOL(f, out, "ls", "--json", "ls-*"), 0);
+    /* A held fair lock with nobody in its line has only the hash every
+     * lock has: it reads as reentrant, as status reads it. */
+    assert_has(out, "{\"name\":\"ls-fair\",\"kind\":\"reentrant\","
+                    "\"locked\":true,\"holders\":1,\"waiters\":0,");
+    assert_has(out, "{\"name\":\"ls-held\",\"kind\":\"reentrant\","
+                    "\"locked\":true,\"holders\":1,\"waiters\":0,");
+    assert_has(out, "{\"name\":\"ls-latch\",\"kind\":\"counter\","
+                    "\"count\":4}");
+    assert_int_equal(out[0], '[');
+
+    assert_int_equal(TOOL(f, out, "ls", "--json", "nothing-*"), 0);
+    assert_string_equal(out, "[]\n");
+    assert_int_equal(TOOL(f, out, "ls", "a", "b"), 64);
+    assert_int_equal(TOOL(f, out, "ls", "--bogus"), 64);
+
+    assert_int_equal(hilock_lock_release(fair), HILOCK_OK);
+    assert_int_equal(hilock_lock_release(lock), HILOCK_OK);
+    hilock_lock_destroy(fair);
+    hilock_lock_destroy(lock);
+    hilock_client_destroy(c);
+}
+
 static void test_status_escapes_names(void **state)
 {
     /* A quote, a backslash, control bytes, DEL, valid UTF-8 (e-acute and
@@ -2100,6 +2158,8 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fence_env, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ls, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_status_escapes_names, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_status_kinds, setup, teardown),

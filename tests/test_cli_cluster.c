@@ -12,6 +12,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "core/transport/keyslot.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"
 
@@ -250,6 +251,59 @@ static void test_status_names_the_holder_on_a_cluster(void **state)
     hilock_client_destroy(c);
 }
 
+/* ls on a cluster walks every master: locks whose names hash to each of
+ * them are all listed, once. */
+static void test_ls_walks_every_master(void **state)
+{
+    (void)state;
+    enum { N = 12 };
+    hilock_options *o;
+    hilock_client *c;
+    hilock_lock *l[N];
+    hl_redis_server *seen[N];
+    int masters = 0;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(hilock_options_set_url(o, hl_redis_cluster_url(cluster)),
+                     HILOCK_OK);
+    assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
+    hilock_options_free(o);
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "ls-spread-%d", i);
+        assert_int_equal(hilock_lock_create(&l[i], c, name, strlen(name)),
+                         HILOCK_OK);
+        assert_int_equal(hilock_lock_acquire(l[i]), HILOCK_OK);
+        hl_redis_server *m = hl_redis_cluster_master_of(
+            cluster, (int)hl_keyslot(name, strlen(name)));
+        bool known = false;
+        for (int k = 0; k < masters; k++)
+            known |= seen[k] == m;
+        if (!known)
+            seen[masters++] = m;
+    }
+    /* The names lie on every master (the slots of these names do). */
+    assert_int_equal(masters, MASTERS);
+    const char *argv[] = {HILOCK_TOOL_PATH, "--redis",
+                          hl_redis_cluster_url(cluster), "ls", "--json",
+                          "ls-spread-*", NULL};
+    int rc = hl_run(argv, out, sizeof out, hl_widen(30000));
+    if (rc != 0)
+        fail_msg("ls exited %d:\n%s", rc, out);
+    for (int i = 0; i < N; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "{\"name\":\"ls-spread-%d\",", i);
+        if (count_of(out, want) != 1)
+            fail_msg("ls-spread-%d listed %d times in:\n%s", i,
+                     count_of(out, want), out);
+    }
+    assert_int_equal(count_of(out, "\"locked\":true"), N);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(hilock_lock_release(l[i]), HILOCK_OK);
+        hilock_lock_destroy(l[i]);
+    }
+    hilock_client_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +312,7 @@ int main(void)
         cmocka_unit_test(test_demo_refuses_a_plain_server),
         cmocka_unit_test(test_a_name_a_cluster_cannot_place_is_a_usage_error),
         cmocka_unit_test(test_status_names_the_holder_on_a_cluster),
+        cmocka_unit_test(test_ls_walks_every_master),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

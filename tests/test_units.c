@@ -618,6 +618,9 @@ static void test_command_slot(void **state)
     assert_int_equal(slot_of(2, (const char *[]){"INFO", "replication"}), -1);
     assert_int_equal(slot_of(2, (const char *[]){"CLUSTER", "SHARDS"}), -1);
     assert_int_equal(slot_of(3, (const char *[]){"WAITAOF", "1", "0"}), -1);
+    /* SCAN walks the node it is asked of; its cursor is no key. */
+    assert_int_equal(slot_of(4, (const char *[]){"SCAN", "0", "MATCH", "*"}),
+                     -1);
     /* A name that only begins like one of them is a command with a key. */
     assert_int_equal(slot_of(2, (const char *[]){"WAITX", "foo"}), foo);
 }

@@ -216,6 +216,13 @@ int cli_failover_demo(const cli_globals *g);
 int cli_stock_demo(hilock_client *client, const char *base, int64_t t0,
                    const cli_slot_map *map);
 int cli_run(const cli_globals *g, int argc, char **argv);
+/* hilock ls (ls.c). */
+int cli_ls(const cli_globals *g, int argc, char **argv);
+/* The status of the lock at name, of the kind the server shows (as
+ * `status` reads it without --kind): 0 with *out set, or an exit status
+ * (nothing printed) when name holds no lock of any kind. */
+int cli_read_status(hilock_client *client, const char *name,
+                    hilock_lock_status **out);
 int cli_status(const cli_globals *g, int argc, char **argv);
 int cli_unlock(const cli_globals *g, int argc, char **argv);
 /* hilock latch ...; and the latch `status` prints: {"name","kind":"latch",

@@ -75,6 +75,19 @@ static const command_help commands[] = {
      "                   read-write lock's mode, a fair lock's line) is\n"
      "                   refused with exit 65\n"
      "  -h, --help       print this and exit"},
+    {"ls",
+     "[--redis URL] ls [--json] [PATTERN]",
+     "List the locks, latches and semaphores whose names match PATTERN (a\n"
+     "glob, as SCAN MATCH takes it; default *) on the server, or on every\n"
+     "master of a cluster: name, kind, whether held, holders, waiters and\n"
+     "the lease left in ms, sorted by name.  A latch and a semaphore are\n"
+     "both a count (kind counter).  Keys kept beside a lock (redisson_*,\n"
+     "hilock_*) are not listed.  At most 10,000 names.\n"
+     "\n"
+     "options:\n"
+     "      --json       an array of objects: name, kind, locked,\n"
+     "                   holders, waiters, ttl_ms (count for a counter)\n"
+     "  -h, --help       print this and exit"},
     {"unlock",
      "[--redis URL] unlock --force [--kind KIND] NAME",
      "Delete the lock NAME whoever holds it, with its kind's own force\n"
@@ -139,6 +152,7 @@ void cli_help_overview(FILE *to)
         "commands:\n"
         "  run      take a lock, run a command while holding it, release it\n"
         "  status   print a lock, latch or semaphore as JSON\n"
+        "  ls       list the locks, latches and semaphores by pattern\n"
         "  unlock   delete a lock whoever holds it (--force)\n"
         "  latch    set, count down, read or wait for a count-down latch\n"
         "  demo     show the locks at work on a private server\n"

@@ -165,6 +165,8 @@ int main(int argc, char **argv)
         return cli_run(&g, argc - i, argv + i);
     if (strcmp(cmd, "status") == 0)
         return cli_status(&g, argc - i, argv + i);
+    if (strcmp(cmd, "ls") == 0)
+        return cli_ls(&g, argc - i, argv + i);
     if (strcmp(cmd, "unlock") == 0)
         return cli_unlock(&g, argc - i, argv + i);
     if (strcmp(cmd, "demo") == 0)

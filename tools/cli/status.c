@@ -105,19 +105,21 @@ static int status_failed(const char *name, int rc)
 }
 
 /* The status of name read as the lock kind called kind; 0 or an exit
- * status (after saying why). */
+ * status (after saying why, when say). */
 static int read_as(hilock_client *client, const char *kind, const char *name,
-                   hilock_lock_status **out)
+                   hilock_lock_status **out, bool say)
 {
     *out = NULL;
     const cli_kind *k = cli_kind_find(kind);
     hilock_lock *lock;
     int rc = k->create(&lock, client, name, strlen(name));
     if (rc != HILOCK_OK)
-        return status_failed(name, rc);
+        return say ? status_failed(name, rc) : cli_exit_status(rc, NULL);
     rc = hilock_lock_status_get(lock, out);
     /* Said before the destroy, which clears the thread's detail. */
-    int exit_rc = rc == HILOCK_OK ? 0 : status_failed(name, rc);
+    int exit_rc = rc == HILOCK_OK ? 0
+                  : say           ? status_failed(name, rc)
+                                  : cli_exit_status(rc, NULL);
     hilock_lock_destroy(lock);
     return exit_rc;
 }
@@ -135,18 +137,18 @@ static bool kind_known(const char *s)
 /* The status of name: as the given kind, or as the kind the server's data
  * shows (see the top of this file). */
 static int read_status(hilock_client *client, const char *name,
-                       const char *kind, hilock_lock_status **out)
+                       const char *kind, hilock_lock_status **out, bool say)
 {
     if (kind != NULL)
-        return read_as(client, kind, name, out);
+        return read_as(client, kind, name, out, say);
     static const char *const evident[] = {"read", "fair"};
     for (size_t i = 0; i < sizeof evident / sizeof evident[0]; i++) {
-        int rc = read_as(client, evident[i], name, out);
+        int rc = read_as(client, evident[i], name, out, say);
         if (rc != 0 || (*out)->kind_seen)
             return rc;
         hilock_lock_status_free(*out);
     }
-    return read_as(client, "reentrant", name, out);
+    return read_as(client, "reentrant", name, out, say);
 }
 
 /* Whether an owner starts with a client id as hilock and Redisson write
@@ -340,6 +342,12 @@ static void print_replication(hilock_client *client,
     cli_replication_json(stdout, &r, opts);
 }
 
+int cli_read_status(hilock_client *client, const char *name,
+                    hilock_lock_status **out)
+{
+    return read_status(client, name, NULL, out, false);
+}
+
 void cli_json_string(FILE *out, const char *s, size_t len)
 {
     json_string(out, s, len);
@@ -349,7 +357,7 @@ int cli_status_reentrant(hilock_client *client, const char *name, FILE *out,
                          bool *locked)
 {
     hilock_lock_status *st;
-    int rc = read_as(client, "reentrant", name, &st);
+    int rc = read_as(client, "reentrant", name, &st, true);
     if (rc == 0) {
         *locked = st->locked;
         fprintf(out, "\"locked\":%s,\"ttl_ms\":%lld,\"holders\":[",
@@ -365,7 +373,7 @@ const cli_kind *cli_detect_kind(hilock_client *client, const char *name,
                                 int *rc)
 {
     hilock_lock_status *st;
-    *rc = read_status(client, name, NULL, &st);
+    *rc = read_status(client, name, NULL, &st, true);
     if (*rc != 0)
         return NULL;
     /* Both sides of a read-write lock force-release it alike. */
@@ -394,7 +402,7 @@ static int refuse_other_kind(hilock_client *client, const char *name,
                              const char *kind)
 {
     hilock_lock_status *seen = NULL;
-    int rc = read_status(client, name, NULL, &seen);
+    int rc = read_status(client, name, NULL, &seen, true);
     if (rc != 0)
         return rc;
     const char *want = status_kind_of(kind);
@@ -491,7 +499,7 @@ int cli_status(const cli_globals *g, int argc, char **argv)
     hilock_lock_status *st;
     rc = kind != NULL ? refuse_other_kind(client, name, kind) : 0;
     if (rc == 0)
-        rc = read_status(client, name, kind, &st);
+        rc = read_status(client, name, kind, &st, true);
     else
         st = NULL;
     if (rc == 0) {

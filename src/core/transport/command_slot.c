@@ -19,7 +19,7 @@ int hl_command_slot(int argc, const char *const *argv, const size_t *argvlen)
     static const char *const keyless[] = {
         "WAIT",   "WAITAOF", "INFO",   "PING",    "ECHO",
         "ROLE",   "TIME",    "DBSIZE", "CLUSTER", "CLIENT",
-        "CONFIG", "SCRIPT",  "ACL",    "COMMAND", "FUNCTION"};
+        "CONFIG", "SCRIPT",  "ACL",    "COMMAND", "FUNCTION", "SCAN"};
     for (size_t i = 0; i < sizeof keyless / sizeof *keyless; i++)
         if (is_named(keyless[i], argv[0], argvlen[0]))
             return -1;
