@@ -120,6 +120,21 @@ static long long hold_of(const char *name, const char *field)
     return atoll(v);
 }
 
+/* An async acquire of OWNER on lock, of client c, that waits as long as
+ * it takes, recorded in rec (its id in *id unless NULL); returns once it
+ * was refused and asks nothing more of the server: a wish, if it records
+ * one, is there. */
+static void wait_in_line(hilock_client *c, hilock_lock *lock,
+                         hl_acquire_rec *rec, uint64_t *id)
+{
+    hl_acquire_rec_init(rec, c);
+    assert_status(hilock_lock_acquire_async(lock, OWNER, HILOCK_WAIT_FOREVER,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            hl_record_acquire, rec, id),
+                  HILOCK_OK);
+    hl_expect_idle(c, lock, 1);
+}
+
 /* The acquires of c that a release handed the lock to. */
 static uint64_t handed_to(hilock_client *c)
 {
@@ -161,17 +176,12 @@ static void test_release_hands_the_lock_over(void **state)
     char field[64];
 
     (void)state;
-    hl_acquire_rec_init(&rec, w);
     hl_lost_rec_init(&lost, w);
     hl_value_rec_init(&rel);
     assert_status(hilock_lock_set_lost_callback(lw, hl_record_lost, &lost),
                   HILOCK_OK);
     assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
-    assert_status(hilock_lock_acquire_async(lw, OWNER, HILOCK_WAIT_FOREVER,
-                                            HILOCK_LEASE_WATCHDOG, 0,
-                                            hl_record_acquire, &rec, NULL),
-                  HILOCK_OK);
-    hl_expect_idle(w, lw, 1);
+    wait_in_line(w, lw, &rec, NULL);
     wish before_wish = expect_wish("handoff", w, OWNER);
     assert_int_equal(before_wish.lease_ms, 30000);
 
@@ -223,14 +233,9 @@ static void test_lost_grant_message_is_claimed(void **state)
     hl_value_rec count;
 
     (void)state;
-    hl_acquire_rec_init(&rec, w);
     hl_value_rec_init(&count);
     java_hold("unheard");
-    assert_status(hilock_lock_acquire_async(lw, OWNER, HILOCK_WAIT_FOREVER,
-                                            HILOCK_LEASE_WATCHDOG, 0,
-                                            hl_record_acquire, &rec, NULL),
-                  HILOCK_OK);
-    hl_expect_idle(w, lw, 1);
+    wait_in_line(w, lw, &rec, NULL);
     wish wi = expect_wish("unheard", w, OWNER);
     long long before = hl_scripts_run(fx.server);
     grant_unheard("unheard", hilock_client_id(w), &wi, 3000);
@@ -266,20 +271,10 @@ static void test_gone_waiter_gives_its_grant_back(void **state)
     static hl_acquire_rec rw, ry;
 
     (void)state;
-    hl_acquire_rec_init(&rw, w);
-    hl_acquire_rec_init(&ry, y);
     java_hold("given-back");
     uint64_t id = 0;
-    assert_status(hilock_lock_acquire_async(lw, OWNER, HILOCK_WAIT_FOREVER,
-                                            HILOCK_LEASE_WATCHDOG, 0,
-                                            hl_record_acquire, &rw, &id),
-                  HILOCK_OK);
-    hl_expect_idle(w, lw, 1);
-    assert_status(hilock_lock_acquire_async(ly, OWNER, HILOCK_WAIT_FOREVER,
-                                            HILOCK_LEASE_WATCHDOG, 0,
-                                            hl_record_acquire, &ry, NULL),
-                  HILOCK_OK);
-    hl_expect_idle(y, ly, 1);
+    wait_in_line(w, lw, &rw, &id);
+    wait_in_line(y, ly, &ry, NULL);
     wish wi = expect_wish("given-back", w, OWNER);
     grant_unheard("given-back", hilock_client_id(w), &wi, 30000);
 
@@ -314,7 +309,6 @@ static void test_dead_client_grant_runs_out_with_its_place(void **state)
     char at[32];
 
     (void)state;
-    hl_acquire_rec_init(&ry, y);
     assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
     snprintf(at, sizeof at, "%lld",
              hl_raw_server_ms(fx.server) + PLACE_MS);
@@ -326,11 +320,7 @@ static void test_dead_client_grant_runs_out_with_its_place(void **state)
                      DEAD_CLIENT,
                      "w " DEAD_CLIENT ":1 30000 " DEAD_CLIENT ":1",
                      (char *)NULL);
-    assert_status(hilock_lock_acquire_async(ly, OWNER, HILOCK_WAIT_FOREVER,
-                                            HILOCK_LEASE_WATCHDOG, 0,
-                                            hl_record_acquire, &ry, NULL),
-                  HILOCK_OK);
-    hl_expect_idle(y, ly, 1);
+    wait_in_line(y, ly, &ry, NULL);
 
     int64_t released_at = hl_now_ms();
     assert_status(hilock_lock_release(lh), HILOCK_OK);
@@ -378,17 +368,11 @@ static void test_wake_ups_both_ways_beside_java(void **state)
     char msg[16];
 
     (void)state;
-    hl_acquire_rec_init(&rec, w);
-    hl_acquire_rec_init(&again, w);
     hl_value_rec_init(&rel);
     hl_plain_sub *java =
         hl_plain_sub_open(fx.server, "redisson_lock__channel:{mixed-handoff}");
     assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
-    assert_status(hilock_lock_acquire_async(lw, OWNER, HILOCK_WAIT_FOREVER,
-                                            HILOCK_LEASE_WATCHDOG, 0,
-                                            hl_record_acquire, &rec, NULL),
-                  HILOCK_OK);
-    hl_expect_idle(w, lw, 1);
+    wait_in_line(w, lw, &rec, NULL);
     (void)expect_wish("mixed-handoff", w, OWNER);
     assert_status(hilock_lock_release(lh), HILOCK_OK);
     assert_status(hl_expect_acquire(&rec), HILOCK_OK);
@@ -402,11 +386,7 @@ static void test_wake_ups_both_ways_beside_java(void **state)
         fail_msg("the Java waiter heard no release");
     assert_int_equal(java_attempt("mixed-handoff"), -1);
 
-    assert_status(hilock_lock_acquire_async(lw, OWNER, HILOCK_WAIT_FOREVER,
-                                            HILOCK_LEASE_WATCHDOG, 0,
-                                            hl_record_acquire, &again, NULL),
-                  HILOCK_OK);
-    hl_expect_idle(w, lw, 1);
+    wait_in_line(w, lw, &again, NULL);
     (void)expect_wish("mixed-handoff", w, OWNER);
     assert_int_equal(hl_raw_int(fx.server, "DEL", "mixed-handoff",
                                 (char *)NULL),

@@ -122,6 +122,10 @@ int cli_make_options(const cli_globals *g, const char *url,
 int cli_connect(const hilock_options *opts, hilock_client **out);
 /* Both of the above with the globals' URL; *out is the connected client. */
 int cli_open(const cli_globals *g, hilock_client **out);
+/* The same, keeping the options the client was made with in *opts (the
+ * caller's to free; NULL on failure). */
+int cli_open_with(const cli_globals *g, hilock_options **opts,
+                  hilock_client **out);
 
 /* Parse a decimal count (of milliseconds, say): digits only, no sign, at
  * most max.  A zero is accepted only with allow_zero. */

@@ -254,15 +254,10 @@ int cli_ls(const cli_globals *g, int argc, char **argv)
     if (pattern == NULL)
         pattern = "*";
     hilock_options *opts;
-    int rc = cli_make_options(g, g->redis_url, &opts);
+    hilock_client *client;
+    int rc = cli_open_with(g, &opts, &client);
     if (rc != 0)
         return rc;
-    hilock_client *client;
-    rc = cli_connect(opts, &client);
-    if (rc != 0) {
-        hilock_options_free(opts);
-        return rc;
-    }
     bool cluster = false;
     ls_list list = {0};
     rc = cli_is_cluster(client, &cluster);

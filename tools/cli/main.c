@@ -76,13 +76,24 @@ int cli_connect(const hilock_options *opts, hilock_client **out)
     return rc == HILOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_UNAVAILABLE;
 }
 
+int cli_open_with(const cli_globals *g, hilock_options **opts,
+                  hilock_client **out)
+{
+    int rc = cli_make_options(g, g->redis_url, opts);
+    if (rc != 0)
+        return rc;
+    rc = cli_connect(*opts, out);
+    if (rc != 0) {
+        hilock_options_free(*opts);
+        *opts = NULL;
+    }
+    return rc;
+}
+
 int cli_open(const cli_globals *g, hilock_client **out)
 {
     hilock_options *opts;
-    int rc = cli_make_options(g, g->redis_url, &opts);
-    if (rc != 0)
-        return rc;
-    rc = cli_connect(opts, out);
+    int rc = cli_open_with(g, &opts, out);
     hilock_options_free(opts);
     return rc;
 }

@@ -463,15 +463,10 @@ int cli_status(const cli_globals *g, int argc, char **argv)
         return cli_redlock_status(g, name);
     }
     hilock_options *opts;
-    int rc = cli_make_options(g, g->redis_url, &opts);
+    hilock_client *client;
+    int rc = cli_open_with(g, &opts, &client);
     if (rc != 0)
         return rc;
-    hilock_client *client;
-    rc = cli_connect(opts, &client);
-    if (rc != 0) {
-        hilock_options_free(opts);
-        return rc;
-    }
     /* No lock is a string; a latch's count and a semaphore's are, and
      * look alike: without --kind, permits held under the expirable
      * semaphore's zset make it a semaphore, any other string a latch. */
