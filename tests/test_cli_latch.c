@@ -146,6 +146,49 @@ static void test_wait_ends_at_zero(void **state)
     hl_free_client(c);
 }
 
+/* A name nobody set is no open latch: wait says so at once, where it
+ * used to print "open" and let `latch wait NAME && merge` go on after a
+ * typo.  --missing-ok takes it for open, as Redisson does. */
+static void test_wait_for_a_latch_never_set(void **state)
+{
+    (void)state;
+    char out[OUT_CAP];
+    int64_t t0 = hl_now_ms();
+    assert_int_equal(tool(out, "latch", "wait", "cl:typo", NULL), 66);
+    assert_non_null(strstr(out, "no latch cl:typo"));
+    assert_null(strstr(out, "open\n"));
+    assert_true(hl_now_ms() - t0 < hl_widen(5000));
+    assert_int_equal(tool(out, "latch", "wait", "--missing-ok", "cl:typo",
+                          NULL),
+                     0);
+    assert_string_equal(out, "open\n");
+    /* Set and opened by other processes through the library: open. */
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_latch *l;
+    assert_int_equal(hilock_latch_create(&l, c, "cl:opened", 9), HILOCK_OK);
+    bool seen = true;
+    assert_int_equal(hilock_latch_was_set(l, &seen), HILOCK_OK);
+    assert_false(seen);
+    assert_int_equal(hilock_latch_try_set_count(l, 1, NULL), HILOCK_OK);
+    assert_int_equal(hilock_latch_was_set(l, &seen), HILOCK_OK);
+    assert_true(seen);
+    int64_t left = -1;
+    assert_int_equal(hilock_latch_count_down(l, &left), HILOCK_OK);
+    assert_int_equal(left, 0);
+    hilock_latch_destroy(l);
+    hl_free_client(c);
+    assert_int_equal(tool(out, "latch", "wait", "cl:opened", NULL), 0);
+    assert_string_equal(out, "open\n");
+    /* Set by Redisson's way alone (a bare count) and opened the same way:
+     * nothing says it was ever a latch. */
+    char reply[64];
+    hl_redis_server_cmd(server, reply, sizeof reply, "SET", "cl:java", "1",
+                        (char *)NULL);
+    hl_redis_server_cmd(server, reply, sizeof reply, "DEL", "cl:java",
+                        (char *)NULL);
+    assert_int_equal(tool(out, "latch", "wait", "cl:java", NULL), 66);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -188,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_set_down_count_status),
         cmocka_unit_test(test_wait_timeout_exits_75),
         cmocka_unit_test(test_wait_ends_at_zero),
+        cmocka_unit_test(test_wait_for_a_latch_never_set),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -136,6 +136,17 @@ HILOCK_API int hilock_latch_count(hilock_latch *latch, int64_t *count);
 HILOCK_API int hilock_latch_await(hilock_latch *latch, int64_t wait_ms,
                                   bool *opened);
 
+/* Whether a client of this library set the latch, or opened or deleted
+ * it, within the last day: a latch that counts 0 was opened then, rather
+ * than a name nobody set (a typo, say), for which hilock_latch_await
+ * returns opened at once, as Redisson's does.  Redisson's clients leave
+ * no such word: a latch only they set and opened reads false.  Blocks;
+ * not on a loop thread.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  NULL argument
+ * and the connection errors above. */
+HILOCK_API int hilock_latch_was_set(hilock_latch *latch, bool *seen);
+
 /* Delete the latch whatever its count, publishing "1" when there was one
  * (as Redisson's delete does).  A deleted latch counts 0, so our waiters,
  * who read the count on every message, return opened at once; Redisson's

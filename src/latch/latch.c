@@ -190,6 +190,30 @@ static bool script_value(hilock_client *client, const hilock_reply *r,
     return hl_reply_i64(hl_script_answer(client, r), v);
 }
 
+static void on_written(void *data, int status, hilock_reply *reply)
+{
+    (void)data;
+    (void)status;
+    hilock_reply_free(reply);
+}
+
+/* Leave word that the latch was set or opened here (HL_LAYOUT_LATCH_SEEN),
+ * on its connection, without waiting: should it be lost, an await that
+ * asks whether the latch was ever set takes it for a name never set,
+ * which waits rather than runs early. */
+static void mark_seen(hilock_lock *lock)
+{
+    hl_conn *conn = hl_lock_conn(lock);
+    hl_aux_name key;
+    static const char *const prefix[] = {HL_LAYOUT_LATCH_SEEN};
+    if (conn == NULL || hl_lock_keys(lock, 1, prefix, &key) != 0)
+        return;
+    const char *argv[] = {"SET", key.s, "1", "EX", HL_LAYOUT_LATCH_SEEN_S};
+    size_t lens[] = {3, key.len, 1, 2, strlen(HL_LAYOUT_LATCH_SEEN_S)};
+    (void)hl_conn_command(conn, 5, argv, lens, on_written, NULL);
+    hl_aux_names_done(1, &key);
+}
+
 static void on_reply(void *data, int status, hilock_reply *reply)
 {
     latch_call *call = data;
@@ -211,6 +235,10 @@ static void on_reply(void *data, int status, hilock_reply *reply)
              : script_value(call->lock->client, reply, &v) ? HILOCK_OK
                                                           : HILOCK_EPROTO;
     hilock_reply_free(reply);
+    if (rc == HILOCK_OK && ((call->what == CALL_SET && v == 1) ||
+                            (call->what == CALL_DOWN && v == 0) ||
+                            (call->what == CALL_DELETE && v == 1)))
+        mark_seen(call->lock);
     hl_op_done(&call->op, rc, rc == HILOCK_OK ? v : 0, NULL,
                rc == HILOCK_OK ? NULL
                : refused       ? foreign
@@ -324,6 +352,35 @@ static int call_run(hilock_latch *latch, call_what what, int64_t count,
     else
         rc = hl_op_submit_or_drop(c, &call->op);
     hl_client_unref(c);
+    return rc;
+}
+
+int hilock_latch_was_set(hilock_latch *latch, bool *seen)
+{
+    if (latch == NULL || seen == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    *seen = false;
+    hilock_lock *lock = hl_latch_lock(latch);
+    hilock_client *c = hl_lock_client_get(lock);
+    if (c == NULL)
+        return hl_fail(HILOCK_ECLOSED, "client closed");
+    hl_aux_name key;
+    static const char *const prefix[] = {HL_LAYOUT_LATCH_SEEN};
+    if (hl_lock_keys(lock, 1, prefix, &key) != 0) {
+        hl_client_unref(c);
+        return hl_fail(HILOCK_ENOMEM, "out of memory");
+    }
+    const char *argv[] = {"EXISTS", key.s};
+    size_t lens[] = {6, key.len};
+    hilock_reply *r = NULL;
+    int rc = hilock_client_command(c, 2, argv, lens, &r);
+    hl_aux_names_done(1, &key);
+    hl_client_unref(c);
+    if (rc == HILOCK_OK && r->type != HILOCK_REPLY_INTEGER)
+        rc = hl_fail(HILOCK_EPROTO, "EXISTS answered no integer");
+    if (rc == HILOCK_OK)
+        *seen = r->integer == 1;
+    hilock_reply_free(r);
     return rc;
 }
 

@@ -89,6 +89,11 @@
 #define HL_LAYOUT_LATCH_CHANNEL "redisson_countdownlatch__channel__"
 #define HL_LAYOUT_MSG_LATCH_ZERO "0"
 #define HL_LAYOUT_MSG_LATCH_NEW_COUNT "1"
+/* Ours: "hilock_latch_seen:{NAME}" says that a client of ours set the
+ * latch, or opened or deleted it, within HL_LAYOUT_LATCH_SEEN_S: a latch
+ * that is not there now is then open, not a name nobody ever set. */
+#define HL_LAYOUT_LATCH_SEEN "hilock_latch_seen"
+#define HL_LAYOUT_LATCH_SEEN_S "86400"
 
 /* Redisson's default thread wait time: each place in its fair line is the
  * one before it plus this, and each grant takes this off every place. */

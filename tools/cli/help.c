@@ -103,20 +103,26 @@ static const command_help commands[] = {
      "[--redis URL] latch set NAME COUNT\n"
      "       hilock [--redis URL] latch down NAME\n"
      "       hilock [--redis URL] latch count NAME\n"
-     "       hilock [--redis URL] latch wait [--timeout DURATION] NAME",
+     "       hilock [--redis URL] latch wait [--timeout DURATION]\n"
+     "              [--missing-ok] NAME",
      "A count-down latch (Redisson's RCountDownLatch): set the count when\n"
      "the latch is open (exit 1 when it had a count already, left alone);\n"
      "take it down by one and print what is left; print the count (0:\n"
-     "open); or wait until it is zero.  COUNT: 1..9007199254740991.\n"
+     "open); or wait until it is zero.  COUNT: 1..9007199254740991.  wait\n"
+     "refuses a latch that counts zero and that no hilock client set or\n"
+     "opened within a day (a typo, most likely): exit 66.\n"
      "\n"
      "options:\n"
      "  -t, --timeout DURATION  wait's bound (default: forever); exit 75\n"
      "                          when the count was still above zero then\n"
+     "      --missing-ok        take a latch nobody set for open, as\n"
+     "                          Redisson does (one only Java set and\n"
+     "                          opened looks so)\n"
      "  -h, --help              print this and exit\n"
      "\n"
      "exit status: 1 set found a count already; 65 NAME holds something\n"
-     "that is not a latch count; 75 wait timed out; and those of\n"
-     "hilock --help."},
+     "that is not a latch count; 66 wait: no latch NAME was set; 75 wait\n"
+     "timed out; and those of hilock --help."},
     {"demo",
      "[--redis URL] demo [--cluster | --replicas]",
      "Start a private redis-server on a free loopback port (unless --redis\n"

@@ -3,7 +3,9 @@
  * those of the command (64 usage, 65 the name holds something that is not
  * a latch count, 69 Redis unreachable or refused, 70 internal), plus:
  * set exits 1 when the latch had a count already (left alone), and wait
- * exits 75 when the count was still above zero at the end of --timeout. */
+ * exits 75 when the count was still above zero at the end of --timeout,
+ * and 66 at once for a latch nobody set through hilock (a typo, most
+ * likely), unless --missing-ok takes that for open as Redisson does. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,7 @@
 #include "cli.h"
 
 #define CLI_EXIT_NOT_SET 1
+#define CLI_EXIT_NO_LATCH 66
 
 static int latch_usage(const char *why, const char *what)
 {
@@ -34,8 +37,33 @@ static bool parse_count(const char *s, int64_t *out)
     return true;
 }
 
+/* A latch that counts 0 and that no client of ours set or opened lately
+ * is a name nobody set: 0 when it is a latch to wait for, else the exit
+ * status after saying so. */
+static int check_was_set(hilock_latch *l, const char *name)
+{
+    int64_t now = 0;
+    int rc = hilock_latch_count(l, &now);
+    if (rc != HILOCK_OK)
+        return latch_failed("wait", name, rc);
+    if (now > 0)
+        return 0;
+    bool seen = false;
+    rc = hilock_latch_was_set(l, &seen);
+    if (rc != HILOCK_OK)
+        return latch_failed("wait", name, rc);
+    if (seen)
+        return 0;
+    fprintf(stderr,
+            "hilock: no latch %s: none was set through hilock, or it opened "
+            "more than a day ago (a typo?); --missing-ok takes it for open, "
+            "as Redisson does\n",
+            name);
+    return CLI_EXIT_NO_LATCH;
+}
+
 static int run_step(hilock_latch *l, const char *step, const char *name,
-                    int64_t count, long long timeout_ms)
+                    int64_t count, long long timeout_ms, bool missing_ok)
 {
     int rc;
     if (strcmp(step, "set") == 0) {
@@ -62,6 +90,8 @@ static int run_step(hilock_latch *l, const char *step, const char *name,
         printf("%lld\n", (long long)n);
         return 0;
     }
+    if (!missing_ok && (rc = check_was_set(l, name)) != 0)
+        return rc;
     bool opened = false;
     rc = hilock_latch_await(l, timeout_ms, &opened);
     if (rc != HILOCK_OK)
@@ -88,6 +118,7 @@ int cli_latch(const cli_globals *g, int argc, char **argv)
         return latch_usage("unknown step", step);
     const char *name = NULL, *count_text = NULL;
     long long timeout_ms = HILOCK_WAIT_FOREVER;
+    bool missing_ok = false;
     for (int i = 2; i < argc; i++) {
         const char *arg = argv[i], *v;
         bool missing = false;
@@ -98,6 +129,9 @@ int cli_latch(const cli_globals *g, int argc, char **argv)
                 count_text = arg;
             else
                 return latch_usage("unexpected argument", arg);
+        } else if (strcmp(step, "wait") == 0 &&
+                   strcmp(arg, "--missing-ok") == 0) {
+            missing_ok = true;
         } else if (strcmp(step, "wait") == 0 &&
                    (v = cli_option_value(argc, argv, &i, "--timeout", "-t",
                                          &missing))) {
@@ -133,7 +167,7 @@ int cli_latch(const cli_globals *g, int argc, char **argv)
     if (rc != HILOCK_OK) {
         rc = latch_failed(step, name, rc);
     } else {
-        rc = run_step(l, step, name, count, timeout_ms);
+        rc = run_step(l, step, name, count, timeout_ms, missing_ok);
         hilock_latch_destroy(l);
     }
     hilock_client_destroy(client);
