@@ -4,8 +4,9 @@
  * The kinds are reached through their vtables, on lock handles of a
  * client that runs on a loop nobody runs, so no connection is ever
  * made.  kindkit/kindkit.h states what the scripts reply: {1, count, token}
- * granted, {0, ms} held by another, {2} voided, {3} an upgrade: integers,
- * but for a token, which may also come as the text of a 64-bit integer.
+ * granted, {0, ms} or {0, ms, how} held by another (how: the line's
+ * flags, 0 to 7), {2} voided, {3} an upgrade: integers, but for a token,
+ * which may also come as the text of a 64-bit integer.
  * A kind may read a reply as one of those only when it has that shape,
  * must take the numbers from it unchanged, and must call anything else a
  * bad reply; every kind reads a reply the same way.
@@ -93,11 +94,12 @@ static bool all_numbers(const hilock_reply *r)
     return true;
 }
 
-/* A held reply's third element: the line's flags, 0 to 3. */
+/* A held reply's third element: the line's flags, 0 to 7 (first in
+ * line, promised to another, the wish recorded). */
 static bool held_flags_ok(const hilock_reply *r)
 {
     long long how;
-    return number_at(r, 2, &how) && how >= 0 && how <= 3;
+    return number_at(r, 2, &how) && how >= 0 && how <= 7;
 }
 
 static void check_reading(const hilock_reply *r, const hl_acquire_result *res)
@@ -119,13 +121,14 @@ static void check_reading(const hilock_reply *r, const hl_acquire_result *res)
         long long how = 0;
         FUZZ_CHECK(shaped && what == 0 &&
                        (r->elements == 2 ||
-                        (r->elements == 3 && number_at(r, 2, &how) &&
-                         how >= 0 && how <= 3)),
+                        (r->elements == 3 && held_flags_ok(r) &&
+                         number_at(r, 2, &how))),
                    "held on a reply that does not say so");
         FUZZ_CHECK(res->ttl_ms == r->element[1]->integer,
                    "the ttl is not the reply's");
         FUZZ_CHECK(res->first_in_line == ((how & 1) != 0) &&
-                       res->promised == ((how & 2) != 0),
+                       res->promised == ((how & 2) != 0) &&
+                       res->wanted == ((how & 4) != 0),
                    "the line's flags are not the reply's");
         break;
     }
