@@ -1368,6 +1368,9 @@ static void test_ls(void **state)
     assert_int_equal(TOOL(f, out, "latch", "set", "ls-latch", "4"), 0);
     hl_redis_server_cmd(f->server, reply, sizeof reply, "SET", "ls-text",
                         "not a count", (char *)NULL);
+    /* A count nobody said is a latch: a semaphore's, or Redisson's. */
+    hl_redis_server_cmd(f->server, reply, sizeof reply, "SET", "ls-permits",
+                        "7", (char *)NULL);
     hl_redis_server_cmd(f->server, reply, sizeof reply, "RPUSH", "ls-list",
                         "x", (char *)NULL);
 
@@ -1392,8 +1395,10 @@ static void test_ls(void **state)
                     "\"locked\":true,\"holders\":1,\"waiters\":0,");
     assert_has(out, "{\"name\":\"ls-held\",\"kind\":\"reentrant\","
                     "\"locked\":true,\"holders\":1,\"waiters\":0,");
-    assert_has(out, "{\"name\":\"ls-latch\",\"kind\":\"counter\","
+    assert_has(out, "{\"name\":\"ls-latch\",\"kind\":\"latch\","
                     "\"count\":4}");
+    assert_has(out, "{\"name\":\"ls-permits\",\"kind\":\"counter\","
+                    "\"count\":7}");
     assert_int_equal(out[0], '[');
 
     assert_int_equal(TOOL(f, out, "ls", "--json", "nothing-*"), 0);

@@ -1,6 +1,8 @@
 /* hilock ls [PATTERN]: the locks and counters (latches and semaphores)
  * on a server, or on every master of a cluster (SCAN on each), one line
- * each: kind, whether held, holders, waiters and the lease left; --json
+ * each: kind, whether held, holders, waiters and the lease left (a count:
+ * "latch" when a hilock client set or opened it lately, else "counter",
+ * a semaphore's or Redisson's); --json
  * prints them as an array of objects.  The keys the layouts keep beside a
  * lock (redisson_* and hilock_* keys, a semaphore's permits, a read-write
  * hold's timeouts) are parts of it, not locks, and are left out. */
@@ -197,6 +199,21 @@ static void counter_of(hilock_client *c, const ls_entry *e, char *out,
     hilock_reply_free(r);
 }
 
+/* What a count is: "latch" when a hilock client set or opened a latch of
+ * that name lately (hilock_latch_was_set), else "counter": a semaphore's
+ * permits and a latch only Redisson set look alike. */
+static const char *counter_kind(hilock_client *c, const ls_entry *e)
+{
+    hilock_latch *l;
+    bool seen = false;
+    if (hilock_latch_create(&l, c, e->name, e->len) != HILOCK_OK)
+        return "counter";
+    if (hilock_latch_was_set(l, &seen) != HILOCK_OK)
+        seen = false;
+    hilock_latch_destroy(l);
+    return seen ? "latch" : "counter";
+}
+
 /* One line, or one object after *printed others. */
 static void print_one(hilock_client *c, const ls_entry *e, bool json,
                       size_t *printed)
@@ -213,22 +230,23 @@ static void print_one(hilock_client *c, const ls_entry *e, bool json,
         return;
     }
     bool first = (*printed)++ == 0;
+    const char *kind = counter ? counter_kind(c, e) : st->kind;
     if (json) {
         fputs(first ? "\n" : ",\n", stdout);
         fputs("{\"name\":", stdout);
         cli_json_string(stdout, e->name, e->len);
         if (counter)
-            printf(",\"kind\":\"counter\",\"count\":%s}", count);
+            printf(",\"kind\":\"%s\",\"count\":%s}", kind, count);
         else
             printf(",\"kind\":\"%s\",\"locked\":%s,\"holders\":%zu,"
                    "\"waiters\":%zu,\"ttl_ms\":%lld}",
-                   st->kind, st->locked ? "true" : "false", st->holders_len,
+                   kind, st->locked ? "true" : "false", st->holders_len,
                    st->waiters_len, (long long)st->ttl_ms);
     } else if (counter) {
-        printf("%-32s %-10s %-6s %7s %7s %9s  count %s\n", e->name,
-               "counter", "-", "-", "-", "-", count);
+        printf("%-32s %-10s %-6s %7s %7s %9s  count %s\n", e->name, kind,
+               "-", "-", "-", "-", count);
     } else {
-        printf("%-32s %-10s %-6s %7zu %7zu %9lld\n", e->name, st->kind,
+        printf("%-32s %-10s %-6s %7zu %7zu %9lld\n", e->name, kind,
                st->locked ? "yes" : "no", st->holders_len, st->waiters_len,
                (long long)st->ttl_ms);
     }
