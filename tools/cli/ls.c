@@ -283,7 +283,8 @@ int cli_ls(const cli_globals *g, int argc, char **argv)
         rc = cluster ? scan_cluster(client, opts, pattern, &list)
                      : scan_server(client, client, pattern, &list);
     if (rc == 0) {
-        qsort(list.items, list.n, sizeof *list.items, by_name);
+        if (list.n > 1) /* qsort takes no NULL, even for nothing */
+            qsort(list.items, list.n, sizeof *list.items, by_name);
         if (json)
             fputs("[", stdout);
         else
