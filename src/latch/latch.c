@@ -190,13 +190,6 @@ static bool script_value(hilock_client *client, const hilock_reply *r,
     return hl_reply_i64(hl_script_answer(client, r), v);
 }
 
-static void on_written(void *data, int status, hilock_reply *reply)
-{
-    (void)data;
-    (void)status;
-    hilock_reply_free(reply);
-}
-
 /* Leave word that the latch was set or opened here (HL_LAYOUT_LATCH_SEEN),
  * on its connection, without waiting: should it be lost, an await that
  * asks whether the latch was ever set takes it for a name never set,
@@ -210,7 +203,7 @@ static void mark_seen(hilock_lock *lock)
         return;
     const char *argv[] = {"SET", key.s, "1", "EX", HL_LAYOUT_LATCH_SEEN_S};
     size_t lens[] = {3, key.len, 1, 2, strlen(HL_LAYOUT_LATCH_SEEN_S)};
-    (void)hl_conn_command(conn, 5, argv, lens, on_written, NULL);
+    (void)hl_conn_command(conn, 5, argv, lens, NULL, NULL);
     hl_aux_names_done(1, &key);
 }
 

@@ -57,13 +57,6 @@ static size_t card_key(const char *id, size_t id_len, char *out)
     return n + id_len + 1;
 }
 
-static void on_written(void *data, int status, hilock_reply *reply)
-{
-    (void)data;
-    (void)status;
-    hilock_reply_free(reply);
-}
-
 static void write_card(hl_presence *p, hl_conn *conn)
 {
     hilock_client *c = p->client;
@@ -82,9 +75,8 @@ static void write_card(hl_presence *p, hl_conn *conn)
     for (int i = 0; i < 3; i++)
         expire_lens[i] = strlen(expire[i]);
     /* Not sent: the next round, or the next connection, writes it. */
-    if (hl_conn_command(conn, 12, set, set_lens, on_written, NULL) ==
-        HILOCK_OK)
-        (void)hl_conn_command(conn, 3, expire, expire_lens, on_written, NULL);
+    if (hl_conn_command(conn, 12, set, set_lens, NULL, NULL) == HILOCK_OK)
+        (void)hl_conn_command(conn, 3, expire, expire_lens, NULL, NULL);
 }
 
 static void on_timer(hl_timer *t)

@@ -114,7 +114,8 @@ hl_conn *hl_conn_create(const hl_conn_config *cfg);
  * it was not paused or has started. */
 void hl_conn_start(hl_conn *conn);
 
-/* Queue a command.  Returns HILOCK_OK (fn will be called exactly once),
+/* Queue a command (fn NULL: nobody waits for the answer, which is
+ * dropped).  Returns HILOCK_OK (fn will be called exactly once),
  * HILOCK_ENOMEM or HILOCK_ECLOSED (fn is not called). */
 int hl_conn_command(hl_conn *conn, int argc, const char *const *argv,
                     const size_t *argvlen, hl_request_fn *fn, void *data);
