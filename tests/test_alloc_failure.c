@@ -217,6 +217,10 @@ static hilock_client *counted_client(hl_redis_server *s, int64_t watchdog_ms)
     hilock_client *c = NULL;
     assert_status(hilock_client_create(&c, o), HILOCK_OK);
     hilock_options_free(o);
+    /* The card is written on the loop thread once the connection is up:
+     * counted, it would come into a run or not as the threads race. */
+    hl_card_wait card = {c, hilock_client_id(c)};
+    assert_true(hl_wait_until(hl_card_is_there, &card, hl_widen(10000)));
     return c;
 }
 

@@ -40,20 +40,6 @@ static hilock_client *described(const char *description)
     return c;
 }
 
-typedef struct card_wait {
-    hilock_client *reader;
-    const char *id;
-} card_wait;
-
-static bool card_is_there(void *arg)
-{
-    card_wait *w = arg;
-    hilock_client_card *card = NULL;
-    int rc = hilock_client_card_get(w->reader, w->id, &card);
-    hilock_client_card_free(card);
-    return rc == HILOCK_OK;
-}
-
 /* The card says which process the client is, as an operator would look
  * it up from a holder's owner id, through another client. */
 static void test_card_names_the_process(void **state)
@@ -65,8 +51,8 @@ static void test_card_names_the_process(void **state)
     char key[128];
 
     (void)state;
-    card_wait w = {reader, hilock_client_id(c)};
-    assert_true(hl_wait_until(card_is_there, &w, hl_widen(5000)));
+    hl_card_wait w = {reader, hilock_client_id(c)};
+    assert_true(hl_wait_until(hl_card_is_there, &w, hl_widen(5000)));
     assert_status(hilock_client_card_get(reader, hilock_client_id(c), &card),
                   HILOCK_OK);
     assert_string_equal(card->client_id, hilock_client_id(c));
@@ -100,8 +86,8 @@ static void test_no_card_for_others(void **state)
     assert_non_null(strstr(hilock_last_error(), "not a client of this"));
     assert_status(hilock_client_card_get(c, "short", &card), HILOCK_EINVAL);
     assert_status(hilock_client_card_get(NULL, "x", &card), HILOCK_EINVAL);
-    card_wait w = {c, hilock_client_id(c)};
-    assert_true(hl_wait_until(card_is_there, &w, hl_widen(5000)));
+    hl_card_wait w = {c, hilock_client_id(c)};
+    assert_true(hl_wait_until(hl_card_is_there, &w, hl_widen(5000)));
     assert_status(hilock_client_card_get(c, hilock_client_id(c), &card),
                   HILOCK_OK);
     assert_string_equal(card->description, "");
@@ -115,13 +101,13 @@ static void test_no_card_for_others(void **state)
 static void test_card_back_after_restart(void **state)
 {
     hilock_client *c = described("restart");
-    card_wait w = {c, hilock_client_id(c)};
+    hl_card_wait w = {c, hilock_client_id(c)};
 
     (void)state;
-    assert_true(hl_wait_until(card_is_there, &w, hl_widen(5000)));
+    assert_true(hl_wait_until(hl_card_is_there, &w, hl_widen(5000)));
     hl_fixture_restart(fx.server);
     int64_t t0 = hl_now_ms();
-    if (!hl_wait_until(card_is_there, &w, hl_widen(10000)))
+    if (!hl_wait_until(hl_card_is_there, &w, hl_widen(10000)))
         fail_msg("no card after the restart");
     print_message("    card back %lld ms after the restart\n",
                   (long long)(hl_now_ms() - t0));

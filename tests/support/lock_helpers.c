@@ -401,6 +401,15 @@ bool hl_lost_seen(void *rec)
     return atomic_load(&((hl_lost_rec *)rec)->calls) > 0;
 }
 
+bool hl_card_is_there(void *wait)
+{
+    hl_card_wait *w = wait;
+    hilock_client_card *card = NULL;
+    int rc = hilock_client_card_get(w->reader, w->id, &card);
+    hilock_client_card_free(card);
+    return rc == HILOCK_OK;
+}
+
 /* ---- threads that take a lock ------------------------------------------- */
 
 typedef struct other_release {

@@ -232,6 +232,16 @@ void hl_record_group_lost(hilock_multilock *m, uint64_t owner, void *data);
  * called. */
 bool hl_lost_seen(void *rec);
 
+/* For hl_wait_until: whether reader finds the card of the client with id
+ * on the server.  A client reading its own card this way also knows the
+ * replies to the card's writes are in: they came on the same connection,
+ * before this one.  No cmocka. */
+typedef struct hl_card_wait {
+    hilock_client *reader;
+    const char *id;
+} hl_card_wait;
+bool hl_card_is_there(void *wait);
+
 /* ---- a loss found by a reentrant acquire --------------------------------- */
 
 /* The calling thread takes lock (a handle of c on the key name) with
