@@ -242,9 +242,22 @@ static int hl_rs_kernel_port(void)
  * below the range, and ask the kernel only when that space is too small.
  * Sets s->port under the registry lock so that concurrent starts in this
  * process never pick the same port. */
+/* A cluster node also listens on its bus port, its port + 10000. */
+#define HL_RS_BUS_OFFSET 10000
+
+static bool hl_rs_cluster_node(const hl_redis_server *s)
+{
+    return s->extra_config != NULL
+           && strstr(s->extra_config, "cluster-enabled yes") != NULL;
+}
+
 static int hl_rs_pick_port(hl_redis_server *s)
 {
-    int low = hl_rs_ephemeral_low();
+    /* A cluster node's bus port must be free too, and stay below the
+     * ephemeral range, where any outgoing connection of the machine may
+     * hold it: its own port is drawn 10000 lower. */
+    bool bus = hl_rs_cluster_node(s);
+    int low = hl_rs_ephemeral_low() - (bus ? HL_RS_BUS_OFFSET : 0);
     int attempt, port = -1;
     struct timespec ts;
 
@@ -262,11 +275,16 @@ static int hl_rs_pick_port(hl_redis_server *s)
         hl_rs_port_seed ^= hl_rs_port_seed << 17;
         port = HL_RS_PORT_BASE
                + (int)(hl_rs_port_seed % (uint64_t)(low - HL_RS_PORT_BASE));
-        if (!hl_rs_port_reserved_locked(s, port) && hl_rs_port_bindable(port))
+        if (!hl_rs_port_reserved_locked(s, port) && hl_rs_port_bindable(port)
+            && (!bus
+                || (!hl_rs_port_reserved_locked(s, port + HL_RS_BUS_OFFSET)
+                    && hl_rs_port_bindable(port + HL_RS_BUS_OFFSET))))
             break;
         port = -1;
     }
-    for (attempt = 0; port < 0 && attempt < 20; attempt++) {
+    /* The kernel's ports lie in the ephemeral range: a bus port 10000
+     * above one may lie past 65535. */
+    for (attempt = 0; port < 0 && !bus && attempt < 20; attempt++) {
         port = hl_rs_kernel_port();
         if (port > 0 && hl_rs_port_reserved_locked(s, port))
             port = -1;
