@@ -1365,10 +1365,21 @@ static void test_ls(void **state)
     assert_int_equal(hilock_fair_lock_create(&fair, c, "ls-fair", 7),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(fair, 0, 30000), HILOCK_OK);
+    /* Answered after the grant's word on the same connection: it is in. */
+    bool locked = false;
+    assert_int_equal(hilock_lock_is_locked(fair, &locked), HILOCK_OK);
     assert_int_equal(TOOL(f, out, "latch", "set", "ls-latch", "4"), 0);
+    hilock_semaphore *sem = NULL;
+    bool set = false;
+    int64_t available = 0;
+    assert_int_equal(hilock_semaphore_create(&sem, c, "ls-sem", 6),
+                     HILOCK_OK);
+    assert_int_equal(hilock_semaphore_try_set(sem, 3, &set), HILOCK_OK);
+    assert_int_equal(hilock_semaphore_available(sem, &available), HILOCK_OK);
     hl_redis_server_cmd(f->server, reply, sizeof reply, "SET", "ls-text",
                         "not a count", (char *)NULL);
-    /* A count nobody said is a latch: a semaphore's, or Redisson's. */
+    /* A count nobody said anything of: a semaphore's or a latch's that
+     * only Redisson set, or any program's counter. */
     hl_redis_server_cmd(f->server, reply, sizeof reply, "SET", "ls-permits",
                         "7", (char *)NULL);
     hl_redis_server_cmd(f->server, reply, sizeof reply, "RPUSH", "ls-list",
@@ -1390,14 +1401,16 @@ static void test_ls(void **state)
 
     assert_int_equal(TOOL(f, out, "ls", "--json", "ls-*"), 0);
     /* A held fair lock with nobody in its line has only the hash every
-     * lock has: it reads as reentrant, as status reads it. */
-    assert_has(out, "{\"name\":\"ls-fair\",\"kind\":\"reentrant\","
+     * lock has: the word its grant left says it is fair. */
+    assert_has(out, "{\"name\":\"ls-fair\",\"kind\":\"fair\","
                     "\"locked\":true,\"holders\":1,\"waiters\":0,");
     assert_has(out, "{\"name\":\"ls-held\",\"kind\":\"reentrant\","
                     "\"locked\":true,\"holders\":1,\"waiters\":0,");
     assert_has(out, "{\"name\":\"ls-latch\",\"kind\":\"latch\","
                     "\"count\":4}");
-    assert_has(out, "{\"name\":\"ls-permits\",\"kind\":\"counter\","
+    assert_has(out, "{\"name\":\"ls-sem\",\"kind\":\"semaphore\","
+                    "\"count\":3}");
+    assert_has(out, "{\"name\":\"ls-permits\",\"kind\":\"unknown\","
                     "\"count\":7}");
     assert_int_equal(out[0], '[');
 
@@ -1408,8 +1421,61 @@ static void test_ls(void **state)
 
     assert_int_equal(hilock_lock_release(fair), HILOCK_OK);
     assert_int_equal(hilock_lock_release(lock), HILOCK_OK);
+    hilock_semaphore_destroy(sem);
     hilock_lock_destroy(fair);
     hilock_lock_destroy(lock);
+    hilock_client_destroy(c);
+}
+
+/* Where the data cannot say what a name is, status reads the word the
+ * hilock client that used it left: a fair lock nobody waits for, a
+ * semaphore's count; a count without a word is unknown; a --kind the
+ * word contradicts is refused. */
+static void test_status_reads_the_word(void **state)
+{
+    fx *f = F(state);
+    char out[OUT_CAP], reply[256];
+    hilock_client *c = client_for(f);
+    hilock_lock *fair = NULL;
+    hilock_semaphore *sem = NULL;
+    bool set = false, locked = false;
+    int64_t available = 0;
+
+    assert_int_equal(hilock_fair_lock_create(&fair, c, "w-fair", 6),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(fair, 0, 30000), HILOCK_OK);
+    assert_int_equal(hilock_lock_is_locked(fair, &locked), HILOCK_OK);
+    status_of(f, "w-fair", out);
+    assert_has(out, "{\"name\":\"w-fair\",\"kind\":\"fair\",\"locked\":true,");
+    assert_has(out, "\"queue\":[]");
+    assert_int_equal(TOOL(f, out, "status", "--kind", "reentrant", "w-fair"),
+                     65);
+    assert_int_equal(TOOL(f, out, "status", "--kind", "latch", "w-fair"), 65);
+    assert_int_equal(hilock_lock_release(fair), HILOCK_OK);
+    /* Free, it is still the fair lock it was a moment ago. */
+    status_of(f, "w-fair", out);
+    assert_has(out, "\"kind\":\"fair\",\"locked\":false");
+
+    assert_int_equal(hilock_semaphore_create(&sem, c, "w-sem", 5),
+                     HILOCK_OK);
+    assert_int_equal(hilock_semaphore_try_set(sem, 4, &set), HILOCK_OK);
+    assert_int_equal(hilock_semaphore_available(sem, &available), HILOCK_OK);
+    status_of(f, "w-sem", out);
+    assert_string_equal(out, "{\"name\":\"w-sem\",\"kind\":\"semaphore\","
+                             "\"available\":4,\"permits\":[]}\n");
+    assert_int_equal(TOOL(f, out, "status", "--kind", "latch", "w-sem"), 65);
+    assert_int_equal(TOOL(f, out, "status", "--kind", "semaphore", "w-sem"),
+                     0);
+
+    /* An integer nobody said anything of: shown as it is. */
+    hl_redis_server_cmd(f->server, reply, sizeof reply, "SET", "w-int",
+                        "-12", (char *)NULL);
+    status_of(f, "w-int", out);
+    assert_string_equal(out, "{\"name\":\"w-int\",\"kind\":\"unknown\","
+                             "\"count\":-12}\n");
+
+    hilock_semaphore_destroy(sem);
+    hilock_lock_destroy(fair);
     hilock_client_destroy(c);
 }
 
@@ -2164,6 +2230,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_fence_env, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_json, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ls, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_status_reads_the_word, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_status_escapes_names, setup,
                                         teardown),

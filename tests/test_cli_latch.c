@@ -16,6 +16,7 @@
 #include "hilock/hilock.h"
 #include "support/fixture.h"
 #include "support/lock_helpers.h"
+#include "support/raw_reads.h"
 
 #ifndef HILOCK_TOOL_PATH
 #error "HILOCK_TOOL_PATH must name the hilock executable"
@@ -189,6 +190,58 @@ static void test_wait_for_a_latch_never_set(void **state)
     assert_int_equal(tool(out, "latch", "wait", "cl:java", NULL), 66);
 }
 
+/* down counts down a latch of ours only: another program's integer, a
+ * semaphore and a name with nothing are refused, each with its word to
+ * go on anyway where that makes sense. */
+static void test_down_refuses_what_is_no_latch(void **state)
+{
+    (void)state;
+    char out[OUT_CAP], reply[64];
+    hl_redis_server_cmd(server, reply, sizeof reply, "SET", "cl:visits",
+                        "41", (char *)NULL);
+    assert_int_equal(tool(out, "latch", "down", "cl:visits", NULL), 65);
+    assert_non_null(strstr(out, "counts 41, but no hilock client set it"));
+    assert_true(hl_raw_bulk(server, reply, sizeof reply, "GET", "cl:visits",
+                            (char *)NULL));
+    assert_string_equal(reply, "41");
+    /* A latch only Redisson set looks the same: counted down when asked. */
+    assert_int_equal(tool(out, "latch", "down", "--foreign-ok", "cl:visits",
+                          NULL),
+                     0);
+    assert_string_equal(out, "40\n");
+
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_semaphore *sem;
+    bool set = false;
+    int64_t available = 0;
+    assert_int_equal(hilock_semaphore_create(&sem, c, "cl:sem", 6),
+                     HILOCK_OK);
+    assert_int_equal(hilock_semaphore_try_set(sem, 2, &set), HILOCK_OK);
+    assert_int_equal(hilock_semaphore_available(sem, &available), HILOCK_OK);
+    assert_int_equal(tool(out, "latch", "down", "--foreign-ok", "cl:sem",
+                          NULL),
+                     65);
+    assert_non_null(strstr(out, "cl:sem is a semaphore, not a latch"));
+    assert_int_equal(hilock_semaphore_available(sem, &available), HILOCK_OK);
+    assert_int_equal(available, 2);
+    hilock_semaphore_destroy(sem);
+    hl_free_client(c);
+
+    assert_int_equal(tool(out, "latch", "down", "cl:nothing", NULL), 66);
+    assert_non_null(strstr(out, "no latch cl:nothing"));
+    assert_int_equal(tool(out, "latch", "down", "--missing-ok", "cl:nothing",
+                          NULL),
+                     0);
+    assert_string_equal(out, "0\n");
+    /* Counting down nothing left no word that it opened. */
+    assert_int_equal(tool(out, "latch", "wait", "cl:nothing", NULL), 66);
+
+    /* Set through hilock: counted down, as always. */
+    assert_int_equal(tool(out, "latch", "set", "cl:ours", "2", NULL), 0);
+    assert_int_equal(tool(out, "latch", "down", "cl:ours", NULL), 0);
+    assert_string_equal(out, "1\n");
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -232,6 +285,7 @@ int main(void)
         cmocka_unit_test(test_wait_timeout_exits_75),
         cmocka_unit_test(test_wait_ends_at_zero),
         cmocka_unit_test(test_wait_for_a_latch_never_set),
+        cmocka_unit_test(test_down_refuses_what_is_no_latch),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -158,6 +158,26 @@ HILOCK_API int hilock_client_card_get(hilock_client *client,
 /* Free a card; NULL is fine.  Any thread. */
 HILOCK_API void hilock_client_card_free(hilock_client_card *card);
 
+/* What clients of this library used the name as, where the server's data
+ * cannot tell (docs/operators.md, "What a name is"): "fair" or
+ * "read-write" for a lock granted within a day (one nobody waits for
+ * looks like a reentrant lock), "semaphore" or "latch" for a count a
+ * client of this library set (the two look alike, and like any integer).
+ * *kind is a static string, or NULL when no client of this library left
+ * word: a reentrant lock, a name of another library's (Redisson's), or
+ * none.  Blocks; not on a loop thread.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  NULL argument, or a name of 0 or more than
+ *                        HILOCK_MAX_NAME_LEN bytes
+ * @return HILOCK_EPROTO  the marker's key holds no string
+ * @return HILOCK_EREDIS  the server refused the read (an ACL without
+ *                        the key, say)
+ * @return HILOCK_ENOMEM
+ * and the connection errors of hilock_client_command. */
+HILOCK_API int hilock_client_name_kind(hilock_client *client,
+                                       const char *name, size_t name_len,
+                                       const char **kind);
+
 /* 1 if the client talks TLS, 0 if not, -1 for NULL.  Any thread. */
 HILOCK_API int hilock_client_is_tls(const hilock_client *client);
 

@@ -136,14 +136,16 @@ HILOCK_API int hilock_latch_count(hilock_latch *latch, int64_t *count);
 HILOCK_API int hilock_latch_await(hilock_latch *latch, int64_t wait_ms,
                                   bool *opened);
 
-/* Whether a client of this library set the latch, or opened or deleted
- * it, within the last day: a latch that counts 0 was opened then, rather
- * than a name nobody set (a typo, say), for which hilock_latch_await
- * returns opened at once, as Redisson's does.  Redisson's clients leave
- * no such word: a latch only they set and opened reads false.  Blocks;
- * not on a loop thread.
+/* Whether a client of this library set the latch and it still counts,
+ * or a client of this library opened or deleted it within the last day:
+ * a latch that counts 0 was opened then, rather than a name nobody set
+ * (a typo, say), for which hilock_latch_await returns opened at once, as
+ * Redisson's does.  Redisson's clients leave no such word: a latch only
+ * they set reads false (hilock_client_name_kind reads the same word).
+ * Blocks; not on a loop thread.
  * @return HILOCK_OK
  * @return HILOCK_EINVAL  NULL argument
+ * @return HILOCK_EPROTO  the word's key holds no string
  * and the connection errors above. */
 HILOCK_API int hilock_latch_was_set(hilock_latch *latch, bool *seen);
 

@@ -30,6 +30,7 @@
 #include "core/engine/lock_handle.h"
 #include "core/transport/resp.h"
 #include "hilock/fair.h"
+#include "kindkit/kind_mark.h"
 #include "kindkit/kindkit.h"
 #include "layout/layout.h"
 
@@ -322,6 +323,7 @@ static const hl_kind fair_kind = {
     .force_release = force_release,
     .reconcile = reconcile,
     .leave = leave,
+    .mark_grant = hl_kind_mark_fair_grant,
     .renew = &hl_hash_renew,
     .query = hl_hash_query,
     .parse_query = hl_hash_parse_query,

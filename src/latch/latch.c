@@ -10,6 +10,7 @@
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
 #include "core/engine/compose.h"
+#include "kindkit/kind_mark.h"
 #include "kindkit/kindkit.h"
 #include "latch/latch_kind.h"
 #include "layout/layout.h"
@@ -50,8 +51,8 @@ static const char set_lua[] =
     "return answer(1)\n";
 
 /* A count down below zero (no latch) deletes what DECR made of nothing,
- * as Redisson's does; only the step that reaches zero wakes waiters.
- * Replies the count left: DECR's own answer below 2^53, where a Lua
+ * as Redisson's does, and replies -1, which the caller reads as 0; only
+ * the step that reaches zero wakes waiters.  Replies the count left: DECR's own answer below 2^53, where a Lua
  * number is exact, else the text at the name.  DECR reads the count as
  * LATCH_LUA_CHECK would, and refuses what is no 64-bit integer; a
  * negative count, which it takes one lower, it gets back at once, and
@@ -81,7 +82,8 @@ static const char down_lua[] =
     "  return redis.call('get', KEYS[1])\n"
     "end\n"
     "redis.call('del', KEYS[1])\n"
-    "if v == 0 then announce(KEYS[2], '" HL_LAYOUT_MSG_LATCH_ZERO "') end\n"
+    "if v < 0 then return -1 end\n"
+    "announce(KEYS[2], '" HL_LAYOUT_MSG_LATCH_ZERO "')\n"
     "return answer(0)\n";
 
 static const char delete_lua[] =
@@ -190,23 +192,6 @@ static bool script_value(hilock_client *client, const hilock_reply *r,
     return hl_reply_i64(hl_script_answer(client, r), v);
 }
 
-/* Leave word that the latch was set or opened here (HL_LAYOUT_LATCH_SEEN),
- * on its connection, without waiting: should it be lost, an await that
- * asks whether the latch was ever set takes it for a name never set,
- * which waits rather than runs early. */
-static void mark_seen(hilock_lock *lock)
-{
-    hl_conn *conn = hl_lock_conn(lock);
-    hl_aux_name key;
-    static const char *const prefix[] = {HL_LAYOUT_LATCH_SEEN};
-    if (conn == NULL || hl_lock_keys(lock, 1, prefix, &key) != 0)
-        return;
-    const char *argv[] = {"SET", key.s, "1", "EX", HL_LAYOUT_LATCH_SEEN_S};
-    size_t lens[] = {3, key.len, 1, 2, strlen(HL_LAYOUT_LATCH_SEEN_S)};
-    (void)hl_conn_command(conn, 5, argv, lens, NULL, NULL);
-    hl_aux_names_done(1, &key);
-}
-
 static void on_reply(void *data, int status, hilock_reply *reply)
 {
     latch_call *call = data;
@@ -228,10 +213,21 @@ static void on_reply(void *data, int status, hilock_reply *reply)
              : script_value(call->lock->client, reply, &v) ? HILOCK_OK
                                                           : HILOCK_EPROTO;
     hilock_reply_free(reply);
-    if (rc == HILOCK_OK && ((call->what == CALL_SET && v == 1) ||
-                            (call->what == CALL_DOWN && v == 0) ||
-                            (call->what == CALL_DELETE && v == 1)))
-        mark_seen(call->lock);
+    /* A count down of nothing opened nothing: no word that it did. */
+    bool nothing = rc == HILOCK_OK && call->what == CALL_DOWN && v < 0;
+    if (nothing)
+        v = 0;
+    /* Word that the latch was set here, for as long as it counts, or
+     * opened here, for a day (HL_LAYOUT_KIND): should it be lost, an
+     * await that asks whether the latch was ever set takes it for a name
+     * never set, which waits rather than runs early. */
+    if (rc == HILOCK_OK && call->what == CALL_SET && v == 1)
+        hl_kind_mark(call->lock, HL_LAYOUT_KIND_LATCH, NULL);
+    else if (rc == HILOCK_OK &&
+             ((call->what == CALL_DOWN && !nothing && v == 0) ||
+              (call->what == CALL_DELETE && v == 1)))
+        hl_kind_mark(call->lock, HL_LAYOUT_KIND_LATCH,
+                     HL_LAYOUT_KIND_AFTER_S);
     hl_op_done(&call->op, rc, rc == HILOCK_OK ? v : 0, NULL,
                rc == HILOCK_OK ? NULL
                : refused       ? foreign
@@ -357,23 +353,10 @@ int hilock_latch_was_set(hilock_latch *latch, bool *seen)
     hilock_client *c = hl_lock_client_get(lock);
     if (c == NULL)
         return hl_fail(HILOCK_ECLOSED, "client closed");
-    hl_aux_name key;
-    static const char *const prefix[] = {HL_LAYOUT_LATCH_SEEN};
-    if (hl_lock_keys(lock, 1, prefix, &key) != 0) {
-        hl_client_unref(c);
-        return hl_fail(HILOCK_ENOMEM, "out of memory");
-    }
-    const char *argv[] = {"EXISTS", key.s};
-    size_t lens[] = {6, key.len};
-    hilock_reply *r = NULL;
-    int rc = hilock_client_command(c, 2, argv, lens, &r);
-    hl_aux_names_done(1, &key);
+    const char *kind = NULL;
+    int rc = hilock_client_name_kind(c, lock->name, lock->name_len, &kind);
     hl_client_unref(c);
-    if (rc == HILOCK_OK && r->type != HILOCK_REPLY_INTEGER)
-        rc = hl_fail(HILOCK_EPROTO, "EXISTS answered no integer");
-    if (rc == HILOCK_OK)
-        *seen = r->integer == 1;
-    hilock_reply_free(r);
+    *seen = kind != NULL && strcmp(kind, HL_LAYOUT_KIND_LATCH) == 0;
     return rc;
 }
 

@@ -89,11 +89,18 @@
 #define HL_LAYOUT_LATCH_CHANNEL "redisson_countdownlatch__channel__"
 #define HL_LAYOUT_MSG_LATCH_ZERO "0"
 #define HL_LAYOUT_MSG_LATCH_NEW_COUNT "1"
-/* Ours: "hilock_latch_seen:{NAME}" says that a client of ours set the
- * latch, or opened or deleted it, within HL_LAYOUT_LATCH_SEEN_S: a latch
- * that is not there now is then open, not a name nobody ever set. */
-#define HL_LAYOUT_LATCH_SEEN "hilock_latch_seen"
-#define HL_LAYOUT_LATCH_SEEN_S "86400"
+/* Ours: "hilock_kind:{NAME}" (hl_layout_key) names the kind a client of
+ * ours used NAME as, where the data alone cannot tell (docs/operators.md,
+ * "What a name is"): one of the HL_LAYOUT_KIND_* words.  A latch's and a
+ * semaphore's stays while the count does, and a latch's a day after it
+ * opened, so that a latch not there now is open, not a name nobody set;
+ * a fair or read-write lock's a day after its last grant. */
+#define HL_LAYOUT_KIND "hilock_kind"
+#define HL_LAYOUT_KIND_FAIR "fair"
+#define HL_LAYOUT_KIND_READ_WRITE "read-write"
+#define HL_LAYOUT_KIND_SEMAPHORE "semaphore"
+#define HL_LAYOUT_KIND_LATCH "latch"
+#define HL_LAYOUT_KIND_AFTER_S "86400"
 
 /* Redisson's default thread wait time: each place in its fair line is the
  * one before it plus this, and each grant takes this off every place. */

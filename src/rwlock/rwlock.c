@@ -43,6 +43,7 @@
 #include "core/engine/lock_handle.h"
 #include "core/transport/resp.h"
 #include "hilock/rwlock.h"
+#include "kindkit/kind_mark.h"
 #include "kindkit/kindkit.h"
 #include "kindkit/line_lua.h"
 #include "layout/layout.h"
@@ -569,6 +570,7 @@ static const hl_kind read_kind = {
     .parse_release = hl_parse_release_reply,
     .force_release = force_release,
     .reconcile = read_reconcile,
+    .mark_grant = hl_kind_mark_read_write_grant,
     .renew = &read_renew_script,
     .query = hl_hash_query,
     .parse_query = hl_hash_parse_query,
@@ -595,6 +597,7 @@ static const hl_kind write_kind = {
     .force_release = force_release,
     .reconcile = write_reconcile,
     .leave = write_leave,
+    .mark_grant = hl_kind_mark_read_write_grant,
     .renew = &write_renew_script,
     .query = write_query,
     .parse_query = hl_hash_parse_query,

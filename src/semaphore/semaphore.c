@@ -19,6 +19,7 @@
 #include "core/engine/ride.h"
 #include "core/engine/unacked.h"
 #include "core/transport/resp.h"
+#include "kindkit/kind_mark.h"
 #include "kindkit/kindkit.h"
 #include "layout/layout.h"
 #include "semaphore/semaphore_internal.h"
@@ -285,6 +286,12 @@ static void on_reply(void *data, int status, hilock_reply *reply)
         hl_op_done(&op->op, v == 0 ? HILOCK_ENOTOWNER : HILOCK_OK, 0, NULL,
                    v == 0 ? "no such permit is held" : NULL);
     } else {
+        /* Word that the count is a semaphore's, not a latch's or any
+         * integer's, for as long as it lives (HL_LAYOUT_KIND). */
+        if (op->call == SEM_TRY_SET ? v == 1
+                                    : op->call == SEM_SET ||
+                                          op->call == SEM_ADD)
+            hl_kind_mark(op->sem->lock, HL_LAYOUT_KIND_SEMAPHORE, NULL);
         hl_op_done(&op->op, HILOCK_OK, v, NULL, NULL);
     }
 }

@@ -83,11 +83,15 @@ long long hl_raw_dbsize_locks(const hl_redis_server *s)
 {
     char reply[HL_RAW_REPLY_CAP];
     long long all = hl_raw_int(s, "DBSIZE", (char *)NULL);
-    if (hl_raw_cmd(s, reply, sizeof reply, "KEYS", "hilock_client:*",
-                   (char *)NULL) != '*')
-        fail_msg("KEYS hilock_client:* answered %.200s", reply);
-    const char *p = reply;
-    return all - hl_raw_parse_array(&p);
+    static const char *const kept[] = {"hilock_client:*", "hilock_kind:*"};
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) {
+        if (hl_raw_cmd(s, reply, sizeof reply, "KEYS", kept[i],
+                       (char *)NULL) != '*')
+            fail_msg("KEYS %s answered %.200s", kept[i], reply);
+        const char *p = reply;
+        all -= hl_raw_parse_array(&p);
+    }
+    return all;
 }
 
 long long hl_raw_pttl(const hl_redis_server *s, const char *key)

@@ -38,7 +38,9 @@ bool hl_raw_bulk(const hl_redis_server *s, char *out, size_t cap,
 long long hl_raw_exists(const hl_redis_server *s, const char *key);
 
 /* DBSIZE, less the clients' cards (hilock_client:{<id>}), which every
- * client keeps while it runs: the keys the locks left. */
+ * client keeps while it runs, and the words on what names are
+ * (hilock_kind:{NAME}), which outlast a lock by design: the keys the
+ * locks left. */
 long long hl_raw_dbsize_locks(const hl_redis_server *s);
 long long hl_raw_pttl(const hl_redis_server *s, const char *key);
 

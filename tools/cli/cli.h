@@ -229,10 +229,15 @@ int cli_read_status(hilock_client *client, const char *name,
                     hilock_lock_status **out);
 int cli_status(const cli_globals *g, int argc, char **argv);
 int cli_unlock(const cli_globals *g, int argc, char **argv);
-/* hilock latch ...; and the latch `status` prints: {"name","kind":"latch",
- * "count","open"}, 0 or the exit status after printing why. */
+/* hilock latch ...; and the `status` of a count: {"name","kind":"latch",
+ * "count","open"} when latch, else {"name","kind":"unknown","count"} (an
+ * integer no client of ours marked); 0 or the exit status after printing
+ * why. */
 int cli_latch(const cli_globals *g, int argc, char **argv);
-int cli_latch_status(hilock_client *client, const char *name);
+int cli_latch_status(hilock_client *client, const char *name, bool latch);
+/* hilock's word on what name is (hilock_client_name_kind), or NULL: none,
+ * or none that could be read (the reads that follow say why). */
+const char *cli_marked_kind(hilock_client *client, const char *name);
 /* Whether name holds a string (no lock does; a latch does). */
 bool cli_holds_string(hilock_client *client, const char *name);
 

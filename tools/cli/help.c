@@ -102,7 +102,8 @@ static const command_help commands[] = {
      "  -h, --help       print this and exit"},
     {"latch",
      "[--redis URL] latch set NAME COUNT\n"
-     "       hilock [--redis URL] latch down NAME\n"
+     "       hilock [--redis URL] latch down [--missing-ok] [--foreign-ok]"
+     " NAME\n"
      "       hilock [--redis URL] latch count NAME\n"
      "       hilock [--redis URL] latch wait [--timeout DURATION]\n"
      "              [--missing-ok] NAME",
@@ -111,18 +112,24 @@ static const command_help commands[] = {
      "take it down by one and print what is left; print the count (0:\n"
      "open); or wait until it is zero.  COUNT: 1..9007199254740991.  wait\n"
      "refuses a latch that counts zero and that no hilock client set or\n"
-     "opened within a day (a typo, most likely): exit 66.\n"
+     "opened within a day (a typo, most likely): exit 66.  down refuses\n"
+     "that too, a semaphore, and an integer no hilock client set as a\n"
+     "latch (another program's counter): exit 65.\n"
      "\n"
      "options:\n"
      "  -t, --timeout DURATION  wait's bound (default: forever); exit 75\n"
      "                          when the count was still above zero then\n"
      "      --missing-ok        take a latch nobody set for open, as\n"
      "                          Redisson does (one only Java set and\n"
-     "                          opened looks so)\n"
+     "                          opened looks so); down counts down\n"
+     "                          nothing then\n"
+     "      --foreign-ok        down: count down an integer no hilock\n"
+     "                          client set as a latch (a latch only\n"
+     "                          Redisson set looks so)\n"
      "  -h, --help              print this and exit\n"
      "\n"
      "exit status: 1 set found a count already; 65 NAME holds something\n"
-     "that is not a latch count; 66 wait: no latch NAME was set; 75 wait\n"
+     "that is not a latch count; 66 wait, down: no latch NAME was set; 75 wait\n"
      "timed out; and those of hilock --help."},
     {"demo",
      "[--redis URL] demo [--cluster | --replicas]",

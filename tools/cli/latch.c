@@ -5,7 +5,12 @@
  * set exits 1 when the latch had a count already (left alone), and wait
  * exits 75 when the count was still above zero at the end of --timeout,
  * and 66 at once for a latch nobody set through hilock (a typo, most
- * likely), unless --missing-ok takes that for open as Redisson does. */
+ * likely), unless --missing-ok takes that for open as Redisson does.
+ * down refuses what is no latch of ours: a name with no count (66, unless
+ * --missing-ok), a count hilock marked as a semaphore (65), or an integer
+ * no client of ours set as a latch (65: another program's counter, or a
+ * latch only Redisson set, which --foreign-ok counts down). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,10 +67,54 @@ static int check_was_set(hilock_latch *l, const char *name)
     return CLI_EXIT_NO_LATCH;
 }
 
-static int run_step(hilock_latch *l, const char *step, const char *name,
-                    int64_t count, long long timeout_ms, bool missing_ok)
+/* What down may count down: 0, or the exit status after saying why not
+ * (see the top of this file). */
+static int check_down(hilock_client *client, hilock_latch *l,
+                      const char *name, bool missing_ok, bool foreign_ok)
+{
+    const char *marked = NULL;
+    int rc = hilock_client_name_kind(client, name, strlen(name), &marked);
+    if (rc != HILOCK_OK)
+        return latch_failed("down", name, rc);
+    if (marked != NULL && strcmp(marked, "latch") == 0)
+        return 0;
+    if (marked != NULL) {
+        fprintf(stderr, "hilock: %s is a %s, not a latch: not counted "
+                        "down\n", name, marked);
+        return CLI_EXIT_DATAERR;
+    }
+    int64_t now = 0;
+    rc = hilock_latch_count(l, &now);
+    if (rc != HILOCK_OK)
+        return latch_failed("down", name, rc);
+    if (now == 0 && !missing_ok) {
+        fprintf(stderr, "hilock: no latch %s: none was set through hilock, "
+                        "or it opened more than a day ago (a typo?); "
+                        "--missing-ok counts down nothing, as Redisson "
+                        "does\n", name);
+        return CLI_EXIT_NO_LATCH;
+    }
+    if (now > 0 && !foreign_ok) {
+        fprintf(stderr, "hilock: %s counts %lld, but no hilock client set "
+                        "it as a latch: another program's counter, or a "
+                        "latch only Redisson set; --foreign-ok counts it "
+                        "down\n", name, (long long)now);
+        return CLI_EXIT_DATAERR;
+    }
+    return 0;
+}
+
+typedef struct latch_flags {
+    bool missing_ok;
+    bool foreign_ok;
+} latch_flags;
+
+static int run_step(hilock_client *client, hilock_latch *l, const char *step,
+                    const char *name, int64_t count, long long timeout_ms,
+                    latch_flags flags)
 {
     int rc;
+    bool missing_ok = flags.missing_ok;
     if (strcmp(step, "set") == 0) {
         bool set = false;
         rc = hilock_latch_try_set_count(l, count, &set);
@@ -81,6 +130,9 @@ static int run_step(hilock_latch *l, const char *step, const char *name,
             printf("set %lld\n", (long long)count);
         return set ? 0 : CLI_EXIT_NOT_SET;
     }
+    if (strcmp(step, "down") == 0 &&
+        (rc = check_down(client, l, name, missing_ok, flags.foreign_ok)) != 0)
+        return rc;
     if (strcmp(step, "down") == 0 || strcmp(step, "count") == 0) {
         int64_t n = 0;
         rc = step[0] == 'd' ? hilock_latch_count_down(l, &n)
@@ -118,7 +170,7 @@ int cli_latch(const cli_globals *g, int argc, char **argv)
         return latch_usage("unknown step", step);
     const char *name = NULL, *count_text = NULL;
     long long timeout_ms = HILOCK_WAIT_FOREVER;
-    bool missing_ok = false;
+    latch_flags flags = {false, false};
     for (int i = 2; i < argc; i++) {
         const char *arg = argv[i], *v;
         bool missing = false;
@@ -129,9 +181,12 @@ int cli_latch(const cli_globals *g, int argc, char **argv)
                 count_text = arg;
             else
                 return latch_usage("unexpected argument", arg);
-        } else if (strcmp(step, "wait") == 0 &&
+        } else if ((strcmp(step, "wait") == 0 || strcmp(step, "down") == 0) &&
                    strcmp(arg, "--missing-ok") == 0) {
-            missing_ok = true;
+            flags.missing_ok = true;
+        } else if (strcmp(step, "down") == 0 &&
+                   strcmp(arg, "--foreign-ok") == 0) {
+            flags.foreign_ok = true;
         } else if (strcmp(step, "wait") == 0 &&
                    (v = cli_option_value(argc, argv, &i, "--timeout", "-t",
                                          &missing))) {
@@ -167,7 +222,7 @@ int cli_latch(const cli_globals *g, int argc, char **argv)
     if (rc != HILOCK_OK) {
         rc = latch_failed(step, name, rc);
     } else {
-        rc = run_step(l, step, name, count, timeout_ms, missing_ok);
+        rc = run_step(client, l, step, name, count, timeout_ms, flags);
         hilock_latch_destroy(l);
     }
     hilock_client_destroy(client);
@@ -178,8 +233,43 @@ int cli_latch(const cli_globals *g, int argc, char **argv)
     return rc;
 }
 
-int cli_latch_status(hilock_client *client, const char *name)
+/* An integer no client of ours marked, as it is: any 64-bit integer,
+ * negative ones too, which no latch holds. */
+static int unknown_status(hilock_client *client, const char *name)
 {
+    const char *argv[] = {"GET", name};
+    hilock_reply *r = NULL;
+    int rc = hilock_client_command(client, 2, argv, NULL, &r);
+    if (rc != HILOCK_OK) {
+        hilock_reply_free(r);
+        return latch_failed("count", name, rc);
+    }
+    char *end = NULL;
+    long long n = 0;
+    bool count = r->type == HILOCK_REPLY_STRING && r->len > 0 &&
+                 r->len < 21;
+    if (count) {
+        errno = 0;
+        n = strtoll(r->str, &end, 10);
+        count = errno == 0 && end == r->str + r->len;
+    }
+    hilock_reply_free(r);
+    if (!count) {
+        fprintf(stderr, "hilock: %s holds a string that is no count: no "
+                        "lock, latch or semaphore of ours or Redisson's\n",
+                name);
+        return CLI_EXIT_DATAERR;
+    }
+    printf("{\"name\":");
+    cli_json_string(stdout, name, strlen(name));
+    printf(",\"kind\":\"unknown\",\"count\":%lld}\n", n);
+    return 0;
+}
+
+int cli_latch_status(hilock_client *client, const char *name, bool latch)
+{
+    if (!latch)
+        return unknown_status(client, name);
     hilock_latch *l;
     int rc = hilock_latch_create(&l, client, name, strlen(name));
     int64_t n = 0;
@@ -195,8 +285,8 @@ int cli_latch_status(hilock_client *client, const char *name)
         return rc;
     printf("{\"name\":");
     cli_json_string(stdout, name, strlen(name));
-    printf(",\"kind\":\"latch\",\"count\":%lld,\"open\":%s}\n", (long long)n,
-           n == 0 ? "true" : "false");
+    printf(",\"kind\":\"latch\",\"count\":%lld,\"open\":%s}\n",
+           (long long)n, n == 0 ? "true" : "false");
     return 0;
 }
 

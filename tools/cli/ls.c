@@ -1,8 +1,8 @@
 /* hilock ls [PATTERN]: the locks and counters (latches and semaphores)
  * on a server, or on every master of a cluster (SCAN on each), one line
  * each: kind, whether held, holders, waiters and the lease left (a count:
- * "latch" when a hilock client set or opened it lately, else "counter",
- * a semaphore's or Redisson's); --json
+ * "latch" or "semaphore" as the hilock client that set it said, else
+ * "unknown"); --json
  * prints them as an array of objects.  The keys the layouts keep beside a
  * lock (redisson_* and hilock_* keys, a semaphore's permits, a read-write
  * hold's timeouts) are parts of it, not locks, and are left out. */
@@ -199,19 +199,17 @@ static void counter_of(hilock_client *c, const ls_entry *e, char *out,
     hilock_reply_free(r);
 }
 
-/* What a count is: "latch" when a hilock client set or opened a latch of
- * that name lately (hilock_latch_was_set), else "counter": a semaphore's
- * permits and a latch only Redisson set look alike. */
+/* What a count is: "latch" or "semaphore" as the hilock client that set
+ * it said (hilock_client_name_kind), else "unknown": a latch or a
+ * semaphore only Redisson set, and any other integer, look alike. */
 static const char *counter_kind(hilock_client *c, const ls_entry *e)
 {
-    hilock_latch *l;
-    bool seen = false;
-    if (hilock_latch_create(&l, c, e->name, e->len) != HILOCK_OK)
-        return "counter";
-    if (hilock_latch_was_set(l, &seen) != HILOCK_OK)
-        seen = false;
-    hilock_latch_destroy(l);
-    return seen ? "latch" : "counter";
+    const char *kind = NULL;
+    if (hilock_client_name_kind(c, e->name, e->len, &kind) != HILOCK_OK ||
+        kind == NULL ||
+        (strcmp(kind, "latch") != 0 && strcmp(kind, "semaphore") != 0))
+        return "unknown";
+    return kind;
 }
 
 /* One line, or one object after *printed others. */

@@ -5,10 +5,12 @@
  * read as a read-write lock, then as a fair lock, says whether the server
  * holds what only that kind writes (kind_seen: a read-write lock's mode
  * or waiting writers, a fair lock's line or places, the latter only while
- * someone waits); anything else is taken for a reentrant lock, which a
- * free lock of any kind looks like.  --kind says the kind instead, for
- * the moments when the server data cannot: a fair lock nobody waits for
- * looks reentrant.
+ * someone waits).  Where it cannot (a fair lock nobody waits for looks
+ * reentrant; a latch's count, a semaphore's and any integer look alike),
+ * hilock's word on the name does (hilock_client_name_kind), and a count
+ * without it is "unknown".  Anything else is taken for a reentrant lock,
+ * which a free lock of any kind looks like.  --kind says the kind
+ * instead, and is refused (65) where the data or the word names another.
  *
  * Beyond the fields every kind has, a fair lock shows its queue with the
  * time each place has left on the server's clock, and a read-write lock
@@ -134,8 +136,17 @@ static bool kind_known(const char *s)
            strcmp(s, "latch") == 0 || strcmp(s, "semaphore") == 0;
 }
 
+const char *cli_marked_kind(hilock_client *client, const char *name)
+{
+    const char *kind = NULL;
+    if (hilock_client_name_kind(client, name, strlen(name), &kind) !=
+        HILOCK_OK)
+        return NULL;
+    return kind;
+}
+
 /* The status of name: as the given kind, or as the kind the server's data
- * shows (see the top of this file). */
+ * shows, or else hilock's word on it (see the top of this file). */
 static int read_status(hilock_client *client, const char *name,
                        const char *kind, hilock_lock_status **out, bool say)
 {
@@ -148,6 +159,11 @@ static int read_status(hilock_client *client, const char *name,
             return rc;
         hilock_lock_status_free(*out);
     }
+    const char *marked = cli_marked_kind(client, name);
+    if (marked != NULL && strcmp(marked, "fair") == 0)
+        return read_as(client, "fair", name, out, say);
+    if (marked != NULL && strcmp(marked, "read-write") == 0)
+        return read_as(client, "read", name, out, say);
     return read_as(client, "reentrant", name, out, say);
 }
 
@@ -467,10 +483,22 @@ int cli_status(const cli_globals *g, int argc, char **argv)
     int rc = cli_open_with(g, &opts, &client);
     if (rc != 0)
         return rc;
+    const char *marked = cli_marked_kind(client, name);
+    if (kind != NULL && marked != NULL &&
+        strcmp(status_kind_of(kind), marked) != 0) {
+        fprintf(stderr, "hilock: %s is a %s, as the hilock client that "
+                        "used it said, not a %s (--kind %s): not read as "
+                        "one\n", name, marked, status_kind_of(kind), kind);
+        hilock_client_destroy(client);
+        hilock_options_free(opts);
+        return CLI_EXIT_DATAERR;
+    }
     /* No lock is a string; a latch's count and a semaphore's are, and
      * look alike: without --kind, permits held under the expirable
-     * semaphore's zset make it a semaphore, any other string a latch. */
-    bool sem_kind = kind != NULL && strcmp(kind, "semaphore") == 0;
+     * semaphore's zset or hilock's word make it a semaphore, the word a
+     * latch, and any other count is unknown. */
+    bool sem_kind = strcmp(kind ? kind : marked ? marked : "", "semaphore") ==
+                    0;
     if (kind == NULL || sem_kind) {
         bool printed = false;
         rc = cli_semaphore_status(client, name, sem_kind, &printed);
@@ -486,7 +514,9 @@ int cli_status(const cli_globals *g, int argc, char **argv)
     }
     if (kind != NULL ? strcmp(kind, "latch") == 0
                      : cli_holds_string(client, name)) {
-        rc = cli_latch_status(client, name);
+        rc = cli_latch_status(client, name,
+                              kind != NULL ||
+                                  (marked && strcmp(marked, "latch") == 0));
         hilock_client_destroy(client);
         hilock_options_free(opts);
         return rc;

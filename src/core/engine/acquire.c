@@ -705,6 +705,8 @@ static void granted(hl_acquire_op *op, const hl_acquire_result *res)
     }
     if (lined(op))
         let_in(op, res->free);
+    if (lock->kind->mark_grant != NULL)
+        lock->kind->mark_grant(lock);
     op_finish(op, HILOCK_OK, &got, NULL);
 }
 

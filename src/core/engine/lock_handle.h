@@ -220,6 +220,10 @@ typedef struct hl_kind {
      * and gives back a grant a release made for it. */
     int (*withdraw)(hilock_lock *lock, const char *field, size_t field_len,
                     const char *nonce, size_t nonce_len);
+    /* Called on the loop thread on each grant of a hold, for kinds whose
+     * data shows what they are only while somebody waits: they leave
+     * word of it for operators (kindkit/kind_mark.h).  NULL: none. */
+    void (*mark_grant)(hilock_lock *lock);
     /* Renew a batch: KEYS are lock names, ARGV[1] the lease in ms, then
      * one field per key; replies an array of 1 (renewed) or 0 (not held). */
     const hl_script *renew;
@@ -326,6 +330,9 @@ struct hilock_lock {
      * was closing: the closing loop drops the user's reference once it
      * has detached the handle.  Under the client's lock. */
     bool unref_when_detached;
+    /* When mark_grant last wrote the kind's marker; 0: never.  Loop
+     * thread. */
+    hl_monotime kind_marked;
     char name[]; /* name_len bytes and a NUL */
 };
 
