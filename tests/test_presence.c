@@ -62,6 +62,7 @@ static void test_card_names_the_process(void **state)
     assert_string_equal(card->program, program_invocation_short_name);
     assert_string_equal(card->description, "nightly billing close");
     assert_true(strncmp(card->library, "hilock ", 7) == 0);
+    assert_int_equal(card->leases_lost, 0);
     hilock_client_card_free(card);
     /* It runs out a minute after its last writing, unless written again. */
     snprintf(key, sizeof key, "hilock_client:{%s}", hilock_client_id(c));

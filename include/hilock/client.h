@@ -138,6 +138,10 @@ typedef struct hilock_client_card {
     const char *program;     /* the process's short name */
     const char *description; /* hilock_options_set_description */
     const char *library;     /* "hilock <version>" */
+    /* Leases the client reported lost since it started, as of the card's
+     * last writing (every 20 s, and a moment after each loss); -1 when
+     * not given. */
+    int64_t leases_lost;
 } hilock_client_card;
 
 /* Read the card of the client with client_id through client (on a

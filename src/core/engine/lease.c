@@ -10,6 +10,7 @@
 #include "core/engine/lock_handle.h"
 #include "core/config/option_values.h"
 #include "core/runtime/ack.h"
+#include "core/runtime/presence.h"
 #include "core/transport/keyslot.h"
 #include "core/transport/resp.h"
 
@@ -145,6 +146,7 @@ static void lease_lost(hl_lease *l, const char *why)
     lease_detach(l);
     hl_lease_engine *e = l->engine;
     e->stats.lost++;
+    hl_presence_lease_lost(e->client);
     l->batches++;
     e->on_lost(l, why);
     l->batches--;

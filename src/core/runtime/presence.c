@@ -2,15 +2,16 @@
  * holds a lock or waits for it (hilock status, docs/operators.md).
  *
  *   hilock_client:{<client id>}   hash: host, pid, program, description,
- *                                 library; it expires HL_CARD_TTL_MS after
- *                                 it was last written
+ *                                 library, leases_lost; it expires
+ *                                 HL_CARD_TTL_MS after it was last written
  *
  * Every hold's field and every place in a line starts with the client's
  * id, so a holder's card is one read away, for any kind, without a byte
  * more on the path of an acquire or a release.  The card is written when
  * the command connection for its key comes up (on a cluster, the one to
  * the master of its slot) and again every HL_CARD_EVERY_MS, with plain
- * commands: no script and no WAIT.  A refusal (an ACL that does not cover
+ * commands: no script and no WAIT; and HL_CARD_SOON_MS after a lease was
+ * lost, so that an operator's view counts the loss at once.  A refusal (an ACL that does not cover
  * the key, a read-only replica) leaves the card out and nothing else; a
  * Redisson client writes none, so a holder without a card is another
  * library's, or a client of ours gone for a minute.  Loop thread only,
@@ -18,6 +19,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,6 +36,7 @@
 #define HL_CARD_PREFIX "hilock_client:{"
 #define HL_CARD_TTL_MS 60000
 #define HL_CARD_EVERY_MS 20000
+#define HL_CARD_SOON_MS 250
 /* Room for the key: the prefix, the id and the closing brace. */
 #define HL_CARD_KEY_MAX (sizeof HL_CARD_PREFIX + HILOCK_CLIENT_ID_LEN + 1)
 
@@ -45,6 +48,7 @@ struct hl_presence {
     char host[256];
     char pid[24];
     char program[64];
+    bool soon; /* the timer is armed for HL_CARD_SOON_MS */
 };
 
 static size_t card_key(const char *id, size_t id_len, char *out)
@@ -63,19 +67,25 @@ static void write_card(hl_presence *p, hl_conn *conn)
     const char *desc = c->opts->description ? c->opts->description : "";
     char library[64];
     snprintf(library, sizeof library, "hilock %s", hilock_version_string());
-    const char *set[] = {"HSET",     p->key,      "host",        p->host,
-                         "pid",      p->pid,      "program",     p->program,
-                         "description", desc,     "library",     library};
+    const char *set[14] = {"HSET",  p->key,      "host",        p->host,
+                           "pid",   p->pid,      "program",     p->program,
+                           "description", desc,  "library",     library};
+    hilock_client_stats stats = {0};
+    hl_client_read_counters(c, &stats);
+    char lost[24];
+    snprintf(lost, sizeof lost, "%llu", (unsigned long long)stats.leases_lost);
+    set[12] = "leases_lost";
+    set[13] = lost;
     char ttl[24];
     snprintf(ttl, sizeof ttl, "%d", HL_CARD_TTL_MS);
     const char *expire[] = {"PEXPIRE", p->key, ttl};
-    size_t set_lens[12], expire_lens[3];
-    for (int i = 0; i < 12; i++)
+    size_t set_lens[14], expire_lens[3];
+    for (int i = 0; i < 14; i++)
         set_lens[i] = strlen(set[i]);
     for (int i = 0; i < 3; i++)
         expire_lens[i] = strlen(expire[i]);
     /* Not sent: the next round, or the next connection, writes it. */
-    if (hl_conn_command(conn, 12, set, set_lens, NULL, NULL) == HILOCK_OK)
+    if (hl_conn_command(conn, 14, set, set_lens, NULL, NULL) == HILOCK_OK)
         (void)hl_conn_command(conn, 3, expire, expire_lens, NULL, NULL);
 }
 
@@ -85,7 +95,19 @@ static void on_timer(hl_timer *t)
     hl_conn *conn = hl_client_conn_for(p->client, p->key, p->key_len);
     if (conn != NULL)
         write_card(p, conn);
+    p->soon = false;
     hl_timer_arm(&p->timer, HL_MS(HL_CARD_EVERY_MS));
+}
+
+void hl_presence_lease_lost(hilock_client *c)
+{
+    hl_presence *p = c->presence;
+    /* A burst of losses is one write; a card not made yet is written
+     * with the count when its connection comes up. */
+    if (p == NULL || p->soon)
+        return;
+    p->soon = true;
+    hl_timer_arm(&p->timer, HL_MS(HL_CARD_SOON_MS));
 }
 
 static void presence_close(hilock_client *c)
@@ -189,8 +211,9 @@ static const char *copy_field(const hilock_reply *r, const char *field,
     return s;
 }
 
-static const char *const card_fields[] = {"host", "program", "description",
-                                          "library", "pid"};
+static const char *const card_fields[] = {"host",    "program",
+                                          "description", "library",
+                                          "pid",     "leases_lost"};
 
 static int card_from_reply(const char *id, const hilock_reply *r,
                            hilock_client_card **out)
@@ -223,6 +246,13 @@ static int card_from_reply(const char *id, const hilock_reply *r,
     errno = 0;
     long long v = strtoll(pid, &end, 10);
     m->card.pid = errno == 0 && end != pid && *end == '\0' && v > 0 ? v : -1;
+    const char *lost = copy_field(r, "leases_lost", &at);
+    errno = 0;
+    unsigned long long n = strtoull(lost, &end, 10);
+    m->card.leases_lost = errno == 0 && end != lost && *end == '\0' &&
+                                  lost[0] != '-'
+                              ? (int64_t)(n > INT64_MAX ? INT64_MAX : n)
+                              : -1;
     *out = &m->card;
     return HILOCK_OK;
 }

@@ -17,4 +17,8 @@ void hl_presence_conn_up(hilock_client *c, hl_conn *conn);
  * write the card where it belongs.  Loop thread. */
 void hl_presence_routed(hilock_client *c);
 
+/* A lease of c was lost: the card says so soon, not at its next round
+ * (leases_lost, for `hilock top`).  Loop thread. */
+void hl_presence_lease_lost(hilock_client *c);
+
 #endif
