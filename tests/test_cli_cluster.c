@@ -3,6 +3,7 @@
  * segments spread over the three masters and every deduction accounted
  * for; and a refusal when the URL names a server that is no cluster. */
 /* ctest-timeout: 180 */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -297,6 +298,18 @@ static void test_ls_walks_every_master(void **state)
                      count_of(out, want), out);
     }
     assert_int_equal(count_of(out, "\"locked\":true"), N);
+    /* top finds them as ls does, each with its holder's process. */
+    const char *top[] = {HILOCK_TOOL_PATH, "--redis",
+                         hl_redis_cluster_url(cluster), "top", "--batch",
+                         "-n", "1", "ls-spread-*", NULL};
+    rc = hl_run(top, out, sizeof out, hl_widen(30000));
+    if (rc != 0)
+        fail_msg("top exited %d:\n%s", rc, out);
+    assert_int_equal(count_of(out, "\nls-spread-"), N);
+    char holder[64];
+    snprintf(holder, sizeof holder, " %s[%ld]@", program_invocation_short_name,
+             (long)getpid());
+    assert_int_equal(count_of(out, holder), N);
     for (int i = 0; i < N; i++) {
         assert_int_equal(hilock_lock_release(l[i]), HILOCK_OK);
         hilock_lock_destroy(l[i]);

@@ -193,11 +193,11 @@ static void test_status_on_nodes_named_directly(void **state)
 static void test_run_holds_on_the_master(void **state)
 {
     (void)state;
-    char script[512];
+    char script[1024];
     snprintf(script, sizeof script,
              "echo fence=$HILOCK_FENCE; '%s' --redis '%s' status run-sent; "
-             "exit 3",
-             HILOCK_TOOL_PATH, url);
+             "'%s' --redis '%s' top -b -n 1 'run-*'; exit 3",
+             HILOCK_TOOL_PATH, url, HILOCK_TOOL_PATH, url);
     const char *argv[] = {HILOCK_TOOL_PATH, "--redis", url, "run",
                           "--fence-env", "run-sent", "--", "sh", "-c",
                           script, NULL};
@@ -208,6 +208,8 @@ static void test_run_holds_on_the_master(void **state)
     assert_null(strstr(out, "fence=\n"));
     assert_has(out, "{\"name\":\"run-sent\",\"kind\":\"reentrant\","
                     "\"locked\":true");
+    /* top sees the hold there too, with the process that holds it. */
+    assert_has(out, "\nrun-sent                     reentrant  hilock[");
     assert_false(master_has_key("run-sent"));
 }
 

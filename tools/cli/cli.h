@@ -222,6 +222,12 @@ int cli_stock_demo(hilock_client *client, const char *base, int64_t t0,
 int cli_run(const cli_globals *g, int argc, char **argv);
 /* hilock ls (ls.c). */
 int cli_ls(const cli_globals *g, int argc, char **argv);
+/* hilock top [OPTIONS] [PATTERN]: 0 or an exit status. */
+int cli_top(const cli_globals *g, int argc, char **argv);
+/* The client id an owner starts with (a UUID, "8-4-4-4-12" hex digits,
+ * followed by nothing or ':'), into id; false when it starts with none. */
+bool cli_owner_client_id(const hilock_lock_owner *o,
+                         char id[HILOCK_CLIENT_ID_LEN + 1]);
 /* The status of the lock at name, of the kind the server shows (as
  * `status` reads it without --kind): 0 with *out set, or an exit status
  * (nothing printed) when name holds no lock of any kind. */
@@ -229,6 +235,44 @@ int cli_read_status(hilock_client *client, const char *name,
                     hilock_lock_status **out);
 int cli_status(const cli_globals *g, int argc, char **argv);
 int cli_unlock(const cli_globals *g, int argc, char **argv);
+/* ---- the names on a server or cluster (scan.c) ----------------------- */
+
+/* At most this many names are listed; more are counted. */
+#define CLI_NAMES_MAX 10000
+
+typedef struct cli_name {
+    char *name;
+    size_t len;
+    bool counter; /* a string: a latch's, a semaphore's or any count */
+} cli_name;
+
+typedef struct cli_names {
+    cli_name *items; /* sorted by name */
+    size_t n;
+    size_t more; /* names past CLI_NAMES_MAX */
+} cli_names;
+
+/* The names of locks and counts matching the SCAN pattern on the server
+ * client reaches, or on every master of its cluster (each through a
+ * client made from opts).  0 or an exit status (after saying why); free
+ * *out with cli_names_free either way. */
+int cli_scan_names(hilock_client *client, const hilock_options *opts,
+                   const char *pattern, cli_names *out);
+void cli_names_free(cli_names *l);
+
+/* What a name holds now: a lock's status (st), or a count (st NULL) as
+ * text with its kind ("latch", "semaphore" or "unknown").  false for a
+ * name that holds neither (gone meanwhile, or another program's data);
+ * else release with cli_name_info_done. */
+typedef struct cli_name_info {
+    const char *kind;
+    hilock_lock_status *st;
+    char count[32];
+} cli_name_info;
+bool cli_name_info_read(hilock_client *c, const cli_name *e,
+                        cli_name_info *out);
+void cli_name_info_done(cli_name_info *in);
+
 /* hilock latch ...; and the `status` of a count: {"name","kind":"latch",
  * "count","open"} when latch, else {"name","kind":"unknown","count"} (an
  * integer no client of ours marked); 0 or the exit status after printing

@@ -178,6 +178,8 @@ int main(int argc, char **argv)
         return cli_status(&g, argc - i, argv + i);
     if (strcmp(cmd, "ls") == 0)
         return cli_ls(&g, argc - i, argv + i);
+    if (strcmp(cmd, "top") == 0)
+        return cli_top(&g, argc - i, argv + i);
     if (strcmp(cmd, "unlock") == 0)
         return cli_unlock(&g, argc - i, argv + i);
     if (strcmp(cmd, "demo") == 0)

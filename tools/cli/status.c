@@ -167,9 +167,8 @@ static int read_status(hilock_client *client, const char *name,
     return read_as(client, "reentrant", name, out, say);
 }
 
-/* Whether an owner starts with a client id as hilock and Redisson write
- * them, a UUID ("8-4-4-4-12" hex digits), followed by nothing or ':'. */
-static bool starts_with_client_id(const hilock_lock_owner *o)
+bool cli_owner_client_id(const hilock_lock_owner *o,
+                         char id[HILOCK_CLIENT_ID_LEN + 1])
 {
     if (o->owner_len < HILOCK_CLIENT_ID_LEN ||
         (o->owner_len > HILOCK_CLIENT_ID_LEN &&
@@ -181,6 +180,8 @@ static bool starts_with_client_id(const hilock_lock_owner *o)
         if (dash ? ch != '-' : !isxdigit((unsigned char)ch))
             return false;
     }
+    memcpy(id, o->owner, HILOCK_CLIENT_ID_LEN);
+    id[HILOCK_CLIENT_ID_LEN] = '\0';
     return true;
 }
 
@@ -191,11 +192,9 @@ static bool starts_with_client_id(const hilock_lock_owner *o)
 static void print_card(FILE *out, hilock_client *client,
                        const hilock_lock_owner *o)
 {
-    if (client == NULL || !starts_with_client_id(o))
-        return;
     char id[HILOCK_CLIENT_ID_LEN + 1];
-    memcpy(id, o->owner, HILOCK_CLIENT_ID_LEN);
-    id[HILOCK_CLIENT_ID_LEN] = '\0';
+    if (client == NULL || !cli_owner_client_id(o, id))
+        return;
     hilock_client_card *card = NULL;
     (void)hilock_client_card_get(client, id, &card);
     fputs(",\"client\":", out);

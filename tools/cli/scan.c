@@ -1,0 +1,240 @@
+/* The names of the locks, latches and semaphores on a server, or on
+ * every master of a cluster (SCAN on each), for `hilock ls` and `hilock
+ * top`.  The keys the layouts keep beside a lock (redisson_* and hilock_*
+ * keys, a semaphore's permits, a read-write hold's timeouts) are parts of
+ * it, not locks, and are left out; so is anything that is neither a hash
+ * (a lock) nor a string (a count). */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static bool starts_with(const char *s, size_t len, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return len >= n && memcmp(s, prefix, n) == 0;
+}
+
+static bool contains(const char *s, size_t len, const char *part)
+{
+    size_t n = strlen(part);
+    for (size_t i = 0; i + n <= len; i++)
+        if (memcmp(s + i, part, n) == 0)
+            return true;
+    return false;
+}
+
+/* A key that is part of a lock rather than a lock, by its name alone. */
+static bool is_part(const char *key, size_t len)
+{
+    return starts_with(key, len, "redisson_") ||
+           starts_with(key, len, "hilock_") ||
+           contains(key, len, ":rwlock_timeout:");
+}
+
+static int add(cli_names *l, const char *key, size_t len, bool counter)
+{
+    if (l->n == CLI_NAMES_MAX) {
+        l->more++;
+        return 0;
+    }
+    if (l->n % 256 == 0) {
+        cli_name *grown = realloc(l->items, (l->n + 256) * sizeof *grown);
+        if (grown == NULL)
+            return -1;
+        l->items = grown;
+    }
+    char *copy = malloc(len + 1);
+    if (copy == NULL)
+        return -1;
+    memcpy(copy, key, len);
+    copy[len] = '\0';
+    l->items[l->n++] = (cli_name){copy, len, counter};
+    return 0;
+}
+
+/* The type of key: "hash", "string", ... into out; false on failure. */
+static bool type_of(hilock_client *c, const char *key, size_t len, char *out,
+                    size_t cap)
+{
+    const char *argv[] = {"TYPE", key};
+    size_t lens[] = {4, len};
+    hilock_reply *r = NULL;
+    bool ok = hilock_client_command(c, 2, argv, lens, &r) == HILOCK_OK &&
+              r->type == HILOCK_REPLY_STATUS && r->len < cap;
+    if (ok)
+        snprintf(out, cap, "%.*s", (int)r->len, r->str);
+    hilock_reply_free(r);
+    return ok;
+}
+
+/* SCAN one server (scanner: a client whose first connection is that
+ * server) for names matching pattern; types are asked through typer,
+ * which reaches every key.  0 or an exit status. */
+static int scan_server(hilock_client *scanner, hilock_client *typer,
+                       const char *pattern, cli_names *out)
+{
+    char cursor[32] = "0";
+    do {
+        const char *argv[] = {"SCAN", cursor, "MATCH", pattern, "COUNT",
+                              "1000"};
+        hilock_reply *r = NULL;
+        int rc = hilock_client_command(scanner, 6, argv, NULL, &r);
+        if (rc != HILOCK_OK) {
+            hilock_reply_free(r);
+            return cli_failed("SCAN", rc, NULL);
+        }
+        if (r->type != HILOCK_REPLY_ARRAY || r->elements != 2 ||
+            r->element[0]->type != HILOCK_REPLY_STRING ||
+            r->element[0]->len >= sizeof cursor ||
+            r->element[1]->type != HILOCK_REPLY_ARRAY) {
+            hilock_reply_free(r);
+            fprintf(stderr, "hilock: an odd SCAN reply\n");
+            return CLI_EXIT_SOFTWARE;
+        }
+        snprintf(cursor, sizeof cursor, "%.*s", (int)r->element[0]->len,
+                 r->element[0]->str);
+        const hilock_reply *keys = r->element[1];
+        for (size_t i = 0; i < keys->elements; i++) {
+            const hilock_reply *k = keys->element[i];
+            char type[16];
+            if (k->type != HILOCK_REPLY_STRING || is_part(k->str, k->len) ||
+                !type_of(typer, k->str, k->len, type, sizeof type))
+                continue;
+            /* A lock is a hash, a latch or semaphore a string; a permit
+             * zset, a line or anything else is not listed. */
+            bool counter = strcmp(type, "string") == 0;
+            if ((counter || strcmp(type, "hash") == 0) &&
+                add(out, k->str, k->len, counter) != 0) {
+                hilock_reply_free(r);
+                fprintf(stderr, "hilock: out of memory\n");
+                return CLI_EXIT_SOFTWARE;
+            }
+        }
+        hilock_reply_free(r);
+    } while (strcmp(cursor, "0") != 0);
+    return 0;
+}
+
+/* Every master of the cluster client reaches, each through a client of
+ * its own made from opts. */
+static int scan_cluster(hilock_client *client, const hilock_options *opts,
+                        const char *pattern, cli_names *out)
+{
+    cli_slot_map map;
+    int rc = cli_slot_map_read(client, &map);
+    for (int m = 0; rc == 0 && m < map.masters; m++) {
+        char host[64];
+        snprintf(host, sizeof host, "%s", map.addr[m]);
+        char *colon = strrchr(host, ':');
+        if (colon == NULL)
+            continue;
+        *colon = '\0';
+        hilock_options *o;
+        if (hilock_options_copy(&o, opts) != HILOCK_OK)
+            return CLI_EXIT_SOFTWARE;
+        hilock_client *node = NULL;
+        if (hilock_options_set_host(o, host) != HILOCK_OK ||
+            hilock_options_set_port(o, atoi(colon + 1)) != HILOCK_OK) {
+            hilock_options_free(o);
+            fprintf(stderr, "hilock: bad master address %s\n",
+                    map.addr[m]);
+            return CLI_EXIT_SOFTWARE;
+        }
+        rc = cli_connect(o, &node);
+        hilock_options_free(o);
+        if (rc == 0)
+            rc = scan_server(node, client, pattern, out);
+        if (node != NULL)
+            hilock_client_destroy(node);
+    }
+    return rc;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    const cli_name *x = a, *y = b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->name, y->name, n);
+    return c != 0 ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+int cli_scan_names(hilock_client *client, const hilock_options *opts,
+                   const char *pattern, cli_names *out)
+{
+    *out = (cli_names){0};
+    bool cluster = false;
+    int rc = cli_is_cluster(client, &cluster);
+    if (rc == 0)
+        rc = cluster ? scan_cluster(client, opts, pattern, out)
+                     : scan_server(client, client, pattern, out);
+    if (rc == 0 && out->n > 1) /* qsort takes no NULL, even for nothing */
+        qsort(out->items, out->n, sizeof *out->items, by_name);
+    return rc;
+}
+
+void cli_names_free(cli_names *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->items[i].name);
+    free(l->items);
+    *l = (cli_names){0};
+}
+
+/* A counter's value, for a latch or a semaphore: "" when not a number. */
+static void count_of(hilock_client *c, const cli_name *e, char *out,
+                       size_t cap)
+{
+    const char *argv[] = {"GET", e->name};
+    size_t lens[] = {3, e->len};
+    hilock_reply *r = NULL;
+    out[0] = '\0';
+    if (hilock_client_command(c, 2, argv, lens, &r) == HILOCK_OK &&
+        r->type == HILOCK_REPLY_STRING && r->len < cap &&
+        strspn(r->str, "-0123456789") == r->len)
+        snprintf(out, cap, "%.*s", (int)r->len, r->str);
+    hilock_reply_free(r);
+}
+
+/* What a count is: "latch" or "semaphore" as the hilock client that set
+ * it said (hilock_client_name_kind), else "unknown": a latch or a
+ * semaphore only Redisson set, and any other integer, look alike. */
+static const char *count_kind(hilock_client *c, const cli_name *e)
+{
+    const char *kind = NULL;
+    if (hilock_client_name_kind(c, e->name, e->len, &kind) != HILOCK_OK ||
+        kind == NULL ||
+        (strcmp(kind, "latch") != 0 && strcmp(kind, "semaphore") != 0))
+        return "unknown";
+    return kind;
+}
+
+bool cli_name_info_read(hilock_client *c, const cli_name *e,
+                        cli_name_info *out)
+{
+    *out = (cli_name_info){0};
+    if (e->counter) {
+        count_of(c, e, out->count, sizeof out->count);
+        /* A string that is no count is no lock of ours or Redisson's. */
+        if (out->count[0] == '\0')
+            return false;
+        out->kind = count_kind(c, e);
+        return true;
+    }
+    /* Nor is a hash in no lock's layout. */
+    if (cli_read_status(c, e->name, &out->st) != 0) {
+        hilock_lock_status_free(out->st);
+        out->st = NULL;
+        return false;
+    }
+    out->kind = out->st->kind;
+    return true;
+}
+
+void cli_name_info_done(cli_name_info *in)
+{
+    hilock_lock_status_free(in->st);
+    in->st = NULL;
+}
