@@ -1479,6 +1479,68 @@ static void test_status_reads_the_word(void **state)
     hilock_client_destroy(c);
 }
 
+typedef struct card_count {
+    hilock_client *c;
+    uint64_t acquires;
+} card_count;
+
+/* Whether c's card says it made the acquires. */
+static bool card_counts(void *arg)
+{
+    card_count *w = arg;
+    hilock_client_card *card = NULL;
+    bool yes = hilock_client_card_get(w->c, hilock_client_id(w->c), &card) ==
+                   HILOCK_OK &&
+               card->stats != NULL && card->stats->acquires == w->acquires;
+    hilock_client_card_free(card);
+    return yes;
+}
+
+/* stats prints what a running client counts, from its card, as the
+ * Prometheus text of that client, named by a comment. */
+static void test_stats_of_a_running_client(void **state)
+{
+    fx *f = F(state);
+    char out[OUT_CAP], want[256], pid[24];
+    hilock_client *c = client_for(f);
+    hilock_lock *lock;
+    assert_int_equal(hilock_lock_create(&lock, c, "stats-lock", 10),
+                     HILOCK_OK);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(hilock_lock_acquire(lock), HILOCK_OK);
+        assert_int_equal(hilock_lock_release(lock), HILOCK_OK);
+    }
+    card_count w = {c, 2};
+    assert_true(hl_wait_until(card_counts, &w, widen(15000)));
+
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    assert_int_equal(TOOL(f, out, "stats", "--pid", pid), 0);
+    snprintf(want, sizeof want, "# client %s: %s[%s]@", hilock_client_id(c),
+             program_invocation_short_name, pid);
+    assert_has(out, want);
+    snprintf(want, sizeof want,
+             "# TYPE hilock_acquires_total counter\n"
+             "hilock_acquires_total{client=\"%s\"} 2\n",
+             hilock_client_id(c));
+    assert_has(out, want);
+    snprintf(want, sizeof want,
+             "hilock_acquire_wait_seconds_count{client=\"%s\"} 2\n",
+             hilock_client_id(c));
+    assert_has(out, want);
+    assert_int_equal(TOOL(f, out, "stats", "--client", hilock_client_id(c)),
+                     0);
+    assert_has(out, want);
+    /* Nobody of that name runs. */
+    assert_int_equal(TOOL(f, out, "stats", "--program", "no-such-program"),
+                     66);
+    assert_int_equal(TOOL(f, out, "stats", "--client", "short"), 64);
+    assert_int_equal(TOOL(f, out, "stats", "--pid", "x"), 64);
+    assert_int_equal(TOOL(f, out, "stats", "extra"), 64);
+
+    hilock_lock_destroy(lock);
+    hilock_client_destroy(c);
+}
+
 static void test_status_escapes_names(void **state)
 {
     /* A quote, a backslash, control bytes, DEL, valid UTF-8 (e-acute and
@@ -2233,6 +2295,8 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_status_reads_the_word, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_stats_of_a_running_client,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_escapes_names, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_status_kinds, setup, teardown),

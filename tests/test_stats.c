@@ -173,11 +173,91 @@ static void test_prometheus_text(void **state)
                   HILOCK_OK);
 }
 
+/* Several clients in one text: each family described once, with every
+ * client's series in it. */
+static void test_prometheus_text_of_many(void **state)
+{
+    (void)state;
+    hilock_stats a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    a.size = b.size = sizeof a;
+    a.acquires = 3;
+    b.acquires = 5;
+    b.hold_us[1] = 4;
+    const hilock_stats *both[] = {&a, &b};
+    const char *labels[] = {"a", "b"};
+    static char buf[32768];
+    assert_status(hilock_stats_format_prometheus_many(both, labels, 2, buf,
+                                                      sizeof buf, NULL),
+                  HILOCK_OK);
+    assert_non_null(strstr(buf, "# TYPE hilock_acquires_total counter\n"
+                                "hilock_acquires_total{client=\"a\"} 3\n"
+                                "hilock_acquires_total{client=\"b\"} 5\n"));
+    assert_non_null(strstr(buf, "hilock_hold_seconds_count{client=\"b\"} "
+                                "4\n"));
+    /* Every family once. */
+    const char *first = strstr(buf, "# TYPE hilock_hold_seconds histogram");
+    assert_non_null(first);
+    assert_null(strstr(first + 1, "# TYPE hilock_hold_seconds histogram"));
+    /* None: the families alone; a NULL entry is refused. */
+    assert_status(hilock_stats_format_prometheus_many(NULL, NULL, 0, buf,
+                                                      sizeof buf, NULL),
+                  HILOCK_OK);
+    assert_non_null(strstr(buf, "# TYPE hilock_acquires_total counter\n"
+                                "# HELP"));
+    const hilock_stats *hole[] = {&a, NULL};
+    assert_status(hilock_stats_format_prometheus_many(hole, labels, 2, buf,
+                                                      sizeof buf, NULL),
+                  HILOCK_EINVAL);
+}
+
+/* A client's card carries its stats, as another client reads them. */
+static void test_card_carries_stats(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_client *reader = hl_new_client(fx.server, NULL);
+    hilock_lock *l;
+    assert_status(hilock_lock_create(&l, c, "card-stats", 10), HILOCK_OK);
+    for (int i = 0; i < 3; i++) {
+        assert_status(hilock_lock_acquire(l), HILOCK_OK);
+        assert_status(hilock_lock_release(l), HILOCK_OK);
+    }
+    /* The card's next round, within 5 s, has them. */
+    hilock_client_card *card = NULL;
+    int64_t until = hl_now_ms() + hl_widen(15000);
+    for (;;) {
+        assert_status(hilock_client_card_get(reader, hilock_client_id(c),
+                                             &card),
+                      HILOCK_OK);
+        if (card->stats != NULL && card->stats->acquires == 3)
+            break;
+        hilock_client_card_free(card);
+        card = NULL;
+        if (hl_now_ms() >= until)
+            fail_msg("the card never showed the 3 acquires");
+        hl_sleep_ms(50);
+    }
+    assert_int_equal(card->stats->releases, 3);
+    assert_int_equal(card->stats->size, sizeof(hilock_stats));
+    uint64_t granted = 0;
+    for (int i = 0; i < HILOCK_STATS_BUCKETS; i++)
+        granted += card->stats->wait_us[i];
+    assert_int_equal(granted, 3);
+    hilock_client_card_free(card);
+    hilock_lock_destroy(l);
+    hl_free_client(reader);
+    hl_free_client(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         hl_lock_test(test_acquires_and_holds_are_counted, &fx),
         cmocka_unit_test(test_prometheus_text),
+        cmocka_unit_test(test_prometheus_text_of_many),
+        hl_lock_test(test_card_carries_stats, &fx),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -139,9 +139,14 @@ typedef struct hilock_client_card {
     const char *description; /* hilock_options_set_description */
     const char *library;     /* "hilock <version>" */
     /* Leases the client reported lost since it started, as of the card's
-     * last writing (every 20 s, and a moment after each loss); -1 when
+     * last writing (every 5 s, and a moment after each loss); -1 when
      * not given. */
     int64_t leases_lost;
+    /* Everything the client counted (hilock_client_stats_read), as of the
+     * card's last writing; NULL when the card carries none (one of an
+     * older version).  hilock_stats_format_prometheus_many prints the
+     * stats of many cards as one text. */
+    const struct hilock_stats *stats;
 } hilock_client_card;
 
 /* Read the card of the client with client_id through client (on a
@@ -342,6 +347,17 @@ HILOCK_API int hilock_client_stats_read(hilock_client *client,
 HILOCK_API int hilock_stats_format_prometheus(const hilock_stats *stats,
                                               const char *label, char *buf,
                                               size_t cap, size_t *written);
+
+/* As hilock_stats_format_prometheus, for n clients in one text: each
+ * family described once, with every client's series in it, labelled
+ * client="labels[i]" (labels NULL, or an entry NULL: no label; two
+ * clients should not share one).  n may be 0: the families, no series.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  NULL stats (or an entry of it) or buf, a label
+ *                        with '"', '\\' or a newline, or cap too small */
+HILOCK_API int hilock_stats_format_prometheus_many(
+    const hilock_stats *const *stats, const char *const *labels, size_t n,
+    char *buf, size_t cap, size_t *written);
 
 /* For a client on a caller's loop (hilock_options_set_loop): make the
  * calling thread the client's loop thread, the one that runs the loop

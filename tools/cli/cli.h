@@ -222,6 +222,8 @@ int cli_stock_demo(hilock_client *client, const char *base, int64_t t0,
 int cli_run(const cli_globals *g, int argc, char **argv);
 /* hilock ls (ls.c). */
 int cli_ls(const cli_globals *g, int argc, char **argv);
+/* hilock stats [OPTIONS] (stats.c): 0 or an exit status. */
+int cli_stats(const cli_globals *g, int argc, char **argv);
 /* hilock top [OPTIONS] [PATTERN]: 0 or an exit status. */
 int cli_top(const cli_globals *g, int argc, char **argv);
 /* The client id an owner starts with (a UUID, "8-4-4-4-12" hex digits,
@@ -258,6 +260,9 @@ typedef struct cli_names {
  * *out with cli_names_free either way. */
 int cli_scan_names(hilock_client *client, const hilock_options *opts,
                    const char *pattern, cli_names *out);
+/* The keys of every client's card (hilock_client:{<id>}), as above. */
+int cli_scan_cards(hilock_client *client, const hilock_options *opts,
+                   cli_names *out);
 void cli_names_free(cli_names *l);
 
 /* What a name holds now: a lock's status (st), or a count (st NULL) as

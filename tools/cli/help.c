@@ -113,6 +113,24 @@ static const command_help commands[] = {
      "\n"
      "exit status: 0 when quit (q, INT, TERM) or after --iterations; and\n"
      "those of hilock --help."},
+    {"stats",
+     "[--redis URL] stats [--client ID] [--pid PID] [--program NAME]",
+     "Print what the running clients of this library count (acquires,\n"
+     "waits, holds, leases, connections; hilock_client_stats_read) in the\n"
+     "Prometheus text format, read from their cards on the server (on a\n"
+     "cluster, from every master), each series labelled client=\"<id>\",\n"
+     "with a comment naming the process behind each id.  The figures are\n"
+     "as of each card's last writing, at most 5 s old.\n"
+     "\n"
+     "options:\n"
+     "      --client ID      only the client with this id\n"
+     "      --pid PID        only the clients of this process\n"
+     "      --program NAME   only the clients of programs of this name\n"
+     "                       (hilock-bench, say)\n"
+     "  -h, --help           print this and exit\n"
+     "\n"
+     "exit status: 66 no running client matched; and those of hilock\n"
+     "--help."},
     {"unlock",
      "[--redis URL] unlock --force [--kind KIND] NAME",
      "Delete the lock NAME whoever holds it, with its kind's own force\n"
@@ -192,6 +210,7 @@ void cli_help_overview(FILE *to)
         "  status   print a lock, latch or semaphore as JSON\n"
         "  ls       list the locks, latches and semaphores by pattern\n"
         "  top      watch them live: holders, waiters, time held\n"
+        "  stats    what running clients count, in Prometheus's format\n"
         "  unlock   delete a lock whoever holds it (--force)\n"
         "  latch    set, count down, read or wait for a count-down latch\n"
         "  demo     show the locks at work on a private server\n"

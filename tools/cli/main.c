@@ -180,6 +180,8 @@ int main(int argc, char **argv)
         return cli_ls(&g, argc - i, argv + i);
     if (strcmp(cmd, "top") == 0)
         return cli_top(&g, argc - i, argv + i);
+    if (strcmp(cmd, "stats") == 0)
+        return cli_stats(&g, argc - i, argv + i);
     if (strcmp(cmd, "unlock") == 0)
         return cli_unlock(&g, argc - i, argv + i);
     if (strcmp(cmd, "demo") == 0)

@@ -70,11 +70,16 @@ static bool type_of(hilock_client *c, const char *key, size_t len, char *out,
     return ok;
 }
 
+/* What a scan looks for: the locks and counts, or the clients' cards. */
+typedef enum scan_for { SCAN_NAMES, SCAN_CARDS } scan_for;
+
+#define CARD_PREFIX "hilock_client:{"
+
 /* SCAN one server (scanner: a client whose first connection is that
  * server) for names matching pattern; types are asked through typer,
  * which reaches every key.  0 or an exit status. */
 static int scan_server(hilock_client *scanner, hilock_client *typer,
-                       const char *pattern, cli_names *out)
+                       const char *pattern, scan_for what, cli_names *out)
 {
     char cursor[32] = "0";
     do {
@@ -100,6 +105,17 @@ static int scan_server(hilock_client *scanner, hilock_client *typer,
         for (size_t i = 0; i < keys->elements; i++) {
             const hilock_reply *k = keys->element[i];
             char type[16];
+            if (what == SCAN_CARDS) {
+                /* A card is a hash; a reader of one that is not says so. */
+                if (k->type == HILOCK_REPLY_STRING &&
+                    starts_with(k->str, k->len, CARD_PREFIX) &&
+                    add(out, k->str, k->len, false) != 0) {
+                    hilock_reply_free(r);
+                    fprintf(stderr, "hilock: out of memory\n");
+                    return CLI_EXIT_SOFTWARE;
+                }
+                continue;
+            }
             if (k->type != HILOCK_REPLY_STRING || is_part(k->str, k->len) ||
                 !type_of(typer, k->str, k->len, type, sizeof type))
                 continue;
@@ -121,7 +137,7 @@ static int scan_server(hilock_client *scanner, hilock_client *typer,
 /* Every master of the cluster client reaches, each through a client of
  * its own made from opts. */
 static int scan_cluster(hilock_client *client, const hilock_options *opts,
-                        const char *pattern, cli_names *out)
+                        const char *pattern, scan_for what, cli_names *out)
 {
     cli_slot_map map;
     int rc = cli_slot_map_read(client, &map);
@@ -146,7 +162,7 @@ static int scan_cluster(hilock_client *client, const hilock_options *opts,
         rc = cli_connect(o, &node);
         hilock_options_free(o);
         if (rc == 0)
-            rc = scan_server(node, client, pattern, out);
+            rc = scan_server(node, client, pattern, what, out);
         if (node != NULL)
             hilock_client_destroy(node);
     }
@@ -161,18 +177,30 @@ static int by_name(const void *a, const void *b)
     return c != 0 ? c : (x->len > y->len) - (x->len < y->len);
 }
 
-int cli_scan_names(hilock_client *client, const hilock_options *opts,
-                   const char *pattern, cli_names *out)
+static int scan(hilock_client *client, const hilock_options *opts,
+                const char *pattern, scan_for what, cli_names *out)
 {
     *out = (cli_names){0};
     bool cluster = false;
     int rc = cli_is_cluster(client, &cluster);
     if (rc == 0)
-        rc = cluster ? scan_cluster(client, opts, pattern, out)
-                     : scan_server(client, client, pattern, out);
+        rc = cluster ? scan_cluster(client, opts, pattern, what, out)
+                     : scan_server(client, client, pattern, what, out);
     if (rc == 0 && out->n > 1) /* qsort takes no NULL, even for nothing */
         qsort(out->items, out->n, sizeof *out->items, by_name);
     return rc;
+}
+
+int cli_scan_names(hilock_client *client, const hilock_options *opts,
+                   const char *pattern, cli_names *out)
+{
+    return scan(client, opts, pattern, SCAN_NAMES, out);
+}
+
+int cli_scan_cards(hilock_client *client, const hilock_options *opts,
+                   cli_names *out)
+{
+    return scan(client, opts, CARD_PREFIX "*", SCAN_CARDS, out);
 }
 
 void cli_names_free(cli_names *l)

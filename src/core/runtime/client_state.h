@@ -179,6 +179,8 @@ void hl_client_leave_callback(hilock_client *client);
 
 /* The counters of hilock_client_get_stats.  Loop thread. */
 void hl_client_read_counters(hilock_client *c, hilock_client_stats *out);
+/* Everything of hilock_client_stats_read, size set.  Loop thread. */
+void hl_client_read_stats(hilock_client *c, hilock_stats *out);
 
 /* Record a granted acquire that took wait_us, and a hold given back
  * after held_us (negative: not known). */

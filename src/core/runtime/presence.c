@@ -2,8 +2,10 @@
  * holds a lock or waits for it (hilock status, docs/operators.md).
  *
  *   hilock_client:{<client id>}   hash: host, pid, program, description,
- *                                 library, leases_lost; it expires
- *                                 HL_CARD_TTL_MS after it was last written
+ *                                 library, leases_lost, stats (the
+ *                                 client's hilock_stats, stats_wire.h);
+ *                                 it expires HL_CARD_TTL_MS after it was
+ *                                 last written
  *
  * Every hold's field and every place in a line starts with the client's
  * id, so a holder's card is one read away, for any kind, without a byte
@@ -30,12 +32,13 @@
 #include "core/loop/io.h"
 #include "core/runtime/client_state.h"
 #include "core/runtime/presence.h"
+#include "core/runtime/stats_wire.h"
 #include "core/transport/conn.h"
 #include "hilock/hilock.h"
 
 #define HL_CARD_PREFIX "hilock_client:{"
 #define HL_CARD_TTL_MS 60000
-#define HL_CARD_EVERY_MS 20000
+#define HL_CARD_EVERY_MS 5000
 #define HL_CARD_SOON_MS 250
 /* Room for the key: the prefix, the id and the closing brace. */
 #define HL_CARD_KEY_MAX (sizeof HL_CARD_PREFIX + HILOCK_CLIENT_ID_LEN + 1)
@@ -67,25 +70,29 @@ static void write_card(hl_presence *p, hl_conn *conn)
     const char *desc = c->opts->description ? c->opts->description : "";
     char library[64];
     snprintf(library, sizeof library, "hilock %s", hilock_version_string());
-    const char *set[14] = {"HSET",  p->key,      "host",        p->host,
+    const char *set[16] = {"HSET",  p->key,      "host",        p->host,
                            "pid",   p->pid,      "program",     p->program,
                            "description", desc,  "library",     library};
-    hilock_client_stats stats = {0};
-    hl_client_read_counters(c, &stats);
-    char lost[24];
-    snprintf(lost, sizeof lost, "%llu", (unsigned long long)stats.leases_lost);
+    hilock_stats stats;
+    hl_client_read_stats(c, &stats);
+    char lost[24], wire[HL_STATS_WIRE_MAX];
+    snprintf(lost, sizeof lost, "%llu",
+             (unsigned long long)stats.counters.leases_lost);
+    hl_stats_encode(&stats, wire);
     set[12] = "leases_lost";
     set[13] = lost;
+    set[14] = "stats";
+    set[15] = wire;
     char ttl[24];
     snprintf(ttl, sizeof ttl, "%d", HL_CARD_TTL_MS);
     const char *expire[] = {"PEXPIRE", p->key, ttl};
-    size_t set_lens[14], expire_lens[3];
-    for (int i = 0; i < 14; i++)
+    size_t set_lens[16], expire_lens[3];
+    for (int i = 0; i < 16; i++)
         set_lens[i] = strlen(set[i]);
     for (int i = 0; i < 3; i++)
         expire_lens[i] = strlen(expire[i]);
     /* Not sent: the next round, or the next connection, writes it. */
-    if (hl_conn_command(conn, 14, set, set_lens, NULL, NULL) == HILOCK_OK)
+    if (hl_conn_command(conn, 16, set, set_lens, NULL, NULL) == HILOCK_OK)
         (void)hl_conn_command(conn, 3, expire, expire_lens, NULL, NULL);
 }
 
@@ -182,6 +189,7 @@ void hl_presence_routed(hilock_client *c)
 
 typedef struct card_mem {
     hilock_client_card card;
+    hilock_stats stats;
     char id[HILOCK_CLIENT_ID_LEN + 1];
     char text[]; /* the strings, one after another */
 } card_mem;
@@ -253,6 +261,10 @@ static int card_from_reply(const char *id, const hilock_reply *r,
                                   lost[0] != '-'
                               ? (int64_t)(n > INT64_MAX ? INT64_MAX : n)
                               : -1;
+    const hilock_reply *wire = field_of(r, "stats");
+    if (wire != NULL && wire->type == HILOCK_REPLY_STRING &&
+        hl_stats_decode(wire->str, wire->len, &m->stats))
+        m->card.stats = &m->stats;
     *out = &m->card;
     return HILOCK_OK;
 }

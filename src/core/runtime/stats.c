@@ -41,11 +41,11 @@ typedef struct stats_read_op {
     hilock_stats *out;
 } stats_read_op;
 
-static void read_start(hl_op *op)
+void hl_client_read_stats(hilock_client *c, hilock_stats *all_out)
 {
-    hilock_client *c = op->home;
     hilock_stats all;
     memset(&all, 0, sizeof all);
+    all.size = sizeof all;
     hl_client_read_counters(c, &all.counters);
     all.ops_pending = (uint64_t)atomic_load(&c->pending_ops);
     const hl_engine_counts *e = &c->engine_counts;
@@ -59,6 +59,14 @@ static void read_start(hl_op *op)
     memcpy(all.hold_us, e->hold_us, sizeof all.hold_us);
     all.wait_sum_us = e->wait_sum_us;
     all.hold_sum_us = e->hold_sum_us;
+    *all_out = all;
+}
+
+static void read_start(hl_op *op)
+{
+    hilock_client *c = op->home;
+    hilock_stats all;
+    hl_client_read_stats(c, &all);
     hilock_stats *out = ((stats_read_op *)op)->out;
     size_t n = out->size < sizeof all ? out->size : sizeof all;
     size_t size = out->size;
