@@ -560,7 +560,12 @@ static void *loop_main(void *arg)
 
 /* ---- create / close / destroy ---------------------------------------- */
 
+#ifdef HILOCK_TEST_HOOKS
 int (*hilock__rand_bytes)(unsigned char *buf, int num) = RAND_bytes;
+#define rand_bytes hilock__rand_bytes
+#else
+#define rand_bytes RAND_bytes
+#endif
 
 /* A failing CSPRNG fails the client: an id from any weaker source could
  * be guessed or repeated, and two owners sharing an id would each think
@@ -568,7 +573,7 @@ int (*hilock__rand_bytes)(unsigned char *buf, int num) = RAND_bytes;
 static int make_uuid(char out[HILOCK_CLIENT_ID_LEN + 1])
 {
     unsigned char b[16];
-    if (hilock__rand_bytes(b, sizeof b) != 1)
+    if (rand_bytes(b, sizeof b) != 1)
         return hl_fail(HILOCK_ERANDOM,
                        "the CSPRNG could not make a client id");
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);

@@ -157,10 +157,12 @@ hl_conn *hl_client_conn_for(const hilock_client *client, const char *name,
 
 
 
-/* For tests only: the CSPRNG a new client draws its id from, RAND_bytes
- * unless a test swaps it to make it fail.  Not exported from the shared
- * library. */
+#ifdef HILOCK_TEST_HOOKS
+/* For tests only, in the hilock_testing library alone: the CSPRNG a new
+ * client draws its id from, RAND_bytes unless a test swaps it to make it
+ * fail. */
 extern int (*hilock__rand_bytes)(unsigned char *buf, int num);
+#endif
 
 
 /* The pub/sub connection, created on first use; NULL when memory runs out

@@ -12,9 +12,14 @@
 #include "core/base/alloc.h"
 #include "core/base/thread.h"
 
+#ifdef HILOCK_TEST_HOOKS
 int (*hilock__getaddrinfo)(const char *node, const char *service,
                            const struct addrinfo *hints,
                            struct addrinfo **res) = getaddrinfo;
+#define resolver hilock__getaddrinfo
+#else
+#define resolver getaddrinfo
+#endif
 
 typedef struct lookup lookup;
 
@@ -105,7 +110,7 @@ static void *resolve_thread(void *arg)
     while (l->waiting != NULL) {
         pthread_mutex_unlock(&registry_lock);
         struct addrinfo *result;
-        int status = lookup_with(hilock__getaddrinfo, l->host, l->port,
+        int status = lookup_with(resolver, l->host, l->port,
                                  AI_ADDRCONFIG, &result);
         pthread_mutex_lock(&registry_lock);
         hl_resolve *r = l->waiting;

@@ -32,11 +32,13 @@ int hl_resolve_numeric(const char *host, int port, struct addrinfo **out);
 /* How many resolver threads run now (for tests). */
 int hl_resolve_threads(void);
 
-/* For tests only: what a resolver thread calls, getaddrinfo unless a test
- * swaps it for one that hangs.  Numeric addresses never go through it.
- * Not exported from the shared library. */
+#ifdef HILOCK_TEST_HOOKS
+/* For tests only, in the hilock_testing library alone: what a resolver
+ * thread calls, getaddrinfo unless a test swaps it for one that hangs.
+ * Numeric addresses never go through it. */
 extern int (*hilock__getaddrinfo)(const char *node, const char *service,
                                   const struct addrinfo *hints,
                                   struct addrinfo **res);
+#endif
 
 #endif
