@@ -1,5 +1,5 @@
 /* hilock's word on what a name is, on a real redis-server
- * (docs/operators.md, "What a name is"): a fair or read-write lock's
+ * (docs/guide/operators.md, "What a name is"): a fair or read-write lock's
  * grant leaves it for a day, once an hour per handle; a semaphore's set
  * or add leaves it without expiry; a latch's set leaves it while the
  * latch counts and its opening for a day; a count down of nothing leaves

@@ -4,7 +4,7 @@
  * (hilock_options_set_loop).  When that server is a Redis Cluster node
  * (found at the first connection), the client also keeps one command
  * connection per master and sends each request to the master of its
- * key's slot (README, "Redis Cluster").
+ * key's slot (docs/guide/cluster.md).
  *
  * Thread contract.
  * - Sync calls (hilock_client_command, ...) may be made from any thread
@@ -130,7 +130,7 @@ HILOCK_API const char *hilock_client_id(const hilock_client *client);
  * client id (the first HILOCK_CLIENT_ID_LEN characters of every owner id
  * a client writes, and the ids in a lock's line).  Strings are never
  * NULL ("" when not given); pid is -1 when not given.  Owned by the card;
- * free it with hilock_client_card_free.  See docs/operators.md. */
+ * free it with hilock_client_card_free.  See docs/guide/operators.md. */
 typedef struct hilock_client_card {
     const char *client_id;
     const char *host;
@@ -168,7 +168,7 @@ HILOCK_API int hilock_client_card_get(hilock_client *client,
 HILOCK_API void hilock_client_card_free(hilock_client_card *card);
 
 /* What clients of this library used the name as, where the server's data
- * cannot tell (docs/operators.md, "What a name is"): "fair" or
+ * cannot tell (docs/guide/operators.md, "What a name is"): "fair" or
  * "read-write" for a lock granted within a day (one nobody waits for
  * looks like a reentrant lock), "semaphore" or "latch" for a count a
  * client of this library set (the two look alike, and like any integer).
@@ -321,7 +321,7 @@ typedef struct hilock_stats {
     uint64_t wait_sum_us; /* the times the histograms count, summed */
     uint64_t hold_sum_us;
     /* Of the acquires granted, those another client's release gave the
-     * lock to outright (a direct hand-off, docs/locks.md). */
+     * lock to outright (a direct hand-off, docs/internals/locks.md). */
     uint64_t acquires_handed;
 } hilock_stats;
 

@@ -150,7 +150,7 @@ HILOCK_API int hilock_lock_try_acquire(hilock_lock *lock, int64_t wait_ms,
  * the last token issued.  Reentrant acquires by the same owner return the
  * token of the hold they join.  Hand the token to the resource you
  * protect and have it refuse smaller ones.  Across a failover see the
- * README's "Fencing".  A counter some other program set is read exactly,
+ * docs/guide/fencing.md.  A counter some other program set is read exactly,
  * past 2^53 too.  Statuses as for hilock_lock_try_acquire, HILOCK_ENOACK
  * included, and
  * @return HILOCK_EPROTO  the counter holds a string that is no decimal
@@ -170,7 +170,8 @@ HILOCK_API int hilock_lock_acquire_fenced(hilock_lock *lock, int64_t wait_ms,
  * Under a replica acknowledgement policy a release whose replicas did
  * not acknowledge it still returns HILOCK_OK: the lock is free on the
  * master (a failover before the replicas have it brings the hold back
- * there until its lease runs out; see the README).
+ * there until its lease runs out; see
+ * docs/guide/replicas-and-sentinel.md).
  * @return HILOCK_OK          released (the lock is free if it was the last)
  * @return HILOCK_ENOTOWNER   the calling thread holds no hold of this lock
  * @return HILOCK_ELEASELOST  the lease had been lost; nothing was held

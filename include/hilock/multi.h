@@ -30,7 +30,7 @@
  *   a hold on it counts as lost, until the quarantine time has passed
  *   since the restart: a restarted master may have forgotten the keys it
  *   granted.  Set the quarantine at least as long as the longest lease.
- * RedLock gives no fencing token: see docs/redlock.md for why none of the
+ * RedLock gives no fencing token: see docs/internals/redlock.md for why none of the
  * obvious constructions is safe.
  *
  * Ownership and owners work as in lock.h: sync calls act for the calling

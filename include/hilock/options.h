@@ -121,7 +121,7 @@ HILOCK_API int hilock_options_set_password(hilock_options *opts,
 /* Redis Sentinel.  With a master name set, the host (and the other hosts
  * of the URL) name sentinels, at most HILOCK_MAX_SENTINELS of them
  * (hilock_client_create refuses more), and the client connects to the
- * master they name for it (see the README, "Replicated Redis and
+ * master they name for it (see docs/guide/replicas-and-sentinel.md, "Replicated Redis and
  * Sentinel").  NULL turns Sentinel off.  The URL form
  * redis-sentinel://...#name sets it.
  * @return HILOCK_OK
@@ -143,7 +143,8 @@ HILOCK_API int hilock_options_set_sentinel_auth(hilock_options *opts,
                                                 const char *password);
 
 /* Replica acknowledgement: how many of the replicas its master reports a
- * lock write must reach (WAIT) before it counts.  See the README,
+ * lock write must reach (WAIT) before it counts.  See
+ * docs/guide/replicas-and-sentinel.md,
  * "Replicated Redis and Sentinel".  URL: replicas=none|one|majority|all,
  * and ack_timeout (ms, see hilock_options_set_replica_ack_timeout_ms).
  * Default HILOCK_DEFAULT_REPLICA_ACK (majority).  A grant the replicas do
@@ -160,7 +161,8 @@ typedef enum hilock_replica_ack {
 } hilock_replica_ack;
 /* The default: a majority of the replicas the master reports, which for
  * the common one or two replicas is all of them, and for none is no WAIT
- * at all.  See the README for why. */
+ * at all.  See docs/guide/replicas-and-sentinel.md
+ * for why. */
 #define HILOCK_DEFAULT_REPLICA_ACK HILOCK_ACK_MAJORITY
 HILOCK_API int hilock_options_set_replica_ack(hilock_options *opts,
                                               hilock_replica_ack ack);

@@ -1,5 +1,5 @@
 /* hilock's word on what a name is, where the data at the name cannot
- * say it (HL_LAYOUT_KIND, docs/operators.md "What a name is"): a count
+ * say it (HL_LAYOUT_KIND, docs/guide/operators.md "What a name is"): a count
  * is a latch's or a semaphore's alike, and a fair or read-write lock that
  * nobody waits for looks like a reentrant one.  The marker is written
  * with plain commands on the lock's connection, nobody waiting for the

@@ -90,7 +90,7 @@
 #define HL_LAYOUT_MSG_LATCH_ZERO "0"
 #define HL_LAYOUT_MSG_LATCH_NEW_COUNT "1"
 /* Ours: "hilock_kind:{NAME}" (hl_layout_key) names the kind a client of
- * ours used NAME as, where the data alone cannot tell (docs/operators.md,
+ * ours used NAME as, where the data alone cannot tell (docs/guide/operators.md,
  * "What a name is"): one of the HL_LAYOUT_KIND_* words.  A latch's and a
  * semaphore's stays while the count does, and a latch's a day after it
  * opened, so that a latch not there now is open, not a name nobody set;

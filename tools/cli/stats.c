@@ -1,5 +1,5 @@
 /* hilock stats: what running clients count, in the Prometheus text
- * format, read from their cards on the server (docs/operators.md), so
+ * format, read from their cards on the server (docs/guide/operators.md), so
  * that a demo, a bench or a service anywhere can be looked at from here.
  * Each client's series carry client="<its id>"; a comment line before
  * them names the process behind each id.  The figures are as of each

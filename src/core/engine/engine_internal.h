@@ -73,7 +73,7 @@ void hl_reconcile_start(hilock_lock *lock, uint64_t owner, hl_turn *from,
 void hl_reconcile_restored(hilock_lock *lock, uint64_t owner,
                            int64_t lease_ms);
 
-/* Where an acquire is; docs/locks.md draws the moves between states.
+/* Where an acquire is; docs/internals/locks.md draws the moves between states.
  * The flags after state in hl_acquire_op say what it holds (a waiter, a
  * place on the server) or has seen, never where it is. */
 typedef enum hl_acquire_state {

@@ -214,7 +214,7 @@ typedef struct hl_kind {
     int (*leave)(hilock_lock *lock, const char *field, size_t field_len);
     /* Kinds whose releases may give the lock outright to the first client
      * in line that recorded a wish (a direct hand-off: the woken client
-     * sends no attempt; docs/locks.md) set withdraw.  An acquire whose
+     * sends no attempt; docs/internals/locks.md) set withdraw.  An acquire whose
      * last attempt, named by nonce, recorded a wish calls it when it ends
      * without the lock, without waiting for the reply: it drops the wish,
      * and gives back a grant a release made for it. */

@@ -38,7 +38,7 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
      * stands as done.  A failover before the replicas have it brings the
      * hold back on the new master; the handle keeps the release, and
      * makes it again there (unacked.h), so that others do not wait for
-     * the hold's lease to run out (README, "Replicated Redis and
+     * the hold's lease to run out (docs/guide/replicas-and-sentinel.md, "Replicated Redis and
      * Sentinel"). */
     bool short_of_ack = status == HILOCK_ENOACK;
     int64_t lease_ms = h ? h->lease_ms : 0;

@@ -117,7 +117,7 @@ void hl_loop_break(struct ev_loop *loop);
 /* Whether the calling thread is running one of the library's loops now:
  * inside a callback of any watcher above, on a loop of the library's own
  * or on a caller's loop, or inside hl_loop_run.  Nothing may wait for a
- * loop thread there (docs/threads.md). */
+ * loop thread there (docs/internals/threads.md). */
 bool hl_thread_runs_loop(void);
 
 #endif

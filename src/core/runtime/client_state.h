@@ -145,7 +145,7 @@ struct hilock_client {
  * thread to sleep and waking it costs more than a round trip to a nearby
  * Redis on many machines, so a short wait is better spent awake; only the
  * caller spins, never the loop thread, which would take a core from the
- * server on a small machine (see docs/transport.md). */
+ * server on a small machine (see docs/internals/transport.md). */
 #define HL_SPIN_MAX_US 300
 /* What handing work to the loop thread and back adds to a round trip. */
 #define HL_HANDOVER_US 30

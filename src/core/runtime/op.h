@@ -18,7 +18,7 @@
  * submit until the kind lets go of it (hl_op_unref after finishing, once
  * no request names it), one for a blocking caller until it has read the
  * result, and one for a cancel on its way to the loop.  See
- * docs/threads.md. */
+ * docs/internals/threads.md. */
 #ifndef HL_OP_H
 #define HL_OP_H
 
@@ -192,7 +192,7 @@ _Atomic int *hl_op_gate_requests(hl_op *op);
  * (then it never ran).  Never on the loop thread of another client, where
  * the loop waited for may be waiting for this one: a caller that can run
  * there checks hl_op_caller_may_wait() first and hands over an op that
- * owns its memory instead (docs/threads.md).  It still waits there rather
+ * owns its memory instead (docs/internals/threads.md).  It still waits there rather
  * than refuse, since a caller that has not made that check yet would take
  * a refusal for "the loop is gone" and do the loop's work itself. */
 int hl_op_call_and_wait(hilock_client *home, hl_op *op);

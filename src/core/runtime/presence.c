@@ -1,5 +1,5 @@
 /* The client's card on the server: who it is, for an operator asking who
- * holds a lock or waits for it (hilock status, docs/operators.md).
+ * holds a lock or waits for it (hilock status, docs/guide/operators.md).
  *
  *   hilock_client:{<client id>}   hash: host, pid, program, description,
  *                                 library, leases_lost, stats (the
