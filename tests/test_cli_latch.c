@@ -15,6 +15,7 @@
 
 #include "hilock/hilock.h"
 #include "support/fixture.h"
+#include "support/cli_run.h"
 #include "support/lock_helpers.h"
 #include "support/raw_reads.h"
 
@@ -24,44 +25,8 @@
 
 #define OUT_CAP 4096
 
-static hl_redis_server *server;
-static char url[64];
-
-static int setup(void **state)
-{
-    (void)state;
-    unsetenv("HILOCK_REDIS");
-    server = hl_fixture_plain();
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d",
-             hl_redis_server_port(server));
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    hl_redis_server_stop(server);
-    return 0;
-}
-
 /* hilock --redis URL ARGS... (NULL-terminated); output into out. */
-static int tool(char *out, ...)
-{
-    const char *argv[16];
-    int n = 0;
-    argv[n++] = HILOCK_TOOL_PATH;
-    argv[n++] = "--redis";
-    argv[n++] = url;
-    va_list ap;
-    va_start(ap, out);
-    const char *a;
-    while ((a = va_arg(ap, const char *)) != NULL && n < 15)
-        argv[n++] = a;
-    va_end(ap);
-    argv[n] = NULL;
-    static char scratch[OUT_CAP];
-    return hl_run(argv, out ? out : scratch, OUT_CAP, hl_widen(20000));
-}
+#define tool(out, ...) hl_cli_run((out), OUT_CAP, __VA_ARGS__)
 
 static void test_set_down_count_status(void **state)
 {
@@ -113,7 +78,8 @@ typedef struct waiter {
 static void *wait_main(void *arg)
 {
     waiter *w = arg;
-    const char *argv[] = {HILOCK_TOOL_PATH, "--redis", url, "latch", "wait",
+    const char *argv[] = {HILOCK_TOOL_PATH, "--redis", hl_cli_url,
+                          "latch", "wait",
                           "cl:w", "--timeout", "20000", NULL};
     w->rc = hl_run(argv, w->out, sizeof w->out, hl_widen(30000));
     w->done_ms = hl_now_ms();
@@ -125,7 +91,7 @@ static void *wait_main(void *arg)
 static void test_wait_ends_at_zero(void **state)
 {
     (void)state;
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(hl_cli_server, NULL);
     hilock_latch *l;
     assert_int_equal(hilock_latch_create(&l, c, "cl:w", 4), HILOCK_OK);
     assert_int_equal(hilock_latch_try_set_count(l, 2, NULL), HILOCK_OK);
@@ -133,7 +99,8 @@ static void test_wait_ends_at_zero(void **state)
     memset(&w, 0, sizeof w);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, wait_main, &w), 0);
-    hl_expect_numsub(server, "redisson_countdownlatch__channel__{cl:w}", 1,
+    hl_expect_numsub(hl_cli_server,
+                     "redisson_countdownlatch__channel__{cl:w}", 1,
                      1);
     assert_int_equal(hilock_latch_count_down(l, NULL), HILOCK_OK);
     assert_int_equal(hilock_latch_count_down(l, NULL), HILOCK_OK);
@@ -164,7 +131,7 @@ static void test_wait_for_a_latch_never_set(void **state)
                      0);
     assert_string_equal(out, "open\n");
     /* Set and opened by other processes through the library: open. */
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(hl_cli_server, NULL);
     hilock_latch *l;
     assert_int_equal(hilock_latch_create(&l, c, "cl:opened", 9), HILOCK_OK);
     bool seen = true;
@@ -183,9 +150,10 @@ static void test_wait_for_a_latch_never_set(void **state)
     /* Set by Redisson's way alone (a bare count) and opened the same way:
      * nothing says it was ever a latch. */
     char reply[64];
-    hl_redis_server_cmd(server, reply, sizeof reply, "SET", "cl:java", "1",
+    hl_redis_server_cmd(hl_cli_server, reply, sizeof reply, "SET", "cl:java",
+                        "1",
                         (char *)NULL);
-    hl_redis_server_cmd(server, reply, sizeof reply, "DEL", "cl:java",
+    hl_redis_server_cmd(hl_cli_server, reply, sizeof reply, "DEL", "cl:java",
                         (char *)NULL);
     assert_int_equal(tool(out, "latch", "wait", "cl:java", NULL), 66);
 }
@@ -197,11 +165,12 @@ static void test_down_refuses_what_is_no_latch(void **state)
 {
     (void)state;
     char out[OUT_CAP], reply[64];
-    hl_redis_server_cmd(server, reply, sizeof reply, "SET", "cl:visits",
+    hl_redis_server_cmd(hl_cli_server, reply, sizeof reply, "SET", "cl:visits",
                         "41", (char *)NULL);
     assert_int_equal(tool(out, "latch", "down", "cl:visits", NULL), 65);
     assert_non_null(strstr(out, "counts 41, but no hilock client set it"));
-    assert_true(hl_raw_bulk(server, reply, sizeof reply, "GET", "cl:visits",
+    assert_true(hl_raw_bulk(hl_cli_server, reply, sizeof reply, "GET",
+                            "cl:visits",
                             (char *)NULL));
     assert_string_equal(reply, "41");
     /* A latch only Redisson set looks the same: counted down when asked. */
@@ -210,7 +179,7 @@ static void test_down_refuses_what_is_no_latch(void **state)
                      0);
     assert_string_equal(out, "40\n");
 
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(hl_cli_server, NULL);
     hilock_semaphore *sem;
     bool set = false;
     int64_t available = 0;
@@ -262,7 +231,7 @@ static void test_errors(void **state)
     assert_int_equal(tool(out, "latch", "down", "cl:e", "--timeout", "5",
                           NULL),
                      64);
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(hl_cli_server, NULL);
     const char *hset[] = {"HSET", "cl:hash", "f", "1"};
     assert_int_equal(hilock_client_command(c, 4, hset, NULL, NULL),
                      HILOCK_OK);
@@ -288,5 +257,6 @@ int main(void)
         cmocka_unit_test(test_down_refuses_what_is_no_latch),
         cmocka_unit_test(test_errors),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, hl_cli_group_setup,
+                                  hl_cli_group_teardown);
 }

@@ -24,6 +24,7 @@
 
 #include "hilock/hilock.h"
 #include "support/fixture.h"
+#include "support/cli_run.h"
 #include "support/lock_helpers.h"
 #include "support/raw_reads.h"
 
@@ -34,46 +35,10 @@
 #define OUT_CAP 16384
 #define SCREEN_CLEAR "\033[H\033[2J"
 
-static hl_redis_server *server;
-static char url[64];
+/* hilock --redis URL ARGS... (NULL-terminated); output into out. */
+#define tool(out, ...) hl_cli_run((out), OUT_CAP, __VA_ARGS__)
 
-static int setup(void **state)
-{
-    (void)state;
-    unsetenv("HILOCK_REDIS");
-    server = hl_fixture_plain();
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d",
-             hl_redis_server_port(server));
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    hl_redis_server_stop(server);
-    return 0;
-}
-
-/* hilock --redis URL ARGS... (NULL-terminated), no terminal; output
- * into out. */
-static int tool(char *out, ...)
-{
-    const char *argv[16];
-    int n = 0;
-    argv[n++] = HILOCK_TOOL_PATH;
-    argv[n++] = "--redis";
-    argv[n++] = url;
-    va_list ap;
-    va_start(ap, out);
-    const char *a;
-    while ((a = va_arg(ap, const char *)) != NULL && n < 15)
-        argv[n++] = a;
-    va_end(ap);
-    argv[n] = NULL;
-    return hl_run(argv, out, OUT_CAP, hl_widen(20000));
-}
-
-/* ---- a terminal ---------------------------------------------------------- */
+/* ---- a terminal --------------------------------------------------------- */
 
 typedef struct term {
     int fd; /* the terminal's master side */
@@ -91,7 +56,7 @@ static void term_start(term *t, const char *pattern)
     t->pid = forkpty(&t->fd, NULL, NULL, &ws);
     assert_true(t->pid >= 0);
     if (t->pid == 0) {
-        execl(HILOCK_TOOL_PATH, HILOCK_TOOL_PATH, "--redis", url, "top",
+        execl(HILOCK_TOOL_PATH, HILOCK_TOOL_PATH, "--redis", hl_cli_url, "top",
               "--interval", "200ms", pattern, (char *)NULL);
         _exit(127);
     }
@@ -200,7 +165,7 @@ static bool row_of(const char *screen, const char *name, char *row,
     return true;
 }
 
-/* ---- the tests ------------------------------------------------------------ */
+/* ---- the tests ---------------------------------------------------------- */
 
 /* The screen lists the pattern's locks with the holder's process, keys
  * sort and quit, and the terminal gets its cursor back. */
@@ -209,7 +174,7 @@ static void test_top_on_a_terminal(void **state)
     (void)state;
     static term t;
     static char screen[OUT_CAP], row[512], want[512], host[256];
-    hilock_client *c = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(hl_cli_server, NULL);
     hilock_lock *held, *fair;
     assert_int_equal(hilock_lock_create(&held, c, "tp-held", 7), HILOCK_OK);
     assert_int_equal(hilock_fair_lock_create(&fair, c, "tp-fair", 7),
@@ -249,7 +214,7 @@ static void test_top_on_a_terminal(void **state)
     term_wait_screen(&t, screen, sizeof screen, "sorted by waiters", NULL);
 
     /* Another holder: seen as a change, held from when it was seen. */
-    hilock_client *c2 = hl_new_client(server, NULL);
+    hilock_client *c2 = hl_new_client(hl_cli_server, NULL);
     hilock_lock *held2;
     assert_int_equal(hilock_lock_create(&held2, c2, "tp-held", 7),
                      HILOCK_OK);
@@ -290,8 +255,8 @@ static void test_top_counts_holder_changes(void **state)
     (void)state;
     static term t;
     static char screen[OUT_CAP], row[512];
-    hilock_client *c = hl_new_client(server, NULL);
-    hilock_client *c2 = hl_new_client(server, NULL);
+    hilock_client *c = hl_new_client(hl_cli_server, NULL);
+    hilock_client *c2 = hl_new_client(hl_cli_server, NULL);
     hilock_lock *lock, *lock2;
     assert_int_equal(hilock_lock_create(&lock, c, "tc-lock", 7), HILOCK_OK);
     assert_int_equal(hilock_lock_create(&lock2, c2, "tc-lock", 7),
@@ -345,7 +310,7 @@ static void test_top_shows_leases_lost(void **state)
     (void)state;
     static lost_probe probe;
     hl_client_opts o = {.watchdog_ms = 900};
-    hilock_client *c = hl_new_client(server, &o);
+    hilock_client *c = hl_new_client(hl_cli_server, &o);
     hilock_lock *held, *lost;
     static hl_lost_rec rec;
     hl_lost_rec_init(&rec, NULL);
@@ -366,7 +331,8 @@ static void test_top_shows_leases_lost(void **state)
     assert_true(strlen(row) >= 2 && strcmp(row + strlen(row) - 2, " 0") == 0);
 
     /* Deleted behind the holder's back: its next renewal finds out. */
-    assert_int_equal(hl_raw_int(server, "DEL", "tl-lost", (char *)NULL), 1);
+    assert_int_equal(
+        hl_raw_int(hl_cli_server, "DEL", "tl-lost", (char *)NULL), 1);
     assert_true(hl_wait_until(hl_lost_seen, &rec, hl_widen(10000)));
     if (!hl_wait_until(one_lost_shown, &probe, hl_widen(10000)))
         fail_msg("top never showed the lost lease:\n%s", probe.out);
@@ -384,7 +350,8 @@ static void test_top_batch_and_errors(void **state)
     (void)state;
     static char out[OUT_CAP];
     char reply[64];
-    hl_redis_server_cmd(server, reply, sizeof reply, "SET", "tb-count", "9",
+    hl_redis_server_cmd(hl_cli_server, reply, sizeof reply, "SET", "tb-count",
+                        "9",
                         (char *)NULL);
     assert_int_equal(tool(out, "top", "-n", "2", "-i", "100ms", "tb-*",
                           NULL),
@@ -413,5 +380,6 @@ int main(void)
         cmocka_unit_test(test_top_shows_leases_lost),
         cmocka_unit_test(test_top_batch_and_errors),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, hl_cli_group_setup,
+                                  hl_cli_group_teardown);
 }
