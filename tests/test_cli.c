@@ -1537,8 +1537,18 @@ static void test_stats_of_a_running_client(void **state)
     assert_int_equal(TOOL(f, out, "stats", "--pid", "x"), 64);
     assert_int_equal(TOOL(f, out, "stats", "extra"), 64);
 
+    /* A client gone: its card lasts a minute, but one not written for
+     * 20 s is taken for a client that stopped, not one running. */
+    char id[HILOCK_CLIENT_ID_LEN + 1], key[64];
+    snprintf(id, sizeof id, "%s", hilock_client_id(c));
     hilock_lock_destroy(lock);
     hilock_client_destroy(c);
+    snprintf(key, sizeof key, "hilock_client:{%s}", id);
+    char reply[64];
+    hl_redis_server_cmd(f->server, reply, sizeof reply, "PEXPIRE", key,
+                        "40000", (char *)NULL);
+    assert_string_equal(reply, ":1\r\n");
+    assert_int_equal(TOOL(f, out, "stats", "--client", id), 66);
 }
 
 static void test_status_escapes_names(void **state)

@@ -63,6 +63,8 @@ static void test_card_names_the_process(void **state)
     assert_string_equal(card->description, "nightly billing close");
     assert_true(strncmp(card->library, "hilock ", 7) == 0);
     assert_int_equal(card->leases_lost, 0);
+    /* Written when it connected, moments ago, and every 5 s since. */
+    assert_true(card->written_ms_ago >= 0 && card->written_ms_ago <= 6000);
     hilock_client_card_free(card);
     /* It runs out a minute after its last writing, unless written again. */
     snprintf(key, sizeof key, "hilock_client:{%s}", hilock_client_id(c));

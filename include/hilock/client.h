@@ -147,6 +147,11 @@ typedef struct hilock_client_card {
      * older version).  hilock_stats_format_prometheus_many prints the
      * stats of many cards as one text. */
     const struct hilock_stats *stats;
+    /* How long ago the card was last written, read off its expiry; -1
+     * when unknown.  A running client writes it every 5 s: a card not
+     * written for much longer is one of a client gone, which lasts a
+     * minute after its last writing. */
+    int64_t written_ms_ago;
 } hilock_client_card;
 
 /* Read the card of the client with client_id through client (on a

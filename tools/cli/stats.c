@@ -3,8 +3,10 @@
  * that a demo, a bench or a service anywhere can be looked at from here.
  * Each client's series carry client="<its id>"; a comment line before
  * them names the process behind each id.  The figures are as of each
- * card's last writing, at most five seconds old.  Exits 66 when no
- * running client matched. */
+ * card's last writing, at most five seconds old.  A card not written
+ * for GONE_AFTER_MS is of a client gone (a card outlives its client by
+ * a minute) and is left out.  Exits 66 when no running client
+ * matched. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,8 @@
 #include "cli.h"
 
 #define CLI_EXIT_NO_CLIENT 66
+/* Two rounds of card writing missed, and more. */
+#define GONE_AFTER_MS 12000
 
 typedef struct stats_filter {
     const char *client_id;
@@ -26,7 +30,8 @@ static int stats_usage(const char *why, const char *what)
 
 static bool wanted(const stats_filter *f, const hilock_client_card *card)
 {
-    return card->stats != NULL &&
+    return card->stats != NULL && card->written_ms_ago >= 0 &&
+           card->written_ms_ago < GONE_AFTER_MS &&
            (f->client_id == NULL ||
             strcmp(f->client_id, card->client_id) == 0) &&
            (f->pid == 0 || f->pid == card->pid) &&

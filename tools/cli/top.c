@@ -177,9 +177,10 @@ static void format_span(long long ms, char *out, size_t cap)
 }
 
 /* The first holder as an operator knows it: program[pid]@host and the
- * description from its card, or the owner itself with "(no card)" (a
- * Redisson client's, or one gone); and the leases its client lost, -1
- * when unknown. */
+ * description from its card, or "(no card)" and the owner itself (a
+ * Redisson client's, or one gone), the mark first so that the column's
+ * width cannot cut it off; and the leases its client lost, -1 when
+ * unknown. */
 static void holder_of(hilock_client *c, const top_row *r, char *out,
                       size_t cap, long long *lost)
 {
@@ -201,7 +202,7 @@ static void holder_of(hilock_client *c, const top_row *r, char *out,
         *lost = (long long)card->leases_lost;
         hilock_client_card_free(card);
     } else {
-        snprintf(out, cap, "%.*s (no card)", (int)o->owner_len, o->owner);
+        snprintf(out, cap, "(no card) %.*s", (int)o->owner_len, o->owner);
     }
 }
 

@@ -288,7 +288,20 @@ int hilock_client_card_get(hilock_client *client, const char *client_id,
     if (rc == HILOCK_OK)
         rc = card_from_reply(client_id, reply, out);
     hilock_reply_free(reply);
-    return rc;
+    if (rc != HILOCK_OK)
+        return rc;
+    /* Its age, from the expiry each writing sets back to the full TTL;
+     * unknown when that cannot be read, which costs the card nothing. */
+    const char *pttl[] = {"PTTL", key};
+    reply = NULL;
+    (*out)->written_ms_ago = -1;
+    if (hilock_client_command(client, 2, pttl, NULL, &reply) == HILOCK_OK &&
+        reply->type == HILOCK_REPLY_INTEGER && reply->integer >= 0)
+        (*out)->written_ms_ago = reply->integer >= HL_CARD_TTL_MS
+                                     ? 0
+                                     : HL_CARD_TTL_MS - reply->integer;
+    hilock_reply_free(reply);
+    return HILOCK_OK;
 }
 
 void hilock_client_card_free(hilock_client_card *card)
