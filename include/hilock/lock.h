@@ -224,6 +224,36 @@ HILOCK_API int hilock_lock_remaining_ttl(hilock_lock *lock, int64_t *ttl_ms);
  * HILOCK_ELEASELOST.  No round trip. */
 HILOCK_API int hilock_lock_lease_lost(hilock_lock *lock, bool *lost);
 
+/* Until when the calling thread's hold is known to stand, without asking
+ * the server: the end of its lease as the client counts it, from the
+ * grant or the last confirmed renewal, less the margin for clock drift,
+ * in ms on CLOCK_MONOTONIC (as clock_gettime gives it).  Work that must
+ * end under the lock checks it is well before this.  0 when the thread
+ * holds nothing here, or its lease was lost.  No round trip: the loop
+ * thread is asked, as for hilock_lock_lease_lost.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL   NULL argument
+ * @return HILOCK_ECLOSED  the client is closed
+ * @return HILOCK_EDEADLK  called on the loop thread of another client */
+HILOCK_API int hilock_lock_valid_until(hilock_lock *lock, int64_t *until_ms);
+
+/* As hilock_lock_valid_until, for owner. */
+HILOCK_API int hilock_lock_owner_valid_until(hilock_lock *lock,
+                                             uint64_t owner,
+                                             int64_t *until_ms);
+
+/* The blocking acquire and release for the owner id given rather than
+ * the calling thread's, so that a hold taken on one thread may be
+ * released on another (the async API's owners, blocking).  As
+ * hilock_lock_acquire_fenced (token may be NULL) and hilock_lock_release,
+ * with the same errors, and HILOCK_EINVAL for owner 0.  Use owner ids of
+ * your own making or of hilock_thread_owner(); two owners that share an
+ * id share its holds. */
+HILOCK_API int hilock_lock_acquire_as(hilock_lock *lock, uint64_t owner,
+                                      int64_t wait_ms, int64_t lease_ms,
+                                      uint64_t *token);
+HILOCK_API int hilock_lock_release_as(hilock_lock *lock, uint64_t owner);
+
 /* ---- async API: explicit owner ids, callbacks on the loop thread ------ */
 
 /* Acquire flags. */

@@ -151,6 +151,12 @@ void hl_acquire_forget_wishes(hilock_lock *lock, uint64_t owner);
  * on the lock's channel (see hl_waiters_hand_on). */
 bool hl_lock_hand_on(hilock_lock *lock);
 
+/* The local deadline of owner's lease on lock, in ms on CLOCK_MONOTONIC:
+ * from the grant or the last confirmed renewal, less the drift margin
+ * (lease.c); 0 when owner holds nothing here or its lease was lost.
+ * Loop thread. */
+int64_t hl_hold_valid_until(hilock_lock *lock, uint64_t owner);
+
 /* The calls of a lock besides acquire (release.c). */
 typedef enum hl_lock_call_kind {
     CALL_RELEASE,
@@ -158,7 +164,8 @@ typedef enum hl_lock_call_kind {
     CALL_IS_LOCKED,
     CALL_HOLD_COUNT,
     CALL_TTL,
-    CALL_LEASE_LOST /* the client's own knowledge: no request */
+    CALL_LEASE_LOST, /* the client's own knowledge: no request */
+    CALL_VALID_UNTIL /* the same */
 } hl_lock_call_kind;
 
 /* Start one for owner: async with cb, or, with cb NULL, blocking, its

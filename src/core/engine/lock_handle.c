@@ -731,6 +731,14 @@ int hilock_lock_owner_lost_get(hilock_lock *lock, uint64_t owner, bool *lost)
     return rc;
 }
 
+int64_t hl_hold_valid_until(hilock_lock *lock, uint64_t owner)
+{
+    hl_hold *h = hl_hold_find(lock, owner);
+    bool good = h != NULL && h->leased && !h->lost && !h->older_lost &&
+                !h->lease_mem.stopped;
+    return good ? h->lease_mem.deadline / 1000 : 0;
+}
+
 void hl_lock_stop_renewing_grant(hilock_lock *lock, uint64_t owner)
 {
     if (lock->client == NULL)

@@ -25,6 +25,24 @@ int hilock_lock_acquire(hilock_lock *lock)
                                       HILOCK_LEASE_WATCHDOG, NULL);
 }
 
+int hilock_lock_acquire_as(hilock_lock *lock, uint64_t owner,
+                           int64_t wait_ms, int64_t lease_ms,
+                           uint64_t *token)
+{
+    if (owner == 0)
+        return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
+    return hl_acquire(lock, owner, wait_ms, lease_ms,
+                      token ? HILOCK_ACQUIRE_FENCED : 0, NULL, NULL, NULL,
+                      token);
+}
+
+int hilock_lock_release_as(hilock_lock *lock, uint64_t owner)
+{
+    if (owner == 0)
+        return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
+    return hl_lock_call(lock, CALL_RELEASE, owner, NULL, NULL, NULL);
+}
+
 int hilock_lock_release(hilock_lock *lock)
 {
     return hl_lock_call(lock, CALL_RELEASE, hilock_thread_owner(), NULL,
@@ -75,6 +93,37 @@ int hilock_lock_remaining_ttl(hilock_lock *lock, int64_t *ttl_ms)
     if (ttl_ms)
         *ttl_ms = rc == HILOCK_OK ? v : -1;
     return rc;
+}
+
+int hilock_lock_owner_valid_until(hilock_lock *lock, uint64_t owner,
+                                  int64_t *until_ms)
+{
+    if (until_ms != NULL)
+        *until_ms = 0;
+    if (lock == NULL || until_ms == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    if (owner == 0)
+        return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
+    hilock_client *c = hl_lock_client_get(lock);
+    if (c == NULL)
+        return hl_fail(HILOCK_ECLOSED, "client closed");
+    bool here = hl_client_in_loop(c);
+    hl_client_unref(c);
+    if (here) {
+        *until_ms = hl_hold_valid_until(lock, owner);
+        return HILOCK_OK;
+    }
+    int64_t v = 0;
+    int rc = hl_lock_call(lock, CALL_VALID_UNTIL, owner, NULL, NULL, &v);
+    if (rc == HILOCK_OK)
+        *until_ms = v;
+    return rc;
+}
+
+int hilock_lock_valid_until(hilock_lock *lock, int64_t *until_ms)
+{
+    return hilock_lock_owner_valid_until(lock, hilock_thread_owner(),
+                                         until_ms);
 }
 
 int hilock_lock_lease_lost(hilock_lock *lock, bool *lost)

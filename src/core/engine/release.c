@@ -212,6 +212,7 @@ static void on_reply(void *data, int status, hilock_reply *reply)
         break;
     case CALL_RELEASE:
     case CALL_LEASE_LOST:
+    case CALL_VALID_UNTIL:
         break;
     }
     char why[HL_FOREIGN_DETAIL_MAX] = "unexpected reply";
@@ -349,6 +350,10 @@ static void call_start(hl_op *op)
                     h != NULL && (h->lost || h->older_lost), NULL);
         return;
     }
+    case CALL_VALID_UNTIL:
+        call_finish(call, HILOCK_OK, hl_hold_valid_until(lock, call->owner),
+                    NULL);
+        return;
     }
     if (rc != HILOCK_OK)
         call_finish(call, rc, 0, hl_send_failure(rc));
