@@ -1,9 +1,12 @@
-/* The blocking calls with an explicit owner, on a real redis-server: a
- * hold taken on one thread and released on another; and how long a hold
- * is known to stand without asking the server (hilock_lock_valid_until),
- * before and after its lease is lost. */
+/* What the blocking API offers beside the calling thread's holds, on a
+ * real redis-server: a hold taken on one thread and released on another
+ * (an explicit owner); how long a hold is known to stand without asking
+ * the server (hilock_lock_valid_until), before and after its lease is
+ * lost; and a descriptor to poll for lost leases. */
 /* ctest-timeout: 120 */
+#include <poll.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -149,12 +152,65 @@ static void test_valid_until(void **state)
     hl_free_client(c);
 }
 
+static bool readable(void *fd)
+{
+    struct pollfd p = {*(int *)fd, POLLIN, 0};
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+/* The descriptor turns readable when a lease is lost, says how many,
+ * and is quiet again once read. */
+static void test_lost_fd(void **state)
+{
+    (void)state;
+    hl_client_opts o = {.watchdog_ms = 900};
+    hilock_client *c = hl_new_client(fx.server, &o);
+    int fd = -1, again = -1;
+    assert_status(hilock_client_lost_fd(c, &fd), HILOCK_OK);
+    assert_true(fd >= 0);
+    assert_status(hilock_client_lost_fd(c, &again), HILOCK_OK);
+    assert_int_equal(again, fd);
+    assert_false(readable(&fd));
+
+    hilock_lock *a, *b;
+    assert_status(hilock_lock_create(&a, c, "fd-a", 4), HILOCK_OK);
+    assert_status(hilock_lock_create(&b, c, "fd-b", 4), HILOCK_OK);
+    assert_status(hilock_lock_acquire(a), HILOCK_OK);
+    assert_status(hilock_lock_acquire(b), HILOCK_OK);
+    /* Held and renewed: nothing to read. */
+    assert_true(hl_wait_until(renewed, c, hl_widen(10000)));
+    assert_false(readable(&fd));
+    assert_int_equal(hl_raw_int(fx.server, "DEL", "fd-a", (char *)NULL), 1);
+    assert_true(hl_wait_until(readable, &fd, hl_widen(10000)));
+    uint64_t n = 0;
+    assert_int_equal(read(fd, &n, sizeof n), (ssize_t)sizeof n);
+    assert_int_equal(n, 1);
+    assert_false(readable(&fd));
+    bool lost = false;
+    assert_status(hilock_lock_lease_lost(a, &lost), HILOCK_OK);
+    assert_true(lost);
+    assert_status(hilock_lock_lease_lost(b, &lost), HILOCK_OK);
+    assert_false(lost);
+    assert_status(hilock_lock_release(a), HILOCK_ELEASELOST);
+    assert_status(hilock_lock_release(b), HILOCK_OK);
+
+    assert_status(hilock_client_lost_fd(NULL, &fd), HILOCK_EINVAL);
+    assert_status(hilock_client_lost_fd(c, NULL), HILOCK_EINVAL);
+    hilock_lock_destroy(a);
+    hilock_lock_destroy(b);
+    assert_status(hilock_client_close(c), HILOCK_OK);
+    assert_status(hilock_client_lost_fd(c, &again), HILOCK_ECLOSED);
+    assert_int_equal(again, -1);
+    hl_free_client(c);
+}
+
 int main(void)
 {
 #define T(fn) hl_lock_test(fn, &fx)
     const struct CMUnitTest tests[] = {
         T(test_hold_handed_between_threads),
         T(test_valid_until),
+        T(test_lost_fd),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -192,6 +192,20 @@ HILOCK_API int hilock_client_name_kind(hilock_client *client,
                                        const char *name, size_t name_len,
                                        const char **kind);
 
+/* A descriptor that turns readable (POLLIN) when a lease of this client
+ * is lost, for a program that polls rather than takes callbacks: read
+ * 8 bytes from it (a uint64_t, the losses since the last read) to make
+ * it unreadable again, then ask each handle (hilock_lock_lease_lost)
+ * which.  An eventfd, non-blocking, made on the first call and the same
+ * on every call after; owned by the client, which closes it when
+ * destroyed: do not close it.  Losses before the first call are not in
+ * it.  Any thread.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL   NULL argument
+ * @return HILOCK_ECLOSED  the client is closed
+ * @return HILOCK_ENOMEM   no descriptor could be made (EMFILE, ENFILE) */
+HILOCK_API int hilock_client_lost_fd(hilock_client *client, int *fd);
+
 /* 1 if the client talks TLS, 0 if not, -1 for NULL.  Any thread. */
 HILOCK_API int hilock_client_is_tls(const hilock_client *client);
 

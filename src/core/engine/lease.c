@@ -147,6 +147,7 @@ static void lease_lost(hl_lease *l, const char *why)
     hl_lease_engine *e = l->engine;
     e->stats.lost++;
     hl_presence_lease_lost(e->client);
+    hl_client_note_lost(e->client);
     l->batches++;
     e->on_lost(l, why);
     l->batches--;

@@ -32,6 +32,8 @@ static void client_free_memory(hilock_client *c)
     hl_cluster_free(c->cluster);
     hl_acks_free(c);
     hl_free(c->seeds);
+    if (atomic_load(&c->lost_fd) >= 0)
+        close(atomic_load(&c->lost_fd));
     if (c->own_loop && c->loop)
         hl_loop_destroy(c->loop);
     SSL_CTX_free(c->ssl_ctx);
@@ -686,6 +688,8 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
         return hl_fail(HILOCK_EINVAL, "out is NULL");
     *out = NULL;
     hilock_client *c = hl_calloc(1, sizeof *c);
+    if (c != NULL)
+        atomic_init(&c->lost_fd, -1);
     if (c == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory for the client");
     atomic_init(&c->mem_refs, 1);

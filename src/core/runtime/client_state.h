@@ -128,6 +128,8 @@ struct hilock_client {
      * using it (hl_lock_client_get), so a client destroyed meanwhile
      * cannot be freed under that thread. */
     atomic_int mem_refs;
+    /* hilock_client_lost_fd's eventfd, made on first asking; -1: none. */
+    atomic_int lost_fd;
     /* How long its command connections' answers took of late (µs), for
      * blocking callers to judge how long to wait awake. */
     _Atomic int64_t rtt_us;
@@ -181,6 +183,10 @@ void hl_client_leave_callback(hilock_client *client);
 
 /* The counters of hilock_client_get_stats.  Loop thread. */
 void hl_client_read_counters(hilock_client *c, hilock_client_stats *out);
+/* A lease of c was lost: hilock_client_lost_fd turns readable.  Any
+ * thread. */
+void hl_client_note_lost(hilock_client *c);
+
 /* Everything of hilock_client_stats_read, size set.  Loop thread. */
 void hl_client_read_stats(hilock_client *c, hilock_stats *out);
 
