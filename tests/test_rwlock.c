@@ -930,7 +930,7 @@ static void test_upgrade_refused(void **state)
     t0 = hl_now_ms();
     rc = acquire_as(w, OWNER_A, hl_widen(30000), HILOCK_LEASE_WATCHDOG);
     took = hl_now_ms() - t0;
-    assert_status(rc, HILOCK_EDEADLK);
+    assert_status(rc, HILOCK_EUPGRADE);
     if (took > hl_widen(1000))
         fail_msg("the upgrade was refused only after %lld ms",
                  (long long)took);
@@ -955,8 +955,8 @@ static void test_upgrade_refused(void **state)
     t0 = hl_now_ms();
     assert_status(hilock_lock_try_acquire(w, HILOCK_WAIT_FOREVER,
                                           HILOCK_LEASE_WATCHDOG),
-                  HILOCK_EDEADLK);
-    assert_status(hilock_lock_acquire(w), HILOCK_EDEADLK);
+                  HILOCK_EUPGRADE);
+    assert_status(hilock_lock_acquire(w), HILOCK_EUPGRADE);
     took = hl_now_ms() - t0;
     if (took > hl_widen(2000))
         fail_msg("two refused upgrades took %lld ms", (long long)took);

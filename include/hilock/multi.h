@@ -147,6 +147,12 @@ HILOCK_API int hilock_multilock_try_acquire(hilock_multilock *m,
                                             hilock_member_result *results,
                                             int64_t *validity_ms);
 
+/* Take the group, waiting as long as it takes, with the watchdog's
+ * lease: hilock_multilock_try_acquire(m, HILOCK_WAIT_FOREVER,
+ * HILOCK_LEASE_WATCHDOG, NULL, NULL), as hilock_lock_acquire is for one
+ * lock, with the same errors. */
+HILOCK_API int hilock_multilock_acquire(hilock_multilock *m);
+
 /* Give back every member the calling thread holds through the group.
  * @return HILOCK_OK, HILOCK_ENOTOWNER (the group is not held by it),
  * @return HILOCK_ELEASELOST  the group had been lost (what was still held

@@ -13,7 +13,8 @@
  *   lock; once it releases the write lock it keeps reading and writers
  *   wait for it.
  * - Upgrade is refused: an owner holding the read lock that asks for the
- *   write lock gets HILOCK_EDEADLK at once instead of waiting for itself.
+ *   write lock gets HILOCK_EUPGRADE at once instead of waiting for itself
+ *   (HILOCK_EDEADLK before 0.2.0).
  *   Release the read holds, then take the write lock.
  * - Writers are not starved: once a writer waits, new readers wait behind
  *   it (owners already reading may still take the read lock again).  A

@@ -278,6 +278,12 @@ int hilock_multilock_try_acquire(hilock_multilock *m, int64_t wait_ms,
     return rc;
 }
 
+int hilock_multilock_acquire(hilock_multilock *m)
+{
+    return hilock_multilock_try_acquire(m, HILOCK_WAIT_FOREVER,
+                                        HILOCK_LEASE_WATCHDOG, NULL, NULL);
+}
+
 int hilock_multilock_release(hilock_multilock *m)
 {
     int rc = check_blocking(m);

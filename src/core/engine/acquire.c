@@ -771,7 +771,7 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
         op->saw_promised = res.promised;
         held(op, res.ttl_ms);
     } else if (res.outcome == HL_ACQ_SELF_WAIT) {
-        op_finish(op, HILOCK_EDEADLK, NULL,
+        op_finish(op, HILOCK_EUPGRADE, NULL,
                   lock->kind->self_wait_detail
                       ? lock->kind->self_wait_detail
                       : "this owner's own holds would keep it waiting");

@@ -124,7 +124,7 @@ typedef struct hl_kind {
      * client; NULL: a lock's. */
     const char *busy_detail;
     const char *promised_detail;
-    /* An attempt replying HL_ACQ_SELF_WAIT is refused with HILOCK_EDEADLK
+    /* An attempt replying HL_ACQ_SELF_WAIT is refused with HILOCK_EUPGRADE
      * and this detail, which says what the owner must give up first. */
     const char *self_wait_detail;
     /* A release that frees the lock may wake the next local waiter at
