@@ -151,12 +151,6 @@ void hl_acquire_forget_wishes(hilock_lock *lock, uint64_t owner);
  * on the lock's channel (see hl_waiters_hand_on). */
 bool hl_lock_hand_on(hilock_lock *lock);
 
-/* The local deadline of owner's lease on lock, in ms on CLOCK_MONOTONIC:
- * from the grant or the last confirmed renewal, less the drift margin
- * (lease.c); 0 when owner holds nothing here or its lease was lost.
- * Loop thread. */
-int64_t hl_hold_valid_until(hilock_lock *lock, uint64_t owner);
-
 /* The calls of a lock besides acquire (release.c). */
 typedef enum hl_lock_call_kind {
     CALL_RELEASE,
@@ -167,6 +161,21 @@ typedef enum hl_lock_call_kind {
     CALL_LEASE_LOST, /* the client's own knowledge: no request */
     CALL_VALID_UNTIL /* the same */
 } hl_lock_call_kind;
+
+/* What the client itself knows of owner's hold on lock, for the calls
+ * that need no request: CALL_LEASE_LOST, 1 when its lease was lost, else
+ * 0; CALL_VALID_UNTIL, the lease's local deadline in ms on
+ * CLOCK_MONOTONIC (from the grant or the last confirmed renewal, less the
+ * drift margin, lease.c), 0 when owner holds nothing here or its lease
+ * was lost.  Loop thread. */
+int64_t hl_hold_knowledge(hilock_lock *lock, hl_lock_call_kind kind,
+                          uint64_t owner);
+
+/* The same from any thread: at once on the client's loop thread, else
+ * through it (blocking, as the sync calls do).  HILOCK_OK with *value
+ * set, or the errors of a blocking call. */
+int hl_lock_knowledge(hilock_lock *lock, hl_lock_call_kind kind,
+                      uint64_t owner, int64_t *value);
 
 /* Start one for owner: async with cb, or, with cb NULL, blocking, its
  * value stored in *value (may be NULL). */

@@ -714,29 +714,39 @@ int hilock_lock_owner_lost_get(hilock_lock *lock, uint64_t owner, bool *lost)
         return hl_fail(HILOCK_EINVAL, "NULL argument");
     if (owner == 0)
         return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
+    int64_t v = 0;
+    int rc = hl_lock_knowledge(lock, CALL_LEASE_LOST, owner, &v);
+    if (rc == HILOCK_OK)
+        *lost = v != 0;
+    return rc;
+}
+
+int64_t hl_hold_knowledge(hilock_lock *lock, hl_lock_call_kind kind,
+                          uint64_t owner)
+{
+    hl_hold *h = hl_hold_find(lock, owner);
+    bool lost = h != NULL && (h->lost || h->older_lost);
+    if (kind == CALL_LEASE_LOST)
+        return lost;
+    bool good = h != NULL && h->leased && !lost && !h->lease_mem.stopped;
+    return good ? h->lease_mem.deadline / 1000 : 0;
+}
+
+int hl_lock_knowledge(hilock_lock *lock, hl_lock_call_kind kind,
+                      uint64_t owner, int64_t *value)
+{
+    if (lock == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL lock");
     hilock_client *c = hl_lock_client_get(lock);
     if (c == NULL)
         return hl_fail(HILOCK_ECLOSED, "client closed");
     bool here = hl_client_in_loop(c);
     hl_client_unref(c);
     if (here) {
-        hl_hold *h = hl_hold_find(lock, owner);
-        *lost = h != NULL && (h->lost || h->older_lost);
+        *value = hl_hold_knowledge(lock, kind, owner);
         return HILOCK_OK;
     }
-    int64_t v = 0;
-    int rc = hl_lock_call(lock, CALL_LEASE_LOST, owner, NULL, NULL, &v);
-    if (rc == HILOCK_OK)
-        *lost = v != 0;
-    return rc;
-}
-
-int64_t hl_hold_valid_until(hilock_lock *lock, uint64_t owner)
-{
-    hl_hold *h = hl_hold_find(lock, owner);
-    bool good = h != NULL && h->leased && !h->lost && !h->older_lost &&
-                !h->lease_mem.stopped;
-    return good ? h->lease_mem.deadline / 1000 : 0;
+    return hl_lock_call(lock, kind, owner, NULL, NULL, value);
 }
 
 void hl_lock_stop_renewing_grant(hilock_lock *lock, uint64_t owner)

@@ -104,17 +104,8 @@ int hilock_lock_owner_valid_until(hilock_lock *lock, uint64_t owner,
         return hl_fail(HILOCK_EINVAL, "NULL argument");
     if (owner == 0)
         return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
-    hilock_client *c = hl_lock_client_get(lock);
-    if (c == NULL)
-        return hl_fail(HILOCK_ECLOSED, "client closed");
-    bool here = hl_client_in_loop(c);
-    hl_client_unref(c);
-    if (here) {
-        *until_ms = hl_hold_valid_until(lock, owner);
-        return HILOCK_OK;
-    }
     int64_t v = 0;
-    int rc = hl_lock_call(lock, CALL_VALID_UNTIL, owner, NULL, NULL, &v);
+    int rc = hl_lock_knowledge(lock, CALL_VALID_UNTIL, owner, &v);
     if (rc == HILOCK_OK)
         *until_ms = v;
     return rc;

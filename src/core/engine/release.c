@@ -344,15 +344,10 @@ static void call_start(hl_op *op)
     case CALL_TTL:
         rc = send_query(call, HL_QUERY_TTL);
         break;
-    case CALL_LEASE_LOST: {
-        hl_hold *h = hl_hold_find(lock, call->owner);
-        call_finish(call, HILOCK_OK,
-                    h != NULL && (h->lost || h->older_lost), NULL);
-        return;
-    }
+    case CALL_LEASE_LOST:
     case CALL_VALID_UNTIL:
-        call_finish(call, HILOCK_OK, hl_hold_valid_until(lock, call->owner),
-                    NULL);
+        call_finish(call, HILOCK_OK,
+                    hl_hold_knowledge(lock, call->kind, call->owner), NULL);
         return;
     }
     if (rc != HILOCK_OK)
