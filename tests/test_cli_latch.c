@@ -211,6 +211,20 @@ static void test_down_refuses_what_is_no_latch(void **state)
     assert_string_equal(out, "1\n");
 }
 
+/* Output that cannot be written is no success: a full disk is exit 70,
+ * with a word on stderr. */
+static void test_unwritable_output(void **state)
+{
+    (void)state;
+    char cmd[512], out[OUT_CAP];
+    snprintf(cmd, sizeof cmd,
+             "'%s' --redis '%s' latch count cl:full > /dev/full",
+             HILOCK_TOOL_PATH, hl_cli_url);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    assert_int_equal(hl_run(argv, out, sizeof out, hl_widen(20000)), 70);
+    assert_non_null(strstr(out, "hilock: stdout"));
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -255,6 +269,7 @@ int main(void)
         cmocka_unit_test(test_wait_ends_at_zero),
         cmocka_unit_test(test_wait_for_a_latch_never_set),
         cmocka_unit_test(test_down_refuses_what_is_no_latch),
+        cmocka_unit_test(test_unwritable_output),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, hl_cli_group_setup,

@@ -202,6 +202,10 @@ const char *cli_ack_name(int ack);
 int cli_exit_status(int rc, const char *detail);
 bool cli_is_readonly(int rc, const char *detail);
 int cli_failed(const char *what, int rc, const char *detail);
+/* rc, after stdout is flushed; when it cannot be (a full disk, a closed
+ * pipe), says so, and turns a success into CLI_EXIT_SOFTWARE: output a
+ * command could not write is no success. */
+int cli_flush_stdout(int rc);
 
 /* help.c: the overview (hilock --help); a command's help on stdout, 0
  * or an exit status; and a usage error: why, what (each may be NULL),

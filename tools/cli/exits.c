@@ -50,6 +50,14 @@ int cli_exit_status(int rc, const char *detail)
     }
 }
 
+int cli_flush_stdout(int rc)
+{
+    if (fflush(stdout) == 0)
+        return rc;
+    perror("hilock: stdout");
+    return rc == 0 ? CLI_EXIT_SOFTWARE : rc;
+}
+
 int cli_failed(const char *what, int rc, const char *detail)
 {
     if (detail == NULL)

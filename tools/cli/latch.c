@@ -226,11 +226,7 @@ int cli_latch(const cli_globals *g, int argc, char **argv)
         hilock_latch_destroy(l);
     }
     hilock_client_destroy(client);
-    if (fflush(stdout) != 0) {
-        perror("hilock: stdout");
-        rc = CLI_EXIT_SOFTWARE;
-    }
-    return rc;
+    return cli_flush_stdout(rc);
 }
 
 /* An integer no client of ours marked, as it is: any 64-bit integer,

@@ -90,10 +90,7 @@ int cli_ls(const cli_globals *g, int argc, char **argv)
             fprintf(stderr, "hilock: ls: %zu more names not listed (at "
                             "most %d; narrow the PATTERN)\n",
                     list.more, CLI_NAMES_MAX);
-        if (fflush(stdout) != 0) {
-            perror("hilock: stdout");
-            rc = CLI_EXIT_SOFTWARE;
-        }
+        rc = cli_flush_stdout(rc);
     }
     cli_names_free(&list);
     hilock_client_destroy(client);

@@ -329,10 +329,9 @@ int cli_redlock_status(const cli_globals *g, const char *name)
     fprintf(out, "],\"quorum\":%zu,\"locked_on\":%zu}\n", quorum, locked_on);
     hilock_redlock_destroy(rl);
     masters_free(&ms);
-    if (fflush(stdout) != 0) {
-        perror("hilock: stdout");
-        return CLI_EXIT_SOFTWARE;
-    }
+    int flushed = cli_flush_stdout(0);
+    if (flushed != 0)
+        return flushed;
     /* What the masters that answered say is printed either way; the
      * status tells a script whether it is enough to go by. */
     if (not_a_lock)

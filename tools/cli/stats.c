@@ -163,9 +163,5 @@ int cli_stats(const cli_globals *g, int argc, char **argv)
     cli_names_free(&names);
     hilock_client_destroy(client);
     hilock_options_free(opts);
-    if (rc == 0 && fflush(stdout) != 0) {
-        perror("hilock: stdout");
-        rc = CLI_EXIT_SOFTWARE;
-    }
-    return rc;
+    return cli_flush_stdout(rc);
 }

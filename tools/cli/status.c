@@ -504,11 +504,7 @@ int cli_status(const cli_globals *g, int argc, char **argv)
         if (rc != 0 || printed) {
             hilock_client_destroy(client);
             hilock_options_free(opts);
-            if (rc == 0 && fflush(stdout) != 0) {
-                perror("hilock: stdout");
-                rc = CLI_EXIT_SOFTWARE;
-            }
-            return rc;
+            return cli_flush_stdout(rc);
         }
     }
     if (kind != NULL ? strcmp(kind, "latch") == 0
@@ -534,9 +530,5 @@ int cli_status(const cli_globals *g, int argc, char **argv)
     hilock_lock_status_free(st);
     hilock_client_destroy(client);
     hilock_options_free(opts);
-    if (rc == 0 && fflush(stdout) != 0) {
-        perror("hilock: stdout");
-        rc = CLI_EXIT_SOFTWARE;
-    }
-    return rc;
+    return cli_flush_stdout(rc);
 }
