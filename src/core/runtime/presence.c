@@ -2,10 +2,10 @@
  * holds a lock or waits for it (hilock status, docs/guide/operators.md).
  *
  *   hilock_client:{<client id>}   hash: host, pid, program, description,
- *                                 library, leases_lost, stats (the
- *                                 client's hilock_stats, stats_wire.h);
- *                                 it expires HL_CARD_TTL_MS after it was
- *                                 last written
+ *                                 library, stats (the client's
+ *                                 hilock_stats, stats_wire.h); it expires
+ *                                 HL_CARD_TTL_MS after it was last
+ *                                 written
  *
  * Every hold's field and every place in a line starts with the client's
  * id, so a holder's card is one read away, for any kind, without a byte
@@ -13,8 +13,9 @@
  * the command connection for its key comes up (on a cluster, the one to
  * the master of its slot) and again every HL_CARD_EVERY_MS, with plain
  * commands: no script and no WAIT; and HL_CARD_SOON_MS after a lease was
- * lost, so that an operator's view counts the loss at once.  A refusal (an ACL that does not cover
- * the key, a read-only replica) leaves the card out and nothing else; a
+ * lost, so that an operator's view counts the loss at once.  A refusal
+ * (an ACL that does not cover the key, a read-only replica) leaves the
+ * card out and nothing else; a
  * Redisson client writes none, so a holder without a card is another
  * library's, or a client of ours gone for a minute.  Loop thread only,
  * but for hilock_client_card_get. */
@@ -70,29 +71,24 @@ static void write_card(hl_presence *p, hl_conn *conn)
     const char *desc = c->opts->description ? c->opts->description : "";
     char library[64];
     snprintf(library, sizeof library, "hilock %s", hilock_version_string());
-    const char *set[16] = {"HSET",  p->key,      "host",        p->host,
-                           "pid",   p->pid,      "program",     p->program,
-                           "description", desc,  "library",     library};
     hilock_stats stats;
     hl_client_read_stats(c, &stats);
-    char lost[24], wire[HL_STATS_WIRE_MAX];
-    snprintf(lost, sizeof lost, "%llu",
-             (unsigned long long)stats.counters.leases_lost);
+    char wire[HL_STATS_WIRE_MAX];
     hl_stats_encode(&stats, wire);
-    set[12] = "leases_lost";
-    set[13] = lost;
-    set[14] = "stats";
-    set[15] = wire;
+    const char *set[] = {"HSET",     p->key,      "host",        p->host,
+                         "pid",      p->pid,      "program",     p->program,
+                         "description", desc,     "library",     library,
+                         "stats",    wire};
     char ttl[24];
     snprintf(ttl, sizeof ttl, "%d", HL_CARD_TTL_MS);
     const char *expire[] = {"PEXPIRE", p->key, ttl};
-    size_t set_lens[16], expire_lens[3];
-    for (int i = 0; i < 16; i++)
+    size_t set_lens[14], expire_lens[3];
+    for (int i = 0; i < 14; i++)
         set_lens[i] = strlen(set[i]);
     for (int i = 0; i < 3; i++)
         expire_lens[i] = strlen(expire[i]);
     /* Not sent: the next round, or the next connection, writes it. */
-    if (hl_conn_command(conn, 16, set, set_lens, NULL, NULL) == HILOCK_OK)
+    if (hl_conn_command(conn, 14, set, set_lens, NULL, NULL) == HILOCK_OK)
         (void)hl_conn_command(conn, 3, expire, expire_lens, NULL, NULL);
 }
 
@@ -219,9 +215,8 @@ static const char *copy_field(const hilock_reply *r, const char *field,
     return s;
 }
 
-static const char *const card_fields[] = {"host",    "program",
-                                          "description", "library",
-                                          "pid",     "leases_lost"};
+static const char *const card_fields[] = {"host", "program", "description",
+                                          "library", "pid"};
 
 static int card_from_reply(const char *id, const hilock_reply *r,
                            hilock_client_card **out)
@@ -254,17 +249,15 @@ static int card_from_reply(const char *id, const hilock_reply *r,
     errno = 0;
     long long v = strtoll(pid, &end, 10);
     m->card.pid = errno == 0 && end != pid && *end == '\0' && v > 0 ? v : -1;
-    const char *lost = copy_field(r, "leases_lost", &at);
-    errno = 0;
-    unsigned long long n = strtoull(lost, &end, 10);
-    m->card.leases_lost = errno == 0 && end != lost && *end == '\0' &&
-                                  lost[0] != '-'
-                              ? (int64_t)(n > INT64_MAX ? INT64_MAX : n)
-                              : -1;
+    /* The count of lost leases is one of the stats, given apart too. */
+    m->card.leases_lost = -1;
     const hilock_reply *wire = field_of(r, "stats");
     if (wire != NULL && wire->type == HILOCK_REPLY_STRING &&
-        hl_stats_decode(wire->str, wire->len, &m->stats))
+        hl_stats_decode(wire->str, wire->len, &m->stats)) {
         m->card.stats = &m->stats;
+        uint64_t lost = m->stats.counters.leases_lost;
+        m->card.leases_lost = lost > INT64_MAX ? INT64_MAX : (int64_t)lost;
+    }
     *out = &m->card;
     return HILOCK_OK;
 }
