@@ -132,7 +132,7 @@ int bench_run_w6(const bench_args *a, hilock_client *c, int workers,
     char name[128];
     snprintf(name, sizeof name, "bench:%s:hilock:w6", a->run_id);
     hilock_latch *l;
-    if (hilock_latch_create(&l, c, name, strlen(name)) != HILOCK_OK) {
+    if (hilock_latch_create(&l, c, name) != HILOCK_OK) {
         p->error = "latch handle";
         return -1;
     }

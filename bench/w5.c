@@ -145,7 +145,7 @@ int bench_run_w5(const bench_args *a, hilock_client *c, int concurrency,
     int n = snprintf(name, sizeof name, "bench:%s:hilock:w5", a->run_id);
     int rc = -1;
     if (bench_flush(a, c) != 0 ||
-        hilock_semaphore_create(&x->sem, c, name, (size_t)n) != HILOCK_OK ||
+        hilock_semaphore_create_n(&x->sem, c, name, (size_t)n) != HILOCK_OK ||
         hilock_semaphore_set(x->sem, W5_PERMITS) != HILOCK_OK) {
         p->error = "set-up failed";
         goto out;

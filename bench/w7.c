@@ -361,13 +361,13 @@ static int worker_open(w7_worker *w, const w7_request *rq, char *error,
     int n = snprintf(name, sizeof name, "bench:%s:hilock:w7:%s", rq->run_id,
                      rq->kind);
     if (strcmp(rq->kind, "semaphore") == 0)
-        rc = hilock_semaphore_create(&w->sem, w->client, name, (size_t)n);
+        rc = hilock_semaphore_create_n(&w->sem, w->client, name, (size_t)n);
     else if (strcmp(rq->kind, "fair") == 0)
-        rc = hilock_fair_lock_create(&w->lock, w->client, name, (size_t)n);
+        rc = hilock_fair_lock_create_n(&w->lock, w->client, name, (size_t)n);
     else if (strcmp(rq->kind, "rwlock") == 0)
-        rc = hilock_write_lock_create(&w->lock, w->client, name, (size_t)n);
+        rc = hilock_write_lock_create_n(&w->lock, w->client, name, (size_t)n);
     else
-        rc = hilock_lock_create(&w->lock, w->client, name, (size_t)n);
+        rc = hilock_lock_create_n(&w->lock, w->client, name, (size_t)n);
     if (rc != HILOCK_OK) {
         snprintf(error, cap, "lock handle: %s: %s", hilock_errname(rc),
                  hilock_last_error());
@@ -780,7 +780,7 @@ static int set_semaphore(const bench_args *a, hilock_client *c)
     int n = snprintf(name, sizeof name, "bench:%s:hilock:w7:semaphore",
                      a->run_id);
     hilock_semaphore *s;
-    if (hilock_semaphore_create(&s, c, name, (size_t)n) != HILOCK_OK)
+    if (hilock_semaphore_create_n(&s, c, name, (size_t)n) != HILOCK_OK)
         return -1;
     int rc = hilock_semaphore_set(s, 1);
     hilock_semaphore_destroy(s);

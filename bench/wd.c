@@ -81,7 +81,7 @@ int bench_run_wd(const bench_args *a, hilock_client *c, int leases)
         }
         int n = snprintf(name, sizeof name, "bench:%s:wd:%d", a->run_id, i);
         name_bytes += (size_t)n;
-        if (hilock_lock_create(&locks[i], c, name, (size_t)n) != HILOCK_OK)
+        if (hilock_lock_create_n(&locks[i], c, name, (size_t)n) != HILOCK_OK)
             return -1;
         if (hilock_lock_acquire_async(locks[i], 1, 0, HILOCK_LEASE_WATCHDOG,
                                       0, on_acquired, &run,

@@ -317,7 +317,7 @@ static int make_locks(run_ctx *x)
         for (int i = 0; i < x->concurrency; i++) {
             int n = snprintf(name, sizeof name, "bench:%s:hilock:w4:%d",
                              x->a->run_id, i);
-            if (hilock_redlock_lock_create(&x->multis[i], x->rl, name,
+            if (hilock_redlock_multilock_create_n(&x->multis[i], x->rl, name,
                                            (size_t)n) != HILOCK_OK)
                 return -1;
         }
@@ -327,15 +327,15 @@ static int make_locks(run_ctx *x)
         /* The segment locks are "<name>:seg:<s>", WORKLOADS.md's names. */
         int n = snprintf(name, sizeof name, "bench:%s:hilock:w3",
                          x->a->run_id);
-        return hilock_segmented_create(&x->segmented, x->client, name,
+        return hilock_segmented_create_n(&x->segmented, x->client, name,
                                        (size_t)n, (unsigned)x->segments) ==
                        HILOCK_OK
                    ? 0
                    : -1;
     }
     int (*create)(hilock_lock **, hilock_client *, const char *, size_t) =
-        strcmp(x->a->kind, "fair") == 0 ? hilock_fair_lock_create
-                                        : hilock_lock_create;
+        strcmp(x->a->kind, "fair") == 0 ? hilock_fair_lock_create_n
+                                        : hilock_lock_create_n;
     x->nlocks = x->workload == W1 ? x->concurrency : 1;
     x->locks = calloc((size_t)x->nlocks, sizeof *x->locks);
     if (x->locks == NULL)
@@ -560,7 +560,8 @@ static int wait_votes(const bench_args *a, hilock_redlock *rl)
     int n = snprintf(name, sizeof name, "bench:%s:hilock:w4:probe",
                      a->run_id);
     hilock_multilock *probe;
-    if (hilock_redlock_lock_create(&probe, rl, name, (size_t)n) != HILOCK_OK)
+    if (hilock_redlock_multilock_create_n(&probe, rl, name, (size_t)n) !=
+        HILOCK_OK)
         return -1;
     size_t masters = hilock_redlock_masters(rl);
     hilock_member_result results[HILOCK_MAX_MEMBERS];

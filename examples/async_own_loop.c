@@ -74,7 +74,7 @@ int main(int argc, char **argv)
                 hilock_last_error());
         return 1;
     }
-    rc = hilock_lock_create(&lock, client, name, strlen(name));
+    rc = hilock_lock_create(&lock, client, name);
     if (rc == HILOCK_OK)
         rc = hilock_lock_acquire_async(lock, 1, 5000, 10000, 0, acquired,
                                        &app, NULL);

@@ -41,7 +41,7 @@ static void *waiter(void *arg)
     hilock_lock *lock;
     if (connect_to(&client) != HILOCK_OK)
         return NULL;
-    if (hilock_fair_lock_create(&lock, client, name, strlen(name)) ==
+    if (hilock_fair_lock_create(&lock, client, name) ==
         HILOCK_OK) {
         if (hilock_lock_try_acquire(lock, 30000, HILOCK_LEASE_WATCHDOG) ==
             HILOCK_OK) {
@@ -77,7 +77,7 @@ int main(int argc, char **argv)
     hilock_lock *lock;
     int rc = connect_to(&client);
     if (rc == HILOCK_OK)
-        rc = hilock_fair_lock_create(&lock, client, name, strlen(name));
+        rc = hilock_fair_lock_create(&lock, client, name);
     if (rc == HILOCK_OK)
         rc = hilock_lock_acquire(lock);
     if (rc != HILOCK_OK) {

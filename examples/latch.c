@@ -36,7 +36,7 @@ static void *worker(void *arg)
     int64_t left = 0;
     if (connect_to(&client) != HILOCK_OK)
         return NULL;
-    if (hilock_latch_create(&done, client, name, strlen(name)) ==
+    if (hilock_latch_create(&done, client, name) ==
         HILOCK_OK) {
         /* ... this worker's part ... */
         hilock_latch_count_down(done, &left);
@@ -56,7 +56,7 @@ int main(int argc, char **argv)
     bool set = false, opened = false;
     int rc = connect_to(&client);
     if (rc == HILOCK_OK)
-        rc = hilock_latch_create(&done, client, name, strlen(name));
+        rc = hilock_latch_create(&done, client, name);
     if (rc == HILOCK_OK)
         rc = hilock_latch_try_set_count(done, WORKERS, &set);
     if (rc != HILOCK_OK || !set) {

@@ -59,8 +59,7 @@ int main(int argc, char **argv)
         rc = hilock_client_create(&client, opts);
     hilock_options_free(opts);
     if (rc == HILOCK_OK)
-        rc = hilock_permit_semaphore_create(&jobs, client, name,
-                                            strlen(name));
+        rc = hilock_permit_semaphore_create(&jobs, client, name);
     if (rc == HILOCK_OK)
         rc = hilock_semaphore_try_set(jobs, PERMITS, NULL);
     if (rc != HILOCK_OK) {

@@ -28,7 +28,7 @@ int main(int argc, char **argv)
                 hilock_last_error());
         return 1;
     }
-    rc = hilock_redlock_lock_create(&lock, rl, name, strlen(name));
+    rc = hilock_redlock_multilock_create(&lock, rl, name);
     if (rc == HILOCK_OK)
         rc = hilock_multilock_try_acquire(lock, 2000, 10000, NULL,
                                           &validity_ms);

@@ -32,7 +32,7 @@ int main(int argc, char **argv)
     hilock_options_free(opts);
     if (rc != HILOCK_OK)
         return fail("connect", rc);
-    if ((rc = hilock_lock_create(&lock, client, name, strlen(name))) !=
+    if ((rc = hilock_lock_create(&lock, client, name)) !=
         HILOCK_OK)
         return fail("lock", rc);
 

@@ -41,7 +41,7 @@ int main(int argc, char **argv)
         rc = hilock_client_create(&client, opts);
     hilock_options_free(opts);
     if (rc == HILOCK_OK)
-        rc = hilock_segmented_create(&set, client, name, strlen(name), 16);
+        rc = hilock_segmented_create(&set, client, name, 16);
     if (rc != HILOCK_OK) {
         fprintf(stderr, "%s: %s\n", hilock_strerror(rc), hilock_last_error());
         return 1;

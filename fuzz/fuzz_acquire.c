@@ -53,15 +53,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
                    hilock_client_create(&client, o) == HILOCK_OK,
                "cannot make a client: %s", hilock_last_error());
     hilock_options_free(o);
-    kinds[0] = kind_of(hilock_lock_create(&lock, client, "f", 1), lock);
-    kinds[1] = kind_of(hilock_fair_lock_create(&lock, client, "f", 1), lock);
-    kinds[2] = kind_of(hilock_read_lock_create(&lock, client, "f", 1), lock);
-    kinds[3] = kind_of(hilock_write_lock_create(&lock, client, "f", 1), lock);
+    kinds[0] = kind_of(hilock_lock_create(&lock, client, "f"), lock);
+    kinds[1] = kind_of(hilock_fair_lock_create(&lock, client, "f"), lock);
+    kinds[2] = kind_of(hilock_read_lock_create(&lock, client, "f"), lock);
+    kinds[3] = kind_of(hilock_write_lock_create(&lock, client, "f"), lock);
     hilock_semaphore *sem = NULL;
-    FUZZ_CHECK(hilock_semaphore_create(&sem, client, "s", 1) == HILOCK_OK,
+    FUZZ_CHECK(hilock_semaphore_create(&sem, client, "s") == HILOCK_OK,
                "cannot make a semaphore: %s", hilock_last_error());
     sem_kinds[0] = sem->lock->kind;
-    FUZZ_CHECK(hilock_permit_semaphore_create(&sem, client, "s", 1) ==
+    FUZZ_CHECK(hilock_permit_semaphore_create(&sem, client, "s") ==
                    HILOCK_OK,
                "cannot make a semaphore: %s", hilock_last_error());
     sem_kinds[1] = sem->lock->kind;

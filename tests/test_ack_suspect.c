@@ -86,7 +86,7 @@ static void test_replica_leaving_is_vouched_for(void **state)
     (void)state;
     hilock_client *c = hl_sentinel_client(group, HILOCK_ACK_ALL, 1000, 0);
     hilock_lock *l;
-    assert_int_equal(hilock_lock_create(&l, c, "suspect-vouched", 15),
+    assert_int_equal(hilock_lock_create(&l, c, "suspect-vouched"),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
                      HILOCK_OK);
@@ -137,7 +137,7 @@ static void test_replaced_master_grants_nothing(void **state)
     hilock_client *c = hl_sentinel_client(group, HILOCK_ACK_MAJORITY, 300, 0);
     const char *name = "suspect-replaced";
     hilock_lock *l;
-    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&l, c, name),
                      HILOCK_OK);
     /* With a wait: on a busy machine a WAIT may fall short of its 300 ms
      * before the replicas are the cause of anything. */
@@ -201,7 +201,7 @@ static void test_late_grant_of_a_replaced_master_does_not_count(void **state)
     hilock_client *c = hl_sentinel_client(group, HILOCK_ACK_NONE, 300, 20000);
     const char *name = "suspect-late";
     hilock_lock *l;
-    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&l, c, name),
                      HILOCK_OK);
     /* The client is on node 1, the master the sentinels name now. */
     assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
@@ -262,7 +262,7 @@ static void test_sentinels_that_disagree_vouch_for_nobody(void **state)
     hilock_client *c = hl_sentinel_client(group, HILOCK_ACK_MAJORITY, 300, 0);
     const char *name = "suspect-disagree";
     hilock_lock *l;
-    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&l, c, name),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
                      HILOCK_OK);

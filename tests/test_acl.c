@@ -160,7 +160,7 @@ static void test_refused_command_is_eperm(void **state)
     hilock_client *c = client_as("noscript");
     hilock_lock *lock;
 
-    assert_int_equal(hilock_lock_create(&lock, c, "acl-a", 5), HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&lock, c, "acl-a"), HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(lock, 0, 5000), HILOCK_EPERM);
     assert_has(hilock_last_error(), "NOPERM");
     assert_int_equal(hilock_lock_release(lock), HILOCK_EPERM);
@@ -243,7 +243,7 @@ typedef hilock_lock *(*make_fn)(hilock_client *c, const char *name);
 static hilock_lock *make_reentrant(hilock_client *c, const char *name)
 {
     hilock_lock *l;
-    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&l, c, name),
                      HILOCK_OK);
     return l;
 }
@@ -251,7 +251,7 @@ static hilock_lock *make_reentrant(hilock_client *c, const char *name)
 static hilock_lock *make_fair(hilock_client *c, const char *name)
 {
     hilock_lock *l;
-    assert_int_equal(hilock_fair_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_fair_lock_create(&l, c, name),
                      HILOCK_OK);
     return l;
 }
@@ -259,7 +259,7 @@ static hilock_lock *make_fair(hilock_client *c, const char *name)
 static hilock_lock *make_write(hilock_client *c, const char *name)
 {
     hilock_lock *l;
-    assert_int_equal(hilock_write_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_write_lock_create(&l, c, name),
                      HILOCK_OK);
     return l;
 }
@@ -362,7 +362,7 @@ static void test_semaphore_and_latch_without_publish(void **state)
     uint64_t refused = stats_of(c).publishes_refused;
 
     hilock_semaphore *s;
-    assert_int_equal(hilock_semaphore_create(&s, c, "acl-sem", 7), HILOCK_OK);
+    assert_int_equal(hilock_semaphore_create(&s, c, "acl-sem"), HILOCK_OK);
     bool set = false;
     assert_int_equal(hilock_semaphore_try_set(s, 2, &set), HILOCK_OK);
     assert_true(set);
@@ -385,7 +385,7 @@ static void test_semaphore_and_latch_without_publish(void **state)
     /* Expirable permits: an expired permit taken back by the next call
      * announces the new count too. */
     hilock_semaphore *p;
-    assert_int_equal(hilock_permit_semaphore_create(&p, c, "acl-permits", 11),
+    assert_int_equal(hilock_permit_semaphore_create(&p, c, "acl-permits"),
                      HILOCK_OK);
     assert_int_equal(hilock_semaphore_try_set(p, 1, &set), HILOCK_OK);
     char id[HILOCK_PERMIT_ID_MAX];
@@ -401,7 +401,7 @@ static void test_semaphore_and_latch_without_publish(void **state)
     hilock_semaphore_destroy(p);
 
     hilock_latch *l;
-    assert_int_equal(hilock_latch_create(&l, c, "acl-latch", 9), HILOCK_OK);
+    assert_int_equal(hilock_latch_create(&l, c, "acl-latch"), HILOCK_OK);
     before = stats_of(c).publishes_refused;
     assert_int_equal(hilock_latch_try_set_count(l, 1, &set), HILOCK_OK);
     assert_true(set);
@@ -493,9 +493,9 @@ static void test_subscribe_refused(void **state)
     hilock_client *holder_c = client_as(NULL);
     hilock_client *waiter_c = client_as("nochannel");
     hilock_lock *held, *wanted;
-    assert_int_equal(hilock_lock_create(&held, holder_c, "acl-sub", 7),
+    assert_int_equal(hilock_lock_create(&held, holder_c, "acl-sub"),
                      HILOCK_OK);
-    assert_int_equal(hilock_lock_create(&wanted, waiter_c, "acl-sub", 7),
+    assert_int_equal(hilock_lock_create(&wanted, waiter_c, "acl-sub"),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(held, 0, 1500), HILOCK_OK);
 
@@ -536,9 +536,9 @@ static void test_subscribe_refused_told_to_caller(void **state)
     hilock_client *holder_c = client_as(NULL);
     hilock_client *waiter_c = client_as("nochannel2");
     hilock_lock *held, *wanted;
-    assert_int_equal(hilock_lock_create(&held, holder_c, "acl-told", 8),
+    assert_int_equal(hilock_lock_create(&held, holder_c, "acl-told"),
                      HILOCK_OK);
-    assert_int_equal(hilock_lock_create(&wanted, waiter_c, "acl-told", 8),
+    assert_int_equal(hilock_lock_create(&wanted, waiter_c, "acl-told"),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(held, 0, 10000), HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(wanted, 800, 10000),
@@ -561,7 +561,7 @@ static void test_cli_run_subscribe_refused(void **state)
                               "~* resetchannels +@all");
     hilock_client *c = client_as(NULL);
     hilock_lock *held;
-    assert_int_equal(hilock_lock_create(&held, c, "acl-subrun", 10),
+    assert_int_equal(hilock_lock_create(&held, c, "acl-subrun"),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(held, 0, 1000), HILOCK_OK);
     assert_int_equal(tool_as("nochannel", out, "run", "--wait", "20000",

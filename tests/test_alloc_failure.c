@@ -118,7 +118,7 @@ static int is_expected(int rc)
 static int sequence(hilock_client *c, const char *name)
 {
     hilock_lock *lock = NULL;
-    int rc = hilock_lock_create(&lock, c, name, strlen(name));
+    int rc = hilock_lock_create(&lock, c, name);
     if (rc != HILOCK_OK) {
         assert_true(rc == HILOCK_ENOMEM);
         return 1;
@@ -244,7 +244,7 @@ static bool clean_answer(const char *call, int rc, bool right_answer)
 static int calls_without_acquire(hilock_client *c, const char *name)
 {
     hilock_lock *lock = NULL;
-    int rc = hilock_lock_create(&lock, c, name, strlen(name));
+    int rc = hilock_lock_create(&lock, c, name);
     if (rc != HILOCK_OK) {
         assert_status(rc, HILOCK_ENOMEM);
         return 1;
@@ -424,16 +424,16 @@ static void test_failures_in_a_renewal_round(void **state)
      * a round opens batches of three scripts, sends a full one in the
      * middle and the others at its end. */
     static hilock_lock *locks[ROUND_LEASES];
-    assert_status(hilock_read_lock_create(&locks[0], c, "round:r", 7),
+    assert_status(hilock_read_lock_create(&locks[0], c, "round:r"),
                   HILOCK_OK);
     for (int i = 1; i <= ROUND_REENTRANT; i++) {
         char name[32];
         snprintf(name, sizeof name, "round:%d", i);
-        assert_status(hilock_lock_create(&locks[i], c, name, strlen(name)),
+        assert_status(hilock_lock_create(&locks[i], c, name),
                       HILOCK_OK);
     }
     assert_status(hilock_write_lock_create(&locks[ROUND_LEASES - 1], c,
-                                           "round:w", 7),
+                                           "round:w"),
                   HILOCK_OK);
     for (int i = 0; i < ROUND_LEASES; i++)
         assert_status(hilock_lock_try_acquire(locks[i], hl_widen(5000),
@@ -510,7 +510,7 @@ static void test_group_create_fails_cleanly(void **state)
     hilock_lock *members[2];
     for (int i = 0; i < 2; i++) {
         c[i] = counted_client(masters[i], 600000);
-        assert_status(hilock_lock_create(&members[i], c[i], "group:m", 7),
+        assert_status(hilock_lock_create(&members[i], c[i], "group:m"),
                       HILOCK_OK);
     }
 
@@ -553,7 +553,7 @@ static void test_group_create_fails_cleanly(void **state)
     for (n = 1; !made && n < 1000; n++) {
         hilock_multilock *m = NULL;
         arm_from(n);
-        int rc = hilock_redlock_lock_create(&m, rl, "group:r", 7);
+        int rc = hilock_redlock_multilock_create(&m, rl, "group:r");
         arm(0);
         if (rc == HILOCK_OK) {
             made = true;

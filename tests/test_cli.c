@@ -299,7 +299,7 @@ static hilock_lock *hold(hilock_client *c, const char *name)
 {
     hilock_lock *lock;
 
-    assert_int_equal(hilock_lock_create(&lock, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&lock, c, name),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_acquire(lock), HILOCK_OK);
     return lock;
@@ -1362,7 +1362,7 @@ static void test_ls(void **state)
     hilock_lock *fair = NULL;
 
     assert_int_equal(hilock_lock_acquire(lock), HILOCK_OK);
-    assert_int_equal(hilock_fair_lock_create(&fair, c, "ls-fair", 7),
+    assert_int_equal(hilock_fair_lock_create(&fair, c, "ls-fair"),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(fair, 0, 30000), HILOCK_OK);
     /* Answered after the grant's word on the same connection: it is in. */
@@ -1372,7 +1372,7 @@ static void test_ls(void **state)
     hilock_semaphore *sem = NULL;
     bool set = false;
     int64_t available = 0;
-    assert_int_equal(hilock_semaphore_create(&sem, c, "ls-sem", 6),
+    assert_int_equal(hilock_semaphore_create(&sem, c, "ls-sem"),
                      HILOCK_OK);
     assert_int_equal(hilock_semaphore_try_set(sem, 3, &set), HILOCK_OK);
     assert_int_equal(hilock_semaphore_available(sem, &available), HILOCK_OK);
@@ -1441,7 +1441,7 @@ static void test_status_reads_the_word(void **state)
     bool set = false, locked = false;
     int64_t available = 0;
 
-    assert_int_equal(hilock_fair_lock_create(&fair, c, "w-fair", 6),
+    assert_int_equal(hilock_fair_lock_create(&fair, c, "w-fair"),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(fair, 0, 30000), HILOCK_OK);
     assert_int_equal(hilock_lock_is_locked(fair, &locked), HILOCK_OK);
@@ -1456,7 +1456,7 @@ static void test_status_reads_the_word(void **state)
     status_of(f, "w-fair", out);
     assert_has(out, "\"kind\":\"fair\",\"locked\":false");
 
-    assert_int_equal(hilock_semaphore_create(&sem, c, "w-sem", 5),
+    assert_int_equal(hilock_semaphore_create(&sem, c, "w-sem"),
                      HILOCK_OK);
     assert_int_equal(hilock_semaphore_try_set(sem, 4, &set), HILOCK_OK);
     assert_int_equal(hilock_semaphore_available(sem, &available), HILOCK_OK);
@@ -1504,7 +1504,7 @@ static void test_stats_of_a_running_client(void **state)
     char out[OUT_CAP], want[256], pid[24];
     hilock_client *c = client_for(f);
     hilock_lock *lock;
-    assert_int_equal(hilock_lock_create(&lock, c, "stats-lock", 10),
+    assert_int_equal(hilock_lock_create(&lock, c, "stats-lock"),
                      HILOCK_OK);
     for (int i = 0; i < 2; i++) {
         assert_int_equal(hilock_lock_acquire(lock), HILOCK_OK);
@@ -1738,7 +1738,7 @@ static void test_status_fair_queue(void **state)
     pid_t pids[2];
     int i;
 
-    assert_int_equal(hilock_fair_lock_create(&lock, c, "fq", 2), HILOCK_OK);
+    assert_int_equal(hilock_fair_lock_create(&lock, c, "fq"), HILOCK_OK);
     assert_int_equal(hilock_lock_acquire(lock), HILOCK_OK);
     for (i = 0; i < 2; i++) {
         char leaf[32];
@@ -1862,7 +1862,7 @@ static void test_unlock_force_read_write(void **state)
     pid_t pid;
     int rc;
 
-    assert_int_equal(hilock_read_lock_create(&reader, c, "ufrw", 4),
+    assert_int_equal(hilock_read_lock_create(&reader, c, "ufrw"),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(reader, 0, 60000), HILOCK_OK);
     path_in(f, out_path, sizeof out_path, "ufrw.out");

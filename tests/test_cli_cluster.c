@@ -227,7 +227,7 @@ static void test_status_names_the_holder_on_a_cluster(void **state)
                      HILOCK_OK);
     assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
     hilock_options_free(o);
-    assert_int_equal(hilock_lock_create(&l, c, "held-on-cluster", 15),
+    assert_int_equal(hilock_lock_create(&l, c, "held-on-cluster"),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_acquire(l), HILOCK_OK);
     const char *argv[] = {HILOCK_TOOL_PATH, "--redis",
@@ -271,7 +271,7 @@ static void test_ls_walks_every_master(void **state)
     for (int i = 0; i < N; i++) {
         char name[32];
         snprintf(name, sizeof name, "ls-spread-%d", i);
-        assert_int_equal(hilock_lock_create(&l[i], c, name, strlen(name)),
+        assert_int_equal(hilock_lock_create(&l[i], c, name),
                          HILOCK_OK);
         assert_int_equal(hilock_lock_acquire(l[i]), HILOCK_OK);
         hl_redis_server *m = hl_redis_cluster_master_of(

@@ -93,7 +93,7 @@ static void test_wait_ends_at_zero(void **state)
     (void)state;
     hilock_client *c = hl_new_client(hl_cli_server, NULL);
     hilock_latch *l;
-    assert_int_equal(hilock_latch_create(&l, c, "cl:w", 4), HILOCK_OK);
+    assert_int_equal(hilock_latch_create(&l, c, "cl:w"), HILOCK_OK);
     assert_int_equal(hilock_latch_try_set_count(l, 2, NULL), HILOCK_OK);
     waiter w;
     memset(&w, 0, sizeof w);
@@ -133,7 +133,7 @@ static void test_wait_for_a_latch_never_set(void **state)
     /* Set and opened by other processes through the library: open. */
     hilock_client *c = hl_new_client(hl_cli_server, NULL);
     hilock_latch *l;
-    assert_int_equal(hilock_latch_create(&l, c, "cl:opened", 9), HILOCK_OK);
+    assert_int_equal(hilock_latch_create(&l, c, "cl:opened"), HILOCK_OK);
     bool seen = true;
     assert_int_equal(hilock_latch_was_set(l, &seen), HILOCK_OK);
     assert_false(seen);
@@ -183,7 +183,7 @@ static void test_down_refuses_what_is_no_latch(void **state)
     hilock_semaphore *sem;
     bool set = false;
     int64_t available = 0;
-    assert_int_equal(hilock_semaphore_create(&sem, c, "cl:sem", 6),
+    assert_int_equal(hilock_semaphore_create(&sem, c, "cl:sem"),
                      HILOCK_OK);
     assert_int_equal(hilock_semaphore_try_set(sem, 2, &set), HILOCK_OK);
     assert_int_equal(hilock_semaphore_available(sem, &available), HILOCK_OK);

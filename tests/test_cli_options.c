@@ -238,7 +238,7 @@ static void test_short_options_and_durations(void **state)
     char out[OUT_CAP];
     hilock_client *c = hl_new_client(server, NULL);
     hilock_lock *l;
-    assert_status(hilock_lock_create(&l, c, "opts", 4), HILOCK_OK);
+    assert_status(hilock_lock_create(&l, c, "opts"), HILOCK_OK);
     assert_status(hilock_lock_try_acquire(l, 0, 60000), HILOCK_OK);
     assert_int_equal(tool(out, "--redis", url, "run", "-n", "opts", "--",
                           "echo", "ran", (char *)NULL),
@@ -308,7 +308,7 @@ static void test_a_wait_on_a_lost_server_says_so(void **state)
     (void)state;
     hilock_client *c = hl_new_client(server, NULL);
     hilock_lock *l;
-    assert_status(hilock_lock_create(&l, c, "gone", 4), HILOCK_OK);
+    assert_status(hilock_lock_create(&l, c, "gone"), HILOCK_OK);
     assert_status(hilock_lock_try_acquire(l, 0, 60000), HILOCK_OK);
     char path[] = "/tmp/hilock-cli-options-XXXXXX";
     int fd = mkstemp(path);

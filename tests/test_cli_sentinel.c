@@ -119,7 +119,7 @@ static void test_status_shows_master_replicas_and_policy(void **state)
     assert_true(hl_wait_until(both_replicas_online, NULL, 60000));
     hilock_client *c = sentinel_client();
     hilock_lock *l = NULL;
-    assert_int_equal(hilock_lock_create(&l, c, "st-sent", 7), HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&l, c, "st-sent"), HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, 0, 60000), HILOCK_OK);
 
     const char *argv[] = {HILOCK_TOOL_PATH, "--redis", url, "status",
@@ -219,7 +219,7 @@ static void test_unlock_through_sentinel(void **state)
     (void)state;
     hilock_client *c = sentinel_client();
     hilock_lock *l = NULL;
-    assert_int_equal(hilock_lock_create(&l, c, "un-sent", 7), HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&l, c, "un-sent"), HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, 0, 60000), HILOCK_OK);
     assert_true(master_has_key("un-sent"));
     const char *argv[] = {HILOCK_TOOL_PATH, "--redis", url, "unlock",

@@ -176,8 +176,8 @@ static void test_top_on_a_terminal(void **state)
     static char screen[OUT_CAP], row[512], want[512], host[256];
     hilock_client *c = hl_new_client(hl_cli_server, NULL);
     hilock_lock *held, *fair;
-    assert_int_equal(hilock_lock_create(&held, c, "tp-held", 7), HILOCK_OK);
-    assert_int_equal(hilock_fair_lock_create(&fair, c, "tp-fair", 7),
+    assert_int_equal(hilock_lock_create(&held, c, "tp-held"), HILOCK_OK);
+    assert_int_equal(hilock_fair_lock_create(&fair, c, "tp-fair"),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_acquire(held), HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(fair, 0, 60000), HILOCK_OK);
@@ -216,7 +216,7 @@ static void test_top_on_a_terminal(void **state)
     /* Another holder: seen as a change, held from when it was seen. */
     hilock_client *c2 = hl_new_client(hl_cli_server, NULL);
     hilock_lock *held2;
-    assert_int_equal(hilock_lock_create(&held2, c2, "tp-held", 7),
+    assert_int_equal(hilock_lock_create(&held2, c2, "tp-held"),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_release(held), HILOCK_OK);
     assert_int_equal(hilock_lock_acquire(held2), HILOCK_OK);
@@ -258,8 +258,8 @@ static void test_top_counts_holder_changes(void **state)
     hilock_client *c = hl_new_client(hl_cli_server, NULL);
     hilock_client *c2 = hl_new_client(hl_cli_server, NULL);
     hilock_lock *lock, *lock2;
-    assert_int_equal(hilock_lock_create(&lock, c, "tc-lock", 7), HILOCK_OK);
-    assert_int_equal(hilock_lock_create(&lock2, c2, "tc-lock", 7),
+    assert_int_equal(hilock_lock_create(&lock, c, "tc-lock"), HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&lock2, c2, "tc-lock"),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_acquire(lock), HILOCK_OK);
     term_start(&t, "tc-*");
@@ -314,8 +314,8 @@ static void test_top_shows_leases_lost(void **state)
     hilock_lock *held, *lost;
     static hl_lost_rec rec;
     hl_lost_rec_init(&rec, NULL);
-    assert_int_equal(hilock_lock_create(&held, c, "tl-held", 7), HILOCK_OK);
-    assert_int_equal(hilock_lock_create(&lost, c, "tl-lost", 7), HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&held, c, "tl-held"), HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&lost, c, "tl-lost"), HILOCK_OK);
     assert_int_equal(hilock_lock_set_lost_callback(lost, hl_record_lost,
                                                    &rec),
                      HILOCK_OK);

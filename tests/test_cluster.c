@@ -310,7 +310,7 @@ static void test_acl_user_on_every_node(void **state)
         char name[32];
         key_on(m, "acl", name, sizeof name);
         hilock_lock *l = NULL;
-        assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+        assert_int_equal(hilock_lock_create(&l, c, name),
                          HILOCK_OK);
         /* Bounded: a node that refuses the client must fail the test,
          * not hang it. */
@@ -380,7 +380,7 @@ static void test_reentrant_lock_on_every_master(void **state)
         char name[32];
         key_on(m, "lock", name, sizeof name);
         hilock_lock *l = NULL;
-        assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+        assert_int_equal(hilock_lock_create(&l, c, name),
                          HILOCK_OK);
         assert_int_equal(hilock_lock_acquire(l), HILOCK_OK);
         assert_int_equal(hilock_lock_acquire(l), HILOCK_OK);
@@ -429,7 +429,7 @@ static void test_moved_is_followed(void **state)
     /* The lock handle takes the stale connection when made. */
     stale_slot(c, hl_keyslot(name, strlen(name)), wrong);
     hilock_lock *l = NULL;
-    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&l, c, name),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_acquire(l), HILOCK_OK);
     assert_int_equal(int_on_node(owner, "EXISTS", name, (char *)NULL), 1);
@@ -477,8 +477,7 @@ static void test_watchdog_renews_on_every_master(void **state)
         owners[i] = master(i % 3);
         key_on(owners[i], prefix, names[i], sizeof names[i]);
         locks[i] = NULL;
-        assert_int_equal(hilock_lock_create(&locks[i], c, names[i],
-                                            strlen(names[i])),
+        assert_int_equal(hilock_lock_create(&locks[i], c, names[i]),
                          HILOCK_OK);
         assert_int_equal(hilock_lock_acquire(locks[i]), HILOCK_OK);
     }
@@ -542,7 +541,7 @@ static void test_reconnected_master_checks_its_holds(void **state)
     char name[32];
     key_on(m, "checked", name, sizeof name);
     hilock_lock *l = NULL;
-    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&l, c, name),
                      HILOCK_OK);
     atomic_store(&lost_calls, 0);
     assert_int_equal(hilock_lock_set_lost_callback(l, count_lost, NULL),
@@ -579,8 +578,7 @@ static void test_renewal_round_is_one_call_per_slot(void **state)
         char name[32];
         snprintf(name, sizeof name, "{%s}-%d", i % 2 ? "ga" : "gb", i);
         locks[i] = NULL;
-        assert_int_equal(hilock_lock_create(&locks[i], c, name,
-                                            strlen(name)),
+        assert_int_equal(hilock_lock_create(&locks[i], c, name),
                          HILOCK_OK);
         assert_int_equal(hilock_lock_acquire(locks[i]), HILOCK_OK);
     }
@@ -624,7 +622,7 @@ static void test_ask_then_moved_across_a_migration(void **state)
     char name[48];
     snprintf(name, sizeof name, "{%s}:lock", key);
     hilock_lock *l = NULL;
-    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&l, c, name),
                      HILOCK_OK);
     if (int_on_node(src, "CLUSTER", "COUNTKEYSINSLOT", slot_text,
                     (char *)NULL) != 0) {
@@ -713,9 +711,9 @@ static void test_waiter_wakes_at_release(void **state)
     key_on(master(2), "wake", name, sizeof name);
     snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
     hilock_lock *held = NULL, *wanted = NULL;
-    assert_int_equal(hilock_lock_create(&held, holder, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&held, holder, name),
                      HILOCK_OK);
-    assert_int_equal(hilock_lock_create(&wanted, other, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&wanted, other, name),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(held, 0, 30000), HILOCK_OK);
 
@@ -790,9 +788,9 @@ static void test_waiter_follows_a_migrated_channel(void **state)
     key_on(src, "follow", name, sizeof name);
     snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
     hilock_lock *held = NULL, *wanted = NULL;
-    assert_int_equal(hilock_lock_create(&held, holder, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&held, holder, name),
                      HILOCK_OK);
-    assert_int_equal(hilock_lock_create(&wanted, other, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&wanted, other, name),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(held, 0, 60000), HILOCK_OK);
 
@@ -837,7 +835,7 @@ static void test_foreign_spublish_wakes_waiter(void **state)
                                          name, "60000", (char *)NULL),
                      ':');
     hilock_lock *wanted = NULL;
-    assert_int_equal(hilock_lock_create(&wanted, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&wanted, c, name),
                      HILOCK_OK);
     waiter_arg w = {.lock = wanted};
     pthread_t t;

@@ -334,7 +334,7 @@ static void test_takeover_from_a_live_master_checks_the_holds(void **state)
     key_on(old, "live-takeover", name, sizeof name);
     hilock_lock *l = NULL;
     lost_mark lost = {0};
-    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&l, c, name),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_set_lost_callback(l, on_lost, &lost),
                      HILOCK_OK);
@@ -519,8 +519,7 @@ static void test_manual_failover_keeps_holds(void **state)
         snprintf(prefix, sizeof prefix, "manual%d", i);
         key_on(old, prefix, names[i], sizeof names[i]);
         locks[i] = NULL;
-        assert_int_equal(hilock_lock_create(&locks[i], c, names[i],
-                                            strlen(names[i])),
+        assert_int_equal(hilock_lock_create(&locks[i], c, names[i]),
                          HILOCK_OK);
         assert_int_equal(hilock_lock_set_lost_callback(locks[i], on_lost,
                                                        &lost[i]),
@@ -545,8 +544,7 @@ static void test_manual_failover_keeps_holds(void **state)
     hilock_lock *fresh = NULL;
     char fresh_name[32];
     key_on(heir, "manual-fresh", fresh_name, sizeof fresh_name);
-    assert_int_equal(hilock_lock_create(&fresh, c, fresh_name,
-                                        strlen(fresh_name)),
+    assert_int_equal(hilock_lock_create(&fresh, c, fresh_name),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(fresh, 5000, 10000), HILOCK_OK);
     report("manual failover: a lock on the shard granted by the new "
@@ -661,11 +659,9 @@ static void test_kill9_under_held_and_contended_locks(void **state)
         snprintf(prefix, sizeof prefix, "killed%d", i);
         key_on(victim, prefix, names[i], sizeof names[i]);
         held[i] = wanted[i] = NULL;
-        assert_int_equal(hilock_lock_create(&held[i], a, names[i],
-                                            strlen(names[i])),
+        assert_int_equal(hilock_lock_create(&held[i], a, names[i]),
                          HILOCK_OK);
-        assert_int_equal(hilock_lock_create(&wanted[i], b, names[i],
-                                            strlen(names[i])),
+        assert_int_equal(hilock_lock_create(&wanted[i], b, names[i]),
                          HILOCK_OK);
         assert_int_equal(hilock_lock_set_lost_callback(held[i], on_lost,
                                                        &lost[i]),
@@ -688,8 +684,7 @@ static void test_kill9_under_held_and_contended_locks(void **state)
     hilock_lock *fresh = NULL;
     char fresh_name[32];
     key_on(victim, "killed-fresh", fresh_name, sizeof fresh_name);
-    assert_int_equal(hilock_lock_create(&fresh, a, fresh_name,
-                                        strlen(fresh_name)),
+    assert_int_equal(hilock_lock_create(&fresh, a, fresh_name),
                      HILOCK_OK);
     int rc = hilock_lock_try_acquire(fresh, 15000, 10000);
     int64_t resumed_at = hl_now_ms();
@@ -787,7 +782,7 @@ static void test_unreplicated_hold_is_reported_lost(void **state)
     key_on(victim, "unreplicated", name, sizeof name);
     hilock_lock *l = NULL;
     lost_mark lost = {0};
-    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&l, c, name),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_set_lost_callback(l, on_lost, &lost),
                      HILOCK_OK);

@@ -472,7 +472,7 @@ static void test_slots_reentrant_and_fenced(void **state)
         seen s;
         watch_start(&s);
         allow(&s, name);
-        exercise(hilock_lock_create, hilock_lock_create, name, true);
+        exercise(hilock_lock_create_n, hilock_lock_create_n, name, true);
         watch_end(&s, name);
         expect_key_seen(&s, name);
         aux_key("redisson_lock__channel", name, key, sizeof key);
@@ -491,7 +491,7 @@ static void test_slots_fair(void **state)
         seen s;
         watch_start(&s);
         allow(&s, name);
-        exercise(hilock_fair_lock_create, hilock_fair_lock_create, name,
+        exercise(hilock_fair_lock_create_n, hilock_fair_lock_create_n, name,
                  false);
         watch_end(&s, name);
         expect_key_seen(&s, name);
@@ -518,9 +518,9 @@ static void test_slots_read_write(void **state)
         watch_start(&s);
         allow(&s, name);
         /* A writer waits for a reader, then a reader for a writer. */
-        exercise(hilock_read_lock_create, hilock_write_lock_create, name,
+        exercise(hilock_read_lock_create_n, hilock_write_lock_create_n, name,
                  false);
-        exercise(hilock_write_lock_create, hilock_read_lock_create, name,
+        exercise(hilock_write_lock_create_n, hilock_read_lock_create_n, name,
                  false);
         watch_end(&s, name);
         expect_key_seen(&s, name);
@@ -546,14 +546,13 @@ static void test_slots_multilock(void **state)
     watch_start(&s);
     hilock_client *a = client(), *b = client();
     hilock_lock *locks[4], *other = NULL;
-    assert_int_equal(hilock_lock_create(&locks[0], a, names[0],
-                                        strlen(names[0])), HILOCK_OK);
-    assert_int_equal(hilock_fair_lock_create(&locks[1], a, names[1],
-                                             strlen(names[1])), HILOCK_OK);
-    assert_int_equal(hilock_write_lock_create(&locks[2], a, names[2],
-                                              strlen(names[2])), HILOCK_OK);
-    assert_int_equal(hilock_read_lock_create(&locks[3], a, names[3],
-                                             strlen(names[3])), HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&locks[0], a, names[0]), HILOCK_OK);
+    assert_int_equal(hilock_fair_lock_create(&locks[1], a, names[1]),
+                     HILOCK_OK);
+    assert_int_equal(hilock_write_lock_create(&locks[2], a, names[2]),
+                     HILOCK_OK);
+    assert_int_equal(hilock_read_lock_create(&locks[3], a, names[3]),
+                     HILOCK_OK);
     for (int i = 0; i < 4; i++)
         allow(&s, names[i]);
     hilock_multilock *m = NULL;
@@ -564,8 +563,7 @@ static void test_slots_multilock(void **state)
     expect_renewal(a);
     assert_int_equal(hilock_multilock_release(m), HILOCK_OK);
     /* One member held elsewhere: the others are given back. */
-    assert_int_equal(hilock_write_lock_create(&other, b, names[2],
-                                              strlen(names[2])),
+    assert_int_equal(hilock_write_lock_create(&other, b, names[2]),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(other, 0, 30000), HILOCK_OK);
     assert_int_equal(hilock_multilock_try_acquire(m, 0, 30000, NULL, NULL),
@@ -590,8 +588,8 @@ static void test_slots_multilock(void **state)
 static void test_slots_untagged_names_refused(void **state)
 {
     (void)state;
-    make_fn *kinds[] = {hilock_lock_create, hilock_fair_lock_create,
-                        hilock_read_lock_create, hilock_write_lock_create};
+    make_fn *kinds[] = {hilock_lock_create_n, hilock_fair_lock_create_n,
+                        hilock_read_lock_create_n, hilock_write_lock_create_n};
     for (size_t i = 0; i < UNTAGGED_NAMES; i++) {
         char name[64];
         kind_name(name, sizeof name, "untagged", untagged_names[i]);
@@ -670,8 +668,7 @@ static void test_slots_segmented(void **state)
         watch_start(&s);
         hilock_client *a = client();
         hilock_segmented *set = NULL;
-        assert_int_equal(hilock_segmented_create(&set, a, bases[b],
-                                                 strlen(bases[b]), 4),
+        assert_int_equal(hilock_segmented_create(&set, a, bases[b], 4),
                          HILOCK_OK);
         for (unsigned i = 0; i < 4; i++) {
             char seg[64];
@@ -729,12 +726,12 @@ static void test_fair_order_on_every_master(void **state)
         aux_key("redisson_lock_queue", name, queue, sizeof queue);
         hilock_client *a = client(), *b = client();
         hilock_lock *h = NULL, *w[3];
-        OK(hilock_fair_lock_create(&h, a, name, strlen(name)));
+        OK(hilock_fair_lock_create(&h, a, name));
         OK(hilock_lock_try_acquire(h, 0, HILOCK_LEASE_WATCHDOG));
         assert_int_equal(on_master_int(m, "EXISTS", name), 1);
         waiter wt[3];
         for (int k = 0; k < 3; k++) {
-            OK(hilock_fair_lock_create(&w[k], b, name, strlen(name)));
+            OK(hilock_fair_lock_create(&w[k], b, name));
             waiter_start(&wt[k], w[k], false);
             llen_probe p = {m, queue, k + 1};
             assert_true(hl_wait_until(llen_reached, &p, hl_widen(10000)));
@@ -780,9 +777,9 @@ static void test_read_write_on_every_master(void **state)
         current = name;
         hilock_client *a = client(), *b = client(), *c = client();
         hilock_lock *r1 = NULL, *r2 = NULL, *wr = NULL;
-        OK(hilock_read_lock_create(&r1, a, name, strlen(name)));
-        OK(hilock_read_lock_create(&r2, b, name, strlen(name)));
-        OK(hilock_write_lock_create(&wr, c, name, strlen(name)));
+        OK(hilock_read_lock_create(&r1, a, name));
+        OK(hilock_read_lock_create(&r2, b, name));
+        OK(hilock_write_lock_create(&wr, c, name));
         /* Two readers at once. */
         OK(hilock_lock_try_acquire(r1, 0, HILOCK_LEASE_WATCHDOG));
         waiter reader2;
@@ -832,8 +829,8 @@ static void test_fencing_on_every_master(void **state)
         aux_key("redisson_lock_token", name, counter, sizeof counter);
         hilock_client *a = client(), *b = client();
         hilock_lock *la = NULL, *lb = NULL;
-        OK(hilock_lock_create(&la, a, name, strlen(name)));
-        OK(hilock_lock_create(&lb, b, name, strlen(name)));
+        OK(hilock_lock_create(&la, a, name));
+        OK(hilock_lock_create(&lb, b, name));
         uint64_t last = 0;
         for (int round = 0; round < 3; round++) {
             hilock_lock *l = round % 2 ? lb : la;
@@ -923,7 +920,7 @@ static void test_multilock_across_masters(void **state)
     hilock_client *a = client(), *b = client();
     hilock_lock *locks[3], *other = NULL;
     for (int i = 0; i < 3; i++)
-        OK(hilock_lock_create(&locks[i], a, names[i], strlen(names[i])));
+        OK(hilock_lock_create(&locks[i], a, names[i]));
     hilock_multilock *m = NULL;
     OK(hilock_multilock_create(&m, locks, 3));
     OK(hilock_multilock_try_acquire(m, 0, HILOCK_LEASE_WATCHDOG, NULL, NULL));
@@ -933,7 +930,7 @@ static void test_multilock_across_masters(void **state)
     for (int i = 0; i < 3; i++)
         assert_int_equal(on_master_int(master(i), "EXISTS", names[i]), 0);
 
-    OK(hilock_lock_create(&other, b, names[1], strlen(names[1])));
+    OK(hilock_lock_create(&other, b, names[1]));
     OK(hilock_lock_try_acquire(other, 0, 30000));
     hilock_member_result res[3];
     assert_int_equal(hilock_multilock_try_acquire(m, 0, 30000, res, NULL),
@@ -979,7 +976,7 @@ static void test_segments_spread_over_masters(void **state)
     hilock_client *a = client();
     hilock_segmented *set = NULL;
     enum { SEGMENTS = 16 };
-    OK(hilock_segmented_create(&set, a, "stock", 5, SEGMENTS));
+    OK(hilock_segmented_create(&set, a, "stock", SEGMENTS));
     int per_master[3] = {0, 0, 0};
     for (unsigned i = 0; i < SEGMENTS; i++) {
         hilock_lock *l = hilock_segmented_lock(set, i);
@@ -996,7 +993,7 @@ static void test_segments_spread_over_masters(void **state)
     /* A key's segment, contended from another client. */
     hilock_client *b = client();
     hilock_segmented *set_b = NULL;
-    OK(hilock_segmented_create(&set_b, b, "stock", 5, SEGMENTS));
+    OK(hilock_segmented_create(&set_b, b, "stock", SEGMENTS));
     hilock_lock *mine = hilock_segmented_lock_for(set_b, "sku-42", 6);
     assert_int_equal(hilock_lock_try_acquire(mine, 0, 30000), HILOCK_EBUSY);
     for (unsigned i = 0; i < SEGMENTS; i++)
@@ -1067,7 +1064,7 @@ static void test_cli_on_every_master(void **state)
         /* Held by the library: status shows the owner, run waits. */
         hilock_client *a = client();
         hilock_lock *l = NULL;
-        OK(hilock_lock_create(&l, a, name, strlen(name)));
+        OK(hilock_lock_create(&l, a, name));
         OK(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG));
         char owner[128];
         snprintf(owner, sizeof owner, "\"owner\":\"%s:%llu\"",
@@ -1128,7 +1125,7 @@ static void test_redlock_with_a_cluster_member(void **state)
                                              "HSET", name, "someone:1", "1",
                                              (char *)NULL), ':');
         hilock_multilock *l = NULL;
-        OK(hilock_redlock_lock_create(&l, rl, name, strlen(name)));
+        OK(hilock_redlock_multilock_create(&l, rl, name));
         hilock_member_result res[3];
         int rc = hilock_multilock_try_acquire(l, hl_widen(5000), 30000, res,
                                               NULL);

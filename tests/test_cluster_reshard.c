@@ -350,11 +350,11 @@ static int make_lock(hilock_lock **out, hilock_client *c, int kind,
 {
     switch (kind) {
     case KIND_FAIR:
-        return hilock_fair_lock_create(out, c, name, strlen(name));
+        return hilock_fair_lock_create(out, c, name);
     case KIND_WRITE:
-        return hilock_write_lock_create(out, c, name, strlen(name));
+        return hilock_write_lock_create(out, c, name);
     default:
-        return hilock_lock_create(out, c, name, strlen(name));
+        return hilock_lock_create(out, c, name);
     }
 }
 
@@ -486,7 +486,7 @@ static void test_reshard_under_load(void **state)
     pthread_t reader_threads[PER_LOCK];
     for (int k = 0; k < PER_LOCK; k++) {
         assert_int_equal(hilock_read_lock_create(&reading[k], clients[k],
-                                                 names[3], strlen(names[3])),
+                                                 names[3]),
                          HILOCK_OK);
         assert_int_equal(hilock_lock_set_lost_callback(reading[k], on_lost,
                                                        NULL),
@@ -676,7 +676,7 @@ static void test_release_on_the_importing_node(void **state)
     node_id(dst, dst_id, sizeof dst_id);
     hilock_client *c = client_at(hl_redis_cluster_url(cluster), 0, 0);
     hilock_lock *l = NULL;
-    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&l, c, name),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, 0, 60000), HILOCK_OK);
 
@@ -756,7 +756,7 @@ static void test_scripts_on_the_importing_node(void **state)
     node_id(dst, dst_id, sizeof dst_id);
     hilock_client *c = client_at(hl_redis_cluster_url(cluster), 1500, 0);
     hilock_lock *l = NULL;
-    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&l, c, name),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
                      HILOCK_OK);

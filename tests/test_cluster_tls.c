@@ -195,7 +195,7 @@ static void test_tls_cluster_every_master(void **state)
         expect_on_node(master(i), key, "over-tls");
         key_on(master(i), "tls-lock", name, sizeof name);
         hilock_lock *l = NULL;
-        assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+        assert_int_equal(hilock_lock_create(&l, c, name),
                          HILOCK_OK);
         assert_int_equal(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
                          HILOCK_OK);

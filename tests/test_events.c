@@ -140,7 +140,7 @@ static void test_connections_and_a_lost_lease_are_told(void **state)
 
     /* A lease whose key is deleted: told with the lock, owner and why. */
     hilock_lock *l;
-    assert_status(hilock_lock_create(&l, c, "ev", 2), HILOCK_OK);
+    assert_status(hilock_lock_create(&l, c, "ev"), HILOCK_OK);
     assert_status(hilock_lock_acquire(l), HILOCK_OK);
     int mark = atomic_load(&events.n);
     char reply[64];

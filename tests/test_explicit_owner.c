@@ -52,7 +52,7 @@ static void test_hold_handed_between_threads(void **state)
     hilock_lock *lock;
     const uint64_t job = 0x5eed0001;
     uint64_t token = 0;
-    assert_status(hilock_lock_create(&lock, c, "handed", 6), HILOCK_OK);
+    assert_status(hilock_lock_create(&lock, c, "handed"), HILOCK_OK);
     assert_status(hilock_lock_acquire_as(lock, job, 1000,
                                          HILOCK_LEASE_WATCHDOG, &token),
                   HILOCK_OK);
@@ -101,7 +101,7 @@ static void test_valid_until(void **state)
     hilock_client *c = hl_new_client(fx.server, &o);
     hilock_lock *lock, *watched;
     int64_t until = -1;
-    assert_status(hilock_lock_create(&lock, c, "valid", 5), HILOCK_OK);
+    assert_status(hilock_lock_create(&lock, c, "valid"), HILOCK_OK);
     assert_status(hilock_lock_valid_until(lock, &until), HILOCK_OK);
     assert_int_equal(until, 0);
 
@@ -124,7 +124,7 @@ static void test_valid_until(void **state)
     /* With the watchdog, renewals move it on; a lease lost ends it. */
     static hl_lost_rec rec;
     hl_lost_rec_init(&rec, NULL);
-    assert_status(hilock_lock_create(&watched, c, "watched", 7), HILOCK_OK);
+    assert_status(hilock_lock_create(&watched, c, "watched"), HILOCK_OK);
     assert_status(hilock_lock_set_lost_callback(watched, hl_record_lost,
                                                 &rec),
                   HILOCK_OK);
@@ -173,8 +173,8 @@ static void test_lost_fd(void **state)
     assert_false(readable(&fd));
 
     hilock_lock *a, *b;
-    assert_status(hilock_lock_create(&a, c, "fd-a", 4), HILOCK_OK);
-    assert_status(hilock_lock_create(&b, c, "fd-b", 4), HILOCK_OK);
+    assert_status(hilock_lock_create(&a, c, "fd-a"), HILOCK_OK);
+    assert_status(hilock_lock_create(&b, c, "fd-b"), HILOCK_OK);
     assert_status(hilock_lock_acquire(a), HILOCK_OK);
     assert_status(hilock_lock_acquire(b), HILOCK_OK);
     /* Held and renewed: nothing to read. */

@@ -185,8 +185,8 @@ static void test_released_hold_is_released_again(void **state)
     hilock_client *a = sentinel_client(LONG_LEASE_MS);
     hilock_client *b = sentinel_client(0);
     hilock_lock *la, *lb;
-    assert_int_equal(hilock_lock_create(&la, a, "stuck", 5), HILOCK_OK);
-    assert_int_equal(hilock_lock_create(&lb, b, "stuck", 5), HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&la, a, "stuck"), HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&lb, b, "stuck"), HILOCK_OK);
     atomic_int lost = 0;
     assert_int_equal(hilock_lock_set_lost_callback(la, count_lost, &lost),
                      HILOCK_OK);
@@ -257,9 +257,9 @@ static void test_released_permits_come_back_once(void **state)
     hl_redis_server *master = settled_master();
     hilock_client *a = sentinel_client(0);
     hilock_semaphore *taker, *other;
-    assert_int_equal(hilock_semaphore_create(&taker, a, "pool", 4),
+    assert_int_equal(hilock_semaphore_create(&taker, a, "pool"),
                      HILOCK_OK);
-    assert_int_equal(hilock_semaphore_create(&other, a, "pool", 4),
+    assert_int_equal(hilock_semaphore_create(&other, a, "pool"),
                      HILOCK_OK);
     assert_int_equal(hilock_semaphore_set(taker, N), HILOCK_OK);
     assert_int_equal(hilock_semaphore_try_acquire(taker, 3, 0), HILOCK_OK);

@@ -393,7 +393,7 @@ static void fifo_child(fifo_shared *sh, hl_mutex_checker *mc, int proc,
     hilock_client *c = hl_open_client(fx.server, NULL, why, sizeof why);
     fifo_proc p;
 
-    if (c == NULL || hilock_fair_lock_create(&l, c, "fifo", 4) != 0) {
+    if (c == NULL || hilock_fair_lock_create(&l, c, "fifo") != 0) {
         hl_mutex_checker_fail(mc, "process %d: client or lock: %s", proc,
                               c == NULL ? why : hilock_last_error());
         _exit(1);
@@ -564,7 +564,7 @@ static void dead_child(int64_t waiter_ms, int go_fd, int info_fd)
     if (!hl_read_exact(go_fd, &go, 1, hl_widen(10000)))
         _exit(1);
     c = hl_open_client(fx.server, &opts, why, sizeof why);
-    if (c == NULL || hilock_fair_lock_create(&l, c, "dead", 4) != 0)
+    if (c == NULL || hilock_fair_lock_create(&l, c, "dead") != 0)
         _exit(1);
     if (hilock_lock_acquire_async(l, DEAD_OWNER, HILOCK_WAIT_FOREVER,
                                   HILOCK_LEASE_WATCHDOG, 0, hl_record_acquire,
@@ -1391,10 +1391,10 @@ static void test_waiter_timeout_option(void **state)
     hilock_options_free(o);
 
     c = hl_new_client(fx.server, NULL);
-    assert_status(hilock_fair_lock_create(&l, c, "", 0), HILOCK_EINVAL);
-    assert_status(hilock_fair_lock_create(NULL, c, "x", 1), HILOCK_EINVAL);
-    assert_status(hilock_fair_lock_create(&l, NULL, "x", 1), HILOCK_EINVAL);
-    assert_status(hilock_fair_lock_create(&l, c, NULL, 1), HILOCK_EINVAL);
+    assert_status(hilock_fair_lock_create(&l, c, ""), HILOCK_EINVAL);
+    assert_status(hilock_fair_lock_create(NULL, c, "x"), HILOCK_EINVAL);
+    assert_status(hilock_fair_lock_create(&l, NULL, "x"), HILOCK_EINVAL);
+    assert_status(hilock_fair_lock_create_n(&l, c, NULL, 1), HILOCK_EINVAL);
     hl_free_client(c);
 }
 

@@ -344,7 +344,7 @@ static void test_latch_count(void **state)
     (void)state;
     hilock_client *c = hl_new_client(fx.server, NULL);
     hilock_latch *l = NULL;
-    assert_status(hilock_latch_create(&l, c, "fv-latch", 8), HILOCK_OK);
+    assert_status(hilock_latch_create(&l, c, "fv-latch"), HILOCK_OK);
     int64_t v = 0;
     bool opened = true;
 

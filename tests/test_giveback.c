@@ -231,7 +231,7 @@ static void *stalled_loop_main(void *arg)
     if (rc == HILOCK_OK)
         rc = hilock_client_create(&sl->client, o);
     if (rc == HILOCK_OK)
-        rc = hilock_lock_create(&sl->lock, sl->client, "stalled", 7);
+        rc = hilock_lock_create(&sl->lock, sl->client, "stalled");
     hilock_options_free(o);
     sl->setup_rc = rc;
     ev_async_init(&sl->stop, on_stop);

@@ -55,11 +55,11 @@ static void test_double_destroy(void **state)
     hl_redis_server *s = hl_fixture_plain();
     hilock_client *c = client_of(s);
     hilock_lock *lock;
-    assert_int_equal(hilock_lock_create(&lock, c, "h:twice", 7), HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&lock, c, "h:twice"), HILOCK_OK);
     assert_int_equal(hilock_lock_destroy(lock), HILOCK_OK);
     assert_int_equal(hilock_lock_destroy(lock), HILOCK_ECLOSED);
     hilock_segmented *set;
-    assert_int_equal(hilock_segmented_create(&set, c, "h:set", 5, 4),
+    assert_int_equal(hilock_segmented_create(&set, c, "h:set", 4),
                      HILOCK_OK);
     assert_int_equal(hilock_segmented_destroy(set), HILOCK_OK);
     assert_int_equal(hilock_segmented_destroy(set), HILOCK_ECLOSED);
@@ -83,16 +83,16 @@ static void test_stale_lock_with_new_locks(void **state)
      * then goes where the next calloc looks. */
     hilock_lock *filler[16];
     for (int i = 0; i < 16; i++)
-        assert_int_equal(hilock_lock_create(&filler[i], c, "h:fill", 6),
+        assert_int_equal(hilock_lock_create(&filler[i], c, "h:fill"),
                          HILOCK_OK);
     for (int i = 0; i < 16; i++)
         assert_int_equal(hilock_lock_destroy(filler[i]), HILOCK_OK);
     hilock_lock *stale;
-    assert_int_equal(hilock_lock_create(&stale, c, "h:lock", 6), HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&stale, c, "h:lock"), HILOCK_OK);
     assert_int_equal(hilock_lock_destroy(stale), HILOCK_OK);
     for (int i = 0; i < HL_HANDLE_QUARANTINE - 1; i++) {
         hilock_lock *fresh;
-        assert_int_equal(hilock_lock_create(&fresh, c, "h:lock", 6),
+        assert_int_equal(hilock_lock_create(&fresh, c, "h:lock"),
                          HILOCK_OK);
         assert_int_equal(hilock_lock_destroy(stale), HILOCK_ECLOSED);
         assert_int_equal(hilock_lock_destroy(fresh), HILOCK_OK);
@@ -117,7 +117,7 @@ static void test_stale_client_with_new_client(void **state)
     assert_int_equal(hilock_client_destroy(stale), HILOCK_ECLOSED);
     assert_int_equal(hilock_client_close(stale), HILOCK_ECLOSED);
     hilock_lock *lock;
-    assert_int_equal(hilock_lock_create(&lock, fresh, "h:c", 3), HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&lock, fresh, "h:c"), HILOCK_OK);
     assert_int_equal(hilock_lock_destroy(lock), HILOCK_OK);
     assert_int_equal(hilock_client_destroy(fresh), HILOCK_OK);
     if (fresh == stale)
@@ -137,9 +137,9 @@ static void test_stale_multilock_with_new_multilocks(void **state)
     assert_non_null(loop);
     hilock_client *c = loop_client_of(s, loop);
     hilock_lock *members[2];
-    assert_int_equal(hilock_lock_create(&members[0], c, "h:m0", 4),
+    assert_int_equal(hilock_lock_create(&members[0], c, "h:m0"),
                      HILOCK_OK);
-    assert_int_equal(hilock_lock_create(&members[1], c, "h:m1", 4),
+    assert_int_equal(hilock_lock_create(&members[1], c, "h:m1"),
                      HILOCK_OK);
     hilock_multilock *filler[16];
     for (int i = 0; i < 16; i++)
@@ -207,12 +207,12 @@ static void test_stale_redlock_with_new_redlocks(void **state)
         assert_int_equal(hilock_redlock_destroy(fresh), HILOCK_OK);
     }
     hilock_multilock *stale_lock;
-    assert_int_equal(hilock_redlock_lock_create(&stale_lock, rl, "h:rl", 4),
+    assert_int_equal(hilock_redlock_multilock_create(&stale_lock, rl, "h:rl"),
                      HILOCK_OK);
     assert_int_equal(hilock_multilock_destroy(stale_lock), HILOCK_OK);
     for (int i = 0; i < 8; i++) {
         hilock_multilock *fresh;
-        assert_int_equal(hilock_redlock_lock_create(&fresh, rl, "h:rl", 4),
+        assert_int_equal(hilock_redlock_multilock_create(&fresh, rl, "h:rl"),
                          HILOCK_OK);
         assert_int_equal(hilock_multilock_destroy(stale_lock),
                          HILOCK_ECLOSED);

@@ -27,7 +27,7 @@ static hl_lock_fixture fx;
 static const char *word_of(hilock_client *c, const char *name)
 {
     const char *kind = NULL;
-    assert_status(hilock_client_name_kind(c, name, strlen(name), &kind),
+    assert_status(hilock_client_name_kind_n(c, name, strlen(name), &kind),
                   HILOCK_OK);
     return kind ? kind : "";
 }
@@ -62,11 +62,11 @@ static void test_fair_and_read_write_grants_leave_word(void **state)
     hilock_lock *fair, *reader, *writer, *plain;
 
     (void)state;
-    assert_status(hilock_fair_lock_create(&fair, c, "kw-fair", 7), HILOCK_OK);
-    assert_status(hilock_read_lock_create(&reader, c, "kw-rw", 5), HILOCK_OK);
-    assert_status(hilock_write_lock_create(&writer, c, "kw-rw2", 6),
+    assert_status(hilock_fair_lock_create(&fair, c, "kw-fair"), HILOCK_OK);
+    assert_status(hilock_read_lock_create(&reader, c, "kw-rw"), HILOCK_OK);
+    assert_status(hilock_write_lock_create(&writer, c, "kw-rw2"),
                   HILOCK_OK);
-    assert_status(hilock_lock_create(&plain, c, "kw-plain", 8), HILOCK_OK);
+    assert_status(hilock_lock_create(&plain, c, "kw-plain"), HILOCK_OK);
     assert_string_equal(word_of(c, "kw-fair"), "");
 
     assert_status(hilock_lock_try_acquire(fair, 0, 30000), HILOCK_OK);
@@ -96,7 +96,7 @@ static void test_fair_and_read_write_grants_leave_word(void **state)
     assert_string_equal(word_of(c, "kw-fair"), "");
     assert_status(hilock_lock_release(fair), HILOCK_OK);
     hilock_lock *again;
-    assert_status(hilock_fair_lock_create(&again, c, "kw-fair", 7),
+    assert_status(hilock_fair_lock_create(&again, c, "kw-fair"),
                   HILOCK_OK);
     assert_status(hilock_lock_try_acquire(again, 0, 30000), HILOCK_OK);
     settle(again);
@@ -122,7 +122,7 @@ static void test_semaphore_counts_leave_word(void **state)
     int64_t count = 0;
 
     (void)state;
-    assert_status(hilock_semaphore_create(&sem, c, "kw-sem", 6), HILOCK_OK);
+    assert_status(hilock_semaphore_create(&sem, c, "kw-sem"), HILOCK_OK);
     assert_status(hilock_semaphore_try_set(sem, 3, &set), HILOCK_OK);
     assert_true(set);
     assert_status(hilock_semaphore_available(sem, &count), HILOCK_OK);
@@ -130,7 +130,7 @@ static void test_semaphore_counts_leave_word(void **state)
     /* A semaphore lives as long as its count: so does the word. */
     assert_int_equal(word_pttl("kw-sem"), -1);
 
-    assert_status(hilock_semaphore_create(&added, c, "kw-added", 8),
+    assert_status(hilock_semaphore_create(&added, c, "kw-added"),
                   HILOCK_OK);
     assert_status(hilock_semaphore_add(added, 2, &count), HILOCK_OK);
     assert_status(hilock_semaphore_available(added, &count), HILOCK_OK);
@@ -140,7 +140,7 @@ static void test_semaphore_counts_leave_word(void **state)
     char reply[64];
     hl_redis_server_cmd(fx.server, reply, sizeof reply, "SET", "kw-other",
                         "5", (char *)NULL);
-    assert_status(hilock_semaphore_create(&refused, c, "kw-other", 8),
+    assert_status(hilock_semaphore_create(&refused, c, "kw-other"),
                   HILOCK_OK);
     assert_status(hilock_semaphore_try_set(refused, 3, &set), HILOCK_OK);
     assert_false(set);
@@ -161,7 +161,7 @@ static void test_latch_word_while_it_counts(void **state)
     int64_t left = -1;
 
     (void)state;
-    assert_status(hilock_latch_create(&l, c, "kw-latch", 8), HILOCK_OK);
+    assert_status(hilock_latch_create(&l, c, "kw-latch"), HILOCK_OK);
     assert_status(hilock_latch_try_set_count(l, 2, &set), HILOCK_OK);
     assert_status(hilock_latch_count(l, &left), HILOCK_OK);
     assert_string_equal(word_of(c, "kw-latch"), "latch");
@@ -180,7 +180,7 @@ static void test_latch_word_while_it_counts(void **state)
 
     /* A count down of a latch nobody set opens nothing, and leaves no
      * word that would make a typo look opened. */
-    assert_status(hilock_latch_create(&typo, c, "kw-typo", 7), HILOCK_OK);
+    assert_status(hilock_latch_create(&typo, c, "kw-typo"), HILOCK_OK);
     assert_status(hilock_latch_count_down(typo, &left), HILOCK_OK);
     assert_int_equal(left, 0);
     assert_status(hilock_latch_count(typo, &left), HILOCK_OK);
@@ -208,7 +208,7 @@ static void test_reading_the_word(void **state)
     assert_string_equal(word_of(c, "kw-future"), "");
     hl_redis_server_cmd(fx.server, reply, sizeof reply, "RPUSH",
                         "hilock_kind:{kw-list}", "fair", (char *)NULL);
-    assert_int_equal(hilock_client_name_kind(c, "kw-list", 7, &kind),
+    assert_int_equal(hilock_client_name_kind_n(c, "kw-list", 7, &kind),
                      HILOCK_EREDIS);
     assert_null(kind);
     /* A name that brings its own hash tag keeps it, as every key does. */
@@ -216,16 +216,16 @@ static void test_reading_the_word(void **state)
                         "hilock_kind:a{b}", "latch", (char *)NULL);
     assert_string_equal(word_of(c, "a{b}"), "latch");
 
-    assert_int_equal(hilock_client_name_kind(NULL, "n", 1, &kind),
+    assert_int_equal(hilock_client_name_kind_n(NULL, "n", 1, &kind),
                      HILOCK_EINVAL);
-    assert_int_equal(hilock_client_name_kind(c, NULL, 1, &kind),
+    assert_int_equal(hilock_client_name_kind_n(c, NULL, 1, &kind),
                      HILOCK_EINVAL);
-    assert_int_equal(hilock_client_name_kind(c, "n", 1, NULL),
+    assert_int_equal(hilock_client_name_kind_n(c, "n", 1, NULL),
                      HILOCK_EINVAL);
-    assert_int_equal(hilock_client_name_kind(c, "n", 0, &kind),
+    assert_int_equal(hilock_client_name_kind_n(c, "n", 0, &kind),
                      HILOCK_EINVAL);
     assert_int_equal(
-        hilock_client_name_kind(c, "n", HILOCK_MAX_NAME_LEN + 1, &kind),
+        hilock_client_name_kind_n(c, "n", HILOCK_MAX_NAME_LEN + 1, &kind),
         HILOCK_EINVAL);
     hl_free_client(c);
 }

@@ -105,9 +105,9 @@ static void test_fan_in_on_every_master(void **state)
                  names[i]);
         assert_int_equal(slot_of(ch), slot_of(names[i]));
         hilock_latch *la, *lb;
-        assert_status(hilock_latch_create(&la, a, names[i], strlen(names[i])),
+        assert_status(hilock_latch_create(&la, a, names[i]),
                       HILOCK_OK);
-        assert_status(hilock_latch_create(&lb, b, names[i], strlen(names[i])),
+        assert_status(hilock_latch_create(&lb, b, names[i]),
                       HILOCK_OK);
         bool set = false;
         assert_status(hilock_latch_try_set_count(la, 2, &set), HILOCK_OK);
@@ -155,7 +155,7 @@ static void test_redisson_peer_spublish(void **state)
     snprintf(ch, sizeof ch, "redisson_countdownlatch__channel__{%s}", name);
     hilock_client *c = client();
     hilock_latch *l;
-    assert_status(hilock_latch_create(&l, c, name, strlen(name)), HILOCK_OK);
+    assert_status(hilock_latch_create(&l, c, name), HILOCK_OK);
     assert_status(hilock_latch_try_set_count(l, 1, NULL), HILOCK_OK);
     rec r;
     memset(&r, 0, sizeof r);
@@ -189,7 +189,7 @@ static void test_names_with_braces(void **state)
     (void)state;
     hilock_client *c = client();
     hilock_latch *bad, *good;
-    assert_status(hilock_latch_create(&bad, c, "lc:{t}x", 7), HILOCK_OK);
+    assert_status(hilock_latch_create(&bad, c, "lc:{t}x"), HILOCK_OK);
     assert_status(hilock_latch_try_set_count(bad, 2, NULL), HILOCK_EINVAL);
     assert_non_null(strstr(hilock_last_error(), "'}'"));
     assert_status(hilock_latch_count_down(bad, NULL), HILOCK_EINVAL);
@@ -200,7 +200,7 @@ static void test_names_with_braces(void **state)
     assert_status(hilock_latch_count(bad, &n), HILOCK_OK);
     assert_int_equal(n, 0);
 
-    assert_status(hilock_latch_create(&good, c, "lc:{open", 8), HILOCK_OK);
+    assert_status(hilock_latch_create(&good, c, "lc:{open"), HILOCK_OK);
     bool set = false;
     assert_status(hilock_latch_try_set_count(good, 1, &set), HILOCK_OK);
     assert_true(set);

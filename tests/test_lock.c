@@ -27,9 +27,15 @@
 #include "core/transport/pubsub.h"
 #include "hilock/client.h"
 #include "hilock/error.h"
+#include "hilock/fair.h"
+#include "hilock/latch.h"
 #include "hilock/lock.h"
+#include "hilock/multi.h"
 #include "hilock/options.h"
 #include "hilock/reply.h"
+#include "hilock/rwlock.h"
+#include "hilock/segmented.h"
+#include "hilock/semaphore.h"
 #include "support/children.h"
 #include "support/fixture.h"
 #include "support/lock_helpers.h"
@@ -46,7 +52,7 @@ static hl_lock_fixture fx;
 static hilock_lock *lock_bin(hilock_client *c, const char *name, size_t len)
 {
     hilock_lock *l = NULL;
-    int rc = hilock_lock_create(&l, c, name, len);
+    int rc = hilock_lock_create_n(&l, c, name, len);
 
     if (rc != HILOCK_OK)
         fail_msg("lock create: %s: %s", hilock_errname(rc),
@@ -258,7 +264,7 @@ static void mx_run_process(hilock_client *c, hl_mutex_checker *mc, int proc,
 {
     hl_checked_holder threads[MX_THREADS];
     hilock_lock *lock = NULL;
-    int rc = hilock_lock_create(&lock, c, "mutex", 5);
+    int rc = hilock_lock_create(&lock, c, "mutex");
 
     if (rc != HILOCK_OK) {
         hl_mutex_checker_fail(mc, "process %d: lock create: %s", proc,
@@ -1711,20 +1717,20 @@ static void test_bad_names(void **state)
     (void)state;
     assert_non_null(name);
     memset(name, 'n', big);
-    assert_status(hilock_lock_create(&l, c, "", 0), HILOCK_EINVAL);
+    assert_status(hilock_lock_create(&l, c, ""), HILOCK_EINVAL);
     assert_null(l);
     assert_true(strlen(hilock_last_error()) > 0);
     l = (hilock_lock *)&l;
-    assert_status(hilock_lock_create(&l, c, name, big), HILOCK_EINVAL);
+    assert_status(hilock_lock_create_n(&l, c, name, big), HILOCK_EINVAL);
     assert_null(l);
     if (strstr(hilock_last_error(), "65536") == NULL)
         fail_msg("the message \"%s\" does not state the limit",
                  hilock_last_error());
-    assert_status(hilock_lock_create(&l, c, name, HILOCK_MAX_NAME_LEN + 1),
+    assert_status(hilock_lock_create_n(&l, c, name, HILOCK_MAX_NAME_LEN + 1),
                   HILOCK_EINVAL);
-    assert_status(hilock_lock_create(NULL, c, "x", 1), HILOCK_EINVAL);
-    assert_status(hilock_lock_create(&l, NULL, "x", 1), HILOCK_EINVAL);
-    assert_status(hilock_lock_create(&l, c, NULL, 1), HILOCK_EINVAL);
+    assert_status(hilock_lock_create(NULL, c, "x"), HILOCK_EINVAL);
+    assert_status(hilock_lock_create(&l, NULL, "x"), HILOCK_EINVAL);
+    assert_status(hilock_lock_create_n(&l, c, NULL, 1), HILOCK_EINVAL);
     /* The longest name allowed works end to end. */
     l = lock_bin(c, name, HILOCK_MAX_NAME_LEN);
     assert_status(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
@@ -1732,6 +1738,76 @@ static void test_bad_names(void **state)
     assert_int_equal(exists_bin(c, name, HILOCK_MAX_NAME_LEN), 1);
     assert_status(hilock_lock_release(l), HILOCK_OK);
     assert_int_equal(exists_bin(c, name, HILOCK_MAX_NAME_LEN), 0);
+    hl_free_lock(l);
+    free(name);
+    hl_free_client(c);
+}
+
+/* Every create function takes a C string beside its _n twin: NULL and ""
+ * are refused, a string past the longest name is refused without being
+ * read to its end, and the longest one is taken whole. */
+static void test_c_string_names(void **state)
+{
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    size_t big = (size_t)HILOCK_MAX_NAME_LEN + 2;
+    char *name = malloc(big);
+    hilock_lock *l = NULL;
+    hilock_latch *la = NULL;
+    hilock_semaphore *s = NULL;
+    hilock_segmented *seg = NULL;
+    hilock_multilock *m = NULL;
+    const char *kind = NULL;
+    size_t len = 0;
+    typedef int lock_make(hilock_lock **, hilock_client *, const char *);
+    lock_make *makes[] = {hilock_lock_create, hilock_fair_lock_create,
+                          hilock_read_lock_create, hilock_write_lock_create};
+
+    (void)state;
+    assert_non_null(name);
+    memset(name, 'c', big);
+    name[big - 1] = '\0'; /* one byte past the longest name */
+    for (size_t i = 0; i < sizeof makes / sizeof makes[0]; i++) {
+        assert_status(makes[i](&l, c, NULL), HILOCK_EINVAL);
+        assert_status(makes[i](&l, c, ""), HILOCK_EINVAL);
+        assert_status(makes[i](&l, c, name), HILOCK_EINVAL);
+        assert_status(makes[i](&l, c, "cstr:lock"), HILOCK_OK);
+        assert_string_equal(hilock_lock_name(l, &len), "cstr:lock");
+        assert_int_equal(len, 9);
+        hl_free_lock(l);
+    }
+    assert_status(hilock_latch_create(&la, c, NULL), HILOCK_EINVAL);
+    assert_status(hilock_latch_create(&la, c, ""), HILOCK_EINVAL);
+    assert_status(hilock_latch_create(&la, c, "cstr:latch"), HILOCK_OK);
+    assert_string_equal(hilock_latch_name(la, &len), "cstr:latch");
+    assert_int_equal(len, 10);
+    assert_status(hilock_latch_destroy(la), HILOCK_OK);
+    assert_status(hilock_semaphore_create(&s, c, ""), HILOCK_EINVAL);
+    assert_status(hilock_semaphore_create(&s, c, "cstr:sem"), HILOCK_OK);
+    assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
+    assert_status(hilock_permit_semaphore_create(&s, c, NULL),
+                  HILOCK_EINVAL);
+    assert_status(hilock_permit_semaphore_create(&s, c, "cstr:permits"),
+                  HILOCK_OK);
+    assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
+    assert_status(hilock_segmented_create(&seg, c, name, 4), HILOCK_EINVAL);
+    assert_status(hilock_segmented_create(&seg, c, "cstr:stock", 4),
+                  HILOCK_OK);
+    assert_string_equal(
+        hilock_lock_name(hilock_segmented_lock(seg, 3), &len),
+        "cstr:stock:seg:3");
+    assert_status(hilock_segmented_destroy(seg), HILOCK_OK);
+    assert_status(hilock_redlock_multilock_create(&m, NULL, "x"),
+                  HILOCK_EINVAL);
+    assert_status(hilock_client_name_kind(c, "", &kind), HILOCK_EINVAL);
+    assert_status(hilock_client_name_kind(c, name, &kind), HILOCK_EINVAL);
+    assert_status(hilock_client_name_kind(c, "cstr:none", &kind), HILOCK_OK);
+    assert_null(kind);
+
+    /* The longest name, as a C string. */
+    name[HILOCK_MAX_NAME_LEN] = '\0';
+    assert_status(hilock_lock_create(&l, c, name), HILOCK_OK);
+    (void)hilock_lock_name(l, &len);
+    assert_int_equal(len, HILOCK_MAX_NAME_LEN);
     hl_free_lock(l);
     free(name);
     hl_free_client(c);
@@ -1815,7 +1891,7 @@ static void test_calls_after_close(void **state)
     assert_status(hilock_lock_cancel(l, 1), HILOCK_ECLOSED);
     assert_status(hilock_lock_set_lost_callback(l, hl_record_lost, NULL),
                   HILOCK_ECLOSED);
-    assert_status(hilock_lock_create(&late, c, "late", 4), HILOCK_ECLOSED);
+    assert_status(hilock_lock_create(&late, c, "late"), HILOCK_ECLOSED);
     assert_null(late);
     hl_free_lock(l);
     assert_status(hilock_lock_destroy(l), HILOCK_ECLOSED);
@@ -2019,6 +2095,7 @@ int main(void)
         T(test_wait_runs_out),
         T(test_odd_names),
         T(test_bad_names),
+        T(test_c_string_names),
         T(test_bad_arguments),
         T(test_calls_after_close),
         T(test_sync_call_on_loop_thread),

@@ -116,7 +116,7 @@ static void test_killed_holder(void **state)
         byte = 'h';
         close(ready[0]);
         hc = hl_open_client(fx.server, &opts, why, sizeof why);
-        if (hc == NULL || hilock_lock_create(&hl, hc, "victim", 6) != 0 ||
+        if (hc == NULL || hilock_lock_create(&hl, hc, "victim") != 0 ||
             hilock_lock_try_acquire(hl, 0, HILOCK_LEASE_WATCHDOG) != 0)
             _exit(1);
         if (write(ready[1], &byte, 1) != 1)

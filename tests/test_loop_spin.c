@@ -151,8 +151,8 @@ static void test_a_queued_blocking_waiter_sleeps(void **state)
     hilock_client *a = hl_new_client(fx.server, NULL);
     hilock_client *b = hl_new_client(fx.server, NULL);
     hilock_lock *la, *lb;
-    assert_status(hilock_lock_create(&la, a, "spin-line", 9), HILOCK_OK);
-    assert_status(hilock_lock_create(&lb, b, "spin-line", 9), HILOCK_OK);
+    assert_status(hilock_lock_create(&la, a, "spin-line"), HILOCK_OK);
+    assert_status(hilock_lock_create(&lb, b, "spin-line"), HILOCK_OK);
     bool held;
     for (int i = 0; i < 20; i++)
         assert_status(hilock_lock_is_locked(lb, &held), HILOCK_OK);

@@ -43,7 +43,7 @@ static int group_teardown(void **state)
 static hilock_semaphore *new_permits(hilock_client *c, const char *name)
 {
     hilock_semaphore *s = NULL;
-    assert_status(hilock_permit_semaphore_create(&s, c, name, strlen(name)),
+    assert_status(hilock_permit_semaphore_create(&s, c, name),
                   HILOCK_OK);
     return s;
 }
@@ -249,7 +249,7 @@ static void test_killed_holder(void **state)
         close(ready[0]);
         hilock_client *hc = hl_open_client(server, &opts, why, sizeof why);
         if (hc == NULL ||
-            hilock_permit_semaphore_create(&cs, hc, "pe-kill", 7) != 0 ||
+            hilock_permit_semaphore_create(&cs, hc, "pe-kill") != 0 ||
             hilock_permit_acquire(cs, 0, HILOCK_LEASE_WATCHDOG, id) != 0)
             _exit(1);
         byte = 'h';

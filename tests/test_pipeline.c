@@ -1166,7 +1166,7 @@ static void test_max_pending_refuses_at_once(void **state)
     assert_int_equal(hilock_options_set_command_timeout_ms(o, 60000),
                      HILOCK_OK);
     c = connect_with(s, o);
-    assert_int_equal(hilock_lock_create(&lock, c, "max-pending", 11),
+    assert_int_equal(hilock_lock_create(&lock, c, "max-pending"),
                      HILOCK_OK);
     hl_fixture_pause(s);
     for (int i = 0; i < 150; i++) {

@@ -255,7 +255,7 @@ static hilock_multilock *redlock_lock_new(hilock_redlock *rl,
 {
     hilock_multilock *m = NULL;
 
-    assert_status(hilock_redlock_lock_create(&m, rl, name, strlen(name)),
+    assert_status(hilock_redlock_multilock_create(&m, rl, name),
                   HILOCK_OK);
     own(OWN_MULTI, m);
     return m;
@@ -1593,7 +1593,7 @@ static void mx_child(mx_log *log, const mx_setup *s)
         mx_fail(log, "child: %s", why);
         _exit(1);
     }
-    if (hilock_redlock_lock_create(&m, rl, "rl.mutex", 8) != HILOCK_OK) {
+    if (hilock_redlock_multilock_create(&m, rl, "rl.mutex") != HILOCK_OK) {
         mx_fail(log, "child: lock: %s", hilock_last_error());
         _exit(1);
     }
@@ -2134,9 +2134,9 @@ static void test_bad_arguments(void **state)
     urls[1] = "http://127.0.0.1:1";
     assert_status(hilock_redlock_create(&rl, urls, 3, NULL), HILOCK_EINVAL);
     assert_null(rl);
-    assert_status(hilock_redlock_lock_create(NULL, NULL, "x", 1),
+    assert_status(hilock_redlock_multilock_create(NULL, NULL, "x"),
                   HILOCK_EINVAL);
-    assert_status(hilock_redlock_lock_create(&m, NULL, "x", 1),
+    assert_status(hilock_redlock_multilock_create(&m, NULL, "x"),
                   HILOCK_EINVAL);
     assert_status(hilock_redlock_destroy(NULL), HILOCK_EINVAL);
     assert_int_equal(hilock_redlock_masters(NULL), 0);
@@ -2160,8 +2160,8 @@ static void test_redlock_lock_arguments(void **state)
     for (size_t i = 0; i < NMASTERS; i++)
         assert_non_null(hilock_redlock_client(rl, i));
     assert_null(hilock_redlock_client(rl, NMASTERS));
-    assert_status(hilock_redlock_lock_create(&m, rl, "", 0), HILOCK_EINVAL);
-    assert_status(hilock_redlock_lock_create(&m, rl, NULL, 1),
+    assert_status(hilock_redlock_multilock_create(&m, rl, ""), HILOCK_EINVAL);
+    assert_status(hilock_redlock_multilock_create_n(&m, rl, NULL, 1),
                   HILOCK_EINVAL);
     redlock_free(rl);
 }

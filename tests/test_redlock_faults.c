@@ -422,8 +422,7 @@ static void test_holders_under_faults(void **state)
         if (open_redlock(&h->rl, &p, why, sizeof why) != HILOCK_OK)
             fail_msg("holder %d: hilock_redlock_create: %s", k, why);
         nholders_made++;
-        assert_status(hilock_redlock_lock_create(&h->m, h->rl, LOCK_NAME,
-                                                 strlen(LOCK_NAME)),
+        assert_status(hilock_redlock_multilock_create(&h->m, h->rl, LOCK_NAME),
                       HILOCK_OK);
         assert_status(hilock_multilock_set_lost_callback(h->m, on_lost, h),
                       HILOCK_OK);

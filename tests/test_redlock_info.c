@@ -158,7 +158,7 @@ static long acquires(master *m)
 static void try_once(hilock_redlock *rl, hilock_member_result *res)
 {
     hilock_multilock *m = NULL;
-    assert_status(hilock_redlock_lock_create(&m, rl, "info", 4), HILOCK_OK);
+    assert_status(hilock_redlock_multilock_create(&m, rl, "info"), HILOCK_OK);
     int rc = hilock_multilock_try_acquire(m, 0, HILOCK_LEASE_WATCHDOG, res,
                                           NULL);
     /* Held elsewhere on every master that was asked. */

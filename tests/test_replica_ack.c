@@ -82,7 +82,7 @@ static hilock_client *connect_with(const char *query)
 static hilock_lock *make_lock(hilock_client *c, const char *name)
 {
     hilock_lock *l;
-    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&l, c, name),
                      HILOCK_OK);
     return l;
 }
@@ -250,7 +250,7 @@ static void test_semaphore_grant_unacknowledged_goes_back(void **state)
     const char *name = "ack-stalled-sem";
     hilock_client *c = connect_with("replicas=majority&ack_timeout=150");
     hilock_semaphore *s = NULL;
-    assert_int_equal(hilock_semaphore_create(&s, c, name, strlen(name)),
+    assert_int_equal(hilock_semaphore_create(&s, c, name),
                      HILOCK_OK);
     assert_int_equal(hilock_semaphore_set(s, 2), HILOCK_OK);
     assert_int_equal(hilock_semaphore_try_acquire(s, 1, 2000), HILOCK_OK);
@@ -467,9 +467,9 @@ static void test_semaphore_and_latch_writes_wait(void **state)
     hilock_client *c = connect_with("replicas=all&ack_timeout=1000");
     hilock_semaphore *sem;
     hilock_latch *latch;
-    assert_int_equal(hilock_semaphore_create(&sem, c, "ack-sem", 7),
+    assert_int_equal(hilock_semaphore_create(&sem, c, "ack-sem"),
                      HILOCK_OK);
-    assert_int_equal(hilock_latch_create(&latch, c, "ack-latch", 9),
+    assert_int_equal(hilock_latch_create(&latch, c, "ack-latch"),
                      HILOCK_OK);
     long long w = waits_run();
     assert_int_equal(hilock_semaphore_try_set(sem, 3, NULL), HILOCK_OK);

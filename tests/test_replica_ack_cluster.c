@@ -116,8 +116,7 @@ static void test_per_shard(void **state)
     hilock_options_free(o);
     hilock_lock *l[2];
     for (int i = 0; i < 2; i++)
-        assert_int_equal(hilock_lock_create(&l[i], c, names[i],
-                                            strlen(names[i])),
+        assert_int_equal(hilock_lock_create(&l[i], c, names[i]),
                          HILOCK_OK);
 
     for (int i = 0; i < 2; i++)
@@ -155,7 +154,7 @@ static void test_per_shard(void **state)
 static hilock_lock *lock_on(hilock_client *c, const char *name)
 {
     hilock_lock *l;
-    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&l, c, name),
                      HILOCK_OK);
     return l;
 }

@@ -1021,7 +1021,7 @@ static void test_dead_reader_expires(void **state)
 
         close(ready[0]);
         hc = hl_open_client(fx.server, &watched, why, sizeof why);
-        if (hc == NULL || hilock_read_lock_create(&hr, hc, "dead", 4) != 0 ||
+        if (hc == NULL || hilock_read_lock_create(&hr, hc, "dead") != 0 ||
             hilock_lock_try_acquire(hr, 0, HILOCK_LEASE_WATCHDOG) != 0)
             _exit(1);
         len = snprintf(line, sizeof line, "%s:%" PRIu64 "\n",
@@ -1330,7 +1330,7 @@ static void test_dead_writer_claim_lapses(void **state)
         close(ready[0]);
         close(go[1]);
         hc = hl_open_client(fx.server, &opts, why, sizeof why);
-        if (hc == NULL || hilock_write_lock_create(&hw, hc, "claim", 5) != 0)
+        if (hc == NULL || hilock_write_lock_create(&hw, hc, "claim") != 0)
             _exit(1);
         len = snprintf(line, sizeof line, "%s:%" PRIu64 "\n",
                        hilock_client_id(hc), hilock_thread_owner());

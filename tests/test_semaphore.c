@@ -104,8 +104,8 @@ static void test_errors(void **state)
     char id[HILOCK_PERMIT_ID_MAX];
     int64_t v;
 
-    assert_status(hilock_semaphore_create(&bad, c, "", 0), HILOCK_EINVAL);
-    assert_status(hilock_semaphore_create(NULL, c, "x", 1), HILOCK_EINVAL);
+    assert_status(hilock_semaphore_create(&bad, c, ""), HILOCK_EINVAL);
+    assert_status(hilock_semaphore_create(NULL, c, "x"), HILOCK_EINVAL);
     assert_status(hilock_semaphore_try_acquire(NULL, 1, 0), HILOCK_EINVAL);
     assert_status(hilock_semaphore_try_acquire(s, 0, 0), HILOCK_EINVAL);
     assert_non_null(strstr(hilock_last_error(), "1.."));

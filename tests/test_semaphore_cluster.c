@@ -64,8 +64,8 @@ static void test_cluster_semaphores(void **state)
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const char *n = names[i];
         hilock_semaphore *sa, *sb;
-        OK(hilock_semaphore_create(&sa, a, n, strlen(n)));
-        OK(hilock_semaphore_create(&sb, b, n, strlen(n)));
+        OK(hilock_semaphore_create(&sa, a, n));
+        OK(hilock_semaphore_create(&sb, b, n));
         OK(hilock_semaphore_set(sa, 1));
         OK(hilock_semaphore_try_acquire(sa, 1, 0));
         hl_sem_rec r;
@@ -96,8 +96,8 @@ static void test_cluster_permits(void **state)
     hilock_client *a = client(), *b = client();
     hilock_semaphore *pa, *pb;
     char id[HILOCK_PERMIT_ID_MAX], other[HILOCK_PERMIT_ID_MAX];
-    OK(hilock_permit_semaphore_create(&pa, a, "cperm", 5));
-    OK(hilock_permit_semaphore_create(&pb, b, "cperm", 5));
+    OK(hilock_permit_semaphore_create(&pa, a, "cperm"));
+    OK(hilock_permit_semaphore_create(&pb, b, "cperm"));
     OK(hilock_semaphore_set(pa, 1));
     OK(hilock_permit_acquire(pa, 0, HILOCK_LEASE_WATCHDOG, id));
     /* Kept past two watchdog timeouts. */
@@ -109,7 +109,7 @@ static void test_cluster_permits(void **state)
 
     /* Keys that could not share a slot are refused before anything. */
     hilock_semaphore *bad;
-    OK(hilock_semaphore_create(&bad, a, "{}x", 3));
+    OK(hilock_semaphore_create(&bad, a, "{}x"));
     assert_int_equal(hilock_semaphore_try_acquire(bad, 1, 0), HILOCK_EINVAL);
     hilock_semaphore_destroy(bad);
     hilock_semaphore_destroy(pb);

@@ -123,7 +123,7 @@ static void test_finds_the_master(void **state)
     assert_true(node_has(master, "sentinel-k", "found"));
 
     hilock_lock *l = NULL;
-    assert_int_equal(hilock_lock_create(&l, c, "sentinel-lock", 13),
+    assert_int_equal(hilock_lock_create(&l, c, "sentinel-lock"),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, 0, 10000), HILOCK_OK);
     assert_int_equal(hl_redis_server_cmd(master, reply, sizeof reply,
@@ -288,9 +288,9 @@ static void test_failover_reports_a_missing_hold_at_once(void **state)
     /* A 300 s watchdog: the first regular renewal is 100 s away. */
     hilock_client *c = sentinel_client(300000);
     hilock_lock *kept = NULL, *gone = NULL, *fixed = NULL;
-    assert_int_equal(hilock_lock_create(&kept, c, "fo-kept", 7), HILOCK_OK);
-    assert_int_equal(hilock_lock_create(&gone, c, "fo-gone", 7), HILOCK_OK);
-    assert_int_equal(hilock_lock_create(&fixed, c, "fo-fixed", 8),
+    assert_int_equal(hilock_lock_create(&kept, c, "fo-kept"), HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&gone, c, "fo-gone"), HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&fixed, c, "fo-fixed"),
                      HILOCK_OK);
     lost_seen kept_lost = {0}, gone_lost = {0}, fixed_lost = {0};
     assert_int_equal(hilock_lock_set_lost_callback(kept, on_lost, &kept_lost),
@@ -404,9 +404,9 @@ static void test_master_killed(void **state)
     hilock_client *slow = slow_reconnecting_client();
     set_key(slow, "slow-before-kill", "1");
     hilock_lock *held = NULL, *wanted = NULL;
-    assert_int_equal(hilock_lock_create(&held, c, "killed-lock", 11),
+    assert_int_equal(hilock_lock_create(&held, c, "killed-lock"),
                      HILOCK_OK);
-    assert_int_equal(hilock_lock_create(&wanted, other, "killed-lock", 11),
+    assert_int_equal(hilock_lock_create(&wanted, other, "killed-lock"),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_acquire(held), HILOCK_OK);
     waiter w = {.lock = wanted};

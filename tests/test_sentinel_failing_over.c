@@ -106,7 +106,7 @@ static void test_a_master_being_failed_over_is_vouched_for_by_nobody(
     hilock_client *c = hl_sentinel_client(group, HILOCK_ACK_ONE, 0, 0);
     const char *name = "failing-over";
     hilock_lock *l;
-    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&l, c, name),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
                      HILOCK_OK);

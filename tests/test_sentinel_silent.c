@@ -72,7 +72,7 @@ static void test_a_silent_master_lets_go_when_the_sentinels_name_another(
 
     const char *name = "silent-master";
     hilock_lock *l;
-    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&l, c, name),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, 0, 10000), HILOCK_OK);
     assert_true(hl_raw_exists(old, name) == 1);

@@ -130,7 +130,7 @@ static void test_a_lagging_sentinel_moves_nobody_back(void **state)
     hilock_client *c = hl_sentinel_client(group, HILOCK_ACK_MAJORITY, 0, 0);
     const char *name = "stale-sentinel";
     hilock_lock *l;
-    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&l, c, name),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
                      HILOCK_OK);
@@ -280,7 +280,7 @@ static void test_a_suspect_masters_acknowledged_grant_waits_for_the_word(
     hilock_client *c = hl_sentinel_client(group, HILOCK_ACK_ONE, 0, 0);
     const char *name = "suspect-acknowledged";
     hilock_lock *l;
-    assert_int_equal(hilock_lock_create(&l, c, name, strlen(name)),
+    assert_int_equal(hilock_lock_create(&l, c, name),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(l, hl_widen(10000), 10000),
                      HILOCK_OK);

@@ -51,8 +51,8 @@ static void test_acquires_and_holds_are_counted(void **state)
     hilock_client *a = hl_new_client(fx.server, NULL);
     hilock_client *b = hl_new_client(fx.server, NULL);
     hilock_lock *la, *lb;
-    assert_status(hilock_lock_create(&la, a, "st", 2), HILOCK_OK);
-    assert_status(hilock_lock_create(&lb, b, "st", 2), HILOCK_OK);
+    assert_status(hilock_lock_create(&la, a, "st"), HILOCK_OK);
+    assert_status(hilock_lock_create(&lb, b, "st"), HILOCK_OK);
     hilock_stats s0 = read_stats(b);
     assert_int_equal(s0.acquires, 0);
     assert_int_equal(total(s0.wait_us), 0);
@@ -219,7 +219,7 @@ static void test_card_carries_stats(void **state)
     hilock_client *c = hl_new_client(fx.server, NULL);
     hilock_client *reader = hl_new_client(fx.server, NULL);
     hilock_lock *l;
-    assert_status(hilock_lock_create(&l, c, "card-stats", 10), HILOCK_OK);
+    assert_status(hilock_lock_create(&l, c, "card-stats"), HILOCK_OK);
     for (int i = 0; i < 3; i++) {
         assert_status(hilock_lock_acquire(l), HILOCK_OK);
         assert_status(hilock_lock_release(l), HILOCK_OK);

@@ -177,10 +177,10 @@ static void test_blocking_call_on_another_clients_loop_is_refused(
     memset(&f, 0, sizeof f);
     f.b = b;
     f.b_lock = hl_new_lock(b, "foreign:b");
-    assert_status(hilock_semaphore_create(&f.b_sem, b, "foreign:sem", 11),
+    assert_status(hilock_semaphore_create(&f.b_sem, b, "foreign:sem"),
                   HILOCK_OK);
     assert_status(hilock_semaphore_set(f.b_sem, 1), HILOCK_OK);
-    assert_status(hilock_latch_create(&f.b_latch, b, "foreign:latch", 13),
+    assert_status(hilock_latch_create(&f.b_latch, b, "foreign:latch"),
                   HILOCK_OK);
     char url[64];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d",
@@ -326,17 +326,16 @@ static void test_calls_on_another_clients_loop_do_not_wait_for_it(
     static hl_value_rec sem_pending, await_pending;
     hl_value_rec_init(&sem_pending);
     hl_value_rec_init(&await_pending);
-    assert_status(hilock_semaphore_create(&f.b_sem, b, "handing:sem", 11),
+    assert_status(hilock_semaphore_create(&f.b_sem, b, "handing:sem"),
                   HILOCK_OK);
-    assert_status(hilock_semaphore_create(&f.b_sem_doomed, b, "handing:sem",
-                                          11),
+    assert_status(hilock_semaphore_create(&f.b_sem_doomed, b, "handing:sem"),
                   HILOCK_OK);
     assert_status(hilock_semaphore_set(f.b_sem, 0), HILOCK_OK);
     assert_status(hilock_semaphore_try_acquire_async(
                       f.b_sem, 1, HILOCK_WAIT_FOREVER, record_sem,
                       &sem_pending, &f.b_sem_pending_id),
                   HILOCK_OK);
-    assert_status(hilock_latch_create(&f.b_latch, b, "handing:latch", 13),
+    assert_status(hilock_latch_create(&f.b_latch, b, "handing:latch"),
                   HILOCK_OK);
     assert_status(hilock_latch_try_set_count(f.b_latch, 1, NULL), HILOCK_OK);
     assert_status(hilock_latch_await_async(f.b_latch, HILOCK_WAIT_FOREVER,
@@ -478,7 +477,7 @@ static void test_caller_loop_run_by_another_thread(void **state)
     assert_status(hl_set_valgrind_timeouts(o), HILOCK_OK);
     assert_status(hilock_client_create(&r.client, o), HILOCK_OK);
     hilock_options_free(o);
-    assert_status(hilock_lock_create(&l, r.client, "taken-over", 10),
+    assert_status(hilock_lock_create(&l, r.client, "taken-over"),
                   HILOCK_OK);
     assert_status(hilock_client_set_loop_thread(NULL), HILOCK_EINVAL);
     assert_int_equal(pthread_create(&runner, NULL, run_the_loop, &r), 0);

@@ -291,7 +291,7 @@ static void test_redlock(void **state)
     assert_status(hilock_redlock_create(&rl, urls, 3, o), HILOCK_OK);
     hilock_options_free(o);
     hilock_multilock *m = NULL;
-    assert_status(hilock_redlock_lock_create(&m, rl, "extremes", 8),
+    assert_status(hilock_redlock_multilock_create(&m, rl, "extremes"),
                   HILOCK_OK);
     /* Past the 1 ms quarantine of masters that just came up. */
     assert_status(hilock_multilock_try_acquire(m, hl_widen(5000), 0, NULL,

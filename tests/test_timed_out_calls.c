@@ -307,7 +307,7 @@ static void test_release_given_up_after_write_counts_once(void **state)
                   HILOCK_OK);
     assert_status(hilock_client_create(&s.client, o), HILOCK_OK);
     hilock_options_free(o);
-    assert_status(hilock_lock_create(&l, s.client, "indoubt:stepped", 15),
+    assert_status(hilock_lock_create(&l, s.client, "indoubt:stepped"),
                   HILOCK_OK);
     assert_int_equal(pthread_create(&runner, NULL, run_stepped, &s), 0);
     if (!hl_wait_flag(&s.taken, hl_widen(10000)))

@@ -189,8 +189,11 @@ HILOCK_API void hilock_client_card_free(hilock_client_card *card);
  * @return HILOCK_ENOMEM
  * and the connection errors of hilock_client_command. */
 HILOCK_API int hilock_client_name_kind(hilock_client *client,
-                                       const char *name, size_t name_len,
-                                       const char **kind);
+                                       const char *name, const char **kind);
+/* The same for a binary-safe name of name_len bytes. */
+HILOCK_API int hilock_client_name_kind_n(hilock_client *client,
+                                         const char *name, size_t name_len,
+                                         const char **kind);
 
 /* A descriptor that turns readable (POLLIN) when a lease of this client
  * is lost, for a program that polls rather than takes callbacks: read

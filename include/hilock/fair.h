@@ -30,16 +30,20 @@
 extern "C" {
 #endif
 
-/* Make a handle for the fair lock `name` (binary-safe, copied;
- * 1..HILOCK_MAX_NAME_LEN bytes).  No round trip.  Any thread.  Free it
- * with hilock_lock_destroy().
+/* Make a handle for the fair lock `name` (a C string; the _n twin takes
+ * a binary-safe name and its length; 1..HILOCK_MAX_NAME_LEN bytes,
+ * copied).  No round trip.  Any thread.  Free it with
+ * hilock_lock_destroy().
  * @return HILOCK_OK
  * @return HILOCK_EINVAL  NULL argument, empty or overlong name
  * @return HILOCK_ENOMEM
  * @return HILOCK_ECLOSED the client is closed */
 HILOCK_API int hilock_fair_lock_create(hilock_lock **out,
                                        hilock_client *client,
-                                       const char *name, size_t name_len);
+                                       const char *name);
+HILOCK_API int hilock_fair_lock_create_n(hilock_lock **out,
+                                         hilock_client *client,
+                                         const char *name, size_t name_len);
 
 #ifdef __cplusplus
 }

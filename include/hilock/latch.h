@@ -50,14 +50,18 @@ typedef struct hilock_latch hilock_latch;
  * HILOCK_EINVAL ("too large"), never clamped. */
 #define HILOCK_LATCH_MAX_COUNT INT64_C(9007199254740991)
 
-/* Make a handle for the latch `name` (binary-safe, copied;
- * 1..HILOCK_MAX_NAME_LEN bytes).  No server round trip.  Any thread.
+/* Make a handle for the latch `name` (a C string; the _n twin takes a
+ * binary-safe name and its length; 1..HILOCK_MAX_NAME_LEN bytes,
+ * copied).  No server round trip.  Any thread.
  * @return HILOCK_OK
  * @return HILOCK_EINVAL  NULL argument, empty or overlong name
  * @return HILOCK_ENOMEM
  * @return HILOCK_ECLOSED the client is closed */
 HILOCK_API int hilock_latch_create(hilock_latch **out, hilock_client *client,
-                                   const char *name, size_t name_len);
+                                   const char *name);
+HILOCK_API int hilock_latch_create_n(hilock_latch **out,
+                                     hilock_client *client, const char *name,
+                                     size_t name_len);
 
 /* Free a handle.  Pending awaits complete with HILOCK_ECANCELED before
  * it returns (their callbacks run on the loop thread); other pending

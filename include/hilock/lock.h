@@ -50,14 +50,18 @@ typedef struct hilock_lock hilock_lock;
 /* Longest lock name in bytes. */
 #define HILOCK_MAX_NAME_LEN 65536
 
-/* Make a handle for the reentrant lock `name` (binary-safe, copied;
- * 1..HILOCK_MAX_NAME_LEN bytes).  No server round trip.  Any thread.
+/* Make a handle for the reentrant lock `name`, a C string of
+ * 1..HILOCK_MAX_NAME_LEN bytes (copied).  No server round trip.  Any
+ * thread.  Every create function of the library takes a C string, and
+ * has a twin ending in _n that takes a binary-safe name and its length.
  * @return HILOCK_OK
  * @return HILOCK_EINVAL  NULL argument, empty or overlong name
  * @return HILOCK_ENOMEM
  * @return HILOCK_ECLOSED the client is closed */
 HILOCK_API int hilock_lock_create(hilock_lock **out, hilock_client *client,
-                                  const char *name, size_t name_len);
+                                  const char *name);
+HILOCK_API int hilock_lock_create_n(hilock_lock **out, hilock_client *client,
+                                    const char *name, size_t name_len);
 
 /* Free a handle.  Pending acquires complete with HILOCK_ECANCELED; leases
  * still held are no longer renewed (they expire on the server within the

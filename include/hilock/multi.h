@@ -256,12 +256,17 @@ HILOCK_API size_t hilock_redlock_masters(const hilock_redlock *rl);
 HILOCK_API hilock_client *hilock_redlock_client(const hilock_redlock *rl,
                                                 size_t i);
 
-/* A RedLock lock: a multi-lock over the reentrant lock `name` on every
+/* A RedLock lock: a multi-lock over the reentrant lock `name` (a C
+ * string; the _n twin takes a binary-safe name and its length) on every
  * master, held with a quorum.  Free it with hilock_multilock_destroy().
  * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ENOMEM, HILOCK_ECLOSED */
-HILOCK_API int hilock_redlock_lock_create(hilock_multilock **out,
-                                          hilock_redlock *rl,
-                                          const char *name, size_t name_len);
+HILOCK_API int hilock_redlock_multilock_create(hilock_multilock **out,
+                                               hilock_redlock *rl,
+                                               const char *name);
+HILOCK_API int hilock_redlock_multilock_create_n(hilock_multilock **out,
+                                                 hilock_redlock *rl,
+                                                 const char *name,
+                                                 size_t name_len);
 
 #ifdef __cplusplus
 }

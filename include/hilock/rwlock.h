@@ -54,7 +54,8 @@ extern "C" {
 #endif
 
 /* Make a handle for the read side, or the write side, of the read-write
- * lock `name` (binary-safe, copied; 1..HILOCK_MAX_NAME_LEN bytes).  No
+ * lock `name` (a C string; the _n twins take a binary-safe name and its
+ * length; 1..HILOCK_MAX_NAME_LEN bytes, copied).  No
  * round trip.  Any thread.  Free it with hilock_lock_destroy().
  * @return HILOCK_OK
  * @return HILOCK_EINVAL  NULL argument, empty or overlong name
@@ -62,10 +63,16 @@ extern "C" {
  * @return HILOCK_ECLOSED the client is closed */
 HILOCK_API int hilock_read_lock_create(hilock_lock **out,
                                        hilock_client *client,
-                                       const char *name, size_t name_len);
+                                       const char *name);
 HILOCK_API int hilock_write_lock_create(hilock_lock **out,
                                         hilock_client *client,
-                                        const char *name, size_t name_len);
+                                        const char *name);
+HILOCK_API int hilock_read_lock_create_n(hilock_lock **out,
+                                         hilock_client *client,
+                                         const char *name, size_t name_len);
+HILOCK_API int hilock_write_lock_create_n(hilock_lock **out,
+                                          hilock_client *client,
+                                          const char *name, size_t name_len);
 
 #ifdef __cplusplus
 }

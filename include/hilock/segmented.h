@@ -25,16 +25,20 @@ typedef struct hilock_segmented hilock_segmented;
 /* Largest number of segments. */
 #define HILOCK_MAX_SEGMENTS 65536
 
-/* Make S lock handles "<name>:seg:0" .. "<name>:seg:<S-1>".  Any thread;
- * no round trip.
+/* Make S lock handles "<name>:seg:0" .. "<name>:seg:<S-1>" (name a C
+ * string; the _n twin takes a binary-safe name and its length).  Any
+ * thread; no round trip.
  * @return HILOCK_OK
  * @return HILOCK_EINVAL  NULL argument, segments 0 or above the maximum,
  *                        or a name that leaves no room for the suffix
  * @return HILOCK_ENOMEM, HILOCK_ECLOSED (client closed) */
 HILOCK_API int hilock_segmented_create(hilock_segmented **out,
                                        hilock_client *client,
-                                       const char *name, size_t name_len,
-                                       unsigned segments);
+                                       const char *name, unsigned segments);
+HILOCK_API int hilock_segmented_create_n(hilock_segmented **out,
+                                         hilock_client *client,
+                                         const char *name, size_t name_len,
+                                         unsigned segments);
 
 /* Destroy the segment handles (as hilock_lock_destroy does for each) and
  * the set.  A second destroy returns HILOCK_ECLOSED, within the window

@@ -97,20 +97,29 @@ typedef struct hilock_semaphore hilock_semaphore;
 /* Room for a permit id and its NUL: "<client id>:<number>". */
 #define HILOCK_PERMIT_ID_MAX 64
 
-/* Make a handle for the semaphore `name` (binary-safe, copied;
- * 1..HILOCK_MAX_NAME_LEN bytes).  No round trip.  Any thread.
+/* Make a handle for the semaphore `name` (a C string; the _n twins take
+ * a binary-safe name and its length; 1..HILOCK_MAX_NAME_LEN bytes,
+ * copied).  No round trip.  Any thread.  A semaphore has no permits
+ * until one is set (hilock_semaphore_try_set or _set): an acquire of a
+ * semaphore that was never set waits, and its HILOCK_EBUSY says so.
  * @return HILOCK_OK
  * @return HILOCK_EINVAL  NULL argument, empty or overlong name
  * @return HILOCK_ENOMEM
  * @return HILOCK_ECLOSED the client is closed */
 HILOCK_API int hilock_semaphore_create(hilock_semaphore **out,
                                        hilock_client *client,
-                                       const char *name, size_t name_len);
+                                       const char *name);
+HILOCK_API int hilock_semaphore_create_n(hilock_semaphore **out,
+                                         hilock_client *client,
+                                         const char *name, size_t name_len);
 /* The same for a semaphore of expirable permits. */
 HILOCK_API int hilock_permit_semaphore_create(hilock_semaphore **out,
                                               hilock_client *client,
-                                              const char *name,
-                                              size_t name_len);
+                                              const char *name);
+HILOCK_API int hilock_permit_semaphore_create_n(hilock_semaphore **out,
+                                                hilock_client *client,
+                                                const char *name,
+                                                size_t name_len);
 
 /* Free a handle.  Pending acquires complete with HILOCK_ECANCELED (a
  * one-request call in flight completes with its answer); permits still

@@ -33,6 +33,7 @@
 #include "kindkit/kind_mark.h"
 #include "kindkit/kindkit.h"
 #include "layout/layout.h"
+#include "core/base/cname.h"
 
 
 /* purge drops waiters whose place ran out (only dead ones: live ones
@@ -344,9 +345,15 @@ static void init_scripts(void)
     hl_hash_renew_init();
 }
 
-int hilock_fair_lock_create(hilock_lock **out, hilock_client *client,
-                            const char *name, size_t name_len)
+int hilock_fair_lock_create_n(hilock_lock **out, hilock_client *client,
+                              const char *name, size_t name_len)
 {
     pthread_once(&scripts_once, init_scripts);
     return hl_lock_create(out, client, &fair_kind, name, name_len);
+}
+
+int hilock_fair_lock_create(hilock_lock **out, hilock_client *client,
+                            const char *name)
+{
+    return hilock_fair_lock_create_n(out, client, name, hl_cname_len(name));
 }

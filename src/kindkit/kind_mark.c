@@ -8,6 +8,7 @@
 #include "hilock/lock.h"
 #include "kindkit/kindkit.h"
 #include "layout/layout.h"
+#include "core/base/cname.h"
 
 /* How often a handle's grants mark its name again: well inside the
  * marker's day, and rare enough to cost nothing beside the grants. */
@@ -59,8 +60,8 @@ static const char *known_kind(const char *s, size_t len)
     return NULL;
 }
 
-int hilock_client_name_kind(hilock_client *client, const char *name,
-                            size_t name_len, const char **kind)
+int hilock_client_name_kind_n(hilock_client *client, const char *name,
+                              size_t name_len, const char **kind)
 {
     hl_clear_detail();
     if (kind != NULL)
@@ -87,4 +88,11 @@ int hilock_client_name_kind(hilock_client *client, const char *name,
                                     "string");
     hilock_reply_free(r);
     return rc;
+}
+
+int hilock_client_name_kind(hilock_client *client, const char *name,
+                            const char **kind)
+{
+    return hilock_client_name_kind_n(client, name, hl_cname_len(name),
+                                     kind);
 }

@@ -14,6 +14,7 @@
 #include "kindkit/kindkit.h"
 #include "latch/latch_kind.h"
 #include "layout/layout.h"
+#include "core/base/cname.h"
 
 /* Each script is Redisson's latch step, with the wake-up published
  * through announce(), so that a PUBLISH the server's ACL refuses does not
@@ -141,8 +142,8 @@ int hl_latch_parse_count(const hilock_reply *r, int64_t *count)
 
 /* ---- handle ------------------------------------------------------------ */
 
-int hilock_latch_create(hilock_latch **out, hilock_client *client,
-                        const char *name, size_t name_len)
+int hilock_latch_create_n(hilock_latch **out, hilock_client *client,
+                          const char *name, size_t name_len)
 {
     if (out == NULL)
         return hl_fail(HILOCK_EINVAL, "NULL argument");
@@ -151,6 +152,12 @@ int hilock_latch_create(hilock_latch **out, hilock_client *client,
     int rc = hl_lock_create(&lock, client, &hl_latch_kind, name, name_len);
     *out = (hilock_latch *)lock;
     return rc;
+}
+
+int hilock_latch_create(hilock_latch **out, hilock_client *client,
+                        const char *name)
+{
+    return hilock_latch_create_n(out, client, name, hl_cname_len(name));
 }
 
 int hilock_latch_destroy(hilock_latch *latch)
@@ -354,7 +361,7 @@ int hilock_latch_was_set(hilock_latch *latch, bool *seen)
     if (c == NULL)
         return hl_fail(HILOCK_ECLOSED, "client closed");
     const char *kind = NULL;
-    int rc = hilock_client_name_kind(c, lock->name, lock->name_len, &kind);
+    int rc = hilock_client_name_kind_n(c, lock->name, lock->name_len, &kind);
     hl_client_unref(c);
     *seen = kind != NULL && strcmp(kind, HL_LAYOUT_KIND_LATCH) == 0;
     return rc;

@@ -55,6 +55,7 @@
 #include "kindkit/kindkit.h"
 #include "kindkit/line_lua.h"
 #include "layout/layout.h"
+#include "core/base/cname.h"
 
 /* What our releases announce on Redisson's channel: "1", which its
  * waiters take as a release like "0" (each of a JVM's waiters then
@@ -458,9 +459,15 @@ static void init_scripts(void)
     hl_script_init(&status_script, status_lua);
 }
 
-int hilock_lock_create(hilock_lock **out, hilock_client *client,
-                       const char *name, size_t name_len)
+int hilock_lock_create_n(hilock_lock **out, hilock_client *client,
+                         const char *name, size_t name_len)
 {
     pthread_once(&scripts_once, init_scripts);
     return hl_lock_create(out, client, &reentrant_kind, name, name_len);
+}
+
+int hilock_lock_create(hilock_lock **out, hilock_client *client,
+                       const char *name)
+{
+    return hilock_lock_create_n(out, client, name, hl_cname_len(name));
 }

@@ -7,6 +7,7 @@
 #include "core/base/handle.h"
 #include "core/base/map.h"
 #include "hilock/segmented.h"
+#include "core/base/cname.h"
 
 struct hilock_segmented {
     hilock_client *client;
@@ -14,9 +15,9 @@ struct hilock_segmented {
     hilock_lock *locks[];
 };
 
-int hilock_segmented_create(hilock_segmented **out, hilock_client *client,
-                            const char *name, size_t name_len,
-                            unsigned segments)
+int hilock_segmented_create_n(hilock_segmented **out, hilock_client *client,
+                              const char *name, size_t name_len,
+                              unsigned segments)
 {
     if (out == NULL || client == NULL || name == NULL)
         return hl_fail(HILOCK_EINVAL, "NULL argument");
@@ -42,7 +43,7 @@ int hilock_segmented_create(hilock_segmented **out, hilock_client *client,
     int rc = HILOCK_OK;
     for (unsigned i = 0; i < segments && rc == HILOCK_OK; i++) {
         int n = snprintf(buf + name_len, 16, ":seg:%u", i);
-        rc = hilock_lock_create(&set->locks[i], client, buf,
+        rc = hilock_lock_create_n(&set->locks[i], client, buf,
                                 name_len + (size_t)n);
     }
     hl_free(buf);
@@ -59,6 +60,13 @@ int hilock_segmented_create(hilock_segmented **out, hilock_client *client,
     }
     *out = set;
     return HILOCK_OK;
+}
+
+int hilock_segmented_create(hilock_segmented **out, hilock_client *client,
+                            const char *name, unsigned segments)
+{
+    return hilock_segmented_create_n(out, client, name,
+                                     hl_cname_len(name), segments);
 }
 
 int hilock_segmented_destroy(hilock_segmented *set)

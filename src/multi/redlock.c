@@ -13,6 +13,7 @@
 #include "core/base/monotime.h"
 #include "core/loop/io.h"
 #include "multi_internal.h"
+#include "core/base/cname.h"
 
 struct hilock_redlock {
     struct ev_loop *loop;
@@ -303,8 +304,9 @@ void hl_redlock_lock_gone(hilock_redlock *rl)
     atomic_fetch_sub(&rl->locks, 1);
 }
 
-int hilock_redlock_lock_create(hilock_multilock **out, hilock_redlock *rl,
-                               const char *name, size_t name_len)
+int hilock_redlock_multilock_create_n(hilock_multilock **out,
+                                      hilock_redlock *rl, const char *name,
+                                      size_t name_len)
 {
     if (out == NULL || rl == NULL)
         return hl_fail(HILOCK_EINVAL, "NULL argument");
@@ -315,7 +317,7 @@ int hilock_redlock_lock_create(hilock_multilock **out, hilock_redlock *rl,
     for (size_t i = 0; i < rl->n; i++) {
         int rc = rl->clients[i] == NULL
                      ? hl_fail(HILOCK_ECLOSED, "master %zu has no client", i)
-                     : hilock_lock_create(&locks[i], rl->clients[i], name,
+                     : hilock_lock_create_n(&locks[i], rl->clients[i], name,
                                           name_len);
         if (rc != HILOCK_OK) {
             for (size_t j = 0; j < i; j++)
@@ -331,4 +333,11 @@ int hilock_redlock_lock_create(hilock_multilock **out, hilock_redlock *rl,
         atomic_fetch_sub(&rl->locks, 1);
     }
     return rc;
+}
+
+int hilock_redlock_multilock_create(hilock_multilock **out,
+                                    hilock_redlock *rl, const char *name)
+{
+    return hilock_redlock_multilock_create_n(out, rl, name,
+                                             hl_cname_len(name));
 }

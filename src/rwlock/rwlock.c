@@ -47,6 +47,7 @@
 #include "kindkit/kindkit.h"
 #include "kindkit/line_lua.h"
 #include "layout/layout.h"
+#include "core/base/cname.h"
 
 #define MSG_UNLOCK "'" HL_LAYOUT_MSG_UNLOCK "'"
 #define MSG_READ_UNLOCK "'" HL_LAYOUT_MSG_READ_UNLOCK "'"
@@ -621,16 +622,28 @@ static void init_scripts(void)
     hl_script_init(&status_script, status_lua);
 }
 
-int hilock_read_lock_create(hilock_lock **out, hilock_client *client,
-                            const char *name, size_t name_len)
+int hilock_read_lock_create_n(hilock_lock **out, hilock_client *client,
+                              const char *name, size_t name_len)
 {
     pthread_once(&scripts_once, init_scripts);
     return hl_lock_create(out, client, &read_kind, name, name_len);
 }
 
-int hilock_write_lock_create(hilock_lock **out, hilock_client *client,
-                             const char *name, size_t name_len)
+int hilock_write_lock_create_n(hilock_lock **out, hilock_client *client,
+                               const char *name, size_t name_len)
 {
     pthread_once(&scripts_once, init_scripts);
     return hl_lock_create(out, client, &write_kind, name, name_len);
+}
+
+int hilock_read_lock_create(hilock_lock **out, hilock_client *client,
+                            const char *name)
+{
+    return hilock_read_lock_create_n(out, client, name, hl_cname_len(name));
+}
+
+int hilock_write_lock_create(hilock_lock **out, hilock_client *client,
+                             const char *name)
+{
+    return hilock_write_lock_create_n(out, client, name, hl_cname_len(name));
 }

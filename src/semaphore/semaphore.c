@@ -23,6 +23,7 @@
 #include "kindkit/kindkit.h"
 #include "layout/layout.h"
 #include "semaphore/semaphore_internal.h"
+#include "core/base/cname.h"
 
 /* How long a plain release is sent again while its answer is lost: as
  * long as the server keeps its record. */
@@ -568,17 +569,30 @@ static int create(hilock_semaphore **out, hilock_client *client,
     return HILOCK_OK;
 }
 
-int hilock_semaphore_create(hilock_semaphore **out, hilock_client *client,
-                            const char *name, size_t name_len)
+int hilock_semaphore_create_n(hilock_semaphore **out, hilock_client *client,
+                              const char *name, size_t name_len)
 {
     return create(out, client, name, name_len, false);
 }
 
-int hilock_permit_semaphore_create(hilock_semaphore **out,
-                                   hilock_client *client, const char *name,
-                                   size_t name_len)
+int hilock_permit_semaphore_create_n(hilock_semaphore **out,
+                                     hilock_client *client, const char *name,
+                                     size_t name_len)
 {
     return create(out, client, name, name_len, true);
+}
+
+int hilock_semaphore_create(hilock_semaphore **out, hilock_client *client,
+                            const char *name)
+{
+    return hilock_semaphore_create_n(out, client, name, hl_cname_len(name));
+}
+
+int hilock_permit_semaphore_create(hilock_semaphore **out,
+                                   hilock_client *client, const char *name)
+{
+    return hilock_permit_semaphore_create_n(out, client, name,
+                                            hl_cname_len(name));
 }
 
 int hilock_semaphore_destroy(hilock_semaphore *sem)

@@ -301,7 +301,7 @@ hl_contenders *hl_contenders_start(hilock_client *const *clients,
         for (int p = 0; p < HL_CT_PHASES; p++)
             atomic_init(&h->notices[p], 0);
         assert_int_equal(hilock_lock_create(&h->lock, clients[i % nclients],
-                                            name, strlen(name)),
+                                            name),
                          HILOCK_OK);
         assert_int_equal(hilock_lock_set_lost_callback(h->lock,
                                                        hl_ct_on_lost, h),

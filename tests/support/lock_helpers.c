@@ -120,22 +120,22 @@ static hilock_lock *new_lock(lock_create_fn *create, const char *kind,
 
 hilock_lock *hl_new_lock(hilock_client *c, const char *name)
 {
-    return new_lock(hilock_lock_create, "lock", c, name);
+    return new_lock(hilock_lock_create_n, "lock", c, name);
 }
 
 hilock_lock *hl_new_fair_lock(hilock_client *c, const char *name)
 {
-    return new_lock(hilock_fair_lock_create, "fair lock", c, name);
+    return new_lock(hilock_fair_lock_create_n, "fair lock", c, name);
 }
 
 hilock_lock *hl_new_read_lock(hilock_client *c, const char *name)
 {
-    return new_lock(hilock_read_lock_create, "read lock", c, name);
+    return new_lock(hilock_read_lock_create_n, "read lock", c, name);
 }
 
 hilock_lock *hl_new_write_lock(hilock_client *c, const char *name)
 {
-    return new_lock(hilock_write_lock_create, "write lock", c, name);
+    return new_lock(hilock_write_lock_create_n, "write lock", c, name);
 }
 
 void hl_wake_channel(const hilock_client *c, const char *key, char *out,
@@ -598,10 +598,8 @@ hilock_semaphore *hl_new_semaphore(hilock_client *c, const char *name,
                                    bool expirable)
 {
     hilock_semaphore *s = NULL;
-    assert_status(expirable ? hilock_permit_semaphore_create(&s, c, name,
-                                                             strlen(name))
-                            : hilock_semaphore_create(&s, c, name,
-                                                      strlen(name)),
+    assert_status(expirable ? hilock_permit_semaphore_create(&s, c, name)
+                            : hilock_semaphore_create(&s, c, name),
                   HILOCK_OK);
     return s;
 }

@@ -396,8 +396,8 @@ int cli_demo(const cli_globals *g, int argc, char **argv)
         ws[i].d = &d;
         ws[i].id = i + 1;
         rc = cli_connect(opts, &ws[i].client);
-        if (rc == 0 && hilock_lock_create(&ws[i].lock, ws[i].client, name,
-                                          strlen(name)) != HILOCK_OK) {
+        if (rc == 0 &&
+            hilock_lock_create(&ws[i].lock, ws[i].client, name) != HILOCK_OK) {
             fprintf(stderr, "hilock: %s\n", hilock_last_error());
             rc = CLI_EXIT_SOFTWARE;
         }

@@ -404,8 +404,8 @@ int cli_failover_demo(const cli_globals *g)
         ws[i].d = &d;
         ws[i].id = i + 1;
         rc = cli_connect(opts, &ws[i].client);
-        if (rc == 0 && (hilock_lock_create(&ws[i].lock, ws[i].client, name,
-                                           strlen(name)) != HILOCK_OK ||
+        if (rc == 0 && (hilock_lock_create(&ws[i].lock, ws[i].client,
+                                           name) != HILOCK_OK ||
                         hilock_lock_set_lost_callback(ws[i].lock, on_lost,
                                                       &ws[i]) != HILOCK_OK)) {
             fprintf(stderr, "hilock: %s\n", hilock_last_error());

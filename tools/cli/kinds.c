@@ -4,10 +4,10 @@
 #include "cli.h"
 
 static const cli_kind kinds[] = {
-    {"reentrant", hilock_lock_create},
-    {"fair", hilock_fair_lock_create},
-    {"read", hilock_read_lock_create},
-    {"write", hilock_write_lock_create},
+    {"reentrant", hilock_lock_create_n},
+    {"fair", hilock_fair_lock_create_n},
+    {"read", hilock_read_lock_create_n},
+    {"write", hilock_write_lock_create_n},
 };
 
 const cli_kind *cli_kind_find(const char *name)

@@ -73,7 +73,7 @@ static int check_down(hilock_client *client, hilock_latch *l,
                       const char *name, bool missing_ok, bool foreign_ok)
 {
     const char *marked = NULL;
-    int rc = hilock_client_name_kind(client, name, strlen(name), &marked);
+    int rc = hilock_client_name_kind_n(client, name, strlen(name), &marked);
     if (rc != HILOCK_OK)
         return latch_failed("down", name, rc);
     if (marked != NULL && strcmp(marked, "latch") == 0)
@@ -218,7 +218,7 @@ int cli_latch(const cli_globals *g, int argc, char **argv)
     if (rc != 0)
         return rc;
     hilock_latch *l;
-    rc = hilock_latch_create(&l, client, name, strlen(name));
+    rc = hilock_latch_create(&l, client, name);
     if (rc != HILOCK_OK) {
         rc = latch_failed(step, name, rc);
     } else {
@@ -267,7 +267,7 @@ int cli_latch_status(hilock_client *client, const char *name, bool latch)
     if (!latch)
         return unknown_status(client, name);
     hilock_latch *l;
-    int rc = hilock_latch_create(&l, client, name, strlen(name));
+    int rc = hilock_latch_create(&l, client, name);
     int64_t n = 0;
     if (rc == HILOCK_OK) {
         rc = hilock_latch_count(l, &n);

@@ -96,8 +96,7 @@ int cli_permits_open(const cli_globals *g, const char *name, int permits,
         free(p);
         return rc;
     }
-    rc = hilock_permit_semaphore_create(&p->sem, p->client, name,
-                                        strlen(name));
+    rc = hilock_permit_semaphore_create(&p->sem, p->client, name);
     if (rc == HILOCK_OK)
         rc = hilock_semaphore_try_set(p->sem, permits, NULL);
     if (rc != HILOCK_OK) {

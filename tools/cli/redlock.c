@@ -241,7 +241,7 @@ int cli_redlock_open(const cli_globals *g, const char *name,
         free(r);
         return rc;
     }
-    rc = hilock_redlock_lock_create(&r->lock, r->rl, name, strlen(name));
+    rc = hilock_redlock_multilock_create(&r->lock, r->rl, name);
     if (rc != HILOCK_OK) {
         fprintf(stderr, "hilock: %s: %s\n", hilock_strerror(rc),
                 hilock_last_error());

@@ -232,7 +232,7 @@ static void count_of(hilock_client *c, const cli_name *e, char *out,
 static const char *count_kind(hilock_client *c, const cli_name *e)
 {
     const char *kind = NULL;
-    if (hilock_client_name_kind(c, e->name, e->len, &kind) != HILOCK_OK ||
+    if (hilock_client_name_kind_n(c, e->name, e->len, &kind) != HILOCK_OK ||
         kind == NULL ||
         (strcmp(kind, "latch") != 0 && strcmp(kind, "semaphore") != 0))
         return "unknown";

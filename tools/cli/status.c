@@ -139,7 +139,7 @@ static bool kind_known(const char *s)
 const char *cli_marked_kind(hilock_client *client, const char *name)
 {
     const char *kind = NULL;
-    if (hilock_client_name_kind(client, name, strlen(name), &kind) !=
+    if (hilock_client_name_kind_n(client, name, strlen(name), &kind) !=
         HILOCK_OK)
         return NULL;
     return kind;

@@ -258,7 +258,7 @@ static double run_once(hilock_client *c, const char *base, unsigned segments,
     }
     r->client = c;
     r->prefix = prefix;
-    if (hilock_segmented_create(&r->segments, c, prefix, strlen(prefix),
+    if (hilock_segmented_create(&r->segments, c, prefix,
                                 segments) != HILOCK_OK) {
         fprintf(stderr, "hilock: %s\n", hilock_last_error());
         free(r);
