@@ -62,11 +62,10 @@ static void w5_stop(w5_worker *w, int status)
 static void w5_cycle(w5_worker *w);
 
 static void on_released(hilock_semaphore *s, int status, int64_t value,
-                        const char *id, void *data)
+                        void *data)
 {
     (void)s;
     (void)value;
-    (void)id;
     w5_worker *w = data;
     atomic_fetch_sub(&w->ctx->inside, 1);
     if (status != HILOCK_OK) {
@@ -81,10 +80,9 @@ static void on_released(hilock_semaphore *s, int status, int64_t value,
 }
 
 static void on_acquired(hilock_semaphore *s, int status, int64_t value,
-                        const char *id, void *data)
+                        void *data)
 {
     (void)value;
-    (void)id;
     w5_worker *w = data;
     w5_ctx *x = w->ctx;
     if (status != HILOCK_OK) {

@@ -18,7 +18,7 @@
 #define WORKERS 6
 #define PERMITS 4
 
-static hilock_semaphore *jobs;
+static hilock_permit_semaphore *jobs;
 static atomic_int running, most, failures;
 
 static void *worker(void *arg)
@@ -61,7 +61,8 @@ int main(int argc, char **argv)
     if (rc == HILOCK_OK)
         rc = hilock_permit_semaphore_create(&jobs, client, name);
     if (rc == HILOCK_OK)
-        rc = hilock_semaphore_try_set(jobs, PERMITS, NULL);
+        rc = hilock_semaphore_try_set(hilock_permit_semaphore_base(jobs),
+                                      PERMITS, NULL);
     if (rc != HILOCK_OK) {
         fprintf(stderr, "%s: %s\n", hilock_strerror(rc),
                 hilock_last_error());
@@ -74,7 +75,7 @@ int main(int argc, char **argv)
         pthread_join(t[i], NULL);
     printf("%d workers, at most %d at once (%d permits)\n", WORKERS,
            atomic_load(&most), PERMITS);
-    hilock_semaphore_destroy(jobs);
+    hilock_permit_semaphore_destroy(jobs);
     hilock_client_destroy(client);
     return atomic_load(&failures) == 0 && atomic_load(&most) <= PERMITS ? 0
                                                                          : 1;

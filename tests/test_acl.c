@@ -384,10 +384,12 @@ static void test_semaphore_and_latch_without_publish(void **state)
 
     /* Expirable permits: an expired permit taken back by the next call
      * announces the new count too. */
-    hilock_semaphore *p;
+    hilock_permit_semaphore *p;
     assert_int_equal(hilock_permit_semaphore_create(&p, c, "acl-permits"),
                      HILOCK_OK);
-    assert_int_equal(hilock_semaphore_try_set(p, 1, &set), HILOCK_OK);
+    assert_int_equal(
+        hilock_semaphore_try_set(hilock_permit_semaphore_base(p), 1, &set),
+        HILOCK_OK);
     char id[HILOCK_PERMIT_ID_MAX];
     assert_int_equal(hilock_permit_acquire(p, 0, 1, id), HILOCK_OK);
     /* Its lease of 1 ms runs out; the acquire takes it back and gets it. */
@@ -396,9 +398,12 @@ static void test_semaphore_and_latch_without_publish(void **state)
     uint64_t before = stats_of(c).publishes_refused;
     assert_int_equal(hilock_permit_release(p, id), HILOCK_OK);
     assert_int_equal(stats_of(c).publishes_refused, before + 1);
-    assert_int_equal(hilock_semaphore_available(p, &available), HILOCK_OK);
+    assert_int_equal(
+        hilock_semaphore_available(hilock_permit_semaphore_base(p),
+                                   &available),
+        HILOCK_OK);
     assert_int_equal(available, 1);
-    hilock_semaphore_destroy(p);
+    hilock_permit_semaphore_destroy(p);
 
     hilock_latch *l;
     assert_int_equal(hilock_latch_create(&l, c, "acl-latch"), HILOCK_OK);

@@ -104,23 +104,23 @@ static void test_semaphore_count_exact(void **state)
     set_key("fv-big", "-9223372036854775807");
     assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
     assert_true(v == -INT64_MAX);
-    hilock_semaphore_destroy(s);
+    hl_semaphore_destroy_any(s);
 
     /* The expirable kind's calls, and its acquire. */
     s = hl_new_semaphore(c, "fv-bigp", true);
     char id[HILOCK_PERMIT_ID_MAX];
     set_key("fv-bigp", "9007199254740993");
-    assert_status(hilock_permit_acquire(s, 0, 60000, id), HILOCK_OK);
+    assert_status(hilock_permit_acquire(hl_permits_of(s), 0, 60000, id), HILOCK_OK);
     assert_kept("fv-bigp", "9007199254740992");
     assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
     assert_true(v == INT64_C(9007199254740992));
-    assert_status(hilock_permit_release(s, id), HILOCK_OK);
+    assert_status(hilock_permit_release(hl_permits_of(s), id), HILOCK_OK);
     assert_kept("fv-bigp", "9007199254740993");
     assert_status(hilock_semaphore_add(s, 2, &v), HILOCK_OK);
     assert_true(v == INT64_C(9007199254740995));
     assert_status(hilock_semaphore_drain(s, &v), HILOCK_OK);
     assert_true(v == INT64_C(9007199254740995));
-    hilock_semaphore_destroy(s);
+    hl_semaphore_destroy_any(s);
     hl_free_client(c);
 }
 
@@ -150,7 +150,7 @@ static void test_semaphore_release_announces_digits(void **state)
         assert_kept("fv-digits", counts[i][1]);
     }
     hl_plain_sub_close(java);
-    hilock_semaphore_destroy(s);
+    hl_semaphore_destroy_any(s);
     hl_free_client(c);
 }
 
@@ -177,14 +177,14 @@ static void test_semaphore_count_refused(void **state)
 
         set_key("fv-badp", bad);
         assert_refused(hilock_semaphore_available(p, &v), bad);
-        assert_refused(hilock_permit_acquire(p, 0, 60000, id), bad);
+        assert_refused(hilock_permit_acquire(hl_permits_of(p), 0, 60000, id), bad);
         assert_refused(hilock_semaphore_set(p, 3), bad);
         assert_refused(hilock_semaphore_add(p, 1, &v), bad);
         assert_kept("fv-badp", bad);
         assert_int_equal(hl_raw_exists(fx.server, "{fv-badp}:timeout"), 0);
     }
-    hilock_semaphore_destroy(s);
-    hilock_semaphore_destroy(p);
+    hl_semaphore_destroy_any(s);
+    hl_semaphore_destroy_any(p);
     hl_free_client(c);
 }
 
@@ -204,7 +204,7 @@ static void test_permit_expired_before_epoch(void **state)
         set_key("fv-neg", "0");
         zadd("{fv-neg}:timeout", scores[i], "foreign-permit");
         long long before = scripts_run();
-        int rc = hilock_permit_acquire(s, hl_widen(1500), 60000, id);
+        int rc = hilock_permit_acquire(hl_permits_of(s), hl_widen(1500), 60000, id);
         long long ran = scripts_run() - before;
         if (ran > 3)
             fail_msg("score %s: %lld scripts for one acquire (%s)",
@@ -213,13 +213,13 @@ static void test_permit_expired_before_epoch(void **state)
         assert_int_equal(hl_raw_int(fx.server, "ZCARD", "{fv-neg}:timeout",
                                     (char *)NULL),
                          1);
-        assert_status(hilock_permit_release(s, id), HILOCK_OK);
+        assert_status(hilock_permit_release(hl_permits_of(s), id), HILOCK_OK);
         assert_kept("fv-neg", "1");
         assert_int_equal(hl_raw_int(fx.server, "DEL", "{fv-neg}:timeout",
                                     (char *)NULL),
                          0);
     }
-    hilock_semaphore_destroy(s);
+    hl_semaphore_destroy_any(s);
     hl_free_client(c);
 }
 
@@ -238,21 +238,21 @@ static void test_permit_expiry_out_of_reach(void **state)
         set_key("fv-far", "0");
         zadd("{fv-far}:timeout", scores[i], "foreign-permit");
         long long before = scripts_run();
-        int rc = hilock_permit_acquire(s, 300, 60000, id);
+        int rc = hilock_permit_acquire(hl_permits_of(s), 300, 60000, id);
         long long ran = scripts_run() - before;
         if (ran > 4)
             fail_msg("score %s: %lld scripts during a wait of 300 ms (%s)",
                      scores[i], ran, hilock_errname(rc));
         assert_status(rc, HILOCK_EBUSY);
         /* Given back, it is free for the next acquire. */
-        assert_status(hilock_permit_release(s, "foreign-permit"), HILOCK_OK);
-        assert_status(hilock_permit_acquire(s, 0, 60000, id), HILOCK_OK);
-        assert_status(hilock_permit_release(s, id), HILOCK_OK);
+        assert_status(hilock_permit_release(hl_permits_of(s), "foreign-permit"), HILOCK_OK);
+        assert_status(hilock_permit_acquire(hl_permits_of(s), 0, 60000, id), HILOCK_OK);
+        assert_status(hilock_permit_release(hl_permits_of(s), id), HILOCK_OK);
         assert_int_equal(hl_raw_int(fx.server, "DEL", "{fv-far}:timeout",
                                     (char *)NULL),
                          0);
     }
-    hilock_semaphore_destroy(s);
+    hl_semaphore_destroy_any(s);
     hl_free_client(c);
 }
 

@@ -1754,6 +1754,7 @@ static void test_c_string_names(void **state)
     hilock_lock *l = NULL;
     hilock_latch *la = NULL;
     hilock_semaphore *s = NULL;
+    hilock_permit_semaphore *ps = NULL;
     hilock_segmented *seg = NULL;
     hilock_multilock *m = NULL;
     const char *kind = NULL;
@@ -1784,11 +1785,11 @@ static void test_c_string_names(void **state)
     assert_status(hilock_semaphore_create(&s, c, ""), HILOCK_EINVAL);
     assert_status(hilock_semaphore_create(&s, c, "cstr:sem"), HILOCK_OK);
     assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
-    assert_status(hilock_permit_semaphore_create(&s, c, NULL),
+    assert_status(hilock_permit_semaphore_create(&ps, c, NULL),
                   HILOCK_EINVAL);
-    assert_status(hilock_permit_semaphore_create(&s, c, "cstr:permits"),
+    assert_status(hilock_permit_semaphore_create(&ps, c, "cstr:permits"),
                   HILOCK_OK);
-    assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
+    assert_status(hilock_permit_semaphore_destroy(ps), HILOCK_OK);
     assert_status(hilock_segmented_create(&seg, c, name, 4), HILOCK_EINVAL);
     assert_status(hilock_segmented_create(&seg, c, "cstr:stock", 4),
                   HILOCK_OK);

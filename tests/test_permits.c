@@ -40,9 +40,12 @@ static int group_teardown(void **state)
     return 0;
 }
 
-static hilock_semaphore *new_permits(hilock_client *c, const char *name)
+/* The handle for the calls on a permit semaphore's count. */
+#define BASE(p) hilock_permit_semaphore_base(p)
+
+static hilock_permit_semaphore *new_permits(hilock_client *c, const char *name)
 {
-    hilock_semaphore *s = NULL;
+    hilock_permit_semaphore *s = NULL;
     assert_status(hilock_permit_semaphore_create(&s, c, name),
                   HILOCK_OK);
     return s;
@@ -61,11 +64,11 @@ static void test_ids(void **state)
 {
     (void)state;
     hilock_client *c = hl_new_client(server, NULL);
-    hilock_semaphore *s = new_permits(c, "pe-ids");
+    hilock_permit_semaphore *s = new_permits(c, "pe-ids");
     char a[HILOCK_PERMIT_ID_MAX], b[HILOCK_PERMIT_ID_MAX], raw[128];
     int64_t v;
 
-    assert_status(hilock_semaphore_try_set(s, 2, NULL), HILOCK_OK);
+    assert_status(hilock_semaphore_try_set(BASE(s), 2, NULL), HILOCK_OK);
     assert_status(hilock_permit_acquire(s, 0, HILOCK_LEASE_WATCHDOG, a),
                   HILOCK_OK);
     assert_status(hilock_permit_acquire(s, 0, 60000, b), HILOCK_OK);
@@ -76,14 +79,14 @@ static void test_ids(void **state)
     assert_int_equal(zscore("pe-ids", a, raw, sizeof raw), '$');
     assert_status(hilock_permit_acquire(s, 0, 0, raw),
                   HILOCK_EBUSY);
-    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_status(hilock_semaphore_available(BASE(s), &v), HILOCK_OK);
     assert_int_equal(v, 0);
     assert_status(hilock_permit_release(s, a), HILOCK_OK);
     assert_status(hilock_permit_release(s, a), HILOCK_ENOTOWNER);
     assert_status(hilock_permit_release(s, "no-such-permit"),
                   HILOCK_ENOTOWNER);
     assert_status(hilock_permit_release(s, b), HILOCK_OK);
-    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_status(hilock_semaphore_available(BASE(s), &v), HILOCK_OK);
     assert_int_equal(v, 2);
 
     /* Errors. */
@@ -98,19 +101,19 @@ static void test_ids(void **state)
     assert_status(hilock_permit_acquire(s, 0, -1, a), HILOCK_EINVAL);
     assert_status(hilock_permit_acquire(s, 0, HILOCK_MAX_LEASE_MS + 1, a),
                   HILOCK_EINVAL);
-    assert_status(hilock_semaphore_try_acquire(s, 1, 0), HILOCK_EINVAL);
-    assert_status(hilock_semaphore_release(s, 1), HILOCK_EINVAL);
-    hilock_semaphore_destroy(s);
+    assert_status(hilock_semaphore_try_acquire(BASE(s), 1, 0), HILOCK_EINVAL);
+    assert_status(hilock_semaphore_release(BASE(s), 1), HILOCK_EINVAL);
+    hilock_permit_semaphore_destroy(s);
 
     /* A name with a hash tag of its own keeps it: "NAME:timeout". */
     s = new_permits(c, "{t}pe");
-    assert_status(hilock_semaphore_set(s, 1), HILOCK_OK);
+    assert_status(hilock_semaphore_set(BASE(s), 1), HILOCK_OK);
     assert_status(hilock_permit_acquire(s, 0, 60000, a), HILOCK_OK);
     assert_int_equal(hl_redis_server_cmd(server, raw, sizeof raw, "ZSCORE",
                                          "{t}pe:timeout", a, (char *)NULL),
                      '$');
     assert_status(hilock_permit_release(s, a), HILOCK_OK);
-    hilock_semaphore_destroy(s);
+    hilock_permit_semaphore_destroy(s);
     hl_free_client(c);
 }
 
@@ -121,7 +124,7 @@ typedef struct lost_log {
     char id[HILOCK_PERMIT_ID_MAX];
 } lost_log;
 
-static void on_lost(hilock_semaphore *s, const char *id, void *data)
+static void on_lost(hilock_permit_semaphore *s, const char *id, void *data)
 {
     (void)s;
     lost_log *l = data;
@@ -135,21 +138,21 @@ static void test_fixed_lease(void **state)
 {
     (void)state;
     hilock_client *c = hl_new_client(server, NULL);
-    hilock_semaphore *s = new_permits(c, "pe-fixed");
+    hilock_permit_semaphore *s = new_permits(c, "pe-fixed");
     char a[HILOCK_PERMIT_ID_MAX];
     lost_log lost;
     hl_sem_rec waiter;
     memset(&lost, 0, sizeof lost);
     memset(&waiter, 0, sizeof waiter);
 
-    assert_status(hilock_semaphore_set_lost_callback(s, on_lost, &lost),
+    assert_status(hilock_permit_semaphore_set_lost_callback(s, on_lost, &lost),
                   HILOCK_OK);
-    assert_status(hilock_semaphore_set(s, 1), HILOCK_OK);
+    assert_status(hilock_semaphore_set(BASE(s), 1), HILOCK_OK);
     int64_t t0 = hl_now_ms();
     assert_status(hilock_permit_acquire(s, 0, 300, a), HILOCK_OK);
     assert_status(hilock_permit_acquire_async(s, HILOCK_WAIT_FOREVER,
                                               HILOCK_LEASE_WATCHDOG,
-                                              hl_record_sem, &waiter, NULL),
+                                              hl_record_permit, &waiter, NULL),
                   HILOCK_OK);
     hl_expect_count(&waiter.calls, 1, hl_widen(5000));
     assert_status(waiter.status, HILOCK_OK);
@@ -163,9 +166,9 @@ static void test_fixed_lease(void **state)
     assert_status(hilock_permit_release(s, a), HILOCK_ELEASELOST);
     assert_status(hilock_permit_release(s, waiter.id), HILOCK_OK);
     int64_t v;
-    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_status(hilock_semaphore_available(BASE(s), &v), HILOCK_OK);
     assert_int_equal(v, 1);
-    hilock_semaphore_destroy(s);
+    hilock_permit_semaphore_destroy(s);
     hl_free_client(c);
 }
 
@@ -176,15 +179,15 @@ static void test_watchdog_keeps(void **state)
     const hl_client_opts opts = {.watchdog_ms = 600};
     hilock_client *c = hl_new_client(server, &opts);
     hilock_client *c2 = hl_new_client(server, NULL);
-    hilock_semaphore *s = new_permits(c, "pe-keep");
-    hilock_semaphore *s2 = new_permits(c2, "pe-keep");
+    hilock_permit_semaphore *s = new_permits(c, "pe-keep");
+    hilock_permit_semaphore *s2 = new_permits(c2, "pe-keep");
     char a[HILOCK_PERMIT_ID_MAX], b[HILOCK_PERMIT_ID_MAX];
     lost_log lost;
     memset(&lost, 0, sizeof lost);
 
-    assert_status(hilock_semaphore_set_lost_callback(s, on_lost, &lost),
+    assert_status(hilock_permit_semaphore_set_lost_callback(s, on_lost, &lost),
                   HILOCK_OK);
-    assert_status(hilock_semaphore_set(s, 1), HILOCK_OK);
+    assert_status(hilock_semaphore_set(BASE(s), 1), HILOCK_OK);
     assert_status(hilock_permit_acquire(s, 0, HILOCK_LEASE_WATCHDOG, a),
                   HILOCK_OK);
     /* Another client waits 3 watchdog timeouts and gets nothing. */
@@ -193,8 +196,8 @@ static void test_watchdog_keeps(void **state)
     assert_status(hilock_permit_release(s, a), HILOCK_OK);
     assert_status(hilock_permit_acquire(s2, 0, 0, b), HILOCK_OK);
     assert_status(hilock_permit_release(s2, b), HILOCK_OK);
-    hilock_semaphore_destroy(s2);
-    hilock_semaphore_destroy(s);
+    hilock_permit_semaphore_destroy(s2);
+    hilock_permit_semaphore_destroy(s);
     hl_free_client(c2);
     hl_free_client(c);
 }
@@ -206,14 +209,14 @@ static void test_lost_reported(void **state)
     (void)state;
     const hl_client_opts opts = {.watchdog_ms = 600};
     hilock_client *c = hl_new_client(server, &opts);
-    hilock_semaphore *s = new_permits(c, "pe-lost");
+    hilock_permit_semaphore *s = new_permits(c, "pe-lost");
     char a[HILOCK_PERMIT_ID_MAX], raw[64];
     lost_log lost;
     memset(&lost, 0, sizeof lost);
 
-    assert_status(hilock_semaphore_set_lost_callback(s, on_lost, &lost),
+    assert_status(hilock_permit_semaphore_set_lost_callback(s, on_lost, &lost),
                   HILOCK_OK);
-    assert_status(hilock_semaphore_set(s, 1), HILOCK_OK);
+    assert_status(hilock_semaphore_set(BASE(s), 1), HILOCK_OK);
     assert_status(hilock_permit_acquire(s, 0, HILOCK_LEASE_WATCHDOG, a),
                   HILOCK_OK);
     assert_int_equal(hl_redis_server_cmd(server, raw, sizeof raw, "ZREM",
@@ -224,7 +227,7 @@ static void test_lost_reported(void **state)
     hl_expect_count(&lost.calls, 1, hl_widen(5000));
     assert_string_equal(lost.id, a);
     assert_status(hilock_permit_release(s, a), HILOCK_ELEASELOST);
-    hilock_semaphore_destroy(s);
+    hilock_permit_semaphore_destroy(s);
     hl_free_client(c);
 }
 
@@ -245,7 +248,7 @@ static void test_killed_holder(void **state)
     if (hl_children_fork(&kids, 0) == 0) {
         const hl_client_opts opts = {.watchdog_ms = 1000};
         char why[300], id[HILOCK_PERMIT_ID_MAX];
-        hilock_semaphore *cs = NULL;
+        hilock_permit_semaphore *cs = NULL;
         close(ready[0]);
         hilock_client *hc = hl_open_client(server, &opts, why, sizeof why);
         if (hc == NULL ||
@@ -263,7 +266,7 @@ static void test_killed_holder(void **state)
         fail_msg("the child never reported holding the permit");
     close(ready[0]);
     hilock_client *c = hl_new_client(server, NULL);
-    hilock_semaphore *s = new_permits(c, "pe-kill");
+    hilock_permit_semaphore *s = new_permits(c, "pe-kill");
     /* Held: the child's watchdog keeps it past its timeout. */
     char id[HILOCK_PERMIT_ID_MAX];
     assert_status(hilock_permit_acquire(s, 1500, 0, id), HILOCK_EBUSY);
@@ -276,7 +279,7 @@ static void test_killed_holder(void **state)
         fail_msg("the permit of a killed holder came back %lld ms after the "
                  "kill (watchdog 1000 ms)", (long long)took);
     assert_status(hilock_permit_release(s, id), HILOCK_OK);
-    hilock_semaphore_destroy(s);
+    hilock_permit_semaphore_destroy(s);
     hl_free_client(c);
 }
 
@@ -289,14 +292,14 @@ static void test_destroy_holding(void **state)
     const hl_client_opts opts = {.watchdog_ms = 600};
     hilock_client *c = hl_new_client(server, &opts);
     hilock_client *c2 = hl_new_client(server, NULL);
-    hilock_semaphore *s = new_permits(c, "pe-gone");
-    hilock_semaphore *s2 = new_permits(c2, "pe-gone");
+    hilock_permit_semaphore *s = new_permits(c, "pe-gone");
+    hilock_permit_semaphore *s2 = new_permits(c2, "pe-gone");
     char a[HILOCK_PERMIT_ID_MAX], b[HILOCK_PERMIT_ID_MAX];
 
-    assert_status(hilock_semaphore_set(s, 1), HILOCK_OK);
+    assert_status(hilock_semaphore_set(BASE(s), 1), HILOCK_OK);
     assert_status(hilock_permit_acquire(s, 0, HILOCK_LEASE_WATCHDOG, a),
                   HILOCK_OK);
-    assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
+    assert_status(hilock_permit_semaphore_destroy(s), HILOCK_OK);
     int64_t t0 = hl_now_ms();
     assert_status(hilock_permit_acquire(s2, hl_widen(5000), 0, b), HILOCK_OK);
     assert_true(hl_now_ms() - t0 < 1500 || hl_under_valgrind());
@@ -307,8 +310,8 @@ static void test_destroy_holding(void **state)
                   HILOCK_OK);
     assert_status(hilock_client_close(c), HILOCK_OK);
     assert_status(hilock_permit_release(s, a), HILOCK_ECLOSED);
-    assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
-    hilock_semaphore_destroy(s2);
+    assert_status(hilock_permit_semaphore_destroy(s), HILOCK_OK);
+    hilock_permit_semaphore_destroy(s2);
     hl_free_client(c2);
     hl_free_client(c);
 }
@@ -383,20 +386,20 @@ static void test_set_and_add_as_redisson(void **state)
 {
     (void)state;
     hilock_client *c = hl_new_client(server, NULL);
-    hilock_semaphore *s = new_permits(c, "pe-set-mine");
-    hilock_semaphore *twin = new_permits(c, "pe-set-peer");
+    hilock_permit_semaphore *s = new_permits(c, "pe-set-mine");
+    hilock_permit_semaphore *twin = new_permits(c, "pe-set-peer");
     char a[HILOCK_PERMIT_ID_MAX], b[HILOCK_PERMIT_ID_MAX];
     int64_t v;
 
-    assert_status(hilock_semaphore_try_set(s, 3, NULL), HILOCK_OK);
-    assert_status(hilock_semaphore_try_set(twin, 3, NULL), HILOCK_OK);
+    assert_status(hilock_semaphore_try_set(BASE(s), 3, NULL), HILOCK_OK);
+    assert_status(hilock_semaphore_try_set(BASE(twin), 3, NULL), HILOCK_OK);
     assert_status(hilock_permit_acquire(s, 0, 60000, a), HILOCK_OK);
     assert_status(hilock_permit_acquire(twin, 0, 60000, b), HILOCK_OK);
     hl_plain_sub *mine = hl_plain_sub_open(server, "redisson_sc:{pe-set-mine}");
     hl_plain_sub *peer = hl_plain_sub_open(server, "redisson_sc:{pe-set-peer}");
 
     /* With one permit held, a total of 5 leaves 4 free. */
-    assert_status(hilock_semaphore_set(s, 5), HILOCK_OK);
+    assert_status(hilock_semaphore_set(BASE(s), 5), HILOCK_OK);
     peer_run(peer_set_lua, "pe-set-peer", "5");
     assert_int_equal(free_count("pe-set-mine"), 4);
     assert_int_equal(free_count("pe-set-peer"), 4);
@@ -404,18 +407,18 @@ static void test_set_and_add_as_redisson(void **state)
 
     /* The same total again announces nothing: the next message is the
      * add's. */
-    assert_status(hilock_semaphore_set(s, 5), HILOCK_OK);
+    assert_status(hilock_semaphore_set(BASE(s), 5), HILOCK_OK);
     peer_run(peer_set_lua, "pe-set-peer", "5");
-    assert_status(hilock_semaphore_add(s, 2, &v), HILOCK_OK);
+    assert_status(hilock_semaphore_add(BASE(s), 2, &v), HILOCK_OK);
     assert_int_equal(v, 6);
     peer_run(peer_add_lua, "pe-set-peer", "2");
     expect_both(mine, peer, "2");
 
     /* Taking permits away announces nothing either. */
-    assert_status(hilock_semaphore_add(s, -3, &v), HILOCK_OK);
+    assert_status(hilock_semaphore_add(BASE(s), -3, &v), HILOCK_OK);
     assert_int_equal(v, 3);
     peer_run(peer_add_lua, "pe-set-peer", "-3");
-    assert_status(hilock_semaphore_add(s, 1, &v), HILOCK_OK);
+    assert_status(hilock_semaphore_add(BASE(s), 1, &v), HILOCK_OK);
     peer_run(peer_add_lua, "pe-set-peer", "1");
     expect_both(mine, peer, "1");
     assert_int_equal(free_count("pe-set-mine"), 4);
@@ -423,20 +426,20 @@ static void test_set_and_add_as_redisson(void **state)
 
     /* A total below the held permits leaves a negative free count, as
      * Redisson's does; the held permit still goes back. */
-    assert_status(hilock_semaphore_set(s, 0), HILOCK_OK);
+    assert_status(hilock_semaphore_set(BASE(s), 0), HILOCK_OK);
     peer_run(peer_set_lua, "pe-set-peer", "0");
     assert_int_equal(free_count("pe-set-mine"), -1);
     assert_int_equal(free_count("pe-set-peer"), -1);
     expect_both(mine, peer, "0");
     assert_status(hilock_permit_release(s, a), HILOCK_OK);
     assert_status(hilock_permit_release(twin, b), HILOCK_OK);
-    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_status(hilock_semaphore_available(BASE(s), &v), HILOCK_OK);
     assert_int_equal(v, 0);
 
     hl_plain_sub_close(mine);
     hl_plain_sub_close(peer);
-    hilock_semaphore_destroy(s);
-    hilock_semaphore_destroy(twin);
+    hilock_permit_semaphore_destroy(s);
+    hilock_permit_semaphore_destroy(twin);
     hl_free_client(c);
 }
 

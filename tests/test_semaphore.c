@@ -121,8 +121,8 @@ static void test_errors(void **state)
     assert_status(hilock_semaphore_try_acquire_async(s, 1, 0, NULL, NULL, NULL),
                   HILOCK_EINVAL);
     /* Permit ids belong to the other kind. */
-    assert_status(hilock_permit_acquire(s, 0, 0, id), HILOCK_EINVAL);
-    assert_status(hilock_permit_release(s, "x"), HILOCK_EINVAL);
+    assert_status(hilock_permit_acquire(hl_permits_of(s), 0, 0, id), HILOCK_EINVAL);
+    assert_status(hilock_permit_release(hl_permits_of(s), "x"), HILOCK_EINVAL);
 
     /* INT_MAX permits: a count that large works, and one more than there
      * are is refused, not wrapped. */
@@ -135,6 +135,30 @@ static void test_errors(void **state)
     assert_status(hilock_semaphore_set(s, 0), HILOCK_OK);
     assert_status(hilock_semaphore_try_acquire(s, INT_MAX, 0), HILOCK_EBUSY);
 
+    /* Counts are 64-bit: HILOCK_MAX_PERMITS at once works, one more is
+     * refused as too large (never clamped), and so is an add past it. */
+    assert_status(hilock_semaphore_set(s, HILOCK_MAX_PERMITS), HILOCK_OK);
+    assert_status(hilock_semaphore_try_acquire(s, HILOCK_MAX_PERMITS, 0),
+                  HILOCK_OK);
+    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_int_equal(v, 0);
+    assert_status(hilock_semaphore_release(s, HILOCK_MAX_PERMITS), HILOCK_OK);
+    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_int_equal(v, HILOCK_MAX_PERMITS);
+    assert_status(hilock_semaphore_try_acquire(s, HILOCK_MAX_PERMITS + 1, 0),
+                  HILOCK_EINVAL);
+    assert_non_null(strstr(hilock_last_error(), "too large"));
+    assert_status(hilock_semaphore_release(s, INT64_MAX), HILOCK_EINVAL);
+    assert_status(hilock_semaphore_set(s, HILOCK_MAX_PERMITS + 1),
+                  HILOCK_EINVAL);
+    assert_status(hilock_semaphore_add(s, -HILOCK_MAX_PERMITS - 1, NULL),
+                  HILOCK_EINVAL);
+    assert_status(hilock_semaphore_add(s, -HILOCK_MAX_PERMITS, &v),
+                  HILOCK_OK);
+    assert_int_equal(v, 0);
+    assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
+    assert_int_equal(v, 0);
+
     /* A name holding another type of value. */
     char raw[64];
     assert_true(hl_redis_server_cmd(server, raw, sizeof raw, "HSET",
@@ -144,6 +168,45 @@ static void test_errors(void **state)
     assert_status(hilock_semaphore_release(h, 1), HILOCK_EREDIS);
     hilock_semaphore_destroy(h);
     hilock_semaphore_destroy(s);
+    hl_free_client(c);
+}
+
+/* An acquire of a semaphore nobody set says so when its wait ends; once
+ * set, even to 0, the refusal is the plain one.  A permit semaphore's
+ * base handle is its own: destroyed only through the permit semaphore. */
+static void test_never_set(void **state)
+{
+    (void)state;
+    hilock_client *c = hl_new_client(server, NULL);
+    hilock_semaphore *s = hl_new_semaphore(c, "sem-never-set", false);
+    hilock_permit_semaphore *p = NULL;
+    char id[HILOCK_PERMIT_ID_MAX];
+
+    assert_status(hilock_semaphore_try_acquire(s, 1, 0), HILOCK_EBUSY);
+    assert_non_null(strstr(hilock_last_error(), "never set"));
+    assert_status(hilock_semaphore_try_acquire(s, 1, 50), HILOCK_EBUSY);
+    assert_non_null(strstr(hilock_last_error(), "never set"));
+    assert_status(hilock_semaphore_set(s, 0), HILOCK_OK);
+    assert_status(hilock_semaphore_try_acquire(s, 1, 0), HILOCK_EBUSY);
+    assert_null(strstr(hilock_last_error(), "never set"));
+    assert_non_null(strstr(hilock_last_error(), "permits"));
+
+    assert_status(hilock_permit_semaphore_create(&p, c, "sem-never-set-p"),
+                  HILOCK_OK);
+    assert_status(hilock_permit_acquire(p, 0, 1000, id), HILOCK_EBUSY);
+    assert_non_null(strstr(hilock_last_error(), "never set"));
+    hilock_semaphore *base = hilock_permit_semaphore_base(p);
+    assert_status(hilock_semaphore_try_set(base, 1, NULL), HILOCK_OK);
+    assert_status(hilock_permit_acquire(p, 0, 1000, id), HILOCK_OK);
+    assert_status(hilock_permit_acquire(p, 0, 1000, id), HILOCK_EBUSY);
+    assert_null(strstr(hilock_last_error(), "never set"));
+    assert_status(hilock_semaphore_destroy(base), HILOCK_EINVAL);
+    assert_non_null(strstr(hilock_last_error(),
+                           "hilock_permit_semaphore_destroy"));
+    assert_null(hilock_permit_semaphore_base(NULL));
+    assert_status(hilock_permit_semaphore_destroy(NULL), HILOCK_EINVAL);
+    assert_status(hilock_permit_semaphore_destroy(p), HILOCK_OK);
+    assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
     hl_free_client(c);
 }
 
@@ -394,9 +457,9 @@ static void test_line_order(void **state)
  * destroyed inside its own callback goes cleanly; calls on a closed
  * client's handle say ECLOSED. */
 static void on_destroy_me(hilock_semaphore *s, int status, int64_t value,
-                          const char *id, void *data)
+                          void *data)
 {
-    hl_record_sem(s, status, value, id, data);
+    hl_record_sem(s, status, value, data);
     hilock_semaphore_destroy(s);
 }
 
@@ -494,6 +557,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_calls),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_never_set),
         cmocka_unit_test(test_async),
         cmocka_unit_test(test_contention),
         cmocka_unit_test(test_big_waiter_not_starved),

@@ -83,8 +83,8 @@ static void test_cluster_semaphores(void **state)
             fail_msg("%s: the waiter woke %lld ms after the release", n,
                      (long long)(r.at_ms - t0));
         OK(hilock_semaphore_release(sb, 1));
-        hilock_semaphore_destroy(sb);
-        hilock_semaphore_destroy(sa);
+        hl_semaphore_destroy_any(sb);
+        hl_semaphore_destroy_any(sa);
     }
     hilock_client_destroy(b);
     hilock_client_destroy(a);
@@ -94,11 +94,11 @@ static void test_cluster_permits(void **state)
 {
     (void)state;
     hilock_client *a = client(), *b = client();
-    hilock_semaphore *pa, *pb;
+    hilock_permit_semaphore *pa, *pb;
     char id[HILOCK_PERMIT_ID_MAX], other[HILOCK_PERMIT_ID_MAX];
     OK(hilock_permit_semaphore_create(&pa, a, "cperm"));
     OK(hilock_permit_semaphore_create(&pb, b, "cperm"));
-    OK(hilock_semaphore_set(pa, 1));
+    OK(hilock_semaphore_set(hilock_permit_semaphore_base(pa), 1));
     OK(hilock_permit_acquire(pa, 0, HILOCK_LEASE_WATCHDOG, id));
     /* Kept past two watchdog timeouts. */
     assert_int_equal(hilock_permit_acquire(pb, 2 * WATCHDOG_MS, 0, other),
@@ -112,8 +112,8 @@ static void test_cluster_permits(void **state)
     OK(hilock_semaphore_create(&bad, a, "{}x"));
     assert_int_equal(hilock_semaphore_try_acquire(bad, 1, 0), HILOCK_EINVAL);
     hilock_semaphore_destroy(bad);
-    hilock_semaphore_destroy(pb);
-    hilock_semaphore_destroy(pa);
+    hilock_permit_semaphore_destroy(pb);
+    hilock_permit_semaphore_destroy(pa);
     hilock_client_destroy(b);
     hilock_client_destroy(a);
 }

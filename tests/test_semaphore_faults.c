@@ -112,7 +112,7 @@ static void unknown_outcome(bool expirable)
 
     hl_fixture_debug_sleep(server, sleep_s());
     if (expirable)
-        assert_status(hilock_permit_acquire(s, hl_widen(20000),
+        assert_status(hilock_permit_acquire(hl_permits_of(s), hl_widen(20000),
                                             HILOCK_LEASE_WATCHDOG, id),
                       HILOCK_OK);
     else
@@ -124,14 +124,14 @@ static void unknown_outcome(bool expirable)
         char zkey[64];
         snprintf(zkey, sizeof zkey, "{%s}:timeout", name);
         assert_int_equal(hl_raw_int(server, "ZCARD", zkey, (char *)NULL), 1);
-        assert_status(hilock_permit_release(s, id), HILOCK_OK);
+        assert_status(hilock_permit_release(hl_permits_of(s), id), HILOCK_OK);
     } else {
         assert_status(hilock_semaphore_release(s, 1), HILOCK_OK);
     }
     assert_int_equal(expect_free(name, 2, 5000), 2);
     /* No record of what took or gave back permits outlives its use: the
      * lost attempt's is voided, the release consumed the grant's. */
-    assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(s), HILOCK_OK);
     assert_int_equal(records_with_counts(name), 0);
     hl_free_client(c);
 }
@@ -156,14 +156,20 @@ typedef struct rec {
 } rec;
 
 static void record(hilock_semaphore *s, int status, int64_t value,
-                   const char *id, void *data)
+                   void *data)
 {
     (void)s;
     (void)value;
-    (void)id;
     rec *r = data;
     atomic_store(&r->status, status);
     atomic_fetch_add(&r->calls, 1);
+}
+
+static void record_permit(hilock_permit_semaphore *s, int status,
+                          const char *id, void *data)
+{
+    (void)id;
+    record(hilock_permit_semaphore_base(s), status, 0, data);
 }
 
 /* The acquire is cancelled while its attempt waits in the sleeping
@@ -182,9 +188,9 @@ static void cancelled(bool expirable)
 
     hl_fixture_debug_sleep(server, sleep_s());
     if (expirable)
-        assert_status(hilock_permit_acquire_async(s, HILOCK_WAIT_FOREVER,
-                                                  HILOCK_LEASE_WATCHDOG,
-                                                  record, &r, &op),
+        assert_status(hilock_permit_acquire_async(
+                          hl_permits_of(s), HILOCK_WAIT_FOREVER,
+                          HILOCK_LEASE_WATCHDOG, record_permit, &r, &op),
                       HILOCK_OK);
     else
         assert_status(hilock_semaphore_try_acquire_async(
@@ -200,12 +206,12 @@ static void cancelled(bool expirable)
     hilock_semaphore *o = hl_new_semaphore(other, name, expirable);
     char id[HILOCK_PERMIT_ID_MAX];
     if (expirable)
-        assert_status(hilock_permit_acquire(o, 0, 10000, id), HILOCK_OK);
+        assert_status(hilock_permit_acquire(hl_permits_of(o), 0, 10000, id), HILOCK_OK);
     else
         assert_status(hilock_semaphore_try_acquire(o, 1, 0), HILOCK_OK);
-    assert_status(hilock_semaphore_destroy(o), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(o), HILOCK_OK);
     hl_free_client(other);
-    assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(s), HILOCK_OK);
     hl_free_client(c);
 }
 
@@ -249,8 +255,8 @@ static void release_given_back_once(bool same_handle)
     int64_t v = 0;
     assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
     assert_int_equal(v, 3);
-    assert_status(hilock_semaphore_destroy(other), HILOCK_OK);
-    assert_status(hilock_semaphore_destroy(s), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(other), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(s), HILOCK_OK);
     /* Consumed, forgotten after the answer, or dropped with the handle
      * that kept it. */
     long long deadline = hl_now_ms() + hl_widen(5000);
@@ -308,8 +314,8 @@ static void test_release_carrying_an_attempt_loses_its_answer(void **state)
     assert_int_equal(expect_free(name, 0, 5000), 0);
     assert_status(hilock_semaphore_release(waiting, 1), HILOCK_OK);
     assert_int_equal(expect_free(name, 1, 5000), 1);
-    assert_status(hilock_semaphore_destroy(waiting), HILOCK_OK);
-    assert_status(hilock_semaphore_destroy(held), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(waiting), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(held), HILOCK_OK);
     long long deadline = hl_now_ms() + hl_widen(5000);
     while (records_with_counts(name) != 0 && hl_now_ms() < deadline)
         hl_sleep_ms(20);
@@ -344,7 +350,7 @@ static void *work(void *arg)
     char id[HILOCK_PERMIT_ID_MAX];
     while (!atomic_load(&k->stop)) {
         int rc = k->expirable
-                     ? hilock_permit_acquire(s, 2000, HILOCK_LEASE_WATCHDOG,
+                     ? hilock_permit_acquire(hl_permits_of(s), 2000, HILOCK_LEASE_WATCHDOG,
                                              id)
                      : hilock_semaphore_try_acquire(s, 1, 2000);
         if (rc != HILOCK_OK)
@@ -358,7 +364,7 @@ static void *work(void *arg)
         /* A release whose answer is lost is sent again by the library,
          * so its status here is no reason to release again. */
         if (k->expirable)
-            (void)hilock_permit_release(s, id);
+            (void)hilock_permit_release(hl_permits_of(s), id);
         else
             (void)hilock_semaphore_release(s, 1);
         atomic_fetch_add(&k->cycles, 1);
@@ -422,7 +428,7 @@ static void kill_under_contention(bool expirable, const char *name)
         assert_int_equal(hl_raw_int(server, "ZCARD", zkey, (char *)NULL), 0);
     }
     for (int i = 0; i < 2; i++) {
-        assert_status(hilock_semaphore_destroy(k.sem[i]), HILOCK_OK);
+        assert_status(hl_semaphore_destroy_any(k.sem[i]), HILOCK_OK);
         hl_free_client(c[i]);
     }
 }

@@ -149,7 +149,7 @@ static void *taker_main(void *arg)
     char permit[HILOCK_PERMIT_ID_MAX];
 
     if (t->expirable)
-        t->rc = hilock_permit_acquire(t->sem, HILOCK_WAIT_FOREVER,
+        t->rc = hilock_permit_acquire(hl_permits_of(t->sem), HILOCK_WAIT_FOREVER,
                                       permit_lease_ms(), permit);
     else
         t->rc = hilock_semaphore_try_acquire(t->sem, 1, HILOCK_WAIT_FOREVER);
@@ -158,7 +158,7 @@ static void *taker_main(void *arg)
         if (t->mc != NULL)
             hl_mutex_checker_exit(t->mc,
                                   hl_mutex_checker_enter(t->mc, t->id, 0));
-        t->release_rc = t->expirable ? hilock_permit_release(t->sem, permit)
+        t->release_rc = t->expirable ? hilock_permit_release(hl_permits_of(t->sem), permit)
                                      : hilock_semaphore_release(t->sem, 1);
     }
     atomic_store(&t->done, true);
@@ -221,7 +221,7 @@ static void release_wakes_one_client(bool expirable, const char *name)
     assert_non_null(mc);
     assert_status(hilock_semaphore_set(held, 1), HILOCK_OK);
     if (expirable)
-        assert_status(hilock_permit_acquire(held, 0, permit_lease_ms(),
+        assert_status(hilock_permit_acquire(hl_permits_of(held), 0, permit_lease_ms(),
                                             permit),
                       HILOCK_OK);
     else
@@ -235,7 +235,7 @@ static void release_wakes_one_client(bool expirable, const char *name)
     }
     long long before = scripts_run();
     if (expirable)
-        assert_status(hilock_permit_release(held, permit), HILOCK_OK);
+        assert_status(hilock_permit_release(hl_permits_of(held), permit), HILOCK_OK);
     else
         assert_status(hilock_semaphore_release(held, 1), HILOCK_OK);
     for (int i = 0; i < HERD; i++)
@@ -249,11 +249,11 @@ static void release_wakes_one_client(bool expirable, const char *name)
     /* The holder's release, then each client's acquire and release. */
     assert_int_equal(scripts, 1 + 2 * HERD);
     for (int i = 0; i < HERD; i++) {
-        assert_status(hilock_semaphore_destroy(s[i]), HILOCK_OK);
+        assert_status(hl_semaphore_destroy_any(s[i]), HILOCK_OK);
         hl_free_client(c[i]);
     }
     hl_mutex_checker_free(mc);
-    assert_status(hilock_semaphore_destroy(held), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(held), HILOCK_OK);
     hl_free_client(holder);
 }
 
@@ -323,10 +323,10 @@ static void test_release_of_many_wakes_as_many(void **state)
     assert_int_equal(free_permits(name), 0);
     assert_int_equal(line_length(name), 0);
     for (int i = 0; i < MANY_WAITING; i++) {
-        assert_status(hilock_semaphore_destroy(s[i]), HILOCK_OK);
+        assert_status(hl_semaphore_destroy_any(s[i]), HILOCK_OK);
         hl_free_client(c[i]);
     }
-    assert_status(hilock_semaphore_destroy(given), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(given), HILOCK_OK);
     hl_free_client(giver);
 }
 
@@ -393,9 +393,9 @@ static void test_big_request_passes_permits_by(void **state)
     expect_granted(&got_big);
     assert_int_equal(free_permits(name), 1);
     assert_int_equal(line_length(name), 0);
-    assert_status(hilock_semaphore_destroy(ss), HILOCK_OK);
-    assert_status(hilock_semaphore_destroy(sb), HILOCK_OK);
-    assert_status(hilock_semaphore_destroy(given), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(ss), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(sb), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(given), HILOCK_OK);
     hl_free_client(small);
     hl_free_client(big);
     hl_free_client(giver);
@@ -471,9 +471,9 @@ static void test_dead_client_in_line_passed_over(void **state)
      * few were free. */
     if (strstr(refusal, "promised") == NULL)
         fail_msg("the newcomer was refused with \"%s\"", refusal);
-    assert_status(hilock_semaphore_destroy(sn), HILOCK_OK);
-    assert_status(hilock_semaphore_destroy(sl), HILOCK_OK);
-    assert_status(hilock_semaphore_destroy(given), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(sn), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(sl), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(given), HILOCK_OK);
     hl_free_client(newcomer);
     hl_free_client(live);
     hl_free_client(giver);
@@ -532,7 +532,7 @@ static void test_java_release_wakes_our_line(void **state)
     assert_int_equal(free_permits(name), 0);
     assert_int_equal(line_length(name), 0);
     for (int i = 0; i < JAVA_WAITERS; i++) {
-        assert_status(hilock_semaphore_destroy(s[i]), HILOCK_OK);
+        assert_status(hl_semaphore_destroy_any(s[i]), HILOCK_OK);
         hl_free_client(c[i]);
     }
 }
@@ -572,8 +572,8 @@ static void test_our_release_wakes_a_java_waiter(void **state)
     assert_string_equal(heard, "1");
     expect_granted(&got);
     hl_plain_sub_close(java);
-    assert_status(hilock_semaphore_destroy(sr), HILOCK_OK);
-    assert_status(hilock_semaphore_destroy(sw), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(sr), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(sw), HILOCK_OK);
     hl_free_client(releasing);
     hl_free_client(waiting);
 }
@@ -633,9 +633,9 @@ static void test_one_process_alone_wakes_itself(void **state)
     assert_string_equal(heard, "end");
     hl_plain_sub_close(listener);
     for (int i = 0; i < OWN_WAITERS; i++)
-        assert_status(hilock_semaphore_destroy(s[i]), HILOCK_OK);
+        assert_status(hl_semaphore_destroy_any(s[i]), HILOCK_OK);
     hl_mutex_checker_free(mc);
-    assert_status(hilock_semaphore_destroy(held), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(held), HILOCK_OK);
     hl_free_client(c);
 }
 
@@ -672,8 +672,8 @@ static void test_release_carries_next_attempt(void **state)
     assert_int_equal(line_length(name), 0);
     assert_status(hilock_semaphore_release(waiting, 1), HILOCK_OK);
     assert_int_equal(free_permits(name), 1);
-    assert_status(hilock_semaphore_destroy(waiting), HILOCK_OK);
-    assert_status(hilock_semaphore_destroy(held), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(waiting), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(held), HILOCK_OK);
     hl_free_client(c);
 }
 

@@ -262,7 +262,8 @@ static void handing_calls_on_a(hilock_lock *lock, int status,
         f->b_group, hl_record_group_lost, NULL);
     f->group_destroy_rc = hilock_multilock_destroy(f->b_group);
     f->sem_cancel_rc = hilock_semaphore_cancel(f->b_sem, f->b_sem_pending_id);
-    f->sem_lost_rc = hilock_semaphore_set_lost_callback(f->b_sem, NULL, NULL);
+    f->sem_lost_rc = hilock_permit_semaphore_set_lost_callback(
+        hl_permits_of(f->b_sem), NULL, NULL);
     f->sem_destroy_rc = hilock_semaphore_destroy(f->b_sem_doomed);
     f->await_cancel_rc = hilock_latch_cancel(f->b_latch, f->b_await_id);
     f->latch_destroy_rc = hilock_latch_destroy(f->b_latch);
@@ -270,11 +271,10 @@ static void handing_calls_on_a(hilock_lock *lock, int status,
 }
 
 static void record_sem(hilock_semaphore *s, int status, int64_t value,
-                       const char *id, void *data)
+                       void *data)
 {
     (void)s;
     (void)value;
-    (void)id;
     hl_value_rec *r = data;
     hl_record_value(NULL, status, 0, r);
 }

@@ -1,17 +1,23 @@
 /* Semaphores, Redisson-compatible: RSemaphore and
  * RPermitExpirableSemaphore.
  *
- * A semaphore handle names one semaphore on the client's server.  Made
- * with hilock_semaphore_create() it is a plain semaphore (RSemaphore): a
- * count of permits, taken and given back in any number, owned by nobody.
- * Made with hilock_permit_semaphore_create() it is a semaphore of
- * expirable permits (RPermitExpirableSemaphore): each acquire takes one
- * permit and returns its id, and the permit comes back by itself when its
- * lease runs out.  With HILOCK_LEASE_WATCHDOG the client's watchdog keeps
- * a held permit's lease alive, as it does a lock's, so a permit whose
- * holder died comes back within the watchdog timeout, and a permit whose
- * lease could not be kept is reported lost (hilock_semaphore_set_lost_
- * callback, and HILOCK_ELEASELOST from its release).
+ * A hilock_semaphore names a plain semaphore (RSemaphore) on the
+ * client's server: a count of permits, taken and given back in any
+ * number, owned by nobody.  A hilock_permit_semaphore names a semaphore
+ * of expirable permits (RPermitExpirableSemaphore): each acquire takes
+ * one permit and returns its id, and the permit comes back by itself when
+ * its lease runs out.  With HILOCK_LEASE_WATCHDOG the client's watchdog
+ * keeps a held permit's lease alive, as it does a lock's, so a permit
+ * whose holder died comes back within the watchdog timeout, and a permit
+ * whose lease could not be kept is reported lost
+ * (hilock_permit_semaphore_set_lost_callback, and HILOCK_ELEASELOST from
+ * its release).  The calls on the count (try_set, set, add, drain,
+ * available) serve both: a permit semaphore lends its handle for them
+ * (hilock_permit_semaphore_base).
+ *
+ * Counts of permits are int64_t, 1..HILOCK_MAX_PERMITS for a call that
+ * takes or gives back, 0..HILOCK_MAX_PERMITS for one that sets; a larger
+ * one is refused with HILOCK_EINVAL ("too large"), never clamped.
  *
  * In Redis the count is a string at the name; every release and count
  * change publishes the new count on "redisson_sc:{NAME}", which wakes the
@@ -93,6 +99,11 @@ extern "C" {
 #endif
 
 typedef struct hilock_semaphore hilock_semaphore;
+typedef struct hilock_permit_semaphore hilock_permit_semaphore;
+
+/* The most permits one call names: 2^53 - 1, the counts the server's
+ * scripts compare exactly. */
+#define HILOCK_MAX_PERMITS INT64_C(9007199254740991)
 
 /* Room for a permit id and its NUL: "<client id>:<number>". */
 #define HILOCK_PERMIT_ID_MAX 64
@@ -113,10 +124,10 @@ HILOCK_API int hilock_semaphore_create_n(hilock_semaphore **out,
                                          hilock_client *client,
                                          const char *name, size_t name_len);
 /* The same for a semaphore of expirable permits. */
-HILOCK_API int hilock_permit_semaphore_create(hilock_semaphore **out,
+HILOCK_API int hilock_permit_semaphore_create(hilock_permit_semaphore **out,
                                               hilock_client *client,
                                               const char *name);
-HILOCK_API int hilock_permit_semaphore_create_n(hilock_semaphore **out,
+HILOCK_API int hilock_permit_semaphore_create_n(hilock_permit_semaphore **out,
                                                 hilock_client *client,
                                                 const char *name,
                                                 size_t name_len);
@@ -130,44 +141,59 @@ HILOCK_API int hilock_permit_semaphore_create_n(hilock_semaphore **out,
  * @return HILOCK_EINVAL  NULL
  * @return HILOCK_ECLOSED the handle was destroyed already */
 HILOCK_API int hilock_semaphore_destroy(hilock_semaphore *sem);
+/* The same for a permit semaphore. */
+HILOCK_API int hilock_permit_semaphore_destroy(hilock_permit_semaphore *ps);
+
+/* The handle of ps for the calls on the count (try_set, set, add, drain,
+ * available, and their async forms), owned by ps and valid until ps is
+ * destroyed.  The plain acquire and release refuse it (HILOCK_EINVAL).
+ * NULL for NULL. */
+HILOCK_API hilock_semaphore *
+hilock_permit_semaphore_base(hilock_permit_semaphore *ps);
 
 /* ---- plain semaphores ------------------------------------------------ */
 
 /* Take `permits` permits at once, waiting at most wait_ms (0: a single
  * try; HILOCK_WAIT_FOREVER).
  * @return HILOCK_OK      taken
- * @return HILOCK_EBUSY   not enough permits were free during the wait
- * @return HILOCK_EINVAL  permits < 1, bad wait_ms, a handle of expirable
- *                        permits (use hilock_permit_acquire), or on a
- *                        cluster a name whose keys cannot share a slot */
+ * @return HILOCK_EBUSY   not enough permits were free during the wait;
+ *                        the detail says so, and says when the semaphore
+ *                        was never set (no count at the name)
+ * @return HILOCK_EINVAL  permits out of range, bad wait_ms, the handle of
+ *                        a permit semaphore, or on a cluster a name whose
+ *                        keys cannot share a slot */
 HILOCK_API int hilock_semaphore_try_acquire(hilock_semaphore *sem,
-                                            int permits, int64_t wait_ms);
+                                            int64_t permits,
+                                            int64_t wait_ms);
 /* Give back `permits` permits (any client may; nothing checks who took
  * them, as in Redisson).
  * @return HILOCK_OK
- * @return HILOCK_EINVAL  permits < 1, or a handle of expirable permits */
-HILOCK_API int hilock_semaphore_release(hilock_semaphore *sem, int permits);
+ * @return HILOCK_EINVAL  permits out of range, or the handle of a permit
+ *                        semaphore */
+HILOCK_API int hilock_semaphore_release(hilock_semaphore *sem,
+                                        int64_t permits);
 
 /* ---- both kinds ------------------------------------------------------- */
 
 /* Set the count to `permits` when the semaphore does not exist yet
  * (trySetPermits); *set (may be NULL) says whether it did.
- * @return HILOCK_OK, HILOCK_EINVAL (permits < 0) */
-HILOCK_API int hilock_semaphore_try_set(hilock_semaphore *sem, int permits,
-                                        bool *set);
+ * @return HILOCK_OK, HILOCK_EINVAL (permits out of range) */
+HILOCK_API int hilock_semaphore_try_set(hilock_semaphore *sem,
+                                        int64_t permits, bool *set);
 /* Set the semaphore to `permits` whatever it was (setPermits): on a
  * plain semaphore the free count; on an expirable one the total of free
  * and held permits, so the free count becomes `permits` less the permits
  * held.  The new count is published unless an expirable semaphore's
  * total was `permits` already.
- * @return HILOCK_OK, HILOCK_EINVAL (permits < 0) */
-HILOCK_API int hilock_semaphore_set(hilock_semaphore *sem, int permits);
+ * @return HILOCK_OK, HILOCK_EINVAL (permits out of range) */
+HILOCK_API int hilock_semaphore_set(hilock_semaphore *sem, int64_t permits);
 /* Add `permits` (negative: take away) to the free count; *count (may be
  * NULL) receives the new count.  As Redisson's addPermits, a plain
  * semaphore publishes the new count; an expirable one publishes the
  * number added, and nothing when `permits` is negative.
- * @return HILOCK_OK, HILOCK_EINVAL (permits == 0) */
-HILOCK_API int hilock_semaphore_add(hilock_semaphore *sem, int permits,
+ * @return HILOCK_OK, HILOCK_EINVAL (permits 0, or beyond
+ *         +-HILOCK_MAX_PERMITS) */
+HILOCK_API int hilock_semaphore_add(hilock_semaphore *sem, int64_t permits,
                                     int64_t *count);
 /* Take every free permit; *drained (may be NULL) receives how many.
  * @return HILOCK_OK */
@@ -185,12 +211,12 @@ HILOCK_API int hilock_semaphore_available(hilock_semaphore *sem,
  * (HILOCK_LEASE_WATCHDOG: renewed until release; or
  * 1..HILOCK_MAX_LEASE_MS).  id receives the permit's id.
  * @return HILOCK_OK      taken
- * @return HILOCK_EBUSY   no permit was free during the wait
- * @return HILOCK_EINVAL  NULL id, bad wait_ms or lease_ms, a plain
- *                        semaphore's handle, or on a cluster a name whose
- *                        keys cannot share a slot */
-HILOCK_API int hilock_permit_acquire(hilock_semaphore *sem, int64_t wait_ms,
-                                     int64_t lease_ms,
+ * @return HILOCK_EBUSY   no permit was free during the wait (the detail
+ *                        says when the semaphore was never set)
+ * @return HILOCK_EINVAL  NULL id, bad wait_ms or lease_ms, or on a
+ *                        cluster a name whose keys cannot share a slot */
+HILOCK_API int hilock_permit_acquire(hilock_permit_semaphore *ps,
+                                     int64_t wait_ms, int64_t lease_ms,
                                      char id[HILOCK_PERMIT_ID_MAX]);
 /* Give a permit back by its id (one taken through any handle or client).
  * @return HILOCK_OK
@@ -198,15 +224,15 @@ HILOCK_API int hilock_permit_acquire(hilock_semaphore *sem, int64_t wait_ms,
  *                        its lease ran out or was lost before the release
  *                        (counted back already, or now)
  * @return HILOCK_ENOTOWNER no such permit is held
- * @return HILOCK_EINVAL  NULL, empty or overlong id, or a plain
- *                        semaphore's handle */
-HILOCK_API int hilock_permit_release(hilock_semaphore *sem, const char *id);
+ * @return HILOCK_EINVAL  NULL, empty or overlong id */
+HILOCK_API int hilock_permit_release(hilock_permit_semaphore *ps,
+                                     const char *id);
 
 /* Told once, on the loop thread, when a permit's lease is lost (its
  * renewal found it gone or expired, or no renewal was confirmed in time).
  * The id stays valid during the call only. */
-typedef void hilock_permit_lost_cb(hilock_semaphore *sem, const char *id,
-                                   void *user_data);
+typedef void hilock_permit_lost_cb(hilock_permit_semaphore *ps,
+                                   const char *id, void *user_data);
 /* Set (cb NULL: clear) the handle's lost callback.  Any thread; it
  * takes effect before the call returns, except on the loop thread of
  * another client, where it is handed to this client's loop and returns
@@ -214,38 +240,43 @@ typedef void hilock_permit_lost_cb(hilock_semaphore *sem, const char *id,
  * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ECLOSED
  * @return HILOCK_ENOMEM  on another client's loop thread: no memory to
  *                        hand the setting over (nothing changed) */
-HILOCK_API int hilock_semaphore_set_lost_callback(hilock_semaphore *sem,
-                                                  hilock_permit_lost_cb *cb,
-                                                  void *user_data);
+HILOCK_API int
+hilock_permit_semaphore_set_lost_callback(hilock_permit_semaphore *ps,
+                                          hilock_permit_lost_cb *cb,
+                                          void *user_data);
 
 /* ---- async ------------------------------------------------------------
  * value: the count for add and available, the number drained, 1/0 for
- * try_set, 0 otherwise; id: the permit of hilock_permit_acquire_async
- * when status is HILOCK_OK, else NULL (valid during the call only). */
+ * try_set, 0 otherwise. */
 typedef void hilock_semaphore_cb(hilock_semaphore *sem, int status,
-                                 int64_t value, const char *id,
-                                 void *user_data);
+                                 int64_t value, void *user_data);
+/* id: the permit of hilock_permit_acquire_async when status is
+ * HILOCK_OK, else NULL (valid during the call only). */
+typedef void hilock_permit_cb(hilock_permit_semaphore *ps, int status,
+                              const char *id, void *user_data);
 
 /* op_id (may be NULL) receives the acquire's id, for
- * hilock_semaphore_cancel. */
+ * hilock_semaphore_cancel (hilock_permit_cancel for a permit's). */
 HILOCK_API int hilock_semaphore_try_acquire_async(hilock_semaphore *sem,
-                                                  int permits,
+                                                  int64_t permits,
                                                   int64_t wait_ms,
                                                   hilock_semaphore_cb *cb,
                                                   void *user_data,
                                                   uint64_t *op_id);
 HILOCK_API int hilock_semaphore_release_async(hilock_semaphore *sem,
-                                              int permits,
+                                              int64_t permits,
                                               hilock_semaphore_cb *cb,
                                               void *user_data);
 HILOCK_API int hilock_semaphore_try_set_async(hilock_semaphore *sem,
-                                              int permits,
+                                              int64_t permits,
                                               hilock_semaphore_cb *cb,
                                               void *user_data);
-HILOCK_API int hilock_semaphore_set_async(hilock_semaphore *sem, int permits,
+HILOCK_API int hilock_semaphore_set_async(hilock_semaphore *sem,
+                                          int64_t permits,
                                           hilock_semaphore_cb *cb,
                                           void *user_data);
-HILOCK_API int hilock_semaphore_add_async(hilock_semaphore *sem, int permits,
+HILOCK_API int hilock_semaphore_add_async(hilock_semaphore *sem,
+                                          int64_t permits,
                                           hilock_semaphore_cb *cb,
                                           void *user_data);
 HILOCK_API int hilock_semaphore_drain_async(hilock_semaphore *sem,
@@ -254,9 +285,9 @@ HILOCK_API int hilock_semaphore_drain_async(hilock_semaphore *sem,
 HILOCK_API int hilock_semaphore_available_async(hilock_semaphore *sem,
                                                 hilock_semaphore_cb *cb,
                                                 void *user_data);
-HILOCK_API int hilock_permit_acquire_async(hilock_semaphore *sem,
+HILOCK_API int hilock_permit_acquire_async(hilock_permit_semaphore *ps,
                                            int64_t wait_ms, int64_t lease_ms,
-                                           hilock_semaphore_cb *cb,
+                                           hilock_permit_cb *cb,
                                            void *user_data, uint64_t *op_id);
 
 /* Give up a pending acquire by its id: its callback runs with
@@ -268,9 +299,11 @@ HILOCK_API int hilock_permit_acquire_async(hilock_semaphore *sem,
  * @return HILOCK_ECLOSED   the client or the handle is closed */
 HILOCK_API int hilock_semaphore_cancel(hilock_semaphore *sem,
                                        uint64_t op_id);
-HILOCK_API int hilock_permit_release_async(hilock_semaphore *sem,
+HILOCK_API int hilock_permit_cancel(hilock_permit_semaphore *ps,
+                                    uint64_t op_id);
+HILOCK_API int hilock_permit_release_async(hilock_permit_semaphore *ps,
                                            const char *id,
-                                           hilock_semaphore_cb *cb,
+                                           hilock_permit_cb *cb,
                                            void *user_data);
 
 #ifdef __cplusplus

@@ -227,6 +227,7 @@
     "if kept == 2 or stored == false or tonumber(stored) < n then\n"       \
     "  if promised == me then\n" SEM_LUA_PASS_BY "  end\n"                \
     SEM_LUA_REFUSED("wait")                                                 \
+    "  if stored == false then how = how + 4 end\n"                         \
     "  if kept == 2 then return {0, redis.call('pttl', KEYS[6]), how} end\n" \
     "  return {0, -1, how}\n"                                              \
     "end\n"                                                                \
@@ -293,6 +294,7 @@ static const char permit_acquire_lua[] =
     "  return answer({1, left})\n"
     "end\n"
     SEM_LUA_REFUSED("ARGV[5]")
+    "if v == false then how = how + 4 end\n"
     "if kept == 2 then\n"
     "  return answer({0, redis.call('pttl', KEYS[6]), how})\n"
     "end\n"
@@ -526,6 +528,9 @@ static const char leave_lua[] =
 #define PROMISED_DETAIL                                                     \
     "the free permits are promised to a process that was waiting for "    \
     "them already, until that one takes them or stops waiting"
+#define UNSET_DETAIL                                                        \
+    "the semaphore has no permits: it was never set (hilock_semaphore_"    \
+    "try_set or hilock_semaphore_set gives it its permits)"
 
 static hl_script leave_script;
 static pthread_once_t leave_once = PTHREAD_ONCE_INIT;
@@ -570,7 +575,7 @@ static const hilock_reply *attempt_answer(const hilock_reply *r)
 }
 
 /* {1, free} taken, {0, ms, how} refused (how: bit 1 first in line, bit 2
- * promised to another client), {2} voided.  Anything else, a refused
+ * promised to another client, bit 3 nothing at the name), {2} voided.  Anything else, a refused
  * count among it, is a bad reply, whose detail the engine finds. */
 static void parse_attempt(const hilock_reply *reply, hl_acquire_result *out)
 {
@@ -590,12 +595,13 @@ static void parse_attempt(const hilock_reply *reply, hl_acquire_result *out)
     } else if (what == 0 && r->elements == 3) {
         const hilock_reply *how = r->element[2];
         if (how->type != HILOCK_REPLY_INTEGER || how->integer < 0 ||
-            how->integer > 3)
+            how->integer > 7)
             return;
         out->outcome = HL_ACQ_HELD;
         out->ttl_ms = v;
         out->first_in_line = (how->integer & 1) != 0;
         out->promised = (how->integer & 2) != 0;
+        out->unset = (how->integer & 4) != 0;
     } else if (what == 2 && r->elements == 1) {
         out->outcome = HL_ACQ_VOID;
     }
@@ -844,6 +850,7 @@ const hl_kind hl_semaphore_kind = {
     .release_again = plain_release_again,
     .record_ms = HL_LAYOUT_SEM_RECORD_TTL_MS,
     .busy_detail = "not enough permits were free",
+    .unset_detail = UNSET_DETAIL,
     .promised_detail = PROMISED_DETAIL,
     .bad_reply_detail = "unexpected reply to a semaphore acquire",
     .attempt = plain_attempt,
@@ -932,6 +939,7 @@ const hl_kind hl_permit_kind = {
     .wake_all = true,
     .in_line = true,
     .busy_detail = "no permit was free",
+    .unset_detail = UNSET_DETAIL,
     .promised_detail = PROMISED_DETAIL,
     .bad_reply_detail = "unexpected reply to a permit acquire",
     .attempt = permit_attempt,

@@ -80,20 +80,27 @@ static uint64_t own_permit(const hilock_semaphore *sem, const char *id)
 /* What an async acquire or release reports to. */
 typedef struct sem_call_cb {
     hilock_semaphore *sem; /* referenced */
-    hilock_semaphore_cb *cb;
-    void *user_data;
+    hl_sem_cb cb;
     bool permit;
 } sem_call_cb;
 
-static sem_call_cb *call_cb_new(hilock_semaphore *sem,
-                                hilock_semaphore_cb *cb, void *user_data)
+void hl_sem_cb_run(const hl_sem_cb *cb, hilock_semaphore *sem, int status,
+                   int64_t value, const char *id)
+{
+    if (cb->permit != NULL)
+        cb->permit((hilock_permit_semaphore *)sem, status, id,
+                   cb->user_data);
+    else
+        cb->count(sem, status, value, cb->user_data);
+}
+
+static sem_call_cb *call_cb_new(hilock_semaphore *sem, const hl_sem_cb *cb)
 {
     sem_call_cb *c = hl_malloc(sizeof *c);
     if (c == NULL)
         return NULL;
     c->sem = sem;
-    c->cb = cb;
-    c->user_data = user_data;
+    c->cb = *cb;
     c->permit = sem->expirable;
     hl_sem_ref(sem);
     return c;
@@ -116,17 +123,17 @@ static void on_acquired(hilock_lock *lock, int status,
         permit_id(c.sem, got->owner, id);
     else if (status == HILOCK_OK)
         value = got->hold_count; /* the free permits it left */
-    c.cb(c.sem, status, value, status == HILOCK_OK && c.permit ? id : NULL,
-         c.user_data);
+    hl_sem_cb_run(&c.cb, c.sem, status, value,
+                  status == HILOCK_OK && c.permit ? id : NULL);
     call_cb_free(data);
 }
 
 int hl_sem_acquire(hilock_semaphore *sem, int64_t n, int64_t wait_ms,
-                   int64_t lease_ms, hilock_semaphore_cb *cb,
-                   void *user_data, char *id, uint64_t *op_id)
+                   int64_t lease_ms, const hl_sem_cb *cb, char *id,
+                   uint64_t *op_id)
 {
     uint64_t owner = hl_fresh_owner();
-    if (cb == NULL) {
+    if (!hl_sem_cb_set(cb)) {
         /* Named before the wait, while the client is surely there. */
         char mine[HILOCK_PERMIT_ID_MAX];
         permit_id(sem, owner, mine);
@@ -136,7 +143,7 @@ int hl_sem_acquire(hilock_semaphore *sem, int64_t n, int64_t wait_ms,
             memcpy(id, mine, sizeof mine);
         return rc;
     }
-    sem_call_cb *c = call_cb_new(sem, cb, user_data);
+    sem_call_cb *c = call_cb_new(sem, cb);
     if (c == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory");
     int rc = hl_acquire_amount(sem->lock, owner, n, wait_ms, lease_ms,
@@ -152,18 +159,18 @@ static void on_permit_released(hilock_lock *lock, int status, int64_t value,
     (void)lock;
     (void)value;
     sem_call_cb c = *(sem_call_cb *)data;
-    c.cb(c.sem, status, 0, NULL, c.user_data);
+    hl_sem_cb_run(&c.cb, c.sem, status, 0, NULL);
     call_cb_free(data);
 }
 
 /* A permit this client took goes back through the engine, which lets go
  * of its hold and lease and reports a lease lost before the release. */
 static int release_own(hilock_semaphore *sem, uint64_t owner,
-                       hilock_semaphore_cb *cb, void *user_data)
+                       const hl_sem_cb *cb)
 {
-    if (cb == NULL)
+    if (!hl_sem_cb_set(cb))
         return hl_release_owner(sem->lock, owner, NULL, NULL);
-    sem_call_cb *c = call_cb_new(sem, cb, user_data);
+    sem_call_cb *c = call_cb_new(sem, cb);
     if (c == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory");
     int rc = hl_release_owner(sem->lock, owner, on_permit_released, c);
@@ -173,12 +180,12 @@ static int release_own(hilock_semaphore *sem, uint64_t owner,
 }
 
 int hl_sem_permit_release(hilock_semaphore *sem, const char *id,
-                          hilock_semaphore_cb *cb, void *user_data)
+                          const hl_sem_cb *cb)
 {
     uint64_t owner = own_permit(sem, id);
     if (owner != 0)
-        return release_own(sem, owner, cb, user_data);
-    return hl_sem_call(sem, SEM_PERMIT_RELEASE, 1, id, cb, user_data, NULL);
+        return release_own(sem, owner, cb);
+    return hl_sem_call(sem, SEM_PERMIT_RELEASE, 1, id, cb, NULL);
 }
 
 /* ---- the one-request calls --------------------------------------------- */
@@ -411,7 +418,7 @@ static void op_start(hl_op *o)
 static void op_complete(hl_op *o)
 {
     sem_op *op = (sem_op *)o;
-    op->cb(op->sem, o->status, o->value, NULL, op->user_data);
+    hl_sem_cb_run(&op->cb, op->sem, o->status, o->value, NULL);
 }
 
 static void op_destroy(hl_op *o)
@@ -430,8 +437,7 @@ static const hl_op_type sem_op_type = {
 };
 
 int hl_sem_call(hilock_semaphore *sem, sem_call call, int64_t n,
-                const char *id, hilock_semaphore_cb *cb, void *user_data,
-                int64_t *value)
+                const char *id, const hl_sem_cb *cb, int64_t *value)
 {
     hilock_client *c = hl_lock_client_get(sem->lock);
     if (c == NULL)
@@ -446,12 +452,12 @@ int hl_sem_call(hilock_semaphore *sem, sem_call call, int64_t n,
     hl_sem_ref(sem);
     op->call = call;
     op->n = n;
-    op->cb = cb;
-    op->user_data = user_data;
+    if (cb != NULL)
+        op->cb = *cb;
     if (id != NULL)
         snprintf(op->id, sizeof op->id, "%s", id);
     int rc;
-    if (op->cb == NULL) {
+    if (!hl_sem_cb_set(&op->cb)) {
         int64_t v = 0;
         rc = hl_op_run_blocking(c, &op->op, hl_client_blocking_limit_us(c, 0),
                                 &v, NULL);
@@ -476,7 +482,7 @@ static void on_hold_lost(hilock_lock *lock, uint64_t owner, void *data)
         return;
     char id[HILOCK_PERMIT_ID_MAX];
     permit_id(sem, owner, id);
-    sem->lost_cb(sem, id, sem->lost_data);
+    sem->lost_cb((hilock_permit_semaphore *)sem, id, sem->lost_data);
 }
 
 typedef struct lost_cb_op {
@@ -575,11 +581,16 @@ int hilock_semaphore_create_n(hilock_semaphore **out, hilock_client *client,
     return create(out, client, name, name_len, false);
 }
 
-int hilock_permit_semaphore_create_n(hilock_semaphore **out,
+int hilock_permit_semaphore_create_n(hilock_permit_semaphore **out,
                                      hilock_client *client, const char *name,
                                      size_t name_len)
 {
-    return create(out, client, name, name_len, true);
+    hilock_semaphore *sem = NULL;
+    if (out == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    int rc = create(&sem, client, name, name_len, true);
+    *out = (hilock_permit_semaphore *)sem;
+    return rc;
 }
 
 int hilock_semaphore_create(hilock_semaphore **out, hilock_client *client,
@@ -588,17 +599,15 @@ int hilock_semaphore_create(hilock_semaphore **out, hilock_client *client,
     return hilock_semaphore_create_n(out, client, name, hl_cname_len(name));
 }
 
-int hilock_permit_semaphore_create(hilock_semaphore **out,
+int hilock_permit_semaphore_create(hilock_permit_semaphore **out,
                                    hilock_client *client, const char *name)
 {
     return hilock_permit_semaphore_create_n(out, client, name,
                                             hl_cname_len(name));
 }
 
-int hilock_semaphore_destroy(hilock_semaphore *sem)
+static int destroy(hilock_semaphore *sem)
 {
-    if (sem == NULL)
-        return hl_fail(HILOCK_EINVAL, "semaphore is NULL");
     if (!hl_handle_remove(sem))
         return hl_fail(HILOCK_ECLOSED, "semaphore was destroyed already");
     /* Its pending acquires end with HILOCK_ECANCELED; its permits' leases
@@ -608,6 +617,36 @@ int hilock_semaphore_destroy(hilock_semaphore *sem)
     return HILOCK_OK;
 }
 
+int hilock_semaphore_destroy(hilock_semaphore *sem)
+{
+    if (sem == NULL)
+        return hl_fail(HILOCK_EINVAL, "semaphore is NULL");
+    /* A destroyed handle's memory may be gone: its kind is read only
+     * while the registry knows the handle. */
+    if (hl_handle_is_live(sem) && sem->expirable)
+        return hl_fail(HILOCK_EINVAL,
+                       "the handle of a permit semaphore is destroyed "
+                       "with hilock_permit_semaphore_destroy");
+    return destroy(sem);
+}
+
+int hilock_permit_semaphore_destroy(hilock_permit_semaphore *ps)
+{
+    if (ps == NULL)
+        return hl_fail(HILOCK_EINVAL, "semaphore is NULL");
+    return destroy((hilock_semaphore *)ps);
+}
+
+hilock_semaphore *hilock_permit_semaphore_base(hilock_permit_semaphore *ps)
+{
+    return (hilock_semaphore *)ps;
+}
+
+int hilock_permit_cancel(hilock_permit_semaphore *ps, uint64_t op_id)
+{
+    return hilock_semaphore_cancel((hilock_semaphore *)ps, op_id);
+}
+
 int hilock_semaphore_cancel(hilock_semaphore *sem, uint64_t op_id)
 {
     if (sem == NULL)
@@ -615,10 +654,11 @@ int hilock_semaphore_cancel(hilock_semaphore *sem, uint64_t op_id)
     return hilock_lock_cancel(sem->lock, op_id);
 }
 
-int hilock_semaphore_set_lost_callback(hilock_semaphore *sem,
-                                       hilock_permit_lost_cb *cb,
-                                       void *user_data)
+int hilock_permit_semaphore_set_lost_callback(hilock_permit_semaphore *ps,
+                                              hilock_permit_lost_cb *cb,
+                                              void *user_data)
 {
+    hilock_semaphore *sem = (hilock_semaphore *)ps;
     if (sem == NULL)
         return hl_fail(HILOCK_EINVAL, "semaphore is NULL");
     hilock_client *c = hl_lock_client_get(sem->lock);

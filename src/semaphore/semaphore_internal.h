@@ -35,6 +35,24 @@ struct hilock_semaphore {
     void *lost_data;
 };
 
+/* Whom an async call reports to: the user's callback of a call on the
+ * count, or of a call on a permit.  A NULL hl_sem_cb pointer, or one with
+ * neither set, is a blocking call. */
+typedef struct hl_sem_cb {
+    hilock_semaphore_cb *count;
+    hilock_permit_cb *permit;
+    void *user_data;
+} hl_sem_cb;
+
+static inline bool hl_sem_cb_set(const hl_sem_cb *cb)
+{
+    return cb != NULL && (cb->count != NULL || cb->permit != NULL);
+}
+
+/* Report to cb: value to a call on the count, id to one on a permit. */
+void hl_sem_cb_run(const hl_sem_cb *cb, hilock_semaphore *sem, int status,
+                   int64_t value, const char *id);
+
 /* A call that is one request (release, set, add, drain, available, and
  * the release of a permit another client took). */
 typedef struct sem_op {
@@ -42,8 +60,7 @@ typedef struct sem_op {
     hilock_semaphore *sem;
     sem_call call;
     int64_t n;
-    hilock_semaphore_cb *cb; /* NULL: a blocking caller waits */
-    void *user_data;
+    hl_sem_cb cb; /* none set: a blocking caller waits */
     char id[HILOCK_PERMIT_ID_MAX]; /* a permit's, or a plain release's */
     hl_monotime give_up_at;        /* a plain release: stop resending */
     /* A plain release of what a grant this handle kept took: id is that
@@ -88,20 +105,19 @@ void hl_sem_unref(hilock_semaphore *sem);
  * SEM_PERMIT_RELEASE); sync when cb is NULL (value, which may be NULL,
  * receives the result). */
 int hl_sem_call(hilock_semaphore *sem, sem_call call, int64_t n,
-                const char *id, hilock_semaphore_cb *cb, void *user_data,
-                int64_t *value);
+                const char *id, const hl_sem_cb *cb, int64_t *value);
 
 /* Take permits (plain: n of them; expirable: one, id receiving its id)
  * on the engine: sync when cb is NULL, else async with its op id in
  * *op_id (may be NULL).  Arguments validated. */
 int hl_sem_acquire(hilock_semaphore *sem, int64_t n, int64_t wait_ms,
-                   int64_t lease_ms, hilock_semaphore_cb *cb,
-                   void *user_data, char *id, uint64_t *op_id);
+                   int64_t lease_ms, const hl_sem_cb *cb, char *id,
+                   uint64_t *op_id);
 
 /* Give a permit back by id: one of this client's through the engine,
  * which keeps its hold and lease right; another client's by its script
  * alone.  Sync when cb is NULL. */
 int hl_sem_permit_release(hilock_semaphore *sem, const char *id,
-                          hilock_semaphore_cb *cb, void *user_data);
+                          const hl_sem_cb *cb);
 
 #endif

@@ -350,17 +350,28 @@ int64_t hl_expect_value(hl_value_rec *r, int expected_status)
     return r->value;
 }
 
-void hl_record_sem(hilock_semaphore *sem, int status, int64_t value,
-                   const char *id, void *data)
+static void record_sem(hl_sem_rec *r, int status, int64_t value,
+                       const char *id)
 {
-    hl_sem_rec *r = data;
-
-    (void)sem;
     r->status = status;
     r->value = value;
     snprintf(r->id, sizeof r->id, "%s", id ? id : "");
     r->at_ms = hl_now_ms();
     atomic_fetch_add(&r->calls, 1);
+}
+
+void hl_record_sem(hilock_semaphore *sem, int status, int64_t value,
+                   void *data)
+{
+    (void)sem;
+    record_sem(data, status, value, NULL);
+}
+
+void hl_record_permit(hilock_permit_semaphore *ps, int status,
+                      const char *id, void *data)
+{
+    (void)ps;
+    record_sem(data, status, 0, id);
 }
 
 void hl_lost_rec_init(hl_lost_rec *r, hilock_client *client)
@@ -598,8 +609,25 @@ hilock_semaphore *hl_new_semaphore(hilock_client *c, const char *name,
                                    bool expirable)
 {
     hilock_semaphore *s = NULL;
-    assert_status(expirable ? hilock_permit_semaphore_create(&s, c, name)
-                            : hilock_semaphore_create(&s, c, name),
-                  HILOCK_OK);
-    return s;
+    hilock_permit_semaphore *p = NULL;
+    if (!expirable) {
+        assert_status(hilock_semaphore_create(&s, c, name), HILOCK_OK);
+        return s;
+    }
+    assert_status(hilock_permit_semaphore_create(&p, c, name), HILOCK_OK);
+    return hilock_permit_semaphore_base(p);
+}
+
+/* The base handle of a permit semaphore is the permit semaphore's own
+ * (semaphore.c), so that a test may run one body over both kinds. */
+hilock_permit_semaphore *hl_permits_of(hilock_semaphore *s)
+{
+    return (hilock_permit_semaphore *)s;
+}
+
+int hl_semaphore_destroy_any(hilock_semaphore *s)
+{
+    if (s != NULL && s->expirable)
+        return hilock_permit_semaphore_destroy(hl_permits_of(s));
+    return hilock_semaphore_destroy(s);
 }

@@ -93,10 +93,14 @@ void hl_free_client(hilock_client *c);
 
 /* A handle on the lock called name, of each kind. */
 hilock_lock *hl_new_lock(hilock_client *c, const char *name);
-/* A plain semaphore's handle, or with expirable one of expirable
- * permits. */
+/* A plain semaphore's handle, or with expirable the base handle of a
+ * permit semaphore (hilock_permit_semaphore_base). */
 hilock_semaphore *hl_new_semaphore(hilock_client *c, const char *name,
                                    bool expirable);
+/* A permit semaphore from the base handle hl_new_semaphore gave, and a
+ * destroy for either kind's handle. */
+hilock_permit_semaphore *hl_permits_of(hilock_semaphore *s);
+int hl_semaphore_destroy_any(hilock_semaphore *s);
 hilock_lock *hl_new_fair_lock(hilock_client *c, const char *name);
 hilock_lock *hl_new_read_lock(hilock_client *c, const char *name);
 hilock_lock *hl_new_write_lock(hilock_client *c, const char *name);
@@ -208,9 +212,12 @@ typedef struct hl_sem_rec {
     int64_t at_ms;  /* hl_now_ms() at the last call */
 } hl_sem_rec;
 
-/* No cmocka: a hilock_semaphore_cb whose data is an hl_sem_rec. */
+/* No cmocka: a hilock_semaphore_cb, and a hilock_permit_cb, whose data
+ * is an hl_sem_rec. */
 void hl_record_sem(hilock_semaphore *sem, int status, int64_t value,
-                   const char *id, void *data);
+                   void *data);
+void hl_record_permit(hilock_permit_semaphore *ps, int status,
+                      const char *id, void *data);
 
 typedef struct hl_lost_rec {
     hilock_client *client; /* whose loop thread should call; may be NULL */

@@ -10,23 +10,23 @@
 
 typedef struct permit_lock {
     hilock_client *client;
-    hilock_semaphore *sem; /* NULL once a cancel destroyed it */
+    hilock_permit_semaphore *sem; /* NULL once a cancel destroyed it */
     cli_run_state *st;
     char id[HILOCK_PERMIT_ID_MAX];
 } permit_lock;
 
-static void on_acquired(hilock_semaphore *sem, int status, int64_t value,
+static void on_acquired(hilock_permit_semaphore *sem, int status,
                         const char *id, void *user_data)
 {
     (void)sem;
-    (void)value;
     permit_lock *p = user_data;
     if (status == HILOCK_OK)
         snprintf(p->id, sizeof p->id, "%s", id);
     cli_run_acquired(p->st, status, 0, NULL);
 }
 
-static void on_lost(hilock_semaphore *sem, const char *id, void *user_data)
+static void on_lost(hilock_permit_semaphore *sem, const char *id,
+                    void *user_data)
 {
     (void)sem;
     (void)id;
@@ -41,7 +41,7 @@ static int permit_acquire(void *impl, uint64_t owner, int64_t wait_ms,
     (void)fenced;
     (void)op;
     permit_lock *p = impl;
-    int rc = hilock_semaphore_set_lost_callback(p->sem, on_lost, st);
+    int rc = hilock_permit_semaphore_set_lost_callback(p->sem, on_lost, st);
     if (rc != HILOCK_OK)
         return rc;
     p->st = st;
@@ -56,7 +56,7 @@ static void permit_cancel(void *impl, uint64_t op)
     (void)op;
     permit_lock *p = impl;
     if (p->sem != NULL) {
-        hilock_semaphore_destroy(p->sem);
+        hilock_permit_semaphore_destroy(p->sem);
         p->sem = NULL;
     }
 }
@@ -73,7 +73,7 @@ static void permit_close(void *impl)
 {
     permit_lock *p = impl;
     if (p->sem != NULL)
-        hilock_semaphore_destroy(p->sem);
+        hilock_permit_semaphore_destroy(p->sem);
     hilock_client_destroy(p->client);
     free(p);
 }
@@ -98,12 +98,13 @@ int cli_permits_open(const cli_globals *g, const char *name, int permits,
     }
     rc = hilock_permit_semaphore_create(&p->sem, p->client, name);
     if (rc == HILOCK_OK)
-        rc = hilock_semaphore_try_set(p->sem, permits, NULL);
+        rc = hilock_semaphore_try_set(hilock_permit_semaphore_base(p->sem),
+                                      permits, NULL);
     if (rc != HILOCK_OK) {
         fprintf(stderr, "hilock: %s: %s\n", hilock_strerror(rc),
                 hilock_last_error());
         if (p->sem != NULL)
-            hilock_semaphore_destroy(p->sem);
+            hilock_permit_semaphore_destroy(p->sem);
         hilock_client_destroy(p->client);
         free(p);
         if (rc == HILOCK_EREDIS || rc == HILOCK_EPROTO)

@@ -429,6 +429,7 @@ static void finish_busy(hl_acquire_op *op)
                     "not wake this wait, since the server's ACL refuses "
                     "SUBSCRIBE to the lock's channel, so it only retried "
                     "when the holder's lease ran out"
+              : op->saw_unset && kind->unset_detail ? kind->unset_detail
               : op->saw_promised
                   ? (kind->promised_detail
                          ? kind->promised_detail
@@ -769,6 +770,7 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
         op->saw_held = true;
         op->first_in_line = res.first_in_line;
         op->saw_promised = res.promised;
+        op->saw_unset = res.unset;
         held(op, res.ttl_ms);
     } else if (res.outcome == HL_ACQ_SELF_WAIT) {
         op_finish(op, HILOCK_EUPGRADE, NULL,

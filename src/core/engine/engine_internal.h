@@ -127,6 +127,8 @@ struct hl_acquire_op {
                          * the server's line (line_per_client kinds) */
     bool saw_promised;  /* ... and that the lock was free but promised to
                          * another client */
+    bool saw_unset;     /* ... and that the name held nothing (a
+                         * semaphore never set) */
     /* Direct hand-offs (hl_kind.withdraw): the attempt whose wish the
      * server confirmed recording, and when it was sent, while a grant a
      * release makes for it may be taken (empty: none); whether the last

@@ -43,6 +43,8 @@ typedef struct hl_acquire_result {
     bool first_in_line; /* held: the client is first in the server's line
                          * (line_per_client kinds) */
     bool promised;      /* held: free, but promised to another client */
+    bool unset;         /* held: the name holds nothing (a semaphore that
+                         * was never set) */
     bool wanted;        /* held: the attempt's wish was recorded */
 } hl_acquire_result;
 
@@ -124,6 +126,8 @@ typedef struct hl_kind {
      * client; NULL: a lock's. */
     const char *busy_detail;
     const char *promised_detail;
+    /* ... and when the last attempt found nothing at the name. */
+    const char *unset_detail;
     /* An attempt replying HL_ACQ_SELF_WAIT is refused with HILOCK_EUPGRADE
      * and this detail, which says what the owner must give up first. */
     const char *self_wait_detail;
