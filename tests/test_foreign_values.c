@@ -110,7 +110,8 @@ static void test_semaphore_count_exact(void **state)
     s = hl_new_semaphore(c, "fv-bigp", true);
     char id[HILOCK_PERMIT_ID_MAX];
     set_key("fv-bigp", "9007199254740993");
-    assert_status(hilock_permit_acquire(hl_permits_of(s), 0, 60000, id), HILOCK_OK);
+    assert_status(hilock_permit_acquire(hl_permits_of(s), 0, 60000, id),
+                  HILOCK_OK);
     assert_kept("fv-bigp", "9007199254740992");
     assert_status(hilock_semaphore_available(s, &v), HILOCK_OK);
     assert_true(v == INT64_C(9007199254740992));
@@ -177,7 +178,8 @@ static void test_semaphore_count_refused(void **state)
 
         set_key("fv-badp", bad);
         assert_refused(hilock_semaphore_available(p, &v), bad);
-        assert_refused(hilock_permit_acquire(hl_permits_of(p), 0, 60000, id), bad);
+        assert_refused(hilock_permit_acquire(hl_permits_of(p), 0, 60000, id),
+                       bad);
         assert_refused(hilock_semaphore_set(p, 3), bad);
         assert_refused(hilock_semaphore_add(p, 1, &v), bad);
         assert_kept("fv-badp", bad);
@@ -204,7 +206,8 @@ static void test_permit_expired_before_epoch(void **state)
         set_key("fv-neg", "0");
         zadd("{fv-neg}:timeout", scores[i], "foreign-permit");
         long long before = scripts_run();
-        int rc = hilock_permit_acquire(hl_permits_of(s), hl_widen(1500), 60000, id);
+        int rc =
+            hilock_permit_acquire(hl_permits_of(s), hl_widen(1500), 60000, id);
         long long ran = scripts_run() - before;
         if (ran > 3)
             fail_msg("score %s: %lld scripts for one acquire (%s)",
@@ -245,8 +248,10 @@ static void test_permit_expiry_out_of_reach(void **state)
                      scores[i], ran, hilock_errname(rc));
         assert_status(rc, HILOCK_EBUSY);
         /* Given back, it is free for the next acquire. */
-        assert_status(hilock_permit_release(hl_permits_of(s), "foreign-permit"), HILOCK_OK);
-        assert_status(hilock_permit_acquire(hl_permits_of(s), 0, 60000, id), HILOCK_OK);
+        assert_status(hilock_permit_release(hl_permits_of(s), "foreign-permit"),
+                      HILOCK_OK);
+        assert_status(hilock_permit_acquire(hl_permits_of(s), 0, 60000, id),
+                      HILOCK_OK);
         assert_status(hilock_permit_release(hl_permits_of(s), id), HILOCK_OK);
         assert_int_equal(hl_raw_int(fx.server, "DEL", "{fv-far}:timeout",
                                     (char *)NULL),

@@ -121,7 +121,8 @@ static void test_errors(void **state)
     assert_status(hilock_semaphore_try_acquire_async(s, 1, 0, NULL, NULL, NULL),
                   HILOCK_EINVAL);
     /* Permit ids belong to the other kind. */
-    assert_status(hilock_permit_acquire(hl_permits_of(s), 0, 0, id), HILOCK_EINVAL);
+    assert_status(hilock_permit_acquire(hl_permits_of(s), 0, 0, id),
+                  HILOCK_EINVAL);
     assert_status(hilock_permit_release(hl_permits_of(s), "x"), HILOCK_EINVAL);
 
     /* INT_MAX permits: a count that large works, and one more than there

@@ -206,7 +206,8 @@ static void cancelled(bool expirable)
     hilock_semaphore *o = hl_new_semaphore(other, name, expirable);
     char id[HILOCK_PERMIT_ID_MAX];
     if (expirable)
-        assert_status(hilock_permit_acquire(hl_permits_of(o), 0, 10000, id), HILOCK_OK);
+        assert_status(hilock_permit_acquire(hl_permits_of(o), 0, 10000, id),
+                      HILOCK_OK);
     else
         assert_status(hilock_semaphore_try_acquire(o, 1, 0), HILOCK_OK);
     assert_status(hl_semaphore_destroy_any(o), HILOCK_OK);
@@ -349,10 +350,9 @@ static void *work(void *arg)
     hilock_semaphore *s = k->sem[w->index % 2];
     char id[HILOCK_PERMIT_ID_MAX];
     while (!atomic_load(&k->stop)) {
-        int rc = k->expirable
-                     ? hilock_permit_acquire(hl_permits_of(s), 2000, HILOCK_LEASE_WATCHDOG,
-                                             id)
-                     : hilock_semaphore_try_acquire(s, 1, 2000);
+        int rc = k->expirable ? hilock_permit_acquire(hl_permits_of(s), 2000,
+                                                      HILOCK_LEASE_WATCHDOG, id)
+                              : hilock_semaphore_try_acquire(s, 1, 2000);
         if (rc != HILOCK_OK)
             continue; /* busy, or the connection was killed meanwhile */
         int now = atomic_fetch_add(&k->inside, 1) + 1;

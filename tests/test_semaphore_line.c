@@ -149,8 +149,9 @@ static void *taker_main(void *arg)
     char permit[HILOCK_PERMIT_ID_MAX];
 
     if (t->expirable)
-        t->rc = hilock_permit_acquire(hl_permits_of(t->sem), HILOCK_WAIT_FOREVER,
-                                      permit_lease_ms(), permit);
+        t->rc =
+            hilock_permit_acquire(hl_permits_of(t->sem), HILOCK_WAIT_FOREVER,
+                                  permit_lease_ms(), permit);
     else
         t->rc = hilock_semaphore_try_acquire(t->sem, 1, HILOCK_WAIT_FOREVER);
     t->acquired_at = hl_now_ms();
@@ -158,8 +159,9 @@ static void *taker_main(void *arg)
         if (t->mc != NULL)
             hl_mutex_checker_exit(t->mc,
                                   hl_mutex_checker_enter(t->mc, t->id, 0));
-        t->release_rc = t->expirable ? hilock_permit_release(hl_permits_of(t->sem), permit)
-                                     : hilock_semaphore_release(t->sem, 1);
+        t->release_rc =
+            t->expirable ? hilock_permit_release(hl_permits_of(t->sem), permit)
+                         : hilock_semaphore_release(t->sem, 1);
     }
     atomic_store(&t->done, true);
     return NULL;
@@ -221,8 +223,8 @@ static void release_wakes_one_client(bool expirable, const char *name)
     assert_non_null(mc);
     assert_status(hilock_semaphore_set(held, 1), HILOCK_OK);
     if (expirable)
-        assert_status(hilock_permit_acquire(hl_permits_of(held), 0, permit_lease_ms(),
-                                            permit),
+        assert_status(hilock_permit_acquire(hl_permits_of(held), 0,
+                                            permit_lease_ms(), permit),
                       HILOCK_OK);
     else
         assert_status(hilock_semaphore_try_acquire(held, 1, 0), HILOCK_OK);
@@ -235,7 +237,8 @@ static void release_wakes_one_client(bool expirable, const char *name)
     }
     long long before = scripts_run();
     if (expirable)
-        assert_status(hilock_permit_release(hl_permits_of(held), permit), HILOCK_OK);
+        assert_status(hilock_permit_release(hl_permits_of(held), permit),
+                      HILOCK_OK);
     else
         assert_status(hilock_semaphore_release(held, 1), HILOCK_OK);
     for (int i = 0; i < HERD; i++)

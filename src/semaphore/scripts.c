@@ -575,8 +575,9 @@ static const hilock_reply *attempt_answer(const hilock_reply *r)
 }
 
 /* {1, free} taken, {0, ms, how} refused (how: bit 1 first in line, bit 2
- * promised to another client, bit 3 nothing at the name), {2} voided.  Anything else, a refused
- * count among it, is a bad reply, whose detail the engine finds. */
+ * promised to another client, bit 3 nothing at the name), {2} voided.
+ * Anything else, a refused count among it, is a bad reply, whose detail
+ * the engine finds. */
 static void parse_attempt(const hilock_reply *reply, hl_acquire_result *out)
 {
     const hilock_reply *r = attempt_answer(reply);
