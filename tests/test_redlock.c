@@ -594,11 +594,26 @@ static void test_two_masters_killed(void **state)
             assert_int_equal(master_exists(i, "rl.two"), 0);
     assert_status(hilock_multilock_release(m), HILOCK_ENOTOWNER);
 
-    /* The RedLock outlives its locks, not the other way round. */
-    assert_status(hilock_redlock_destroy(rl), HILOCK_EBUSY);
-    multi_free(m);
-    assert_status(hilock_multilock_destroy(m), HILOCK_ECLOSED);
+    /* Destroying the RedLock destroys the locks still there, as a
+     * client's destroy does its locks: a pending acquire ends with
+     * HILOCK_ECANCELED, and the user's later destroy says ECLOSED. */
+    static acq_rec r;
+    hilock_multilock *m2 = redlock_lock_new(rl, "rl.two");
+    assert_status(hilock_multilock_try_acquire(m, 0, 60000, res, NULL),
+                  HILOCK_OK);
+    acq_rec_init(&r);
+    assert_status(hilock_multilock_acquire_async(m2, 0xD0, HILOCK_WAIT_FOREVER,
+                                                 HILOCK_LEASE_WATCHDOG,
+                                                 on_acquired, &r, NULL),
+                  HILOCK_OK);
+    assert_false(atomic_load(&r.done));
+    disown(m);
+    disown(m2);
     redlock_free(rl);
+    acq_rec_wait(&r, hl_widen(5000));
+    assert_status(r.status, HILOCK_ECANCELED);
+    assert_status(hilock_multilock_destroy(m2), HILOCK_ECLOSED);
+    assert_status(hilock_multilock_destroy(m), HILOCK_ECLOSED);
     assert_status(hilock_redlock_destroy(rl), HILOCK_ECLOSED);
 }
 
@@ -1938,6 +1953,55 @@ static void test_multilock_all_or_nothing(void **state)
     trio_close(&t);
 }
 
+static bool trio_free(void *arg)
+{
+    for (int i = 0; i < 3; i++)
+        if (member_locked(arg, i))
+            return false;
+    return true;
+}
+
+/* A cancel says whether it found the acquire: HILOCK_OK ends a waiting
+ * one with HILOCK_ECANCELED before it returns, and an id that is done or
+ * never was is HILOCK_ENOTFOUND, as for a single lock. */
+static void test_multilock_cancel(void **state)
+{
+    hilock_client *bc;
+    hilock_lock *blocker;
+    static acq_rec r;
+    uint64_t id = 0;
+    trio t;
+
+    (void)state;
+    trio_open(&t, 0);
+    bc = plain_client(1, 0);
+    blocker = lock_new(bc, "m.c");
+    assert_status(hilock_lock_try_acquire(blocker, 0, 60000), HILOCK_OK);
+
+    acq_rec_init(&r);
+    assert_status(hilock_multilock_acquire_async(t.m, 0xCA, HILOCK_WAIT_FOREVER,
+                                                 HILOCK_LEASE_WATCHDOG,
+                                                 on_acquired, &r, &id),
+                  HILOCK_OK);
+    assert_true(id != 0);
+    assert_status(hilock_multilock_cancel(t.m, id + 1000), HILOCK_ENOTFOUND);
+    assert_false(atomic_load(&r.done));
+    assert_status(hilock_multilock_cancel(t.m, id), HILOCK_OK);
+    /* The callback ran on the loop thread before the cancel returned. */
+    assert_true(atomic_load(&r.done));
+    assert_status(r.status, HILOCK_ECANCELED);
+    assert_status(hilock_multilock_cancel(t.m, id), HILOCK_ENOTFOUND);
+    /* What it was granted goes back: once the blocker lets go, nothing
+     * of the group is held. */
+    assert_status(hilock_lock_release(blocker), HILOCK_OK);
+    if (!hl_wait_until(trio_free, &t, hl_widen(5000)))
+        fail_msg("a cancelled acquire's grants were not given back");
+
+    lock_free(blocker);
+    client_free(bc);
+    trio_close(&t);
+}
+
 static void test_multilock_lost_member(void **state)
 {
     const int64_t watchdog = hl_widen(900);
@@ -2544,6 +2608,7 @@ int main(void)
         T5(test_clock_jump),
         T5(test_mutual_exclusion_under_faults),
         T2(test_multilock_all_or_nothing),
+        T2(test_multilock_cancel),
         T2(test_multilock_lost_member),
         T2(test_multilock_reentry_and_ownership),
         T2(test_multilock_coordinator_closes),

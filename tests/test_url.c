@@ -335,11 +335,8 @@ static const struct {
     {S_DEPTH, 8, 0},
     {S_TLS, 0, 1},
     {S_TLS, 1, 1},
-    {S_TLS, 2, 0},
-    {S_TLS, -1, 0},
     {S_VERIFY, 0, 1},
     {S_VERIFY, 1, 1},
-    {S_VERIFY, 2, 0},
 };
 
 static int call_setter(hilock_options *o, enum setter which, int64_t v)
@@ -362,9 +359,9 @@ static int call_setter(hilock_options *o, enum setter which, int64_t v)
     case S_DEPTH:
         return hilock_options_set_max_reply_depth(o, (int)v);
     case S_TLS:
-        return hilock_options_set_tls(o, (int)v);
+        return hilock_options_set_tls(o, v != 0);
     case S_VERIFY:
-        return hilock_options_set_tls_verify(o, (int)v);
+        return hilock_options_set_tls_verify(o, v != 0);
     }
     return -1;
 }

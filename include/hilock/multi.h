@@ -204,8 +204,16 @@ HILOCK_API int hilock_multilock_release_async(hilock_multilock *m,
                                               void *user_data);
 
 /* Cancel a pending acquire: it completes with HILOCK_ECANCELED and gives
- * back whatever was granted.  Any thread; an unknown id is ignored.
- * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ECLOSED */
+ * back whatever was granted.  Any thread, as hilock_lock_cancel: on the
+ * group's loop thread it takes effect before it returns; elsewhere it
+ * waits until that loop thread has looked the acquire up (never for a
+ * server), except on the loop thread of another client (inside any
+ * callback of the library), where the cancel is handed over and this
+ * returns HILOCK_OK at once, found or not.
+ * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ECLOSED
+ * @return HILOCK_ENOTFOUND  no such pending acquire of this group
+ *                           (already completed)
+ * @return HILOCK_ENOMEM     only on the loop thread of another client */
 HILOCK_API int hilock_multilock_cancel(hilock_multilock *m, uint64_t op_id);
 
 /* Called once per lost hold of the group, with the owner.  NULL turns it
@@ -245,9 +253,15 @@ HILOCK_API int hilock_redlock_create(hilock_redlock **out,
                                      const char *const *urls, size_t n,
                                      const hilock_options *base);
 
-/* Close every master's client and free the RedLock.  Its locks must be
- * destroyed first (HILOCK_EBUSY otherwise).  Not from its loop thread.
- * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_EBUSY, HILOCK_ECLOSED */
+/* Destroy the RedLock locks still there (hilock_multilock_destroy: their
+ * pending acquires end with HILOCK_ECANCELED, their holds are not
+ * released and expire with their leases), close every master's client
+ * and free the RedLock, as hilock_client_destroy does with a client's
+ * locks.  A later destroy of one of those locks returns HILOCK_ECLOSED
+ * (within the window hilock_client_destroy describes).  Not from its
+ * loop thread (inside one of its callbacks).
+ * @return HILOCK_OK, HILOCK_EINVAL, HILOCK_ECLOSED
+ * @return HILOCK_EDEADLK  called on the RedLock's loop thread */
 HILOCK_API int hilock_redlock_destroy(hilock_redlock *rl);
 
 /* Number of masters, and the client of master i (for its id or raw

@@ -10,6 +10,7 @@
 #ifndef HILOCK_OPTIONS_H
 #define HILOCK_OPTIONS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "export.h"
@@ -293,14 +294,15 @@ HILOCK_API int hilock_options_set_max_reply_elements(hilock_options *opts,
 HILOCK_API int hilock_options_set_max_reply_depth(hilock_options *opts,
                                                   int depth);
 
-/* TLS.  enable: 0 or 1.  Files and directory are copied paths (NULL
+/* TLS, off by default.  Files and directory are copied paths (NULL
  * clears).  ca_file/ca_dir: trust anchors; with neither, the system's
  * default store.  They are checked when a client is created: one that
  * cannot be read fails it with HILOCK_ETLS, naming the path.  cert_file/key_file: client certificate and key (both or
  * neither).  server_name: the name sent as SNI and checked against the
- * server certificate; defaults to the host.  verify: 1 (default) verifies
- * the peer certificate and its name; 0 turns both off (for tests only). */
-HILOCK_API int hilock_options_set_tls(hilock_options *opts, int enable);
+ * server certificate; defaults to the host.  verify: true (default)
+ * verifies the peer certificate and its name; false turns both off (for
+ * tests only). */
+HILOCK_API int hilock_options_set_tls(hilock_options *opts, bool enable);
 HILOCK_API int hilock_options_set_tls_ca_file(hilock_options *opts,
                                               const char *path);
 HILOCK_API int hilock_options_set_tls_ca_dir(hilock_options *opts,
@@ -312,7 +314,7 @@ HILOCK_API int hilock_options_set_tls_key_file(hilock_options *opts,
 HILOCK_API int hilock_options_set_tls_server_name(hilock_options *opts,
                                                   const char *name);
 HILOCK_API int hilock_options_set_tls_verify(hilock_options *opts,
-                                             int verify);
+                                             bool verify);
 
 /* A description of this process for operators, on the client's card
  * (hilock_client_card_get, `hilock status`): what it does with its

@@ -144,7 +144,7 @@ int hilock_multilock_destroy(hilock_multilock *m)
     if (m->rl != NULL) {
         for (size_t i = 0; i < m->n; i++)
             hilock_lock_destroy(m->members[i]);
-        hl_redlock_lock_gone(m->rl);
+        hl_redlock_lock_gone(m->rl, m);
     }
     hl_multi_unref(m);
     return HILOCK_OK;

@@ -26,6 +26,8 @@ struct hilock_multilock {
     hilock_client *coord;  /* its loop thread runs the group; its memory
                             * is kept for the group's life */
     hilock_redlock *rl;    /* owner of the members, or NULL */
+    /* Among the RedLock's groups, under its mutex. */
+    struct hilock_multilock *rl_prev, *rl_next;
     size_t n;
     size_t quorum;         /* n, or n/2+1 for RedLock */
     bool redlock;          /* quarantine applies */
@@ -98,6 +100,6 @@ bool hl_restart_watch_settled(const hl_restart_watch *w);
 bool hl_restart_quarantined(const hilock_client *client);
 
 /* The RedLock's side of its locks. */
-void hl_redlock_lock_gone(hilock_redlock *rl);
+void hl_redlock_lock_gone(hilock_redlock *rl, hilock_multilock *m);
 
 #endif

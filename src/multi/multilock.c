@@ -692,18 +692,26 @@ typedef struct cancel_call {
     uint64_t id;
 } cancel_call;
 
+/* On the coordinator's loop thread: the acquire ends now with
+ * HILOCK_ECANCELED. */
+static int cancel_now(hilock_multilock *m, uint64_t id)
+{
+    for (acquire_op *acq = m->acquires; acq != NULL; acq = acq->next) {
+        if (acq->op.id == id) {
+            hl_op_cancel(&acq->op, HILOCK_ECANCELED);
+            return HILOCK_OK;
+        }
+    }
+    return hl_fail(HILOCK_ENOTFOUND, "no pending acquire with id %llu",
+                   (unsigned long long)id);
+}
+
 /* Drained by the coordinator's closing, which ended the acquire too. */
 static void cancel_call_complete(hl_op *op)
 {
     cancel_call *cc = (cancel_call *)op;
-    if (op->status != HILOCK_OK)
-        return;
-    for (acquire_op *acq = cc->m->acquires; acq != NULL; acq = acq->next) {
-        if (acq->op.id == cc->id) {
-            hl_op_cancel(&acq->op, HILOCK_ECANCELED);
-            break;
-        }
-    }
+    if (op->status == HILOCK_OK)
+        (void)cancel_now(cc->m, cc->id);
 }
 
 static void cancel_call_destroy(hl_op *op)
@@ -718,10 +726,43 @@ static const hl_op_type cancel_call_type = {
     .bounded = false,
 };
 
+/* A cancel looked up on the coordinator while its caller waits, on the
+ * caller's stack. */
+typedef struct cancel_wait {
+    hl_op op; /* first */
+    hilock_multilock *m;
+    uint64_t id;
+} cancel_wait;
+
+static void cancel_wait_start(hl_op *o)
+{
+    cancel_wait *cw = (cancel_wait *)o;
+    int rc = cancel_now(cw->m, cw->id);
+    hl_op_done(o, rc, 0, NULL, rc ? hilock_last_error() : NULL);
+}
+
+static void cancel_wait_on_stack(hl_op *o) { (void)o; }
+
+static const hl_op_type cancel_wait_type = {
+    .start = cancel_wait_start,
+    .destroy = cancel_wait_on_stack,
+};
+
 int hilock_multilock_cancel(hilock_multilock *m, uint64_t op_id)
 {
     if (m == NULL)
         return hl_fail(HILOCK_EINVAL, "multi-lock is NULL");
+    if (hl_client_in_loop(m->coord))
+        return cancel_now(m, op_id);
+    if (hl_op_caller_may_wait()) {
+        /* The caller may wait for the coordinator to look the acquire
+         * up, which tells whether the cancel came in time. */
+        cancel_wait cw = {.m = m, .id = op_id};
+        hl_op_init(&cw.op, &cancel_wait_type);
+        return hl_op_call_and_wait(m->coord, &cw.op);
+    }
+    /* On another client's loop thread, which must not wait for the
+     * coordinator's: handed over, found there soon after. */
     cancel_call *cc = hl_calloc(1, sizeof *cc);
     if (cc == NULL)
         return hl_fail(HILOCK_ENOMEM, "out of memory");

@@ -2,6 +2,7 @@
  * RedLock, so that a RedLock lock and its members share one thread and
  * the group never waits for another thread to hear its members. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -25,13 +26,15 @@ struct hilock_redlock {
     bool started;
     bool all_tried;   /* every master connected or failed once */
     bool create_done; /* create stopped waiting for all_tried */
-    atomic_int locks; /* RedLock locks not yet destroyed */
+    hilock_multilock *groups; /* its RedLock locks not destroyed, under mu */
     size_t n;
     hilock_options *opts[HILOCK_MAX_MEMBERS];
     hilock_client *clients[HILOCK_MAX_MEMBERS];
     hl_restart_watch *watches[HILOCK_MAX_MEMBERS];
     int create_status[HILOCK_MAX_MEMBERS];
 };
+
+static void destroy_groups(hilock_redlock *rl);
 
 static void on_stop(hl_async *w)
 {
@@ -276,14 +279,13 @@ int hilock_redlock_destroy(hilock_redlock *rl)
         return hl_fail(HILOCK_EINVAL, "RedLock is NULL");
     if (!hl_handle_is_live(rl))
         return hl_fail(HILOCK_ECLOSED, "RedLock destroyed already");
-    if (atomic_load(&rl->locks) > 0)
-        return hl_fail(HILOCK_EBUSY, "destroy the RedLock's locks first");
     /* The RedLock's loop thread runs its clients: any one of them tells
      * whether this is that thread. */
     if (pthread_equal(pthread_self(), rl->thread))
         return hl_fail(HILOCK_EDEADLK, "destroy on the RedLock's thread");
     if (!hl_handle_remove(rl))
         return hl_fail(HILOCK_ECLOSED, "RedLock destroyed already");
+    destroy_groups(rl);
     stop_thread(rl);
     redlock_free(rl);
     return HILOCK_OK;
@@ -299,9 +301,47 @@ hilock_client *hilock_redlock_client(const hilock_redlock *rl, size_t i)
     return rl && i < rl->n ? rl->clients[i] : NULL;
 }
 
-void hl_redlock_lock_gone(hilock_redlock *rl)
+void hl_redlock_lock_gone(hilock_redlock *rl, hilock_multilock *m)
 {
-    atomic_fetch_sub(&rl->locks, 1);
+    pthread_mutex_lock(&rl->mu);
+    if (m->rl_prev != NULL)
+        m->rl_prev->rl_next = m->rl_next;
+    else
+        rl->groups = m->rl_next;
+    if (m->rl_next != NULL)
+        m->rl_next->rl_prev = m->rl_prev;
+    m->rl_prev = m->rl_next = NULL;
+    pthread_mutex_unlock(&rl->mu);
+}
+
+static void group_made(hilock_redlock *rl, hilock_multilock *m)
+{
+    pthread_mutex_lock(&rl->mu);
+    m->rl_next = rl->groups;
+    if (rl->groups != NULL)
+        rl->groups->rl_prev = m;
+    rl->groups = m;
+    pthread_mutex_unlock(&rl->mu);
+}
+
+/* Destroy the groups the user has not, as hilock_client_destroy does a
+ * client's locks.  A group a user's destroy is taking apart meanwhile
+ * refuses this one (HILOCK_ECLOSED) and leaves the list soon after; the
+ * reference taken under the mutex keeps its memory until then. */
+static void destroy_groups(hilock_redlock *rl)
+{
+    for (;;) {
+        pthread_mutex_lock(&rl->mu);
+        hilock_multilock *m = rl->groups;
+        if (m != NULL)
+            hl_multi_ref(m);
+        pthread_mutex_unlock(&rl->mu);
+        if (m == NULL)
+            return;
+        if (hilock_multilock_destroy(m) != HILOCK_OK)
+            sched_yield();
+        hl_multi_unref(m);
+    }
 }
 
 int hilock_redlock_multilock_create_n(hilock_multilock **out,
@@ -325,14 +365,14 @@ int hilock_redlock_multilock_create_n(hilock_multilock **out,
             return rc;
         }
     }
-    atomic_fetch_add(&rl->locks, 1);
     int rc = hl_multi_create(out, locks, rl->n, rl->n / 2 + 1, rl);
     if (rc != HILOCK_OK) {
         for (size_t i = 0; i < rl->n; i++)
             hilock_lock_destroy(locks[i]);
-        atomic_fetch_sub(&rl->locks, 1);
+        return rc;
     }
-    return rc;
+    group_made(rl, *out);
+    return HILOCK_OK;
 }
 
 int hilock_redlock_multilock_create(hilock_multilock **out,

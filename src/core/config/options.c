@@ -294,26 +294,20 @@ int hilock_options_set_max_reply_depth(hilock_options *opts, int depth)
     return HILOCK_OK;
 }
 
-static int set_flag(hilock_options *opts, int *field, int value,
-                    const char *what)
+int hilock_options_set_tls(hilock_options *opts, bool enable)
 {
     if (opts == NULL)
-        return hl_fail(HILOCK_EINVAL, "set %s: options is NULL", what);
-    if (value != 0 && value != 1)
-        return hl_fail(HILOCK_EINVAL, "%s must be 0 or 1: %d", what, value);
-    *field = value;
+        return hl_fail(HILOCK_EINVAL, "set tls: options is NULL");
+    opts->tls = enable;
     return HILOCK_OK;
 }
 
-int hilock_options_set_tls(hilock_options *opts, int enable)
+int hilock_options_set_tls_verify(hilock_options *opts, bool verify)
 {
-    return set_flag(opts, opts ? &opts->tls : NULL, enable, "tls");
-}
-
-int hilock_options_set_tls_verify(hilock_options *opts, int verify)
-{
-    return set_flag(opts, opts ? &opts->tls_verify : NULL, verify,
-                    "tls verify");
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set tls verify: options is NULL");
+    opts->tls_verify = verify;
+    return HILOCK_OK;
 }
 
 int hilock_options_set_tls_ca_file(hilock_options *opts, const char *path)

@@ -528,7 +528,7 @@ static int apply_query(struct url_parser *up, const query_key *key,
                            "URL verify '%.*s' is not yes, no, true, false, "
                            "1 or 0",
                            shown_len(up, value), shown(up, value));
-        return hilock_options_set_tls_verify(o, flag);
+        return hilock_options_set_tls_verify(o, flag != 0);
     case QK_REPLICAS: {
         static const char *const names[] = {"none", "one", "majority",
                                             "all"};
@@ -701,7 +701,7 @@ static int parse(struct url_parser *up, size_t len)
                        quote_len(scheme_len), url);
     if (up->sentinel)
         up->default_port = HILOCK_DEFAULT_SENTINEL_PORT;
-    int rc = hilock_options_set_tls(up->tmp, up->tls);
+    int rc = hilock_options_set_tls(up->tmp, up->tls != 0);
     if (rc != HILOCK_OK)
         return rc;
 
