@@ -95,16 +95,18 @@ int bench_run_wd(const bench_args *a, hilock_client *c, int leases)
     }
     while (atomic_load(&run.acquired) + atomic_load(&run.failed) < leases)
         usleep(1000);
-    hilock_client_stats s0;
-    hilock_client_get_stats(c, &s0);
+    hilock_stats st0 = {.size = sizeof st0};
+    hilock_client_stats_read(c, &st0);
+    hilock_client_stats s0 = st0.counters;
     size_t heap1 = heap_in_use();
     double cpu0 = cpu_seconds();
     int64_t t0 = bench_now_us();
     usleep((useconds_t)(a->duration_s * 1e6));
     double cpu = cpu_seconds() - cpu0;
     double wall = (double)(bench_now_us() - t0) / 1e6;
-    hilock_client_stats s1;
-    hilock_client_get_stats(c, &s1);
+    hilock_stats st1 = {.size = sizeof st1};
+    hilock_client_stats_read(c, &st1);
+    hilock_client_stats s1 = st1.counters;
 
     ttl_check t = {0};
     for (int i = 0; i < leases; i++) {

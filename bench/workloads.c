@@ -273,7 +273,7 @@ static void *sync_worker(void *arg)
         int rc = x->workload == W4
                      ? hilock_multilock_try_acquire(w->multi,
                                                     HILOCK_WAIT_FOREVER,
-                                                    x->a->lease_ms, NULL,
+                                                    x->a->lease_ms, NULL, 0,
                                                     NULL)
                      : hilock_lock_try_acquire(w->lock, HILOCK_WAIT_FOREVER,
                                                x->a->lease_ms);
@@ -574,7 +574,7 @@ static int wait_votes(const bench_args *a, hilock_redlock *rl)
     while (bench_now_us() < deadline) {
         memset(results, 0, sizeof results);
         int st = hilock_multilock_try_acquire(probe, 0, a->lease_ms, results,
-                                              NULL);
+                                              sizeof *results, NULL);
         if (st == HILOCK_OK)
             hilock_multilock_release(probe);
         size_t quarantined = 0;

@@ -30,7 +30,7 @@ int main(int argc, char **argv)
     }
     rc = hilock_redlock_multilock_create(&lock, rl, name);
     if (rc == HILOCK_OK)
-        rc = hilock_multilock_try_acquire(lock, 2000, 10000, NULL,
+        rc = hilock_multilock_try_acquire(lock, 2000, 10000, NULL, 0,
                                           &validity_ms);
     if (rc != HILOCK_OK) {
         fprintf(stderr, "acquire: %s: %s\n", hilock_strerror(rc),

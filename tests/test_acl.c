@@ -17,6 +17,7 @@
 #include "core/base/error_detail.h"
 #include "hilock/hilock.h"
 #include "support/fixture.h"
+#include "support/lock_helpers.h"
 #include "support/plain_sub.h"
 
 #ifndef HILOCK_TOOL_PATH
@@ -108,7 +109,7 @@ static void assert_lacks(const char *text, const char *needle)
 static hilock_client_stats stats_of(hilock_client *c)
 {
     hilock_client_stats st;
-    assert_int_equal(hilock_client_get_stats(c, &st), HILOCK_OK);
+    assert_int_equal(hl_client_counters(c, &st), HILOCK_OK);
     return st;
 }
 

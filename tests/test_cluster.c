@@ -31,6 +31,7 @@
 #include "hilock/reply.h"
 #include "support/cluster_util.h"
 #include "support/fixture.h"
+#include "support/lock_helpers.h"
 #include "support/hostile_server.h"
 #include "support/loop_call.h"
 
@@ -364,7 +365,7 @@ static void test_commands_reach_every_master(void **state)
     /* The counters take in the masters' connections: the default two to
      * the seed and one per master. */
     hilock_client_stats st;
-    assert_int_equal(hilock_client_get_stats(c, &st), HILOCK_OK);
+    assert_int_equal(hl_client_counters(c, &st), HILOCK_OK);
     assert_int_equal(st.connects, 2 + 3);
     hilock_client_destroy(c);
 }
@@ -456,7 +457,7 @@ typedef struct renewals_probe {
 static bool renewed_enough(void *arg)
 {
     renewals_probe *p = arg;
-    assert_int_equal(hilock_client_get_stats(p->client, &p->st), HILOCK_OK);
+    assert_int_equal(hl_client_counters(p->client, &p->st), HILOCK_OK);
     return p->st.leases_renewed >= p->want || p->st.leases_lost > 0;
 }
 
@@ -523,7 +524,7 @@ static bool renewed_at_least(void *arg)
 {
     renewed_probe *p = arg;
     hilock_client_stats st;
-    return hilock_client_get_stats(p->client, &st) == HILOCK_OK &&
+    return hl_client_counters(p->client, &st) == HILOCK_OK &&
            st.leases_renewed >= p->at_least;
 }
 
@@ -583,7 +584,7 @@ static void test_renewal_round_is_one_call_per_slot(void **state)
         assert_int_equal(hilock_lock_acquire(locks[i]), HILOCK_OK);
     }
     renewals_probe p = {.client = c};
-    assert_int_equal(hilock_client_get_stats(c, &p.st), HILOCK_OK);
+    assert_int_equal(hl_client_counters(c, &p.st), HILOCK_OK);
     hilock_client_stats before = p.st;
     p.want = before.leases_renewed + 3 * N;
     assert_true(hl_wait_until(renewed_enough, &p, (int)(30 * watchdog_ms)));

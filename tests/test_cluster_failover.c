@@ -28,6 +28,7 @@
 #include "hilock/reply.h"
 #include "support/cluster_util.h"
 #include "support/fixture.h"
+#include "support/lock_helpers.h"
 #include "support/loop_call.h"
 
 /* Short, so that a replica takes over in a few seconds; the fixture's
@@ -346,7 +347,7 @@ static void test_takeover_from_a_live_master_checks_the_holds(void **state)
                      '+');
     hold_kept_from_heir(l, old, heir, name);
     hilock_client_stats before;
-    assert_int_equal(hilock_client_get_stats(c, &before), HILOCK_OK);
+    assert_int_equal(hl_client_counters(c, &before), HILOCK_OK);
     hl_fixture_resume(heir);
     int64_t asked_at = hl_now_ms();
     assert_int_equal(hl_redis_server_cmd(heir, reply, sizeof reply,
@@ -366,7 +367,7 @@ static void test_takeover_from_a_live_master_checks_the_holds(void **state)
            "lost after",
            after);
     hilock_client_stats st;
-    assert_int_equal(hilock_client_get_stats(c, &st), HILOCK_OK);
+    assert_int_equal(hl_client_counters(c, &st), HILOCK_OK);
     /* Found by a check at the switch, not by a renewal. */
     assert_int_equal(st.leases_renewed, before.leases_renewed);
     if (!hl_under_valgrind())
@@ -493,7 +494,7 @@ typedef struct renew_probe {
 static bool renewed(void *arg)
 {
     renew_probe *p = arg;
-    assert_int_equal(hilock_client_get_stats(p->client, &p->st), HILOCK_OK);
+    assert_int_equal(hl_client_counters(p->client, &p->st), HILOCK_OK);
     return p->st.leases_renewed >= p->want || p->st.leases_lost > 0;
 }
 
@@ -556,7 +557,7 @@ static void test_manual_failover_keeps_holds(void **state)
 
     /* Two more rounds of renewals, now on the new master. */
     hilock_client_stats st;
-    assert_int_equal(hilock_client_get_stats(c, &st), HILOCK_OK);
+    assert_int_equal(hl_client_counters(c, &st), HILOCK_OK);
     renew_probe rp = {.client = c, .want = st.leases_renewed + 2 * N};
     assert_true(hl_wait_until(renewed, &rp, hl_widen(4 * (int)watchdog_ms)));
     atomic_store(&h.stop, true);
@@ -703,7 +704,7 @@ static void test_kill9_under_held_and_contended_locks(void **state)
     /* A full renewal round after the failover: every hold has been
      * confirmed on the new master, or reported lost. */
     hilock_client_stats st;
-    assert_int_equal(hilock_client_get_stats(a, &st), HILOCK_OK);
+    assert_int_equal(hl_client_counters(a, &st), HILOCK_OK);
     renew_probe rp = {.client = a, .want = st.leases_renewed + N};
     assert_true(hl_wait_until(renewed, &rp, hl_widen(3 * (int)watchdog_ms)));
 

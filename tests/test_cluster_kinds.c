@@ -30,6 +30,7 @@
 #include "hilock/hilock.h"
 #include "support/cluster_util.h"
 #include "support/fixture.h"
+#include "support/lock_helpers.h"
 #include "support/monitor.h"
 
 #ifndef HILOCK_TOOL_PATH
@@ -136,7 +137,7 @@ static bool renewed(void *arg)
 {
     renewed_probe *p = arg;
     hilock_client_stats st;
-    assert_int_equal(hilock_client_get_stats(p->client, &st), HILOCK_OK);
+    assert_int_equal(hl_client_counters(p->client, &st), HILOCK_OK);
     return st.leases_renewed > p->after && st.leases_lost == 0;
 }
 
@@ -144,7 +145,7 @@ static bool renewed(void *arg)
 static void expect_renewal(hilock_client *c)
 {
     hilock_client_stats st;
-    assert_int_equal(hilock_client_get_stats(c, &st), HILOCK_OK);
+    assert_int_equal(hl_client_counters(c, &st), HILOCK_OK);
     renewed_probe p = {.client = c, .after = st.leases_renewed};
     if (!hl_wait_until(renewed, &p, hl_widen(5 * WATCHDOG_MS)))
         fail_msg("no renewal within five watchdog timeouts");
@@ -558,7 +559,7 @@ static void test_slots_multilock(void **state)
     hilock_multilock *m = NULL;
     assert_int_equal(hilock_multilock_create(&m, locks, 4), HILOCK_OK);
     assert_int_equal(hilock_multilock_try_acquire(m, 0, HILOCK_LEASE_WATCHDOG,
-                                                  NULL, NULL),
+                                                  NULL, 0, NULL),
                      HILOCK_OK);
     expect_renewal(a);
     assert_int_equal(hilock_multilock_release(m), HILOCK_OK);
@@ -566,7 +567,7 @@ static void test_slots_multilock(void **state)
     assert_int_equal(hilock_write_lock_create(&other, b, names[2]),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_try_acquire(other, 0, 30000), HILOCK_OK);
-    assert_int_equal(hilock_multilock_try_acquire(m, 0, 30000, NULL, NULL),
+    assert_int_equal(hilock_multilock_try_acquire(m, 0, 30000, NULL, 0, NULL),
                      HILOCK_EBUSY);
     assert_int_equal(hilock_lock_release(other), HILOCK_OK);
     hilock_multilock_destroy(m);
@@ -889,7 +890,7 @@ static void *multi_main(void *arg)
 {
     multi_waiter *w = arg;
     w->rc = hilock_multilock_try_acquire(w->m, hl_widen(15000),
-                                         HILOCK_LEASE_WATCHDOG, NULL, NULL);
+                                         HILOCK_LEASE_WATCHDOG, NULL, 0, NULL);
     if (w->rc == HILOCK_OK)
         w->release_rc = hilock_multilock_release(w->m);
     atomic_store(&w->done, true);
@@ -923,7 +924,8 @@ static void test_multilock_across_masters(void **state)
         OK(hilock_lock_create(&locks[i], a, names[i]));
     hilock_multilock *m = NULL;
     OK(hilock_multilock_create(&m, locks, 3));
-    OK(hilock_multilock_try_acquire(m, 0, HILOCK_LEASE_WATCHDOG, NULL, NULL));
+    OK(hilock_multilock_try_acquire(m, 0, HILOCK_LEASE_WATCHDOG, NULL, 0,
+                                    NULL));
     for (int i = 0; i < 3; i++)
         assert_int_equal(on_master_int(master(i), "EXISTS", names[i]), 1);
     OK(hilock_multilock_release(m));
@@ -933,8 +935,9 @@ static void test_multilock_across_masters(void **state)
     OK(hilock_lock_create(&other, b, names[1]));
     OK(hilock_lock_try_acquire(other, 0, 30000));
     hilock_member_result res[3];
-    assert_int_equal(hilock_multilock_try_acquire(m, 0, 30000, res, NULL),
-                     HILOCK_EBUSY);
+    assert_int_equal(
+        hilock_multilock_try_acquire(m, 0, 30000, res, sizeof *res, NULL),
+        HILOCK_EBUSY);
     assert_int_equal(res[1].status, HILOCK_EBUSY);
     /* A member's grant may come after the verdict (it waits for its
      * replica's acknowledgement); it is given back as it comes. */
@@ -1128,7 +1131,7 @@ static void test_redlock_with_a_cluster_member(void **state)
         OK(hilock_redlock_multilock_create(&l, rl, name));
         hilock_member_result res[3];
         int rc = hilock_multilock_try_acquire(l, hl_widen(5000), 30000, res,
-                                              NULL);
+                                              sizeof *res, NULL);
         /* The held member may not have answered by the time the other
          * two decided it: then its result says so (ECANCELED).  Or it
          * may sit out the round, quarantined while an INFO of a

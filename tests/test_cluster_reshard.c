@@ -33,6 +33,7 @@
 #include "hilock/rwlock.h"
 #include "support/cluster_util.h"
 #include "support/fixture.h"
+#include "support/lock_helpers.h"
 #include "support/loop_call.h"
 #include "support/mutex_checker.h"
 
@@ -726,7 +727,7 @@ typedef struct renewals {
 static uint64_t renewed(hilock_client *c)
 {
     hilock_client_stats st;
-    assert_int_equal(hilock_client_get_stats(c, &st), HILOCK_OK);
+    assert_int_equal(hl_client_counters(c, &st), HILOCK_OK);
     assert_int_equal(st.leases_lost, 0);
     return st.leases_renewed;
 }

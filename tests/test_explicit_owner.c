@@ -54,15 +54,19 @@ static void test_hold_handed_between_threads(void **state)
     uint64_t token = 0;
     assert_status(hilock_lock_create(&lock, c, "handed"), HILOCK_OK);
     assert_status(hilock_lock_acquire_as(lock, job, 1000,
-                                         HILOCK_LEASE_WATCHDOG, &token),
+                                         HILOCK_LEASE_WATCHDOG,
+                                         HILOCK_ACQUIRE_FENCED, &token),
                   HILOCK_OK);
     assert_true(token > 0);
     /* Not the thread's own hold. */
     assert_status(hilock_lock_release(lock), HILOCK_ENOTOWNER);
-    /* Reentrant for that owner, from any thread. */
+    /* Reentrant for that owner, from any thread; without the flag no
+     * token is drawn, and the one given is cleared. */
+    uint64_t none = 7;
     assert_status(hilock_lock_acquire_as(lock, job, 0, HILOCK_LEASE_WATCHDOG,
-                                         NULL),
+                                         0, &none),
                   HILOCK_OK);
+    assert_int_equal(none, 0);
     release_arg a = {lock, job, -1};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, release_there, &a), 0);
@@ -78,8 +82,11 @@ static void test_hold_handed_between_threads(void **state)
     assert_false(locked);
     assert_status(hilock_lock_release_as(lock, job), HILOCK_ENOTOWNER);
 
-    assert_status(hilock_lock_acquire_as(lock, 0, 0, 1000, NULL),
+    assert_status(hilock_lock_acquire_as(lock, 0, 0, 1000, 0, NULL),
                   HILOCK_EINVAL);
+    assert_status(hilock_lock_acquire_as(lock, job, 0, 1000, 0x80, NULL),
+                  HILOCK_EINVAL);
+    assert_non_null(strstr(hilock_last_error(), "flags"));
     assert_status(hilock_lock_release_as(lock, 0), HILOCK_EINVAL);
     hilock_lock_destroy(lock);
     hl_free_client(c);
@@ -88,7 +95,7 @@ static void test_hold_handed_between_threads(void **state)
 static bool renewed(void *client)
 {
     hilock_client_stats s;
-    return hilock_client_get_stats(client, &s) == HILOCK_OK &&
+    return hl_client_counters(client, &s) == HILOCK_OK &&
            s.leases_renewed >= 1;
 }
 

@@ -19,6 +19,7 @@
 
 #include "hilock/hilock.h"
 #include "support/fixture.h"
+#include "support/lock_helpers.h"
 #include "support/raw_reads.h"
 #include "support/loop_call.h"
 #include "core/runtime/runtime.h"
@@ -213,7 +214,7 @@ static void test_released_hold_is_released_again(void **state)
     assert_int_equal(hilock_lock_hold_count(la, &count), HILOCK_OK);
     assert_int_equal(count, 0);
     hilock_client_stats stats;
-    assert_int_equal(hilock_client_get_stats(a, &stats), HILOCK_OK);
+    assert_int_equal(hl_client_counters(a, &stats), HILOCK_OK);
     assert_int_equal(stats.leases_active, 0);
     assert_int_equal(atomic_load(&lost), 0);
     assert_int_equal(hilock_lock_release(lb), HILOCK_OK);

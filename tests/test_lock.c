@@ -703,7 +703,7 @@ static void lock_cycle_on(int connections)
         hl_free_lock(l);
     }
     hilock_client_stats st;
-    assert_status(hilock_client_get_stats(c, &st), HILOCK_OK);
+    assert_status(hl_client_counters(c, &st), HILOCK_OK);
     assert_int_equal(st.connects, (uint64_t)connections);
     hl_free_client(c);
 }

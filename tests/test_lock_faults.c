@@ -398,7 +398,7 @@ static bool renewed_at_least(void *arg)
     stats_at_least *w = arg;
     hilock_client_stats st;
 
-    return hilock_client_get_stats(w->client, &st) == HILOCK_OK &&
+    return hl_client_counters(w->client, &st) == HILOCK_OK &&
            st.leases_renewed >= w->renewed;
 }
 
@@ -476,7 +476,7 @@ static void test_reconnect_keeps_surviving_holds(void **state)
                   HILOCK_OK);
     assert_status(hilock_lock_try_acquire(f, 0, SLOW_WATCHDOG_MS),
                   HILOCK_OK);
-    assert_status(hilock_client_get_stats(c, &st), HILOCK_OK);
+    assert_status(hl_client_counters(c, &st), HILOCK_OK);
     assert_int_equal(st.leases_renewed, 0);
     assert_true(hl_fixture_client_kill(fx.server, "normal") >= 1);
     /* The watchdog hold is confirmed by the check after the reconnect;
@@ -486,7 +486,7 @@ static void test_reconnect_keeps_surviving_holds(void **state)
         fail_msg("the holds were not checked within 5 s of the reconnect");
     assert_status(hilock_lock_is_locked(f, &flag), HILOCK_OK);
     assert_true(flag);
-    assert_status(hilock_client_get_stats(c, &st), HILOCK_OK);
+    assert_status(hl_client_counters(c, &st), HILOCK_OK);
     assert_int_equal(st.leases_lost, 0);
     assert_int_equal(st.leases_active, 2);
     assert_status(hilock_lock_lease_lost(w, &flag), HILOCK_OK);

@@ -562,7 +562,7 @@ static void test_two_masters_killed(void **state)
 
     t0 = hl_now_ms();
     assert_status(hilock_multilock_try_acquire(m, 0, HILOCK_LEASE_WATCHDOG,
-                                               res, &validity),
+                                               res, sizeof *res, &validity),
                   HILOCK_OK);
     took = hl_now_ms() - t0;
     /* Three live masters are exactly a quorum: each of them granted. */
@@ -599,8 +599,9 @@ static void test_two_masters_killed(void **state)
      * HILOCK_ECANCELED, and the user's later destroy says ECLOSED. */
     static acq_rec r;
     hilock_multilock *m2 = redlock_lock_new(rl, "rl.two");
-    assert_status(hilock_multilock_try_acquire(m, 0, 60000, res, NULL),
-                  HILOCK_OK);
+    assert_status(
+        hilock_multilock_try_acquire(m, 0, 60000, res, sizeof *res, NULL),
+        HILOCK_OK);
     acq_rec_init(&r);
     assert_status(hilock_multilock_acquire_async(m2, 0xD0, HILOCK_WAIT_FOREVER,
                                                  HILOCK_LEASE_WATCHDOG,
@@ -639,8 +640,9 @@ static void test_three_masters_down(void **state)
 
     /* One attempt: the dead masters cost at most their node timeout. */
     t0 = hl_now_ms();
-    assert_status(hilock_multilock_try_acquire(m, 0, 60000, res, NULL),
-                  HILOCK_ENOQUORUM);
+    assert_status(
+        hilock_multilock_try_acquire(m, 0, 60000, res, sizeof *res, NULL),
+        HILOCK_ENOQUORUM);
     took = hl_now_ms() - t0;
     if (took > p.node_ms + hl_widen(1000))
         fail_msg("a single attempt took %lld ms with a %lld ms node timeout",
@@ -653,8 +655,9 @@ static void test_three_masters_down(void **state)
 
     /* A bounded wait keeps trying until it runs out, then says why. */
     t0 = hl_now_ms();
-    assert_status(hilock_multilock_try_acquire(m, wait_ms, 60000, res, NULL),
-                  HILOCK_ENOQUORUM);
+    assert_status(
+        hilock_multilock_try_acquire(m, wait_ms, 60000, res, sizeof *res, NULL),
+        HILOCK_ENOQUORUM);
     took = hl_now_ms() - t0;
     if (took < wait_ms - 1 || took > wait_ms + p.node_ms + hl_widen(1000))
         fail_msg("a %lld ms wait gave up after %lld ms", (long long)wait_ms,
@@ -674,7 +677,7 @@ static void test_three_masters_down(void **state)
     wait_voting(rl, ALL_MASTERS, hl_widen(5000));
     assert_status(hilock_multilock_try_acquire(m, hl_widen(3000),
                                                HILOCK_LEASE_WATCHDOG, res,
-                                               NULL),
+                                               sizeof *res, NULL),
                   HILOCK_OK);
     assert_status(hilock_multilock_release(m), HILOCK_OK);
     wait_keys_gone("rl.three", ALL_MASTERS, hl_widen(3000));
@@ -701,7 +704,7 @@ static void test_paused_master(void **state)
 
     t0 = hl_now_ms();
     assert_status(hilock_multilock_try_acquire(m, 0, HILOCK_LEASE_WATCHDOG,
-                                               res, &validity),
+                                               res, sizeof *res, &validity),
                   HILOCK_OK);
     took = hl_now_ms() - t0;
     /* The quorum answers at once; the stopped master may at worst hold
@@ -729,7 +732,7 @@ static void test_paused_master(void **state)
     wait_voting(rl, ALL_MASTERS, hl_widen(5000));
     assert_status(hilock_multilock_try_acquire(m, hl_widen(3000),
                                                HILOCK_LEASE_WATCHDOG, res,
-                                               NULL),
+                                               sizeof *res, NULL),
                   HILOCK_OK);
     assert_status(hilock_multilock_release(m), HILOCK_OK);
     wait_keys_gone("rl.paused", ALL_MASTERS, hl_widen(3000));
@@ -763,7 +766,8 @@ static void expect_wait_outcome(hilock_multilock *m, int64_t wait_ms,
 {
     int64_t t0 = hl_now_ms(), took;
 
-    int rc = hilock_multilock_try_acquire(m, wait_ms, 60000, res, NULL);
+    int rc =
+        hilock_multilock_try_acquire(m, wait_ms, 60000, res, sizeof *res, NULL);
     if (rc != want) {
         char members[NMASTERS * 48] = "";
         for (int i = 0; i < NMASTERS; i++) {
@@ -817,8 +821,9 @@ static void test_no_quorum_beats_contention(void **state)
         }
     }
     /* A single try decides the same way. */
-    assert_status(hilock_multilock_try_acquire(m, 0, 60000, res, NULL),
-                  HILOCK_ENOQUORUM);
+    assert_status(
+        hilock_multilock_try_acquire(m, 0, 60000, res, sizeof *res, NULL),
+        HILOCK_ENOQUORUM);
 
     /* Dead masters rather than stopped ones: refused connections may
      * come before or after the "held" answers; either way, no quorum. */
@@ -826,8 +831,9 @@ static void test_no_quorum_beats_contention(void **state)
         if (down & (1u << i))
             hl_fixture_kill9(masters[i]);
     expect_wait_outcome(m, wait_ms, p.node_ms, HILOCK_ENOQUORUM, res);
-    assert_status(hilock_multilock_try_acquire(m, 0, 60000, res, NULL),
-                  HILOCK_ENOQUORUM);
+    assert_status(
+        hilock_multilock_try_acquire(m, 0, 60000, res, sizeof *res, NULL),
+        HILOCK_ENOQUORUM);
 
     for (int i = 0; i < NMASTERS; i++)
         if (down & (1u << i))
@@ -860,8 +866,9 @@ static void test_contention_with_two_down(void **state)
         if (i != 1 && i != 3 && res[i].status != HILOCK_EBUSY)
             fail_msg("live master %d: %s, not EBUSY", i,
                      member_status(&res[i]));
-    assert_status(hilock_multilock_try_acquire(m, 0, 60000, res, NULL),
-                  HILOCK_EBUSY);
+    assert_status(
+        hilock_multilock_try_acquire(m, 0, 60000, res, sizeof *res, NULL),
+        HILOCK_EBUSY);
 
     hl_fixture_resume(masters[1]);
     hl_fixture_restart(masters[3]);
@@ -1057,7 +1064,7 @@ static void test_quarantine_restarted_master(void **state)
                   HILOCK_OK);
 
     assert_status(hilock_multilock_try_acquire(ma, 0, HILOCK_LEASE_WATCHDOG,
-                                               res, NULL),
+                                               res, sizeof *res, NULL),
                   HILOCK_OK);
     /* Late grants join the hold: A ends up holding all five. */
     wait_keys_present(key, ALL_MASTERS, hl_widen(3000));
@@ -1073,7 +1080,7 @@ static void test_quarantine_restarted_master(void **state)
 
     /* B gets 3 and 4, which is no quorum. */
     assert_status(hilock_multilock_try_acquire(mb, 0, HILOCK_LEASE_WATCHDOG,
-                                               res, NULL),
+                                               res, sizeof *res, NULL),
                   HILOCK_EBUSY);
     for (int i = 0; i < 3; i++)
         if (res[i].status == HILOCK_OK)
@@ -1126,7 +1133,7 @@ static void test_quarantine_restarted_master(void **state)
      * t_kill + quarantine at the earliest. */
     while (hl_now_ms() < t_kill + p.quarantine_ms) {
         int rc = hilock_multilock_try_acquire(mb, 0, HILOCK_LEASE_WATCHDOG,
-                                              res, NULL);
+                                              res, sizeof *res, NULL);
         int64_t at = hl_now_ms();
 
         tries++;
@@ -1157,11 +1164,9 @@ static void test_quarantine_restarted_master(void **state)
 
     /* Once master 0 votes for B, B's quorum is 0, 3 and 4; A still holds
      * 1 and 2 on the servers. */
-    assert_status(hilock_multilock_try_acquire(mb,
-                                               (int)p.quarantine_ms +
-                                                   hl_widen(5000),
-                                               HILOCK_LEASE_WATCHDOG, res,
-                                               NULL),
+    assert_status(hilock_multilock_try_acquire(
+                      mb, (int)p.quarantine_ms + hl_widen(5000),
+                      HILOCK_LEASE_WATCHDOG, res, sizeof *res, NULL),
                   HILOCK_OK);
     t_b = hl_now_ms();
     for (int i = 0; i < NMASTERS; i++) {
@@ -1213,7 +1218,7 @@ static void test_quarantine_group_survives(void **state)
                                                      &lost_a),
                   HILOCK_OK);
     assert_status(hilock_multilock_try_acquire(ma, 0, HILOCK_LEASE_WATCHDOG,
-                                               res, NULL),
+                                               res, sizeof *res, NULL),
                   HILOCK_OK);
     wait_keys_present(key, ALL_MASTERS, hl_widen(3000));
 
@@ -1232,7 +1237,7 @@ static void test_quarantine_group_survives(void **state)
                       hilock_client_is_connected(
                           hilock_redlock_client(rlb, 0)) == 1;
         int rc = hilock_multilock_try_acquire(mb, 0, HILOCK_LEASE_WATCHDOG,
-                                              res, NULL);
+                                              res, sizeof *res, NULL);
 
         tries++;
         if (rc != HILOCK_EBUSY)
@@ -1261,7 +1266,7 @@ static void test_quarantine_group_survives(void **state)
     wait_keys_gone(key, ALL_MASTERS, hl_widen(3000));
     assert_status(hilock_multilock_try_acquire(mb, hl_widen(3000),
                                                HILOCK_LEASE_WATCHDOG, res,
-                                               NULL),
+                                               sizeof *res, NULL),
                   HILOCK_OK);
     assert_status(hilock_multilock_release(mb), HILOCK_OK);
     assert_int_equal(atomic_load(&lost_a.calls), 0);
@@ -1500,7 +1505,7 @@ static void *mx_holder_main(void *arg)
 
         atomic_store(&h->lost, false);
         rc = hilock_multilock_try_acquire(h->m, h->wait_ms,
-                                          HILOCK_LEASE_WATCHDOG, NULL, NULL);
+                                          HILOCK_LEASE_WATCHDOG, NULL, 0, NULL);
         if (rc == HILOCK_EBUSY || rc == HILOCK_ENOQUORUM ||
             rc == HILOCK_EEXPIRED)
             continue;
@@ -1900,8 +1905,9 @@ static void test_multilock_all_or_nothing(void **state)
     /* An explicit lease: no renewals muddle the script counts below. */
     assert_status(hilock_lock_try_acquire(blocker, 0, 60000), HILOCK_OK);
 
-    assert_status(hilock_multilock_try_acquire(t.m, 0, 60000, res, NULL),
-                  HILOCK_EBUSY);
+    assert_status(
+        hilock_multilock_try_acquire(t.m, 0, 60000, res, sizeof *res, NULL),
+        HILOCK_EBUSY);
     assert_int_equal(res[2].status, HILOCK_EBUSY);
     assert_true(res[0].status == HILOCK_OK ||
                 res[0].status == HILOCK_ECANCELED);
@@ -2016,7 +2022,7 @@ static void test_multilock_lost_member(void **state)
                                                      &gl),
                   HILOCK_OK);
     assert_status(hilock_multilock_try_acquire(t.m, 0, HILOCK_LEASE_WATCHDOG,
-                                               NULL, NULL),
+                                               NULL, 0, NULL),
                   HILOCK_OK);
     for (int i = 0; i < 3; i++)
         assert_true(member_locked(&t, i));
@@ -2039,7 +2045,7 @@ static void test_multilock_lost_member(void **state)
 
     /* The group recovers. */
     assert_status(hilock_multilock_try_acquire(t.m, hl_widen(3000),
-                                               HILOCK_LEASE_WATCHDOG, NULL,
+                                               HILOCK_LEASE_WATCHDOG, NULL, 0,
                                                NULL),
                   HILOCK_OK);
     assert_false(group_lease_lost(t.m));
@@ -2070,7 +2076,7 @@ static void test_multilock_reentry_and_ownership(void **state)
     (void)state;
     trio_open(&t, 0);
     assert_status(hilock_multilock_try_acquire(t.m, 0, HILOCK_LEASE_WATCHDOG,
-                                               NULL, NULL),
+                                               NULL, 0, NULL),
                   HILOCK_OK);
     /* Again, as the one-lock acquire does: forever, with the watchdog. */
     assert_status(hilock_multilock_acquire(t.m), HILOCK_OK);
@@ -2146,12 +2152,39 @@ static void test_bad_arguments(void **state)
         own(OWN_MULTI, m);
     }
 
-    assert_status(hilock_multilock_try_acquire(NULL, 0, 0, NULL, NULL),
+    assert_status(hilock_multilock_try_acquire(NULL, 0, 0, NULL, 0, NULL),
                   HILOCK_EINVAL);
-    assert_status(hilock_multilock_try_acquire(m, -2, 0, NULL, NULL),
+    assert_status(hilock_multilock_try_acquire(m, -2, 0, NULL, 0, NULL),
                   HILOCK_EINVAL);
-    assert_status(hilock_multilock_try_acquire(m, 0, -1, NULL, NULL),
+    assert_status(hilock_multilock_try_acquire(m, 0, -1, NULL, 0, NULL),
                   HILOCK_EINVAL);
+    {
+        /* Results of a later, larger struct: filled at the caller's
+         * stride, what this version does not know zeroed; a stride below
+         * this version's struct is refused before anything is sent. */
+        struct {
+            hilock_member_result r;
+            unsigned char later[24];
+        } wide[2];
+        hilock_member_result narrow[2];
+        memset(wide, 0xEE, sizeof wide);
+        assert_status(hilock_multilock_try_acquire(m, 0, 60000, &wide[0].r,
+                                                   sizeof wide[0], NULL),
+                      HILOCK_OK);
+        for (int i = 0; i < 2; i++) {
+            assert_status(wide[i].r.status, HILOCK_OK);
+            assert_true(wide[i].r.latency_us >= 0);
+            for (size_t k = 0; k < sizeof wide[i].later; k++)
+                assert_int_equal(wide[i].later[k], 0);
+        }
+        assert_status(hilock_multilock_release(m), HILOCK_OK);
+        assert_status(hilock_multilock_try_acquire(m, 0, 60000, narrow,
+                                                   sizeof narrow[0] - 1,
+                                                   NULL),
+                      HILOCK_EINVAL);
+        assert_non_null(strstr(hilock_last_error(), "result_size"));
+        assert_status(hilock_multilock_release(m), HILOCK_ENOTOWNER);
+    }
     acq_rec_init(&r);
     assert_status(hilock_multilock_acquire_async(m, 0, 0, 0, on_acquired, &r,
                                                  NULL),
@@ -2576,7 +2609,7 @@ static void test_multilock_blocking_timeout_cancels(void **state)
     if (!hl_wait_flag(&st.stalling, hl_widen(5000)))
         fail_msg("the coordinator's loop never ran the stall");
     assert_status(hilock_multilock_try_acquire(m, 0, HILOCK_LEASE_WATCHDOG,
-                                               res, NULL),
+                                               res, sizeof *res, NULL),
                   HILOCK_ETIMEDOUT);
     pthread_join(st.thread, NULL);
 

@@ -189,8 +189,8 @@ static void *holder_main(void *arg)
         for (int i = 0; i < NMASTERS; i++)
             before[i] = atomic_load(&epoch[i]);
         atomic_store(&h->told_ns, 0);
-        rc = hilock_multilock_try_acquire(h->m, wait_ms,
-                                          HILOCK_LEASE_WATCHDOG, res, NULL);
+        rc = hilock_multilock_try_acquire(h->m, wait_ms, HILOCK_LEASE_WATCHDOG,
+                                          res, sizeof *res, NULL);
         if (rc == HILOCK_EBUSY) {
             h->busy++;
             continue;

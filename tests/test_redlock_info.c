@@ -160,7 +160,7 @@ static void try_once(hilock_redlock *rl, hilock_member_result *res)
     hilock_multilock *m = NULL;
     assert_status(hilock_redlock_multilock_create(&m, rl, "info"), HILOCK_OK);
     int rc = hilock_multilock_try_acquire(m, 0, HILOCK_LEASE_WATCHDOG, res,
-                                          NULL);
+                                          sizeof *res, NULL);
     /* Held elsewhere on every master that was asked. */
     assert_true(rc == HILOCK_EBUSY || rc == HILOCK_ENOQUORUM);
     assert_status(hilock_multilock_destroy(m), HILOCK_OK);

@@ -132,7 +132,7 @@ static bool key_gone(void *name)
 static bool renewed(void *client)
 {
     hilock_client_stats s;
-    return hilock_client_get_stats(client, &s) == HILOCK_OK &&
+    return hl_client_counters(client, &s) == HILOCK_OK &&
            s.leases_renewed >= 1;
 }
 

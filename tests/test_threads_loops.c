@@ -155,7 +155,7 @@ static void blocking_calls_on_a(hilock_lock *lock, int status,
     (void)acquired;
     f->try_rc = hilock_lock_try_acquire(f->b_lock, 0, HILOCK_LEASE_WATCHDOG);
     f->query_rc = hilock_lock_is_locked(f->b_lock, &locked);
-    f->stats_rc = hilock_client_get_stats(f->b, &stats);
+    f->stats_rc = hl_client_counters(f->b, &stats);
     f->sem_rc = hilock_semaphore_try_acquire(f->b_sem, 1, 0);
     f->latch_rc = hilock_latch_await(f->b_latch, 0, NULL);
     f->create_rc = hilock_client_create(&f->made, f->opts);

@@ -200,7 +200,7 @@ static void every_group_wait_and_lease(hilock_multilock *m,
         for (size_t k = 0; k < sizeof leases / sizeof leases[0]; k++) {
             int64_t wait_ms = waits[w], lease_ms = leases[k];
             int64_t validity = -7;
-            int rc = hilock_multilock_try_acquire(m, wait_ms, lease_ms, NULL,
+            int rc = hilock_multilock_try_acquire(m, wait_ms, lease_ms, NULL, 0,
                                                   &validity);
             if (!wait_ok(wait_ms) || !lease_ok(lease_ms)) {
                 expect_refusal(rc, wait_ms, lease_ms);
@@ -294,7 +294,7 @@ static void test_redlock(void **state)
     assert_status(hilock_redlock_multilock_create(&m, rl, "extremes"),
                   HILOCK_OK);
     /* Past the 1 ms quarantine of masters that just came up. */
-    assert_status(hilock_multilock_try_acquire(m, hl_widen(5000), 0, NULL,
+    assert_status(hilock_multilock_try_acquire(m, hl_widen(5000), 0, NULL, 0,
                                                NULL),
                   HILOCK_OK);
     assert_status(hilock_multilock_release(m), HILOCK_OK);

@@ -278,7 +278,10 @@ HILOCK_API int hilock_client_command(hilock_client *client, int argc,
                                      const size_t *argvlen,
                                      hilock_reply **reply);
 
-/* Counters of a client, for monitoring. */
+/* Counters of a client, for monitoring: the first block of hilock_stats,
+ * read with hilock_client_stats_read.  This block never changes; new
+ * figures go at the end of hilock_stats, whose size field tells the
+ * library how much of it the caller knows. */
 typedef struct hilock_client_stats {
     uint64_t leases_active;  /* leases held now (with or without watchdog) */
     uint64_t leases_renewed; /* watchdog renewals confirmed */
@@ -296,20 +299,6 @@ typedef struct hilock_client_stats {
      * lock's ttl instead. */
     uint64_t subscribes_refused;
 } hilock_client_stats;
-
-/* Read the client's counters.  Any thread: on the client's loop thread it
- * reads them at once, elsewhere it asks the loop thread and waits briefly
- * (never for a server).  Never blocks a loop: on the loop thread of
- * another client (inside any callback of the library), where waiting for
- * this client's loop could close a cycle of loops waiting on each other,
- * it refuses at once.
- * @return HILOCK_OK
- * @return HILOCK_EINVAL   NULL argument
- * @return HILOCK_ECLOSED  the client is closed
- * @return HILOCK_EDEADLK  called on the loop thread of another client;
- *                         out is untouched */
-HILOCK_API int hilock_client_get_stats(hilock_client *client,
-                                       hilock_client_stats *out);
 
 /* Histograms of hilock_stats: the upper bounds of the buckets in µs, the
  * last one open. */
@@ -348,8 +337,12 @@ typedef struct hilock_stats {
 } hilock_stats;
 
 /* Read everything the client counts into out (out->size set by the
- * caller, at least offsetof the counters' end).  Any thread, as
- * hilock_client_get_stats.
+ * caller, at least offsetof the counters' end).  Any thread: on the
+ * client's loop thread it reads them at once, elsewhere it asks the loop
+ * thread and waits briefly (never for a server).  Never blocks a loop: on
+ * the loop thread of another client (inside any callback of the
+ * library), where waiting for this client's loop could close a cycle of
+ * loops waiting on each other, it refuses at once.
  * @return HILOCK_OK
  * @return HILOCK_EINVAL   NULL argument, or out->size too small
  * @return HILOCK_ECLOSED  the client is closed

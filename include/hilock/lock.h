@@ -146,6 +146,12 @@ HILOCK_API int hilock_lock_acquire(hilock_lock *lock);
 HILOCK_API int hilock_lock_try_acquire(hilock_lock *lock, int64_t wait_ms,
                                        int64_t lease_ms);
 
+/* Acquire flags, for hilock_lock_acquire_as and hilock_lock_acquire_async:
+ * HILOCK_ACQUIRE_FENCED draws a fencing token with the grant (as
+ * hilock_lock_acquire_fenced describes), at the cost of one more command
+ * in the acquire's script. */
+#define HILOCK_ACQUIRE_FENCED 1u
+
 /* As hilock_lock_try_acquire, and also returns a fencing token: a number
  * from the counter "redisson_lock_token:{NAME}" that is strictly greater
  * than every token of an earlier hold of this name, also when the server
@@ -248,20 +254,19 @@ HILOCK_API int hilock_lock_owner_valid_until(hilock_lock *lock,
 
 /* The blocking acquire and release for the owner id given rather than
  * the calling thread's, so that a hold taken on one thread may be
- * released on another (the async API's owners, blocking).  As
- * hilock_lock_acquire_fenced (token may be NULL) and hilock_lock_release,
- * with the same errors, and HILOCK_EINVAL for owner 0.  Use owner ids of
- * your own making or of hilock_thread_owner(); two owners that share an
- * id share its holds. */
+ * released on another: the async API's arguments, blocking.  flags as
+ * for hilock_lock_acquire_async; with HILOCK_ACQUIRE_FENCED *token (may
+ * be NULL) receives the fencing token, else 0.  As
+ * hilock_lock_acquire_fenced and hilock_lock_release, with the same
+ * errors, and HILOCK_EINVAL for owner 0 or unknown flags.  Use owner ids
+ * of your own making or of hilock_thread_owner(); two owners that share
+ * an id share its holds. */
 HILOCK_API int hilock_lock_acquire_as(hilock_lock *lock, uint64_t owner,
                                       int64_t wait_ms, int64_t lease_ms,
-                                      uint64_t *token);
+                                      unsigned flags, uint64_t *token);
 HILOCK_API int hilock_lock_release_as(hilock_lock *lock, uint64_t owner);
 
 /* ---- async API: explicit owner ids, callbacks on the loop thread ------ */
-
-/* Acquire flags. */
-#define HILOCK_ACQUIRE_FENCED 1u
 
 typedef struct hilock_acquired {
     uint64_t owner;

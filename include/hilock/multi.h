@@ -109,8 +109,10 @@ HILOCK_API int hilock_multilock_destroy(hilock_multilock *m);
 /* Take all members (or a quorum), waiting at most wait_ms
  * (HILOCK_WAIT_FOREVER; 0: one attempt), with lease_ms
  * (HILOCK_LEASE_WATCHDOG or > 0).  results (may be NULL) receives one
- * entry per member for the last attempt, validity_ms (may be NULL) the
- * validity left when acquired.
+ * entry per member for the last attempt, each result_size bytes apart:
+ * pass sizeof *results, so that a struct that grows in a later version
+ * is filled as far as both know it (the rest zeroed).  validity_ms (may
+ * be NULL) receives the validity left when acquired.
  * The outcome is that of the last attempt, the one that failed with no
  * wait left.  For RedLock, that attempt waits for the masters still
  * asked (at most the node timeout) when their answers decide between the
@@ -131,7 +133,9 @@ HILOCK_API int hilock_multilock_destroy(hilock_multilock *m);
  *                            multi-lock)
  * @return HILOCK_EEXPIRED    the members granted, but the lease had run
  *                            out by the time they had (validity <= 0)
- * @return HILOCK_EINVAL      bad wait_ms or lease_ms: as for
+ * @return HILOCK_EINVAL      results with a result_size below this
+ *                            version's sizeof(hilock_member_result);
+ *                            bad wait_ms or lease_ms: as for
  *                            hilock_lock_try_acquire (a lease above
  *                            HILOCK_MAX_LEASE_MS is "too large"), and a
  *                            lease too short to outlast its drift
@@ -145,6 +149,7 @@ HILOCK_API int hilock_multilock_try_acquire(hilock_multilock *m,
                                             int64_t wait_ms,
                                             int64_t lease_ms,
                                             hilock_member_result *results,
+                                            size_t result_size,
                                             int64_t *validity_ms);
 
 /* Take the group, waiting as long as it takes, with the watchdog's

@@ -252,8 +252,13 @@ static int check_blocking(hilock_multilock *m)
 int hilock_multilock_try_acquire(hilock_multilock *m, int64_t wait_ms,
                                  int64_t lease_ms,
                                  hilock_member_result *results,
-                                 int64_t *validity_ms)
+                                 size_t result_size, int64_t *validity_ms)
 {
+    if (results != NULL && result_size < sizeof *results)
+        return hl_fail(HILOCK_EINVAL,
+                       "result_size %zu is too small: pass "
+                       "sizeof(hilock_member_result)",
+                       result_size);
     int rc = check_blocking(m);
     if (rc != 0)
         return rc;
@@ -269,9 +274,14 @@ int hilock_multilock_try_acquire(hilock_multilock *m, int64_t wait_ms,
     int64_t validity = 0;
     rc = hl_op_run_blocking(m->coord, op, hl_client_blocking_limit_us(m->coord, wait_ms),
                             &validity, NULL);
-    if (results != NULL)
-        memcpy(results, hl_multi_acquire_results(op),
-               m->n * sizeof *results);
+    const hilock_member_result *got = hl_multi_acquire_results(op);
+    for (size_t i = 0; results != NULL && i < m->n; i++) {
+        /* A caller's struct of a later version keeps the stride it knows,
+         * its fields beyond ours zeroed. */
+        char *slot = (char *)results + i * result_size;
+        memcpy(slot, &got[i], sizeof got[i]);
+        memset(slot + sizeof got[i], 0, result_size - sizeof got[i]);
+    }
     if (validity_ms != NULL)
         *validity_ms = rc == HILOCK_OK ? validity : 0;
     hl_op_unref(op);
@@ -281,7 +291,7 @@ int hilock_multilock_try_acquire(hilock_multilock *m, int64_t wait_ms,
 int hilock_multilock_acquire(hilock_multilock *m)
 {
     return hilock_multilock_try_acquire(m, HILOCK_WAIT_FOREVER,
-                                        HILOCK_LEASE_WATCHDOG, NULL, NULL);
+                                        HILOCK_LEASE_WATCHDOG, NULL, 0, NULL);
 }
 
 int hilock_multilock_release(hilock_multilock *m)

@@ -350,6 +350,15 @@ int64_t hl_expect_value(hl_value_rec *r, int expected_status)
     return r->value;
 }
 
+int hl_client_counters(hilock_client *c, hilock_client_stats *out)
+{
+    hilock_stats all = {.size = sizeof all};
+    int rc = hilock_client_stats_read(c, &all);
+    if (rc == HILOCK_OK)
+        *out = all.counters;
+    return rc;
+}
+
 static void record_sem(hl_sem_rec *r, int status, int64_t value,
                        const char *id)
 {

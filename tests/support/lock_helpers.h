@@ -212,6 +212,10 @@ typedef struct hl_sem_rec {
     int64_t at_ms;  /* hl_now_ms() at the last call */
 } hl_sem_rec;
 
+/* No cmocka: the client's counters (hilock_stats.counters), with the
+ * status of hilock_client_stats_read; out untouched on an error. */
+int hl_client_counters(hilock_client *c, hilock_client_stats *out);
+
 /* No cmocka: a hilock_semaphore_cb, and a hilock_permit_cb, whose data
  * is an hl_sem_rec. */
 void hl_record_sem(hilock_semaphore *sem, int status, int64_t value,

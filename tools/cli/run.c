@@ -124,9 +124,10 @@ typedef struct single_lock {
  * counted by the client rather than failing a call; each is told once. */
 static bool single_refused(single_lock *s, bool subscribe)
 {
-    hilock_client_stats now;
-    if (hilock_client_get_stats(s->client, &now) != HILOCK_OK)
+    hilock_stats all = {.size = sizeof all};
+    if (hilock_client_stats_read(s->client, &all) != HILOCK_OK)
         return false;
+    hilock_client_stats now = all.counters;
     bool grew = subscribe
                     ? now.subscribes_refused > s->seen.subscribes_refused
                     : now.publishes_refused > s->seen.publishes_refused;

@@ -26,14 +26,21 @@ int hilock_lock_acquire(hilock_lock *lock)
 }
 
 int hilock_lock_acquire_as(hilock_lock *lock, uint64_t owner,
-                           int64_t wait_ms, int64_t lease_ms,
+                           int64_t wait_ms, int64_t lease_ms, unsigned flags,
                            uint64_t *token)
 {
+    uint64_t got = 0;
+    if (token != NULL)
+        *token = 0;
     if (owner == 0)
         return hl_fail(HILOCK_EINVAL, "owner id 0 is reserved");
-    return hl_acquire(lock, owner, wait_ms, lease_ms,
-                      token ? HILOCK_ACQUIRE_FENCED : 0, NULL, NULL, NULL,
-                      token);
+    if ((flags & ~HILOCK_ACQUIRE_FENCED) != 0)
+        return hl_fail(HILOCK_EINVAL, "unknown acquire flags 0x%x", flags);
+    int rc = hl_acquire(lock, owner, wait_ms, lease_ms, flags, NULL, NULL,
+                        NULL, &got);
+    if (token != NULL)
+        *token = got;
+    return rc;
 }
 
 int hilock_lock_release_as(hilock_lock *lock, uint64_t owner)

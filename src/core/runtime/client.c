@@ -928,18 +928,6 @@ void hl_client_read_counters(hilock_client *c, hilock_client_stats *out)
     out->subscribes_refused = c->subscribes_refused;
 }
 
-int hilock_client_get_stats(hilock_client *c, hilock_client_stats *out)
-{
-    if (c == NULL || out == NULL)
-        return hl_fail(HILOCK_EINVAL, "NULL argument");
-    /* The counters are the head of hilock_stats: one reader for both. */
-    hilock_stats all = {.size = sizeof all};
-    int rc = hilock_client_stats_read(c, &all);
-    if (rc == HILOCK_OK)
-        *out = all.counters;
-    return rc;
-}
-
 int hilock_client_set_loop_thread(hilock_client *c)
 {
     if (c == NULL)

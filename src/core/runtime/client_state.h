@@ -181,7 +181,7 @@ hl_pubsub *hl_client_pubsub_for(hilock_client *client, const char *channel,
 void hl_client_enter_callback(hilock_client *client);
 void hl_client_leave_callback(hilock_client *client);
 
-/* The counters of hilock_client_get_stats.  Loop thread. */
+/* The counters of hilock_stats.counters.  Loop thread. */
 void hl_client_read_counters(hilock_client *c, hilock_client_stats *out);
 /* A lease of c was lost: hilock_client_lost_fd turns readable.  Any
  * thread. */
