@@ -4,7 +4,7 @@
 #define HILOCK_VERSION_H
 
 #define HILOCK_VERSION_MAJOR 0
-#define HILOCK_VERSION_MINOR 1
+#define HILOCK_VERSION_MINOR 2
 #define HILOCK_VERSION_PATCH 0
 
 #define HILOCK_VERSION_HEX                                                   \
