@@ -481,6 +481,23 @@ static void status_of(const fx *f, const char *name, char *out)
     assert_json_object(out);
 }
 
+/* status of name once its first holder's start is listed: the
+ * "held_ms" of that holder, which its client lists a quarter of a second
+ * after the hold began. */
+static long long status_until_held(const fx *f, const char *name, char *out)
+{
+    int64_t deadline = hl_now_ms() + widen(5000);
+    for (;;) {
+        status_of(f, name, out);
+        const char *p = strstr(out, "\"held_ms\":");
+        if (p != NULL && p[10] >= '0' && p[10] <= '9')
+            return atoll(p + 10);
+        if (hl_now_ms() > deadline)
+            fail_msg("no holder's start listed within 5 s:\n%s", out);
+        usleep(50 * 1000);
+    }
+}
+
 static void assert_free(const fx *f, const char *name)
 {
     char out[OUT_CAP];
@@ -1298,11 +1315,18 @@ static void test_status_json(void **state)
     pid = spawn_tool(f, out_path, "run", "--describe", "the st test", "st",
                      "--", "sh", "-c", script, (char *)NULL);
     wait_for_file(ready);
-    status_of(f, "st", out);
+    int64_t held_from = hl_now_ms();
+    long long held = status_until_held(f, "st", out);
+    /* How long it has held, from its client's list: no longer than since
+     * the run said it held. */
+    if (held < 0 || held > hl_now_ms() - held_from + 1000)
+        fail_msg("held_ms %lld, %lld ms after the run took it", held,
+                 (long long)(hl_now_ms() - held_from));
     assert_has(out, "\"kind\":\"reentrant\"");
     assert_has(out, "\"locked\":true");
     /* With the card of the client behind it: which process holds. */
-    assert_has(out, "\"count\":1,\"client\":{\"host\":");
+    assert_has(out, "\"count\":1,\"held_ms\":");
+    assert_has(out, ",\"client\":{\"host\":");
     assert_has(out, "\"program\":\"hilock\",\"description\":\"the st test\"");
     assert_has(out, "\"library\":\"hilock ");
     assert_has(out, "}}]");
@@ -1325,7 +1349,7 @@ static void test_status_json(void **state)
     lock = hold(c, "st");
     assert_int_equal(hilock_lock_acquire(lock), HILOCK_OK);
     snprintf(owner, sizeof owner,
-             "{\"owner\":\"%s:%llu\",\"count\":2,\"client\":{\"host\":",
+             "{\"owner\":\"%s:%llu\",\"count\":2,\"held_ms\":",
              hilock_client_id(c),
              (unsigned long long)hilock_thread_owner());
     status_of(f, "st", out);
@@ -1345,7 +1369,7 @@ static void test_status_json(void **state)
                         (char *)NULL);
     status_of(f, "st", out);
     assert_has(out, "{\"owner\":\"0b7d1f52-5c3e-4a47-9d3c-2f1e6a7b8c9d:77\","
-                    "\"count\":1,\"client\":null}");
+                    "\"count\":1,\"held_ms\":null,\"client\":null}");
     hl_redis_server_cmd(f->server, out, sizeof out, "DEL", "st",
                         (char *)NULL);
 }
@@ -1413,6 +1437,16 @@ static void test_ls(void **state)
     assert_has(out, "{\"name\":\"ls-permits\",\"kind\":\"unknown\","
                     "\"count\":7}");
     assert_int_equal(out[0], '[');
+    /* How long the first holder has held, once its client listed it. */
+    int64_t deadline = hl_now_ms() + widen(5000);
+    while (TOOL(f, out, "ls", "--json", "ls-held") == 0 &&
+           strstr(out, "\"held_ms\":null") != NULL && hl_now_ms() < deadline)
+        usleep(50 * 1000);
+    const char *held = strstr(out, "\"held_ms\":");
+    if (held == NULL || held[10] < '0' || held[10] > '9')
+        fail_msg("ls-held shows no time held:\n%s", out);
+    assert_int_equal(TOOL(f, out, "ls", "ls-held"), 0);
+    assert_has(out, "HELD_FOR");
 
     assert_int_equal(TOOL(f, out, "ls", "--json", "nothing-*"), 0);
     assert_string_equal(out, "[]\n");
@@ -1593,7 +1627,8 @@ static void test_status_kinds(void **state)
                         (char *)NULL);
     status_of(f, "fair", out);
     assert_has(out, "\"kind\":\"fair\",\"locked\":true");
-    assert_has(out, "\"holders\":[{\"owner\":\"c:3\",\"count\":1}]");
+    assert_has(out, "\"holders\":[{\"owner\":\"c:3\",\"count\":1,"
+                    "\"held_ms\":null}]");
     assert_has(out, "\"waiters\":[{\"owner\":\"a:1\"},"
                     "{\"owner\":\"b\\\"2\"}]");
     /* No places in the zset yet: the line is shown, its times are not. */
@@ -1630,9 +1665,11 @@ static void test_status_kinds(void **state)
                         (char *)NULL);
     status_of(f, "rw", out);
     assert_has(out, "\"kind\":\"read-write\",\"locked\":true");
-    assert_has(out, "\"holders\":[{\"owner\":\"x:1:write\",\"count\":2}]");
+    assert_has(out, "\"holders\":[{\"owner\":\"x:1:write\",\"count\":2,"
+                    "\"held_ms\":null}]");
     assert_has(out, "\"mode\":\"write\",\"readers\":[],"
-                    "\"writer\":{\"owner\":\"x:1\",\"count\":2},"
+                    "\"writer\":{\"owner\":\"x:1\",\"count\":2,"
+                    "\"held_ms\":null},"
                     "\"waiting_writers\":[]}\n");
     /* The writer reads too (a downgrade under way), another writer
      * waits. */
@@ -1645,8 +1682,10 @@ static void test_status_kinds(void **state)
                         (char *)NULL);
     status_of(f, "rw", out);
     assert_has(out, "\"waiters\":[{\"owner\":\"w:2\"}],\"mode\":\"write\","
-                    "\"readers\":[{\"owner\":\"x:1\",\"count\":1}],"
-                    "\"writer\":{\"owner\":\"x:1\",\"count\":2},"
+                    "\"readers\":[{\"owner\":\"x:1\",\"count\":1,"
+                    "\"held_ms\":null}],"
+                    "\"writer\":{\"owner\":\"x:1\",\"count\":2,"
+                    "\"held_ms\":null},"
                     "\"waiting_writers\":[{\"owner\":\"w:2\"}]}\n");
     /* Readers only. */
     hl_redis_server_cmd(s, reply, sizeof reply, "HSET", "rr", "mode", "read",
@@ -1656,7 +1695,8 @@ static void test_status_kinds(void **state)
     status_of(f, "rr", out);
     assert_has(out, "\"kind\":\"read-write\",\"locked\":true");
     assert_has(out, "\"mode\":\"read\",\"readers\":[{\"owner\":\"a:1\","
-                    "\"count\":2},{\"owner\":\"b:2\",\"count\":1}],"
+                    "\"count\":2,\"held_ms\":null},{\"owner\":\"b:2\","
+                    "\"count\":1,\"held_ms\":null}],"
                     "\"writer\":null,\"waiting_writers\":[]}\n");
     /* Free, but a writer waits: still a read-write lock. */
     hl_redis_server_cmd(s, reply, sizeof reply, "RPUSH",
@@ -1757,9 +1797,10 @@ static void test_status_fair_queue(void **state)
     status_of(f, "fq", out);
     assert_has(out, "\"kind\":\"fair\",\"locked\":true");
     snprintf(want, sizeof want, "\"holders\":[{\"owner\":\"%s:%llu\","
-             "\"count\":1,\"client\":{",
+             "\"count\":1,\"held_ms\":",
              hilock_client_id(c), (unsigned long long)hilock_thread_owner());
     assert_has(out, want);
+    assert_has(strstr(out, want), ",\"client\":{");
     snprintf(want, sizeof want, "\"waiters\":[{\"owner\":\"%s\","
              "\"client\":{",
              owners[0]);
@@ -2055,8 +2096,10 @@ static void assert_one_owner(const char *out)
         else if (strcmp(first, id) != 0)
             fail_msg("owners %s and %s in:\n%s", first, id, out);
         const char *close = strstr(end, "}}]");
-        if (strncmp(end, "\",\"count\":1,\"client\":{", 22) != 0 ||
-            close == NULL || memchr(end, '[', (size_t)(close - end)))
+        const char *card = strstr(end, ",\"client\":{");
+        if (strncmp(end, "\",\"count\":1,\"held_ms\":", 22) != 0 ||
+            card == NULL || close == NULL || card > close ||
+            memchr(end, '[', (size_t)(close - end)))
             fail_msg("not one holder with count 1 in:\n%s", out);
         p = end;
     }

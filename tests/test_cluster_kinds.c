@@ -313,8 +313,10 @@ static void on_command(void *arg, bool from_lua, int argc, char *const *argv,
     }
     if (n == 0)
         return;
-    /* A client's card lives in its own slot, apart from every lock. */
-    if (strncmp(argv[idx[0]], "hilock_client:{", 15) == 0)
+    /* A client's card and list of holds live in its own slot, apart
+     * from every lock. */
+    if (strncmp(argv[idx[0]], "hilock_client:{", 15) == 0 ||
+        strncmp(argv[idx[0]], "hilock_holds:{", 14) == 0)
         return;
     s->keyed++;
     s->from_lua += from_lua;

@@ -172,6 +172,29 @@ HILOCK_API int hilock_client_card_get(hilock_client *client,
 /* Free a card; NULL is fine.  Any thread. */
 HILOCK_API void hilock_client_card_free(hilock_client_card *card);
 
+/* When the hold of owner (a holder's owner id, "<client id>:<owner id>",
+ * as hilock_lock_status_get gives it) on the lock `name` (name_len
+ * bytes) began, from the list of holds each client of this library keeps
+ * beside its card (docs/guide/operators.md): *since_ms (may be NULL), in
+ * ms since the epoch on the server's clock, and *held_ms (may be NULL),
+ * how long it has been held.  The list is written a quarter of a second
+ * after a hold begins and every 5 s, with the client's oldest 1,000
+ * holds; it costs the acquire nothing.  Blocks; not on a loop thread.
+ * Both are -1 on error.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL    NULL client, name or owner, or a name of 0 or
+ *                          more than HILOCK_MAX_NAME_LEN bytes
+ * @return HILOCK_ENOTFOUND no start listed: a holder of another library
+ *                          (Redisson), a hold younger than its client's
+ *                          last listing, or a client gone for a minute
+ * @return HILOCK_EPROTO    the list holds something that is no age
+ * @return HILOCK_ENOMEM
+ * and the connection errors of hilock_client_command. */
+HILOCK_API int hilock_client_hold_since(hilock_client *client,
+                                        const char *name, size_t name_len,
+                                        const char *owner, size_t owner_len,
+                                        int64_t *since_ms, int64_t *held_ms);
+
 /* What clients of this library used the name as, where the server's data
  * cannot tell (docs/guide/operators.md, "What a name is"): "fair" or
  * "read-write" for a lock granted within a day (one nobody waits for

@@ -83,7 +83,8 @@ long long hl_raw_dbsize_locks(const hl_redis_server *s)
 {
     char reply[HL_RAW_REPLY_CAP];
     long long all = hl_raw_int(s, "DBSIZE", (char *)NULL);
-    static const char *const kept[] = {"hilock_client:*", "hilock_kind:*"};
+    static const char *const kept[] = {"hilock_client:*", "hilock_holds:*",
+                                       "hilock_kind:*"};
     for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) {
         if (hl_raw_cmd(s, reply, sizeof reply, "KEYS", kept[i],
                        (char *)NULL) != '*')

@@ -277,7 +277,18 @@ typedef struct cli_name_info {
     const char *kind;
     hilock_lock_status *st;
     char count[32];
+    /* How long the first holder has held it, from its client's list of
+     * holds (hilock_client_hold_since); -1 when free or unknown. */
+    long long held_ms;
 } cli_name_info;
+/* A span of ms for people: "1h02m", "3m07s", "12.4s", "850ms", "-" for
+ * a negative one. */
+void cli_format_span(long long ms, char *out, size_t cap);
+/* How long owner has held name, from its client's list of holds, on the
+ * server's clock; -1 when unknown (a holder of another library, a hold
+ * too young to be listed, a client gone). */
+long long cli_held_ms(hilock_client *c, const char *name, size_t len,
+                      const hilock_lock_owner *owner);
 bool cli_name_info_read(hilock_client *c, const cli_name *e,
                         cli_name_info *out);
 void cli_name_info_done(cli_name_info *in);

@@ -28,6 +28,11 @@ static void print_one(hilock_client *c, const cli_name *e, bool json,
         return;
     bool first = (*printed)++ == 0;
     const hilock_lock_status *st = in.st;
+    char held[24] = "null", span[24] = "-";
+    if (in.held_ms >= 0) {
+        snprintf(held, sizeof held, "%lld", in.held_ms);
+        cli_format_span(in.held_ms, span, sizeof span);
+    }
     if (json) {
         fputs(first ? "\n" : ",\n", stdout);
         fputs("{\"name\":", stdout);
@@ -36,16 +41,16 @@ static void print_one(hilock_client *c, const cli_name *e, bool json,
             printf(",\"kind\":\"%s\",\"count\":%s}", in.kind, in.count);
         else
             printf(",\"kind\":\"%s\",\"locked\":%s,\"holders\":%zu,"
-                   "\"waiters\":%zu,\"ttl_ms\":%lld}",
+                   "\"waiters\":%zu,\"ttl_ms\":%lld,\"held_ms\":%s}",
                    in.kind, st->locked ? "true" : "false", st->holders_len,
-                   st->waiters_len, (long long)st->ttl_ms);
+                   st->waiters_len, (long long)st->ttl_ms, held);
     } else if (st == NULL) {
-        printf("%-32s %-10s %-6s %7s %7s %9s  count %s\n", e->name, in.kind,
-               "-", "-", "-", "-", in.count);
+        printf("%-32s %-10s %-6s %7s %7s %9s %9s  count %s\n", e->name,
+               in.kind, "-", "-", "-", "-", "-", in.count);
     } else {
-        printf("%-32s %-10s %-6s %7zu %7zu %9lld\n", e->name, in.kind,
+        printf("%-32s %-10s %-6s %7zu %7zu %9lld %9s\n", e->name, in.kind,
                st->locked ? "yes" : "no", st->holders_len, st->waiters_len,
-               (long long)st->ttl_ms);
+               (long long)st->ttl_ms, span);
     }
     cli_name_info_done(&in);
 }
@@ -79,8 +84,8 @@ int cli_ls(const cli_globals *g, int argc, char **argv)
         if (json)
             fputs("[", stdout);
         else
-            printf("%-32s %-10s %-6s %7s %7s %9s\n", "NAME", "KIND", "HELD",
-                   "HOLDERS", "WAITERS", "TTL_MS");
+            printf("%-32s %-10s %-6s %7s %7s %9s %9s\n", "NAME", "KIND",
+                   "HELD", "HOLDERS", "WAITERS", "TTL_MS", "HELD_FOR");
         size_t printed = 0;
         for (size_t i = 0; i < list.n; i++)
             print_one(client, &list.items[i], json, &printed);

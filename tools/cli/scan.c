@@ -239,10 +239,35 @@ static const char *count_kind(hilock_client *c, const cli_name *e)
     return kind;
 }
 
+void cli_format_span(long long ms, char *out, size_t cap)
+{
+    if (ms < 0)
+        snprintf(out, cap, "-");
+    else if (ms < 1000)
+        snprintf(out, cap, "%lldms", ms);
+    else if (ms < 60000)
+        snprintf(out, cap, "%lld.%llds", ms / 1000, ms % 1000 / 100);
+    else if (ms < 3600000)
+        snprintf(out, cap, "%lldm%02llds", ms / 60000, ms % 60000 / 1000);
+    else
+        snprintf(out, cap, "%lldh%02lldm", ms / 3600000,
+                 ms % 3600000 / 60000);
+}
+
+long long cli_held_ms(hilock_client *c, const char *name, size_t len,
+                      const hilock_lock_owner *owner)
+{
+    int64_t held = -1;
+    if (hilock_client_hold_since(c, name, len, owner->owner,
+                                 owner->owner_len, NULL, &held) != HILOCK_OK)
+        return -1;
+    return held;
+}
+
 bool cli_name_info_read(hilock_client *c, const cli_name *e,
                         cli_name_info *out)
 {
-    *out = (cli_name_info){0};
+    *out = (cli_name_info){.held_ms = -1};
     if (e->counter) {
         count_of(c, e, out->count, sizeof out->count);
         /* A string that is no count is no lock of ours or Redisson's. */
@@ -258,6 +283,8 @@ bool cli_name_info_read(hilock_client *c, const cli_name *e,
         return false;
     }
     out->kind = out->st->kind;
+    if (out->st->holders_len > 0)
+        out->held_ms = cli_held_ms(c, e->name, e->len, &out->st->holders[0]);
     return true;
 }
 

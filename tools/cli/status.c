@@ -223,13 +223,21 @@ static void print_owner(FILE *out, const hilock_lock_owner *o,
     putc('"', out);
 }
 
-/* {"owner":...,"count":...}; a writer's owner as its field in the hash,
- * with the layout's suffix, when with_suffix. */
+/* {"owner":...,"count":...,"held_ms":...}; a writer's owner as its
+ * field in the hash, with the layout's suffix, when with_suffix.
+ * held_ms is null when the holder's client lists no start for the hold
+ * (cli_held_ms). */
 static void print_owner_count(FILE *out, hilock_client *client,
-                              const hilock_lock_owner *o, bool with_suffix)
+                              const char *name, const hilock_lock_owner *o,
+                              bool with_suffix)
 {
     print_owner(out, o, with_suffix && o->writer ? ":write" : "");
     fprintf(out, ",\"count\":%lld", (long long)o->count);
+    long long held = client ? cli_held_ms(client, name, strlen(name), o) : -1;
+    if (held >= 0)
+        fprintf(out, ",\"held_ms\":%lld", held);
+    else
+        fputs(",\"held_ms\":null", out);
     print_card(out, client, o);
     putc('}', out);
 }
@@ -247,12 +255,12 @@ static void print_owners(FILE *out, hilock_client *client,
 }
 
 static void print_holders(FILE *out, hilock_client *client,
-                          const hilock_lock_status *st)
+                          const char *name, const hilock_lock_status *st)
 {
     for (size_t i = 0; i < st->holders_len; i++) {
         if (i > 0)
             putc(',', out);
-        print_owner_count(out, client, &st->holders[i], true);
+        print_owner_count(out, client, name, &st->holders[i], true);
     }
 }
 
@@ -280,7 +288,7 @@ static void print_queue(FILE *out, hilock_client *client,
 }
 
 static void print_read_write(FILE *out, hilock_client *client,
-                             const hilock_lock_status *st)
+                             const char *name, const hilock_lock_status *st)
 {
     fputs(",\"mode\":", out);
     if (st->mode != NULL)
@@ -291,11 +299,11 @@ static void print_read_write(FILE *out, hilock_client *client,
     for (size_t i = 0; i < st->readers_len; i++) {
         if (i > 0)
             putc(',', out);
-        print_owner_count(out, client, &st->readers[i], false);
+        print_owner_count(out, client, name, &st->readers[i], false);
     }
     fputs("],\"writer\":", out);
     if (st->writer != NULL)
-        print_owner_count(out, client, st->writer, false);
+        print_owner_count(out, client, name, st->writer, false);
     else
         fputs("null", out);
     fputs(",\"waiting_writers\":[", out);
@@ -312,7 +320,7 @@ static void print_status(hilock_client *client, const char *name,
     fprintf(out, ",\"kind\":\"%s\",\"locked\":%s,\"ttl_ms\":%lld",
             st->kind, st->locked ? "true" : "false", (long long)st->ttl_ms);
     fputs(",\"holders\":[", out);
-    print_holders(out, client, st);
+    print_holders(out, client, name, st);
     /* "waiters" lists whoever the server keeps a line of, whatever the
      * kind, for scripts that need not know the kinds apart. */
     fputs("],\"waiters\":[", out);
@@ -323,7 +331,7 @@ static void print_status(hilock_client *client, const char *name,
     if (strcmp(st->kind, "fair") == 0)
         print_queue(out, client, st);
     else if (strcmp(st->kind, "read-write") == 0)
-        print_read_write(out, client, st);
+        print_read_write(out, client, name, st);
 }
 
 /* ,"replication":{...} (see cli_replication_json) where replication is
@@ -377,7 +385,7 @@ int cli_status_reentrant(hilock_client *client, const char *name, FILE *out,
         *locked = st->locked;
         fprintf(out, "\"locked\":%s,\"ttl_ms\":%lld,\"holders\":[",
                 st->locked ? "true" : "false", (long long)st->ttl_ms);
-        print_holders(out, client, st);
+        print_holders(out, client, name, st);
         putc(']', out);
     }
     hilock_lock_status_free(st);

@@ -101,6 +101,9 @@ static size_t seen_of(top_view *v, const cli_name *e)
  * or was free. */
 static void observe(top_seen *s, const cli_name_info *in, long long now)
 {
+    /* The holder's client lists when the hold began: exact, whenever the
+     * view first looked. */
+    bool recorded = in->held_ms >= 0;
     char holder[sizeof s->holder] = "";
     const hilock_lock_status *st = in->st;
     if (st != NULL && st->holders_len > 0)
@@ -109,13 +112,18 @@ static void observe(top_seen *s, const cli_name_info *in, long long now)
     bool first_look = s->since < 0;
     s->changes = 0;
     s->present = true;
-    if (!first_look && strcmp(holder, s->holder) == 0)
-        return;
-    if (!first_look && holder[0] != '\0')
+    bool same = !first_look && strcmp(holder, s->holder) == 0;
+    if (!same && !first_look && holder[0] != '\0')
         s->changes = 1;
-    s->at_first_look = first_look && holder[0] != '\0';
-    snprintf(s->holder, sizeof s->holder, "%s", holder);
-    s->since = now;
+    if (!same) {
+        s->at_first_look = first_look && holder[0] != '\0';
+        snprintf(s->holder, sizeof s->holder, "%s", holder);
+        s->since = now;
+    }
+    if (recorded) {
+        s->since = now - in->held_ms;
+        s->at_first_look = false;
+    }
 }
 
 /* Forget the names no longer listed, so that a long watch of names that
@@ -160,22 +168,6 @@ static int by_sort(const void *a, const void *b)
     return strcmp(x->name->name, y->name->name);
 }
 
-/* "1h02m", "3m07s", "12.4s", "850ms". */
-static void format_span(long long ms, char *out, size_t cap)
-{
-    if (ms < 0)
-        snprintf(out, cap, "-");
-    else if (ms < 1000)
-        snprintf(out, cap, "%lldms", ms);
-    else if (ms < 60000)
-        snprintf(out, cap, "%lld.%llds", ms / 1000, ms % 1000 / 100);
-    else if (ms < 3600000)
-        snprintf(out, cap, "%lldm%02llds", ms / 60000, ms % 60000 / 1000);
-    else
-        snprintf(out, cap, "%lldh%02lldm", ms / 3600000,
-                 ms % 3600000 / 60000);
-}
-
 /* The first holder as an operator knows it: program[pid]@host and the
  * description from its card, or "(no card)" and the owner itself (a
  * Redisson client's, or one gone), the mark first so that the column's
@@ -216,7 +208,7 @@ static void print_rows(hilock_client *c, top_view *v, top_row *rows,
         char holder[160], held[24], held_col[26], lost_col[24], rate[24];
         long long lost;
         holder_of(c, r, holder, sizeof holder, &lost);
-        format_span(held_ms(r, now), held, sizeof held);
+        cli_format_span(held_ms(r, now), held, sizeof held);
         snprintf(held_col, sizeof held_col, "%s%s",
                  r->seen && r->seen->at_first_look ? ">" : "", held);
         if (lost >= 0)

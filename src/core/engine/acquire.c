@@ -13,6 +13,7 @@
 #include "core/engine/kept_grants.h"
 #include "core/engine/ride.h"
 #include "core/config/option_values.h"
+#include "core/runtime/presence.h"
 
 static void attempt(hl_acquire_op *op);
 static void send_attempt(hl_acquire_op *op);
@@ -298,6 +299,10 @@ static int grant(hl_acquire_op *op, const hl_acquire_result *res,
         int64_t wt = lock->client->opts->waiter_timeout_ms;
         int64_t wd = hl_lease_engine_watchdog_ms(hl_client_leases(lock->client));
         hl_lease_cap(&h->lease_mem, op->attempt_sent, wt < wd ? wt : wd);
+    }
+    if (h->count == 0) {
+        h->since = op->attempt_sent;
+        hl_presence_hold_started(lock->client);
     }
     h->count = res->count;
     if (res->token != 0)

@@ -97,6 +97,8 @@ static const hl_client_part handles_part = {
     .close = hl_locks_client_closed,
     .master_changed = hl_unacked_master_changed};
 
+static void each_hold(hilock_client *c, hl_hold_visit *visit, void *ctx);
+
 int hl_lock_create(hilock_lock **out, hilock_client *client,
                    const hl_kind *kind, const char *name, size_t name_len)
 {
@@ -157,6 +159,7 @@ int hl_lock_create(hilock_lock **out, hilock_client *client,
         if (client->locks)
             client->locks->prev_in_client = lock;
         client->locks = lock;
+        client->each_hold = each_hold;
     }
     pthread_mutex_unlock(&client->lock);
     if (closed) {
@@ -251,6 +254,19 @@ size_t hl_owner_field(const hilock_lock *lock, uint64_t owner, char *buf,
                hl_u64_dec(buf + HILOCK_CLIENT_ID_LEN + 1, owner);
     buf[n] = '\0';
     return n;
+}
+
+/* The card's list of holds (presence.c): every hold counted held and not
+ * lost, of every handle of c.  On the loop thread, where holds change;
+ * the client's mutex keeps the list of handles still. */
+static void each_hold(hilock_client *c, hl_hold_visit *visit, void *ctx)
+{
+    pthread_mutex_lock(&c->lock);
+    for (hilock_lock *l = c->locks; l != NULL; l = l->next_in_client)
+        for (hl_hold *h = l->holds; h != NULL; h = h->next)
+            if (h->count > 0 && !h->lost && !h->dropped)
+                visit(ctx, l->name, l->name_len, h->owner, h->since);
+    pthread_mutex_unlock(&c->lock);
 }
 
 /* Holds are a short list: a lock has one holder at a time, plus owners

@@ -253,6 +253,7 @@ struct hl_hold {
     uint64_t owner;
     int64_t count;       /* holds the client knows of */
     uint64_t token;
+    hl_monotime since;   /* when the client first counted it held */
     int32_t lease_ms;    /* of the hold's lease: 0 for the watchdog */
     int32_t releases_in_flight;
     bool lost;

@@ -36,6 +36,11 @@ typedef struct hl_engine_counts {
     uint64_t hold_sum_us;
 } hl_engine_counts;
 
+/* A hold of one of the client's handles: the lock's name, the owner, and
+ * when the hold began (µs on the monotonic clock). */
+typedef void hl_hold_visit(void *ctx, const char *name, size_t name_len,
+                           uint64_t owner, int64_t since);
+
 struct hilock_client {
     hilock_options *opts;
     struct ev_loop *loop;
@@ -109,6 +114,10 @@ struct hilock_client {
     struct hilock_lock *unacked_locks;
     unsigned master_changes;
     struct hl_presence *presence; /* its card on the server, loop thread */
+    /* Visits every hold the client's handles have (owner, and since when
+     * on the monotonic clock), for the card's list of holds; set by the
+     * engine with the first handle.  Loop thread. */
+    void (*each_hold)(hilock_client *c, hl_hold_visit *visit, void *ctx);
     char id[HILOCK_CLIENT_ID_LEN + 1];
     atomic_bool connected;
     hl_connect_hook_fn *connect_hook;

@@ -6,6 +6,12 @@
  *                                 hilock_stats, stats_wire.h); it expires
  *                                 HL_CARD_TTL_MS after it was last
  *                                 written
+ *   hilock_holds:{<client id>}    hash: "<owner id>:<lock name>" -> how
+ *                                 long that hold had been held, in ms,
+ *                                 when the list was written; the oldest
+ *                                 HL_HOLDS_MAX holds of the client's
+ *                                 handles, rewritten with the card and
+ *                                 expiring as it does
  *
  * Every hold's field and every place in a line starts with the client's
  * id, so a holder's card is one read away, for any kind, without a byte
@@ -13,7 +19,12 @@
  * the command connection for its key comes up (on a cluster, the one to
  * the master of its slot) and again every HL_CARD_EVERY_MS, with plain
  * commands: no script and no WAIT; and HL_CARD_SOON_MS after a lease was
- * lost, so that an operator's view counts the loss at once.  A refusal
+ * lost, so that an operator's view counts the loss at once.  The list of
+ * holds goes with it, and HL_CARD_SOON_MS after a hold begins: a hold
+ * younger than that may not be listed yet, which costs the acquire
+ * nothing.  A hold's age plus the time since the writing, which the
+ * list's expiry tells, is how long it has been held: no clock but the
+ * client's monotonic one and the server's expiry plays a part.  A refusal
  * (an ACL that does not cover the key, a read-only replica) leaves the
  * card out and nothing else; a
  * Redisson client writes none, so a holder without a card is another
@@ -29,6 +40,7 @@
 
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
+#include "core/base/monotime.h"
 #include "core/config/option_values.h"
 #include "core/loop/io.h"
 #include "core/runtime/client_state.h"
@@ -41,6 +53,8 @@
 #define HL_CARD_TTL_MS 60000
 #define HL_CARD_EVERY_MS 5000
 #define HL_CARD_SOON_MS 250
+#define HL_HOLDS_PREFIX "hilock_holds:{"
+#define HL_HOLDS_MAX 1000
 /* Room for the key: the prefix, the id and the closing brace. */
 #define HL_CARD_KEY_MAX (sizeof HL_CARD_PREFIX + HILOCK_CLIENT_ID_LEN + 1)
 
@@ -49,20 +63,136 @@ struct hl_presence {
     hl_timer timer;
     char key[HL_CARD_KEY_MAX];
     size_t key_len;
+    char holds_key[sizeof HL_HOLDS_PREFIX + HILOCK_CLIENT_ID_LEN + 1];
+    size_t holds_key_len;
+    size_t listed; /* holds in the list last written */
     char host[256];
     char pid[24];
     char program[64];
     bool soon; /* the timer is armed for HL_CARD_SOON_MS */
 };
 
-static size_t card_key(const char *id, size_t id_len, char *out)
+static size_t id_key(const char *prefix, const char *id, size_t id_len,
+                     char *out)
 {
-    size_t n = sizeof HL_CARD_PREFIX - 1;
-    memcpy(out, HL_CARD_PREFIX, n);
+    size_t n = strlen(prefix);
+    memcpy(out, prefix, n);
     memcpy(out + n, id, id_len);
     out[n + id_len] = '}';
     out[n + id_len + 1] = '\0';
     return n + id_len + 1;
+}
+
+static size_t card_key(const char *id, size_t id_len, char *out)
+{
+    return id_key(HL_CARD_PREFIX, id, id_len, out);
+}
+
+/* ---- the list of holds --------------------------------------------------- */
+
+typedef struct listed_hold {
+    const char *name;
+    size_t name_len;
+    uint64_t owner;
+    int64_t since;
+} listed_hold;
+
+typedef struct held_list {
+    listed_hold *at;
+    size_t len, cap;
+    bool short_of_memory;
+} held_list;
+
+static void collect(void *ctx, const char *name, size_t name_len,
+                    uint64_t owner, int64_t since)
+{
+    held_list *l = ctx;
+    if (l->len == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        listed_hold *at = hl_realloc(l->at, cap * sizeof *at);
+        if (at == NULL) {
+            l->short_of_memory = true;
+            return;
+        }
+        l->at = at;
+        l->cap = cap;
+    }
+    l->at[l->len++] = (listed_hold){name, name_len, owner, since};
+}
+
+static int oldest_first(const void *a, const void *b)
+{
+    int64_t x = ((const listed_hold *)a)->since;
+    int64_t y = ((const listed_hold *)b)->since;
+    return x < y ? -1 : x > y;
+}
+
+/* The names point into the handles, which the loop thread keeps until it
+ * returns: the fields are made and sent before. */
+static void write_holds(hl_presence *p, hl_conn *conn)
+{
+    hilock_client *c = p->client;
+    if (c->each_hold == NULL)
+        return; /* no handle ever made: nothing to list */
+    held_list l = {0};
+    c->each_hold(c, collect, &l);
+    if (l.short_of_memory || (l.len == 0 && p->listed == 0)) {
+        hl_free(l.at);
+        return;
+    }
+    size_t n = l.len < HL_HOLDS_MAX ? l.len : HL_HOLDS_MAX;
+    qsort(l.at, l.len, sizeof *l.at, oldest_first);
+    int argc = 2 + 2 * (int)n; /* HSET, the key, then the pairs */
+    const char **argv = hl_calloc((size_t)argc, sizeof *argv);
+    size_t *lens = hl_calloc((size_t)argc, sizeof *lens);
+    char *text = NULL;
+    size_t need = 0;
+    for (size_t i = 0; i < n; i++)
+        need += 21 + 1 + l.at[i].name_len + 21;
+    text = hl_malloc(need + 1);
+    if (argv == NULL || lens == NULL || text == NULL)
+        goto done;
+    argv[0] = "HSET";
+    lens[0] = 4;
+    argv[1] = p->holds_key;
+    lens[1] = p->holds_key_len;
+    hl_monotime now = hl_monotime_now();
+    char *at = text;
+    for (size_t i = 0; i < n; i++) {
+        const listed_hold *h = &l.at[i];
+        int len = snprintf(at, 22, "%" PRIu64 ":", h->owner);
+        memcpy(at + len, h->name, h->name_len);
+        argv[2 + 2 * i] = at;
+        lens[2 + 2 * i] = (size_t)len + h->name_len;
+        at += (size_t)len + h->name_len;
+        int64_t age_ms = hl_sat_sub(now, h->since) / 1000;
+        len = snprintf(at, 21, "%" PRId64, age_ms < 0 ? 0 : age_ms);
+        argv[3 + 2 * i] = at;
+        lens[3 + 2 * i] = (size_t)len;
+        at += len;
+    }
+    char ttl[24];
+    snprintf(ttl, sizeof ttl, "%d", HL_CARD_TTL_MS);
+    const char *del[] = {"DEL", p->holds_key};
+    const char *expire[] = {"PEXPIRE", p->holds_key, ttl};
+    size_t del_lens[] = {3, p->holds_key_len};
+    size_t expire_lens[] = {7, p->holds_key_len, strlen(ttl)};
+    /* Plain commands, written back to back: a reader sees the list
+     * before or after, as Redis runs one connection's commands in order
+     * but may interleave another's read between them (an empty list for
+     * a moment, which reads as a hold not yet listed).  Not sent: the
+     * next round writes it. */
+    if (hl_conn_command(conn, 2, del, del_lens, NULL, NULL) == HILOCK_OK &&
+        (n == 0 ||
+         (hl_conn_command(conn, argc, argv, lens, NULL, NULL) == HILOCK_OK &&
+          hl_conn_command(conn, 3, expire, expire_lens, NULL, NULL) ==
+              HILOCK_OK)))
+        p->listed = n;
+done:
+    hl_free(text);
+    hl_free(lens);
+    hl_free(argv);
+    hl_free(l.at);
 }
 
 static void write_card(hl_presence *p, hl_conn *conn)
@@ -90,6 +220,7 @@ static void write_card(hl_presence *p, hl_conn *conn)
     /* Not sent: the next round, or the next connection, writes it. */
     if (hl_conn_command(conn, 14, set, set_lens, NULL, NULL) == HILOCK_OK)
         (void)hl_conn_command(conn, 3, expire, expire_lens, NULL, NULL);
+    write_holds(p, conn);
 }
 
 static void on_timer(hl_timer *t)
@@ -102,15 +233,25 @@ static void on_timer(hl_timer *t)
     hl_timer_arm(&p->timer, HL_MS(HL_CARD_EVERY_MS));
 }
 
-void hl_presence_lease_lost(hilock_client *c)
+/* A burst of news is one writing; a card not made yet is written with
+ * it when its connection comes up. */
+static void write_soon(hilock_client *c)
 {
     hl_presence *p = c->presence;
-    /* A burst of losses is one write; a card not made yet is written
-     * with the count when its connection comes up. */
     if (p == NULL || p->soon)
         return;
     p->soon = true;
     hl_timer_arm(&p->timer, HL_MS(HL_CARD_SOON_MS));
+}
+
+void hl_presence_lease_lost(hilock_client *c)
+{
+    write_soon(c);
+}
+
+void hl_presence_hold_started(hilock_client *c)
+{
+    write_soon(c);
 }
 
 static void presence_close(hilock_client *c)
@@ -146,6 +287,8 @@ static hl_presence *presence_create(hilock_client *c)
     }
     p->client = c;
     p->key_len = card_key(c->id, HILOCK_CLIENT_ID_LEN, p->key);
+    p->holds_key_len = id_key(HL_HOLDS_PREFIX, c->id, HILOCK_CLIENT_ID_LEN,
+                              p->holds_key);
     if (gethostname(p->host, sizeof p->host) != 0)
         p->host[0] = '\0';
     p->host[sizeof p->host - 1] = '\0';
@@ -300,4 +443,106 @@ int hilock_client_card_get(hilock_client *client, const char *client_id,
 void hilock_client_card_free(hilock_client_card *card)
 {
     hl_free(card);
+}
+
+/* KEYS: a client's list of holds.  ARGV: a field.  Replies false when
+ * the hold is not listed, else {its age at the writing, the list's pttl,
+ * the server's TIME}. */
+static const char since_lua[] =
+    "local age = redis.call('hget', KEYS[1], ARGV[1])\n"
+    "if not age then return false end\n"
+    "return {age, redis.call('pttl', KEYS[1]), redis.call('time')}\n";
+
+/* A decimal from a reply's string or integer; false for anything else. */
+static bool reply_ll(const hilock_reply *r, long long *out)
+{
+    if (r->type == HILOCK_REPLY_INTEGER) {
+        *out = r->integer;
+        return true;
+    }
+    if (r->type != HILOCK_REPLY_STRING)
+        return false;
+    char *end = NULL;
+    errno = 0;
+    *out = strtoll(r->str, &end, 10);
+    return errno == 0 && end != r->str && *end == '\0';
+}
+
+/* held and the server's now, in ms, from since_lua's answer. */
+static bool since_from(const hilock_reply *r, int64_t *held, int64_t *now)
+{
+    long long age, pttl, s, us;
+    if (r->type != HILOCK_REPLY_ARRAY || r->elements != 3 ||
+        r->element[2]->type != HILOCK_REPLY_ARRAY ||
+        r->element[2]->elements != 2 || !reply_ll(r->element[0], &age) ||
+        !reply_ll(r->element[1], &pttl) ||
+        !reply_ll(r->element[2]->element[0], &s) ||
+        !reply_ll(r->element[2]->element[1], &us) || age < 0 || s < 0 ||
+        us < 0 || s > INT64_MAX / 2000)
+        return false;
+    /* The time since the writing, from the expiry it set: none left or
+     * none set reads as a writing just now. */
+    long long since_write = pttl >= 0 && pttl < HL_CARD_TTL_MS
+                                ? HL_CARD_TTL_MS - pttl
+                                : 0;
+    *held = age > INT64_MAX - since_write ? INT64_MAX : age + since_write;
+    *now = s * 1000 + us / 1000;
+    return true;
+}
+
+int hilock_client_hold_since(hilock_client *client, const char *name,
+                             size_t name_len, const char *owner,
+                             size_t owner_len, int64_t *since_ms,
+                             int64_t *held_ms)
+{
+    if (since_ms != NULL)
+        *since_ms = -1;
+    if (held_ms != NULL)
+        *held_ms = -1;
+    if (client == NULL || name == NULL || owner == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    if (name_len == 0 || name_len > HILOCK_MAX_NAME_LEN)
+        return hl_fail(HILOCK_EINVAL, "a name has 1..%d bytes",
+                       HILOCK_MAX_NAME_LEN);
+    /* "<client id>:<owner id>", the owner id in decimal digits, perhaps
+     * with a suffix of the kind's (a read-write lock's). */
+    size_t digits = 0;
+    while (HILOCK_CLIENT_ID_LEN + 1 + digits < owner_len &&
+           owner[HILOCK_CLIENT_ID_LEN + 1 + digits] >= '0' &&
+           owner[HILOCK_CLIENT_ID_LEN + 1 + digits] <= '9')
+        digits++;
+    if (owner_len <= HILOCK_CLIENT_ID_LEN + 1 ||
+        owner[HILOCK_CLIENT_ID_LEN] != ':' || digits == 0 || digits > 20)
+        return hl_fail(HILOCK_ENOTFOUND,
+                       "the owner is not one of this library's clients");
+    char key[sizeof HL_HOLDS_PREFIX + HILOCK_CLIENT_ID_LEN + 1];
+    id_key(HL_HOLDS_PREFIX, owner, HILOCK_CLIENT_ID_LEN, key);
+    char *field = hl_malloc(digits + 1 + name_len);
+    if (field == NULL)
+        return hl_fail(HILOCK_ENOMEM, "out of memory");
+    memcpy(field, owner + HILOCK_CLIENT_ID_LEN + 1, digits);
+    field[digits] = ':';
+    memcpy(field + digits + 1, name, name_len);
+    const char *argv[] = {"EVAL", since_lua, "1", key, field};
+    size_t lens[] = {4, strlen(since_lua), 1, strlen(key),
+                     digits + 1 + name_len};
+    hilock_reply *reply = NULL;
+    int rc = hilock_client_command(client, 5, argv, lens, &reply);
+    hl_free(field);
+    int64_t held = 0, now = 0;
+    if (rc == HILOCK_OK && reply->type == HILOCK_REPLY_NIL)
+        rc = hl_fail(HILOCK_ENOTFOUND,
+                     "no start listed for this hold: a holder of another "
+                     "library, a hold younger than its client's last "
+                     "listing, or a client gone");
+    else if (rc == HILOCK_OK && !since_from(reply, &held, &now))
+        rc = hl_fail(HILOCK_EPROTO, "a list of holds holds no ages");
+    else if (rc == HILOCK_OK) {
+        if (since_ms != NULL)
+            *since_ms = now - held;
+        if (held_ms != NULL)
+            *held_ms = held;
+    }
+    hilock_reply_free(reply);
+    return rc;
 }

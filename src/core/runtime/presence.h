@@ -21,4 +21,8 @@ void hl_presence_routed(hilock_client *c);
  * (leases_lost, for `hilock top`).  Loop thread. */
 void hl_presence_lease_lost(hilock_client *c);
 
+/* A hold of c began: the list of holds beside the card names it soon.
+ * Loop thread. */
+void hl_presence_hold_started(hilock_client *c);
+
 #endif
