@@ -32,6 +32,7 @@
 #include "hilock/hilock.h"
 #include "support/fixture.h"
 #include "support/processes.h"
+#include "support/redisson_peer.h"
 
 #ifndef HILOCK_TOOL_PATH
 #error "HILOCK_TOOL_PATH must name the hilock executable"
@@ -1766,6 +1767,47 @@ static void test_status_kinds(void **state)
 
 /* Two `hilock run --kind fair` wait behind the test's hold: status shows
  * them in line order, each with the time its place has left. */
+/* A Java holder, as Redisson's RFairLock takes it, beside a hilock
+ * process waiting in the same line: status shows the Java holder with no
+ * card and no start (Redisson lists none), and the waiter with its card;
+ * the Java release hands the lock on to the hilock process. */
+static void test_status_java_holder(void **state)
+{
+    fx *f = F(state);
+    len_probe probe = {f->server, "redisson_lock_queue:{fj}", 1};
+    char out[OUT_CAP], out_path[PATH_CAP], waiter[128], want[256];
+    hilock_client *c = client_for(f);
+    hl_rpeer java;
+
+    hl_rpeer_init(&java, c, "fj", "0b7d1f52-5c3e-4a47-9d3c-2f1e6a7b8c9d");
+    assert_int_equal(hl_rpeer_attempt(&java, 7, 30000), -1);
+    path_in(f, out_path, sizeof out_path, "fj.out");
+    pid_t pid = spawn_tool(f, out_path, "run", "--kind", "fair", "--wait",
+                           "20s", "fj", "--", "true", (char *)NULL);
+    if (!hl_wait_until(list_has_len, &probe, widen(10000)))
+        fail_msg("the hilock run never joined the Java holder's line");
+    list_entry(f, probe.key, 0, waiter, sizeof waiter);
+
+    status_of(f, "fj", out);
+    assert_has(out, "\"kind\":\"fair\",\"locked\":true");
+    assert_has(out, "\"holders\":[{\"owner\":"
+                    "\"0b7d1f52-5c3e-4a47-9d3c-2f1e6a7b8c9d:7\",\"count\":1,"
+                    "\"held_ms\":null,\"client\":null}]");
+    snprintf(want, sizeof want, "\"waiters\":[{\"owner\":\"%s\","
+             "\"client\":{\"host\":", waiter);
+    assert_has(out, want);
+    assert_has(out, "\"program\":\"hilock\"");
+
+    assert_int_equal(hl_rpeer_unlock(&java, 7, 30000), 1);
+    int rc = hl_wait_exit(pid, widen(10000));
+    if (rc != 0) {
+        hl_file_read(out_path, out, sizeof out);
+        fail_msg("the waiting run exited %d:\n%s", rc, out);
+    }
+    assert_free(f, "fj");
+    hilock_client_destroy(c);
+}
+
 static void test_status_fair_queue(void **state)
 {
     fx *f = F(state);
@@ -2354,6 +2396,8 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_status_kinds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_fair_queue, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_status_java_holder, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_unlock_force, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unlock_force_read_write, setup,
