@@ -298,6 +298,29 @@ static void test_a_replica_exits_unavailable(void **state)
     assert_int_equal(tool(out, "--redis", rurl, "unlock", "--force", "r",
                           (char *)NULL),
                      69);
+
+    /* The library says it with a code of its own, for a lock's script,
+     * a semaphore's and a raw write alike, and reads still work. */
+    hilock_client *c = hl_new_client(replica, NULL);
+    hilock_lock *l = hl_new_lock(c, "r");
+    assert_status(hilock_lock_try_acquire(l, 0, 1000), HILOCK_EREADONLY);
+    assert_non_null(strstr(hilock_last_error(), "replica"));
+    assert_non_null(strstr(hilock_last_error(), "READONLY"));
+    hilock_semaphore *s = NULL;
+    assert_status(hilock_semaphore_create(&s, c, "r-sem"), HILOCK_OK);
+    assert_status(hilock_semaphore_set(s, 1), HILOCK_EREADONLY);
+    const char *set[] = {"SET", "r-raw", "1"};
+    hilock_reply *r = NULL;
+    assert_status(hilock_client_command(c, 3, set, NULL, &r),
+                  HILOCK_EREADONLY);
+    hilock_reply_free(r);
+    bool locked = true;
+    assert_status(hilock_lock_is_locked(l, &locked), HILOCK_OK);
+    assert_false(locked);
+    assert_string_equal(hilock_errname(HILOCK_EREADONLY), "EREADONLY");
+    hilock_semaphore_destroy(s);
+    hl_free_lock(l);
+    hl_free_client(c);
     hl_redis_server_stop(replica);
 }
 

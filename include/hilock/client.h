@@ -239,7 +239,8 @@ HILOCK_API int hilock_client_is_tls(const hilock_client *client);
 HILOCK_API int hilock_client_is_connected(const hilock_client *client);
 
 /* Completion of an async command.  reply is NULL unless status is
- * HILOCK_OK, HILOCK_EREDIS or HILOCK_EPERM (then it is the error reply);
+ * HILOCK_OK, HILOCK_EREDIS, HILOCK_EPERM or HILOCK_EREADONLY (then it is
+ * the error reply);
  * ownership of the reply passes to the callback, which frees it with
  * hilock_reply_free(). */
 typedef void hilock_command_cb(hilock_client *client, int status,
@@ -259,7 +260,10 @@ typedef void hilock_command_cb(hilock_client *client, int status,
  * last.
  * The callback gets HILOCK_OK with the reply, HILOCK_EREDIS with an error
  * reply, HILOCK_EPERM with the error reply when the server's ACL refused
- * the command to the user (NOPERM), HILOCK_ETIMEDOUT after the command
+ * the command to the user (NOPERM), HILOCK_EREADONLY with the error reply
+ * when the server is a replica that refused a write (READONLY; a cluster
+ * or Sentinel client then asks where the master is now), HILOCK_ETIMEDOUT
+ * after the command
  * timeout, HILOCK_EIO if the connection was lost after the command was
  * written (it may or may not have run), HILOCK_ETOOBIG for a reply beyond
  * the bounds, or HILOCK_ECLOSED.  Commands not yet written survive a reconnect.
@@ -280,8 +284,8 @@ HILOCK_API int hilock_client_command_async(hilock_client *client, int argc,
 
 /* Send one command and wait for its reply (at most the command timeout,
  * plus the reconnect time of commands not yet written).
- * @param reply  receives the reply on HILOCK_OK, HILOCK_EREDIS and
- *               HILOCK_EPERM, else NULL;
+ * @param reply  receives the reply on HILOCK_OK, HILOCK_EREDIS,
+ *               HILOCK_EPERM and HILOCK_EREADONLY, else NULL;
  *               free it with hilock_reply_free().
  * Blocks the calling thread.  Not on the loop's thread, nor on any thread
  * running a loop of the library.  When the loop thread does not answer in

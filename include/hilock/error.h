@@ -45,7 +45,8 @@ extern "C" {
     X(EPERM, 21, "the server's ACL does not allow this command to the user") \
     X(ENOACK, 22, "too few replicas acknowledged the write")                \
     X(EINDOUBT, 23, "sent, but whether it took effect is unknown")          \
-    X(EUPGRADE, 24, "the owner's read hold would keep its write waiting")
+    X(EUPGRADE, 24, "the owner's read hold would keep its write waiting")  \
+    X(EREADONLY, 25, "the server is a replica, which takes no writes")
 
 typedef enum hilock_status {
 #define HILOCK_ERROR_ENUM_(name, num, msg) HILOCK_##name = num,

@@ -81,8 +81,9 @@ HILOCK_API const char *hilock_latch_name(const hilock_latch *latch,
  * another client (HILOCK_EDEADLK).  Connection errors: HILOCK_EIO,
  * HILOCK_ETIMEDOUT (a call that is one request was never sent),
  * HILOCK_EINDOUBT (it was sent, and its answer did not come in time: a
- * count down may have counted), HILOCK_ECLOSED, HILOCK_EPERM (the server's ACL does
- * not allow the user a command the call needs), HILOCK_EFULL (max_pending
+ * count down may have counted), HILOCK_ECLOSED, HILOCK_EPERM (the server's
+ * ACL does not allow the user a command the call needs), HILOCK_EREADONLY
+ * (the server is a replica), HILOCK_EFULL (max_pending
  * operations of the client are unfinished; nothing was started).  Under a
  * replica acknowledgement policy (hilock_options_set_replica_ack) every
  * call that writes (all but hilock_latch_count and hilock_latch_await)

@@ -97,7 +97,10 @@ HILOCK_API uint64_t hilock_thread_owner(void);
  * errors: HILOCK_EIO, HILOCK_ETIMEDOUT,
  * HILOCK_ECLOSED, HILOCK_EREDIS (the name holds another type of value),
  * HILOCK_EPERM (the server's ACL does not allow the user a command the
- * call needs, such as EVALSHA; the detail holds the server's words).
+ * call needs, such as EVALSHA; the detail holds the server's words),
+ * HILOCK_EREADONLY (the server is a replica, named by the URL or demoted
+ * by a failover; a cluster or Sentinel client asks where the master is
+ * now, and the call may be made again).
  * Each may also return HILOCK_EFULL at once, starting nothing, while the
  * client has max_pending operations unfinished
  * (hilock_options_set_max_pending).

@@ -196,11 +196,10 @@ void cli_replication_json(FILE *out, const cli_replication *r,
 const char *cli_ack_name(int ack);
 
 /* exits.c: the exit status for a library failure rc with its detail
- * (NULL: none); whether it is a replica refusing a write; and both with
- * the failure printed as "hilock: WHAT: error (detail)", plus a hint
- * where one helps (detail NULL: hilock_last_error()). */
+ * (NULL: none); and that with the failure printed as "hilock: WHAT:
+ * error (detail)", plus a hint where one helps (detail NULL:
+ * hilock_last_error()). */
 int cli_exit_status(int rc, const char *detail);
-bool cli_is_readonly(int rc, const char *detail);
 int cli_failed(const char *what, int rc, const char *detail);
 /* rc, after stdout is flushed; when it cannot be (a full disk, a closed
  * pipe), says so, and turns a success into CLI_EXIT_SOFTWARE: output a

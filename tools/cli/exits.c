@@ -6,13 +6,6 @@
 
 #include "cli.h"
 
-bool cli_is_readonly(int rc, const char *detail)
-{
-    /* A replica's refusal of a write, also from inside a script. */
-    return rc == HILOCK_EREDIS && detail != NULL &&
-           strstr(detail, "READONLY") != NULL;
-}
-
 /* A cluster's refusal of keys in different slots: only a name whose
  * braces hold no hash tag of its own ({}x) makes the keys of a lock so. */
 static bool is_crossslot(int rc, const char *detail)
@@ -23,7 +16,7 @@ static bool is_crossslot(int rc, const char *detail)
 
 int cli_exit_status(int rc, const char *detail)
 {
-    if (cli_is_readonly(rc, detail))
+    if (rc == HILOCK_EREADONLY)
         return CLI_EXIT_UNAVAILABLE;
     if (is_crossslot(rc, detail))
         return CLI_EXIT_USAGE;
@@ -64,7 +57,7 @@ int cli_failed(const char *what, int rc, const char *detail)
         detail = hilock_last_error();
     fprintf(stderr, "hilock: %s: %s (%s)\n", what, hilock_strerror(rc),
             detail);
-    if (cli_is_readonly(rc, detail))
+    if (rc == HILOCK_EREADONLY)
         fprintf(stderr, "hilock: the server is a replica, which takes no "
                         "writes: give the master's URL, or the group's "
                         "sentinels (redis-sentinel://)\n");

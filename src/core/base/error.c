@@ -61,6 +61,12 @@ int hl_redis_error_status(const char *text)
         return HILOCK_EPERM;
     if (strncmp(text, script_refusal, sizeof script_refusal - 1) == 0)
         return HILOCK_EPERM;
+    /* A replica's refusal of a write, first in the reply (Redis, also
+     * from inside a script) or after the script's own words. */
+    if (strncmp(text, "READONLY ", 9) == 0 ||
+        strstr(text, ": READONLY ") != NULL ||
+        strstr(text, " READONLY You can't write") != NULL)
+        return HILOCK_EREADONLY;
     return HILOCK_EREDIS;
 }
 

@@ -20,7 +20,9 @@ const char *hl_send_failure(int status);
 
 /* The status for a server's error reply with this text: HILOCK_EPERM
  * when its ACL refused the command (NOPERM, or the error a script gets
- * from a call the user may not make), else HILOCK_EREDIS. */
+ * from a call the user may not make), HILOCK_EREADONLY when the server
+ * is a replica (READONLY, also from inside a script), else
+ * HILOCK_EREDIS. */
 int hl_redis_error_status(const char *text);
 
 #endif

@@ -928,6 +928,14 @@ void hl_client_read_counters(hilock_client *c, hilock_client_stats *out)
     out->subscribes_refused = c->subscribes_refused;
 }
 
+void hl_client_replica_answered(hilock_client *c)
+{
+    if (c->cluster)
+        hl_cluster_refresh_soon(c->cluster);
+    if (c->sentinel && !c->moving)
+        hl_sentinel_ask(c->sentinel);
+}
+
 int hilock_client_set_loop_thread(hilock_client *c)
 {
     if (c == NULL)

@@ -187,6 +187,11 @@ hl_pubsub *hl_client_pubsub_for(hilock_client *client, const char *channel,
 
 /* Wrap every call of user code on the loop thread, so a destroy made
  * inside it waits until it returns. */
+/* A server answered READONLY: a replica, named by the URL or demoted by
+ * a failover.  A cluster or Sentinel client asks where the master is
+ * now, as for a connection lost; a client of one server has nowhere else
+ * to go.  Loop thread. */
+void hl_client_replica_answered(hilock_client *client);
 void hl_client_enter_callback(hilock_client *client);
 void hl_client_leave_callback(hilock_client *client);
 

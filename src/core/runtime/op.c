@@ -325,6 +325,16 @@ void hl_op_finish(hl_op *op, int status, int64_t value, hilock_reply *reply,
     if (status == HILOCK_EREDIS)
         status = hl_redis_error_status(reply && reply->str ? reply->str
                                                            : detail);
+    char replica[sizeof op->detail];
+    if (status == HILOCK_EREADONLY) {
+        snprintf(replica, sizeof replica,
+                 "the server is a replica (a URL naming one, or a master "
+                 "a failover demoted), which takes no writes: %s",
+                 reply && reply->str ? reply->str : detail ? detail : "");
+        detail = replica;
+        if (hl_client_in_loop(op->home))
+            hl_client_replica_answered(op->home);
+    }
     unlink_live(op);
     give_back_place(op->home, op);
     op->status = status;
