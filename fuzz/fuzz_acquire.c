@@ -13,7 +13,7 @@
  *
  * The semaphores' attempts reply otherwise: {1, free permits}, the count
  * an integer or its text; {0, ms, how} refused, how the line's flags 0 to
- * 3; {2} voided; any of them possibly as {reply, refusal} when a PUBLISH
+ * 7 (4: nothing at the name, a semaphore never set); {2} voided; any of them possibly as {reply, refusal} when a PUBLISH
  * was refused.  Both semaphore kinds read a reply alike. */
 /* fuzz-max-len: 512 */
 #include <ev.h>
@@ -61,10 +61,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     FUZZ_CHECK(hilock_semaphore_create(&sem, client, "s") == HILOCK_OK,
                "cannot make a semaphore: %s", hilock_last_error());
     sem_kinds[0] = sem->lock->kind;
-    FUZZ_CHECK(hilock_permit_semaphore_create(&sem, client, "s") ==
+    hilock_permit_semaphore *permits = NULL;
+    FUZZ_CHECK(hilock_permit_semaphore_create(&permits, client, "s") ==
                    HILOCK_OK,
                "cannot make a semaphore: %s", hilock_last_error());
-    sem_kinds[1] = sem->lock->kind;
+    sem_kinds[1] = hilock_permit_semaphore_base(permits)->lock->kind;
     return 0;
 }
 
@@ -199,7 +200,7 @@ static void check_semaphore_reading(const hilock_reply *reply,
     bool held = array && what == 0 && r->elements == 3 &&
                 count_at(r->element[1], &v) &&
                 r->element[2]->type == HILOCK_REPLY_INTEGER &&
-                (how = r->element[2]->integer) >= 0 && how <= 3;
+                (how = r->element[2]->integer) >= 0 && how <= 7;
     bool voided = array && what == 2 && r->elements == 1;
     switch (res->outcome) {
     case HL_ACQ_ACQUIRED:
@@ -209,7 +210,8 @@ static void check_semaphore_reading(const hilock_reply *reply,
     case HL_ACQ_HELD:
         FUZZ_CHECK(held && res->ttl_ms == v &&
                        res->first_in_line == ((how & 1) != 0) &&
-                       res->promised == ((how & 2) != 0),
+                       res->promised == ((how & 2) != 0) &&
+                       res->unset == ((how & 4) != 0),
                    "a semaphore refusal not as the reply says");
         break;
     case HL_ACQ_VOID:
