@@ -116,7 +116,8 @@ struct hilock_client {
     struct hl_presence *presence; /* its card on the server, loop thread */
     /* Visits every hold the client's handles have (owner, and since when
      * on the monotonic clock), for the card's list of holds; set by the
-     * engine with the first handle.  Loop thread. */
+     * engine with the first handle, under lock; called on the loop
+     * thread. */
     void (*each_hold)(hilock_client *c, hl_hold_visit *visit, void *ctx);
     char id[HILOCK_CLIENT_ID_LEN + 1];
     atomic_bool connected;

@@ -32,6 +32,7 @@
  * but for hilock_client_card_get. */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -132,10 +133,15 @@ static int oldest_first(const void *a, const void *b)
 static void write_holds(hl_presence *p, hl_conn *conn)
 {
     hilock_client *c = p->client;
-    if (c->each_hold == NULL)
+    /* Set under the client's mutex by the first handle, on any thread. */
+    pthread_mutex_lock(&c->lock);
+    void (*each_hold)(hilock_client *, hl_hold_visit *, void *) =
+        c->each_hold;
+    pthread_mutex_unlock(&c->lock);
+    if (each_hold == NULL)
         return; /* no handle ever made: nothing to list */
     held_list l = {0};
-    c->each_hold(c, collect, &l);
+    each_hold(c, collect, &l);
     if (l.short_of_memory || (l.len == 0 && p->listed == 0)) {
         hl_free(l.at);
         return;
