@@ -147,7 +147,8 @@ static void write_holds(hl_presence *p, hl_conn *conn)
         return;
     }
     size_t n = l.len < HL_HOLDS_MAX ? l.len : HL_HOLDS_MAX;
-    qsort(l.at, l.len, sizeof *l.at, oldest_first);
+    if (l.len > 0) /* an empty list has no array to sort */
+        qsort(l.at, l.len, sizeof *l.at, oldest_first);
     int argc = 2 + 2 * (int)n; /* HSET, the key, then the pairs */
     const char **argv = hl_calloc((size_t)argc, sizeof *argv);
     size_t *lens = hl_calloc((size_t)argc, sizeof *lens);
