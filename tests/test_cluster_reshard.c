@@ -789,12 +789,61 @@ static void test_scripts_on_the_importing_node(void **state)
     assert_int_equal(hl_redis_cluster_wait_ok(cluster, 30000), 0);
 }
 
+/* A release that waits out a slot's move (refused with TRYAGAIN until
+ * the slot is the importing node's, as above) for longer than the
+ * watchdog's lease: the watchdog keeps renewing the hold meanwhile, so
+ * the release finds it and frees it, and no loss is reported.  Left
+ * unrenewed, the key would run out under the waiting release, which
+ * would then answer ELEASELOST for a loss nothing caused. */
+static void test_release_outlasting_a_lease(void **state)
+{
+    (void)state;
+    hl_redis_server *src = master(2), *dst = master(0);
+    char tag[16], name[32], src_id[64], dst_id[64];
+    int slot = tag_on(src, "out", -1, tag, sizeof tag);
+    snprintf(name, sizeof name, "{%s}:lock", tag);
+    node_id(src, src_id, sizeof src_id);
+    node_id(dst, dst_id, sizeof dst_id);
+    hilock_client *c = client_at(hl_redis_cluster_url(cluster), 1500, 20000);
+    hilock_lock *l = NULL;
+    assert_int_equal(hilock_lock_create(&l, c, name), HILOCK_OK);
+    atomic_store(&lost, 0);
+    assert_int_equal(hilock_lock_set_lost_callback(l, on_lost, NULL),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(l, 0, HILOCK_LEASE_WATCHDOG),
+                     HILOCK_OK);
+
+    open_migration(slot, src, src_id, dst, dst_id);
+    assert_true(migrate_keys(src, dst, slot, 8, NULL, NULL) >= 1);
+    released r = {.status = -1};
+    assert_int_equal(hilock_lock_release_async(l, hilock_thread_owner(),
+                                               on_released, &r),
+                     HILOCK_OK);
+    /* Four renewals, a third of the lease apart: the lease the hold had
+     * when the release left has run out well before the last. */
+    renewals more = {.client = c, .want = renewed(c) + 4};
+    bool kept = hl_wait_until(renewed_enough, &more, hl_widen(10000));
+    bool early = atomic_load(&r.done);
+    hl_fx_assign_slot(cluster, slot, dst);
+    assert_true(hl_wait_flag(&r.done, hl_widen(20000)));
+    if (r.status != HILOCK_OK)
+        fail_msg("release: %s", hilock_errname(r.status));
+    assert_true(kept);
+    assert_false(early);
+    assert_int_equal(exists_on(dst, name), 0);
+    assert_int_equal(atomic_load(&lost), 0);
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+    assert_int_equal(hl_redis_cluster_wait_ok(cluster, 30000), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_script_on_keys_split_between_nodes),
         cmocka_unit_test(test_release_on_the_importing_node),
         cmocka_unit_test(test_scripts_on_the_importing_node),
+        cmocka_unit_test(test_release_outlasting_a_lease),
         cmocka_unit_test(test_reshard_under_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -231,10 +231,15 @@ static void on_renew_reply(void *data, int status, hilock_reply *reply)
             lease_free_if_unused(l);
             continue;
         }
-        if (!ok || l->releasing)
-            continue; /* the deadline decides, or the release does */
+        if (!ok)
+            continue; /* the deadline decides */
         const hilock_reply *r = reply->element[i];
-        if (r->type == HILOCK_REPLY_INTEGER && r->integer == 1) {
+        bool held = r->type == HILOCK_REPLY_INTEGER && r->integer == 1;
+        /* A release in flight may have freed the key already: only its
+         * own answer says whether the lease was lost. */
+        if (!held && l->releasing)
+            continue;
+        if (held) {
             if (b->verify)
                 continue; /* checked: it keeps its deadline */
             if (!acked)
@@ -310,7 +315,11 @@ static void send_to(hl_lease_engine *e, renew_batch *b, hl_conn *conn)
 static bool renews_now(const hl_lease_engine *e, const hl_lease *l,
                        hl_monotime now)
 {
-    if (!l->watchdog || l->releasing)
+    /* A lease being released is renewed too: a release can wait for
+     * seconds (a slot in migration refuses it until the move ends), and
+     * the hold must last until it runs, or it frees nothing and the
+     * holder hears of a loss it did not cause. */
+    if (!l->watchdog)
         return false;
     /* Held long enough: let it run out. */
     return e->max_hold_ms <= 0 ||
