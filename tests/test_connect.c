@@ -331,6 +331,33 @@ static void test_tls_connect(void **state)
     destroy(c);
 }
 
+/* Valkey's spellings of the schemes reach the same servers, plain and
+ * TLS. */
+static void test_valkey_scheme(void **state)
+{
+    char url[256];
+    snprintf(url, sizeof url, "valkey://127.0.0.1:%d",
+             hl_redis_server_port(*state));
+    hilock_client *plain = connect_url(url);
+    assert_int_equal(hilock_client_is_tls(plain), 0);
+    assert_pong(plain);
+    destroy(plain);
+}
+
+static void test_valkeys_scheme(void **state)
+{
+    const hl_tls_files *t = hl_fixture_tls_files();
+    char url[4096];
+    tls_url(url, sizeof url, "localhost", hl_redis_server_port(*state),
+            t->ca_cert, true, NULL);
+    char vk[4200];
+    snprintf(vk, sizeof vk, "valkeys://%s", url + strlen("rediss://"));
+    hilock_client *tls = connect_url(vk);
+    assert_pong(tls);
+    assert_int_equal(hilock_client_is_tls(tls), 1);
+    destroy(tls);
+}
+
 /* The same TLS set-up through the setters instead of a URL. */
 static void test_tls_connect_setters(void **state)
 {
@@ -1174,6 +1201,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_plain_connect, setup_plain,
                                         teardown_server),
         cmocka_unit_test_setup_teardown(test_tls_connect, setup_tls,
+                                        teardown_server),
+        cmocka_unit_test_setup_teardown(test_valkey_scheme, setup_plain,
+                                        teardown_server),
+        cmocka_unit_test_setup_teardown(test_valkeys_scheme, setup_tls,
                                         teardown_server),
         cmocka_unit_test_setup_teardown(test_tls_connect_setters, setup_tls,
                                         teardown_server),

@@ -136,6 +136,23 @@ static void test_finds_the_master(void **state)
     hilock_client_destroy(c);
 }
 
+/* valkey-sentinel:// names the same sentinels as redis-sentinel://. */
+static void test_valkey_sentinel_scheme(void **state)
+{
+    (void)state;
+    const char *url = hl_redis_replicated_sentinel_url(group);
+    const char *rest = strstr(url, "://");
+    assert_non_null(rest);
+    char vk[1024];
+    snprintf(vk, sizeof vk, "valkey-sentinel%s", rest);
+    hilock_client *c = NULL;
+    assert_int_equal(connect_url(&c, vk, 0), HILOCK_OK);
+    set_key(c, "valkey-sentinel-k", "found");
+    assert_true(node_has(hl_redis_replicated_master(group),
+                         "valkey-sentinel-k", "found"));
+    hilock_client_destroy(c);
+}
+
 /* The sentinels answer, and none knows the name: a configuration error,
  * said as such, with the name. */
 static void test_unknown_master_name(void **state)
@@ -462,6 +479,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_finds_the_master),
+        cmocka_unit_test(test_valkey_sentinel_scheme),
         cmocka_unit_test(test_unknown_master_name),
         cmocka_unit_test(test_every_sentinel_down),
         cmocka_unit_test(test_sentinel_names_a_replica),

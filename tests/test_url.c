@@ -1264,6 +1264,55 @@ static void test_sentinel_urls(void **state)
     hilock_options_free(o);
 }
 
+/* Valkey's schemes are the same four: TLS and Sentinel as their redis
+ * forms say, case aside. */
+static void test_valkey_schemes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *url;
+        int tls;
+        bool sentinel;
+    } cases[] = {
+        {"valkey://h:7000/2", 0, false},
+        {"valkeys://h:7000/2", 1, false},
+        {"VALKEY://h:7000/2", 0, false},
+        {"valkey-sentinel://h:7000/2#m", 0, true},
+        {"valkeys-sentinel://h:7000/2#m", 1, true},
+        {"ValKeyS-Sentinel://h:7000/2#m", 1, true},
+    };
+    hilock_options *o = make_defaults();
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        assert_int_equal(hilock_options_set_url(o, cases[i].url), HILOCK_OK);
+        assert_string_equal(o->host, "h");
+        assert_int_equal(o->port, 7000);
+        assert_int_equal(o->db, 2);
+        assert_int_equal(o->tls, cases[i].tls);
+        if (cases[i].sentinel)
+            assert_string_equal(hilock_options_sentinel_master(o), "m");
+        else
+            assert_null(hilock_options_sentinel_master(o));
+    }
+    /* The sentinel forms default to the sentinel port, the others not. */
+    assert_int_equal(hilock_options_set_url(o, "valkey-sentinel://h#m"),
+                     HILOCK_OK);
+    assert_int_equal(o->port, HILOCK_DEFAULT_SENTINEL_PORT);
+    assert_int_equal(hilock_options_set_url(o, "valkeys://h"), HILOCK_OK);
+    assert_int_equal(o->port, HILOCK_DEFAULT_PORT);
+    /* A TLS setting needs a TLS scheme, whichever spelling. */
+    assert_int_equal(hilock_options_set_url(o, "valkey://h?verify=no"),
+                     HILOCK_EINVAL);
+    assert_non_null(strstr(hilock_last_error(), "valkeys://"));
+    assert_int_equal(hilock_options_set_url(o, "valkeys://h?verify=no"),
+                     HILOCK_OK);
+    assert_int_equal(o->tls_verify, 0);
+    const char *bad[] = {"valkey+sentinel://h#m", "valkey-tls://h",
+                         "valkeyss://h", "valkey://h#m"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_int_equal(hilock_options_set_url(o, bad[i]), HILOCK_EINVAL);
+    hilock_options_free(o);
+}
+
 /* Up to HILOCK_MAX_SENTINELS sentinels; one more is refused, and says
  * so, where a cluster URL takes as many seeds as fit. */
 static void url_of_hosts(char *url, size_t cap, const char *scheme, int n)
@@ -1374,6 +1423,7 @@ int main(void)
         cmocka_unit_test(test_connections_option),
         cmocka_unit_test(test_seed_host_list),
         cmocka_unit_test(test_sentinel_urls),
+        cmocka_unit_test(test_valkey_schemes),
         cmocka_unit_test(test_sentinel_limit),
         cmocka_unit_test(test_replica_ack_option),
         cmocka_unit_test(test_waiter_node_quarantine_options),

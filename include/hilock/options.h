@@ -64,7 +64,9 @@ HILOCK_API void hilock_options_free(hilock_options *opts);
 /* Apply a URL on top of the current values:
  *   redis://[[user]:password@]host[:port][/db][?query]
  *   rediss://...   (the same, with TLS on)
- * The scheme is matched without regard to case and sets TLS on or off.
+ * valkey://, valkeys://, valkey-sentinel:// and valkeys-sentinel:// are
+ * the same as their redis forms.  The scheme is matched without regard to
+ * case and sets TLS on or off.
  * host may be a name, an IPv4 address or an IPv6 address in brackets
  * ("[::1]:6380"; stored without the brackets).  The port defaults to 6379
  * when absent: it goes with the host.  Several hosts joined by ','
@@ -87,7 +89,7 @@ HILOCK_API void hilock_options_free(hilock_options *opts);
  * node_timeout, quarantine, ack_timeout (decimal milliseconds),
  * connections (a count), replicas (none|one|majority|all), description
  * (see hilock_options_set_description), and, with
- * rediss:// only, ca_file, ca_dir, cert_file, key_file, sni (server name
+ * a TLS scheme only, ca_file, ca_dir, cert_file, key_file, sni (server name
  * to verify), verify (yes|no|true|false|1|0, any case).
  * Sentinel: "redis-sentinel://[user:password@]host[:port][,host[:port]...]
  * [/db][?query]#master" (or rediss-sentinel:// for TLS everywhere) names

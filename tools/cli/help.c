@@ -221,6 +221,8 @@ void cli_help_overview(FILE *to)
         "  --redis URL         redis://[user:password@]host[:port][/db],\n"
         "                      rediss://... for TLS, or the sentinels of a\n"
         "                      group: redis-sentinel://host:port[,...]#master\n"
+        "                      (valkey://, valkeys://, valkey-sentinel://\n"
+        "                      alike)\n"
         "                      (default $HILOCK_REDIS, else\n"
         "                      redis://127.0.0.1:6379)\n"
         "  --redlock URL1,...,URLn\n"

@@ -584,7 +584,8 @@ static int parse_query(struct url_parser *up, const char *p, size_t n)
          * accepting them would connect in clear text without a word. */
         if (key.tls_only && !up->tls)
             return hl_fail(HILOCK_EINVAL,
-                           "URL query key '%s' needs the rediss:// scheme",
+                           "URL query key '%s' needs a TLS scheme "
+                           "(rediss:// or valkeys://)",
                            key.name);
         if (value_len == 0)
             return hl_fail(HILOCK_EINVAL, "URL query key '%s' has no value",
@@ -686,19 +687,29 @@ static int parse(struct url_parser *up, size_t len)
                        "URL has no scheme; expected redis:// or rediss://");
     size_t scheme_len = (size_t)(sep - url);
     up->default_port = HILOCK_DEFAULT_PORT;
-    if (span_is(url, scheme_len, "redis"))
-        up->tls = 0;
-    else if (span_is(url, scheme_len, "rediss"))
-        up->tls = 1;
-    else if (span_is(url, scheme_len, "redis-sentinel"))
-        up->tls = 0, up->sentinel = 1;
-    else if (span_is(url, scheme_len, "rediss-sentinel"))
-        up->tls = 1, up->sentinel = 1;
-    else
+    /* Valkey's own schemes name the same thing: its servers speak the
+     * same protocol, and its clients write valkey:// URLs. */
+    static const struct {
+        const char *scheme;
+        int tls, sentinel;
+    } schemes[] = {
+        {"redis", 0, 0},          {"rediss", 1, 0},
+        {"redis-sentinel", 0, 1}, {"rediss-sentinel", 1, 1},
+        {"valkey", 0, 0},         {"valkeys", 1, 0},
+        {"valkey-sentinel", 0, 1}, {"valkeys-sentinel", 1, 1},
+    };
+    size_t known = 0;
+    while (known < sizeof schemes / sizeof schemes[0] &&
+           !span_is(url, scheme_len, schemes[known].scheme))
+        known++;
+    if (known == sizeof schemes / sizeof schemes[0])
         return hl_fail(HILOCK_EINVAL,
                        "URL scheme '%.*s' is unknown; expected redis, "
-                       "rediss, redis-sentinel or rediss-sentinel",
+                       "rediss, redis-sentinel or rediss-sentinel (or "
+                       "their valkey forms)",
                        quote_len(scheme_len), url);
+    up->tls = schemes[known].tls;
+    up->sentinel = schemes[known].sentinel;
     if (up->sentinel)
         up->default_port = HILOCK_DEFAULT_SENTINEL_PORT;
     int rc = hilock_options_set_tls(up->tmp, up->tls != 0);
