@@ -22,6 +22,7 @@
 #include "support/lock_helpers.h"
 #include "support/processes.h"
 #include "support/raw_reads.h"
+#include "support/replicated_util.h"
 
 #ifndef HILOCK_TOOL_PATH
 #error "HILOCK_TOOL_PATH must name the hilock executable"
@@ -324,6 +325,69 @@ static void test_a_replica_exits_unavailable(void **state)
     hl_redis_server_stop(replica);
 }
 
+/* A master with a replica whose WAIT is gone (renamed away, as a
+ * platform that forbids it does): the default policy cannot be kept, so
+ * the client's creation and every command fail at once with a code of
+ * their own and the option that accepts less; replicas=none works, and
+ * so does the default once the master has no replica to wait for. */
+static void test_wait_refused_fails_at_once(void **state)
+{
+    (void)state;
+    char out[OUT_CAP], murl[96], none_url[128], port[16];
+    hl_redis_server *master =
+        hl_fixture_plain_with(NULL, "rename-command WAIT \"\"");
+    hl_redis_server *replica = hl_fixture_plain();
+    hl_replica_of(replica, master);
+    hl_online_probe online = {master, 1};
+    if (!hl_wait_until(hl_online_is, &online, hl_widen(10000)))
+        fail_msg("the replica never came online");
+    snprintf(port, sizeof port, "%d", hl_redis_server_port(master));
+    snprintf(murl, sizeof murl, "redis://127.0.0.1:%s", port);
+    snprintf(none_url, sizeof none_url, "%s?replicas=none", murl);
+
+    hilock_options *o = NULL;
+    hilock_client *c = NULL;
+    assert_status(hilock_options_create(&o), HILOCK_OK);
+    assert_status(hilock_options_set_url(o, murl), HILOCK_OK);
+    assert_status(hilock_client_create(&c, o), HILOCK_EUNSUPPORTED);
+    assert_null(c);
+    assert_non_null(strstr(hilock_last_error(), "WAIT"));
+    assert_non_null(strstr(hilock_last_error(), "replicas=none"));
+    assert_non_null(strstr(hilock_last_error(), port));
+    int rc = tool(out, "--redis", murl, "run", "-w", "2s", "w", "--", "true",
+                  (char *)NULL);
+    if (rc != 69)
+        fail_msg("run with WAIT refused exited %d:\n%s", rc, out);
+    assert_has(out, "replicas=none");
+
+    assert_status(hilock_options_set_url(o, none_url), HILOCK_OK);
+    assert_status(hilock_client_create(&c, o), HILOCK_OK);
+    hilock_lock *l = hl_new_lock(c, "w");
+    assert_status(hilock_lock_try_acquire(l, 0, 5000), HILOCK_OK);
+    assert_status(hilock_lock_release(l), HILOCK_OK);
+    hl_free_lock(l);
+    hilock_client_destroy(c);
+    assert_int_equal(tool(out, "--redis", none_url, "run", "w", "--", "true",
+                          (char *)NULL),
+                     0);
+
+    /* No replica left: nothing to wait for, nothing refused. */
+    hl_replica_of(replica, NULL);
+    online.want = 0;
+    if (!hl_wait_until(hl_online_is, &online, hl_widen(10000)))
+        fail_msg("the replica never left");
+    assert_status(hilock_options_set_url(o, murl), HILOCK_OK);
+    assert_status(hilock_client_create(&c, o), HILOCK_OK);
+    l = hl_new_lock(c, "w");
+    assert_status(hilock_lock_try_acquire(l, 0, 5000), HILOCK_OK);
+    assert_status(hilock_lock_release(l), HILOCK_OK);
+    hl_free_lock(l);
+    hilock_client_destroy(c);
+    hilock_options_free(o);
+    hl_redis_server_stop(replica);
+    hl_redis_server_stop(master);
+}
+
 /* A wait on a server that stops answering says so within seconds, and
  * again when the server is back; then the lock is taken. */
 static void test_a_wait_on_a_lost_server_says_so(void **state)
@@ -386,6 +450,7 @@ int main(void)
         cmocka_unit_test(test_bad_values_are_usage_errors),
         cmocka_unit_test(test_short_options_and_durations),
         cmocka_unit_test(test_a_replica_exits_unavailable),
+        cmocka_unit_test(test_wait_refused_fails_at_once),
         cmocka_unit_test(test_a_wait_on_a_lost_server_says_so),
         cmocka_unit_test(test_verbose_prints_events),
     };

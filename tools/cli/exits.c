@@ -16,8 +16,6 @@ static bool is_crossslot(int rc, const char *detail)
 
 int cli_exit_status(int rc, const char *detail)
 {
-    if (rc == HILOCK_EREADONLY)
-        return CLI_EXIT_UNAVAILABLE;
     if (is_crossslot(rc, detail))
         return CLI_EXIT_USAGE;
     switch (rc) {
@@ -37,6 +35,8 @@ int cli_exit_status(int rc, const char *detail)
     case HILOCK_ETLS:
     case HILOCK_ECLOSED:
     case HILOCK_ENOQUORUM:
+    case HILOCK_EREADONLY:
+    case HILOCK_EUNSUPPORTED:
         return CLI_EXIT_UNAVAILABLE;
     default:
         return CLI_EXIT_SOFTWARE;

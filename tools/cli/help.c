@@ -245,7 +245,8 @@ void cli_help_overview(FILE *to)
         "\n"
         "exit status: 0 success, 64 usage error, 65 NAME holds something\n"
         "that is not a lock, 69 Redis unreachable, a replica where a master\n"
-        "is needed, or a refusal of the credentials, TLS or the user's ACL\n"
+        "is needed, a refusal of WAIT the replicas= policy needs, or of\n"
+        "the credentials, TLS or the user's ACL\n"
         "(with --redlock: too few masters for a quorum), 70 internal error;\n"
         "and those of each command.\n");
 }

@@ -773,6 +773,8 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
                            * master, and only while it is one. */
                           .paused = sentinel,
                           .verify_master = sentinel,
+                          .probe_wait =
+                              c->opts->replica_ack != HILOCK_ACK_NONE,
                           .data = c};
     c->conn_cfg = cfg;
     bool made = true;

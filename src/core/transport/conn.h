@@ -57,6 +57,15 @@ typedef struct hl_conn_config {
      * of any shape but a master's ("master", offset, replicas) with
      * HILOCK_EPROTO. */
     bool verify_master;
+    /* Send ROLE and WAIT 0 0 in the handshake, as the replica
+     * acknowledgement policy will send WAIT after every lock write to a
+     * master with replicas: a master with replicas that refuses WAIT (a
+     * platform that renamed it away, an ACL without it) fails the
+     * attempt with HILOCK_EUNSUPPORTED, at once rather than at every
+     * acquire's end.  A master without replicas needs no WAIT, and a
+     * replica (which refuses it) may still be read: a refusal costs them
+     * nothing. */
+    bool probe_wait;
     hl_conn_event_fn *on_event;
     /* Called whenever a request is queued (may be NULL). */
     void (*on_request)(void *data);

@@ -307,6 +307,8 @@ static void role_reply(void *data, int status, hilock_reply *reply)
     hl_conn *c = data;
     char why[160];
     if (status != 0 || !role_not_master(reply, why, sizeof why)) {
+        if (status == 0)
+            c->hello_replicas = (int)reply->element[2]->elements;
         hello_reply(data, status, reply);
         return;
     }
@@ -327,6 +329,57 @@ static void role_reply(void *data, int status, hilock_reply *reply)
              c->o->host, c->o->port, why);
     hilock_reply_free(reply);
     hl_conn_drop(c, HILOCK_EPROTO, c->err);
+}
+
+/* The policy named as the URL names it, for a message. */
+static const char *ack_policy_name(int ack)
+{
+    static const char *const names[] = {"none", "one", "majority", "all"};
+    return ack >= 0 && ack < 4 ? names[ack] : "?";
+}
+
+/* ROLE for the WAIT probe: how many replicas a master lists. */
+static void role_count_reply(void *data, int status, hilock_reply *reply)
+{
+    hl_conn *c = data;
+    char why[160];
+    if (status != 0 && reply == NULL) {
+        hello_reply(data, status, NULL); /* no answer at all */
+        return;
+    }
+    if (status == 0 && !role_not_master(reply, why, sizeof why))
+        c->hello_replicas = (int)reply->element[2]->elements;
+    /* Any other answer, a refusal included, leaves the count unknown;
+     * only the probe asked for it. */
+    hilock_reply_free(reply);
+    hello_reply(data, 0, NULL);
+}
+
+static void wait_reply(void *data, int status, hilock_reply *reply)
+{
+    hl_conn *c = data;
+    if (status == 0 || reply == NULL || reply->type != HILOCK_REPLY_ERROR) {
+        hello_reply(data, status, reply);
+        return;
+    }
+    /* A master without replicas needs no WAIT.  A replica refuses it
+     * with words of its own: it may still be read (hilock status on a
+     * replica), and each write it refuses says HILOCK_EREADONLY. */
+    if (c->hello_replicas <= 0) {
+        hilock_reply_free(reply);
+        hello_reply(data, 0, NULL);
+        return;
+    }
+    /* The server's words, cut: its refusal quotes the arguments. */
+    snprintf(c->err, sizeof c->err,
+             "%s:%d refuses WAIT (%.32s...), which replicas=%s needs "
+             "on a master with replicas: set replicas=none "
+             "(hilock_options_set_replica_ack) to go without; a "
+             "failover may then undo a write",
+             c->o->host, c->o->port, reply->str,
+             ack_policy_name(c->o->replica_ack));
+    hilock_reply_free(reply);
+    hl_conn_drop(c, HILOCK_EUNSUPPORTED, c->err);
 }
 
 static int hello_send_fn(hl_conn *c, int argc, const char *const *argv,
@@ -367,6 +420,7 @@ static void hello_start(hl_conn *c)
     c->state = ST_HELLO;
     c->hello_left = 0;
     c->hello_answered = false;
+    c->hello_replicas = -1;
     hl_io_want_read(&c->io, true);
     hl_io_want_write(&c->io, false);
     const hilock_options *o = c->o;
@@ -390,6 +444,11 @@ static void hello_start(hl_conn *c)
     const char *role[] = {"ROLE"};
     if (rc == 0 && c->cfg.verify_master)
         rc = hello_send_fn(c, 1, role, role_reply);
+    else if (rc == 0 && c->cfg.probe_wait)
+        rc = hello_send_fn(c, 1, role, role_count_reply);
+    const char *wait[] = {"WAIT", "0", "0"};
+    if (rc == 0 && c->cfg.probe_wait)
+        rc = hello_send_fn(c, 3, wait, wait_reply);
     if (rc != 0) {
         hl_conn_drop(c, HILOCK_ENOMEM, "out of memory in the handshake");
         return;

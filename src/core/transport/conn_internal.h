@@ -94,6 +94,9 @@ struct hl_conn {
     hl_timer retry_timer; /* the earliest parked request's time */
     int hello_left;
     bool hello_answered; /* the server answered a handshake command */
+    /* Replicas the handshake's ROLE listed, -1 when not asked or not a
+     * master's answer. */
+    int hello_replicas;
 
     hl_redirect_fn *redirect; /* cluster mode: keep cmd until the reply */
     bool sharded_publish;
