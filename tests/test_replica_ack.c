@@ -166,6 +166,86 @@ static void test_all_acknowledged(void **state)
     hilock_client_destroy(c);
 }
 
+#define ACL_PASSWORD "Wait-Denied-Pw-7"
+
+static int client_as(hilock_client **out, const char *user,
+                     const char *query)
+{
+    char url[256];
+    snprintf(url, sizeof url, "redis://%s:" ACL_PASSWORD "@127.0.0.1:%d/?%s",
+             user, hl_redis_server_port(master), query);
+    hilock_options *o;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(hilock_options_set_url(o, url), HILOCK_OK);
+    int rc = hilock_client_create(out, o);
+    hilock_options_free(o);
+    return rc;
+}
+
+static void acl_user(const char *user, const char *wait_rule)
+{
+    char reply[256];
+    if (hl_redis_server_cmd(master, reply, sizeof reply, "ACL", "SETUSER",
+                            user, "reset", "on", ">" ACL_PASSWORD, "~*",
+                            "&*", "+@all", wait_rule, (char *)NULL) != '+')
+        fail_msg("ACL SETUSER %s: %s", user, reply);
+}
+
+static void assert_refusal_named(const char *detail)
+{
+    if (strstr(detail, "refuses WAIT") == NULL ||
+        strstr(detail, "replicas=none") == NULL ||
+        strstr(detail, ACL_PASSWORD) != NULL)
+        fail_msg("unexpected detail: %s", detail);
+}
+
+/* A user whose ACL denies WAIT, on a master with replicas: every policy
+ * that needs WAIT fails the client's creation at once, naming the
+ * refusal and replicas=none (and never the password); replicas=none
+ * works.  A denial that comes after the client connected fails the
+ * next write with the same words, not with an unknown acknowledgement
+ * after the wait. */
+static void test_wait_denied_by_acl(void **state)
+{
+    (void)state;
+    acl_user("nowait", "-wait");
+    static const char *const policies[] = {"replicas=one",
+                                           "replicas=majority",
+                                           "replicas=all", ""};
+    for (size_t i = 0; i < sizeof policies / sizeof *policies; i++) {
+        hilock_client *c = NULL;
+        assert_int_equal(client_as(&c, "nowait", policies[i]),
+                         HILOCK_EUNSUPPORTED);
+        assert_null(c);
+        assert_refusal_named(hilock_last_error());
+    }
+    hilock_client *c = NULL;
+    assert_int_equal(client_as(&c, "nowait", "replicas=none"), HILOCK_OK);
+    hilock_lock *l = make_lock(c, "acl-nowait");
+    assert_int_equal(hilock_lock_try_acquire(l, 0, 5000), HILOCK_OK);
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+
+    acl_user("latewait", "+wait");
+    assert_int_equal(client_as(&c, "latewait",
+                               "replicas=majority&ack_timeout=5000"),
+                     HILOCK_OK);
+    l = make_lock(c, "acl-latewait");
+    assert_int_equal(hilock_lock_try_acquire(l, 0, 5000), HILOCK_OK);
+    assert_int_equal(hilock_lock_release(l), HILOCK_OK);
+    acl_user("latewait", "-wait");
+    assert_int_equal(hilock_lock_try_acquire(l, 0, 5000), HILOCK_ENOACK);
+    assert_refusal_named(hilock_last_error());
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+    char reply[64];
+    assert_int_equal(hl_redis_server_cmd(master, reply, sizeof reply, "ACL",
+                                         "DELUSER", "nowait", "latewait",
+                                         (char *)NULL),
+                     ':');
+}
+
 /* replicas=none sends no WAIT at all. */
 static void test_none_sends_no_wait(void **state)
 {
@@ -214,6 +294,16 @@ static void acquire_fails_unacknowledged(const char *policy)
     /* A single attempt fails the same way. */
     assert_int_equal(hilock_lock_try_acquire(l, 0, 10000), HILOCK_ENOACK);
     assert_true(hl_wait_until(key_gone, name, hl_widen(3000)));
+    /* hilock exits as for a service that cannot give what is asked, not
+     * with an internal error. */
+    char url[256], out[4096];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/?%s",
+             hl_redis_server_port(master), query);
+    const char *argv[] = {HILOCK_TOOL_PATH, "--redis", url, "run", "-w",
+                          "300ms", name, "--", "true", NULL};
+    int code = hl_run(argv, out, sizeof out, hl_widen(20000));
+    if (code != 69)
+        fail_msg("hilock run, unacknowledged, exited %d:\n%s", code, out);
     resume_replicas();
     /* And once they acknowledge again, the lock is granted. */
     assert_int_equal(hilock_lock_try_acquire(l, 2000, 10000), HILOCK_OK);
@@ -692,6 +782,7 @@ int main(void)
         cmocka_unit_test(test_parse_info),
         cmocka_unit_test(test_all_acknowledged),
         cmocka_unit_test(test_none_sends_no_wait),
+        cmocka_unit_test(test_wait_denied_by_acl),
         cmocka_unit_test(test_all_stalled),
         cmocka_unit_test(test_majority_stalled),
         cmocka_unit_test(test_semaphore_grant_unacknowledged_goes_back),

@@ -37,6 +37,7 @@ int cli_exit_status(int rc, const char *detail)
     case HILOCK_ENOQUORUM:
     case HILOCK_EREADONLY:
     case HILOCK_EUNSUPPORTED:
+    case HILOCK_ENOACK: /* the replicas cannot give what the policy asks */
         return CLI_EXIT_UNAVAILABLE;
     default:
         return CLI_EXIT_SOFTWARE;

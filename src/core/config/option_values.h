@@ -59,4 +59,8 @@ struct hilock_options {
     void *event_data;
 };
 
+/* A replica acknowledgement policy as the URL names it ("majority"), or
+ * NULL for a value outside hilock_replica_ack. */
+const char *hl_replica_ack_name(int ack);
+
 #endif

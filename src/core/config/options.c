@@ -492,6 +492,14 @@ int hilock_options_set_replica_ack(hilock_options *opts, hilock_replica_ack ack)
     return HILOCK_OK;
 }
 
+const char *hl_replica_ack_name(int ack)
+{
+    static const char *const names[] = {"none", "one", "majority", "all"};
+    return ack >= 0 && ack < (int)(sizeof names / sizeof names[0])
+               ? names[ack]
+               : NULL;
+}
+
 int hilock_options_replica_ack(const hilock_options *opts)
 {
     return opts ? opts->replica_ack : -1;

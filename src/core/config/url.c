@@ -530,10 +530,8 @@ static int apply_query(struct url_parser *up, const query_key *key,
                            shown_len(up, value), shown(up, value));
         return hilock_options_set_tls_verify(o, flag != 0);
     case QK_REPLICAS: {
-        static const char *const names[] = {"none", "one", "majority",
-                                            "all"};
-        for (int i = 0; i < 4; i++)
-            if (span_is(value, strlen(value), names[i]))
+        for (int i = 0; hl_replica_ack_name(i) != NULL; i++)
+            if (span_is(value, strlen(value), hl_replica_ack_name(i)))
                 return hilock_options_set_replica_ack(o,
                                                       (hilock_replica_ack)i);
         return hl_fail(HILOCK_EINVAL,

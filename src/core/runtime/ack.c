@@ -642,7 +642,10 @@ static void leave_group(hl_ack *a)
     a->pending--;
 }
 
-static void wait_answered(hl_ack *a, long long acked)
+/* refusal: why the policy cannot be kept, when the server refused the
+ * WAIT itself (renamed away, or denied by an ACL since the client
+ * connected) rather than failing to answer it. */
+static void wait_answered(hl_ack *a, long long acked, const char *refusal)
 {
     a->pending--;
     a->waited = true;
@@ -657,6 +660,11 @@ static void wait_answered(hl_ack *a, long long acked)
         ack_free_if_done(a);
         return;
     }
+    if (refusal != NULL) {
+        deliver_short(a, a->need, refusal);
+        ack_free_if_done(a);
+        return;
+    }
     settle(a);
 }
 
@@ -667,6 +675,10 @@ static void on_group_wait(void *data, int status, hilock_reply *reply)
                               reply->type == HILOCK_REPLY_INTEGER
                           ? reply->integer
                           : -1;
+    char refusal[320];
+    bool refused = reply != NULL && reply->type == HILOCK_REPLY_ERROR;
+    if (refused)
+        hl_conn_wait_refusal(g->conn, reply->str, refusal, sizeof refusal);
     hilock_reply_free(reply);
     ack_count *e = count_for(g->client, g->conn, false);
     if (e != NULL && e->open == g)
@@ -676,7 +688,7 @@ static void on_group_wait(void *data, int status, hilock_reply *reply)
         next = a->next_in_group;
         a->next_in_group = NULL;
         a->group = NULL;
-        wait_answered(a, acked);
+        wait_answered(a, acked, refused ? refusal : NULL);
     }
     hl_free(g);
 }

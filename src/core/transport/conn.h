@@ -217,6 +217,11 @@ typedef struct hl_conn_stats {
 } hl_conn_stats;
 hl_conn_stats hl_conn_get_stats(const hl_conn *conn);
 
+/* Why a WAIT refused by the server (its error words) leaves the
+ * replica acknowledgement policy unkept, and the option that accepts
+ * less, in out (cut to cap). */
+void hl_conn_wait_refusal(const hl_conn *conn, const char *words,
+                          char *out, size_t cap);
 /* "host:port" of the server the connection is for, in out (cut to cap). */
 void hl_conn_address(const hl_conn *conn, char *out, size_t cap);
 /* Drop the connection as if the server had closed it (tests, timeouts). */

@@ -331,11 +331,17 @@ static void role_reply(void *data, int status, hilock_reply *reply)
     hl_conn_drop(c, HILOCK_EPROTO, c->err);
 }
 
-/* The policy named as the URL names it, for a message. */
-static const char *ack_policy_name(int ack)
+void hl_conn_wait_refusal(const hl_conn *c, const char *words,
+                          char *out, size_t cap)
 {
-    static const char *const names[] = {"none", "one", "majority", "all"};
-    return ack >= 0 && ack < 4 ? names[ack] : "?";
+    const char *policy = hl_replica_ack_name(c->o->replica_ack);
+    /* The server's words, cut: its refusal quotes the arguments. */
+    snprintf(out, cap,
+             "%s:%d refuses WAIT (%.32s...), which replicas=%s needs on a "
+             "master with replicas: set replicas=none "
+             "(hilock_options_set_replica_ack) to go without; a failover "
+             "may then undo a write",
+             c->o->host, c->o->port, words, policy ? policy : "?");
 }
 
 /* ROLE for the WAIT probe: how many replicas a master lists. */
@@ -370,14 +376,7 @@ static void wait_reply(void *data, int status, hilock_reply *reply)
         hello_reply(data, 0, NULL);
         return;
     }
-    /* The server's words, cut: its refusal quotes the arguments. */
-    snprintf(c->err, sizeof c->err,
-             "%s:%d refuses WAIT (%.32s...), which replicas=%s needs "
-             "on a master with replicas: set replicas=none "
-             "(hilock_options_set_replica_ack) to go without; a "
-             "failover may then undo a write",
-             c->o->host, c->o->port, reply->str,
-             ack_policy_name(c->o->replica_ack));
+    hl_conn_wait_refusal(c, reply->str, c->err, sizeof c->err);
     hilock_reply_free(reply);
     hl_conn_drop(c, HILOCK_EUNSUPPORTED, c->err);
 }
