@@ -85,6 +85,13 @@ typedef struct hilock_client hilock_client;
  *                           sentinel answered the question with an error
  * @return HILOCK_EPERM      (Sentinel) a sentinel's ACL does not let the
  *                           user ask SENTINEL
+ * @return HILOCK_EUNSUPPORTED  the server cannot keep a policy of the
+ *                           options: a master with replicas refuses WAIT
+ *                           under a replica acknowledgement policy, or
+ *                           (fsync=yes) it has no append-only file,
+ *                           appendfsync no, refuses CONFIG GET of those
+ *                           or WAITAOF; the detail names the server, what
+ *                           is missing and the option that goes without
  * @return HILOCK_ERANDOM    the CSPRNG failed: no safe client id
  * @return HILOCK_EDEADLK    with its own loop thread, called on a loop
  *                           thread of the library (inside a callback),

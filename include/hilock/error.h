@@ -47,7 +47,7 @@ extern "C" {
     X(EINDOUBT, 23, "sent, but whether it took effect is unknown")          \
     X(EUPGRADE, 24, "the owner's read hold would keep its write waiting")  \
     X(EREADONLY, 25, "the server is a replica, which takes no writes")     \
-    X(EUNSUPPORTED, 26, "the server refuses a command the options need")
+    X(EUNSUPPORTED, 26, "the server cannot do what the options need")
 
 typedef enum hilock_status {
 #define HILOCK_ERROR_ENUM_(name, num, msg) HILOCK_##name = num,

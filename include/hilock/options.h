@@ -87,7 +87,8 @@ HILOCK_API void hilock_options_free(hilock_options *opts);
  * most once and never with an empty value: connect_timeout,
  * command_timeout, watchdog_timeout, max_hold, waiter_timeout,
  * node_timeout, quarantine, ack_timeout (decimal milliseconds),
- * connections (a count), replicas (none|one|majority|all), description
+ * connections (a count), replicas (none|one|majority|all), fsync
+ * (yes|no|true|false|1|0, see hilock_options_set_wait_fsync), description
  * (see hilock_options_set_description), and, with
  * a TLS scheme only, ca_file, ca_dir, cert_file, key_file, sni (server name
  * to verify), verify (yes|no|true|false|1|0, any case).
@@ -178,6 +179,22 @@ HILOCK_API int hilock_options_set_replica_ack_timeout_ms(hilock_options *opts,
                                                          int64_t ms);
 HILOCK_API int64_t hilock_options_replica_ack_timeout_ms(
     const hilock_options *opts);
+
+/* Durability on disk: with on, a lock write counts only once the master
+ * has it in its append-only file on disk, and the replicas the replica
+ * policy asks for have it in theirs (WAITAOF, Redis 7.2 and later, in
+ * place of WAIT), within the ack timeout; short, it is treated as a
+ * write the replicas did not acknowledge (HILOCK_ENOACK).  Each
+ * connection checks first that the master can keep it: appendonly yes,
+ * appendfsync not no (under which WAITAOF cannot complete), CONFIG GET
+ * allowed to read those, and WAITAOF known; otherwise
+ * hilock_client_create fails with HILOCK_EUNSUPPORTED, naming what is
+ * missing.  URL: fsync=yes|no.  Default off.  See
+ * docs/guide/replicas-and-sentinel.md.
+ * @return HILOCK_OK, HILOCK_EINVAL (NULL options) */
+HILOCK_API int hilock_options_set_wait_fsync(hilock_options *opts, bool on);
+/* 1 when on, 0 when off, -1 for a NULL object. */
+HILOCK_API int hilock_options_wait_fsync(const hilock_options *opts);
 
 /* Database number, 0..INT32_MAX; SELECTed after each connect when not 0. */
 HILOCK_API int hilock_options_set_db(hilock_options *opts, int db);

@@ -26,6 +26,7 @@ struct hilock_options {
     char *sentinel_user;
     char *sentinel_password;
     int replica_ack; /* hilock_replica_ack */
+    bool wait_fsync; /* lock writes wait for the AOF's fsync (WAITAOF) */
     int64_t replica_ack_timeout_ms;
     int64_t connect_timeout_ms;
     int64_t command_timeout_ms;

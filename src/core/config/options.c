@@ -492,6 +492,19 @@ int hilock_options_set_replica_ack(hilock_options *opts, hilock_replica_ack ack)
     return HILOCK_OK;
 }
 
+int hilock_options_set_wait_fsync(hilock_options *opts, bool on)
+{
+    if (opts == NULL)
+        return hl_fail(HILOCK_EINVAL, "set wait fsync: options is NULL");
+    opts->wait_fsync = on;
+    return HILOCK_OK;
+}
+
+int hilock_options_wait_fsync(const hilock_options *opts)
+{
+    return opts ? opts->wait_fsync : -1;
+}
+
 const char *hl_replica_ack_name(int ack)
 {
     static const char *const names[] = {"none", "one", "majority", "all"};

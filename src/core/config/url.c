@@ -49,7 +49,7 @@ struct url_parser {
 
 /* A query key: a numeric or a string option of the tables in
  * option_table.h, or the one flag.  bit tells repeated keys apart. */
-enum { QK_NUMERIC, QK_STRING, QK_VERIFY, QK_REPLICAS };
+enum { QK_NUMERIC, QK_STRING, QK_VERIFY, QK_REPLICAS, QK_FSYNC };
 
 typedef struct query_key {
     int kind;
@@ -87,6 +87,11 @@ static int find_query_key(const char *p, size_t n, query_key *out)
     bit++;
     if (n == strlen("replicas") && memcmp("replicas", p, n) == 0) {
         *out = (query_key){QK_REPLICAS, 0, "replicas", 0, bit};
+        return 1;
+    }
+    bit++;
+    if (n == strlen("fsync") && memcmp("fsync", p, n) == 0) {
+        *out = (query_key){QK_FSYNC, 0, "fsync", 0, bit};
         return 1;
     }
     return 0;
@@ -529,6 +534,13 @@ static int apply_query(struct url_parser *up, const query_key *key,
                            "1 or 0",
                            shown_len(up, value), shown(up, value));
         return hilock_options_set_tls_verify(o, flag != 0);
+    case QK_FSYNC:
+        if (parse_flag(value, &flag) != 0)
+            return hl_fail(HILOCK_EINVAL,
+                           "URL fsync '%.*s' is not yes, no, true, false, "
+                           "1 or 0",
+                           shown_len(up, value), shown(up, value));
+        return hilock_options_set_wait_fsync(o, flag != 0);
     case QK_REPLICAS: {
         for (int i = 0; hl_replica_ack_name(i) != NULL; i++)
             if (span_is(value, strlen(value), hl_replica_ack_name(i)))

@@ -539,10 +539,16 @@ static int send_wait(hl_ack *a, int need)
         char n[16], t[24];
         int nl = snprintf(n, sizeof n, "%d", need);
         int tl = snprintf(t, sizeof t, "%d", timeout_ms(a->client, a->conn));
-        const char *argv[] = {"WAIT", n, t};
-        size_t lens[] = {4, (size_t)nl, (size_t)tl};
-        int rc = hl_conn_command_last(a->conn, 3, argv, lens, on_group_wait,
-                                      g);
+        /* Under fsync=yes: the master's own fsync, and need replicas'. */
+        bool fsync = a->client->opts->wait_fsync;
+        const char *argv[] = {"WAITAOF", "1", n, t};
+        size_t lens[] = {7, 1, (size_t)nl, (size_t)tl};
+        const char *wait_argv[] = {"WAIT", n, t};
+        size_t wait_lens[] = {4, (size_t)nl, (size_t)tl};
+        int rc = fsync ? hl_conn_command_last(a->conn, 4, argv, lens,
+                                              on_group_wait, g)
+                       : hl_conn_command_last(a->conn, 3, wait_argv,
+                                              wait_lens, on_group_wait, g);
         if (rc != HILOCK_OK) {
             hl_free(g);
             return rc;
@@ -565,6 +571,11 @@ static void settle(hl_ack *a)
         deliver_short(a, a->need, "the WAIT after the write failed, so its "
                                   "acknowledgement is unknown");
         ack_free_if_done(a);
+        return;
+    }
+    if (a->none) {
+        /* fsync=yes alone: the master's fsync was all there was to ask. */
+        judge(a, 0);
         return;
     }
     ack_count *e = count_for(a->client, a->conn, false);
@@ -668,17 +679,41 @@ static void wait_answered(hl_ack *a, long long acked, const char *refusal)
     settle(a);
 }
 
+/* WAITAOF's answer, {local fsyncs, replica fsyncs}: the replicas that
+ * count, or -1 when the master's own fsync is missing (*unsynced) or the
+ * answer has another shape. */
+static long long waitaof_count(const hilock_reply *r, bool *unsynced)
+{
+    if (r->type != HILOCK_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != HILOCK_REPLY_INTEGER ||
+        r->element[1]->type != HILOCK_REPLY_INTEGER)
+        return -1;
+    if (r->element[0]->integer < 1) {
+        *unsynced = true;
+        return -1;
+    }
+    return r->element[1]->integer;
+}
+
 static void on_group_wait(void *data, int status, hilock_reply *reply)
 {
     ack_group *g = data;
-    long long acked = status == HILOCK_OK && reply != NULL &&
-                              reply->type == HILOCK_REPLY_INTEGER
-                          ? reply->integer
-                          : -1;
+    bool fsync = g->client->opts->wait_fsync, unsynced = false;
+    long long acked = -1;
+    if (status == HILOCK_OK && reply != NULL && fsync)
+        acked = waitaof_count(reply, &unsynced);
+    else if (status == HILOCK_OK && reply != NULL &&
+             reply->type == HILOCK_REPLY_INTEGER)
+        acked = reply->integer;
     char refusal[320];
     bool refused = reply != NULL && reply->type == HILOCK_REPLY_ERROR;
     if (refused)
         hl_conn_wait_refusal(g->conn, reply->str, refusal, sizeof refusal);
+    else if (unsynced)
+        snprintf(refusal, sizeof refusal,
+                 "the master did not have the write in its append-only "
+                 "file on disk within %d ms (fsync=yes)",
+                 timeout_ms(g->client, g->conn));
     hilock_reply_free(reply);
     ack_count *e = count_for(g->client, g->conn, false);
     if (e != NULL && e->open == g)
@@ -688,14 +723,14 @@ static void on_group_wait(void *data, int status, hilock_reply *reply)
         next = a->next_in_group;
         a->next_in_group = NULL;
         a->group = NULL;
-        wait_answered(a, acked, refused ? refusal : NULL);
+        wait_answered(a, acked, refused || unsynced ? refusal : NULL);
     }
     hl_free(g);
 }
 
 bool hl_ack_plain(hilock_client *c, hl_conn *conn)
 {
-    if (conn == NULL || vouched(c))
+    if (conn == NULL || vouched(c) || c->opts->wait_fsync)
         return false;
     if (c->opts->replica_ack == HILOCK_ACK_NONE)
         return true;
@@ -708,15 +743,17 @@ int hl_ack_begin(hilock_client *c, hl_conn *conn, hl_request_fn *fn,
 {
     *out = NULL;
     bool none = c->opts->replica_ack == HILOCK_ACK_NONE;
+    bool fsync = c->opts->wait_fsync;
     /* Under none, a late answer is still checked where a topology can
-     * vouch for its master; nothing else runs. */
-    if (conn == NULL || (none && !vouched(c)))
+     * vouch for its master; nothing else runs, but the master's fsync
+     * under fsync=yes. */
+    if (conn == NULL || (none && !vouched(c) && !fsync))
         return HILOCK_OK;
     ack_count *e = none ? NULL : count_for(c, conn, true);
     int k = e ? current_k(e, conn) : -1;
     /* A master alone known to have no replica, and never seen with one:
      * nothing to wait for, and the write goes as under none. */
-    if (!none && expected(e, k) == 0 && !vouched(c))
+    if (!none && expected(e, k) == 0 && !vouched(c) && !fsync)
         return HILOCK_OK;
     hl_ack *a = hl_calloc(1, sizeof *a);
     if (a == NULL)
@@ -729,7 +766,7 @@ int hl_ack_begin(hilock_client *c, hl_conn *conn, hl_request_fn *fn,
     a->queued_session = hl_conn_get_stats(conn).connects;
     a->queued_at = hl_monotime_now();
     a->none = none;
-    a->no_wait = none;
+    a->no_wait = none && !fsync;
     /* Read the count ahead of the write, so it is known when the write
      * answers; a failure here shows as an unknown count then. */
     if (e != NULL && !e->reading && k < 0)
@@ -741,11 +778,17 @@ int hl_ack_begin(hilock_client *c, hl_conn *conn, hl_request_fn *fn,
 void hl_ack_sent(hl_ack *a)
 {
     a->pending++; /* the write */
-    if (a->none)
+    bool fsync = a->client->opts->wait_fsync;
+    if (a->none && !fsync)
         return;
+    if (a->none) {
+        if (send_wait(a, 0) != HILOCK_OK)
+            a->unsent = true;
+        return;
+    }
     ack_count *e = count_for(a->client, a->conn, false);
     int k = e ? expected(e, current_k(e, a->conn)) : -1;
-    if (k == 0) {
+    if (k == 0 && !fsync) {
         a->no_wait = true;
         return;
     }
@@ -795,7 +838,7 @@ void hl_ack_reply(void *data, int status, hilock_reply *reply)
         /* Not run, or not known to have run: nothing to acknowledge. */
         deliver(a, status);
         ack_free_if_done(a);
-    } else if (a->none) {
+    } else if (a->none && !a->client->opts->wait_fsync) {
         if (by != NULL)
             a->conn = by; /* the master whose answer it is */
         if (!verify_late(a))

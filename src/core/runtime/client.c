@@ -775,6 +775,7 @@ int hilock_client_create(hilock_client **out, const hilock_options *opts)
                           .verify_master = sentinel,
                           .probe_wait =
                               c->opts->replica_ack != HILOCK_ACK_NONE,
+                          .probe_fsync = c->opts->wait_fsync,
                           .data = c};
     c->conn_cfg = cfg;
     bool made = true;

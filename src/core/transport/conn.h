@@ -66,6 +66,10 @@ typedef struct hl_conn_config {
      * replica (which refuses it) may still be read: a refusal costs them
      * nothing. */
     bool probe_wait;
+    /* Check in the handshake that a master can keep fsync=yes:
+     * appendonly yes, appendfsync not no, and WAITAOF known; otherwise
+     * fail the attempt with HILOCK_EUNSUPPORTED. */
+    bool probe_fsync;
     hl_conn_event_fn *on_event;
     /* Called whenever a request is queued (may be NULL). */
     void (*on_request)(void *data);

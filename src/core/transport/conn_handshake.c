@@ -241,7 +241,7 @@ static void conn_up(hl_conn *c)
         hl_prepare_start(&c->flusher);
 }
 
-static void hello_reply(void *data, int status, hilock_reply *reply)
+void hl_conn_hello_reply(void *data, int status, hilock_reply *reply)
 {
     hl_conn *c = data;
     if (status != 0) {
@@ -275,7 +275,7 @@ static bool bulk_is(const hilock_reply *r, const char *s)
  * offset and the array of replicas.  Anything looser would take a reply
  * of any shape (an empty array, a status "+master") for a master, and
  * write locks there. */
-static bool role_not_master(const hilock_reply *r, char *why, size_t cap)
+bool hl_conn_role_not_master(const hilock_reply *r, char *why, size_t cap)
 {
     char shown[96];
     const hilock_reply *name =
@@ -306,10 +306,12 @@ static void role_reply(void *data, int status, hilock_reply *reply)
 {
     hl_conn *c = data;
     char why[160];
-    if (status != 0 || !role_not_master(reply, why, sizeof why)) {
-        if (status == 0)
+    if (status != 0 || !hl_conn_role_not_master(reply, why, sizeof why)) {
+        if (status == 0) {
             c->hello_replicas = (int)reply->element[2]->elements;
-        hello_reply(data, status, reply);
+            c->hello_role = HL_ROLE_MASTER;
+        }
+        hl_conn_hello_reply(data, status, reply);
         return;
     }
     const hilock_reply *name = reply->element ? reply->element[0] : NULL;
@@ -331,66 +333,13 @@ static void role_reply(void *data, int status, hilock_reply *reply)
     hl_conn_drop(c, HILOCK_EPROTO, c->err);
 }
 
-void hl_conn_wait_refusal(const hl_conn *c, const char *words,
-                          char *out, size_t cap)
-{
-    const char *policy = hl_replica_ack_name(c->o->replica_ack);
-    /* The server's words, cut: its refusal quotes the arguments. */
-    snprintf(out, cap,
-             "%s:%d refuses WAIT (%.32s...), which replicas=%s needs on a "
-             "master with replicas: set replicas=none "
-             "(hilock_options_set_replica_ack) to go without; a failover "
-             "may then undo a write",
-             c->o->host, c->o->port, words, policy ? policy : "?");
-}
-
-/* ROLE for the WAIT probe: how many replicas a master lists. */
-static void role_count_reply(void *data, int status, hilock_reply *reply)
-{
-    hl_conn *c = data;
-    char why[160];
-    if (status != 0 && reply == NULL) {
-        hello_reply(data, status, NULL); /* no answer at all */
-        return;
-    }
-    if (status == 0 && !role_not_master(reply, why, sizeof why))
-        c->hello_replicas = (int)reply->element[2]->elements;
-    /* Any other answer, a refusal included, leaves the count unknown;
-     * only the probe asked for it. */
-    hilock_reply_free(reply);
-    hello_reply(data, 0, NULL);
-}
-
-static void wait_reply(void *data, int status, hilock_reply *reply)
-{
-    hl_conn *c = data;
-    if (status == 0 || reply == NULL || reply->type != HILOCK_REPLY_ERROR) {
-        hello_reply(data, status, reply);
-        return;
-    }
-    /* A master without replicas needs no WAIT.  A replica refuses it
-     * with words of its own: it may still be read (hilock status on a
-     * replica), and each write it refuses says HILOCK_EREADONLY. */
-    if (c->hello_replicas <= 0) {
-        hilock_reply_free(reply);
-        hello_reply(data, 0, NULL);
-        return;
-    }
-    hl_conn_wait_refusal(c, reply->str, c->err, sizeof c->err);
-    hilock_reply_free(reply);
-    hl_conn_drop(c, HILOCK_EUNSUPPORTED, c->err);
-}
-
-static int hello_send_fn(hl_conn *c, int argc, const char *const *argv,
-                         hl_request_fn *fn);
-
 static int hello_send(hl_conn *c, int argc, const char *const *argv)
 {
-    return hello_send_fn(c, argc, argv, hello_reply);
+    return hl_conn_hello_send(c, argc, argv, hl_conn_hello_reply);
 }
 
-static int hello_send_fn(hl_conn *c, int argc, const char *const *argv,
-                         hl_request_fn *fn)
+int hl_conn_hello_send(hl_conn *c, int argc, const char *const *argv,
+                       hl_request_fn *fn)
 {
     size_t lens[4];
     for (int i = 0; i < argc; i++)
@@ -420,6 +369,7 @@ static void hello_start(hl_conn *c)
     c->hello_left = 0;
     c->hello_answered = false;
     c->hello_replicas = -1;
+    c->hello_role = HL_ROLE_UNKNOWN;
     hl_io_want_read(&c->io, true);
     hl_io_want_write(&c->io, false);
     const hilock_options *o = c->o;
@@ -442,12 +392,9 @@ static void hello_start(hl_conn *c)
         rc = hello_send(c, 1, ping);
     const char *role[] = {"ROLE"};
     if (rc == 0 && c->cfg.verify_master)
-        rc = hello_send_fn(c, 1, role, role_reply);
-    else if (rc == 0 && c->cfg.probe_wait)
-        rc = hello_send_fn(c, 1, role, role_count_reply);
-    const char *wait[] = {"WAIT", "0", "0"};
-    if (rc == 0 && c->cfg.probe_wait)
-        rc = hello_send_fn(c, 3, wait, wait_reply);
+        rc = hl_conn_hello_send(c, 1, role, role_reply);
+    if (rc == 0)
+        rc = hl_conn_probe_send(c, !c->cfg.verify_master);
     if (rc != 0) {
         hl_conn_drop(c, HILOCK_ENOMEM, "out of memory in the handshake");
         return;

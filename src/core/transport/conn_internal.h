@@ -58,6 +58,13 @@ typedef struct req_queue {
     hl_request *tail;
 } req_queue;
 
+/* What a node told the handshake's ROLE it is. */
+typedef enum hl_hello_role {
+    HL_ROLE_UNKNOWN, /* not asked, refused, or an answer of no shape */
+    HL_ROLE_MASTER,
+    HL_ROLE_OTHER /* a replica, or a sentinel */
+} hl_hello_role;
+
 struct hl_conn {
     hl_conn_config cfg;
     int64_t rtt_us; /* published to cfg.rtt_us */
@@ -97,6 +104,7 @@ struct hl_conn {
     /* Replicas the handshake's ROLE listed, -1 when not asked or not a
      * master's answer. */
     int hello_replicas;
+    hl_hello_role hello_role; /* what the handshake's ROLE said */
 
     hl_redirect_fn *redirect; /* cluster mode: keep cmd until the reply */
     bool sharded_publish;
@@ -159,6 +167,22 @@ void hl_conn_on_keepalive(hl_timer *t);
 void hl_conn_on_resolved(hl_io *io, int revents);
 int hl_conn_stream_failure_status(hl_conn *c, ssize_t n);
 void hl_conn_tls_step(hl_conn *c);
+/* Queue a handshake command whose answer goes to fn(c, ...), which must
+ * end with hl_conn_hello_reply or drop the connection.  0, or -1 when
+ * out of memory. */
+int hl_conn_hello_send(hl_conn *c, int argc, const char *const *argv,
+                       hl_request_fn *fn);
+/* A handshake answer: an error fails the connection, the last answer
+ * brings it up. */
+void hl_conn_hello_reply(void *c, int status, hilock_reply *reply);
+/* What is wrong with a ROLE reply for a master, into why; false when it
+ * is a master's. */
+bool hl_conn_role_not_master(const hilock_reply *r, char *why, size_t cap);
+
+/* the handshake's probes of what the policies need (conn_probe.c):
+ * queue them, with a ROLE of their own when send_role.  0, or -1 when
+ * out of memory. */
+int hl_conn_probe_send(hl_conn *c, bool send_role);
 
 /* requests: formatting, queueing, deadlines, round trips (conn_requests.c) */
 void hl_conn_arm_request_timer(hl_conn *c);
