@@ -651,6 +651,18 @@ long long hl_fixture_calls(hl_redis_server *s, const char *command)
     return p ? atoll(p + strlen(needle)) : 0;
 }
 
+long long hl_fixture_errors(hl_redis_server *s, const char *prefix)
+{
+    static _Thread_local char info[16384];
+    assert_int_equal(hl_redis_server_cmd(s, info, sizeof info, "INFO",
+                                         "errorstats", (char *)NULL),
+                     '$');
+    char needle[64];
+    snprintf(needle, sizeof needle, "errorstat_%s:count=", prefix);
+    const char *p = strstr(info, needle);
+    return p ? atoll(p + strlen(needle)) : 0;
+}
+
 void hl_fixture_pause(hl_redis_server *s)
 {
     if (hl_redis_server_pause(s) != 0)

@@ -96,6 +96,9 @@ void hl_fixture_acl_user_rules(hl_redis_server *s, const char *user,
 /* How many times s has run command, as INFO commandstats counts it
  * (lower case: "wait", "evalsha"); fails the test when s does not say. */
 long long hl_fixture_calls(hl_redis_server *s, const char *command);
+/* How many error replies starting with prefix ("READONLY") s has sent,
+ * as INFO errorstats counts them. */
+long long hl_fixture_errors(hl_redis_server *s, const char *prefix);
 
 /* The faults of redis_server.h, failing the test instead of returning -1. */
 void hl_fixture_kill9(hl_redis_server *s);

@@ -13,6 +13,7 @@
 #include "core/engine/kept_grants.h"
 #include "core/engine/ride.h"
 #include "core/config/option_values.h"
+#include "core/runtime/client_state.h"
 #include "core/runtime/presence.h"
 
 static void attempt(hl_acquire_op *op);
@@ -619,6 +620,29 @@ static void unknown_outcome(hl_acquire_op *op, int status, const char *why)
     wait_for(op, retry_delay(op, 0));
 }
 
+/* A replica refused the attempt (READONLY: the node was demoted, and
+ * the script did not run).  Under Sentinel or on a cluster the client
+ * asks where the master is now, and the attempt is made again there
+ * while the wait lasts; without either, the node is all there is, and
+ * the caller hears at once (HILOCK_EREADONLY).  True when it waits. */
+static bool replica_answered(hl_acquire_op *op, const char *why)
+{
+    hilock_client *c = op->lock->client;
+    if (c == NULL || hl_redis_error_status(why) != HILOCK_EREADONLY ||
+        (c->sentinel == NULL && c->cluster == NULL) || op->wait_ms == 0 ||
+        remaining(op) <= 0)
+        return false;
+    hl_client_replica_answered(c);
+    op->last_status = HILOCK_EREADONLY;
+    snprintf(op->last_detail, sizeof op->last_detail, "%.*s",
+             (int)sizeof op->last_detail - 1, why);
+    hl_turn_end(op->lock, &op->turn);
+    if (op->subscribed)
+        hl_waiter_done_trying(&op->waiter);
+    wait_for(op, retry_delay(op, 0));
+    return true;
+}
+
 /* The master granted the lock, but fewer replicas than the policy asks
  * for acknowledged it: a failover now could hand the lock to another
  * owner through a replica that never saw this grant.  So the grant goes
@@ -754,7 +778,8 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
         char why[256];
         snprintf(why, sizeof why, "%s", reply ? reply->str : "");
         hilock_reply_free(reply);
-        op_finish(op, HILOCK_EREDIS, NULL, why);
+        if (!replica_answered(op, why))
+            op_finish(op, HILOCK_EREDIS, NULL, why);
         return;
     }
     hilock_reply_free(reply);
