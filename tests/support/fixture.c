@@ -639,28 +639,30 @@ void hl_fixture_kill9(hl_redis_server *s)
                  hl_redis_server_port(s));
 }
 
-long long hl_fixture_calls(hl_redis_server *s, const char *command)
+/* The number after needle in INFO section, 0 when it is absent. */
+static long long info_number(hl_redis_server *s, const char *section,
+                             const char *needle)
 {
     static _Thread_local char info[32768];
     assert_int_equal(hl_redis_server_cmd(s, info, sizeof info, "INFO",
-                                         "commandstats", (char *)NULL),
+                                         section, (char *)NULL),
                      '$');
-    char needle[64];
-    snprintf(needle, sizeof needle, "cmdstat_%s:calls=", command);
     const char *p = strstr(info, needle);
     return p ? atoll(p + strlen(needle)) : 0;
 }
 
+long long hl_fixture_calls(hl_redis_server *s, const char *command)
+{
+    char needle[64];
+    snprintf(needle, sizeof needle, "cmdstat_%s:calls=", command);
+    return info_number(s, "commandstats", needle);
+}
+
 long long hl_fixture_errors(hl_redis_server *s, const char *prefix)
 {
-    static _Thread_local char info[16384];
-    assert_int_equal(hl_redis_server_cmd(s, info, sizeof info, "INFO",
-                                         "errorstats", (char *)NULL),
-                     '$');
     char needle[64];
     snprintf(needle, sizeof needle, "errorstat_%s:count=", prefix);
-    const char *p = strstr(info, needle);
-    return p ? atoll(p + strlen(needle)) : 0;
+    return info_number(s, "errorstats", needle);
 }
 
 void hl_fixture_pause(hl_redis_server *s)
