@@ -32,6 +32,7 @@
 #include "hilock/fair.h"
 #include "kindkit/kind_mark.h"
 #include "kindkit/kindkit.h"
+#include "kindkit/script_registry.h"
 #include "layout/layout.h"
 #include "core/base/cname.h"
 
@@ -237,12 +238,58 @@ static const char status_lua[] =
 static hl_script acquire_script, release_script, leave_script, force_script,
     reconcile_script, status_script;
 
-/* The keys every script takes after the name, in this order; a script
- * takes the first four (line, timeouts, channel base, our places) and as
+/* The keys every script takes after the name, in this order: line,
+ * Redisson's places, the channel base, our places; a script takes as
  * many more as it needs. */
-static const char *const key_prefixes[] = {
-    HL_LAYOUT_FAIR_QUEUE, HL_LAYOUT_FAIR_TIMEOUT, NULL, HL_LAYOUT_FAIR_ALIVE,
-    HL_LAYOUT_VOID,       HL_LAYOUT_TOKEN};
+#define FAIR_KEYS                                                           \
+    hl_key_name, HL_LAYOUT_FAIR_QUEUE, HL_LAYOUT_FAIR_TIMEOUT,              \
+        hl_key_channel, HL_LAYOUT_FAIR_ALIVE
+
+static const hl_script_def acquire_def = {
+    .what = "fair acquire",
+    .body = acquire_lua,
+    .script = &acquire_script,
+    HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_VOID, HL_LAYOUT_TOKEN),
+};
+
+static const hl_script_def release_def = {
+    .what = "fair release",
+    .body = release_lua,
+    .script = &release_script,
+    HL_DEF_KEYS(FAIR_KEYS),
+};
+
+static const hl_script_def leave_def = {
+    .what = "fair leave",
+    .body = leave_lua,
+    .script = &leave_script,
+    HL_DEF_KEYS(FAIR_KEYS),
+};
+
+static const hl_script_def force_def = {
+    .what = "fair force release",
+    .body = force_lua,
+    .script = &force_script,
+    HL_DEF_KEYS(FAIR_KEYS),
+};
+
+static const hl_script_def reconcile_def = {
+    .what = "fair reconcile",
+    .body = reconcile_lua,
+    .script = &reconcile_script,
+    HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_VOID),
+};
+
+static const hl_script_def status_def = {
+    .what = "fair status",
+    .body = status_lua,
+    .script = &status_script,
+    HL_DEF_KEYS(FAIR_KEYS),
+};
+
+const hl_script_def *const hl_fair_script_defs[] = {
+    &acquire_def,   &release_def, &leave_def, &force_def,
+    &reconcile_def, &status_def,  NULL};
 
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
@@ -258,8 +305,7 @@ static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                      hl_u64_dec(token, a->known_token),
                      a->nonce_len,
                      hl_i64_dec(wt, a->waiter_timeout_ms)};
-    return hl_run_lock_script(lock, &acquire_script, 6, key_prefixes, 6, args,
-                              lens, fn, data);
+    return hl_run_lock_def(lock, &acquire_def, 6, args, lens, fn, data);
 }
 
 static int release(hilock_lock *lock, const char *field, size_t field_len,
@@ -268,22 +314,20 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
     char lease[24];
     const char *args[] = {lease, field};
     size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len};
-    return hl_run_lock_script(lock, &release_script, 4, key_prefixes, 2, args,
-                              lens, fn, data);
+    return hl_run_lock_def(lock, &release_def, 2, args, lens, fn, data);
 }
 
 static int leave(hilock_lock *lock, const char *field, size_t field_len)
 {
-    return hl_run_lock_script(lock, &leave_script, 4, key_prefixes, 1, &field,
-                              &field_len, NULL, NULL);
+    return hl_run_lock_def(lock, &leave_def, 1, &field, &field_len, NULL,
+                           NULL);
 }
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
-    return hl_run_lock_script(lock, &force_script, 4, key_prefixes, 0, NULL,
-                              NULL, fn, data);
+    return hl_run_lock_def(lock, &force_def, 0, NULL, NULL, fn, data);
 }
 
 static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
@@ -293,16 +337,14 @@ static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
     char want[24];
     const char *args[] = {field, want, nonce};
     size_t lens[] = {field_len, hl_i64_dec(want, expected), nonce_len};
-    return hl_run_lock_script(lock, &reconcile_script, 5, key_prefixes, 3,
-                              args, lens, fn, data);
+    return hl_run_lock_def(lock, &reconcile_def, 3, args, lens, fn, data);
 }
 
 static int status(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
-    return hl_run_lock_script(lock, &status_script, 4, key_prefixes, 0, NULL,
-                              NULL, fn, data);
+    return hl_run_lock_def(lock, &status_def, 0, NULL, NULL, fn, data);
 }
 
 static int parse_status(hilock_reply *reply, hilock_lock_status **out)
@@ -336,12 +378,7 @@ static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
 
 static void init_scripts(void)
 {
-    hl_script_init(&acquire_script, acquire_lua);
-    hl_script_init(&release_script, release_lua);
-    hl_script_init(&leave_script, leave_lua);
-    hl_script_init(&force_script, force_lua);
-    hl_script_init(&reconcile_script, reconcile_lua);
-    hl_script_init(&status_script, status_lua);
+    hl_script_defs_init(hl_fair_script_defs);
     hl_hash_renew_init();
 }
 

@@ -7,6 +7,7 @@
 #include "core/base/error_detail.h"
 #include "core/transport/resp.h"
 #include "hilock/reply.h"
+#include "kindkit/script_registry.h"
 #include "layout/layout.h"
 
 static const char renew_lua[] =
@@ -22,9 +23,21 @@ static const char renew_lua[] =
     "return out\n";
 
 hl_script hl_hash_renew;
+
+const hl_script_def hl_hash_renew_def = {
+    .what = "hash renew",
+    .body = renew_lua,
+    .script = &hl_hash_renew,
+    HL_DEF_KEYS(hl_key_name),
+    .batch = true,
+};
+
+const hl_script_def *const hl_kindkit_script_defs[] = {&hl_hash_renew_def,
+                                                       NULL};
+
 static pthread_once_t renew_once = PTHREAD_ONCE_INIT;
 
-static void init_renew(void) { hl_script_init(&hl_hash_renew, renew_lua); }
+static void init_renew(void) { hl_script_defs_init(hl_kindkit_script_defs); }
 
 void hl_hash_renew_init(void) { pthread_once(&renew_once, init_renew); }
 
@@ -136,33 +149,76 @@ int hl_check_name_slot(const hilock_lock *lock)
                    "keys of this name would lie in different slots");
 }
 
-int hl_run_lock_script(hilock_lock *lock, const hl_script *script, int naux,
-                       const char *const *prefixes, int nargs,
-                       const char *const *args, const size_t *arg_lens,
-                       hl_request_fn *fn, void *data)
+/* KEYS[i] of def: the name, a given key, or a key made into made. */
+static int def_key(hilock_lock *lock, const char *k, hl_aux_name *made,
+                   int *nmade, const char *given, size_t given_len,
+                   const char **out, size_t *out_len)
+{
+    if (k == hl_key_name) {
+        *out = lock->name;
+        *out_len = lock->name_len;
+        return 0;
+    }
+    if (k == hl_key_given) {
+        *out = given;
+        *out_len = given_len;
+        return 0;
+    }
+    hl_aux_name *a = &made[(*nmade)++];
+    int rc = k == hl_key_channel
+                 ? lock->kind->channel(lock, NULL, 0, a)
+                 : hl_layout_key(a, k, lock->name, lock->name_len, NULL, 0);
+    *out = a->s;
+    *out_len = a->len;
+    return rc == 0 ? 0 : HILOCK_ENOMEM;
+}
+
+int hl_run_def(hilock_lock *lock, const hl_script_def *def, int ngiven,
+               const char *const *given, const size_t *given_lens,
+               int nargs, const char *const *args, const size_t *arg_lens,
+               hl_request_fn *fn, void *data)
 {
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
         return HILOCK_ECLOSED;
-    hl_aux_name k[HL_LOCK_SCRIPT_MAX_AUX];
-    if (hl_lock_keys(lock, naux, prefixes, k) != 0)
-        return HILOCK_ENOMEM;
-    const char *argv[1 + HL_LOCK_SCRIPT_MAX_AUX + HL_LOCK_SCRIPT_MAX_ARGS];
-    size_t lens[1 + HL_LOCK_SCRIPT_MAX_AUX + HL_LOCK_SCRIPT_MAX_ARGS];
-    argv[0] = lock->name;
-    lens[0] = lock->name_len;
-    for (int i = 0; i < naux; i++) {
-        argv[1 + i] = k[i].s;
-        lens[1 + i] = k[i].len;
+    if (def->batch || def->nkeys > HL_SCRIPT_MAX_KEYS ||
+        nargs > HL_LOCK_SCRIPT_MAX_ARGS)
+        return HILOCK_EINVAL;
+    hl_aux_name made[HL_SCRIPT_MAX_KEYS];
+    const char *argv[HL_SCRIPT_MAX_KEYS + HL_LOCK_SCRIPT_MAX_ARGS];
+    size_t lens[HL_SCRIPT_MAX_KEYS + HL_LOCK_SCRIPT_MAX_ARGS];
+    int nmade = 0, used = 0, rc = HILOCK_OK;
+    for (int i = 0; i < def->nkeys && rc == HILOCK_OK; i++) {
+        bool is_given = def->keys[i] == hl_key_given;
+        if (is_given && used == ngiven) {
+            rc = HILOCK_EINVAL;
+            break;
+        }
+        rc = def_key(lock, def->keys[i], made, &nmade,
+                     is_given ? given[used] : NULL,
+                     is_given ? given_lens[used] : 0, &argv[i], &lens[i]);
+        used += is_given;
     }
-    for (int i = 0; i < nargs; i++) {
-        argv[1 + naux + i] = args[i];
-        lens[1 + naux + i] = arg_lens[i];
+    if (rc == HILOCK_OK && used != ngiven)
+        rc = HILOCK_EINVAL;
+    if (rc == HILOCK_OK) {
+        for (int i = 0; i < nargs; i++) {
+            argv[def->nkeys + i] = args[i];
+            lens[def->nkeys + i] = arg_lens[i];
+        }
+        rc = hl_script_run(conn, def->script, def->nkeys, def->nkeys + nargs,
+                           argv, lens, fn, data);
     }
-    int rc = hl_script_run(conn, script, 1 + naux, 1 + naux + nargs, argv,
-                           lens, fn, data);
-    hl_aux_names_done(naux, k);
+    hl_aux_names_done(nmade, made);
     return rc;
+}
+
+int hl_run_lock_def(hilock_lock *lock, const hl_script_def *def, int nargs,
+                    const char *const *args, const size_t *arg_lens,
+                    hl_request_fn *fn, void *data)
+{
+    return hl_run_def(lock, def, 0, NULL, NULL, nargs, args, arg_lens, fn,
+                      data);
 }
 
 int hl_hash_query_suffixed(hilock_lock *lock, hl_query q, const char *field,

@@ -9,6 +9,7 @@
 #include "core/engine/compose.h"
 #include "core/engine/lock_handle.h"
 #include "core/transport/script.h"
+#include "core/transport/script_def.h"
 
 /* The server's clock in ms: deadlines on the server never depend on the
  * clocks of clients. */
@@ -144,6 +145,7 @@
  * lock whose hash still holds the field; replies 1/0 per lock.  Ready
  * once hl_hash_renew_init() has run (any thread, any number of times). */
 extern hl_script hl_hash_renew;
+extern const hl_script_def hl_hash_renew_def;
 void hl_hash_renew_init(void);
 
 /* A lock's channel under prefix, with field appended when given: 0 or
@@ -160,18 +162,23 @@ int hl_lock_channel_of(const hilock_lock *lock, const char *field,
 int hl_lock_keys(const hilock_lock *lock, int n, const char *const *prefixes,
                  hl_aux_name *out);
 
-/* Most auxiliary keys and arguments hl_run_lock_script passes. */
-#define HL_LOCK_SCRIPT_MAX_AUX 7
+/* Most arguments hl_run_def passes after the keys. */
 #define HL_LOCK_SCRIPT_MAX_ARGS 9
 
-/* Run a kind's script on the lock's connection with KEYS the lock's name
- * then naux auxiliary keys named by prefixes (NULL: the lock's channel),
- * and ARGV args.  HILOCK_OK, HILOCK_ECLOSED or HILOCK_ENOMEM (fn not
- * called). */
-int hl_run_lock_script(hilock_lock *lock, const hl_script *script, int naux,
-                       const char *const *prefixes, int nargs,
-                       const char *const *args, const size_t *arg_lens,
-                       hl_request_fn *fn, void *data);
+/* Run def's script on the lock's connection with KEYS as def names them
+ * (given[i], of given_lens[i] bytes, standing for its i-th hl_key_given)
+ * and ARGV args.  HILOCK_OK, HILOCK_ECLOSED, HILOCK_ENOMEM, or
+ * HILOCK_EINVAL for a def this cannot run (a batch, too many keys or
+ * arguments, a given key too many or too few): fn not called then. */
+int hl_run_def(hilock_lock *lock, const hl_script_def *def, int ngiven,
+               const char *const *given, const size_t *given_lens,
+               int nargs, const char *const *args, const size_t *arg_lens,
+               hl_request_fn *fn, void *data);
+
+/* The same for a def that names no given key. */
+int hl_run_lock_def(hilock_lock *lock, const hl_script_def *def, int nargs,
+                    const char *const *args, const size_t *arg_lens,
+                    hl_request_fn *fn, void *data);
 
 /* Before an acquire: HILOCK_OK, or HILOCK_EINVAL (with the detail set)
  * on a cluster for a name whose keys cannot share its slot (see

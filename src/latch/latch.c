@@ -12,6 +12,7 @@
 #include "core/engine/compose.h"
 #include "kindkit/kind_mark.h"
 #include "kindkit/kindkit.h"
+#include "kindkit/script_registry.h"
 #include "latch/latch_kind.h"
 #include "layout/layout.h"
 #include "core/base/cname.h"
@@ -94,15 +95,41 @@ static const char delete_lua[] =
     "return answer(1)\n";
 
 static hl_script set_script, down_script, delete_script, count_script;
+
+static const hl_script_def count_def = {
+    .what = "latch count",
+    .body = count_lua,
+    .script = &count_script,
+    HL_DEF_KEYS(hl_key_name),
+};
+
+static const hl_script_def set_def = {
+    .what = "latch try-set",
+    .body = set_lua,
+    .script = &set_script,
+    HL_DEF_KEYS(hl_key_name, hl_key_channel),
+};
+
+static const hl_script_def down_def = {
+    .what = "latch count down",
+    .body = down_lua,
+    .script = &down_script,
+    HL_DEF_KEYS(hl_key_name, hl_key_channel),
+};
+
+static const hl_script_def delete_def = {
+    .what = "latch delete",
+    .body = delete_lua,
+    .script = &delete_script,
+    HL_DEF_KEYS(hl_key_name, hl_key_channel),
+};
+
+const hl_script_def *const hl_latch_script_defs[] = {
+    &count_def, &set_def, &down_def, &delete_def, NULL};
+
 static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
 
-static void init_scripts(void)
-{
-    hl_script_init(&count_script, count_lua);
-    hl_script_init(&set_script, set_lua);
-    hl_script_init(&down_script, down_lua);
-    hl_script_init(&delete_script, delete_lua);
-}
+static void init_scripts(void) { hl_script_defs_init(hl_latch_script_defs); }
 
 int hl_latch_channel(const hilock_lock *lock, hl_aux_name *out)
 {
@@ -127,8 +154,7 @@ int hl_latch_check_slot(const hilock_lock *lock)
 
 int hl_latch_read(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
-    return hl_run_lock_script(lock, &count_script, 0, NULL, 0, NULL, NULL,
-                              fn, data);
+    return hl_run_lock_def(lock, &count_def, 0, NULL, NULL, fn, data);
 }
 
 int hl_latch_parse_count(const hilock_reply *r, int64_t *count)
@@ -244,14 +270,13 @@ static void on_reply(void *data, int status, hilock_reply *reply)
 static int send_script(void *ctx, hl_request_fn *fn, void *data)
 {
     latch_call *call = ctx;
-    const hl_script *s = call->what == CALL_SET    ? &set_script
-                         : call->what == CALL_DOWN ? &down_script
-                                                   : &delete_script;
+    const hl_script_def *def = call->what == CALL_SET    ? &set_def
+                               : call->what == CALL_DOWN ? &down_def
+                                                         : &delete_def;
     const char *args[1] = {call->count};
     size_t lens[1] = {call->count_len};
-    return hl_run_lock_script(call->lock, s, 1, (const char *const[]){NULL},
-                              call->what == CALL_SET ? 1 : 0, args, lens, fn,
-                              data);
+    return hl_run_lock_def(call->lock, def, call->what == CALL_SET ? 1 : 0,
+                           args, lens, fn, data);
 }
 
 static void call_start(hl_op *op)

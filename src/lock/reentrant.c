@@ -54,6 +54,7 @@
 #include "core/transport/resp.h"
 #include "kindkit/kindkit.h"
 #include "kindkit/line_lua.h"
+#include "kindkit/script_registry.h"
 #include "layout/layout.h"
 #include "core/base/cname.h"
 
@@ -303,6 +304,76 @@ static hl_script acquire_script, acquire_wish_script, release_script,
     force_script, leave_script, withdraw_script, reconcile_script,
     status_script;
 
+/* The line's keys, in the order line_lua.h takes them. */
+#define LINE_KEYS                                                           \
+    HL_LAYOUT_LOCK_LINE, HL_LAYOUT_LOCK_ALIVE, HL_LAYOUT_LOCK_NEXT
+#define LINE_WAKE_KEYS LINE_KEYS, HL_LAYOUT_LOCK_WAKE
+
+static const hl_script_def acquire_def = {
+    .what = "reentrant acquire",
+    .body = acquire_lua,
+    .script = &acquire_script,
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_TOKEN, HL_LAYOUT_VOID, LINE_KEYS),
+};
+
+static const hl_script_def acquire_wish_def = {
+    .what = "reentrant acquire with a wish",
+    .body = acquire_wish_lua,
+    .script = &acquire_wish_script,
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_TOKEN, HL_LAYOUT_VOID, LINE_KEYS,
+                HL_LAYOUT_LOCK_WANT),
+};
+
+static const hl_script_def release_def = {
+    .what = "reentrant release",
+    .body = release_lua,
+    .script = &release_script,
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, LINE_WAKE_KEYS,
+                HL_LAYOUT_LOCK_WANT),
+};
+
+static const hl_script_def force_def = {
+    .what = "reentrant force release",
+    .body = force_lua,
+    .script = &force_script,
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, LINE_WAKE_KEYS),
+};
+
+static const hl_script_def leave_def = {
+    .what = "reentrant leave",
+    .body = leave_lua,
+    .script = &leave_script,
+    HL_DEF_KEYS(hl_key_name, LINE_WAKE_KEYS),
+};
+
+static const hl_script_def withdraw_def = {
+    .what = "reentrant withdraw",
+    .body = withdraw_lua,
+    .script = &withdraw_script,
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, LINE_WAKE_KEYS,
+                HL_LAYOUT_LOCK_WANT),
+};
+
+static const hl_script_def reconcile_def = {
+    .what = "reentrant reconcile",
+    .body = reconcile_lua,
+    .script = &reconcile_script,
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, HL_LAYOUT_VOID,
+                LINE_WAKE_KEYS, HL_LAYOUT_LOCK_WANT),
+};
+
+static const hl_script_def status_def = {
+    .what = "reentrant status",
+    .body = status_lua,
+    .script = &status_script,
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, LINE_KEYS),
+};
+
+const hl_script_def *const hl_reentrant_script_defs[] = {
+    &acquire_def,  &acquire_wish_def, &release_def,   &force_def,
+    &leave_def,    &withdraw_def,     &reconcile_def, &status_def,
+    NULL};
+
 /* The kind's channel is the client's own: "hilock_lock_wake:{NAME}:<id>". */
 static int client_channel(const hilock_lock *lock, const char *field,
                           size_t field_len, hl_aux_name *out)
@@ -314,18 +385,11 @@ static int client_channel(const hilock_lock *lock, const char *field,
                             out);
 }
 
-static const char *const release_keys[] = {
-    HL_LAYOUT_LOCK_CHANNEL, HL_LAYOUT_LOCK_LINE, HL_LAYOUT_LOCK_ALIVE,
-    HL_LAYOUT_LOCK_NEXT,    HL_LAYOUT_LOCK_WAKE, HL_LAYOUT_LOCK_WANT};
-
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
 {
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
-    static const char *const keys[] = {
-        HL_LAYOUT_TOKEN,     HL_LAYOUT_VOID,      HL_LAYOUT_LOCK_LINE,
-        HL_LAYOUT_LOCK_ALIVE, HL_LAYOUT_LOCK_NEXT, HL_LAYOUT_LOCK_WANT};
     static const char *const wants[] = {"0", "1", "2"};
     char lease[24], token[24], wait[24], keep[24];
     const char *args[] = {lease,      a->field, a->fenced ? "1" : "0",
@@ -342,10 +406,8 @@ static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                      1,
                      a->claim ? a->claim_len : 0};
     bool wish = a->want != HL_WANT_NONE;
-    return hl_run_lock_script(lock, wish ? &acquire_wish_script
-                                         : &acquire_script,
-                              wish ? 6 : 5, keys, wish ? 9 : 7, args, lens,
-                              fn, data);
+    return hl_run_lock_def(lock, wish ? &acquire_wish_def : &acquire_def,
+                           wish ? 9 : 7, args, lens, fn, data);
 }
 
 static int release(hilock_lock *lock, const char *field, size_t field_len,
@@ -359,8 +421,7 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
                                           ? hl_lock_waiter_timeout_ms(lock)
                                           : 0),
                      1};
-    return hl_run_lock_script(lock, &release_script, 6, release_keys, 5,
-                              args, lens, fn, data);
+    return hl_run_lock_def(lock, &release_def, 5, args, lens, fn, data);
 }
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
@@ -369,14 +430,13 @@ static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
         return HILOCK_EINVAL;
     const char *sharded = hl_lock_on_cluster(lock) ? "1" : "0";
     size_t len = 1;
-    return hl_run_lock_script(lock, &force_script, 5, release_keys, 1,
-                              &sharded, &len, fn, data);
+    return hl_run_lock_def(lock, &force_def, 1, &sharded, &len, fn, data);
 }
 
 static int leave(hilock_lock *lock, const char *field, size_t field_len)
 {
-    return hl_run_lock_script(lock, &leave_script, 4, release_keys + 1, 1,
-                              &field, &field_len, NULL, NULL);
+    return hl_run_lock_def(lock, &leave_def, 1, &field, &field_len, NULL,
+                           NULL);
 }
 
 static int withdraw(hilock_lock *lock, const char *field, size_t field_len,
@@ -384,31 +444,24 @@ static int withdraw(hilock_lock *lock, const char *field, size_t field_len,
 {
     const char *args[] = {field, nonce, hl_lock_on_cluster(lock) ? "1" : "0"};
     size_t lens[] = {field_len, nonce_len, 1};
-    return hl_run_lock_script(lock, &withdraw_script, 6, release_keys, 3,
-                              args, lens, NULL, NULL);
+    return hl_run_lock_def(lock, &withdraw_def, 3, args, lens, NULL, NULL);
 }
 
 static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
                      int64_t expected, const char *nonce, size_t nonce_len,
                      hl_request_fn *fn, void *data)
 {
-    static const char *const keys[] = {
-        HL_LAYOUT_LOCK_CHANNEL, HL_LAYOUT_VOID, HL_LAYOUT_LOCK_LINE,
-        HL_LAYOUT_LOCK_ALIVE,   HL_LAYOUT_LOCK_NEXT, HL_LAYOUT_LOCK_WAKE,
-        HL_LAYOUT_LOCK_WANT};
     char want[24];
     const char *args[] = {field, want, nonce};
     size_t lens[] = {field_len, hl_i64_dec(want, expected), nonce_len};
-    return hl_run_lock_script(lock, &reconcile_script, 7, keys, 3, args,
-                              lens, fn, data);
+    return hl_run_lock_def(lock, &reconcile_def, 3, args, lens, fn, data);
 }
 
 static int status(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
-    return hl_run_lock_script(lock, &status_script, 4, release_keys, 0, NULL,
-                              NULL, fn, data);
+    return hl_run_lock_def(lock, &status_def, 0, NULL, NULL, fn, data);
 }
 
 static int parse_status(hilock_reply *reply, hilock_lock_status **out)
@@ -448,15 +501,8 @@ static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
 
 static void init_scripts(void)
 {
-    hl_script_init(&acquire_script, acquire_lua);
-    hl_script_init(&acquire_wish_script, acquire_wish_lua);
-    hl_script_init(&release_script, release_lua);
-    hl_script_init(&force_script, force_lua);
-    hl_script_init(&leave_script, leave_lua);
-    hl_script_init(&withdraw_script, withdraw_lua);
+    hl_script_defs_init(hl_reentrant_script_defs);
     hl_hash_renew_init();
-    hl_script_init(&reconcile_script, reconcile_lua);
-    hl_script_init(&status_script, status_lua);
 }
 
 int hilock_lock_create_n(hilock_lock **out, hilock_client *client,

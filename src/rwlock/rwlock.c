@@ -46,6 +46,7 @@
 #include "kindkit/kind_mark.h"
 #include "kindkit/kindkit.h"
 #include "kindkit/line_lua.h"
+#include "kindkit/script_registry.h"
 #include "layout/layout.h"
 #include "core/base/cname.h"
 
@@ -378,19 +379,82 @@ static const char write_renew_lua[] =
 
 static hl_script read_acquire_script, write_acquire_script,
     read_release_script, write_release_script, write_leave_script,
-    force_script, reconcile_script, read_renew_script, write_renew_script;
+    force_script, reconcile_script, read_renew_script, write_renew_script,
+    status_script;
 
-static const char *const acquire_keys[] = {
-    HL_LAYOUT_TOKEN, HL_LAYOUT_VOID, HL_LAYOUT_RWLOCK_LINE,
-    HL_LAYOUT_RWLOCK_WRITERS, HL_LAYOUT_RWLOCK_NEXT};
-static const char *const release_keys[] = {
-    HL_LAYOUT_RWLOCK_CHANNEL, HL_LAYOUT_RWLOCK_LINE,
-    HL_LAYOUT_RWLOCK_WRITERS, HL_LAYOUT_RWLOCK_NEXT,
-    HL_LAYOUT_RWLOCK_WAKE};
-static const char *const reconcile_keys[] = {
-    HL_LAYOUT_RWLOCK_CHANNEL, HL_LAYOUT_VOID, HL_LAYOUT_RWLOCK_LINE,
-    HL_LAYOUT_RWLOCK_WRITERS, HL_LAYOUT_RWLOCK_NEXT,
-    HL_LAYOUT_RWLOCK_WAKE};
+/* The writers' line, in the order line_lua.h takes it. */
+#define LINE_KEYS                                                           \
+    HL_LAYOUT_RWLOCK_LINE, HL_LAYOUT_RWLOCK_WRITERS, HL_LAYOUT_RWLOCK_NEXT
+#define ACQUIRE_KEYS hl_key_name, HL_LAYOUT_TOKEN, HL_LAYOUT_VOID, LINE_KEYS
+#define RELEASE_KEYS                                                        \
+    hl_key_name, HL_LAYOUT_RWLOCK_CHANNEL, LINE_KEYS, HL_LAYOUT_RWLOCK_WAKE
+
+static const hl_script_def read_acquire_def = {
+    .what = "read acquire",
+    .body = read_acquire_lua,
+    .script = &read_acquire_script,
+    HL_DEF_KEYS(ACQUIRE_KEYS),
+};
+
+static const hl_script_def write_acquire_def = {
+    .what = "write acquire",
+    .body = write_acquire_lua,
+    .script = &write_acquire_script,
+    HL_DEF_KEYS(ACQUIRE_KEYS),
+};
+
+static const hl_script_def read_release_def = {
+    .what = "read release",
+    .body = read_release_lua,
+    .script = &read_release_script,
+    HL_DEF_KEYS(RELEASE_KEYS),
+};
+
+static const hl_script_def write_release_def = {
+    .what = "write release",
+    .body = write_release_lua,
+    .script = &write_release_script,
+    HL_DEF_KEYS(RELEASE_KEYS),
+};
+
+static const hl_script_def write_leave_def = {
+    .what = "write leave",
+    .body = write_leave_lua,
+    .script = &write_leave_script,
+    HL_DEF_KEYS(hl_key_name, LINE_KEYS, HL_LAYOUT_RWLOCK_WAKE,
+                HL_LAYOUT_RWLOCK_CHANNEL),
+};
+
+static const hl_script_def force_def = {
+    .what = "read-write force release",
+    .body = force_lua,
+    .script = &force_script,
+    HL_DEF_KEYS(RELEASE_KEYS),
+};
+
+static const hl_script_def reconcile_def = {
+    .what = "read-write reconcile",
+    .body = reconcile_lua,
+    .script = &reconcile_script,
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_RWLOCK_CHANNEL, HL_LAYOUT_VOID,
+                LINE_KEYS, HL_LAYOUT_RWLOCK_WAKE),
+};
+
+static const hl_script_def read_renew_def = {
+    .what = "read renew",
+    .body = read_renew_lua,
+    .script = &read_renew_script,
+    HL_DEF_KEYS(hl_key_name),
+    .batch = true,
+};
+
+static const hl_script_def write_renew_def = {
+    .what = "write renew",
+    .body = write_renew_lua,
+    .script = &write_renew_script,
+    HL_DEF_KEYS(hl_key_name),
+    .batch = true,
+};
 
 /* Readers, ours and Java's, and Java's writers hear Redisson's channel. */
 static int shared_channel(const hilock_lock *lock, const char *field,
@@ -436,14 +500,24 @@ static const char status_lua[] =
     "return {redis.call('pttl', KEYS[1]), all, waiters, -1,\n"
     "        seen and 1 or 0}\n";
 
-static hl_script status_script;
+static const hl_script_def status_def = {
+    .what = "read-write status",
+    .body = status_lua,
+    .script = &status_script,
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_RWLOCK_LINE, HL_LAYOUT_RWLOCK_WRITERS),
+};
+
+const hl_script_def *const hl_rwlock_script_defs[] = {
+    &read_acquire_def, &write_acquire_def, &read_release_def,
+    &write_release_def, &write_leave_def, &force_def,
+    &reconcile_def, &read_renew_def, &write_renew_def,
+    &status_def, NULL};
 
 static int status(hilock_lock *lock, hl_request_fn *fn, void *data)
 {
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
-    return hl_run_lock_script(lock, &status_script, 2, release_keys + 1, 0,
-                              NULL, NULL, fn, data);
+    return hl_run_lock_def(lock, &status_def, 0, NULL, NULL, fn, data);
 }
 
 static int parse_status(hilock_reply *reply, hilock_lock_status **out)
@@ -451,7 +525,7 @@ static int parse_status(hilock_reply *reply, hilock_lock_status **out)
     return hl_hash_parse_status(reply, "read-write", true, out);
 }
 
-static int attempt_with(const hl_script *script, hilock_lock *lock,
+static int attempt_with(const hl_script_def *def, hilock_lock *lock,
                         const hl_attempt_args *a, hl_request_fn *fn,
                         void *data)
 {
@@ -467,38 +541,36 @@ static int attempt_with(const hl_script *script, hilock_lock *lock,
                      a->nonce_len,
                      hl_i64_dec(wt, a->waiter_timeout_ms),
                      hl_i64_dec(keep, a->keep_in_line_ms)};
-    return hl_run_lock_script(lock, script, 5, acquire_keys, 7, args, lens, fn,
-                              data);
+    return hl_run_lock_def(lock, def, 7, args, lens, fn, data);
 }
 
 static int read_attempt(hilock_lock *lock, const hl_attempt_args *a,
                         hl_request_fn *fn, void *data)
 {
-    return attempt_with(&read_acquire_script, lock, a, fn, data);
+    return attempt_with(&read_acquire_def, lock, a, fn, data);
 }
 
 static int write_attempt(hilock_lock *lock, const hl_attempt_args *a,
                          hl_request_fn *fn, void *data)
 {
-    return attempt_with(&write_acquire_script, lock, a, fn, data);
+    return attempt_with(&write_acquire_def, lock, a, fn, data);
 }
 
-static int release_with(const hl_script *script, hilock_lock *lock,
+static int release_with(const hl_script_def *def, hilock_lock *lock,
                         const char *field, size_t field_len, int64_t lease_ms,
                         hl_request_fn *fn, void *data)
 {
     char lease[24];
     const char *args[] = {lease, field, hl_lock_on_cluster(lock) ? "1" : "0"};
     size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len, 1};
-    return hl_run_lock_script(lock, script, 5, release_keys, 3, args, lens,
-                              fn, data);
+    return hl_run_lock_def(lock, def, 3, args, lens, fn, data);
 }
 
 static int read_release(hilock_lock *lock, const char *field,
                         size_t field_len, int64_t lease_ms, hl_request_fn *fn,
                         void *data)
 {
-    return release_with(&read_release_script, lock, field, field_len,
+    return release_with(&read_release_def, lock, field, field_len,
                         lease_ms, fn, data);
 }
 
@@ -506,18 +578,14 @@ static int write_release(hilock_lock *lock, const char *field,
                          size_t field_len, int64_t lease_ms,
                          hl_request_fn *fn, void *data)
 {
-    return release_with(&write_release_script, lock, field, field_len,
+    return release_with(&write_release_def, lock, field, field_len,
                         lease_ms, fn, data);
 }
 
 static int write_leave(hilock_lock *lock, const char *field, size_t field_len)
 {
-    static const char *const keys[] = {
-        HL_LAYOUT_RWLOCK_LINE, HL_LAYOUT_RWLOCK_WRITERS,
-        HL_LAYOUT_RWLOCK_NEXT, HL_LAYOUT_RWLOCK_WAKE,
-        HL_LAYOUT_RWLOCK_CHANNEL};
-    return hl_run_lock_script(lock, &write_leave_script, 5, keys, 1, &field,
-                              &field_len, NULL, NULL);
+    return hl_run_lock_def(lock, &write_leave_def, 1, &field, &field_len,
+                           NULL, NULL);
 }
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
@@ -526,8 +594,7 @@ static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
         return HILOCK_EINVAL;
     const char *sharded = hl_lock_on_cluster(lock) ? "1" : "0";
     size_t len = 1;
-    return hl_run_lock_script(lock, &force_script, 5, release_keys, 1,
-                              &sharded, &len, fn, data);
+    return hl_run_lock_def(lock, &force_def, 1, &sharded, &len, fn, data);
 }
 
 static int reconcile_with(const char *side, hilock_lock *lock,
@@ -539,8 +606,7 @@ static int reconcile_with(const char *side, hilock_lock *lock,
     const char *args[] = {field, want, nonce, side};
     size_t lens[] = {field_len, hl_i64_dec(want, expected), nonce_len,
                      strlen(side)};
-    return hl_run_lock_script(lock, &reconcile_script, 6, reconcile_keys, 4,
-                              args, lens, fn, data);
+    return hl_run_lock_def(lock, &reconcile_def, 4, args, lens, fn, data);
 }
 
 static int read_reconcile(hilock_lock *lock, const char *field,
@@ -610,16 +676,7 @@ static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
 
 static void init_scripts(void)
 {
-    hl_script_init(&read_acquire_script, read_acquire_lua);
-    hl_script_init(&write_acquire_script, write_acquire_lua);
-    hl_script_init(&read_release_script, read_release_lua);
-    hl_script_init(&write_release_script, write_release_lua);
-    hl_script_init(&write_leave_script, write_leave_lua);
-    hl_script_init(&force_script, force_lua);
-    hl_script_init(&reconcile_script, reconcile_lua);
-    hl_script_init(&read_renew_script, read_renew_lua);
-    hl_script_init(&write_renew_script, write_renew_lua);
-    hl_script_init(&status_script, status_lua);
+    hl_script_defs_init(hl_rwlock_script_defs);
 }
 
 int hilock_read_lock_create_n(hilock_lock **out, hilock_client *client,

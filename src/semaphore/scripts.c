@@ -67,6 +67,7 @@
 #include "core/transport/resp.h"
 #include "kindkit/kindkit.h"
 #include "kindkit/line_lua.h"
+#include "kindkit/script_registry.h"
 #include "layout/layout.h"
 #include "semaphore/semaphore_internal.h"
 
@@ -483,29 +484,134 @@ static const char available_lua[] =
     SEM_LUA_COMMON
     "return answer(redis.call('get', KEYS[1]) or '0')\n";
 
-static hl_script calls[SEM_PERMIT_RELEASE + 1];
 static hl_script plain_acquire, plain_reconcile, plain_release,
     plain_release_grant, plain_release_to_waiter, permit_acquire,
-    permit_reconcile, renew;
+    permit_reconcile, renew, add_script, try_set_script, set_script,
+    drain_script, available_script, permit_release_script, leave_script;
+
+/* Redisson's channel, then the line's four keys, as every script takes
+ * them after its first two (see the top of this file). */
+#define SEM_LINE_KEYS                                                       \
+    HL_LAYOUT_SEMAPHORE_CHANNEL, HL_LAYOUT_SEM_LINE, HL_LAYOUT_SEM_ALIVE,   \
+        HL_LAYOUT_SEM_NEXT, HL_LAYOUT_SEM_WAKE
+/* The name and the record of a plain call (record_key), or the name and
+ * an expirable semaphore's permits (its lease key), then the rest. */
+#define SEM_KEYS hl_key_name, hl_key_given, SEM_LINE_KEYS
+
+static const hl_script_def plain_acquire_def = {
+    .what = "semaphore acquire",
+    .body = plain_acquire_lua,
+    .script = &plain_acquire,
+    HL_DEF_KEYS(SEM_KEYS),
+};
+
+static const hl_script_def plain_reconcile_def = {
+    .what = "semaphore reconcile",
+    .body = plain_reconcile_lua,
+    .script = &plain_reconcile,
+    HL_DEF_KEYS(SEM_KEYS),
+};
+
+static const hl_script_def plain_release_def = {
+    .what = "semaphore release",
+    .body = plain_release_lua,
+    .script = &plain_release,
+    HL_DEF_KEYS(SEM_KEYS),
+};
+
+static const hl_script_def plain_release_grant_def = {
+    .what = "semaphore release of a kept grant",
+    .body = plain_release_grant_lua,
+    .script = &plain_release_grant,
+    HL_DEF_KEYS(SEM_KEYS),
+};
+
+/* The last key is the record of the waiter's attempt. */
+static const hl_script_def plain_release_to_waiter_def = {
+    .what = "semaphore release to a waiter",
+    .body = plain_release_to_waiter_lua,
+    .script = &plain_release_to_waiter,
+    HL_DEF_KEYS(SEM_KEYS, hl_key_given),
+};
+
+static const hl_script_def permit_acquire_def = {
+    .what = "permit acquire",
+    .body = permit_acquire_lua,
+    .script = &permit_acquire,
+    HL_DEF_KEYS(SEM_KEYS, HL_LAYOUT_VOID),
+};
+
+static const hl_script_def permit_reconcile_def = {
+    .what = "permit reconcile",
+    .body = permit_reconcile_lua,
+    .script = &permit_reconcile,
+    HL_DEF_KEYS(SEM_KEYS, HL_LAYOUT_VOID),
+};
+
+/* Each key is an expirable semaphore's permits (its lease key). */
+static const hl_script_def renew_def = {
+    .what = "permit renew",
+    .body = renew_lua,
+    .script = &renew,
+    HL_DEF_KEYS(hl_key_given),
+    .batch = true,
+};
+
+static const hl_script_def add_def = {
+    .what = "semaphore add",
+    .body = add_lua,
+    .script = &add_script,
+    HL_DEF_KEYS(SEM_KEYS),
+};
+
+static const hl_script_def try_set_def = {
+    .what = "semaphore try-set",
+    .body = try_set_lua,
+    .script = &try_set_script,
+    HL_DEF_KEYS(SEM_KEYS),
+};
+
+static const hl_script_def set_def = {
+    .what = "semaphore set",
+    .body = set_lua,
+    .script = &set_script,
+    HL_DEF_KEYS(SEM_KEYS),
+};
+
+static const hl_script_def drain_def = {
+    .what = "semaphore drain",
+    .body = drain_lua,
+    .script = &drain_script,
+    HL_DEF_KEYS(SEM_KEYS),
+};
+
+static const hl_script_def available_def = {
+    .what = "semaphore available",
+    .body = available_lua,
+    .script = &available_script,
+    HL_DEF_KEYS(SEM_KEYS),
+};
+
+static const hl_script_def permit_release_def = {
+    .what = "permit release",
+    .body = permit_release_lua,
+    .script = &permit_release_script,
+    HL_DEF_KEYS(SEM_KEYS),
+};
+
+/* The one-request calls hl_sem_run makes. */
+static const hl_script_def *const call_defs[SEM_PERMIT_RELEASE + 1] = {
+    [SEM_ADD] = &add_def,
+    [SEM_TRY_SET] = &try_set_def,
+    [SEM_SET] = &set_def,
+    [SEM_DRAIN] = &drain_def,
+    [SEM_AVAILABLE] = &available_def,
+    [SEM_PERMIT_RELEASE] = &permit_release_def,
+};
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-static void init_once(void)
-{
-    hl_script_init(&calls[SEM_ADD], add_lua);
-    hl_script_init(&calls[SEM_TRY_SET], try_set_lua);
-    hl_script_init(&calls[SEM_SET], set_lua);
-    hl_script_init(&calls[SEM_DRAIN], drain_lua);
-    hl_script_init(&calls[SEM_AVAILABLE], available_lua);
-    hl_script_init(&calls[SEM_PERMIT_RELEASE], permit_release_lua);
-    hl_script_init(&plain_acquire, plain_acquire_lua);
-    hl_script_init(&plain_reconcile, plain_reconcile_lua);
-    hl_script_init(&plain_release, plain_release_lua);
-    hl_script_init(&plain_release_grant, plain_release_grant_lua);
-    hl_script_init(&plain_release_to_waiter, plain_release_to_waiter_lua);
-    hl_script_init(&permit_acquire, permit_acquire_lua);
-    hl_script_init(&permit_reconcile, permit_reconcile_lua);
-    hl_script_init(&renew, renew_lua);
-}
+static void init_once(void) { hl_script_defs_init(hl_semaphore_script_defs); }
 
 void hl_sem_scripts_init(void)
 {
@@ -532,13 +638,31 @@ static const char leave_lua[] =
     "the semaphore has no permits: it was never set (hilock_semaphore_"    \
     "try_set or hilock_semaphore_set gives it its permits)"
 
-static hl_script leave_script;
-static pthread_once_t leave_once = PTHREAD_ONCE_INIT;
+static const hl_script_def leave_def = {
+    .what = "semaphore leave",
+    .body = leave_lua,
+    .script = &leave_script,
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_SEM_LINE, HL_LAYOUT_SEM_ALIVE,
+                HL_LAYOUT_SEM_NEXT, HL_LAYOUT_SEM_WAKE),
+};
 
-static void init_leave(void)
-{
-    hl_script_init(&leave_script, leave_lua);
-}
+const hl_script_def *const hl_semaphore_script_defs[] = {
+    &plain_acquire_def,
+    &plain_reconcile_def,
+    &plain_release_def,
+    &plain_release_grant_def,
+    &plain_release_to_waiter_def,
+    &permit_acquire_def,
+    &permit_reconcile_def,
+    &renew_def,
+    &add_def,
+    &try_set_def,
+    &set_def,
+    &drain_def,
+    &available_def,
+    &permit_release_def,
+    &leave_def,
+    NULL};
 
 /* A client's waiters listen on its own channel,
  * "hilock_sem_wake:{NAME}:<client id>". */
@@ -608,63 +732,6 @@ static void parse_attempt(const hilock_reply *reply, hl_acquire_result *out)
     }
 }
 
-#define SEM_MAX_ARGS 8
-
-/* Run a semaphore script: KEYS the name, second (a plain call's record,
- * or the expirable permits' zset), Redisson's channel, the line's four
- * keys, then with with_void the void set, and last (when not NULL). */
-static int sem_script_with(hilock_lock *lock, const hl_script *script,
-                           const char *second, size_t second_len,
-                           bool with_void, const char *last,
-                           size_t last_len, int nargs,
-                           const char *const *args, const size_t *arg_lens,
-                           hl_request_fn *fn, void *data)
-{
-    static const char *const prefixes[] = {
-        HL_LAYOUT_SEMAPHORE_CHANNEL, HL_LAYOUT_SEM_LINE, HL_LAYOUT_SEM_ALIVE,
-        HL_LAYOUT_SEM_NEXT, HL_LAYOUT_SEM_WAKE, HL_LAYOUT_VOID};
-    enum { NAUX_MAX = sizeof prefixes / sizeof prefixes[0] };
-    hl_conn *conn = hl_lock_conn(lock);
-    if (conn == NULL)
-        return HILOCK_ECLOSED;
-    int naux = with_void ? NAUX_MAX : NAUX_MAX - 1;
-    hl_aux_name k[NAUX_MAX];
-    if (hl_lock_keys(lock, naux, prefixes, k) != 0)
-        return HILOCK_ENOMEM;
-    const char *argv[3 + NAUX_MAX + SEM_MAX_ARGS];
-    size_t lens[3 + NAUX_MAX + SEM_MAX_ARGS];
-    int nkeys = 2 + naux;
-    argv[0] = lock->name;
-    lens[0] = lock->name_len;
-    argv[1] = second;
-    lens[1] = second_len;
-    for (int i = 0; i < naux; i++) {
-        argv[2 + i] = k[i].s;
-        lens[2 + i] = k[i].len;
-    }
-    if (last != NULL) {
-        argv[nkeys] = last;
-        lens[nkeys++] = last_len;
-    }
-    for (int i = 0; i < nargs; i++) {
-        argv[nkeys + i] = args[i];
-        lens[nkeys + i] = arg_lens[i];
-    }
-    int rc = hl_script_run(conn, script, nkeys, nkeys + nargs, argv, lens,
-                           fn, data);
-    hl_aux_names_done(naux, k);
-    return rc;
-}
-
-static int sem_script(hilock_lock *lock, const hl_script *script,
-                      const char *second, size_t second_len, bool with_void,
-                      int nargs, const char *const *args,
-                      const size_t *arg_lens, hl_request_fn *fn, void *data)
-{
-    return sem_script_with(lock, script, second, second_len, with_void, NULL,
-                           0, nargs, args, arg_lens, fn, data);
-}
-
 /* "hilock_sem_record:{NAME}:<id>", the record of the attempt or release
  * id.  0, or HILOCK_ENOMEM with out released already. */
 static int record_key(const hilock_lock *lock, const char *id, size_t id_len,
@@ -678,7 +745,7 @@ static int record_key(const hilock_lock *lock, const char *id, size_t id_len,
 }
 
 /* A plain call under the record of id. */
-static int record_script(hilock_lock *lock, const hl_script *script,
+static int record_script(hilock_lock *lock, const hl_script_def *def,
                          const char *id, size_t id_len, int nargs,
                          const char *const *args, const size_t *arg_lens,
                          hl_request_fn *fn, void *data)
@@ -686,8 +753,9 @@ static int record_script(hilock_lock *lock, const hl_script *script,
     hl_aux_name rec;
     if (record_key(lock, id, id_len, &rec) != 0)
         return HILOCK_ENOMEM;
-    int rc = sem_script(lock, script, rec.s, rec.len, false, nargs, args,
-                        arg_lens, fn, data);
+    const char *key = rec.s;
+    int rc = hl_run_def(lock, def, 1, &key, &rec.len, nargs, args, arg_lens,
+                        fn, data);
     hl_aux_name_done(&rec);
     return rc;
 }
@@ -702,7 +770,7 @@ static int plain_attempt(hilock_lock *lock, const hl_attempt_args *a,
     size_t lens[] = {hl_i64_dec(n, a->amount), a->nonce_len,
                      hl_i64_dec(wait, a->waiter_timeout_ms),
                      hl_i64_dec(keep, a->keep_in_line_ms)};
-    return record_script(lock, &plain_acquire, a->nonce, a->nonce_len, 4,
+    return record_script(lock, &plain_acquire_def, a->nonce, a->nonce_len, 4,
                          args, lens, fn, data);
 }
 
@@ -719,7 +787,7 @@ static int plain_reconcile_run(hilock_lock *lock, const char *field,
     (void)expected;
     if (nonce == NULL || nonce_len == 0)
         return HILOCK_EINVAL;
-    return record_script(lock, &plain_reconcile, nonce, nonce_len, 0, NULL,
+    return record_script(lock, &plain_reconcile_def, nonce, nonce_len, 0, NULL,
                          NULL, fn, data);
 }
 
@@ -746,8 +814,8 @@ int hl_sem_plain_release(sem_op *op, hl_request_fn *fn, void *data)
                           hl_lock_client_id(lock)};
     size_t lens[] = {hl_i64_dec(n, op->n), 1, HILOCK_CLIENT_ID_LEN};
     return record_script(lock,
-                         op->consumes_grant ? &plain_release_grant
-                                            : &plain_release,
+                         op->consumes_grant ? &plain_release_grant_def
+                                            : &plain_release_def,
                          op->id, strlen(op->id), 3, args, lens, fn, data);
 }
 
@@ -780,9 +848,10 @@ int hl_sem_plain_release_to_waiter(sem_op *op, const hl_attempt_args *a,
                      a->nonce_len,
                      hl_i64_dec(wait, a->waiter_timeout_ms),
                      hl_i64_dec(keep, a->keep_in_line_ms)};
-    int rc = sem_script_with(lock, &plain_release_to_waiter, rec.s, rec.len,
-                             false, taken.s, taken.len, 8, args, lens, fn,
-                             data);
+    const char *keys[] = {rec.s, taken.s};
+    size_t key_lens[] = {rec.len, taken.len};
+    int rc = hl_run_def(lock, &plain_release_to_waiter_def, 2, keys, key_lens,
+                        8, args, lens, fn, data);
     hl_aux_name_done(&taken);
     hl_aux_name_done(&rec);
     return rc;
@@ -819,8 +888,8 @@ static int plain_release_again(hilock_lock *lock, const char *id,
     size_t lens[] = {hl_i64_dec(n, amount), 1, HILOCK_CLIENT_ID_LEN};
     hl_lock_ref(lock);
     int rc = record_script(lock,
-                           consumes_grant ? &plain_release_grant
-                                          : &plain_release,
+                           consumes_grant ? &plain_release_grant_def
+                                          : &plain_release_def,
                            id, id_len, 3, args, lens, on_released_again,
                            lock);
     if (rc != HILOCK_OK)
@@ -830,12 +899,8 @@ static int plain_release_again(hilock_lock *lock, const char *id,
 
 static int sem_leave(hilock_lock *lock, const char *field, size_t field_len)
 {
-    static const char *const keys[] = {HL_LAYOUT_SEM_LINE,
-                                       HL_LAYOUT_SEM_ALIVE,
-                                       HL_LAYOUT_SEM_NEXT, HL_LAYOUT_SEM_WAKE};
-    pthread_once(&leave_once, init_leave);
-    return hl_run_lock_script(lock, &leave_script, 4, keys, 1, &field,
-                              &field_len, NULL, NULL);
+    return hl_run_lock_def(lock, &leave_def, 1, &field, &field_len, NULL,
+                           NULL);
 }
 
 const hl_kind hl_semaphore_kind = {
@@ -860,15 +925,17 @@ const hl_kind hl_semaphore_kind = {
     .leave = sem_leave,
 };
 
-/* An expirable semaphore's script: KEYS name, {name}:timeout, Redisson's
- * channel, the line's four, and with with_void the void set. */
-static int permit_script(hilock_lock *lock, const hl_script *script,
-                         bool with_void, int nargs, const char *const *args,
+/* A script whose second key is the lease key: an expirable semaphore's
+ * {NAME}:timeout, a plain one's name (the one-request calls, which look
+ * there only on an expirable semaphore). */
+static int permit_script(hilock_lock *lock, const hl_script_def *def,
+                         int nargs, const char *const *args,
                          const size_t *arg_lens, hl_request_fn *fn,
                          void *data)
 {
-    return sem_script(lock, script, lock->lease_key, lock->lease_key_len,
-                      with_void, nargs, args, arg_lens, fn, data);
+    const char *key = lock->lease_key;
+    return hl_run_def(lock, def, 1, &key, &lock->lease_key_len, nargs, args,
+                      arg_lens, fn, data);
 }
 
 static int permit_attempt(hilock_lock *lock, const hl_attempt_args *a,
@@ -884,8 +951,7 @@ static int permit_attempt(hilock_lock *lock, const hl_attempt_args *a,
                      a->nonce_len,
                      hl_i64_dec(wait, a->waiter_timeout_ms),
                      hl_i64_dec(keep, a->keep_in_line_ms)};
-    return permit_script(lock, &permit_acquire, true, 6, args, lens, fn,
-                         data);
+    return permit_script(lock, &permit_acquire_def, 6, args, lens, fn, data);
 }
 
 static int permit_reconcile_run(hilock_lock *lock, const char *field,
@@ -896,7 +962,7 @@ static int permit_reconcile_run(hilock_lock *lock, const char *field,
     char want[24];
     const char *args[] = {"1", field, want, nonce};
     size_t lens[] = {1, field_len, hl_i64_dec(want, expected), nonce_len};
-    return permit_script(lock, &permit_reconcile, true, 4, args, lens, fn,
+    return permit_script(lock, &permit_reconcile_def, 4, args, lens, fn,
                          data);
 }
 
@@ -909,8 +975,7 @@ static int permit_release(hilock_lock *lock, const char *field,
     (void)lease_ms;
     const char *args[] = {"1", field, hl_lock_client_id(lock)};
     size_t lens[] = {1, field_len, HILOCK_CLIENT_ID_LEN};
-    return permit_script(lock, &calls[SEM_PERMIT_RELEASE], false, 3, args,
-                         lens, fn, data);
+    return permit_script(lock, &permit_release_def, 3, args, lens, fn, data);
 }
 
 /* 1: given back; 3: given back, and this client wakes its own waiters;
@@ -971,6 +1036,6 @@ int hl_sem_run(sem_op *op, hl_request_fn *fn, void *data)
     }
     if (op->call == SEM_DRAIN || op->call == SEM_AVAILABLE)
         nargs = 1;
-    return permit_script(sem->lock, &calls[op->call], false, nargs, args,
-                         lens, fn, data);
+    return permit_script(sem->lock, call_defs[op->call], nargs, args, lens,
+                         fn, data);
 }
