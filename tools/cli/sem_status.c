@@ -19,20 +19,12 @@
 #include <string.h>
 
 #include "cli.h"
+#include "sem_status_lua.h"
 
 /* Redisson's score of a permit that never expires. */
 #define NO_EXPIRY "922337203685477"
 
-static const char status_lua[] =
-    "local t = redis.call('type', KEYS[1])['ok']\n"
-    "local v = false\n"
-    "if t == 'string' then v = redis.call('get', KEYS[1]) end\n"
-    "local z = {}\n"
-    "if redis.call('type', KEYS[2])['ok'] == 'zset' then\n"
-    "  z = redis.call('zrange', KEYS[2], 0, -1, 'withscores')\n"
-    "end\n"
-    "local now = redis.call('time')\n"
-    "return {t, v, z, now[1], now[2]}\n";
+static const char status_lua[] = CLI_SEM_STATUS_LUA;
 
 /* "{NAME}:timeout", or "NAME:timeout" when NAME holds a '{' (the braces
  * rule).  Returns a malloc'd string or NULL. */
@@ -103,8 +95,12 @@ int cli_semaphore_status(hilock_client *client, const char *name, bool force,
         fprintf(stderr, "hilock: out of memory\n");
         return CLI_EXIT_SOFTWARE;
     }
-    const char *argv[] = {"EVAL", status_lua, "2", name, zkey};
-    size_t lens[] = {4, strlen(status_lua), 1, strlen(name), strlen(zkey)};
+    char nkeys[12];
+    size_t nkeys_len = (size_t)snprintf(nkeys, sizeof nkeys, "%d",
+                                        CLI_SEM_STATUS_KEYS);
+    const char *argv[] = {"EVAL", status_lua, nkeys, name, zkey};
+    size_t lens[] = {4, strlen(status_lua), nkeys_len, strlen(name),
+                     strlen(zkey)};
     hilock_reply *r = NULL;
     int rc = hilock_client_command(client, 5, argv, lens, &r);
     free(zkey);

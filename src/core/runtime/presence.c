@@ -460,6 +460,12 @@ static const char since_lua[] =
     "if not age then return false end\n"
     "return {age, redis.call('pttl', KEYS[1]), redis.call('time')}\n";
 
+const hl_script_def hl_presence_since_def = {
+    .what = "hold since",
+    .body = since_lua,
+    HL_DEF_KEYS(hl_key_given),
+};
+
 /* A decimal from a reply's string or integer; false for anything else. */
 static bool reply_ll(const hilock_reply *r, long long *out)
 {
@@ -530,8 +536,11 @@ int hilock_client_hold_since(hilock_client *client, const char *name,
     memcpy(field, owner + HILOCK_CLIENT_ID_LEN + 1, digits);
     field[digits] = ':';
     memcpy(field + digits + 1, name, name_len);
-    const char *argv[] = {"EVAL", since_lua, "1", key, field};
-    size_t lens[] = {4, strlen(since_lua), 1, strlen(key),
+    char nkeys[12];
+    size_t nkeys_len = (size_t)snprintf(nkeys, sizeof nkeys, "%d",
+                                        hl_presence_since_def.nkeys);
+    const char *argv[] = {"EVAL", since_lua, nkeys, key, field};
+    size_t lens[] = {4, strlen(since_lua), nkeys_len, strlen(key),
                      digits + 1 + name_len};
     hilock_reply *reply = NULL;
     int rc = hilock_client_command(client, 5, argv, lens, &reply);

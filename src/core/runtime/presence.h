@@ -4,6 +4,7 @@
 #define HL_PRESENCE_H
 
 #include "core/transport/conn.h"
+#include "core/transport/script_def.h"
 #include "hilock/client.h"
 
 typedef struct hl_presence hl_presence;
@@ -24,5 +25,9 @@ void hl_presence_lease_lost(hilock_client *c);
 /* A hold of c began: the list of holds beside the card names it soon.
  * Loop thread. */
 void hl_presence_hold_started(hilock_client *c);
+
+/* The one script presence runs (hilock_client_hold_since), sent with its
+ * text: KEYS a client's list of holds. */
+extern const hl_script_def hl_presence_since_def;
 
 #endif
