@@ -92,11 +92,12 @@
     "  return best\n"                                                       \
     "end\n"
 
-/* KEYS: name, token key, void set, writers' line, writers' places,
- * promise.  ARGV: lease ms, field, fenced, known token, nonce, waiter
- * timeout ms (0: a single try), how long the client stays in the writers'
- * line after a first hold (hl_attempt_args.keep_in_line_ms).
- * Replies {1, count, token}, {0, ms to wait at most}, or {2} (voided). */
+/* KEYS: name, token key, void set, writers' places.  ARGV: lease ms,
+ * field, fenced, known token, nonce, waiter timeout ms (0: a single try),
+ * how long the client stays in the writers' line after a first hold
+ * (hl_attempt_args.keep_in_line_ms); a reader, which takes no place in
+ * that line, reads neither of the last two.  Replies {1, count, token},
+ * {0, ms to wait at most}, or {2} (voided). */
 static const char read_acquire_lua[] =
     RW_LUA_COMMON HL_LUA_TOKEN HL_LUA_HOLD_CHECK
     "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n"
@@ -128,7 +129,7 @@ static const char read_acquire_lua[] =
     "local now = now_ms()\n"
     /* The places are the line's: a place that ran out goes with its
      * client's entry in the line, which the writers' scripts drop. */
-    "local first = redis.call('zrangebyscore', KEYS[5], '(' .. now, '+inf',\n"
+    "local first = redis.call('zrangebyscore', KEYS[4], '(' .. now, '+inf',\n"
     "                         'withscores', 'limit', 0, 1)\n"
     "if #first > 0 then\n"
     /* Look again when the lock's lease or the first writer's place runs
@@ -143,12 +144,14 @@ static const char read_acquire_lua[] =
     "if not mode then redis.call('hset', KEYS[1], " MODE ", " READ ") end\n"
     "return grant()\n";
 
-/* As read_acquire_lua; replies {0, ms to wait at most, how} as the
- * reentrant lock's attempt does (how: 1 when this client is first in the
- * writers' line, plus 2 when the lock is free but promised to another
- * client), and {3} when the owner holds the read lock (an upgrade, which
- * would wait for itself).  A refused writer that waits joins the line or
- * renews its client's place there; a single try keeps none. */
+/* KEYS: name, token key, void set, writers' line, writers' places,
+ * promise.  ARGV and replies as read_acquire_lua's, but {0, ms to wait
+ * at most, how} as the reentrant lock's attempt replies (how: 1 when
+ * this client is first in the writers' line, plus 2 when the lock is
+ * free but promised to another client), and {3} when the owner holds the
+ * read lock (an upgrade, which would wait for itself).  A refused writer
+ * that waits joins the line or renews its client's place there; a
+ * single try keeps none. */
 static const char write_acquire_lua[] =
     RW_LUA_COMMON HL_LUA_TOKEN HL_LUA_HOLD_CHECK
     "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n"
@@ -385,7 +388,7 @@ static hl_script read_acquire_script, write_acquire_script,
 /* The writers' line, in the order line_lua.h takes it. */
 #define LINE_KEYS                                                           \
     HL_LAYOUT_RWLOCK_LINE, HL_LAYOUT_RWLOCK_WRITERS, HL_LAYOUT_RWLOCK_NEXT
-#define ACQUIRE_KEYS hl_key_name, HL_LAYOUT_TOKEN, HL_LAYOUT_VOID, LINE_KEYS
+#define ACQUIRE_KEYS hl_key_name, HL_LAYOUT_TOKEN, HL_LAYOUT_VOID
 #define RELEASE_KEYS                                                        \
     hl_key_name, HL_LAYOUT_RWLOCK_CHANNEL, LINE_KEYS, HL_LAYOUT_RWLOCK_WAKE
 
@@ -393,14 +396,14 @@ static const hl_script_def read_acquire_def = {
     .what = "read acquire",
     .body = read_acquire_lua,
     .script = &read_acquire_script,
-    HL_DEF_KEYS(ACQUIRE_KEYS),
+    HL_DEF_KEYS(ACQUIRE_KEYS, HL_LAYOUT_RWLOCK_WRITERS),
 };
 
 static const hl_script_def write_acquire_def = {
     .what = "write acquire",
     .body = write_acquire_lua,
     .script = &write_acquire_script,
-    HL_DEF_KEYS(ACQUIRE_KEYS),
+    HL_DEF_KEYS(ACQUIRE_KEYS, LINE_KEYS),
 };
 
 static const hl_script_def read_release_def = {
