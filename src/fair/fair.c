@@ -215,11 +215,11 @@ static const char reconcile_lua[] =
     "end\n"
     "return 0\n";
 
-/* KEYS: name, queue, timeouts, channel base, our places.  Replies the
- * status of a hash kind (kindkit.h): the line in order, with the time
- * each place has left on the server's clock (ours by when they count as
- * dead, Java's by Redisson's place); a place that never runs out (scored
- * 2^53 ms or more ahead, +inf too) has no time. */
+/* KEYS: name, queue, timeouts, our places.  Replies the status of a
+ * hash kind (kindkit.h): the line in order, with the time each place
+ * has left on the server's clock (ours by when they count as dead,
+ * Java's by Redisson's place); a place that never runs out (scored 2^53
+ * ms or more ahead, +inf too) has no time. */
 static const char status_lua[] =
     HL_LUA_NOW HL_LUA_MS_UNTIL
     "local all = redis.call('hgetall', KEYS[1])\n"
@@ -227,20 +227,20 @@ static const char status_lua[] =
     "local now = now_ms()\n"
     "local w = {}\n"
     "for _, m in ipairs(line) do\n"
-    "  local s = redis.call('zscore', KEYS[5], m) or\n"
+    "  local s = redis.call('zscore', KEYS[4], m) or\n"
     "            redis.call('zscore', KEYS[3], m)\n"
     "  w[#w + 1] = m\n"
     "  w[#w + 1] = s and ms_until(s, now) or false\n"
     "end\n"
-    "local seen = redis.call('exists', KEYS[2], KEYS[3], KEYS[5])\n"
+    "local seen = redis.call('exists', KEYS[2], KEYS[3], KEYS[4])\n"
     "return {redis.call('pttl', KEYS[1]), all, w, -1, seen}\n";
 
 static hl_script acquire_script, release_script, leave_script, force_script,
     reconcile_script, status_script;
 
-/* The keys every script takes after the name, in this order: line,
- * Redisson's places, the channel base, our places; a script takes as
- * many more as it needs. */
+/* The keys every script but the status takes after the name, in this
+ * order: line, Redisson's places, the channel base, our places; a script
+ * takes as many more as it needs. */
 #define FAIR_KEYS                                                           \
     hl_key_name, HL_LAYOUT_FAIR_QUEUE, HL_LAYOUT_FAIR_TIMEOUT,              \
         hl_key_channel, HL_LAYOUT_FAIR_ALIVE
@@ -284,7 +284,8 @@ static const hl_script_def status_def = {
     .what = "fair status",
     .body = status_lua,
     .script = &status_script,
-    HL_DEF_KEYS(FAIR_KEYS),
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_FAIR_QUEUE, HL_LAYOUT_FAIR_TIMEOUT,
+                HL_LAYOUT_FAIR_ALIVE),
 };
 
 const hl_script_def *const hl_fair_script_defs[] = {
