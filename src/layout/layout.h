@@ -135,9 +135,11 @@
 
 /* The braces rule in Lua, for keys a script names itself: a read hold's
  * timeout key "{NAME}:<field>:rwlock_timeout:<n>", without the braces
- * when NAME holds a '{' already. */
+ * when NAME holds a '{' already.  The function's name is how the scripts'
+ * check (tests/test_script_keys.c) tells these keys from others. */
+#define HL_LAYOUT_LUA_RWLOCK_TIMEOUT_KEY_FN "tkey"
 #define HL_LAYOUT_LUA_RWLOCK_TIMEOUT_KEY                                    \
-    "local function tkey(name, f, i)\n"                                     \
+    "local function " HL_LAYOUT_LUA_RWLOCK_TIMEOUT_KEY_FN "(name, f, i)\n"  \
     "  if string.find(name, '{', 1, true) then\n"                           \
     "    return name .. ':' .. f .. ':rwlock_timeout:' .. i\n"              \
     "  end\n"                                                               \

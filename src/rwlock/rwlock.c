@@ -61,8 +61,11 @@
 /* Per-hold timeout keys, and what the read holds say about the lock.
  * holds(v) is the read holds a reader's field v counts: v when it is a
  * hold count (an integer from 1 to 2^53 - 2), else 0, since a value no
- * client of the layout writes names no hold's key. */
+ * client of the layout writes names no hold's key.  Every script that
+ * starts with this names hold keys it is not given (read_hold_keys), and
+ * so starts with the line that tells Dragonfly it may. */
 #define RW_LUA_COMMON                                                       \
+    HL_LUA_UNDECLARED_KEYS                                                  \
     HL_LUA_NOW HL_LUA_EXTEND HL_LUA_ANNOUNCE HL_LUA_MS_UNTIL                \
     HL_LUA_FOREIGN                                                          \
     HL_LAYOUT_LUA_RWLOCK_TIMEOUT_KEY                                        \
@@ -385,6 +388,20 @@ static hl_script read_acquire_script, write_acquire_script,
     force_script, reconcile_script, read_renew_script, write_renew_script,
     status_script;
 
+/* Redisson's layout gives every read hold a key of its own,
+ * "{NAME}:<field>:rwlock_timeout:<n>" for the field's n-th hold, which
+ * the scripts name through tkey() (HL_LAYOUT_LUA_RWLOCK_TIMEOUT_KEY). */
+static const hl_undeclared_keys read_hold_keys = {
+    .maker = HL_LAYOUT_LUA_RWLOCK_TIMEOUT_KEY_FN,
+    .why = "a read hold's key is named by its holder's field and by the "
+           "number of that field's holds on the server: a writer's attempt, "
+           "a read release and a force release read or delete the keys of "
+           "holders they find in the hash, and an acquire, release, "
+           "reconcile or renewal names the owner's own at counts only the "
+           "server knows (two handles of one owner share its field), so no "
+           "caller can pass them",
+};
+
 /* The writers' line, in the order line_lua.h takes it. */
 #define LINE_KEYS                                                           \
     HL_LAYOUT_RWLOCK_LINE, HL_LAYOUT_RWLOCK_WRITERS, HL_LAYOUT_RWLOCK_NEXT
@@ -397,6 +414,7 @@ static const hl_script_def read_acquire_def = {
     .body = read_acquire_lua,
     .script = &read_acquire_script,
     HL_DEF_KEYS(ACQUIRE_KEYS, HL_LAYOUT_RWLOCK_WRITERS),
+    .undeclared = &read_hold_keys,
 };
 
 static const hl_script_def write_acquire_def = {
@@ -404,6 +422,7 @@ static const hl_script_def write_acquire_def = {
     .body = write_acquire_lua,
     .script = &write_acquire_script,
     HL_DEF_KEYS(ACQUIRE_KEYS, LINE_KEYS),
+    .undeclared = &read_hold_keys,
 };
 
 static const hl_script_def read_release_def = {
@@ -411,6 +430,7 @@ static const hl_script_def read_release_def = {
     .body = read_release_lua,
     .script = &read_release_script,
     HL_DEF_KEYS(RELEASE_KEYS),
+    .undeclared = &read_hold_keys,
 };
 
 static const hl_script_def write_release_def = {
@@ -418,6 +438,7 @@ static const hl_script_def write_release_def = {
     .body = write_release_lua,
     .script = &write_release_script,
     HL_DEF_KEYS(RELEASE_KEYS),
+    .undeclared = &read_hold_keys,
 };
 
 static const hl_script_def write_leave_def = {
@@ -433,6 +454,7 @@ static const hl_script_def force_def = {
     .body = force_lua,
     .script = &force_script,
     HL_DEF_KEYS(RELEASE_KEYS),
+    .undeclared = &read_hold_keys,
 };
 
 static const hl_script_def reconcile_def = {
@@ -441,6 +463,7 @@ static const hl_script_def reconcile_def = {
     .script = &reconcile_script,
     HL_DEF_KEYS(hl_key_name, HL_LAYOUT_RWLOCK_CHANNEL, HL_LAYOUT_VOID,
                 LINE_KEYS, HL_LAYOUT_RWLOCK_WAKE),
+    .undeclared = &read_hold_keys,
 };
 
 static const hl_script_def read_renew_def = {
@@ -449,6 +472,7 @@ static const hl_script_def read_renew_def = {
     .script = &read_renew_script,
     HL_DEF_KEYS(hl_key_name),
     .batch = true,
+    .undeclared = &read_hold_keys,
 };
 
 static const hl_script_def write_renew_def = {
