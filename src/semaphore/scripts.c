@@ -503,6 +503,9 @@ static const hl_script_def plain_acquire_def = {
     .body = plain_acquire_lua,
     .script = &plain_acquire,
     HL_DEF_KEYS(SEM_KEYS),
+    /* Redisson's channel: a plain attempt announces nothing, and the
+     * line's keys are KEYS[4..7] wherever try_take runs. */
+    .spare_keys = 1u << 2,
 };
 
 static const hl_script_def plain_reconcile_def = {

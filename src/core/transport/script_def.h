@@ -38,12 +38,18 @@ typedef struct hl_undeclared_keys {
 typedef struct hl_script_def {
     const char *what; /* "reentrant release", for messages */
     const char *body; /* the Lua text */
-    hl_script *script; /* made from body by hl_script_defs_init */
+    /* Made from body by hl_script_defs_init; NULL for a script sent
+     * with its text each time (EVAL). */
+    hl_script *script;
     /* KEYS in order.  A batch script (a renewal) takes one key of
      * keys[0]'s sort per lock, as many as it renews. */
     int nkeys;
     const char *const *keys;
     bool batch;
+    /* KEYS entries the script never names (bit i - 1: KEYS[i]), passed
+     * only so that the keys after them keep the places the shared Lua
+     * fragments name them by. */
+    unsigned spare_keys;
     const hl_undeclared_keys *undeclared; /* NULL: none */
 } hl_script_def;
 
