@@ -395,7 +395,7 @@ static const hl_undeclared_keys read_hold_keys = {
     .maker = HL_LAYOUT_LUA_RWLOCK_TIMEOUT_KEY_FN,
     .why = "a read hold's key is named by its holder's field and by the "
            "number of that field's holds on the server: a writer's attempt, "
-           "a read release and a force release read or delete the keys of "
+           "the releases and a force release read or delete the keys of "
            "holders they find in the hash, and an acquire, release, "
            "reconcile or renewal names the owner's own at counts only the "
            "server knows (two handles of one owner share its field), so no "
