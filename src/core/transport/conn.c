@@ -125,7 +125,7 @@ static void close_socket(hl_conn *c)
     hl_buf_reset(&c->out);
     hl_prepare_stop(&c->flusher);
     hl_timer_stop(&c->keepalive_timer);
-    c->scripts_loaded = 0;
+    memset(c->scripts_loaded, 0, sizeof c->scripts_loaded);
 }
 
 /* The socket is gone (or never came): fail what was written, tell the

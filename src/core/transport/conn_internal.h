@@ -115,7 +115,8 @@ struct hl_conn {
     uint64_t heard;          /* whole replies read, ever */
     uint64_t heard_at_check; /* heard at the keepalive's last look */
     bool ping_out;           /* the keepalive's PING is unanswered */
-    uint64_t scripts_loaded; /* bits of hl_script.index, this socket */
+    /* Bits of hl_script.index: the scripts loaded on this socket. */
+    uint64_t scripts_loaded[HL_SHA_SCRIPTS / 64];
     int attempt; /* consecutive failed attempts */
     uint64_t rng;
     char err[256];

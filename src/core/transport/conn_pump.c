@@ -32,8 +32,9 @@
  * back to EVAL. */
 static void load_script_first(hl_conn *c, const hl_script *s)
 {
-    uint64_t bit = (uint64_t)1 << s->index;
-    if (c->scripts_loaded & bit)
+    uint64_t *word = &c->scripts_loaded[s->index / 64];
+    uint64_t bit = (uint64_t)1 << (s->index % 64);
+    if (*word & bit)
         return;
     const char *argv[] = {"SCRIPT", "LOAD", s->body};
     size_t lens[] = {6, 4, s->len};
@@ -50,7 +51,7 @@ static void load_script_first(hl_conn *c, const hl_script *s)
     load->queued_at = hl_monotime_now();
     load->deadline = load->queued_at + HL_MS(c->o->command_timeout_ms);
     queue_push(&c->sent, load);
-    c->scripts_loaded |= bit;
+    *word |= bit;
 }
 
 static bool send_asking(hl_conn *c)

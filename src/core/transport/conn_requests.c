@@ -195,7 +195,10 @@ int hl_conn_script_take(hl_conn *c, const hl_script *script, char *cmd,
     return enqueue(c, r);
 }
 
-void hl_conn_forget_scripts(hl_conn *c) { c->scripts_loaded = 0; }
+void hl_conn_forget_scripts(hl_conn *c)
+{
+    memset(c->scripts_loaded, 0, sizeof c->scripts_loaded);
+}
 
 bool hl_conn_park(hl_conn *c, hl_request *r, hl_monotime delay)
 {

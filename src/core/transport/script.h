@@ -25,8 +25,11 @@ struct hl_script {
     bool publishes;
 };
 
-/* How many scripts get a bit in a connection's set of loaded scripts. */
-#define HL_SHA_SCRIPTS 64
+/* How many scripts get a bit in a connection's set of loaded scripts (a
+ * multiple of 64).  A process that uses every kind makes 45 scripts and
+ * 35 SPUBLISH twins, whichever run, and a script past this runs as EVAL
+ * with its whole body every time. */
+#define HL_SHA_SCRIPTS 256
 
 /* Compute the SHA1 of a static script body and give it an index.  The
  * first HL_SHA_SCRIPTS scripts of the process run by SHA1 as described
