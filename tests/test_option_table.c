@@ -125,6 +125,55 @@ static void test_string_options_agree(void **state)
     }
 }
 
+/* Each word set both ways, in any case, gives the same place; a word of
+ * no option and a place past the list are refused both ways, and leave
+ * the option as it was. */
+static void test_word_options_agree(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < hl_word_option_count; i++) {
+        const hl_word_option *opt = &hl_word_options[i];
+        hilock_options *by_setter = NULL;
+        hilock_options *by_url = NULL;
+        assert_int_equal(hilock_options_create(&by_setter), HILOCK_OK);
+        assert_int_equal(hilock_options_create(&by_url), HILOCK_OK);
+        assert_int_equal(opt->get(by_setter), opt->def);
+        assert_int_equal(opt->get(NULL), -1);
+
+        int place = 0;
+        for (const char *w = opt->words;; place++) {
+            const char *bar = strchr(w, '|');
+            int len = bar ? (int)(bar - w) : (int)strlen(w);
+            char url[128], upper[32];
+            snprintf(upper, sizeof upper, "%.*s", len, w);
+            upper[0] = (char)(upper[0] - 'a' + 'A');
+            snprintf(url, sizeof url, "redis://127.0.0.1/?%s=%s",
+                     opt->url_key, upper);
+            assert_int_equal(opt->set(by_setter, place), HILOCK_OK);
+            assert_int_equal(hilock_options_set_url(by_url, url), HILOCK_OK);
+            if (opt->get(by_setter) != place || opt->get(by_url) != place)
+                fail_msg("%s %s: setter gives %d, URL gives %d", opt->name,
+                         upper, opt->get(by_setter), opt->get(by_url));
+            if (bar == NULL)
+                break;
+            w = bar + 1;
+        }
+
+        char url[128];
+        snprintf(url, sizeof url, "redis://127.0.0.1/?%s=nonesuch",
+                 opt->url_key);
+        assert_int_equal(hilock_options_set_url(by_url, url), HILOCK_EINVAL);
+        assert_non_null(strstr(hilock_last_error(), "'nonesuch' is not "));
+        assert_int_equal(opt->set(by_setter, place + 1), HILOCK_EINVAL);
+        assert_int_equal(opt->set(by_setter, -1), HILOCK_EINVAL);
+        assert_int_equal(opt->set(NULL, 0), HILOCK_EINVAL);
+        assert_int_equal(opt->get(by_setter), place);
+        assert_int_equal(opt->get(by_url), place);
+        hilock_options_free(by_setter);
+        hilock_options_free(by_url);
+    }
+}
+
 /* The tables never describe the password, so nothing generated from them
  * can read it back. */
 static void test_tables_leave_out_the_password(void **state)
@@ -143,6 +192,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_numeric_options_agree),
         cmocka_unit_test(test_string_options_agree),
+        cmocka_unit_test(test_word_options_agree),
         cmocka_unit_test(test_tables_leave_out_the_password),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -133,8 +133,8 @@ static void test_options_page(void **state)
             "which takes the same values and is checked the same way.  "
             "The setters are documented in `hilock/options.h`, with the "
             "options this table does not hold: the URL's host, port, "
-            "user, password and database, `replicas`, `tls_verify`, the "
-            "Sentinel settings and the caller's loop.\n\n"
+            "user, password and database, `tls_verify`, the Sentinel "
+            "settings and the caller's loop.\n\n"
             "## Numbers\n\n"
             "| name | URL key | range | default |\n"
             "| --- | --- | --- | --- |\n");
@@ -154,6 +154,33 @@ static void test_options_page(void **state)
         const hl_string_option *o = &hl_string_options[i];
         put(&t, "| `%s` | `%s` | %s |\n", o->name,
             o->url_key ? o->url_key : "none", o->tls ? "yes" : "no");
+    }
+    put(&t, "\n## Words\n\n"
+            "The setter takes the enum of `hilock/options.h` whose values "
+            "are the words in this order; the URL key takes the word, in "
+            "any case.\n\n"
+            "| name | URL key | words | default |\n"
+            "| --- | --- | --- | --- |\n");
+    for (size_t i = 0; i < hl_word_option_count; i++) {
+        const hl_word_option *o = &hl_word_options[i];
+        put(&t, "| `%s` | `%s` | ", o->name, o->url_key);
+        const char *def = NULL;
+        size_t def_len = 0;
+        int place = 0;
+        for (const char *w = o->words;; place++) {
+            const char *bar = strchr(w, '|');
+            size_t len = bar ? (size_t)(bar - w) : strlen(w);
+            put(&t, "%s`%.*s`", place ? ", " : "", (int)len, w);
+            if (place == o->def) {
+                def = w;
+                def_len = len;
+            }
+            if (bar == NULL)
+                break;
+            w = bar + 1;
+        }
+        assert_non_null(def);
+        put(&t, " | `%.*s` |\n", (int)def_len, def);
     }
     check_page("options.md", &t);
     free(t.s);

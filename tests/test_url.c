@@ -1374,6 +1374,77 @@ static void test_replica_ack_option(void **state)
     hilock_options_free(o);
 }
 
+static void test_redisson_pubsub_option(void **state)
+{
+    (void)state;
+    hilock_options *o = make_defaults();
+    assert_int_equal(hilock_options_redisson_pubsub(o),
+                     HILOCK_REDISSON_PUBSUB_SHARDED);
+    assert_int_equal(hilock_options_set_url(
+                         o, "redis://h:7000/?redisson_pubsub=plain"),
+                     HILOCK_OK);
+    assert_int_equal(hilock_options_redisson_pubsub(o),
+                     HILOCK_REDISSON_PUBSUB_PLAIN);
+    assert_int_equal(hilock_options_set_url(
+                         o, "redis://h/?redisson_pubsub=BOTH&replicas=one"),
+                     HILOCK_OK);
+    assert_int_equal(hilock_options_redisson_pubsub(o),
+                     HILOCK_REDISSON_PUBSUB_BOTH);
+    assert_int_equal(hilock_options_replica_ack(o), HILOCK_ACK_ONE);
+    /* A URL without the key keeps the mode, as with every option. */
+    assert_int_equal(hilock_options_set_url(o, "redis://h/"), HILOCK_OK);
+    assert_int_equal(hilock_options_redisson_pubsub(o),
+                     HILOCK_REDISSON_PUBSUB_BOTH);
+
+    /* Redisson's own word for its default is no mode of ours: the guide
+     * says which mode goes with it. */
+    assert_int_equal(hilock_options_set_url(
+                         o, "redis://h/?redisson_pubsub=auto"),
+                     HILOCK_EINVAL);
+    assert_string_equal(hilock_last_error(),
+                        "URL redisson_pubsub 'auto' is not sharded, plain "
+                        "or both");
+    assert_int_equal(hilock_options_set_url(
+                         o, "redis://h/?redisson_pubsub=sharded,plain"),
+                     HILOCK_EINVAL);
+    assert_int_equal(hilock_options_set_url(
+                         o, "redis://h/?redisson_pubsub="),
+                     HILOCK_EINVAL);
+    assert_int_equal(
+        hilock_options_set_url(
+            o, "redis://h/?redisson_pubsub=plain&redisson_pubsub=both"),
+        HILOCK_EINVAL);
+    assert_non_null(strstr(hilock_last_error(), "repeated"));
+    assert_int_equal(hilock_options_redisson_pubsub(o),
+                     HILOCK_REDISSON_PUBSUB_BOTH);
+
+    assert_int_equal(hilock_options_set_redisson_pubsub(
+                         o, (hilock_redisson_pubsub)3),
+                     HILOCK_EINVAL);
+    assert_string_equal(hilock_last_error(),
+                        "redisson pubsub 3 is not sharded, plain or both");
+    assert_int_equal(hilock_options_set_redisson_pubsub(
+                         NULL, HILOCK_REDISSON_PUBSUB_PLAIN),
+                     HILOCK_EINVAL);
+    assert_int_equal(hilock_options_set_redisson_pubsub(
+                         o, HILOCK_REDISSON_PUBSUB_SHARDED),
+                     HILOCK_OK);
+    assert_int_equal(hilock_options_redisson_pubsub(o),
+                     HILOCK_REDISSON_PUBSUB_SHARDED);
+    assert_int_equal(hilock_options_redisson_pubsub(NULL), -1);
+
+    /* A copy, which each client makes, keeps the mode. */
+    hilock_options *copy = NULL;
+    assert_int_equal(hilock_options_set_redisson_pubsub(
+                         o, HILOCK_REDISSON_PUBSUB_PLAIN),
+                     HILOCK_OK);
+    assert_int_equal(hilock_options_copy(&copy, o), HILOCK_OK);
+    assert_int_equal(hilock_options_redisson_pubsub(copy),
+                     HILOCK_REDISSON_PUBSUB_PLAIN);
+    hilock_options_free(copy);
+    hilock_options_free(o);
+}
+
 static void test_waiter_node_quarantine_options(void **state)
 {
     (void)state;
@@ -1426,6 +1497,7 @@ int main(void)
         cmocka_unit_test(test_valkey_schemes),
         cmocka_unit_test(test_sentinel_limit),
         cmocka_unit_test(test_replica_ack_option),
+        cmocka_unit_test(test_redisson_pubsub_option),
         cmocka_unit_test(test_waiter_node_quarantine_options),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_null_arguments),

@@ -87,8 +87,9 @@ HILOCK_API void hilock_options_free(hilock_options *opts);
  * most once and never with an empty value: connect_timeout,
  * command_timeout, watchdog_timeout, max_hold, waiter_timeout,
  * node_timeout, quarantine, ack_timeout (decimal milliseconds),
- * connections (a count), replicas (none|one|majority|all), fsync
- * (yes|no|true|false|1|0, see hilock_options_set_wait_fsync), description
+ * connections (a count), replicas (none|one|majority|all),
+ * redisson_pubsub (sharded|plain|both), fsync (yes|no|true|false|1|0,
+ * see hilock_options_set_wait_fsync), description
  * (see hilock_options_set_description), and, with
  * a TLS scheme only, ca_file, ca_dir, cert_file, key_file, sni (server name
  * to verify), verify (yes|no|true|false|1|0, any case).
@@ -172,6 +173,40 @@ HILOCK_API int hilock_options_set_replica_ack(hilock_options *opts,
                                               hilock_replica_ack ack);
 /* The policy, or -1 for a NULL object. */
 HILOCK_API int hilock_options_replica_ack(const hilock_options *opts);
+/* Which pub/sub the Java (Redisson) clients of a Redis Cluster use on
+ * the channels they share with hilock: the reentrant lock's
+ * "redisson_lock__channel:{NAME}", a fair lock waiter's channel, the
+ * read-write lock's, the semaphores' and the count-down latch's.
+ * Redisson shards them (SSUBSCRIBE, SPUBLISH) when its
+ * shardedSubscriptionMode is ON, or AUTO (its default) and its probe
+ * PUBSUB SHARDNUMSUB works; with OFF, or an ACL that refuses the probe,
+ * it SUBSCRIBEs and PUBLISHes, which a sharded client never hears.
+ *   sharded  releases announce there with SPUBLISH and waiters listen
+ *            with SSUBSCRIBE (the default);
+ *   plain    releases PUBLISH there (from their scripts, which every
+ *            node relays) and waiters SUBSCRIBE;
+ *   both     releases announce both ways and waiters listen both ways,
+ *            for a mixed or unknown fleet: one more message per release
+ *            and one more subscription per waited channel.
+ * hilock's own channels (each client's wake-up channel) stay sharded.
+ * Off a cluster, and on a cluster before Redis 7, pub/sub is plain and
+ * this changes nothing.  See docs/guide/cluster.md, "Redisson's pub/sub".
+ * URL: redisson_pubsub=sharded|plain|both (any case). */
+typedef enum hilock_redisson_pubsub {
+    HILOCK_REDISSON_PUBSUB_SHARDED = 0,
+    HILOCK_REDISSON_PUBSUB_PLAIN = 1,
+    HILOCK_REDISSON_PUBSUB_BOTH = 2
+} hilock_redisson_pubsub;
+#define HILOCK_DEFAULT_REDISSON_PUBSUB HILOCK_REDISSON_PUBSUB_SHARDED
+/* Copied into each client the options create; a client's mode does not
+ * change once it exists.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  NULL options, or a value outside the enum */
+HILOCK_API int hilock_options_set_redisson_pubsub(
+    hilock_options *opts, hilock_redisson_pubsub mode);
+/* The mode, or -1 for a NULL object. */
+HILOCK_API int hilock_options_redisson_pubsub(const hilock_options *opts);
+
 /* How long a lock write waits for its acknowledgements, 1..86400000 ms
  * (default 1000).
  * @return HILOCK_OK, HILOCK_EINVAL (NULL options or out of range) */

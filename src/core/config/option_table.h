@@ -7,6 +7,7 @@
 #define HL_OPTION_TABLE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hilock/options.h"
@@ -66,6 +67,18 @@
     X(tls_server_name, "sni", 1, "tls server name")                          \
     X(description, "description", 0, "description")
 
+/* X(name, url key, setter's value type, words, default, what): options
+ * that take one of a few words, '|' between them.  The setter takes the
+ * public header's enum, whose values are the words' places in the list
+ * (0 for the first), and the getter gives it back as an int; the URL key
+ * takes the word itself, in any case. */
+#define HL_WORD_OPTIONS(X)                                                   \
+    X(replica_ack, "replicas", hilock_replica_ack, "none|one|majority|all",  \
+      HILOCK_DEFAULT_REPLICA_ACK, "replica ack")                             \
+    X(redisson_pubsub, "redisson_pubsub", hilock_redisson_pubsub,            \
+      "sharded|plain|both", HILOCK_DEFAULT_REDISSON_PUBSUB,                  \
+      "redisson pubsub")
+
 /* One numeric option as data, for the URL parser and for tests that walk
  * every option.  set and get take and give the value widened to int64_t;
  * set checks the range exactly as the public setter does (it is the
@@ -89,9 +102,26 @@ typedef struct hl_string_option {
     const char *(*get)(const hilock_options *opts);
 } hl_string_option;
 
+typedef struct hl_word_option {
+    const char *name;
+    const char *url_key;
+    const char *words; /* "a|b|c" */
+    int def;
+    int (*set)(hilock_options *opts, int value);
+    int (*get)(const hilock_options *opts);
+} hl_word_option;
+
+/* The place of the word w (n bytes, any case) in words ("a|b|c"), or -1
+ * when it is none of them. */
+int hl_word_place(const char *words, const char *w, size_t n);
+/* words as a sentence's end, "a, b or c", into out (cap bytes). */
+void hl_words_text(const char *words, char *out, size_t cap);
+
 extern const hl_numeric_option hl_numeric_options[];
 extern const size_t hl_numeric_option_count;
 extern const hl_string_option hl_string_options[];
 extern const size_t hl_string_option_count;
+extern const hl_word_option hl_word_options[];
+extern const size_t hl_word_option_count;
 
 #endif

@@ -27,6 +27,9 @@ struct hilock_options {
     char *sentinel_password;
     int replica_ack; /* hilock_replica_ack */
     bool wait_fsync; /* lock writes wait for the AOF's fsync (WAITAOF) */
+    /* hilock_redisson_pubsub: how the channels a cluster's Redisson
+     * clients share are published and listened to (script.c, client.c). */
+    int redisson_pubsub;
     int64_t replica_ack_timeout_ms;
     int64_t connect_timeout_ms;
     int64_t command_timeout_ms;

@@ -54,7 +54,10 @@ int hilock_options_create(hilock_options **out)
     o->max_reply_bytes = HILOCK_DEFAULT_MAX_REPLY_BYTES;
     o->max_reply_elements = HILOCK_DEFAULT_MAX_REPLY_ELEMENTS;
     o->max_reply_depth = HILOCK_DEFAULT_MAX_REPLY_DEPTH;
-    o->replica_ack = HILOCK_DEFAULT_REPLICA_ACK;
+#define HL_SET_WORD_DEFAULT(name, key, vtype, words, def, what)             \
+    o->name = (int)(def);
+    HL_WORD_OPTIONS(HL_SET_WORD_DEFAULT)
+#undef HL_SET_WORD_DEFAULT
     o->tls = 0;
     o->tls_verify = 1;
     o->loop = NULL;
@@ -480,16 +483,25 @@ int hilock_options_set_sentinel_auth(hilock_options *opts, const char *user,
     return HILOCK_OK;
 }
 
-int hilock_options_set_replica_ack(hilock_options *opts, hilock_replica_ack ack)
+int hl_word_place(const char *words, const char *w, size_t n)
 {
-    if (opts == NULL)
-        return hl_fail(HILOCK_EINVAL, "set replica ack: options is NULL");
-    if ((int)ack < HILOCK_ACK_NONE || (int)ack > HILOCK_ACK_ALL)
-        return hl_fail(HILOCK_EINVAL,
-                       "replica ack %d is not none, one, majority or all",
-                       (int)ack);
-    opts->replica_ack = (int)ack;
-    return HILOCK_OK;
+    int place = 0;
+    for (const char *p = words;; place++) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        bool same = len == n;
+        for (size_t i = 0; same && i < n; i++) {
+            char c = w[i];
+            if (c >= 'A' && c <= 'Z')
+                c = (char)(c - 'A' + 'a');
+            same = c == p[i];
+        }
+        if (same)
+            return place;
+        if (bar == NULL)
+            return -1;
+        p = bar + 1;
+    }
 }
 
 int hilock_options_set_wait_fsync(hilock_options *opts, bool on)
@@ -513,10 +525,64 @@ const char *hl_replica_ack_name(int ack)
                : NULL;
 }
 
-int hilock_options_replica_ack(const hilock_options *opts)
+void hl_words_text(const char *words, char *out, size_t cap)
 {
-    return opts ? opts->replica_ack : -1;
+    size_t at = 0;
+    const char *last = strrchr(words, '|');
+    if (cap == 0)
+        return;
+    out[0] = '\0';
+    for (const char *p = words; *p != '\0' && at + 1 < cap; p++) {
+        const char *sep = *p != '|' ? NULL : p == last ? " or " : ", ";
+        size_t len = sep ? strlen(sep) : 1;
+        if (at + len >= cap)
+            break;
+        memcpy(out + at, sep ? sep : p, len);
+        at += len;
+    }
+    out[at] = '\0';
 }
+
+static int word_count(const char *words)
+{
+    int n = 1;
+    for (const char *p = words; *p != '\0'; p++)
+        n += *p == '|';
+    return n;
+}
+
+/* set_word_ is the table's uniform view of the typed public setter. */
+#define HL_DEFINE_WORD(name, key, vtype, words, def, what)                   \
+    static int set_word_##name(hilock_options *opts, int value)              \
+    {                                                                        \
+        char list[128];                                                      \
+        if (opts == NULL)                                                    \
+            return hl_fail(HILOCK_EINVAL, "set %s: options is NULL", what);  \
+        if (value < 0 || value >= word_count(words)) {                       \
+            hl_words_text(words, list, sizeof list);                         \
+            return hl_fail(HILOCK_EINVAL, "%s %d is not %s", what, value,    \
+                           list);                                            \
+        }                                                                    \
+        opts->name = value;                                                  \
+        return HILOCK_OK;                                                    \
+    }                                                                        \
+    int hilock_options_set_##name(hilock_options *opts, vtype value)         \
+    {                                                                        \
+        return set_word_##name(opts, (int)value);                            \
+    }                                                                        \
+    int hilock_options_##name(const hilock_options *opts)                    \
+    {                                                                        \
+        return opts ? opts->name : -1;                                       \
+    }
+HL_WORD_OPTIONS(HL_DEFINE_WORD)
+#undef HL_DEFINE_WORD
+
+#define HL_DESCRIBE_WORD(name, key, vtype, words, def, what)                 \
+    {#name, key, words, (int)(def), set_word_##name, hilock_options_##name},
+const hl_word_option hl_word_options[] = {HL_WORD_OPTIONS(HL_DESCRIBE_WORD)};
+#undef HL_DESCRIBE_WORD
+const size_t hl_word_option_count =
+    sizeof hl_word_options / sizeof hl_word_options[0];
 
 int hilock_options_set_event_callback(hilock_options *opts,
                                       hilock_event_cb *cb, void *user_data)

@@ -49,7 +49,7 @@ struct url_parser {
 
 /* A query key: a numeric or a string option of the tables in
  * option_table.h, or the one flag.  bit tells repeated keys apart. */
-enum { QK_NUMERIC, QK_STRING, QK_VERIFY, QK_REPLICAS, QK_FSYNC };
+enum { QK_NUMERIC, QK_STRING, QK_VERIFY, QK_WORD, QK_FSYNC };
 
 typedef struct query_key {
     int kind;
@@ -85,9 +85,12 @@ static int find_query_key(const char *p, size_t n, query_key *out)
         return 1;
     }
     bit++;
-    if (n == strlen("replicas") && memcmp("replicas", p, n) == 0) {
-        *out = (query_key){QK_REPLICAS, 0, "replicas", 0, bit};
-        return 1;
+    for (size_t i = 0; i < hl_word_option_count; i++, bit++) {
+        const char *k = hl_word_options[i].url_key;
+        if (strlen(k) == n && memcmp(k, p, n) == 0) {
+            *out = (query_key){QK_WORD, i, k, 0, bit};
+            return 1;
+        }
     }
     bit++;
     if (n == strlen("fsync") && memcmp("fsync", p, n) == 0) {
@@ -541,15 +544,15 @@ static int apply_query(struct url_parser *up, const query_key *key,
                            "1 or 0",
                            shown_len(up, value), shown(up, value));
         return hilock_options_set_wait_fsync(o, flag != 0);
-    case QK_REPLICAS: {
-        for (int i = 0; hl_replica_ack_name(i) != NULL; i++)
-            if (span_is(value, strlen(value), hl_replica_ack_name(i)))
-                return hilock_options_set_replica_ack(o,
-                                                      (hilock_replica_ack)i);
-        return hl_fail(HILOCK_EINVAL,
-                       "URL replicas '%.*s' is not none, one, majority or "
-                       "all",
-                       shown_len(up, value), shown(up, value));
+    case QK_WORD: {
+        const hl_word_option *w = &hl_word_options[key->index];
+        int place = hl_word_place(w->words, value, strlen(value));
+        if (place >= 0)
+            return w->set(o, place);
+        char list[128];
+        hl_words_text(w->words, list, sizeof list);
+        return hl_fail(HILOCK_EINVAL, "URL %s '%.*s' is not %s", name,
+                       shown_len(up, value), shown(up, value), list);
     }
     }
     return hl_fail(HILOCK_EINVAL, "URL query key out of table");
