@@ -20,6 +20,7 @@
 
 struct hl_plain_sub {
     int fd;
+    bool sharded;
     size_t len;
     char buf[SUB_BUF];
 };
@@ -33,26 +34,28 @@ static const char *line_end(const char *p, const char *end)
     return NULL;
 }
 
-/* Takes apart a push "*3 $kind $channel $payload" at the buffer's start:
- * 1 with the kind and payload copied out and the push consumed, 0 when
- * more bytes are needed, -1 when the bytes are not such a push. */
+/* Takes apart a push "*3 $kind $channel $payload" at the buffer's start,
+ * or the "*2 $pong $payload" a PING gets while subscribed: 1 with the
+ * kind and payload copied out and the push consumed, 0 when more bytes
+ * are needed, -1 when the bytes are not such a push. */
 static int take_push(hl_plain_sub *sub, char *kind, size_t kind_cap,
                      char *payload, size_t cap)
 {
     const char *p = sub->buf, *end = sub->buf + sub->len, *e;
-    long n;
+    long n, elements;
 
     if ((e = line_end(p, end)) == NULL)
         return 0;
-    if (*p != '*' || strtol(p + 1, NULL, 10) != 3)
+    elements = *p == '*' ? strtol(p + 1, NULL, 10) : 0;
+    if (elements != 2 && elements != 3)
         return -1;
     p = e + 2;
-    for (int i = 0; i < 3; i++) {
+    for (long i = 0; i < elements; i++) {
         if ((e = line_end(p, end)) == NULL)
             return 0;
         if (*p == ':') {
             /* The subscription count of a confirmation. */
-            if (i == 2 && payload != NULL && cap > 0)
+            if (i == elements - 1 && payload != NULL && cap > 0)
                 snprintf(payload, cap, "%.*s", (int)(e - p - 1), p + 1);
             p = e + 2;
             continue;
@@ -65,7 +68,7 @@ static int take_push(hl_plain_sub *sub, char *kind, size_t kind_cap,
             return n < 0 ? -1 : 0;
         if (i == 0)
             snprintf(kind, kind_cap, "%.*s", (int)n, p);
-        else if (i == 2 && cap > 0)
+        else if (i == elements - 1 && cap > 0)
             snprintf(payload, cap, "%.*s", (int)(n < (long)cap ? n
                                                  : (long)cap - 1), p);
         p += n + 2;
@@ -102,9 +105,11 @@ static int next_push(hl_plain_sub *sub, char *kind, size_t kind_cap,
     }
 }
 
-hl_plain_sub *hl_plain_sub_open(const hl_redis_server *s, const char *channel)
+static hl_plain_sub *sub_open(const hl_redis_server *s, const char *channel,
+                              bool sharded)
 {
     hl_plain_sub *sub = calloc(1, sizeof *sub);
+    const char *verb = sharded ? "SSUBSCRIBE" : "SUBSCRIBE";
     struct sockaddr_in sa;
     char cmd[1024], kind[32];
     int len;
@@ -120,15 +125,46 @@ hl_plain_sub *hl_plain_sub_open(const hl_redis_server *s, const char *channel)
     sa.sin_port = htons((uint16_t)hl_redis_server_port(s));
     if (connect(sub->fd, (struct sockaddr *)&sa, sizeof sa) != 0)
         fail_msg("connect to port %d: %m", hl_redis_server_port(s));
-    len = snprintf(cmd, sizeof cmd, "*2\r\n$9\r\nSUBSCRIBE\r\n$%zu\r\n%s\r\n",
-                   strlen(channel), channel);
+    sub->sharded = sharded;
+    len = snprintf(cmd, sizeof cmd, "*2\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n",
+                   strlen(verb), verb, strlen(channel), channel);
     if (len <= 0 || (size_t)len >= sizeof cmd ||
         send(sub->fd, cmd, (size_t)len, MSG_NOSIGNAL) != len)
-        fail_msg("SUBSCRIBE %s could not be sent", channel);
+        fail_msg("%s %s could not be sent", verb, channel);
     if (next_push(sub, kind, sizeof kind, NULL, 0, hl_widen(5000)) != 1 ||
-        strcmp(kind, "subscribe") != 0)
-        fail_msg("SUBSCRIBE %s was not confirmed", channel);
+        strcmp(kind, sharded ? "ssubscribe" : "subscribe") != 0)
+        fail_msg("%s %s was not confirmed (%s)", verb, channel, kind);
     return sub;
+}
+
+hl_plain_sub *hl_plain_sub_open(const hl_redis_server *s, const char *channel)
+{
+    return sub_open(s, channel, false);
+}
+
+hl_plain_sub *hl_plain_sub_open_sharded(const hl_redis_server *s,
+                                        const char *channel)
+{
+    return sub_open(s, channel, true);
+}
+
+bool hl_plain_sub_quiet(hl_plain_sub *sub)
+{
+    static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+    char kind[32], payload[256];
+
+    if (send(sub->fd, ping, sizeof ping - 1, MSG_NOSIGNAL) !=
+        (ssize_t)(sizeof ping - 1))
+        fail_msg("PING could not be sent");
+    if (next_push(sub, kind, sizeof kind, payload, sizeof payload,
+                  hl_widen(5000)) != 1)
+        fail_msg("PING got no answer");
+    if (strcmp(kind, "pong") == 0)
+        return true;
+    /* Whatever came first; the pong is still to come. */
+    if (next_push(sub, kind, sizeof kind, NULL, 0, hl_widen(5000)) != 1)
+        fail_msg("PING got no answer");
+    return false;
 }
 
 bool hl_plain_sub_next(hl_plain_sub *sub, char *out, size_t cap,
@@ -139,7 +175,7 @@ bool hl_plain_sub_next(hl_plain_sub *sub, char *out, size_t cap,
     if (cap > 0)
         out[0] = '\0';
     return next_push(sub, kind, sizeof kind, out, cap, timeout_ms) == 1 &&
-           strcmp(kind, "message") == 0;
+           strcmp(kind, sub->sharded ? "smessage" : "message") == 0;
 }
 
 void hl_plain_sub_close(hl_plain_sub *sub)

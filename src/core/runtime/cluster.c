@@ -69,6 +69,22 @@ struct hl_cluster {
 
 static void reroute_waiting(hl_cluster *cl);
 
+/* How scripts publish on this cluster: sharded where it can, and on the
+ * channels shared with Redisson the way its clients listen there. */
+static hl_publish publish_mode(const hl_cluster *cl)
+{
+    if (!cl->sharded)
+        return HL_PUBLISH_PLAIN;
+    switch (cl->client->opts->redisson_pubsub) {
+    case HILOCK_REDISSON_PUBSUB_PLAIN:
+        return HL_PUBLISH_SHARED_PLAIN;
+    case HILOCK_REDISSON_PUBSUB_BOTH:
+        return HL_PUBLISH_SHARED_BOTH;
+    default:
+        return HL_PUBLISH_SHARDED;
+    }
+}
+
 static void on_node_event(hl_conn *conn, hl_conn_event ev, int status,
                           const char *detail, hilock_reply *reply, void *data)
 {
@@ -137,7 +153,7 @@ static int node_at(hl_cluster *cl, const char *host, size_t hlen, int port)
     if (n->conn == NULL)
         goto fail;
     hl_conn_set_redirect(n->conn, hl_cluster_redirect, cl);
-    hl_conn_set_sharded_publish(n->conn, cl->sharded);
+    hl_conn_set_publish(n->conn, publish_mode(cl));
     cl->nodes[cl->nnodes] = n;
     return cl->nnodes++;
 fail:
@@ -330,12 +346,13 @@ static void read_topology(hl_cluster *cl);
 static void set_sharded(hl_cluster *cl, bool sharded)
 {
     cl->sharded = sharded;
+    hl_publish how = publish_mode(cl);
     hilock_client *c = cl->client;
     for (int i = 0; i < c->nconns; i++)
         if (c->conns[i])
-            hl_conn_set_sharded_publish(c->conns[i], sharded);
+            hl_conn_set_publish(c->conns[i], how);
     for (int i = 0; i < cl->nnodes; i++)
-        hl_conn_set_sharded_publish(cl->nodes[i]->conn, sharded);
+        hl_conn_set_publish(cl->nodes[i]->conn, how);
 }
 
 /* ---- sharded pub/sub --------------------------------------------------- */

@@ -187,10 +187,18 @@ typedef hl_conn *hl_reroute_fn(void *data, const char *cmd, size_t len);
  * stay: the server may have run them, and they fail with the
  * connection.  A request that reached HL_MAX_REDIRECTS stays too. */
 void hl_conn_reroute(hl_conn *conn, hl_reroute_fn *where, void *data);
-/* Whether scripts run here publish with SPUBLISH (a cluster with sharded
- * pub/sub), see hl_script_run. */
-void hl_conn_set_sharded_publish(hl_conn *conn, bool sharded);
-bool hl_conn_sharded_publish(const hl_conn *conn);
+/* How the scripts run here publish (hl_script_run).  A cluster with
+ * sharded pub/sub SPUBLISHes on hilock's own channels (hl_channel_is_own
+ * in pubsub.h) and, as hilock_options_set_redisson_pubsub says, with
+ * SPUBLISH, PUBLISH or both on the channels it shares with Redisson. */
+typedef enum hl_publish {
+    HL_PUBLISH_PLAIN,   /* PUBLISH: one server, or a cluster before 7.0 */
+    HL_PUBLISH_SHARDED, /* SPUBLISH on every channel */
+    HL_PUBLISH_SHARED_PLAIN, /* PUBLISH on shared channels */
+    HL_PUBLISH_SHARED_BOTH   /* SPUBLISH and PUBLISH on shared channels */
+} hl_publish;
+void hl_conn_set_publish(hl_conn *conn, hl_publish how);
+hl_publish hl_conn_publish(const hl_conn *conn);
 
 /* Inside the callback of a request the server answered: the connection
  * the answer came on, which differs from the one the request was queued

@@ -107,7 +107,7 @@ struct hl_conn {
     hl_hello_role hello_role; /* what the handshake's ROLE said */
 
     hl_redirect_fn *redirect; /* cluster mode: keep cmd until the reply */
-    bool sharded_publish;
+    hl_publish publish;
     bool started; /* not paused, or hl_conn_start was called */
     void *redirect_data;
 

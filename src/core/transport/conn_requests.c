@@ -375,9 +375,6 @@ void hl_conn_on_request_timer(hl_timer *t)
     hl_conn_unref(c);
 }
 
-void hl_conn_set_sharded_publish(hl_conn *c, bool sharded)
-{
-    c->sharded_publish = sharded;
-}
+void hl_conn_set_publish(hl_conn *c, hl_publish how) { c->publish = how; }
 
-bool hl_conn_sharded_publish(const hl_conn *c) { return c->sharded_publish; }
+hl_publish hl_conn_publish(const hl_conn *c) { return c->publish; }

@@ -15,9 +15,23 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include <ev.h>
 #include <openssl/ssl.h>
+
+/* hilock's own channels, where only its clients listen (each client's
+ * wake-up channel of a lock), are the ones whose names begin with this.
+ * Every other channel a lock names is part of the layout it shares with
+ * Redisson, whose clients on a cluster may use plain or sharded pub/sub
+ * there (hilock_options_set_redisson_pubsub). */
+#define HL_OWN_CHANNEL_PREFIX "hilock_"
+
+static inline bool hl_channel_is_own(const char *name, size_t len)
+{
+    size_t n = sizeof HL_OWN_CHANNEL_PREFIX - 1;
+    return len >= n && memcmp(name, HL_OWN_CHANNEL_PREFIX, n) == 0;
+}
 
 struct hilock_options;
 typedef struct hl_pubsub hl_pubsub;

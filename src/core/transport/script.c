@@ -1,5 +1,6 @@
 #include "core/transport/script.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include "core/base/alloc.h"
 #include "hilock/error.h"
 #include "core/base/error_detail.h"
+#include "core/transport/pubsub.h"
 #include "core/transport/reply.h"
 #include "core/transport/resp.h"
 
@@ -29,6 +31,8 @@ static void script_setup(hl_script *s, const char *body)
     for (int k = 0; k < SHA_DIGEST_LENGTH; k++)
         snprintf(s->sha1 + 2 * k, 3, "%02x", md[k]);
     s->sharded = NULL;
+    atomic_init(&s->shared[0], NULL);
+    atomic_init(&s->shared[1], NULL);
     s->publishes = false;
 }
 
@@ -59,6 +63,134 @@ static char *sharded_body(const char *body)
     }
     strcpy(w, r);
     return out;
+}
+
+/* ---- twins for the channels shared with Redisson ----------------------- */
+
+/* What a shared twin puts in front of the body: hl_own tells hilock's
+ * own channels (HL_OWN_CHANNEL_PREFIX) from the shared ones,
+ * hl_publish(call, ch, msg) publishes as the twin's mode says, and
+ * hl_listeners(call, what, ch) counts a channel's subscribers, "many" on
+ * a shared one (see hl_script_run). */
+#define SHARED_PROLOGUE_HEAD                                                \
+    "local HL_OWN = '" HL_OWN_CHANNEL_PREFIX "'\n"                          \
+    "local function hl_own(ch)\n"                                           \
+    "  return string.sub(ch, 1, #HL_OWN) == HL_OWN\n"                       \
+    "end\n"                                                                 \
+    "local function hl_listeners(call, what, ch)\n"                         \
+    "  if hl_own(ch) then return call('pubsub', what, ch) end\n"            \
+    "  return {ch, 1000000000}\n"                                           \
+    "end\n"
+
+static const char *const shared_prologue[2] = {
+    SHARED_PROLOGUE_HEAD
+    "local function hl_publish(call, ch, msg)\n"
+    "  if hl_own(ch) then return call('spublish', ch, msg) end\n"
+    "  return call('publish', ch, msg)\n"
+    "end\n",
+    /* A refusal (pcall's error table) of either is the answer. */
+    SHARED_PROLOGUE_HEAD
+    "local function hl_publish(call, ch, msg)\n"
+    "  local n = call('spublish', ch, msg)\n"
+    "  if hl_own(ch) or type(n) ~= 'number' then return n end\n"
+    "  local p = call('publish', ch, msg)\n"
+    "  if type(p) ~= 'number' then return p end\n"
+    "  return n + p\n"
+    "end\n"};
+
+/* The calls a shared twin routes through the prologue's functions. */
+static const struct {
+    const char *from;
+    const char *to;
+} shared_calls[] = {
+    {"redis.call('publish',", "hl_publish(redis.call,"},
+    {"redis.pcall('publish',", "hl_publish(redis.pcall,"},
+    {"redis.call('pubsub',", "hl_listeners(redis.call,"},
+    {"redis.pcall('pubsub',", "hl_listeners(redis.pcall,"},
+};
+
+/* body with its calls rewritten into out (when not NULL); returns the
+ * length. */
+static size_t rewrite_calls(const char *body, char *out)
+{
+    size_t n = 0;
+    size_t count = sizeof shared_calls / sizeof shared_calls[0];
+    for (const char *r = body; *r != '\0';) {
+        size_t k = 0;
+        while (k < count && strncmp(r, shared_calls[k].from,
+                                    strlen(shared_calls[k].from)) != 0)
+            k++;
+        if (k == count) {
+            if (out)
+                out[n] = *r;
+            n++;
+            r++;
+            continue;
+        }
+        size_t len = strlen(shared_calls[k].to);
+        if (out)
+            memcpy(out + n, shared_calls[k].to, len);
+        n += len;
+        r += strlen(shared_calls[k].from);
+    }
+    return n;
+}
+
+/* The shared twin's body for mode (0 plain, 1 both), or NULL when memory
+ * runs out or a 'publish' of the body is in no form the rewrite knows,
+ * which would then publish the wrong way. */
+static char *shared_body(const char *body, int mode)
+{
+    size_t head = strlen(shared_prologue[mode]);
+    size_t n = rewrite_calls(body, NULL);
+    char *out = malloc(head + n + 1);
+    if (out == NULL)
+        return NULL;
+    memcpy(out, shared_prologue[mode], head);
+    rewrite_calls(body, out + head);
+    out[head + n] = '\0';
+    if (strstr(out + head, PUBLISH_WORD) != NULL) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static pthread_mutex_t twins_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The shared twin of s for mode, made once for the process. */
+static const hl_script *shared_twin(const hl_script *s, int mode)
+{
+    /* Every hl_script is a caller's writable object, const only here. */
+    hl_script *w = (hl_script *)s;
+    hl_script *twin =
+        atomic_load_explicit(&w->shared[mode], memory_order_acquire);
+    if (twin != NULL)
+        return twin;
+    pthread_mutex_lock(&twins_lock);
+    twin = atomic_load_explicit(&w->shared[mode], memory_order_relaxed);
+    if (twin == NULL) {
+        char *body = shared_body(s->body, mode);
+        twin = body ? malloc(sizeof *twin) : NULL;
+        if (twin != NULL) {
+            script_setup(twin, body);
+            atomic_store_explicit(&w->shared[mode], twin,
+                                  memory_order_release);
+        } else {
+            free(body);
+        }
+    }
+    pthread_mutex_unlock(&twins_lock);
+    return twin;
+}
+
+const hl_script *hl_script_form(const hl_script *s, hl_publish how)
+{
+    if (!s->publishes || how == HL_PUBLISH_PLAIN)
+        return s;
+    if (how == HL_PUBLISH_SHARDED)
+        return s->sharded;
+    return shared_twin(s, how == HL_PUBLISH_SHARED_BOTH);
 }
 
 void hl_script_init(hl_script *s, const char *body)
@@ -145,12 +277,10 @@ int hl_script_run(hl_conn *conn, const hl_script *s, int nkeys, int argc,
                   const char *const *argv, const size_t *argvlen,
                   hl_request_fn *fn, void *data)
 {
-    if (s->publishes && hl_conn_sharded_publish(conn)) {
-        if (s->sharded == NULL) {
-            hl_set_detail("no memory for the script's SPUBLISH form");
-            return HILOCK_ENOMEM;
-        }
-        s = s->sharded;
+    s = hl_script_form(s, hl_conn_publish(conn));
+    if (s == NULL) {
+        hl_set_detail("no memory for the script's cluster form");
+        return HILOCK_ENOMEM;
     }
     size_t bytes = 0;
     for (int i = 0; i < argc; i++)

@@ -8,6 +8,7 @@
 #ifndef HL_SCRIPT_H
 #define HL_SCRIPT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/transport/conn.h"
@@ -22,6 +23,10 @@ struct hl_script {
      * nothing, or when memory ran out (such a script then fails with
      * HILOCK_ENOMEM where it would have to SPUBLISH). */
     struct hl_script *sharded;
+    /* The twins for a cluster whose channels shared with Redisson are
+     * published plain ([0]) or both ways ([1]), made on first use by a
+     * connection that needs them (see hl_script_run). */
+    _Atomic(struct hl_script *) shared[2];
     bool publishes;
 };
 
@@ -35,14 +40,25 @@ struct hl_script {
  * first HL_SHA_SCRIPTS scripts of the process run by SHA1 as described
  * above; any later one gets index -1 and runs as EVAL with its body each
  * time.  A script that publishes gets its sharded twin made here too; it
- * lives as long as the process. */
+ * lives as long as the process, as do the other twins. */
 void hl_script_init(hl_script *s, const char *body);
 
+/* The form of s that a connection publishing how runs (see
+ * hl_script_run); NULL when memory runs out.  Any thread. */
+const hl_script *hl_script_form(const hl_script *s, hl_publish how);
+
 /* Run a script with nkeys keys followed by the other arguments (argv holds
- * keys then args, argc in all); its sharded twin on a connection that
- * publishes sharded (hl_conn_sharded_publish).  fn gets the reply as hl_conn_command's
- * callback would, never a NOSCRIPT error; fn may be NULL to ignore it.  Returns HILOCK_OK,
- * HILOCK_ENOMEM or HILOCK_ECLOSED (fn not called). */
+ * keys then args, argc in all), in the form the connection's way of
+ * publishing asks for (hl_conn_publish): as it is, its sharded twin, or a
+ * twin for channels shared with Redisson.  In the last, each PUBLISH goes
+ * through a function that SPUBLISHes on hilock's own channels and
+ * PUBLISHes (or does both) on the others, and a count of a shared
+ * channel's subscribers (PUBSUB NUMSUB or SHARDNUMSUB) answers "many":
+ * its plain subscribers may be on any node, and a node counts only its
+ * own, so a release that would stay quiet for want of listeners there
+ * announces.  fn gets the reply as hl_conn_command's callback would,
+ * never a NOSCRIPT error; fn may be NULL to ignore it.  Returns
+ * HILOCK_OK, HILOCK_ENOMEM or HILOCK_ECLOSED (fn not called). */
 int hl_script_run(hl_conn *conn, const hl_script *s, int nkeys, int argc,
                   const char *const *argv, const size_t *argvlen,
                   hl_request_fn *fn, void *data);
