@@ -16,7 +16,13 @@
 #define HL_CHANNEL_LINGER_MS 5000
 
 struct hl_wait_channel {
-    hl_sub sub;
+    /* The channel's subscriptions: one, or two where it is heard both
+     * sharded and plain (hl_client_pubsubs_for), each with whether the
+     * server confirmed or refused it. */
+    hl_sub sub[HL_CLIENT_MAX_PUBSUBS];
+    bool confirmed[HL_CLIENT_MAX_PUBSUBS];
+    bool refused_by[HL_CLIENT_MAX_PUBSUBS];
+    int nsubs;
     struct hl_waiters *reg;
     hl_map_entry *entry;
     hl_waiter *head; /* oldest first */
@@ -28,13 +34,15 @@ struct hl_wait_channel {
     hl_timer linger;   /* runs while nobody listens to a subscribed channel */
     int listeners;     /* waiters that asked to hear its messages */
     bool subscribed;   /* SUBSCRIBE sent (confirmed or not) */
+    /* Every subscription confirmed or refused, and one confirmed: a
+     * release announced from now on is heard. */
     bool ready;
-    bool refused;      /* the server refused its SUBSCRIBE */
+    bool refused;      /* the server refused every SUBSCRIBE of it */
     bool wake_all;     /* every message wakes every waiter */
     /* Where other libraries announce the lock's releases, heard while
      * this client is first in the server's line (line_per_client kinds);
-     * foreign.channel is NULL while not heard. */
-    hl_sub foreign;
+     * foreign[i].channel is NULL while not heard that way. */
+    hl_sub foreign[HL_CLIENT_MAX_PUBSUBS];
     char *foreign_name; /* NULL: none given */
     size_t foreign_len;
     bool foreign_any; /* every message there is a release, not just "0" */
@@ -55,7 +63,45 @@ struct hl_waiters {
  * there hears each of the lock's releases. */
 static void foreign_stop(hl_wait_channel *ch)
 {
-    hl_pubsub_unsubscribe(&ch->foreign);
+    for (int i = 0; i < HL_CLIENT_MAX_PUBSUBS; i++)
+        hl_pubsub_unsubscribe(&ch->foreign[i]);
+}
+
+static bool foreign_heard(const hl_wait_channel *ch)
+{
+    for (int i = 0; i < HL_CLIENT_MAX_PUBSUBS; i++)
+        if (ch->foreign[i].channel != NULL)
+            return true;
+    return false;
+}
+
+static bool channel_ready(const hl_wait_channel *ch)
+{
+    bool any = false;
+    for (int i = 0; i < ch->nsubs; i++) {
+        if (!ch->confirmed[i] && !ch->refused_by[i])
+            return false;
+        any = any || ch->confirmed[i];
+    }
+    return any;
+}
+
+static bool channel_refused(const hl_wait_channel *ch)
+{
+    for (int i = 0; i < ch->nsubs; i++)
+        if (!ch->refused_by[i])
+            return false;
+    return ch->nsubs > 0;
+}
+
+/* Drop the channel's subscriptions, confirmed or not. */
+static void subs_drop(hl_wait_channel *ch)
+{
+    for (int i = 0; i < ch->nsubs; i++) {
+        hl_pubsub_unsubscribe(&ch->sub[i]);
+        ch->confirmed[i] = ch->refused_by[i] = false;
+    }
+    ch->nsubs = 0;
 }
 
 static void wake_first(hl_waiters *reg, hl_wait_channel *ch);
@@ -77,15 +123,16 @@ static void on_foreign_event(hl_sub *sub, hl_sub_event ev, const char *msg,
 
 static void foreign_listen(hl_waiters *reg, hl_wait_channel *ch)
 {
-    if (ch->foreign.channel != NULL || ch->foreign_name == NULL ||
+    if (foreign_heard(ch) || ch->foreign_name == NULL ||
         ch->listeners == 0 || reg->closing)
         return;
-    hl_pubsub *ps = hl_client_pubsub_for(reg->client, ch->foreign_name,
-                                         ch->foreign_len);
+    hl_pubsub *ps[HL_CLIENT_MAX_PUBSUBS];
+    int n = hl_client_pubsubs_for(reg->client, ch->foreign_name,
+                                  ch->foreign_len, ps);
     /* Without it, the waiters' own attempts, at least every third of the
      * waiter timeout, find such a release. */
-    if (ps != NULL)
-        (void)hl_pubsub_subscribe(ps, &ch->foreign, ch->foreign_name,
+    for (int i = 0; i < n; i++)
+        (void)hl_pubsub_subscribe(ps[i], &ch->foreign[i], ch->foreign_name,
                                   ch->foreign_len, on_foreign_event, ch);
 }
 
@@ -93,7 +140,7 @@ static void channel_unsubscribe(hl_wait_channel *ch)
 {
     foreign_stop(ch);
     hl_timer_stop(&ch->linger);
-    hl_pubsub_unsubscribe(&ch->sub);
+    subs_drop(ch);
     ch->subscribed = false;
     ch->ready = false;
     ch->refused = false;
@@ -195,12 +242,17 @@ static void on_sub_event(hl_sub *sub, hl_sub_event ev, const char *msg,
 {
     hl_wait_channel *ch = sub->data;
     hl_waiters *reg = ch->reg;
+    int i = (int)(sub - ch->sub);
     if (ev == HL_SUB_REFUSED) {
         /* Waiters here still retry at the lock's ttl, which is all the
-         * design promises without a message; the client counts the
-         * refusal so that the reason for the slow wake-ups can be found. */
+         * design promises without a message, unless another subscription
+         * of the channel hears it; the client counts the refusal so that
+         * the reason for slow wake-ups can be found. */
         reg->client->subscribes_refused++;
-        ch->refused = true;
+        ch->refused_by[i] = true;
+        ch->confirmed[i] = false;
+        ch->refused = channel_refused(ch);
+        ch->ready = channel_ready(ch);
         char why[256];
         snprintf(why, sizeof why, "%.*s", (int)(len < 255 ? len : 255),
                  msg ? msg : "");
@@ -237,7 +289,9 @@ static void on_sub_event(hl_sub *sub, hl_sub_event ev, const char *msg,
     ch->seq++;
     switch (ev) {
     case HL_SUB_READY:
-        ch->ready = true;
+        ch->confirmed[i] = true;
+        ch->refused_by[i] = false;
+        ch->ready = channel_ready(ch);
         ch->refused = false;
         /* Messages may have been lost meanwhile: count nothing as owed. */
         ch->handed_on = 0;
@@ -256,6 +310,9 @@ static void on_sub_event(hl_sub *sub, hl_sub_event ev, const char *msg,
             wake_all(reg, ch, HL_WAKE_MESSAGE);
         break;
     case HL_SUB_CLOSED:
+        /* The client is closing: the channel's other subscription goes
+         * too, so that nothing of it stays attached. */
+        subs_drop(ch);
         ch->ready = false;
         ch->subscribed = false;
         wake_all(reg, ch, HL_WAKE_CLOSED);
@@ -319,7 +376,7 @@ void hl_waiters_free(hl_waiters *reg)
             w->listening = false;
         }
         hl_timer_stop(&ch->linger);
-        hl_pubsub_unsubscribe(&ch->sub);
+        subs_drop(ch);
         foreign_stop(ch);
         hl_free(ch->foreign_name);
         hl_free(ch);
@@ -368,16 +425,25 @@ int hl_waiter_listen(hl_waiters *reg, hl_waiter *w)
     if (ch == NULL)
         return -1;
     if (!ch->subscribed) {
-        hl_pubsub *ps = hl_client_pubsub_for(reg->client, ch->entry->key,
-                                             ch->entry->keylen);
-        if (ps == NULL)
+        hl_pubsub *ps[HL_CLIENT_MAX_PUBSUBS];
+        int n = hl_client_pubsubs_for(reg->client, ch->entry->key,
+                                      ch->entry->keylen, ps);
+        if (n == 0)
             return -1;
-        int rc = hl_pubsub_subscribe(ps, &ch->sub, ch->entry->key,
-                                     ch->entry->keylen, on_sub_event, ch);
-        if (rc < 0)
-            return -1;
+        for (int i = 0; i < n; i++) {
+            int rc = hl_pubsub_subscribe(ps[i], &ch->sub[i], ch->entry->key,
+                                         ch->entry->keylen, on_sub_event,
+                                         ch);
+            if (rc < 0) {
+                subs_drop(ch);
+                return -1;
+            }
+            ch->nsubs = i + 1;
+            ch->confirmed[i] = rc == 1;
+            ch->refused_by[i] = false;
+        }
         ch->subscribed = true;
-        ch->ready = rc == 1;
+        ch->ready = channel_ready(ch);
     }
     if (!w->listening) {
         w->listening = true;

@@ -2,7 +2,10 @@
  * listen on its channel through one shared subscription per channel per
  * client.  A "0" message wakes one listener (the oldest not already
  * trying), any other message wakes all; every (re)confirmed subscription
- * wakes all, since messages sent while unsubscribed are lost.
+ * wakes all, since messages sent while unsubscribed are lost.  A channel
+ * shared with Redisson on a cluster may be heard two ways, sharded and
+ * plain (hilock_options_set_redisson_pubsub): each way's confirmation
+ * wakes all, and a message heard both ways wakes twice.
  *
  * The waiters of one channel also form a line, oldest first, which kinds
  * whose waiters go in turn (hl_kind.in_line) walk.  Such a waiter joins
@@ -133,9 +136,9 @@ hl_waiter *hl_waiter_line_head(const hl_waiter *w);
 /* The oldest waiter on the channel, or NULL when it has none. */
 hl_waiter *hl_waiters_head(hl_waiters *reg, const char *channel, size_t len);
 
-/* Whether the server refused the subscription of w's channel (its ACL
- * does not allow SUBSCRIBE to it): no release will wake w, which then
- * waits by the holder's lease alone. */
+/* Whether the server refused every subscription of w's channel (its
+ * ACL does not allow SUBSCRIBE to it): no release will wake w, which
+ * then waits by the holder's lease alone. */
 bool hl_waiter_refused(const hl_waiter *w);
 
 /* Whether the last direct grant heard on w's channel (HL_WAKE_GRANT)

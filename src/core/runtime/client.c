@@ -534,13 +534,28 @@ hl_pubsub *hl_client_pubsub(hilock_client *c)
     return c->pubsub;
 }
 
-hl_pubsub *hl_client_pubsub_for(hilock_client *c, const char *channel,
-                                size_t len)
+int hl_client_pubsubs_for(hilock_client *c, const char *channel, size_t len,
+                          hl_pubsub *out[HL_CLIENT_MAX_PUBSUBS])
 {
-    if (c->cluster && hl_cluster_sharded(c->cluster))
-        return c->closed ? NULL
-                         : hl_cluster_pubsub_for(c->cluster, channel, len);
-    return hl_client_pubsub(c);
+    if (c->closed)
+        return 0;
+    if (c->cluster == NULL || !hl_cluster_sharded(c->cluster)) {
+        out[0] = hl_client_pubsub(c);
+        return out[0] != NULL;
+    }
+    int mode = hl_channel_is_own(channel, len)
+                   ? HILOCK_REDISSON_PUBSUB_SHARDED
+                   : c->opts->redisson_pubsub;
+    int n = 0;
+    if (mode != HILOCK_REDISSON_PUBSUB_PLAIN &&
+        (out[n++] = hl_cluster_pubsub_for(c->cluster, channel, len, true)) ==
+            NULL)
+        return 0;
+    if (mode != HILOCK_REDISSON_PUBSUB_SHARDED &&
+        (out[n++] = hl_cluster_pubsub_for(c->cluster, channel, len,
+                                          false)) == NULL)
+        return 0;
+    return n;
 }
 
 static void *loop_main(void *arg)

@@ -180,10 +180,15 @@ extern int (*hilock__rand_bytes)(unsigned char *buf, int num);
 /* The pub/sub connection, created on first use; NULL when memory runs out
  * or the client is closed.  Loop thread only. */
 hl_pubsub *hl_client_pubsub(hilock_client *client);
-/* The pub/sub connection to listen to channel on: on a cluster with
- * sharded pub/sub, the one to the master of the channel's slot. */
-hl_pubsub *hl_client_pubsub_for(hilock_client *client, const char *channel,
-                                size_t len);
+/* The pub/sub connections to listen to channel on, into out; returns how
+ * many, or 0 when memory runs out or the client is closed.  On a cluster
+ * with sharded pub/sub, the sharded one to the master of the channel's
+ * slot, for a channel shared with Redisson the plain one to that master
+ * instead or as well (hilock_options_set_redisson_pubsub); elsewhere the
+ * client's pub/sub connection. */
+#define HL_CLIENT_MAX_PUBSUBS 2
+int hl_client_pubsubs_for(hilock_client *client, const char *channel,
+                          size_t len, hl_pubsub *out[HL_CLIENT_MAX_PUBSUBS]);
 
 
 /* Wrap every call of user code on the loop thread, so a destroy made

@@ -26,6 +26,9 @@ typedef struct cluster_node {
     hl_conn *conn;
     bool down; /* its connection was lost and is not back yet */
     hl_pubsub *ps; /* sharded pub/sub, made on first use */
+    /* Plain pub/sub, made on first use, for the channels shared with
+     * Redisson when its clients SUBSCRIBE and PUBLISH there. */
+    hl_pubsub *plain_ps;
 } cluster_node;
 
 struct hl_cluster {
@@ -362,51 +365,68 @@ static void on_channel_misplaced(void *data)
     hl_cluster_refresh_soon(data);
 }
 
-static hl_pubsub *node_pubsub(hl_cluster *cl, cluster_node *n)
+static hl_pubsub *node_pubsub(hl_cluster *cl, cluster_node *n, bool sharded)
 {
-    if (n->ps == NULL && !cl->closed) {
+    hl_pubsub **ps = sharded ? &n->ps : &n->plain_ps;
+    if (*ps == NULL && !cl->closed) {
         hl_pubsub_config cfg = {.loop = cl->client->loop,
                                 .opts = n->opts,
                                 .ssl_ctx = cl->client->ssl_ctx,
-                                .sharded = true,
+                                .sharded = sharded,
                                 .on_misplaced = on_channel_misplaced,
                                 .data = cl};
-        n->ps = hl_pubsub_create(&cfg);
+        *ps = hl_pubsub_create(&cfg);
     }
-    return n->ps;
+    return *ps;
+}
+
+static hl_pubsub *owner_of(hl_cluster *cl, const char *channel, size_t len,
+                           bool sharded)
+{
+    unsigned i = atomic_load_explicit(&cl->slots[hl_keyslot(channel, len)],
+                                      memory_order_acquire);
+    return i == 0 ? NULL : node_pubsub(cl, cl->nodes[i - 1], sharded);
 }
 
 static hl_pubsub *owner_pubsub(void *data, const char *channel, size_t len)
 {
-    hl_cluster *cl = data;
-    unsigned i = atomic_load_explicit(&cl->slots[hl_keyslot(channel, len)],
-                                      memory_order_acquire);
-    return i == 0 ? NULL : node_pubsub(cl, cl->nodes[i - 1]);
+    return owner_of(data, channel, len, true);
+}
+
+static hl_pubsub *owner_plain_pubsub(void *data, const char *channel,
+                                     size_t len)
+{
+    return owner_of(data, channel, len, false);
 }
 
 /* After a topology read: every channel goes to the master that serves
  * its slot now (a failover or a migration moved it), and one the server
- * dropped or redirected where it still belongs is asked for again. */
+ * dropped or redirected where it still belongs is asked for again.  A
+ * plain channel is heard on any node, but one whose node failed would
+ * wait there for a connection that may never come back. */
 static void place_channels(hl_cluster *cl)
 {
     if (!cl->sharded)
         return;
-    for (int i = 0; i < cl->nnodes; i++)
+    for (int i = 0; i < cl->nnodes; i++) {
         if (cl->nodes[i]->ps)
             hl_pubsub_move(cl->nodes[i]->ps, owner_pubsub, cl);
+        if (cl->nodes[i]->plain_ps)
+            hl_pubsub_move(cl->nodes[i]->plain_ps, owner_plain_pubsub, cl);
+    }
     for (int i = 0; i < cl->nnodes; i++)
         if (cl->nodes[i]->ps)
             hl_pubsub_resubscribe(cl->nodes[i]->ps);
 }
 
 hl_pubsub *hl_cluster_pubsub_for(hl_cluster *cl, const char *channel,
-                                 size_t len)
+                                 size_t len, bool sharded)
 {
-    hl_pubsub *ps = owner_pubsub(cl, channel, len);
+    hl_pubsub *ps = owner_of(cl, channel, len, sharded);
     /* A slot nobody has named yet: any node, corrected at the next read
      * (its SSUBSCRIBE draws a MOVED, which asks for that read). */
     if (ps == NULL && cl->nnodes > 0)
-        ps = node_pubsub(cl, cl->nodes[0]);
+        ps = node_pubsub(cl, cl->nodes[0], sharded);
     return ps;
 }
 
@@ -418,8 +438,11 @@ void hl_cluster_free_pubsubs(hl_cluster *cl)
         return;
     for (int i = 0; i < cl->nnodes; i++) {
         hl_pubsub *ps = cl->nodes[i]->ps;
+        hl_pubsub *plain = cl->nodes[i]->plain_ps;
         cl->nodes[i]->ps = NULL;
+        cl->nodes[i]->plain_ps = NULL;
         hl_pubsub_free(ps);
+        hl_pubsub_free(plain);
     }
 }
 

@@ -74,11 +74,13 @@ hl_conn *hl_cluster_redirect(void *cluster, hl_conn *from, const char *error,
  * listened to with hl_cluster_pubsub_for, and the scripts SPUBLISH. */
 bool hl_cluster_sharded(const hl_cluster *cl);
 /* The sharded pub/sub connection to the master of channel's slot (any
- * master while the slot is unknown; the next topology read moves it).
- * NULL when memory runs out or the cluster is closed. */
+ * master while the slot is unknown; the next topology read moves it), or
+ * with sharded false the plain one to that master (SUBSCRIBE, which hears
+ * a PUBLISH made on any node).  NULL when memory runs out or the cluster
+ * is closed. */
 hl_pubsub *hl_cluster_pubsub_for(hl_cluster *cl, const char *channel,
-                                 size_t len);
-/* Free the sharded pub/sub connections; their listeners hear
+                                 size_t len, bool sharded);
+/* Free the pub/sub connections of the nodes; their listeners hear
  * HL_SUB_CLOSED.  With the client's own pub/sub, after the waiters. */
 void hl_cluster_free_pubsubs(hl_cluster *cl);
 

@@ -268,9 +268,9 @@ static void on_down(hl_pubsub *ps)
         channel_forget(ps, idle);
         idle = next;
     }
-    /* A cluster node that went away may have failed over. */
-    if (ps->sharded)
-        tell_misplaced(ps);
+    /* A cluster node that went away may have failed over; its plain
+     * channels too are better heard on the node that replaced it. */
+    tell_misplaced(ps);
 }
 
 static void pubsub_release(hl_pubsub *ps);
