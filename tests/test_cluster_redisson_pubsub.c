@@ -6,7 +6,10 @@
  * hash, its release as a script that deletes it and publishes with the
  * command Redisson would pick, and its waiters as raw connections
  * subscribed one way or the other (support/plain_sub.h), or the fair
- * lock peer of support/redisson_peer.h, which publishes plain.
+ * lock peer of support/redisson_peer.h, which publishes plain.  Every
+ * kind is covered: the reentrant lock in each mode, and the fair lock,
+ * the latch, the semaphore and the read-write lock's readers under
+ * plain.
  *
  * A woken waiter must be woken by the release: every wait here is
  * bounded by a deadline far shorter than the Java holder's lease and the
@@ -173,26 +176,35 @@ static void java_releases(hl_redis_server *m, const char *name,
 }
 
 /* A blocking acquire (or a latch's await) on a thread of its own, which
- * holds what it got until told to release it.  The tests use the static
- * ones, which a failed test leaves behind without pulling a stack frame
- * from under their threads. */
+ * holds what it got until told to release it.  Each is new_waiter()'s,
+ * never used twice: a failed test leaves its threads behind, and they
+ * must find their waiter as they left it. */
 typedef struct waiter {
     hilock_lock *lock;
     hilock_latch *latch;
+    hilock_semaphore *sem; /* takes a permit, and keeps it */
     int rc, release_rc;
     bool opened;
     atomic_bool done, release, released;
     pthread_t thread;
 } waiter;
 
-static waiter waiters[2];
+static waiter waiters[32];
+static int waiters_used;
+
+static waiter *new_waiter(void)
+{
+    assert_true(waiters_used < (int)(sizeof waiters / sizeof waiters[0]));
+    return &waiters[waiters_used++];
+}
 
 static void *waiter_main(void *arg)
 {
     waiter *w = arg;
     int64_t wait = 2 * (int64_t)lease_ms;
-    if (w->latch != NULL) {
-        w->rc = hilock_latch_await(w->latch, wait, &w->opened);
+    if (w->latch != NULL || w->sem != NULL) {
+        w->rc = w->latch ? hilock_latch_await(w->latch, wait, &w->opened)
+                         : hilock_semaphore_try_acquire(w->sem, 1, wait);
         atomic_store(&w->done, true);
         atomic_store(&w->released, true);
         return NULL;
@@ -210,6 +222,7 @@ static void waiter_start(waiter *w, hilock_lock *lock, hilock_latch *latch)
     memset(w, 0, sizeof *w);
     w->lock = lock;
     w->latch = latch;
+    w->sem = NULL;
     atomic_init(&w->done, false);
     atomic_init(&w->release, false);
     atomic_init(&w->released, false);
@@ -263,7 +276,7 @@ static void java_release_wakes_waiter(const char *mode, const char *verb,
     OK(hilock_lock_create(&lock, c, name));
 
     java_holds(m, name);
-    waiter *w = &waiters[0];
+    waiter *w = new_waiter();
     waiter_start(w, lock, NULL);
     expect_listening(m, channel, mode);
     java_releases(m, name, channel, verb);
@@ -371,11 +384,16 @@ static void first_in_line_still_announces(const char *mode)
     OK(hilock_lock_create(&lock, c, name));
 
     java_holds(m, name);
-    waiter *w = waiters;
+    waiter *w = new_waiter();
+    assert_ptr_equal(new_waiter(), &w[1]);
     waiter_start(&w[0], lock, NULL);
     waiter_start(&w[1], lock, NULL);
     expect_listening(m, channel, mode);
+    /* A Java waiter on another node; the node relays what m publishes in
+     * order, the Java release first. */
+    hl_plain_sub *java = hl_plain_sub_open(far_from(m), channel);
     java_releases(m, name, channel, "publish");
+    expect_message(java, "0", "Java waiter's");
     if (!hl_wait_until(either_done, w, wake_ms))
         fail_msg("the Java release woke neither waiter within %d ms",
                  wake_ms);
@@ -387,7 +405,6 @@ static void first_in_line_still_announces(const char *mode)
                      ':');
     assert_string_equal(reply, ":1\r\n");
 
-    hl_plain_sub *java = hl_plain_sub_open(far_from(m), channel);
     waiter_finish(&w[g]);
     expect_message(java, "1", "Java waiter's");
     expect_woken(&w[1 - g], "our own release");
@@ -446,7 +463,7 @@ static void test_plain_fair_both_ways(void **state)
     hl_rpeer_init(&java, c, name, "6a0c2b1e-7f3d-4c59-9e21-0d4b8a7c1f35");
 
     assert_int_equal(hl_rpeer_attempt(&java, 1, lease_ms), -1);
-    waiter *w = &waiters[0];
+    waiter *w = new_waiter();
     waiter_start(w, lock, NULL);
     /* Our waiter's place names its channel. */
     queue_head h = {m, queue, head, sizeof head};
@@ -488,7 +505,7 @@ static void test_plain_latch_opens(void **state)
     assert_int_equal(hl_redis_server_cmd(m, reply, sizeof reply, "SET", name,
                                          "1", (char *)NULL),
                      '+');
-    waiter *w = &waiters[0];
+    waiter *w = new_waiter();
     waiter_start(w, NULL, latch);
     expect_listening(m, channel, "plain");
     /* Redisson's countDown: the count goes, then "0" on its channel. */
@@ -508,6 +525,85 @@ static void test_plain_latch_opens(void **state)
     OK(hilock_client_destroy(c));
 }
 
+/* A Java release of a permit (RSemaphore's, which publishes the new
+ * count) wakes a hilock waiter first in our line; then a hilock release
+ * reaches a Java waiter on another node. */
+static void test_plain_semaphore_both_ways(void **state)
+{
+    (void)state;
+    char name[64], channel[128], reply[256];
+    name_on(0, "sem", name, sizeof name);
+    snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+    hl_redis_server *m = master_of_name(name);
+    hilock_client *c = client("plain");
+    hilock_semaphore *sem = NULL;
+    OK(hilock_semaphore_create(&sem, c, name));
+    assert_int_equal(hl_redis_server_cmd(m, reply, sizeof reply, "SET", name,
+                                         "0", (char *)NULL),
+                     '+');
+    waiter *w = new_waiter();
+    memset(w, 0, sizeof *w);
+    w->sem = sem;
+    assert_int_equal(pthread_create(&w->thread, NULL, waiter_main, w), 0);
+    expect_listening(m, channel, "plain");
+    /* A Java waiter on another node, which hears what m publishes in
+     * order: the Java release first. */
+    hl_plain_sub *java = hl_plain_sub_open(far_from(m), channel);
+    assert_int_equal(
+        hl_redis_server_cmd(m, reply, sizeof reply, "EVAL",
+                            "local v = redis.call('incrby', KEYS[1], 1)\n"
+                            "redis.call('publish', KEYS[2], v)\n"
+                            "return v\n",
+                            "2", name, channel, (char *)NULL),
+        ':');
+    expect_woken(w, "the Java permit release");
+    pthread_join(w->thread, NULL);
+    expect_message(java, "1", "Java semaphore waiter's");
+
+    OK(hilock_semaphore_release(sem, 1));
+    expect_message(java, "1", "Java semaphore waiter's");
+    hl_plain_sub_close(java);
+    OK(hilock_semaphore_destroy(sem));
+    OK(hilock_client_destroy(c));
+}
+
+/* A Java writer's release (RReadWriteLock's, which publishes "1" when the
+ * lock is free) wakes a hilock reader. */
+static void test_plain_reader_wakes(void **state)
+{
+    (void)state;
+    char name[64], channel[128], reply[256], ms[24];
+    name_on(1, "rw", name, sizeof name);
+    snprintf(channel, sizeof channel, "redisson_rwlock:{%s}", name);
+    snprintf(ms, sizeof ms, "%d", lease_ms);
+    hl_redis_server *m = master_of_name(name);
+    hilock_client *c = client("plain");
+    hilock_lock *reader = NULL;
+    OK(hilock_read_lock_create(&reader, c, name));
+    assert_int_equal(hl_redis_server_cmd(m, reply, sizeof reply, "HSET",
+                                         name, "mode", "write",
+                                         JAVA_FIELD ":write", "1",
+                                         (char *)NULL),
+                     ':');
+    assert_int_equal(hl_redis_server_cmd(m, reply, sizeof reply, "PEXPIRE",
+                                         name, ms, (char *)NULL),
+                     ':');
+    waiter *w = new_waiter();
+    waiter_start(w, reader, NULL);
+    expect_listening(m, channel, "plain");
+    assert_int_equal(hl_redis_server_cmd(m, reply, sizeof reply, "EVAL",
+                                         "redis.call('del', KEYS[1])\n"
+                                         "redis.call('publish', KEYS[2], "
+                                         "'1')\n"
+                                         "return 1\n",
+                                         "2", name, channel, (char *)NULL),
+                     ':');
+    expect_woken(w, "the Java write release");
+    waiter_finish(w);
+    OK(hilock_lock_destroy(reader));
+    OK(hilock_client_destroy(c));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -518,6 +614,8 @@ int main(void)
         cmocka_unit_test(test_first_in_line_still_announces),
         cmocka_unit_test(test_plain_fair_both_ways),
         cmocka_unit_test(test_plain_latch_opens),
+        cmocka_unit_test(test_plain_semaphore_both_ways),
+        cmocka_unit_test(test_plain_reader_wakes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
