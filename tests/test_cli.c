@@ -605,6 +605,35 @@ static void test_lease_lost(void **state)
     assert_free(f, "lost");
 }
 
+/* --max-hold: the watchdog renews the hold no longer than the cap, then
+ * lets it run out, and CMD is stopped as for a lost lock, with the cap
+ * named as the reason.  Bad values and --lease beside it are usage
+ * errors. */
+static void test_max_hold(void **state)
+{
+    fx *f = F(state);
+    char out[OUT_CAP];
+    int rc = TOOL(f, out, "--watchdog", "300", "run", "--max-hold", "1s",
+                  "capped", "--", "sleep", "30");
+    if (rc != 76)
+        fail_msg("run --max-hold 1s exited %d:\n%s", rc, out);
+    assert_has(out, "lost the lock capped");
+    assert_has(out, "max_hold cap");
+    assert_free(f, "capped");
+    assert_int_equal(TOOL(f, out, "run", "--max-hold", "0", "capped", "--",
+                          "true"),
+                     64);
+    assert_has(out, "--max-hold");
+    assert_int_equal(TOOL(f, out, "run", "--max-hold", "1s", "--lease",
+                          "2s", "capped", "--", "true"),
+                     64);
+    assert_has(out, "--lease");
+    /* A command that ends within the cap is not disturbed. */
+    assert_int_equal(TOOL(f, out, "run", "--max-hold", "10s", "capped", "--",
+                          "true"),
+                     0);
+}
+
 static void test_unreachable(void **state)
 {
     char out[OUT_CAP], refused[64], wrong[96], right[96];
@@ -2365,6 +2394,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_not_acquired_within_wait, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_lease_lost, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unreachable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_usage_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overlong_name, setup, teardown),

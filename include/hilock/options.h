@@ -253,9 +253,12 @@ HILOCK_API int hilock_options_set_watchdog_timeout_ms(hilock_options *opts,
                                                       int64_t ms);
 
 /* Cap on how long the watchdog keeps one hold alive: once a lease has
- * been held this long it is no longer renewed, runs out, and is reported
- * lost.  0 (the default) renews until release; else 1..86400000.  URL
- * query key: max_hold. */
+ * been held this long it is no longer renewed, runs out (at most one
+ * watchdog timeout later), and is reported lost, the reason (the lost
+ * event's detail, hilock run's message) naming the cap.  A holder that
+ * hangs cannot keep the lock for ever, as the Redlock design advises for
+ * liveness.  0 (the default) renews until release; else 1..86400000.
+ * URL query key: max_hold; hilock run --max-hold. */
 HILOCK_API int hilock_options_set_max_hold_ms(hilock_options *opts,
                                               int64_t ms);
 HILOCK_API int64_t hilock_options_max_hold_ms(const hilock_options *opts);

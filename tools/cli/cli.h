@@ -33,6 +33,7 @@ typedef struct cli_globals {
                             * NULL without it */
     bool verbose;          /* --verbose: the clients' events on stderr */
     const char *description; /* --describe: on the clients' cards */
+    long long max_hold_ms;   /* run --max-hold; 0: no cap */
 } cli_globals;
 
 /* A lock kind that `hilock run` can take.  New kinds (fair, read, write)

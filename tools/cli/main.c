@@ -46,6 +46,12 @@ int cli_make_options(const cli_globals *g, const char *url,
         hilock_options_free(o);
         return CLI_EXIT_USAGE;
     }
+    if (g->max_hold_ms > 0 &&
+        hilock_options_set_max_hold_ms(o, g->max_hold_ms) != HILOCK_OK) {
+        fprintf(stderr, "hilock: bad --max-hold: %s\n", hilock_last_error());
+        hilock_options_free(o);
+        return CLI_EXIT_USAGE;
+    }
     if (g->description != NULL &&
         hilock_options_set_description(o, g->description) != HILOCK_OK) {
         fprintf(stderr, "hilock: bad --describe: %s\n", hilock_last_error());

@@ -326,6 +326,7 @@ typedef struct run_args {
     const cli_kind *kind;
     long long wait_ms;  /* HILOCK_WAIT_FOREVER when not given */
     long long lease_ms; /* HILOCK_LEASE_WATCHDOG when not given */
+    long long max_hold_ms; /* --max-hold; 0: renewed until CMD exits */
     bool fence_env;
     long long permits; /* 0: a lock, not a semaphore's permit */
     int conflict_exit; /* when not acquired in time */
@@ -391,6 +392,12 @@ static int parse_args(const cli_globals *g, int argc, char **argv,
                 return run_usage("--lease takes a duration above zero "
                                  "(30s, 500ms; bare: milliseconds), not",
                                  v);
+        } else if ((v = cli_option_value(argc, argv, &i, "--max-hold",
+                                         NULL, &missing))) {
+            if (!cli_parse_duration(v, false, RUN_MAX_MS, &a->max_hold_ms))
+                return run_usage("--max-hold takes a duration above zero "
+                                 "(10m, 90s; bare: milliseconds), not",
+                                 v);
         } else if ((v = cli_option_value(argc, argv, &i, "--permits", "-p",
                                          &missing))) {
             if (!cli_parse_ms(v, false, INT_MAX, &a->permits))
@@ -431,6 +438,10 @@ static int parse_args(const cli_globals *g, int argc, char **argv,
     if (a->permits > 0 && (kind_given || a->fence_env || g->redlock))
         return run_usage("--permits takes a permit of a semaphore: it does "
                          "not go with --kind, --fence-env or --redlock",
+                         NULL);
+    if (a->max_hold_ms > 0 && a->lease_ms != HILOCK_LEASE_WATCHDOG)
+        return run_usage("--max-hold caps the watchdog's renewals: it does "
+                         "not go with --lease, which has none",
                          NULL);
     if (a->name == NULL || a->name[0] == '\0')
         return run_usage("missing lock NAME", NULL);
@@ -788,6 +799,7 @@ int cli_run(const cli_globals *given, int argc, char **argv)
     cli_globals gd = *given;
     if (a.description != NULL)
         gd.description = a.description;
+    gd.max_hold_ms = a.max_hold_ms;
     const cli_globals *g = &gd;
     if (setup_signals() != 0)
         return CLI_EXIT_SOFTWARE;

@@ -134,6 +134,9 @@ static void lease_detach(hl_lease *l)
     "or a restart lost it)"
 #define WHY_RELEASE_LATE                                                   \
     "the lease ran out while a release was on its way"
+#define WHY_MAX_HOLD                                                       \
+    "held for the max_hold cap: the watchdog renewed it no longer, and "   \
+    "the lease ran out"
 #define WHY_ALL                                                            \
     "the server restarted, and may have forgotten the hold"
 
@@ -152,6 +155,15 @@ static void lease_lost(hl_lease *l, const char *why)
     e->on_lost(l, why);
     l->batches--;
     lease_free_if_unused(l);
+}
+
+/* Whether l has been held for the max_hold cap, so the watchdog lets
+ * it run out. */
+static bool capped(const hl_lease_engine *e, const hl_lease *l,
+                   hl_monotime now)
+{
+    return e->max_hold_ms > 0 &&
+           hl_sat_sub(now, l->started) >= HL_MS(e->max_hold_ms);
 }
 
 /* The first lease due and not being released, or NULL.  A lease being
@@ -174,7 +186,8 @@ static void on_deadline(hl_timer *t)
     e->batches++;
     hl_lease *l;
     while (!e->freed && (l = first_due(e, now)) != NULL)
-        lease_lost(l, WHY_RAN_OUT);
+        lease_lost(l, l->watchdog && capped(e, l, now) ? WHY_MAX_HOLD
+                                                       : WHY_RAN_OUT);
     e->batches--;
     if (e->freed) {
         engine_free_if_unused(e);
@@ -322,8 +335,7 @@ static bool renews_now(const hl_lease_engine *e, const hl_lease *l,
     if (!l->watchdog)
         return false;
     /* Held long enough: let it run out. */
-    return e->max_hold_ms <= 0 ||
-           hl_sat_sub(now, l->started) < HL_MS(e->max_hold_ms);
+    return !capped(e, l, now);
 }
 
 /* Send leases[0..n) (one script, and on a cluster one slot) in batches. */
