@@ -227,6 +227,27 @@ static void test_bad_values_are_usage_errors(void **state)
     assert_int_equal(tool(out, "--redis", url, "unlock", "-f", "-k", "nope",
                           "u", (char *)NULL),
                      64);
+    /* A URL that cannot be read, before any connection is made: every
+     * command says so and exits 64, none crashes on what it was never
+     * given. */
+    static const char *const bad_urls[] = {
+        "vk://127.0.0.1:1", "redis://127.0.0.1:1/?redisson_pubsub=auto",
+        "redis://127.0.0.1:1/?fsync=maybe"};
+    for (size_t i = 0; i < sizeof bad_urls / sizeof bad_urls[0]; i++) {
+        const char *const cmds[][4] = {{"run", "u", "--", "true"},
+                                       {"status", "u", NULL, NULL},
+                                       {"unlock", "--force", "u", NULL},
+                                       {"ls", NULL, NULL, NULL},
+                                       {"latch", "count", "u", NULL}};
+        for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+            int rc = tool(out, "--redis", bad_urls[i], cmds[k][0],
+                          cmds[k][1], cmds[k][2], cmds[k][3],
+                          (char *)NULL);
+            if (rc != 64 || strstr(out, "bad Redis URL") == NULL)
+                fail_msg("%s with %s exited %d:\n%s", cmds[k][0],
+                         bad_urls[i], rc, out);
+        }
+    }
     /* Nothing was taken by any of them. */
     assert_int_equal(hl_raw_exists(server, "u"), 0);
 }

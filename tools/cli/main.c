@@ -29,6 +29,7 @@ static void print_event(hilock_client *client, const hilock_event *e,
 int cli_make_options(const cli_globals *g, const char *url,
                      hilock_options **out)
 {
+    *out = NULL; /* callers free it whatever the outcome */
     hilock_options *o;
     if (hilock_options_create(&o) != HILOCK_OK) {
         fprintf(stderr, "hilock: out of memory\n");
@@ -98,7 +99,7 @@ int cli_open_with(const cli_globals *g, hilock_options **opts,
 
 int cli_open(const cli_globals *g, hilock_client **out)
 {
-    hilock_options *opts;
+    hilock_options *opts = NULL;
     int rc = cli_open_with(g, &opts, out);
     hilock_options_free(opts);
     return rc;
