@@ -4,6 +4,7 @@
 #define HL_OPTION_VALUES_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hilock/events.h"
@@ -63,8 +64,8 @@ struct hilock_options {
     void *event_data;
 };
 
-/* A replica acknowledgement policy as the URL names it ("majority"), or
- * NULL for a value outside hilock_replica_ack. */
-const char *hl_replica_ack_name(int ack);
+/* A replica acknowledgement policy as the URL names it ("majority"),
+ * into out (cap bytes); "?" for a value outside hilock_replica_ack. */
+void hl_replica_ack_text(int ack, char *out, size_t cap);
 
 #endif

@@ -1,4 +1,5 @@
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -517,12 +518,19 @@ int hilock_options_wait_fsync(const hilock_options *opts)
     return opts ? opts->wait_fsync : -1;
 }
 
-const char *hl_replica_ack_name(int ack)
+void hl_replica_ack_text(int ack, char *out, size_t cap)
 {
-    static const char *const names[] = {"none", "one", "majority", "all"};
-    return ack >= 0 && ack < (int)(sizeof names / sizeof names[0])
-               ? names[ack]
-               : NULL;
+    const char *p = NULL;
+    for (size_t i = 0; i < hl_word_option_count && p == NULL; i++)
+        if (strcmp(hl_word_options[i].name, "replica_ack") == 0)
+            p = hl_word_options[i].words;
+    for (int i = 0; i < ack && p != NULL; i++) {
+        p = strchr(p, '|');
+        p = p ? p + 1 : NULL;
+    }
+    if (ack < 0 || p == NULL)
+        p = "?";
+    snprintf(out, cap, "%.*s", (int)strcspn(p, "|"), p);
 }
 
 void hl_words_text(const char *words, char *out, size_t cap)

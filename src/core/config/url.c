@@ -531,19 +531,15 @@ static int apply_query(struct url_parser *up, const query_key *key,
     case QK_STRING:
         return relabel(up, hl_string_options[key->index].set(o, value), name);
     case QK_VERIFY:
-        if (parse_flag(value, &flag) != 0)
-            return hl_fail(HILOCK_EINVAL,
-                           "URL verify '%.*s' is not yes, no, true, false, "
-                           "1 or 0",
-                           shown_len(up, value), shown(up, value));
-        return hilock_options_set_tls_verify(o, flag != 0);
     case QK_FSYNC:
         if (parse_flag(value, &flag) != 0)
             return hl_fail(HILOCK_EINVAL,
-                           "URL fsync '%.*s' is not yes, no, true, false, "
-                           "1 or 0",
-                           shown_len(up, value), shown(up, value));
-        return hilock_options_set_wait_fsync(o, flag != 0);
+                           "URL %s '%.*s' is not yes, no, true, false, 1 "
+                           "or 0",
+                           name, shown_len(up, value), shown(up, value));
+        return key->kind == QK_VERIFY
+                   ? hilock_options_set_tls_verify(o, flag != 0)
+                   : hilock_options_set_wait_fsync(o, flag != 0);
     case QK_WORD: {
         const hl_word_option *w = &hl_word_options[key->index];
         int place = hl_word_place(w->words, value, strlen(value));

@@ -81,7 +81,8 @@ struct hl_ack {
     bool unsent;        /* its WAIT could not be queued */
     bool delivered;
     bool late;          /* parked for an answer that came late */
-    bool none;          /* the policy is none: only lateness is checked */
+    bool none;          /* nothing asked of the server (policy none, no
+                         * fsync=yes): only lateness is checked */
     /* Where and when the write was queued: a late answer counts as one
      * only from the connection and session it was queued on; a write
      * that waited for a reconnect, or went elsewhere, was sent late, not
@@ -573,7 +574,7 @@ static void settle(hl_ack *a)
         ack_free_if_done(a);
         return;
     }
-    if (a->none) {
+    if (a->client->opts->replica_ack == HILOCK_ACK_NONE) {
         /* fsync=yes alone: the master's fsync was all there was to ask. */
         judge(a, 0);
         return;
@@ -765,8 +766,8 @@ int hl_ack_begin(hilock_client *c, hl_conn *conn, hl_request_fn *fn,
     a->queued_on = conn;
     a->queued_session = hl_conn_get_stats(conn).connects;
     a->queued_at = hl_monotime_now();
-    a->none = none;
-    a->no_wait = none && !fsync;
+    a->none = none && !fsync;
+    a->no_wait = a->none;
     /* Read the count ahead of the write, so it is known when the write
      * answers; a failure here shows as an unknown count then. */
     if (e != NULL && !e->reading && k < 0)
@@ -778,17 +779,14 @@ int hl_ack_begin(hilock_client *c, hl_conn *conn, hl_request_fn *fn,
 void hl_ack_sent(hl_ack *a)
 {
     a->pending++; /* the write */
-    bool fsync = a->client->opts->wait_fsync;
-    if (a->none && !fsync)
+    if (a->none)
         return;
-    if (a->none) {
-        if (send_wait(a, 0) != HILOCK_OK)
-            a->unsent = true;
-        return;
-    }
     ack_count *e = count_for(a->client, a->conn, false);
     int k = e ? expected(e, current_k(e, a->conn)) : -1;
-    if (k == 0 && !fsync) {
+    /* Under fsync=yes even a master without replicas (or under the
+     * policy none, with no count: k < 0, need 0) is asked for its own
+     * fsync. */
+    if (k == 0 && !a->client->opts->wait_fsync) {
         a->no_wait = true;
         return;
     }
@@ -838,7 +836,7 @@ void hl_ack_reply(void *data, int status, hilock_reply *reply)
         /* Not run, or not known to have run: nothing to acknowledge. */
         deliver(a, status);
         ack_free_if_done(a);
-    } else if (a->none && !a->client->opts->wait_fsync) {
+    } else if (a->none) {
         if (by != NULL)
             a->conn = by; /* the master whose answer it is */
         if (!verify_late(a))

@@ -22,14 +22,15 @@ void hl_conn_wait_refusal(const hl_conn *c, const char *words, char *out,
                  c->o->host, c->o->port, words);
         return;
     }
-    const char *policy = hl_replica_ack_name(c->o->replica_ack);
+    char policy[16];
+    hl_replica_ack_text(c->o->replica_ack, policy, sizeof policy);
     /* The server's words, cut: its refusal quotes the arguments. */
     snprintf(out, cap,
              "%s:%d refuses WAIT (%.32s...), which replicas=%s needs on a "
              "master with replicas: set replicas=none "
              "(hilock_options_set_replica_ack) to go without; a failover "
              "may then undo a write",
-             c->o->host, c->o->port, words, policy ? policy : "?");
+             c->o->host, c->o->port, words, policy);
 }
 
 /* Fail the connection: the server cannot keep fsync=yes, for why. */
