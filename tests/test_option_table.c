@@ -86,7 +86,7 @@ static void test_numeric_options_agree(void **state)
             with_key++;
     }
     /* The URL keys documented in hilock/options.h. */
-    assert_int_equal(with_key, 10);
+    assert_int_equal(with_key, 11);
 }
 
 static void test_string_options_agree(void **state)

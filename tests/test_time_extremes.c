@@ -327,6 +327,8 @@ static void test_option_setters(void **state)
          hilock_options_watchdog_timeout_ms, false, 86400000, false},
         {"max_hold", hilock_options_set_max_hold_ms,
          hilock_options_max_hold_ms, true, 86400000, false},
+        {"lock_delay", hilock_options_set_lock_delay_ms,
+         hilock_options_lock_delay_ms, true, 3600000, false},
         {"waiter", hilock_options_set_waiter_timeout_ms,
          hilock_options_waiter_timeout_ms, false, 3600000, false},
         {"node", hilock_options_set_node_timeout_ms,
@@ -371,8 +373,8 @@ static void test_url_time_keys(void **state)
     (void)state;
     static const char *keys[] = {"connect_timeout", "command_timeout",
                                  "watchdog_timeout", "max_hold",
-                                 "waiter_timeout", "node_timeout",
-                                 "quarantine"};
+                                 "lock_delay", "waiter_timeout",
+                                 "node_timeout", "quarantine"};
     static const char *values[] = {"-1", "-9223372036854775808",
                                    "9223372036854775807",
                                    "99999999999999999999", "0"};
@@ -385,6 +387,7 @@ static void test_url_time_keys(void **state)
                      keys[i], values[k]);
             bool zero_ok = strcmp(values[k], "0") == 0 &&
                            (strcmp(keys[i], "max_hold") == 0 ||
+                            strcmp(keys[i], "lock_delay") == 0 ||
                             strcmp(keys[i], "quarantine") == 0);
             int rc = hilock_options_set_url(o, url);
             if (rc != (zero_ok ? HILOCK_OK : HILOCK_EINVAL))

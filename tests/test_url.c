@@ -1488,9 +1488,54 @@ static void test_waiter_node_quarantine_options(void **state)
     hilock_options_free(o);
 }
 
+/* lock_delay: ms, 0 is off, at most an hour; a refusal names the option
+ * and its range, and leaves the value alone. */
+static void test_lock_delay_option(void **state)
+{
+    (void)state;
+    hilock_options *o = NULL;
+    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
+    assert_int_equal(hilock_options_lock_delay_ms(o), 0);
+    assert_int_equal(hilock_options_set_url(o, "redis://h?lock_delay=1500"),
+                     HILOCK_OK);
+    assert_int_equal(hilock_options_lock_delay_ms(o), 1500);
+    static const char *const bad[] = {
+        "redis://h?lock_delay=-1",      "redis://h?lock_delay=3600001",
+        "redis://h?lock_delay=1s",      "redis://h?lock_delay=",
+        "redis://h?lock_delay=1.5",
+        "redis://h?lock_delay=99999999999999999999",
+        "redis://h?lock_delay=1&lock_delay=2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (hilock_options_set_url(o, bad[i]) != HILOCK_EINVAL)
+            fail_msg("%s was taken", bad[i]);
+        /* Every refusal names the key it refuses. */
+        assert_non_null(strstr(hilock_last_error(), "lock_delay"));
+        assert_int_equal(hilock_options_lock_delay_ms(o), 1500);
+    }
+    assert_int_equal(hilock_options_set_url(o, "redis://h?lock_delay=0"),
+                     HILOCK_OK);
+    assert_int_equal(hilock_options_lock_delay_ms(o), 0);
+    assert_int_equal(hilock_options_set_lock_delay_ms(o, 3600000), HILOCK_OK);
+    assert_int_equal(hilock_options_set_lock_delay_ms(o, 3600001),
+                     HILOCK_EINVAL);
+    assert_non_null(strstr(hilock_last_error(), "lock delay out of range"));
+    assert_int_equal(hilock_options_set_lock_delay_ms(o, INT64_MIN),
+                     HILOCK_EINVAL);
+    assert_int_equal(hilock_options_set_lock_delay_ms(o, -1), HILOCK_EINVAL);
+    assert_int_equal(hilock_options_lock_delay_ms(o), 3600000);
+    assert_int_equal(hilock_options_set_lock_delay_ms(NULL, 5), HILOCK_EINVAL);
+    assert_int_equal(hilock_options_lock_delay_ms(NULL), -1);
+    hilock_options *copy = NULL;
+    assert_int_equal(hilock_options_copy(&copy, o), HILOCK_OK);
+    assert_int_equal(hilock_options_lock_delay_ms(copy), 3600000);
+    hilock_options_free(copy);
+    hilock_options_free(o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lock_delay_option),
         cmocka_unit_test(test_connections_option),
         cmocka_unit_test(test_seed_host_list),
         cmocka_unit_test(test_sentinel_urls),

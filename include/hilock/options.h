@@ -85,7 +85,7 @@ HILOCK_API void hilock_options_free(hilock_options *opts);
  * so write '@', ':', '/', '?', '#', '%' and '&' in them as %XX.
  * Query: key=value pairs joined by '&', keys matched exactly; each key at
  * most once and never with an empty value: connect_timeout,
- * command_timeout, watchdog_timeout, max_hold, waiter_timeout,
+ * command_timeout, watchdog_timeout, max_hold, lock_delay, waiter_timeout,
  * node_timeout, quarantine, ack_timeout (decimal milliseconds),
  * connections (a count), replicas (none|one|majority|all),
  * redisson_pubsub (sharded|plain|both), fsync (yes|no|true|false|1|0,
@@ -262,6 +262,27 @@ HILOCK_API int hilock_options_set_watchdog_timeout_ms(hilock_options *opts,
 HILOCK_API int hilock_options_set_max_hold_ms(hilock_options *opts,
                                               int64_t ms);
 HILOCK_API int64_t hilock_options_max_hold_ms(const hilock_options *opts);
+
+/* Lock delay, as Consul has it: after a hold of this client's ends
+ * without a release (its lease ran out, its process died, an operator
+ * forced it open), the lock stays closed to every hilock client for this
+ * long, so that an old holder that was paused or cut off has stopped
+ * before a new one starts.  A clean release opens it at once.  Holders
+ * keep "hilock_lock_delay:{NAME}" alive for their lease plus the delay;
+ * every acquire of a reentrant or fair lock (so of a multi-lock or
+ * RedLock) refuses while the lock is free and that key exists, whether or
+ * not its own client sets a delay: a single try fails with HILOCK_EBUSY,
+ * a waiting one tries again when the delay ends.  Read-write locks and
+ * semaphores ignore it.  It binds hilock clients only, and assumes pauses
+ * no longer than the delay (docs/guide/lock-delay.md).  0 (the default)
+ * is off; else 1..3600000.  URL query key: lock_delay; hilock run
+ * --lock-delay.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  NULL options, or ms negative or above 3600000 */
+HILOCK_API int hilock_options_set_lock_delay_ms(hilock_options *opts,
+                                                int64_t ms);
+/* The lock delay in ms (0: off), or -1 for a NULL object. */
+HILOCK_API int64_t hilock_options_lock_delay_ms(const hilock_options *opts);
 
 /* How long a waiter's place stays reserved without a sign of life, in
  * ms, 100..3600000 (default 5000).  A waiter queued in a fair lock, or a

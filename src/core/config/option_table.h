@@ -17,6 +17,10 @@
 /* Below this, heartbeats every third of it would load the server. */
 #define HL_WAITER_TIMEOUT_MIN_MS 100
 #define HL_WAITER_TIMEOUT_MAX_MS 3600000
+/* Consul caps its lock-delay at a minute; an hour leaves room for slow
+ * failovers while a typo in the unit (seconds taken for ms, ms for us)
+ * still stands out as an error rather than a lock closed for days. */
+#define HL_LOCK_DELAY_MAX_MS 3600000
 
 /* X(name, url key, setter's value type, field type, min, max, zero is
  * "off", default, unit, what).  name is both the struct field and the
@@ -35,6 +39,8 @@
       "watchdog timeout")                                                    \
     X(max_hold_ms, "max_hold", int64_t, int64_t, 1, HL_TIMEOUT_MAX_MS, 1, 0, \
       "ms", "max hold")                                                      \
+    X(lock_delay_ms, "lock_delay", int64_t, int64_t, 1, HL_LOCK_DELAY_MAX_MS, \
+      1, 0, "ms", "lock delay")                                              \
     X(waiter_timeout_ms, "waiter_timeout", int64_t, int64_t,                 \
       HL_WAITER_TIMEOUT_MIN_MS, HL_WAITER_TIMEOUT_MAX_MS, 0,                 \
       HILOCK_DEFAULT_WAITER_TIMEOUT_MS, "ms", "waiter timeout")              \

@@ -37,6 +37,7 @@ struct hilock_options {
     int64_t watchdog_timeout_ms;
     int64_t waiter_timeout_ms; /* places waiters keep on the server */
     int64_t max_hold_ms; /* 0: the watchdog renews until release */
+    int64_t lock_delay_ms; /* 0: a lost hold frees the lock at once */
     int connections;     /* command connections */
     int max_pending;     /* unfinished operations a client takes */
     int64_t busy_poll_us; /* 0: the loop sleeps when it has nothing to do */
