@@ -399,6 +399,14 @@ typedef struct hilock_lock_status {
      * waiting thread; on a cluster, those of the node that has the
      * lock's slot); -1 for other kinds. */
     int64_t subscribers;
+    /* Reentrant and fair lock: the lock delay left in ms while the lock
+     * is closed after a hold ended without a release, and while a holder
+     * whose client sets one holds it (hilock_options_set_lock_delay_ms);
+     * -1 for a delay key without an expiry, which hilock never writes; 0
+     * when there is none, and for other kinds.  Since 0.2.0; the struct
+     * is the library's, so callers built against 0.1 never read past
+     * subscribers. */
+    int64_t delay_ms;
 } hilock_lock_status;
 
 /* Read the lock's status into *out, to be freed with

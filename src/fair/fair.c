@@ -12,6 +12,7 @@
  *                                         waiter at the head
  *   redisson_lock_token:{NAME}            fencing counter
  *   hilock_void:{NAME}                    voided attempts (see reentrant.c)
+ *   hilock_lock_delay:{NAME}              the lock delay (see reentrant.c)
  *
  * Unlike Redisson, a place is reserved for the waiter timeout from its
  * last attempt on the server's clock, and waiting attempts renew it: a live
@@ -68,9 +69,12 @@
     "end\n"
 
 /* KEYS: name, queue, timeouts, channel base, our places, void set, token
- * key.
+ * key, delay key.
  * ARGV: lease ms, field, fenced, known token, nonce, waiter timeout ms
- * (0: a single try, which does not join the line).
+ * (0: a single try, which does not join the line), and only from a
+ * client that sets one, its lock delay in ms.  A free lock whose delay
+ * key lives is held for the key's time left, by the holder that lost it
+ * without a release; waiters line up behind it as behind a holder.
  * Replies {1, count, token} when held by field now; {0, ms} when it waits
  * in line, ms being how long until the lock's lease, or the head's place,
  * runs out (-1: no lease, or a place that never runs out, scored 2^53 ms
@@ -84,12 +88,20 @@ static const char acquire_lua[] =
     "local held = redis.call('hget', KEYS[1], ARGV[2])\n"
     "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[7])\n"
     "if refused then return refused end\n"
+    "local function keep_delay()\n"
+    "  if ARGV[7] then\n"
+    "    redis.call('set', KEYS[8], ARGV[7], 'px',\n"
+    "               tonumber(ARGV[1]) + tonumber(ARGV[7]))\n"
+    "  end\n"
+    "end\n"
     "if held then\n"
     "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  keep_delay()\n"
     "  return {1, n, token(KEYS[7], n)}\n"
     "end\n"
     "local ttl = redis.call('pttl', KEYS[1])\n"
+    "if ttl == -2 then ttl = redis.call('pttl', KEYS[8]) end\n"
     "local head = redis.call('lindex', KEYS[2], 0)\n"
     "local now = nil\n"
     "if ttl == -2 and head and head ~= ARGV[2] then\n"
@@ -104,6 +116,7 @@ static const char acquire_lua[] =
     "  redis.call('zrem', KEYS[5], ARGV[2])\n"
     "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  keep_delay()\n"
     "  return {1, 1, token(KEYS[7], 1)}\n"
     "end\n"
     /* A waiter joins the line at its tail, or renews its place; a single
@@ -151,18 +164,24 @@ static const char acquire_lua[] =
     "end\n"
     "return {0, ttl}\n";
 
-/* KEYS: name, queue, timeouts, channel base, our places.  ARGV: lease ms,
- * field.  Replies -1 when field holds nothing, the count left when still
- * held, 0 when freed (and the head woken). */
+/* KEYS: name, queue, timeouts, channel base, our places, delay key.
+ * ARGV: lease ms, field, and only from a client that sets one, its lock
+ * delay.  Replies -1 when field holds nothing, the count left when still
+ * held, 0 when freed (and the head woken); a lock freed so keeps no
+ * delay. */
 static const char release_lua[] =
     FAIR_LUA_COMMON
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
     "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
     "if left > 0 then\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  if ARGV[3] then\n"
+    "    redis.call('set', KEYS[6], ARGV[3], 'px',\n"
+    "               tonumber(ARGV[1]) + tonumber(ARGV[3]))\n"
+    "  end\n"
     "  return left\n"
     "end\n"
-    "redis.call('del', KEYS[1])\n"
+    "redis.call('del', KEYS[1], KEYS[6])\n"
     "purge(KEYS[2], KEYS[3], KEYS[5], now_ms())\n"
     "wake_head(KEYS[2], KEYS[4])\n"
     "return answer(0)\n";
@@ -184,7 +203,7 @@ static const char leave_lua[] =
     "return 0\n";
 
 /* KEYS: name, queue, timeouts, channel base, our places.  Replies 1 when
- * deleted. */
+ * deleted.  A lock delay stays (see reentrant.c's force release). */
 static const char force_lua[] =
     FAIR_LUA_COMMON
     "if redis.call('del', KEYS[1]) == 0 then return 0 end\n"
@@ -192,9 +211,10 @@ static const char force_lua[] =
     "wake_head(KEYS[2], KEYS[4])\n"
     "return answer(1)\n";
 
-/* KEYS: name, queue, timeouts, channel base, our places, void set.  ARGV:
- * field, expected count, nonce to void (or "").  As the reentrant kind's
- * reconcile; a freed lock wakes the head. */
+/* KEYS: name, queue, timeouts, channel base, our places, void set, delay
+ * key.  ARGV: field, expected count, nonce to void (or "").  As the
+ * reentrant kind's reconcile; a freed lock wakes the head, with no
+ * delay. */
 static const char reconcile_lua[] =
     FAIR_LUA_COMMON
     "if ARGV[3] ~= '' then\n"
@@ -210,13 +230,15 @@ static const char reconcile_lua[] =
     "end\n"
     "redis.call('hdel', KEYS[1], ARGV[1])\n"
     "if redis.call('exists', KEYS[1]) == 0 then\n"
+    "  redis.call('del', KEYS[7])\n"
     "  purge(KEYS[2], KEYS[3], KEYS[5], now_ms())\n"
     "  wake_head(KEYS[2], KEYS[4])\n"
     "end\n"
     "return 0\n";
 
-/* KEYS: name, queue, timeouts, our places.  Replies the status of a
- * hash kind (kindkit.h): the line in order, with the time each place
+/* KEYS: name, queue, timeouts, our places, delay key.  Replies the status
+ * of a hash kind (kindkit.h), with the delay key's time left: the line in
+ * order, with the time each place
  * has left on the server's clock (ours by when they count as dead,
  * Java's by Redisson's place); a place that never runs out (scored 2^53
  * ms or more ahead, +inf too) has no time. */
@@ -233,7 +255,8 @@ static const char status_lua[] =
     "  w[#w + 1] = s and ms_until(s, now) or false\n"
     "end\n"
     "local seen = redis.call('exists', KEYS[2], KEYS[3], KEYS[4])\n"
-    "return {redis.call('pttl', KEYS[1]), all, w, -1, seen}\n";
+    "return {redis.call('pttl', KEYS[1]), all, w, -1, seen,\n"
+    "        redis.call('pttl', KEYS[5])}\n";
 
 static hl_script acquire_script, release_script, leave_script, force_script,
     reconcile_script, status_script;
@@ -249,14 +272,15 @@ static const hl_script_def acquire_def = {
     .what = "fair acquire",
     .body = acquire_lua,
     .script = &acquire_script,
-    HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_VOID, HL_LAYOUT_TOKEN),
+    HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_VOID, HL_LAYOUT_TOKEN,
+                HL_LAYOUT_LOCK_DELAY),
 };
 
 static const hl_script_def release_def = {
     .what = "fair release",
     .body = release_lua,
     .script = &release_script,
-    HL_DEF_KEYS(FAIR_KEYS),
+    HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_LOCK_DELAY),
 };
 
 static const hl_script_def leave_def = {
@@ -277,7 +301,7 @@ static const hl_script_def reconcile_def = {
     .what = "fair reconcile",
     .body = reconcile_lua,
     .script = &reconcile_script,
-    HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_VOID),
+    HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_VOID, HL_LAYOUT_LOCK_DELAY),
 };
 
 static const hl_script_def status_def = {
@@ -285,7 +309,7 @@ static const hl_script_def status_def = {
     .body = status_lua,
     .script = &status_script,
     HL_DEF_KEYS(hl_key_name, HL_LAYOUT_FAIR_QUEUE, HL_LAYOUT_FAIR_TIMEOUT,
-                HL_LAYOUT_FAIR_ALIVE),
+                HL_LAYOUT_FAIR_ALIVE, HL_LAYOUT_LOCK_DELAY),
 };
 
 const hl_script_def *const hl_fair_script_defs[] = {
@@ -297,25 +321,35 @@ static int attempt(hilock_lock *lock, const hl_attempt_args *a,
 {
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
-    char lease[24], token[24], wt[24];
+    char lease[24], token[24], wt[24], delay[24];
     const char *args[] = {lease,      a->field, a->fenced ? "1" : "0",
-                          token,      a->nonce, wt};
+                          token,      a->nonce, wt, delay};
     size_t lens[] = {hl_i64_dec(lease, a->lease_ms),
                      a->field_len,
                      1,
                      hl_u64_dec(token, a->known_token),
                      a->nonce_len,
-                     hl_i64_dec(wt, a->waiter_timeout_ms)};
-    return hl_run_lock_def(lock, &acquire_def, 6, args, lens, fn, data);
+                     hl_i64_dec(wt, a->waiter_timeout_ms),
+                     0};
+    /* Only a client with a delay sends one (see reentrant.c). */
+    int64_t delay_ms = hl_lock_delay_ms(lock);
+    if (delay_ms > 0)
+        lens[6] = hl_i64_dec(delay, delay_ms);
+    return hl_run_lock_def(lock, &acquire_def, delay_ms > 0 ? 7 : 6, args,
+                           lens, fn, data);
 }
 
 static int release(hilock_lock *lock, const char *field, size_t field_len,
                    int64_t lease_ms, hl_request_fn *fn, void *data)
 {
-    char lease[24];
-    const char *args[] = {lease, field};
-    size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len};
-    return hl_run_lock_def(lock, &release_def, 2, args, lens, fn, data);
+    char lease[24], delay[24];
+    const char *args[] = {lease, field, delay};
+    size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len, 0};
+    int64_t delay_ms = hl_lock_delay_ms(lock);
+    if (delay_ms > 0)
+        lens[2] = hl_i64_dec(delay, delay_ms);
+    return hl_run_lock_def(lock, &release_def, delay_ms > 0 ? 3 : 2, args,
+                           lens, fn, data);
 }
 
 static int leave(hilock_lock *lock, const char *field, size_t field_len)
@@ -369,6 +403,8 @@ static const hl_kind fair_kind = {
     .leave = leave,
     .mark_grant = hl_kind_mark_fair_grant,
     .renew = &hl_hash_renew,
+    .renew_delayed = &hl_hash_renew_delayed,
+    .delay_key = hl_lock_delay_key,
     .query = hl_hash_query,
     .parse_query = hl_hash_parse_query,
     .status = status,

@@ -32,8 +32,52 @@ const hl_script_def hl_hash_renew_def = {
     .batch = true,
 };
 
-const hl_script_def *const hl_kindkit_script_defs[] = {&hl_hash_renew_def,
-                                                       NULL};
+/* The renewal of holders whose client sets a lock delay: KEYS come in
+ * pairs, a lock's name and its delay key; ARGV: the lease, the delay,
+ * then one field per lock.  A renewed hold moves its delay key to the
+ * lease plus the delay, so the lock stays closed for the delay after the
+ * renewed lease would run out; a hold found gone leaves the key alone,
+ * its end being the one the delay is about.  The pairs are walked by the
+ * loop over every key, so that the batch names no key by a computed
+ * place. */
+static const char renew_delayed_lua[] =
+    "local out = {}\n"
+    "local px = tonumber(ARGV[1]) + tonumber(ARGV[2])\n"
+    "for i = 1, #KEYS do\n"
+    "  local n = math.floor((i + 1) / 2)\n"
+    "  if i % 2 == 1 then\n"
+    "    if redis.call('hexists', KEYS[i], ARGV[n + 2]) == 1 then\n"
+    "      redis.call('pexpire', KEYS[i], ARGV[1])\n"
+    "      out[n] = 1\n"
+    "    else\n"
+    "      out[n] = 0\n"
+    "    end\n"
+    "  elseif out[n] == 1 then\n"
+    "    redis.call('set', KEYS[i], ARGV[2], 'px', px)\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
+
+hl_script hl_hash_renew_delayed;
+
+const hl_script_def hl_hash_renew_delayed_def = {
+    .what = "hash renew with a lock delay",
+    .body = renew_delayed_lua,
+    .script = &hl_hash_renew_delayed,
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_DELAY),
+    .batch = true,
+};
+
+const hl_script_def *const hl_kindkit_script_defs[] = {
+    &hl_hash_renew_def, &hl_hash_renew_delayed_def, NULL};
+
+int hl_lock_delay_key(const char *name, size_t name_len, hl_aux_name *out)
+{
+    return hl_layout_key(out, HL_LAYOUT_LOCK_DELAY, name, name_len, NULL,
+                         0) == 0
+               ? 0
+               : HILOCK_ENOMEM;
+}
 
 static pthread_once_t renew_once = PTHREAD_ONCE_INIT;
 
@@ -300,9 +344,11 @@ int hl_hash_parse_status(hilock_reply *reply, const char *kind_label,
 {
     *out = NULL;
     const hilock_reply *fields, *waiters;
-    int64_t pttl, subscribers, seen;
+    int64_t pttl, subscribers, seen, delay = -2;
     if (reply == NULL || reply->type != HILOCK_REPLY_ARRAY ||
-        reply->elements != 5 || !hl_reply_i64(reply->element[0], &pttl) ||
+        (reply->elements != 5 && reply->elements != 6) ||
+        (reply->elements == 6 && !hl_reply_i64(reply->element[5], &delay)) ||
+        !hl_reply_i64(reply->element[0], &pttl) ||
         (fields = reply->element[1])->type != HILOCK_REPLY_ARRAY ||
         fields->elements % 2 != 0 ||
         (waiters = reply->element[2])->type != HILOCK_REPLY_ARRAY ||
@@ -384,6 +430,8 @@ int hl_hash_parse_status(hilock_reply *reply, const char *kind_label,
         if (!o->expires)
             o->expires_in_ms = 0;
     }
+    /* PTTL's -2 is no key; any other negative, no expiry. */
+    st->delay_ms = delay == -2 ? 0 : delay < 0 ? -1 : delay;
     st->locked = st->holders_len > 0 && pttl != -2;
     st->ttl_ms = st->locked && pttl >= 0 ? pttl : -1;
     if (!st->locked) {

@@ -148,6 +148,18 @@ extern hl_script hl_hash_renew;
 extern const hl_script_def hl_hash_renew_def;
 void hl_hash_renew_init(void);
 
+/* The same for holders whose client sets a lock delay (hl_kind's
+ * renew_delayed): KEYS in pairs, a name and its delay key; ARGV: lease
+ * ms, delay ms, then one field per lock.  A renewed lock's delay key
+ * expires the delay after its lease.  Ready with hl_hash_renew. */
+extern hl_script hl_hash_renew_delayed;
+extern const hl_script_def hl_hash_renew_delayed_def;
+
+/* A lock's delay key, "hilock_lock_delay:{NAME}" (hl_kind.delay_key of
+ * the reentrant and fair kinds).  0 or HILOCK_ENOMEM; release with
+ * hl_aux_name_done either way. */
+int hl_lock_delay_key(const char *name, size_t name_len, hl_aux_name *out);
+
 /* A lock's channel under prefix, with field appended when given: 0 or
  * HILOCK_ENOMEM.  hl_lock_channel_of is the channel op of the kinds that
  * share Redisson's lock channel (reentrant, fair). */
@@ -163,7 +175,7 @@ int hl_lock_keys(const hilock_lock *lock, int n, const char *const *prefixes,
                  hl_aux_name *out);
 
 /* Most arguments hl_run_def passes after the keys. */
-#define HL_LOCK_SCRIPT_MAX_ARGS 9
+#define HL_LOCK_SCRIPT_MAX_ARGS 10
 
 /* Run def's script on the lock's connection with KEYS as def names them
  * (given[i], of given_lens[i] bytes, standing for its i-th hl_key_given)
@@ -217,9 +229,10 @@ bool hl_hash_parse_query(hl_query q, const hilock_reply *r, int64_t *value);
 /* Every kind's status is made here, in memory that
  * hilock_lock_status_free (also here) knows how to free.
  * A status script of a hash kind replies {pttl, HGETALL of the name,
- * waiters, subscribers, seen}: waiters a flat list of member and ms its
- * place has left (false: no time kept), subscribers -1 when not counted,
- * seen 1 when the server holds data only this kind writes.
+ * waiters, subscribers, seen[, delay]}: waiters a flat list of member and
+ * ms its place has left (false: no time kept), subscribers -1 when not
+ * counted, seen 1 when the server holds data only this kind writes, and
+ * for kinds that keep a lock delay the PTTL of its key.
  * rwlock says that the hash holds a mode field and writers' fields with
  * the layout's suffix.  Takes reply; HILOCK_OK, HILOCK_EPROTO or
  * HILOCK_ENOMEM. */

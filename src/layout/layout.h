@@ -61,6 +61,14 @@
  * client claims, withdraws or registers again.  The grant is announced
  * as "g<attempt nonce>" on the client's wake channel. */
 #define HL_LAYOUT_LOCK_WANT "hilock_lock_want"
+/* Ours: a reentrant or fair lock's lock delay, "hilock_lock_delay:{NAME}",
+ * a string holding the delay in ms.  A holder whose client sets a delay
+ * writes it at every grant and renewal to expire a delay after its lease;
+ * a release that frees the lock deletes it, a forced one leaves it.
+ * While it lives and the lock is free, our acquires refuse, so a holder
+ * that lost the lock without releasing it (paused, cut off, killed) has
+ * that long to stop before another starts.  Redisson never reads it. */
+#define HL_LAYOUT_LOCK_DELAY "hilock_lock_delay"
 /* Ours: the clients waiting to write a read-write lock, lined up as the
  * reentrant lock's are: "hilock_rwlock_line:{NAME}" lists them,
  * "hilock_rwlock_writers:{NAME}" scores each by when it counts as gone

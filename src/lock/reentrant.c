@@ -16,6 +16,9 @@
  *   hilock_lock_want:{NAME}            hash: client id -> the wish of its
  *                                      head waiter, or the grant a
  *                                      release made for it
+ *   hilock_lock_delay:{NAME}           the lock delay of a holder whose
+ *                                      client sets one (string: ms), to
+ *                                      expire that long after its lease
  *
  * Redisson's waiters all hear its channel, and each tries at every
  * release: the server's work per hand-off grows with the number of
@@ -70,32 +73,42 @@
  * neither the wishes' key nor the last two arguments, since every key
  * and argument costs the server on every call.
  *
- * KEYS: name, token key, void set, line, alive, next, and for
+ * KEYS: name, token key, void set, line, alive, next, delay key, and for
  * acquire_wish_lua the wishes.  ARGV: lease ms, field, fenced (0/1),
  * known token, attempt nonce, waiter timeout ms (0: a single try, which
  * keeps no place), how long the client stays in line after a first hold
  * (0: it leaves; -1: it knows of no place there), and for
  * acquire_wish_lua what to do with the client's wish (hl_want: 1 record
  * one when refused, 2 only drop the field's) and the nonce of this
- * acquire's attempt whose wish the client knows was recorded ('' none).
+ * acquire's attempt whose wish the client knows was recorded ('' none),
+ * and last, only from a client that sets one, its lock delay in ms.
+ * A free lock whose delay key lives is refused as held, for the key's
+ * time left: the holder before lost it without a release, and may not
+ * know yet.
  * Replies {1, count, token} when held by field now (a grant a release made
  * for that wish included), {0, pttl, how} when held by another or
  * promised to another client (how: 1 when this client is first in line,
  * plus 2 when the lock is free but promised, pttl then being the
  * promise's, plus 4 when the wish was recorded), {2} when the attempt was
  * voided. */
-#define ACQUIRE_LUA(wish_first, wish_join)                                  \
+#define ACQUIRE_LUA(delay_arg, wish_first, wish_join)                       \
     HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK                           \
     "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n" \
+    "local delay = " delay_arg "\n"                                          \
+    KEEP_DELAY                                                              \
     "local held = redis.call('hget', KEYS[1], ARGV[2])\n"                    \
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"  \
     wish_first                                                              \
     "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[2])\n" \
     "if refused then return refused end\n"                                   \
     "local ttl, kept, wanted = false, 0, 0\n"                                \
-    /* Free and promised to nobody, the common case, in one call. */        \
-    "if not held and redis.call('exists', KEYS[1], KEYS[6]) > 0 then\n"      \
+    /* Free, promised to nobody and in no delay, the common case, in one   \
+     * call.  A delay outranks a promise to this client, which it keeps    \
+     * for when the delay ends. */                                         \
+    "if not held and redis.call('exists', KEYS[1], KEYS[6], KEYS[7]) > 0\n"  \
+    "    then\n"                                                             \
     "  ttl = redis.call('pttl', KEYS[1])\n"                                  \
+    "  if ttl == -2 then ttl = redis.call('pttl', KEYS[7]) end\n"            \
     "  if ttl == -2 then\n"                                                  \
     "    ttl = false\n"                                                      \
     "    if redis.call('get', KEYS[6]) ~= me then\n"                         \
@@ -121,44 +134,67 @@
     HL_LUA_LINE_ON_GRANT("not held", "ARGV[7]")                             \
     "local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"             \
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"                              \
+    "keep_delay(ARGV[1])\n"                                                  \
     "return {1, count, token(KEYS[2], count)}\n"
 
-static const char acquire_lua[] = ACQUIRE_LUA("", "");
+/* keep_delay(lease): a holder with a delay has its delay key expire that
+ * long after the lease it just set. */
+#define KEEP_DELAY                                                          \
+    "local function keep_delay(lease)\n"                                    \
+    "  if delay then\n"                                                     \
+    "    redis.call('set', KEYS[7], delay, 'px',\n"                         \
+    "               tonumber(lease) + tonumber(delay))\n"                   \
+    "  end\n"                                                               \
+    "end\n"
+
+static const char acquire_lua[] = ACQUIRE_LUA("ARGV[8]", "", "");
 
 /* The grant a release made for this acquire's wish, its message lost, is
  * this attempt's, for the whole lease from now; any other wish or grant
  * of the field's is stale.  A refused attempt then records its wish. */
 static const char acquire_wish_lua[] = ACQUIRE_LUA(
-    "local w = redis.call('hget', KEYS[7], me)\n"
+    "ARGV[10]",
+    "local w = redis.call('hget', KEYS[8], me)\n"
     "if w and held and ARGV[9] ~= '' and\n"
     "    w == 'g ' .. ARGV[9] .. ' ' .. ARGV[2] then\n"
-    "  redis.call('hdel', KEYS[7], me)\n"
+    "  redis.call('hdel', KEYS[8], me)\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  keep_delay(ARGV[1])\n"
     "  return {1, tonumber(held), 0}\n"
     "end\n"
     "if w and string.sub(w, -#ARGV[2] - 1) == ' ' .. ARGV[2] then\n"
-    "  redis.call('hdel', KEYS[7], me)\n"
+    "  redis.call('hdel', KEYS[8], me)\n"
     "end\n",
+    /* The delay rides in the wish, after the lease, so that a release
+     * that grants the wish keeps the new holder's delay (HAND_TO_WISH). */
     "    if ARGV[8] == '1' then\n"
-    "      redis.call('hset', KEYS[7], me,\n"
-    "                 'w ' .. ARGV[5] .. ' ' .. ARGV[1] .. ' ' .. ARGV[2])\n"
-    "      extend(KEYS[7], ARGV[6])\n"
+    "      redis.call('hset', KEYS[8], me, 'w ' .. ARGV[5] .. ' ' ..\n"
+    "                 ARGV[1] .. (delay and ',' .. delay or '') .. ' ' ..\n"
+    "                 ARGV[2])\n"
+    "      extend(KEYS[8], ARGV[6])\n"
     "      wanted = 4\n"
     "    end\n");
 
 /* In a release's promise_next (HL_LUA_LINE_PROMISE_HANDING), with
  * ARGV[5] "1": the first client c recorded a wish, which gets the lock
  * outright, for its lease but no longer than c's place lasts (s); c
- * leaves the line, and hears "g<nonce>".  KEYS[7] are the wishes. */
+ * leaves the line, and hears "g<nonce>".  A wish with a lock delay
+ * ("<lease>,<delay>") leaves the new holder's delay key as its own grant
+ * would.  KEYS[7] are the wishes, KEYS[8] the delay key. */
 #define HAND_TO_WISH                                                        \
     "  local w = ARGV[5] == '1' and redis.call('hget', KEYS[7], c)\n"       \
-    "  local n, l, f\n"                                                     \
-    "  if w then n, l, f = string.match(w, '^w (%S+) (%d+) (%S+)$') end\n" \
+    "  local n, l, d, f\n"                                                  \
+    "  if w then\n"                                                         \
+    "    n, l, d, f = string.match(w, '^w (%S+) (%d+),?(%d*) (%S+)$')\n"    \
+    "  end\n"                                                               \
     "  if f and string.sub(f, 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ") == c\n"  \
     "      then\n"                                                          \
+    "    local ms = math.min(tonumber(l), math.ceil(s - now))\n"            \
     "    redis.call('hset', KEYS[1], f, 1)\n"                               \
-    "    redis.call('pexpire', KEYS[1],\n"                                  \
-    "               math.min(tonumber(l), math.ceil(s - now)))\n"           \
+    "    redis.call('pexpire', KEYS[1], ms)\n"                              \
+    "    if d ~= '' then\n"                                                 \
+    "      redis.call('set', KEYS[8], d, 'px', ms + tonumber(d))\n"         \
+    "    end\n"                                                             \
     "    redis.call('hset', KEYS[7], c, 'g ' .. n .. ' ' .. f)\n"           \
     "    redis.call('lrem', line, 1, c)\n"                                  \
     "    redis.call('zrem', alive, c)\n"                                    \
@@ -167,11 +203,14 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "    return c\n"                                                        \
     "  end\n"
 
-/* KEYS: name, channel, line, alive, next, wake base, wishes.  ARGV: lease
- * ms, field, "1" on a cluster (sharded channels) or "0", the waiter
- * timeout in ms when other waiters of the field's client wait for the
- * lock, else "0", "1" when a wish may be granted outright (the releasing
- * client's writes go out alone, hl_lock_writes_plain).  Replies -1 when
+/* KEYS: name, channel, line, alive, next, wake base, wishes, delay key.
+ * ARGV: lease ms, field, "1" on a cluster (sharded channels) or "0", the
+ * waiter timeout in ms when other waiters of the field's client wait for
+ * the lock, else "0", "1" when a wish may be granted outright (the
+ * releasing client's writes go out alone, hl_lock_writes_plain), and
+ * only from a client that sets one, its lock delay in ms.  A release
+ * that frees the lock ends the delay with it: the holder knows it let
+ * go.  Replies -1 when
  * field holds nothing, the count left when still held, -3 when freed and
  * promised or granted to another client (woken on its channel), -4 when
  * freed and promised to nobody: the field's client wakes its own
@@ -182,9 +221,13 @@ static const char release_lua[] =
     "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
     "if left > 0 then\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  if ARGV[6] then\n"
+    "    redis.call('set', KEYS[8], ARGV[6], 'px',\n"
+    "               tonumber(ARGV[1]) + tonumber(ARGV[6]))\n"
+    "  end\n"
     "  return left\n"
     "end\n"
-    "redis.call('del', KEYS[1])\n"
+    "redis.call('del', KEYS[1], KEYS[8])\n"
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
     "local handed = false\n"
     HL_LUA_LINE_PROMISE_FROM_HANDING(3, "me", HAND_TO_WISH)
@@ -204,7 +247,8 @@ static const char release_lua[] =
     "return answer(-3)\n";
 
 /* KEYS: name, channel, line, alive, next, wake base.  ARGV: "1" on a
- * cluster or "0".  Replies 1 when deleted. */
+ * cluster or "0".  Replies 1 when deleted.  A lock delay stays: the
+ * holder did not let go, and may still think it holds the lock. */
 static const char force_lua[] =
     HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS
     "if redis.call('del', KEYS[1]) == 0 then return 0 end\n"
@@ -221,11 +265,11 @@ static const char leave_lua[] =
     HL_LUA_LINE_LEAVE(2, "redis.call('exists', KEYS[1]) == 0")
     "return 0\n";
 
-/* KEYS: name, channel, line, alive, next, wake base, wishes.  ARGV:
- * the field of an acquire's last attempt, whose wish it had recorded, and
- * that attempt's nonce, "1" on a cluster or "0".  Drops the wish; a grant
- * a release made for it goes back, and the lock, freed so, to the next
- * client.  Replies 1 when a wish was dropped, 2 when a grant went back,
+/* KEYS: name, channel, line, alive, next, wake base, wishes, delay key.
+ * ARGV: the field of an acquire's last attempt, whose wish it had
+ * recorded, and that attempt's nonce, "1" on a cluster or "0".  Drops the
+ * wish; a grant a release made for it goes back, and the lock, freed so
+ * and with no delay (its holder never ran), to the next client.  Replies 1 when a wish was dropped, 2 when a grant went back,
  * else 0. */
 static const char withdraw_lua[] =
     HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS
@@ -246,16 +290,18 @@ static const char withdraw_lua[] =
     "if n < 1 then return 0 end\n"
     "redis.call('hdel', KEYS[1], ARGV[1])\n"
     "if redis.call('exists', KEYS[1]) == 0 then\n"
+    "  redis.call('del', KEYS[8])\n"
     HL_LUA_LINE_PROMISE_FROM(3, "me")
     "  announce_ours(KEYS[2], first, me, ARGV[3], '" MSG_OUR_RELEASE "')\n"
     "end\n"
     "return answer(2)\n";
 
-/* KEYS: name, channel, void set, line, alive, next, wake base, wishes.
- * ARGV: field, expected count, nonce of the attempt to void (or "").
- * Lowers the field's count to the expected one, and drops the field's
- * wish or the grant made for it, which the client has not taken; replies
- * the count left. */
+/* KEYS: name, channel, void set, line, alive, next, wake base, wishes,
+ * delay key.  ARGV: field, expected count, nonce of the attempt to void
+ * (or "").  Lowers the field's count to the expected one, and drops the
+ * field's wish or the grant made for it, which the client has not taken;
+ * replies the count left.  A lock freed so keeps no delay: the grants
+ * taken back had no holder that could still be running. */
 static const char reconcile_lua[] =
     HL_LUA_ANNOUNCE
     "if ARGV[3] ~= '' then\n"
@@ -276,13 +322,14 @@ static const char reconcile_lua[] =
     "end\n"
     "redis.call('hdel', KEYS[1], ARGV[1])\n"
     "if redis.call('exists', KEYS[1]) == 0 then\n"
+    "  redis.call('del', KEYS[9])\n"
     "  redis.call('publish', KEYS[2], '" MSG_OUR_RELEASE "')\n"
     HL_LUA_LINE_PROMISE_FROM(4, "''")
     "end\n"
     "return 0\n";
 
-/* KEYS: name, channel, line, alive, next.  Replies the status of a hash
- * kind (kindkit.h).  The waiters are the clients in line, with the time
+/* KEYS: name, channel, line, alive, next, delay key.  Replies the status
+ * of a hash kind (kindkit.h), with the delay key's time left.  The waiters are the clients in line, with the time
  * their places have left; Redisson keeps no list of its waiters, so the
  * subscribers of its channel are counted too.  On a cluster waiters
  * subscribe to the sharded channel, which servers before 7.0 do not know
@@ -295,7 +342,8 @@ static const char status_lua[] =
     "if type(s) == 'table' and not s.err then n = n + s[2] end\n"
     HL_LUA_LINE_STATUS(3)
     "local seen = (redis.call('exists', KEYS[3]) + redis.call('exists', KEYS[5]))\n"
-    "return {redis.call('pttl', KEYS[1]), all, waiters, n, seen > 0 and 1 or 0}\n";
+    "return {redis.call('pttl', KEYS[1]), all, waiters, n, seen > 0 and 1 or 0,\n"
+    "        redis.call('pttl', KEYS[6])}\n";
 
 _Static_assert(HILOCK_CLIENT_ID_LEN == 36,
                "HL_LAYOUT_CLIENT_ID_LEN_TEXT counts client ids so");
@@ -313,7 +361,8 @@ static const hl_script_def acquire_def = {
     .what = "reentrant acquire",
     .body = acquire_lua,
     .script = &acquire_script,
-    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_TOKEN, HL_LAYOUT_VOID, LINE_KEYS),
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_TOKEN, HL_LAYOUT_VOID, LINE_KEYS,
+                HL_LAYOUT_LOCK_DELAY),
 };
 
 static const hl_script_def acquire_wish_def = {
@@ -321,7 +370,7 @@ static const hl_script_def acquire_wish_def = {
     .body = acquire_wish_lua,
     .script = &acquire_wish_script,
     HL_DEF_KEYS(hl_key_name, HL_LAYOUT_TOKEN, HL_LAYOUT_VOID, LINE_KEYS,
-                HL_LAYOUT_LOCK_WANT),
+                HL_LAYOUT_LOCK_DELAY, HL_LAYOUT_LOCK_WANT),
 };
 
 static const hl_script_def release_def = {
@@ -329,7 +378,7 @@ static const hl_script_def release_def = {
     .body = release_lua,
     .script = &release_script,
     HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, LINE_WAKE_KEYS,
-                HL_LAYOUT_LOCK_WANT),
+                HL_LAYOUT_LOCK_WANT, HL_LAYOUT_LOCK_DELAY),
 };
 
 static const hl_script_def force_def = {
@@ -351,7 +400,7 @@ static const hl_script_def withdraw_def = {
     .body = withdraw_lua,
     .script = &withdraw_script,
     HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, LINE_WAKE_KEYS,
-                HL_LAYOUT_LOCK_WANT),
+                HL_LAYOUT_LOCK_WANT, HL_LAYOUT_LOCK_DELAY),
 };
 
 static const hl_script_def reconcile_def = {
@@ -359,14 +408,15 @@ static const hl_script_def reconcile_def = {
     .body = reconcile_lua,
     .script = &reconcile_script,
     HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, HL_LAYOUT_VOID,
-                LINE_WAKE_KEYS, HL_LAYOUT_LOCK_WANT),
+                LINE_WAKE_KEYS, HL_LAYOUT_LOCK_WANT, HL_LAYOUT_LOCK_DELAY),
 };
 
 static const hl_script_def status_def = {
     .what = "reentrant status",
     .body = status_lua,
     .script = &status_script,
-    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, LINE_KEYS),
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, LINE_KEYS,
+                HL_LAYOUT_LOCK_DELAY),
 };
 
 const hl_script_def *const hl_reentrant_script_defs[] = {
@@ -391,11 +441,11 @@ static int attempt(hilock_lock *lock, const hl_attempt_args *a,
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
     static const char *const wants[] = {"0", "1", "2"};
-    char lease[24], token[24], wait[24], keep[24];
+    char lease[24], token[24], wait[24], keep[24], delay[24];
     const char *args[] = {lease,      a->field, a->fenced ? "1" : "0",
                           token,      a->nonce, wait,
                           keep,       wants[a->want],
-                          a->claim ? a->claim : ""};
+                          a->claim ? a->claim : "", delay};
     size_t lens[] = {hl_i64_dec(lease, a->lease_ms),
                      a->field_len,
                      1,
@@ -404,24 +454,38 @@ static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                      hl_i64_dec(wait, a->waiter_timeout_ms),
                      hl_i64_dec(keep, a->keep_in_line_ms),
                      1,
-                     a->claim ? a->claim_len : 0};
+                     a->claim ? a->claim_len : 0,
+                     0};
     bool wish = a->want != HL_WANT_NONE;
+    int nargs = wish ? 9 : 7;
+    /* The delay goes last, and only when set, so that clients without
+     * one send what they always sent. */
+    int64_t delay_ms = hl_lock_delay_ms(lock);
+    if (delay_ms > 0) {
+        args[nargs] = delay;
+        lens[nargs++] = hl_i64_dec(delay, delay_ms);
+    }
     return hl_run_lock_def(lock, wish ? &acquire_wish_def : &acquire_def,
-                           wish ? 9 : 7, args, lens, fn, data);
+                           nargs, args, lens, fn, data);
 }
 
 static int release(hilock_lock *lock, const char *field, size_t field_len,
                    int64_t lease_ms, hl_request_fn *fn, void *data)
 {
-    char lease[24], wait[24];
+    char lease[24], wait[24], delay[24];
     const char *args[] = {lease, field, hl_lock_on_cluster(lock) ? "1" : "0",
-                          wait, hl_lock_writes_plain(lock) ? "1" : "0"};
+                          wait, hl_lock_writes_plain(lock) ? "1" : "0",
+                          delay};
     size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len, 1,
                      hl_i64_dec(wait, hl_lock_others_wait(lock, NULL, NULL)
                                           ? hl_lock_waiter_timeout_ms(lock)
                                           : 0),
-                     1};
-    return hl_run_lock_def(lock, &release_def, 5, args, lens, fn, data);
+                     1, 0};
+    int64_t delay_ms = hl_lock_delay_ms(lock);
+    if (delay_ms > 0)
+        lens[5] = hl_i64_dec(delay, delay_ms);
+    return hl_run_lock_def(lock, &release_def, delay_ms > 0 ? 6 : 5, args,
+                           lens, fn, data);
 }
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
@@ -491,6 +555,8 @@ static const hl_kind reentrant_kind = {
     .leave = leave,
     .withdraw = withdraw,
     .renew = &hl_hash_renew,
+    .renew_delayed = &hl_hash_renew_delayed,
+    .delay_key = hl_lock_delay_key,
     .query = hl_hash_query,
     .parse_query = hl_hash_parse_query,
     .status = status,

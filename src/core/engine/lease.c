@@ -18,6 +18,9 @@ struct hl_lease_engine {
     hilock_client *client;
     int64_t watchdog_ms;
     int64_t max_hold_ms;
+    /* The client's lock delay (0: off): the leases of kinds that keep
+     * one are renewed with their renew_delayed script. */
+    int64_t delay_ms;
     hl_lease_lost_fn *on_lost;
     hl_lease_release_fn *on_release;
     hl_timer tick;
@@ -42,6 +45,7 @@ typedef struct renew_batch {
     hl_monotime sent_at;
     int64_t ttl_ms;  /* the lease each renewal sets */
     bool verify;     /* a check of a fixed lease: its deadline stays */
+    bool delayed;    /* the script is the kinds' renew_delayed */
     int n;
     hl_lease *leases[HL_LEASE_BATCH];
 } renew_batch;
@@ -50,6 +54,30 @@ static void engine_free_if_unused(hl_lease_engine *e)
 {
     if (e->freed && e->batches == 0 && e->allocated == 0)
         hl_free(e);
+}
+
+/* The script that renews l: with a lock delay, the kind's own renewal
+ * that moves the delay key along, so that clients without one run the
+ * plain renewal, which names only the locks. */
+static const hl_script *renew_script(const hl_lease_engine *e,
+                                     const hl_lease *l)
+{
+    return e->delay_ms > 0 && l->kind->renew_delayed != NULL
+               ? l->kind->renew_delayed
+               : l->kind->renew;
+}
+
+/* Start a batch of script for the leases whose renewal is sent at
+ * sent_at, setting ttl_ms. */
+static void batch_init(renew_batch *b, hl_lease_engine *e,
+                       const hl_lease *first, hl_monotime sent_at,
+                       int64_t ttl_ms)
+{
+    b->engine = e;
+    b->script = renew_script(e, first);
+    b->delayed = b->script == first->kind->renew_delayed;
+    b->sent_at = sent_at;
+    b->ttl_ms = ttl_ms;
 }
 
 /* Both the owner and every batch are done with a stopped lease: give its
@@ -277,7 +305,8 @@ typedef char owner_field[HILOCK_CLIENT_ID_LEN + 22];
 typedef struct renew_send {
     hl_conn *conn;
     const hl_script *script;
-    int n;
+    int nkeys;
+    int argc;
     const char *const *argv;
     const size_t *lens;
 } renew_send;
@@ -285,39 +314,71 @@ typedef struct renew_send {
 static int send_renew_now(void *ctx, hl_request_fn *fn, void *data)
 {
     renew_send *s = ctx;
-    return hl_script_run(s->conn, s->script, s->n, 2 * s->n + 1, s->argv,
+    return hl_script_run(s->conn, s->script, s->nkeys, s->argc, s->argv,
                          s->lens, fn, data);
+}
+
+/* Drop a batch that was not sent: the deadlines will tell if this keeps
+ * failing. */
+static void batch_unsent(renew_batch *b)
+{
+    for (int i = 0; i < b->n; i++)
+        b->leases[i]->batches--;
+    hl_free(b);
 }
 
 static void send_to(hl_lease_engine *e, renew_batch *b, hl_conn *conn)
 {
-    const char *argv[1 + 2 * HL_LEASE_BATCH];
-    size_t lens[1 + 2 * HL_LEASE_BATCH];
+    /* KEYS (a name, and with a delay its delay key, per lease), the
+     * lease, the delay, the fields. */
+    const char *argv[2 + 3 * HL_LEASE_BATCH];
+    size_t lens[2 + 3 * HL_LEASE_BATCH];
     static _Thread_local owner_field fields[HL_LEASE_BATCH];
-    char ttl[24];
-    int n = b->n;
+    char ttl[24], delay[24];
+    int n = b->n, per = b->delayed ? 2 : 1;
+    int nkeys = per * n, nargs = b->delayed ? 2 : 1;
+    hl_aux_name *dkeys = NULL;
+    if (b->delayed && (dkeys = hl_calloc((size_t)n, sizeof *dkeys)) == NULL) {
+        batch_unsent(b);
+        return;
+    }
+    bool made = true;
     for (int i = 0; i < n; i++) {
-        argv[i] = b->leases[i]->key;
-        lens[i] = b->leases[i]->key_len;
+        const hl_lease *l = b->leases[i];
+        argv[per * i] = l->key;
+        lens[per * i] = l->key_len;
+        if (b->delayed) {
+            made = made && l->kind->delay_key(l->key, l->key_len,
+                                              &dkeys[i]) == 0;
+            argv[2 * i + 1] = dkeys[i].s;
+            lens[2 * i + 1] = dkeys[i].len;
+        }
         memcpy(fields[i], e->client->id, HILOCK_CLIENT_ID_LEN);
         fields[i][HILOCK_CLIENT_ID_LEN] = ':';
-        argv[n + 1 + i] = fields[i];
-        lens[n + 1 + i] = HILOCK_CLIENT_ID_LEN + 1 +
-                          hl_u64_dec(fields[i] + HILOCK_CLIENT_ID_LEN + 1,
-                                     b->leases[i]->owner);
+        argv[nkeys + nargs + i] = fields[i];
+        lens[nkeys + nargs + i] =
+            HILOCK_CLIENT_ID_LEN + 1 +
+            hl_u64_dec(fields[i] + HILOCK_CLIENT_ID_LEN + 1, l->owner);
     }
     snprintf(ttl, sizeof ttl, "%lld", (long long)b->ttl_ms);
-    argv[n] = ttl;
-    lens[n] = strlen(ttl);
-    renew_send s = {conn, b->script, n, argv, lens};
-    int rc = conn ? hl_ack_write(e->client, conn, send_renew_now, &s,
-                                 on_renew_reply, b)
-                  : HILOCK_ECLOSED;
+    argv[nkeys] = ttl;
+    lens[nkeys] = strlen(ttl);
+    if (b->delayed) {
+        snprintf(delay, sizeof delay, "%lld", (long long)e->delay_ms);
+        argv[nkeys + 1] = delay;
+        lens[nkeys + 1] = strlen(delay);
+    }
+    renew_send s = {conn, b->script, nkeys, nkeys + nargs + n, argv, lens};
+    int rc = !made  ? HILOCK_ENOMEM
+             : conn ? hl_ack_write(e->client, conn, send_renew_now, &s,
+                                   on_renew_reply, b)
+                    : HILOCK_ECLOSED;
+    if (dkeys != NULL) {
+        hl_aux_names_done(n, dkeys);
+        hl_free(dkeys);
+    }
     if (rc != HILOCK_OK) {
-        /* Not sent: the deadlines will tell if this keeps failing. */
-        for (int i = 0; i < n; i++)
-            b->leases[i]->batches--;
-        hl_free(b);
+        batch_unsent(b);
         return;
     }
     e->batches++;
@@ -348,10 +409,7 @@ static void send_run(hl_lease_engine *e, hl_lease **leases, size_t n,
         renew_batch *b = hl_calloc(1, sizeof *b);
         if (b == NULL)
             return; /* these go without renewal this round */
-        b->engine = e;
-        b->script = leases[at]->kind->renew;
-        b->sent_at = round;
-        b->ttl_ms = e->watchdog_ms;
+        batch_init(b, e, leases[at], round, e->watchdog_ms);
         b->n = (int)(n - at < HL_LEASE_BATCH ? n - at : HL_LEASE_BATCH);
         for (int i = 0; i < b->n; i++) {
             b->leases[i] = leases[at + (size_t)i];
@@ -396,10 +454,10 @@ static void renew_by_slot(hl_lease_engine *e, hl_monotime round)
         while (hi < n && order[hi]->slot == order[lo]->slot)
             hi++;
         for (size_t done = lo; done < hi;) {
-            const hl_script *script = order[done]->kind->renew;
+            const hl_script *script = renew_script(e, order[done]);
             size_t k = done;
             for (size_t i = done; i < hi; i++)
-                if (order[i]->kind->renew == script) {
+                if (renew_script(e, order[i]) == script) {
                     hl_lease *t = order[k];
                     order[k++] = order[i];
                     order[i] = t;
@@ -433,7 +491,7 @@ static void renew_all(hl_lease_engine *e)
     for (hl_lease *l = e->running; l != NULL; l = l->next) {
         if (!renews_now(e, l, now))
             continue;
-        const hl_script *script = l->kind->renew;
+        const hl_script *script = renew_script(e, l);
         renew_batch **slot =
             &open[script->index >= 0 ? script->index : HL_SHA_SCRIPTS];
         if (*slot != NULL && (*slot)->script != script) {
@@ -451,10 +509,7 @@ static void renew_all(hl_lease_engine *e)
                 short_of_memory = true;
                 continue;
             }
-            (*slot)->engine = e;
-            (*slot)->script = script;
-            (*slot)->sent_at = now;
-            (*slot)->ttl_ms = e->watchdog_ms;
+            batch_init(*slot, e, l, now, e->watchdog_ms);
         }
         renew_batch *b = *slot;
         b->leases[b->n++] = l;
@@ -483,10 +538,7 @@ static void verify_fixed(hl_lease_engine *e, hl_monotime now)
         renew_batch *b = hl_calloc(1, sizeof *b);
         if (b == NULL)
             return; /* the rest keep their deadlines, as before */
-        b->engine = e;
-        b->script = l->kind->renew;
-        b->sent_at = now;
-        b->ttl_ms = left_ms > 0 ? left_ms : 1;
+        batch_init(b, e, l, now, left_ms > 0 ? left_ms : 1);
         b->verify = true;
         b->n = 1;
         b->leases[0] = l;
@@ -682,6 +734,8 @@ hl_lease_engine *hl_client_leases(hilock_client *c)
                                        c->opts->max_hold_ms,
                                        hl_hold_lease_lost,
                                        hl_hold_lease_released);
+    if (c->leases != NULL)
+        c->leases->delay_ms = c->opts->lock_delay_ms;
     if (c->leases != NULL && hl_client_attach_part(c, &leases_part) != 0) {
         hl_lease_engine_free(c->leases);
         c->leases = NULL;

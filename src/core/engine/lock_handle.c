@@ -238,6 +238,11 @@ int64_t hl_lock_waiter_timeout_ms(const hilock_lock *lock)
     return lock->client->opts->waiter_timeout_ms;
 }
 
+int64_t hl_lock_delay_ms(const hilock_lock *lock)
+{
+    return lock->client->opts->lock_delay_ms;
+}
+
 const char *hl_lock_client_id(const hilock_lock *lock)
 {
     return lock->client->id;

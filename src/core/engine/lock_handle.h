@@ -231,6 +231,12 @@ typedef struct hl_kind {
     /* Renew a batch: KEYS are lock names, ARGV[1] the lease in ms, then
      * one field per key; replies an array of 1 (renewed) or 0 (not held). */
     const hl_script *renew;
+    /* Kinds that keep a lock delay: the renewal the lease engine runs
+     * instead of renew when the client sets a delay (KEYS in pairs, a
+     * name and its delay_key; ARGV: lease ms, delay ms, then the fields),
+     * and the lock's delay key.  NULL: the kind keeps none. */
+    const hl_script *renew_delayed;
+    int (*delay_key)(const char *name, size_t name_len, hl_aux_name *out);
     /* Ask one question (field: the owner's, for HL_QUERY_HOLD_COUNT) and
      * read its reply; parse_query returns false on a reply it does not
      * expect. */
@@ -395,6 +401,8 @@ struct hl_waiter;
 bool hl_lock_others_wait(const hilock_lock *lock, const struct hl_waiter *self,
                          bool *known);
 int64_t hl_lock_waiter_timeout_ms(const hilock_lock *lock);
+/* The client's lock delay in ms, 0 when off (hilock/options.h). */
+int64_t hl_lock_delay_ms(const hilock_lock *lock);
 
 /* The client's id, HILOCK_CLIENT_ID_LEN characters.  The lock must have
  * a client (loop thread, or a handle not yet closed). */
