@@ -60,6 +60,8 @@ hilock_client *hl_open_client(const hl_redis_server *s,
         rc = hilock_options_set_watchdog_timeout_ms(o, opts->watchdog_ms);
     if (rc == HILOCK_OK && opts->waiter_ms > 0)
         rc = hilock_options_set_waiter_timeout_ms(o, opts->waiter_ms);
+    if (rc == HILOCK_OK && opts->lock_delay_ms > 0)
+        rc = hilock_options_set_lock_delay_ms(o, opts->lock_delay_ms);
     if (rc == HILOCK_OK)
         rc = hl_set_valgrind_timeouts(o);
     /* After those: a test's own command timeout holds under valgrind too. */

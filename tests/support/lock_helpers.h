@@ -70,6 +70,7 @@ typedef struct hl_client_opts {
     int64_t waiter_ms;
     /* Zero gives 20 s under valgrind, where the default is too short. */
     int64_t command_timeout_ms;
+    int64_t lock_delay_ms;
 } hl_client_opts;
 
 /* No cmocka: a client of s with opts (NULL: none).  Every such client
