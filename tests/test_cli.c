@@ -634,6 +634,75 @@ static void test_max_hold(void **state)
                      0);
 }
 
+/* --lock-delay: a hold taken from run by a forced unlock (CMD forces it
+ * itself) leaves the lock closed for the delay: status shows it, a
+ * single try is a conflict, a waiting run goes in once it is over.  The
+ * URL key does the same for every command; bad values are usage errors
+ * that say why. */
+static void test_lock_delay(void **state)
+{
+    fx *f = F(state);
+    char out[OUT_CAP], url[256], cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "%s --redis '%s' unlock --force delayed >/dev/null; sleep 30",
+             HILOCK_TOOL_PATH, f->url);
+    int rc = TOOL(f, out, "--watchdog", "300", "run", "--lock-delay", "3s",
+                  "delayed", "--", "sh", "-c", cmd);
+    if (rc != 76)
+        fail_msg("run --lock-delay 3s exited %d:\n%s", rc, out);
+    assert_int_equal(TOOL(f, out, "status", "delayed"), 0);
+    assert_has(out, "\"locked\":false");
+    assert_has(out, "\"delay_ms\":");
+    assert_int_equal(TOOL(f, out, "run", "-n", "delayed", "--", "true"), 75);
+    assert_int_equal(TOOL(f, out, "run", "-w", "10s", "delayed", "--",
+                          "true"),
+                     0);
+    status_of(f, "delayed", out);
+    assert_true(strstr(out, "delay_ms") == NULL);
+
+    snprintf(url, sizeof url, "%s?lock_delay=3000&watchdog_timeout=300",
+             f->url);
+    snprintf(cmd, sizeof cmd,
+             "%s --redis '%s' unlock --force delayed-url >/dev/null; "
+             "sleep 30",
+             HILOCK_TOOL_PATH, f->url);
+    rc = tool_at(url, out, widen(20000), "run", "delayed-url", "--", "sh",
+                 "-c", cmd, (char *)NULL);
+    if (rc != 76)
+        fail_msg("run with lock_delay=3000 exited %d:\n%s", rc, out);
+    assert_int_equal(tool_at(url, out, widen(20000), "status", "delayed-url",
+                             (char *)NULL),
+                     0);
+    assert_has(out, "\"delay_ms\":");
+    /* A clean run leaves nothing behind. */
+    assert_int_equal(tool_at(url, out, widen(20000), "run", "clean", "--",
+                             "true", (char *)NULL),
+                     0);
+    status_of(f, "clean", out);
+    assert_true(strstr(out, "delay_ms") == NULL);
+
+    assert_int_equal(TOOL(f, out, "run", "--lock-delay", "-1", "x", "--",
+                          "true"),
+                     64);
+    assert_has(out, "--lock-delay");
+    assert_int_equal(TOOL(f, out, "run", "--lock-delay", "2h", "x", "--",
+                          "true"),
+                     64);
+    assert_has(out, "lock delay out of range");
+    assert_int_equal(TOOL(f, out, "run", "--lock-delay", "1s", "--permits",
+                          "2", "x", "--", "true"),
+                     64);
+    assert_int_equal(TOOL(f, out, "run", "--lock-delay", "1s", "--kind",
+                          "write", "x", "--", "true"),
+                     64);
+    assert_has(out, "reentrant and fair");
+    snprintf(url, sizeof url, "%s?lock_delay=soon", f->url);
+    assert_int_equal(tool_at(url, out, widen(20000), "status", "x",
+                             (char *)NULL),
+                     64);
+    assert_has(out, "lock_delay");
+}
+
 static void test_unreachable(void **state)
 {
     char out[OUT_CAP], refused[64], wrong[96], right[96];
@@ -2395,6 +2464,7 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_lease_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_max_hold, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lock_delay, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unreachable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_usage_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overlong_name, setup, teardown),

@@ -34,6 +34,9 @@ typedef struct cli_globals {
     bool verbose;          /* --verbose: the clients' events on stderr */
     const char *description; /* --describe: on the clients' cards */
     long long max_hold_ms;   /* run --max-hold; 0: no cap */
+    /* run --lock-delay, when lock_delay_set; else the URL's, if any */
+    long long lock_delay_ms;
+    bool lock_delay_set;
 } cli_globals;
 
 /* A lock kind that `hilock run` can take.  New kinds (fair, read, write)

@@ -53,6 +53,13 @@ int cli_make_options(const cli_globals *g, const char *url,
         hilock_options_free(o);
         return CLI_EXIT_USAGE;
     }
+    if (g->lock_delay_set &&
+        hilock_options_set_lock_delay_ms(o, g->lock_delay_ms) != HILOCK_OK) {
+        fprintf(stderr, "hilock: bad --lock-delay: %s\n",
+                hilock_last_error());
+        hilock_options_free(o);
+        return CLI_EXIT_USAGE;
+    }
     if (g->description != NULL &&
         hilock_options_set_description(o, g->description) != HILOCK_OK) {
         fprintf(stderr, "hilock: bad --describe: %s\n", hilock_last_error());

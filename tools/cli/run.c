@@ -327,6 +327,7 @@ typedef struct run_args {
     long long wait_ms;  /* HILOCK_WAIT_FOREVER when not given */
     long long lease_ms; /* HILOCK_LEASE_WATCHDOG when not given */
     long long max_hold_ms; /* --max-hold; 0: renewed until CMD exits */
+    long long lock_delay_ms; /* --lock-delay; -1: as the URL says */
     bool fence_env;
     long long permits; /* 0: a lock, not a semaphore's permit */
     int conflict_exit; /* when not acquired in time */
@@ -348,6 +349,7 @@ static int parse_args(const cli_globals *g, int argc, char **argv,
     a->wait_ms = HILOCK_WAIT_FOREVER;
     a->lease_ms = HILOCK_LEASE_WATCHDOG;
     a->conflict_exit = CLI_EXIT_NOT_ACQUIRED;
+    a->lock_delay_ms = -1;
     bool kind_given = false, wait_given = false;
     const char *shell_cmd = NULL;
     int i = 1;
@@ -398,6 +400,14 @@ static int parse_args(const cli_globals *g, int argc, char **argv,
                 return run_usage("--max-hold takes a duration above zero "
                                  "(10m, 90s; bare: milliseconds), not",
                                  v);
+        } else if ((v = cli_option_value(argc, argv, &i, "--lock-delay",
+                                         NULL, &missing))) {
+            /* The library's range decides, and says so (main.c); 0 turns
+             * off a delay the URL set. */
+            if (!cli_parse_duration(v, true, RUN_MAX_MS, &a->lock_delay_ms))
+                return run_usage("--lock-delay takes a duration (5s, "
+                                 "1500ms; bare: milliseconds; 0: off), not",
+                                 v);
         } else if ((v = cli_option_value(argc, argv, &i, "--permits", "-p",
                                          &missing))) {
             if (!cli_parse_ms(v, false, INT_MAX, &a->permits))
@@ -442,6 +452,13 @@ static int parse_args(const cli_globals *g, int argc, char **argv,
     if (a->max_hold_ms > 0 && a->lease_ms != HILOCK_LEASE_WATCHDOG)
         return run_usage("--max-hold caps the watchdog's renewals: it does "
                          "not go with --lease, which has none",
+                         NULL);
+    if (a->lock_delay_ms > 0 &&
+        (a->permits > 0 || strcmp(a->kind->name, "read") == 0 ||
+         strcmp(a->kind->name, "write") == 0))
+        return run_usage("--lock-delay covers reentrant and fair locks "
+                         "(and --redlock): not a read-write lock's sides or "
+                         "--permits",
                          NULL);
     if (a->name == NULL || a->name[0] == '\0')
         return run_usage("missing lock NAME", NULL);
@@ -800,6 +817,8 @@ int cli_run(const cli_globals *given, int argc, char **argv)
     if (a.description != NULL)
         gd.description = a.description;
     gd.max_hold_ms = a.max_hold_ms;
+    gd.lock_delay_ms = a.lock_delay_ms;
+    gd.lock_delay_set = a.lock_delay_ms >= 0;
     const cli_globals *g = &gd;
     if (setup_signals() != 0)
         return CLI_EXIT_SOFTWARE;

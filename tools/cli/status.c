@@ -328,6 +328,11 @@ static void print_status(hilock_client *client, const char *name,
     putc(']', out);
     if (st->subscribers >= 0)
         fprintf(out, ",\"subscribers\":%lld", (long long)st->subscribers);
+    /* Only while a delay key is there, so that a free lock reads "free"
+     * at a glance: the time the lock stays closed for a holder that lost
+     * it without a release (-1: a key without an expiry). */
+    if (st->delay_ms != 0)
+        fprintf(out, ",\"delay_ms\":%lld", (long long)st->delay_ms);
     if (strcmp(st->kind, "fair") == 0)
         print_queue(out, client, st);
     else if (strcmp(st->kind, "read-write") == 0)
@@ -387,6 +392,8 @@ int cli_status_reentrant(hilock_client *client, const char *name, FILE *out,
                 st->locked ? "true" : "false", (long long)st->ttl_ms);
         print_holders(out, client, name, st);
         putc(']', out);
+        if (st->delay_ms != 0)
+            fprintf(out, ",\"delay_ms\":%lld", (long long)st->delay_ms);
     }
     hilock_lock_status_free(st);
     return rc;
