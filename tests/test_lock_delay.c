@@ -23,6 +23,7 @@
 #include "hilock/error.h"
 #include "hilock/fair.h"
 #include "hilock/lock.h"
+#include "hilock/multi.h"
 #include "hilock/options.h"
 #include "support/children.h"
 #include "support/fixture.h"
@@ -287,6 +288,56 @@ static void test_forced_unlock_keeps_the_delay(void **state)
     hl_free_client(hc);
 }
 
+/* ---- a multi-lock, through its members --------------------------------- */
+
+/* A group whose fixed lease ran out keeps each member closed; another
+ * group over the same names, of a client without a delay, waits it out. */
+static void test_multilock(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"group-a", "group-b"};
+    hilock_client *hc = delay_client();
+    hilock_client *oc = hl_new_client(fx.server, NULL);
+    hilock_lock *hl[2], *ol[2];
+    for (int i = 0; i < 2; i++) {
+        hl[i] = hl_new_lock(hc, names[i]);
+        ol[i] = hl_new_lock(oc, names[i]);
+    }
+    hilock_multilock *held = NULL, *other = NULL;
+    assert_status(hilock_multilock_create(&held, hl, 2), HILOCK_OK);
+    assert_status(hilock_multilock_create(&other, ol, 2), HILOCK_OK);
+    assert_status(hilock_multilock_try_acquire(held, 0, 300, NULL, 0, NULL),
+                  HILOCK_OK);
+    char key[2][128];
+    for (int i = 0; i < 2; i++) {
+        delay_key(names[i], key[i], sizeof key[i]);
+        assert_true(hl_raw_pttl(fx.server, key[i]) > DELAY_MS);
+    }
+    expect_gone(names[0], 5000);
+    expect_gone(names[1], 5000);
+    /* Both names free, both still closed. */
+    (void)end_of(key[0]);
+    (void)end_of(key[1]);
+    assert_status(hilock_multilock_try_acquire(other, 0, 10000, NULL, 0,
+                                               NULL),
+                  HILOCK_EBUSY);
+    assert_int_equal(hl_raw_exists(fx.server, key[0]), 1);
+    assert_status(hilock_multilock_try_acquire(other, hl_widen(10000), 10000,
+                                               NULL, 0, NULL),
+                  HILOCK_OK);
+    assert_int_equal(hl_raw_exists(fx.server, key[0]), 0);
+    assert_int_equal(hl_raw_exists(fx.server, key[1]), 0);
+    assert_status(hilock_multilock_release(other), HILOCK_OK);
+    assert_status(hilock_multilock_destroy(other), HILOCK_OK);
+    assert_status(hilock_multilock_destroy(held), HILOCK_OK);
+    for (int i = 0; i < 2; i++) {
+        hl_free_lock(ol[i]);
+        hl_free_lock(hl[i]);
+    }
+    hl_free_client(oc);
+    hl_free_client(hc);
+}
+
 /* ---- a direct hand-off to a waiting client with a delay ----------------- */
 
 static void test_hand_off_writes_the_new_holders_delay(void **state)
@@ -374,6 +425,7 @@ int main(void)
         hl_lock_test(test_release_opens_at_once, &fx),
         hl_lock_test(test_killed_holder, &fx),
         hl_lock_test(test_forced_unlock_keeps_the_delay, &fx),
+        hl_lock_test(test_multilock, &fx),
         hl_lock_test(test_hand_off_writes_the_new_holders_delay, &fx),
         hl_lock_test(test_bad_values, &fx),
         hl_lock_test(test_no_delay_no_key, &fx),
