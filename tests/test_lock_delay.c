@@ -340,32 +340,51 @@ static void test_multilock(void **state)
 
 /* ---- a direct hand-off to a waiting client with a delay ----------------- */
 
+/* The acquires of c that a release handed the lock to. */
+static uint64_t handed_to(hilock_client *c)
+{
+    hilock_stats s = {.size = sizeof s};
+    assert_status(hilock_client_stats_read(c, &s), HILOCK_OK);
+    return s.acquires_handed;
+}
+
+/* A release that gives the lock outright to a waiting client's wish is
+ * the one script between the two holds: it writes the new holder's delay,
+ * which its wish carries, as the holder's own grant would have. */
 static void test_hand_off_writes_the_new_holders_delay(void **state)
 {
     (void)state;
     static const char name[] = "handed";
-    char key[128];
+    char key[128], want[128], wish[256];
     delay_key(name, key, sizeof key);
+    snprintf(want, sizeof want, "hilock_lock_want:{%s}", name);
     hilock_client *ac = delay_client();
     hilock_client *bc = delay_client();
     hilock_lock *a = hl_new_lock(ac, name);
     hilock_lock *b = hl_new_lock(bc, name);
 
-    assert_status(hilock_lock_try_acquire(a, 0, HILOCK_LEASE_WATCHDOG),
-                  HILOCK_OK);
+    assert_status(hilock_lock_try_acquire(a, 0, 30000), HILOCK_OK);
     static hl_acquire_rec rec;
     hl_acquire_rec_init(&rec, bc);
-    assert_status(hilock_lock_acquire_async(b, 9, hl_widen(10000), 20000, 0,
+    assert_status(hilock_lock_acquire_async(b, 9, HILOCK_WAIT_FOREVER,
+                                            HILOCK_LEASE_WATCHDOG, 0,
                                             hl_record_acquire, &rec, NULL),
                   HILOCK_OK);
     hl_expect_idle(bc, b, 1);
+    assert_true(hl_raw_bulk(fx.server, wish, sizeof wish, "HGET", want,
+                            hilock_client_id(bc), (char *)NULL));
+    if (strstr(wish, " 30000,1500 ") == NULL)
+        fail_msg("the wish reads \"%s\"", wish);
     assert_status(hilock_lock_release(a), HILOCK_OK);
     assert_status(hl_expect_acquire(&rec), HILOCK_OK);
-    /* b's lease, 20 s, plus its delay: the release that gave b the lock
-     * wrote b's delay, or b's own attempt did. */
+    assert_int_equal(handed_to(bc), 1);
+    /* The grant lasts as long as b's place at most (the waiter timeout,
+     * 5 s), and its delay the delay longer. */
     long long left = hl_raw_pttl(fx.server, key);
-    if (left <= 20000 - 1000 || left > 20000 + DELAY_MS)
-        fail_msg("%s: PTTL %lld after the hand-off", key, left);
+    long long held = hl_raw_pttl(fx.server, name);
+    if (held <= 0 || left <= DELAY_MS || left > held + DELAY_MS + 5)
+        fail_msg("%s: PTTL %lld after a hand-off of %lld ms", key, left,
+                 held);
     assert_status(hilock_lock_release_as(b, 9), HILOCK_OK);
     assert_int_equal(hl_raw_exists(fx.server, key), 0);
     hl_free_lock(b);
