@@ -68,6 +68,14 @@
     "  end\n"                                                               \
     "end\n"
 
+/* A holder with a delay has its delay key expire that long after the
+ * lease it just set (inline: see reentrant.c). */
+#define KEEP_DELAY                                                          \
+    "  if ARGV[7] then\n"                                                   \
+    "    redis.call('set', KEYS[8], ARGV[7], 'px',\n"                       \
+    "               tonumber(ARGV[1]) + tonumber(ARGV[7]))\n"               \
+    "  end\n"
+
 /* KEYS: name, queue, timeouts, channel base, our places, void set, token
  * key, delay key.
  * ARGV: lease ms, field, fenced, known token, nonce, waiter timeout ms
@@ -88,16 +96,10 @@ static const char acquire_lua[] =
     "local held = redis.call('hget', KEYS[1], ARGV[2])\n"
     "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[7])\n"
     "if refused then return refused end\n"
-    "local function keep_delay()\n"
-    "  if ARGV[7] then\n"
-    "    redis.call('set', KEYS[8], ARGV[7], 'px',\n"
-    "               tonumber(ARGV[1]) + tonumber(ARGV[7]))\n"
-    "  end\n"
-    "end\n"
     "if held then\n"
     "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  keep_delay()\n"
+    KEEP_DELAY
     "  return {1, n, token(KEYS[7], n)}\n"
     "end\n"
     "local ttl = redis.call('pttl', KEYS[1])\n"
@@ -116,7 +118,7 @@ static const char acquire_lua[] =
     "  redis.call('zrem', KEYS[5], ARGV[2])\n"
     "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  keep_delay()\n"
+    KEEP_DELAY
     "  return {1, 1, token(KEYS[7], 1)}\n"
     "end\n"
     /* A waiter joins the line at its tail, or renews its place; a single

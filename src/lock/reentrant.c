@@ -95,7 +95,6 @@
     HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK                           \
     "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n" \
     "local delay = " delay_arg "\n"                                          \
-    KEEP_DELAY                                                              \
     "local held = redis.call('hget', KEYS[1], ARGV[2])\n"                    \
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"  \
     wish_first                                                              \
@@ -134,17 +133,16 @@
     HL_LUA_LINE_ON_GRANT("not held", "ARGV[7]")                             \
     "local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"             \
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"                              \
-    "keep_delay(ARGV[1])\n"                                                  \
+    KEEP_DELAY                                                              \
     "return {1, count, token(KEYS[2], count)}\n"
 
-/* keep_delay(lease): a holder with a delay has its delay key expire that
- * long after the lease it just set. */
+/* A holder with a delay has its delay key expire that long after the
+ * lease it just set.  Inline, not a function: a function would be made
+ * on every call, by clients without a delay too. */
 #define KEEP_DELAY                                                          \
-    "local function keep_delay(lease)\n"                                    \
-    "  if delay then\n"                                                     \
-    "    redis.call('set', KEYS[7], delay, 'px',\n"                         \
-    "               tonumber(lease) + tonumber(delay))\n"                   \
-    "  end\n"                                                               \
+    "if delay then\n"                                                       \
+    "  redis.call('set', KEYS[7], delay, 'px',\n"                           \
+    "             tonumber(ARGV[1]) + tonumber(delay))\n"                   \
     "end\n"
 
 static const char acquire_lua[] = ACQUIRE_LUA("ARGV[8]", "", "");
@@ -159,7 +157,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "    w == 'g ' .. ARGV[9] .. ' ' .. ARGV[2] then\n"
     "  redis.call('hdel', KEYS[8], me)\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  keep_delay(ARGV[1])\n"
+    KEEP_DELAY
     "  return {1, tonumber(held), 0}\n"
     "end\n"
     "if w and string.sub(w, -#ARGV[2] - 1) == ' ' .. ARGV[2] then\n"
