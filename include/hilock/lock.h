@@ -403,9 +403,9 @@ typedef struct hilock_lock_status {
      * is closed after a hold ended without a release, and while a holder
      * whose client sets one holds it (hilock_options_set_lock_delay_ms);
      * -1 for a delay key without an expiry, which hilock never writes; 0
-     * when there is none, and for other kinds.  Since 0.2.0; the struct
-     * is the library's, so callers built against 0.1 never read past
-     * subscribers. */
+     * when there is none, and for other kinds.  Added at the end: the
+     * library allocates the struct, so a program that knows only the
+     * fields before it finds them where they were. */
     int64_t delay_ms;
 } hilock_lock_status;
 
