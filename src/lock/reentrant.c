@@ -208,11 +208,10 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
  * releasing client's writes go out alone, hl_lock_writes_plain), and
  * only from a client that sets one, its lock delay in ms.  A release
  * that frees the lock ends the delay with it: the holder knows it let
- * go.  Replies -1 when
- * field holds nothing, the count left when still held, -3 when freed and
- * promised or granted to another client (woken on its channel), -4 when
- * freed and promised to nobody: the field's client wakes its own
- * waiters, as no message does. */
+ * go.  Replies -1 when field holds nothing, the count left when still
+ * held, -3 when freed and promised or granted to another client (woken
+ * on its channel), -4 when freed and promised to nobody: the field's
+ * client wakes its own waiters, as no message does. */
 static const char release_lua[] =
     HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS HL_LUA_NOW HL_LUA_EXTEND
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
@@ -267,8 +266,8 @@ static const char leave_lua[] =
  * ARGV: the field of an acquire's last attempt, whose wish it had
  * recorded, and that attempt's nonce, "1" on a cluster or "0".  Drops the
  * wish; a grant a release made for it goes back, and the lock, freed so
- * and with no delay (its holder never ran), to the next client.  Replies 1 when a wish was dropped, 2 when a grant went back,
- * else 0. */
+ * and with no delay (its holder never ran), to the next client.  Replies
+ * 1 when a wish was dropped, 2 when a grant went back, else 0. */
 static const char withdraw_lua[] =
     HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS
     "local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
@@ -298,8 +297,9 @@ static const char withdraw_lua[] =
  * delay key.  ARGV: field, expected count, nonce of the attempt to void
  * (or "").  Lowers the field's count to the expected one, and drops the
  * field's wish or the grant made for it, which the client has not taken;
- * replies the count left.  A lock freed so keeps no delay: the grants
- * taken back had no holder that could still be running. */
+ * replies the count left.  A lock freed so keeps no delay: nothing ran
+ * under the grants taken back (an unknown outcome, a give-back), or
+ * their holder released them after hearing they were lost. */
 static const char reconcile_lua[] =
     HL_LUA_ANNOUNCE
     "if ARGV[3] ~= '' then\n"
@@ -327,11 +327,11 @@ static const char reconcile_lua[] =
     "return 0\n";
 
 /* KEYS: name, channel, line, alive, next, delay key.  Replies the status
- * of a hash kind (kindkit.h), with the delay key's time left.  The waiters are the clients in line, with the time
- * their places have left; Redisson keeps no list of its waiters, so the
- * subscribers of its channel are counted too.  On a cluster waiters
- * subscribe to the sharded channel, which servers before 7.0 do not know
- * of. */
+ * of a hash kind (kindkit.h), with the delay key's time left.  The
+ * waiters are the clients in line, with the time their places have left;
+ * Redisson keeps no list of its waiters, so the subscribers of its
+ * channel are counted too.  On a cluster waiters subscribe to the
+ * sharded channel, which servers before 7.0 do not know of. */
 static const char status_lua[] =
     HL_LUA_NOW HL_LUA_MS_UNTIL
     "local all = redis.call('hgetall', KEYS[1])\n"
@@ -340,8 +340,8 @@ static const char status_lua[] =
     "if type(s) == 'table' and not s.err then n = n + s[2] end\n"
     HL_LUA_LINE_STATUS(3)
     "local seen = (redis.call('exists', KEYS[3]) + redis.call('exists', KEYS[5]))\n"
-    "return {redis.call('pttl', KEYS[1]), all, waiters, n, seen > 0 and 1 or 0,\n"
-    "        redis.call('pttl', KEYS[6])}\n";
+    "return {redis.call('pttl', KEYS[1]), all, waiters, n,\n"
+    "        seen > 0 and 1 or 0, redis.call('pttl', KEYS[6])}\n";
 
 _Static_assert(HILOCK_CLIENT_ID_LEN == 36,
                "HL_LAYOUT_CLIENT_ID_LEN_TEXT counts client ids so");
