@@ -348,18 +348,20 @@ static uint64_t handed_to(hilock_client *c)
     return s.acquires_handed;
 }
 
-/* A release that gives the lock outright to a waiting client's wish is
- * the one script between the two holds: it writes the new holder's delay,
- * which its wish carries, as the holder's own grant would have. */
-static void test_hand_off_writes_the_new_holders_delay(void **state)
+/* A waiting client b records its wish; a's release of a 30 s hold then
+ * gives b the lock outright when it can, b's delay (a wish carries it)
+ * included: only a releaser with a delay has the delay key at hand, so
+ * one without leaves a wish with a delay to a promise and b's own
+ * attempt. */
+static void hand_off(const char *name, bool a_delay, bool b_delay)
 {
-    (void)state;
-    static const char name[] = "handed";
     char key[128], want[128], wish[256];
     delay_key(name, key, sizeof key);
     snprintf(want, sizeof want, "hilock_lock_want:{%s}", name);
-    hilock_client *ac = delay_client();
-    hilock_client *bc = delay_client();
+    hilock_client *ac = a_delay ? delay_client() : hl_new_client(fx.server,
+                                                                 NULL);
+    hilock_client *bc = b_delay ? delay_client() : hl_new_client(fx.server,
+                                                                 NULL);
     hilock_lock *a = hl_new_lock(ac, name);
     hilock_lock *b = hl_new_lock(bc, name);
 
@@ -373,24 +375,36 @@ static void test_hand_off_writes_the_new_holders_delay(void **state)
     hl_expect_idle(bc, b, 1);
     assert_true(hl_raw_bulk(fx.server, wish, sizeof wish, "HGET", want,
                             hilock_client_id(bc), (char *)NULL));
-    if (strstr(wish, " 30000,1500 ") == NULL)
+    if ((strstr(wish, " 30000,1500 ") != NULL) != b_delay)
         fail_msg("the wish reads \"%s\"", wish);
     assert_status(hilock_lock_release(a), HILOCK_OK);
     assert_status(hl_expect_acquire(&rec), HILOCK_OK);
-    assert_int_equal(handed_to(bc), 1);
-    /* The grant lasts as long as b's place at most (the waiter timeout,
-     * 5 s), and its delay the delay longer. */
+    assert_int_equal(handed_to(bc), a_delay || !b_delay ? 1 : 0);
     long long left = hl_raw_pttl(fx.server, key);
     long long held = hl_raw_pttl(fx.server, name);
-    if (held <= 0 || left <= DELAY_MS || left > held + DELAY_MS + 5)
-        fail_msg("%s: PTTL %lld after a hand-off of %lld ms", key, left,
-                 held);
+    if (!b_delay) {
+        if (left != -2)
+            fail_msg("%s: PTTL %lld after a hand-off to a client without "
+                     "a delay", key, left);
+    } else if (held <= 0 || left <= DELAY_MS || left > held + DELAY_MS + 5) {
+        /* At most b's place (the waiter timeout, 5 s) when handed, its
+         * 30 s when b took it itself, and the delay after either. */
+        fail_msg("%s: PTTL %lld, the lock's %lld", key, left, held);
+    }
     assert_status(hilock_lock_release_as(b, 9), HILOCK_OK);
     assert_int_equal(hl_raw_exists(fx.server, key), 0);
     hl_free_lock(b);
     hl_free_lock(a);
     hl_free_client(bc);
     hl_free_client(ac);
+}
+
+static void test_hand_off_writes_the_new_holders_delay(void **state)
+{
+    (void)state;
+    hand_off("handed", true, true);
+    hand_off("handed-from-plain", false, true);
+    hand_off("handed-to-plain", true, false);
 }
 
 /* ---- bad values --------------------------------------------------------- */

@@ -166,27 +166,34 @@ static const char acquire_lua[] =
     "end\n"
     "return {0, ttl}\n";
 
-/* KEYS: name, queue, timeouts, channel base, our places, delay key.
- * ARGV: lease ms, field, and only from a client that sets one, its lock
- * delay.  Replies -1 when field holds nothing, the count left when still
- * held, 0 when freed (and the head woken); a lock freed so keeps no
- * delay. */
+/* KEYS: name, queue, timeouts, channel base, our places, and for
+ * release_delayed_lua the delay key.  ARGV: lease ms, field, and for
+ * release_delayed_lua the lock delay.  Replies -1 when field holds
+ * nothing, the count left when still held, 0 when freed (and the head
+ * woken).  A client with a delay keeps its delay key beside the hold it
+ * leaves, and deletes it with the lock it frees; one without a delay has
+ * none to mind (see the reentrant kind's release). */
+#define RELEASE_LUA(on_still_held, del_freed)                               \
+    FAIR_LUA_COMMON                                                         \
+    "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n" \
+    "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"            \
+    "if left > 0 then\n"                                                    \
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"                           \
+    on_still_held                                                           \
+    "  return left\n"                                                       \
+    "end\n"                                                                 \
+    del_freed                                                               \
+    "purge(KEYS[2], KEYS[3], KEYS[5], now_ms())\n"                          \
+    "wake_head(KEYS[2], KEYS[4])\n"                                         \
+    "return answer(0)\n"
+
 static const char release_lua[] =
-    FAIR_LUA_COMMON
-    "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
-    "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
-    "if left > 0 then\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  if ARGV[3] then\n"
-    "    redis.call('set', KEYS[6], ARGV[3], 'px',\n"
-    "               tonumber(ARGV[1]) + tonumber(ARGV[3]))\n"
-    "  end\n"
-    "  return left\n"
-    "end\n"
-    "redis.call('del', KEYS[1], KEYS[6])\n"
-    "purge(KEYS[2], KEYS[3], KEYS[5], now_ms())\n"
-    "wake_head(KEYS[2], KEYS[4])\n"
-    "return answer(0)\n";
+    RELEASE_LUA("", "redis.call('del', KEYS[1])\n");
+
+static const char release_delayed_lua[] = RELEASE_LUA(
+    "  redis.call('set', KEYS[6], ARGV[3], 'px',\n"
+    "             tonumber(ARGV[1]) + tonumber(ARGV[3]))\n",
+    "redis.call('del', KEYS[1], KEYS[6])\n");
 
 /* KEYS: name, queue, timeouts, channel base, our places.  ARGV: field.  A
  * waiter gives its place up; if it was next, the one behind it is woken.
@@ -260,7 +267,8 @@ static const char status_lua[] =
     "return {redis.call('pttl', KEYS[1]), all, w, -1, seen,\n"
     "        redis.call('pttl', KEYS[5])}\n";
 
-static hl_script acquire_script, release_script, leave_script, force_script,
+static hl_script acquire_script, release_script, release_delayed_script,
+    leave_script, force_script,
     reconcile_script, status_script;
 
 /* The keys every script but the status takes after the name, in this
@@ -282,6 +290,13 @@ static const hl_script_def release_def = {
     .what = "fair release",
     .body = release_lua,
     .script = &release_script,
+    HL_DEF_KEYS(FAIR_KEYS),
+};
+
+static const hl_script_def release_delayed_def = {
+    .what = "fair release with a lock delay",
+    .body = release_delayed_lua,
+    .script = &release_delayed_script,
     HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_LOCK_DELAY),
 };
 
@@ -315,8 +330,8 @@ static const hl_script_def status_def = {
 };
 
 const hl_script_def *const hl_fair_script_defs[] = {
-    &acquire_def,   &release_def, &leave_def, &force_def,
-    &reconcile_def, &status_def,  NULL};
+    &acquire_def, &release_def,   &release_delayed_def, &leave_def,
+    &force_def,   &reconcile_def, &status_def,          NULL};
 
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
@@ -350,8 +365,9 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
     int64_t delay_ms = hl_lock_delay_ms(lock);
     if (delay_ms > 0)
         lens[2] = hl_i64_dec(delay, delay_ms);
-    return hl_run_lock_def(lock, &release_def, delay_ms > 0 ? 3 : 2, args,
-                           lens, fn, data);
+    return hl_run_lock_def(lock,
+                           delay_ms > 0 ? &release_delayed_def : &release_def,
+                           delay_ms > 0 ? 3 : 2, args, lens, fn, data);
 }
 
 static int leave(hilock_lock *lock, const char *field, size_t field_len)

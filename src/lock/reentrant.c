@@ -176,23 +176,21 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
 /* In a release's promise_next (HL_LUA_LINE_PROMISE_HANDING), with
  * ARGV[5] "1": the first client c recorded a wish, which gets the lock
  * outright, for its lease but no longer than c's place lasts (s); c
- * leaves the line, and hears "g<nonce>".  A wish with a lock delay
- * ("<lease>,<delay>") leaves the new holder's delay key as its own grant
- * would.  KEYS[7] are the wishes, KEYS[8] the delay key. */
-#define HAND_TO_WISH                                                        \
+ * leaves the line, and hears "g<nonce>".  KEYS[7] are the wishes.  A
+ * wish with a lock delay ("<lease>,<delay>") needs the new holder's
+ * delay key written as its own grant would: match, the pattern, takes
+ * such wishes only where the release has the key (delay_write, KEYS[8]);
+ * a release without it leaves them to a promise, and their attempt. */
+#define HAND_TO_WISH(pattern, delay_write)                                  \
     "  local w = ARGV[5] == '1' and redis.call('hget', KEYS[7], c)\n"       \
     "  local n, l, d, f\n"                                                  \
-    "  if w then\n"                                                         \
-    "    n, l, d, f = string.match(w, '^w (%S+) (%d+),?(%d*) (%S+)$')\n"    \
-    "  end\n"                                                               \
+    "  if w then n, l, d, f = string.match(w, '" pattern "') end\n"         \
     "  if f and string.sub(f, 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ") == c\n"  \
     "      then\n"                                                          \
     "    local ms = math.min(tonumber(l), math.ceil(s - now))\n"            \
     "    redis.call('hset', KEYS[1], f, 1)\n"                               \
     "    redis.call('pexpire', KEYS[1], ms)\n"                              \
-    "    if d ~= '' then\n"                                                 \
-    "      redis.call('set', KEYS[8], d, 'px', ms + tonumber(d))\n"         \
-    "    end\n"                                                             \
+    delay_write                                                             \
     "    redis.call('hset', KEYS[7], c, 'g ' .. n .. ' ' .. f)\n"           \
     "    redis.call('lrem', line, 1, c)\n"                                  \
     "    redis.call('zrem', alive, c)\n"                                    \
@@ -201,47 +199,70 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "    return c\n"                                                        \
     "  end\n"
 
-/* KEYS: name, channel, line, alive, next, wake base, wishes, delay key.
- * ARGV: lease ms, field, "1" on a cluster (sharded channels) or "0", the
- * waiter timeout in ms when other waiters of the field's client wait for
- * the lock, else "0", "1" when a wish may be granted outright (the
- * releasing client's writes go out alone, hl_lock_writes_plain), and
- * only from a client that sets one, its lock delay in ms.  A release
- * that frees the lock ends the delay with it: the holder knows it let
- * go.  Replies -1 when field holds nothing, the count left when still
- * held, -3 when freed and promised or granted to another client (woken
- * on its channel), -4 when freed and promised to nobody: the field's
- * client wakes its own waiters, as no message does. */
-static const char release_lua[] =
-    HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS HL_LUA_NOW HL_LUA_EXTEND
-    "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
-    "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
-    "if left > 0 then\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  if ARGV[6] then\n"
-    "    redis.call('set', KEYS[8], ARGV[6], 'px',\n"
-    "               tonumber(ARGV[1]) + tonumber(ARGV[6]))\n"
-    "  end\n"
-    "  return left\n"
-    "end\n"
-    "redis.call('del', KEYS[1], KEYS[8])\n"
-    "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
-    "local handed = false\n"
-    HL_LUA_LINE_PROMISE_FROM_HANDING(3, "me", HAND_TO_WISH)
-    /* Held again, by our client: Redisson's waiters would find it so. */
-    "if not handed then\n"
-    "  announce_ours(KEYS[2], first, me, ARGV[3], '" MSG_OUR_RELEASE "')\n"
-    "end\n"
-    "if not first or first == me then return answer(-4) end\n"
-    /* Promised to another client: this one's waiters, which took no
-     * place while it held, queue behind. */
-    "if ARGV[4] ~= '0' and not redis.call('zscore', KEYS[4], me) then\n"
-    "  redis.call('rpush', KEYS[3], me)\n"
-    "  redis.call('zadd', KEYS[4], now_ms() + tonumber(ARGV[4]), me)\n"
-    "  extend(KEYS[3], ARGV[4])\n"
-    "  extend(KEYS[4], ARGV[4])\n"
-    "end\n"
-    "return answer(-3)\n";
+/* KEYS: name, channel, line, alive, next, wake base, wishes, and for
+ * release_delayed_lua the delay key.  ARGV: lease ms, field, "1" on a
+ * cluster (sharded channels) or "0", the waiter timeout in ms when other
+ * waiters of the field's client wait for the lock, else "0", "1" when a
+ * wish may be granted outright (the releasing client's writes go out
+ * alone, hl_lock_writes_plain), and for release_delayed_lua the lock
+ * delay in ms.  Replies -1 when field holds nothing, the count left when
+ * still held, -3 when freed and promised or granted to another client
+ * (woken on its channel), -4 when freed and promised to nobody: the
+ * field's client wakes its own waiters, as no message does.
+ *
+ * A client with a delay releases with release_delayed_lua, which keeps
+ * its delay key beside the hold it leaves, and deletes the key with the
+ * lock when it frees it: the holder knows it let go.  A client without
+ * one has no delay key to mind, since no acquire of ours is granted while
+ * one lives and only holders with a delay write it, so its release names
+ * none, as before the delay was. */
+#define RELEASE_LUA(on_still_held, del_freed, hand)                         \
+    HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS HL_LUA_NOW HL_LUA_EXTEND     \
+    "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n" \
+    "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"            \
+    "if left > 0 then\n"                                                    \
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"                           \
+    on_still_held                                                           \
+    "  return left\n"                                                       \
+    "end\n"                                                                 \
+    del_freed                                                               \
+    "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n" \
+    "local handed = false\n"                                                \
+    HL_LUA_LINE_PROMISE_FROM_HANDING(3, "me", hand)                         \
+    RELEASE_LUA_TAIL
+
+#define RELEASE_LUA_TAIL                                                    \
+    /* Held again, by our client: Redisson's waiters would find it so. */  \
+    "if not handed then\n"                                                  \
+    "  announce_ours(KEYS[2], first, me, ARGV[3], '" MSG_OUR_RELEASE "')\n" \
+    "end\n"                                                                 \
+    "if not first or first == me then return answer(-4) end\n"              \
+    /* Promised to another client: this one's waiters, which took no       \
+     * place while it held, queue behind. */                               \
+    "if ARGV[4] ~= '0' and not redis.call('zscore', KEYS[4], me) then\n"    \
+    "  redis.call('rpush', KEYS[3], me)\n"                                  \
+    "  redis.call('zadd', KEYS[4], now_ms() + tonumber(ARGV[4]), me)\n"     \
+    "  extend(KEYS[3], ARGV[4])\n"                                          \
+    "  extend(KEYS[4], ARGV[4])\n"                                          \
+    "end\n"                                                                 \
+    "return answer(-3)\n"
+
+/* Wishes as every client records them, and also those with a delay; the
+ * empty capture of the first keeps the places of the captures after it. */
+#define WISH_PLAIN "^w (%S+) (%d+)() (%S+)$"
+#define WISH_ANY "^w (%S+) (%d+),?(%d*) (%S+)$"
+
+static const char release_lua[] = RELEASE_LUA(
+    "", "redis.call('del', KEYS[1])\n", HAND_TO_WISH(WISH_PLAIN, ""));
+
+static const char release_delayed_lua[] = RELEASE_LUA(
+    "  redis.call('set', KEYS[8], ARGV[6], 'px',\n"
+    "             tonumber(ARGV[1]) + tonumber(ARGV[6]))\n",
+    "redis.call('del', KEYS[1], KEYS[8])\n",
+    HAND_TO_WISH(WISH_ANY,
+                 "    if d ~= '' then\n"
+                 "      redis.call('set', KEYS[8], d, 'px', ms + tonumber(d))\n"
+                 "    end\n"));
 
 /* KEYS: name, channel, line, alive, next, wake base.  ARGV: "1" on a
  * cluster or "0".  Replies 1 when deleted.  A lock delay stays: the
@@ -347,6 +368,7 @@ _Static_assert(HILOCK_CLIENT_ID_LEN == 36,
                "HL_LAYOUT_CLIENT_ID_LEN_TEXT counts client ids so");
 
 static hl_script acquire_script, acquire_wish_script, release_script,
+    release_delayed_script,
     force_script, leave_script, withdraw_script, reconcile_script,
     status_script;
 
@@ -375,6 +397,14 @@ static const hl_script_def release_def = {
     .what = "reentrant release",
     .body = release_lua,
     .script = &release_script,
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, LINE_WAKE_KEYS,
+                HL_LAYOUT_LOCK_WANT),
+};
+
+static const hl_script_def release_delayed_def = {
+    .what = "reentrant release with a lock delay",
+    .body = release_delayed_lua,
+    .script = &release_delayed_script,
     HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, LINE_WAKE_KEYS,
                 HL_LAYOUT_LOCK_WANT, HL_LAYOUT_LOCK_DELAY),
 };
@@ -418,7 +448,8 @@ static const hl_script_def status_def = {
 };
 
 const hl_script_def *const hl_reentrant_script_defs[] = {
-    &acquire_def,  &acquire_wish_def, &release_def,   &force_def,
+    &acquire_def,  &acquire_wish_def, &release_def, &release_delayed_def,
+    &force_def,
     &leave_def,    &withdraw_def,     &reconcile_def, &status_def,
     NULL};
 
@@ -482,7 +513,9 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
     int64_t delay_ms = hl_lock_delay_ms(lock);
     if (delay_ms > 0)
         lens[5] = hl_i64_dec(delay, delay_ms);
-    return hl_run_lock_def(lock, &release_def, delay_ms > 0 ? 6 : 5, args,
+    return hl_run_lock_def(lock,
+                           delay_ms > 0 ? &release_delayed_def : &release_def,
+                           delay_ms > 0 ? 6 : 5, args,
                            lens, fn, data);
 }
 
