@@ -853,6 +853,69 @@ static void test_fencing_on_every_master(void **state)
     }
 }
 
+/* ---- lock delay --------------------------------------------------------- */
+
+/* A key's PTTL went up since the lowest seen: something renewed it. */
+typedef struct pttl_rise {
+    hl_redis_server *m;
+    const char *key;
+    long long low;
+} pttl_rise;
+
+static bool pttl_rose(void *arg)
+{
+    pttl_rise *r = arg;
+    long long now = on_master_int(r->m, "PTTL", r->key);
+    if (now > 0 && now > r->low + 100)
+        return true;
+    if (now > 0 && now < r->low)
+        r->low = now;
+    return false;
+}
+
+/* A client with a lock delay holds a reentrant and a fair lock on each
+ * master under the watchdog: its renewals, which name each lock's delay
+ * key beside it, keep both alive on the lock's slot (a cluster refuses a
+ * script whose keys span slots), and its releases delete them. */
+static void test_lock_delay_on_every_master(void **state)
+{
+    (void)state;
+    char url[512];
+    const char *base = hl_redis_cluster_url(cluster);
+    snprintf(url, sizeof url, "%s%clock_delay=1500", base,
+             strchr(base, '?') ? '&' : '?');
+    hilock_client *c = hl_fx_cluster_client(url, WATCHDOG_MS, 0);
+    for (int i = 0; i < 3; i++) {
+        hl_redis_server *m = master(i);
+        char names[2][64], keys[2][128];
+        hilock_lock *l[2] = {NULL, NULL};
+        name_on(m, "delay", names[0], sizeof names[0]);
+        name_on(m, "delay-fair", names[1], sizeof names[1]);
+        current = names[0];
+        OK(hilock_lock_create(&l[0], c, names[0]));
+        OK(hilock_fair_lock_create(&l[1], c, names[1]));
+        for (int k = 0; k < 2; k++) {
+            aux_key("hilock_lock_delay", names[k], keys[k], sizeof keys[k]);
+            OK(hilock_lock_try_acquire(l[k], 0, HILOCK_LEASE_WATCHDOG));
+            long long left = on_master_int(m, "PTTL", keys[k]);
+            assert_true(left > 1500 && left <= WATCHDOG_MS + 1500);
+        }
+        for (int k = 0; k < 2; k++) {
+            current = names[k];
+            pttl_rise r = {m, keys[k], WATCHDOG_MS + 1500};
+            if (!hl_wait_until(pttl_rose, &r, hl_widen(5000)))
+                fail_msg("no renewal moved %s", keys[k]);
+            bool lost = true;
+            OK(hilock_lock_lease_lost(l[k], &lost));
+            assert_false(lost);
+            OK(hilock_lock_release(l[k]));
+            assert_int_equal(on_master_int(m, "EXISTS", keys[k]), 0);
+            hilock_lock_destroy(l[k]);
+        }
+    }
+    hilock_client_destroy(c);
+}
+
 /* Scripts the server ran so far (EVAL and EVALSHA). */
 static long long scripts_run(hl_redis_server *m)
 {
@@ -1185,6 +1248,7 @@ int main(void)
         cmocka_unit_test(test_fair_order_on_every_master),
         cmocka_unit_test(test_read_write_on_every_master),
         cmocka_unit_test(test_fencing_on_every_master),
+        cmocka_unit_test(test_lock_delay_on_every_master),
         cmocka_unit_test(test_multilock_across_masters),
         cmocka_unit_test(test_segments_spread_over_masters),
         cmocka_unit_test(test_cli_on_every_master),
