@@ -373,6 +373,8 @@ static const hl_kind fair_kind = {
     .parse_query = hl_hash_parse_query,
     .status = status,
     .parse_status = parse_status,
+    .request_channel = hl_release_request_channel,
+    .request_release = hl_release_request_send,
 };
 
 static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
@@ -380,7 +382,7 @@ static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
 static void init_scripts(void)
 {
     hl_script_defs_init(hl_fair_script_defs);
-    hl_hash_renew_init();
+    hl_kindkit_scripts_init();
 }
 
 int hilock_fair_lock_create_n(hilock_lock **out, hilock_client *client,

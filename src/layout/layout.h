@@ -101,6 +101,9 @@
 #define HL_LAYOUT_KIND_SEMAPHORE "semaphore"
 #define HL_LAYOUT_KIND_LATCH "latch"
 #define HL_LAYOUT_KIND_AFTER_S "86400"
+/* Ours: the channel "hilock_release_request:{NAME}", where a lock's
+ * holders that take requests to give it up listen while they hold it. */
+#define HL_LAYOUT_RELEASE_REQUEST "hilock_release_request"
 
 /* Redisson's default thread wait time: each place in its fair line is the
  * one before it plus this, and each grant takes this off every place. */

@@ -307,7 +307,8 @@ static bool hold_stop_lease(hl_hold *h)
 
 void hl_hold_drop(hl_hold *h)
 {
-    hl_hold **pp = &h->lock->holds;
+    hilock_lock *lock = h->lock;
+    hl_hold **pp = &lock->holds;
     while (*pp != NULL && *pp != h)
         pp = &(*pp)->next;
     if (*pp == h)
@@ -317,6 +318,7 @@ void hl_hold_drop(hl_hold *h)
      * then gives it back later and the hold is freed there. */
     if (hold_stop_lease(h))
         hl_free(h);
+    hl_release_requests_sync(lock);
 }
 
 void hl_hold_done(hl_hold *h)
@@ -371,6 +373,7 @@ static void lock_detach(hilock_lock *lock, int status, const char *detail)
         return;
     hl_lock_cancel_all(lock, status, detail);
     drop_all_holds(lock);
+    hl_pubsub_unsubscribe(&lock->request_sub);
     hl_kept_grants_forget_all(lock);
     hl_unacked_forget(lock);
     pthread_mutex_lock(&c->lock);
@@ -421,9 +424,13 @@ static void lock_teardown(hilock_lock *lock)
 typedef struct handle_op {
     hl_op op; /* first */
     hilock_lock *lock;
-    hl_hold_listener *listener; /* to add or remove; NULL: the lost cb */
+    hl_hold_listener *listener; /* to add or remove */
     bool add;
+    /* Without a listener: the lost callback, or with request the
+     * callback for requests to give the lock up. */
+    bool request;
     hilock_lost_cb *cb;
+    hilock_release_request_cb *request_cb;
     void *data;
     /* What to do once the change is made for good (may be NULL), and
      * whether it ran or will run: not when a handed-over change was
@@ -602,6 +609,12 @@ static void apply_setting(const handle_op *h)
         }
         return;
     }
+    if (h->request) {
+        lock->request_cb = h->request_cb;
+        lock->request_data = h->data;
+        hl_release_requests_sync(lock);
+        return;
+    }
     lock->lost_cb = h->cb;
     lock->lost_data = h->data;
 }
@@ -685,6 +698,18 @@ int hilock_lock_set_lost_callback(hilock_lock *lock, hilock_lost_cb *cb,
                                   void *user_data)
 {
     handle_op h = {.lock = lock, .cb = cb, .data = user_data};
+    return apply_on_loop(&h);
+}
+
+int hilock_lock_set_release_request_callback(hilock_lock *lock,
+                                             hilock_release_request_cb *cb,
+                                             void *user_data)
+{
+    if (lock != NULL && lock->kind->request_channel == NULL)
+        return hl_fail(HILOCK_EINVAL, "a %s has no holder to ask",
+                       lock->kind->name);
+    handle_op h = {.lock = lock, .request = true, .request_cb = cb,
+                   .data = user_data};
     return apply_on_loop(&h);
 }
 

@@ -18,7 +18,7 @@
 #include "core/engine/lease.h"
 #include "core/base/auxname.h"
 #include "core/base/map.h"
-#include "core/base/map.h"
+#include "core/transport/pubsub.h"
 #include "core/transport/script.h"
 
 typedef struct hl_hold hl_hold;
@@ -244,6 +244,15 @@ typedef struct hl_kind {
      * (HILOCK_OK, HILOCK_EPROTO or HILOCK_ENOMEM). */
     int (*status)(hilock_lock *lock, hl_request_fn *fn, void *data);
     int (*parse_status)(hilock_reply *reply, hilock_lock_status **out);
+    /* Kinds whose holders may be asked to give the lock up
+     * (hilock_lock_request_release) set both; NULL: none may.  The
+     * channel holders listen on for requests (0 or HILOCK_ENOMEM), and
+     * the request: it publishes reason there when anyone holds the lock
+     * and replies {held 1/0, listeners}, or {1, 0, refusal} when the
+     * server's ACL refused the PUBLISH. */
+    int (*request_channel)(const hilock_lock *lock, hl_aux_name *out);
+    int (*request_release)(hilock_lock *lock, const char *reason,
+                           size_t reason_len, hl_request_fn *fn, void *data);
 } hl_kind;
 
 /* One owner's holds of a lock, with their lease in the same allocation. */
@@ -312,6 +321,12 @@ struct hilock_lock {
     hilock_lost_cb *lost_cb;
     void *lost_data;
     hl_hold_listener *listeners; /* told before the user's lost callback */
+    /* The user's callback for requests to give the lock up, or NULL, and
+     * its subscription, attached while the callback is set and the handle
+     * holds the lock (release_request.c).  Loop thread. */
+    hilock_release_request_cb *request_cb;
+    void *request_data;
+    hl_sub request_sub;
     /* Pending async acquires by op id (acquire_ids.h); under the link
      * mutex. */
     hl_map acquires_by_id;
