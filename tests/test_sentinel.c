@@ -409,8 +409,16 @@ static bool subscribed(void *arg)
 
 /* kill -9 of the master while a lock is held and waited for: the
  * sentinels promote a replica, both clients follow, the hold is still
- * there, and the waiter, subscribed again on the new master, wakes at
- * the release rather than at the end of the holder's lease. */
+ * there, the waiter, subscribed again on the new master, wakes at the
+ * release rather than at the end of the holder's lease, and the holder
+ * hears requests to give the lock up there. */
+static void on_asked(hilock_lock *lock, uint64_t owner, const char *reason,
+                     size_t len, void *data)
+{
+    (void)lock, (void)owner, (void)reason, (void)len;
+    atomic_fetch_add((atomic_int *)data, 1);
+}
+
 static void test_master_killed(void **state)
 {
     (void)state;
@@ -424,6 +432,10 @@ static void test_master_killed(void **state)
     assert_int_equal(hilock_lock_create(&held, c, "killed-lock"),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_create(&wanted, other, "killed-lock"),
+                     HILOCK_OK);
+    atomic_int asked = 0;
+    assert_int_equal(hilock_lock_set_release_request_callback(held, on_asked,
+                                                              &asked),
                      HILOCK_OK);
     assert_int_equal(hilock_lock_acquire(held), HILOCK_OK);
     waiter w = {.lock = wanted};
@@ -463,6 +475,18 @@ static void test_master_killed(void **state)
     listener on_now = {now, "redisson_lock__channel:{killed-lock}"};
     assert_true(hl_wait_until(subscribed, &on_now, 10000));
     assert_false(atomic_load(&w.done));
+    listener asks_now = {now, "hilock_release_request:{killed-lock}"};
+    assert_true(hl_wait_until(subscribed, &asks_now, 10000));
+    hilock_lock *asker = NULL;
+    assert_int_equal(hilock_lock_create(&asker, other, "killed-lock"),
+                     HILOCK_OK);
+    int64_t heard = 0;
+    assert_int_equal(hilock_lock_request_release(asker, "failed over",
+                                                 &heard),
+                     HILOCK_OK);
+    assert_int_equal(heard, 1);
+    hl_expect_count(&asked, 1, hl_widen(5000));
+    hilock_lock_destroy(asker);
     int64_t released_at = hl_now_ms();
     assert_int_equal(hilock_lock_release(held), HILOCK_OK);
     assert_true(hl_wait_flag(&w.done, 30000));
