@@ -356,6 +356,48 @@ static void test_publish_refused(void **state)
     hl_free_client(refused_c);
 }
 
+/* A fair lock's holder and a read-write lock's writer hear requests too,
+ * asked through a handle of another kind of the same name. */
+static void test_fair_and_writer_hear(void **state)
+{
+    (void)state;
+    hilock_client *a = hl_new_client(fx.server, NULL);
+    hilock_client *b = hl_new_client(fx.server, NULL);
+    hilock_lock *fair = hl_new_fair_lock(a, "rr-fair");
+    hilock_lock *fair_asker = hl_new_fair_lock(b, "rr-fair");
+    hilock_lock *writer = hl_new_write_lock(a, "rr-w");
+    hilock_lock *reader_asker = hl_new_read_lock(b, "rr-w");
+    heard_log fair_log = {0}, writer_log = {0};
+
+    assert_status(hilock_lock_set_release_request_callback(fair, on_request,
+                                                           &fair_log),
+                  HILOCK_OK);
+    assert_status(hilock_lock_set_release_request_callback(
+                      writer, on_request, &writer_log),
+                  HILOCK_OK);
+    assert_status(hilock_lock_acquire(fair), HILOCK_OK);
+    assert_status(hilock_lock_acquire(writer), HILOCK_OK);
+    hl_expect_numsub(fx.server, "hilock_release_request:{rr-fair}", 1, 1);
+    hl_expect_numsub(fx.server, "hilock_release_request:{rr-w}", 1, 1);
+    assert_int_equal(ask(fair_asker, "fair"), 1);
+    assert_int_equal(ask(reader_asker, "write"), 1);
+    hl_expect_count(&fair_log.calls, 1, hl_widen(5000));
+    hl_expect_count(&writer_log.calls, 1, hl_widen(5000));
+    assert_string_equal(fair_log.reason, "fair");
+    assert_string_equal(writer_log.reason, "write");
+    assert_status(hilock_lock_release(fair), HILOCK_OK);
+    assert_status(hilock_lock_release(writer), HILOCK_OK);
+    assert_int_equal(ask(fair_asker, NULL), -1);
+    assert_int_equal(ask(reader_asker, NULL), -1);
+
+    hl_free_lock(fair);
+    hl_free_lock(fair_asker);
+    hl_free_lock(writer);
+    hl_free_lock(reader_asker);
+    hl_free_client(a);
+    hl_free_client(b);
+}
+
 static void on_asked(hilock_lock *lock, int status, int64_t value,
                      void *user_data)
 {
@@ -408,6 +450,7 @@ int main(void)
         T(test_a_waiter_is_not_told),
         T(test_a_lost_lease_stops_listening),
         T(test_heard_after_pubsub_killed),
+        T(test_fair_and_writer_hear),
         T(test_publish_refused),
         T(test_async_and_misuse),
     };
