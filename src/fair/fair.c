@@ -30,6 +30,7 @@
 #include "core/engine/lock_handle.h"
 #include "core/transport/resp.h"
 #include "hilock/fair.h"
+#include "kindkit/cond_lua.h"
 #include "kindkit/kind_mark.h"
 #include "kindkit/kindkit.h"
 #include "kindkit/script_registry.h"
@@ -154,18 +155,26 @@ static const char acquire_lua[] =
 /* KEYS: name, queue, timeouts, channel base, our places.  ARGV: lease ms,
  * field.  Replies -1 when field holds nothing, the count left when still
  * held, 0 when freed (and the head woken). */
-static const char release_lua[] =
-    FAIR_LUA_COMMON
-    "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
-    "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
-    "if left > 0 then\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  return left\n"
-    "end\n"
-    "redis.call('del', KEYS[1])\n"
-    "purge(KEYS[2], KEYS[3], KEYS[5], now_ms())\n"
-    "wake_head(KEYS[2], KEYS[4])\n"
-    "return answer(0)\n";
+#define RELEASE_LUA_BODY \
+    FAIR_LUA_COMMON \
+    "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n" \
+    "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n" \
+    "if left > 0 then\n" \
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n" \
+    "  return left\n" \
+    "end\n" \
+    "redis.call('del', KEYS[1])\n" \
+    "purge(KEYS[2], KEYS[3], KEYS[5], now_ms())\n" \
+    "wake_head(KEYS[2], KEYS[4])\n" \
+    "return answer(0)\n"
+
+static const char release_lua[] = RELEASE_LUA_BODY;
+
+/* The release into a condition's line: KEYS and ARGV of release_lua,
+ * then KEYS the condition's line and alive, ARGV the waiter's id and
+ * waiter timeout (kindkit/cond_lua.h). */
+static const char release_into_cond_lua[] =
+    HL_LUA_COND_ENTER("6", "7", "3", "4") RELEASE_LUA_BODY;
 
 /* KEYS: name, queue, timeouts, channel base, our places.  ARGV: field.  A
  * waiter gives its place up; if it was next, the one behind it is woken.
@@ -235,6 +244,7 @@ static const char status_lua[] =
     "local seen = redis.call('exists', KEYS[2], KEYS[3], KEYS[4])\n"
     "return {redis.call('pttl', KEYS[1]), all, w, -1, seen}\n";
 
+static hl_script release_into_cond_script;
 static hl_script acquire_script, release_script, leave_script, force_script,
     reconcile_script, status_script;
 
@@ -257,6 +267,13 @@ static const hl_script_def release_def = {
     .body = release_lua,
     .script = &release_script,
     HL_DEF_KEYS(FAIR_KEYS),
+};
+
+static const hl_script_def release_into_cond_def = {
+    .what = "fair release into a condition",
+    .body = release_into_cond_lua,
+    .script = &release_into_cond_script,
+    HL_DEF_KEYS(FAIR_KEYS, hl_key_given, hl_key_given),
 };
 
 static const hl_script_def leave_def = {
@@ -290,7 +307,7 @@ static const hl_script_def status_def = {
 
 const hl_script_def *const hl_fair_script_defs[] = {
     &acquire_def,   &release_def, &leave_def, &force_def,
-    &reconcile_def, &status_def,  NULL};
+    &reconcile_def, &status_def,  &release_into_cond_def, NULL};
 
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
@@ -316,6 +333,21 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
     const char *args[] = {lease, field};
     size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len};
     return hl_run_lock_def(lock, &release_def, 2, args, lens, fn, data);
+}
+
+static int release_into_cond(hilock_lock *lock, const char *field,
+                             size_t field_len, int64_t lease_ms,
+                             const hl_cond_entry *e, hl_request_fn *fn,
+                             void *data)
+{
+    char lease[24], wt[24];
+    const char *args[] = {lease, field, e->id, wt};
+    size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len, e->id_len,
+                     hl_i64_dec(wt, e->waiter_timeout_ms)};
+    const char *given[] = {e->line, e->alive};
+    size_t given_lens[] = {e->line_len, e->alive_len};
+    return hl_run_def(lock, &release_into_cond_def, 2, given, given_lens, 4,
+                      args, lens, fn, data);
 }
 
 static int leave(hilock_lock *lock, const char *field, size_t field_len)
@@ -375,6 +407,7 @@ static const hl_kind fair_kind = {
     .parse_status = parse_status,
     .request_channel = hl_release_request_channel,
     .request_release = hl_release_request_send,
+    .release_into_cond = release_into_cond,
 };
 
 static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;

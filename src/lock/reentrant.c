@@ -52,6 +52,7 @@
 
 #include "core/engine/lock_handle.h"
 #include "core/transport/resp.h"
+#include "kindkit/cond_lua.h"
 #include "kindkit/kindkit.h"
 #include "kindkit/line_lua.h"
 #include "kindkit/script_registry.h"
@@ -176,32 +177,40 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
  * promised or granted to another client (woken on its channel), -4 when
  * freed and promised to nobody: the field's client wakes its own
  * waiters, as no message does. */
-static const char release_lua[] =
-    HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS HL_LUA_NOW HL_LUA_EXTEND
-    "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
-    "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
-    "if left > 0 then\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  return left\n"
-    "end\n"
-    "redis.call('del', KEYS[1])\n"
-    "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
-    "local handed = false\n"
-    HL_LUA_LINE_PROMISE_FROM_HANDING(3, "me", HAND_TO_WISH)
-    /* Held again, by our client: Redisson's waiters would find it so. */
-    "if not handed then\n"
-    "  announce_ours(KEYS[2], first, me, ARGV[3], '" MSG_OUR_RELEASE "')\n"
-    "end\n"
-    "if not first or first == me then return answer(-4) end\n"
-    /* Promised to another client: this one's waiters, which took no
-     * place while it held, queue behind. */
-    "if ARGV[4] ~= '0' and not redis.call('zscore', KEYS[4], me) then\n"
-    "  redis.call('rpush', KEYS[3], me)\n"
-    "  redis.call('zadd', KEYS[4], now_ms() + tonumber(ARGV[4]), me)\n"
-    "  extend(KEYS[3], ARGV[4])\n"
-    "  extend(KEYS[4], ARGV[4])\n"
-    "end\n"
-    "return answer(-3)\n";
+#define RELEASE_LUA_BODY \
+    HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS HL_LUA_NOW HL_LUA_EXTEND \
+    "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n" \
+    "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n" \
+    "if left > 0 then\n" \
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n" \
+    "  return left\n" \
+    "end\n" \
+    "redis.call('del', KEYS[1])\n" \
+    "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n" \
+    "local handed = false\n" \
+    HL_LUA_LINE_PROMISE_FROM_HANDING(3, "me", HAND_TO_WISH) \
+    /* Held again, by our client: Redisson's waiters would find it so. */ \
+    "if not handed then\n" \
+    "  announce_ours(KEYS[2], first, me, ARGV[3], '" MSG_OUR_RELEASE "')\n" \
+    "end\n" \
+    "if not first or first == me then return answer(-4) end\n" \
+    /* Promised to another client: this one's waiters, which took no \
+     * place while it held, queue behind. */ \
+    "if ARGV[4] ~= '0' and not redis.call('zscore', KEYS[4], me) then\n" \
+    "  redis.call('rpush', KEYS[3], me)\n" \
+    "  redis.call('zadd', KEYS[4], now_ms() + tonumber(ARGV[4]), me)\n" \
+    "  extend(KEYS[3], ARGV[4])\n" \
+    "  extend(KEYS[4], ARGV[4])\n" \
+    "end\n" \
+    "return answer(-3)\n"
+
+static const char release_lua[] = RELEASE_LUA_BODY;
+
+/* The release into a condition's line: KEYS and ARGV of release_lua,
+ * then KEYS the condition's line and alive, ARGV the waiter's id and
+ * waiter timeout (kindkit/cond_lua.h). */
+static const char release_into_cond_lua[] =
+    HL_LUA_COND_ENTER("8", "9", "6", "7") RELEASE_LUA_BODY;
 
 /* KEYS: name, channel, line, alive, next, wake base.  ARGV: "1" on a
  * cluster or "0".  Replies 1 when deleted. */
@@ -300,6 +309,7 @@ static const char status_lua[] =
 _Static_assert(HILOCK_CLIENT_ID_LEN == 36,
                "HL_LAYOUT_CLIENT_ID_LEN_TEXT counts client ids so");
 
+static hl_script release_into_cond_script;
 static hl_script acquire_script, acquire_wish_script, release_script,
     force_script, leave_script, withdraw_script, reconcile_script,
     status_script;
@@ -330,6 +340,14 @@ static const hl_script_def release_def = {
     .script = &release_script,
     HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, LINE_WAKE_KEYS,
                 HL_LAYOUT_LOCK_WANT),
+};
+
+static const hl_script_def release_into_cond_def = {
+    .what = "reentrant release into a condition",
+    .body = release_into_cond_lua,
+    .script = &release_into_cond_script,
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, LINE_WAKE_KEYS,
+                HL_LAYOUT_LOCK_WANT, hl_key_given, hl_key_given),
 };
 
 static const hl_script_def force_def = {
@@ -372,7 +390,7 @@ static const hl_script_def status_def = {
 const hl_script_def *const hl_reentrant_script_defs[] = {
     &acquire_def,  &acquire_wish_def, &release_def,   &force_def,
     &leave_def,    &withdraw_def,     &reconcile_def, &status_def,
-    NULL};
+    &release_into_cond_def, NULL};
 
 /* The kind's channel is the client's own: "hilock_lock_wake:{NAME}:<id>". */
 static int client_channel(const hilock_lock *lock, const char *field,
@@ -422,6 +440,26 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
                                           : 0),
                      1};
     return hl_run_lock_def(lock, &release_def, 5, args, lens, fn, data);
+}
+
+static int release_into_cond(hilock_lock *lock, const char *field,
+                             size_t field_len, int64_t lease_ms,
+                             const hl_cond_entry *e, hl_request_fn *fn,
+                             void *data)
+{
+    char lease[24], wait[24], wt[24];
+    const char *args[] = {lease, field, hl_lock_on_cluster(lock) ? "1" : "0",
+                          wait, hl_lock_writes_plain(lock) ? "1" : "0",
+                          e->id, wt};
+    size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len, 1,
+                     hl_i64_dec(wait, hl_lock_others_wait(lock, NULL, NULL)
+                                          ? hl_lock_waiter_timeout_ms(lock)
+                                          : 0),
+                     1, e->id_len, hl_i64_dec(wt, e->waiter_timeout_ms)};
+    const char *given[] = {e->line, e->alive};
+    size_t given_lens[] = {e->line_len, e->alive_len};
+    return hl_run_def(lock, &release_into_cond_def, 2, given, given_lens, 7,
+                      args, lens, fn, data);
 }
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
@@ -497,6 +535,7 @@ static const hl_kind reentrant_kind = {
     .parse_status = parse_status,
     .request_channel = hl_release_request_channel,
     .request_release = hl_release_request_send,
+    .release_into_cond = release_into_cond,
 };
 
 static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;

@@ -336,6 +336,29 @@ void hl_hold_done(hl_hold *h)
     }
 }
 
+int hl_lock_hold_once(hilock_lock *lock, uint64_t owner, int64_t *lease_ms,
+                      bool *fenced)
+{
+    hl_hold *h = hl_hold_find(lock, owner);
+    if (h != NULL && h->lost)
+        return hl_fail(HILOCK_ELEASELOST, "the lease was lost before this "
+                                          "wait");
+    if (h == NULL || h->count <= 0)
+        return hl_fail(HILOCK_ENOTOWNER, "this owner does not hold the "
+                                         "lock");
+    if (h->count > 1 || h->releases_in_flight > 0)
+        return hl_fail(HILOCK_EINVAL,
+                       "a condition is waited on with a lock held once, "
+                       "and this owner holds it %lld times%s: release the "
+                       "others first",
+                       (long long)h->count,
+                       h->releases_in_flight > 0 ? " (a release under way)"
+                                                 : "");
+    *lease_ms = h->lease_ms;
+    *fenced = h->token != 0;
+    return HILOCK_OK;
+}
+
 void hl_hold_lease_released(hl_lease *lease)
 {
     hl_hold *h = (hl_hold *)(void *)((char *)lease -

@@ -111,6 +111,25 @@ typedef enum hl_query {
  * the wish the attempt named by the nonce that follows recorded. */
 #define HL_WAKE_MSG_GRANT "g"
 
+/* Where a release that waits on a condition (hilock_cond) puts its
+ * waiter, in the same script as the release: the condition's line and
+ * the deadlines of its waiters, the waiter's id, and how long its place
+ * lasts unrenewed. */
+typedef struct hl_cond_entry {
+    const char *line;
+    size_t line_len;
+    const char *alive;
+    size_t alive_len;
+    const char *id;
+    size_t id_len;
+    int64_t waiter_timeout_ms;
+} hl_cond_entry;
+
+/* What a release into a condition answers, besides a release's answers,
+ * when the server counts the owner's hold more than once: nothing was
+ * changed. */
+#define HL_COND_HELD_TWICE (-5)
+
 typedef struct hl_kind {
     const char *name; /* for messages */
     /* Waiters listen on a channel of their own (channel with an owner's
@@ -253,6 +272,14 @@ typedef struct hl_kind {
     int (*request_channel)(const hilock_lock *lock, hl_aux_name *out);
     int (*request_release)(hilock_lock *lock, const char *reason,
                            size_t reason_len, hl_request_fn *fn, void *data);
+    /* Kinds a condition can wait on set it: release as release does, in
+     * one script with the waiter's entry into the condition's line
+     * (only when the field holds exactly once; HL_COND_HELD_TWICE when
+     * it holds more). */
+    int (*release_into_cond)(hilock_lock *lock, const char *field,
+                             size_t field_len, int64_t lease_ms,
+                             const hl_cond_entry *entry, hl_request_fn *fn,
+                             void *data);
 } hl_kind;
 
 /* One owner's holds of a lock, with their lease in the same allocation. */

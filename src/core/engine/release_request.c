@@ -112,12 +112,8 @@ void hl_release_requests_sync(hilock_lock *lock)
     if (lock->kind->request_channel == NULL ||
         lock->kind->request_channel(lock, &ch) != 0)
         return; /* out of memory: the next grant tries again */
-    hl_pubsub *ps[HL_CLIENT_MAX_PUBSUBS];
-    int n = hl_client_pubsubs_for(lock->client, ch.s, ch.len, ps);
-    /* hilock's own channel: one connection hears it, wherever it is. */
-    if (n > 0)
-        (void)hl_pubsub_subscribe(ps[0], &lock->request_sub, ch.s, ch.len,
-                                  on_request_event, lock);
+    (void)hl_client_listen(lock->client, &lock->request_sub, ch.s, ch.len,
+                           on_request_event, lock);
     hl_aux_name_done(&ch);
 }
 
