@@ -360,11 +360,14 @@ static void on_left(void *data, int status, hilock_reply *reply)
     w->requests--;
     hilock_reply_free(reply);
     (void)status; /* unanswered, the place runs out by itself */
+    if (w->state == W_DONE) {
+        wait_release_if_idle(w);
+        return;
+    }
     wait_finish(w, w->end_status,
                 w->end_status == HILOCK_ETIMEDOUT
                     ? "not signalled in time; the lock is not held"
                     : "the wait ended; the lock is not held");
-    wait_release_if_idle(w);
 }
 
 /* Leave the line (a signal taken passes on), then end with status. */
@@ -407,28 +410,28 @@ static void on_acquired(hilock_lock *lock, int status,
 {
     cond_wait *w = user_data;
     w->requests--;
-    if (status == HILOCK_OK) {
-        w->token = got ? got->token : 0;
-        if (w->state == W_DONE)
-            /* Ended meanwhile: nobody takes the hold. */
+    if (w->state == W_DONE) {
+        /* Ended meanwhile: nobody takes the hold. */
+        if (status == HILOCK_OK)
             (void)hl_release_owner(lock, w->owner, on_given_back, NULL);
-        wait_finish(w, HILOCK_OK, NULL);
         wait_release_if_idle(w);
         return;
     }
-    if (w->state != W_DONE) {
-        pass_signal_on(w);
-        int end = w->end_status != 0 ? w->end_status
-                  : status == HILOCK_EBUSY ? HILOCK_ETIMEDOUT
-                                           : status;
-        wait_finish(w, end,
-                    end == HILOCK_ETIMEDOUT
-                        ? "signalled, but the lock was not taken again in "
-                          "time; the signal passed on, and the lock is not "
-                          "held"
-                        : hilock_last_error());
+    if (status == HILOCK_OK) {
+        w->token = got ? got->token : 0;
+        wait_finish(w, HILOCK_OK, NULL);
+        return;
     }
-    wait_release_if_idle(w);
+    pass_signal_on(w);
+    int end = w->end_status != 0      ? w->end_status
+              : status == HILOCK_EBUSY ? HILOCK_ETIMEDOUT
+                                       : status;
+    wait_finish(w, end,
+                end == HILOCK_ETIMEDOUT
+                    ? "signalled, but the lock was not taken again in "
+                      "time; the signal passed on, and the lock is not "
+                      "held"
+                    : hilock_last_error());
 }
 
 static int64_t wait_left_ms(const cond_wait *w)
