@@ -88,5 +88,10 @@ _Noreturn void bench_w8_worker(const w7_request *rq, w7_shared *sh, int me,
  * runner did not answer, and was killed). */
 int bench_procs_run(const w7_request *rq, w7_result *res, char *error,
                     size_t cap);
+/* What every point of the runner takes from its result: the rate over
+ * the window, the waits, violations, and the server's scripts and CPU. */
+struct bench_point;
+void bench_procs_fill(struct bench_point *p, const w7_result *res,
+                      double duration_s);
 
 #endif

@@ -735,6 +735,18 @@ int bench_procs_run(const w7_request *rq, w7_result *res, char *error,
     return await_result(res, deadline, error, cap);
 }
 
+void bench_procs_fill(bench_point *p, const w7_result *res, double duration_s)
+{
+    p->cycles_per_s = (double)res->cycles / duration_s;
+    p->p50_us = res->p50_us;
+    p->p99_us = res->p99_us;
+    p->max_us = res->max_us;
+    p->violations = res->violations;
+    p->samples_dropped = res->samples_dropped;
+    p->scripts = res->scripts;
+    p->server_cpu_us = res->server_cpu_us;
+}
+
 /* Set the semaphore to one permit, once, before the processes start. */
 static int set_semaphore(const bench_args *a, hilock_client *c)
 {
@@ -801,22 +813,14 @@ int bench_run_w7(const bench_args *a, hilock_client *c, int procs,
         p->error = error;
         return -1;
     }
-    double d = a->duration_s;
-    p->cycles_per_s = (double)res.cycles / d;
-    p->owner_changes_per_s = (double)res.owner_changes / d;
-    p->p50_us = res.p50_us;
-    p->p99_us = res.p99_us;
-    p->max_us = res.max_us;
-    p->violations = res.violations;
+    bench_procs_fill(p, &res, a->duration_s);
+    p->owner_changes_per_s = (double)res.owner_changes / a->duration_s;
     p->per_worker_min = res.per_proc_min;
     p->per_worker_max = res.per_proc_max;
     p->jain = res.jain;
-    p->samples_dropped = res.samples_dropped;
     /* One process never hands the lock to another: its figures are per
      * acquisition. */
     p->handoff_basis = procs == 1 ? "acquisitions" : "owner_changes";
     p->handoffs = procs == 1 ? res.cycles : res.owner_changes;
-    p->scripts = res.scripts;
-    p->server_cpu_us = res.server_cpu_us;
     return 0;
 }

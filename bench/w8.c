@@ -237,17 +237,9 @@ int bench_run_w8(const bench_args *a, hilock_client *c, int procs,
         p->error = error;
         return -1;
     }
-    double d = a->duration_s;
-    p->cycles_per_s = (double)res.cycles / d;
-    p->p50_us = res.p50_us;
-    p->p99_us = res.p99_us;
-    p->max_us = res.max_us;
-    p->violations = res.violations;
-    p->samples_dropped = res.samples_dropped;
+    bench_procs_fill(p, &res, a->duration_s);
     p->wakeups = res.samples;
     p->handoff_basis = "items";
     p->handoffs = res.cycles;
-    p->scripts = res.scripts;
-    p->server_cpu_us = res.server_cpu_us;
     return 0;
 }

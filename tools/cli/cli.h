@@ -47,6 +47,15 @@ typedef struct cli_kind {
 
 /* The kind called name, or NULL. */
 const cli_kind *cli_kind_find(const char *name);
+/* 0 when name can be a lock's name, else the usage error of command. */
+int cli_check_name(const char *command, const char *name);
+/* Connect, and make a handle on the lock name of kind (NULL: the kind
+ * the server shows, see cli_detect_kind, which refuses a name holding
+ * something that is no lock): 0 with both set, or the exit status after
+ * printing why. */
+int cli_open_lock(const cli_globals *g, const char *name,
+                  const cli_kind *kind, hilock_client **client,
+                  hilock_lock **lock);
 /* The names of every kind, separated by '|', for messages. */
 const char *cli_kind_names(void);
 /* The kind of the lock at name as the server shows it (as `status` tells

@@ -43,41 +43,21 @@ int cli_revoke(const cli_globals *g, int argc, char **argv)
             name = argv[i];
         }
     }
-    if (name == NULL || name[0] == '\0')
-        return revoke_usage("missing lock NAME", NULL);
-    if (strlen(name) > HILOCK_MAX_NAME_LEN) {
-        char why[96];
-        snprintf(why, sizeof why, "the lock name is %zu bytes; at most %d "
-                 "are allowed", strlen(name), HILOCK_MAX_NAME_LEN);
-        return revoke_usage(why, NULL);
-    }
+    int rc = cli_check_name("revoke", name);
+    if (rc != 0)
+        return rc;
     if (reason != NULL && strlen(reason) > HILOCK_REQUEST_REASON_MAX) {
         char why[96];
         snprintf(why, sizeof why, "--reason is %zu bytes; at most %d are "
                  "allowed", strlen(reason), HILOCK_REQUEST_REASON_MAX);
         return revoke_usage(why, NULL);
     }
+    /* Any kind's handle asks the same holders. */
     hilock_client *client;
-    int rc = cli_open(g, &client);
+    hilock_lock *lock;
+    rc = cli_open_lock(g, name, kind, &client, &lock);
     if (rc != 0)
         return rc;
-    /* As unlock does: a name that holds something else is refused, and
-     * the kind read tells which handle to ask through (any of them asks
-     * the same holders). */
-    const cli_kind *found = cli_detect_kind(client, name, &rc);
-    if (found == NULL) {
-        hilock_client_destroy(client);
-        return rc;
-    }
-    if (kind == NULL)
-        kind = found;
-    hilock_lock *lock;
-    rc = kind->create(&lock, client, name, strlen(name));
-    if (rc != HILOCK_OK) {
-        rc = cli_failed(name, rc, NULL);
-        hilock_client_destroy(client);
-        return rc;
-    }
     int64_t heard = 0;
     rc = hilock_lock_request_release(lock, reason, &heard);
     int status = 0;

@@ -394,11 +394,13 @@ static const hl_op_type lock_call_type = {
     .withdrawable = true,
 };
 
-int hl_lock_call(hilock_lock *lock, hl_lock_call_kind kind, uint64_t owner,
-                 hilock_lock_cb *cb, void *user_data, int64_t *value)
+/* A call of kind for owner, into a condition's line when cond is set:
+ * async with cb, else blocking with the value in *value. */
+static int lock_call_start(hilock_lock *lock, hl_lock_call_kind kind,
+                           uint64_t owner, const hl_cond_entry *cond,
+                           hilock_lock_cb *cb, void *user_data,
+                           int64_t *value)
 {
-    if (lock == NULL)
-        return hl_fail(HILOCK_EINVAL, "lock is NULL");
     hilock_client *c = hl_lock_client_get(lock);
     if (c == NULL)
         return hl_fail(HILOCK_ECLOSED, "client closed");
@@ -413,6 +415,7 @@ int hl_lock_call(hilock_lock *lock, hl_lock_call_kind kind, uint64_t owner,
     call->owner = owner;
     call->cb = cb;
     call->user_data = user_data;
+    call->cond = cond;
     hl_lock_ref(lock);
     int rc;
     if (cb == NULL) {
@@ -423,6 +426,14 @@ int hl_lock_call(hilock_lock *lock, hl_lock_call_kind kind, uint64_t owner,
     }
     hl_client_unref(c);
     return rc;
+}
+
+int hl_lock_call(hilock_lock *lock, hl_lock_call_kind kind, uint64_t owner,
+                 hilock_lock_cb *cb, void *user_data, int64_t *value)
+{
+    if (lock == NULL)
+        return hl_fail(HILOCK_EINVAL, "lock is NULL");
+    return lock_call_start(lock, kind, owner, NULL, cb, user_data, value);
 }
 
 static int submit_call(hilock_lock *lock, hl_lock_call_kind kind,
@@ -479,23 +490,6 @@ int hl_release_owner_into_cond(hilock_lock *lock, uint64_t owner,
     if (lock->kind->release_into_cond == NULL)
         return hl_fail(HILOCK_EINVAL, "a condition cannot wait on a %s",
                        lock->kind->name);
-    hilock_client *c = hl_lock_client_get(lock);
-    if (c == NULL)
-        return hl_fail(HILOCK_ECLOSED, "client closed");
-    lock_call *call = hl_calloc(1, sizeof *call);
-    if (call == NULL) {
-        hl_client_unref(c);
-        return hl_fail(HILOCK_ENOMEM, "out of memory");
-    }
-    hl_op_init(&call->op, &lock_call_type);
-    call->lock = lock;
-    call->kind = CALL_RELEASE;
-    call->owner = owner;
-    call->cb = cb;
-    call->user_data = user_data;
-    call->cond = entry;
-    hl_lock_ref(lock);
-    int rc = hl_op_submit_or_drop(c, &call->op);
-    hl_client_unref(c);
-    return rc;
+    return lock_call_start(lock, CALL_RELEASE, owner, entry, cb, user_data,
+                           NULL);
 }
