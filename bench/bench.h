@@ -98,6 +98,8 @@ typedef struct bench_point {
     uint64_t scripts;
     double server_cpu_us;
     uint64_t samples_dropped; /* waits beyond the room kept for them */
+    uint64_t wakeups;         /* W8: the wake-ups measured */
+    int64_t pace_us;          /* W8: a producer's work between items */
 } bench_point;
 
 int64_t bench_now_us(void);
@@ -148,6 +150,13 @@ void bench_w7_stop(void);
  * or "semaphore"); c flushes the server and sets the semaphore first. */
 int bench_run_w7(const bench_args *a, hilock_client *c, int procs,
                  bench_point *p);
+
+/* W8, the condition variable (bench/w8.c): procs processes (even), half
+ * producing into a bounded buffer of 16 and half consuming from it,
+ * through one lock and its conditions not-full and not-empty; on W7's
+ * runner. */
+int bench_run_w8(const bench_args *a, hilock_client *c, int procs,
+                 int64_t pace_us, bench_point *p);
 
 /* redis-benchmark rows for the ceiling, against host:port. */
 void bench_run_ceiling(const bench_args *a, const char *host, int port);

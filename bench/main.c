@@ -12,7 +12,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: hilock-bench [--workload W1|W2|W3|W4|W5|W6|W7|WD]\n"
+            "usage: hilock-bench [--workload W1|W2|W3|W4|W5|W6|W7|W8|WD]\n"
             "  [--concurrency C]\n"
             "  [--duration S] [--warmup S] [--lease-ms N] [--retry-ms N]\n"
             "  [--host H] [--port P] [--ports P1,...,P5] [--segments S]\n"
@@ -53,7 +53,12 @@ static void usage(FILE *f)
             "write side of rwlock, a semaphore of 1 permit; --kind picks\n"
             "one, and only W7 takes rwlock and semaphore).  It runs last\n"
             "in the full suite, with a 3 s window and 1 s warm-up unless\n"
-            "--duration or --warmup say otherwise; single server only.\n");
+            "--duration or --warmup say otherwise; single server only.\n"
+            "W8 is the condition variable: C processes (16 unless\n"
+            "--concurrency), half producing into a bounded buffer of 16\n"
+            "and half consuming, through one lock and its conditions;\n"
+            "items/s and wake-up latency, flat out and with producers\n"
+            "paced at 5 ms an item.  It runs after W7, with W7's window.\n");
 }
 
 static bool number(const char *s, double *out)
@@ -331,9 +336,12 @@ static void point(const bench_args *a, hilock_client *c, const char *w,
     fprintf(stderr, "hilock-bench: %s C=%d%s%.0d api=%s%s%s ...\n", w,
             concurrency, segments ? " S=" : "", segments, api,
             kinded ? " kind=" : "", kinded ? a->kind : "");
-    if (strcmp(w, "W7") == 0) {
+    if (strcmp(w, "W7") == 0 || strcmp(w, "W8") == 0) {
         /* Measured on one server only: it has no twin to pair with. */
-        bench_run_w7(a, c, concurrency, &p);
+        if (strcmp(w, "W7") == 0)
+            bench_run_w7(a, c, concurrency, &p);
+        else
+            bench_run_w8(a, c, concurrency, segments, &p);
         bench_print_point(a, &p);
         return;
     }
@@ -406,6 +414,14 @@ static void run_workload(const bench_args *a, hilock_client *c,
     const char *api = a->api ? a->api : "async";
     if (strcmp(w, "W7") == 0) {
         w7_points(a, c);
+        return;
+    }
+    if (strcmp(w, "W8") == 0) {
+        /* Flat out, then with producers paced at 5 ms an item (the
+         * pace travels in point()'s segments). */
+        int procs = a->concurrency > 0 ? a->concurrency : 16;
+        point(a, c, w, procs, 0, "sync");
+        point(a, c, w, procs, 5000, "sync");
         return;
     }
     if (a->concurrency > 0) {
@@ -509,7 +525,7 @@ static void standard_points(const bench_args *a, hilock_client *c, int port)
         run_workload(&wd, c, "WD");
     }
     if (a->cluster == NULL) {
-        /* Last, with a shorter window of its own: 24 points of forked
+        /* Last, with a shorter window of their own: 25 points of forked
          * processes would otherwise lengthen the suite the most. */
         bench_args w7 = *a;
         if (!a->duration_given)
@@ -517,6 +533,7 @@ static void standard_points(const bench_args *a, hilock_client *c, int port)
         if (!a->warmup_given)
             w7.warmup_s = 1;
         run_workload(&w7, c, "W7");
+        run_workload(&w7, c, "W8");
     }
 }
 
@@ -632,9 +649,10 @@ int main(int argc, char **argv)
     /* W7's processes are forked by a runner that never has a client, so
      * it is forked now, before any client or server exists. */
     if (a.replicas == 0 &&
-        (a.workload == NULL || strcmp(a.workload, "W7") == 0) &&
+        (a.workload == NULL || strcmp(a.workload, "W7") == 0 ||
+         strcmp(a.workload, "W8") == 0) &&
         bench_w7_start() != 0)
-        fprintf(stderr, "hilock-bench: W7 points will fail\n");
+        fprintf(stderr, "hilock-bench: W7 and W8 points will fail\n");
     if (a.replicas > 0) {
         a.skip_ceiling = true;
         if (a.connections <= 0) {

@@ -455,6 +455,29 @@ function wd_lines(    i, l, single_cpu, single_bytes, where) {
     }
 }
 
+# W8, the condition variable: one sentence per point.
+function w8_lines(    i, l, how) {
+    for (i = 1; i <= n; i++) {
+        l = line[i]
+        if (field(l, "workload") != "W8")
+            continue
+        if (field(l, "error") != "") {
+            printf "\nW8: %s\n", field(l, "error")
+            continue
+        }
+        how = "flat out"
+        if (field(l, "pace_us") > 0)
+            how = "producers working " field(l, "pace_us") " µs between items"
+        printf "\nW8, the condition variable: a bounded buffer of 16 items, %d producer and %d consumer processes, each with its own client, on one lock and its conditions not-full and not-empty, %s: %.0f items/s; over %s wake-ups (from the latest signal to the wait's return holding the lock) p50 %s µs, p99 %s µs, max %s µs; %s scripts and %s µs of server CPU per item; %s violations.\n",
+            field(l, "C") / 2, field(l, "C") / 2,
+            how,
+            field(l, "cycles_per_s"), field(l, "wakeups"),
+            field(l, "p50_us"), field(l, "p99_us"), field(l, "max_us"),
+            field(l, "scripts_per_handoff"),
+            field(l, "server_cpu_us_per_handoff"), field(l, "violations")
+    }
+}
+
 END {
     if (mode == "w7plot") {
         w7_plot()
@@ -464,7 +487,7 @@ END {
         for (i = 1; i <= n; i++) {
             l = line[i]
             w = field(l, "workload")
-            if (w == "WD" || w == "W7" || field(l, "error") != "")
+            if (w == "WD" || w == "W7" || w == "W8" || field(l, "error") != "")
                 continue
             c = field(l, "C")
             label = w (field(l, "kind") == "fair" ? " fair" : "") " C=" c
@@ -491,7 +514,7 @@ END {
     for (i = 1; i <= n; i++) {
         l = line[i]
         w = field(l, "workload")
-        if (w == "WD" || w == "W7")
+        if (w == "WD" || w == "W7" || w == "W8")
             continue
         c = field(l, "C")
         ceil = w == "W4" || field(l, "topology") != "" ? 0 : lock_ceiling(c)
@@ -517,6 +540,7 @@ END {
     replicated_ratios()
     wd_lines()
     w7_table()
+    w8_lines()
     print ""
     print "Ceiling rows (redis-benchmark, requests/s):"
     print ""

@@ -75,6 +75,8 @@ static void print_params(const bench_args *a, const bench_point *p)
     printf(",\"busy_poll_us\":%lld", (long long)a->busy_poll_us);
     if (strcmp(p->workload, "W3") == 0)
         printf(",\"S\":%d,\"products\":%d", p->segments, a->products);
+    if (strcmp(p->workload, "W8") == 0)
+        printf(",\"pace_us\":%lld", (long long)p->pace_us);
     printf("}");
 }
 
@@ -173,6 +175,8 @@ void bench_print_point(const bench_args *a, const bench_point *p)
                    "\"server_cpu_us_per_handoff\":null");
         printf(",\"samples_dropped\":%llu",
                (unsigned long long)p->samples_dropped);
+        if (strcmp(p->workload, "W8") == 0)
+            printf(",\"wakeups\":%llu", (unsigned long long)p->wakeups);
     }
     if (p->stock_check) {
         printf(",\"stock_check\":");

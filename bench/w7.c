@@ -33,76 +33,12 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "procs.h"
 
 /* The counters live in memory shared between processes: only atomics
  * that need no lock work there. */
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "lock-free int atomics");
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "lock-free long long atomics");
-
-#define W7_MAX_PROCS 1024
-/* How long the processes may take to have their clients and locks, and
- * how long past the window they may take to finish their last cycle,
- * before the runner kills them and the point fails. */
-#define W7_READY_S 60
-#define W7_FINISH_S 30
-/* Room for the waits: more acquisitions per second than one server can
- * grant a single lock (one cycle is at least two scripts). */
-#define W7_SAMPLES_PER_S 150000
-#define W7_SAMPLES_SPARE 65536
-
-/* What the main process asks of the runner: one point. */
-typedef struct w7_request {
-    char host[256];
-    char run_id[64];
-    char kind[16];
-    int port;
-    int procs;
-    int connections;
-    int64_t busy_poll_us;
-    int64_t watchdog_ms;
-    double duration_s;
-    double warmup_s;
-} w7_request;
-
-/* What the runner answers: the figures, or why there are none. */
-typedef struct w7_result {
-    char error[256]; /* empty: the point was measured */
-    uint64_t cycles;
-    uint64_t owner_changes;
-    uint64_t violations;
-    uint64_t per_proc_min;
-    uint64_t per_proc_max;
-    double jain;
-    int64_t p50_us;
-    int64_t p99_us;
-    int64_t max_us;
-    uint64_t samples_dropped;
-    uint64_t scripts;     /* script calls over the window */
-    double server_cpu_us; /* the server's CPU time over the window */
-} w7_result;
-
-/* One process's corner of the shared mapping; written by that process
- * only, and read by the runner once it has reaped it. */
-typedef struct w7_slot {
-    uint64_t counted;
-    uint64_t owner_changes;
-    char error[200];
-} w7_slot;
-
-/* The shared mapping: this header, procs slots, then the samples. */
-typedef struct w7_shared {
-    atomic_int ready; /* processes with their client and lock */
-    atomic_int go;    /* 0 until the gate opens, 1 run, -1 give up */
-    int64_t window_start; /* written before go is set */
-    int64_t window_end;
-    atomic_int inside;
-    atomic_int last_owner; /* the index of the last acquirer, -1 none */
-    atomic_llong violations;
-    atomic_llong nsamples; /* claimed; those past cap are dropped */
-    int64_t cap;
-    w7_slot *slots;
-    int64_t *samples;
-} w7_shared;
 
 /* The main process's end of the runner. */
 static pid_t runner_pid = -1;
@@ -550,6 +486,7 @@ static void summarise(w7_point *pt, w7_result *res)
     res->jain = sumsq > 0 ? sum * sum / ((double)n * sumsq) : 0;
     long long claimed = atomic_load(&sh->nsamples);
     size_t kept = (size_t)(claimed < sh->cap ? claimed : sh->cap);
+    res->samples = kept;
     res->samples_dropped = (uint64_t)(claimed - (long long)kept);
     bench_sort(sh->samples, kept);
     res->p50_us = bench_percentile(sh->samples, kept, 50);
@@ -582,6 +519,9 @@ static void run_point(const w7_request *rq, w7_result *res)
     atomic_init(&sh->last_owner, -1);
     atomic_init(&sh->violations, 0);
     atomic_init(&sh->nsamples, 0);
+    atomic_init(&sh->count, 0);
+    atomic_init(&sh->signalled_at[0], 0);
+    atomic_init(&sh->signalled_at[1], 0);
     sh->cap = cap;
     sh->slots = (w7_slot *)(base + slots_at);
     sh->samples = (int64_t *)(base + samples_at);
@@ -612,6 +552,8 @@ static void run_point(const w7_request *rq, w7_result *res)
             close(gate[1]);
             close(req_fd);
             close(res_fd);
+            if (strcmp(rq->workload, "W8") == 0)
+                bench_w8_worker(rq, sh, i, gate[0]);
             worker_main(rq, sh, i, gate[0]);
         }
         pt.pids[i] = pid;
@@ -633,8 +575,8 @@ static void run_point(const w7_request *rq, w7_result *res)
         watch_until(&pt, bench_now_us() + 2000, false);
     }
     if (pt.error[0] == '\0')
-        fprintf(stderr, "hilock-bench: W7: %d processes ready in %.0f ms\n",
-                n, (double)(bench_now_us() - t) / 1e3);
+        fprintf(stderr, "hilock-bench: %s: %d processes ready in %.0f ms\n",
+                rq->workload, n, (double)(bench_now_us() - t) / 1e3);
     w7_snapshot before = {0}, after = {0};
     if (pt.error[0] == '\0')
         info = info_connect(rq->host, rq->port, res->error,
@@ -773,6 +715,38 @@ static int await_result(w7_result *res, int64_t deadline_us, char *error,
     return -1;
 }
 
+int bench_procs_run(const w7_request *rq, w7_result *res, char *error,
+                    size_t cap)
+{
+    if (runner_pid < 0) {
+        snprintf(error, cap, "%s runs on one server, from a runner forked "
+                             "at start (not with --replicas or --cluster)",
+                 rq->workload);
+        return -1;
+    }
+    int64_t deadline = bench_now_us() +
+                       (int64_t)((rq->warmup_s + rq->duration_s + W7_READY_S +
+                                  W7_FINISH_S + 30) *
+                                 1e6);
+    if (write_all(runner_in, rq, sizeof *rq) != 0) {
+        snprintf(error, cap, "cannot reach the runner: %s", strerror(errno));
+        return -1;
+    }
+    return await_result(res, deadline, error, cap);
+}
+
+void bench_procs_fill(bench_point *p, const w7_result *res, double duration_s)
+{
+    p->cycles_per_s = (double)res->cycles / duration_s;
+    p->p50_us = res->p50_us;
+    p->p99_us = res->p99_us;
+    p->max_us = res->max_us;
+    p->violations = res->violations;
+    p->samples_dropped = res->samples_dropped;
+    p->scripts = res->scripts;
+    p->server_cpu_us = res->server_cpu_us;
+}
+
 /* Set the semaphore to one permit, once, before the processes start. */
 static int set_semaphore(const bench_args *a, hilock_client *c)
 {
@@ -818,7 +792,8 @@ int bench_run_w7(const bench_args *a, hilock_client *c, int procs,
         p->error = "set-up failed";
         return -1;
     }
-    w7_request rq = {.port = a->server_port,
+    w7_request rq = {.workload = "W7",
+                     .port = a->server_port,
                      .procs = procs,
                      .connections = a->connections,
                      .busy_poll_us = a->busy_poll_us,
@@ -829,17 +804,7 @@ int bench_run_w7(const bench_args *a, hilock_client *c, int procs,
     snprintf(rq.run_id, sizeof rq.run_id, "%s", a->run_id);
     snprintf(rq.kind, sizeof rq.kind, "%s", a->kind);
     w7_result res;
-    int64_t deadline = bench_now_us() +
-                       (int64_t)((a->warmup_s + a->duration_s + W7_READY_S +
-                                  W7_FINISH_S + 30) *
-                                 1e6);
-    if (write_all(runner_in, &rq, sizeof rq) != 0) {
-        snprintf(error, sizeof error, "cannot reach the W7 runner: %s",
-                 strerror(errno));
-        p->error = error;
-        return -1;
-    }
-    if (await_result(&res, deadline, error, sizeof error) != 0) {
+    if (bench_procs_run(&rq, &res, error, sizeof error) != 0) {
         p->error = error;
         return -1;
     }
@@ -848,22 +813,14 @@ int bench_run_w7(const bench_args *a, hilock_client *c, int procs,
         p->error = error;
         return -1;
     }
-    double d = a->duration_s;
-    p->cycles_per_s = (double)res.cycles / d;
-    p->owner_changes_per_s = (double)res.owner_changes / d;
-    p->p50_us = res.p50_us;
-    p->p99_us = res.p99_us;
-    p->max_us = res.max_us;
-    p->violations = res.violations;
+    bench_procs_fill(p, &res, a->duration_s);
+    p->owner_changes_per_s = (double)res.owner_changes / a->duration_s;
     p->per_worker_min = res.per_proc_min;
     p->per_worker_max = res.per_proc_max;
     p->jain = res.jain;
-    p->samples_dropped = res.samples_dropped;
     /* One process never hands the lock to another: its figures are per
      * acquisition. */
     p->handoff_basis = procs == 1 ? "acquisitions" : "owner_changes";
     p->handoffs = procs == 1 ? res.cycles : res.owner_changes;
-    p->scripts = res.scripts;
-    p->server_cpu_us = res.server_cpu_us;
     return 0;
 }

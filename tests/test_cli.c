@@ -703,6 +703,75 @@ static void test_lock_delay(void **state)
     assert_has(out, "lock_delay");
 }
 
+/* hilock revoke asks a running `hilock run`, which passes the request to
+ * its command as the signal --on-request names; a free lock, a holder
+ * that does not listen and bad arguments each have their exit status. */
+static void test_revoke(void **state)
+{
+    fx *f = F(state);
+    char out_path[PATH_CAP], ready[PATH_CAP], script[SCRIPT_CAP];
+    char out[OUT_CAP], log[OUT_CAP];
+    pid_t pid;
+    int rc;
+
+    path_in(f, out_path, sizeof out_path, "revoke.out");
+    path_in(f, ready, sizeof ready, "revoke.ready");
+    unlink(ready);
+    snprintf(script, sizeof script,
+             "trap 'echo got-usr1; kill $!; exit 5' USR1; touch %s; "
+             "sleep 30 & wait",
+             ready);
+    pid = spawn_tool(f, out_path, "run", "--on-request", "usr1", "asked",
+                     "--", "sh", "-c", script, (char *)NULL);
+    wait_for_file(ready);
+    hl_expect_numsub(f->server, "hilock_release_request:{asked}", 1, 1);
+    rc = TOOL(f, out, "revoke", "-r", "disk swap", "asked");
+    if (rc != 0)
+        fail_msg("revoke exited %d:\n%s", rc, out);
+    assert_has(out, "asked: 1 holder heard");
+    rc = hl_wait_exit(pid, widen(10000));
+    hl_file_read(out_path, log, sizeof log);
+    if (rc != 5)
+        fail_msg("the run exited %d, not its command's 5:\n%s", rc, log);
+    assert_has(log, "asked to give up the lock asked (disk swap); sending "
+                    "SIGUSR1");
+    assert_has(log, "got-usr1");
+    assert_free(f, "asked");
+    assert_int_equal(TOOL(f, out, "revoke", "asked"), 66);
+    assert_has(out, "asked is not held");
+
+    /* Held by a run that ignores requests: nobody hears, exit 75. */
+    unlink(ready);
+    snprintf(script, sizeof script, "touch %s; exec sleep 30", ready);
+    pid = spawn_tool(f, out_path, "run", "--on-request", "none", "deaf",
+                     "--", "sh", "-c", script, (char *)NULL);
+    wait_for_file(ready);
+    assert_int_equal(TOOL(f, out, "revoke", "deaf"), 75);
+    assert_has(out, "does not listen for requests");
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(hl_wait_exit(pid, widen(10000)), 128 + SIGTERM);
+
+    /* What either command refuses. */
+    assert_int_equal(TOOL(f, out, "run", "--on-request", "SIGBOGUS", "x",
+                          "--", "true"),
+                     64);
+    assert_has(out, "--on-request takes a signal");
+    assert_int_equal(TOOL(f, out, "run", "--on-request", "TERM",
+                          "--permits", "2", "x", "--", "true"),
+                     64);
+    assert_int_equal(TOOL(f, out, "revoke"), 64);
+    char long_reason[300];
+    memset(long_reason, 'r', sizeof long_reason - 1);
+    long_reason[sizeof long_reason - 1] = '\0';
+    assert_int_equal(TOOL(f, out, "revoke", "--reason", long_reason, "x"),
+                     64);
+    assert_has(out, "at most 256");
+    assert_int_equal(hl_redis_server_cmd(f->server, out, sizeof out, "SET",
+                                         "plain-string", "v", (char *)NULL),
+                     '+');
+    assert_int_equal(TOOL(f, out, "revoke", "plain-string"), 65);
+}
+
 static void test_unreachable(void **state)
 {
     char out[OUT_CAP], refused[64], wrong[96], right[96];
@@ -2465,6 +2534,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_lease_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_max_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock_delay, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_revoke, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unreachable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_usage_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overlong_name, setup, teardown),

@@ -498,10 +498,29 @@ static bool renewed(void *arg)
     return p->st.leases_renewed >= p->want || p->st.leases_lost > 0;
 }
 
+typedef struct shard_probe {
+    hl_redis_server *m;
+    const char *channel;
+} shard_probe;
+
+static bool one_shard_listener(void *arg)
+{
+    shard_probe *p = arg;
+    return hl_fixture_shardnumsub(p->m, p->channel) == 1;
+}
+
+static void on_asked(hilock_lock *lock, uint64_t owner, const char *reason,
+                     size_t len, void *data)
+{
+    (void)lock, (void)owner, (void)reason, (void)len;
+    atomic_fetch_add((atomic_int *)data, 1);
+}
+
 /* CLUSTER FAILOVER on a replica: the old master hands over its slots in
  * step with it.  Commands on the shard keep succeeding (MOVED is
- * followed), the holds were replicated and stay held, and the watchdog
- * renews them on the new master. */
+ * followed), the holds were replicated and stay held, the watchdog
+ * renews them on the new master, and a holder listening for requests to
+ * give its lock up listens there. */
 static void test_manual_failover_keeps_holds(void **state)
 {
     (void)state;
@@ -529,6 +548,16 @@ static void test_manual_failover_keeps_holds(void **state)
                                                  HILOCK_LEASE_WATCHDOG),
                          HILOCK_OK);
     }
+    atomic_int asked = 0;
+    char channel[64];
+    snprintf(channel, sizeof channel, "hilock_release_request:{%s}",
+             names[0]);
+    assert_int_equal(hilock_lock_set_release_request_callback(locks[0],
+                                                              on_asked,
+                                                              &asked),
+                     HILOCK_OK);
+    shard_probe sp = {old, channel};
+    assert_true(hl_wait_until(one_shard_listener, &sp, hl_widen(10000)));
     char key[32];
     key_on(old, "hammer", key, sizeof key);
     hammer h = {.client = c, .key = key};
@@ -569,6 +598,20 @@ static void test_manual_failover_keeps_holds(void **state)
                  h.first_detail);
     assert_true(h.ok > 0);
     assert_int_equal(rp.st.leases_lost, 0);
+    /* The holder's subscription followed its slot to the new master. */
+    sp.m = heir;
+    assert_true(hl_wait_until(one_shard_listener, &sp, hl_widen(15000)));
+    hilock_client *asker_c = client_on(master_of(0), 0, 0);
+    hilock_lock *asker = NULL;
+    assert_int_equal(hilock_lock_create(&asker, asker_c, names[0]),
+                     HILOCK_OK);
+    int64_t heard = 0;
+    assert_int_equal(hilock_lock_request_release(asker, "after", &heard),
+                     HILOCK_OK);
+    assert_int_equal(heard, 1);
+    hl_expect_count(&asked, 1, hl_widen(5000));
+    hilock_lock_destroy(asker);
+    hilock_client_destroy(asker_c);
     for (int i = 0; i < N; i++) {
         assert_false(atomic_load(&lost[i].lost));
         bool gone = true, held = false;

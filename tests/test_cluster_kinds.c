@@ -758,6 +758,113 @@ static void test_fair_order_on_every_master(void **state)
     }
 }
 
+/* Requests to give a lock up, on each master: the holder listens on its
+ * lock's master (sharded), hears the request another client sends, and
+ * stops listening once it released. */
+typedef struct shard_probe {
+    hl_redis_server *m;
+    const char *channel;
+    long long want;
+} shard_probe;
+
+static bool shard_listeners_are(void *arg)
+{
+    shard_probe *p = arg;
+    return hl_fixture_shardnumsub(p->m, p->channel) == p->want;
+}
+
+static void on_asked(hilock_lock *lock, uint64_t owner, const char *reason,
+                     size_t len, void *data)
+{
+    (void)lock, (void)owner;
+    if (len == 4 && memcmp(reason, "move", 4) == 0)
+        atomic_fetch_add((atomic_int *)data, 1);
+}
+
+static void test_release_request_on_every_master(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        hl_redis_server *m = master(i);
+        char name[64], channel[128];
+        name_on(m, "asked", name, sizeof name);
+        current = name;
+        snprintf(channel, sizeof channel, "hilock_release_request:{%s}",
+                 name);
+        hilock_client *a = client(), *b = client();
+        hilock_lock *held = NULL, *asker = NULL;
+        atomic_int heard_move = 0;
+        OK(hilock_lock_create(&held, a, name));
+        OK(hilock_lock_create(&asker, b, name));
+        OK(hilock_lock_set_release_request_callback(held, on_asked,
+                                                    &heard_move));
+        OK(hilock_lock_try_acquire(held, 0, HILOCK_LEASE_WATCHDOG));
+        shard_probe p = {m, channel, 1};
+        assert_true(hl_wait_until(shard_listeners_are, &p, hl_widen(10000)));
+        int64_t heard = 0;
+        OK(hilock_lock_request_release(asker, "move", &heard));
+        assert_int_equal(heard, 1);
+        hl_expect_count(&heard_move, 1, hl_widen(5000));
+        OK(hilock_lock_release(held));
+        p.want = 0;
+        assert_true(hl_wait_until(shard_listeners_are, &p, hl_widen(10000)));
+        OK(hilock_lock_request_release(asker, "move", &heard));
+        assert_int_equal(heard, -1);
+        hilock_lock_destroy(held);
+        hilock_lock_destroy(asker);
+        hilock_client_destroy(a);
+        hilock_client_destroy(b);
+    }
+}
+
+/* A condition on each master: the waiter's line and wake-up channel are
+ * in its lock's slot (sharded), and a signal from another client wakes
+ * it holding the lock again. */
+static void on_cond_waited(hilock_cond *cond, int status, uint64_t token,
+                           void *data)
+{
+    (void)cond, (void)token;
+    atomic_store((atomic_int *)data, status == HILOCK_OK ? 1 : -1);
+}
+
+static void test_cond_on_every_master(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        hl_redis_server *m = master(i);
+        char name[64], line[128];
+        name_on(m, "cv", name, sizeof name);
+        current = name;
+        snprintf(line, sizeof line, "hilock_cond_line:{%s}:ready", name);
+        hilock_client *a = client(), *b = client();
+        hilock_lock *la = NULL, *lb = NULL;
+        hilock_cond *ca = NULL, *cb = NULL;
+        OK(hilock_lock_create(&la, a, name));
+        OK(hilock_lock_create(&lb, b, name));
+        OK(hilock_cond_create(&ca, la, "ready"));
+        OK(hilock_cond_create(&cb, lb, "ready"));
+        OK(hilock_lock_acquire_as(la, 21, 0, HILOCK_LEASE_WATCHDOG, 0, NULL));
+        atomic_int woke = 0;
+        OK(hilock_cond_wait_async(ca, 21, HILOCK_WAIT_FOREVER, on_cond_waited,
+                                  &woke, NULL));
+        llen_probe p = {m, line, 1};
+        assert_true(hl_wait_until(llen_reached, &p, hl_widen(10000)));
+        assert_int_equal(on_master_int(m, "EXISTS", name), 0);
+        int64_t woken = 0;
+        OK(hilock_cond_signal(cb, &woken));
+        assert_int_equal(woken, 1);
+        hl_expect_count(&woke, 1, hl_widen(10000));
+        assert_int_equal(on_master_int(m, "EXISTS", name), 1);
+        OK(hilock_lock_release_as(la, 21));
+        hilock_cond_destroy(ca);
+        hilock_cond_destroy(cb);
+        hilock_lock_destroy(la);
+        hilock_lock_destroy(lb);
+        hilock_client_destroy(a);
+        hilock_client_destroy(b);
+    }
+}
+
 static void expect_mode(hl_redis_server *m, const char *name,
                         const char *mode)
 {
@@ -1251,6 +1358,8 @@ int main(void)
         cmocka_unit_test(test_lock_delay_on_every_master),
         cmocka_unit_test(test_multilock_across_masters),
         cmocka_unit_test(test_segments_spread_over_masters),
+        cmocka_unit_test(test_release_request_on_every_master),
+        cmocka_unit_test(test_cond_on_every_master),
         cmocka_unit_test(test_cli_on_every_master),
         cmocka_unit_test(test_redlock_with_a_cluster_member),
     };

@@ -41,6 +41,7 @@ static const hl_script_def *const *const def_lists[] = {
     hl_semaphore_script_defs,
     hl_latch_script_defs,
     hl_kindkit_script_defs,
+    hl_cond_script_defs,
     loose_defs};
 
 #define NLISTS (sizeof def_lists / sizeof def_lists[0])

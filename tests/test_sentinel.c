@@ -409,8 +409,37 @@ static bool subscribed(void *arg)
 
 /* kill -9 of the master while a lock is held and waited for: the
  * sentinels promote a replica, both clients follow, the hold is still
- * there, and the waiter, subscribed again on the new master, wakes at
- * the release rather than at the end of the holder's lease. */
+ * there, the waiter, subscribed again on the new master, wakes at the
+ * release rather than at the end of the holder's lease, the holder
+ * hears requests to give the lock up there, and a condition's waiter,
+ * in line before the kill, is woken by a signal sent after it. */
+static void on_asked(hilock_lock *lock, uint64_t owner, const char *reason,
+                     size_t len, void *data)
+{
+    (void)lock, (void)owner, (void)reason, (void)len;
+    atomic_fetch_add((atomic_int *)data, 1);
+}
+
+static void on_cond_waited(hilock_cond *cond, int status, uint64_t token,
+                           void *data)
+{
+    (void)cond, (void)token;
+    atomic_store((atomic_int *)data, status == HILOCK_OK ? 1 : -status);
+}
+
+typedef struct llen_probe {
+    hl_redis_server *node;
+    const char *key;
+} llen_probe;
+
+static bool one_in_line(void *arg)
+{
+    llen_probe *p = arg;
+    return hl_redis_server_cmd(p->node, reply, sizeof reply, "LLEN", p->key,
+                               (char *)NULL) == ':' &&
+           strcmp(reply, ":1\r\n") == 0;
+}
+
 static void test_master_killed(void **state)
 {
     (void)state;
@@ -425,7 +454,28 @@ static void test_master_killed(void **state)
                      HILOCK_OK);
     assert_int_equal(hilock_lock_create(&wanted, other, "killed-lock"),
                      HILOCK_OK);
+    atomic_int asked = 0;
+    assert_int_equal(hilock_lock_set_release_request_callback(held, on_asked,
+                                                              &asked),
+                     HILOCK_OK);
     assert_int_equal(hilock_lock_acquire(held), HILOCK_OK);
+    hilock_lock *cv_lock = NULL, *cv_signaller = NULL;
+    hilock_cond *cv = NULL, *cv_other = NULL;
+    assert_int_equal(hilock_lock_create(&cv_lock, c, "killed-cv"), HILOCK_OK);
+    assert_int_equal(hilock_lock_create(&cv_signaller, other, "killed-cv"),
+                     HILOCK_OK);
+    assert_int_equal(hilock_cond_create(&cv, cv_lock, "go"), HILOCK_OK);
+    assert_int_equal(hilock_cond_create(&cv_other, cv_signaller, "go"),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_acquire_as(cv_lock, 31, 0,
+                                            HILOCK_LEASE_WATCHDOG, 0, NULL),
+                     HILOCK_OK);
+    atomic_int cv_woke = 0;
+    assert_int_equal(hilock_cond_wait_async(cv, 31, HILOCK_WAIT_FOREVER,
+                                            on_cond_waited, &cv_woke, NULL),
+                     HILOCK_OK);
+    llen_probe in_line = {master, "hilock_cond_line:{killed-cv}:go"};
+    assert_true(hl_wait_until(one_in_line, &in_line, 10000));
     waiter w = {.lock = wanted};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
@@ -463,6 +513,30 @@ static void test_master_killed(void **state)
     listener on_now = {now, "redisson_lock__channel:{killed-lock}"};
     assert_true(hl_wait_until(subscribed, &on_now, 10000));
     assert_false(atomic_load(&w.done));
+    listener asks_now = {now, "hilock_release_request:{killed-lock}"};
+    assert_true(hl_wait_until(subscribed, &asks_now, 10000));
+    hilock_lock *asker = NULL;
+    assert_int_equal(hilock_lock_create(&asker, other, "killed-lock"),
+                     HILOCK_OK);
+    int64_t heard = 0;
+    assert_int_equal(hilock_lock_request_release(asker, "failed over",
+                                                 &heard),
+                     HILOCK_OK);
+    assert_int_equal(heard, 1);
+    hl_expect_count(&asked, 1, hl_widen(5000));
+    hilock_lock_destroy(asker);
+    /* The waiter's place came over with the replicas. */
+    in_line.node = now;
+    assert_true(hl_wait_until(one_in_line, &in_line, 10000));
+    int64_t woken = 0;
+    assert_int_equal(hilock_cond_signal(cv_other, &woken), HILOCK_OK);
+    assert_int_equal(woken, 1);
+    hl_expect_count(&cv_woke, 1, hl_widen(10000));
+    assert_int_equal(hilock_lock_release_as(cv_lock, 31), HILOCK_OK);
+    hilock_cond_destroy(cv);
+    hilock_cond_destroy(cv_other);
+    hilock_lock_destroy(cv_lock);
+    hilock_lock_destroy(cv_signaller);
     int64_t released_at = hl_now_ms();
     assert_int_equal(hilock_lock_release(held), HILOCK_OK);
     assert_true(hl_wait_flag(&w.done, 30000));

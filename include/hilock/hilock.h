@@ -4,6 +4,7 @@
 
 #include "alloc.h"
 #include "client.h"
+#include "cond.h"
 #include "error.h"
 #include "events.h"
 #include "export.h"

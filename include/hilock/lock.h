@@ -459,6 +459,64 @@ HILOCK_API int hilock_lock_set_lost_callback(hilock_lock *lock,
                                              hilock_lost_cb *cb,
                                              void *user_data);
 
+/* ---- asking a holder to give the lock up ---------------------------------
+ *
+ * Any client may ask whoever holds a lock to release it; nothing is taken
+ * by force.  The holder hears the request through a callback of its own
+ * and decides: release at once, finish first, or refuse.  A request is a
+ * message, not a record: a holder that does not listen at the moment it
+ * is sent (no callback set, a client of another library, a connection
+ * being made again) never hears it, and the asker is told how many
+ * listened.  Every kind of lock: reentrant, fair, and both sides of a
+ * read-write lock, whose readers and writer are asked alike. */
+
+/* The longest reason a request carries, in bytes. */
+#define HILOCK_REQUEST_REASON_MAX 256
+
+/* Called on the loop thread once for each owner of this handle that
+ * holds the lock when a request arrives, with the asker's reason (not
+ * NUL-terminated; reason_len may be 0).  The callback may release
+ * (hilock_lock_release_async), or do nothing. */
+typedef void hilock_release_request_cb(hilock_lock *lock, uint64_t owner,
+                                       const char *reason, size_t reason_len,
+                                       void *user_data);
+
+/* Listen for requests to give this lock up while the handle holds it (from
+ * each grant until its last hold is released or lost, the client
+ * subscribes to the lock's request channel); NULL stops listening.  Any
+ * thread, with the waiting rules of hilock_lock_set_lost_callback.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  NULL lock
+ * @return HILOCK_ECLOSED the lock or its client is closed
+ * @return HILOCK_ENOMEM  only on the loop thread of another client:
+ *                        nothing was changed */
+HILOCK_API int hilock_lock_set_release_request_callback(
+    hilock_lock *lock, hilock_release_request_cb *cb, void *user_data);
+
+/* Ask whoever holds the lock to give it up, with a reason for its
+ * callback (NULL: none).  *heard (may be NULL) is the number of the
+ * holders' clients that listened, 0 when the holder does not listen, or
+ * -1 when nobody holds the lock.  Blocks; not on the loop thread.
+ * @return HILOCK_OK
+ * @return HILOCK_EINVAL  NULL lock, or a reason over
+ *                        HILOCK_REQUEST_REASON_MAX bytes
+ * @return HILOCK_EPERM   the server's ACL refused the PUBLISH (the
+ *                        detail quotes it)
+ * @return HILOCK_EREDIS  the name holds another type of value
+ * and the connection errors of the sync API above. */
+HILOCK_API int hilock_lock_request_release(hilock_lock *lock,
+                                           const char *reason,
+                                           int64_t *heard);
+
+/* As hilock_lock_request_release, with *heard as cb's value.  Any thread;
+ * never blocks.  Returns as hilock_lock_release_async, plus
+ * HILOCK_EINVAL for the arguments above; the callback's statuses are
+ * those of hilock_lock_request_release, plus HILOCK_ECANCELED. */
+HILOCK_API int hilock_lock_request_release_async(hilock_lock *lock,
+                                                 const char *reason,
+                                                 hilock_lock_cb *cb,
+                                                 void *user_data);
+
 /* Whether owner's lease on this lock was lost (until that owner releases
  * or acquires again; older holds found lost by a reentrant acquire until
  * the release that is theirs).  Loop thread only: elsewhere it cannot

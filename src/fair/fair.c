@@ -31,6 +31,7 @@
 #include "core/engine/lock_handle.h"
 #include "core/transport/resp.h"
 #include "hilock/fair.h"
+#include "kindkit/cond_lua.h"
 #include "kindkit/kind_mark.h"
 #include "kindkit/kindkit.h"
 #include "kindkit/script_registry.h"
@@ -195,6 +196,19 @@ static const char release_delayed_lua[] = RELEASE_LUA(
     "             tonumber(ARGV[1]) + tonumber(ARGV[3]))\n",
     "redis.call('del', KEYS[1], KEYS[6])\n");
 
+/* The releases into a condition's line: KEYS and ARGV of release_lua or
+ * release_delayed_lua, then KEYS the condition's line and alive, ARGV the
+ * waiter's id and waiter timeout (kindkit/cond_lua.h). */
+static const char release_into_cond_lua[] =
+    HL_LUA_COND_ENTER("6", "7", "3", "4")
+        RELEASE_LUA("", "redis.call('del', KEYS[1])\n");
+
+static const char release_into_cond_delayed_lua[] =
+    HL_LUA_COND_ENTER("7", "8", "4", "5") RELEASE_LUA(
+        "  redis.call('set', KEYS[6], ARGV[3], 'px',\n"
+        "             tonumber(ARGV[1]) + tonumber(ARGV[3]))\n",
+        "redis.call('del', KEYS[1], KEYS[6])\n");
+
 /* KEYS: name, queue, timeouts, channel base, our places.  ARGV: field.  A
  * waiter gives its place up; if it was next, the one behind it is woken.
  * The places behind keep their time, unlike in Redisson's give-up: a
@@ -267,6 +281,7 @@ static const char status_lua[] =
     "return {redis.call('pttl', KEYS[1]), all, w, -1, seen,\n"
     "        redis.call('pttl', KEYS[5])}\n";
 
+static hl_script release_into_cond_script, release_into_cond_delayed_script;
 static hl_script acquire_script, release_script, release_delayed_script,
     leave_script, force_script,
     reconcile_script, status_script;
@@ -300,6 +315,20 @@ static const hl_script_def release_delayed_def = {
     HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_LOCK_DELAY),
 };
 
+static const hl_script_def release_into_cond_def = {
+    .what = "fair release into a condition",
+    .body = release_into_cond_lua,
+    .script = &release_into_cond_script,
+    HL_DEF_KEYS(FAIR_KEYS, hl_key_given, hl_key_given),
+};
+
+static const hl_script_def release_into_cond_delayed_def = {
+    .what = "fair release with a lock delay into a condition",
+    .body = release_into_cond_delayed_lua,
+    .script = &release_into_cond_delayed_script,
+    HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_LOCK_DELAY, hl_key_given, hl_key_given),
+};
+
 static const hl_script_def leave_def = {
     .what = "fair leave",
     .body = leave_lua,
@@ -330,8 +359,10 @@ static const hl_script_def status_def = {
 };
 
 const hl_script_def *const hl_fair_script_defs[] = {
-    &acquire_def, &release_def,   &release_delayed_def, &leave_def,
-    &force_def,   &reconcile_def, &status_def,          NULL};
+    &acquire_def,   &release_def,   &release_delayed_def,
+    &leave_def,     &force_def,     &reconcile_def,
+    &status_def,    &release_into_cond_def,
+    &release_into_cond_delayed_def, NULL};
 
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
@@ -368,6 +399,34 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
     return hl_run_lock_def(lock,
                            delay_ms > 0 ? &release_delayed_def : &release_def,
                            delay_ms > 0 ? 3 : 2, args, lens, fn, data);
+}
+
+static int release_into_cond(hilock_lock *lock, const char *field,
+                             size_t field_len, int64_t lease_ms,
+                             const hl_cond_entry *e, hl_request_fn *fn,
+                             void *data)
+{
+    /* As release(), with the waiter's two arguments after the delay when
+     * the client has one (its release then deletes the delay key). */
+    char lease[24], delay[24], wt[24];
+    int64_t delay_ms = hl_lock_delay_ms(lock);
+    int n = 2;
+    const char *args[5] = {lease, field};
+    size_t lens[5] = {hl_i64_dec(lease, lease_ms), field_len};
+    if (delay_ms > 0) {
+        args[n] = delay;
+        lens[n++] = hl_i64_dec(delay, delay_ms);
+    }
+    args[n] = e->id;
+    lens[n++] = e->id_len;
+    args[n] = wt;
+    lens[n++] = hl_i64_dec(wt, e->waiter_timeout_ms);
+    const char *given[] = {e->line, e->alive};
+    size_t given_lens[] = {e->line_len, e->alive_len};
+    return hl_run_def(lock,
+                      delay_ms > 0 ? &release_into_cond_delayed_def
+                                   : &release_into_cond_def,
+                      2, given, given_lens, n, args, lens, fn, data);
 }
 
 static int leave(hilock_lock *lock, const char *field, size_t field_len)
@@ -427,6 +486,9 @@ static const hl_kind fair_kind = {
     .parse_query = hl_hash_parse_query,
     .status = status,
     .parse_status = parse_status,
+    .request_channel = hl_release_request_channel,
+    .request_release = hl_release_request_send,
+    .release_into_cond = release_into_cond,
 };
 
 static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
@@ -434,7 +496,7 @@ static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
 static void init_scripts(void)
 {
     hl_script_defs_init(hl_fair_script_defs);
-    hl_hash_renew_init();
+    hl_kindkit_scripts_init();
 }
 
 int hilock_fair_lock_create_n(hilock_lock **out, hilock_client *client,

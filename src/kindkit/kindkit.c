@@ -68,9 +68,6 @@ const hl_script_def hl_hash_renew_delayed_def = {
     .batch = true,
 };
 
-const hl_script_def *const hl_kindkit_script_defs[] = {
-    &hl_hash_renew_def, &hl_hash_renew_delayed_def, NULL};
-
 int hl_lock_delay_key(const char *name, size_t name_len, hl_aux_name *out)
 {
     return hl_layout_key(out, HL_LAYOUT_LOCK_DELAY, name, name_len, NULL,
@@ -78,12 +75,33 @@ int hl_lock_delay_key(const char *name, size_t name_len, hl_aux_name *out)
                ? 0
                : HILOCK_ENOMEM;
 }
+/* KEYS: name, request channel.  ARGV: the reason.  Only when anyone
+ * holds the lock, so that the asker learns a lock is free from the same
+ * answer that says how many holders heard. */
+static const char request_release_lua[] =
+    "if redis.call('exists', KEYS[1]) == 0 then return {0, 0} end\n"
+    "local n = redis.pcall('publish', KEYS[2], ARGV[1])\n"
+    "if type(n) == 'table' and n.err then return {1, 0, n.err} end\n"
+    "return {1, n}\n";
+
+static hl_script request_release;
+
+static const hl_script_def request_release_def = {
+    .what = "request to give a lock up",
+    .body = request_release_lua,
+    .script = &request_release,
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_RELEASE_REQUEST),
+};
+
+const hl_script_def *const hl_kindkit_script_defs[] = {
+    &hl_hash_renew_def, &hl_hash_renew_delayed_def, &request_release_def,
+    NULL};
 
 static pthread_once_t renew_once = PTHREAD_ONCE_INIT;
 
 static void init_renew(void) { hl_script_defs_init(hl_kindkit_script_defs); }
 
-void hl_hash_renew_init(void) { pthread_once(&renew_once, init_renew); }
+void hl_kindkit_scripts_init(void) { pthread_once(&renew_once, init_renew); }
 
 bool hl_reply_i64(const hilock_reply *r, int64_t *out)
 {
@@ -177,6 +195,21 @@ int hl_lock_keys(const hilock_lock *lock, int n, const char *const *prefixes,
         }
     }
     return 0;
+}
+
+int hl_release_request_channel(const hilock_lock *lock, hl_aux_name *out)
+{
+    static const char *const prefix[] = {HL_LAYOUT_RELEASE_REQUEST};
+    return hl_lock_keys(lock, 1, prefix, out);
+}
+
+int hl_release_request_send(hilock_lock *lock, const char *reason,
+                            size_t reason_len, hl_request_fn *fn, void *data)
+{
+    const char *args[] = {reason};
+    size_t lens[] = {reason_len};
+    return hl_run_lock_def(lock, &request_release_def, 1, args, lens, fn,
+                           data);
 }
 
 int hl_check_name_slot(const hilock_lock *lock)

@@ -142,11 +142,12 @@
     "end\n"
 
 /* KEYS: names.  ARGV: lease ms, then one field per name.  Renews each
- * lock whose hash still holds the field; replies 1/0 per lock.  Ready
- * once hl_hash_renew_init() has run (any thread, any number of times). */
+ * lock whose hash still holds the field; replies 1/0 per lock. */
 extern hl_script hl_hash_renew;
 extern const hl_script_def hl_hash_renew_def;
-void hl_hash_renew_init(void);
+/* Make kindkit's scripts ready (any thread, any number of times): every
+ * kind that runs one calls it once. */
+void hl_kindkit_scripts_init(void);
 
 /* The same for holders whose client sets a lock delay (hl_kind's
  * renew_delayed): KEYS in pairs, a name and its delay key; ARGV: lease
@@ -191,6 +192,12 @@ int hl_run_def(hilock_lock *lock, const hl_script_def *def, int ngiven,
 int hl_run_lock_def(hilock_lock *lock, const hl_script_def *def, int nargs,
                     const char *const *args, const size_t *arg_lens,
                     hl_request_fn *fn, void *data);
+
+/* A lock's request channel and request (hl_kind.request_channel and
+ * request_release), the same for every kind that has them. */
+int hl_release_request_channel(const hilock_lock *lock, hl_aux_name *out);
+int hl_release_request_send(hilock_lock *lock, const char *reason,
+                            size_t reason_len, hl_request_fn *fn, void *data);
 
 /* Before an acquire: HILOCK_OK, or HILOCK_EINVAL (with the detail set)
  * on a cluster for a name whose keys cannot share its slot (see

@@ -14,5 +14,7 @@ extern const hl_script_def *const hl_semaphore_script_defs[];
 extern const hl_script_def *const hl_latch_script_defs[];
 /* The scripts kindkit runs for several kinds (the hash kinds' renewal). */
 extern const hl_script_def *const hl_kindkit_script_defs[];
+/* A condition's signal, poll and leave (src/cond). */
+extern const hl_script_def *const hl_cond_script_defs[];
 
 #endif

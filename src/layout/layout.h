@@ -109,6 +109,15 @@
 #define HL_LAYOUT_KIND_SEMAPHORE "semaphore"
 #define HL_LAYOUT_KIND_LATCH "latch"
 #define HL_LAYOUT_KIND_AFTER_S "86400"
+/* Ours: the channel "hilock_release_request:{NAME}", where a lock's
+ * holders that take requests to give it up listen while they hold it. */
+#define HL_LAYOUT_RELEASE_REQUEST "hilock_release_request"
+/* Ours: a condition's keys and channels (kindkit/cond_lua.h), under the
+ * name of the lock it is bound to, with the condition's name as tail. */
+#define HL_LAYOUT_COND_LINE "hilock_cond_line"
+#define HL_LAYOUT_COND_ALIVE "hilock_cond_alive"
+#define HL_LAYOUT_COND_SIGNALED "hilock_cond_signaled"
+#define HL_LAYOUT_COND_WAKE "hilock_cond_wake"
 
 /* Redisson's default thread wait time: each place in its fair line is the
  * one before it plus this, and each grant takes this off every place. */

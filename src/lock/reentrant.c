@@ -55,6 +55,7 @@
 
 #include "core/engine/lock_handle.h"
 #include "core/transport/resp.h"
+#include "kindkit/cond_lua.h"
 #include "kindkit/kindkit.h"
 #include "kindkit/line_lua.h"
 #include "kindkit/script_registry.h"
@@ -264,6 +265,23 @@ static const char release_delayed_lua[] = RELEASE_LUA(
                  "      redis.call('set', KEYS[8], d, 'px', ms + tonumber(d))\n"
                  "    end\n"));
 
+/* The releases into a condition's line: KEYS and ARGV of release_lua or
+ * release_delayed_lua, then KEYS the condition's line and alive, ARGV the
+ * waiter's id and waiter timeout (kindkit/cond_lua.h). */
+static const char release_into_cond_lua[] =
+    HL_LUA_COND_ENTER("8", "9", "6", "7") RELEASE_LUA(
+        "", "redis.call('del', KEYS[1])\n", HAND_TO_WISH(WISH_PLAIN, ""));
+
+static const char release_into_cond_delayed_lua[] =
+    HL_LUA_COND_ENTER("9", "10", "7", "8") RELEASE_LUA(
+        "  redis.call('set', KEYS[8], ARGV[6], 'px',\n"
+        "             tonumber(ARGV[1]) + tonumber(ARGV[6]))\n",
+        "redis.call('del', KEYS[1], KEYS[8])\n",
+        HAND_TO_WISH(WISH_ANY,
+                     "    if d ~= '' then\n"
+                     "      redis.call('set', KEYS[8], d, 'px', ms + tonumber(d))\n"
+                     "    end\n"));
+
 /* KEYS: name, channel, line, alive, next, wake base.  ARGV: "1" on a
  * cluster or "0".  Replies 1 when deleted.  A lock delay stays: the
  * holder did not let go, and may still think it holds the lock. */
@@ -367,6 +385,7 @@ static const char status_lua[] =
 _Static_assert(HILOCK_CLIENT_ID_LEN == 36,
                "HL_LAYOUT_CLIENT_ID_LEN_TEXT counts client ids so");
 
+static hl_script release_into_cond_script, release_into_cond_delayed_script;
 static hl_script acquire_script, acquire_wish_script, release_script,
     release_delayed_script,
     force_script, leave_script, withdraw_script, reconcile_script,
@@ -407,6 +426,23 @@ static const hl_script_def release_delayed_def = {
     .script = &release_delayed_script,
     HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, LINE_WAKE_KEYS,
                 HL_LAYOUT_LOCK_WANT, HL_LAYOUT_LOCK_DELAY),
+};
+
+static const hl_script_def release_into_cond_def = {
+    .what = "reentrant release into a condition",
+    .body = release_into_cond_lua,
+    .script = &release_into_cond_script,
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, LINE_WAKE_KEYS,
+                HL_LAYOUT_LOCK_WANT, hl_key_given, hl_key_given),
+};
+
+static const hl_script_def release_into_cond_delayed_def = {
+    .what = "reentrant release with a lock delay into a condition",
+    .body = release_into_cond_delayed_lua,
+    .script = &release_into_cond_delayed_script,
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, LINE_WAKE_KEYS,
+                HL_LAYOUT_LOCK_WANT, HL_LAYOUT_LOCK_DELAY, hl_key_given,
+                hl_key_given),
 };
 
 static const hl_script_def force_def = {
@@ -451,7 +487,7 @@ const hl_script_def *const hl_reentrant_script_defs[] = {
     &acquire_def,  &acquire_wish_def, &release_def, &release_delayed_def,
     &force_def,
     &leave_def,    &withdraw_def,     &reconcile_def, &status_def,
-    NULL};
+    &release_into_cond_def, &release_into_cond_delayed_def, NULL};
 
 /* The kind's channel is the client's own: "hilock_lock_wake:{NAME}:<id>". */
 static int client_channel(const hilock_lock *lock, const char *field,
@@ -517,6 +553,39 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
                            delay_ms > 0 ? &release_delayed_def : &release_def,
                            delay_ms > 0 ? 6 : 5, args,
                            lens, fn, data);
+}
+
+static int release_into_cond(hilock_lock *lock, const char *field,
+                             size_t field_len, int64_t lease_ms,
+                             const hl_cond_entry *e, hl_request_fn *fn,
+                             void *data)
+{
+    /* As release(), with the waiter's two arguments after the delay when
+     * the client has one (its release then deletes the delay key). */
+    char lease[24], wait[24], delay[24], wt[24];
+    int64_t delay_ms = hl_lock_delay_ms(lock);
+    int n = 5;
+    const char *args[8] = {lease, field, hl_lock_on_cluster(lock) ? "1" : "0",
+                           wait, hl_lock_writes_plain(lock) ? "1" : "0"};
+    size_t lens[8] = {hl_i64_dec(lease, lease_ms), field_len, 1,
+                      hl_i64_dec(wait, hl_lock_others_wait(lock, NULL, NULL)
+                                           ? hl_lock_waiter_timeout_ms(lock)
+                                           : 0),
+                      1};
+    if (delay_ms > 0) {
+        args[n] = delay;
+        lens[n++] = hl_i64_dec(delay, delay_ms);
+    }
+    args[n] = e->id;
+    lens[n++] = e->id_len;
+    args[n] = wt;
+    lens[n++] = hl_i64_dec(wt, e->waiter_timeout_ms);
+    const char *given[] = {e->line, e->alive};
+    size_t given_lens[] = {e->line_len, e->alive_len};
+    return hl_run_def(lock,
+                      delay_ms > 0 ? &release_into_cond_delayed_def
+                                   : &release_into_cond_def,
+                      2, given, given_lens, n, args, lens, fn, data);
 }
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
@@ -592,6 +661,9 @@ static const hl_kind reentrant_kind = {
     .parse_query = hl_hash_parse_query,
     .status = status,
     .parse_status = parse_status,
+    .request_channel = hl_release_request_channel,
+    .request_release = hl_release_request_send,
+    .release_into_cond = release_into_cond,
 };
 
 static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
@@ -599,7 +671,7 @@ static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
 static void init_scripts(void)
 {
     hl_script_defs_init(hl_reentrant_script_defs);
-    hl_hash_renew_init();
+    hl_kindkit_scripts_init();
 }
 
 int hilock_lock_create_n(hilock_lock **out, hilock_client *client,

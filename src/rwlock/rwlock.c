@@ -670,6 +670,8 @@ static const hl_kind read_kind = {
     .parse_query = hl_hash_parse_query,
     .status = status,
     .parse_status = parse_status,
+    .request_channel = hl_release_request_channel,
+    .request_release = hl_release_request_send,
 };
 
 /* Not queue_locally: an owner may hold the lock through a read handle,
@@ -697,6 +699,8 @@ static const hl_kind write_kind = {
     .parse_query = hl_hash_parse_query,
     .status = status,
     .parse_status = parse_status,
+    .request_channel = hl_release_request_channel,
+    .request_release = hl_release_request_send,
 };
 
 static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
@@ -704,6 +708,7 @@ static pthread_once_t scripts_once = PTHREAD_ONCE_INIT;
 static void init_scripts(void)
 {
     hl_script_defs_init(hl_rwlock_script_defs);
+    hl_kindkit_scripts_init();
 }
 
 int hilock_read_lock_create_n(hilock_lock **out, hilock_client *client,

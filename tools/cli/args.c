@@ -1,8 +1,10 @@
 /* Reading the command line: options in their long and short forms,
  * numbers and durations. */
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 
@@ -85,4 +87,27 @@ bool cli_flag(const char *arg, const char *opt, const char *short_opt)
 bool cli_wants_help(const char *arg)
 {
     return cli_flag(arg, "--help", "-h");
+}
+
+bool cli_parse_signal(const char *s, int *out)
+{
+    static const struct {
+        const char *name;
+        int sig;
+    } names[] = {{"none", 0},       {"TERM", SIGTERM}, {"INT", SIGINT},
+                 {"HUP", SIGHUP},   {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},
+                 {"USR2", SIGUSR2}, {"KILL", SIGKILL}};
+    const char *bare = strncasecmp(s, "SIG", 3) == 0 ? s + 3 : s;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strcasecmp(bare, names[i].name) == 0 &&
+            (names[i].sig != 0 || bare == s)) {
+            *out = names[i].sig;
+            return true;
+        }
+    }
+    long long n;
+    if (!cli_parse_ms(s, false, NSIG - 1, &n))
+        return false;
+    *out = (int)n;
+    return true;
 }

@@ -50,6 +50,15 @@ typedef struct cli_kind {
 
 /* The kind called name, or NULL. */
 const cli_kind *cli_kind_find(const char *name);
+/* 0 when name can be a lock's name, else the usage error of command. */
+int cli_check_name(const char *command, const char *name);
+/* Connect, and make a handle on the lock name of kind (NULL: the kind
+ * the server shows, see cli_detect_kind, which refuses a name holding
+ * something that is no lock): 0 with both set, or the exit status after
+ * printing why. */
+int cli_open_lock(const cli_globals *g, const char *name,
+                  const cli_kind *kind, hilock_client **client,
+                  hilock_lock **lock);
 /* The names of every kind, separated by '|', for messages. */
 const char *cli_kind_names(void);
 /* The kind of the lock at name as the server shows it (as `status` tells
@@ -90,6 +99,9 @@ typedef struct cli_runlock {
 void cli_run_acquired(cli_run_state *st, int status, uint64_t token,
                       const char *detail);
 void cli_run_lost(cli_run_state *st, const char *why);
+/* Somebody asked the holder to give the lock up, with reason (len bytes,
+ * not NUL-terminated). */
+void cli_run_asked(cli_run_state *st, const char *reason, size_t len);
 
 /* Connect to the masters of --redlock and make the RedLock lock `name`.
  * Returns 0, or the exit status after printing why. */
@@ -152,6 +164,9 @@ const char *cli_option_value(int argc, char **argv, int *i, const char *opt,
 bool cli_flag(const char *arg, const char *opt, const char *short_opt);
 /* Whether arg asks for help: --help or -h. */
 bool cli_wants_help(const char *arg);
+/* A signal by name, with or without SIG (TERM, INT, HUP, QUIT, USR1,
+ * USR2, KILL; any case), or by number (1..NSIG-1); "none" gives 0. */
+bool cli_parse_signal(const char *s, int *out);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t cli_now_ms(void);
@@ -244,6 +259,8 @@ int cli_read_status(hilock_client *client, const char *name,
                     hilock_lock_status **out);
 int cli_status(const cli_globals *g, int argc, char **argv);
 int cli_unlock(const cli_globals *g, int argc, char **argv);
+/* hilock revoke [OPTIONS] NAME (revoke.c): 0 or an exit status. */
+int cli_revoke(const cli_globals *g, int argc, char **argv);
 /* ---- the names on a server or cluster (scan.c) ----------------------- */
 
 /* At most this many names are listed; more are counted. */

@@ -1,4 +1,5 @@
 /* The lock kinds the command line can name. */
+#include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
@@ -23,4 +24,43 @@ const char *cli_kind_names(void)
     /* Kept by hand next to the table: a static string needs no memory
      * management in the error paths that print it. */
     return "reentrant, fair, read, write";
+}
+
+int cli_check_name(const char *command, const char *name)
+{
+    if (name == NULL || name[0] == '\0')
+        return cli_usage_error(command, "missing lock NAME", NULL);
+    if (strlen(name) > HILOCK_MAX_NAME_LEN) {
+        char why[96];
+        snprintf(why, sizeof why, "the lock name is %zu bytes; at most %d "
+                 "are allowed", strlen(name), HILOCK_MAX_NAME_LEN);
+        return cli_usage_error(command, why, NULL);
+    }
+    return 0;
+}
+
+int cli_open_lock(const cli_globals *g, const char *name,
+                  const cli_kind *kind, hilock_client **client,
+                  hilock_lock **lock)
+{
+    int rc = cli_open(g, client);
+    if (rc != 0)
+        return rc;
+    /* Reading the lock as status does refuses a name that holds some
+     * other value (a typo must not cost someone their data), and tells
+     * the kind. */
+    const cli_kind *found = cli_detect_kind(*client, name, &rc);
+    if (found == NULL) {
+        hilock_client_destroy(*client);
+        return rc;
+    }
+    if (kind == NULL)
+        kind = found;
+    rc = kind->create(lock, *client, name, strlen(name));
+    if (rc != HILOCK_OK) {
+        rc = cli_failed(name, rc, NULL);
+        hilock_client_destroy(*client);
+        return rc;
+    }
+    return 0;
 }

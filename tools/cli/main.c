@@ -198,6 +198,8 @@ int main(int argc, char **argv)
         return cli_stats(&g, argc - i, argv + i);
     if (strcmp(cmd, "unlock") == 0)
         return cli_unlock(&g, argc - i, argv + i);
+    if (strcmp(cmd, "revoke") == 0)
+        return cli_revoke(&g, argc - i, argv + i);
     if (strcmp(cmd, "demo") == 0)
         return cli_demo(&g, argc - i, argv + i);
     if (strcmp(cmd, "latch") == 0)

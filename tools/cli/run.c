@@ -68,6 +68,13 @@ struct cli_run_state {
     char acquire_detail[1024]; /* room for a line per RedLock master */
     atomic_bool lost;
     char lost_why[256]; /* written before lost is set; may be "" */
+    /* Requests to give the lock up: the signal they become (0: none is
+     * listened for), how many came, and the last one's reason, under
+     * asked_mutex, since requests come on the library's thread. */
+    int request_sig;
+    atomic_int asked;
+    pthread_mutex_t asked_mutex;
+    char asked_reason[HILOCK_REQUEST_REASON_MAX + 1];
 };
 typedef cli_run_state run_state;
 
@@ -101,6 +108,23 @@ void cli_run_acquired(cli_run_state *st, int status, uint64_t token,
              : detail != NULL    ? detail
                                  : hilock_last_error());
     atomic_store(&st->acquire_done, true);
+    wake();
+}
+
+void cli_run_asked(cli_run_state *st, const char *reason, size_t len)
+{
+    /* Anyone may ask, so the reason reaches the terminal with no byte
+     * that could drive it. */
+    pthread_mutex_lock(&st->asked_mutex);
+    size_t n = len < sizeof st->asked_reason ? len
+                                             : sizeof st->asked_reason - 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)reason[i];
+        st->asked_reason[i] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+    }
+    st->asked_reason[n] = '\0';
+    pthread_mutex_unlock(&st->asked_mutex);
+    atomic_fetch_add(&st->asked, 1);
     wake();
 }
 
@@ -160,6 +184,14 @@ static void single_lost(hilock_lock *lock, uint64_t owner, void *user_data)
     cli_run_lost(user_data, hilock_last_error());
 }
 
+static void single_asked(hilock_lock *lock, uint64_t owner,
+                         const char *reason, size_t len, void *user_data)
+{
+    (void)lock;
+    (void)owner;
+    cli_run_asked(user_data, reason, len);
+}
+
 static bool single_reachable(void *impl)
 {
     return hilock_client_is_connected(((single_lock *)impl)->client) == 1;
@@ -171,6 +203,9 @@ static int single_acquire(void *impl, uint64_t owner, int64_t wait_ms,
 {
     single_lock *s = impl;
     int rc = hilock_lock_set_lost_callback(s->lock, single_lost, st);
+    if (rc == HILOCK_OK && st->request_sig != 0)
+        rc = hilock_lock_set_release_request_callback(s->lock, single_asked,
+                                                      st);
     if (rc != HILOCK_OK)
         return rc;
     return hilock_lock_acquire_async(s->lock, owner, wait_ms, lease_ms,
@@ -330,6 +365,8 @@ typedef struct run_args {
     long long lock_delay_ms; /* --lock-delay; -1: as the URL says */
     bool fence_env;
     long long permits; /* 0: a lock, not a semaphore's permit */
+    int request_sig;   /* --on-request; 0: requests are not listened for */
+    bool request_given;
     int conflict_exit; /* when not acquired in time */
     const char *name;
     const char *description; /* --describe */
@@ -350,6 +387,7 @@ static int parse_args(const cli_globals *g, int argc, char **argv,
     a->lease_ms = HILOCK_LEASE_WATCHDOG;
     a->conflict_exit = CLI_EXIT_NOT_ACQUIRED;
     a->lock_delay_ms = -1;
+    a->request_sig = SIGTERM;
     bool kind_given = false, wait_given = false;
     const char *shell_cmd = NULL;
     int i = 1;
@@ -424,6 +462,14 @@ static int parse_args(const cli_globals *g, int argc, char **argv,
         } else if ((v = cli_option_value(argc, argv, &i, "--describe", NULL,
                                          &missing))) {
             a->description = v;
+        } else if ((v = cli_option_value(argc, argv, &i, "--on-request",
+                                         NULL, &missing))) {
+            if (!cli_parse_signal(v, &a->request_sig))
+                return run_usage("--on-request takes a signal (TERM, INT, "
+                                 "HUP, QUIT, USR1, USR2, KILL or a number) "
+                                 "or none, not",
+                                 v);
+            a->request_given = true;
         } else if ((v = cli_option_value(argc, argv, &i, "--command", "-c",
                                          &missing))) {
             if (shell_cmd != NULL)
@@ -449,6 +495,15 @@ static int parse_args(const cli_globals *g, int argc, char **argv,
         return run_usage("--permits takes a permit of a semaphore: it does "
                          "not go with --kind, --fence-env or --redlock",
                          NULL);
+    /* A RedLock's holds and a semaphore's permits have no one request
+     * channel to listen on. */
+    if (a->request_given && a->request_sig != 0 &&
+        (g->redlock != NULL || a->permits > 0))
+        return run_usage("--on-request goes with a lock on one server, not "
+                         "with --redlock or --permits",
+                         NULL);
+    if (g->redlock != NULL || a->permits > 0)
+        a->request_sig = 0;
     if (a->max_hold_ms > 0 && a->lease_ms != HILOCK_LEASE_WATCHDOG)
         return run_usage("--max-hold caps the watchdog's renewals: it does "
                          "not go with --lease, which has none",
@@ -748,13 +803,16 @@ static int acquire_failed(const run_args *a, const run_state *st)
     return cli_failed(what, rc, st->acquire_detail);
 }
 
-/* Run CMD to its end, passing signals on and stopping it if the lease is
- * lost (then *lost_seen is set).  Signals go to CMD's group, whose id is
- * pid: until CMD is reaped, that id cannot pass to another process, so
- * the group is never signalled after that.  Returns CMD's wait status. */
+/* Run CMD to its end, passing signals on, passing each request to give
+ * the lock up on as st->request_sig (one that came before CMD started
+ * too), and stopping it if the lease is lost (then *lost_seen is set).
+ * Signals go to CMD's group, whose id is pid: until CMD is reaped, that
+ * id cannot pass to another process, so the group is never signalled
+ * after that.  Returns CMD's wait status. */
 static int supervise(pid_t pid, run_state *st, const char *name,
                      bool *lost_seen)
 {
+    int asked_seen = 0;
     int64_t kill_at = 0; /* when SIGKILL is due; 0: not scheduled */
     for (;;) {
         if (child_changed) {
@@ -777,6 +835,20 @@ static int supervise(pid_t pid, run_state *st, const char *name,
                 continue;
             pending_signal[sig] = 0;
             kill(-pid, sig);
+        }
+        int asked = atomic_load(&st->asked);
+        if (asked != asked_seen && !*lost_seen) {
+            asked_seen = asked;
+            char reason[HILOCK_REQUEST_REASON_MAX + 1];
+            pthread_mutex_lock(&st->asked_mutex);
+            memcpy(reason, st->asked_reason, sizeof reason);
+            pthread_mutex_unlock(&st->asked_mutex);
+            fprintf(stderr, "hilock: asked to give up the lock %s%s%s%s; "
+                            "sending SIG%s to %d and its process group\n",
+                    name, reason[0] ? " (" : "", reason,
+                    reason[0] ? ")" : "", sigabbrev_np(st->request_sig),
+                    (int)pid);
+            kill(-pid, st->request_sig);
         }
         if (atomic_load(&st->lost) && !*lost_seen) {
             *lost_seen = true;
@@ -838,6 +910,9 @@ int cli_run(const cli_globals *given, int argc, char **argv)
     memset(&st, 0, sizeof st);
     atomic_init(&st.acquire_done, false);
     atomic_init(&st.lost, false);
+    atomic_init(&st.asked, 0);
+    pthread_mutex_init(&st.asked_mutex, NULL);
+    st.request_sig = a.request_sig;
     int status = CLI_EXIT_SOFTWARE;
     uint64_t op = 0;
     /* The sync release below acts for this thread's owner id, so the
@@ -906,6 +981,7 @@ int cli_run(const cli_globals *given, int argc, char **argv)
     }
 out:
     lk.close(lk.impl);
+    pthread_mutex_destroy(&st.asked_mutex);
     if (tty_fd >= 0)
         close(tty_fd);
     close(wake_fds[0]);

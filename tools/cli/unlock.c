@@ -41,38 +41,18 @@ int cli_unlock(const cli_globals *g, int argc, char **argv)
         return unlock_usage("takes a lock from its holder only with "
                             "--force",
                             NULL);
-    if (name == NULL || name[0] == '\0')
-        return unlock_usage("missing lock NAME", NULL);
-    if (strlen(name) > HILOCK_MAX_NAME_LEN) {
-        char why[96];
-        snprintf(why, sizeof why, "the lock name is %zu bytes; at most %d "
-                 "are allowed", strlen(name), HILOCK_MAX_NAME_LEN);
-        return unlock_usage(why, NULL);
-    }
-    hilock_client *client;
-    int rc = cli_open(g, &client);
+    int rc = cli_check_name("unlock", name);
     if (rc != 0)
         return rc;
-    /* Reading the lock as status does refuses a name that holds some
-     * other value (a typo must not cost someone their data), and tells
-     * the kind, whose own force release leaves none of its keys behind
-     * and wakes its waiters on its own channel.  A race with a writer
-     * stays possible, but then the name was being used for two things
+    /* The kind's own force release leaves none of its keys behind and
+     * wakes its waiters on its own channel.  A race with a writer stays
+     * possible, but then the name was being used for two things
      * already. */
-    const cli_kind *found = cli_detect_kind(client, name, &rc);
-    if (found == NULL) {
-        hilock_client_destroy(client);
-        return rc;
-    }
-    if (kind == NULL)
-        kind = found;
+    hilock_client *client;
     hilock_lock *lock;
-    rc = kind->create(&lock, client, name, strlen(name));
-    if (rc != HILOCK_OK) {
-        rc = cli_failed(name, rc, NULL);
-        hilock_client_destroy(client);
+    rc = cli_open_lock(g, name, kind, &client, &lock);
+    if (rc != 0)
         return rc;
-    }
     bool deleted = false;
     rc = hilock_lock_force_release(lock, &deleted);
     int status = 0;

@@ -221,6 +221,8 @@ void hl_hold_lease_lost(hl_lease *lease, const char *why)
         lock->lost_cb(lock, owner, lock->lost_data);
         hl_client_leave_callback(c);
     }
+    if (lock->client != NULL)
+        hl_release_requests_sync(lock);
     hl_lock_unref(lock);
 }
 
@@ -737,6 +739,7 @@ static void granted(hl_acquire_op *op, const hl_acquire_result *res)
         let_in(op, res->free);
     if (lock->kind->mark_grant != NULL)
         lock->kind->mark_grant(lock);
+    hl_release_requests_sync(lock);
     op_finish(op, HILOCK_OK, &got, NULL);
 }
 

@@ -40,6 +40,24 @@ int hl_acquire_amount(hilock_lock *lock, uint64_t owner, int64_t amount,
 int hl_release_owner(hilock_lock *lock, uint64_t owner, hilock_lock_cb *cb,
                      void *user_data);
 
+/* The same for a release that also puts the waiter of entry in a
+ * condition's line (hl_kind.release_into_cond), in one script: async
+ * only, on the loop thread.  Besides the statuses of a release, the
+ * callback gets HILOCK_EINVAL when the kind has no such release, or
+ * when the server counts the owner's hold more than once (then nothing
+ * changed).  entry must last until the callback. */
+int hl_release_owner_into_cond(hilock_lock *lock, uint64_t owner,
+                               const hl_cond_entry *entry,
+                               hilock_lock_cb *cb, void *user_data);
+
+/* Whether owner holds the lock exactly once, with no release under way,
+ * as a condition's wait needs: HILOCK_OK with the hold's lease (0: the
+ * watchdog's) and whether it has a fencing token; else
+ * HILOCK_ENOTOWNER, HILOCK_ELEASELOST or HILOCK_EINVAL (held more than
+ * once, or a release under way), the detail set.  Loop thread. */
+int hl_lock_hold_once(hilock_lock *lock, uint64_t owner, int64_t *lease_ms,
+                      bool *fenced);
+
 /* A number for an owner of its own, unique in the process and never 0:
  * what a kind whose every acquire is an owner apart (a semaphore's) takes
  * for each. */

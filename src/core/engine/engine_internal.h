@@ -210,4 +210,9 @@ void hl_lock_cancel_all(hilock_lock *lock, int status, const char *detail);
  * the client is closing).  Loop thread. */
 void hl_lock_tell_listeners(hilock_lock *lock, uint64_t owner);
 
+/* Listen for requests to give the lock up, or stop, as the handle's
+ * callback and holds now ask (release_request.c): after every change of
+ * either.  Loop thread. */
+void hl_release_requests_sync(hilock_lock *lock);
+
 #endif

@@ -312,7 +312,8 @@ static bool hold_stop_lease(hl_hold *h)
 
 void hl_hold_drop(hl_hold *h)
 {
-    hl_hold **pp = &h->lock->holds;
+    hilock_lock *lock = h->lock;
+    hl_hold **pp = &lock->holds;
     while (*pp != NULL && *pp != h)
         pp = &(*pp)->next;
     if (*pp == h)
@@ -322,6 +323,7 @@ void hl_hold_drop(hl_hold *h)
      * then gives it back later and the hold is freed there. */
     if (hold_stop_lease(h))
         hl_free(h);
+    hl_release_requests_sync(lock);
 }
 
 void hl_hold_done(hl_hold *h)
@@ -337,6 +339,29 @@ void hl_hold_done(hl_hold *h)
         if (marker != NULL)
             marker->older_lost = true; /* else that release says ENOTOWNER */
     }
+}
+
+int hl_lock_hold_once(hilock_lock *lock, uint64_t owner, int64_t *lease_ms,
+                      bool *fenced)
+{
+    hl_hold *h = hl_hold_find(lock, owner);
+    if (h != NULL && h->lost)
+        return hl_fail(HILOCK_ELEASELOST, "the lease was lost before this "
+                                          "wait");
+    if (h == NULL || h->count <= 0)
+        return hl_fail(HILOCK_ENOTOWNER, "this owner does not hold the "
+                                         "lock");
+    if (h->count > 1 || h->releases_in_flight > 0)
+        return hl_fail(HILOCK_EINVAL,
+                       "a condition is waited on with a lock held once, "
+                       "and this owner holds it %lld times%s: release the "
+                       "others first",
+                       (long long)h->count,
+                       h->releases_in_flight > 0 ? " (a release under way)"
+                                                 : "");
+    *lease_ms = h->lease_ms;
+    *fenced = h->token != 0;
+    return HILOCK_OK;
 }
 
 void hl_hold_lease_released(hl_lease *lease)
@@ -376,6 +401,7 @@ static void lock_detach(hilock_lock *lock, int status, const char *detail)
         return;
     hl_lock_cancel_all(lock, status, detail);
     drop_all_holds(lock);
+    hl_pubsub_unsubscribe(&lock->request_sub);
     hl_kept_grants_forget_all(lock);
     hl_unacked_forget(lock);
     pthread_mutex_lock(&c->lock);
@@ -426,9 +452,13 @@ static void lock_teardown(hilock_lock *lock)
 typedef struct handle_op {
     hl_op op; /* first */
     hilock_lock *lock;
-    hl_hold_listener *listener; /* to add or remove; NULL: the lost cb */
+    hl_hold_listener *listener; /* to add or remove */
     bool add;
+    /* Without a listener: the lost callback, or with request the
+     * callback for requests to give the lock up. */
+    bool request;
     hilock_lost_cb *cb;
+    hilock_release_request_cb *request_cb;
     void *data;
     /* What to do once the change is made for good (may be NULL), and
      * whether it ran or will run: not when a handed-over change was
@@ -607,6 +637,12 @@ static void apply_setting(const handle_op *h)
         }
         return;
     }
+    if (h->request) {
+        lock->request_cb = h->request_cb;
+        lock->request_data = h->data;
+        hl_release_requests_sync(lock);
+        return;
+    }
     lock->lost_cb = h->cb;
     lock->lost_data = h->data;
 }
@@ -690,6 +726,18 @@ int hilock_lock_set_lost_callback(hilock_lock *lock, hilock_lost_cb *cb,
                                   void *user_data)
 {
     handle_op h = {.lock = lock, .cb = cb, .data = user_data};
+    return apply_on_loop(&h);
+}
+
+int hilock_lock_set_release_request_callback(hilock_lock *lock,
+                                             hilock_release_request_cb *cb,
+                                             void *user_data)
+{
+    if (lock != NULL && lock->kind->request_channel == NULL)
+        return hl_fail(HILOCK_EINVAL, "a %s has no holder to ask",
+                       lock->kind->name);
+    handle_op h = {.lock = lock, .request = true, .request_cb = cb,
+                   .data = user_data};
     return apply_on_loop(&h);
 }
 

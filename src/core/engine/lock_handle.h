@@ -18,7 +18,7 @@
 #include "core/engine/lease.h"
 #include "core/base/auxname.h"
 #include "core/base/map.h"
-#include "core/base/map.h"
+#include "core/transport/pubsub.h"
 #include "core/transport/script.h"
 
 typedef struct hl_hold hl_hold;
@@ -110,6 +110,25 @@ typedef enum hl_query {
 /* Sent on a client's channel by a release that gave the lock outright to
  * the wish the attempt named by the nonce that follows recorded. */
 #define HL_WAKE_MSG_GRANT "g"
+
+/* Where a release that waits on a condition (hilock_cond) puts its
+ * waiter, in the same script as the release: the condition's line and
+ * the deadlines of its waiters, the waiter's id, and how long its place
+ * lasts unrenewed. */
+typedef struct hl_cond_entry {
+    const char *line;
+    size_t line_len;
+    const char *alive;
+    size_t alive_len;
+    const char *id;
+    size_t id_len;
+    int64_t waiter_timeout_ms;
+} hl_cond_entry;
+
+/* What a release into a condition answers, besides a release's answers,
+ * when the server counts the owner's hold more than once: nothing was
+ * changed. */
+#define HL_COND_HELD_TWICE (-5)
 
 typedef struct hl_kind {
     const char *name; /* for messages */
@@ -250,6 +269,23 @@ typedef struct hl_kind {
      * (HILOCK_OK, HILOCK_EPROTO or HILOCK_ENOMEM). */
     int (*status)(hilock_lock *lock, hl_request_fn *fn, void *data);
     int (*parse_status)(hilock_reply *reply, hilock_lock_status **out);
+    /* Kinds whose holders may be asked to give the lock up
+     * (hilock_lock_request_release) set both; NULL: none may.  The
+     * channel holders listen on for requests (0 or HILOCK_ENOMEM), and
+     * the request: it publishes reason there when anyone holds the lock
+     * and replies {held 1/0, listeners}, or {1, 0, refusal} when the
+     * server's ACL refused the PUBLISH. */
+    int (*request_channel)(const hilock_lock *lock, hl_aux_name *out);
+    int (*request_release)(hilock_lock *lock, const char *reason,
+                           size_t reason_len, hl_request_fn *fn, void *data);
+    /* Kinds a condition can wait on set it: release as release does, in
+     * one script with the waiter's entry into the condition's line
+     * (only when the field holds exactly once; HL_COND_HELD_TWICE when
+     * it holds more). */
+    int (*release_into_cond)(hilock_lock *lock, const char *field,
+                             size_t field_len, int64_t lease_ms,
+                             const hl_cond_entry *entry, hl_request_fn *fn,
+                             void *data);
 } hl_kind;
 
 /* One owner's holds of a lock, with their lease in the same allocation. */
@@ -318,6 +354,12 @@ struct hilock_lock {
     hilock_lost_cb *lost_cb;
     void *lost_data;
     hl_hold_listener *listeners; /* told before the user's lost callback */
+    /* The user's callback for requests to give the lock up, or NULL, and
+     * its subscription, attached while the callback is set and the handle
+     * holds the lock (release_request.c).  Loop thread. */
+    hilock_release_request_cb *request_cb;
+    void *request_data;
+    hl_sub request_sub;
     /* Pending async acquires by op id (acquire_ids.h); under the link
      * mutex. */
     hl_map acquires_by_id;

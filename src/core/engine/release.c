@@ -19,6 +19,8 @@ typedef struct lock_call {
     bool lease_was_releasing; /* this release set the lease aside */
     bool handed_on;           /* a local waiter was woken with it */
     unsigned changes_at_send; /* the client's master changes then */
+    /* A release into a condition's line: its waiter's entry. */
+    const hl_cond_entry *cond;
 } lock_call;
 
 static void call_finish(lock_call *call, int status, int64_t value,
@@ -33,6 +35,18 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
     hl_hold *h = hl_hold_find(lock, call->owner);
     if (h)
         h->releases_in_flight--;
+    if (call->cond != NULL && (status == HILOCK_OK || status == HILOCK_ENOACK) &&
+        reply != NULL && reply->type == HILOCK_REPLY_INTEGER &&
+        reply->integer == HL_COND_HELD_TWICE) {
+        /* Nothing changed: the hold stands as it was. */
+        if (h && call->lease_was_releasing && hl_hold_lease(h))
+            hl_lease_set_releasing(hl_hold_lease(h), false);
+        hilock_reply_free(reply);
+        call_finish(call, HILOCK_EINVAL,
+                    0, "the server counts this owner's hold more than "
+                       "once: a condition is waited on with one hold");
+        return;
+    }
     /* A release the replicas did not acknowledge (replica policy) still
      * freed the lock on the master, and the caller cannot undo it: it
      * stands as done.  A failover before the replicas have it brings the
@@ -247,11 +261,16 @@ typedef struct release_send {
     const char *field;
     size_t field_len;
     int64_t lease_ms;
+    const hl_cond_entry *cond;
 } release_send;
 
 static int send_release_now(void *ctx, hl_request_fn *fn, void *data)
 {
     release_send *s = ctx;
+    if (s->cond != NULL)
+        return s->lock->kind->release_into_cond(s->lock, s->field,
+                                                s->field_len, s->lease_ms,
+                                                s->cond, fn, data);
     return s->lock->kind->release(s->lock, s->field, s->field_len,
                                   s->lease_ms, fn, data);
 }
@@ -314,7 +333,7 @@ static void call_start(hl_op *op)
             h->releases_in_flight++;
         }
         call->changes_at_send = lock->client->master_changes;
-        release_send s = {lock, field, len, lease};
+        release_send s = {lock, field, len, lease, call->cond};
         _Atomic int *gate = hl_op_gate_requests(op);
         rc = hl_lock_write(lock, send_release_now, &s, on_reply, call);
         hl_conn_gate_requests(gate);
@@ -375,11 +394,13 @@ static const hl_op_type lock_call_type = {
     .withdrawable = true,
 };
 
-int hl_lock_call(hilock_lock *lock, hl_lock_call_kind kind, uint64_t owner,
-                 hilock_lock_cb *cb, void *user_data, int64_t *value)
+/* A call of kind for owner, into a condition's line when cond is set:
+ * async with cb, else blocking with the value in *value. */
+static int lock_call_start(hilock_lock *lock, hl_lock_call_kind kind,
+                           uint64_t owner, const hl_cond_entry *cond,
+                           hilock_lock_cb *cb, void *user_data,
+                           int64_t *value)
 {
-    if (lock == NULL)
-        return hl_fail(HILOCK_EINVAL, "lock is NULL");
     hilock_client *c = hl_lock_client_get(lock);
     if (c == NULL)
         return hl_fail(HILOCK_ECLOSED, "client closed");
@@ -394,6 +415,7 @@ int hl_lock_call(hilock_lock *lock, hl_lock_call_kind kind, uint64_t owner,
     call->owner = owner;
     call->cb = cb;
     call->user_data = user_data;
+    call->cond = cond;
     hl_lock_ref(lock);
     int rc;
     if (cb == NULL) {
@@ -404,6 +426,14 @@ int hl_lock_call(hilock_lock *lock, hl_lock_call_kind kind, uint64_t owner,
     }
     hl_client_unref(c);
     return rc;
+}
+
+int hl_lock_call(hilock_lock *lock, hl_lock_call_kind kind, uint64_t owner,
+                 hilock_lock_cb *cb, void *user_data, int64_t *value)
+{
+    if (lock == NULL)
+        return hl_fail(HILOCK_EINVAL, "lock is NULL");
+    return lock_call_start(lock, kind, owner, NULL, cb, user_data, value);
 }
 
 static int submit_call(hilock_lock *lock, hl_lock_call_kind kind,
@@ -449,4 +479,17 @@ int hl_release_owner(hilock_lock *lock, uint64_t owner, hilock_lock_cb *cb,
                      void *user_data)
 {
     return hl_lock_call(lock, CALL_RELEASE, owner, cb, user_data, NULL);
+}
+
+int hl_release_owner_into_cond(hilock_lock *lock, uint64_t owner,
+                               const hl_cond_entry *entry,
+                               hilock_lock_cb *cb, void *user_data)
+{
+    if (lock == NULL || entry == NULL || cb == NULL)
+        return hl_fail(HILOCK_EINVAL, "NULL argument");
+    if (lock->kind->release_into_cond == NULL)
+        return hl_fail(HILOCK_EINVAL, "a condition cannot wait on a %s",
+                       lock->kind->name);
+    return lock_call_start(lock, CALL_RELEASE, owner, entry, cb, user_data,
+                           NULL);
 }

@@ -558,6 +558,22 @@ int hl_client_pubsubs_for(hilock_client *c, const char *channel, size_t len,
     return n;
 }
 
+int hl_client_listen(hilock_client *c, hl_sub *sub, const char *channel,
+                     size_t len, hl_sub_fn *fn, void *data)
+{
+    hl_pubsub *ps[HL_CLIENT_MAX_PUBSUBS];
+    if (!hl_channel_is_own(channel, len) ||
+        hl_client_pubsubs_for(c, channel, len, ps) < 1)
+        return -HILOCK_ENOMEM;
+    return hl_pubsub_subscribe(ps[0], sub, channel, len, fn, data);
+}
+
+void hl_client_timer_init(hilock_client *c, hl_timer *timer, hl_timer_fn *fn,
+                          void *data)
+{
+    hl_timer_init(timer, c->loop, fn, data);
+}
+
 static void *loop_main(void *arg)
 {
     hilock_client *c = arg;

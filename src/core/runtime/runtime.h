@@ -8,7 +8,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/loop/io.h"
 #include "core/runtime/op.h"
+#include "core/transport/pubsub.h"
 #include "hilock/client.h"
 #include "hilock/events.h"
 #include "hilock/options.h"
@@ -97,5 +99,17 @@ int64_t hl_client_watchdog_ms(const hilock_client *client);
  * timeouts. */
 int64_t hl_client_blocking_limit_us(const hilock_client *client,
                                     int64_t wait_ms);
+
+/* Listen to one of hilock's own channels (HL_OWN_CHANNEL_PREFIX), on
+ * the pub/sub connection that hears it: the master of its slot on a
+ * cluster.  As hl_pubsub_subscribe, or HILOCK_ENOMEM negated when there
+ * is no such connection (no memory, or the client is closing).  Loop
+ * thread. */
+int hl_client_listen(hilock_client *client, hl_sub *sub, const char *channel,
+                     size_t len, hl_sub_fn *fn, void *data);
+
+/* A timer on the client's loop (loop thread). */
+void hl_client_timer_init(hilock_client *client, hl_timer *timer,
+                          hl_timer_fn *fn, void *data);
 
 #endif

@@ -61,7 +61,7 @@ typedef struct hl_script_def {
                    sizeof(const char *))
 
 /* The most KEYS a def may name (hl_run_def builds them on the stack). */
-#define HL_SCRIPT_MAX_KEYS 9
+#define HL_SCRIPT_MAX_KEYS 10
 
 /* Make the script of every def of a NULL-terminated list (once; any
  * thread under the caller's pthread_once). */
