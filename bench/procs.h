@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <hilock/hilock.h>
+
 #define W7_MAX_PROCS 1024
 /* How long the processes may take to have their clients and locks, and
  * how long past the window they may take to finish their last cycle,
@@ -79,6 +81,11 @@ typedef struct w7_shared {
     atomic_int count;
     atomic_llong signalled_at[2];
 } w7_shared;
+
+/* A process's client on the request's server, with its options: 0, or
+ * -1 with error set. */
+int bench_procs_client(const w7_request *rq, hilock_client **out,
+                       char *error, size_t cap);
 
 /* The body of W8's process me (bench/w8.c); never returns. */
 _Noreturn void bench_w8_worker(const w7_request *rq, w7_shared *sh, int me,

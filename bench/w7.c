@@ -269,8 +269,8 @@ static void worker_close(w7_worker *w)
         hilock_client_destroy(w->client);
 }
 
-static int worker_open(w7_worker *w, const w7_request *rq, char *error,
-                       size_t cap)
+int bench_procs_client(const w7_request *rq, hilock_client **out,
+                       char *error, size_t cap)
 {
     hilock_options *o = NULL;
     int rc = hilock_options_create(&o);
@@ -285,14 +285,22 @@ static int worker_open(w7_worker *w, const w7_request *rq, char *error,
     if (rc == HILOCK_OK && rq->watchdog_ms > 0)
         rc = hilock_options_set_watchdog_timeout_ms(o, rq->watchdog_ms);
     if (rc == HILOCK_OK)
-        rc = hilock_client_create(&w->client, o);
+        rc = hilock_client_create(out, o);
+    hilock_options_free(o);
     if (rc != HILOCK_OK) {
         snprintf(error, cap, "client: %s: %s", hilock_errname(rc),
                  hilock_last_error());
-        hilock_options_free(o);
         return -1;
     }
-    hilock_options_free(o);
+    return 0;
+}
+
+static int worker_open(w7_worker *w, const w7_request *rq, char *error,
+                       size_t cap)
+{
+    if (bench_procs_client(rq, &w->client, error, cap) != 0)
+        return -1;
+    int rc;
     char name[160];
     int n = snprintf(name, sizeof name, "bench:%s:hilock:w7:%s", rq->run_id,
                      rq->kind);

@@ -47,21 +47,11 @@ static void w8_close(w8_worker *w)
 static int w8_open(w8_worker *w, const w7_request *rq, char *error,
                    size_t cap)
 {
-    hilock_options *o = NULL;
-    int rc = hilock_options_create(&o);
-    if (rc == HILOCK_OK)
-        rc = hilock_options_set_host(o, rq->host);
-    if (rc == HILOCK_OK)
-        rc = hilock_options_set_port(o, rq->port);
-    if (rc == HILOCK_OK && rq->busy_poll_us > 0)
-        rc = hilock_options_set_busy_poll_us(o, rq->busy_poll_us);
-    if (rc == HILOCK_OK)
-        rc = hilock_client_create(&w->client, o);
-    hilock_options_free(o);
+    if (bench_procs_client(rq, &w->client, error, cap) != 0)
+        return -1;
     char name[160];
     snprintf(name, sizeof name, "bench:%s:hilock:w8", rq->run_id);
-    if (rc == HILOCK_OK)
-        rc = hilock_lock_create(&w->lock, w->client, name);
+    int rc = hilock_lock_create(&w->lock, w->client, name);
     if (rc == HILOCK_OK)
         rc = hilock_cond_create(&w->cond[0], w->lock, "not-empty");
     if (rc == HILOCK_OK)

@@ -475,3 +475,25 @@ int hl_hash_parse_status(hilock_reply *reply, const char *kind_label,
     *out = st;
     return HILOCK_OK;
 }
+
+int hl_run_release_into_cond(hilock_lock *lock, const hl_script_def *plain,
+                             const hl_script_def *with_delay, int n,
+                             const char **args, size_t *lens,
+                             const hl_cond_entry *e, hl_request_fn *fn,
+                             void *data)
+{
+    char delay[24], wt[24];
+    int64_t delay_ms = hl_lock_delay_ms(lock);
+    if (delay_ms > 0) {
+        args[n] = delay;
+        lens[n++] = hl_i64_dec(delay, delay_ms);
+    }
+    args[n] = e->id;
+    lens[n++] = e->id_len;
+    args[n] = wt;
+    lens[n++] = hl_i64_dec(wt, e->waiter_timeout_ms);
+    const char *given[] = {e->line, e->alive};
+    size_t given_lens[] = {e->line_len, e->alive_len};
+    return hl_run_def(lock, delay_ms > 0 ? with_delay : plain, 2, given,
+                      given_lens, n, args, lens, fn, data);
+}

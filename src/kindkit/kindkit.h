@@ -188,6 +188,18 @@ int hl_run_def(hilock_lock *lock, const hl_script_def *def, int ngiven,
                int nargs, const char *const *args, const size_t *arg_lens,
                hl_request_fn *fn, void *data);
 
+/* Run a kind's release into a condition's line (kindkit/cond_lua.h):
+ * with_delay when the client has a lock delay, else plain.  args and
+ * lens (room for HL_LOCK_SCRIPT_MAX_ARGS) hold the release's first n
+ * arguments; the delay (with_delay only), the waiter's id and its waiter
+ * timeout follow, and the condition's line and alive are the given
+ * keys.  As hl_run_def. */
+int hl_run_release_into_cond(hilock_lock *lock, const hl_script_def *plain,
+                             const hl_script_def *with_delay, int n,
+                             const char **args, size_t *lens,
+                             const hl_cond_entry *e, hl_request_fn *fn,
+                             void *data);
+
 /* The same for a def that names no given key. */
 int hl_run_lock_def(hilock_lock *lock, const hl_script_def *def, int nargs,
                     const char *const *args, const size_t *arg_lens,

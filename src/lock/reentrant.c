@@ -560,32 +560,19 @@ static int release_into_cond(hilock_lock *lock, const char *field,
                              const hl_cond_entry *e, hl_request_fn *fn,
                              void *data)
 {
-    /* As release(), with the waiter's two arguments after the delay when
-     * the client has one (its release then deletes the delay key). */
-    char lease[24], wait[24], delay[24], wt[24];
-    int64_t delay_ms = hl_lock_delay_ms(lock);
-    int n = 5;
-    const char *args[8] = {lease, field, hl_lock_on_cluster(lock) ? "1" : "0",
-                           wait, hl_lock_writes_plain(lock) ? "1" : "0"};
-    size_t lens[8] = {hl_i64_dec(lease, lease_ms), field_len, 1,
-                      hl_i64_dec(wait, hl_lock_others_wait(lock, NULL, NULL)
-                                           ? hl_lock_waiter_timeout_ms(lock)
-                                           : 0),
-                      1};
-    if (delay_ms > 0) {
-        args[n] = delay;
-        lens[n++] = hl_i64_dec(delay, delay_ms);
-    }
-    args[n] = e->id;
-    lens[n++] = e->id_len;
-    args[n] = wt;
-    lens[n++] = hl_i64_dec(wt, e->waiter_timeout_ms);
-    const char *given[] = {e->line, e->alive};
-    size_t given_lens[] = {e->line_len, e->alive_len};
-    return hl_run_def(lock,
-                      delay_ms > 0 ? &release_into_cond_delayed_def
-                                   : &release_into_cond_def,
-                      2, given, given_lens, n, args, lens, fn, data);
+    char lease[24], wait[24];
+    const char *args[HL_LOCK_SCRIPT_MAX_ARGS] = {
+        lease, field, hl_lock_on_cluster(lock) ? "1" : "0", wait,
+        hl_lock_writes_plain(lock) ? "1" : "0"};
+    size_t lens[HL_LOCK_SCRIPT_MAX_ARGS] = {
+        hl_i64_dec(lease, lease_ms), field_len, 1,
+        hl_i64_dec(wait, hl_lock_others_wait(lock, NULL, NULL)
+                             ? hl_lock_waiter_timeout_ms(lock)
+                             : 0),
+        1};
+    return hl_run_release_into_cond(lock, &release_into_cond_def,
+                                    &release_into_cond_delayed_def, 5, args,
+                                    lens, e, fn, data);
 }
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
