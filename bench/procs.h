@@ -5,6 +5,7 @@
 #define HILOCK_BENCH_PROCS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -86,6 +87,10 @@ typedef struct w7_shared {
  * -1 with error set. */
 int bench_procs_client(const w7_request *rq, hilock_client **out,
                        char *error, size_t cap);
+
+/* A process with its client and lock says it is ready and waits at the
+ * gate: true when the point runs, false when the runner gave it up. */
+bool bench_procs_start(w7_shared *sh, int gate);
 
 /* The body of W8's process me (bench/w8.c); never returns. */
 _Noreturn void bench_w8_worker(const w7_request *rq, w7_shared *sh, int me,

@@ -337,6 +337,18 @@ static int worker_release(w7_worker *w)
     return hilock_lock_release(w->lock);
 }
 
+bool bench_procs_start(w7_shared *sh, int gate)
+{
+    atomic_fetch_add(&sh->ready, 1);
+    /* The gate opens when the runner closes its end: every process of
+     * the point reads end-of-file at once. */
+    char byte;
+    while (read(gate, &byte, 1) < 0 && errno == EINTR)
+        ;
+    close(gate);
+    return atomic_load(&sh->go) == 1;
+}
+
 /* The body of process `me`; never returns.  Exit status 0 when it ran
  * its cycles (or was told to give up), 1 with the reason in its slot. */
 static _Noreturn void worker_main(const w7_request *rq, w7_shared *sh,
@@ -346,14 +358,7 @@ static _Noreturn void worker_main(const w7_request *rq, w7_shared *sh,
     w7_worker w = {0};
     if (worker_open(&w, rq, slot->error, sizeof slot->error) != 0)
         _exit(1);
-    atomic_fetch_add(&sh->ready, 1);
-    /* The gate opens when the runner closes its end: every process of
-     * the point reads end-of-file at once. */
-    char byte;
-    while (read(gate, &byte, 1) < 0 && errno == EINTR)
-        ;
-    close(gate);
-    if (atomic_load(&sh->go) != 1) {
+    if (!bench_procs_start(sh, gate)) {
         worker_close(&w);
         _exit(0);
     }

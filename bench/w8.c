@@ -89,12 +89,7 @@ _Noreturn void bench_w8_worker(const w7_request *rq, w7_shared *sh, int me,
     w8_worker w = {0};
     if (w8_open(&w, rq, slot->error, sizeof slot->error) != 0)
         _exit(1);
-    atomic_fetch_add(&sh->ready, 1);
-    char byte;
-    while (read(gate, &byte, 1) < 0 && errno == EINTR)
-        ;
-    close(gate);
-    if (atomic_load(&sh->go) != 1) {
+    if (!bench_procs_start(sh, gate)) {
         w8_close(&w);
         _exit(0);
     }
