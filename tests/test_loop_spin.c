@@ -137,14 +137,14 @@ static void on_async_released(hilock_lock *lock, int status, int64_t value,
     atomic_store((atomic_int *)data, status);
 }
 
-/* A blocking acquire queued behind another waiter of its client waits
- * asleep: its op is parked as soon as the loop queues it, and its caller
- * stops spinning then, rather than spin out its bound for a turn that
- * may be long in coming (with many processes in line, such spins took
- * the cores from the holders and the server).  A caller spins only when
- * round trips are short enough, and the loop must queue the op within
- * the spin, so the rounds are several, and at least one of those that
- * could spin must end its spin parked. */
+/* A blocking acquire that waits in line waits asleep: its op is parked
+ * as soon as the loop knows it waits for a turn, and its caller stops
+ * spinning then, rather than spin out its bound for a turn that may be
+ * long in coming (with many processes in line, such spins took the cores
+ * from the holders and the server).  A caller spins only when round
+ * trips are short enough, and on a handle none of whose attempts found
+ * the lock taken yet (a fresh one each round), so the rounds are several,
+ * and at least one of those that could spin must end its spin parked. */
 static void test_a_queued_blocking_waiter_sleeps(void **state)
 {
     (void)state;
@@ -174,8 +174,10 @@ static void test_a_queued_blocking_waiter_sleeps(void **state)
         could_spin += hl_client_blocking_spin_us(b) > 0;
         long answered, parked, ran_out, parked0, ran_out0;
         hl_op_spin_counts(&answered, &parked0, &ran_out0);
+        hilock_lock *fresh;
+        assert_status(hilock_lock_create(&fresh, b, "spin-line"), HILOCK_OK);
         static hl_acquirer second;
-        hl_acquirer_start(&second, lb, hl_widen(10000), 30000, true);
+        hl_acquirer_start(&second, fresh, hl_widen(10000), 30000, true);
         /* Its spin over, or its op queued long enough ago. */
         until = hl_now_ms() + 200;
         do {
@@ -195,12 +197,87 @@ static void test_a_queued_blocking_waiter_sleeps(void **state)
         hl_acquirer_join(&second, hl_widen(10000));
         assert_status(second.rc, HILOCK_OK);
         assert_status(second.release_rc, HILOCK_OK);
+        hilock_lock_destroy(fresh);
     }
-    printf("# 10 queued blocking waiters: %d could spin, %ld stopped "
+    printf("# 10 blocking waiters in line: %d could spin, %ld stopped "
            "spinning when parked\n",
            could_spin, parked_total);
     if (could_spin > 0)
         assert_true(parked_total >= 1);
+    hilock_lock_destroy(lb);
+    hilock_lock_destroy(la);
+    hl_free_client(b);
+    hl_free_client(a);
+}
+
+static long spins_so_far(void)
+{
+    long answered, parked, ran_out;
+    hl_op_spin_counts(&answered, &parked, &ran_out);
+    return answered + parked + ran_out;
+}
+
+/* A lock passed between processes needs the cores for the process it is
+ * passed to: once an attempt of a handle found the lock taken by another,
+ * that handle's blocking calls sleep for their answers rather than spin
+ * (with 8 processes taking turns on 2 cores, the spins took the cores
+ * from the next holder; docs/internals/transport.md).  A lone caller on a
+ * lock nobody else takes still spins.  The other holder here is taken
+ * and let go asynchronously, which never spins. */
+static void test_a_caller_taking_turns_does_not_spin(void **state)
+{
+    (void)state;
+    hilock_client *a = hl_new_client(fx.server, NULL);
+    hilock_client *b = hl_new_client(fx.server, NULL);
+    hilock_lock *la, *lb, *alone;
+    assert_status(hilock_lock_create(&la, a, "spin-turns"), HILOCK_OK);
+    assert_status(hilock_lock_create(&lb, b, "spin-turns"), HILOCK_OK);
+    assert_status(hilock_lock_create(&alone, b, "spin-alone"), HILOCK_OK);
+    bool held;
+    for (int i = 0; i < 20; i++)
+        assert_status(hilock_lock_is_locked(alone, &held), HILOCK_OK);
+    bool could_spin = hl_client_blocking_spin_us(b) > 0;
+
+    long before = spins_so_far();
+    assert_status(hilock_lock_try_acquire(alone, 0, 30000), HILOCK_OK);
+    assert_status(hilock_lock_release(alone), HILOCK_OK);
+    long alone_spins = spins_so_far() - before;
+
+    static async_hold other;
+    atomic_store(&other.status, -1);
+    assert_status(hilock_lock_acquire_async(la, 77, 0, 30000, 0,
+                                            on_async_acquired, &other, NULL),
+                  HILOCK_OK);
+    hl_expect_count(&other.status, HILOCK_OK, hl_widen(10000));
+    /* Found taken by another: from now on this handle takes turns. */
+    assert_status(hilock_lock_try_acquire(lb, 0, 30000), HILOCK_EBUSY);
+
+    before = spins_so_far();
+    static hl_acquirer turn;
+    hl_acquirer_start(&turn, lb, hl_widen(10000), 30000, true);
+    int64_t until = hl_now_ms() + hl_widen(10000);
+    while (hl_raw_int(fx.server, "LLEN", "hilock_lock_line:{spin-turns}",
+                      (char *)NULL) != 1)
+        assert_true(hl_now_ms() < until), hl_sleep_ms(1);
+    static atomic_int released;
+    atomic_store(&released, -1);
+    assert_status(hilock_lock_release_async(la, 77, on_async_released,
+                                            &released),
+                  HILOCK_OK);
+    hl_expect_count(&released, HILOCK_OK, hl_widen(10000));
+    hl_acquirer_join(&turn, hl_widen(10000));
+    assert_status(turn.rc, HILOCK_OK);
+    assert_status(turn.release_rc, HILOCK_OK);
+    long turn_spins = spins_so_far() - before;
+
+    printf("# a lone caller: %s, %ld spins; a caller taking turns: %ld "
+           "spins\n",
+           could_spin ? "could spin" : "could not spin", alone_spins,
+           turn_spins);
+    if (could_spin)
+        assert_true(alone_spins >= 1);
+    assert_int_equal(turn_spins, 0);
+    hilock_lock_destroy(alone);
     hilock_lock_destroy(lb);
     hilock_lock_destroy(la);
     hl_free_client(b);
@@ -213,6 +290,7 @@ int main(void)
         hl_lock_test(test_an_idle_loop_sleeps, &fx),
         hl_lock_test(test_a_late_answer_is_awaited_asleep, &fx),
         hl_lock_test(test_a_queued_blocking_waiter_sleeps, &fx),
+        hl_lock_test(test_a_caller_taking_turns_does_not_spin, &fx),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -459,6 +459,7 @@ int hl_sem_call(hilock_semaphore *sem, sem_call call, int64_t n,
     int rc;
     if (!hl_sem_cb_set(&op->cb)) {
         int64_t v = 0;
+        op->op.stay_asleep = hl_lock_taking_turns(sem->lock);
         rc = hl_op_run_blocking(c, &op->op, hl_client_blocking_limit_us(c, 0),
                                 &v, NULL);
         if (value != NULL)

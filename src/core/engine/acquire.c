@@ -801,6 +801,7 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
     } else if (res.outcome == HL_ACQ_HELD) {
         hl_turn_end(lock, &op->turn);
         op->saw_held = true;
+        hl_lock_saw_others(lock);
         op->first_in_line = res.first_in_line;
         op->saw_promised = res.promised;
         op->saw_unset = res.unset;
@@ -1239,6 +1240,7 @@ static int start_acquire(hilock_lock *lock, uint64_t owner, int64_t amount,
     int rc;
     if (cb == NULL) {
         int64_t value = 0;
+        op->op.stay_asleep = hl_lock_taking_turns(lock);
         rc = hl_op_run_blocking(c, &op->op, hl_blocking_limit_us(c->opts, wait_ms),
                                 &value, NULL);
         if (token)

@@ -197,6 +197,20 @@ bool hl_lock_on_cluster(const hilock_lock *lock)
     return lock->client != NULL && lock->client->cluster != NULL;
 }
 
+bool hl_lock_taking_turns(hilock_lock *lock)
+{
+    hl_monotime seen =
+        atomic_load_explicit(&lock->others_seen, memory_order_relaxed);
+    return seen != 0 &&
+           hl_monotime_now() - seen < HL_MS(HL_TURNS_LATELY_MS);
+}
+
+void hl_lock_saw_others(hilock_lock *lock)
+{
+    atomic_store_explicit(&lock->others_seen, hl_monotime_now(),
+                          memory_order_relaxed);
+}
+
 bool hl_lock_writes_plain(const hilock_lock *lock)
 {
     hl_conn *conn = hl_lock_conn(lock);

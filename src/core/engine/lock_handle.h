@@ -386,6 +386,10 @@ struct hilock_lock {
     /* When mark_grant last wrote the kind's marker; 0: never.  Loop
      * thread. */
     hl_monotime kind_marked;
+    /* When an attempt of this handle last found the lock taken by
+     * another; 0: never.  Written on the loop thread, read by blocking
+     * callers (hl_lock_taking_turns). */
+    _Atomic hl_monotime others_seen;
     char name[]; /* name_len bytes and a NUL */
 };
 
@@ -463,5 +467,11 @@ bool hl_lock_on_cluster(const hilock_lock *lock);
  * may another client's release write a grant for this client, since no
  * WAIT of this client's could cover it.  Loop thread. */
 bool hl_lock_writes_plain(const hilock_lock *lock);
+/* Whether an attempt of this handle found the lock taken by another
+ * within the last HL_TURNS_LATELY_MS: the lock is passed between
+ * processes, whose threads need the cores when it is.  Any thread. */
+#define HL_TURNS_LATELY_MS 500
+bool hl_lock_taking_turns(hilock_lock *lock);
+void hl_lock_saw_others(hilock_lock *lock);
 
 #endif

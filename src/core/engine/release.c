@@ -419,6 +419,7 @@ static int lock_call_start(hilock_lock *lock, hl_lock_call_kind kind,
     hl_lock_ref(lock);
     int rc;
     if (cb == NULL) {
+        call->op.stay_asleep = hl_lock_taking_turns(lock);
         rc = hl_op_run_blocking(c, &call->op, hl_blocking_limit_us(c->opts, 0),
                                 value, NULL);
     } else {

@@ -668,7 +668,7 @@ int hl_op_run_blocking(hilock_client *home, hl_op *op, int64_t limit_us,
     }
     op->waited = true;
     op->wake_slot = my_wake_slot();
-    op->spin_us = hl_client_blocking_spin_us(home);
+    op->spin_us = op->stay_asleep ? 0 : hl_client_blocking_spin_us(home);
     hl_op_ref(op); /* the home loop's */
     int rc = hl_op_submit(home, op);
     if (rc != HILOCK_OK) {

@@ -92,6 +92,9 @@ struct hl_op {
     _Atomic int gate;
     int wake_slot;         /* its bit among the wake words, from submit */
     int64_t spin_us;
+    /* Set by the blocking call's maker: its caller sleeps rather than
+     * spin, since other processes' threads need the cores now. */
+    bool stay_asleep;
     /* Set by the home loop while the op waits for something other than
      * an answer to its own request (a wake-up, a timer): its blocking
      * caller then sleeps at once rather than spin (hl_op_park). */
