@@ -13,6 +13,9 @@
  *   redisson_lock_token:{NAME}            fencing counter
  *   hilock_void:{NAME}                    voided attempts (see reentrant.c)
  *   hilock_lock_delay:{NAME}              the lock delay (see reentrant.c)
+ *   hilock_fair_want:{NAME}               hash: field -> the wish of a
+ *                                         waiter of ours, or the grant a
+ *                                         release made for it
  *
  * Unlike Redisson, a place is reserved for the waiter timeout from its
  * last attempt on the server's clock, and waiting attempts renew it: a live
@@ -24,7 +27,14 @@
  * the past.  Our places there stay a thread wait time behind a Java
  * place before them, so such a grant leaves them in the future; and the
  * line's keys never expire, as Redisson never renews a Java waiter's
- * place and an expiry would take it. */
+ * place and an expiry would take it.
+ *
+ * A direct hand-off, as the reentrant lock's (see reentrant.c), spares
+ * the head of the line its attempt after a release: a waiting attempt of
+ * ours records its wish (nonce and lease) under its field, and a release
+ * that frees the lock with such a head grants it the lock outright for
+ * its lease, no longer than its place lasts, and says so on its channel
+ * ("g<nonce>").  Java waiters record no wish and are woken as before. */
 #include <pthread.h>
 #include <string.h>
 
@@ -57,6 +67,7 @@
     "    redis.call('zrem', tq, w)\n"                                       \
     "    redis.call('zrem', aq, w)\n"                                       \
     "  end\n"                                                               \
+    "  return dead\n"                                                       \
     "end\n"                                                                 \
     "local function place_end(tq, aq, w)\n"                                 \
     "  local s = redis.call('zscore', aq, w) or redis.call('zscore', tq, w)\n" \
@@ -72,109 +83,193 @@
 /* A holder with a delay has its delay key expire that long after the
  * lease it just set (inline: see reentrant.c). */
 #define KEEP_DELAY                                                          \
-    "  if ARGV[7] then\n"                                                   \
-    "    redis.call('set', KEYS[8], ARGV[7], 'px',\n"                       \
-    "               tonumber(ARGV[1]) + tonumber(ARGV[7]))\n"               \
+    "  if delay then\n"                                                     \
+    "    redis.call('set', KEYS[8], delay, 'px',\n"                         \
+    "               tonumber(ARGV[1]) + tonumber(delay))\n"                 \
     "  end\n"
 
-/* KEYS: name, queue, timeouts, channel base, our places, void set, token
- * key, delay key.
+/* The acquire script, in two forms, as the reentrant lock's: an attempt
+ * that has nothing to do with a wish passes neither the wishes' key nor
+ * the two arguments about it.
+ * KEYS: name, queue, timeouts, channel base, our places, void set, token
+ * key, delay key, and for acquire_wish_lua the wishes.
  * ARGV: lease ms, field, fenced, known token, nonce, waiter timeout ms
- * (0: a single try, which does not join the line), and only from a
- * client that sets one, its lock delay in ms.  A free lock whose delay
- * key lives is held for the key's time left, by the holder that lost it
- * without a release; waiters line up behind it as behind a holder.
- * Replies {1, count, token} when held by field now; {0, ms} when it waits
- * in line, ms being how long until the lock's lease, or the head's place,
- * runs out (-1: no lease, or a place that never runs out, scored 2^53 ms
- * or more ahead); {2} when the attempt was voided.
+ * (0: a single try, which does not join the line), for acquire_wish_lua
+ * what to do with the field's wish (hl_want: 1 record one when refused,
+ * 2 only drop it) and the nonce of this acquire's attempt whose wish the
+ * client knows was recorded ('' none), and last, only from a client that
+ * sets one, its lock delay in ms.  A free lock whose delay key lives is
+ * held for the key's time left, by the holder that lost it without a
+ * release; waiters line up behind it as behind a holder.
+ * Replies {1, count, token} when held by field now (a grant a release
+ * made for its wish included); {0, ms, how} when it waits in line, ms
+ * being how long until the lock's lease, or the head's place, runs out
+ * (-1: no lease, or a place that never runs out, scored 2^53 ms or more
+ * ahead), how 4 when its wish was recorded, else 0; {2} when the attempt
+ * was voided.
  * Every call here is on the hand-over's critical path, so the common
  * cases (the head taking a free lock, a newcomer joining behind a held
  * one) ask Redis as little as they can. */
-static const char acquire_lua[] =
-    FAIR_LUA_COMMON HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK
-    "if redis.call('sismember', KEYS[6], ARGV[5]) == 1 then return {2} end\n"
-    "local held = redis.call('hget', KEYS[1], ARGV[2])\n"
-    "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[7])\n"
-    "if refused then return refused end\n"
-    "if held then\n"
-    "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    KEEP_DELAY
-    "  return {1, n, token(KEYS[7], n)}\n"
-    "end\n"
-    "local ttl = redis.call('pttl', KEYS[1])\n"
-    "if ttl == -2 then ttl = redis.call('pttl', KEYS[8]) end\n"
-    "local head = redis.call('lindex', KEYS[2], 0)\n"
-    "local now = nil\n"
-    "if ttl == -2 and head and head ~= ARGV[2] then\n"
-    /* Free, yet someone else is first: unless it died. */
-    "  now = now_ms()\n"
-    "  purge(KEYS[2], KEYS[3], KEYS[5], now)\n"
-    "  head = redis.call('lindex', KEYS[2], 0)\n"
-    "end\n"
-    "if ttl == -2 and (not head or head == ARGV[2]) then\n"
-    "  if head then redis.call('lpop', KEYS[2]) end\n"
-    "  redis.call('zrem', KEYS[3], ARGV[2])\n"
-    "  redis.call('zrem', KEYS[5], ARGV[2])\n"
-    "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    KEEP_DELAY
-    "  return {1, 1, token(KEYS[7], 1)}\n"
-    "end\n"
-    /* A waiter joins the line at its tail, or renews its place; a single
-     * try (waiter timeout 0) does neither. */
-    "local wt = tonumber(ARGV[6])\n"
-    "if wt > 0 then\n"
-    "  now = now or now_ms()\n"
-    "  local pos = redis.call('lpos', KEYS[2], ARGV[2])\n"
-    "  local before\n"
-    "  if not pos then before = redis.call('lindex', KEYS[2], -1)\n"
-    "  elseif pos > 0 then\n"
-    "    before = redis.call('lindex', KEYS[2], pos - 1)\n"
-    "  end\n"
-    /* Redisson's grant of a Java waiter before us takes its thread wait
-     * time off our place, and its release then drops us if that put our
-     * place in the past: stay that far behind a Java place before us,
-     * and never ahead of one of ours, which may itself stand behind a
-     * Java place.  Only behind Java places, so that a Java waiter
-     * behind our dead waiters is held up by the waiter timeout, not by
-     * Redisson's thread wait time. */
-    "  local at = now + wt\n"
-    "  local b = before and redis.call('zscore', KEYS[3], before)\n"
-    "  if b then\n"
-    "    b = tonumber(b)\n"
-    "    if not redis.call('zscore', KEYS[5], before) then\n"
-    "      b = b + " HL_LAYOUT_FAIR_REDISSON_WAIT_MS_TEXT "\n"
-    "    end\n"
-    "    if b > at then at = b end\n"
-    "  end\n"
-    "  redis.call('zadd', KEYS[5], now + wt, ARGV[2])\n"
-    "  redis.call('zadd', KEYS[3], at, ARGV[2])\n"
-    "  if not pos then\n"
-    "    redis.call('rpush', KEYS[2], ARGV[2])\n"
-    "    head = head or ARGV[2]\n"
-    "  end\n"
-    "end\n"
-    "if ttl == -2 and head then\n"
-    /* Free, and another waiter's turn: it may not know yet, and if it
-     * died its place runs out. */
-    "  wake_head(KEYS[2], KEYS[4])\n"
-    "  now = now or now_ms()\n"
-    "  local s = place_end(KEYS[3], KEYS[5], head)\n"
-    "  local ms = s and ms_until(s, now)\n"
-    "  ttl = not s and 1 or ms and math.max(ms, 1) or -1\n"
-    "end\n"
-    "return {0, ttl}\n";
+#define ACQUIRE_LUA(delay_arg, wish_first, wish_join)                       \
+    FAIR_LUA_COMMON HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK           \
+    "if redis.call('sismember', KEYS[6], ARGV[5]) == 1 then return {2} end\n" \
+    "local delay = " delay_arg "\n"                                          \
+    "local held = redis.call('hget', KEYS[1], ARGV[2])\n"                    \
+    wish_first                                                              \
+    "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[7])\n" \
+    "if refused then return refused end\n"                                   \
+    "if held then\n"                                                         \
+    "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"               \
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"                            \
+    KEEP_DELAY                                                              \
+    "  return {1, n, token(KEYS[7], n)}\n"                                   \
+    "end\n"                                                                  \
+    "local ttl = redis.call('pttl', KEYS[1])\n"                              \
+    "if ttl == -2 then ttl = redis.call('pttl', KEYS[8]) end\n"              \
+    "local head = redis.call('lindex', KEYS[2], 0)\n"                        \
+    "local now = nil\n"                                                      \
+    "if ttl == -2 and head and head ~= ARGV[2] then\n"                       \
+    /* Free, yet someone else is first: unless it died. */                  \
+    "  now = now_ms()\n"                                                     \
+    "  purge(KEYS[2], KEYS[3], KEYS[5], now)\n"                              \
+    "  head = redis.call('lindex', KEYS[2], 0)\n"                            \
+    "end\n"                                                                  \
+    "if ttl == -2 and (not head or head == ARGV[2]) then\n"                  \
+    "  if head then redis.call('lpop', KEYS[2]) end\n"                       \
+    "  redis.call('zrem', KEYS[3], ARGV[2])\n"                               \
+    "  redis.call('zrem', KEYS[5], ARGV[2])\n"                               \
+    "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"                            \
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"                            \
+    KEEP_DELAY                                                              \
+    "  return {1, 1, token(KEYS[7], 1)}\n"                                   \
+    "end\n"                                                                  \
+    /* A waiter joins the line at its tail, or renews its place; a single  \
+     * try (waiter timeout 0) does neither. */                             \
+    "local wt = tonumber(ARGV[6])\n"                                         \
+    "local wanted = 0\n"                                                     \
+    "if wt > 0 then\n"                                                       \
+    "  now = now or now_ms()\n"                                              \
+    /* Ours in line have a place in KEYS[5]: a newcomer, the common      \
+     * case, is not searched for along the line. */                        \
+    "  local pos = redis.call('zscore', KEYS[5], ARGV[2]) and\n"            \
+    "              redis.call('lpos', KEYS[2], ARGV[2])\n"                   \
+    "  local before\n"                                                       \
+    "  if not pos then before = redis.call('lindex', KEYS[2], -1)\n"         \
+    "  elseif pos > 0 then\n"                                                \
+    "    before = redis.call('lindex', KEYS[2], pos - 1)\n"                  \
+    "  end\n"                                                                \
+    /* Redisson's grant of a Java waiter before us takes its thread wait   \
+     * time off our place, and its release then drops us if that put our   \
+     * place in the past: stay that far behind a Java place before us,     \
+     * and never ahead of one of ours, which may itself stand behind a     \
+     * Java place.  Only behind Java places, so that a Java waiter         \
+     * behind our dead waiters is held up by the waiter timeout, not by    \
+     * Redisson's thread wait time. */                                     \
+    "  local at = now + wt\n"                                                \
+    "  local b = before and redis.call('zscore', KEYS[3], before)\n"         \
+    "  if b then\n"                                                          \
+    "    b = tonumber(b)\n"                                                  \
+    "    if not redis.call('zscore', KEYS[5], before) then\n"                \
+    "      b = b + " HL_LAYOUT_FAIR_REDISSON_WAIT_MS_TEXT "\n"               \
+    "    end\n"                                                              \
+    "    if b > at then at = b end\n"                                        \
+    "  end\n"                                                                \
+    "  redis.call('zadd', KEYS[5], now + wt, ARGV[2])\n"                     \
+    "  redis.call('zadd', KEYS[3], at, ARGV[2])\n"                           \
+    "  if not pos then\n"                                                    \
+    "    redis.call('rpush', KEYS[2], ARGV[2])\n"                            \
+    "    head = head or ARGV[2]\n"                                           \
+    "  end\n"                                                                \
+    wish_join                                                               \
+    "end\n"                                                                  \
+    "if ttl == -2 and head then\n"                                           \
+    /* Free, and another waiter's turn: it may not know yet, and if it     \
+     * died its place runs out. */                                         \
+    "  wake_head(KEYS[2], KEYS[4])\n"                                        \
+    "  now = now or now_ms()\n"                                              \
+    "  local s = place_end(KEYS[3], KEYS[5], head)\n"                        \
+    "  local ms = s and ms_until(s, now)\n"                                  \
+    "  ttl = not s and 1 or ms and math.max(ms, 1) or -1\n"                  \
+    "end\n"                                                                  \
+    "return {0, ttl, wanted}\n"
 
-/* KEYS: name, queue, timeouts, channel base, our places, and for
- * release_delayed_lua the delay key.  ARGV: lease ms, field, and for
+static const char acquire_lua[] = ACQUIRE_LUA("ARGV[7]", "", "");
+
+/* The grant a release made for this acquire's wish, its message lost, is
+ * this attempt's, for the whole lease from now; any other wish or grant
+ * of the field's is stale.  A refused attempt that keeps a place then
+ * records its wish, with its lock delay after the lease, so that a
+ * release that grants it keeps the new holder's delay (HAND_TO_WISH). */
+static const char acquire_wish_lua[] = ACQUIRE_LUA(
+    "ARGV[9]",
+    "local w = redis.call('hget', KEYS[9], ARGV[2])\n"
+    "if w then\n"
+    "  redis.call('hdel', KEYS[9], ARGV[2])\n"
+    "  if held and ARGV[8] ~= '' and w == 'g ' .. ARGV[8] then\n"
+    "    redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    KEEP_DELAY
+    "    return {1, tonumber(held), 0}\n"
+    "  end\n"
+    "end\n",
+    "  if ARGV[7] == '1' then\n"
+    "    redis.call('hset', KEYS[9], ARGV[2], 'w ' .. ARGV[5] .. ' ' ..\n"
+    "               ARGV[1] .. (delay and ',' .. delay or ''))\n"
+    "    if redis.call('pttl', KEYS[9]) < wt then\n"
+    "      redis.call('pexpire', KEYS[9], wt)\n"
+    "    end\n"
+    "    wanted = 4\n"
+    "  end\n");
+
+/* After a release frees the lock (the local now set), with ARGV[3] "1"
+ * (the releasing client's writes go out alone, hl_lock_writes_plain):
+ * the head of the line, if it recorded a wish (KEYS[want]), gets the lock
+ * outright for its lease, no longer than its place lasts; it leaves the
+ * line and hears "g<nonce>" on its channel.  Else the head is woken, as
+ * without wishes.  The grant the releasing field may have held by goes,
+ * and so do the wishes of the waiters the purge dropped.  A wish
+ * with a lock delay ("<lease>,<delay>") needs the new holder's delay key
+ * written as its own grant would: match, the pattern, takes such wishes
+ * only where the release has the key (delay_write); a release without it
+ * leaves them to the head's attempt. */
+#define HAND_TO_WISH(want, pattern, delay_write)                            \
+    "redis.call('hdel', KEYS[" want "], ARGV[2])\n"                         \
+    "for _, w in ipairs(dead) do redis.call('hdel', KEYS[" want "], w) end\n" \
+    "local head = ARGV[3] == '1' and redis.call('lindex', KEYS[2], 0)\n"    \
+    "local w = head and redis.call('hget', KEYS[" want "], head)\n"         \
+    "local n, l, d\n"                                                       \
+    "if w then n, l, d = string.match(w, '" pattern "') end\n"              \
+    "local s = n and redis.call('zscore', KEYS[5], head)\n"                 \
+    "if s then\n"                                                           \
+    "  local ms = math.min(tonumber(l), math.ceil(tonumber(s) - now))\n"    \
+    "  redis.call('hset', KEYS[1], head, 1)\n"                              \
+    "  redis.call('pexpire', KEYS[1], ms)\n"                                \
+    delay_write                                                             \
+    "  redis.call('hset', KEYS[" want "], head, 'g ' .. n)\n"               \
+    "  redis.call('lpop', KEYS[2])\n"                                       \
+    "  redis.call('zrem', KEYS[3], head)\n"                                 \
+    "  redis.call('zrem', KEYS[5], head)\n"                                 \
+    "  announce(KEYS[4] .. ':' .. head, '" HL_WAKE_MSG_GRANT "' .. n)\n"    \
+    "else\n"                                                                \
+    "  wake_head(KEYS[2], KEYS[4])\n"                                       \
+    "end\n"
+
+/* A free lock's head is woken, to make its own attempt. */
+#define WAKE_HEAD "wake_head(KEYS[2], KEYS[4])\n"
+
+/* Wishes as every client records them, and also those with a delay; the
+ * empty capture of the first keeps the place of the capture after it. */
+#define WISH_PLAIN "^w (%S+) (%d+)()$"
+#define WISH_ANY "^w (%S+) (%d+),?(%d*)$"
+
+/* KEYS: name, queue, timeouts, channel base, our places, then for
+ * release_delayed_lua the delay key, then the wishes.  ARGV: lease ms,
+ * field, "1" when a wish may be granted outright, and for
  * release_delayed_lua the lock delay.  Replies -1 when field holds
  * nothing, the count left when still held, 0 when freed (and the head
- * woken).  A client with a delay keeps its delay key beside the hold it
- * leaves, and deletes it with the lock it frees; one without a delay has
- * none to mind (see the reentrant kind's release). */
-#define RELEASE_LUA(on_still_held, del_freed)                               \
+ * woken or granted the lock).  A client with a delay keeps its delay key
+ * beside the hold it leaves, and deletes it with the lock it frees; one
+ * without a delay has none to mind (see the reentrant kind's release). */
+#define RELEASE_LUA(on_still_held, del_freed, on_freed)                     \
     FAIR_LUA_COMMON                                                         \
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n" \
     "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"            \
@@ -184,30 +279,40 @@ static const char acquire_lua[] =
     "  return left\n"                                                       \
     "end\n"                                                                 \
     del_freed                                                               \
-    "purge(KEYS[2], KEYS[3], KEYS[5], now_ms())\n"                          \
-    "wake_head(KEYS[2], KEYS[4])\n"                                         \
+    "local now = now_ms()\n"                                                \
+    "local dead = purge(KEYS[2], KEYS[3], KEYS[5], now)\n"                  \
+    on_freed                                                                \
     "return answer(0)\n"
 
 static const char release_lua[] =
-    RELEASE_LUA("", "redis.call('del', KEYS[1])\n");
+    RELEASE_LUA("", "redis.call('del', KEYS[1])\n",
+                HAND_TO_WISH("6", WISH_PLAIN, ""));
 
 static const char release_delayed_lua[] = RELEASE_LUA(
-    "  redis.call('set', KEYS[6], ARGV[3], 'px',\n"
-    "             tonumber(ARGV[1]) + tonumber(ARGV[3]))\n",
-    "redis.call('del', KEYS[1], KEYS[6])\n");
+    "  redis.call('set', KEYS[6], ARGV[4], 'px',\n"
+    "             tonumber(ARGV[1]) + tonumber(ARGV[4]))\n",
+    "redis.call('del', KEYS[1], KEYS[6])\n",
+    HAND_TO_WISH("7", WISH_ANY,
+                 "  if d ~= '' then\n"
+                 "    redis.call('set', KEYS[6], d, 'px', ms + tonumber(d))\n"
+                 "  end\n"));
 
-/* The releases into a condition's line: KEYS and ARGV of release_lua or
- * release_delayed_lua, then KEYS the condition's line and alive, ARGV the
- * waiter's id and waiter timeout (kindkit/cond_lua.h). */
+/* The releases into a condition's line: KEYS name, queue, timeouts,
+ * channel base, our places, for the delayed one the delay key, then the
+ * condition's line and alive; ARGV lease ms, field, for the delayed one
+ * the lock delay, then the waiter's id and waiter timeout
+ * (kindkit/cond_lua.h).  They wake the head rather than grant it: a
+ * waiter on a condition gives the lock up for a while, which is no
+ * hand-off between processes taking turns. */
 static const char release_into_cond_lua[] =
     HL_LUA_COND_ENTER("6", "7", "3", "4")
-        RELEASE_LUA("", "redis.call('del', KEYS[1])\n");
+        RELEASE_LUA("", "redis.call('del', KEYS[1])\n", WAKE_HEAD);
 
 static const char release_into_cond_delayed_lua[] =
     HL_LUA_COND_ENTER("7", "8", "4", "5") RELEASE_LUA(
         "  redis.call('set', KEYS[6], ARGV[3], 'px',\n"
         "             tonumber(ARGV[1]) + tonumber(ARGV[3]))\n",
-        "redis.call('del', KEYS[1], KEYS[6])\n");
+        "redis.call('del', KEYS[1], KEYS[6])\n", WAKE_HEAD);
 
 /* KEYS: name, queue, timeouts, channel base, our places.  ARGV: field.  A
  * waiter gives its place up; if it was next, the one behind it is woken.
@@ -234,16 +339,47 @@ static const char force_lua[] =
     "wake_head(KEYS[2], KEYS[4])\n"
     "return answer(1)\n";
 
+/* KEYS: name, queue, timeouts, channel base, our places, wishes, delay
+ * key.  ARGV: the field of an acquire's last attempt, whose wish it had
+ * recorded, and that attempt's nonce.  Drops the wish; a grant a release
+ * made for it goes back, and the lock, freed so and with no delay (its
+ * holder never ran), to the head of the line, which is woken.  Replies 1
+ * when a wish was dropped, 2 when a grant went back, else 0. */
+static const char withdraw_lua[] =
+    FAIR_LUA_COMMON
+    "local w = redis.call('hget', KEYS[6], ARGV[1])\n"
+    "if not w then return 0 end\n"
+    "if string.sub(w, 1, #ARGV[2] + 3) == 'w ' .. ARGV[2] .. ' ' then\n"
+    "  redis.call('hdel', KEYS[6], ARGV[1])\n"
+    "  return 1\n"
+    "end\n"
+    "if w ~= 'g ' .. ARGV[2] then return 0 end\n"
+    "redis.call('hdel', KEYS[6], ARGV[1])\n"
+    "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
+    "if n > 1 then\n"
+    "  redis.call('hset', KEYS[1], ARGV[1], n - 1)\n"
+    "  return 2\n"
+    "end\n"
+    "if n < 1 then return 0 end\n"
+    "redis.call('hdel', KEYS[1], ARGV[1])\n"
+    "if redis.call('exists', KEYS[1]) == 0 then\n"
+    "  redis.call('del', KEYS[7])\n"
+    "  purge(KEYS[2], KEYS[3], KEYS[5], now_ms())\n"
+    "  wake_head(KEYS[2], KEYS[4])\n"
+    "end\n"
+    "return answer(2)\n";
+
 /* KEYS: name, queue, timeouts, channel base, our places, void set, delay
- * key.  ARGV: field, expected count, nonce to void (or "").  As the
- * reentrant kind's reconcile; a freed lock wakes the head, with no
- * delay. */
+ * key, wishes.  ARGV: field, expected count, nonce to void (or "").  As
+ * the reentrant kind's reconcile, which drops the field's wish or the
+ * grant made for it; a freed lock wakes the head, with no delay. */
 static const char reconcile_lua[] =
     FAIR_LUA_COMMON
     "if ARGV[3] ~= '' then\n"
     "  redis.call('sadd', KEYS[6], ARGV[3])\n"
     "  redis.call('pexpire', KEYS[6], " HL_LAYOUT_VOID_TTL_MS_TEXT ")\n"
     "end\n"
+    "redis.call('hdel', KEYS[8], ARGV[1])\n"
     "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
     "local want = tonumber(ARGV[2])\n"
     "if n <= want then return n end\n"
@@ -282,8 +418,8 @@ static const char status_lua[] =
     "        redis.call('pttl', KEYS[5])}\n";
 
 static hl_script release_into_cond_script, release_into_cond_delayed_script;
-static hl_script acquire_script, release_script, release_delayed_script,
-    leave_script, force_script,
+static hl_script acquire_script, acquire_wish_script, release_script,
+    release_delayed_script, leave_script, force_script, withdraw_script,
     reconcile_script, status_script;
 
 /* The keys every script but the status takes after the name, in this
@@ -301,18 +437,26 @@ static const hl_script_def acquire_def = {
                 HL_LAYOUT_LOCK_DELAY),
 };
 
+static const hl_script_def acquire_wish_def = {
+    .what = "fair acquire with a wish",
+    .body = acquire_wish_lua,
+    .script = &acquire_wish_script,
+    HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_VOID, HL_LAYOUT_TOKEN,
+                HL_LAYOUT_LOCK_DELAY, HL_LAYOUT_FAIR_WANT),
+};
+
 static const hl_script_def release_def = {
     .what = "fair release",
     .body = release_lua,
     .script = &release_script,
-    HL_DEF_KEYS(FAIR_KEYS),
+    HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_FAIR_WANT),
 };
 
 static const hl_script_def release_delayed_def = {
     .what = "fair release with a lock delay",
     .body = release_delayed_lua,
     .script = &release_delayed_script,
-    HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_LOCK_DELAY),
+    HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_LOCK_DELAY, HL_LAYOUT_FAIR_WANT),
 };
 
 static const hl_script_def release_into_cond_def = {
@@ -343,11 +487,19 @@ static const hl_script_def force_def = {
     HL_DEF_KEYS(FAIR_KEYS),
 };
 
+static const hl_script_def withdraw_def = {
+    .what = "fair withdraw",
+    .body = withdraw_lua,
+    .script = &withdraw_script,
+    HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_FAIR_WANT, HL_LAYOUT_LOCK_DELAY),
+};
+
 static const hl_script_def reconcile_def = {
     .what = "fair reconcile",
     .body = reconcile_lua,
     .script = &reconcile_script,
-    HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_VOID, HL_LAYOUT_LOCK_DELAY),
+    HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_VOID, HL_LAYOUT_LOCK_DELAY,
+                HL_LAYOUT_FAIR_WANT),
 };
 
 static const hl_script_def status_def = {
@@ -359,8 +511,8 @@ static const hl_script_def status_def = {
 };
 
 const hl_script_def *const hl_fair_script_defs[] = {
-    &acquire_def,   &release_def,   &release_delayed_def,
-    &leave_def,     &force_def,     &reconcile_def,
+    &acquire_def,   &acquire_wish_def, &release_def, &release_delayed_def,
+    &leave_def,     &force_def,     &withdraw_def, &reconcile_def,
     &status_def,    &release_into_cond_def,
     &release_into_cond_delayed_def, NULL};
 
@@ -369,36 +521,45 @@ static int attempt(hilock_lock *lock, const hl_attempt_args *a,
 {
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
+    static const char *const wants[] = {"0", "1", "2"};
     char lease[24], token[24], wt[24], delay[24];
-    const char *args[] = {lease,      a->field, a->fenced ? "1" : "0",
-                          token,      a->nonce, wt, delay};
+    const char *args[] = {lease,    a->field, a->fenced ? "1" : "0",
+                          token,    a->nonce, wt,
+                          wants[a->want], a->claim ? a->claim : "", delay};
     size_t lens[] = {hl_i64_dec(lease, a->lease_ms),
                      a->field_len,
                      1,
                      hl_u64_dec(token, a->known_token),
                      a->nonce_len,
                      hl_i64_dec(wt, a->waiter_timeout_ms),
+                     1,
+                     a->claim ? a->claim_len : 0,
                      0};
+    bool wish = a->want != HL_WANT_NONE;
+    int nargs = wish ? 8 : 6;
     /* Only a client with a delay sends one (see reentrant.c). */
     int64_t delay_ms = hl_lock_delay_ms(lock);
-    if (delay_ms > 0)
-        lens[6] = hl_i64_dec(delay, delay_ms);
-    return hl_run_lock_def(lock, &acquire_def, delay_ms > 0 ? 7 : 6, args,
-                           lens, fn, data);
+    if (delay_ms > 0) {
+        args[nargs] = delay;
+        lens[nargs++] = hl_i64_dec(delay, delay_ms);
+    }
+    return hl_run_lock_def(lock, wish ? &acquire_wish_def : &acquire_def,
+                           nargs, args, lens, fn, data);
 }
 
 static int release(hilock_lock *lock, const char *field, size_t field_len,
                    int64_t lease_ms, hl_request_fn *fn, void *data)
 {
     char lease[24], delay[24];
-    const char *args[] = {lease, field, delay};
-    size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len, 0};
+    const char *args[] = {lease, field, hl_lock_writes_plain(lock) ? "1" : "0",
+                          delay};
+    size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len, 1, 0};
     int64_t delay_ms = hl_lock_delay_ms(lock);
     if (delay_ms > 0)
-        lens[2] = hl_i64_dec(delay, delay_ms);
+        lens[3] = hl_i64_dec(delay, delay_ms);
     return hl_run_lock_def(lock,
                            delay_ms > 0 ? &release_delayed_def : &release_def,
-                           delay_ms > 0 ? 3 : 2, args, lens, fn, data);
+                           delay_ms > 0 ? 4 : 3, args, lens, fn, data);
 }
 
 static int release_into_cond(hilock_lock *lock, const char *field,
@@ -426,6 +587,14 @@ static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
     return hl_run_lock_def(lock, &force_def, 0, NULL, NULL, fn, data);
+}
+
+static int withdraw(hilock_lock *lock, const char *field, size_t field_len,
+                    const char *nonce, size_t nonce_len)
+{
+    const char *args[] = {field, nonce};
+    size_t lens[] = {field_len, nonce_len};
+    return hl_run_lock_def(lock, &withdraw_def, 2, args, lens, NULL, NULL);
 }
 
 static int reconcile(hilock_lock *lock, const char *field, size_t field_len,
@@ -464,6 +633,7 @@ static const hl_kind fair_kind = {
     .force_release = force_release,
     .reconcile = reconcile,
     .leave = leave,
+    .withdraw = withdraw,
     .mark_grant = hl_kind_mark_fair_grant,
     .renew = &hl_hash_renew,
     .renew_delayed = &hl_hash_renew_delayed,

@@ -61,6 +61,12 @@
  * client claims, withdraws or registers again.  The grant is announced
  * as "g<attempt nonce>" on the client's wake channel. */
 #define HL_LAYOUT_LOCK_WANT "hilock_lock_want"
+/* Ours: the same for the fair lock, whose line is of waiters, not of
+ * clients: a hash, field -> "w <attempt nonce> <lease ms>" while that
+ * waiter waits, "g <attempt nonce>" once a release granted it.  The grant
+ * is announced as "g<attempt nonce>" on the waiter's channel,
+ * "redisson_lock__channel:{NAME}:<field>". */
+#define HL_LAYOUT_FAIR_WANT "hilock_fair_want"
 /* Ours: a reentrant or fair lock's lock delay, "hilock_lock_delay:{NAME}",
  * a string holding the delay in ms.  A holder whose client sets a delay
  * writes it at every grant and renewal to expire a delay after its lease;

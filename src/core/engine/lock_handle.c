@@ -238,6 +238,16 @@ bool hl_lock_others_wait(const hilock_lock *lock, const hl_waiter *self,
     return others;
 }
 
+bool hl_lock_owner_listened(const hilock_lock *lock, uint64_t owner)
+{
+    hl_aux_name ch;
+    if (lock->client == NULL || hl_owner_channel(lock, owner, &ch) != 0)
+        return false;
+    bool known = hl_waiters_known(lock->client->waiters, ch.s, ch.len);
+    hl_aux_name_done(&ch);
+    return known;
+}
+
 void hl_lock_freed_here(hilock_lock *lock)
 {
     hl_aux_name ch;

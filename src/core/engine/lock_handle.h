@@ -438,6 +438,9 @@ int hl_lock_write(hilock_lock *lock, hl_write_send_fn *send, void *ctx,
  * one refused just before the release and not listening yet included.
  * Loop thread. */
 void hl_lock_freed_here(hilock_lock *lock);
+/* Whether the client still has the channel owner's waiters listen on
+ * (channel_per_owner kinds): one of them waited for the lock lately. */
+bool hl_lock_owner_listened(const hilock_lock *lock, uint64_t owner);
 
 /* Whether waiters of the lock's client other than self (NULL: any) wait
  * for it on its channel; with known, also whether the client has that
