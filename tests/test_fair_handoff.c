@@ -1,0 +1,510 @@
+/* The fair lock's direct hand-off against a real redis-server: a release
+ * gives the lock outright to the head of the line when that waiter
+ * recorded a wish, and the waiter then holds without an acquire of its
+ * own.  As for the reentrant lock (test_direct_handoff.c), each way the
+ * hand-off can go wrong has its test: the grant's message lost (the
+ * waiter's next attempt claims it), the waiter gone before it hears of
+ * the grant (its withdraw gives the grant back and the next in line is
+ * woken), the waiter dead (the grant lasts no longer than its place), a
+ * Java waiter at the head (woken as Redisson's release would, never
+ * granted), and pub/sub connections killed under contention (no two
+ * holders at once). */
+/* ctest-timeout: 120 */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "hilock/client.h"
+#include "hilock/error.h"
+#include "hilock/fair.h"
+#include "hilock/lock.h"
+#include "support/fixture.h"
+#include "support/lock_helpers.h"
+#include "support/mutex_checker.h"
+#include "support/plain_sub.h"
+#include "support/raw_reads.h"
+
+/* Each test's server; see hl_lock_fixture. */
+static hl_lock_fixture fx;
+
+#define OWNER 7
+
+/* A wish or a grant as the server keeps it under a waiter's field. */
+typedef struct wish {
+    char kind; /* 'w' wish, 'g' granted, 0 none */
+    char nonce[64];
+    long long lease_ms; /* of a wish */
+} wish;
+
+static void field_of(hilock_client *c, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s:%d", hilock_client_id(c), OWNER);
+}
+
+static wish read_wish(const char *name, const char *field)
+{
+    char key[128], raw[256];
+    wish w = {0};
+
+    snprintf(key, sizeof key, "hilock_fair_want:{%s}", name);
+    if (!hl_raw_bulk(fx.server, raw, sizeof raw, "HGET", key, field,
+                     (char *)NULL))
+        return w;
+    if (raw[0] == 'w' &&
+        sscanf(raw, "w %63s %lld", w.nonce, &w.lease_ms) == 2)
+        w.kind = 'w';
+    else if (raw[0] == 'g' && sscanf(raw, "g %63s", w.nonce) == 1)
+        w.kind = 'g';
+    else
+        fail_msg("the wish of %s reads \"%s\"", field, raw);
+    return w;
+}
+
+static wish expect_wish(const char *name, hilock_client *c)
+{
+    char field[64];
+    field_of(c, field, sizeof field);
+    wish w = read_wish(name, field);
+    if (w.kind != 'w')
+        fail_msg("no wish recorded for the waiting client");
+    return w;
+}
+
+static void key_of(char *out, size_t cap, const char *prefix,
+                   const char *name)
+{
+    snprintf(out, cap, "%s:{%s}", prefix, name);
+}
+
+/* What a release does for a wish, done by hand, without the message that
+ * would tell its waiter: the message is lost.  The lock's holder goes,
+ * and the wish's field holds for pexpire_ms. */
+static void grant_unheard(const char *name, const char *field, const wish *w,
+                          long long pexpire_ms)
+{
+    char key[128], ms[24], granted[96];
+
+    assert_int_equal(hl_raw_int(fx.server, "DEL", name, (char *)NULL), 1);
+    assert_int_equal(
+        hl_raw_int(fx.server, "HSET", name, field, "1", (char *)NULL), 1);
+    snprintf(ms, sizeof ms, "%lld", pexpire_ms);
+    assert_int_equal(
+        hl_raw_int(fx.server, "PEXPIRE", name, ms, (char *)NULL), 1);
+    key_of(key, sizeof key, "hilock_fair_want", name);
+    snprintf(granted, sizeof granted, "g %s", w->nonce);
+    (void)hl_raw_int(fx.server, "HSET", key, field, granted, (char *)NULL);
+    key_of(key, sizeof key, "redisson_lock_queue", name);
+    assert_int_equal(
+        hl_raw_int(fx.server, "LREM", key, "1", field, (char *)NULL), 1);
+    key_of(key, sizeof key, "redisson_lock_timeout", name);
+    (void)hl_raw_int(fx.server, "ZREM", key, field, (char *)NULL);
+    key_of(key, sizeof key, "hilock_fair_alive", name);
+    (void)hl_raw_int(fx.server, "ZREM", key, field, (char *)NULL);
+}
+
+#define JAVA_FIELD "0b7d1f52-5c3e-4a47-9d3c-2f1e6a7b8c9d:77"
+
+static void java_hold(const char *name)
+{
+    assert_int_equal(
+        hl_raw_int(fx.server, "HSET", name, JAVA_FIELD, "1", (char *)NULL),
+        1);
+    assert_int_equal(
+        hl_raw_int(fx.server, "PEXPIRE", name, "30000", (char *)NULL), 1);
+}
+
+static long long hold_of(const char *name, const char *field)
+{
+    char v[32];
+
+    if (!hl_raw_bulk(fx.server, v, sizeof v, "HGET", name, field,
+                     (char *)NULL))
+        return 0;
+    return atoll(v);
+}
+
+/* An async acquire of OWNER on lock, of client c, that waits as long as
+ * it takes, recorded in rec (its id in *id unless NULL); returns once it
+ * was refused and asks nothing more of the server: a wish, if it records
+ * one, is there. */
+static void wait_in_line(hilock_client *c, hilock_lock *lock,
+                         hl_acquire_rec *rec, uint64_t *id)
+{
+    hl_acquire_rec_init(rec, c);
+    assert_status(hilock_lock_acquire_async(lock, OWNER, HILOCK_WAIT_FOREVER,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            hl_record_acquire, rec, id),
+                  HILOCK_OK);
+    hl_expect_idle(c, lock, 1);
+}
+
+/* The acquires of c that a release handed the lock to. */
+static uint64_t handed_to(hilock_client *c)
+{
+    hilock_stats s = {.size = sizeof s};
+
+    assert_status(hilock_client_stats_read(c, &s), HILOCK_OK);
+    return s.acquires_handed;
+}
+
+typedef struct pttl_above {
+    const char *key;
+    long long ms;
+} pttl_above;
+
+static bool pttl_is_above(void *arg)
+{
+    pttl_above *p = arg;
+    return hl_raw_pttl(fx.server, p->key) > p->ms;
+}
+
+/* ---- the hand-off ------------------------------------------------------- */
+
+/* The release is the one script between the holder letting go and the
+ * head of the line holding: no acquire of the waiter's.  The grant lasts
+ * on the server no longer than the waiter's place (2 s, where the lease
+ * is 30 s), so its client renews it before that runs out and holds on
+ * past it.  The waiter's release then clears its grant.  Before the
+ * direct hand-off, the woken waiter sent an acquire: 2 scripts. */
+static void test_release_hands_the_fair_lock_over(void **state)
+{
+    const hl_client_opts wopts = {.waiter_ms = 2000};
+    hilock_client *h = hl_new_client(fx.server, NULL);
+    hilock_client *w = hl_new_client(fx.server, &wopts);
+    hilock_lock *lh = hl_new_fair_lock(h, "fair-handoff");
+    hilock_lock *lw = hl_new_fair_lock(w, "fair-handoff");
+    static hl_acquire_rec rec;
+    static hl_lost_rec lost;
+    hl_value_rec rel;
+    char field[64];
+
+    (void)state;
+    field_of(w, field, sizeof field);
+    hl_lost_rec_init(&lost, w);
+    hl_value_rec_init(&rel);
+    assert_status(hilock_lock_set_lost_callback(lw, hl_record_lost, &lost),
+                  HILOCK_OK);
+    assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
+    wait_in_line(w, lw, &rec, NULL);
+    wish before_wish = expect_wish("fair-handoff", w);
+    assert_int_equal(before_wish.lease_ms, 30000);
+
+    long long before = hl_scripts_run(fx.server);
+    int64_t released_at = hl_now_ms();
+    assert_status(hilock_lock_release(lh), HILOCK_OK);
+    assert_status(hl_expect_acquire(&rec), HILOCK_OK);
+    assert_int_equal(rec.got.hold_count, 1);
+    assert_int_equal(hl_scripts_run(fx.server) - before, 1);
+    assert_int_equal(handed_to(w), 1);
+    assert_int_equal(hold_of("fair-handoff", field), 1);
+    long long ttl = hl_raw_pttl(fx.server, "fair-handoff");
+    if (ttl <= 0 || ttl > 2000)
+        fail_msg("the grant lasts %lld ms on the server, where the "
+                 "waiter's place lasted at most 2000",
+                 ttl);
+    wish granted = read_wish("fair-handoff", field);
+    assert_int_equal(granted.kind, 'g');
+    assert_string_equal(granted.nonce, before_wish.nonce);
+    assert_int_equal(hl_raw_int(fx.server, "LLEN",
+                                "redisson_lock_queue:{fair-handoff}",
+                                (char *)NULL),
+                     0);
+
+    /* Renewed before the place would have run out, and held past it. */
+    pttl_above renewed = {"fair-handoff", 2000};
+    if (!hl_wait_until(pttl_is_above, &renewed, hl_widen(2000)))
+        fail_msg("no renewal before the grant's expiry");
+    while (hl_now_ms() < released_at + 2500)
+        hl_sleep_ms(50);
+    assert_int_equal(atomic_load(&lost.calls), 0);
+    assert_false(hilock_lock_owner_lost(lw, OWNER));
+    assert_int_equal(hold_of("fair-handoff", field), 1);
+
+    assert_status(hilock_lock_release_async(lw, OWNER, hl_record_value, &rel),
+                  HILOCK_OK);
+    assert_int_equal(hl_expect_value(&rel, HILOCK_OK), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "fair-handoff"), 0);
+    assert_int_equal(read_wish("fair-handoff", field).kind, 0);
+    hl_free_lock(lw);
+    hl_free_lock(lh);
+    hl_free_client(w);
+    hl_free_client(h);
+}
+
+/* The grant's message is lost: the waiter's next attempt, within a third
+ * of its waiter timeout, finds the grant made for its wish and takes it,
+ * counted once and for the whole lease from then. */
+static void test_lost_grant_message_is_claimed(void **state)
+{
+    const hl_client_opts wopts = {.waiter_ms = 3000};
+    hilock_client *w = hl_new_client(fx.server, &wopts);
+    hilock_lock *lw = hl_new_fair_lock(w, "fair-unheard");
+    static hl_acquire_rec rec;
+    hl_value_rec count;
+    char field[64];
+
+    (void)state;
+    field_of(w, field, sizeof field);
+    hl_value_rec_init(&count);
+    java_hold("fair-unheard");
+    wait_in_line(w, lw, &rec, NULL);
+    wish wi = expect_wish("fair-unheard", w);
+    long long before = hl_scripts_run(fx.server);
+    grant_unheard("fair-unheard", field, &wi, 3000);
+
+    assert_status(hl_expect_acquire(&rec), HILOCK_OK);
+    assert_int_equal(rec.got.hold_count, 1);
+    /* The one attempt that found the grant. */
+    assert_int_equal(hl_scripts_run(fx.server) - before, 1);
+    assert_int_equal(hold_of("fair-unheard", field), 1);
+    assert_int_equal(read_wish("fair-unheard", field).kind, 0);
+    assert_true(hl_raw_pttl(fx.server, "fair-unheard") > 3000);
+    assert_status(hilock_lock_hold_count_async(lw, OWNER, hl_record_value,
+                                               &count),
+                  HILOCK_OK);
+    assert_int_equal(hl_expect_value(&count, HILOCK_OK), 1);
+    hl_free_lock(lw);
+    hl_free_client(w);
+}
+
+/* The waiter is cancelled before it hears of a grant made for it (its
+ * message lost, its next attempt 20 s away): its withdraw gives the grant
+ * back and wakes the next in line, which gets the lock long before the
+ * 30 s the grant would last. */
+static void test_gone_waiter_gives_its_grant_back(void **state)
+{
+    const hl_client_opts wopts = {.waiter_ms = 60000};
+    hilock_client *w = hl_new_client(fx.server, &wopts);
+    hilock_client *y = hl_new_client(fx.server, &wopts);
+    hilock_lock *lw = hl_new_fair_lock(w, "fair-given-back");
+    hilock_lock *ly = hl_new_fair_lock(y, "fair-given-back");
+    static hl_acquire_rec rw, ry;
+    char field[64];
+
+    (void)state;
+    field_of(w, field, sizeof field);
+    java_hold("fair-given-back");
+    uint64_t id = 0;
+    wait_in_line(w, lw, &rw, &id);
+    wait_in_line(y, ly, &ry, NULL);
+    wish wi = expect_wish("fair-given-back", w);
+    grant_unheard("fair-given-back", field, &wi, 30000);
+
+    assert_status(hilock_lock_cancel(lw, id), HILOCK_OK);
+    assert_status(hl_expect_acquire(&rw), HILOCK_ECANCELED);
+    int64_t gone_at = hl_now_ms();
+    assert_status(hl_expect_acquire(&ry), HILOCK_OK);
+    print_message("    the next in line got the lock %lld ms after the "
+                  "waiter gave up\n",
+                  (long long)(ry.at_ms - gone_at));
+    if (ry.at_ms - gone_at > hl_widen(5000))
+        fail_msg("the next in line waited %lld ms for a grant given back",
+                 (long long)(ry.at_ms - gone_at));
+    assert_int_equal(hold_of("fair-given-back", field), 0);
+    assert_int_equal(read_wish("fair-given-back", field).kind, 0);
+    hl_free_lock(ly);
+    hl_free_lock(lw);
+    hl_free_client(y);
+    hl_free_client(w);
+}
+
+/* A waiter that recorded a wish and died: the release grants it the lock,
+ * for no longer than its place has left (3 s, where the lease is 30 s),
+ * and the next in line gets the lock when that runs out. */
+#define DEAD_FIELD "5d1e0b3a-0c4f-4e1b-8a2d-7f6e5d4c3b2a:1"
+#define PLACE_MS 3000
+
+static void test_dead_waiter_grant_runs_out_with_its_place(void **state)
+{
+    hilock_client *h = hl_new_client(fx.server, NULL);
+    hilock_client *y = hl_new_client(fx.server, NULL);
+    hilock_lock *lh = hl_new_fair_lock(h, "fair-dead-wish");
+    hilock_lock *ly = hl_new_fair_lock(y, "fair-dead-wish");
+    static hl_acquire_rec ry;
+    char at[32];
+
+    (void)state;
+    assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
+    snprintf(at, sizeof at, "%lld", hl_raw_server_ms(fx.server) + PLACE_MS);
+    (void)hl_raw_int(fx.server, "RPUSH", "redisson_lock_queue:{fair-dead-wish}",
+                     DEAD_FIELD, (char *)NULL);
+    (void)hl_raw_int(fx.server, "ZADD",
+                     "redisson_lock_timeout:{fair-dead-wish}", at, DEAD_FIELD,
+                     (char *)NULL);
+    (void)hl_raw_int(fx.server, "ZADD", "hilock_fair_alive:{fair-dead-wish}",
+                     at, DEAD_FIELD, (char *)NULL);
+    (void)hl_raw_int(fx.server, "HSET", "hilock_fair_want:{fair-dead-wish}",
+                     DEAD_FIELD, "w 5d1e0b3a:9 30000", (char *)NULL);
+    wait_in_line(y, ly, &ry, NULL);
+
+    int64_t released_at = hl_now_ms();
+    assert_status(hilock_lock_release(lh), HILOCK_OK);
+    assert_int_equal(hold_of("fair-dead-wish", DEAD_FIELD), 1);
+    long long ttl = hl_raw_pttl(fx.server, "fair-dead-wish");
+    if (ttl <= 0 || ttl > PLACE_MS)
+        fail_msg("the dead waiter's grant lasts %lld ms", ttl);
+    assert_status(hl_expect_acquire(&ry), HILOCK_OK);
+    print_message("    dead waiter's grant: the next in line got the lock "
+                  "%lld ms after the release\n",
+                  (long long)(ry.at_ms - released_at));
+    assert_int_equal(hold_of("fair-dead-wish", DEAD_FIELD), 0);
+    hl_free_lock(ly);
+    hl_free_lock(lh);
+    hl_free_client(y);
+    hl_free_client(h);
+}
+
+/* ---- beside Redisson's clients -------------------------------------------- */
+
+/* A Java waiter at the head of the line records no wish: our release
+ * frees the lock and wakes it on its channel, as Redisson's release
+ * would.  It takes the lock (Redisson's grant, by hand), and its release
+ * ("0" to the head's channel, our waiter's) wakes our waiter, whose own
+ * attempt takes the lock. */
+static void test_wake_ups_both_ways_beside_java(void **state)
+{
+    hilock_client *h = hl_new_client(fx.server, NULL);
+    hilock_client *w = hl_new_client(fx.server, NULL);
+    hilock_lock *lh = hl_new_fair_lock(h, "fair-mixed");
+    hilock_lock *lw = hl_new_fair_lock(w, "fair-mixed");
+    static hl_acquire_rec rec;
+    char msg[16], at[32], field[64], channel[160];
+
+    (void)state;
+    field_of(w, field, sizeof field);
+    hl_plain_sub *java = hl_plain_sub_open(
+        fx.server, "redisson_lock__channel:{fair-mixed}:" JAVA_FIELD);
+    assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
+    /* Redisson's place: the lock's ttl plus its thread's wait. */
+    snprintf(at, sizeof at, "%lld", hl_raw_server_ms(fx.server) + 330000);
+    (void)hl_raw_int(fx.server, "RPUSH", "redisson_lock_queue:{fair-mixed}",
+                     JAVA_FIELD, (char *)NULL);
+    (void)hl_raw_int(fx.server, "ZADD", "redisson_lock_timeout:{fair-mixed}",
+                     at, JAVA_FIELD, (char *)NULL);
+    wait_in_line(w, lw, &rec, NULL);
+    (void)expect_wish("fair-mixed", w);
+
+    assert_status(hilock_lock_release(lh), HILOCK_OK);
+    assert_int_equal(hl_raw_exists(fx.server, "fair-mixed"), 0);
+    if (!hl_plain_sub_next(java, msg, sizeof msg, hl_widen(5000)))
+        fail_msg("the Java waiter at the head heard no release");
+    assert_string_equal(msg, "0");
+
+    /* Redisson's grant to its head, and later its release. */
+    assert_int_equal(hl_raw_int(fx.server, "LREM",
+                                "redisson_lock_queue:{fair-mixed}", "1",
+                                JAVA_FIELD, (char *)NULL),
+                     1);
+    (void)hl_raw_int(fx.server, "ZREM", "redisson_lock_timeout:{fair-mixed}",
+                     JAVA_FIELD, (char *)NULL);
+    java_hold("fair-mixed");
+    assert_int_equal(atomic_load(&rec.calls), 0);
+    assert_int_equal(hl_raw_int(fx.server, "DEL", "fair-mixed", (char *)NULL),
+                     1);
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{fair-mixed}:%s",
+             field);
+    (void)hl_raw_int(fx.server, "PUBLISH", channel, "0", (char *)NULL);
+    assert_status(hl_expect_acquire(&rec), HILOCK_OK);
+    assert_int_equal(handed_to(w), 0);
+    assert_int_equal(hold_of("fair-mixed", field), 1);
+    assert_int_equal(read_wish("fair-mixed", field).kind, 0);
+    hl_plain_sub_close(java);
+    hl_free_lock(lw);
+    hl_free_lock(lh);
+    hl_free_client(w);
+    hl_free_client(h);
+}
+
+/* ---- under faults ------------------------------------------------------- */
+
+#define CONTENDERS 4
+#define HOLDS 150
+
+typedef struct killer {
+    pthread_t thread;
+    atomic_bool stop;
+    atomic_int kills;
+} killer;
+
+/* Kills the contenders' pub/sub connections now and then: grants go out
+ * unheard and are claimed, or given back by waiters that gave up. */
+static void *killer_main(void *arg)
+{
+    killer *k = arg;
+
+    while (!atomic_load(&k->stop)) {
+        hl_sleep_ms(15);
+        if (hl_fixture_client_kill(fx.server, "pubsub") > 0)
+            atomic_fetch_add(&k->kills, 1);
+    }
+    return NULL;
+}
+
+static void test_fair_handoffs_under_pubsub_kills(void **state)
+{
+    const hl_client_opts opts = {.waiter_ms = 900};
+    hl_mutex_checker *mc = hl_mutex_checker_create(CONTENDERS * HOLDS, 0);
+    hilock_client *c[CONTENDERS];
+    hilock_lock *l[CONTENDERS];
+    hl_checked_holder hold[CONTENDERS];
+    killer k;
+    char why[256];
+
+    (void)state;
+    assert_non_null(mc);
+    atomic_init(&k.stop, false);
+    atomic_init(&k.kills, 0);
+    for (int i = 0; i < CONTENDERS; i++) {
+        c[i] = hl_new_client(fx.server, &opts);
+        l[i] = hl_new_fair_lock(c[i], "fair-killed-handoffs");
+        hold[i] = (hl_checked_holder){.lock = l[i], .mc = mc,
+                                      .id = (uint32_t)i, .holds = HOLDS};
+    }
+    assert_int_equal(pthread_create(&k.thread, NULL, killer_main, &k), 0);
+    for (int i = 0; i < CONTENDERS; i++)
+        assert_int_equal(pthread_create(&hold[i].thread, NULL,
+                                        hl_checked_holder_main, &hold[i]),
+                         0);
+    for (int i = 0; i < CONTENDERS; i++)
+        pthread_join(hold[i].thread, NULL);
+    atomic_store(&k.stop, true);
+    pthread_join(k.thread, NULL);
+    long long handed = 0;
+    for (int i = 0; i < CONTENDERS; i++)
+        handed += (long long)handed_to(c[i]);
+    print_message("    %d holds, %d pub/sub kills, %lld of them handed "
+                  "straight to a waiter\n",
+                  CONTENDERS * HOLDS, atomic_load(&k.kills), handed);
+    if (!hl_mutex_checker_verify(mc, false, why, sizeof why))
+        fail_msg("%s", why);
+    assert_int_equal(hl_mutex_checker_count(mc), CONTENDERS * HOLDS);
+    assert_true(atomic_load(&k.kills) > 0);
+    assert_true(handed > 0);
+    for (int i = 0; i < CONTENDERS; i++) {
+        hl_free_lock(l[i]);
+        hl_free_client(c[i]);
+    }
+    hl_mutex_checker_free(mc);
+}
+
+int main(void)
+{
+#define T(fn) hl_lock_test(fn, &fx)
+    const struct CMUnitTest tests[] = {
+        T(test_release_hands_the_fair_lock_over),
+        T(test_lost_grant_message_is_claimed),
+        T(test_gone_waiter_gives_its_grant_back),
+        T(test_dead_waiter_grant_runs_out_with_its_place),
+        T(test_wake_ups_both_ways_beside_java),
+        T(test_fair_handoffs_under_pubsub_kills),
+    };
+#undef T
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
