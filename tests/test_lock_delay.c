@@ -352,18 +352,22 @@ static uint64_t handed_to(hilock_client *c)
  * gives b the lock outright when it can, b's delay (a wish carries it)
  * included: only a releaser with a delay has the delay key at hand, so
  * one without leaves a wish with a delay to a promise and b's own
- * attempt. */
-static void hand_off(const char *name, bool a_delay, bool b_delay)
+ * attempt.  The fair lock keeps its wishes by field, the reentrant one
+ * by client. */
+static void hand_off(const char *name, bool fair, bool a_delay, bool b_delay)
 {
-    char key[128], want[128], wish[256];
+    char key[128], want[128], wish[256], wisher[64];
     delay_key(name, key, sizeof key);
-    snprintf(want, sizeof want, "hilock_lock_want:{%s}", name);
+    snprintf(want, sizeof want, "%s:{%s}",
+             fair ? "hilock_fair_want" : "hilock_lock_want", name);
     hilock_client *ac = a_delay ? delay_client() : hl_new_client(fx.server,
                                                                  NULL);
     hilock_client *bc = b_delay ? delay_client() : hl_new_client(fx.server,
                                                                  NULL);
-    hilock_lock *a = hl_new_lock(ac, name);
-    hilock_lock *b = hl_new_lock(bc, name);
+    hilock_lock *a = fair ? hl_new_fair_lock(ac, name) : hl_new_lock(ac, name);
+    hilock_lock *b = fair ? hl_new_fair_lock(bc, name) : hl_new_lock(bc, name);
+    snprintf(wisher, sizeof wisher, fair ? "%s:9" : "%s",
+             hilock_client_id(bc));
 
     assert_status(hilock_lock_try_acquire(a, 0, 30000), HILOCK_OK);
     static hl_acquire_rec rec;
@@ -374,8 +378,8 @@ static void hand_off(const char *name, bool a_delay, bool b_delay)
                   HILOCK_OK);
     hl_expect_idle(bc, b, 1);
     assert_true(hl_raw_bulk(fx.server, wish, sizeof wish, "HGET", want,
-                            hilock_client_id(bc), (char *)NULL));
-    if ((strstr(wish, " 30000,1500 ") != NULL) != b_delay)
+                            wisher, (char *)NULL));
+    if ((strstr(wish, " 30000,1500") != NULL) != b_delay)
         fail_msg("the wish reads \"%s\"", wish);
     assert_status(hilock_lock_release(a), HILOCK_OK);
     assert_status(hl_expect_acquire(&rec), HILOCK_OK);
@@ -402,9 +406,12 @@ static void hand_off(const char *name, bool a_delay, bool b_delay)
 static void test_hand_off_writes_the_new_holders_delay(void **state)
 {
     (void)state;
-    hand_off("handed", true, true);
-    hand_off("handed-from-plain", false, true);
-    hand_off("handed-to-plain", true, false);
+    hand_off("handed", false, true, true);
+    hand_off("handed-from-plain", false, false, true);
+    hand_off("handed-to-plain", false, true, false);
+    hand_off("fair-handed", true, true, true);
+    hand_off("fair-handed-from-plain", true, false, true);
+    hand_off("fair-handed-to-plain", true, true, false);
 }
 
 /* ---- bad values --------------------------------------------------------- */
