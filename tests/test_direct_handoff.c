@@ -8,7 +8,6 @@
  * the waiter holding longer than its place lasted (a renewal comes first),
  * and connections killed under contention (no two holders at once). */
 /* ctest-timeout: 120 */
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <stdbool.h>
@@ -23,8 +22,8 @@
 #include "hilock/error.h"
 #include "hilock/lock.h"
 #include "support/fixture.h"
+#include "support/handoff_faults.h"
 #include "support/lock_helpers.h"
-#include "support/mutex_checker.h"
 #include "support/plain_sub.h"
 #include "support/raw_reads.h"
 
@@ -406,74 +405,12 @@ static void test_wake_ups_both_ways_beside_java(void **state)
 
 /* ---- under faults ------------------------------------------------------- */
 
-#define CONTENDERS 4
-#define HOLDS 150
-
-typedef struct killer {
-    pthread_t thread;
-    atomic_bool stop;
-    atomic_int kills;
-} killer;
-
-/* Kills the contenders' pub/sub connections now and then: grants go out
- * unheard and are claimed, or given back by waiters that gave up. */
-static void *killer_main(void *arg)
-{
-    killer *k = arg;
-
-    while (!atomic_load(&k->stop)) {
-        hl_sleep_ms(15);
-        if (hl_fixture_client_kill(fx.server, "pubsub") > 0)
-            atomic_fetch_add(&k->kills, 1);
-    }
-    return NULL;
-}
-
+/* Grants go out unheard while pub/sub connections are killed, and are
+ * claimed, or given back by waiters that gave up (handoff_faults.h). */
 static void test_handoffs_under_pubsub_kills(void **state)
 {
-    const hl_client_opts opts = {.waiter_ms = 900};
-    hl_mutex_checker *mc = hl_mutex_checker_create(CONTENDERS * HOLDS, 0);
-    hilock_client *c[CONTENDERS];
-    hilock_lock *l[CONTENDERS];
-    hl_checked_holder hold[CONTENDERS];
-    killer k;
-    char why[256];
-
     (void)state;
-    assert_non_null(mc);
-    atomic_init(&k.stop, false);
-    atomic_init(&k.kills, 0);
-    for (int i = 0; i < CONTENDERS; i++) {
-        c[i] = hl_new_client(fx.server, &opts);
-        l[i] = hl_new_lock(c[i], "killed-handoffs");
-        hold[i] = (hl_checked_holder){.lock = l[i], .mc = mc,
-                                      .id = (uint32_t)i, .holds = HOLDS};
-    }
-    assert_int_equal(pthread_create(&k.thread, NULL, killer_main, &k), 0);
-    for (int i = 0; i < CONTENDERS; i++)
-        assert_int_equal(pthread_create(&hold[i].thread, NULL,
-                                        hl_checked_holder_main, &hold[i]),
-                         0);
-    for (int i = 0; i < CONTENDERS; i++)
-        pthread_join(hold[i].thread, NULL);
-    atomic_store(&k.stop, true);
-    pthread_join(k.thread, NULL);
-    long long handed = 0;
-    for (int i = 0; i < CONTENDERS; i++)
-        handed += (long long)handed_to(c[i]);
-    print_message("    %d holds, %d pub/sub kills, %lld of them handed "
-                  "straight to a waiter\n",
-                  CONTENDERS * HOLDS, atomic_load(&k.kills), handed);
-    if (!hl_mutex_checker_verify(mc, false, why, sizeof why))
-        fail_msg("%s", why);
-    assert_int_equal(hl_mutex_checker_count(mc), CONTENDERS * HOLDS);
-    assert_true(atomic_load(&k.kills) > 0);
-    assert_true(handed > 0);
-    for (int i = 0; i < CONTENDERS; i++) {
-        hl_free_lock(l[i]);
-        hl_free_client(c[i]);
-    }
-    hl_mutex_checker_free(mc);
+    hl_handoffs_under_pubsub_kills(fx.server, hl_new_lock, "killed-handoffs");
 }
 
 int main(void)

@@ -339,6 +339,17 @@ static const char force_lua[] =
     "wake_head(KEYS[2], KEYS[4])\n"
     "return answer(1)\n";
 
+/* The field ARGV[1] gives up its last hold, which nothing ran under (a
+ * grant given back, or taken back after connection trouble): a lock freed
+ * so keeps no delay (KEYS[7]), and its head is woken. */
+#define TAKEN_BACK                                                          \
+    "redis.call('hdel', KEYS[1], ARGV[1])\n"                                \
+    "if redis.call('exists', KEYS[1]) == 0 then\n"                          \
+    "  redis.call('del', KEYS[7])\n"                                        \
+    "  purge(KEYS[2], KEYS[3], KEYS[5], now_ms())\n"                        \
+    "  wake_head(KEYS[2], KEYS[4])\n"                                       \
+    "end\n"
+
 /* KEYS: name, queue, timeouts, channel base, our places, wishes, delay
  * key.  ARGV: the field of an acquire's last attempt, whose wish it had
  * recorded, and that attempt's nonce.  Drops the wish; a grant a release
@@ -361,12 +372,7 @@ static const char withdraw_lua[] =
     "  return 2\n"
     "end\n"
     "if n < 1 then return 0 end\n"
-    "redis.call('hdel', KEYS[1], ARGV[1])\n"
-    "if redis.call('exists', KEYS[1]) == 0 then\n"
-    "  redis.call('del', KEYS[7])\n"
-    "  purge(KEYS[2], KEYS[3], KEYS[5], now_ms())\n"
-    "  wake_head(KEYS[2], KEYS[4])\n"
-    "end\n"
+    TAKEN_BACK
     "return answer(2)\n";
 
 /* KEYS: name, queue, timeouts, channel base, our places, void set, delay
@@ -387,12 +393,7 @@ static const char reconcile_lua[] =
     "  redis.call('hset', KEYS[1], ARGV[1], want)\n"
     "  return want\n"
     "end\n"
-    "redis.call('hdel', KEYS[1], ARGV[1])\n"
-    "if redis.call('exists', KEYS[1]) == 0 then\n"
-    "  redis.call('del', KEYS[7])\n"
-    "  purge(KEYS[2], KEYS[3], KEYS[5], now_ms())\n"
-    "  wake_head(KEYS[2], KEYS[4])\n"
-    "end\n"
+    TAKEN_BACK
     "return 0\n";
 
 /* KEYS: name, queue, timeouts, our places, delay key.  Replies the status

@@ -1,0 +1,95 @@
+/* Direct hand-offs under pub/sub connections killed; see handoff_faults.h. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "hilock/client.h"
+#include "support/handoff_faults.h"
+#include "support/lock_helpers.h"
+#include "support/mutex_checker.h"
+
+#define CONTENDERS 4
+#define HOLDS 150
+
+typedef struct killer {
+    pthread_t thread;
+    hl_redis_server *server;
+    atomic_bool stop;
+    atomic_int kills;
+} killer;
+
+static void *killer_main(void *arg)
+{
+    killer *k = arg;
+
+    while (!atomic_load(&k->stop)) {
+        hl_sleep_ms(15);
+        if (hl_fixture_client_kill(k->server, "pubsub") > 0)
+            atomic_fetch_add(&k->kills, 1);
+    }
+    return NULL;
+}
+
+static uint64_t handed_to(hilock_client *c)
+{
+    hilock_stats s = {.size = sizeof s};
+
+    assert_status(hilock_client_stats_read(c, &s), HILOCK_OK);
+    return s.acquires_handed;
+}
+
+void hl_handoffs_under_pubsub_kills(hl_redis_server *server,
+                                    hilock_lock *(*make)(hilock_client *,
+                                                         const char *),
+                                    const char *name)
+{
+    const hl_client_opts opts = {.waiter_ms = 900};
+    hl_mutex_checker *mc = hl_mutex_checker_create(CONTENDERS * HOLDS, 0);
+    hilock_client *c[CONTENDERS];
+    hilock_lock *l[CONTENDERS];
+    hl_checked_holder hold[CONTENDERS];
+    killer k = {.server = server};
+    char why[256];
+
+    assert_non_null(mc);
+    atomic_init(&k.stop, false);
+    atomic_init(&k.kills, 0);
+    for (int i = 0; i < CONTENDERS; i++) {
+        c[i] = hl_new_client(server, &opts);
+        l[i] = make(c[i], name);
+        hold[i] = (hl_checked_holder){.lock = l[i], .mc = mc,
+                                      .id = (uint32_t)i, .holds = HOLDS};
+    }
+    assert_int_equal(pthread_create(&k.thread, NULL, killer_main, &k), 0);
+    for (int i = 0; i < CONTENDERS; i++)
+        assert_int_equal(pthread_create(&hold[i].thread, NULL,
+                                        hl_checked_holder_main, &hold[i]),
+                         0);
+    for (int i = 0; i < CONTENDERS; i++)
+        pthread_join(hold[i].thread, NULL);
+    atomic_store(&k.stop, true);
+    pthread_join(k.thread, NULL);
+    long long handed = 0;
+    for (int i = 0; i < CONTENDERS; i++)
+        handed += (long long)handed_to(c[i]);
+    print_message("    %d holds, %d pub/sub kills, %lld of them handed "
+                  "straight to a waiter\n",
+                  CONTENDERS * HOLDS, atomic_load(&k.kills), handed);
+    if (!hl_mutex_checker_verify(mc, false, why, sizeof why))
+        fail_msg("%s", why);
+    assert_int_equal(hl_mutex_checker_count(mc), CONTENDERS * HOLDS);
+    assert_true(atomic_load(&k.kills) > 0);
+    assert_true(handed > 0);
+    for (int i = 0; i < CONTENDERS; i++) {
+        hl_free_lock(l[i]);
+        hl_free_client(c[i]);
+    }
+    hl_mutex_checker_free(mc);
+}
