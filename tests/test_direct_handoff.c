@@ -22,7 +22,7 @@
 #include "hilock/error.h"
 #include "hilock/lock.h"
 #include "support/fixture.h"
-#include "support/handoff_faults.h"
+#include "support/handoff.h"
 #include "support/lock_helpers.h"
 #include "support/plain_sub.h"
 #include "support/raw_reads.h"
@@ -98,63 +98,13 @@ static void grant_unheard(const char *name, const char *client_id,
     (void)hl_raw_int(fx.server, "ZREM", key, client_id, (char *)NULL);
 }
 
-#define JAVA_FIELD "0b7d1f52-5c3e-4a47-9d3c-2f1e6a7b8c9d:77"
 
-static void java_hold(const char *name)
-{
-    assert_int_equal(
-        hl_raw_int(fx.server, "HSET", name, JAVA_FIELD, "1", (char *)NULL),
-        1);
-    assert_int_equal(
-        hl_raw_int(fx.server, "PEXPIRE", name, "30000", (char *)NULL), 1);
-}
 
-static long long hold_of(const char *name, const char *field)
-{
-    char v[32];
 
-    if (!hl_raw_bulk(fx.server, v, sizeof v, "HGET", name, field,
-                     (char *)NULL))
-        return 0;
-    return atoll(v);
-}
 
-/* An async acquire of OWNER on lock, of client c, that waits as long as
- * it takes, recorded in rec (its id in *id unless NULL); returns once it
- * was refused and asks nothing more of the server: a wish, if it records
- * one, is there. */
-static void wait_in_line(hilock_client *c, hilock_lock *lock,
-                         hl_acquire_rec *rec, uint64_t *id)
-{
-    hl_acquire_rec_init(rec, c);
-    assert_status(hilock_lock_acquire_async(lock, OWNER, HILOCK_WAIT_FOREVER,
-                                            HILOCK_LEASE_WATCHDOG, 0,
-                                            hl_record_acquire, rec, id),
-                  HILOCK_OK);
-    hl_expect_idle(c, lock, 1);
-}
-
-/* The acquires of c that a release handed the lock to. */
-static uint64_t handed_to(hilock_client *c)
-{
-    hilock_stats s = {.size = sizeof s};
-
-    assert_status(hilock_client_stats_read(c, &s), HILOCK_OK);
-    return s.acquires_handed;
-}
 
 /* ---- the hand-off ------------------------------------------------------- */
 
-typedef struct pttl_above {
-    const char *key;
-    long long ms;
-} pttl_above;
-
-static bool pttl_is_above(void *arg)
-{
-    pttl_above *p = arg;
-    return hl_raw_pttl(fx.server, p->key) > p->ms;
-}
 
 /* The release is the one script between the holder letting go and the
  * waiter holding: no acquire of the waiter's.  The grant lasts on the
@@ -180,7 +130,7 @@ static void test_release_hands_the_lock_over(void **state)
     assert_status(hilock_lock_set_lost_callback(lw, hl_record_lost, &lost),
                   HILOCK_OK);
     assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
-    wait_in_line(w, lw, &rec, NULL);
+    hl_wait_in_line(w, lw, OWNER, &rec, NULL);
     wish before_wish = expect_wish("handoff", w, OWNER);
     assert_int_equal(before_wish.lease_ms, 30000);
 
@@ -190,9 +140,9 @@ static void test_release_hands_the_lock_over(void **state)
     assert_status(hl_expect_acquire(&rec), HILOCK_OK);
     assert_int_equal(rec.got.hold_count, 1);
     assert_int_equal(hl_scripts_run(fx.server) - before, 1);
-    assert_int_equal(handed_to(w), 1);
+    assert_int_equal(hl_handed_to(w), 1);
     snprintf(field, sizeof field, "%s:%d", hilock_client_id(w), OWNER);
-    assert_int_equal(hold_of("handoff", field), 1);
+    assert_int_equal(hl_hold_of(fx.server, "handoff", field), 1);
     long long ttl = hl_raw_pttl(fx.server, "handoff");
     if (ttl <= 0 || ttl > 2000)
         fail_msg("the grant lasts %lld ms on the server, where the "
@@ -201,14 +151,13 @@ static void test_release_hands_the_lock_over(void **state)
     assert_int_equal(read_wish("handoff", hilock_client_id(w)).kind, 'g');
 
     /* Renewed before the place would have run out, and held past it. */
-    pttl_above renewed = {"handoff", 2000};
-    if (!hl_wait_until(pttl_is_above, &renewed, hl_widen(2000)))
+    if (!hl_wait_pttl_above(fx.server, "handoff", 2000, hl_widen(2000)))
         fail_msg("no renewal before the grant's expiry");
     while (hl_now_ms() < released_at + 2500)
         hl_sleep_ms(50);
     assert_int_equal(atomic_load(&lost.calls), 0);
     assert_false(hilock_lock_owner_lost(lw, OWNER));
-    assert_int_equal(hold_of("handoff", field), 1);
+    assert_int_equal(hl_hold_of(fx.server, "handoff", field), 1);
 
     assert_status(hilock_lock_release_async(lw, OWNER, hl_record_value, &rel),
                   HILOCK_OK);
@@ -233,8 +182,8 @@ static void test_lost_grant_message_is_claimed(void **state)
 
     (void)state;
     hl_value_rec_init(&count);
-    java_hold("unheard");
-    wait_in_line(w, lw, &rec, NULL);
+    hl_java_hold(fx.server, "unheard");
+    hl_wait_in_line(w, lw, OWNER, &rec, NULL);
     wish wi = expect_wish("unheard", w, OWNER);
     long long before = hl_scripts_run(fx.server);
     grant_unheard("unheard", hilock_client_id(w), &wi, 3000);
@@ -244,7 +193,7 @@ static void test_lost_grant_message_is_claimed(void **state)
     /* The one attempt that found the grant: no second hold to take
      * back. */
     assert_int_equal(hl_scripts_run(fx.server) - before, 1);
-    assert_int_equal(hold_of("unheard", wi.field), 1);
+    assert_int_equal(hl_hold_of(fx.server, "unheard", wi.field), 1);
     assert_int_equal(read_wish("unheard", hilock_client_id(w)).kind, 0);
     /* The claim set the whole lease. */
     assert_true(hl_raw_pttl(fx.server, "unheard") > 3000);
@@ -270,10 +219,10 @@ static void test_gone_waiter_gives_its_grant_back(void **state)
     static hl_acquire_rec rw, ry;
 
     (void)state;
-    java_hold("given-back");
+    hl_java_hold(fx.server, "given-back");
     uint64_t id = 0;
-    wait_in_line(w, lw, &rw, &id);
-    wait_in_line(y, ly, &ry, NULL);
+    hl_wait_in_line(w, lw, OWNER, &rw, &id);
+    hl_wait_in_line(y, ly, OWNER, &ry, NULL);
     wish wi = expect_wish("given-back", w, OWNER);
     grant_unheard("given-back", hilock_client_id(w), &wi, 30000);
 
@@ -284,7 +233,7 @@ static void test_gone_waiter_gives_its_grant_back(void **state)
     print_message("    the next client got the lock %lld ms after the "
                   "waiter gave up\n",
                   (long long)(ry.at_ms - gone_at));
-    assert_int_equal(hold_of("given-back", wi.field), 0);
+    assert_int_equal(hl_hold_of(fx.server, "given-back", wi.field), 0);
     hl_free_lock(ly);
     hl_free_lock(lw);
     hl_free_client(y);
@@ -319,11 +268,11 @@ static void test_dead_client_grant_runs_out_with_its_place(void **state)
                      DEAD_CLIENT,
                      "w " DEAD_CLIENT ":1 30000 " DEAD_CLIENT ":1",
                      (char *)NULL);
-    wait_in_line(y, ly, &ry, NULL);
+    hl_wait_in_line(y, ly, OWNER, &ry, NULL);
 
     int64_t released_at = hl_now_ms();
     assert_status(hilock_lock_release(lh), HILOCK_OK);
-    assert_int_equal(hold_of("dead-wish", DEAD_CLIENT ":1"), 1);
+    assert_int_equal(hl_hold_of(fx.server, "dead-wish", DEAD_CLIENT ":1"), 1);
     long long ttl = hl_raw_pttl(fx.server, "dead-wish");
     if (ttl <= 0 || ttl > PLACE_MS)
         fail_msg("the dead client's grant lasts %lld ms", ttl);
@@ -331,7 +280,7 @@ static void test_dead_client_grant_runs_out_with_its_place(void **state)
     print_message("    dead client's grant: the next client got the lock "
                   "%lld ms after the release\n",
                   (long long)(ry.at_ms - released_at));
-    assert_int_equal(hold_of("dead-wish", DEAD_CLIENT ":1"), 0);
+    assert_int_equal(hl_hold_of(fx.server, "dead-wish", DEAD_CLIENT ":1"), 0);
     hl_free_lock(ly);
     hl_free_lock(lh);
     hl_free_client(y);
@@ -340,12 +289,12 @@ static void test_dead_client_grant_runs_out_with_its_place(void **state)
 
 /* ---- beside Redisson's clients -------------------------------------------- */
 
-/* Redisson's tryLock attempt, by hand: the lock taken for JAVA_FIELD when
+/* Redisson's tryLock attempt, by hand: the lock taken for HL_JAVA_FIELD when
  * free; else its ttl. */
 static long long java_attempt(const char *name)
 {
     if (hl_raw_exists(fx.server, name) == 0) {
-        java_hold(name);
+        hl_java_hold(fx.server, name);
         return -1;
     }
     return hl_raw_pttl(fx.server, name);
@@ -371,11 +320,11 @@ static void test_wake_ups_both_ways_beside_java(void **state)
     hl_plain_sub *java =
         hl_plain_sub_open(fx.server, "redisson_lock__channel:{mixed-handoff}");
     assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
-    wait_in_line(w, lw, &rec, NULL);
+    hl_wait_in_line(w, lw, OWNER, &rec, NULL);
     (void)expect_wish("mixed-handoff", w, OWNER);
     assert_status(hilock_lock_release(lh), HILOCK_OK);
     assert_status(hl_expect_acquire(&rec), HILOCK_OK);
-    assert_int_equal(handed_to(w), 1);
+    assert_int_equal(hl_handed_to(w), 1);
     assert_true(java_attempt("mixed-handoff") > 0);
 
     assert_status(hilock_lock_release_async(lw, OWNER, hl_record_value, &rel),
@@ -385,7 +334,7 @@ static void test_wake_ups_both_ways_beside_java(void **state)
         fail_msg("the Java waiter heard no release");
     assert_int_equal(java_attempt("mixed-handoff"), -1);
 
-    wait_in_line(w, lw, &again, NULL);
+    hl_wait_in_line(w, lw, OWNER, &again, NULL);
     (void)expect_wish("mixed-handoff", w, OWNER);
     assert_int_equal(hl_raw_int(fx.server, "DEL", "mixed-handoff",
                                 (char *)NULL),
@@ -394,7 +343,7 @@ static void test_wake_ups_both_ways_beside_java(void **state)
                      "redisson_lock__channel:{mixed-handoff}", "0",
                      (char *)NULL);
     assert_status(hl_expect_acquire(&again), HILOCK_OK);
-    assert_int_equal(handed_to(w), 1);
+    assert_int_equal(hl_handed_to(w), 1);
     assert_int_equal(read_wish("mixed-handoff", hilock_client_id(w)).kind, 0);
     hl_plain_sub_close(java);
     hl_free_lock(lw);

@@ -25,7 +25,7 @@
 #include "hilock/fair.h"
 #include "hilock/lock.h"
 #include "support/fixture.h"
-#include "support/handoff_faults.h"
+#include "support/handoff.h"
 #include "support/lock_helpers.h"
 #include "support/plain_sub.h"
 #include "support/raw_reads.h"
@@ -108,61 +108,11 @@ static void grant_unheard(const char *name, const char *field, const wish *w,
     (void)hl_raw_int(fx.server, "ZREM", key, field, (char *)NULL);
 }
 
-#define JAVA_FIELD "0b7d1f52-5c3e-4a47-9d3c-2f1e6a7b8c9d:77"
 
-static void java_hold(const char *name)
-{
-    assert_int_equal(
-        hl_raw_int(fx.server, "HSET", name, JAVA_FIELD, "1", (char *)NULL),
-        1);
-    assert_int_equal(
-        hl_raw_int(fx.server, "PEXPIRE", name, "30000", (char *)NULL), 1);
-}
 
-static long long hold_of(const char *name, const char *field)
-{
-    char v[32];
 
-    if (!hl_raw_bulk(fx.server, v, sizeof v, "HGET", name, field,
-                     (char *)NULL))
-        return 0;
-    return atoll(v);
-}
 
-/* An async acquire of OWNER on lock, of client c, that waits as long as
- * it takes, recorded in rec (its id in *id unless NULL); returns once it
- * was refused and asks nothing more of the server: a wish, if it records
- * one, is there. */
-static void wait_in_line(hilock_client *c, hilock_lock *lock,
-                         hl_acquire_rec *rec, uint64_t *id)
-{
-    hl_acquire_rec_init(rec, c);
-    assert_status(hilock_lock_acquire_async(lock, OWNER, HILOCK_WAIT_FOREVER,
-                                            HILOCK_LEASE_WATCHDOG, 0,
-                                            hl_record_acquire, rec, id),
-                  HILOCK_OK);
-    hl_expect_idle(c, lock, 1);
-}
 
-/* The acquires of c that a release handed the lock to. */
-static uint64_t handed_to(hilock_client *c)
-{
-    hilock_stats s = {.size = sizeof s};
-
-    assert_status(hilock_client_stats_read(c, &s), HILOCK_OK);
-    return s.acquires_handed;
-}
-
-typedef struct pttl_above {
-    const char *key;
-    long long ms;
-} pttl_above;
-
-static bool pttl_is_above(void *arg)
-{
-    pttl_above *p = arg;
-    return hl_raw_pttl(fx.server, p->key) > p->ms;
-}
 
 /* ---- the hand-off ------------------------------------------------------- */
 
@@ -191,7 +141,7 @@ static void test_release_hands_the_fair_lock_over(void **state)
     assert_status(hilock_lock_set_lost_callback(lw, hl_record_lost, &lost),
                   HILOCK_OK);
     assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
-    wait_in_line(w, lw, &rec, NULL);
+    hl_wait_in_line(w, lw, OWNER, &rec, NULL);
     wish before_wish = expect_wish("fair-handoff", w);
     assert_int_equal(before_wish.lease_ms, 30000);
 
@@ -201,8 +151,8 @@ static void test_release_hands_the_fair_lock_over(void **state)
     assert_status(hl_expect_acquire(&rec), HILOCK_OK);
     assert_int_equal(rec.got.hold_count, 1);
     assert_int_equal(hl_scripts_run(fx.server) - before, 1);
-    assert_int_equal(handed_to(w), 1);
-    assert_int_equal(hold_of("fair-handoff", field), 1);
+    assert_int_equal(hl_handed_to(w), 1);
+    assert_int_equal(hl_hold_of(fx.server, "fair-handoff", field), 1);
     long long ttl = hl_raw_pttl(fx.server, "fair-handoff");
     if (ttl <= 0 || ttl > 2000)
         fail_msg("the grant lasts %lld ms on the server, where the "
@@ -217,14 +167,13 @@ static void test_release_hands_the_fair_lock_over(void **state)
                      0);
 
     /* Renewed before the place would have run out, and held past it. */
-    pttl_above renewed = {"fair-handoff", 2000};
-    if (!hl_wait_until(pttl_is_above, &renewed, hl_widen(2000)))
+    if (!hl_wait_pttl_above(fx.server, "fair-handoff", 2000, hl_widen(2000)))
         fail_msg("no renewal before the grant's expiry");
     while (hl_now_ms() < released_at + 2500)
         hl_sleep_ms(50);
     assert_int_equal(atomic_load(&lost.calls), 0);
     assert_false(hilock_lock_owner_lost(lw, OWNER));
-    assert_int_equal(hold_of("fair-handoff", field), 1);
+    assert_int_equal(hl_hold_of(fx.server, "fair-handoff", field), 1);
 
     assert_status(hilock_lock_release_async(lw, OWNER, hl_record_value, &rel),
                   HILOCK_OK);
@@ -252,8 +201,8 @@ static void test_lost_grant_message_is_claimed(void **state)
     (void)state;
     field_of(w, field, sizeof field);
     hl_value_rec_init(&count);
-    java_hold("fair-unheard");
-    wait_in_line(w, lw, &rec, NULL);
+    hl_java_hold(fx.server, "fair-unheard");
+    hl_wait_in_line(w, lw, OWNER, &rec, NULL);
     wish wi = expect_wish("fair-unheard", w);
     long long before = hl_scripts_run(fx.server);
     grant_unheard("fair-unheard", field, &wi, 3000);
@@ -262,7 +211,7 @@ static void test_lost_grant_message_is_claimed(void **state)
     assert_int_equal(rec.got.hold_count, 1);
     /* The one attempt that found the grant. */
     assert_int_equal(hl_scripts_run(fx.server) - before, 1);
-    assert_int_equal(hold_of("fair-unheard", field), 1);
+    assert_int_equal(hl_hold_of(fx.server, "fair-unheard", field), 1);
     assert_int_equal(read_wish("fair-unheard", field).kind, 0);
     assert_true(hl_raw_pttl(fx.server, "fair-unheard") > 3000);
     assert_status(hilock_lock_hold_count_async(lw, OWNER, hl_record_value,
@@ -289,10 +238,10 @@ static void test_gone_waiter_gives_its_grant_back(void **state)
 
     (void)state;
     field_of(w, field, sizeof field);
-    java_hold("fair-given-back");
+    hl_java_hold(fx.server, "fair-given-back");
     uint64_t id = 0;
-    wait_in_line(w, lw, &rw, &id);
-    wait_in_line(y, ly, &ry, NULL);
+    hl_wait_in_line(w, lw, OWNER, &rw, &id);
+    hl_wait_in_line(y, ly, OWNER, &ry, NULL);
     wish wi = expect_wish("fair-given-back", w);
     grant_unheard("fair-given-back", field, &wi, 30000);
 
@@ -306,7 +255,7 @@ static void test_gone_waiter_gives_its_grant_back(void **state)
     if (ry.at_ms - gone_at > hl_widen(5000))
         fail_msg("the next in line waited %lld ms for a grant given back",
                  (long long)(ry.at_ms - gone_at));
-    assert_int_equal(hold_of("fair-given-back", field), 0);
+    assert_int_equal(hl_hold_of(fx.server, "fair-given-back", field), 0);
     assert_int_equal(read_wish("fair-given-back", field).kind, 0);
     hl_free_lock(ly);
     hl_free_lock(lw);
@@ -341,11 +290,11 @@ static void test_dead_waiter_grant_runs_out_with_its_place(void **state)
                      at, DEAD_FIELD, (char *)NULL);
     (void)hl_raw_int(fx.server, "HSET", "hilock_fair_want:{fair-dead-wish}",
                      DEAD_FIELD, "w 5d1e0b3a:9 30000", (char *)NULL);
-    wait_in_line(y, ly, &ry, NULL);
+    hl_wait_in_line(y, ly, OWNER, &ry, NULL);
 
     int64_t released_at = hl_now_ms();
     assert_status(hilock_lock_release(lh), HILOCK_OK);
-    assert_int_equal(hold_of("fair-dead-wish", DEAD_FIELD), 1);
+    assert_int_equal(hl_hold_of(fx.server, "fair-dead-wish", DEAD_FIELD), 1);
     long long ttl = hl_raw_pttl(fx.server, "fair-dead-wish");
     if (ttl <= 0 || ttl > PLACE_MS)
         fail_msg("the dead waiter's grant lasts %lld ms", ttl);
@@ -353,7 +302,7 @@ static void test_dead_waiter_grant_runs_out_with_its_place(void **state)
     print_message("    dead waiter's grant: the next in line got the lock "
                   "%lld ms after the release\n",
                   (long long)(ry.at_ms - released_at));
-    assert_int_equal(hold_of("fair-dead-wish", DEAD_FIELD), 0);
+    assert_int_equal(hl_hold_of(fx.server, "fair-dead-wish", DEAD_FIELD), 0);
     hl_free_lock(ly);
     hl_free_lock(lh);
     hl_free_client(y);
@@ -379,15 +328,15 @@ static void test_wake_ups_both_ways_beside_java(void **state)
     (void)state;
     field_of(w, field, sizeof field);
     hl_plain_sub *java = hl_plain_sub_open(
-        fx.server, "redisson_lock__channel:{fair-mixed}:" JAVA_FIELD);
+        fx.server, "redisson_lock__channel:{fair-mixed}:" HL_JAVA_FIELD);
     assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
     /* Redisson's place: the lock's ttl plus its thread's wait. */
     snprintf(at, sizeof at, "%lld", hl_raw_server_ms(fx.server) + 330000);
     (void)hl_raw_int(fx.server, "RPUSH", "redisson_lock_queue:{fair-mixed}",
-                     JAVA_FIELD, (char *)NULL);
+                     HL_JAVA_FIELD, (char *)NULL);
     (void)hl_raw_int(fx.server, "ZADD", "redisson_lock_timeout:{fair-mixed}",
-                     at, JAVA_FIELD, (char *)NULL);
-    wait_in_line(w, lw, &rec, NULL);
+                     at, HL_JAVA_FIELD, (char *)NULL);
+    hl_wait_in_line(w, lw, OWNER, &rec, NULL);
     (void)expect_wish("fair-mixed", w);
 
     assert_status(hilock_lock_release(lh), HILOCK_OK);
@@ -399,11 +348,11 @@ static void test_wake_ups_both_ways_beside_java(void **state)
     /* Redisson's grant to its head, and later its release. */
     assert_int_equal(hl_raw_int(fx.server, "LREM",
                                 "redisson_lock_queue:{fair-mixed}", "1",
-                                JAVA_FIELD, (char *)NULL),
+                                HL_JAVA_FIELD, (char *)NULL),
                      1);
     (void)hl_raw_int(fx.server, "ZREM", "redisson_lock_timeout:{fair-mixed}",
-                     JAVA_FIELD, (char *)NULL);
-    java_hold("fair-mixed");
+                     HL_JAVA_FIELD, (char *)NULL);
+    hl_java_hold(fx.server, "fair-mixed");
     assert_int_equal(atomic_load(&rec.calls), 0);
     assert_int_equal(hl_raw_int(fx.server, "DEL", "fair-mixed", (char *)NULL),
                      1);
@@ -411,8 +360,8 @@ static void test_wake_ups_both_ways_beside_java(void **state)
              field);
     (void)hl_raw_int(fx.server, "PUBLISH", channel, "0", (char *)NULL);
     assert_status(hl_expect_acquire(&rec), HILOCK_OK);
-    assert_int_equal(handed_to(w), 0);
-    assert_int_equal(hold_of("fair-mixed", field), 1);
+    assert_int_equal(hl_handed_to(w), 0);
+    assert_int_equal(hl_hold_of(fx.server, "fair-mixed", field), 1);
     assert_int_equal(read_wish("fair-mixed", field).kind, 0);
     hl_plain_sub_close(java);
     hl_free_lock(lw);

@@ -1,9 +1,10 @@
-/* Direct hand-offs under pub/sub connections killed; see handoff_faults.h. */
+/* What the direct hand-off suites share; see handoff.h. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,9 +12,10 @@
 #include <cmocka.h>
 
 #include "hilock/client.h"
-#include "support/handoff_faults.h"
+#include "support/handoff.h"
 #include "support/lock_helpers.h"
 #include "support/mutex_checker.h"
+#include "support/raw_reads.h"
 
 #define CONTENDERS 4
 #define HOLDS 150
@@ -37,12 +39,60 @@ static void *killer_main(void *arg)
     return NULL;
 }
 
-static uint64_t handed_to(hilock_client *c)
+uint64_t hl_handed_to(hilock_client *c)
 {
     hilock_stats s = {.size = sizeof s};
 
     assert_status(hilock_client_stats_read(c, &s), HILOCK_OK);
     return s.acquires_handed;
+}
+
+void hl_java_hold(hl_redis_server *server, const char *name)
+{
+    assert_int_equal(
+        hl_raw_int(server, "HSET", name, HL_JAVA_FIELD, "1", (char *)NULL), 1);
+    assert_int_equal(
+        hl_raw_int(server, "PEXPIRE", name, "30000", (char *)NULL), 1);
+}
+
+long long hl_hold_of(hl_redis_server *server, const char *name,
+                     const char *field)
+{
+    char v[32];
+
+    if (!hl_raw_bulk(server, v, sizeof v, "HGET", name, field, (char *)NULL))
+        return 0;
+    return atoll(v);
+}
+
+void hl_wait_in_line(hilock_client *c, hilock_lock *lock, uint64_t owner,
+                     hl_acquire_rec *rec, uint64_t *id)
+{
+    hl_acquire_rec_init(rec, c);
+    assert_status(hilock_lock_acquire_async(lock, owner, HILOCK_WAIT_FOREVER,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            hl_record_acquire, rec, id),
+                  HILOCK_OK);
+    hl_expect_idle(c, lock, 1);
+}
+
+typedef struct pttl_above {
+    hl_redis_server *server;
+    const char *key;
+    long long ms;
+} pttl_above;
+
+static bool pttl_is_above(void *arg)
+{
+    pttl_above *p = arg;
+    return hl_raw_pttl(p->server, p->key) > p->ms;
+}
+
+bool hl_wait_pttl_above(hl_redis_server *server, const char *key,
+                        long long ms, int timeout_ms)
+{
+    pttl_above p = {server, key, ms};
+    return hl_wait_until(pttl_is_above, &p, timeout_ms);
 }
 
 void hl_handoffs_under_pubsub_kills(hl_redis_server *server,
@@ -78,7 +128,7 @@ void hl_handoffs_under_pubsub_kills(hl_redis_server *server,
     pthread_join(k.thread, NULL);
     long long handed = 0;
     for (int i = 0; i < CONTENDERS; i++)
-        handed += (long long)handed_to(c[i]);
+        handed += (long long)hl_handed_to(c[i]);
     print_message("    %d holds, %d pub/sub kills, %lld of them handed "
                   "straight to a waiter\n",
                   CONTENDERS * HOLDS, atomic_load(&k.kills), handed);

@@ -1,0 +1,50 @@
+/* What the direct hand-off suites of the reentrant and fair locks share:
+ * a Java-shaped hold, reads of the lock's hash, a waiter put in line, the
+ * count of handed grants, and hand-offs under pub/sub connections
+ * killed. */
+#ifndef HL_TEST_HANDOFF_H
+#define HL_TEST_HANDOFF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hilock/lock.h"
+#include "support/fixture.h"
+#include "support/lock_helpers.h"
+
+/* A Redisson client's field, "<uuid>:<thread id>". */
+#define HL_JAVA_FIELD "0b7d1f52-5c3e-4a47-9d3c-2f1e6a7b8c9d:77"
+
+/* The lock name held by HL_JAVA_FIELD for 30 s, as Redisson writes it. */
+void hl_java_hold(hl_redis_server *server, const char *name);
+
+/* field's hold count in the lock's hash; 0 for none. */
+long long hl_hold_of(hl_redis_server *server, const char *name,
+                     const char *field);
+
+/* An async acquire of owner on lock, of client c, that waits as long as
+ * it takes, recorded in rec (its id in *id unless NULL); returns once it
+ * was refused and asks nothing more of the server: a wish, if it records
+ * one, is there. */
+void hl_wait_in_line(hilock_client *c, hilock_lock *lock, uint64_t owner,
+                     hl_acquire_rec *rec, uint64_t *id);
+
+/* The acquires of c that a release handed the lock to. */
+uint64_t hl_handed_to(hilock_client *c);
+
+/* Whether key's PTTL is above ms within timeout_ms. */
+bool hl_wait_pttl_above(hl_redis_server *server, const char *key,
+                        long long ms, int timeout_ms);
+
+/* Four clients take turns on the lock name, 150 holds each, made by make
+ * (hl_new_lock, hl_new_fair_lock), while a thread kills their pub/sub
+ * connections every 15 ms: grants go out unheard and are claimed, or
+ * given back by waiters that gave up.  Fails the test unless no two held
+ * at once, every hold happened, connections were killed and some holds
+ * were handed straight to a waiter. */
+void hl_handoffs_under_pubsub_kills(hl_redis_server *server,
+                                    hilock_lock *(*make)(hilock_client *,
+                                                         const char *),
+                                    const char *name);
+
+#endif
