@@ -197,17 +197,25 @@ bool hl_lock_on_cluster(const hilock_lock *lock)
     return lock->client != NULL && lock->client->cluster != NULL;
 }
 
+static uint32_t now_ms_mod32(void)
+{
+    return (uint32_t)(hl_monotime_now() / HL_MS(1));
+}
+
 bool hl_lock_taking_turns(hilock_lock *lock)
 {
-    hl_monotime seen =
-        atomic_load_explicit(&lock->others_seen, memory_order_relaxed);
-    return seen != 0 &&
-           hl_monotime_now() - seen < HL_MS(HL_TURNS_LATELY_MS);
+    uint32_t seen =
+        atomic_load_explicit(&lock->others_seen_ms, memory_order_relaxed);
+    /* Modular: callers of a handle last refused a multiple of 49.7 days
+     * ago may sleep rather than spin for up to HL_TURNS_LATELY_MS, which
+     * costs them a wake-up a call, nothing more. */
+    return seen != 0 && (uint32_t)(now_ms_mod32() - seen) <
+                            HL_TURNS_LATELY_MS;
 }
 
 void hl_lock_saw_others(hilock_lock *lock)
 {
-    atomic_store_explicit(&lock->others_seen, hl_monotime_now(),
+    atomic_store_explicit(&lock->others_seen_ms, now_ms_mod32(),
                           memory_order_relaxed);
 }
 

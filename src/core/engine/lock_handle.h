@@ -383,13 +383,15 @@ struct hilock_lock {
      * was closing: the closing loop drops the user's reference once it
      * has detached the handle.  Under the client's lock. */
     bool unref_when_detached;
+    /* When an attempt of this handle last found the lock taken by
+     * another, in ms of the monotonic clock modulo 2^32, which fits the
+     * hole here (every handle is a watchdog lease's memory); 0: never.
+     * Written on the loop thread, read by blocking callers
+     * (hl_lock_taking_turns). */
+    _Atomic uint32_t others_seen_ms;
     /* When mark_grant last wrote the kind's marker; 0: never.  Loop
      * thread. */
     hl_monotime kind_marked;
-    /* When an attempt of this handle last found the lock taken by
-     * another; 0: never.  Written on the loop thread, read by blocking
-     * callers (hl_lock_taking_turns). */
-    _Atomic hl_monotime others_seen;
     char name[]; /* name_len bytes and a NUL */
 };
 
