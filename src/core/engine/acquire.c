@@ -907,9 +907,10 @@ static void prepare_attempt(hl_acquire_op *op, hl_attempt_args *args,
             args->keep_in_line_ms = lock->client->opts->waiter_timeout_ms;
         else
             args->keep_in_line_ms = op->saw_held || known ? 0 : -1;
-    } else if (lock->kind->withdraw != NULL) {
+    } else if (lock->kind->withdraw != NULL && op->wait_ms != 0) {
         /* A line of waiters: the owner's own channel, kept a while after
-         * its last wait, says the lock was contended lately. */
+         * its last wait, says the lock was contended lately (a try makes
+         * no wish, so it need not ask). */
         known = hl_lock_owner_listened(lock, op->owner);
     }
     if (lock->kind->withdraw != NULL && op->wait_ms != 0) {
