@@ -284,6 +284,77 @@ static void test_a_caller_taking_turns_does_not_spin(void **state)
     hl_free_client(a);
 }
 
+static void on_sem_answer(hilock_semaphore *sem, int status, int64_t value,
+                          void *data)
+{
+    (void)sem;
+    (void)value;
+    atomic_store((atomic_int *)data, status);
+}
+
+typedef struct sem_turn {
+    pthread_t thread;
+    hilock_semaphore *sem;
+    int acquire_rc;
+    int release_rc;
+    atomic_bool done;
+} sem_turn;
+
+static void *sem_turn_main(void *arg)
+{
+    sem_turn *t = arg;
+    t->acquire_rc = hilock_semaphore_try_acquire(t->sem, 1, hl_widen(10000));
+    t->release_rc = t->acquire_rc == HILOCK_OK
+                        ? hilock_semaphore_release(t->sem, 1)
+                        : -1;
+    atomic_store(&t->done, true);
+    return NULL;
+}
+
+/* The same for a semaphore of one permit, whose calls other than the
+ * acquire reach the loop their own way: a caller that found the permit
+ * taken by another waits for it, then gives it back, without a spin. */
+static void test_a_semaphore_taking_turns_does_not_spin(void **state)
+{
+    (void)state;
+    hilock_client *a = hl_new_client(fx.server, NULL);
+    hilock_client *b = hl_new_client(fx.server, NULL);
+    hilock_semaphore *sa = hl_new_semaphore(a, "spin-permits", false);
+    hilock_semaphore *sb = hl_new_semaphore(b, "spin-permits", false);
+    static atomic_int taken, given;
+    atomic_store(&taken, -1);
+    atomic_store(&given, -1);
+    assert_status(hilock_semaphore_set(sa, 1), HILOCK_OK);
+    assert_status(hilock_semaphore_try_acquire_async(sa, 1, 0, on_sem_answer,
+                                                     &taken, NULL),
+                  HILOCK_OK);
+    hl_expect_count(&taken, HILOCK_OK, hl_widen(10000));
+    assert_status(hilock_semaphore_try_acquire(sb, 1, 0), HILOCK_EBUSY);
+
+    long before = spins_so_far();
+    static sem_turn turn;
+    turn.sem = sb;
+    turn.acquire_rc = turn.release_rc = -1;
+    atomic_store(&turn.done, false);
+    assert_int_equal(pthread_create(&turn.thread, NULL, sem_turn_main, &turn),
+                     0);
+    hl_expect_idle(b, hl_semaphore_lock(sb), 1);
+    assert_status(hilock_semaphore_release_async(sa, 1, on_sem_answer,
+                                                 &given),
+                  HILOCK_OK);
+    hl_expect_count(&given, HILOCK_OK, hl_widen(10000));
+    hl_join_within(turn.thread, &turn.done, hl_widen(10000));
+    assert_status(turn.acquire_rc, HILOCK_OK);
+    assert_status(turn.release_rc, HILOCK_OK);
+    long turn_spins = spins_so_far() - before;
+    printf("# a semaphore's caller taking turns: %ld spins\n", turn_spins);
+    assert_int_equal(turn_spins, 0);
+    hl_semaphore_destroy_any(sb);
+    hl_semaphore_destroy_any(sa);
+    hl_free_client(b);
+    hl_free_client(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -291,6 +362,7 @@ int main(void)
         hl_lock_test(test_a_late_answer_is_awaited_asleep, &fx),
         hl_lock_test(test_a_queued_blocking_waiter_sleeps, &fx),
         hl_lock_test(test_a_caller_taking_turns_does_not_spin, &fx),
+        hl_lock_test(test_a_semaphore_taking_turns_does_not_spin, &fx),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
