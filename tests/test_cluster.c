@@ -603,6 +603,28 @@ static void test_renewal_round_is_one_call_per_slot(void **state)
     hilock_client_destroy(c);
 }
 
+/* A key on m in a slot that holds no key, nor will hold c's card
+ * (hilock_client:{<id>}): every client writes a card, in the slot of its
+ * random id, and a slot holding one is no empty slot to migrate. */
+static void empty_key_on(hl_redis_server *m, hilock_client *c, char *out,
+                         size_t cap)
+{
+    const char *id = hilock_client_id(c);
+    int card_slot = (int)hl_keyslot(id, strlen(id));
+    char slot_text[16];
+    for (int n = 0; n < 1000; n++) {
+        snprintf(out, cap, "migrate-%d", n);
+        int slot = (int)hl_keyslot(out, strlen(out));
+        if (hl_redis_cluster_master_of(cluster, slot) != m || slot == card_slot)
+            continue;
+        snprintf(slot_text, sizeof slot_text, "%d", slot);
+        if (int_on_node(m, "CLUSTER", "COUNTKEYSINSLOT", slot_text,
+                        (char *)NULL) == 0)
+            return;
+    }
+    fail_msg("no empty slot on the master");
+}
+
 /* A slot in migration answers ASK for a key its source lacks: the write
  * goes to the target after ASKING.  Once the slot has moved, the
  * client's map is stale and MOVED takes the next write there.  Last: it
@@ -613,7 +635,7 @@ static void test_ask_then_moved_across_a_migration(void **state)
     hilock_client *c = client_at(hl_redis_cluster_url(cluster), 0);
     hl_redis_server *src = master(0), *dst = master(1);
     char key[32], src_id[64], dst_id[64], slot_text[16];
-    key_on(src, "migrate", key, sizeof key);
+    empty_key_on(src, c, key, sizeof key);
     int slot = (int)hl_keyslot(key, strlen(key));
     snprintf(slot_text, sizeof slot_text, "%d", slot);
     node_id(src, src_id, sizeof src_id);
