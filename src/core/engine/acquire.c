@@ -1081,9 +1081,9 @@ static void op_start(hl_op *o)
     hl_acquire_op *op = (hl_acquire_op *)o;
     hilock_lock *lock = op->lock;
     if (!hl_lock_usable(lock) || hl_client_leases(lock->client) == NULL) {
-        op_finish(op, lock->destroyed ? HILOCK_ECANCELED : HILOCK_ECLOSED,
-                  NULL, lock->destroyed ? "lock handle destroyed"
-                                        : "client closed");
+        const char *why;
+        int status = hl_lock_gone(lock, &why);
+        op_finish(op, status, NULL, why);
         return;
     }
     op->linked = true;

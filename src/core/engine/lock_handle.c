@@ -197,6 +197,12 @@ bool hl_lock_on_cluster(const hilock_lock *lock)
     return lock->client != NULL && lock->client->cluster != NULL;
 }
 
+int hl_lock_gone(const hilock_lock *lock, const char **why)
+{
+    *why = lock->destroyed ? "lock handle destroyed" : "client closed";
+    return lock->destroyed ? HILOCK_ECANCELED : HILOCK_ECLOSED;
+}
+
 static uint32_t now_ms_mod32(void)
 {
     return (uint32_t)(hl_monotime_now() / HL_MS(1));

@@ -477,6 +477,10 @@ bool hl_lock_writes_plain(const hilock_lock *lock);
  * processes, whose threads need the cores when it is.  Any thread. */
 #define HL_TURNS_LATELY_MS 500
 bool hl_lock_taking_turns(hilock_lock *lock);
+/* Why an operation of the lock cannot start: HILOCK_ECANCELED when the
+ * handle was destroyed, else HILOCK_ECLOSED (its client closed), with
+ * the detail in *why.  Loop thread. */
+int hl_lock_gone(const hilock_lock *lock, const char **why);
 void hl_lock_saw_others(hilock_lock *lock);
 
 #endif

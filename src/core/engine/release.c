@@ -281,9 +281,9 @@ static void call_start(hl_op *op)
     hilock_lock *lock = call->lock;
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL || lock->destroyed) {
-        call_finish(call, lock->destroyed ? HILOCK_ECANCELED : HILOCK_ECLOSED,
-                    0, lock->destroyed ? "lock handle destroyed"
-                                       : "client closed");
+        const char *why;
+        int status = hl_lock_gone(lock, &why);
+        call_finish(call, status, 0, why);
         return;
     }
     int rc = HILOCK_OK;

@@ -174,10 +174,9 @@ static void call_start(hl_op *op)
     request_call *call = (request_call *)op;
     hilock_lock *lock = call->lock;
     if (hl_lock_conn(lock) == NULL || lock->destroyed) {
-        hl_op_done(op, lock->destroyed ? HILOCK_ECANCELED : HILOCK_ECLOSED,
-                   0, NULL,
-                   lock->destroyed ? "lock handle destroyed"
-                                   : "client closed");
+        const char *why;
+        int status = hl_lock_gone(lock, &why);
+        hl_op_done(op, status, 0, NULL, why);
         return;
     }
     _Atomic int *gate = hl_op_gate_requests(op);
