@@ -96,8 +96,9 @@ bool bench_procs_start(w7_shared *sh, int gate);
 _Noreturn void bench_w8_worker(const w7_request *rq, w7_shared *sh, int me,
                                int gate);
 
-/* Have the runner measure rq into res; 0, or -1 with error set (the
- * runner did not answer, and was killed). */
+/* Have the runner measure rq into res; 0, or -1 with error set: the
+ * runner did not answer (and was killed), or the point failed (a
+ * process's reason, from res->error). */
 int bench_procs_run(const w7_request *rq, w7_result *res, char *error,
                     size_t cap);
 /* What every point of the runner takes from its result: the rate over

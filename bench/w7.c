@@ -745,7 +745,13 @@ int bench_procs_run(const w7_request *rq, w7_result *res, char *error,
         snprintf(error, cap, "cannot reach the runner: %s", strerror(errno));
         return -1;
     }
-    return await_result(res, deadline, error, cap);
+    if (await_result(res, deadline, error, cap) != 0)
+        return -1;
+    if (res->error[0] != '\0') {
+        snprintf(error, cap, "%s", res->error);
+        return -1;
+    }
+    return 0;
 }
 
 void bench_procs_fill(bench_point *p, const w7_result *res, double duration_s)
@@ -818,11 +824,6 @@ int bench_run_w7(const bench_args *a, hilock_client *c, int procs,
     snprintf(rq.kind, sizeof rq.kind, "%s", a->kind);
     w7_result res;
     if (bench_procs_run(&rq, &res, error, sizeof error) != 0) {
-        p->error = error;
-        return -1;
-    }
-    if (res.error[0] != '\0') {
-        snprintf(error, sizeof error, "%s", res.error);
         p->error = error;
         return -1;
     }
