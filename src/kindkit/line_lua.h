@@ -78,6 +78,34 @@
     " + 2], KEYS[" #L " + 3], " me ", first)\n"                             \
     "end\n"
 
+/* The hand block of a line whose clients may record a wish (a direct
+ * hand-off, src/lock/reentrant.c): with the Lua expression may "1", the
+ * first client c's wish in the hash wishes gets the lock outright, for
+ * its lease but no longer than c's place lasts (s); c leaves the line,
+ * and hears "g<nonce>".  pattern reads a wish into its nonce n, lease l,
+ * what follows the lease d and field f; hold is the Lua that writes f's
+ * first hold to last ms.  The script declares handed, which this sets. */
+#define HL_LUA_LINE_HAND_TO_WISH(wishes, may, pattern, hold)                \
+    "  local w = " may " == '1' and redis.call('hget', " wishes ", c)\n"    \
+    "  local n, l, d, f\n"                                                  \
+    "  if w then n, l, d, f = string.match(w, '" pattern "') end\n"         \
+    "  if f and string.sub(f, 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ") == c\n"  \
+    "      then\n"                                                          \
+    "    local ms = math.min(tonumber(l), math.ceil(s - now))\n"            \
+    hold                                                                    \
+    "    redis.call('hset', " wishes ", c, 'g ' .. n .. ' ' .. f)\n"        \
+    "    redis.call('lrem', line, 1, c)\n"                                  \
+    "    redis.call('zrem', alive, c)\n"                                    \
+    "    announce(wake .. ':' .. c, '" HL_WAKE_MSG_GRANT "' .. n)\n"        \
+    "    handed = true\n"                                                   \
+    "    return c\n"                                                        \
+    "  end\n"
+
+/* A wish as every client records it, "w <nonce> <lease> <field>", for
+ * HL_LUA_LINE_HAND_TO_WISH; the empty capture stands for what a wish
+ * with more after its lease carries. */
+#define HL_LUA_WISH_PLAIN "^w (%S+) (%d+)() (%S+)$"
+
 /* announce_ours(ch, first, me, sharded, msg) tells other libraries'
  * waiters of our release with msg on their channel ch.  With a line
  * (first its first client), our client first in it listens there too,

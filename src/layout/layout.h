@@ -84,6 +84,10 @@
 #define HL_LAYOUT_RWLOCK_LINE "hilock_rwlock_line"
 #define HL_LAYOUT_RWLOCK_NEXT "hilock_rwlock_next"
 #define HL_LAYOUT_RWLOCK_WAKE "hilock_rwlock_wake"
+/* Ours: the wishes of the clients waiting to write, as the reentrant
+ * lock's (HL_LAYOUT_LOCK_WANT), in "hilock_rwlock_want:{NAME}"; a grant
+ * writes "mode" "write" and the field's write hold. */
+#define HL_LAYOUT_RWLOCK_WANT "hilock_rwlock_want"
 /* Ours: the clients waiting for permits of either semaphore kind, lined
  * up as the reentrant lock's are, with the same four keys:
  * "hilock_sem_line:{NAME}", "hilock_sem_alive:{NAME}",

@@ -175,30 +175,17 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "    end\n");
 
 /* In a release's promise_next (HL_LUA_LINE_PROMISE_HANDING), with
- * ARGV[5] "1": the first client c recorded a wish, which gets the lock
- * outright, for its lease but no longer than c's place lasts (s); c
- * leaves the line, and hears "g<nonce>".  KEYS[7] are the wishes.  A
- * wish with a lock delay ("<lease>,<delay>") needs the new holder's
- * delay key written as its own grant would: match, the pattern, takes
- * such wishes only where the release has the key (delay_write, KEYS[8]);
- * a release without it leaves them to a promise, and their attempt. */
+ * ARGV[5] "1": the first client's wish in KEYS[7] gets the lock outright
+ * (HL_LUA_LINE_HAND_TO_WISH).  A wish with a lock delay
+ * ("<lease>,<delay>") needs the new holder's delay key written as its own
+ * grant would: match, the pattern, takes such wishes only where the
+ * release has the key (delay_write, KEYS[8]); a release without it
+ * leaves them to a promise, and their attempt. */
 #define HAND_TO_WISH(pattern, delay_write)                                  \
-    "  local w = ARGV[5] == '1' and redis.call('hget', KEYS[7], c)\n"       \
-    "  local n, l, d, f\n"                                                  \
-    "  if w then n, l, d, f = string.match(w, '" pattern "') end\n"         \
-    "  if f and string.sub(f, 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ") == c\n"  \
-    "      then\n"                                                          \
-    "    local ms = math.min(tonumber(l), math.ceil(s - now))\n"            \
-    "    redis.call('hset', KEYS[1], f, 1)\n"                               \
-    "    redis.call('pexpire', KEYS[1], ms)\n"                              \
-    delay_write                                                             \
-    "    redis.call('hset', KEYS[7], c, 'g ' .. n .. ' ' .. f)\n"           \
-    "    redis.call('lrem', line, 1, c)\n"                                  \
-    "    redis.call('zrem', alive, c)\n"                                    \
-    "    announce(wake .. ':' .. c, '" HL_WAKE_MSG_GRANT "' .. n)\n"        \
-    "    handed = true\n"                                                   \
-    "    return c\n"                                                        \
-    "  end\n"
+    HL_LUA_LINE_HAND_TO_WISH("KEYS[7]", "ARGV[5]", pattern,                 \
+                             "    redis.call('hset', KEYS[1], f, 1)\n"      \
+                             "    redis.call('pexpire', KEYS[1], ms)\n"     \
+                             delay_write)
 
 /* KEYS: name, channel, line, alive, next, wake base, wishes, and for
  * release_delayed_lua the delay key.  ARGV: lease ms, field, "1" on a
@@ -248,9 +235,8 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "end\n"                                                                 \
     "return answer(-3)\n"
 
-/* Wishes as every client records them, and also those with a delay; the
- * empty capture of the first keeps the places of the captures after it. */
-#define WISH_PLAIN "^w (%S+) (%d+)() (%S+)$"
+/* Wishes as every client records them, and also those with a delay. */
+#define WISH_PLAIN HL_LUA_WISH_PLAIN
 #define WISH_ANY "^w (%S+) (%d+),?(%d*) (%S+)$"
 
 static const char release_lua[] = RELEASE_LUA(

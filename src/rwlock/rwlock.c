@@ -148,77 +148,119 @@ static const char read_acquire_lua[] =
     "return grant()\n";
 
 /* KEYS: name, token key, void set, writers' line, writers' places,
- * promise.  ARGV and replies as read_acquire_lua's, but {0, ms to wait
- * at most, how} as the reentrant lock's attempt replies (how: 1 when
- * this client is first in the writers' line, plus 2 when the lock is
- * free but promised to another client), and {3} when the owner holds the
- * read lock (an upgrade, which would wait for itself).  A refused writer
- * that waits joins the line or renews its client's place there; a
- * single try keeps none. */
-static const char write_acquire_lua[] =
-    RW_LUA_COMMON HL_LUA_TOKEN HL_LUA_HOLD_CHECK
-    "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n"
-    "local wf = ARGV[2] .. " WRITE_SUFFIX "\n"
-    "local refused = hold_refused(KEYS[1], redis.call('hget', KEYS[1], wf))\n"
-    "                or token_refused(KEYS[2])\n"
-    "if refused then return refused end\n"
-    "local mode = redis.call('hget', KEYS[1], " MODE ")\n"
-    "if mode == " WRITE " and redis.call('hexists', KEYS[1], wf) == 1 then\n"
-    "  local n = redis.call('hincrby', KEYS[1], wf, 1)\n"
-    "  extend(KEYS[1], ARGV[1])\n"
-    "  return {1, n, token(KEYS[2], n)}\n"
-    "end\n"
-    "if mode == " READ " then\n"
-    "  if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then return {3} end\n"
-    "  local all = redis.call('hgetall', KEYS[1])\n"
-    /* A reader's count no client of the layout writes: whether it lives
-     * cannot be told, so the acquire is refused before anything goes. */
-    "  for i = 1, #all, 2 do\n"
-    "    if is_reader(all[i]) and holds(all[i + 1]) == 0 then\n"
-    "      return foreign(KEYS[1], all[i + 1], 'a read hold count')\n"
-    "    end\n"
-    "  end\n"
-    /* Readers whose every hold ran out are dead: drop them. */
-    "  local live = false\n"
-    "  for i = 1, #all, 2 do\n"
-    "    if is_reader(all[i]) then\n"
-    "      local alive = false\n"
-    "      for j = 1, holds(all[i + 1]) do\n"
-    "        if redis.call('exists', tkey(KEYS[1], all[i], j)) == 1 then\n"
-    "          alive = true\n"
-    "          break\n"
-    "        end\n"
-    "      end\n"
-    "      if alive then live = true\n"
-    "      else redis.call('hdel', KEYS[1], all[i]) end\n"
-    "    end\n"
-    "  end\n"
-    "  if not live then\n"
-    "    redis.call('del', KEYS[1])\n"
-    "    mode = false\n"
-    "  end\n"
-    "end\n"
-    "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
-    "local kept = 0\n"
-    "if not mode then\n"
-    "  local promised = redis.call('get', KEYS[6])\n"
-    "  if promised and promised ~= me then\n"
-    "    kept = 2\n"
-    "  else\n"
-    "    if promised then redis.call('del', KEYS[6]) end\n"
-    HL_LUA_LINE_ON_GRANT("true", "ARGV[7]")
-    "    redis.call('hset', KEYS[1], " MODE ", " WRITE ", wf, 1)\n"
-    "    redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "    return {1, 1, token(KEYS[2], 1)}\n"
-    "  end\n"
-    "end\n"
-    "local ttl = redis.call('pttl', kept == 2 and KEYS[6] or KEYS[1])\n"
-    "if ARGV[6] ~= '0' then\n" HL_LUA_LINE_JOIN("ARGV[6]") "end\n"
-    "local first = redis.call('lindex', KEYS[4], 0) == me and 1 or 0\n"
-    "return {0, ttl, first + kept}\n";
+ * promise, and for write_acquire_wish_lua the wishes.  ARGV and replies
+ * as read_acquire_lua's, and for write_acquire_wish_lua what to do with
+ * the client's wish (hl_want) and the nonce of this acquire's attempt
+ * whose wish the client knows was recorded ('' none), as the reentrant
+ * lock's attempt takes them; but {0, ms to wait at most, how} as the
+ * reentrant lock's attempt replies (how: 1 when this client is first in
+ * the writers' line, plus 2 when the lock is free but promised to
+ * another client, plus 4 when the wish was recorded), and {3} when the
+ * owner holds the read lock (an upgrade, which would wait for itself).
+ * A refused writer that waits joins the line or renews its client's
+ * place there; a single try keeps none. */
+#define WRITE_ACQUIRE_LUA(wish_first, wish_join)                            \
+    RW_LUA_COMMON HL_LUA_TOKEN HL_LUA_HOLD_CHECK                            \
+    "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n" \
+    "local wf = ARGV[2] .. " WRITE_SUFFIX "\n"                              \
+    "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"  \
+    wish_first                                                              \
+    "local refused = hold_refused(KEYS[1], redis.call('hget', KEYS[1], wf))\n" \
+    "                or token_refused(KEYS[2])\n"                            \
+    "if refused then return refused end\n"                                  \
+    "local mode = redis.call('hget', KEYS[1], " MODE ")\n"                  \
+    "if mode == " WRITE " and redis.call('hexists', KEYS[1], wf) == 1 then\n" \
+    "  local n = redis.call('hincrby', KEYS[1], wf, 1)\n"                   \
+    "  extend(KEYS[1], ARGV[1])\n"                                          \
+    "  return {1, n, token(KEYS[2], n)}\n"                                  \
+    "end\n"                                                                 \
+    "if mode == " READ " then\n"                                            \
+    "  if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then return {3} end\n" \
+    "  local all = redis.call('hgetall', KEYS[1])\n"                        \
+    /* A reader's count no client of the layout writes: whether it lives   \
+     * cannot be told, so the acquire is refused before anything goes. */  \
+    "  for i = 1, #all, 2 do\n"                                             \
+    "    if is_reader(all[i]) and holds(all[i + 1]) == 0 then\n"            \
+    "      return foreign(KEYS[1], all[i + 1], 'a read hold count')\n"      \
+    "    end\n"                                                             \
+    "  end\n"                                                               \
+    /* Readers whose every hold ran out are dead: drop them. */            \
+    "  local live = false\n"                                                \
+    "  for i = 1, #all, 2 do\n"                                             \
+    "    if is_reader(all[i]) then\n"                                       \
+    "      local alive = false\n"                                           \
+    "      for j = 1, holds(all[i + 1]) do\n"                               \
+    "        if redis.call('exists', tkey(KEYS[1], all[i], j)) == 1 then\n" \
+    "          alive = true\n"                                              \
+    "          break\n"                                                     \
+    "        end\n"                                                         \
+    "      end\n"                                                           \
+    "      if alive then live = true\n"                                     \
+    "      else redis.call('hdel', KEYS[1], all[i]) end\n"                  \
+    "    end\n"                                                             \
+    "  end\n"                                                               \
+    "  if not live then\n"                                                  \
+    "    redis.call('del', KEYS[1])\n"                                      \
+    "    mode = false\n"                                                    \
+    "  end\n"                                                               \
+    "end\n"                                                                 \
+    "local kept, wanted = 0, 0\n"                                           \
+    "if not mode then\n"                                                    \
+    "  local promised = redis.call('get', KEYS[6])\n"                       \
+    "  if promised and promised ~= me then\n"                               \
+    "    kept = 2\n"                                                        \
+    "  else\n"                                                              \
+    "    if promised then redis.call('del', KEYS[6]) end\n"                 \
+    HL_LUA_LINE_ON_GRANT("true", "ARGV[7]")                                 \
+    "    redis.call('hset', KEYS[1], " MODE ", " WRITE ", wf, 1)\n"          \
+    "    redis.call('pexpire', KEYS[1], ARGV[1])\n"                         \
+    "    return {1, 1, token(KEYS[2], 1)}\n"                                \
+    "  end\n"                                                               \
+    "end\n"                                                                 \
+    "local ttl = redis.call('pttl', kept == 2 and KEYS[6] or KEYS[1])\n"    \
+    "if ARGV[6] ~= '0' then\n" HL_LUA_LINE_JOIN("ARGV[6]") wish_join "end\n" \
+    "local first = redis.call('lindex', KEYS[4], 0) == me and 1 or 0\n"     \
+    "return {0, ttl, first + kept + wanted}\n"
 
-/* KEYS: name, channel, writers' line, places, promise, wake base.  ARGV:
- * lease ms, field, "1" on a cluster (sharded channels) or "0".  Replies
+static const char write_acquire_lua[] = WRITE_ACQUIRE_LUA("", "");
+
+/* The grant a release made for this acquire's wish, its message lost, is
+ * this attempt's, for the whole lease from now; any other wish or grant
+ * of the field's is stale.  A refused attempt then records its wish,
+ * "w <nonce> <lease> <field>", which a release that frees the lock grants
+ * (HAND_TO_WISH). */
+static const char write_acquire_wish_lua[] = WRITE_ACQUIRE_LUA(
+    "local w = redis.call('hget', KEYS[7], me)\n"
+    "if w and ARGV[9] ~= '' and w == 'g ' .. ARGV[9] .. ' ' .. ARGV[2] and\n"
+    "    redis.call('hexists', KEYS[1], wf) == 1 then\n"
+    "  redis.call('hdel', KEYS[7], me)\n"
+    "  extend(KEYS[1], ARGV[1])\n"
+    "  return {1, tonumber(redis.call('hget', KEYS[1], wf)), 0}\n"
+    "end\n"
+    "if w and string.sub(w, -#ARGV[2] - 1) == ' ' .. ARGV[2] then\n"
+    "  redis.call('hdel', KEYS[7], me)\n"
+    "end\n",
+    "    if ARGV[8] == '1' then\n"
+    "      redis.call('hset', KEYS[7], me, 'w ' .. ARGV[5] .. ' ' ..\n"
+    "                 ARGV[1] .. ' ' .. ARGV[2])\n"
+    "      extend(KEYS[7], ARGV[6])\n"
+    "      wanted = 4\n"
+    "    end\n");
+
+/* In a release's promise_next, with ARGV[4] "1": the first writer client's
+ * wish in KEYS[7] gets the write lock outright (HL_LUA_LINE_HAND_TO_WISH),
+ * in the hash the release just emptied. */
+#define HAND_TO_WISH                                                        \
+    HL_LUA_LINE_HAND_TO_WISH(                                               \
+        "KEYS[7]", "ARGV[4]", HL_LUA_WISH_PLAIN,                            \
+        "    redis.call('hset', KEYS[1], " MODE ", " WRITE ",\n"             \
+        "               f .. " WRITE_SUFFIX ", 1)\n"                        \
+        "    redis.call('pexpire', KEYS[1], ms)\n")
+
+/* KEYS: name, channel, writers' line, places, promise, wake base,
+ * wishes.  ARGV: lease ms, field, "1" on a cluster (sharded channels) or
+ * "0", "1" when a writer's wish may be granted outright (the releasing
+ * client's writes go out alone, hl_lock_writes_plain).  Replies
  * -1 when the field holds nothing, the count left, 0 when the lock was
  * freed (also when the only other readers are ones whose holds all ran
  * out), -2 when the owner's last read hold went and others still hold
@@ -244,8 +286,12 @@ static const char read_release_lua[] =
      * writer waits for this message, not for a reader's lease. */
     "end\n"
     "redis.call('del', KEYS[1])\n"
-    HL_LUA_LINE_PROMISE_FROM(3, "''")
-    "announce_ours(KEYS[2], first, '', ARGV[3], " MSG_UNLOCK ")\n"
+    "local handed = false\n"
+    HL_LUA_LINE_PROMISE_FROM_HANDING(3, "''", HAND_TO_WISH)
+    /* Held again, by a writer: Java's clients would find it so. */
+    "if not handed then\n"
+    "  announce_ours(KEYS[2], first, '', ARGV[3], " MSG_UNLOCK ")\n"
+    "end\n"
     "return answer(0)\n";
 
 /* As read_release_lua, for the write holds.  A release
@@ -271,8 +317,11 @@ static const char write_release_lua[] =
     "end\n"
     "redis.call('del', KEYS[1])\n"
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
-    HL_LUA_LINE_PROMISE_FROM(3, "me")
-    "announce_ours(KEYS[2], first, me, ARGV[3], " MSG_READ_UNLOCK ")\n"
+    "local handed = false\n"
+    HL_LUA_LINE_PROMISE_FROM_HANDING(3, "me", HAND_TO_WISH)
+    "if not handed then\n"
+    "  announce_ours(KEYS[2], first, me, ARGV[3], " MSG_READ_UNLOCK ")\n"
+    "end\n"
     "if not first or first == me then return answer(-4) end\n"
     "return answer(-3)\n";
 
@@ -308,15 +357,24 @@ static const char force_lua[] =
     "return answer(1)\n";
 
 /* KEYS: name, channel, void set, writers' line, places, promise, wake
- * base.  ARGV: field, expected count, nonce to void (or ""), ":write" for
- * the write side or "" for the read side.  Lowers the side's count to the
- * expected one; replies the count left.  A lock freed goes to the first
- * writer in line, if any, and readers hear of it. */
+ * base, wishes.  ARGV: field, expected count, nonce to void (or ""),
+ * ":write" for the write side or "" for the read side.  Lowers the side's
+ * count to the expected one, and on the write side drops the field's
+ * wish or the grant made for it, which the client has not taken; replies
+ * the count left.  A lock freed goes to the first writer in line, if
+ * any, and readers hear of it. */
 static const char reconcile_lua[] =
     RW_LUA_COMMON
     "if ARGV[3] ~= '' then\n"
     "  redis.call('sadd', KEYS[3], ARGV[3])\n"
     "  redis.call('pexpire', KEYS[3], " HL_LAYOUT_VOID_TTL_MS_TEXT ")\n"
+    "end\n"
+    "if ARGV[4] ~= '' then\n"
+    "  local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
+    "  local w = redis.call('hget', KEYS[8], me)\n"
+    "  if w and string.sub(w, -#ARGV[1] - 1) == ' ' .. ARGV[1] then\n"
+    "    redis.call('hdel', KEYS[8], me)\n"
+    "  end\n"
     "end\n"
     "local f = ARGV[1] .. ARGV[4]\n"
     "local n = tonumber(redis.call('hget', KEYS[1], f) or '0')\n"
@@ -340,6 +398,44 @@ static const char reconcile_lua[] =
     "end\n"
     "redis.call('publish', KEYS[2], " MSG_READ_UNLOCK ")\n"
     "return 0\n";
+
+/* KEYS: name, channel, writers' line, places, promise, wake base,
+ * wishes.  ARGV: the field of an acquire's last attempt, whose wish it
+ * had recorded, that attempt's nonce, and "1" on a cluster or "0".  Drops
+ * the wish; a grant a release made for it goes back, and the lock, freed
+ * so, to the next writer client, or to readers when the owner still
+ * reads.  Replies 1 when a wish was dropped, 2 when a grant went back,
+ * else 0. */
+static const char write_withdraw_lua[] =
+    RW_LUA_COMMON HL_LUA_LINE_ANNOUNCE_OURS
+    "local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
+    "local w = redis.call('hget', KEYS[7], me)\n"
+    "if not w then return 0 end\n"
+    "if string.sub(w, 1, #ARGV[2] + 3) == 'w ' .. ARGV[2] .. ' ' then\n"
+    "  redis.call('hdel', KEYS[7], me)\n"
+    "  return 1\n"
+    "end\n"
+    "if w ~= 'g ' .. ARGV[2] .. ' ' .. ARGV[1] then return 0 end\n"
+    "redis.call('hdel', KEYS[7], me)\n"
+    "local wf = ARGV[1] .. " WRITE_SUFFIX "\n"
+    "local n = tonumber(redis.call('hget', KEYS[1], wf) or '0')\n"
+    "if n > 1 then\n"
+    "  redis.call('hset', KEYS[1], wf, n - 1)\n"
+    "  return 2\n"
+    "end\n"
+    "if n < 1 then return 0 end\n"
+    "redis.call('hdel', KEYS[1], wf)\n"
+    "if redis.call('hlen', KEYS[1]) > 1 then\n"
+    "  redis.call('hset', KEYS[1], " MODE ", " READ ")\n"
+    "  local t = readers_pttl(KEYS[1])\n"
+    "  if t > 0 then redis.call('pexpire', KEYS[1], t) end\n"
+    "  announce(KEYS[2], " MSG_READ_UNLOCK ")\n"
+    "  return answer(2)\n"
+    "end\n"
+    "redis.call('del', KEYS[1])\n"
+    HL_LUA_LINE_PROMISE_FROM(3, "me")
+    "announce_ours(KEYS[2], first, me, ARGV[3], " MSG_READ_UNLOCK ")\n"
+    "return answer(2)\n";
 
 /* KEYS: names.  ARGV: lease ms, then one field per name.  Renews every
  * read hold of the field and the lock; a field whose holds all ran out
@@ -384,9 +480,9 @@ static const char write_renew_lua[] =
     "return out\n";
 
 static hl_script read_acquire_script, write_acquire_script,
-    read_release_script, write_release_script, write_leave_script,
-    force_script, reconcile_script, read_renew_script, write_renew_script,
-    status_script;
+    write_acquire_wish_script, read_release_script, write_release_script,
+    write_leave_script, write_withdraw_script, force_script,
+    reconcile_script, read_renew_script, write_renew_script, status_script;
 
 /* Redisson's layout gives every read hold a key of its own,
  * "{NAME}:<field>:rwlock_timeout:<n>" for the field's n-th hold, which
@@ -425,11 +521,19 @@ static const hl_script_def write_acquire_def = {
     .undeclared = &read_hold_keys,
 };
 
+static const hl_script_def write_acquire_wish_def = {
+    .what = "write acquire with a wish",
+    .body = write_acquire_wish_lua,
+    .script = &write_acquire_wish_script,
+    HL_DEF_KEYS(ACQUIRE_KEYS, LINE_KEYS, HL_LAYOUT_RWLOCK_WANT),
+    .undeclared = &read_hold_keys,
+};
+
 static const hl_script_def read_release_def = {
     .what = "read release",
     .body = read_release_lua,
     .script = &read_release_script,
-    HL_DEF_KEYS(RELEASE_KEYS),
+    HL_DEF_KEYS(RELEASE_KEYS, HL_LAYOUT_RWLOCK_WANT),
     .undeclared = &read_hold_keys,
 };
 
@@ -437,7 +541,15 @@ static const hl_script_def write_release_def = {
     .what = "write release",
     .body = write_release_lua,
     .script = &write_release_script,
-    HL_DEF_KEYS(RELEASE_KEYS),
+    HL_DEF_KEYS(RELEASE_KEYS, HL_LAYOUT_RWLOCK_WANT),
+    .undeclared = &read_hold_keys,
+};
+
+static const hl_script_def write_withdraw_def = {
+    .what = "write withdraw",
+    .body = write_withdraw_lua,
+    .script = &write_withdraw_script,
+    HL_DEF_KEYS(RELEASE_KEYS, HL_LAYOUT_RWLOCK_WANT),
     .undeclared = &read_hold_keys,
 };
 
@@ -462,7 +574,7 @@ static const hl_script_def reconcile_def = {
     .body = reconcile_lua,
     .script = &reconcile_script,
     HL_DEF_KEYS(hl_key_name, HL_LAYOUT_RWLOCK_CHANNEL, HL_LAYOUT_VOID,
-                LINE_KEYS, HL_LAYOUT_RWLOCK_WAKE),
+                LINE_KEYS, HL_LAYOUT_RWLOCK_WAKE, HL_LAYOUT_RWLOCK_WANT),
     .undeclared = &read_hold_keys,
 };
 
@@ -535,8 +647,9 @@ static const hl_script_def status_def = {
 };
 
 const hl_script_def *const hl_rwlock_script_defs[] = {
-    &read_acquire_def, &write_acquire_def, &read_release_def,
-    &write_release_def, &write_leave_def, &force_def,
+    &read_acquire_def, &write_acquire_def, &write_acquire_wish_def,
+    &read_release_def, &write_release_def, &write_leave_def,
+    &write_withdraw_def, &force_def,
     &reconcile_def, &read_renew_def, &write_renew_def,
     &status_def, NULL};
 
@@ -552,23 +665,32 @@ static int parse_status(hilock_reply *reply, hilock_lock_status **out)
     return hl_hash_parse_status(reply, "read-write", true, out);
 }
 
+/* A writer's attempt that has nothing to do with its client's wish (an
+ * uncontended one, the most common) passes neither the wishes' key nor
+ * the last two arguments (see the reentrant lock's attempt). */
 static int attempt_with(const hl_script_def *def, hilock_lock *lock,
                         const hl_attempt_args *a, hl_request_fn *fn,
                         void *data)
 {
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
+    static const char *const wants[] = {"0", "1", "2"};
     char lease[24], token[24], wt[24], keep[24];
-    const char *args[] = {lease, a->field, a->fenced ? "1" : "0",
-                          token, a->nonce, wt, keep};
+    const char *args[] = {lease,    a->field, a->fenced ? "1" : "0",
+                          token,    a->nonce, wt,
+                          keep,     wants[a->want],
+                          a->claim ? a->claim : ""};
     size_t lens[] = {hl_i64_dec(lease, a->lease_ms),
                      a->field_len,
                      1,
                      hl_u64_dec(token, a->known_token),
                      a->nonce_len,
                      hl_i64_dec(wt, a->waiter_timeout_ms),
-                     hl_i64_dec(keep, a->keep_in_line_ms)};
-    return hl_run_lock_def(lock, def, 7, args, lens, fn, data);
+                     hl_i64_dec(keep, a->keep_in_line_ms),
+                     1,
+                     a->claim ? a->claim_len : 0};
+    return hl_run_lock_def(lock, def, def == &write_acquire_wish_def ? 9 : 7,
+                           args, lens, fn, data);
 }
 
 static int read_attempt(hilock_lock *lock, const hl_attempt_args *a,
@@ -580,7 +702,9 @@ static int read_attempt(hilock_lock *lock, const hl_attempt_args *a,
 static int write_attempt(hilock_lock *lock, const hl_attempt_args *a,
                          hl_request_fn *fn, void *data)
 {
-    return attempt_with(&write_acquire_def, lock, a, fn, data);
+    return attempt_with(a->want != HL_WANT_NONE ? &write_acquire_wish_def
+                                                : &write_acquire_def,
+                        lock, a, fn, data);
 }
 
 static int release_with(const hl_script_def *def, hilock_lock *lock,
@@ -588,9 +712,10 @@ static int release_with(const hl_script_def *def, hilock_lock *lock,
                         hl_request_fn *fn, void *data)
 {
     char lease[24];
-    const char *args[] = {lease, field, hl_lock_on_cluster(lock) ? "1" : "0"};
-    size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len, 1};
-    return hl_run_lock_def(lock, def, 3, args, lens, fn, data);
+    const char *args[] = {lease, field, hl_lock_on_cluster(lock) ? "1" : "0",
+                          hl_lock_writes_plain(lock) ? "1" : "0"};
+    size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len, 1, 1};
+    return hl_run_lock_def(lock, def, 4, args, lens, fn, data);
 }
 
 static int read_release(hilock_lock *lock, const char *field,
@@ -613,6 +738,16 @@ static int write_leave(hilock_lock *lock, const char *field, size_t field_len)
 {
     return hl_run_lock_def(lock, &write_leave_def, 1, &field, &field_len,
                            NULL, NULL);
+}
+
+static int write_withdraw(hilock_lock *lock, const char *field,
+                          size_t field_len, const char *nonce,
+                          size_t nonce_len)
+{
+    const char *args[] = {field, nonce, hl_lock_on_cluster(lock) ? "1" : "0"};
+    size_t lens[] = {field_len, nonce_len, 1};
+    return hl_run_lock_def(lock, &write_withdraw_def, 3, args, lens, NULL,
+                           NULL);
 }
 
 static int force_release(hilock_lock *lock, hl_request_fn *fn, void *data)
@@ -693,6 +828,7 @@ static const hl_kind write_kind = {
     .force_release = force_release,
     .reconcile = write_reconcile,
     .leave = write_leave,
+    .withdraw = write_withdraw,
     .mark_grant = hl_kind_mark_read_write_grant,
     .renew = &write_renew_script,
     .query = write_query,
