@@ -32,55 +32,25 @@ static hl_lock_fixture fx;
 
 #define OWNER 7
 
-/* A wish or a grant as the server keeps it under a client's id. */
-typedef struct wish {
-    char kind;         /* 'w' wish, 'g' granted, 0 none */
-    char nonce[64];
-    long long lease_ms; /* of a wish */
-    char field[64];
-} wish;
-
-static wish read_wish(const char *name, const char *client_id)
+/* The wish client_id recorded on the lock name; see hl_read_wish. */
+static hl_wish read_wish(const char *name, const char *client_id)
 {
-    char key[128], raw[256];
-    wish w = {0};
-
-    snprintf(key, sizeof key, "hilock_lock_want:{%s}", name);
-    if (!hl_raw_bulk(fx.server, raw, sizeof raw, "HGET", key, client_id,
-                     (char *)NULL))
-        return w;
-    if (raw[0] == 'w' &&
-        sscanf(raw, "w %63s %lld %63s", w.nonce, &w.lease_ms, w.field) == 3)
-        w.kind = 'w';
-    else if (raw[0] == 'g' &&
-             sscanf(raw, "g %63s %63s", w.nonce, w.field) == 2)
-        w.kind = 'g';
-    else
-        fail_msg("the wish of %s reads \"%s\"", client_id, raw);
-    return w;
+    return hl_read_wish(fx.server, &hl_lock_line_keys, name, client_id);
 }
 
-static wish expect_wish(const char *name, hilock_client *c,
-                        uint64_t owner)
+static hl_wish expect_wish(const char *name, hilock_client *c,
+                           uint64_t owner)
 {
-    char field[64];
-    wish w = read_wish(name, hilock_client_id(c));
-
-    snprintf(field, sizeof field, "%s:%llu", hilock_client_id(c),
-             (unsigned long long)owner);
-    if (w.kind != 'w')
-        fail_msg("no wish recorded for the waiting client");
-    assert_string_equal(w.field, field);
-    return w;
+    return hl_expect_wish(fx.server, &hl_lock_line_keys, name, c, owner);
 }
 
 /* What a release does for a wish, done by hand, without the message that
  * would tell its client: the message is lost.  The lock's holder (a
  * Redisson-shaped hold) goes, and the wish's field holds for pexpire_ms. */
 static void grant_unheard(const char *name, const char *client_id,
-                          const wish *w, long long pexpire_ms)
+                          const hl_wish *w, long long pexpire_ms)
 {
-    char key[128], ms[24], granted[160];
+    char ms[24];
 
     assert_int_equal(hl_raw_int(fx.server, "DEL", name, (char *)NULL), 1);
     assert_int_equal(
@@ -88,20 +58,8 @@ static void grant_unheard(const char *name, const char *client_id,
     snprintf(ms, sizeof ms, "%lld", pexpire_ms);
     assert_int_equal(
         hl_raw_int(fx.server, "PEXPIRE", name, ms, (char *)NULL), 1);
-    snprintf(key, sizeof key, "hilock_lock_want:{%s}", name);
-    snprintf(granted, sizeof granted, "g %s %s", w->nonce, w->field);
-    (void)hl_raw_int(fx.server, "HSET", key, client_id, granted,
-                     (char *)NULL);
-    snprintf(key, sizeof key, "hilock_lock_line:{%s}", name);
-    (void)hl_raw_int(fx.server, "LREM", key, "1", client_id, (char *)NULL);
-    snprintf(key, sizeof key, "hilock_lock_alive:{%s}", name);
-    (void)hl_raw_int(fx.server, "ZREM", key, client_id, (char *)NULL);
+    hl_grant_wish_unheard(fx.server, &hl_lock_line_keys, name, client_id, w);
 }
-
-
-
-
-
 
 /* ---- the hand-off ------------------------------------------------------- */
 
@@ -131,7 +89,7 @@ static void test_release_hands_the_lock_over(void **state)
                   HILOCK_OK);
     assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
     hl_wait_in_line(w, lw, OWNER, &rec, NULL);
-    wish before_wish = expect_wish("handoff", w, OWNER);
+    hl_wish before_wish = expect_wish("handoff", w, OWNER);
     assert_int_equal(before_wish.lease_ms, 30000);
 
     long long before = hl_scripts_run(fx.server);
@@ -184,7 +142,7 @@ static void test_lost_grant_message_is_claimed(void **state)
     hl_value_rec_init(&count);
     hl_java_hold(fx.server, "unheard");
     hl_wait_in_line(w, lw, OWNER, &rec, NULL);
-    wish wi = expect_wish("unheard", w, OWNER);
+    hl_wish wi = expect_wish("unheard", w, OWNER);
     long long before = hl_scripts_run(fx.server);
     grant_unheard("unheard", hilock_client_id(w), &wi, 3000);
 
@@ -223,7 +181,7 @@ static void test_gone_waiter_gives_its_grant_back(void **state)
     uint64_t id = 0;
     hl_wait_in_line(w, lw, OWNER, &rw, &id);
     hl_wait_in_line(y, ly, OWNER, &ry, NULL);
-    wish wi = expect_wish("given-back", w, OWNER);
+    hl_wish wi = expect_wish("given-back", w, OWNER);
     grant_unheard("given-back", hilock_client_id(w), &wi, 30000);
 
     assert_status(hilock_lock_cancel(lw, id), HILOCK_OK);

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "hilock/client.h"
+#include "support/fixture.h"
 #include "support/handoff.h"
 #include "support/lock_helpers.h"
 #include "support/mutex_checker.h"
@@ -37,6 +38,61 @@ static void *killer_main(void *arg)
             atomic_fetch_add(&k->kills, 1);
     }
     return NULL;
+}
+
+const hl_line_keys hl_lock_line_keys = {
+    "hilock_lock_want", "hilock_lock_line", "hilock_lock_alive"};
+const hl_line_keys hl_rwlock_line_keys = {
+    "hilock_rwlock_want", "hilock_rwlock_line", "hilock_rwlock_writers"};
+
+hl_wish hl_read_wish(hl_redis_server *server, const hl_line_keys *keys,
+                     const char *name, const char *client_id)
+{
+    char key[128], raw[256];
+    hl_wish w = {0};
+
+    snprintf(key, sizeof key, "%s:{%s}", keys->want, name);
+    if (!hl_raw_bulk(server, raw, sizeof raw, "HGET", key, client_id,
+                     (char *)NULL))
+        return w;
+    if (raw[0] == 'w' &&
+        sscanf(raw, "w %63s %lld %63s", w.nonce, &w.lease_ms, w.field) == 3)
+        w.kind = 'w';
+    else if (raw[0] == 'g' &&
+             sscanf(raw, "g %63s %63s", w.nonce, w.field) == 2)
+        w.kind = 'g';
+    else
+        fail_msg("the wish of %s reads \"%s\"", client_id, raw);
+    return w;
+}
+
+hl_wish hl_expect_wish(hl_redis_server *server, const hl_line_keys *keys,
+                       const char *name, hilock_client *c, uint64_t owner)
+{
+    char field[64];
+    hl_wish w = hl_read_wish(server, keys, name, hilock_client_id(c));
+
+    snprintf(field, sizeof field, "%s:%llu", hilock_client_id(c),
+             (unsigned long long)owner);
+    if (w.kind != 'w')
+        fail_msg("no wish recorded for the waiting client");
+    assert_string_equal(w.field, field);
+    return w;
+}
+
+void hl_grant_wish_unheard(hl_redis_server *server, const hl_line_keys *keys,
+                           const char *name, const char *client_id,
+                           const hl_wish *w)
+{
+    char key[128], granted[160];
+
+    snprintf(key, sizeof key, "%s:{%s}", keys->want, name);
+    snprintf(granted, sizeof granted, "g %s %s", w->nonce, w->field);
+    (void)hl_raw_int(server, "HSET", key, client_id, granted, (char *)NULL);
+    snprintf(key, sizeof key, "%s:{%s}", keys->line, name);
+    (void)hl_raw_int(server, "LREM", key, "1", client_id, (char *)NULL);
+    snprintf(key, sizeof key, "%s:{%s}", keys->alive, name);
+    (void)hl_raw_int(server, "ZREM", key, client_id, (char *)NULL);
 }
 
 uint64_t hl_handed_to(hilock_client *c)

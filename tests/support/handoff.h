@@ -29,6 +29,42 @@ long long hl_hold_of(hl_redis_server *server, const char *name,
 void hl_wait_in_line(hilock_client *c, hilock_lock *lock, uint64_t owner,
                      hl_acquire_rec *rec, uint64_t *id);
 
+/* The keys of a line of clients whose waiters record wishes, by prefix:
+ * the wishes' hash, the line and the places. */
+typedef struct hl_line_keys {
+    const char *want;
+    const char *line;
+    const char *alive;
+} hl_line_keys;
+
+extern const hl_line_keys hl_lock_line_keys;   /* the reentrant lock's */
+extern const hl_line_keys hl_rwlock_line_keys; /* the writers' */
+
+/* A wish or a grant as the server keeps it under a client's id. */
+typedef struct hl_wish {
+    char kind;          /* 'w' wish, 'g' granted, 0 none */
+    char nonce[64];
+    long long lease_ms; /* of a wish */
+    char field[64];
+} hl_wish;
+
+/* The wish keys' hash of the lock name keeps under client_id; fails the
+ * test on a value of neither shape. */
+hl_wish hl_read_wish(hl_redis_server *server, const hl_line_keys *keys,
+                     const char *name, const char *client_id);
+
+/* The wish c recorded for owner; fails the test when there is none. */
+hl_wish hl_expect_wish(hl_redis_server *server, const hl_line_keys *keys,
+                       const char *name, hilock_client *c, uint64_t owner);
+
+/* What a release does for client_id's wish w beside the hold, by hand and
+ * without the message that would tell the client (lost): the grant in
+ * the wishes' hash, the client out of the line and the places.  The
+ * caller writes the hold. */
+void hl_grant_wish_unheard(hl_redis_server *server, const hl_line_keys *keys,
+                           const char *name, const char *client_id,
+                           const hl_wish *w);
+
 /* The acquires of c that a release handed the lock to. */
 uint64_t hl_handed_to(hilock_client *c);
 
