@@ -18,6 +18,8 @@
  *   hilock_rwlock_next:{NAME}   the client a release promised the lock to
  *   hilock_rwlock_wake:{NAME}:<client>
  *                               where that client's writers are woken
+ *   hilock_rwlock_want:{NAME}   hash: client id -> its waiting writer's
+ *                               wish, or the grant a release made for it
  *   redisson_lock_token:{NAME}  fencing counter
  *   hilock_void:{NAME}          voided attempts (see reentrant.c)
  *
@@ -33,7 +35,9 @@
  * processes costs the same whatever their number.  Readers listen on
  * Redisson's channel, as Java's readers and writers do, and are told
  * there when they may come: on a release while no writer waits, and when
- * the last writer leaves the line.  Our releases announce themselves
+ * the last writer leaves the line.  A release that frees the lock gives
+ * it outright to a waiting writer's wish, as the reentrant lock's does
+ * (HL_LUA_LINE_HAND_TO_WISH): the write hold, in the hash it emptied.  Our releases announce themselves
  * there only when someone besides our first writer client listens; that
  * client listens there for the releases of Java's clients, which say "0"
  * or "1" like ours. */
