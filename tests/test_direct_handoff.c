@@ -91,6 +91,9 @@ static void test_release_hands_the_lock_over(void **state)
     hl_wait_in_line(w, lw, OWNER, &rec, NULL);
     hl_wish before_wish = expect_wish("handoff", w, OWNER);
     assert_int_equal(before_wish.lease_ms, 30000);
+    /* Alone in line, so told it is first: it listens on Redisson's
+     * channel, and the wish says so, which no other listener does. */
+    assert_true(before_wish.first);
 
     long long before = hl_scripts_run(fx.server);
     int64_t released_at = hl_now_ms();
@@ -258,11 +261,12 @@ static long long java_attempt(const char *name)
     return hl_raw_pttl(fx.server, name);
 }
 
-/* A Java waiter listens on Redisson's channel.  Our release hands the
- * lock to our waiting client, so the Java waiter would find it held; the
- * release of that client, with nobody of ours in line, tells Redisson's
- * channel, and the Java waiter takes the lock.  Its release ("0" there)
- * wakes our next waiter, whose wish then goes with its grant. */
+/* Our release hands the lock to our waiting client while nobody listens
+ * on Redisson's channel, so a Java waiter that comes then finds it held;
+ * the release of that client, with nobody of ours in line, tells
+ * Redisson's channel, and the Java waiter takes the lock.  Its release
+ * ("0" there) wakes our next waiter, whose wish then goes with its
+ * grant. */
 static void test_wake_ups_both_ways_beside_java(void **state)
 {
     hilock_client *h = hl_new_client(fx.server, NULL);
@@ -275,14 +279,14 @@ static void test_wake_ups_both_ways_beside_java(void **state)
 
     (void)state;
     hl_value_rec_init(&rel);
-    hl_plain_sub *java =
-        hl_plain_sub_open(fx.server, "redisson_lock__channel:{mixed-handoff}");
     assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
     hl_wait_in_line(w, lw, OWNER, &rec, NULL);
     (void)expect_wish("mixed-handoff", w, OWNER);
     assert_status(hilock_lock_release(lh), HILOCK_OK);
     assert_status(hl_expect_acquire(&rec), HILOCK_OK);
     assert_int_equal(hl_handed_to(w), 1);
+    hl_plain_sub *java =
+        hl_plain_sub_open(fx.server, "redisson_lock__channel:{mixed-handoff}");
     assert_true(java_attempt("mixed-handoff") > 0);
 
     assert_status(hilock_lock_release_async(lw, OWNER, hl_record_value, &rel),
@@ -310,6 +314,46 @@ static void test_wake_ups_both_ways_beside_java(void **state)
     hl_free_client(h);
 }
 
+/* A Java waiter listens on Redisson's channel: our release grants no wish
+ * then, or grant after grant could keep the lock from the Java waiter
+ * for as long as our clients keep wishing.  It promises the lock to the
+ * client in line and tells Redisson's channel, and the Java waiter finds
+ * the lock free, as before hand-offs were.  The wish is a dead client's,
+ * whose attempt never comes, so that nothing races the Java waiter's. */
+static void test_java_waiter_is_told_not_passed_over(void **state)
+{
+    hilock_client *h = hl_new_client(fx.server, NULL);
+    hilock_lock *lh = hl_new_lock(h, "java-beside");
+    char at[32], next[64], msg[16];
+
+    (void)state;
+    assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
+    snprintf(at, sizeof at, "%lld", hl_raw_server_ms(fx.server) + 30000);
+    (void)hl_raw_int(fx.server, "RPUSH", "hilock_lock_line:{java-beside}",
+                     DEAD_CLIENT, (char *)NULL);
+    (void)hl_raw_int(fx.server, "ZADD", "hilock_lock_alive:{java-beside}", at,
+                     DEAD_CLIENT, (char *)NULL);
+    (void)hl_raw_int(fx.server, "HSET", "hilock_lock_want:{java-beside}",
+                     DEAD_CLIENT,
+                     "w " DEAD_CLIENT ":1 30000 " DEAD_CLIENT ":1",
+                     (char *)NULL);
+    hl_plain_sub *java =
+        hl_plain_sub_open(fx.server, "redisson_lock__channel:{java-beside}");
+
+    assert_status(hilock_lock_release(lh), HILOCK_OK);
+    assert_int_equal(hl_hold_of(fx.server, "java-beside", DEAD_CLIENT ":1"),
+                     0);
+    assert_true(hl_raw_bulk(fx.server, next, sizeof next, "GET",
+                            "hilock_lock_next:{java-beside}", (char *)NULL));
+    assert_string_equal(next, DEAD_CLIENT);
+    if (!hl_plain_sub_next(java, msg, sizeof msg, hl_widen(5000)))
+        fail_msg("the Java waiter heard no release");
+    assert_int_equal(java_attempt("java-beside"), -1);
+    hl_plain_sub_close(java);
+    hl_free_lock(lh);
+    hl_free_client(h);
+}
+
 /* ---- under faults ------------------------------------------------------- */
 
 /* Grants go out unheard while pub/sub connections are killed, and are
@@ -329,6 +373,7 @@ int main(void)
         T(test_gone_waiter_gives_its_grant_back),
         T(test_dead_client_grant_runs_out_with_its_place),
         T(test_wake_ups_both_ways_beside_java),
+        T(test_java_waiter_is_told_not_passed_over),
         T(test_handoffs_under_pubsub_kills),
     };
 #undef T

@@ -141,6 +141,9 @@ static void test_write_release_hands_the_lock_over(void **state)
     hl_wait_in_line(w, lw, OWNER, &rec, NULL);
     hl_wish before_wish = expect_wish("wh", w, OWNER);
     assert_int_equal(before_wish.lease_ms, 30000);
+    /* Alone in line, so told it is first: it listens on Redisson's
+     * channel, and the wish says so, which no other listener does. */
+    assert_true(before_wish.first);
 
     long long before = hl_scripts_run(fx.server);
     int64_t released_at = hl_now_ms();
@@ -208,10 +211,13 @@ static void test_last_read_release_hands_the_lock_over(void **state)
     hl_free_client(r);
 }
 
-/* A reader of ours waits beside the writer: the release hands the lock to
- * the writer, the reader stays out while it writes, and the writer's
- * release, the writers' line empty, lets the reader in. */
-static void test_readers_wait_out_a_handed_writer(void **state)
+/* A reader of ours waits beside the writer, listening on Redisson's
+ * channel, where the server cannot tell it from a Java waiter: the
+ * release promises the lock to the writer instead of granting it, and
+ * announces.  The reader, woken, is refused while the writer waits, the
+ * writer takes the lock with its attempt, and its release, the writers'
+ * line empty, lets the reader in. */
+static void test_readers_beside_a_writer_get_a_promise(void **state)
 {
     hilock_client *h = hl_new_client(fx.server, NULL);
     hilock_client *w = hl_new_client(fx.server, NULL);
@@ -229,9 +235,9 @@ static void test_readers_wait_out_a_handed_writer(void **state)
 
     assert_status(hilock_lock_release(lh), HILOCK_OK);
     assert_status(hl_expect_acquire(&wrec), HILOCK_OK);
-    assert_int_equal(hl_handed_to(w), 1);
+    assert_int_equal(hl_handed_to(w), 0);
     expect_mode("rw-beside", "write");
-    /* The reader is still waiting, and heard nothing it could take. */
+    /* The reader is still waiting. */
     hl_expect_idle(r, lr, 1);
     assert_int_equal(atomic_load(&rrec.calls), 0);
 
@@ -381,10 +387,10 @@ static long long java_write_attempt(const char *name)
     return hl_raw_pttl(fx.server, name);
 }
 
-/* A Java waiter listens on Redisson's channel.  Our release hands the
- * lock to our waiting writer, so the Java waiter would find it held; the
- * release of that writer, with nobody of ours in line, tells Redisson's
- * channel, and the Java waiter takes the lock.  Its release ("1" there)
+/* Our release hands the lock to our waiting writer while nobody listens
+ * on Redisson's channel, so a Java waiter that comes then finds it held;
+ * the release of that writer, with nobody of ours in line, tells
+ * Redisson's channel, and the Java waiter takes the lock.  Its release ("1" there)
  * wakes our next writer, which takes the lock with an attempt of its own
  * and drops its wish. */
 static void test_wake_ups_both_ways_beside_java(void **state)
@@ -399,14 +405,14 @@ static void test_wake_ups_both_ways_beside_java(void **state)
 
     (void)state;
     hl_value_rec_init(&rel);
-    hl_plain_sub *java =
-        hl_plain_sub_open(fx.server, "redisson_rwlock:{w-mixed}");
     assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
     hl_wait_in_line(w, lw, OWNER, &rec, NULL);
     (void)expect_wish("w-mixed", w, OWNER);
     assert_status(hilock_lock_release(lh), HILOCK_OK);
     assert_status(hl_expect_acquire(&rec), HILOCK_OK);
     assert_int_equal(hl_handed_to(w), 1);
+    hl_plain_sub *java =
+        hl_plain_sub_open(fx.server, "redisson_rwlock:{w-mixed}");
     assert_true(java_write_attempt("w-mixed") > 0);
 
     assert_status(hilock_lock_release_async(lw, OWNER, hl_record_value, &rel),
@@ -432,6 +438,48 @@ static void test_wake_ups_both_ways_beside_java(void **state)
     hl_free_client(h);
 }
 
+/* A Java waiter listens on Redisson's channel: our release grants no
+ * writer's wish then (see the reentrant lock's
+ * test_java_waiter_is_told_not_passed_over).  It promises the lock and
+ * tells the channel, and the Java waiter finds the lock free.  The wish
+ * is a dead client's, so that nothing races the Java waiter's attempt. */
+static void test_java_waiter_is_told_not_passed_over(void **state)
+{
+    hilock_client *h = hl_new_client(fx.server, NULL);
+    hilock_lock *lh = hl_new_write_lock(h, "w-java-beside");
+    char at[32], next[64], msg[16];
+
+    (void)state;
+    assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
+    snprintf(at, sizeof at, "%lld", hl_raw_server_ms(fx.server) + 30000);
+    (void)hl_raw_int(fx.server, "RPUSH",
+                     "hilock_rwlock_line:{w-java-beside}", DEAD_CLIENT,
+                     (char *)NULL);
+    (void)hl_raw_int(fx.server, "ZADD",
+                     "hilock_rwlock_writers:{w-java-beside}", at,
+                     DEAD_CLIENT, (char *)NULL);
+    (void)hl_raw_int(fx.server, "HSET", "hilock_rwlock_want:{w-java-beside}",
+                     DEAD_CLIENT,
+                     "w " DEAD_CLIENT ":1 30000 " DEAD_CLIENT ":1",
+                     (char *)NULL);
+    hl_plain_sub *java =
+        hl_plain_sub_open(fx.server, "redisson_rwlock:{w-java-beside}");
+
+    assert_status(hilock_lock_release(lh), HILOCK_OK);
+    assert_int_equal(
+        hl_hold_of(fx.server, "w-java-beside", DEAD_CLIENT ":1:write"), 0);
+    assert_true(hl_raw_bulk(fx.server, next, sizeof next, "GET",
+                            "hilock_rwlock_next:{w-java-beside}",
+                            (char *)NULL));
+    assert_string_equal(next, DEAD_CLIENT);
+    if (!hl_plain_sub_next(java, msg, sizeof msg, hl_widen(5000)))
+        fail_msg("the Java waiter heard no release");
+    assert_int_equal(java_write_attempt("w-java-beside"), -1);
+    hl_plain_sub_close(java);
+    hl_free_lock(lh);
+    hl_free_client(h);
+}
+
 /* ---- under faults ------------------------------------------------------- */
 
 /* Grants go out unheard while pub/sub connections are killed, and are
@@ -449,11 +497,12 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_write_release_hands_the_lock_over),
         T(test_last_read_release_hands_the_lock_over),
-        T(test_readers_wait_out_a_handed_writer),
+        T(test_readers_beside_a_writer_get_a_promise),
         T(test_lost_grant_message_is_claimed),
         T(test_gone_writer_gives_its_grant_back),
         T(test_dead_client_grant_runs_out_with_its_place),
         T(test_wake_ups_both_ways_beside_java),
+        T(test_java_waiter_is_told_not_passed_over),
         T(test_handoffs_under_pubsub_kills),
     };
 #undef T

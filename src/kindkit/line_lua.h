@@ -84,9 +84,21 @@
  * its lease but no longer than c's place lasts (s); c leaves the line,
  * and hears "g<nonce>".  pattern reads a wish into its nonce n, lease l,
  * what follows the lease d and field f; hold is the Lua that writes f's
- * first hold to last ms.  The script declares handed, which this sets. */
-#define HL_LUA_LINE_HAND_TO_WISH(wishes, may, pattern, hold)                \
+ * first hold to last ms.  The script declares handed, which this sets.
+ *
+ * Not while anyone else listens on the other libraries' channel foreign
+ * (a Java waiter, or our own readers): those wait for a release they can
+ * take, and grant after grant would keep the lock held before them for
+ * as long as our clients keep wishing.  The release then promises, and
+ * announces, so that they may take the lock first, as before hand-offs
+ * were.  c itself listens there when its attempt was told it was first
+ * in line, which its wish says by its letter, "W" (HL_LUA_WISH_LEAD). */
+#define HL_LUA_LINE_HAND_TO_WISH(wishes, may, foreign, pattern, hold)       \
     "  local w = " may " == '1' and redis.call('hget', " wishes ", c)\n"    \
+    "  if w and redis.call('pubsub', 'numsub', " foreign ")[2] >\n"         \
+    "      (string.sub(w, 1, 1) == 'W' and 1 or 0) then\n"                  \
+    "    w = false\n"                                                       \
+    "  end\n"                                                               \
     "  local n, l, d, f\n"                                                  \
     "  if w then n, l, d, f = string.match(w, '" pattern "') end\n"         \
     "  if f and string.sub(f, 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ") == c\n"  \
@@ -101,10 +113,22 @@
     "    return c\n"                                                        \
     "  end\n"
 
-/* A wish as every client records it, "w <nonce> <lease> <field>", for
+/* A wish as every client records it, "w <nonce> <lease> <field>", or
+ * "W ..." from an attempt told it was first in line, for
  * HL_LUA_LINE_HAND_TO_WISH; the empty capture stands for what a wish
  * with more after its lease carries. */
-#define HL_LUA_WISH_PLAIN "^w (%S+) (%d+)() (%S+)$"
+#define HL_LUA_WISH_PLAIN "^[wW] (%S+) (%d+)() (%S+)$"
+
+/* In a refused attempt of me that records its wish (KEYS[line] the line):
+ * the wish's letter and the space after it, "W " when the attempt's
+ * answer tells me it is first in line, so that it listens on the other
+ * libraries' channel, else "w ". */
+#define HL_LUA_WISH_LEAD(line)                                              \
+    "(redis.call('lindex', KEYS[" #line "], 0) == me and 'W ' or 'w ')"
+
+/* Whether the wish w was recorded by the attempt named by nonce. */
+#define HL_LUA_WISH_OF(w, nonce)                                            \
+    "string.match(" w ", '^[wW] (%S+) ') == " nonce
 
 /* announce_ours(ch, first, me, sharded, msg) tells other libraries'
  * waiters of our release with msg on their channel ch.  With a line

@@ -56,9 +56,10 @@
 #define HL_LAYOUT_LOCK_WAKE "hilock_lock_wake"
 /* Ours: what each waiting client's head waiter asks for, so that a
  * release can give it the lock outright (a direct hand-off): a hash,
- * client id -> "w <attempt nonce> <lease ms> <field>" while it waits, and
- * "g <attempt nonce> <field>" once a release granted it, until that
- * client claims, withdraws or registers again.  The grant is announced
+ * client id -> "w <attempt nonce> <lease ms> <field>" while it waits ("W"
+ * when the attempt was told it is first in line, and so listens on
+ * Redisson's channel), and "g <attempt nonce> <field>" once a release
+ * granted it, until that client claims, withdraws or registers again.  The grant is announced
  * as "g<attempt nonce>" on the client's wake channel. */
 #define HL_LAYOUT_LOCK_WANT "hilock_lock_want"
 /* Ours: the same for the fair lock, whose line is of waiters, not of

@@ -49,7 +49,8 @@
  * gives back a grant made for it; a reconcile of the field drops it.
  * Only where no replica acknowledgement or topology must vouch for a
  * write (hl_lock_writes_plain): no WAIT of the woken client could cover
- * a grant another client's release wrote. */
+ * a grant another client's release wrote.  And only while no Redisson
+ * waiter listens (HL_LUA_LINE_HAND_TO_WISH): grants would keep it out. */
 #include <stdio.h>
 #include <string.h>
 
@@ -167,7 +168,8 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     /* The delay rides in the wish, after the lease, so that a release
      * that grants the wish keeps the new holder's delay (HAND_TO_WISH). */
     "    if ARGV[8] == '1' then\n"
-    "      redis.call('hset', KEYS[8], me, 'w ' .. ARGV[5] .. ' ' ..\n"
+    "      redis.call('hset', KEYS[8], me, " HL_LUA_WISH_LEAD(4) " ..\n"
+    "                 ARGV[5] .. ' ' ..\n"
     "                 ARGV[1] .. (delay and ',' .. delay or '') .. ' ' ..\n"
     "                 ARGV[2])\n"
     "      extend(KEYS[8], ARGV[6])\n"
@@ -182,7 +184,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
  * release has the key (delay_write, KEYS[8]); a release without it
  * leaves them to a promise, and their attempt. */
 #define HAND_TO_WISH(pattern, delay_write)                                  \
-    HL_LUA_LINE_HAND_TO_WISH("KEYS[7]", "ARGV[5]", pattern,                 \
+    HL_LUA_LINE_HAND_TO_WISH("KEYS[7]", "ARGV[5]", "KEYS[2]", pattern,      \
                              "    redis.call('hset', KEYS[1], f, 1)\n"      \
                              "    redis.call('pexpire', KEYS[1], ms)\n"     \
                              delay_write)
@@ -237,7 +239,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
 
 /* Wishes as every client records them, and also those with a delay. */
 #define WISH_PLAIN HL_LUA_WISH_PLAIN
-#define WISH_ANY "^w (%S+) (%d+),?(%d*) (%S+)$"
+#define WISH_ANY "^[wW] (%S+) (%d+),?(%d*) (%S+)$"
 
 static const char release_lua[] = RELEASE_LUA(
     "", "redis.call('del', KEYS[1])\n", HAND_TO_WISH(WISH_PLAIN, ""));
@@ -298,7 +300,7 @@ static const char withdraw_lua[] =
     "local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
     "local w = redis.call('hget', KEYS[7], me)\n"
     "if not w then return 0 end\n"
-    "if string.sub(w, 1, #ARGV[2] + 3) == 'w ' .. ARGV[2] .. ' ' then\n"
+    "if " HL_LUA_WISH_OF("w", "ARGV[2]") " then\n"
     "  redis.call('hdel', KEYS[7], me)\n"
     "  return 1\n"
     "end\n"

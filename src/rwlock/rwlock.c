@@ -231,8 +231,8 @@ static const char write_acquire_lua[] = WRITE_ACQUIRE_LUA("", "");
 /* The grant a release made for this acquire's wish, its message lost, is
  * this attempt's, for the whole lease from now; any other wish or grant
  * of the field's is stale.  A refused attempt then records its wish,
- * "w <nonce> <lease> <field>", which a release that frees the lock grants
- * (HAND_TO_WISH). */
+ * "w <nonce> <lease> <field>" (HL_LUA_WISH_LEAD), which a release that
+ * frees the lock grants (HAND_TO_WISH). */
 static const char write_acquire_wish_lua[] = WRITE_ACQUIRE_LUA(
     "local w = redis.call('hget', KEYS[7], me)\n"
     "if w and ARGV[9] ~= '' and w == 'g ' .. ARGV[9] .. ' ' .. ARGV[2] and\n"
@@ -245,8 +245,8 @@ static const char write_acquire_wish_lua[] = WRITE_ACQUIRE_LUA(
     "  redis.call('hdel', KEYS[7], me)\n"
     "end\n",
     "    if ARGV[8] == '1' then\n"
-    "      redis.call('hset', KEYS[7], me, 'w ' .. ARGV[5] .. ' ' ..\n"
-    "                 ARGV[1] .. ' ' .. ARGV[2])\n"
+    "      redis.call('hset', KEYS[7], me, " HL_LUA_WISH_LEAD(4) " ..\n"
+    "                 ARGV[5] .. ' ' .. ARGV[1] .. ' ' .. ARGV[2])\n"
     "      extend(KEYS[7], ARGV[6])\n"
     "      wanted = 4\n"
     "    end\n");
@@ -256,7 +256,7 @@ static const char write_acquire_wish_lua[] = WRITE_ACQUIRE_LUA(
  * in the hash the release just emptied. */
 #define HAND_TO_WISH                                                        \
     HL_LUA_LINE_HAND_TO_WISH(                                               \
-        "KEYS[7]", "ARGV[4]", HL_LUA_WISH_PLAIN,                            \
+        "KEYS[7]", "ARGV[4]", "KEYS[2]", HL_LUA_WISH_PLAIN,                 \
         "    redis.call('hset', KEYS[1], " MODE ", " WRITE ",\n"             \
         "               f .. " WRITE_SUFFIX ", 1)\n"                        \
         "    redis.call('pexpire', KEYS[1], ms)\n")
@@ -415,7 +415,7 @@ static const char write_withdraw_lua[] =
     "local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
     "local w = redis.call('hget', KEYS[7], me)\n"
     "if not w then return 0 end\n"
-    "if string.sub(w, 1, #ARGV[2] + 3) == 'w ' .. ARGV[2] .. ' ' then\n"
+    "if " HL_LUA_WISH_OF("w", "ARGV[2]") " then\n"
     "  redis.call('hdel', KEYS[7], me)\n"
     "  return 1\n"
     "end\n"

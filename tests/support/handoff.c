@@ -55,14 +55,18 @@ hl_wish hl_read_wish(hl_redis_server *server, const hl_line_keys *keys,
     if (!hl_raw_bulk(server, raw, sizeof raw, "HGET", key, client_id,
                      (char *)NULL))
         return w;
-    if (raw[0] == 'w' &&
-        sscanf(raw, "w %63s %lld %63s", w.nonce, &w.lease_ms, w.field) == 3)
+    /* "W": recorded by an attempt told it was first in line. */
+    if ((raw[0] == 'w' || raw[0] == 'W') &&
+        sscanf(raw + 1, " %63s %lld %63s", w.nonce, &w.lease_ms, w.field) ==
+            3) {
         w.kind = 'w';
-    else if (raw[0] == 'g' &&
-             sscanf(raw, "g %63s %63s", w.nonce, w.field) == 2)
+        w.first = raw[0] == 'W';
+    } else if (raw[0] == 'g' &&
+               sscanf(raw, "g %63s %63s", w.nonce, w.field) == 2) {
         w.kind = 'g';
-    else
+    } else {
         fail_msg("the wish of %s reads \"%s\"", client_id, raw);
+    }
     return w;
 }
 

@@ -43,6 +43,7 @@ extern const hl_line_keys hl_rwlock_line_keys; /* the writers' */
 /* A wish or a grant as the server keeps it under a client's id. */
 typedef struct hl_wish {
     char kind;          /* 'w' wish, 'g' granted, 0 none */
+    bool first;         /* a wish recorded when told it was first */
     char nonce[64];
     long long lease_ms; /* of a wish */
     char field[64];
