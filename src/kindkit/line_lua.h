@@ -130,6 +130,30 @@
 #define HL_LUA_WISH_OF(w, nonce)                                            \
     "string.match(" w ", '^[wW] (%S+) ') == " nonce
 
+/* The start of a withdraw (ARGV: the field of an acquire's last attempt,
+ * that attempt's nonce; me the field's client): the wish in the hash
+ * wishes that attempt recorded goes, replying 1; a grant a release made
+ * for it goes too, and with it one of the holds in KEYS[1] of hold (a Lua
+ * expression, the field's hold there), replying 2 while others remain.
+ * What follows runs when the grant's hold was the last: hold is gone,
+ * and the script frees the lock as its release would. */
+#define HL_LUA_LINE_WITHDRAW(wishes, hold)                                  \
+    "local w = redis.call('hget', " wishes ", me)\n"                        \
+    "if not w then return 0 end\n"                                         \
+    "if " HL_LUA_WISH_OF("w", "ARGV[2]") " then\n"                          \
+    "  redis.call('hdel', " wishes ", me)\n"                                \
+    "  return 1\n"                                                          \
+    "end\n"                                                                 \
+    "if w ~= 'g ' .. ARGV[2] .. ' ' .. ARGV[1] then return 0 end\n"         \
+    "redis.call('hdel', " wishes ", me)\n"                                  \
+    "local n = tonumber(redis.call('hget', KEYS[1], " hold ") or '0')\n"    \
+    "if n > 1 then\n"                                                       \
+    "  redis.call('hset', KEYS[1], " hold ", n - 1)\n"                      \
+    "  return 2\n"                                                          \
+    "end\n"                                                                 \
+    "if n < 1 then return 0 end\n"                                          \
+    "redis.call('hdel', KEYS[1], " hold ")\n"
+
 /* announce_ours(ch, first, me, sharded, msg) tells other libraries'
  * waiters of our release with msg on their channel ch.  With a line
  * (first its first client), our client first in it listens there too,

@@ -298,21 +298,7 @@ static const char leave_lua[] =
 static const char withdraw_lua[] =
     HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS
     "local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
-    "local w = redis.call('hget', KEYS[7], me)\n"
-    "if not w then return 0 end\n"
-    "if " HL_LUA_WISH_OF("w", "ARGV[2]") " then\n"
-    "  redis.call('hdel', KEYS[7], me)\n"
-    "  return 1\n"
-    "end\n"
-    "if w ~= 'g ' .. ARGV[2] .. ' ' .. ARGV[1] then return 0 end\n"
-    "redis.call('hdel', KEYS[7], me)\n"
-    "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
-    "if n > 1 then\n"
-    "  redis.call('hset', KEYS[1], ARGV[1], n - 1)\n"
-    "  return 2\n"
-    "end\n"
-    "if n < 1 then return 0 end\n"
-    "redis.call('hdel', KEYS[1], ARGV[1])\n"
+    HL_LUA_LINE_WITHDRAW("KEYS[7]", "ARGV[1]")
     "if redis.call('exists', KEYS[1]) == 0 then\n"
     "  redis.call('del', KEYS[8])\n"
     HL_LUA_LINE_PROMISE_FROM(3, "me")

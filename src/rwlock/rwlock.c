@@ -298,6 +298,18 @@ static const char read_release_lua[] =
     "end\n"
     "return answer(0)\n";
 
+/* After the owner's last write hold went: while the owner still reads (a
+ * downgrade), the lock stays read-held, other readers may join, and
+ * they hear so; the script ends then, replying reply. */
+#define RW_LUA_DOWNGRADED(reply)                                            \
+    "if redis.call('hlen', KEYS[1]) > 1 then\n"                             \
+    "  redis.call('hset', KEYS[1], " MODE ", " READ ")\n"                   \
+    "  local t = readers_pttl(KEYS[1])\n"                                   \
+    "  if t > 0 then redis.call('pexpire', KEYS[1], t) end\n"               \
+    "  announce(KEYS[2], " MSG_READ_UNLOCK ")\n"                            \
+    "  return answer(" reply ")\n"                                          \
+    "end\n"
+
 /* As read_release_lua, for the write holds.  A release
  * that frees the lock replies -3 when it promised it to another client,
  * -4 when to none (as the reentrant lock's). */
@@ -311,14 +323,7 @@ static const char write_release_lua[] =
     "  return n\n"
     "end\n"
     "redis.call('hdel', KEYS[1], wf)\n"
-    "if redis.call('hlen', KEYS[1]) > 1 then\n"
-    /* The owner still reads (a downgrade): other readers may join. */
-    "  redis.call('hset', KEYS[1], " MODE ", " READ ")\n"
-    "  local t = readers_pttl(KEYS[1])\n"
-    "  if t > 0 then redis.call('pexpire', KEYS[1], t) end\n"
-    "  announce(KEYS[2], " MSG_READ_UNLOCK ")\n"
-    "  return answer(-2)\n"
-    "end\n"
+    RW_LUA_DOWNGRADED("-2")
     "redis.call('del', KEYS[1])\n"
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
     "local handed = false\n"
@@ -413,29 +418,9 @@ static const char reconcile_lua[] =
 static const char write_withdraw_lua[] =
     RW_LUA_COMMON HL_LUA_LINE_ANNOUNCE_OURS
     "local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
-    "local w = redis.call('hget', KEYS[7], me)\n"
-    "if not w then return 0 end\n"
-    "if " HL_LUA_WISH_OF("w", "ARGV[2]") " then\n"
-    "  redis.call('hdel', KEYS[7], me)\n"
-    "  return 1\n"
-    "end\n"
-    "if w ~= 'g ' .. ARGV[2] .. ' ' .. ARGV[1] then return 0 end\n"
-    "redis.call('hdel', KEYS[7], me)\n"
     "local wf = ARGV[1] .. " WRITE_SUFFIX "\n"
-    "local n = tonumber(redis.call('hget', KEYS[1], wf) or '0')\n"
-    "if n > 1 then\n"
-    "  redis.call('hset', KEYS[1], wf, n - 1)\n"
-    "  return 2\n"
-    "end\n"
-    "if n < 1 then return 0 end\n"
-    "redis.call('hdel', KEYS[1], wf)\n"
-    "if redis.call('hlen', KEYS[1]) > 1 then\n"
-    "  redis.call('hset', KEYS[1], " MODE ", " READ ")\n"
-    "  local t = readers_pttl(KEYS[1])\n"
-    "  if t > 0 then redis.call('pexpire', KEYS[1], t) end\n"
-    "  announce(KEYS[2], " MSG_READ_UNLOCK ")\n"
-    "  return answer(2)\n"
-    "end\n"
+    HL_LUA_LINE_WITHDRAW("KEYS[7]", "wf")
+    RW_LUA_DOWNGRADED("2")
     "redis.call('del', KEYS[1])\n"
     HL_LUA_LINE_PROMISE_FROM(3, "me")
     "announce_ours(KEYS[2], first, me, ARGV[3], " MSG_READ_UNLOCK ")\n"
