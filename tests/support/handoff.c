@@ -99,6 +99,17 @@ void hl_grant_wish_unheard(hl_redis_server *server, const hl_line_keys *keys,
     (void)hl_raw_int(server, "ZREM", key, client_id, (char *)NULL);
 }
 
+int64_t hl_release_one(hilock_lock *lock, uint64_t owner)
+{
+    hl_value_rec rel;
+
+    hl_value_rec_init(&rel);
+    assert_status(hilock_lock_release_async(lock, owner, hl_record_value,
+                                            &rel),
+                  HILOCK_OK);
+    return hl_expect_value(&rel, HILOCK_OK);
+}
+
 uint64_t hl_handed_to(hilock_client *c)
 {
     hilock_stats s = {.size = sizeof s};

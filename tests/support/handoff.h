@@ -66,6 +66,10 @@ void hl_grant_wish_unheard(hl_redis_server *server, const hl_line_keys *keys,
                            const char *name, const char *client_id,
                            const hl_wish *w);
 
+/* owner's release of one hold of lock, waited for: the value
+ * hilock_lock_release_async reports (the holds left). */
+int64_t hl_release_one(hilock_lock *lock, uint64_t owner);
+
 /* The acquires of c that a release handed the lock to. */
 uint64_t hl_handed_to(hilock_client *c);
 
