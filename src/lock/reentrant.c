@@ -97,17 +97,18 @@
     HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK                           \
     "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n" \
     "local delay = " delay_arg "\n"                                          \
-    "local held = redis.call('hget', KEYS[1], ARGV[2])\n"                    \
+    /* Free, promised to nobody and in no delay, the common case, in one   \
+     * call; the field's count is read only where the hash exists. */      \
+    "local busy = redis.call('exists', KEYS[1], KEYS[6], KEYS[7]) > 0\n"     \
+    "local held = busy and redis.call('hget', KEYS[1], ARGV[2])\n"           \
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"  \
     wish_first                                                              \
     "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[2])\n" \
     "if refused then return refused end\n"                                   \
     "local ttl, kept, wanted = false, 0, 0\n"                                \
-    /* Free, promised to nobody and in no delay, the common case, in one   \
-     * call.  A delay outranks a promise to this client, which it keeps    \
-     * for when the delay ends. */                                         \
-    "if not held and redis.call('exists', KEYS[1], KEYS[6], KEYS[7]) > 0\n"  \
-    "    then\n"                                                             \
+    /* A delay outranks a promise to this client, which it keeps for when  \
+     * the delay ends. */                                                  \
+    "if not held and busy then\n"                                           \
     "  ttl = redis.call('pttl', KEYS[1])\n"                                  \
     "  if ttl == -2 then ttl = redis.call('pttl', KEYS[7]) end\n"            \
     "  if ttl == -2 then\n"                                                  \
@@ -208,8 +209,11 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
  * none, as before the delay was. */
 #define RELEASE_LUA(on_still_held, del_freed, hand)                         \
     HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS HL_LUA_NOW HL_LUA_EXTEND     \
-    "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n" \
-    "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"            \
+    /* A last hold, the common case, is freed without counting it down. */ \
+    "local v = redis.call('hget', KEYS[1], ARGV[2])\n"                     \
+    "if not v then return -1 end\n"                                        \
+    "local left = v == '1' and 0 or\n"                                     \
+    "             redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"           \
     "if left > 0 then\n"                                                    \
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"                           \
     on_still_held                                                           \
