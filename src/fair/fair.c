@@ -114,7 +114,11 @@
     FAIR_LUA_COMMON HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK           \
     "if redis.call('sismember', KEYS[6], ARGV[5]) == 1 then return {2} end\n" \
     "local delay = " delay_arg "\n"                                          \
-    "local held = redis.call('hget', KEYS[1], ARGV[2])\n"                    \
+    /* Nobody holds, waits, or keeps a place or a delay, the common case:  \
+     * one call tells, and the grant needs nothing more of the line. */    \
+    "local busy = redis.call('exists', KEYS[1], KEYS[8], KEYS[2], KEYS[3],\n" \
+    "                        KEYS[5]) > 0\n"                                 \
+    "local held = busy and redis.call('hget', KEYS[1], ARGV[2])\n"           \
     wish_first                                                              \
     "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[7])\n" \
     "if refused then return refused end\n"                                   \
@@ -123,6 +127,12 @@
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"                            \
     KEEP_DELAY                                                              \
     "  return {1, n, token(KEYS[7], n)}\n"                                   \
+    "end\n"                                                                  \
+    "if not busy then\n"                                                     \
+    "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"                            \
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"                            \
+    KEEP_DELAY                                                              \
+    "  return {1, 1, token(KEYS[7], 1)}\n"                                   \
     "end\n"                                                                  \
     "local ttl = redis.call('pttl', KEYS[1])\n"                              \
     "if ttl == -2 then ttl = redis.call('pttl', KEYS[8]) end\n"              \
@@ -268,17 +278,26 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
  * nothing, the count left when still held, 0 when freed (and the head
  * woken or granted the lock).  A client with a delay keeps its delay key
  * beside the hold it leaves, and deletes it with the lock it frees; one
- * without a delay has none to mind (see the reentrant kind's release). */
-#define RELEASE_LUA(on_still_held, del_freed, on_freed)                     \
+ * without a delay has none to mind (see the reentrant kind's release).
+ * alone names, after a comma, the keys besides the line's whose absence
+ * says nobody waits (the wishes), or is empty. */
+#define RELEASE_LUA(on_still_held, del_freed, on_freed, alone)              \
     FAIR_LUA_COMMON                                                         \
-    "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n" \
-    "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"            \
+    /* A last hold, the common case, is freed without counting it down. */ \
+    "local v = redis.call('hget', KEYS[1], ARGV[2])\n"                     \
+    "if not v then return -1 end\n"                                        \
+    "local left = v == '1' and 0 or\n"                                     \
+    "             redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"           \
     "if left > 0 then\n"                                                    \
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"                           \
     on_still_held                                                           \
     "  return left\n"                                                       \
     "end\n"                                                                 \
     del_freed                                                               \
+    /* Nobody in line, no place kept, no wish: nobody to purge or wake. */ \
+    "if redis.call('exists', KEYS[2], KEYS[3], KEYS[5]" alone ") == 0 then\n" \
+    "  return answer(0)\n"                                                  \
+    "end\n"                                                                 \
     "local now = now_ms()\n"                                                \
     "local dead = purge(KEYS[2], KEYS[3], KEYS[5], now)\n"                  \
     on_freed                                                                \
@@ -286,7 +305,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
 
 static const char release_lua[] =
     RELEASE_LUA("", "redis.call('del', KEYS[1])\n",
-                HAND_TO_WISH("6", WISH_PLAIN, ""));
+                HAND_TO_WISH("6", WISH_PLAIN, ""), ", KEYS[6]");
 
 static const char release_delayed_lua[] = RELEASE_LUA(
     "  redis.call('set', KEYS[6], ARGV[4], 'px',\n"
@@ -295,7 +314,8 @@ static const char release_delayed_lua[] = RELEASE_LUA(
     HAND_TO_WISH("7", WISH_ANY,
                  "  if d ~= '' then\n"
                  "    redis.call('set', KEYS[6], d, 'px', ms + tonumber(d))\n"
-                 "  end\n"));
+                 "  end\n"),
+    ", KEYS[7]");
 
 /* The releases into a condition's line: KEYS name, queue, timeouts,
  * channel base, our places, for the delayed one the delay key, then the
@@ -306,13 +326,13 @@ static const char release_delayed_lua[] = RELEASE_LUA(
  * hand-off between processes taking turns. */
 static const char release_into_cond_lua[] =
     HL_LUA_COND_ENTER("6", "7", "3", "4")
-        RELEASE_LUA("", "redis.call('del', KEYS[1])\n", WAKE_HEAD);
+        RELEASE_LUA("", "redis.call('del', KEYS[1])\n", WAKE_HEAD, "");
 
 static const char release_into_cond_delayed_lua[] =
     HL_LUA_COND_ENTER("7", "8", "4", "5") RELEASE_LUA(
         "  redis.call('set', KEYS[6], ARGV[3], 'px',\n"
         "             tonumber(ARGV[1]) + tonumber(ARGV[3]))\n",
-        "redis.call('del', KEYS[1], KEYS[6])\n", WAKE_HEAD);
+        "redis.call('del', KEYS[1], KEYS[6])\n", WAKE_HEAD, "");
 
 /* KEYS: name, queue, timeouts, channel base, our places.  ARGV: field.  A
  * waiter gives its place up; if it was next, the one behind it is woken.
