@@ -283,11 +283,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
  * says nobody waits (the wishes), or is empty. */
 #define RELEASE_LUA(on_still_held, del_freed, on_freed, alone)              \
     FAIR_LUA_COMMON                                                         \
-    /* A last hold, the common case, is freed without counting it down. */ \
-    "local v = redis.call('hget', KEYS[1], ARGV[2])\n"                     \
-    "if not v then return -1 end\n"                                        \
-    "local left = v == '1' and 0 or\n"                                     \
-    "             redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"           \
+    HL_LUA_COUNT_DOWN                                                       \
     "if left > 0 then\n"                                                    \
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"                           \
     on_still_held                                                           \

@@ -104,6 +104,16 @@
     "  return foreign(key, v, 'a hold count')\n"                            \
     "end\n"
 
+/* The start of a hash kind's release of one hold of field ARGV[2] in
+ * KEYS[1]: replies -1 when it holds none, else sets left, the holds left.
+ * A last hold, the common case, is left for the script to free without
+ * counting it down; a count no client writes is refused by HINCRBY. */
+#define HL_LUA_COUNT_DOWN                                                   \
+    "local v = redis.call('hget', KEYS[1], ARGV[2])\n"                      \
+    "if not v then return -1 end\n"                                         \
+    "local left = v == '1' and 0 or\n"                                      \
+    "             redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
+
 /* The wake-up PUBLISH of a release, which a refusal by the server's ACL
  * (a user without PUBLISH, or without the channel) must not abort: the
  * lock is freed by then, and an error reply would tell the caller it was

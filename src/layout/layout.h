@@ -59,8 +59,9 @@
  * client id -> "w <attempt nonce> <lease ms> <field>" while it waits ("W"
  * when the attempt was told it is first in line, and so listens on
  * Redisson's channel), and "g <attempt nonce> <field>" once a release
- * granted it, until that client claims, withdraws or registers again.  The grant is announced
- * as "g<attempt nonce>" on the client's wake channel. */
+ * granted it, until that client claims, withdraws or registers again.
+ * The grant is announced as "g<attempt nonce>" on the client's wake
+ * channel. */
 #define HL_LAYOUT_LOCK_WANT "hilock_lock_want"
 /* Ours: the same for the fair lock, whose line is of waiters, not of
  * clients: a hash, field -> "w <attempt nonce> <lease ms>" while that

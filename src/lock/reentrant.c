@@ -209,11 +209,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
  * none, as before the delay was. */
 #define RELEASE_LUA(on_still_held, del_freed, hand)                         \
     HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS HL_LUA_NOW HL_LUA_EXTEND     \
-    /* A last hold, the common case, is freed without counting it down. */ \
-    "local v = redis.call('hget', KEYS[1], ARGV[2])\n"                     \
-    "if not v then return -1 end\n"                                        \
-    "local left = v == '1' and 0 or\n"                                     \
-    "             redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"           \
+    HL_LUA_COUNT_DOWN                                                       \
     "if left > 0 then\n"                                                    \
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"                           \
     on_still_held                                                           \
