@@ -98,6 +98,15 @@
 #define HL_LAYOUT_SEM_ALIVE "hilock_sem_alive"
 #define HL_LAYOUT_SEM_NEXT "hilock_sem_next"
 #define HL_LAYOUT_SEM_WAKE "hilock_sem_wake"
+/* Ours: the wishes of the clients waiting for a plain semaphore's
+ * permits, "hilock_sem_want:{NAME}", a hash: client id -> "w <nonce>
+ * <permits>" (or "W ..." from an attempt told it was first in line); and
+ * the grants releases made for them, "hilock_sem_granted:{NAME}", a
+ * hash: the wish's nonce -> the permits, kept as long as a record
+ * (HL_LAYOUT_SEM_RECORD_TTL_MS) until a release or a reconcile of the
+ * nonce consumes it. */
+#define HL_LAYOUT_SEM_WANT "hilock_sem_want"
+#define HL_LAYOUT_SEM_GRANTED "hilock_sem_granted"
 /* A field's client id is its first HILOCK_CLIENT_ID_LEN characters, as
  * scripts count them. */
 #define HL_LAYOUT_CLIENT_ID_LEN_TEXT "36"

@@ -82,6 +82,15 @@
     "  return foreign(KEYS[1], stored, '" SEM_WHAT "')\n"                   \
     "end\n"
 
+/* listeners(ch): the subscribers of ch, sharded ones included. */
+#define SEM_LUA_LISTENERS                                                   \
+    "local function listeners(ch)\n"                                        \
+    "  local n = redis.call('pubsub', 'numsub', ch)[2]\n"                   \
+    "  local s = redis.pcall('pubsub', 'shardnumsub', ch)\n"                \
+    "  if type(s) == 'table' and not s.err then n = n + s[2] end\n"         \
+    "  return n\n"                                                          \
+    "end\n"
+
 /* released(me, v, msg): permits came back, v free now.  The first live
  * client in line is promised them and woken (HL_LUA_LINE_PROMISE; me,
  * the releasing client or '', goes to the end of the line if it is first
@@ -89,27 +98,70 @@
  * unless a line exists and nobody but our client first in it may listen.
  * Sets open when no other client was promised them or waits: me's own
  * waiters are woken by me, not by a message.  Needs HL_LUA_ANNOUNCE. */
-#define SEM_LUA_RELEASED                                                    \
-    HL_LUA_LINE_PROMISE                                                     \
+#define SEM_LUA_RELEASED SEM_LUA_RELEASED_HANDING("")
+
+/* The same, with hand a block run on the first live client c before it
+ * is promised the permits (see HL_LUA_LINE_PROMISE_HANDING): a block
+ * that grants c what it wished for spends hand_free (the permits still
+ * free, as a number), counts the grant in hands and returns c, and
+ * released then goes on to the next client in line while permits are
+ * left.  Redisson's waiters hear nothing after a grant: one is made only
+ * while none listens. */
+#define SEM_LUA_RELEASED_HANDING(hand)                                      \
+    SEM_LUA_LISTENERS                                                       \
+    "local hand_free, hands, hand_left = 0, 0, false\n"                     \
+    HL_LUA_LINE_PROMISE_HANDING(hand)                                       \
     "local open = false\n"                                                  \
-    "local function listeners(ch)\n"                                        \
-    "  local n = redis.call('pubsub', 'numsub', ch)[2]\n"                   \
-    "  local s = redis.pcall('pubsub', 'shardnumsub', ch)\n"                \
-    "  if type(s) == 'table' and not s.err then n = n + s[2] end\n"         \
-    "  return n\n"                                                          \
-    "end\n"                                                                 \
     "local function released(me, v, msg)\n"                                 \
+    "  hand_free = tonumber(v)\n"                                           \
     "  local first = redis.call('lindex', KEYS[4], 0)\n"                    \
-    "  if first and tonumber(v) > 0 then\n"                                 \
+    "  while first and hand_free > 0 do\n"                                  \
+    "    local before = hands\n"                                            \
     "    first = promise_next(KEYS[4], KEYS[5], KEYS[6], KEYS[7], me,\n"    \
     "                         first)\n"                                     \
+    "    if hands == before or hand_free <= 0 then break end\n"             \
+    "    first = redis.call('lindex', KEYS[4], 0)\n"                        \
     "  end\n"                                                               \
     "  open = not first or first == me\n"                                   \
-    "  if msg and (not first or\n"                                          \
+    "  if msg and hands == 0 and (not first or\n"                           \
     "              listeners(KEYS[3]) > (first == me and 1 or 0)) then\n"   \
     "    announce(KEYS[3], msg)\n"                                          \
     "  end\n"                                                               \
     "end\n"
+
+/* The hand block of a plain release (SEM_LUA_RELEASED_HANDING), with the
+ * script's local hand_may, false where the release may grant no wish,
+ * the hash wishes and the hash grants of grants made: the first client
+ * c's wish for no more permits than are free gets them outright.  The
+ * release takes them off the count, writes the grant under the wish's
+ * nonce (as a record, HL_LAYOUT_SEM_RECORD, would hold what an attempt
+ * took, for a reconcile to give back), takes c out of the line and says
+ * "g<nonce>" on c's channel.
+ *
+ * Only while c listens on its channel: plain permits are nobody's hold
+ * and never run out, so a grant to a client whose connection is gone
+ * would take them for good, where a promise to it runs out with its
+ * place.  A client that dies after the grant loses the permits as it
+ * would after its own attempt took them.  And not while anyone else
+ * listens on Redisson's channel (HL_LUA_LINE_HAND_TO_WISH says why). */
+#define SEM_LUA_HAND_TO_WISH(wishes, grants)                                \
+    "  local w = hand_may and redis.call('hget', " wishes ", c)\n"         \
+    "  local n, a\n"                                                        \
+    "  if w then n, a = string.match(w, '^[wW] (%S+) (%d+)$') end\n"        \
+    "  if a and tonumber(a) <= hand_free and\n"                             \
+    "      listeners(KEYS[3]) <= (string.sub(w, 1, 1) == 'W' and 1 or 0)\n" \
+    "      and listeners(wake .. ':' .. c) > 0 then\n"                      \
+    "    hand_left = redis.call('decrby', KEYS[1], a)\n"                    \
+    "    hand_free = hand_free - tonumber(a)\n"                             \
+    "    redis.call('hdel', " wishes ", c)\n"                               \
+    "    redis.call('hset', " grants ", n, a)\n"                            \
+    "    extend(" grants ", " HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ")\n"         \
+    "    redis.call('lrem', line, 1, c)\n"                                  \
+    "    redis.call('zrem', alive, c)\n"                                    \
+    "    announce(wake .. ':' .. c, '" HL_WAKE_MSG_GRANT "' .. n)\n"        \
+    "    hands = hands + 1\n"                                               \
+    "    return c\n"                                                        \
+    "  end\n"
 
 /* After a grant that left free permits (left, as text): the next client
  * in line is promised them (me, the client granted, passes on its turn
@@ -219,7 +271,11 @@
  * compared as a double: exact below 2^53, and above it greater than any
  * number of permits asked for.  Needs HL_LUA_FOREIGN, HL_LUA_ANNOUNCE
  * and SEM_LUA_EXACT. */
-#define SEM_LUA_TRY_TAKE                                                    \
+#define SEM_LUA_TRY_TAKE SEM_LUA_TRY_TAKE_WISHING("")
+
+/* The same, with wish a block run in a refused attempt that waits, after
+ * it joined the line (how says whether it is first). */
+#define SEM_LUA_TRY_TAKE_WISHING(wish)                                      \
     "local function try_take(rec, amount, nonce, wait, keep)\n"            \
     SEM_LUA_CHECK                                                           \
     "local n = tonumber(amount)\n"                                         \
@@ -228,6 +284,7 @@
     "if kept == 2 or stored == false or tonumber(stored) < n then\n"       \
     "  if promised == me then\n" SEM_LUA_PASS_BY "  end\n"                \
     SEM_LUA_REFUSED("wait")                                                 \
+    "  if wait ~= '0' then\n" wish "  end\n"                                \
     "  if stored == false then how = how + 4 end\n"                         \
     "  if kept == 2 then return {0, redis.call('pttl', KEYS[6]), how} end\n" \
     "  return {0, -1, how}\n"                                              \
@@ -249,17 +306,77 @@ static const char plain_acquire_lua[] =
     HL_LUA_FOREIGN HL_LUA_ANNOUNCE SEM_LUA_EXACT SEM_LUA_TRY_TAKE
     "return try_take(KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4])\n";
 
+/* wishing_take(rec, amount, nonce, wait, keep, want, claim): try_take
+ * for an attempt that minds its client's wish in the hash wishes (want,
+ * hl_attempt_args.want: '0' none, '1' record one when refused, '2' only
+ * drop the client's), the grants made for wishes being in grants.  claim
+ * names the attempt of the same acquire whose wish the client knows was
+ * recorded ('' none): a grant a release made for that wish, its message
+ * lost, is this attempt's, and becomes its record, as if it had taken
+ * the permits itself.  Any other wish of the client's is stale.  A
+ * refused attempt then records its wish, and answers how plus 8.  A
+ * voided attempt records nothing: no answer of it is read, so a grant
+ * for it would be nobody's.  Needs what try_take does, and
+ * HL_LUA_EXTEND. */
+#define SEM_LUA_WISHING_TAKE(wishes, grants)                                \
+    "local wish_want = '0'\n"                                               \
+    SEM_LUA_TRY_TAKE_WISHING(                                               \
+        "    if wish_want == '1' then\n"                                    \
+        "      redis.call('hset', " wishes ", me,\n"                        \
+        "                 (how % 2 == 1 and 'W ' or 'w ') .. nonce ..\n"    \
+        "                 ' ' .. amount)\n"                                 \
+        "      extend(" wishes ", wait)\n"                                  \
+        "      how = how + 8\n"                                             \
+        "    end\n")                                                        \
+    "local function wishing_take(rec, amount, nonce, wait, keep, want,\n"   \
+    "                            claim)\n"                                  \
+    "  if want == '0' then return try_take(rec, amount, nonce, wait, keep)\n" \
+    "  end\n"                                                               \
+    "  if redis.call('exists', rec) == 1 then return {2} end\n"             \
+    "  local me = string.sub(nonce, 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n" \
+    "  redis.call('hdel', " wishes ", me)\n"                                \
+    "  local g = claim ~= '' and redis.call('hget', " grants ", claim)\n"   \
+    "  if g then\n"                                                         \
+    "    redis.call('hdel', " grants ", claim)\n"                           \
+    "    redis.call('set', rec, g, 'px', "                                  \
+    HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ")\n"                                  \
+    "    return {1, exact(tonumber(redis.call('get', KEYS[1]) or '0'))}\n"  \
+    "  end\n"                                                               \
+    "  wish_want = want\n"                                                  \
+    "  return try_take(rec, amount, nonce, wait, keep)\n"                   \
+    "end\n"
+
+/* The plain attempt of a waiter that minds a wish.  KEYS: those of
+ * plain_acquire_lua, then the wishes and the grants.  ARGV: those of
+ * plain_acquire_lua, then want and claim (SEM_LUA_WISHING_TAKE).
+ * Replies as wishing_take. */
+static const char plain_acquire_wish_lua[] =
+    HL_LUA_FOREIGN HL_LUA_ANNOUNCE HL_LUA_EXTEND SEM_LUA_EXACT
+    SEM_LUA_WISHING_TAKE("KEYS[8]", "KEYS[9]")
+    "return wishing_take(KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4],\n"
+    "                    ARGV[5], ARGV[6])\n";
+
 /* KEYS: name, the attempt's record, channel, line, places, promise, wake
- * base.  Voids the attempt, and gives back what it took, if it ran.
- * Replies 0: the owner holds nothing after it. */
+ * base, wishes, grants.  ARGV: the attempt's nonce.  Voids the attempt,
+ * drops the wish it recorded, and gives back what it took, if it ran, or
+ * what a release granted its wish.  Replies 0: the owner holds nothing
+ * after it. */
 static const char plain_reconcile_lua[] =
     HL_LUA_ANNOUNCE SEM_LUA_RELEASED
     "local n = redis.call('set', KEYS[2], '" HL_LAYOUT_SEM_RECORD_VOID "',\n"
     "                     'px', " HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ", 'get')\n"
-    "if n == false or n == '" HL_LAYOUT_SEM_RECORD_VOID "' then\n"
-    "  return 0\n"
+    "local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
+    "local w = redis.call('hget', KEYS[8], me)\n"
+    "if w and string.match(w, '^[wW] (%S+) ') == ARGV[1] then\n"
+    "  redis.call('hdel', KEYS[8], me)\n"
     "end\n"
-    "redis.call('incrby', KEYS[1], n)\n"
+    "local took = tonumber(redis.call('hget', KEYS[9], ARGV[1]) or '0')\n"
+    "if took > 0 then redis.call('hdel', KEYS[9], ARGV[1]) end\n"
+    "if n and n ~= '" HL_LAYOUT_SEM_RECORD_VOID "' then\n"
+    "  took = took + tonumber(n)\n"
+    "end\n"
+    "if took == 0 then return 0 end\n"
+    "redis.call('incrby', KEYS[1], took)\n"
     "local v = redis.call('get', KEYS[1])\n"
     "released('', v, v)\n"
     "return answer(0)\n";
@@ -361,65 +478,74 @@ static const char renew_lua[] =
 
 /* ---- the one-request calls ---------------------------------------------- */
 
-/* give_back(rec, amount, resent, me, consume): a plain release of
+/* give_back(rec, amount, resent, me, consume, id): a plain release of
  * amount permits by the client me, recorded at rec, so that sent again
  * after an answer was lost (resent '1') it gives nothing back twice.
- * With consume, rec is the record of the grant whose permits come back,
- * and the release consumes it: sent again, it finds the record gone.
- * Sent the first time it gives back in any case.  Without, it writes rec
- * until the client has its answer.  The permits are promised and
- * announced (released); answers the new count (exact()), as {count, 1}
- * when open, or the count now as text when it ran before.  Needs
- * HL_LUA_ANNOUNCE, SEM_LUA_RELEASED, HL_LUA_FOREIGN and SEM_LUA_EXACT. */
-#define SEM_LUA_GIVE_BACK                                                   \
-    "local function give_back(rec, amount, resent, me, consume)\n"         \
+ * With consume '1', rec is the record of the grant whose permits come
+ * back, and the release consumes it: sent again, it finds the record
+ * gone; with '2' the same of the grant a release made for the wish id,
+ * in the hash grants.  Sent the first time it gives back in any
+ * case.  With '0', it writes rec until the client has its answer.  The
+ * permits are promised and announced (released), or granted to a wish
+ * where the script sets hand_may; answers the count then (exact()), as
+ * {count, 1} when open, or the count now as text when it ran before.
+ * Needs SEM_LUA_GIVE_BACK_ALL's parts. */
+#define SEM_LUA_GIVE_BACK(grants)                                           \
+    "local function give_back(rec, amount, resent, me, consume, id)\n"     \
     SEM_LUA_CHECK                                                           \
-    "if consume then\n"                                                    \
-    "  if redis.call('del', rec) == 0 and resent == '1' then\n"            \
-    "    return stored or '0'\n"                                           \
-    "  end\n"                                                              \
+    "if consume ~= '0' then\n"                                             \
+    "  local gone = consume == '2' and\n"                                  \
+    "               redis.call('hdel', " grants ", id) or\n"                \
+    "               redis.call('del', rec)\n"                               \
+    "  if gone == 0 and resent == '1' then return stored or '0' end\n"     \
     "elseif not redis.call('set', rec, amount, 'px', "                      \
     HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ", 'nx') then\n"                      \
     "  return stored or '0'\n"                                             \
     "end\n"                                                                \
     "local v = exact(redis.call('incrby', KEYS[1], amount))\n"             \
     "released(me, v, v)\n"                                                 \
+    "if hands > 0 then v = exact(hand_left) end\n"                         \
     "if open then return answer({v, 1}) end\n"                             \
     "return answer(v)\n"                                                   \
     "end\n"
 
-#define SEM_LUA_GIVE_BACK_ALL                                               \
-    HL_LUA_ANNOUNCE SEM_LUA_RELEASED HL_LUA_FOREIGN SEM_LUA_EXACT           \
-    SEM_LUA_GIVE_BACK
+#define SEM_LUA_GIVE_BACK_ALL(wishes, grants)                               \
+    HL_LUA_ANNOUNCE HL_LUA_EXTEND                                           \
+    SEM_LUA_RELEASED_HANDING(SEM_LUA_HAND_TO_WISH(wishes, grants))          \
+    HL_LUA_FOREIGN SEM_LUA_EXACT SEM_LUA_GIVE_BACK(grants)
 
-/* KEYS: name, the release's record, channel, line, places, promise, wake
- * base.  ARGV: permits, '1' when sent again, the releasing client's id.
- * Replies as give_back. */
+/* KEYS: name, the release's record (or, with consume '1', its grant's),
+ * channel, line, places, promise, wake base, wishes, grants.  ARGV:
+ * permits, '1' when sent again, the releasing client's id, '1' when a
+ * wish may be granted outright (the releasing client's writes go out
+ * alone, hl_lock_writes_plain), what to consume ('0' none, '1' the
+ * record, '2' the grant of a wish), the wish's nonce with '2'.  Replies
+ * as give_back. */
 static const char plain_release_lua[] =
-    SEM_LUA_GIVE_BACK_ALL
-    "return give_back(KEYS[2], ARGV[1], ARGV[2], ARGV[3], false)\n";
-
-/* KEYS: name, the record of the grant whose permits come back, channel,
- * line, places, promise, wake base.  ARGV: as plain_release_lua's.
- * Replies as give_back. */
-static const char plain_release_grant_lua[] =
-    SEM_LUA_GIVE_BACK_ALL
-    "return give_back(KEYS[2], ARGV[1], ARGV[2], ARGV[3], true)\n";
+    "local hand_may = ARGV[4] == '1'\n"
+    SEM_LUA_GIVE_BACK_ALL("KEYS[8]", "KEYS[9]")
+    "return give_back(KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[5],\n"
+    "                 ARGV[6])\n";
 
 /* A plain release and the attempt of the releasing client's next waiter,
  * in one request: the permits go back, are promised as any release's
  * are, and the waiter asks for them right after, where it would else ask
- * a round trip later when the release's answer woke it.  KEYS: name, the
- * release's record (of its grant, with consume), channel, line, places,
- * promise, wake base, the attempt's record.  ARGV: permits, '1' when sent
- * again, the releasing client's id, '1' to consume, then the attempt's
- * permits, nonce, waiter timeout ms and how long the client stays in
- * line.  Replies {give_back's answer, try_take's}. */
+ * a round trip later when the release's answer woke it.  KEYS: those of
+ * plain_release_lua, with the attempt's record between the wake base
+ * and the wishes.  ARGV: permits, '1' when sent again, the releasing
+ * client's id, what to consume, then the attempt's permits, nonce,
+ * waiter timeout ms and how long the client stays in line, then '1' when
+ * a wish may be granted, the nonce of a wish's grant consumed, and the
+ * attempt's want and claim (SEM_LUA_WISHING_TAKE).  Replies
+ * {give_back's answer, wishing_take's}. */
 static const char plain_release_to_waiter_lua[] =
-    SEM_LUA_GIVE_BACK_ALL SEM_LUA_TRY_TAKE
-    "local given = give_back(KEYS[2], ARGV[1], ARGV[2], ARGV[3],\n"
-    "                        ARGV[4] == '1')\n"
-    "return {given, try_take(KEYS[8], ARGV[5], ARGV[6], ARGV[7], ARGV[8])}\n";
+    "local hand_may = ARGV[9] == '1'\n"
+    SEM_LUA_GIVE_BACK_ALL("KEYS[9]", "KEYS[10]")
+    SEM_LUA_WISHING_TAKE("KEYS[9]", "KEYS[10]")
+    "local given = give_back(KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4],\n"
+    "                        ARGV[10])\n"
+    "return {given, wishing_take(KEYS[8], ARGV[5], ARGV[6], ARGV[7],\n"
+    "                            ARGV[8], ARGV[11], ARGV[12])}\n";
 
 /* ARGV: expirable, permits (may be negative).  Replies the new count, as
  * text.  A plain semaphore announces the new count, as RSemaphore's
@@ -484,8 +610,8 @@ static const char available_lua[] =
     SEM_LUA_COMMON
     "return answer(redis.call('get', KEYS[1]) or '0')\n";
 
-static hl_script plain_acquire, plain_reconcile, plain_release,
-    plain_release_grant, plain_release_to_waiter, permit_acquire,
+static hl_script plain_acquire, plain_acquire_wish, plain_reconcile,
+    plain_release, plain_release_to_waiter, permit_acquire,
     permit_reconcile, renew, add_script, try_set_script, set_script,
     drain_script, available_script, permit_release_script, leave_script;
 
@@ -508,33 +634,37 @@ static const hl_script_def plain_acquire_def = {
     .spare_keys = 1u << 2,
 };
 
+/* The wishes and the grants made for them, after a plain call's keys. */
+#define SEM_WISH_KEYS HL_LAYOUT_SEM_WANT, HL_LAYOUT_SEM_GRANTED
+
+static const hl_script_def plain_acquire_wish_def = {
+    .what = "semaphore acquire with a wish",
+    .body = plain_acquire_wish_lua,
+    .script = &plain_acquire_wish,
+    HL_DEF_KEYS(SEM_KEYS, SEM_WISH_KEYS),
+    .spare_keys = 1u << 2,
+};
+
 static const hl_script_def plain_reconcile_def = {
     .what = "semaphore reconcile",
     .body = plain_reconcile_lua,
     .script = &plain_reconcile,
-    HL_DEF_KEYS(SEM_KEYS),
+    HL_DEF_KEYS(SEM_KEYS, SEM_WISH_KEYS),
 };
 
 static const hl_script_def plain_release_def = {
     .what = "semaphore release",
     .body = plain_release_lua,
     .script = &plain_release,
-    HL_DEF_KEYS(SEM_KEYS),
+    HL_DEF_KEYS(SEM_KEYS, SEM_WISH_KEYS),
 };
 
-static const hl_script_def plain_release_grant_def = {
-    .what = "semaphore release of a kept grant",
-    .body = plain_release_grant_lua,
-    .script = &plain_release_grant,
-    HL_DEF_KEYS(SEM_KEYS),
-};
-
-/* The last key is the record of the waiter's attempt. */
+/* The key after the wake base is the record of the waiter's attempt. */
 static const hl_script_def plain_release_to_waiter_def = {
     .what = "semaphore release to a waiter",
     .body = plain_release_to_waiter_lua,
     .script = &plain_release_to_waiter,
-    HL_DEF_KEYS(SEM_KEYS, hl_key_given),
+    HL_DEF_KEYS(SEM_KEYS, hl_key_given, SEM_WISH_KEYS),
 };
 
 static const hl_script_def permit_acquire_def = {
@@ -651,9 +781,9 @@ static const hl_script_def leave_def = {
 
 const hl_script_def *const hl_semaphore_script_defs[] = {
     &plain_acquire_def,
+    &plain_acquire_wish_def,
     &plain_reconcile_def,
     &plain_release_def,
-    &plain_release_grant_def,
     &plain_release_to_waiter_def,
     &permit_acquire_def,
     &permit_reconcile_def,
@@ -702,7 +832,8 @@ static const hilock_reply *attempt_answer(const hilock_reply *r)
 }
 
 /* {1, free} taken, {0, ms, how} refused (how: bit 1 first in line, bit 2
- * promised to another client, bit 3 nothing at the name), {2} voided.
+ * promised to another client, bit 3 nothing at the name, bit 4 its wish
+ * recorded), {2} voided.
  * Anything else, a refused count among it, is a bad reply, whose detail
  * the engine finds. */
 static void parse_attempt(const hilock_reply *reply, hl_acquire_result *out)
@@ -723,13 +854,14 @@ static void parse_attempt(const hilock_reply *reply, hl_acquire_result *out)
     } else if (what == 0 && r->elements == 3) {
         const hilock_reply *how = r->element[2];
         if (how->type != HILOCK_REPLY_INTEGER || how->integer < 0 ||
-            how->integer > 7)
+            how->integer > 15)
             return;
         out->outcome = HL_ACQ_HELD;
         out->ttl_ms = v;
         out->first_in_line = (how->integer & 1) != 0;
         out->promised = (how->integer & 2) != 0;
         out->unset = (how->integer & 4) != 0;
+        out->wanted = (how->integer & 8) != 0;
     } else if (what == 2 && r->elements == 1) {
         out->outcome = HL_ACQ_VOID;
     }
@@ -763,18 +895,30 @@ static int record_script(hilock_lock *lock, const hl_script_def *def,
     return rc;
 }
 
+/* An attempt's hl_want, as its script takes it. */
+static const char *const want_arg[] = {"0", "1", "2"};
+
 static int plain_attempt(hilock_lock *lock, const hl_attempt_args *a,
                          hl_request_fn *fn, void *data)
 {
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
     char n[24], wait[24], keep[24];
-    const char *args[] = {n, a->nonce, wait, keep};
-    size_t lens[] = {hl_i64_dec(n, a->amount), a->nonce_len,
+    const char *args[] = {n,    a->nonce,          wait,
+                          keep, want_arg[a->want], a->claim ? a->claim : ""};
+    size_t lens[] = {hl_i64_dec(n, a->amount),
+                     a->nonce_len,
                      hl_i64_dec(wait, a->waiter_timeout_ms),
-                     hl_i64_dec(keep, a->keep_in_line_ms)};
-    return record_script(lock, &plain_acquire_def, a->nonce, a->nonce_len, 4,
-                         args, lens, fn, data);
+                     hl_i64_dec(keep, a->keep_in_line_ms),
+                     1,
+                     a->claim ? a->claim_len : 0};
+    /* An attempt with nothing to do with a wish, the uncontended one
+     * among them, names neither the wishes nor the grants. */
+    bool wish = a->want != HL_WANT_NONE;
+    return record_script(lock, wish ? &plain_acquire_wish_def
+                                    : &plain_acquire_def,
+                         a->nonce, a->nonce_len, wish ? 6 : 4, args, lens,
+                         fn, data);
 }
 
 static int plain_reconcile_run(hilock_lock *lock, const char *field,
@@ -783,43 +927,62 @@ static int plain_reconcile_run(hilock_lock *lock, const char *field,
                                hl_request_fn *fn, void *data)
 {
     /* A plain grant is never a hold the client keeps, and the record of
-     * the attempt is all there is to find: without a nonce there is
-     * nothing to reconcile. */
+     * the attempt, or the grant made for its wish, is all there is to
+     * find: without a nonce there is nothing to reconcile. */
     (void)field;
     (void)field_len;
     (void)expected;
     if (nonce == NULL || nonce_len == 0)
         return HILOCK_EINVAL;
-    return record_script(lock, &plain_reconcile_def, nonce, nonce_len, 0, NULL,
-                         NULL, fn, data);
+    return record_script(lock, &plain_reconcile_def, nonce, nonce_len, 1,
+                         &nonce, &nonce_len, fn, data);
 }
 
-int hl_sem_forget(hilock_lock *lock, const char *id, size_t id_len)
+/* The key of a plain semaphore's grants, for a one-command HDEL. */
+static int grants_key(const hilock_lock *lock, hl_aux_name *out)
+{
+    if (hl_layout_key(out, HL_LAYOUT_SEM_GRANTED, lock->name, lock->name_len,
+                      NULL, 0) == 0)
+        return 0;
+    hl_aux_name_done(out);
+    return HILOCK_ENOMEM;
+}
+
+int hl_sem_forget(hilock_lock *lock, const char *id, size_t id_len,
+                  bool handed)
 {
     hl_conn *conn = hl_lock_conn(lock);
     if (conn == NULL)
         return HILOCK_ECLOSED;
-    hl_aux_name rec;
-    if (record_key(lock, id, id_len, &rec) != 0)
+    hl_aux_name key;
+    if ((handed ? grants_key(lock, &key)
+                : record_key(lock, id, id_len, &key)) != 0)
         return HILOCK_ENOMEM;
-    const char *argv[] = {"DEL", rec.s};
-    size_t lens[] = {3, rec.len};
-    int rc = hl_conn_command(conn, 2, argv, lens, NULL, NULL);
-    hl_aux_name_done(&rec);
+    const char *argv[] = {handed ? "HDEL" : "DEL", key.s, id};
+    size_t lens[] = {handed ? 4u : 3u, key.len, id_len};
+    int rc = hl_conn_command(conn, handed ? 3 : 2, argv, lens, NULL, NULL);
+    hl_aux_name_done(&key);
     return rc;
 }
+
+/* What a release by id consumes, as its script takes it. */
+static const char *const consume_arg[] = {"0", "1", "2"};
 
 int hl_sem_plain_release(sem_op *op, hl_request_fn *fn, void *data)
 {
     hilock_lock *lock = op->sem->lock;
     char n[24];
-    const char *args[] = {n, op->resent ? "1" : "0",
-                          hl_lock_client_id(lock)};
-    size_t lens[] = {hl_i64_dec(n, op->n), 1, HILOCK_CLIENT_ID_LEN};
-    return record_script(lock,
-                         op->consumes_grant ? &plain_release_grant_def
-                                            : &plain_release_def,
-                         op->id, strlen(op->id), 3, args, lens, fn, data);
+    size_t id_len = strlen(op->id);
+    const char *args[] = {n,
+                          op->resent ? "1" : "0",
+                          hl_lock_client_id(lock),
+                          hl_lock_writes_plain(lock) ? "1" : "0",
+                          consume_arg[op->consume],
+                          op->id};
+    size_t lens[] = {hl_i64_dec(n, op->n), 1, HILOCK_CLIENT_ID_LEN, 1, 1,
+                     id_len};
+    return record_script(lock, &plain_release_def, op->id, id_len, 6, args,
+                         lens, fn, data);
 }
 
 int hl_sem_plain_release_to_waiter(sem_op *op, const hl_attempt_args *a,
@@ -838,11 +1001,15 @@ int hl_sem_plain_release_to_waiter(sem_op *op, const hl_attempt_args *a,
     const char *args[] = {n,
                           op->resent ? "1" : "0",
                           hl_lock_client_id(lock),
-                          op->consumes_grant ? "1" : "0",
+                          consume_arg[op->consume],
                           amount,
                           a->nonce,
                           wait,
-                          keep};
+                          keep,
+                          hl_lock_writes_plain(lock) ? "1" : "0",
+                          op->id,
+                          want_arg[a->want],
+                          a->claim ? a->claim : ""};
     size_t lens[] = {hl_i64_dec(n, op->n),
                      1,
                      HILOCK_CLIENT_ID_LEN,
@@ -850,11 +1017,15 @@ int hl_sem_plain_release_to_waiter(sem_op *op, const hl_attempt_args *a,
                      hl_i64_dec(amount, a->amount),
                      a->nonce_len,
                      hl_i64_dec(wait, a->waiter_timeout_ms),
-                     hl_i64_dec(keep, a->keep_in_line_ms)};
+                     hl_i64_dec(keep, a->keep_in_line_ms),
+                     1,
+                     id_len,
+                     1,
+                     a->claim ? a->claim_len : 0};
     const char *keys[] = {rec.s, taken.s};
     size_t key_lens[] = {rec.len, taken.len};
     int rc = hl_run_def(lock, &plain_release_to_waiter_def, 2, keys, key_lens,
-                        8, args, lens, fn, data);
+                        12, args, lens, fn, data);
     hl_aux_name_done(&taken);
     hl_aux_name_done(&rec);
     return rc;
@@ -879,22 +1050,23 @@ static void on_released_again(void *data, int status, hilock_reply *reply)
     hl_lock_unref(lock);
 }
 
-/* Sent as again after a lost answer ('1'): a kept grant's record that
- * is gone means the release ran, and a release's own record that is
- * there means the same. */
+/* Sent as again after a lost answer ('1'): a kept grant's record, or
+ * the grant of a wish, that is gone means the release ran, and a
+ * release's own record that is there means the same.  A release made
+ * again grants no wish: it runs where a failover may have left the line
+ * behind. */
 static int plain_release_again(hilock_lock *lock, const char *id,
                                size_t id_len, int64_t amount,
-                               bool consumes_grant)
+                               hl_consume consume)
 {
     char n[24];
-    const char *args[] = {n, "1", hl_lock_client_id(lock)};
-    size_t lens[] = {hl_i64_dec(n, amount), 1, HILOCK_CLIENT_ID_LEN};
+    const char *args[] = {n, "1", hl_lock_client_id(lock), "0",
+                          consume_arg[consume], id};
+    size_t lens[] = {hl_i64_dec(n, amount), 1, HILOCK_CLIENT_ID_LEN, 1, 1,
+                     id_len};
     hl_lock_ref(lock);
-    int rc = record_script(lock,
-                           consumes_grant ? &plain_release_grant_def
-                                          : &plain_release_def,
-                           id, id_len, 3, args, lens, on_released_again,
-                           lock);
+    int rc = record_script(lock, &plain_release_def, id, id_len, 6, args,
+                           lens, on_released_again, lock);
     if (rc != HILOCK_OK)
         hl_lock_unref(lock);
     return rc;
@@ -917,6 +1089,7 @@ const hl_kind hl_semaphore_kind = {
     .unheld_grants = true,
     .forget = hl_sem_forget,
     .release_again = plain_release_again,
+    .reconcile_withdraws = true,
     .record_ms = HL_LAYOUT_SEM_RECORD_TTL_MS,
     .busy_detail = "not enough permits were free",
     .unset_detail = UNSET_DETAIL,

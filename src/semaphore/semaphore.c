@@ -223,11 +223,11 @@ static bool outcome_unknown(int status)
 static void keep_unacked(sem_op *op)
 {
     hl_monotime until =
-        op->consumes_grant
+        op->consume != HL_CONSUME_NONE
             ? op->give_up_at
             : hl_sat_sub(op->give_up_at, HL_MS(HL_SEM_RECORD_MS / 3));
     hl_unacked_id_release(op->sem->lock, op->id, strlen(op->id), op->n,
-                          op->consumes_grant, until, op->changes_at_send);
+                          op->consume, until, op->changes_at_send);
 }
 
 static void on_reply(void *data, int status, hilock_reply *reply)
@@ -255,8 +255,8 @@ static void on_reply(void *data, int status, hilock_reply *reply)
     if (short_of_ack)
         keep_unacked(op);
     else if (op->call == SEM_RELEASE && status == HILOCK_OK &&
-             !op->consumes_grant)
-        (void)hl_sem_forget(op->sem->lock, op->id, strlen(op->id));
+             op->consume == HL_CONSUME_NONE)
+        (void)hl_sem_forget(op->sem->lock, op->id, strlen(op->id), false);
     if (status != HILOCK_OK) {
         char why[256];
         snprintf(why, sizeof why, "%s",
@@ -374,7 +374,7 @@ static void name_release(sem_op *op)
     hilock_lock *lock = op->sem->lock;
     hl_kept_grant g;
     if (hl_kept_grant_take(lock, op->n, &g)) {
-        op->consumes_grant = true;
+        op->consume = g.handed ? HL_CONSUME_HANDED : HL_CONSUME_RECORD;
         memcpy(op->id, g.nonce, g.nonce_len);
         op->id[g.nonce_len] = '\0';
         op->give_up_at = hl_kept_grant_usable_until(lock, &g);

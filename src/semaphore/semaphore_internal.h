@@ -64,8 +64,9 @@ typedef struct sem_op {
     char id[HILOCK_PERMIT_ID_MAX]; /* a permit's, or a plain release's */
     hl_monotime give_up_at;        /* a plain release: stop resending */
     /* A plain release of what a grant this handle kept took: id is that
-     * grant's attempt, whose record the release consumes. */
-    bool consumes_grant;
+     * grant's attempt, whose record the release consumes, or the wish a
+     * release granted, whose grant it consumes. */
+    hl_consume consume;
     bool resent; /* sent again after a lost answer */
     /* A plain release that carries the attempt of this client's next
      * waiter (core/engine/ride.h): ride its arguments while it is being
@@ -86,7 +87,7 @@ void hl_sem_scripts_init(void);
  * the channel.  HILOCK_OK or an error (fn not called). */
 int hl_sem_run(sem_op *op, hl_request_fn *fn, void *data);
 /* Run a plain release, which either consumes the record of the grant it
- * gives back (consumes_grant) or writes one of its own under op->id until
+ * gives back (consume) or writes one of its own under op->id until
  * forgotten: sent again, it gives nothing back twice. */
 int hl_sem_plain_release(sem_op *op, hl_request_fn *fn, void *data);
 /* Run a plain release as hl_sem_plain_release does, followed in the same
@@ -96,7 +97,8 @@ int hl_sem_plain_release_to_waiter(sem_op *op, const hl_attempt_args *a,
                                    hl_request_fn *fn, void *data);
 /* Drop the record of the attempt or release id, without waiting for the
  * answer. */
-int hl_sem_forget(hilock_lock *lock, const char *id, size_t id_len);
+int hl_sem_forget(hilock_lock *lock, const char *id, size_t id_len,
+                  bool handed);
 
 void hl_sem_ref(hilock_semaphore *sem);
 void hl_sem_unref(hilock_semaphore *sem);

@@ -42,6 +42,13 @@ static void op_unlink(hl_acquire_op *op)
 /* ---- the line (hl_kind.in_line) ---------------------------------------- */
 
 /* A wait of a kind whose waiters go in line; single tries stand apart. */
+/* Whether the kind's waiters record wishes a release may grant outright
+ * (a direct hand-off). */
+static bool takes_wishes(const hl_kind *kind)
+{
+    return kind->withdraw != NULL || kind->reconcile_withdraws;
+}
+
 static bool lined(const hl_acquire_op *op)
 {
     return op->lock->kind->in_line && op->wait_ms != 0;
@@ -160,7 +167,19 @@ static void op_finish(hl_acquire_op *op, int status,
             hl_waiter_remove(lock->client->waiters, &op->waiter,
                              status != HILOCK_OK && !lined(op));
     }
-    if (status != HILOCK_OK && lock->client != NULL && op->wish_out) {
+    if (status != HILOCK_OK && lock->client != NULL && op->wished &&
+        lock->kind->reconcile_withdraws) {
+        /* Behind the last attempt, which may have recorded a wish, and
+         * the one whose wish the server confirmed, should a grant for it
+         * be waiting. */
+        hl_reconcile_start(lock, op->owner, NULL, op->nonce, op->nonce_len,
+                           reconcile_ms(op));
+        if (op->wish_len > 0 && (op->wish_len != op->nonce_len ||
+                                 memcmp(op->wish, op->nonce, op->wish_len)))
+            hl_reconcile_start(lock, op->owner, NULL, op->wish, op->wish_len,
+                               reconcile_ms(op));
+    } else if (status != HILOCK_OK && lock->client != NULL && op->wish_out &&
+               lock->kind->withdraw != NULL) {
         /* The wish goes, and a grant a release made for it goes back,
          * behind the attempt that recorded it; should this be lost, the
          * grant runs out with the client's place. */
@@ -345,6 +364,12 @@ static void granted(hl_acquire_op *op, const hl_acquire_result *res);
 static void take_direct_grant(hl_acquire_op *op)
 {
     hl_acquire_result res = {.outcome = HL_ACQ_ACQUIRED, .count = 1};
+    /* An unheld grant is known by the wish's nonce, which a release of
+     * its permits names to consume it (HL_CONSUME_HANDED). */
+    if (op->lock->kind->unheld_grants) {
+        memcpy(op->nonce, op->wish, op->wish_len);
+        op->nonce_len = op->wish_len;
+    }
     op->attempt_sent = op->wish_sent;
     op->direct = true;
     op->wish_len = 0;
@@ -711,7 +736,7 @@ static void granted(hl_acquire_op *op, const hl_acquire_result *res)
          * the server stays a while, for a release of what it took to
          * consume; should its forget be lost, it runs out. */
         hl_kept_grant_add(lock, op->nonce, op->nonce_len, op->amount,
-                          op->attempt_sent);
+                          op->direct, op->attempt_sent);
         hl_turn_end(lock, &op->turn);
         got = (hilock_acquired){.owner = op->owner, .hold_count = res->free};
     } else {
@@ -907,13 +932,13 @@ static void prepare_attempt(hl_acquire_op *op, hl_attempt_args *args,
             args->keep_in_line_ms = lock->client->opts->waiter_timeout_ms;
         else
             args->keep_in_line_ms = op->saw_held || known ? 0 : -1;
-    } else if (lock->kind->withdraw != NULL && op->wait_ms != 0) {
+    } else if (takes_wishes(lock->kind) && op->wait_ms != 0) {
         /* A line of waiters: the owner's own channel, kept a while after
          * its last wait, says the lock was contended lately (a try makes
          * no wish, so it need not ask). */
         known = hl_lock_owner_listened(lock, op->owner);
     }
-    if (lock->kind->withdraw != NULL && op->wait_ms != 0) {
+    if (takes_wishes(lock->kind) && op->wait_ms != 0) {
         /* A wish for a first hold on the watchdog lease, made alone, of
          * a waiter with none of its client's behind it (which would want
          * the client kept in line), where the lock was contended lately:

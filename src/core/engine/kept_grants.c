@@ -21,7 +21,7 @@ hl_monotime hl_kept_grant_usable_until(const hilock_lock *lock,
 static void forget(hilock_lock *lock, const hl_kept_grant *g)
 {
     /* Lost, it runs out with its TTL. */
-    (void)lock->kind->forget(lock, g->nonce, g->nonce_len);
+    (void)lock->kind->forget(lock, g->nonce, g->nonce_len, g->handed);
 }
 
 static void remove_at(hilock_lock *lock, size_t i)
@@ -46,11 +46,11 @@ static void forget_stale(hilock_lock *lock, hl_monotime now)
 }
 
 void hl_kept_grant_add(hilock_lock *lock, const char *nonce, size_t nonce_len,
-                       int64_t amount, hl_monotime sent)
+                       int64_t amount, bool handed, hl_monotime sent)
 {
-    hl_kept_grant g = {.sent = sent, .amount = amount};
+    hl_kept_grant g = {.sent = sent, .amount = amount, .handed = handed};
     if (nonce_len >= sizeof g.nonce) {
-        (void)lock->kind->forget(lock, nonce, nonce_len);
+        (void)lock->kind->forget(lock, nonce, nonce_len, handed);
         return;
     }
     memcpy(g.nonce, nonce, nonce_len);

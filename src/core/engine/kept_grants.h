@@ -23,6 +23,9 @@ typedef struct hl_kept_grant {
      * record_ms from then, since the attempt ran later. */
     hl_monotime sent;
     int64_t amount;
+    /* Granted by a release to the wish nonce names: the grant lives
+     * among the kind's grants, not as a record. */
+    bool handed;
     size_t nonce_len;
     char nonce[HILOCK_CLIENT_ID_LEN + 22];
 } hl_kept_grant;
@@ -30,7 +33,7 @@ typedef struct hl_kept_grant {
 /* Keep the record of an answered grant, or forget it (kind->forget) when
  * there is no room.  Loop thread. */
 void hl_kept_grant_add(hilock_lock *lock, const char *nonce, size_t nonce_len,
-                       int64_t amount, hl_monotime sent);
+                       int64_t amount, bool handed, hl_monotime sent);
 
 /* Take the oldest kept grant of exactly amount into *out, while its
  * record has at least two thirds of record_ms to live: true, or false

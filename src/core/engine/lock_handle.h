@@ -71,6 +71,16 @@ typedef enum hl_want {
     HL_WANT_DROP      /* drops the field's, whatever the outcome */
 } hl_want;
 
+/* What a plain release by id gives back (hl_kind.unheld_grants). */
+typedef enum hl_consume {
+    HL_CONSUME_NONE,   /* permits of its own: it writes a record of its
+                        * own under its id */
+    HL_CONSUME_RECORD, /* a kept grant's: it consumes the record of the
+                        * attempt that took them */
+    HL_CONSUME_HANDED  /* a kept grant a release made for a wish: it
+                        * consumes that grant (hl_kind.wishes) */
+} hl_consume;
+
 /* Arguments a kind's scripts receive from the engine. */
 typedef struct hl_attempt_args {
     const char *field; /* "<client id>:<owner>" */
@@ -195,16 +205,20 @@ typedef struct hl_kind {
     /* Other libraries release with "1" there too (Redisson's read-write
      * lock): every message on the foreign channel counts as a release. */
     bool foreign_any_message;
-    int (*forget)(hilock_lock *lock, const char *nonce, size_t nonce_len);
+    /* Drop the record of the attempt or release nonce, or with handed
+     * the grant a release made for the wish nonce (HL_CONSUME_HANDED),
+     * without waiting for the answer. */
+    int (*forget)(hilock_lock *lock, const char *nonce, size_t nonce_len,
+                  bool handed);
     int64_t record_ms;
     /* Make a release by id (unheld_grants kinds) again on the master
      * there now, after one the replicas did not acknowledge was perhaps
-     * lost in a failover (unacked.h): with consumes_grant it consumes
-     * the record of the grant id, else it writes its own record under
-     * id, and either way gives amount back only if the server has not
-     * seen it.  Nobody waits for the answer.  NULL: no release by id. */
+     * lost in a failover (unacked.h): it consumes what consume says of
+     * the grant id, or writes its own record under id, and either way
+     * gives amount back only if the server has not seen it.  Nobody
+     * waits for the answer.  NULL: no release by id. */
     int (*release_again)(hilock_lock *lock, const char *id, size_t id_len,
-                         int64_t amount, bool consumes_grant);
+                         int64_t amount, hl_consume consume);
     /* The key the lease engine renews a hold's lease on, when it is not
      * the name (an expirable permit's zset); NULL: the name.  Made once,
      * when the handle is. */
@@ -243,6 +257,13 @@ typedef struct hl_kind {
      * and gives back a grant a release made for it. */
     int (*withdraw)(hilock_lock *lock, const char *field, size_t field_len,
                     const char *nonce, size_t nonce_len);
+    /* An unheld_grants kind whose releases grant wishes as withdraw's
+     * do, and whose reconcile of an attempt withdraws the wish it
+     * recorded and gives back a grant made for it: an acquire that ends
+     * without its permits reconciles the attempts of its wishes, retried
+     * as any reconcile, since a grant of permits is nobody's hold and
+     * nothing else would give it back. */
+    bool reconcile_withdraws;
     /* Called on the loop thread on each grant of a hold, for kinds whose
      * data shows what they are only while somebody waits: they leave
      * word of it for operators (kindkit/kind_mark.h).  NULL: none. */

@@ -88,7 +88,10 @@ static void reconcile_begin(hilock_lock *lock, uint64_t owner,
                             size_t nonce_len, int64_t lease_ms,
                             bool spare_releases)
 {
-    hl_acquire_forget_wishes(lock, owner);
+    /* A reconcile drops the owner's wish on the server, unless it only
+     * withdraws the one its attempt recorded. */
+    if (!lock->kind->reconcile_withdraws)
+        hl_acquire_forget_wishes(lock, owner);
     hl_reconcile *r =
         lock->client != NULL ? hl_calloc(1, sizeof *r) : NULL;
     if (r == NULL) {

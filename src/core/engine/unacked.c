@@ -82,7 +82,7 @@ static void make_again(hilock_lock *lock, const hl_unacked_release *r,
     } else if (lock->kind->release_again != NULL) {
         /* Not sent: the next master change tries again. */
         (void)lock->kind->release_again(lock, r->id, r->id_len, r->amount,
-                                        r->consumes_grant);
+                                        r->consume);
     }
 }
 
@@ -119,7 +119,7 @@ void hl_unacked_hold_release(hilock_lock *lock, uint64_t owner,
 }
 
 void hl_unacked_id_release(hilock_lock *lock, const char *id, size_t id_len,
-                           int64_t amount, bool consumes_grant,
+                           int64_t amount, hl_consume consume,
                            hl_monotime until, unsigned changes_at_send)
 {
     if (lock->client == NULL || lock->destroyed ||
@@ -130,7 +130,7 @@ void hl_unacked_id_release(hilock_lock *lock, const char *id, size_t id_len,
         return; /* the permits stay taken, as before */
     r->until = until;
     r->amount = amount;
-    r->consumes_grant = consumes_grant;
+    r->consume = consume;
     memcpy(r->id, id, id_len);
     r->id_len = id_len;
     keep(lock, r, changes_at_send);

@@ -35,7 +35,7 @@ typedef struct hl_unacked_release {
     hl_monotime until; /* what it released cannot come back after this */
     uint64_t owner;    /* the hold's owner; 0 for a release by id */
     int64_t amount;    /* a release by id: the permits it gave back */
-    bool consumes_grant; /* a release by id of a kept grant's record */
+    hl_consume consume; /* a release by id: what of its grant it consumes */
     size_t id_len;
     char id[HILOCK_CLIENT_ID_LEN + 24];
 } hl_unacked_release;
@@ -50,7 +50,7 @@ void hl_unacked_hold_release(hilock_lock *lock, uint64_t owner,
 
 /* The same for a release by id of amount permits, kept until until. */
 void hl_unacked_id_release(hilock_lock *lock, const char *id, size_t id_len,
-                           int64_t amount, bool consumes_grant,
+                           int64_t amount, hl_consume consume,
                            hl_monotime until, unsigned changes_at_send);
 
 /* How many times the master behind the lock's client has changed, for
