@@ -127,10 +127,18 @@ static hilock_client *sentinel_client(int64_t watchdog_ms)
 }
 
 /* The replicas stop reading, and one large write fills their links:
- * what the master writes next stays in its own buffer. */
+ * what the master writes next stays in its own buffer.  Before that,
+ * every replica has what the case wrote: a replica that left the master
+ * (one Sentinel promoted behind the case's back) would come back as a
+ * master that never had it. */
 static size_t cut_replicas(hl_redis_server *master, hl_redis_server **r)
 {
     size_t n = replicas_of(master, r);
+    acked_probe p = {master, n};
+    /* Not widened: the servers answer, not the process under valgrind. */
+    if (!hl_wait_until(all_acked, &p, 10000))
+        fail_msg("the replicas do not have what the case wrote: a failover "
+                 "the case did not make?");
     for (size_t i = 0; i < n; i++)
         hl_fixture_pause(r[i]);
     char reply[64];
