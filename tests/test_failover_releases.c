@@ -27,7 +27,16 @@
 /* ctest-timeout: 180 */
 
 /* Past the kernel's buffers on a loopback link, both ends together. */
-#define FILL_BYTES "33554432"
+#define FILL_BYTES (32 << 20)
+/* One write of the filling: a master building or sending 32 MB in one
+ * command answers nobody meanwhile, which on a loaded machine lasted
+ * past Sentinel's down-after and had it fail over a master that ran. */
+#define FILL_PIECE_BYTES (1 << 20)
+/* Sentinel's down-after: a master that stops answering for less than
+ * this while it runs is not failed over.  With 1 s, a master slowed by
+ * a loaded machine was, on Sentinel's own, before or while the case
+ * wrote, and the node promoted was not the one the case prepared. */
+#define DOWN_AFTER_MS 5000
 /* The lease of the released hold: far past the bound the case asserts. */
 #define LONG_LEASE_MS 60000
 /* How soon after the client's move a contender must have the lock. */
@@ -40,7 +49,12 @@ static size_t ndead;
 static int setup(void **state)
 {
     (void)state;
-    group = hl_fixture_replicated();
+    hl_redis_replicated_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.replicas = 2;
+    cfg.sentinels = 3;
+    cfg.down_after_ms = DOWN_AFTER_MS;
+    group = hl_redis_replicated_start(&cfg);
     return group ? 0 : -1;
 }
 
@@ -126,11 +140,11 @@ static hilock_client *sentinel_client(int64_t watchdog_ms)
     return c;
 }
 
-/* The replicas stop reading, and one large write fills their links:
- * what the master writes next stays in its own buffer.  Before that,
- * every replica has what the case wrote: a replica that left the master
- * (one Sentinel promoted behind the case's back) would come back as a
- * master that never had it. */
+/* The replicas stop reading, and large writes fill their links: what
+ * the master writes next stays in its own buffer.  Before that, every
+ * replica has what the case wrote: a replica that left the master (one
+ * Sentinel promoted behind the case's back) would come back as a master
+ * that never had it. */
 static size_t cut_replicas(hl_redis_server *master, hl_redis_server **r)
 {
     size_t n = replicas_of(master, r);
@@ -141,13 +155,19 @@ static size_t cut_replicas(hl_redis_server *master, hl_redis_server **r)
                  "the case did not make?");
     for (size_t i = 0; i < n; i++)
         hl_fixture_pause(r[i]);
-    char reply[64];
-    assert_int_equal(
-        hl_redis_server_cmd(master, reply, sizeof reply, "EVAL",
-                            "redis.call('set', KEYS[1], "
-                            "string.rep('x', tonumber(ARGV[1]))) return 1",
-                            "1", "failover-filler", FILL_BYTES, (char *)NULL),
-        ':');
+    char reply[64], piece[16];
+    snprintf(piece, sizeof piece, "%d", FILL_PIECE_BYTES);
+    for (int i = 0; i < FILL_BYTES / FILL_PIECE_BYTES; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "failover-filler:%d", i);
+        assert_int_equal(
+            hl_redis_server_cmd(master, reply, sizeof reply, "EVAL",
+                                "redis.call('set', KEYS[1], "
+                                "string.rep('x', tonumber(ARGV[1]))) "
+                                "return 1",
+                                "1", key, piece, (char *)NULL),
+            ':');
+    }
     return n;
 }
 
