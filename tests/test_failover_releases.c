@@ -125,7 +125,7 @@ static hilock_client *sentinel_client(int64_t watchdog_ms)
     assert_int_equal(
         hilock_options_set_url(o, hl_redis_replicated_sentinel_url(group)),
         HILOCK_OK);
-    assert_int_equal(hilock_options_set_connect_timeout_ms(o, 1000),
+    assert_int_equal(hilock_options_set_connect_timeout_ms(o, hl_widen(1000)),
                      HILOCK_OK);
     assert_int_equal(hilock_options_set_replica_ack(o, HILOCK_ACK_ALL),
                      HILOCK_OK);
