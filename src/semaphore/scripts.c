@@ -16,6 +16,10 @@
  *                           and the client a release promised them to
  *   hilock_sem_wake:{NAME}:<client id>
  *                           where that client's waiters are woken
+ *   hilock_sem_want:{NAME}, hilock_sem_granted:{NAME}
+ *                           hashes (plain): the wish of a waiting client,
+ *                           and the grants releases made for wishes, by
+ *                           the wish's nonce (see layout.h)
  *
  * Waiting clients line up as the reentrant lock's do (kindkit/line_lua.h),
  * so that permits coming back wake one waiting process, not every one:
@@ -32,6 +36,18 @@
  * when someone besides our first client listens.  A release by the
  * client first and alone in line promises nothing and says so (open):
  * that client wakes its own waiters, with no message.
+ *
+ * A plain semaphore's hand-off spares the woken client its attempt, as
+ * the locks' direct hand-off does (src/lock/reentrant.c): a waiting
+ * attempt records its client's wish, and a plain release that would
+ * promise the permits to that client grants them outright
+ * (SEM_LUA_HAND_TO_WISH), and says "g<nonce>" on its channel.  The grant
+ * is kept under the wish's nonce as the record of an attempt would be:
+ * the grantee's release consumes it, a later attempt of the same acquire
+ * that finds it (the message was lost) makes it its own record, and a
+ * reconcile of the wish's attempt gives it back.  It is made only to a
+ * client that listens on its channel: plain permits never run out, and a
+ * grant to a client whose connection is gone would keep them for good.
  *
  * A plain attempt records the permits it took under its nonce; the
  * record is also what voids it, since a reconcile overwrites it with
