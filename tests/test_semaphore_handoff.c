@@ -279,6 +279,11 @@ static void test_gone_waiter_gives_back(void **state)
     assert_status(got.status, HILOCK_ECANCELED);
     expect_count_and_grants(name, 1, 0);
     assert_false(has_wish(name, hilock_client_id(b)));
+    /* Its attempts were answered: nothing was voided, and no record of
+     * one stays for ten minutes after every wait given up. */
+    char rec[192];
+    snprintf(rec, sizeof rec, "hilock_sem_record:{%s}:%s", name, nonce);
+    assert_int_equal(hl_raw_exists(server, rec), 0);
     assert_status(hl_semaphore_destroy_any(waiting), HILOCK_OK);
     assert_status(hl_semaphore_destroy_any(held), HILOCK_OK);
     hl_free_client(b);

@@ -373,13 +373,15 @@ static const char plain_acquire_wish_lua[] =
     "                    ARGV[5], ARGV[6])\n";
 
 /* KEYS: name, the attempt's record, channel, line, places, promise, wake
- * base, wishes, grants.  ARGV: the attempt's nonce.  Voids the attempt,
- * drops the wish it recorded, and gives back what it took, if it ran, or
- * what a release granted its wish.  Replies 0: the owner holds nothing
- * after it. */
+ * base, wishes, grants.  ARGV: the attempt's nonce, '1' to void it ('0':
+ * it was answered, and only its wish and the grant made for it go).
+ * Voids the attempt, drops the wish it recorded, and gives back what it
+ * took, if it ran, or what a release granted its wish.  Replies 0: the
+ * owner holds nothing after it. */
 static const char plain_reconcile_lua[] =
     HL_LUA_ANNOUNCE SEM_LUA_RELEASED
-    "local n = redis.call('set', KEYS[2], '" HL_LAYOUT_SEM_RECORD_VOID "',\n"
+    "local n = ARGV[2] == '1' and\n"
+    "          redis.call('set', KEYS[2], '" HL_LAYOUT_SEM_RECORD_VOID "',\n"
     "                     'px', " HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ", 'get')\n"
     "local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
     "local w = redis.call('hget', KEYS[8], me)\n"
@@ -947,11 +949,14 @@ static int plain_reconcile_run(hilock_lock *lock, const char *field,
      * find: without a nonce there is nothing to reconcile. */
     (void)field;
     (void)field_len;
-    (void)expected;
     if (nonce == NULL || nonce_len == 0)
         return HILOCK_EINVAL;
-    return record_script(lock, &plain_reconcile_def, nonce, nonce_len, 1,
-                         &nonce, &nonce_len, fn, data);
+    /* A withdraw's attempt was answered: nothing to void. */
+    const char *args[] = {nonce,
+                          expected == HL_RECONCILE_WITHDRAW ? "0" : "1"};
+    size_t lens[] = {nonce_len, 1};
+    return record_script(lock, &plain_reconcile_def, nonce, nonce_len, 2,
+                         args, lens, fn, data);
 }
 
 /* The key of a plain semaphore's grants, for a one-command HDEL. */

@@ -169,15 +169,15 @@ static void op_finish(hl_acquire_op *op, int status,
     }
     if (status != HILOCK_OK && lock->client != NULL && op->wished &&
         lock->kind->reconcile_withdraws) {
-        /* Behind the last attempt, which may have recorded a wish, and
-         * the one whose wish the server confirmed, should a grant for it
-         * be waiting. */
-        hl_reconcile_start(lock, op->owner, NULL, op->nonce, op->nonce_len,
-                           reconcile_ms(op));
+        /* The wishes of the last attempt (behind it, should it be in
+         * flight: its answer then takes care of what it took) and of the
+         * one the server confirmed, should a grant for it be waiting. */
+        hl_withdraw_start(lock, op->owner, op->nonce, op->nonce_len,
+                          reconcile_ms(op));
         if (op->wish_len > 0 && (op->wish_len != op->nonce_len ||
                                  memcmp(op->wish, op->nonce, op->wish_len)))
-            hl_reconcile_start(lock, op->owner, NULL, op->wish, op->wish_len,
-                               reconcile_ms(op));
+            hl_withdraw_start(lock, op->owner, op->wish, op->wish_len,
+                              reconcile_ms(op));
     } else if (status != HILOCK_OK && lock->client != NULL && op->wish_out &&
                lock->kind->withdraw != NULL) {
         /* The wish goes, and a grant a release made for it goes back,

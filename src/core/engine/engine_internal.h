@@ -63,6 +63,12 @@ void hl_reconcile_start(hilock_lock *lock, uint64_t owner, hl_turn *from,
                         const char *nonce, size_t nonce_len,
                         int64_t lease_ms);
 
+/* The withdraw of the wish the answered attempt nonce recorded, and of a
+ * grant a release made for it (hl_kind.reconcile_withdraws), retried as
+ * a reconcile is, for ms. */
+void hl_withdraw_start(hilock_lock *lock, uint64_t owner, const char *nonce,
+                       size_t nonce_len, int64_t ms);
+
 /* The same for holds a release removed and a failover brought back
  * (engine/unacked.h), in a turn of its own: it leaves the owner every
  * hold the client knows of, those its releases in flight are about

@@ -71,6 +71,9 @@ typedef enum hl_want {
     HL_WANT_DROP      /* drops the field's, whatever the outcome */
 } hl_want;
 
+/* hl_kind.reconcile's expected count of a withdraw. */
+#define HL_RECONCILE_WITHDRAW (-1)
+
 /* What a plain release by id gives back (hl_kind.unheld_grants). */
 typedef enum hl_consume {
     HL_CONSUME_NONE,   /* permits of its own: it writes a record of its
@@ -239,7 +242,10 @@ typedef struct hl_kind {
     /* After an acquire whose outcome is unknown: void the attempt named
      * by nonce (empty: none), so that it refuses to run if it reaches the
      * server later, and bring owner's count on the server down to
-     * expected (the holds the client knows of).  Replies the count. */
+     * expected (the holds the client knows of).  Replies the count.
+     * expected HL_RECONCILE_WITHDRAW (reconcile_withdraws kinds only):
+     * the attempt was answered, and only its wish, and a grant a release
+     * made for it, go; nothing is voided. */
     int (*reconcile)(hilock_lock *lock, const char *field, size_t field_len,
                      int64_t expected, const char *nonce, size_t nonce_len,
                      hl_request_fn *fn, void *data);

@@ -18,6 +18,7 @@ typedef struct hl_reconcile {
     char nonce[HILOCK_CLIENT_ID_LEN + 22]; /* "" when nothing to void */
     size_t nonce_len;
     bool spares_releases; /* hl_reconcile_restored's */
+    bool withdraws;       /* hl_withdraw_start's */
 } hl_reconcile;
 
 static void reconcile_done(hl_reconcile *r)
@@ -68,8 +69,10 @@ static void reconcile_send(hl_reconcile *r)
     char field[HILOCK_CLIENT_ID_LEN + 22];
     size_t len = hl_owner_field(lock, r->owner, field, sizeof field);
     int rc = lock->kind->reconcile(lock, field, len,
-                                   expected_count(lock, r->owner,
-                                                  r->spares_releases),
+                                   r->withdraws
+                                       ? HL_RECONCILE_WITHDRAW
+                                       : expected_count(lock, r->owner,
+                                                        r->spares_releases),
                                    r->nonce,
                                    r->nonce_len, on_reconciled, r);
     if (rc != HILOCK_OK)
@@ -86,7 +89,7 @@ static void reconcile_go(hl_turn *t)
 static void reconcile_begin(hilock_lock *lock, uint64_t owner,
                             hl_turn *from, const char *nonce,
                             size_t nonce_len, int64_t lease_ms,
-                            bool spare_releases)
+                            bool spare_releases, bool withdraws)
 {
     /* A reconcile drops the owner's wish on the server, unless it only
      * withdraws the one its attempt recorded. */
@@ -104,6 +107,7 @@ static void reconcile_begin(hilock_lock *lock, uint64_t owner,
     r->lock = lock;
     r->owner = owner;
     r->spares_releases = spare_releases;
+    r->withdraws = withdraws;
     /* Once every grant it may be about has run out on the server, a
      * reconcile has nothing left to remove; trying longer would only
      * keep the owner's next acquires waiting for a server that does not
@@ -131,11 +135,18 @@ void hl_reconcile_start(hilock_lock *lock, uint64_t owner, hl_turn *from,
                         const char *nonce, size_t nonce_len,
                         int64_t lease_ms)
 {
-    reconcile_begin(lock, owner, from, nonce, nonce_len, lease_ms, false);
+    reconcile_begin(lock, owner, from, nonce, nonce_len, lease_ms, false,
+                    false);
+}
+
+void hl_withdraw_start(hilock_lock *lock, uint64_t owner, const char *nonce,
+                       size_t nonce_len, int64_t ms)
+{
+    reconcile_begin(lock, owner, NULL, nonce, nonce_len, ms, false, true);
 }
 
 void hl_reconcile_restored(hilock_lock *lock, uint64_t owner,
                            int64_t lease_ms)
 {
-    reconcile_begin(lock, owner, NULL, NULL, 0, lease_ms, true);
+    reconcile_begin(lock, owner, NULL, NULL, 0, lease_ms, true, false);
 }
