@@ -347,6 +347,9 @@ HILOCK_API int hilock_options_connections(const hilock_options *opts);
  *   nor for n µs after the last answer: a core's worth of CPU while busy,
  *   for latency.
  * - -1: the loop thread always sleeps until something arrives.
+ * A RedLock's clients take -1 when this is left at 0, and blocking
+ * callers of its locks sleep rather than spin: its loop waits for every
+ * master at once.
  * Values below -1 or above 1000000 are refused with HILOCK_EINVAL. */
 HILOCK_API int hilock_options_set_busy_poll_us(hilock_options *opts,
                                                int64_t us);

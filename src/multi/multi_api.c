@@ -271,6 +271,7 @@ int hilock_multilock_try_acquire(hilock_multilock *m, int64_t wait_ms,
      * read once it is over.  A wait that runs out cancels the acquire and
      * waits for it to end, so no grant outlives the call. */
     hl_op_ref(op);
+    op->stay_asleep = m->redlock; /* as its loop: see master_options */
     int64_t validity = 0;
     rc = hl_op_run_blocking(m->coord, op, hl_client_blocking_limit_us(m->coord, wait_ms),
                             &validity, NULL);
@@ -303,6 +304,7 @@ int hilock_multilock_release(hilock_multilock *m)
     rc = hl_multi_release_new(&op, m, hilock_thread_owner(), NULL, NULL);
     if (rc != HILOCK_OK)
         return rc;
+    op->stay_asleep = m->redlock;
     return hl_op_run_blocking(m->coord, op, hl_client_blocking_limit_us(m->coord, 0), NULL,
                               NULL);
 }

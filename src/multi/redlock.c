@@ -158,6 +158,17 @@ static int master_options(hilock_options **out, const hilock_options *base,
             o, hilock_options_node_timeout_ms(o));
     if (rc == HILOCK_OK)
         rc = hilock_options_set_loop(o, loop);
+    /* The default busy poll keeps a loop thread awake for about one
+     * server's round trip after it sends, and a blocking caller awake
+     * for its answer: a core well spent while that one server answers
+     * on the other.  A RedLock's loop sends to every master at once, and
+     * each master's client would keep the thread awake for its own;
+     * masters sharing the host then answer later for the core the
+     * spinning takes.  Masters on other hosts would save a wake-up per
+     * answer at most.  So its loop sleeps, and so do blocking callers of
+     * its locks (multi_api.c), unless the caller asked for a busy poll. */
+    if (rc == HILOCK_OK && hilock_options_busy_poll_us(o) == 0)
+        rc = hilock_options_set_busy_poll_us(o, -1);
     if (rc != HILOCK_OK) {
         hilock_options_free(o);
         *out = NULL;
