@@ -94,39 +94,106 @@ static void test_last_read_release_hands_the_lock_over(void **state)
     hl_free_client(r);
 }
 
-/* A reader of ours waits beside the writer, listening on Redisson's
- * channel, where the server cannot tell it from a Java waiter: the
- * release promises the lock to the writer instead of granting it, and
- * announces.  The reader, woken, is refused while the writer waits, the
- * writer takes the lock with its attempt, and its release, the writers'
- * line empty, lets the reader in. */
-static void test_readers_beside_a_writer_get_a_promise(void **state)
+#define READERS 3
+
+/* Readers of ours wait beside the writer, each client listening on
+ * Redisson's channel, and each keeping a place among the readers
+ * (HL_LAYOUT_RWLOCK_READERS): the release counts them as ours, not as
+ * Java's waiters, and grants the writer's wish.  Nothing is announced on
+ * Redisson's channel, so no reader wakes only to be refused while the
+ * writer waits (the one PUBLISH is the grant's, on the writer's own
+ * channel).  The writer's release, the writers' line empty, lets every
+ * reader in. */
+static void test_our_readers_beside_a_writer_do_not_stop_its_grant(
+    void **state)
 {
+    static const char name[] = "rw-beside";
     hilock_client *h = hl_new_client(fx.server, NULL);
     hilock_client *w = hl_new_client(fx.server, NULL);
-    hilock_client *r = hl_new_client(fx.server, NULL);
-    hilock_lock *lh = hl_new_write_lock(h, "rw-beside");
-    hilock_lock *lw = hl_new_write_lock(w, "rw-beside");
-    hilock_lock *lr = hl_new_read_lock(r, "rw-beside");
-    static hl_acquire_rec wrec, rrec;
+    hilock_lock *lh = hl_new_write_lock(h, name);
+    hilock_lock *lw = hl_new_write_lock(w, name);
+    hilock_client *r[READERS];
+    hilock_lock *lr[READERS];
+    static hl_acquire_rec wrec, rrec[READERS];
+    char key[64];
 
     (void)state;
     assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
     hl_wait_in_line(w, lw, OWNER, &wrec, NULL);
-    (void)expect_wish("rw-beside", w, OWNER);
+    (void)expect_wish(name, w, OWNER);
+    for (int i = 0; i < READERS; i++) {
+        r[i] = hl_new_client(fx.server, NULL);
+        lr[i] = hl_new_read_lock(r[i], name);
+        hl_wait_in_line(r[i], lr[i], READER, &rrec[i], NULL);
+    }
+    snprintf(key, sizeof key, "hilock_rwlock_readers:{%s}", name);
+    assert_int_equal(hl_raw_int(fx.server, "ZCARD", key, (char *)NULL),
+                     READERS);
+
+    long long scripts = hl_scripts_run(fx.server);
+    long long publishes = hl_fixture_calls(fx.server, "publish");
+    assert_status(hilock_lock_release(lh), HILOCK_OK);
+    assert_status(hl_expect_acquire(&wrec), HILOCK_OK);
+    assert_int_equal(hl_handed_to(w), 1);
+    expect_mode(name, "write");
+    assert_int_equal(hl_scripts_run(fx.server) - scripts, 1);
+    assert_int_equal(hl_fixture_calls(fx.server, "publish") - publishes, 1);
+    for (int i = 0; i < READERS; i++) {
+        hl_expect_idle(r[i], lr[i], 1);
+        assert_int_equal(atomic_load(&rrec[i].calls), 0);
+    }
+
+    assert_int_equal(hl_release_one(lw, OWNER), 0);
+    for (int i = 0; i < READERS; i++)
+        assert_status(hl_expect_acquire(&rrec[i]), HILOCK_OK);
+    expect_mode(name, "read");
+    /* Granted, each reader's client gave its place up. */
+    assert_int_equal(hl_raw_exists(fx.server, key), 0);
+    for (int i = 0; i < READERS; i++) {
+        assert_int_equal(hl_release_one(lr[i], READER), 0);
+        hl_free_lock(lr[i]);
+        hl_free_client(r[i]);
+    }
+    hl_free_lock(lw);
+    hl_free_lock(lh);
+    hl_free_client(w);
+    hl_free_client(h);
+}
+
+/* Beside our readers, a Java waiter on Redisson's channel is still told:
+ * the release promises the lock to the writer and announces, and the
+ * writer takes it with its attempt. */
+static void test_java_waiter_beside_our_readers_is_told(void **state)
+{
+    static const char name[] = "rw-beside-java";
+    hilock_client *h = hl_new_client(fx.server, NULL);
+    hilock_client *w = hl_new_client(fx.server, NULL);
+    hilock_client *r = hl_new_client(fx.server, NULL);
+    hilock_lock *lh = hl_new_write_lock(h, name);
+    hilock_lock *lw = hl_new_write_lock(w, name);
+    hilock_lock *lr = hl_new_read_lock(r, name);
+    static hl_acquire_rec wrec, rrec;
+    char channel[64], heard[16];
+
+    (void)state;
+    assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
+    snprintf(channel, sizeof channel, "redisson_rwlock:{%s}", name);
+    hl_plain_sub *java = hl_plain_sub_open(fx.server, channel);
+    assert_non_null(java);
+    hl_wait_in_line(w, lw, OWNER, &wrec, NULL);
+    (void)expect_wish(name, w, OWNER);
     hl_wait_in_line(r, lr, READER, &rrec, NULL);
 
     assert_status(hilock_lock_release(lh), HILOCK_OK);
+    if (!hl_plain_sub_next(java, heard, sizeof heard, hl_widen(10000)))
+        fail_msg("the Java waiter was not told of the release");
     assert_status(hl_expect_acquire(&wrec), HILOCK_OK);
     assert_int_equal(hl_handed_to(w), 0);
-    expect_mode("rw-beside", "write");
-    /* The reader is still waiting. */
-    hl_expect_idle(r, lr, 1);
-    assert_int_equal(atomic_load(&rrec.calls), 0);
+    expect_mode(name, "write");
+    hl_plain_sub_close(java);
 
     assert_int_equal(hl_release_one(lw, OWNER), 0);
     assert_status(hl_expect_acquire(&rrec), HILOCK_OK);
-    expect_mode("rw-beside", "read");
     assert_int_equal(hl_release_one(lr, READER), 0);
     hl_free_lock(lr);
     hl_free_lock(lw);
@@ -175,7 +242,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_write_release_hands_the_lock_over),
         T(test_last_read_release_hands_the_lock_over),
-        T(test_readers_beside_a_writer_get_a_promise),
+        T(test_our_readers_beside_a_writer_do_not_stop_its_grant),
+        T(test_java_waiter_beside_our_readers_is_told),
         T(test_lost_grant_message_is_claimed),
         T(test_gone_writer_gives_its_grant_back),
         T(test_dead_client_grant_runs_out_with_its_place),

@@ -92,11 +92,20 @@
  * as long as our clients keep wishing.  The release then promises, and
  * announces, so that they may take the lock first, as before hand-offs
  * were.  c itself listens there when its attempt was told it was first
- * in line, which its wish says by its letter, "W" (HL_LUA_WISH_LEAD). */
+ * in line, which its wish says by its letter, "W" (HL_LUA_WISH_LEAD).
+ * With _BESIDE, ours is a Lua expression, with c and listens (whether
+ * c's wish says c listens there) in scope: how many of the other
+ * subscribers there are clients of ours that wait for nothing a grant
+ * takes from them (a read-write lock's readers, who wait behind the
+ * writers anyway). */
 #define HL_LUA_LINE_HAND_TO_WISH(wishes, may, foreign, pattern, hold)       \
+    HL_LUA_LINE_HAND_TO_WISH_BESIDE(wishes, may, foreign, pattern, hold, "0")
+#define HL_LUA_LINE_HAND_TO_WISH_BESIDE(wishes, may, foreign, pattern, hold, \
+                                        ours)                              \
     "  local w = " may " == '1' and redis.call('hget', " wishes ", c)\n"    \
-    "  if w and redis.call('pubsub', 'numsub', " foreign ")[2] >\n"         \
-    "      (string.sub(w, 1, 1) == 'W' and 1 or 0) then\n"                  \
+    "  local listens = w and string.sub(w, 1, 1) == 'W'\n"                 \
+    "  if w and redis.call('pubsub', 'numsub', " foreign ")[2] - (" ours   \
+    ") > (listens and 1 or 0) then\n"                                      \
     "    w = false\n"                                                       \
     "  end\n"                                                               \
     "  local n, l, d, f\n"                                                  \

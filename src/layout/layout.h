@@ -90,6 +90,12 @@
  * lock's (HL_LAYOUT_LOCK_WANT), in "hilock_rwlock_want:{NAME}"; a grant
  * writes "mode" "write" and the field's write hold. */
 #define HL_LAYOUT_RWLOCK_WANT "hilock_rwlock_want"
+/* Ours: the clients with readers waiting for a read-write lock,
+ * "hilock_rwlock_readers:{NAME}", a zset: client id -> server time (ms)
+ * at which it counts as gone.  They listen on Redisson's channel, where
+ * a release that would hand the lock to a writer's wish counts them as
+ * ours, not as Java's waiters (HL_LUA_LINE_HAND_TO_WISH). */
+#define HL_LAYOUT_RWLOCK_READERS "hilock_rwlock_readers"
 /* Ours: the clients waiting for permits of either semaphore kind, lined
  * up as the reentrant lock's are, with the same four keys:
  * "hilock_sem_line:{NAME}", "hilock_sem_alive:{NAME}",

@@ -20,6 +20,9 @@
  *                               where that client's writers are woken
  *   hilock_rwlock_want:{NAME}   hash: client id -> its waiting writer's
  *                               wish, or the grant a release made for it
+ *   hilock_rwlock_readers:{NAME}
+ *                               zset: client id -> server time (ms) at
+ *                               which its waiting readers count as gone
  *   redisson_lock_token:{NAME}  fencing counter
  *   hilock_void:{NAME}          voided attempts (see reentrant.c)
  *
@@ -37,7 +40,12 @@
  * there when they may come: on a release while no writer waits, and when
  * the last writer leaves the line.  A release that frees the lock gives
  * it outright to a waiting writer's wish, as the reentrant lock's does
- * (HL_LUA_LINE_HAND_TO_WISH): the write hold, in the hash it emptied.  Our releases announce themselves
+ * (HL_LUA_LINE_HAND_TO_WISH): the write hold, in the hash it emptied.
+ * Our waiting readers listen on Redisson's channel too, where the server
+ * cannot tell them from Java's waiters, so they keep their client's
+ * place among the readers, and a release counts those as ours: readers
+ * wait behind a waiting writer whatever happens, and a grant to it takes
+ * nothing from them.  Our releases announce themselves
  * there only when someone besides our first writer client listens; that
  * client listens there for the releases of Java's clients, which say "0"
  * or "1" like ours. */
@@ -99,20 +107,32 @@
     "  return best\n"                                                       \
     "end\n"
 
-/* KEYS: name, token key, void set, writers' places.  ARGV: lease ms,
- * field, fenced, known token, nonce, waiter timeout ms (0: a single try),
- * how long the client stays in the writers' line after a first hold
- * (hl_attempt_args.keep_in_line_ms); a reader, which takes no place in
- * that line, reads neither of the last two.  Replies {1, count, token},
- * {0, ms to wait at most}, or {2} (voided). */
+/* KEYS: name, token key, void set, writers' places, readers' places.
+ * ARGV: lease ms, field, fenced, known token, nonce, waiter timeout ms
+ * (0: a single try), how long the client stays in the writers' line
+ * after a first hold (hl_attempt_args.keep_in_line_ms), which a reader,
+ * taking no place in that line, does not read.  Replies {1, count,
+ * token}, {0, ms to wait at most}, or {2} (voided).  A refused reader
+ * that waits keeps its client's place among the readers for the waiter
+ * timeout (HL_LAYOUT_RWLOCK_READERS); a granted one gives it up, and the
+ * client's other waiting readers take it again at their next attempt. */
 static const char read_acquire_lua[] =
     RW_LUA_COMMON HL_LUA_TOKEN HL_LUA_HOLD_CHECK
     "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n"
+    "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
+    "local function refuse(ms)\n"
+    "  if ARGV[6] ~= '0' then\n"
+    "    redis.call('zadd', KEYS[5], now_ms() + tonumber(ARGV[6]), me)\n"
+    "    extend(KEYS[5], ARGV[6])\n"
+    "  end\n"
+    "  return {0, ms}\n"
+    "end\n"
     "local refused = hold_refused(KEYS[1],\n"
     "                             redis.call('hget', KEYS[1], ARGV[2])) or\n"
     "                token_refused(KEYS[2])\n"
     "if refused then return refused end\n"
     "local function grant()\n"
+    "  if ARGV[6] ~= '0' then redis.call('zrem', KEYS[5], me) end\n"
     "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('set', tkey(KEYS[1], ARGV[2], n), 1, 'px', ARGV[1])\n"
     "  extend(KEYS[1], ARGV[1])\n"
@@ -125,7 +145,7 @@ static const char read_acquire_lua[] =
     "  if redis.call('hexists', KEYS[1], wf) == 1 then\n"
     "    return grant()\n"
     "  end\n"
-    "  return {0, redis.call('pttl', KEYS[1])}\n"
+    "  return refuse(redis.call('pttl', KEYS[1]))\n"
     "end\n"
     /* A reader reading again must not wait for a writer that waits for
      * it. */
@@ -146,7 +166,7 @@ static const char read_acquire_lua[] =
     "  local held = redis.call('pttl', KEYS[1])\n"
     "  if held > 0 and (not ttl or held < ttl) then ttl = held end\n"
     "  if not ttl then ttl = -1 elseif ttl < 1 then ttl = 1 end\n"
-    "  return {0, ttl}\n"
+    "  return refuse(ttl)\n"
     "end\n"
     "if not mode then redis.call('hset', KEYS[1], " MODE ", " READ ") end\n"
     "return grant()\n";
@@ -255,11 +275,29 @@ static const char write_acquire_wish_lua[] = WRITE_ACQUIRE_LUA(
  * wish in KEYS[7] gets the write lock outright (HL_LUA_LINE_HAND_TO_WISH),
  * in the hash the release just emptied. */
 #define HAND_TO_WISH                                                        \
-    HL_LUA_LINE_HAND_TO_WISH(                                               \
+    HL_LUA_LINE_HAND_TO_WISH_BESIDE(                                        \
         "KEYS[7]", "ARGV[4]", "KEYS[2]", HL_LUA_WISH_PLAIN,                 \
         "    redis.call('hset', KEYS[1], " MODE ", " WRITE ",\n"             \
         "               f .. " WRITE_SUFFIX ", 1)\n"                        \
-        "    redis.call('pexpire', KEYS[1], ms)\n")
+        "    redis.call('pexpire', KEYS[1], ms)\n",                         \
+        "our_readers(c, listens, now)")
+
+/* our_readers(c, listens, now): the clients of ours with readers waiting
+ * (KEYS[8]), each listening on Redisson's channel once, not counting c
+ * when c listens there as the first writer client (listens) and is one
+ * of them: its one subscription is counted there.  Readers wait behind
+ * a waiting writer whatever a release does, so a grant to the writer
+ * takes nothing from them, and they are woken when the writers are
+ * gone; a Java waiter is not of them. */
+#define RW_LUA_OUR_READERS                                                  \
+    "local function our_readers(c, listens, now)\n"                         \
+    "  local n = redis.call('zcount', KEYS[8], '(' .. now, '+inf')\n"       \
+    "  if n > 0 and listens then\n"                                         \
+    "    local s = redis.call('zscore', KEYS[8], c)\n"                      \
+    "    if s and tonumber(s) > now then n = n - 1 end\n"                   \
+    "  end\n"                                                               \
+    "  return n\n"                                                          \
+    "end\n"
 
 /* KEYS: name, channel, writers' line, places, promise, wake base,
  * wishes.  ARGV: lease ms, field, "1" on a cluster (sharded channels) or
@@ -270,7 +308,7 @@ static const char write_acquire_wish_lua[] = WRITE_ACQUIRE_LUA(
  * out), -2 when the owner's last read hold went and others still hold
  * the lock.  A lock freed goes to the first writer in line, if any. */
 static const char read_release_lua[] =
-    RW_LUA_COMMON HL_LUA_LINE_ANNOUNCE_OURS
+    RW_LUA_COMMON HL_LUA_LINE_ANNOUNCE_OURS RW_LUA_OUR_READERS
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
     "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
     "redis.call('del', tkey(KEYS[1], ARGV[2], n + 1))\n"
@@ -314,7 +352,7 @@ static const char read_release_lua[] =
  * that frees the lock replies -3 when it promised it to another client,
  * -4 when to none (as the reentrant lock's). */
 static const char write_release_lua[] =
-    RW_LUA_COMMON HL_LUA_LINE_ANNOUNCE_OURS
+    RW_LUA_COMMON HL_LUA_LINE_ANNOUNCE_OURS RW_LUA_OUR_READERS
     "local wf = ARGV[2] .. " WRITE_SUFFIX "\n"
     "if redis.call('hexists', KEYS[1], wf) == 0 then return -1 end\n"
     "local n = redis.call('hincrby', KEYS[1], wf, -1)\n"
@@ -345,6 +383,13 @@ static const char write_leave_lua[] =
     "if redis.call('exists', KEYS[3]) == 0 then\n"
     "  announce(KEYS[6], " MSG_READ_UNLOCK ")\n"
     "end\n"
+    "return 0\n";
+
+/* KEYS: readers' places.  ARGV: the field of the client's last waiting
+ * reader.  The client's place among the readers goes. */
+static const char read_leave_lua[] =
+    "redis.call('zrem', KEYS[1], string.sub(ARGV[1], 1, "
+    HL_LAYOUT_CLIENT_ID_LEN_TEXT "))\n"
     "return 0\n";
 
 /* KEYS: name, channel, writers' line, places, promise, wake base.  ARGV:
@@ -470,7 +515,7 @@ static const char write_renew_lua[] =
 
 static hl_script read_acquire_script, write_acquire_script,
     write_acquire_wish_script, read_release_script, write_release_script,
-    write_leave_script, write_withdraw_script, force_script,
+    write_leave_script, read_leave_script, write_withdraw_script, force_script,
     reconcile_script, read_renew_script, write_renew_script, status_script;
 
 /* Redisson's layout gives every read hold a key of its own,
@@ -498,7 +543,8 @@ static const hl_script_def read_acquire_def = {
     .what = "read acquire",
     .body = read_acquire_lua,
     .script = &read_acquire_script,
-    HL_DEF_KEYS(ACQUIRE_KEYS, HL_LAYOUT_RWLOCK_WRITERS),
+    HL_DEF_KEYS(ACQUIRE_KEYS, HL_LAYOUT_RWLOCK_WRITERS,
+                HL_LAYOUT_RWLOCK_READERS),
     .undeclared = &read_hold_keys,
 };
 
@@ -522,7 +568,7 @@ static const hl_script_def read_release_def = {
     .what = "read release",
     .body = read_release_lua,
     .script = &read_release_script,
-    HL_DEF_KEYS(RELEASE_KEYS, HL_LAYOUT_RWLOCK_WANT),
+    HL_DEF_KEYS(RELEASE_KEYS, HL_LAYOUT_RWLOCK_WANT, HL_LAYOUT_RWLOCK_READERS),
     .undeclared = &read_hold_keys,
 };
 
@@ -530,7 +576,8 @@ static const hl_script_def write_release_def = {
     .what = "write release",
     .body = write_release_lua,
     .script = &write_release_script,
-    HL_DEF_KEYS(RELEASE_KEYS, HL_LAYOUT_RWLOCK_WANT),
+    HL_DEF_KEYS(RELEASE_KEYS, HL_LAYOUT_RWLOCK_WANT,
+                HL_LAYOUT_RWLOCK_READERS),
     .undeclared = &read_hold_keys,
 };
 
@@ -548,6 +595,13 @@ static const hl_script_def write_leave_def = {
     .script = &write_leave_script,
     HL_DEF_KEYS(hl_key_name, LINE_KEYS, HL_LAYOUT_RWLOCK_WAKE,
                 HL_LAYOUT_RWLOCK_CHANNEL),
+};
+
+static const hl_script_def read_leave_def = {
+    .what = "read leave",
+    .body = read_leave_lua,
+    .script = &read_leave_script,
+    HL_DEF_KEYS(HL_LAYOUT_RWLOCK_READERS),
 };
 
 static const hl_script_def force_def = {
@@ -637,7 +691,7 @@ static const hl_script_def status_def = {
 
 const hl_script_def *const hl_rwlock_script_defs[] = {
     &read_acquire_def, &write_acquire_def, &write_acquire_wish_def,
-    &read_release_def, &write_release_def, &write_leave_def,
+    &read_release_def, &write_release_def, &write_leave_def, &read_leave_def,
     &write_withdraw_def, &force_def,
     &reconcile_def, &read_renew_def, &write_renew_def,
     &status_def, NULL};
@@ -723,6 +777,12 @@ static int write_release(hilock_lock *lock, const char *field,
                         lease_ms, fn, data);
 }
 
+static int read_leave(hilock_lock *lock, const char *field, size_t field_len)
+{
+    return hl_run_lock_def(lock, &read_leave_def, 1, &field, &field_len,
+                           NULL, NULL);
+}
+
 static int write_leave(hilock_lock *lock, const char *field, size_t field_len)
 {
     return hl_run_lock_def(lock, &write_leave_def, 1, &field, &field_len,
@@ -788,6 +848,7 @@ static const hl_kind read_kind = {
     .parse_release = hl_parse_release_reply,
     .force_release = force_release,
     .reconcile = read_reconcile,
+    .leave = read_leave,
     .mark_grant = hl_kind_mark_read_write_grant,
     .renew = &read_renew_script,
     .query = hl_hash_query,

@@ -60,6 +60,7 @@ static const struct {
                 {"zadd", KEY_FIRST},
                 {"zrem", KEY_FIRST},
                 {"zscore", KEY_FIRST},
+                {"zcount", KEY_FIRST},
                 {"zrange", KEY_FIRST},
                 {"zrangebyscore", KEY_FIRST},
                 {"zcard", KEY_FIRST},
