@@ -178,6 +178,38 @@ static void expect_count_and_grants(const char *name, long long count,
                  name, count_of(name), grants_left(name), count, grants);
 }
 
+/* A holder's client a with the one permit of name taken, and a waiter's
+ * client b whose acquire waits for it, its wish recorded (nonce). */
+typedef struct scene {
+    const char *name;
+    hilock_client *a, *b;
+    hilock_semaphore *held, *waiting;
+    uint64_t id; /* the waiting acquire's */
+    char nonce[96];
+} scene;
+
+static void scene_open(scene *sc, const char *name, hl_sem_rec *got)
+{
+    memset(sc, 0, sizeof *sc);
+    sc->name = name;
+    sc->a = patient_client();
+    sc->b = patient_client();
+    sc->held = hl_new_semaphore(sc->a, name, false);
+    sc->waiting = hl_new_semaphore(sc->b, name, false);
+    assert_status(hilock_semaphore_set(sc->held, 1), HILOCK_OK);
+    assert_status(hilock_semaphore_try_acquire(sc->held, 1, 0), HILOCK_OK);
+    wait_with_wish(sc->b, sc->waiting, name, got, &sc->id, sc->nonce,
+                   sizeof sc->nonce);
+}
+
+static void scene_close(scene *sc)
+{
+    assert_status(hl_semaphore_destroy_any(sc->waiting), HILOCK_OK);
+    assert_status(hl_semaphore_destroy_any(sc->held), HILOCK_OK);
+    hl_free_client(sc->b);
+    hl_free_client(sc->a);
+}
+
 /* ---- the hand-off ------------------------------------------------------- */
 
 /* The holder's release is the one script between the holder letting go
@@ -185,109 +217,82 @@ static void expect_count_and_grants(const char *name, long long count,
  * kept until the waiter's release consumes it. */
 static void test_release_hands_over(void **state)
 {
-    const char *name = "hand-over";
-    hilock_client *a = patient_client(), *b = patient_client();
-    hilock_semaphore *held = hl_new_semaphore(a, name, false);
-    hilock_semaphore *waiting = hl_new_semaphore(b, name, false);
     static hl_sem_rec got;
-    char nonce[96];
+    scene sc;
 
     (void)state;
-    assert_status(hilock_semaphore_set(held, 1), HILOCK_OK);
-    assert_status(hilock_semaphore_try_acquire(held, 1, 0), HILOCK_OK);
-    wait_with_wish(b, waiting, name, &got, NULL, nonce, sizeof nonce);
-
+    scene_open(&sc, "hand-over", &got);
     long long before = hl_scripts_run(server);
-    assert_status(hilock_semaphore_release(held, 1), HILOCK_OK);
+    assert_status(hilock_semaphore_release(sc.held, 1), HILOCK_OK);
     hl_expect_count(&got.calls, 1, hl_widen(10000));
     assert_status(got.status, HILOCK_OK);
     assert_int_equal(hl_scripts_run(server) - before, 1);
-    assert_int_equal(hl_handed_to(b), 1);
-    assert_int_equal(count_of(name), 0);
-    assert_int_equal(granted_to(name, nonce), 1);
-    assert_false(has_wish(name, hilock_client_id(b)));
+    assert_int_equal(hl_handed_to(sc.b), 1);
+    assert_int_equal(count_of(sc.name), 0);
+    assert_int_equal(granted_to(sc.name, sc.nonce), 1);
+    assert_false(has_wish(sc.name, hilock_client_id(sc.b)));
 
     /* The waiter's release consumes the grant, and gives its permit
      * back once. */
-    assert_status(hilock_semaphore_release(waiting, 1), HILOCK_OK);
-    assert_int_equal(count_of(name), 1);
-    assert_int_equal(grants_left(name), 0);
-    assert_status(hl_semaphore_destroy_any(waiting), HILOCK_OK);
-    assert_status(hl_semaphore_destroy_any(held), HILOCK_OK);
-    hl_free_client(b);
-    hl_free_client(a);
+    assert_status(hilock_semaphore_release(sc.waiting, 1), HILOCK_OK);
+    assert_int_equal(count_of(sc.name), 1);
+    assert_int_equal(grants_left(sc.name), 0);
+    scene_close(&sc);
 }
 
 /* A grant whose message is lost is the waiter's next attempt's, which
  * takes it as its own record: the permit is counted once. */
 static void test_lost_grant_claimed(void **state)
 {
-    const char *name = "hand-lost";
-    hilock_client *a = patient_client(), *b = patient_client();
-    hilock_semaphore *held = hl_new_semaphore(a, name, false);
-    hilock_semaphore *waiting = hl_new_semaphore(b, name, false);
     static hl_sem_rec got;
-    char nonce[96], wake[160];
+    scene sc;
+    char wake[160];
 
     (void)state;
-    assert_status(hilock_semaphore_set(held, 1), HILOCK_OK);
-    assert_status(hilock_semaphore_try_acquire(held, 1, 0), HILOCK_OK);
-    wait_with_wish(b, waiting, name, &got, NULL, nonce, sizeof nonce);
+    scene_open(&sc, "hand-lost", &got);
     /* The holder's permit goes to the wish, unheard. */
-    grant_unheard(name, hilock_client_id(b), nonce);
+    grant_unheard(sc.name, hilock_client_id(sc.b), sc.nonce);
     assert_int_equal(atomic_load(&got.calls), 0);
 
     /* A wake-up with no grant in it: the waiter attempts, and finds the
      * grant made for its wish. */
-    snprintf(wake, sizeof wake, "hilock_sem_wake:{%s}:%s", name,
-             hilock_client_id(b));
+    snprintf(wake, sizeof wake, "hilock_sem_wake:{%s}:%s", sc.name,
+             hilock_client_id(sc.b));
     hl_raw_int(server, "PUBLISH", wake, "0", (char *)NULL);
     hl_expect_count(&got.calls, 1, hl_widen(10000));
     assert_status(got.status, HILOCK_OK);
-    assert_int_equal(hl_handed_to(b), 0);
-    assert_int_equal(grants_left(name), 0);
-    assert_int_equal(count_of(name), 0);
+    assert_int_equal(hl_handed_to(sc.b), 0);
+    assert_int_equal(grants_left(sc.name), 0);
+    assert_int_equal(count_of(sc.name), 0);
 
-    assert_status(hilock_semaphore_release(waiting, 1), HILOCK_OK);
-    assert_int_equal(count_of(name), 1);
-    assert_status(hl_semaphore_destroy_any(waiting), HILOCK_OK);
-    assert_status(hl_semaphore_destroy_any(held), HILOCK_OK);
-    hl_free_client(b);
-    hl_free_client(a);
+    assert_status(hilock_semaphore_release(sc.waiting, 1), HILOCK_OK);
+    assert_int_equal(count_of(sc.name), 1);
+    scene_close(&sc);
 }
 
 /* A waiter cancelled before it heard of its grant gives the permit back,
  * and its wish goes. */
 static void test_gone_waiter_gives_back(void **state)
 {
-    const char *name = "hand-gone";
-    hilock_client *a = patient_client(), *b = patient_client();
-    hilock_semaphore *held = hl_new_semaphore(a, name, false);
-    hilock_semaphore *waiting = hl_new_semaphore(b, name, false);
     static hl_sem_rec got;
-    uint64_t id = 0;
-    char nonce[96];
+    scene sc;
+    char rec[192];
 
     (void)state;
-    assert_status(hilock_semaphore_set(held, 1), HILOCK_OK);
-    assert_status(hilock_semaphore_try_acquire(held, 1, 0), HILOCK_OK);
-    wait_with_wish(b, waiting, name, &got, &id, nonce, sizeof nonce);
-    grant_unheard(name, hilock_client_id(b), nonce);
+    scene_open(&sc, "hand-gone", &got);
+    grant_unheard(sc.name, hilock_client_id(sc.b), sc.nonce);
 
-    assert_status(hilock_semaphore_cancel(waiting, id), HILOCK_OK);
+    assert_status(hilock_semaphore_cancel(sc.waiting, sc.id), HILOCK_OK);
     hl_expect_count(&got.calls, 1, hl_widen(10000));
     assert_status(got.status, HILOCK_ECANCELED);
-    expect_count_and_grants(name, 1, 0);
-    assert_false(has_wish(name, hilock_client_id(b)));
+    expect_count_and_grants(sc.name, 1, 0);
+    assert_false(has_wish(sc.name, hilock_client_id(sc.b)));
     /* Its attempts were answered: nothing was voided, and no record of
      * one stays for ten minutes after every wait given up. */
-    char rec[192];
-    snprintf(rec, sizeof rec, "hilock_sem_record:{%s}:%s", name, nonce);
+    snprintf(rec, sizeof rec, "hilock_sem_record:{%s}:%s", sc.name,
+             sc.nonce);
     assert_int_equal(hl_raw_exists(server, rec), 0);
-    assert_status(hl_semaphore_destroy_any(waiting), HILOCK_OK);
-    assert_status(hl_semaphore_destroy_any(held), HILOCK_OK);
-    hl_free_client(b);
-    hl_free_client(a);
+    scene_close(&sc);
 }
 
 /* A wish of a client that listens on no channel (its connection is gone)
@@ -333,37 +338,29 @@ static void test_silent_client_is_promised(void **state)
  * it out for as long as our clients keep wishing. */
 static void test_java_waiter_is_told(void **state)
 {
-    const char *name = "hand-java";
-    hilock_client *a = patient_client(), *b = patient_client();
-    hilock_semaphore *held = hl_new_semaphore(a, name, false);
-    hilock_semaphore *waiting = hl_new_semaphore(b, name, false);
     static hl_sem_rec got;
-    char nonce[96], channel[128], heard[64];
+    scene sc;
+    char channel[128], heard[64];
 
     (void)state;
-    assert_status(hilock_semaphore_set(held, 1), HILOCK_OK);
-    assert_status(hilock_semaphore_try_acquire(held, 1, 0), HILOCK_OK);
-    snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+    scene_open(&sc, "hand-java", &got);
+    snprintf(channel, sizeof channel, "redisson_sc:{%s}", sc.name);
     hl_plain_sub *java = hl_plain_sub_open(server, channel);
     assert_non_null(java);
-    wait_with_wish(b, waiting, name, &got, NULL, nonce, sizeof nonce);
 
-    assert_status(hilock_semaphore_release(held, 1), HILOCK_OK);
+    assert_status(hilock_semaphore_release(sc.held, 1), HILOCK_OK);
     if (!hl_plain_sub_next(java, heard, sizeof heard, hl_widen(10000)))
         fail_msg("the Java waiter was not told of the release");
     assert_string_equal(heard, "1");
     /* Ours takes it by its attempt, as before hand-offs. */
     hl_expect_count(&got.calls, 1, hl_widen(10000));
     assert_status(got.status, HILOCK_OK);
-    assert_int_equal(hl_handed_to(b), 0);
-    assert_int_equal(grants_left(name), 0);
+    assert_int_equal(hl_handed_to(sc.b), 0);
+    assert_int_equal(grants_left(sc.name), 0);
     hl_plain_sub_close(java);
-    assert_status(hilock_semaphore_release(waiting, 1), HILOCK_OK);
-    assert_int_equal(count_of(name), 1);
-    assert_status(hl_semaphore_destroy_any(waiting), HILOCK_OK);
-    assert_status(hl_semaphore_destroy_any(held), HILOCK_OK);
-    hl_free_client(b);
-    hl_free_client(a);
+    assert_status(hilock_semaphore_release(sc.waiting, 1), HILOCK_OK);
+    assert_int_equal(count_of(sc.name), 1);
+    scene_close(&sc);
 }
 
 /* ---- under faults ------------------------------------------------------- */
@@ -397,23 +394,6 @@ static void *taker_main(void *arg)
     return NULL;
 }
 
-typedef struct killer {
-    pthread_t thread;
-    atomic_bool stop;
-    atomic_int kills;
-} killer;
-
-static void *killer_main(void *arg)
-{
-    killer *k = arg;
-    while (!atomic_load(&k->stop)) {
-        hl_sleep_ms(15);
-        if (hl_fixture_client_kill(server, "pubsub") > 0)
-            atomic_fetch_add(&k->kills, 1);
-    }
-    return NULL;
-}
-
 /* One permit passed among four clients, 150 times each, while their
  * pub/sub connections are killed every 15 ms: grants go out unheard and
  * are claimed, or given back by waiters that gave up.  Nobody held at
@@ -425,41 +405,29 @@ static void test_handoffs_under_pubsub_kills(void **state)
     hilock_client *c[TAKERS];
     hilock_semaphore *s[TAKERS];
     taker t[TAKERS];
-    killer k;
-    char why[256];
     hl_mutex_checker *mc = hl_mutex_checker_create(TAKERS * TAKES, 0);
 
     (void)state;
     assert_non_null(mc);
-    atomic_init(&k.stop, false);
-    atomic_init(&k.kills, 0);
     for (int i = 0; i < TAKERS; i++) {
         c[i] = hl_new_client(server, &(hl_client_opts){.waiter_ms = 900});
         s[i] = hl_new_semaphore(c[i], name, false);
         t[i] = (taker){.sem = s[i], .mc = mc, .id = (uint32_t)i};
     }
     assert_status(hilock_semaphore_set(s[0], 1), HILOCK_OK);
-    assert_int_equal(pthread_create(&k.thread, NULL, killer_main, &k), 0);
+    hl_pubsub_killer *k = hl_pubsub_killer_start(server);
     for (int i = 0; i < TAKERS; i++)
         assert_int_equal(pthread_create(&t[i].thread, NULL, taker_main, &t[i]),
                          0);
     for (int i = 0; i < TAKERS; i++)
         pthread_join(t[i].thread, NULL);
-    atomic_store(&k.stop, true);
-    pthread_join(k.thread, NULL);
+    int kills = hl_pubsub_killer_stop(k);
     long long handed = 0;
     for (int i = 0; i < TAKERS; i++) {
         assert_int_equal(t[i].failures, 0);
         handed += (long long)hl_handed_to(c[i]);
     }
-    print_message("    %d takes, %d pub/sub kills, %lld of them handed "
-                  "straight to a waiter\n",
-                  TAKERS * TAKES, atomic_load(&k.kills), handed);
-    if (!hl_mutex_checker_verify(mc, false, why, sizeof why))
-        fail_msg("%s", why);
-    assert_int_equal(hl_mutex_checker_count(mc), TAKERS * TAKES);
-    assert_true(atomic_load(&k.kills) > 0);
-    assert_true(handed > 0);
+    hl_expect_handoffs(mc, TAKERS * TAKES, kills, handed);
     expect_count_and_grants(name, 1, 0);
     for (int i = 0; i < TAKERS; i++) {
         assert_status(hl_semaphore_destroy_any(s[i]), HILOCK_OK);

@@ -21,16 +21,16 @@
 #define CONTENDERS 4
 #define HOLDS 150
 
-typedef struct killer {
+struct hl_pubsub_killer {
     pthread_t thread;
     hl_redis_server *server;
     atomic_bool stop;
     atomic_int kills;
-} killer;
+};
 
 static void *killer_main(void *arg)
 {
-    killer *k = arg;
+    hl_pubsub_killer *k = arg;
 
     while (!atomic_load(&k->stop)) {
         hl_sleep_ms(15);
@@ -38,6 +38,27 @@ static void *killer_main(void *arg)
             atomic_fetch_add(&k->kills, 1);
     }
     return NULL;
+}
+
+hl_pubsub_killer *hl_pubsub_killer_start(hl_redis_server *server)
+{
+    hl_pubsub_killer *k = calloc(1, sizeof *k);
+
+    assert_non_null(k);
+    k->server = server;
+    atomic_init(&k->stop, false);
+    atomic_init(&k->kills, 0);
+    assert_int_equal(pthread_create(&k->thread, NULL, killer_main, k), 0);
+    return k;
+}
+
+int hl_pubsub_killer_stop(hl_pubsub_killer *k)
+{
+    atomic_store(&k->stop, true);
+    pthread_join(k->thread, NULL);
+    int kills = atomic_load(&k->kills);
+    free(k);
+    return kills;
 }
 
 const hl_line_keys hl_lock_line_keys = {
@@ -166,6 +187,21 @@ bool hl_wait_pttl_above(hl_redis_server *server, const char *key,
     return hl_wait_until(pttl_is_above, &p, timeout_ms);
 }
 
+void hl_expect_handoffs(hl_mutex_checker *mc, int holds, int kills,
+                        long long handed)
+{
+    char why[256];
+
+    print_message("    %d holds, %d pub/sub kills, %lld of them handed "
+                  "straight to a waiter\n",
+                  holds, kills, handed);
+    if (!hl_mutex_checker_verify(mc, false, why, sizeof why))
+        fail_msg("%s", why);
+    assert_int_equal(hl_mutex_checker_count(mc), holds);
+    assert_true(kills > 0);
+    assert_true(handed > 0);
+}
+
 void hl_handoffs_under_pubsub_kills(hl_redis_server *server,
                                     hilock_lock *(*make)(hilock_client *,
                                                          const char *),
@@ -176,38 +212,26 @@ void hl_handoffs_under_pubsub_kills(hl_redis_server *server,
     hilock_client *c[CONTENDERS];
     hilock_lock *l[CONTENDERS];
     hl_checked_holder hold[CONTENDERS];
-    killer k = {.server = server};
-    char why[256];
 
     assert_non_null(mc);
-    atomic_init(&k.stop, false);
-    atomic_init(&k.kills, 0);
     for (int i = 0; i < CONTENDERS; i++) {
         c[i] = hl_new_client(server, &opts);
         l[i] = make(c[i], name);
         hold[i] = (hl_checked_holder){.lock = l[i], .mc = mc,
                                       .id = (uint32_t)i, .holds = HOLDS};
     }
-    assert_int_equal(pthread_create(&k.thread, NULL, killer_main, &k), 0);
+    hl_pubsub_killer *k = hl_pubsub_killer_start(server);
     for (int i = 0; i < CONTENDERS; i++)
         assert_int_equal(pthread_create(&hold[i].thread, NULL,
                                         hl_checked_holder_main, &hold[i]),
                          0);
     for (int i = 0; i < CONTENDERS; i++)
         pthread_join(hold[i].thread, NULL);
-    atomic_store(&k.stop, true);
-    pthread_join(k.thread, NULL);
+    int kills = hl_pubsub_killer_stop(k);
     long long handed = 0;
     for (int i = 0; i < CONTENDERS; i++)
         handed += (long long)hl_handed_to(c[i]);
-    print_message("    %d holds, %d pub/sub kills, %lld of them handed "
-                  "straight to a waiter\n",
-                  CONTENDERS * HOLDS, atomic_load(&k.kills), handed);
-    if (!hl_mutex_checker_verify(mc, false, why, sizeof why))
-        fail_msg("%s", why);
-    assert_int_equal(hl_mutex_checker_count(mc), CONTENDERS * HOLDS);
-    assert_true(atomic_load(&k.kills) > 0);
-    assert_true(handed > 0);
+    hl_expect_handoffs(mc, CONTENDERS * HOLDS, kills, handed);
     for (int i = 0; i < CONTENDERS; i++) {
         hl_free_lock(l[i]);
         hl_free_client(c[i]);

@@ -11,6 +11,7 @@
 #include "hilock/lock.h"
 #include "support/fixture.h"
 #include "support/lock_helpers.h"
+#include "support/mutex_checker.h"
 
 /* A Redisson client's field, "<uuid>:<thread id>". */
 #define HL_JAVA_FIELD "0b7d1f52-5c3e-4a47-9d3c-2f1e6a7b8c9d:77"
@@ -76,6 +77,19 @@ uint64_t hl_handed_to(hilock_client *c);
 /* Whether key's PTTL is above ms within timeout_ms. */
 bool hl_wait_pttl_above(hl_redis_server *server, const char *key,
                         long long ms, int timeout_ms);
+
+/* A thread that kills every pub/sub connection of server every 15 ms
+ * until stopped; stopping it frees it and returns how many of its rounds
+ * killed one. */
+typedef struct hl_pubsub_killer hl_pubsub_killer;
+hl_pubsub_killer *hl_pubsub_killer_start(hl_redis_server *server);
+int hl_pubsub_killer_stop(hl_pubsub_killer *k);
+
+/* What a run of hand-offs under pub/sub kills must show: no two held at
+ * once, all holds happened, connections were killed, and some holds were
+ * handed straight to a waiter. */
+void hl_expect_handoffs(hl_mutex_checker *mc, int holds, int kills,
+                        long long handed);
 
 /* Four clients take turns on the lock name, 150 holds each, made by make
  * (hl_new_lock, hl_new_fair_lock), while a thread kills their pub/sub
