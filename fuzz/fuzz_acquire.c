@@ -13,8 +13,10 @@
  *
  * The semaphores' attempts reply otherwise: {1, free permits}, the count
  * an integer or its text; {0, ms, how} refused, how the line's flags 0 to
- * 7 (4: nothing at the name, a semaphore never set); {2} voided; any of them possibly as {reply, refusal} when a PUBLISH
- * was refused.  Both semaphore kinds read a reply alike. */
+ * 15 (4: nothing at the name, a semaphore never set; 8: the attempt's
+ * wish was recorded); {2} voided; any of them possibly as {reply,
+ * refusal} when a PUBLISH was refused.  Both semaphore kinds read a reply
+ * alike. */
 /* fuzz-max-len: 512 */
 #include <ev.h>
 #include <stdbool.h>
@@ -200,7 +202,7 @@ static void check_semaphore_reading(const hilock_reply *reply,
     bool held = array && what == 0 && r->elements == 3 &&
                 count_at(r->element[1], &v) &&
                 r->element[2]->type == HILOCK_REPLY_INTEGER &&
-                (how = r->element[2]->integer) >= 0 && how <= 7;
+                (how = r->element[2]->integer) >= 0 && how <= 15;
     bool voided = array && what == 2 && r->elements == 1;
     switch (res->outcome) {
     case HL_ACQ_ACQUIRED:
@@ -211,7 +213,8 @@ static void check_semaphore_reading(const hilock_reply *reply,
         FUZZ_CHECK(held && res->ttl_ms == v &&
                        res->first_in_line == ((how & 1) != 0) &&
                        res->promised == ((how & 2) != 0) &&
-                       res->unset == ((how & 4) != 0),
+                       res->unset == ((how & 4) != 0) &&
+                       res->wanted == ((how & 8) != 0),
                    "a semaphore refusal not as the reply says");
         break;
     case HL_ACQ_VOID:
