@@ -653,6 +653,16 @@ static void test_lock_delay(void **state)
     assert_int_equal(TOOL(f, out, "status", "delayed"), 0);
     assert_has(out, "\"locked\":false");
     assert_has(out, "\"delay_ms\":");
+    /* ls lists the free name by its delay key, the only key left. */
+    assert_int_equal(TOOL(f, out, "ls", "--json", "delay*"), 0);
+    assert_has(out, "{\"name\":\"delayed\",\"kind\":\"reentrant\","
+                    "\"locked\":false,\"holders\":0,");
+    assert_has(out, ",\"delay_ms\":");
+    assert_int_equal(TOOL(f, out, "ls", "delay*"), 0);
+    assert_has(out, "\ndelayed ");
+    assert_has(out, "  delay ");
+    assert_int_equal(TOOL(f, out, "ls", "--json", "other*"), 0);
+    assert_string_equal(out, "[]\n");
     assert_int_equal(TOOL(f, out, "run", "-n", "delayed", "--", "true"), 75);
     assert_int_equal(TOOL(f, out, "run", "-w", "10s", "delayed", "--",
                           "true"),

@@ -5,7 +5,8 @@
  * "unknown"); --json
  * prints them as an array of objects.  The keys the layouts keep beside a
  * lock (redisson_* and hilock_* keys, a semaphore's permits, a read-write
- * hold's timeouts) are parts of it, not locks, and are left out. */
+ * hold's timeouts) are parts of it, not locks, and are left out; a free
+ * lock still in its lock delay is listed, with the delay left. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,20 +38,31 @@ static void print_one(hilock_client *c, const cli_name *e, bool json,
         fputs(first ? "\n" : ",\n", stdout);
         fputs("{\"name\":", stdout);
         cli_json_string(stdout, e->name, e->len);
-        if (st == NULL)
+        if (st == NULL) {
             printf(",\"kind\":\"%s\",\"count\":%s}", in.kind, in.count);
-        else
+        } else {
             printf(",\"kind\":\"%s\",\"locked\":%s,\"holders\":%zu,"
-                   "\"waiters\":%zu,\"ttl_ms\":%lld,\"held_ms\":%s}",
+                   "\"waiters\":%zu,\"ttl_ms\":%lld,\"held_ms\":%s",
                    in.kind, st->locked ? "true" : "false", st->holders_len,
                    st->waiters_len, (long long)st->ttl_ms, held);
+            /* A free lock in its lock delay refuses acquires of ours. */
+            if (st->delay_ms != 0)
+                printf(",\"delay_ms\":%lld", (long long)st->delay_ms);
+            putchar('}');
+        }
     } else if (st == NULL) {
         printf("%-32s %-10s %-6s %7s %7s %9s %9s  count %s\n", e->name,
                in.kind, "-", "-", "-", "-", "-", in.count);
     } else {
-        printf("%-32s %-10s %-6s %7zu %7zu %9lld %9s\n", e->name, in.kind,
+        printf("%-32s %-10s %-6s %7zu %7zu %9lld %9s", e->name, in.kind,
                st->locked ? "yes" : "no", st->holders_len, st->waiters_len,
                (long long)st->ttl_ms, span);
+        if (st->delay_ms > 0) {
+            char delay[24];
+            cli_format_span(st->delay_ms, delay, sizeof delay);
+            printf("  delay %s", delay);
+        }
+        putchar('\n');
     }
     cli_name_info_done(&in);
 }

@@ -3,7 +3,10 @@
  * top`.  The keys the layouts keep beside a lock (redisson_* and hilock_*
  * keys, a semaphore's permits, a read-write hold's timeouts) are parts of
  * it, not locks, and are left out; so is anything that is neither a hash
- * (a lock) nor a string (a count). */
+ * (a lock) nor a string (a count).  A lock freed without a release whose
+ * lock delay still runs has no hash, only its delay key, and is listed by
+ * that key: acquires of ours are refused on it. */
+#include <fnmatch.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,8 +73,48 @@ static bool type_of(hilock_client *c, const char *key, size_t len, char *out,
     return ok;
 }
 
-/* What a scan looks for: the locks and counts, or the clients' cards. */
-typedef enum scan_for { SCAN_NAMES, SCAN_CARDS } scan_for;
+/* What a scan looks for: the locks and counts, the free names in a lock
+ * delay, or the clients' cards. */
+typedef enum scan_for { SCAN_NAMES, SCAN_DELAYS, SCAN_CARDS } scan_for;
+
+#define DELAY_PREFIX "hilock_lock_delay:"
+
+/* The lock name of the delay key key ("hilock_lock_delay:{NAME}", or
+ * "hilock_lock_delay:NAME" when NAME holds a hash tag), into *name and
+ * *len; false for another key. */
+static bool delay_name(const char *key, size_t len, const char **name,
+                       size_t *name_len)
+{
+    size_t n = sizeof DELAY_PREFIX - 1;
+    if (!starts_with(key, len, DELAY_PREFIX) || len == n)
+        return false;
+    const char *rest = key + n;
+    size_t rest_len = len - n;
+    if (rest_len > 2 && rest[0] == '{' && rest[rest_len - 1] == '}' &&
+        memchr(rest + 1, '{', rest_len - 2) == NULL) {
+        rest++;
+        rest_len -= 2;
+    }
+    *name = rest;
+    *name_len = rest_len;
+    return true;
+}
+
+/* A free name in its lock delay: its delay key's name matches pattern,
+ * and nothing is at the name (a lock there is listed by itself). */
+static bool delayed_free_name(hilock_client *typer, const char *key,
+                              size_t len, const char *pattern,
+                              const char **name, size_t *name_len)
+{
+    char copy[1024], type[16];
+    if (!delay_name(key, len, name, name_len) || *name_len >= sizeof copy)
+        return false;
+    memcpy(copy, *name, *name_len);
+    copy[*name_len] = '\0';
+    return fnmatch(pattern, copy, 0) == 0 &&
+           type_of(typer, *name, *name_len, type, sizeof type) &&
+           strcmp(type, "none") == 0;
+}
 
 #define CARD_PREFIX "hilock_client:{"
 
@@ -82,8 +125,9 @@ static int scan_server(hilock_client *scanner, hilock_client *typer,
                        const char *pattern, scan_for what, cli_names *out)
 {
     char cursor[32] = "0";
+    const char *match = what == SCAN_DELAYS ? DELAY_PREFIX "*" : pattern;
     do {
-        const char *argv[] = {"SCAN", cursor, "MATCH", pattern, "COUNT",
+        const char *argv[] = {"SCAN", cursor, "MATCH", match, "COUNT",
                               "1000"};
         hilock_reply *r = NULL;
         int rc = hilock_client_command(scanner, 6, argv, NULL, &r);
@@ -105,6 +149,19 @@ static int scan_server(hilock_client *scanner, hilock_client *typer,
         for (size_t i = 0; i < keys->elements; i++) {
             const hilock_reply *k = keys->element[i];
             char type[16];
+            if (what == SCAN_DELAYS) {
+                const char *name;
+                size_t name_len;
+                if (k->type == HILOCK_REPLY_STRING &&
+                    delayed_free_name(typer, k->str, k->len, pattern, &name,
+                                      &name_len) &&
+                    add(out, name, name_len, false) != 0) {
+                    hilock_reply_free(r);
+                    fprintf(stderr, "hilock: out of memory\n");
+                    return CLI_EXIT_SOFTWARE;
+                }
+                continue;
+            }
             if (what == SCAN_CARDS) {
                 /* A card is a hash; a reader of one that is not says so. */
                 if (k->type == HILOCK_REPLY_STRING &&
@@ -183,9 +240,13 @@ static int scan(hilock_client *client, const hilock_options *opts,
     *out = (cli_names){0};
     bool cluster = false;
     int rc = cli_is_cluster(client, &cluster);
-    if (rc == 0)
-        rc = cluster ? scan_cluster(client, opts, pattern, what, out)
-                     : scan_server(client, client, pattern, what, out);
+    /* The names, then the free ones in a lock delay. */
+    for (int pass = 0; rc == 0 && pass < (what == SCAN_NAMES ? 2 : 1);
+         pass++) {
+        scan_for w = pass == 0 ? what : SCAN_DELAYS;
+        rc = cluster ? scan_cluster(client, opts, pattern, w, out)
+                     : scan_server(client, client, pattern, w, out);
+    }
     if (rc == 0 && out->n > 1) /* qsort takes no NULL, even for nothing */
         qsort(out->items, out->n, sizeof *out->items, by_name);
     return rc;
