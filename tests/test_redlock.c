@@ -187,6 +187,7 @@ typedef struct rl_params {
     int64_t connect_ms;
     int64_t backoff_min_ms; /* 0: 10 */
     int64_t backoff_max_ms; /* 0: 100 */
+    int64_t lock_delay_ms;  /* 0: none */
 } rl_params;
 
 /* Fixture masters are fresh, so each is quarantined for quarantine_ms
@@ -230,6 +231,8 @@ static int redlock_open(hilock_redlock **out, const rl_params *p, char *why,
         rc = hilock_options_set_reconnect_backoff_ms(
             o, p->backoff_min_ms > 0 ? p->backoff_min_ms : 10,
             p->backoff_max_ms > 0 ? p->backoff_max_ms : 100);
+    if (rc == HILOCK_OK && p->lock_delay_ms > 0)
+        rc = hilock_options_set_lock_delay_ms(o, p->lock_delay_ms);
     if (rc == HILOCK_OK)
         rc = hilock_redlock_create(out, urls, NMASTERS, o);
     if (rc != HILOCK_OK && why != NULL)
@@ -1333,6 +1336,51 @@ static void acquire_across_jump(hilock_multilock *m, uint64_t owner,
     for (int i = 0; i < NMASTERS; i++)
         hl_fixture_resume(masters[i]);
     acq_rec_wait(r, hl_widen(10000));
+}
+
+/* A RedLock holder whose lease runs out without a release leaves its
+ * lock delay on every master, each member having written its own: a
+ * single try of another RedLock, which sets no delay itself, is refused
+ * until the delay is over, and goes in once it is.  A release leaves no
+ * delay behind. */
+static void test_lock_delay(void **state)
+{
+    static const char name[] = "rl-delay";
+    static const char delay_key[] = "hilock_lock_delay:{rl-delay}";
+    const unsigned all = (1u << NMASTERS) - 1;
+    rl_params pa = basic_params(), pb = basic_params();
+    pa.lock_delay_ms = hl_widen(3000);
+    hilock_redlock *a = redlock_new(&pa);
+    hilock_redlock *b = redlock_new(&pb);
+    hilock_multilock *ma = redlock_lock_new(a, name);
+    hilock_multilock *mb = redlock_lock_new(b, name);
+
+    (void)state;
+    wait_voting(a, all, hl_widen(10000));
+    wait_voting(b, all, hl_widen(10000));
+    assert_status(hilock_multilock_try_acquire(ma, 0, 300, NULL, 0, NULL), HILOCK_OK);
+    for (int i = 0; i < NMASTERS; i++)
+        assert_int_equal(master_exists(i, delay_key), 1);
+    /* The lease runs out on every master; the delay outlives it. */
+    wait_keys_gone(name, all, hl_widen(5000));
+    assert_status(hilock_multilock_try_acquire(mb, 0, 10000, NULL, 0, NULL),
+                  HILOCK_EBUSY);
+    wait_keys_gone(delay_key, all, pa.lock_delay_ms + hl_widen(5000));
+    assert_status(hilock_multilock_try_acquire(mb, 0, 10000, NULL, 0, NULL),
+                  HILOCK_OK);
+    assert_status(hilock_multilock_release(mb), HILOCK_OK);
+
+    /* Released, a holder with a delay leaves none. */
+    assert_status(hilock_multilock_try_acquire(ma, 0, 10000, NULL, 0, NULL),
+                  HILOCK_OK);
+    for (int i = 0; i < NMASTERS; i++)
+        assert_int_equal(master_exists(i, delay_key), 1);
+    assert_status(hilock_multilock_release(ma), HILOCK_OK);
+    for (int i = 0; i < NMASTERS; i++)
+        assert_int_equal(master_exists(i, delay_key), 0);
+    assert_status(hilock_multilock_try_acquire(mb, 0, 10000, NULL, 0, NULL),
+                  HILOCK_OK);
+    assert_status(hilock_multilock_release(mb), HILOCK_OK);
 }
 
 static void test_clock_jump(void **state)
@@ -2638,6 +2686,7 @@ int main(void)
         T5(test_quarantine_restarted_master),
         T5(test_quarantine_group_survives),
         cmocka_unit_test(test_validity_arithmetic),
+        T5(test_lock_delay),
         T5(test_clock_jump),
         T5(test_mutual_exclusion_under_faults),
         T2(test_multilock_all_or_nothing),
