@@ -1358,7 +1358,9 @@ static void test_lock_delay(void **state)
     (void)state;
     wait_voting(a, all, hl_widen(10000));
     wait_voting(b, all, hl_widen(10000));
-    assert_status(hilock_multilock_try_acquire(ma, 0, 300, NULL, 0, NULL), HILOCK_OK);
+    assert_status(hilock_multilock_try_acquire(ma, 0, hl_widen(500), NULL, 0,
+                                               NULL),
+                  HILOCK_OK);
     for (int i = 0; i < NMASTERS; i++)
         assert_int_equal(master_exists(i, delay_key), 1);
     /* The lease runs out on every master; the delay outlives it. */
