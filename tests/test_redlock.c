@@ -1338,8 +1338,20 @@ static void acquire_across_jump(hilock_multilock *m, uint64_t owner,
     acq_rec_wait(r, hl_widen(10000));
 }
 
+/* The masters that have key. */
+static int masters_with(const char *key)
+{
+    int n = 0;
+
+    for (int i = 0; i < NMASTERS; i++)
+        n += (int)master_exists(i, key);
+    return n;
+}
+
 /* A RedLock holder whose lease runs out without a release leaves its
- * lock delay on every master, each member having written its own: a
+ * lock delay on the masters that granted it (a quorum at least; a grant
+ * that came after the quorum goes back), each member having written its
+ * own: a
  * single try of another RedLock, which sets no delay itself, is refused
  * until the delay is over, and goes in once it is.  A release leaves no
  * delay behind. */
@@ -1361,8 +1373,7 @@ static void test_lock_delay(void **state)
     assert_status(hilock_multilock_try_acquire(ma, 0, hl_widen(500), NULL, 0,
                                                NULL),
                   HILOCK_OK);
-    for (int i = 0; i < NMASTERS; i++)
-        assert_int_equal(master_exists(i, delay_key), 1);
+    assert_true(masters_with(delay_key) >= NMASTERS / 2 + 1);
     /* The lease runs out on every master; the delay outlives it. */
     wait_keys_gone(name, all, hl_widen(5000));
     assert_status(hilock_multilock_try_acquire(mb, 0, 10000, NULL, 0, NULL),
@@ -1375,11 +1386,11 @@ static void test_lock_delay(void **state)
     /* Released, a holder with a delay leaves none. */
     assert_status(hilock_multilock_try_acquire(ma, 0, 10000, NULL, 0, NULL),
                   HILOCK_OK);
-    for (int i = 0; i < NMASTERS; i++)
-        assert_int_equal(master_exists(i, delay_key), 1);
+    assert_true(masters_with(delay_key) >= NMASTERS / 2 + 1);
     assert_status(hilock_multilock_release(ma), HILOCK_OK);
-    for (int i = 0; i < NMASTERS; i++)
-        assert_int_equal(master_exists(i, delay_key), 0);
+    /* A grant that came after the quorum goes back on its own, its delay
+     * with it. */
+    wait_keys_gone(delay_key, all, hl_widen(5000));
     assert_status(hilock_multilock_try_acquire(mb, 0, 10000, NULL, 0, NULL),
                   HILOCK_OK);
     assert_status(hilock_multilock_release(mb), HILOCK_OK);
