@@ -39,9 +39,6 @@ static void op_unlink(hl_acquire_op *op)
     op->prev = op->next = NULL;
 }
 
-/* ---- the line (hl_kind.in_line) ---------------------------------------- */
-
-/* A wait of a kind whose waiters go in line; single tries stand apart. */
 /* Whether the kind's waiters record wishes a release may grant outright
  * (a direct hand-off). */
 static bool takes_wishes(const hl_kind *kind)
@@ -49,6 +46,9 @@ static bool takes_wishes(const hl_kind *kind)
     return kind->withdraw != NULL || kind->reconcile_withdraws;
 }
 
+/* ---- the line (hl_kind.in_line) ---------------------------------------- */
+
+/* A wait of a kind whose waiters go in line; single tries stand apart. */
 static bool lined(const hl_acquire_op *op)
 {
     return op->lock->kind->in_line && op->wait_ms != 0;
