@@ -81,7 +81,7 @@ typedef enum hl_consume {
     HL_CONSUME_RECORD, /* a kept grant's: it consumes the record of the
                         * attempt that took them */
     HL_CONSUME_HANDED  /* a kept grant a release made for a wish: it
-                        * consumes that grant (hl_kind.wishes) */
+                        * consumes that grant (reconcile_withdraws) */
 } hl_consume;
 
 /* Arguments a kind's scripts receive from the engine. */
