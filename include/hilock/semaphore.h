@@ -248,7 +248,8 @@ hilock_permit_semaphore_set_lost_callback(hilock_permit_semaphore *ps,
 
 /* ---- async ------------------------------------------------------------
  * value: the count for add and available, the number drained, 1/0 for
- * try_set, 0 otherwise. */
+ * try_set, 0 otherwise (an acquire's and a release's too: the count is
+ * available's to tell). */
 typedef void hilock_semaphore_cb(hilock_semaphore *sem, int status,
                                  int64_t value, void *user_data);
 /* id: the permit of hilock_permit_acquire_async when status is

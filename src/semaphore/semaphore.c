@@ -118,12 +118,11 @@ static void on_acquired(hilock_lock *lock, int status,
     (void)lock;
     sem_call_cb c = *(sem_call_cb *)data;
     char id[HILOCK_PERMIT_ID_MAX];
-    int64_t value = 0;
     if (status == HILOCK_OK && c.permit)
         permit_id(c.sem, got->owner, id);
-    else if (status == HILOCK_OK)
-        value = got->hold_count; /* the free permits it left */
-    hl_sem_cb_run(&c.cb, c.sem, status, value,
+    /* Not the free permits the script left: stale once read, and a grant
+     * a release handed over comes without them. */
+    hl_sem_cb_run(&c.cb, c.sem, status, 0,
                   status == HILOCK_OK && c.permit ? id : NULL);
     call_cb_free(data);
 }
@@ -300,7 +299,9 @@ static void on_reply(void *data, int status, hilock_reply *reply)
                                     : op->call == SEM_SET ||
                                           op->call == SEM_ADD)
             hl_kind_mark(op->sem->lock, HL_LAYOUT_KIND_SEMAPHORE, NULL);
-        hl_op_done(&op->op, HILOCK_OK, v, NULL, NULL);
+        /* A release says 0, as an acquire does (on_acquired). */
+        hl_op_done(&op->op, HILOCK_OK, op->call == SEM_RELEASE ? 0 : v, NULL,
+                   NULL);
     }
 }
 
