@@ -16,6 +16,8 @@
 
 #include "core/transport/pubsub.h"
 #include "core/transport/script.h"
+#include "core/transport/script_def.h"
+#include "kindkit/script_registry.h"
 #include "layout/layout.h"
 #include "support/fixture.h"
 #include "support/plain_sub.h"
@@ -146,6 +148,8 @@ static void test_forms_of_scripts(void **state)
     assert_null(strstr(sharded->body, "'publish'"));
     for (int how = HL_PUBLISH_PLAIN; how <= HL_PUBLISH_SHARED_BOTH; how++)
         assert_ptr_equal(hl_script_form(&quiet, (hl_publish)how), &quiet);
+    assert_true(odd.publish_unknown);
+    assert_false(script.publish_unknown);
     assert_non_null(hl_script_form(&odd, HL_PUBLISH_SHARDED));
     assert_null(hl_script_form(&odd, HL_PUBLISH_SHARED_PLAIN));
     assert_null(hl_script_form(&odd, HL_PUBLISH_SHARED_BOTH));
@@ -153,6 +157,35 @@ static void test_forms_of_scripts(void **state)
     assert_ptr_not_equal(both, hl_script_form(&script,
                                               HL_PUBLISH_SHARED_PLAIN));
     assert_string_not_equal(both->sha1, script.sha1);
+}
+
+/* Every script of the library has each form: one it could not be
+ * given would fail every call on a cluster that asks for it. */
+static void test_every_script_has_its_forms(void **state)
+{
+    (void)state;
+    const hl_script_def *const *const lists[] = {
+        hl_reentrant_script_defs, hl_fair_script_defs,
+        hl_rwlock_script_defs,    hl_semaphore_script_defs,
+        hl_latch_script_defs,     hl_kindkit_script_defs,
+        hl_cond_script_defs};
+    static hl_script scripts[128];
+    size_t n = 0, publishing = 0;
+    for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++)
+        for (const hl_script_def *const *d = lists[l]; *d != NULL; d++) {
+            assert_true(n < sizeof scripts / sizeof scripts[0]);
+            hl_script *s = &scripts[n++];
+            hl_script_init(s, (*d)->body);
+            if (s->publish_unknown)
+                print_error("%s publishes in an unknown form\n", (*d)->what);
+            assert_false(s->publish_unknown);
+            publishing += s->publishes;
+            for (int how = HL_PUBLISH_PLAIN; how <= HL_PUBLISH_SHARED_BOTH;
+                 how++)
+                assert_non_null(hl_script_form(s, (hl_publish)how));
+        }
+    /* The releases of every kind publish. */
+    assert_true(publishing >= 10);
 }
 
 static bool own(const char *prefix)
@@ -180,6 +213,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_form_reaches_its_listeners),
         cmocka_unit_test(test_forms_of_scripts),
+        cmocka_unit_test(test_every_script_has_its_forms),
         cmocka_unit_test(test_layout_channels_by_the_rule),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

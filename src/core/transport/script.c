@@ -193,12 +193,33 @@ const hl_script *hl_script_form(const hl_script *s, hl_publish how)
     return shared_twin(s, how == HL_PUBLISH_SHARED_BOTH);
 }
 
+/* Whether some 'publish' of body is called in no form of shared_calls. */
+static bool publish_unknown(const char *body)
+{
+    for (const char *p = strstr(body, PUBLISH_WORD); p;
+         p = strstr(p + 1, PUBLISH_WORD)) {
+        bool known = false;
+        for (size_t k = 0; k < sizeof shared_calls / sizeof *shared_calls;
+             k++) {
+            const char *from = shared_calls[k].from;
+            size_t lead = strlen(from) - strlen(PUBLISH_WORD) - 1;
+            if ((size_t)(p - body) >= lead &&
+                strncmp(p - lead, from, strlen(from)) == 0)
+                known = true;
+        }
+        if (!known)
+            return true;
+    }
+    return false;
+}
+
 void hl_script_init(hl_script *s, const char *body)
 {
     script_setup(s, body);
     if (strstr(body, PUBLISH_WORD) == NULL)
         return;
     s->publishes = true;
+    s->publish_unknown = publish_unknown(body);
     char *twin_body = sharded_body(body);
     hl_script *twin = malloc(sizeof *twin);
     if (twin_body == NULL || twin == NULL) {
@@ -277,11 +298,19 @@ int hl_script_run(hl_conn *conn, const hl_script *s, int nkeys, int argc,
                   const char *const *argv, const size_t *argvlen,
                   hl_request_fn *fn, void *data)
 {
-    s = hl_script_form(s, hl_conn_publish(conn));
-    if (s == NULL) {
+    hl_publish how = hl_conn_publish(conn);
+    const hl_script *form = hl_script_form(s, how);
+    if (form == NULL && s->publish_unknown && how != HL_PUBLISH_SHARDED) {
+        hl_set_detail("a script of the library publishes in a form the "
+                      "rewrite for channels shared with Redisson "
+                      "(redisson_pubsub) does not know: it was not run");
+        return HILOCK_EUNSUPPORTED;
+    }
+    if (form == NULL) {
         hl_set_detail("no memory for the script's cluster form");
         return HILOCK_ENOMEM;
     }
+    s = form;
     size_t bytes = 0;
     for (int i = 0; i < argc; i++)
         bytes += argvlen[i];
