@@ -8,6 +8,8 @@
 #include "core/engine/engine_internal.h"
 #include "core/engine/unacked.h"
 #include "core/config/option_values.h"
+#include "core/loop/io.h"
+#include "core/runtime/client_state.h"
 
 typedef struct lock_call {
     hl_op op; /* first */
@@ -21,12 +23,52 @@ typedef struct lock_call {
     unsigned changes_at_send; /* the client's master changes then */
     /* A release into a condition's line: its waiter's entry. */
     const hl_cond_entry *cond;
+    /* A release a replica refused waits for the master to be found and
+     * is made again (replica_refused). */
+    hl_timer again;
+    hl_monotime again_until; /* the last moment to make it again */
+    bool waiting_again;      /* the timer is armed for it */
 } lock_call;
+
+/* How often a release a replica refused is made again, while the client
+ * asks where the master is. */
+#define HL_RELEASE_AGAIN_US HL_MS(50)
 
 static void call_finish(lock_call *call, int status, int64_t value,
                         const char *detail)
 {
     hl_op_done(&call->op, status, value, NULL, detail);
+}
+
+/* A replica refused the release (READONLY: the node was demoted, and the
+ * script did not run).  Under Sentinel or on a cluster the client asks
+ * where the master is now, and the release is made again there, for as
+ * long as a command may take from its first sending, as an acquire that
+ * may wait is: the hold most likely lives on the new master, and a
+ * caller told HILOCK_EREADONLY would have to release again, or leave the
+ * lock held, renewed by the watchdog.  True when it will be. */
+static bool replica_refused(lock_call *call, const hilock_reply *reply)
+{
+    hilock_client *c = call->lock->client;
+    if (call->kind != CALL_RELEASE || c == NULL || reply == NULL ||
+        reply->str == NULL ||
+        hl_redis_error_status(reply->str) != HILOCK_EREADONLY ||
+        (c->sentinel == NULL && c->cluster == NULL) ||
+        call->lock->destroyed)
+        return false;
+    hl_monotime now = hl_monotime_now();
+    if (call->again_until == 0)
+        call->again_until = hl_after_ms(now, c->opts->command_timeout_ms);
+    if (now >= call->again_until)
+        return false;
+    hl_client_replica_answered(c);
+    call->lease_was_releasing = false;
+    call->handed_on = false;
+    call->waiting_again = true;
+    hl_timer_arm(&call->again, call->again_until - now < HL_RELEASE_AGAIN_US
+                                   ? call->again_until - now
+                                   : HL_RELEASE_AGAIN_US);
+    return true;
 }
 
 static void release_done(lock_call *call, int status, hilock_reply *reply)
@@ -96,6 +138,11 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
                             : hilock_last_error());
         if (h && call->lease_was_releasing && hl_hold_lease(h))
             hl_lease_set_releasing(hl_hold_lease(h), false);
+        if (status == HILOCK_EREDIS && !foreign[0] &&
+            replica_refused(call, reply)) {
+            hilock_reply_free(reply);
+            return;
+        }
         hilock_reply_free(reply);
         call_finish(call, status, 0, why);
         return;
@@ -373,6 +420,27 @@ static void call_start(hl_op *op)
         call_finish(call, rc, 0, hl_send_failure(rc));
 }
 
+static void on_again(hl_timer *t)
+{
+    lock_call *call = t->data;
+    call->waiting_again = false;
+    call_start(&call->op);
+}
+
+/* Only at the client's close (the op is live for this alone): a release
+ * waiting to be made again ends; one in flight ends with its request. */
+static void call_cancel(hl_op *op, int status)
+{
+    lock_call *call = (lock_call *)op;
+    if (!call->waiting_again)
+        return;
+    hl_timer_stop(&call->again);
+    call->waiting_again = false;
+    call_finish(call, status, 0,
+                "the client closed while a replica refused the release: "
+                "it did not run");
+}
+
 static void call_complete(hl_op *op)
 {
     lock_call *call = (lock_call *)op;
@@ -388,6 +456,7 @@ static void call_destroy(hl_op *op)
 
 static const hl_op_type lock_call_type = {
     .start = call_start,
+    .cancel = call_cancel,
     .complete = call_complete,
     .destroy = call_destroy,
     .bounded = true,
@@ -416,6 +485,7 @@ static int lock_call_start(hilock_lock *lock, hl_lock_call_kind kind,
     call->cb = cb;
     call->user_data = user_data;
     call->cond = cond;
+    hl_timer_init(&call->again, c->loop, on_again, call);
     hl_lock_ref(lock);
     int rc;
     if (cb == NULL) {

@@ -680,7 +680,7 @@ int hl_op_run_blocking(hilock_client *home, hl_op *op, int64_t limit_us,
         return rc;
     }
     if (!wait_posted(op, limit_us)) {
-        if (op->type->cancel == NULL)
+        if (op->type->cancel == NULL || op->type->withdrawable)
             return give_up(op, value, reply);
         hl_op_cancel(op, HILOCK_ETIMEDOUT);
         /* Should the cancel not reach the loop, the op still ends at its

@@ -52,7 +52,9 @@ typedef struct hl_op_type {
     /* Everything the op does once started is requests it queues under
      * its gate (hl_op_gate_requests) while it starts, so that a blocking
      * caller that gives up may withdraw it until one is written.  Other
-     * ops can be withdrawn only before they start. */
+     * ops can be withdrawn only before they start.  A blocking caller
+     * gives such an op up rather than cancel it, even with a cancel hook
+     * (which then serves the client's close). */
     bool withdrawable;
 } hl_op_type;
 
