@@ -14,6 +14,7 @@
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
+#include "core/engine/again.h"
 #include "core/engine/compose.h"
 #include "core/engine/kept_grants.h"
 #include "core/engine/ride.h"
@@ -244,6 +245,13 @@ static void on_reply(void *data, int status, hilock_reply *reply)
         status = HILOCK_ECLOSED;
         reply = NULL;
     }
+    /* Refused by a demoted master, it did not run: made again there. */
+    if (op->call == SEM_RELEASE && status == HILOCK_EREDIS &&
+        hl_again_after_refusal(&op->again, op->sem->lock,
+                               reply ? reply->str : NULL)) {
+        hilock_reply_free(reply);
+        return;
+    }
     /* A release the replicas did not acknowledge gave back its permits
      * on the master, and stands, as a lock's release does; any other
      * write so answered says HILOCK_ENOACK (it too stands). */
@@ -416,6 +424,25 @@ static void op_start(hl_op *o)
         hl_op_done(o, rc, 0, NULL, hl_send_failure(rc));
 }
 
+static void release_again(void *data)
+{
+    sem_op *op = data;
+    int rc = send_call(op, on_reply);
+    if (rc != HILOCK_OK)
+        hl_op_done(&op->op, rc, 0, NULL, hl_send_failure(rc));
+}
+
+/* Only at the client's close: a release waiting to be made again ends;
+ * a request in flight ends by itself. */
+static void op_cancel(hl_op *o, int status)
+{
+    sem_op *op = (sem_op *)o;
+    if (hl_again_stop(&op->again))
+        hl_op_done(o, status, 0, NULL,
+                   "the client closed while a replica refused the "
+                   "release: it did not run");
+}
+
 static void op_complete(hl_op *o)
 {
     sem_op *op = (sem_op *)o;
@@ -431,6 +458,7 @@ static void op_destroy(hl_op *o)
 
 static const hl_op_type sem_op_type = {
     .start = op_start,
+    .cancel = op_cancel,
     .complete = op_complete,
     .destroy = op_destroy,
     .bounded = true,
@@ -450,6 +478,7 @@ int hl_sem_call(hilock_semaphore *sem, sem_call call, int64_t n,
     }
     hl_op_init(&op->op, &sem_op_type);
     op->sem = sem;
+    hl_again_init(&op->again, sem->lock, release_again, op);
     hl_sem_ref(sem);
     op->call = call;
     op->n = n;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "core/base/monotime.h"
+#include "core/engine/again.h"
 #include "core/engine/lock_handle.h"
 #include "hilock/semaphore.h"
 
@@ -68,6 +69,7 @@ typedef struct sem_op {
      * release granted, whose grant it consumes. */
     hl_consume consume;
     bool resent; /* sent again after a lost answer */
+    hl_again again; /* a plain release a replica refused, made again */
     /* A plain release that carries the attempt of this client's next
      * waiter (core/engine/ride.h): ride its arguments while it is being
      * sent, rider its op until the answer came, rider_took whether that

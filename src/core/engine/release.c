@@ -4,12 +4,11 @@
 
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
+#include "core/engine/again.h"
 #include "core/engine/compose.h"
 #include "core/engine/engine_internal.h"
 #include "core/engine/unacked.h"
 #include "core/config/option_values.h"
-#include "core/loop/io.h"
-#include "core/runtime/client_state.h"
 
 typedef struct lock_call {
     hl_op op; /* first */
@@ -23,52 +22,14 @@ typedef struct lock_call {
     unsigned changes_at_send; /* the client's master changes then */
     /* A release into a condition's line: its waiter's entry. */
     const hl_cond_entry *cond;
-    /* A release a replica refused waits for the master to be found and
-     * is made again (replica_refused). */
-    hl_timer again;
-    hl_monotime again_until; /* the last moment to make it again */
-    bool waiting_again;      /* the timer is armed for it */
+    /* A release a replica refused is made again on the master. */
+    hl_again again;
 } lock_call;
-
-/* How often a release a replica refused is made again, while the client
- * asks where the master is. */
-#define HL_RELEASE_AGAIN_US HL_MS(50)
 
 static void call_finish(lock_call *call, int status, int64_t value,
                         const char *detail)
 {
     hl_op_done(&call->op, status, value, NULL, detail);
-}
-
-/* A replica refused the release (READONLY: the node was demoted, and the
- * script did not run).  Under Sentinel or on a cluster the client asks
- * where the master is now, and the release is made again there, for as
- * long as a command may take from its first sending, as an acquire that
- * may wait is: the hold most likely lives on the new master, and a
- * caller told HILOCK_EREADONLY would have to release again, or leave the
- * lock held, renewed by the watchdog.  True when it will be. */
-static bool replica_refused(lock_call *call, const hilock_reply *reply)
-{
-    hilock_client *c = call->lock->client;
-    if (call->kind != CALL_RELEASE || c == NULL || reply == NULL ||
-        reply->str == NULL ||
-        hl_redis_error_status(reply->str) != HILOCK_EREADONLY ||
-        (c->sentinel == NULL && c->cluster == NULL) ||
-        call->lock->destroyed)
-        return false;
-    hl_monotime now = hl_monotime_now();
-    if (call->again_until == 0)
-        call->again_until = hl_after_ms(now, c->opts->command_timeout_ms);
-    if (now >= call->again_until)
-        return false;
-    hl_client_replica_answered(c);
-    call->lease_was_releasing = false;
-    call->handed_on = false;
-    call->waiting_again = true;
-    hl_timer_arm(&call->again, call->again_until - now < HL_RELEASE_AGAIN_US
-                                   ? call->again_until - now
-                                   : HL_RELEASE_AGAIN_US);
-    return true;
 }
 
 static void release_done(lock_call *call, int status, hilock_reply *reply)
@@ -139,7 +100,10 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
         if (h && call->lease_was_releasing && hl_hold_lease(h))
             hl_lease_set_releasing(hl_hold_lease(h), false);
         if (status == HILOCK_EREDIS && !foreign[0] &&
-            replica_refused(call, reply)) {
+            hl_again_after_refusal(&call->again, lock,
+                                   reply ? reply->str : NULL)) {
+            call->lease_was_releasing = false;
+            call->handed_on = false;
             hilock_reply_free(reply);
             return;
         }
@@ -420,10 +384,9 @@ static void call_start(hl_op *op)
         call_finish(call, rc, 0, hl_send_failure(rc));
 }
 
-static void on_again(hl_timer *t)
+static void release_again(void *data)
 {
-    lock_call *call = t->data;
-    call->waiting_again = false;
+    lock_call *call = data;
     call_start(&call->op);
 }
 
@@ -432,13 +395,10 @@ static void on_again(hl_timer *t)
 static void call_cancel(hl_op *op, int status)
 {
     lock_call *call = (lock_call *)op;
-    if (!call->waiting_again)
-        return;
-    hl_timer_stop(&call->again);
-    call->waiting_again = false;
-    call_finish(call, status, 0,
-                "the client closed while a replica refused the release: "
-                "it did not run");
+    if (hl_again_stop(&call->again))
+        call_finish(call, status, 0,
+                    "the client closed while a replica refused the "
+                    "release: it did not run");
 }
 
 static void call_complete(hl_op *op)
@@ -479,13 +439,13 @@ static int lock_call_start(hilock_lock *lock, hl_lock_call_kind kind,
         return hl_fail(HILOCK_ENOMEM, "out of memory");
     }
     hl_op_init(&call->op, &lock_call_type);
+    hl_again_init(&call->again, lock, release_again, call);
     call->lock = lock;
     call->kind = kind;
     call->owner = owner;
     call->cb = cb;
     call->user_data = user_data;
     call->cond = cond;
-    hl_timer_init(&call->again, c->loop, on_again, call);
     hl_lock_ref(lock);
     int rc;
     if (cb == NULL) {
