@@ -130,95 +130,7 @@ static int named_port(void)
     return atoi(port);
 }
 
-/* A release that ended while the master it was sent to was a replica
- * did so on another master (a loaded machine can miss the sentinels'
- * down-after, and they promote a replica), which the release found;
- * else it met the replica and waited for the master. */
-static void expect_waited_or_moved(bool early, bool refused,
-                                   const hl_redis_server *master, int named)
-{
-    if (early && named == hl_redis_server_port(master))
-        fail_msg("the release ended while the master was a replica");
-    if (!early && !refused)
-        fail_msg("the release never met the demoted master");
-}
-
-typedef struct released {
-    atomic_bool done;
-    int status;
-    char why[256];
-} released;
-
-static void on_released(hilock_lock *lock, int status, int64_t value,
-                        void *data)
-{
-    (void)lock, (void)value;
-    released *r = data;
-    r->status = status;
-    snprintf(r->why, sizeof r->why, "%s", hilock_last_error());
-    atomic_store(&r->done, true);
-}
-
-/* A release refused by the demoted master is made again while the
- * command timeout lasts, and frees the lock once a master is back,
- * rather than telling the caller HILOCK_EREADONLY and leaving the lock
- * held.  The node it is demoted under has the hold, so that the master
- * it turns back into has it too. */
-static void test_release_waits_out_a_demotion(void **state)
-{
-    (void)state;
-    static const char name[] = "demoted-release";
-    /* The demotion before leaves the replicas to link again. */
-    hl_redis_server *master =
-        hl_redis_replicated_wait_master(group, NULL, hl_widen(30000));
-    assert_non_null(master);
-    hilock_client *c =
-        hl_sentinel_client(group, HILOCK_ACK_NONE, 0, hl_widen(20000));
-    assert_non_null(c);
-    hilock_lock *l = NULL;
-    assert_int_equal(hilock_lock_create(&l, c, name), HILOCK_OK);
-    assert_int_equal(hilock_lock_try_acquire(l, 0, 60000), HILOCK_OK);
-
-    hl_redis_server *elsewhere = hl_fixture_plain();
-    assert_non_null(elsewhere);
-    char field[96];
-    uint64_t owner = hilock_thread_owner();
-    snprintf(field, sizeof field, "%s:%llu", hilock_client_id(c),
-             (unsigned long long)owner);
-    assert_int_equal(hl_raw_int(elsewhere, "HSET", name, field, "1",
-                                (char *)NULL),
-                     1);
-    assert_int_equal(hl_raw_int(elsewhere, "PEXPIRE", name, "60000",
-                                (char *)NULL),
-                     1);
-    hl_replica_of(master, elsewhere);
-    hl_online_probe online = {elsewhere, 1};
-    if (!hl_wait_until(hl_online_is, &online, hl_widen(15000)))
-        fail_msg("the demoted master never synced");
-    assert_int_equal(hl_raw_exists(master, name), 1);
-
-    long long before = hl_fixture_errors(master, "READONLY");
-    released r = {.status = -1};
-    assert_int_equal(hilock_lock_release_async(l, owner, on_released, &r),
-                     HILOCK_OK);
-    refusals more = {master, before + 2};
-    bool refused = hl_wait_until(refused_enough, &more, hl_widen(10000));
-    bool early = atomic_load(&r.done);
-    int named = named_port();
-    hl_replica_of(master, NULL);
-    assert_true(hl_wait_flag(&r.done, hl_widen(30000)));
-    if (r.status != HILOCK_OK)
-        fail_msg("release: %s: %s", hilock_errname(r.status), r.why);
-    expect_waited_or_moved(early, refused, master, named);
-    bool locked = true;
-    assert_int_equal(hilock_lock_is_locked(l, &locked), HILOCK_OK);
-    assert_false(locked);
-    hilock_lock_destroy(l);
-    hilock_client_destroy(c);
-    hl_redis_server_stop(elsewhere);
-}
-
-/* Every key of the semaphore name on from, copied to to (MIGRATE COPY). */
+/* Every key with name in it on from, copied to to (MIGRATE COPY). */
 static void copy_keys(hl_redis_server *from, const hl_redis_server *to,
                       const char *name)
 {
@@ -241,39 +153,48 @@ static void copy_keys(hl_redis_server *from, const hl_redis_server *to,
     }
 }
 
-typedef struct counted {
+/* How an async release ended. */
+typedef struct released {
     atomic_bool done;
     int status;
     char why[256];
-} counted;
+} released;
 
-static void on_counted(hilock_semaphore *sem, int status, int64_t value,
-                       void *data)
+static void released_with(released *r, int status)
 {
-    (void)sem, (void)value;
-    counted *r = data;
     r->status = status;
     snprintf(r->why, sizeof r->why, "%s", hilock_last_error());
     atomic_store(&r->done, true);
 }
 
-/* The same for a plain semaphore's release, whose permit would otherwise
- * stay taken for good. */
-static void test_semaphore_release_waits_out_a_demotion(void **state)
+static void on_lock_released(hilock_lock *lock, int status, int64_t value,
+                             void *data)
 {
-    (void)state;
-    static const char name[] = "demoted-permits";
-    hl_redis_server *master =
-        hl_redis_replicated_wait_master(group, NULL, hl_widen(30000));
-    assert_non_null(master);
-    hilock_client *c =
-        hl_sentinel_client(group, HILOCK_ACK_NONE, 0, hl_widen(20000));
-    assert_non_null(c);
-    hilock_semaphore *s = NULL;
-    assert_int_equal(hilock_semaphore_create(&s, c, name), HILOCK_OK);
-    assert_int_equal(hilock_semaphore_try_set(s, 1, NULL), HILOCK_OK);
-    assert_int_equal(hilock_semaphore_try_acquire(s, 1, 0), HILOCK_OK);
+    (void)lock, (void)value;
+    released_with(data, status);
+}
 
+static void on_permits_released(hilock_semaphore *sem, int status,
+                                int64_t value, void *data)
+{
+    (void)sem, (void)value;
+    released_with(data, status);
+}
+
+/* Starts the release under test, to report to r. */
+typedef void release_fn(void *what, released *r);
+
+/* The master of the group turns into a replica of a node given the keys
+ * of name it has, so that the master it turns back into has what the
+ * release lets go.  The release starts while it is a replica, and the
+ * master comes back once the release has been refused twice.  The
+ * release must end with HILOCK_OK: having waited for the master, or on
+ * another master the sentinels promoted meanwhile (a loaded machine can
+ * miss their down-after), which it found; never with HILOCK_EREADONLY. */
+static void release_across_demotion(hl_redis_server *master,
+                                    const char *name, release_fn *release,
+                                    void *what)
+{
     hl_redis_server *elsewhere = hl_fixture_plain();
     assert_non_null(elsewhere);
     copy_keys(master, elsewhere, name);
@@ -283,9 +204,8 @@ static void test_semaphore_release_waits_out_a_demotion(void **state)
         fail_msg("the demoted master never synced");
 
     long long before = hl_fixture_errors(master, "READONLY");
-    counted r = {.status = -1};
-    assert_int_equal(hilock_semaphore_release_async(s, 1, on_counted, &r),
-                     HILOCK_OK);
+    released r = {.status = -1};
+    release(what, &r);
     refusals more = {master, before + 2};
     bool refused = hl_wait_until(refused_enough, &more, hl_widen(10000));
     bool early = atomic_load(&r.done);
@@ -294,13 +214,75 @@ static void test_semaphore_release_waits_out_a_demotion(void **state)
     assert_true(hl_wait_flag(&r.done, hl_widen(30000)));
     if (r.status != HILOCK_OK)
         fail_msg("release: %s: %s", hilock_errname(r.status), r.why);
-    expect_waited_or_moved(early, refused, master, named);
+    if (early && named == hl_redis_server_port(master))
+        fail_msg("the release ended while the master was a replica");
+    if (!early && !refused)
+        fail_msg("the release never met the demoted master");
+    hl_redis_server_stop(elsewhere);
+}
+
+static void release_lock(void *what, released *r)
+{
+    assert_int_equal(hilock_lock_release_async(what, hilock_thread_owner(),
+                                               on_lock_released, r),
+                     HILOCK_OK);
+}
+
+/* A release refused by the demoted master is made again while the
+ * command timeout lasts, and frees the lock once a master is back,
+ * rather than telling the caller HILOCK_EREADONLY and leaving the lock
+ * held. */
+static void test_release_waits_out_a_demotion(void **state)
+{
+    (void)state;
+    /* The demotion before leaves the replicas to link again. */
+    hl_redis_server *master =
+        hl_redis_replicated_wait_master(group, NULL, hl_widen(30000));
+    assert_non_null(master);
+    hilock_client *c =
+        hl_sentinel_client(group, HILOCK_ACK_NONE, 0, hl_widen(20000));
+    assert_non_null(c);
+    hilock_lock *l = NULL;
+    assert_int_equal(hilock_lock_create(&l, c, "demoted-release"),
+                     HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(l, 0, 60000), HILOCK_OK);
+    release_across_demotion(master, "demoted-release", release_lock, l);
+    bool locked = true;
+    assert_int_equal(hilock_lock_is_locked(l, &locked), HILOCK_OK);
+    assert_false(locked);
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
+static void release_permit(void *what, released *r)
+{
+    assert_int_equal(
+        hilock_semaphore_release_async(what, 1, on_permits_released, r),
+        HILOCK_OK);
+}
+
+/* The same for a plain semaphore's release, whose permit would otherwise
+ * stay taken for good. */
+static void test_semaphore_release_waits_out_a_demotion(void **state)
+{
+    (void)state;
+    hl_redis_server *master =
+        hl_redis_replicated_wait_master(group, NULL, hl_widen(30000));
+    assert_non_null(master);
+    hilock_client *c =
+        hl_sentinel_client(group, HILOCK_ACK_NONE, 0, hl_widen(20000));
+    assert_non_null(c);
+    hilock_semaphore *s = NULL;
+    assert_int_equal(hilock_semaphore_create(&s, c, "demoted-permits"),
+                     HILOCK_OK);
+    assert_int_equal(hilock_semaphore_try_set(s, 1, NULL), HILOCK_OK);
+    assert_int_equal(hilock_semaphore_try_acquire(s, 1, 0), HILOCK_OK);
+    release_across_demotion(master, "demoted-permits", release_permit, s);
     int64_t left = -1;
     assert_int_equal(hilock_semaphore_available(s, &left), HILOCK_OK);
     assert_int_equal(left, 1);
     hilock_semaphore_destroy(s);
     hilock_client_destroy(c);
-    hl_redis_server_stop(elsewhere);
 }
 
 int main(void)
