@@ -66,7 +66,9 @@
  * permits, not a decimal 64-bit integer as Redis's INCR keeps one, such
  * as "5.5": neither hilock nor Redisson wrote it; the detail quotes it,
  * and the call changed nothing), HILOCK_EPERM (the server's ACL refuses a
- * command), HILOCK_EREADONLY (the server is a replica), HILOCK_EFULL
+ * command), HILOCK_EREADONLY (the server is a replica; under Sentinel
+ * or on a cluster a release is first made again on the master, as a
+ * lock's is, see lock.h), HILOCK_EFULL
  * (max_pending operations unfinished),
  * HILOCK_ENOMEM.  Counts are read exactly, beyond 2^53 too.
  *
