@@ -221,6 +221,19 @@ static void release_across_demotion(hl_redis_server *master,
     hl_redis_server_stop(elsewhere);
 }
 
+/* The group's master, once the demotion before has left its replicas
+ * linked again, and a client of its sentinels with a command timeout
+ * the release cases can wait within. */
+static hilock_client *client_of_settled_group(hl_redis_server **master)
+{
+    *master = hl_redis_replicated_wait_master(group, NULL, hl_widen(30000));
+    assert_non_null(*master);
+    hilock_client *c =
+        hl_sentinel_client(group, HILOCK_ACK_NONE, 0, hl_widen(20000));
+    assert_non_null(c);
+    return c;
+}
+
 static void release_lock(void *what, released *r)
 {
     assert_int_equal(hilock_lock_release_async(what, hilock_thread_owner(),
@@ -235,13 +248,8 @@ static void release_lock(void *what, released *r)
 static void test_release_waits_out_a_demotion(void **state)
 {
     (void)state;
-    /* The demotion before leaves the replicas to link again. */
-    hl_redis_server *master =
-        hl_redis_replicated_wait_master(group, NULL, hl_widen(30000));
-    assert_non_null(master);
-    hilock_client *c =
-        hl_sentinel_client(group, HILOCK_ACK_NONE, 0, hl_widen(20000));
-    assert_non_null(c);
+    hl_redis_server *master;
+    hilock_client *c = client_of_settled_group(&master);
     hilock_lock *l = NULL;
     assert_int_equal(hilock_lock_create(&l, c, "demoted-release"),
                      HILOCK_OK);
@@ -266,12 +274,8 @@ static void release_permit(void *what, released *r)
 static void test_semaphore_release_waits_out_a_demotion(void **state)
 {
     (void)state;
-    hl_redis_server *master =
-        hl_redis_replicated_wait_master(group, NULL, hl_widen(30000));
-    assert_non_null(master);
-    hilock_client *c =
-        hl_sentinel_client(group, HILOCK_ACK_NONE, 0, hl_widen(20000));
-    assert_non_null(c);
+    hl_redis_server *master;
+    hilock_client *c = client_of_settled_group(&master);
     hilock_semaphore *s = NULL;
     assert_int_equal(hilock_semaphore_create(&s, c, "demoted-permits"),
                      HILOCK_OK);
