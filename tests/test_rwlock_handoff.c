@@ -224,6 +224,8 @@ CASE(test_wake_ups_both_ways_beside_java, hl_case_wake_ups_beside_java,
      "w-mixed")
 CASE(test_java_waiter_is_told_not_passed_over, hl_case_java_waiter_told,
      "w-java-beside")
+CASE(test_java_waiter_beside_a_dead_first_client_is_told,
+     hl_case_java_waiter_told_beside_dead_first, "w-java-beside-dead-first")
 
 /* ---- under faults ------------------------------------------------------- */
 
@@ -249,6 +251,7 @@ int main(void)
         T(test_dead_client_grant_runs_out_with_its_place),
         T(test_wake_ups_both_ways_beside_java),
         T(test_java_waiter_is_told_not_passed_over),
+        T(test_java_waiter_beside_a_dead_first_client_is_told),
         T(test_handoffs_under_pubsub_kills),
     };
 #undef T

@@ -92,7 +92,10 @@
  * as long as our clients keep wishing.  The release then promises, and
  * announces, so that they may take the lock first, as before hand-offs
  * were.  c itself listens there when its attempt was told it was first
- * in line, which its wish says by its letter, "W" (HL_LUA_WISH_LEAD).
+ * in line, which its wish says by its letter, "W" (HL_LUA_WISH_LEAD),
+ * while it lives: a client whose own channel has no subscriber died, and
+ * the one subscriber there is someone else's waiter, which must hear of
+ * the release rather than wait out the ttl it last read.
  * With _BESIDE, ours is a Lua expression, with c and listens (whether
  * c's wish says c listens there) in scope: how many of the other
  * subscribers there are clients of ours that wait for nothing a grant
@@ -104,9 +107,13 @@
                                         ours)                              \
     "  local w = " may " == '1' and redis.call('hget', " wishes ", c)\n"    \
     "  local listens = w and string.sub(w, 1, 1) == 'W'\n"                 \
-    "  if w and redis.call('pubsub', 'numsub', " foreign ")[2] - (" ours   \
-    ") > (listens and 1 or 0) then\n"                                      \
-    "    w = false\n"                                                       \
+    "  if w then\n"                                                         \
+    "    local n = redis.call('pubsub', 'numsub', " foreign ")[2] - (" ours \
+    ")\n"                                                                   \
+    "    if n > 1 or (n == 1 and not (listens and redis.call('pubsub',\n"   \
+    "        'numsub', wake .. ':' .. c)[2] > 0)) then\n"                  \
+    "      w = false\n"                                                     \
+    "    end\n"                                                             \
     "  end\n"                                                               \
     "  local n, l, d, f\n"                                                  \
     "  if w then n, l, d, f = string.match(w, '" pattern "') end\n"         \

@@ -22,6 +22,9 @@
  * place and wish by hand). */
 #define DEAD_CLIENT "5d1e0b3a-0c4f-4e1b-8a2d-7f6e5d4c3b2a"
 #define DEAD_WISH "w " DEAD_CLIENT ":1 30000 " DEAD_CLIENT ":1"
+/* The same wish, from an attempt told that its client was first in line:
+ * the client listened on Redisson's channel, until it died. */
+#define DEAD_FIRST_WISH "W " DEAD_CLIENT ":1 30000 " DEAD_CLIENT ":1"
 
 const hl_line_kind hl_reentrant_line = {
     .keys = &hl_lock_line_keys,
@@ -112,9 +115,10 @@ static void grant_unheard(hl_redis_server *s, const hl_line_kind *k,
     hl_grant_wish_unheard(s, k->keys, name, hilock_client_id(c), w);
 }
 
-/* A dead client first in line, with a place of place_ms and a wish. */
-static void dead_client_in_line(hl_redis_server *s, const hl_line_kind *k,
-                                const char *name, long long place_ms)
+/* A dead client first in line, with a place of place_ms and the wish. */
+static void dead_client_wishing(hl_redis_server *s, const hl_line_kind *k,
+                                const char *name, long long place_ms,
+                                const char *wish)
 {
     char at[32];
 
@@ -124,7 +128,13 @@ static void dead_client_in_line(hl_redis_server *s, const hl_line_kind *k,
     (void)hl_raw_int(s, "ZADD", key_of(k->keys->alive, name).s, at,
                      DEAD_CLIENT, (char *)NULL);
     (void)hl_raw_int(s, "HSET", key_of(k->keys->want, name).s, DEAD_CLIENT,
-                     DEAD_WISH, (char *)NULL);
+                     wish, (char *)NULL);
+}
+
+static void dead_client_in_line(hl_redis_server *s, const hl_line_kind *k,
+                                const char *name, long long place_ms)
+{
+    dead_client_wishing(s, k, name, place_ms, DEAD_WISH);
 }
 
 /* Before direct hand-offs, the woken waiter sent an acquire: 2 scripts.
@@ -337,15 +347,15 @@ void hl_case_wake_ups_beside_java(hl_redis_server *s, const hl_line_kind *k,
 /* Grant after grant could keep the lock from a Java waiter for as long as
  * our clients keep wishing.  The wish is a dead client's, whose attempt
  * never comes, so that nothing races the Java waiter's. */
-void hl_case_java_waiter_told(hl_redis_server *s, const hl_line_kind *k,
-                              const char *name)
+static void java_waiter_told_beside(hl_redis_server *s, const hl_line_kind *k,
+                                    const char *name, const char *wish)
 {
     hilock_client *h = hl_new_client(s, NULL);
     hilock_lock *lh = k->make(h, name);
     char next[64], msg[16];
 
     assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
-    dead_client_in_line(s, k, name, 30000);
+    dead_client_wishing(s, k, name, 30000, wish);
     hl_plain_sub *java = hl_plain_sub_open(s, key_of(k->channel, name).s);
 
     assert_status(hilock_lock_release(lh), HILOCK_OK);
@@ -359,4 +369,22 @@ void hl_case_java_waiter_told(hl_redis_server *s, const hl_line_kind *k,
     hl_plain_sub_close(java);
     hl_free_lock(lh);
     hl_free_client(h);
+}
+
+void hl_case_java_waiter_told(hl_redis_server *s, const hl_line_kind *k,
+                              const char *name)
+{
+    java_waiter_told_beside(s, k, name, DEAD_WISH);
+}
+
+/* A wish from an attempt told it was first says that its client listens
+ * on Redisson's channel, so that one subscriber there may be that client.
+ * Dead, it listens nowhere: the one subscriber is the Java waiter, which
+ * must hear of the release rather than wait out the lock's ttl while the
+ * dead client's grant runs out. */
+void hl_case_java_waiter_told_beside_dead_first(hl_redis_server *s,
+                                                const hl_line_kind *k,
+                                                const char *name)
+{
+    java_waiter_told_beside(s, k, name, DEAD_FIRST_WISH);
 }

@@ -52,4 +52,10 @@ void hl_case_wake_ups_beside_java(hl_redis_server *s, const hl_line_kind *k,
 void hl_case_java_waiter_told(hl_redis_server *s, const hl_line_kind *k,
                               const char *name);
 
+/* The same when the waiting client, now dead, had been told it was first
+ * in line: it is not counted as listening there. */
+void hl_case_java_waiter_told_beside_dead_first(hl_redis_server *s,
+                                                const hl_line_kind *k,
+                                                const char *name);
+
 #endif
