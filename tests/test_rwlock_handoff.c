@@ -203,6 +203,116 @@ static void test_java_waiter_beside_our_readers_is_told(void **state)
     hl_free_client(h);
 }
 
+/* A writer that asks for a lease of its own records no wish (only a
+ * watchdog lease can be granted), so a release promises it the lock. */
+static void wait_in_line_leased(hilock_client *c, hilock_lock *lock,
+                                hl_acquire_rec *rec)
+{
+    hl_acquire_rec_init(rec, c);
+    assert_status(hilock_lock_acquire_async(lock, OWNER, HILOCK_WAIT_FOREVER,
+                                            30000, 0, hl_record_acquire, rec,
+                                            NULL),
+                  HILOCK_OK);
+    hl_expect_idle(c, lock, 1);
+}
+
+/* Where a release promises the lock rather than grant it (writers that
+ * record no wish here; every writer on Sentinel, a cluster or under a
+ * replica policy), our readers waiting beside the writers hear nothing of
+ * a hand-off between two writers: they would wake only to be refused.
+ * The first hand-off goes to a writer told it was first, which listens on
+ * Redisson's channel, where a subscriber more than the readers may be
+ * that writer or a Java waiter, so that release announces.  The second
+ * goes to a writer never told so: every subscriber there is a reader of
+ * ours, and the release says nothing there, unless a Java waiter listens
+ * too (java), which must hear it.  Every client waits long between its
+ * own attempts (waiter timeout 30 s), so that none renews its place
+ * meanwhile. */
+static void promised_handoff_beside_readers(const char *name, bool java)
+{
+    const hl_client_opts slow = {.waiter_ms = 30000};
+    hilock_client *h = hl_new_client(fx.server, NULL);
+    hilock_lock *lh = hl_new_write_lock(h, name);
+    hilock_client *w[2], *r[READERS];
+    hilock_lock *lw[2], *lr[READERS];
+    static hl_acquire_rec wrec[2], rrec[READERS];
+    hl_plain_sub *sub = NULL;
+    char channel[64], heard[16];
+
+    assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
+    for (int i = 0; i < 2; i++) {
+        w[i] = hl_new_client(fx.server, &slow);
+        lw[i] = hl_new_write_lock(w[i], name);
+        wait_in_line_leased(w[i], lw[i], &wrec[i]);
+    }
+    for (int i = 0; i < READERS; i++) {
+        r[i] = hl_new_client(fx.server, &slow);
+        lr[i] = hl_new_read_lock(r[i], name);
+        hl_wait_in_line(r[i], lr[i], READER, &rrec[i], NULL);
+    }
+
+    assert_status(hilock_lock_release(lh), HILOCK_OK);
+    assert_status(hl_expect_acquire(&wrec[0]), HILOCK_OK);
+    assert_int_equal(hl_handed_to(w[0]), 0);
+    for (int i = 0; i < READERS; i++)
+        hl_expect_idle(r[i], lr[i], 1);
+    if (java) {
+        snprintf(channel, sizeof channel, "redisson_rwlock:{%s}", name);
+        sub = hl_plain_sub_open(fx.server, channel);
+        assert_non_null(sub);
+    }
+
+    long long scripts = hl_scripts_run(fx.server);
+    long long publishes = hl_fixture_calls(fx.server, "publish");
+    assert_int_equal(hl_release_one(lw[0], OWNER), 0);
+    assert_status(hl_expect_acquire(&wrec[1]), HILOCK_OK);
+    expect_mode(name, "write");
+    for (int i = 0; i < READERS; i++) {
+        hl_expect_idle(r[i], lr[i], 1);
+        assert_int_equal(atomic_load(&rrec[i].calls), 0);
+    }
+    if (java) {
+        if (!hl_plain_sub_next(sub, heard, sizeof heard, hl_widen(10000)))
+            fail_msg("the Java waiter was not told of the release");
+        assert_string_equal(heard, "1");
+        hl_plain_sub_close(sub);
+    } else {
+        /* The release, and the promised writer's attempt. */
+        assert_int_equal(hl_scripts_run(fx.server) - scripts, 2);
+        assert_int_equal(hl_fixture_calls(fx.server, "publish") - publishes,
+                         1);
+    }
+
+    /* The writers gone, the last release lets every reader in. */
+    assert_int_equal(hl_release_one(lw[1], OWNER), 0);
+    for (int i = 0; i < READERS; i++)
+        assert_status(hl_expect_acquire(&rrec[i]), HILOCK_OK);
+    expect_mode(name, "read");
+    for (int i = 0; i < READERS; i++) {
+        assert_int_equal(hl_release_one(lr[i], READER), 0);
+        hl_free_lock(lr[i]);
+        hl_free_client(r[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        hl_free_lock(lw[i]);
+        hl_free_client(w[i]);
+    }
+    hl_free_lock(lh);
+    hl_free_client(h);
+}
+
+static void test_our_readers_sleep_through_promised_handoffs(void **state)
+{
+    (void)state;
+    promised_handoff_beside_readers("rw-promised", false);
+}
+
+static void test_java_waiter_beside_promised_handoffs_is_told(void **state)
+{
+    (void)state;
+    promised_handoff_beside_readers("rw-promised-java", true);
+}
+
 #define CASE(test, fn, name)                                                \
     static void test(void **state)                                          \
     {                                                                       \
@@ -246,6 +356,8 @@ int main(void)
         T(test_last_read_release_hands_the_lock_over),
         T(test_our_readers_beside_a_writer_do_not_stop_its_grant),
         T(test_java_waiter_beside_our_readers_is_told),
+        T(test_our_readers_sleep_through_promised_handoffs),
+        T(test_java_waiter_beside_promised_handoffs_is_told),
         T(test_lost_grant_message_is_claimed),
         T(test_gone_writer_gives_its_grant_back),
         T(test_dead_client_grant_runs_out_with_its_place),
