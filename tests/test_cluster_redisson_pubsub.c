@@ -604,6 +604,51 @@ static void test_plain_reader_wakes(void **state)
     OK(hilock_client_destroy(c));
 }
 
+/* Our write release that promises the lock to our waiting writer, with
+ * our reader waiting beside it, counts the reader as ours and may stay
+ * quiet on Redisson's channel when nobody else listens there; plain
+ * listeners elsewhere cannot be counted from the master, so it must
+ * announce: a Java waiter on another node hears it. */
+static void test_plain_promised_write_release_reaches_java(void **state)
+{
+    (void)state;
+    char name[64], channel[128], line[128], first[128];
+    name_on(1, "rw-promise", name, sizeof name);
+    snprintf(channel, sizeof channel, "redisson_rwlock:{%s}", name);
+    snprintf(line, sizeof line, "hilock_rwlock_line:{%s}", name);
+    hl_redis_server *m = master_of_name(name);
+    hilock_client *h = client("plain"), *c = client("plain");
+    hilock_lock *holder = NULL, *writer = NULL, *reader = NULL;
+    OK(hilock_write_lock_create(&holder, h, name));
+    OK(hilock_write_lock_create(&writer, c, name));
+    OK(hilock_read_lock_create(&reader, c, name));
+    OK(hilock_lock_try_acquire(holder, 0, lease_ms));
+
+    waiter *w = new_waiter(), *r = new_waiter();
+    waiter_start(w, writer, NULL);
+    queue_head head = {m, line, first, sizeof first};
+    if (!hl_wait_until(read_queue_head, &head, hl_widen(10000)))
+        fail_msg("the writer did not line up");
+    assert_string_equal(first, hilock_client_id(c));
+    waiter_start(r, reader, NULL);
+    expect_listening(m, channel, "plain");
+    hl_plain_sub *java = hl_plain_sub_open(far_from(m), channel);
+
+    OK(hilock_lock_release(holder));
+    expect_message(java, "1", "Java waiter's");
+    expect_woken(w, "our write release");
+    assert_false(atomic_load(&r->done));
+    waiter_finish(w);
+    expect_woken(r, "our writer's release");
+    waiter_finish(r);
+    hl_plain_sub_close(java);
+    OK(hilock_lock_destroy(reader));
+    OK(hilock_lock_destroy(writer));
+    OK(hilock_lock_destroy(holder));
+    OK(hilock_client_destroy(c));
+    OK(hilock_client_destroy(h));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -616,6 +661,7 @@ int main(void)
         cmocka_unit_test(test_plain_latch_opens),
         cmocka_unit_test(test_plain_semaphore_both_ways),
         cmocka_unit_test(test_plain_reader_wakes),
+        cmocka_unit_test(test_plain_promised_write_release_reaches_java),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
