@@ -135,12 +135,17 @@ static void test_each_form_reaches_its_listeners(void **state)
 static void test_forms_of_scripts(void **state)
 {
     (void)state;
-    static hl_script quiet, odd;
+    static hl_script quiet, odd, odd_count;
     hl_script_init(&quiet, "return redis.call('pubsub', 'numsub', 'x')\n");
     /* A PUBLISH the rewrite does not know would go out as written, in
      * the wrong way: such a script gets no shared form rather than that
      * one. */
     hl_script_init(&odd, "return redis.call( 'publish', KEYS[1], 'x')\n");
+    /* Nor does a count of subscribers in a form it does not know, which
+     * would count a shared channel's plain listeners on one node. */
+    hl_script_init(&odd_count,
+                   "redis.call('publish', KEYS[1], 'x')\n"
+                   "return redis.call ('pubsub', 'numsub', KEYS[1])\n");
 
     assert_ptr_equal(hl_script_form(&script, HL_PUBLISH_PLAIN), &script);
     const hl_script *sharded = hl_script_form(&script, HL_PUBLISH_SHARDED);
@@ -148,8 +153,10 @@ static void test_forms_of_scripts(void **state)
     assert_null(strstr(sharded->body, "'publish'"));
     for (int how = HL_PUBLISH_PLAIN; how <= HL_PUBLISH_SHARED_BOTH; how++)
         assert_ptr_equal(hl_script_form(&quiet, (hl_publish)how), &quiet);
-    assert_true(odd.publish_unknown);
-    assert_false(script.publish_unknown);
+    assert_true(odd.rewrite_unknown);
+    assert_true(odd_count.rewrite_unknown);
+    assert_null(hl_script_form(&odd_count, HL_PUBLISH_SHARED_PLAIN));
+    assert_false(script.rewrite_unknown);
     assert_non_null(hl_script_form(&odd, HL_PUBLISH_SHARDED));
     assert_null(hl_script_form(&odd, HL_PUBLISH_SHARED_PLAIN));
     assert_null(hl_script_form(&odd, HL_PUBLISH_SHARED_BOTH));
@@ -176,9 +183,11 @@ static void test_every_script_has_its_forms(void **state)
             assert_true(n < sizeof scripts / sizeof scripts[0]);
             hl_script *s = &scripts[n++];
             hl_script_init(s, (*d)->body);
-            if (s->publish_unknown)
-                print_error("%s publishes in an unknown form\n", (*d)->what);
-            assert_false(s->publish_unknown);
+            if (s->rewrite_unknown)
+                print_error("%s publishes or counts subscribers in a form "
+                            "the rewrite does not know\n",
+                            (*d)->what);
+            assert_false(s->rewrite_unknown);
             publishing += s->publishes;
             for (int how = HL_PUBLISH_PLAIN; how <= HL_PUBLISH_SHARED_BOTH;
                  how++)

@@ -37,6 +37,7 @@ static void script_setup(hl_script *s, const char *body)
 }
 
 #define PUBLISH_WORD "'publish'"
+#define PUBSUB_WORD "'pubsub'"
 
 /* body with each 'publish' as 'spublish'; NULL when memory runs out.
  * Twins live as long as the process, like the static scripts they copy,
@@ -149,7 +150,8 @@ static char *shared_body(const char *body, int mode)
     memcpy(out, shared_prologue[mode], head);
     rewrite_calls(body, out + head);
     out[head + n] = '\0';
-    if (strstr(out + head, PUBLISH_WORD) != NULL) {
+    if (strstr(out + head, PUBLISH_WORD) != NULL ||
+        strstr(out + head, PUBSUB_WORD) != NULL) {
         free(out);
         return NULL;
     }
@@ -193,18 +195,23 @@ const hl_script *hl_script_form(const hl_script *s, hl_publish how)
     return shared_twin(s, how == HL_PUBLISH_SHARED_BOTH);
 }
 
-/* Whether some 'publish' of body is called in no form of shared_calls. */
-static bool publish_unknown(const char *body)
+/* Whether some word of body ('publish', 'pubsub') is called in no form
+ * of shared_calls: that call would go out as written in a shared twin. */
+static bool word_unknown(const char *body, const char *word)
 {
-    for (const char *p = strstr(body, PUBLISH_WORD); p;
-         p = strstr(p + 1, PUBLISH_WORD)) {
+    size_t wlen = strlen(word);
+    for (const char *p = strstr(body, word); p; p = strstr(p + 1, word)) {
         bool known = false;
         for (size_t k = 0; k < sizeof shared_calls / sizeof *shared_calls;
              k++) {
             const char *from = shared_calls[k].from;
-            size_t lead = strlen(from) - strlen(PUBLISH_WORD) - 1;
+            size_t flen = strlen(from);
+            if (flen < wlen + 1 ||
+                strncmp(from + flen - wlen - 1, word, wlen) != 0)
+                continue;
+            size_t lead = flen - wlen - 1;
             if ((size_t)(p - body) >= lead &&
-                strncmp(p - lead, from, strlen(from)) == 0)
+                strncmp(p - lead, from, flen) == 0)
                 known = true;
         }
         if (!known)
@@ -219,7 +226,11 @@ void hl_script_init(hl_script *s, const char *body)
     if (strstr(body, PUBLISH_WORD) == NULL)
         return;
     s->publishes = true;
-    s->publish_unknown = publish_unknown(body);
+    /* A count of subscribers left as written would count a shared
+     * channel's plain listeners on this node alone, and a release would
+     * stay quiet for want of listeners the node cannot see. */
+    s->rewrite_unknown = word_unknown(body, PUBLISH_WORD) ||
+                         word_unknown(body, PUBSUB_WORD);
     char *twin_body = sharded_body(body);
     hl_script *twin = malloc(sizeof *twin);
     if (twin_body == NULL || twin == NULL) {
@@ -300,10 +311,11 @@ int hl_script_run(hl_conn *conn, const hl_script *s, int nkeys, int argc,
 {
     hl_publish how = hl_conn_publish(conn);
     const hl_script *form = hl_script_form(s, how);
-    if (form == NULL && s->publish_unknown && how != HL_PUBLISH_SHARDED) {
-        hl_set_detail("a script of the library publishes in a form the "
-                      "rewrite for channels shared with Redisson "
-                      "(redisson_pubsub) does not know: it was not run");
+    if (form == NULL && s->rewrite_unknown && how != HL_PUBLISH_SHARDED) {
+        hl_set_detail("a script of the library publishes or counts "
+                      "subscribers in a form the rewrite for channels "
+                      "shared with Redisson (redisson_pubsub) does not "
+                      "know: it was not run");
         return HILOCK_EUNSUPPORTED;
     }
     if (form == NULL) {

@@ -28,10 +28,11 @@ struct hl_script {
      * connection that needs them (see hl_script_run). */
     _Atomic(struct hl_script *) shared[2];
     bool publishes;
-    /* A 'publish' of the body is in no form the shared twins' rewrite
-     * knows, so they cannot be made: a defect of the script, which
-     * test_script_forms checks no script of the library has. */
-    bool publish_unknown;
+    /* A 'publish' or a count of subscribers ('pubsub') of the body is
+     * in no form the shared twins' rewrite knows, so they cannot be made:
+     * a defect of the script, which test_script_forms checks no script of
+     * the library has. */
+    bool rewrite_unknown;
 };
 
 /* How many scripts get a bit in a connection's set of loaded scripts (a
@@ -49,7 +50,7 @@ void hl_script_init(hl_script *s, const char *body);
 
 /* The form of s that a connection publishing how runs (see
  * hl_script_run); NULL when memory runs out, or for a shared form of a
- * script with publish_unknown.  Any thread. */
+ * script with rewrite_unknown.  Any thread. */
 const hl_script *hl_script_form(const hl_script *s, hl_publish how);
 
 /* Run a script with nkeys keys followed by the other arguments (argv holds
@@ -64,7 +65,7 @@ const hl_script *hl_script_form(const hl_script *s, hl_publish how);
  * announces.  fn gets the reply as hl_conn_command's callback would,
  * never a NOSCRIPT error; fn may be NULL to ignore it.  Returns
  * HILOCK_OK, HILOCK_ENOMEM, HILOCK_ECLOSED or HILOCK_EUNSUPPORTED (a
- * shared twin of a script with publish_unknown; fn not called). */
+ * shared twin of a script with rewrite_unknown; fn not called). */
 int hl_script_run(hl_conn *conn, const hl_script *s, int nkeys, int argc,
                   const char *const *argv, const size_t *argvlen,
                   hl_request_fn *fn, void *data);
