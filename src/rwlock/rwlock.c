@@ -44,11 +44,11 @@
  * Our waiting readers listen on Redisson's channel too, where the server
  * cannot tell them from Java's waiters, so they keep their client's
  * place among the readers, and a release counts those as ours: readers
- * wait behind a waiting writer whatever happens, and a grant to it takes
- * nothing from them.  Our releases announce themselves
- * there only when someone besides our first writer client listens; that
- * client listens there for the releases of Java's clients, which say "0"
- * or "1" like ours. */
+ * wait behind a waiting writer whatever happens, and neither a grant to
+ * it nor a promise takes anything from them.  Our releases announce
+ * themselves there only when someone besides our readers and our first
+ * writer client may listen; that client listens there for the releases
+ * of Java's clients, which say "0" or "1" like ours. */
 #include <pthread.h>
 #include <string.h>
 
