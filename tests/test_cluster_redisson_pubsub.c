@@ -8,8 +8,8 @@
  * subscribed one way or the other (support/plain_sub.h), or the fair
  * lock peer of support/redisson_peer.h, which publishes plain.  Every
  * kind is covered: the reentrant lock in each mode, and the fair lock,
- * the latch, the semaphore and the read-write lock's readers under
- * plain.
+ * the latch, the semaphore and both sides of the read-write lock under
+ * plain and both.
  *
  * A woken waiter must be woken by the release: every wait here is
  * bounded by a deadline far shorter than the Java holder's lease and the
@@ -449,14 +449,15 @@ static bool read_queue_head(void *arg)
 /* A Java fair holder (Redisson's RFairLock, which PUBLISHes here) releases
  * to a hilock waiter at the head of the line, on that waiter's channel;
  * then the hilock holder releases to a Java waiter at the head, on its. */
-static void test_plain_fair_both_ways(void **state)
+static void fair_both_ways(const char *mode)
 {
-    (void)state;
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "%s-%s", "fair", mode);
     char name[64], queue[128], head[160], channel[256];
-    name_on(1, "fair", name, sizeof name);
+    name_on(1, prefix, name, sizeof name);
     snprintf(queue, sizeof queue, "redisson_lock_queue:{%s}", name);
     hl_redis_server *m = master_of_name(name);
-    hilock_client *c = client("plain");
+    hilock_client *c = client(mode);
     hilock_lock *lock = NULL;
     OK(hilock_fair_lock_create(&lock, c, name));
     hl_rpeer java;
@@ -471,7 +472,7 @@ static void test_plain_fair_both_ways(void **state)
         fail_msg("the waiter took no place in %s", queue);
     snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}:%s", name,
              head);
-    expect_listening(m, channel, "plain");
+    expect_listening(m, channel, mode);
     assert_int_equal(hl_rpeer_unlock(&java, 1, lease_ms), 1);
     expect_woken(w, "the Java fair release");
 
@@ -488,18 +489,26 @@ static void test_plain_fair_both_ways(void **state)
     OK(hilock_client_destroy(c));
 }
 
+static void test_fair_both_ways(void **state)
+{
+    (void)state;
+    fair_both_ways("plain");
+    fair_both_ways("both");
+}
+
 /* A Java count down to zero opens a latch a hilock client awaits; a latch
  * has no lease, so without the message the await would wait its whole
  * wait. */
-static void test_plain_latch_opens(void **state)
+static void latch_opens(const char *mode)
 {
-    (void)state;
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "%s-%s", "latch", mode);
     char name[64], channel[128], reply[256];
-    name_on(2, "latch", name, sizeof name);
+    name_on(2, prefix, name, sizeof name);
     snprintf(channel, sizeof channel,
              "redisson_countdownlatch__channel__{%s}", name);
     hl_redis_server *m = master_of_name(name);
-    hilock_client *c = client("plain");
+    hilock_client *c = client(mode);
     hilock_latch *latch = NULL;
     OK(hilock_latch_create(&latch, c, name));
     assert_int_equal(hl_redis_server_cmd(m, reply, sizeof reply, "SET", name,
@@ -507,7 +516,7 @@ static void test_plain_latch_opens(void **state)
                      '+');
     waiter *w = new_waiter();
     waiter_start(w, NULL, latch);
-    expect_listening(m, channel, "plain");
+    expect_listening(m, channel, mode);
     /* Redisson's countDown: the count goes, then "0" on its channel. */
     assert_int_equal(
         hl_redis_server_cmd(
@@ -525,17 +534,25 @@ static void test_plain_latch_opens(void **state)
     OK(hilock_client_destroy(c));
 }
 
+static void test_latch_opens(void **state)
+{
+    (void)state;
+    latch_opens("plain");
+    latch_opens("both");
+}
+
 /* A Java release of a permit (RSemaphore's, which publishes the new
  * count) wakes a hilock waiter first in our line; then a hilock release
  * reaches a Java waiter on another node. */
-static void test_plain_semaphore_both_ways(void **state)
+static void semaphore_both_ways(const char *mode)
 {
-    (void)state;
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "%s-%s", "sem", mode);
     char name[64], channel[128], reply[256];
-    name_on(0, "sem", name, sizeof name);
+    name_on(0, prefix, name, sizeof name);
     snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
     hl_redis_server *m = master_of_name(name);
-    hilock_client *c = client("plain");
+    hilock_client *c = client(mode);
     hilock_semaphore *sem = NULL;
     OK(hilock_semaphore_create(&sem, c, name));
     assert_int_equal(hl_redis_server_cmd(m, reply, sizeof reply, "SET", name,
@@ -545,7 +562,7 @@ static void test_plain_semaphore_both_ways(void **state)
     memset(w, 0, sizeof *w);
     w->sem = sem;
     assert_int_equal(pthread_create(&w->thread, NULL, waiter_main, w), 0);
-    expect_listening(m, channel, "plain");
+    expect_listening(m, channel, mode);
     /* A Java waiter on another node, which hears what m publishes in
      * order: the Java release first. */
     hl_plain_sub *java = hl_plain_sub_open(far_from(m), channel);
@@ -567,17 +584,25 @@ static void test_plain_semaphore_both_ways(void **state)
     OK(hilock_client_destroy(c));
 }
 
-/* A Java writer's release (RReadWriteLock's, which publishes "1" when the
- * lock is free) wakes a hilock reader. */
-static void test_plain_reader_wakes(void **state)
+static void test_semaphore_both_ways(void **state)
 {
     (void)state;
+    semaphore_both_ways("plain");
+    semaphore_both_ways("both");
+}
+
+/* A Java writer's release (RReadWriteLock's, which publishes "1" when the
+ * lock is free) wakes a hilock reader. */
+static void reader_wakes(const char *mode)
+{
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "%s-%s", "rw", mode);
     char name[64], channel[128], reply[256], ms[24];
-    name_on(1, "rw", name, sizeof name);
+    name_on(1, prefix, name, sizeof name);
     snprintf(channel, sizeof channel, "redisson_rwlock:{%s}", name);
     snprintf(ms, sizeof ms, "%d", lease_ms);
     hl_redis_server *m = master_of_name(name);
-    hilock_client *c = client("plain");
+    hilock_client *c = client(mode);
     hilock_lock *reader = NULL;
     OK(hilock_read_lock_create(&reader, c, name));
     assert_int_equal(hl_redis_server_cmd(m, reply, sizeof reply, "HSET",
@@ -590,7 +615,7 @@ static void test_plain_reader_wakes(void **state)
                      ':');
     waiter *w = new_waiter();
     waiter_start(w, reader, NULL);
-    expect_listening(m, channel, "plain");
+    expect_listening(m, channel, mode);
     assert_int_equal(hl_redis_server_cmd(m, reply, sizeof reply, "EVAL",
                                          "redis.call('del', KEYS[1])\n"
                                          "redis.call('publish', KEYS[2], "
@@ -604,20 +629,27 @@ static void test_plain_reader_wakes(void **state)
     OK(hilock_client_destroy(c));
 }
 
+static void test_reader_wakes(void **state)
+{
+    (void)state;
+    reader_wakes("plain");
+    reader_wakes("both");
+}
+
 /* Our write release that promises the lock to our waiting writer, with
  * our reader waiting beside it, counts the reader as ours and may stay
  * quiet on Redisson's channel when nobody else listens there; plain
  * listeners elsewhere cannot be counted from the master, so it must
  * announce: a Java waiter on another node hears it. */
-static void test_plain_promised_write_release_reaches_java(void **state)
+static void promised_write_release_reaches_java(const char *mode)
 {
-    (void)state;
-    char name[64], channel[128], line[128], first[128];
-    name_on(1, "rw-promise", name, sizeof name);
+    char name[64], channel[128], line[128], first[128], prefix[32];
+    snprintf(prefix, sizeof prefix, "rw-promise-%s", mode);
+    name_on(1, prefix, name, sizeof name);
     snprintf(channel, sizeof channel, "redisson_rwlock:{%s}", name);
     snprintf(line, sizeof line, "hilock_rwlock_line:{%s}", name);
     hl_redis_server *m = master_of_name(name);
-    hilock_client *h = client("plain"), *c = client("plain");
+    hilock_client *h = client(mode), *c = client(mode);
     hilock_lock *holder = NULL, *writer = NULL, *reader = NULL;
     OK(hilock_write_lock_create(&holder, h, name));
     OK(hilock_write_lock_create(&writer, c, name));
@@ -631,7 +663,7 @@ static void test_plain_promised_write_release_reaches_java(void **state)
         fail_msg("the writer did not line up");
     assert_string_equal(first, hilock_client_id(c));
     waiter_start(r, reader, NULL);
-    expect_listening(m, channel, "plain");
+    expect_listening(m, channel, mode);
     hl_plain_sub *java = hl_plain_sub_open(far_from(m), channel);
 
     OK(hilock_lock_release(holder));
@@ -649,6 +681,13 @@ static void test_plain_promised_write_release_reaches_java(void **state)
     OK(hilock_client_destroy(h));
 }
 
+static void test_promised_write_release_reaches_java(void **state)
+{
+    (void)state;
+    promised_write_release_reaches_java("plain");
+    promised_write_release_reaches_java("both");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -657,11 +696,11 @@ int main(void)
         cmocka_unit_test(test_sharded_java_release_wakes_waiter),
         cmocka_unit_test(test_release_reaches_listeners),
         cmocka_unit_test(test_first_in_line_still_announces),
-        cmocka_unit_test(test_plain_fair_both_ways),
-        cmocka_unit_test(test_plain_latch_opens),
-        cmocka_unit_test(test_plain_semaphore_both_ways),
-        cmocka_unit_test(test_plain_reader_wakes),
-        cmocka_unit_test(test_plain_promised_write_release_reaches_java),
+        cmocka_unit_test(test_fair_both_ways),
+        cmocka_unit_test(test_latch_opens),
+        cmocka_unit_test(test_semaphore_both_ways),
+        cmocka_unit_test(test_reader_wakes),
+        cmocka_unit_test(test_promised_write_release_reaches_java),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
