@@ -926,15 +926,16 @@ static void test_read_write_on_every_master(void **state)
     }
 }
 
-/* A client that attempts again only every 10 s while it waits (waiter
- * timeout 30 s), so that no renewal of a place lands in a count. */
+/* A client that attempts again only every 40 s while it waits (waiter
+ * timeout 120 s), so that no renewal of a place lands in a count, even
+ * on a busy machine. */
 static hilock_client *patient_client(void)
 {
     hilock_options *o = NULL;
     hilock_client *c = NULL;
     OK(hilock_options_create(&o));
     OK(hilock_options_set_url(o, hl_redis_cluster_url(cluster)));
-    OK(hilock_options_set_waiter_timeout_ms(o, 30000));
+    OK(hilock_options_set_waiter_timeout_ms(o, 120000));
     int rc = hilock_client_create(&c, o);
     hilock_options_free(o);
     OK(rc);

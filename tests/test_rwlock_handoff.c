@@ -226,11 +226,11 @@ static void wait_in_line_leased(hilock_client *c, hilock_lock *lock,
  * goes to a writer never told so: every subscriber there is a reader of
  * ours, and the release says nothing there, unless a Java waiter listens
  * too (java), which must hear it.  Every client waits long between its
- * own attempts (waiter timeout 30 s), so that none renews its place
- * meanwhile. */
+ * own attempts (40 s: waiter timeout 120 s), so that none renews its
+ * place meanwhile, even on a busy machine. */
 static void promised_handoff_beside_readers(const char *name, bool java)
 {
-    const hl_client_opts slow = {.waiter_ms = 30000};
+    const hl_client_opts slow = {.waiter_ms = 120000};
     hilock_client *h = hl_new_client(fx.server, NULL);
     hilock_lock *lh = hl_new_write_lock(h, name);
     hilock_client *w[2], *r[READERS];
