@@ -170,17 +170,20 @@
     "if n < 1 then return 0 end\n"                                          \
     "redis.call('hdel', KEYS[1], " hold ")\n"
 
-/* announce_ours(ch, first, me, sharded, msg) tells other libraries'
- * waiters of our release with msg on their channel ch.  With a line
- * (first its first client), our client first in it listens there too,
- * and would only hear news it has or needs not: the message goes out
- * then only if someone else listens (sharded "1": counted among sharded
- * subscribers).  Needs HL_LUA_ANNOUNCE. */
+/* announce_ours(ch, first, me, sharded, msg, ours) tells other
+ * libraries' waiters of our release with msg on their channel ch.  With
+ * a line (first its first client), our client first in it listens there
+ * too, and would only hear news it has or needs not: the message goes
+ * out then only if someone else listens (sharded "1": counted among
+ * sharded subscribers).  ours, when given, counts the other subscribers
+ * there that are clients of ours the release does not concern (a
+ * read-write lock's readers, who wait behind the line whatever it says).
+ * Needs HL_LUA_ANNOUNCE. */
 #define HL_LUA_LINE_ANNOUNCE_OURS                                           \
-    "local function announce_ours(ch, first, me, sharded, msg)\n"           \
+    "local function announce_ours(ch, first, me, sharded, msg, ours)\n"     \
     "  if first and redis.call('pubsub', sharded == '1' and\n"              \
-    "      'shardnumsub' or 'numsub', ch)[2] <= (first == me and 1 or 0)\n" \
-    "      then\n"                                                          \
+    "      'shardnumsub' or 'numsub', ch)[2] - (ours or 0) <=\n"            \
+    "      (first == me and 1 or 0) then\n"                                 \
     "    return\n"                                                          \
     "  end\n"                                                               \
     "  announce(ch, msg)\n"                                                 \

@@ -299,31 +299,18 @@ static const char write_acquire_wish_lua[] = WRITE_ACQUIRE_LUA(
     "  return n\n"                                                          \
     "end\n"
 
-/* announce_freed(first, me, sharded, msg): a release by me (a client id,
- * or '') freed the lock without handing it over, and promised it to
- * first (me when me was first in line itself; false when no writer
- * waits).  Redisson's channel (KEYS[2]; sharded "1": counted among
- * sharded subscribers) hears msg unless everyone listening there is a
- * client of ours the release does not concern: our readers, who wait
- * behind the writers in line whatever it says (RW_LUA_OUR_READERS), and
- * me, first, whose own next writer follows the release.  Whether the
- * promised client listens there too (when it was told it was first) the
- * server cannot know, so one subscriber more than our readers hears it:
- * that one may be a Java waiter.  Without this, every hand-off that
- * promises would wake every process with a reader waiting, only for
- * each to be refused. */
-#define RW_LUA_ANNOUNCE_FREED                                               \
-    "local function announce_freed(first, me, sharded, msg)\n"              \
-    "  if first then\n"                                                     \
-    "    local n = redis.call('pubsub', sharded == '1' and 'shardnumsub'\n" \
-    "                         or 'numsub', KEYS[2])[2]\n"                    \
-    "    if n - our_readers(first, first == me, now_ms()) <=\n"              \
-    "        (first == me and 1 or 0) then\n"                               \
-    "      return\n"                                                        \
-    "    end\n"                                                             \
-    "  end\n"                                                               \
-    "  announce(KEYS[2], msg)\n"                                            \
-    "end\n"
+/* What a release by me (a Lua expression: a client id, or '') that
+ * freed the lock without handing it over and promised it to first (me
+ * when me was first in line itself) gives announce_ours as ours: our
+ * readers listening on Redisson's channel, who wait behind the writers
+ * in line whatever the release says; me, first, listens there once as
+ * the first writer client.  Whether a promised client listens there too
+ * (when it was told it was first) the server cannot know, so one
+ * subscriber more than our readers hears the release: that one may be a
+ * Java waiter.  Without this, every hand-off that promises would wake
+ * every process with a reader waiting, only for each to be refused. */
+#define RW_READERS_BESIDE(me)                                               \
+    "first and our_readers(first, first == " me ", now_ms())"
 
 /* KEYS: name, channel, writers' line, places, promise, wake base,
  * wishes, readers' places.  ARGV: lease ms, field, "1" on a cluster
@@ -335,7 +322,7 @@ static const char write_acquire_wish_lua[] = WRITE_ACQUIRE_LUA(
  * out), -2 when the owner's last read hold went and others still hold
  * the lock.  A lock freed goes to the first writer in line, if any. */
 static const char read_release_lua[] =
-    RW_LUA_COMMON RW_LUA_OUR_READERS RW_LUA_ANNOUNCE_FREED
+    RW_LUA_COMMON HL_LUA_LINE_ANNOUNCE_OURS RW_LUA_OUR_READERS
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
     "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
     "redis.call('del', tkey(KEYS[1], ARGV[2], n + 1))\n"
@@ -359,7 +346,8 @@ static const char read_release_lua[] =
     HL_LUA_LINE_PROMISE_FROM_HANDING(3, "''", HAND_TO_WISH)
     /* Held again, by a writer: Java's clients would find it so. */
     "if not handed then\n"
-    "  announce_freed(first, '', ARGV[3], " MSG_UNLOCK ")\n"
+    "  announce_ours(KEYS[2], first, '', ARGV[3], " MSG_UNLOCK ",\n"
+    "                " RW_READERS_BESIDE("''") ")\n"
     "end\n"
     "return answer(0)\n";
 
@@ -379,7 +367,7 @@ static const char read_release_lua[] =
  * that frees the lock replies -3 when it promised it to another client,
  * -4 when to none (as the reentrant lock's). */
 static const char write_release_lua[] =
-    RW_LUA_COMMON RW_LUA_OUR_READERS RW_LUA_ANNOUNCE_FREED
+    RW_LUA_COMMON HL_LUA_LINE_ANNOUNCE_OURS RW_LUA_OUR_READERS
     "local wf = ARGV[2] .. " WRITE_SUFFIX "\n"
     "if redis.call('hexists', KEYS[1], wf) == 0 then return -1 end\n"
     "local n = redis.call('hincrby', KEYS[1], wf, -1)\n"
@@ -394,7 +382,8 @@ static const char write_release_lua[] =
     "local handed = false\n"
     HL_LUA_LINE_PROMISE_FROM_HANDING(3, "me", HAND_TO_WISH)
     "if not handed then\n"
-    "  announce_freed(first, me, ARGV[3], " MSG_READ_UNLOCK ")\n"
+    "  announce_ours(KEYS[2], first, me, ARGV[3], " MSG_READ_UNLOCK ",\n"
+    "                " RW_READERS_BESIDE("me") ")\n"
     "end\n"
     "if not first or first == me then return answer(-4) end\n"
     "return answer(-3)\n";
@@ -489,14 +478,15 @@ static const char reconcile_lua[] =
  * reads.  Replies 1 when a wish was dropped, 2 when a grant went back,
  * else 0. */
 static const char write_withdraw_lua[] =
-    RW_LUA_COMMON RW_LUA_OUR_READERS RW_LUA_ANNOUNCE_FREED
+    RW_LUA_COMMON HL_LUA_LINE_ANNOUNCE_OURS RW_LUA_OUR_READERS
     "local me = string.sub(ARGV[1], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
     "local wf = ARGV[1] .. " WRITE_SUFFIX "\n"
     HL_LUA_LINE_WITHDRAW("KEYS[7]", "wf")
     RW_LUA_DOWNGRADED("2")
     "redis.call('del', KEYS[1])\n"
     HL_LUA_LINE_PROMISE_FROM(3, "me")
-    "announce_freed(first, me, ARGV[3], " MSG_READ_UNLOCK ")\n"
+    "announce_ours(KEYS[2], first, me, ARGV[3], " MSG_READ_UNLOCK ",\n"
+    "              " RW_READERS_BESIDE("me") ")\n"
     "return answer(2)\n";
 
 /* KEYS: names.  ARGV: lease ms, then one field per name.  Renews every
