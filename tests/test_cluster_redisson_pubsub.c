@@ -260,6 +260,15 @@ static void expect_message(hl_plain_sub *sub, const char *want,
     assert_string_equal(msg, want);
 }
 
+/* A test that runs a case under redisson_pubsub=plain, then both. */
+#define PLAIN_AND_BOTH(test, fn)                                            \
+    static void test(void **state)                                          \
+    {                                                                       \
+        (void)state;                                                        \
+        fn("plain");                                                        \
+        fn("both");                                                         \
+    }
+
 /* ---- a Java release wakes a hilock waiter -------------------------------- */
 
 /* A Redisson holder on a lock hilock waits for releases it, publishing
@@ -414,12 +423,8 @@ static void first_in_line_still_announces(const char *mode)
     OK(hilock_client_destroy(c));
 }
 
-static void test_first_in_line_still_announces(void **state)
-{
-    (void)state;
-    first_in_line_still_announces("plain");
-    first_in_line_still_announces("both");
-}
+PLAIN_AND_BOTH(test_first_in_line_still_announces,
+               first_in_line_still_announces)
 
 /* ---- the fair lock and the latch ---------------------------------------- */
 
@@ -489,12 +494,7 @@ static void fair_both_ways(const char *mode)
     OK(hilock_client_destroy(c));
 }
 
-static void test_fair_both_ways(void **state)
-{
-    (void)state;
-    fair_both_ways("plain");
-    fair_both_ways("both");
-}
+PLAIN_AND_BOTH(test_fair_both_ways, fair_both_ways)
 
 /* A Java count down to zero opens a latch a hilock client awaits; a latch
  * has no lease, so without the message the await would wait its whole
@@ -534,12 +534,7 @@ static void latch_opens(const char *mode)
     OK(hilock_client_destroy(c));
 }
 
-static void test_latch_opens(void **state)
-{
-    (void)state;
-    latch_opens("plain");
-    latch_opens("both");
-}
+PLAIN_AND_BOTH(test_latch_opens, latch_opens)
 
 /* A Java release of a permit (RSemaphore's, which publishes the new
  * count) wakes a hilock waiter first in our line; then a hilock release
@@ -584,12 +579,7 @@ static void semaphore_both_ways(const char *mode)
     OK(hilock_client_destroy(c));
 }
 
-static void test_semaphore_both_ways(void **state)
-{
-    (void)state;
-    semaphore_both_ways("plain");
-    semaphore_both_ways("both");
-}
+PLAIN_AND_BOTH(test_semaphore_both_ways, semaphore_both_ways)
 
 /* A Java writer's release (RReadWriteLock's, which publishes "1" when the
  * lock is free) wakes a hilock reader. */
@@ -629,12 +619,7 @@ static void reader_wakes(const char *mode)
     OK(hilock_client_destroy(c));
 }
 
-static void test_reader_wakes(void **state)
-{
-    (void)state;
-    reader_wakes("plain");
-    reader_wakes("both");
-}
+PLAIN_AND_BOTH(test_reader_wakes, reader_wakes)
 
 /* Our write release that promises the lock to our waiting writer, with
  * our reader waiting beside it, counts the reader as ours and may stay
@@ -681,12 +666,8 @@ static void promised_write_release_reaches_java(const char *mode)
     OK(hilock_client_destroy(h));
 }
 
-static void test_promised_write_release_reaches_java(void **state)
-{
-    (void)state;
-    promised_write_release_reaches_java("plain");
-    promised_write_release_reaches_java("both");
-}
+PLAIN_AND_BOTH(test_promised_write_release_reaches_java,
+               promised_write_release_reaches_java)
 
 int main(void)
 {
