@@ -28,6 +28,8 @@
  * connection threads. */
 typedef struct script {
     const char *acquire_reply; /* bytes answering EVALSHA and EVAL */
+    const char *then_reply;    /* ... but the first, when set */
+    atomic_int scripts_seen;
     const char *uptime;        /* INFO's uptime_in_seconds */
     const char *endless_type;  /* answer GET with this, then no line end */
     bool endless_on_subscribe; /* the same after confirming a SUBSCRIBE */
@@ -42,7 +44,11 @@ static bool answer(hl_hostile_conn *conn, const hl_hostile_req *req,
     script *s = data;
     if (s->acquire_reply &&
         (hl_hostile_is(req, "EVALSHA") || hl_hostile_is(req, "EVAL"))) {
-        hl_hostile_send(conn, s->acquire_reply, strlen(s->acquire_reply));
+        const char *r = atomic_fetch_add(&s->scripts_seen, 1) > 0 &&
+                                s->then_reply
+                            ? s->then_reply
+                            : s->acquire_reply;
+        hl_hostile_send(conn, r, strlen(r));
         return true;
     }
     if (s->uptime && hl_hostile_is(req, "INFO")) {
@@ -81,6 +87,7 @@ static void script_init(script *s)
 {
     memset(s, 0, sizeof *s);
     atomic_init(&s->filler_sent, 0);
+    atomic_init(&s->scripts_seen, 0);
     atomic_init(&s->filler_done, false);
 }
 
@@ -89,6 +96,7 @@ typedef struct client_setup {
     int64_t watchdog_ms;
     int64_t quarantine_ms;
     int connections; /* 0: the default */
+    bool no_replica_ack; /* replicas=none: no WAIT after a write */
 } client_setup;
 
 static hilock_client *client_of(hl_hostile *h, const client_setup *cs)
@@ -108,6 +116,9 @@ static hilock_client *client_of(hl_hostile *h, const client_setup *cs)
     if (cs && cs->watchdog_ms > 0)
         assert_status(hilock_options_set_watchdog_timeout_ms(o,
                                                              cs->watchdog_ms),
+                      HILOCK_OK);
+    if (cs && cs->no_replica_ack)
+        assert_status(hilock_options_set_replica_ack(o, HILOCK_ACK_NONE),
                       HILOCK_OK);
     if (cs && cs->connections > 0)
         assert_status(hilock_options_set_connections(o, cs->connections),
@@ -187,6 +198,44 @@ static void test_ttl_extremes_other_kinds(void **state)
     expect_held_without_storm("9223372036854775807", hl_new_fair_lock);
     expect_held_without_storm("0", hl_new_write_lock);
     expect_held_without_storm("9223372036854775807", hl_new_read_lock);
+}
+
+/* ---- a call sent back for the full form ----------------------------- */
+
+/* A reentrant lock's lean attempt answered 0 is made again in the full
+ * form, and a lean release answered HL_RELEASE_FULL_FORM too; the same
+ * answer to the full form is no answer of it, and the call ends with
+ * HILOCK_EPROTO after those two requests rather than go round. */
+static void test_sent_back_for_ever_is_no_loop(void **state)
+{
+    (void)state;
+    script s;
+    script_init(&s);
+    s.acquire_reply = ":0\r\n";
+    hl_hostile *h = hl_hostile_start(answer, &s);
+    hilock_client *c = client_of(h, NULL);
+    hilock_lock *l = hl_new_lock(c, "hostile");
+    assert_status(hilock_lock_try_acquire(l, 0, 10000), HILOCK_EPROTO);
+    assert_int_equal(acquire_requests(h), 2);
+    hl_free_lock(l);
+    hl_free_client(c);
+    hl_hostile_stop(h);
+
+    /* Granted by the lean form, then every release sent back. */
+    script_init(&s);
+    s.acquire_reply = ":1\r\n";
+    s.then_reply = ":-6\r\n";
+    h = hl_hostile_start(answer, &s);
+    const client_setup plain = {.no_replica_ack = true};
+    c = client_of(h, &plain);
+    l = hl_new_lock(c, "hostile");
+    assert_status(hilock_lock_try_acquire(l, 0, 10000), HILOCK_OK);
+    assert_int_equal(acquire_requests(h), 1);
+    assert_status(hilock_lock_release(l), HILOCK_EPROTO);
+    assert_int_equal(acquire_requests(h), 3);
+    hl_free_lock(l);
+    hl_free_client(c);
+    hl_hostile_stop(h);
 }
 
 /* ---- a RedLock master's uptime ------------------------------------- */
@@ -417,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_ttl_zero_is_no_storm),
         cmocka_unit_test(test_ttl_negative_is_no_storm),
         cmocka_unit_test(test_ttl_extremes_other_kinds),
+        cmocka_unit_test(test_sent_back_for_ever_is_no_loop),
         cmocka_unit_test(test_restart_check_takes_any_uptime),
         cmocka_unit_test(test_endless_line_is_too_big),
         cmocka_unit_test(test_endless_line_on_pubsub),

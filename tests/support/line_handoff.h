@@ -17,14 +17,19 @@ typedef struct hl_line_kind {
     const char *hold_suffix; /* what follows an owner's field in the hash */
     const char *mode;        /* the hash's "mode" beside a hold, or NULL */
     const char *java_says;   /* what Redisson's release publishes */
+    /* A holder that knows of no contention releases in a lean form
+     * first, which a line of clients sends back for the full one: one
+     * script more for the first hand-off (hl_attempt_args.lean). */
+    bool lean_release;
 } hl_line_kind;
 
 extern const hl_line_kind hl_reentrant_line; /* hl_new_lock */
 extern const hl_line_kind hl_writers_line;   /* hl_new_write_lock */
 
 /* The release is the one script between the holder letting go and the
- * waiter holding, for no longer than the waiter's place on the server,
- * and the waiter's lease is renewed past that. */
+ * waiter holding (after a lean form's, see lean_release), for no longer
+ * than the waiter's place on the server, and the waiter's lease is
+ * renewed past that. */
 void hl_case_release_hands_over(hl_redis_server *s, const hl_line_kind *k,
                                 const char *name);
 

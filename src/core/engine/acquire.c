@@ -819,6 +819,14 @@ static void on_attempt_reply(void *data, int status, hilock_reply *reply)
         short_ack(op);
     } else if (res.outcome == HL_ACQ_ACQUIRED) {
         granted(op, &res);
+    } else if (res.outcome == HL_ACQ_FULL_FORM && !op->full_form) {
+        /* A lean attempt found the lock busy, or a voided attempt's
+         * record beside it: it took nothing, and the full form, sent in
+         * the same turn, judges.  The handle counts as contended, so
+         * that its next calls go in full at once. */
+        op->full_form = true;
+        hl_lock_saw_others(lock);
+        send_attempt(op);
     } else if (res.outcome == HL_ACQ_HELD && op->wish_out &&
                wish_answered(op, &res)) {
         /* Granted in this attempt's turn, as its own grant would be. */
@@ -954,6 +962,9 @@ static void prepare_attempt(hl_acquire_op *op, hl_attempt_args *args,
         args->claim = op->wish;
         args->claim_len = op->wish_len;
     }
+    args->lean = !joining && args->keep_in_line_ms == -1 &&
+                 args->want == HL_WANT_NONE && !op->full_form &&
+                 !hl_lock_contended_lately(lock);
     if (op->subscribed) {
         hl_waiter_trying(&op->waiter);
         /* In line without listening: its channel is at hand. */

@@ -127,6 +127,7 @@ struct hl_acquire_op {
     bool subscribed;    /* its waiter is registered */
     bool placed;        /* may hold a place on the server to give back */
     bool saw_held;      /* an attempt found the lock held by another */
+    bool full_form;     /* a lean attempt was sent back for the full form */
     bool counted_waiting; /* in the client's acquires_waiting */
     hl_monotime started_at; /* when it started, for the wait histogram */
     bool first_in_line; /* the last refusal said the client is first in

@@ -208,15 +208,25 @@ static uint32_t now_ms_mod32(void)
     return (uint32_t)(hl_monotime_now() / HL_MS(1));
 }
 
-bool hl_lock_taking_turns(hilock_lock *lock)
+static bool others_seen_within(hilock_lock *lock, uint32_t ms)
 {
     uint32_t seen =
         atomic_load_explicit(&lock->others_seen_ms, memory_order_relaxed);
+    return seen != 0 && (uint32_t)(now_ms_mod32() - seen) < ms;
+}
+
+bool hl_lock_taking_turns(hilock_lock *lock)
+{
     /* Modular: callers of a handle last refused a multiple of 49.7 days
      * ago may sleep rather than spin for up to HL_TURNS_LATELY_MS, which
      * costs them a wake-up a call, nothing more. */
-    return seen != 0 && (uint32_t)(now_ms_mod32() - seen) <
-                            HL_TURNS_LATELY_MS;
+    return others_seen_within(lock, HL_TURNS_LATELY_MS);
+}
+
+bool hl_lock_contended_lately(hilock_lock *lock)
+{
+    /* Modular too: such a handle goes in full a few seconds longer. */
+    return others_seen_within(lock, HL_CONTENDED_LATELY_MS);
 }
 
 void hl_lock_saw_others(hilock_lock *lock)

@@ -31,6 +31,9 @@ typedef enum hl_acquire_outcome {
     HL_ACQ_HELD,     /* ttl_ms set: remaining lease of the holder, -1 none */
     HL_ACQ_VOID,     /* the attempt had been voided by a reconcile */
     HL_ACQ_SELF_WAIT, /* would wait for another hold of the same owner */
+    /* A lean attempt (hl_attempt_args.lean) found something only the full
+     * form judges; it took nothing. */
+    HL_ACQ_FULL_FORM,
     HL_ACQ_BAD_REPLY
 } hl_acquire_outcome;
 
@@ -59,6 +62,9 @@ typedef enum hl_release_outcome {
     HL_REL_FREED_ELSEWHERE,
     HL_REL_FREED_OPEN,
     HL_REL_OWNER_DONE, /* the owner holds nothing more; others still do */
+    /* A lean release found clients in line, which only the full form
+     * serves; it changed nothing. */
+    HL_REL_FULL_FORM,
     HL_REL_BAD_REPLY
 } hl_release_outcome;
 
@@ -108,6 +114,12 @@ typedef struct hl_attempt_args {
      * none): a grant a release made for that wish is this attempt's. */
     const char *claim;
     size_t claim_len;
+    /* The engine knows of no reason for more than a first hold's grant
+     * on a lock nobody touches: no hold of the owner's to join, no place
+     * or wish of the client's on the server, no refusal lately.  A kind
+     * may then send a lean form, with only the keys and arguments such a
+     * grant reads, which answers HL_ACQ_FULL_FORM for anything else. */
+    bool lean;
 } hl_attempt_args;
 
 /* The read-only questions of the query calls in hilock/lock.h. */
@@ -142,6 +154,10 @@ typedef struct hl_cond_entry {
  * when the server counts the owner's hold more than once: nothing was
  * changed. */
 #define HL_COND_HELD_TWICE (-5)
+
+/* What a lean release answers when clients wait in line (HL_REL_FULL_FORM). */
+#define HL_RELEASE_FULL_FORM (-6)
+#define HL_RELEASE_FULL_FORM_TEXT "-6"
 
 typedef struct hl_kind {
     const char *name; /* for messages */
@@ -504,6 +520,12 @@ bool hl_lock_writes_plain(const hilock_lock *lock);
  * processes, whose threads need the cores when it is.  Any thread. */
 #define HL_TURNS_LATELY_MS 500
 bool hl_lock_taking_turns(hilock_lock *lock);
+/* The same within the last HL_CONTENDED_LATELY_MS, or a lean form of
+ * its calls was sent back for the full form then (hl_attempt_args.lean):
+ * its calls go in full for as long as a lock contended now is likely to
+ * be again.  Any thread. */
+#define HL_CONTENDED_LATELY_MS 5000
+bool hl_lock_contended_lately(hilock_lock *lock);
 /* Why an operation of the lock cannot start: HILOCK_ECANCELED when the
  * handle was destroyed, else HILOCK_ECLOSED (its client closed), with
  * the detail in *why.  Loop thread. */

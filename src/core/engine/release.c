@@ -19,12 +19,15 @@ typedef struct lock_call {
     void *user_data;
     bool lease_was_releasing; /* this release set the lease aside */
     bool handed_on;           /* a local waiter was woken with it */
+    bool full_form;           /* a lean release was sent back for it */
     unsigned changes_at_send; /* the client's master changes then */
     /* A release into a condition's line: its waiter's entry. */
     const hl_cond_entry *cond;
     /* A release a replica refused is made again on the master. */
     hl_again again;
 } lock_call;
+
+static void release_again(void *data);
 
 static void call_finish(lock_call *call, int status, int64_t value,
                         const char *detail)
@@ -67,6 +70,28 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
             ? lock->kind->parse_release(
                   hl_script_answer(lock->client, reply), &left)
             : HL_REL_BAD_REPLY;
+    if (out == HL_REL_FULL_FORM && !call->full_form) {
+        /* A lean release found clients in line and changed nothing: the
+         * full form serves them.  The handle counts as contended, so that
+         * the release made again goes in full. */
+        hilock_reply_free(reply);
+        if (h && call->lease_was_releasing && hl_hold_lease(h))
+            hl_lease_set_releasing(hl_hold_lease(h), false);
+        call->lease_was_releasing = false;
+        hl_aux_name woken;
+        if (call->handed_on && lock->client &&
+            hl_lock_channel(lock, &woken) == 0) {
+            /* Not freed: the woken waiter must not count on it. */
+            hl_waiters_hand_on_undone(lock->client->waiters, woken.s,
+                                      woken.len);
+            hl_aux_name_done(&woken);
+        }
+        call->handed_on = false;
+        call->full_form = true;
+        hl_lock_saw_others(lock);
+        release_again(call);
+        return;
+    }
     /* A script that refused a value it found on the server says which. */
     char foreign[HL_FOREIGN_DETAIL_MAX] = "";
     if (status == HILOCK_OK && out == HL_REL_BAD_REPLY)
@@ -195,6 +220,7 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
         }
         call_finish(call, HILOCK_OK, left, NULL);
         return;
+    case HL_REL_FULL_FORM:
     case HL_REL_BAD_REPLY:
         call_finish(call, HILOCK_EPROTO, 0, "unexpected release reply");
         return;
