@@ -515,15 +515,16 @@ bool hl_lock_on_cluster(const hilock_lock *lock);
  * may another client's release write a grant for this client, since no
  * WAIT of this client's could cover it.  Loop thread. */
 bool hl_lock_writes_plain(const hilock_lock *lock);
-/* Whether an attempt of this handle found the lock taken by another
- * within the last HL_TURNS_LATELY_MS: the lock is passed between
- * processes, whose threads need the cores when it is.  Any thread. */
+/* Whether an attempt of this handle found the lock taken by another, or
+ * a lean form of its calls was sent back for the full form
+ * (hl_attempt_args.lean), within the last HL_TURNS_LATELY_MS: the lock
+ * is passed between processes, whose threads need the cores when it is.
+ * hl_lock_saw_others marks either.  Any thread. */
 #define HL_TURNS_LATELY_MS 500
 bool hl_lock_taking_turns(hilock_lock *lock);
-/* The same within the last HL_CONTENDED_LATELY_MS, or a lean form of
- * its calls was sent back for the full form then (hl_attempt_args.lean):
- * its calls go in full for as long as a lock contended now is likely to
- * be again.  Any thread. */
+/* The same within the last HL_CONTENDED_LATELY_MS: the handle's calls go
+ * in full for as long as a lock contended now is likely to be again.
+ * Any thread. */
 #define HL_CONTENDED_LATELY_MS 5000
 bool hl_lock_contended_lately(hilock_lock *lock);
 /* Why an operation of the lock cannot start: HILOCK_ECANCELED when the
