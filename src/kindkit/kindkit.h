@@ -151,6 +151,20 @@
     "  end\n"                                                               \
     "end\n"
 
+/* Keep a key of a line (its list, places, wishes) for at least ms, a
+ * waiter timeout: a key with less left gets twice ms, so that the
+ * attempts that renew places within ms find it long enough and write
+ * nothing (with exactly ms, nearly every attempt rewrote the expiry of
+ * each key, a call apiece).  The keys outlive their last waiter by at
+ * most twice the waiter timeout; who is alive in them is told by scores,
+ * never by the keys' expiry.  Waiter timeouts are at most an hour. */
+#define HL_LUA_KEEP                                                         \
+    "local function keep_key(key, ms)\n"                                    \
+    "  if redis.call('pttl', key) < tonumber(ms) then\n"                    \
+    "    redis.call('pexpire', key, 2 * tonumber(ms))\n"                    \
+    "  end\n"                                                               \
+    "end\n"
+
 /* KEYS: names.  ARGV: lease ms, then one field per name.  Renews each
  * lock whose hash still holds the field; replies 1/0 per lock. */
 extern hl_script hl_hash_renew;

@@ -18,8 +18,9 @@
 #include "kindkit/kindkit.h"
 #include "layout/layout.h"
 
-/* head(line, alive, now) is the first client in line still alive, and
- * when its place runs out; it drops the gone ones before it.
+/* head(line, alive, now, c) is the first client in line still alive, and
+ * when its place runs out; it drops the gone ones before it.  c is the
+ * line's first entry where the caller read it already, else nil.
  * promise_next(line, alive, next, wake, me, c), c being the line's first
  * entry, promises a free lock to the first live client and wakes it; it
  * returns that client, if any.  When me, the releasing client, is first,
@@ -38,25 +39,27 @@
  * gives c the lock outright returns c, and no promise is made. */
 #define HL_LUA_LINE_PROMISE_HANDING(hand)                                   \
     HL_LUA_NOW                                                              \
-    "local function head(line, alive, now)\n"                               \
+    "local function head(line, alive, now, c)\n"                            \
     "  while true do\n"                                                     \
-    "    local c = redis.call('lindex', line, 0)\n"                         \
+    "    c = c or redis.call('lindex', line, 0)\n"                          \
     "    if not c then return false end\n"                                  \
     "    local s = tonumber(redis.call('zscore', alive, c) or 0)\n"         \
     "    if s > now then return c, math.min(s, now + 86400000) end\n"       \
     "    redis.call('lpop', line)\n"                                        \
     "    redis.call('zrem', alive, c)\n"                                    \
+    "    c = nil\n"                                                         \
     "  end\n"                                                               \
     "end\n"                                                                 \
     "local function promise_next(line, alive, next, wake, me, c)\n"         \
     "  if c == me then\n"                                                   \
-    "    if not redis.call('lindex', line, 1) then return me end\n"         \
+    "    c = redis.call('lindex', line, 1)\n"                               \
+    "    if not c then return me end\n"                                     \
     "    redis.call('lpop', line)\n"                                        \
     "    redis.call('rpush', line, me)\n"                                   \
     "  end\n"                                                               \
     "  local now = now_ms()\n"                                              \
     "  local s\n"                                                           \
-    "  c, s = head(line, alive, now)\n"                                     \
+    "  c, s = head(line, alive, now, c)\n"                                  \
     "  if not c or c == me then return c end\n"                             \
     hand                                                                    \
     "  redis.call('set', next, c, 'px', math.ceil(s - now))\n"              \
@@ -135,12 +138,11 @@
  * with more after its lease carries. */
 #define HL_LUA_WISH_PLAIN "^[wW] (%S+) (%d+)() (%S+)$"
 
-/* In a refused attempt of me that records its wish (KEYS[line] the line):
- * the wish's letter and the space after it, "W " when the attempt's
- * answer tells me it is first in line, so that it listens on the other
- * libraries' channel, else "w ". */
-#define HL_LUA_WISH_LEAD(line)                                              \
-    "(redis.call('lindex', KEYS[" #line "], 0) == me and 'W ' or 'w ')"
+/* In a refused attempt of me that records its wish, the script's local
+ * first being whether me is first in line: the wish's letter and the
+ * space after it, "W " when the attempt's answer tells me it is first in
+ * line, so that it listens on the other libraries' channel, else "w ". */
+#define HL_LUA_WISH_LEAD "(first and 'W ' or 'w ')"
 
 /* Whether the wish w was recorded by the attempt named by nonce. */
 #define HL_LUA_WISH_OF(w, nonce)                                            \
@@ -189,20 +191,24 @@
     "  announce(ch, msg)\n"                                                 \
     "end\n"
 
-/* In an attempt: set the client's (me's) place to run out in ms.  Defines
- * what it needs in the block it is in, so that attempts that keep no
- * place pay nothing for it. */
+/* In an attempt: set the client's (me's) place to run out in ms, and
+ * keep the line's keys that long.  Defines what it needs in the block it
+ * is in, so that attempts that keep no place pay nothing for it. */
 #define HL_LUA_LINE_PLACE(ms)                                               \
-    HL_LUA_NOW HL_LUA_EXTEND                                                \
-    "    redis.call('zadd', KEYS[5], now_ms() + " ms ", me)\n"              \
-    "    extend(KEYS[4], " ms ")\n"                                         \
-    "    extend(KEYS[5], " ms ")\n"
+    HL_LUA_LINE_PLACE_THEN(ms, "")
+/* The same, with then a Lua block run when the place is new: the client
+ * had none, so it is not in line either. */
+#define HL_LUA_LINE_PLACE_THEN(ms, then)                                    \
+    HL_LUA_NOW HL_LUA_KEEP                                                  \
+    "    if redis.call('zadd', KEYS[5], now_ms() + " ms ", me) == 1 then\n" \
+    then                                                                    \
+    "    end\n"                                                             \
+    "    keep_key(KEYS[4], " ms ")\n"                                       \
+    "    keep_key(KEYS[5], " ms ")\n"
 
 /* In a refused attempt: join the line at its end, or renew the place. */
 #define HL_LUA_LINE_JOIN(ms)                                                \
-    "    if not redis.call('zscore', KEYS[5], me) then\n"                   \
-    "      redis.call('rpush', KEYS[4], me)\n"                              \
-    "    end\n" HL_LUA_LINE_PLACE(ms)
+    HL_LUA_LINE_PLACE_THEN(ms, "      redis.call('rpush', KEYS[4], me)\n")
 
 /* In an attempt about to grant a first hold (when the Lua condition
  * cond holds), keep being the argument that says how long the client

@@ -127,10 +127,10 @@
     "      1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ") == me then\n"                \
     "    return {0, ttl, 0}\n"                                               \
     "  end\n"                                                                \
-    "  if ARGV[6] ~= '0' then\n" HL_LUA_LINE_JOIN("ARGV[6]") wish_join       \
-    "  end\n"                                                                \
-    "  local first = redis.call('lindex', KEYS[4], 0) == me and 1 or 0\n"    \
-    "  return {0, ttl, first + kept + wanted}\n"                             \
+    "  if ARGV[6] ~= '0' then\n" HL_LUA_LINE_JOIN("ARGV[6]") "  end\n"     \
+    "  local first = redis.call('lindex', KEYS[4], 0) == me\n"              \
+    "  if ARGV[6] ~= '0' then\n" wish_join "  end\n"                        \
+    "  return {0, ttl, (first and 1 or 0) + kept + wanted}\n"               \
     "end\n"                                                                  \
     /* A first hold of a client in line (see HL_LUA_LINE_ON_GRANT). */      \
     HL_LUA_LINE_ON_GRANT("not held", "ARGV[7]")                             \
@@ -188,12 +188,12 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "end\n",
     /* The delay rides in the wish, after the lease, so that a release
      * that grants the wish keeps the new holder's delay (HAND_TO_WISH). */
-    "    if ARGV[8] == '1' then\n"
-    "      redis.call('hset', KEYS[8], me, " HL_LUA_WISH_LEAD(4) " ..\n"
+    "    if ARGV[8] == '1' then\n" HL_LUA_KEEP
+    "      redis.call('hset', KEYS[8], me, " HL_LUA_WISH_LEAD " ..\n"
     "                 ARGV[5] .. ' ' ..\n"
     "                 ARGV[1] .. (delay and ',' .. delay or '') .. ' ' ..\n"
     "                 ARGV[2])\n"
-    "      extend(KEYS[8], ARGV[6])\n"
+    "      keep_key(KEYS[8], ARGV[6])\n"
     "      wanted = 4\n"
     "    end\n");
 
@@ -228,7 +228,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
  * one lives and only holders with a delay write it, so its release names
  * none, as before the delay was. */
 #define RELEASE_LUA(on_still_held, del_freed, hand)                         \
-    HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS HL_LUA_NOW HL_LUA_EXTEND     \
+    HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS HL_LUA_NOW HL_LUA_KEEP       \
     HL_LUA_COUNT_DOWN                                                       \
     "if left > 0 then\n"                                                    \
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"                           \
@@ -249,11 +249,12 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "if not first or first == me then return answer(-4) end\n"              \
     /* Promised to another client: this one's waiters, which took no       \
      * place while it held, queue behind. */                               \
-    "if ARGV[4] ~= '0' and not redis.call('zscore', KEYS[4], me) then\n"    \
+    "if ARGV[4] ~= '0' and\n"                                              \
+    "    redis.call('zadd', KEYS[4], 'nx', now_ms() + tonumber(ARGV[4]), me)\n" \
+    "        == 1 then\n"                                                   \
     "  redis.call('rpush', KEYS[3], me)\n"                                  \
-    "  redis.call('zadd', KEYS[4], now_ms() + tonumber(ARGV[4]), me)\n"     \
-    "  extend(KEYS[3], ARGV[4])\n"                                          \
-    "  extend(KEYS[4], ARGV[4])\n"                                          \
+    "  keep_key(KEYS[3], ARGV[4])\n"                                        \
+    "  keep_key(KEYS[4], ARGV[4])\n"                                        \
     "end\n"                                                                 \
     "return answer(-3)\n"
 

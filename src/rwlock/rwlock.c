@@ -123,7 +123,8 @@ static const char read_acquire_lua[] =
     "local function refuse(ms)\n"
     "  if ARGV[6] ~= '0' then\n"
     "    redis.call('zadd', KEYS[5], now_ms() + tonumber(ARGV[6]), me)\n"
-    "    extend(KEYS[5], ARGV[6])\n"
+    HL_LUA_KEEP
+    "    keep_key(KEYS[5], ARGV[6])\n"
     "  end\n"
     "  return {0, ms}\n"
     "end\n"
@@ -242,9 +243,10 @@ static const char read_acquire_lua[] =
     "  end\n"                                                               \
     "end\n"                                                                 \
     "local ttl = redis.call('pttl', kept == 2 and KEYS[6] or KEYS[1])\n"    \
-    "if ARGV[6] ~= '0' then\n" HL_LUA_LINE_JOIN("ARGV[6]") wish_join "end\n" \
-    "local first = redis.call('lindex', KEYS[4], 0) == me and 1 or 0\n"     \
-    "return {0, ttl, first + kept + wanted}\n"
+    "if ARGV[6] ~= '0' then\n" HL_LUA_LINE_JOIN("ARGV[6]") "end\n"         \
+    "local first = redis.call('lindex', KEYS[4], 0) == me\n"                \
+    "if ARGV[6] ~= '0' then\n" wish_join "end\n"                            \
+    "return {0, ttl, (first and 1 or 0) + kept + wanted}\n"
 
 static const char write_acquire_lua[] = WRITE_ACQUIRE_LUA("", "");
 
@@ -264,10 +266,10 @@ static const char write_acquire_wish_lua[] = WRITE_ACQUIRE_LUA(
     "if w and string.sub(w, -#ARGV[2] - 1) == ' ' .. ARGV[2] then\n"
     "  redis.call('hdel', KEYS[7], me)\n"
     "end\n",
-    "    if ARGV[8] == '1' then\n"
-    "      redis.call('hset', KEYS[7], me, " HL_LUA_WISH_LEAD(4) " ..\n"
+    "    if ARGV[8] == '1' then\n" HL_LUA_KEEP
+    "      redis.call('hset', KEYS[7], me, " HL_LUA_WISH_LEAD " ..\n"
     "                 ARGV[5] .. ' ' .. ARGV[1] .. ' ' .. ARGV[2])\n"
-    "      extend(KEYS[7], ARGV[6])\n"
+    "      keep_key(KEYS[7], ARGV[6])\n"
     "      wanted = 4\n"
     "    end\n");
 

@@ -98,13 +98,16 @@
     "  return foreign(KEYS[1], stored, '" SEM_WHAT "')\n"                   \
     "end\n"
 
-/* listeners(ch): the subscribers of ch, sharded ones included. */
+/* listeners_above(ch, limit): whether ch has more than limit
+ * subscribers, sharded ones included; the sharded ones are counted only
+ * when the others do not tell already, a call saved on every grant. */
 #define SEM_LUA_LISTENERS                                                   \
-    "local function listeners(ch)\n"                                        \
+    "local function listeners_above(ch, limit)\n"                           \
     "  local n = redis.call('pubsub', 'numsub', ch)[2]\n"                   \
+    "  if n > limit then return true end\n"                                 \
     "  local s = redis.pcall('pubsub', 'shardnumsub', ch)\n"                \
     "  if type(s) == 'table' and not s.err then n = n + s[2] end\n"         \
-    "  return n\n"                                                          \
+    "  return n > limit\n"                                                  \
     "end\n"
 
 /* released(me, v, msg): permits came back, v free now.  The first live
@@ -140,7 +143,7 @@
     "  end\n"                                                               \
     "  open = not first or first == me\n"                                   \
     "  if msg and hands == 0 and (not first or\n"                           \
-    "              listeners(KEYS[3]) > (first == me and 1 or 0)) then\n"   \
+    "              listeners_above(KEYS[3], first == me and 1 or 0)) then\n" \
     "    announce(KEYS[3], msg)\n"                                          \
     "  end\n"                                                               \
     "end\n"
@@ -165,13 +168,16 @@
     "  local n, a\n"                                                        \
     "  if w then n, a = string.match(w, '^[wW] (%S+) (%d+)$') end\n"        \
     "  if a and tonumber(a) <= hand_free and\n"                             \
-    "      listeners(KEYS[3]) <= (string.sub(w, 1, 1) == 'W' and 1 or 0)\n" \
-    "      and listeners(wake .. ':' .. c) > 0 then\n"                      \
+    "      not listeners_above(KEYS[3], string.sub(w, 1, 1) == 'W' and 1 or\n" \
+    "                          0) and listeners_above(wake .. ':' .. c, 0)\n" \
+    "      then\n"                                                          \
     "    hand_left = redis.call('decrby', KEYS[1], a)\n"                    \
     "    hand_free = hand_free - tonumber(a)\n"                             \
     "    redis.call('hdel', " wishes ", c)\n"                               \
     "    redis.call('hset', " grants ", n, a)\n"                            \
-    "    extend(" grants ", " HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ")\n"         \
+    /* Every grant sets the one record TTL, so a plain PEXPIRE never       \
+     * shortens the hash's: no PTTL needed. */                             \
+    "    redis.call('pexpire', " grants ", " HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ")\n" \
     "    redis.call('lrem', line, 1, c)\n"                                  \
     "    redis.call('zrem', alive, c)\n"                                    \
     "    announce(wake .. ':' .. c, '" HL_WAKE_MSG_GRANT "' .. n)\n"        \
@@ -333,7 +339,7 @@ static const char plain_acquire_lua[] =
  * refused attempt then records its wish, and answers how plus 8.  A
  * voided attempt records nothing: no answer of it is read, so a grant
  * for it would be nobody's.  Needs what try_take does, and
- * HL_LUA_EXTEND. */
+ * HL_LUA_KEEP. */
 #define SEM_LUA_WISHING_TAKE(wishes, grants)                                \
     "local wish_want = '0'\n"                                               \
     SEM_LUA_TRY_TAKE_WISHING(                                               \
@@ -341,7 +347,7 @@ static const char plain_acquire_lua[] =
         "      redis.call('hset', " wishes ", me,\n"                        \
         "                 (how % 2 == 1 and 'W ' or 'w ') .. nonce ..\n"    \
         "                 ' ' .. amount)\n"                                 \
-        "      extend(" wishes ", wait)\n"                                  \
+        "      keep_key(" wishes ", wait)\n"                                \
         "      how = how + 8\n"                                             \
         "    end\n")                                                        \
     "local function wishing_take(rec, amount, nonce, wait, keep, want,\n"   \
@@ -367,7 +373,7 @@ static const char plain_acquire_lua[] =
  * plain_acquire_lua, then want and claim (SEM_LUA_WISHING_TAKE).
  * Replies as wishing_take. */
 static const char plain_acquire_wish_lua[] =
-    HL_LUA_FOREIGN HL_LUA_ANNOUNCE HL_LUA_EXTEND SEM_LUA_EXACT
+    HL_LUA_FOREIGN HL_LUA_ANNOUNCE HL_LUA_KEEP SEM_LUA_EXACT
     SEM_LUA_WISHING_TAKE("KEYS[8]", "KEYS[9]")
     "return wishing_take(KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4],\n"
     "                    ARGV[5], ARGV[6])\n";
@@ -528,7 +534,7 @@ static const char renew_lua[] =
     "end\n"
 
 #define SEM_LUA_GIVE_BACK_ALL(wishes, grants)                               \
-    HL_LUA_ANNOUNCE HL_LUA_EXTEND                                           \
+    HL_LUA_ANNOUNCE                                                         \
     SEM_LUA_RELEASED_HANDING(SEM_LUA_HAND_TO_WISH(wishes, grants))          \
     HL_LUA_FOREIGN SEM_LUA_EXACT SEM_LUA_GIVE_BACK(grants)
 
@@ -558,7 +564,7 @@ static const char plain_release_lua[] =
  * {give_back's answer, wishing_take's}. */
 static const char plain_release_to_waiter_lua[] =
     "local hand_may = ARGV[9] == '1'\n"
-    SEM_LUA_GIVE_BACK_ALL("KEYS[9]", "KEYS[10]")
+    SEM_LUA_GIVE_BACK_ALL("KEYS[9]", "KEYS[10]") HL_LUA_KEEP
     SEM_LUA_WISHING_TAKE("KEYS[9]", "KEYS[10]")
     "local given = give_back(KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4],\n"
     "                        ARGV[10])\n"
