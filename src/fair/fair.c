@@ -160,8 +160,8 @@
     "if wt > 0 then\n"                                                       \
     "  now = now or now_ms()\n"                                              \
     /* Ours in line have a place in KEYS[5]: a newcomer, the common      \
-     * case, is not searched for along the line. */                        \
-    "  local pos = redis.call('zscore', KEYS[5], ARGV[2]) and\n"            \
+     * case, whose place ZADD adds, is not searched for along the line. */ \
+    "  local pos = redis.call('zadd', KEYS[5], now + wt, ARGV[2]) == 0 and\n" \
     "              redis.call('lpos', KEYS[2], ARGV[2])\n"                   \
     "  local before\n"                                                       \
     "  if not pos then before = redis.call('lindex', KEYS[2], -1)\n"         \
@@ -184,7 +184,6 @@
     "    end\n"                                                              \
     "    if b > at then at = b end\n"                                        \
     "  end\n"                                                                \
-    "  redis.call('zadd', KEYS[5], now + wt, ARGV[2])\n"                     \
     "  redis.call('zadd', KEYS[3], at, ARGV[2])\n"                           \
     "  if not pos then\n"                                                    \
     "    redis.call('rpush', KEYS[2], ARGV[2])\n"                            \
@@ -221,12 +220,10 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "    return {1, tonumber(held), 0}\n"
     "  end\n"
     "end\n",
-    "  if ARGV[7] == '1' then\n"
+    "  if ARGV[7] == '1' then\n" HL_LUA_KEEP
     "    redis.call('hset', KEYS[9], ARGV[2], 'w ' .. ARGV[5] .. ' ' ..\n"
     "               ARGV[1] .. (delay and ',' .. delay or ''))\n"
-    "    if redis.call('pttl', KEYS[9]) < wt then\n"
-    "      redis.call('pexpire', KEYS[9], wt)\n"
-    "    end\n"
+    "    keep_key(KEYS[9], wt)\n"
     "    wanted = 4\n"
     "  end\n");
 
@@ -236,7 +233,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
  * outright for its lease, no longer than its place lasts; it leaves the
  * line and hears "g<nonce>" on its channel.  Else the head is woken, as
  * without wishes.  The grant the releasing field may have held by goes,
- * and so do the wishes of the waiters the purge dropped.  A wish
+ * and so do the wishes of the dead waiters dropped before the head.  A wish
  * with a lock delay ("<lease>,<delay>") needs the new holder's delay key
  * written as its own grant would: match, the pattern, takes such wishes
  * only where the release has the key (delay_write); a release without it
@@ -244,12 +241,11 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
 #define HAND_TO_WISH(want, pattern, delay_write)                            \
     "redis.call('hdel', KEYS[" want "], ARGV[2])\n"                         \
     "for _, w in ipairs(dead) do redis.call('hdel', KEYS[" want "], w) end\n" \
-    "local head = ARGV[3] == '1' and redis.call('lindex', KEYS[2], 0)\n"    \
-    "local w = head and redis.call('hget', KEYS[" want "], head)\n"         \
+    "local w = ours and ARGV[3] == '1' and\n"                                \
+    "          redis.call('hget', KEYS[" want "], head)\n"                   \
     "local n, l, d\n"                                                       \
     "if w then n, l, d = string.match(w, '" pattern "') end\n"              \
-    "local s = n and redis.call('zscore', KEYS[5], head)\n"                 \
-    "if s then\n"                                                           \
+    "if n then\n"                                                           \
     "  local ms = math.min(tonumber(l), math.ceil(tonumber(s) - now))\n"    \
     "  redis.call('hset', KEYS[1], head, 1)\n"                              \
     "  redis.call('pexpire', KEYS[1], ms)\n"                                \
@@ -260,16 +256,47 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "  redis.call('zrem', KEYS[5], head)\n"                                 \
     "  announce(KEYS[4] .. ':' .. head, '" HL_WAKE_MSG_GRANT "' .. n)\n"    \
     "else\n"                                                                \
-    "  wake_head(KEYS[2], KEYS[4])\n"                                       \
+    WAKE_HEAD                                                               \
     "end\n"
 
 /* A free lock's head is woken, to make its own attempt. */
-#define WAKE_HEAD "wake_head(KEYS[2], KEYS[4])\n"
+#define WAKE_HEAD                                                           \
+    "if head then\n"                                                        \
+    "  announce(KEYS[4] .. ':' .. head, '" HL_LAYOUT_MSG_UNLOCK "')\n"      \
+    "end\n"
 
 /* Wishes as every client records them, and also those with a delay; the
  * empty capture of the first keeps the place of the capture after it. */
 #define WISH_PLAIN "^w (%S+) (%d+)()$"
 #define WISH_ANY "^w (%S+) (%d+),?(%d*)$"
+
+/* live_head(q, tq, aq, now), in a release that freed the lock: the head
+ * of the line q, once the dead waiters before it are dropped; whether it
+ * is ours; s, when its place runs out; and the dead, a list.  Dead as
+ * purge tells them, but only up to the first live waiter, as Redisson's
+ * scripts drop them: a dead waiter further back is dropped when it comes
+ * first, which holds up nobody, and sparing the search for it takes two
+ * calls, and scans of places that grow with the line, off every
+ * hand-over.  An entry with no place at all is left to wake, as purge
+ * leaves it. */
+#define FAIR_LUA_LIVE_HEAD                                                  \
+    "local function live_head(q, tq, aq, now)\n"                            \
+    "  local dead = {}\n"                                                   \
+    "  while true do\n"                                                     \
+    "    local c = redis.call('lindex', q, 0)\n"                            \
+    "    if not c then return false, false, nil, dead end\n"                \
+    "    local s = redis.call('zscore', aq, c)\n"                           \
+    "    local ours = s ~= false\n"                                         \
+    "    s = s or redis.call('zscore', tq, c)\n"                            \
+    "    if not s or tonumber(s) > now then\n"                              \
+    "      return c, ours, s and tonumber(s), dead\n"                       \
+    "    end\n"                                                             \
+    "    redis.call('lpop', q)\n"                                           \
+    "    redis.call('zrem', tq, c)\n"                                       \
+    "    redis.call('zrem', aq, c)\n"                                       \
+    "    dead[#dead + 1] = c\n"                                             \
+    "  end\n"                                                               \
+    "end\n"
 
 /* KEYS: name, queue, timeouts, channel base, our places, then for
  * release_delayed_lua the delay key, then the wishes.  ARGV: lease ms,
@@ -282,7 +309,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
  * alone names, after a comma, the keys besides the line's whose absence
  * says nobody waits (the wishes), or is empty. */
 #define RELEASE_LUA(on_still_held, del_freed, on_freed, alone)              \
-    FAIR_LUA_COMMON                                                         \
+    FAIR_LUA_COMMON FAIR_LUA_LIVE_HEAD                                      \
     HL_LUA_COUNT_DOWN                                                       \
     "if left > 0 then\n"                                                    \
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"                           \
@@ -295,7 +322,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "  return answer(0)\n"                                                  \
     "end\n"                                                                 \
     "local now = now_ms()\n"                                                \
-    "local dead = purge(KEYS[2], KEYS[3], KEYS[5], now)\n"                  \
+    "local head, ours, s, dead = live_head(KEYS[2], KEYS[3], KEYS[5], now)\n" \
     on_freed                                                                \
     "return answer(0)\n"
 
