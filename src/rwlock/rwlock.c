@@ -357,13 +357,14 @@ static const char read_release_lua[] =
  * downgrade), the lock stays read-held, other readers may join, and
  * they hear so; the script ends then, replying reply. */
 #define RW_LUA_DOWNGRADED(reply)                                            \
-    "if redis.call('hlen', KEYS[1]) > 1 then\n"                             \
+    "if redis.call('hlen', KEYS[1]) > 1 then\n" RW_LUA_DOWNGRADE(reply)     \
+    "end\n"
+#define RW_LUA_DOWNGRADE(reply)                                             \
     "  redis.call('hset', KEYS[1], " MODE ", " READ ")\n"                   \
     "  local t = readers_pttl(KEYS[1])\n"                                   \
     "  if t > 0 then redis.call('pexpire', KEYS[1], t) end\n"               \
     "  announce(KEYS[2], " MSG_READ_UNLOCK ")\n"                            \
-    "  return answer(" reply ")\n"                                          \
-    "end\n"
+    "  return answer(" reply ")\n"
 
 /* As read_release_lua, for the write holds.  A release
  * that frees the lock replies -3 when it promised it to another client,
@@ -371,14 +372,22 @@ static const char read_release_lua[] =
 static const char write_release_lua[] =
     RW_LUA_COMMON HL_LUA_LINE_ANNOUNCE_OURS RW_LUA_OUR_READERS
     "local wf = ARGV[2] .. " WRITE_SUFFIX "\n"
-    "if redis.call('hexists', KEYS[1], wf) == 0 then return -1 end\n"
-    "local n = redis.call('hincrby', KEYS[1], wf, -1)\n"
-    "if n > 0 then\n"
-    "  extend(KEYS[1], ARGV[1])\n"
-    "  return n\n"
+    /* A last hold, the common case, is freed without being counted
+     * down, and the hash, with nothing in it but the mode and this hold,
+     * goes whole. */
+    "local v = redis.call('hget', KEYS[1], wf)\n"
+    "if not v then return -1 end\n"
+    "if v ~= '1' then\n"
+    "  local n = redis.call('hincrby', KEYS[1], wf, -1)\n"
+    "  if n > 0 then\n"
+    "    extend(KEYS[1], ARGV[1])\n"
+    "    return n\n"
+    "  end\n"
     "end\n"
-    "redis.call('hdel', KEYS[1], wf)\n"
-    RW_LUA_DOWNGRADED("-2")
+    "if redis.call('hlen', KEYS[1]) > 2 then\n"
+    "  redis.call('hdel', KEYS[1], wf)\n"
+    RW_LUA_DOWNGRADE("-2")
+    "end\n"
     "redis.call('del', KEYS[1])\n"
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
     "local handed = false\n"
