@@ -98,9 +98,15 @@
     "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n" \
     "local delay = " delay_arg "\n"                                          \
     /* Free, promised to nobody and in no delay, the common case, in one   \
-     * call; the field's count is read only where the hash exists. */      \
+     * call; the hash is read only where something exists, whole: its one \
+     * field tells a reentry and a refusal by another owner of this        \
+     * client alike. */                                                    \
     "local busy = redis.call('exists', KEYS[1], KEYS[6], KEYS[7]) > 0\n"     \
-    "local held = busy and redis.call('hget', KEYS[1], ARGV[2])\n"           \
+    "local holds = busy and redis.call('hgetall', KEYS[1]) or {}\n"          \
+    "local held = false\n"                                                   \
+    "for i = 1, #holds, 2 do\n"                                              \
+    "  if holds[i] == ARGV[2] then held = holds[i + 1] break end\n"          \
+    "end\n"                                                                  \
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"  \
     wish_first                                                              \
     "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[2])\n" \
@@ -123,7 +129,7 @@
     "if ttl then\n"                                                          \
     /* Held by another owner of this client, whose release wakes this one  \
      * without the server: no place needed (see release_lua). */           \
-    "  if kept == 0 and string.sub(redis.call('hkeys', KEYS[1])[1] or '',\n" \
+    "  if kept == 0 and string.sub(holds[1] or '',\n"                       \
     "      1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ") == me then\n"                \
     "    return {0, ttl, 0}\n"                                               \
     "  end\n"                                                                \
