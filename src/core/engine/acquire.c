@@ -1286,10 +1286,8 @@ static int start_acquire(hilock_lock *lock, uint64_t owner, int64_t amount,
                                 &value, NULL);
         if (token)
             *token = rc == HILOCK_OK ? (uint64_t)value : 0;
-    } else if (hl_acquire_ids_add(op) != HILOCK_OK) {
-        hl_op_unref(&op->op);
-        rc = hl_fail(HILOCK_ENOMEM, "out of memory for an acquire");
     } else {
+        hl_acquire_ids_add(op);
         if (op_id)
             *op_id = op->op.id;
         rc = hl_op_submit_or_drop(c, &op->op);

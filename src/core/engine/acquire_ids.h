@@ -1,7 +1,9 @@
-/* A lock's pending acquires by op id, for hilock_lock_cancel: found in
- * constant time from any thread, so that a cancel neither walks the
- * lock's acquires nor has to ask the loop thread which of them it
- * names. */
+/* A lock's pending async acquires by op id, for hilock_lock_cancel: a
+ * list in the handle, under the mutex that guards its link to the
+ * client, so that a cancel from any thread finds its acquire without
+ * asking the loop thread.  Listing one allocates nothing, and an idle
+ * handle keeps one pointer for it: every watchdog lease has a handle.
+ * A cancel walks the handle's pending async acquires. */
 #ifndef HL_ACQUIRE_IDS_H
 #define HL_ACQUIRE_IDS_H
 
@@ -12,8 +14,8 @@
 typedef struct hl_acquire_op hl_acquire_op;
 
 /* List op under its id: before it is submitted, so that its id names it
- * the moment the caller learns the id.  HILOCK_OK or HILOCK_ENOMEM. */
-int hl_acquire_ids_add(hl_acquire_op *op);
+ * the moment the caller learns the id. */
+void hl_acquire_ids_add(hl_acquire_op *op);
 /* Unlist op (its acquire ended, or it is freed); again does nothing. */
 void hl_acquire_ids_remove(hl_acquire_op *op);
 /* The acquire of lock listed under id, with a reference on its op

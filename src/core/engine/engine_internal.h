@@ -97,9 +97,11 @@ struct hl_acquire_op {
     hilock_lock *lock;
     hl_acquire_op *prev; /* in lock->ops */
     hl_acquire_op *next;
-    /* Its entry in the registry by id (acquire_ids.h), while an async
-     * caller may cancel it; under the registry's mutex. */
-    struct hl_map_entry *id_entry;
+    /* In its lock's list by id (acquire_ids.h) while an async caller may
+     * cancel it; under the lock's link mutex. */
+    hl_acquire_op *id_prev;
+    hl_acquire_op *id_next;
+    bool id_listed;
     uint64_t owner;
     int64_t wait_ms;
     int64_t lease_ms;

@@ -73,7 +73,6 @@ hilock_client *hl_lock_client_get(hilock_lock *lock)
 
 static void lock_free(hilock_lock *lock)
 {
-    hl_map_clear(&lock->acquires_by_id); /* every acquire has ended */
     hl_kept_grants_free(lock);
     hl_free(lock->unacked);
     hl_free(lock->turn_table);

@@ -403,9 +403,9 @@ struct hilock_lock {
     hilock_release_request_cb *request_cb;
     void *request_data;
     hl_sub request_sub;
-    /* Pending async acquires by op id (acquire_ids.h); under the link
-     * mutex. */
-    hl_map acquires_by_id;
+    /* Pending async acquires, for a cancel by op id (acquire_ids.h);
+     * under the link mutex. */
+    hl_acquire_op *acquires_by_id;
     atomic_int refs; /* the user's, plus one per operation in flight */
     atomic_bool destroyed;
     const char *lease_key; /* in this allocation, after the name */
