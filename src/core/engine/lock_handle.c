@@ -75,6 +75,7 @@ static void lock_free(hilock_lock *lock)
 {
     hl_kept_grants_free(lock);
     hl_free(lock->unacked);
+    hl_free(lock->request_sub);
     hl_free(lock->turn_table);
     lock->turn_table = NULL;
     hl_handle_release(lock);
@@ -448,7 +449,8 @@ static void lock_detach(hilock_lock *lock, int status, const char *detail)
         return;
     hl_lock_cancel_all(lock, status, detail);
     drop_all_holds(lock);
-    hl_pubsub_unsubscribe(&lock->request_sub);
+    if (lock->request_sub != NULL)
+        hl_pubsub_unsubscribe(lock->request_sub);
     hl_kept_grants_forget_all(lock);
     hl_unacked_forget(lock);
     pthread_mutex_lock(&c->lock);

@@ -399,10 +399,11 @@ struct hilock_lock {
     hl_hold_listener *listeners; /* told before the user's lost callback */
     /* The user's callback for requests to give the lock up, or NULL, and
      * its subscription, attached while the callback is set and the handle
-     * holds the lock (release_request.c).  Loop thread. */
+     * holds the lock (release_request.c), allocated with the first.  Loop
+     * thread. */
     hilock_release_request_cb *request_cb;
     void *request_data;
-    hl_sub request_sub;
+    hl_sub *request_sub;
     /* Pending async acquires, for a cancel by op id (acquire_ids.h);
      * under the link mutex. */
     hl_acquire_op *acquires_by_id;
@@ -414,14 +415,9 @@ struct hilock_lock {
      * consume (kept_grants.h); loop thread. */
     struct hl_kept_grant *kept;
     size_t kept_n;
-    /* Releases the replicas did not acknowledge (unacked.h), and the
-     * handle's place in its client's list of handles that keep some;
-     * loop thread. */
-    struct hl_unacked_release *unacked;
-    size_t unacked_n;
-    hilock_lock *unacked_prev;
-    hilock_lock *unacked_next;
-    bool unacked_listed;
+    /* Releases the replicas did not acknowledge (unacked.h), from the
+     * first; loop thread. */
+    struct hl_unacked_set *unacked;
     /* Destroyed on another client's loop thread while this one's client
      * was closing: the closing loop drops the user's reference once it
      * has detached the handle.  Under the client's lock. */

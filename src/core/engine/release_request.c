@@ -101,18 +101,21 @@ void hl_release_requests_sync(hilock_lock *lock)
 {
     bool want = lock->request_cb != NULL && lock->client != NULL &&
                 !lock->destroyed && holds_any(lock);
-    bool listening = lock->request_sub.channel != NULL;
+    bool listening =
+        lock->request_sub != NULL && lock->request_sub->channel != NULL;
     if (want == listening)
         return;
     if (!want) {
-        hl_pubsub_unsubscribe(&lock->request_sub);
+        hl_pubsub_unsubscribe(lock->request_sub);
         return;
     }
+    if (lock->request_sub == NULL)
+        lock->request_sub = hl_calloc(1, sizeof *lock->request_sub);
     hl_aux_name ch;
-    if (lock->kind->request_channel == NULL ||
+    if (lock->request_sub == NULL || lock->kind->request_channel == NULL ||
         lock->kind->request_channel(lock, &ch) != 0)
         return; /* out of memory: the next grant tries again */
-    (void)hl_client_listen(lock->client, &lock->request_sub, ch.s, ch.len,
+    (void)hl_client_listen(lock->client, lock->request_sub, ch.s, ch.len,
                            on_request_event, lock);
     hl_aux_name_done(&ch);
 }

@@ -6,43 +6,55 @@
 #include "core/config/option_values.h"
 #include "core/engine/engine_internal.h"
 
-/* The client keeps a list of the handles that keep a release, so that a
- * master change walks those, not every handle. */
+/* A handle's kept releases, allocated with the first: most handles never
+ * keep one, and each handle's memory is a watchdog lease's. */
+struct hl_unacked_set {
+    /* In the client's list of the handles that keep a release, so that a
+     * master change walks those, not every handle. */
+    hilock_lock *prev;
+    hilock_lock *next;
+    bool listed;
+    size_t n;
+    hl_unacked_release r[HL_UNACKED_MAX];
+};
+
 static void list_add(hilock_lock *lock)
 {
     hilock_client *c = lock->client;
-    if (lock->unacked_listed)
+    hl_unacked_set *u = lock->unacked;
+    if (u->listed)
         return;
-    lock->unacked_prev = NULL;
-    lock->unacked_next = c->unacked_locks;
+    u->prev = NULL;
+    u->next = c->unacked_locks;
     if (c->unacked_locks != NULL)
-        c->unacked_locks->unacked_prev = lock;
+        c->unacked_locks->unacked->prev = lock;
     c->unacked_locks = lock;
-    lock->unacked_listed = true;
+    u->listed = true;
 }
 
 static void list_remove(hilock_lock *lock)
 {
     hilock_client *c = lock->client;
-    if (!lock->unacked_listed)
+    hl_unacked_set *u = lock->unacked;
+    if (u == NULL || !u->listed)
         return;
-    if (lock->unacked_prev != NULL)
-        lock->unacked_prev->unacked_next = lock->unacked_next;
+    if (u->prev != NULL)
+        u->prev->unacked->next = u->next;
     else
-        c->unacked_locks = lock->unacked_next;
-    if (lock->unacked_next != NULL)
-        lock->unacked_next->unacked_prev = lock->unacked_prev;
-    lock->unacked_prev = lock->unacked_next = NULL;
-    lock->unacked_listed = false;
+        c->unacked_locks = u->next;
+    if (u->next != NULL)
+        u->next->unacked->prev = u->prev;
+    u->prev = u->next = NULL;
+    u->listed = false;
 }
 
-static void forget_expired(hilock_lock *lock, hl_monotime now)
+static void forget_expired(hl_unacked_set *u, hl_monotime now)
 {
     size_t kept = 0;
-    for (size_t i = 0; i < lock->unacked_n; i++)
-        if (lock->unacked[i].until > now)
-            lock->unacked[kept++] = lock->unacked[i];
-    lock->unacked_n = kept;
+    for (size_t i = 0; i < u->n; i++)
+        if (u->r[i].until > now)
+            u->r[kept++] = u->r[i];
+    u->n = kept;
 }
 
 /* The entry for a new release: owner's own when it has one (a later
@@ -51,24 +63,25 @@ static void forget_expired(hilock_lock *lock, hl_monotime now)
 static hl_unacked_release *slot_for(hilock_lock *lock, uint64_t owner)
 {
     if (lock->unacked == NULL)
-        lock->unacked = hl_calloc(HL_UNACKED_MAX, sizeof lock->unacked[0]);
-    if (lock->unacked == NULL)
+        lock->unacked = hl_calloc(1, sizeof *lock->unacked);
+    hl_unacked_set *u = lock->unacked;
+    if (u == NULL)
         return NULL;
-    forget_expired(lock, hl_monotime_now());
-    for (size_t i = 0; owner != 0 && i < lock->unacked_n; i++)
-        if (lock->unacked[i].owner == owner)
-            return &lock->unacked[i];
-    if (lock->unacked_n < HL_UNACKED_MAX) {
-        hl_unacked_release *r = &lock->unacked[lock->unacked_n++];
+    forget_expired(u, hl_monotime_now());
+    for (size_t i = 0; owner != 0 && i < u->n; i++)
+        if (u->r[i].owner == owner)
+            return &u->r[i];
+    if (u->n < HL_UNACKED_MAX) {
+        hl_unacked_release *r = &u->r[u->n++];
         memset(r, 0, sizeof *r);
         return r;
     }
     size_t first = 0;
-    for (size_t i = 1; i < lock->unacked_n; i++)
-        if (lock->unacked[i].until < lock->unacked[first].until)
+    for (size_t i = 1; i < u->n; i++)
+        if (u->r[i].until < u->r[first].until)
             first = i;
-    memset(&lock->unacked[first], 0, sizeof lock->unacked[0]);
-    return &lock->unacked[first];
+    memset(&u->r[first], 0, sizeof u->r[0]);
+    return &u->r[first];
 }
 
 static void make_again(hilock_lock *lock, const hl_unacked_release *r,
@@ -123,7 +136,7 @@ void hl_unacked_id_release(hilock_lock *lock, const char *id, size_t id_len,
                            hl_monotime until, unsigned changes_at_send)
 {
     if (lock->client == NULL || lock->destroyed ||
-        id_len > sizeof lock->unacked[0].id)
+        id_len > sizeof ((hl_unacked_release *)NULL)->id)
         return;
     hl_unacked_release *r = slot_for(lock, 0);
     if (r == NULL)
@@ -141,10 +154,11 @@ void hl_unacked_id_release(hilock_lock *lock, const char *id, size_t id_len,
  * once more, and making it again is harmless either way. */
 static void lock_master_changed(hilock_lock *lock, hl_monotime now)
 {
-    forget_expired(lock, now);
-    for (size_t i = 0; i < lock->unacked_n; i++)
-        make_again(lock, &lock->unacked[i], now);
-    if (lock->unacked_n == 0)
+    hl_unacked_set *u = lock->unacked;
+    forget_expired(u, now);
+    for (size_t i = 0; i < u->n; i++)
+        make_again(lock, &u->r[i], now);
+    if (u->n == 0)
         list_remove(lock);
 }
 
@@ -154,7 +168,7 @@ void hl_unacked_master_changed(hilock_client *client)
     hilock_lock *next;
     for (hilock_lock *lock = client->unacked_locks; lock != NULL;
          lock = next) {
-        next = lock->unacked_next;
+        next = lock->unacked->next;
         lock_master_changed(lock, now);
     }
 }
@@ -165,5 +179,4 @@ void hl_unacked_forget(hilock_lock *lock)
         list_remove(lock);
     hl_free(lock->unacked);
     lock->unacked = NULL;
-    lock->unacked_n = 0;
 }

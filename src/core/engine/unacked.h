@@ -31,6 +31,8 @@
  * runs out with its lease or stays taken. */
 #define HL_UNACKED_MAX 8
 
+typedef struct hl_unacked_set hl_unacked_set;
+
 typedef struct hl_unacked_release {
     hl_monotime until; /* what it released cannot come back after this */
     uint64_t owner;    /* the hold's owner; 0 for a release by id */
