@@ -990,8 +990,10 @@ static void test_release_wakes_waiter(void **state)
  * client. */
 static void test_release_wakes_one_client(void **state)
 {
-    /* Places renewed every 20 s: no renewal runs during the test. */
-    const hl_client_opts opts = {.waiter_ms = 60000};
+    /* Places renewed every 200 s: no renewal runs during the test, which
+     * counts scripts exactly.  With a minute's waiter timeout (renewals
+     * every 20 s) a run under valgrind on a busy machine counted one. */
+    const hl_client_opts opts = {.waiter_ms = 600000};
     hilock_client *holder = hl_new_client(fx.server, &opts);
     hilock_lock *lh = hl_new_lock(holder, "herd");
     hl_mutex_checker *mc = hl_mutex_checker_create(HERD, 0);
