@@ -108,11 +108,13 @@
  * KEYS[1]: replies -1 when it holds none, else sets left, the holds left.
  * A last hold, the common case, is left for the script to free without
  * counting it down; a count no client writes is refused by HINCRBY. */
-#define HL_LUA_COUNT_DOWN                                                   \
-    "local v = redis.call('hget', KEYS[1], ARGV[2])\n"                      \
+#define HL_LUA_COUNT_DOWN HL_LUA_COUNT_DOWN_FIELD("ARGV[2]")
+/* The same for the hold in the field the Lua expression field names. */
+#define HL_LUA_COUNT_DOWN_FIELD(field)                                      \
+    "local v = redis.call('hget', KEYS[1], " field ")\n"                    \
     "if not v then return -1 end\n"                                         \
     "local left = v == '1' and 0 or\n"                                      \
-    "             redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
+    "             redis.call('hincrby', KEYS[1], " field ", -1)\n"
 
 /* The wake-up PUBLISH of a release, which a refusal by the server's ACL
  * (a user without PUBLISH, or without the channel) must not abort: the

@@ -372,18 +372,13 @@ static const char read_release_lua[] =
 static const char write_release_lua[] =
     RW_LUA_COMMON HL_LUA_LINE_ANNOUNCE_OURS RW_LUA_OUR_READERS
     "local wf = ARGV[2] .. " WRITE_SUFFIX "\n"
-    /* A last hold, the common case, is freed without being counted
-     * down, and the hash, with nothing in it but the mode and this hold,
-     * goes whole. */
-    "local v = redis.call('hget', KEYS[1], wf)\n"
-    "if not v then return -1 end\n"
-    "if v ~= '1' then\n"
-    "  local n = redis.call('hincrby', KEYS[1], wf, -1)\n"
-    "  if n > 0 then\n"
-    "    extend(KEYS[1], ARGV[1])\n"
-    "    return n\n"
-    "  end\n"
+    HL_LUA_COUNT_DOWN_FIELD("wf")
+    "if left > 0 then\n"
+    "  extend(KEYS[1], ARGV[1])\n"
+    "  return left\n"
     "end\n"
+    /* The hash, with nothing in it but the mode and this last hold, goes
+     * whole. */
     "if redis.call('hlen', KEYS[1]) > 2 then\n"
     "  redis.call('hdel', KEYS[1], wf)\n"
     RW_LUA_DOWNGRADE("-2")
