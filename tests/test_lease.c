@@ -69,6 +69,13 @@ static void on_lost(hl_lease *l, const char *why)
     atomic_fetch_add(&lost_calls, 1);
 }
 
+static hl_lease_subject subject(const hl_lease *l)
+{
+    const test_lease *t = (const test_lease *)(const void *)l;
+    return (hl_lease_subject){&kinds[t->kind], t->key, strlen(t->key),
+                              (uint64_t)(t - leases) + 1};
+}
+
 static void on_release(hl_lease *l)
 {
     (void)l;
@@ -95,7 +102,8 @@ static int kind_of(int i)
 static void start_leases(hilock_client *c, void *arg)
 {
     engine_state *st = arg;
-    st->engine = hl_lease_engine_create(c, 600000, 0, on_lost, on_release);
+    st->engine = hl_lease_engine_create(c, 600000, 0, subject, on_lost,
+                                         on_release);
     assert_non_null(st->engine);
     /* One grant time for all: equal deadlines keep the order of start. */
     hl_monotime now = hl_monotime_now();
@@ -103,9 +111,7 @@ static void start_leases(hilock_client *c, void *arg)
         test_lease *t = &leases[i];
         t->kind = kind_of(i);
         snprintf(t->key, sizeof t->key, "lease:%03d", i);
-        hl_lease_start(st->engine, &t->lease, &kinds[t->kind], t->key,
-                       strlen(t->key), (uint64_t)i + 1, now,
-                       HILOCK_LEASE_WATCHDOG);
+        hl_lease_start(st->engine, &t->lease, now, HILOCK_LEASE_WATCHDOG);
     }
 }
 

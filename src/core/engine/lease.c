@@ -21,6 +21,7 @@ struct hl_lease_engine {
     /* The client's lock delay (0: off): the leases of kinds that keep
      * one are renewed with their renew_delayed script. */
     int64_t delay_ms;
+    hl_lease_subject_fn *subject;
     hl_lease_lost_fn *on_lost;
     hl_lease_release_fn *on_release;
     hl_timer tick;
@@ -62,9 +63,10 @@ static void engine_free_if_unused(hl_lease_engine *e)
 static const hl_script *renew_script(const hl_lease_engine *e,
                                      const hl_lease *l)
 {
-    return e->delay_ms > 0 && l->kind->renew_delayed != NULL
-               ? l->kind->renew_delayed
-               : l->kind->renew;
+    const hl_kind *kind = e->subject(l).kind;
+    return e->delay_ms > 0 && kind->renew_delayed != NULL
+               ? kind->renew_delayed
+               : kind->renew;
 }
 
 /* Start a batch of script for the leases whose renewal is sent at
@@ -75,7 +77,7 @@ static void batch_init(renew_batch *b, hl_lease_engine *e,
 {
     b->engine = e;
     b->script = renew_script(e, first);
-    b->delayed = b->script == first->kind->renew_delayed;
+    b->delayed = b->script == e->subject(first).kind->renew_delayed;
     b->sent_at = sent_at;
     b->ttl_ms = ttl_ms;
 }
@@ -344,12 +346,12 @@ static void send_to(hl_lease_engine *e, renew_batch *b, hl_conn *conn)
     }
     bool made = true;
     for (int i = 0; i < n; i++) {
-        const hl_lease *l = b->leases[i];
-        argv[per * i] = l->key;
-        lens[per * i] = l->key_len;
+        hl_lease_subject l = e->subject(b->leases[i]);
+        argv[per * i] = l.key;
+        lens[per * i] = l.key_len;
         if (b->delayed) {
-            made = made && l->kind->delay_key(l->key, l->key_len,
-                                              &dkeys[i]) == 0;
+            made = made &&
+                   l.kind->delay_key(l.key, l.key_len, &dkeys[i]) == 0;
             argv[2 * i + 1] = dkeys[i].s;
             lens[2 * i + 1] = dkeys[i].len;
         }
@@ -358,7 +360,7 @@ static void send_to(hl_lease_engine *e, renew_batch *b, hl_conn *conn)
         argv[nkeys + nargs + i] = fields[i];
         lens[nkeys + nargs + i] =
             HILOCK_CLIENT_ID_LEN + 1 +
-            hl_u64_dec(fields[i] + HILOCK_CLIENT_ID_LEN + 1, l->owner);
+            hl_u64_dec(fields[i] + HILOCK_CLIENT_ID_LEN + 1, l.owner);
     }
     snprintf(ttl, sizeof ttl, "%lld", (long long)b->ttl_ms);
     argv[nkeys] = ttl;
@@ -403,8 +405,8 @@ static bool renews_now(const hl_lease_engine *e, const hl_lease *l,
 static void send_run(hl_lease_engine *e, hl_lease **leases, size_t n,
                      hl_monotime round)
 {
-    hl_conn *conn = hl_client_conn_for(e->client, leases[0]->key,
-                                       leases[0]->key_len);
+    hl_lease_subject first = e->subject(leases[0]);
+    hl_conn *conn = hl_client_conn_for(e->client, first.key, first.key_len);
     for (size_t at = 0; at < n; at += HL_LEASE_BATCH) {
         renew_batch *b = hl_calloc(1, sizeof *b);
         if (b == NULL)
@@ -543,7 +545,8 @@ static void verify_fixed(hl_lease_engine *e, hl_monotime now)
         b->n = 1;
         b->leases[0] = l;
         l->batches++;
-        send_to(e, b, hl_client_conn_for(e->client, l->key, l->key_len));
+        hl_lease_subject s = e->subject(l);
+        send_to(e, b, hl_client_conn_for(e->client, s.key, s.key_len));
     }
 }
 
@@ -572,6 +575,7 @@ static void on_tick(hl_timer *t)
 hl_lease_engine *hl_lease_engine_create(hilock_client *client,
                                         int64_t watchdog_ms,
                                         int64_t max_hold_ms,
+                                        hl_lease_subject_fn *subject,
                                         hl_lease_lost_fn *on_lost,
                                         hl_lease_release_fn *on_release)
 {
@@ -581,6 +585,7 @@ hl_lease_engine *hl_lease_engine_create(hilock_client *client,
     e->client = client;
     e->watchdog_ms = watchdog_ms;
     e->max_hold_ms = max_hold_ms;
+    e->subject = subject;
     e->on_lost = on_lost;
     e->on_release = on_release;
     hl_timer_init(&e->tick, client->loop, on_tick, e);
@@ -602,17 +607,13 @@ void hl_lease_engine_free(hl_lease_engine *e)
     engine_free_if_unused(e);
 }
 
-void hl_lease_start(hl_lease_engine *e, hl_lease *l, const hl_kind *kind,
-                    const char *key, size_t key_len, uint64_t owner,
-                    hl_monotime granted_at, int64_t lease_ms)
+void hl_lease_start(hl_lease_engine *e, hl_lease *l, hl_monotime granted_at,
+                    int64_t lease_ms)
 {
     memset(l, 0, sizeof *l);
     l->engine = e;
-    l->kind = kind;
-    l->key = key;
-    l->key_len = (uint32_t)key_len; /* names are at most 64 KiB */
-    l->slot = (uint16_t)hl_keyslot(key, key_len);
-    l->owner = owner;
+    hl_lease_subject s = e->subject(l);
+    l->slot = (uint16_t)hl_keyslot(s.key, s.key_len);
     l->started = granted_at;
     l->watchdog = lease_ms == 0;
     int64_t ms = l->watchdog ? e->watchdog_ms : lease_ms;
@@ -732,6 +733,7 @@ hl_lease_engine *hl_client_leases(hilock_client *c)
         return c->leases;
     c->leases = hl_lease_engine_create(c, c->opts->watchdog_timeout_ms,
                                        c->opts->max_hold_ms,
+                                       hl_hold_lease_subject,
                                        hl_hold_lease_lost,
                                        hl_hold_lease_released);
     if (c->leases != NULL)

@@ -29,18 +29,17 @@ typedef struct hl_lease_engine hl_lease_engine;
 typedef struct hl_lease hl_lease;
 
 /* A lease lives inside its owner's structure (one allocation per held
- * lock).  The engine may still name it in a renewal in flight after the
- * owner stopped it; the owner then frees it only when told. */
+ * lock), which also says what it renews (hl_lease_subject_fn): a client
+ * may hold a hundred thousand leases, and the owner knows its kind, key
+ * and owner already.  The engine may still name a lease in a renewal in
+ * flight after the owner stopped it; the owner then frees it only when
+ * told. */
 struct hl_lease {
     hl_lease_engine *engine;
     hl_lease *prev; /* in the engine's running leases, by deadline */
     hl_lease *next;
-    const struct hl_kind *kind;
-    const char *key;
-    uint64_t owner;
     hl_monotime deadline;
     hl_monotime started;
-    uint32_t key_len;
     int32_t batches;     /* renewal batches in flight that name it */
     uint16_t slot;       /* the key's cluster slot */
     bool watchdog;
@@ -48,6 +47,17 @@ struct hl_lease {
     bool stopped;        /* neither renewed nor reported any more */
     bool owner_released; /* the owner called hl_lease_stop */
 };
+
+/* What a lease renews, read from its owner's structure whenever the
+ * engine needs it; it stays the same from hl_lease_start until the
+ * engine gives the lease back, and the key stays valid as long. */
+typedef struct hl_lease_subject {
+    const struct hl_kind *kind;
+    const char *key;
+    size_t key_len;
+    uint64_t owner;
+} hl_lease_subject;
+typedef hl_lease_subject hl_lease_subject_fn(const hl_lease *lease);
 
 /* Told once, when the lease is lost, with why (a sentence, static); the
  * lease is stopped by then (the owner still calls hl_lease_stop to let
@@ -64,18 +74,17 @@ typedef void hl_lease_release_fn(hl_lease *lease);
 hl_lease_engine *hl_lease_engine_create(struct hilock_client *client,
                                         int64_t watchdog_ms,
                                         int64_t max_hold_ms,
+                                        hl_lease_subject_fn *subject,
                                         hl_lease_lost_fn *on_lost,
                                         hl_lease_release_fn *on_release);
 /* Stops every lease without reporting; the owners still stop theirs. */
 void hl_lease_engine_free(hl_lease_engine *e);
 
-/* Start the lease at l (the owner's memory) for a grant sent at
- * granted_at.  lease_ms 0 means the watchdog (the engine's timeout,
- * renewed); > 0 a fixed lease.  key must stay valid until hl_lease_stop;
- * the owner's field is written when a renewal is sent. */
-void hl_lease_start(hl_lease_engine *e, hl_lease *l,
-                    const struct hl_kind *kind, const char *key,
-                    size_t key_len, uint64_t owner, hl_monotime granted_at,
+/* Start the lease at l (the owner's memory, whose subject the engine's
+ * subject function already tells) for a grant sent at granted_at.
+ * lease_ms 0 means the watchdog (the engine's timeout, renewed); > 0 a
+ * fixed lease.  The owner's field is written when a renewal is sent. */
+void hl_lease_start(hl_lease_engine *e, hl_lease *l, hl_monotime granted_at,
                     int64_t lease_ms);
 
 /* A grant sent at granted_at set the lease again (an owner took its lock again):

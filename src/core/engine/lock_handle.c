@@ -412,6 +412,15 @@ int hl_lock_hold_once(hilock_lock *lock, uint64_t owner, int64_t *lease_ms,
     return HILOCK_OK;
 }
 
+hl_lease_subject hl_hold_lease_subject(const hl_lease *lease)
+{
+    const hl_hold *h = (const hl_hold *)(const void *)((const char *)lease -
+                                           offsetof(hl_hold, lease_mem));
+    const hilock_lock *lock = h->lock;
+    return (hl_lease_subject){lock->kind, lock->lease_key,
+                              lock->lease_key_len, h->owner};
+}
+
 void hl_hold_lease_released(hl_lease *lease)
 {
     hl_hold *h = (hl_hold *)(void *)((char *)lease -
@@ -427,8 +436,7 @@ int hl_hold_start_lease(hl_hold *h, hl_monotime granted_at, int64_t lease_ms)
     hl_lease_engine *e = hl_client_leases(lock->client);
     if (e == NULL)
         return HILOCK_ENOMEM;
-    hl_lease_start(e, &h->lease_mem, lock->kind, lock->lease_key,
-                   lock->lease_key_len, h->owner, granted_at, lease_ms);
+    hl_lease_start(e, &h->lease_mem, granted_at, lease_ms);
     h->leased = true;
     h->lease_busy = true;
     h->lease_ms = (int32_t)lease_ms;

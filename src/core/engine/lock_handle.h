@@ -359,6 +359,7 @@ static inline hl_lease *hl_hold_lease(hl_hold *h)
 }
 
 /* The engine's callbacks for leases living in holds. */
+hl_lease_subject hl_hold_lease_subject(const hl_lease *lease);
 void hl_hold_lease_lost(hl_lease *lease, const char *why);
 void hl_hold_lease_released(hl_lease *lease);
 
