@@ -241,6 +241,16 @@ static bool clean_answer(const char *call, int rc, bool right_answer)
  * call to want the client's lease engine, which is made on first use.
  * Returns 0 when the release said "not the owner" and every other call
  * succeeded, as they do with memory to spare. */
+static void on_request(hilock_lock *lock, uint64_t owner, const char *reason,
+                       size_t reason_len, void *user_data)
+{
+    (void)lock;
+    (void)owner;
+    (void)reason;
+    (void)reason_len;
+    (void)user_data;
+}
+
 static int calls_without_acquire(hilock_client *c, const char *name)
 {
     hilock_lock *lock = NULL;
@@ -276,6 +286,12 @@ static int calls_without_acquire(hilock_client *c, const char *name)
     worst |= !clean_answer("status", rc,
                            st != NULL && !st->locked && st->holders_len == 0);
     hilock_lock_status_free(st);
+    /* The first callback allocates the handle's rare parts: a failure
+     * there is a clean HILOCK_ENOMEM, and clearing never fails. */
+    rc = hilock_lock_set_release_request_callback(lock, on_request, NULL);
+    worst |= !clean_answer("set a release request callback", rc, true);
+    assert_status(hilock_lock_set_release_request_callback(lock, NULL, NULL),
+                  HILOCK_OK);
     assert_status(hilock_lock_destroy(lock), HILOCK_OK);
     return worst;
 }
@@ -488,7 +504,8 @@ static void read_group(hilock_client *c, void *arg)
 {
     (void)c;
     group_probe *p = arg;
-    p->named = p->lock->listeners != NULL;
+    hl_lock_rare *r = hl_lock_rare_peek(p->lock);
+    p->named = r != NULL && r->listeners != NULL;
 }
 
 /* Making a multi-lock over members on two clients, and a RedLock lock,

@@ -153,9 +153,13 @@ static void test_turns_follow_the_model(void **state)
             tt[id].listed = false;
             hl_turn_end(lock, &tt[id].turn);
         }
-    assert_int_equal(lock->turn_lines, 0);
-    assert_true(lock->turn_table != NULL);
-    hl_free(lock->turn_table);
+    hl_lock_rare *r = hl_lock_rare_peek(lock);
+    assert_non_null(r);
+    assert_int_equal(r->turn_lines, 0);
+    assert_true(r->turn_table != NULL);
+    assert_null(lock->turns);
+    hl_free(r->turn_table);
+    hl_free(r);
     free(lock);
 }
 

@@ -491,8 +491,10 @@ typedef void hilock_release_request_cb(hilock_lock *lock, uint64_t owner,
  * @return HILOCK_OK
  * @return HILOCK_EINVAL  NULL lock
  * @return HILOCK_ECLOSED the lock or its client is closed
- * @return HILOCK_ENOMEM  only on the loop thread of another client:
- *                        nothing was changed */
+ * @return HILOCK_ENOMEM  setting a callback on a handle that never had
+ *                        one (its memory is allocated then), or on the
+ *                        loop thread of another client: nothing was
+ *                        changed */
 HILOCK_API int hilock_lock_set_release_request_callback(
     hilock_lock *lock, hilock_release_request_cb *cb, void *user_data);
 

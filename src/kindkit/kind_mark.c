@@ -30,11 +30,13 @@ void hl_kind_mark(hilock_lock *lock, const char *kind, const char *after_s)
 
 static void mark_grant(hilock_lock *lock, const char *kind)
 {
-    hl_monotime now = hl_monotime_now();
-    if (lock->kind_marked != 0 &&
-        now < hl_after_ms(lock->kind_marked, MARK_AGAIN_MS))
+    /* Modular: a handle last marked a multiple of 49.7 days ago marks
+     * again up to an hour late. */
+    uint32_t now = hl_monotime_ms32();
+    if (lock->kind_marked_ms != 0 &&
+        (uint32_t)(now - lock->kind_marked_ms) < MARK_AGAIN_MS)
         return;
-    lock->kind_marked = now;
+    lock->kind_marked_ms = now;
     hl_kind_mark(lock, kind, HL_LAYOUT_KIND_AFTER_S);
 }
 

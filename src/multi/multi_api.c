@@ -51,9 +51,10 @@ int hl_multi_create(hilock_multilock **out, hilock_lock *const *locks,
         if (wd < m->watchdog_ms)
             m->watchdog_ms = wd;
     }
-    /* Away from loop threads, setting and clearing a listener allocate
-     * nothing and are in effect when they return; on a loop thread they
-     * are handed over, and a rollback frees m once the last is out. */
+    /* Away from loop threads, setting and clearing a listener are in
+     * effect when they return, and only a member's first listener
+     * allocates (its rare parts); on a loop thread they are handed over,
+     * and a rollback frees m once the last is out. */
     for (size_t i = 0; i < n; i++) {
         m->watches[i].cb = hl_multi_member_lost;
         m->watches[i].data = m;

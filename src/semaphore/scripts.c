@@ -1136,8 +1136,9 @@ static int permit_script(hilock_lock *lock, const hl_script_def *def,
                          const size_t *arg_lens, hl_request_fn *fn,
                          void *data)
 {
-    const char *key = lock->lease_key;
-    return hl_run_def(lock, def, 1, &key, &lock->lease_key_len, nargs, args,
+    size_t key_len;
+    const char *key = hl_lock_lease_key(lock, &key_len);
+    return hl_run_def(lock, def, 1, &key, &key_len, nargs, args,
                       arg_lens, fn, data);
 }
 

@@ -55,6 +55,13 @@ static inline hl_monotime hl_after_ms(hl_monotime at, int64_t ms)
 /* Now on CLOCK_MONOTONIC, or on the clock a test installed. */
 hl_monotime hl_monotime_now(void);
 
+/* Now in ms modulo 2^32, for a time kept in four bytes and compared by
+ * unsigned difference: right for spans under 49.7 days. */
+static inline uint32_t hl_monotime_ms32(void)
+{
+    return (uint32_t)(hl_monotime_now() / HL_MS(1));
+}
+
 /* The part of a lease left for clock drift between this host and the
  * server: 1 % of the lease plus 2 ms (the Redlock rule). */
 hl_monotime hl_drift_margin(int64_t lease_ms);

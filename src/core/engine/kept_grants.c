@@ -24,25 +24,24 @@ static void forget(hilock_lock *lock, const hl_kept_grant *g)
     (void)lock->kind->forget(lock, g->nonce, g->nonce_len, g->handed);
 }
 
-static void remove_at(hilock_lock *lock, size_t i)
+static void remove_at(hl_lock_rare *r, size_t i)
 {
-    memmove(&lock->kept[i], &lock->kept[i + 1],
-            (lock->kept_n - i - 1) * sizeof lock->kept[0]);
-    lock->kept_n--;
+    memmove(&r->kept[i], &r->kept[i + 1],
+            (r->kept_n - i - 1) * sizeof r->kept[0]);
+    r->kept_n--;
 }
 
 /* Forget the grants whose time to be taken has passed; they are the
  * oldest, at the front. */
-static void forget_stale(hilock_lock *lock, hl_monotime now)
+static void forget_stale(hilock_lock *lock, hl_lock_rare *r, hl_monotime now)
 {
     size_t n = 0;
-    while (n < lock->kept_n && take_until(lock, &lock->kept[n]) <= now)
-        forget(lock, &lock->kept[n++]);
+    while (n < r->kept_n && take_until(lock, &r->kept[n]) <= now)
+        forget(lock, &r->kept[n++]);
     if (n == 0)
         return;
-    memmove(&lock->kept[0], &lock->kept[n],
-            (lock->kept_n - n) * sizeof lock->kept[0]);
-    lock->kept_n -= n;
+    memmove(&r->kept[0], &r->kept[n], (r->kept_n - n) * sizeof r->kept[0]);
+    r->kept_n -= n;
 }
 
 void hl_kept_grant_add(hilock_lock *lock, const char *nonce, size_t nonce_len,
@@ -55,28 +54,32 @@ void hl_kept_grant_add(hilock_lock *lock, const char *nonce, size_t nonce_len,
     }
     memcpy(g.nonce, nonce, nonce_len);
     g.nonce_len = nonce_len;
-    if (lock->kept == NULL)
-        lock->kept = hl_calloc(HL_KEPT_GRANTS_MAX, sizeof lock->kept[0]);
-    if (lock->kept == NULL) {
+    hl_lock_rare *r = hl_lock_rare_get(lock);
+    if (r != NULL && r->kept == NULL)
+        r->kept = hl_calloc(HL_KEPT_GRANTS_MAX, sizeof r->kept[0]);
+    if (r == NULL || r->kept == NULL) {
         forget(lock, &g);
         return;
     }
-    forget_stale(lock, hl_monotime_now());
-    if (lock->kept_n == HL_KEPT_GRANTS_MAX) {
-        forget(lock, &lock->kept[0]);
-        remove_at(lock, 0);
+    forget_stale(lock, r, hl_monotime_now());
+    if (r->kept_n == HL_KEPT_GRANTS_MAX) {
+        forget(lock, &r->kept[0]);
+        remove_at(r, 0);
     }
-    lock->kept[lock->kept_n++] = g;
+    r->kept[r->kept_n++] = g;
 }
 
 bool hl_kept_grant_take(hilock_lock *lock, int64_t amount, hl_kept_grant *out)
 {
-    forget_stale(lock, hl_monotime_now());
-    for (size_t i = 0; i < lock->kept_n; i++) {
-        if (lock->kept[i].amount != amount)
+    hl_lock_rare *r = hl_lock_rare_peek(lock);
+    if (r == NULL)
+        return false;
+    forget_stale(lock, r, hl_monotime_now());
+    for (size_t i = 0; i < r->kept_n; i++) {
+        if (r->kept[i].amount != amount)
             continue;
-        *out = lock->kept[i];
-        remove_at(lock, i);
+        *out = r->kept[i];
+        remove_at(r, i);
         return true;
     }
     return false;
@@ -84,14 +87,20 @@ bool hl_kept_grant_take(hilock_lock *lock, int64_t amount, hl_kept_grant *out)
 
 void hl_kept_grants_forget_all(hilock_lock *lock)
 {
-    for (size_t i = 0; i < lock->kept_n; i++)
-        forget(lock, &lock->kept[i]);
-    lock->kept_n = 0;
+    hl_lock_rare *r = hl_lock_rare_peek(lock);
+    if (r == NULL)
+        return;
+    for (size_t i = 0; i < r->kept_n; i++)
+        forget(lock, &r->kept[i]);
+    r->kept_n = 0;
 }
 
 void hl_kept_grants_free(hilock_lock *lock)
 {
-    hl_free(lock->kept);
-    lock->kept = NULL;
-    lock->kept_n = 0;
+    hl_lock_rare *r = hl_lock_rare_peek(lock);
+    if (r == NULL)
+        return;
+    hl_free(r->kept);
+    r->kept = NULL;
+    r->kept_n = 0;
 }

@@ -73,12 +73,32 @@ hilock_client *hl_lock_client_get(hilock_lock *lock)
 
 static void lock_free(hilock_lock *lock)
 {
-    hl_kept_grants_free(lock);
-    hl_free(lock->unacked);
-    hl_free(lock->request_sub);
-    hl_free(lock->turn_table);
-    lock->turn_table = NULL;
+    hl_lock_rare *r = hl_lock_rare_peek(lock);
+    if (r != NULL) {
+        hl_kept_grants_free(lock);
+        hl_free(r->unacked);
+        hl_free(r->request_sub);
+        hl_free(r->turn_table);
+        hl_free(r);
+    }
     hl_handle_release(lock);
+}
+
+hl_lock_rare *hl_lock_rare_get(hilock_lock *lock)
+{
+    hl_lock_rare *r = hl_lock_rare_peek(lock);
+    if (r != NULL)
+        return r;
+    hl_lock_rare *mine = hl_calloc(1, sizeof *mine);
+    if (mine == NULL)
+        return NULL;
+    /* A setting on another thread may publish its own first. */
+    if (atomic_compare_exchange_strong_explicit(&lock->rare, &r, mine,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire))
+        return mine;
+    hl_free(mine);
+    return r;
 }
 
 void hl_lock_ref(hilock_lock *lock) { atomic_fetch_add(&lock->refs, 1); }
@@ -118,7 +138,7 @@ int hl_lock_create(hilock_lock **out, hilock_client *client,
         return hl_fail(HILOCK_ENOMEM, "out of memory for a lock");
     }
     hilock_lock *lock =
-        hl_calloc(1, sizeof *lock + name_len + 1 + key.len + 1);
+        hl_calloc(1, sizeof *lock + name_len + 1 + (key.len ? key.len + 1 : 0));
     if (lock == NULL) {
         hl_aux_name_done(&key);
         return hl_fail(HILOCK_ENOMEM, "out of memory for a lock");
@@ -127,15 +147,15 @@ int hl_lock_create(hilock_lock **out, hilock_client *client,
     atomic_init(&lock->refs, 1);
     memcpy(lock->name, name, name_len);
     lock->name[name_len] = '\0';
-    lock->name_len = name_len;
+    lock->name_len = (uint32_t)name_len;
     /* The lease key lives as long as the handle's memory, which outlives
      * every lease on it. */
-    char *lease_key = lock->name + name_len + 1;
-    if (key.len > 0)
+    if (key.len > 0) {
+        char *lease_key = lock->name + name_len + 1;
         memcpy(lease_key, key.s, key.len);
-    lease_key[key.len] = '\0';
-    lock->lease_key = key.len > 0 ? lease_key : lock->name;
-    lock->lease_key_len = key.len > 0 ? key.len : name_len;
+        lease_key[key.len] = '\0';
+        lock->lease_key_len = (uint32_t)key.len;
+    }
     if (kind->lease_key != NULL)
         hl_aux_name_done(&key);
     if (hl_handle_add(lock) != 0) {
@@ -203,16 +223,11 @@ int hl_lock_gone(const hilock_lock *lock, const char **why)
     return lock->destroyed ? HILOCK_ECANCELED : HILOCK_ECLOSED;
 }
 
-static uint32_t now_ms_mod32(void)
-{
-    return (uint32_t)(hl_monotime_now() / HL_MS(1));
-}
-
 static bool others_seen_within(hilock_lock *lock, uint32_t ms)
 {
     uint32_t seen =
         atomic_load_explicit(&lock->others_seen_ms, memory_order_relaxed);
-    return seen != 0 && (uint32_t)(now_ms_mod32() - seen) < ms;
+    return seen != 0 && (uint32_t)(hl_monotime_ms32() - seen) < ms;
 }
 
 bool hl_lock_taking_turns(hilock_lock *lock)
@@ -231,7 +246,7 @@ bool hl_lock_contended_lately(hilock_lock *lock)
 
 void hl_lock_saw_others(hilock_lock *lock)
 {
-    atomic_store_explicit(&lock->others_seen_ms, now_ms_mod32(),
+    atomic_store_explicit(&lock->others_seen_ms, hl_monotime_ms32(),
                           memory_order_relaxed);
 }
 
@@ -417,8 +432,9 @@ hl_lease_subject hl_hold_lease_subject(const hl_lease *lease)
     const hl_hold *h = (const hl_hold *)(const void *)((const char *)lease -
                                            offsetof(hl_hold, lease_mem));
     const hilock_lock *lock = h->lock;
-    return (hl_lease_subject){lock->kind, lock->lease_key,
-                              lock->lease_key_len, h->owner};
+    hl_lease_subject s = {.kind = lock->kind, .owner = h->owner};
+    s.key = hl_lock_lease_key(lock, &s.key_len);
+    return s;
 }
 
 void hl_hold_lease_released(hl_lease *lease)
@@ -457,8 +473,9 @@ static void lock_detach(hilock_lock *lock, int status, const char *detail)
         return;
     hl_lock_cancel_all(lock, status, detail);
     drop_all_holds(lock);
-    if (lock->request_sub != NULL)
-        hl_pubsub_unsubscribe(lock->request_sub);
+    hl_lock_rare *r = hl_lock_rare_peek(lock);
+    if (r != NULL && r->request_sub != NULL)
+        hl_pubsub_unsubscribe(r->request_sub);
     hl_kept_grants_forget_all(lock);
     hl_unacked_forget(lock);
     pthread_mutex_lock(&c->lock);
@@ -504,8 +521,10 @@ static void lock_teardown(hilock_lock *lock)
 /* Settings and teardown of a handle: each runs at once on the loop
  * thread, where the handle's state lives, and lives on the calling
  * thread's stack, which waits for it without a deadline, so that none
- * can fail for want of memory, and once the call returns the loop thread
- * has taken it. */
+ * can fail for want of memory there (a listener or a release request
+ * callback needs the handle's rare parts, which the calling thread
+ * allocates first), and once the call returns the loop thread has taken
+ * it. */
 typedef struct handle_op {
     hl_op op; /* first */
     hilock_lock *lock;
@@ -663,7 +682,9 @@ uint64_t hilock_thread_owner(void)
 
 void hl_lock_tell_listeners(hilock_lock *lock, uint64_t owner)
 {
-    for (hl_hold_listener *l = lock->listeners, *next; l != NULL; l = next) {
+    hl_lock_rare *r = hl_lock_rare_peek(lock);
+    for (hl_hold_listener *l = r ? r->listeners : NULL, *next; l != NULL;
+         l = next) {
         next = l->next; /* a listener may leave while it is told */
         l->cb(lock, owner, l->data);
     }
@@ -671,7 +692,10 @@ void hl_lock_tell_listeners(hilock_lock *lock, uint64_t owner)
 
 static void unlink_listener(hilock_lock *lock, hl_hold_listener *l)
 {
-    for (hl_hold_listener **p = &lock->listeners; *p != NULL;
+    hl_lock_rare *r = hl_lock_rare_peek(lock);
+    if (r == NULL)
+        return;
+    for (hl_hold_listener **p = &r->listeners; *p != NULL;
          p = &(*p)->next) {
         if (*p == l) {
             *p = l->next;
@@ -681,22 +705,26 @@ static void unlink_listener(hilock_lock *lock, hl_hold_listener *l)
     }
 }
 
-/* Every setting lives in the handle or in the listener's own storage, so
- * none allocates. */
+/* Every setting lives in the handle, its rare parts (allocated by the
+ * caller, apply_on_loop) or the listener's own storage, so none
+ * allocates here. */
 static void apply_setting(const handle_op *h)
 {
     hilock_lock *lock = h->lock;
+    hl_lock_rare *r = hl_lock_rare_peek(lock);
     if (h->listener != NULL) {
         unlink_listener(lock, h->listener);
         if (h->add) {
-            h->listener->next = lock->listeners;
-            lock->listeners = h->listener;
+            h->listener->next = r->listeners;
+            r->listeners = h->listener;
         }
         return;
     }
     if (h->request) {
-        lock->request_cb = h->request_cb;
-        lock->request_data = h->data;
+        if (r == NULL)
+            return; /* clearing a callback never set */
+        r->request_cb = h->request_cb;
+        r->request_data = h->data;
         hl_release_requests_sync(lock);
         return;
     }
@@ -752,6 +780,13 @@ static int apply_on_loop(handle_op *h)
             unlink_listener(h->lock, h->listener);
         run_then(h);
         return hl_fail(HILOCK_ECLOSED, "client is closed");
+    }
+    bool needs_rare = h->listener != NULL ? h->add : h->request_cb != NULL;
+    if (needs_rare && hl_lock_rare_get(h->lock) == NULL) {
+        hl_client_unref(c);
+        run_then(h);
+        return hl_fail(HILOCK_ENOMEM, "out of memory for the lock's "
+                                      "settings");
     }
     if (hl_client_in_loop(c)) {
         /* Closing or not: a group may let go of its members there. */

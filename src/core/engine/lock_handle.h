@@ -372,6 +372,33 @@ struct hl_hold_listener {
     hl_hold_listener *next; /* in the handle's list: the engine's */
 };
 
+/* The parts of a handle that few handles use, allocated with the first
+ * use of any and freed with the handle (hl_lock_rare_get): every handle
+ * is a watchdog lease's memory, and a client may hold a hundred thousand.
+ * Loop thread, but for the allocation. */
+typedef struct hl_lock_rare {
+    /* Once a second owner's line of turns needs a bucket, the lines'
+     * heads hashed by owner into turn_mask + 1 buckets, turn_lines of
+     * them (turns.c). */
+    hl_turn **turn_table;
+    uint32_t turn_mask;
+    uint32_t turn_lines;
+    hl_hold_listener *listeners; /* told before the user's lost callback */
+    /* The user's callback for requests to give the lock up, or NULL, and
+     * its subscription, attached while the callback is set and the handle
+     * holds the lock (release_request.c), allocated with the first. */
+    hilock_release_request_cb *request_cb;
+    void *request_data;
+    hl_sub *request_sub;
+    /* Answered unheld grants whose records stay for a release to
+     * consume (kept_grants.h). */
+    struct hl_kept_grant *kept;
+    size_t kept_n;
+    /* Releases the replicas did not acknowledge (unacked.h), from the
+     * first. */
+    struct hl_unacked_set *unacked;
+} hl_lock_rare;
+
 struct hilock_lock {
     /* NULL once the client is gone.  Written under the link mutex (any
      * thread reads it through hl_lock_client_get), read freely on the
@@ -381,59 +408,65 @@ struct hilock_lock {
     const hl_kind *kind;
     hilock_lock *prev_in_client;
     hilock_lock *next_in_client;
-    size_t name_len;
     hl_hold *holds;
     hl_acquire_op *ops; /* pending acquires, oldest first */
     hl_acquire_op *ops_tail;
-    /* Requests taking turns: one line per owner (engine_internal.h),
-     * whose heads are hashed by owner into turn_table, turn_mask + 1
-     * buckets; until a second line needs one, the only bucket is
-     * turns. */
+    /* Requests taking turns: one line per owner (engine_internal.h).
+     * Until a second line needs a bucket of its own (hl_lock_rare's
+     * turn_table), every line's head is in this one. */
     hl_turn *turns;
-    hl_turn **turn_table;
-    uint32_t turn_mask;
-    uint32_t turn_lines;
     /* The user's lost callback, or NULL; in the handle, so that setting
      * or clearing it never allocates.  Loop thread. */
     hilock_lost_cb *lost_cb;
     void *lost_data;
-    hl_hold_listener *listeners; /* told before the user's lost callback */
-    /* The user's callback for requests to give the lock up, or NULL, and
-     * its subscription, attached while the callback is set and the handle
-     * holds the lock (release_request.c), allocated with the first.  Loop
-     * thread. */
-    hilock_release_request_cb *request_cb;
-    void *request_data;
-    hl_sub *request_sub;
     /* Pending async acquires, for a cancel by op id (acquire_ids.h);
      * under the link mutex. */
     hl_acquire_op *acquires_by_id;
+    _Atomic(hl_lock_rare *) rare; /* NULL until first needed */
     atomic_int refs; /* the user's, plus one per operation in flight */
+    /* When an attempt of this handle last found the lock taken by
+     * another, in ms of the monotonic clock modulo 2^32; 0: never.
+     * Written on the loop thread, read by blocking callers
+     * (hl_lock_taking_turns). */
+    _Atomic uint32_t others_seen_ms;
+    uint32_t name_len;      /* at most HILOCK_MAX_NAME_LEN */
+    /* The kind's lease key, after the name in this allocation; 0: the
+     * lease key is the name (hl_lock_lease_key). */
+    uint32_t lease_key_len;
+    /* When mark_grant last wrote the kind's marker, in ms of the
+     * monotonic clock modulo 2^32; 0: never.  Loop thread. */
+    uint32_t kind_marked_ms;
     atomic_bool destroyed;
-    const char *lease_key; /* in this allocation, after the name */
-    size_t lease_key_len;
-    /* Answered unheld grants whose records stay for a release to
-     * consume (kept_grants.h); loop thread. */
-    struct hl_kept_grant *kept;
-    size_t kept_n;
-    /* Releases the replicas did not acknowledge (unacked.h), from the
-     * first; loop thread. */
-    struct hl_unacked_set *unacked;
     /* Destroyed on another client's loop thread while this one's client
      * was closing: the closing loop drops the user's reference once it
      * has detached the handle.  Under the client's lock. */
     bool unref_when_detached;
-    /* When an attempt of this handle last found the lock taken by
-     * another, in ms of the monotonic clock modulo 2^32, which fits the
-     * hole here (every handle is a watchdog lease's memory); 0: never.
-     * Written on the loop thread, read by blocking callers
-     * (hl_lock_taking_turns). */
-    _Atomic uint32_t others_seen_ms;
-    /* When mark_grant last wrote the kind's marker; 0: never.  Loop
-     * thread. */
-    hl_monotime kind_marked;
     char name[]; /* name_len bytes and a NUL */
 };
+
+/* The handle's rare parts, or NULL while none was ever needed.  Any
+ * thread: they are published once and stay until the handle goes. */
+static inline hl_lock_rare *hl_lock_rare_peek(const hilock_lock *lock)
+{
+    return atomic_load_explicit(&((hilock_lock *)lock)->rare,
+                                memory_order_acquire);
+}
+
+/* The handle's rare parts, allocated if none are yet; NULL when memory
+ * runs out.  Any thread. */
+hl_lock_rare *hl_lock_rare_get(hilock_lock *lock);
+
+/* The key the lock's leases renew, and its length. */
+static inline const char *hl_lock_lease_key(const hilock_lock *lock,
+                                            size_t *len)
+{
+    if (lock->lease_key_len == 0) {
+        *len = lock->name_len;
+        return lock->name;
+    }
+    *len = lock->lease_key_len;
+    return lock->name + lock->name_len + 1;
+}
 
 
 /* The lock's wake-up channel, from its kind.  0 or HILOCK_ENOMEM;

@@ -62,15 +62,15 @@ static void tell_holders(hilock_lock *lock, const char *msg, size_t len)
         if (hold_is_live(h))
             owners[k++] = h->owner;
     hilock_client *c = lock->client;
+    hl_lock_rare *r = hl_lock_rare_peek(lock);
     hl_lock_ref(lock);
     for (size_t i = 0; i < k; i++) {
-        if (lock->destroyed || lock->client == NULL ||
-            lock->request_cb == NULL)
+        if (lock->destroyed || lock->client == NULL || r->request_cb == NULL)
             break;
         if (!holds_owner(lock, owners[i]))
             continue;
         hl_client_enter_callback(c);
-        lock->request_cb(lock, owners[i], msg, len, lock->request_data);
+        r->request_cb(lock, owners[i], msg, len, r->request_data);
         hl_client_leave_callback(c);
     }
     hl_lock_unref(lock);
@@ -93,29 +93,32 @@ static void on_request_event(hl_sub *sub, hl_sub_event ev, const char *msg,
                         why, lock, 0);
         return;
     }
-    if (ev == HL_SUB_MESSAGE && lock->request_cb != NULL)
+    if (ev == HL_SUB_MESSAGE && hl_lock_rare_peek(lock)->request_cb != NULL)
         tell_holders(lock, msg, len);
 }
 
 void hl_release_requests_sync(hilock_lock *lock)
 {
-    bool want = lock->request_cb != NULL && lock->client != NULL &&
+    /* Most handles never set the callback: they have no rare parts. */
+    hl_lock_rare *r = hl_lock_rare_peek(lock);
+    if (r == NULL)
+        return;
+    bool want = r->request_cb != NULL && lock->client != NULL &&
                 !lock->destroyed && holds_any(lock);
-    bool listening =
-        lock->request_sub != NULL && lock->request_sub->channel != NULL;
+    bool listening = r->request_sub != NULL && r->request_sub->channel != NULL;
     if (want == listening)
         return;
     if (!want) {
-        hl_pubsub_unsubscribe(lock->request_sub);
+        hl_pubsub_unsubscribe(r->request_sub);
         return;
     }
-    if (lock->request_sub == NULL)
-        lock->request_sub = hl_calloc(1, sizeof *lock->request_sub);
+    if (r->request_sub == NULL)
+        r->request_sub = hl_calloc(1, sizeof *r->request_sub);
     hl_aux_name ch;
-    if (lock->request_sub == NULL || lock->kind->request_channel == NULL ||
+    if (r->request_sub == NULL || lock->kind->request_channel == NULL ||
         lock->kind->request_channel(lock, &ch) != 0)
         return; /* out of memory: the next grant tries again */
-    (void)hl_client_listen(lock->client, lock->request_sub, ch.s, ch.len,
+    (void)hl_client_listen(lock->client, r->request_sub, ch.s, ch.len,
                            on_request_event, lock);
     hl_aux_name_done(&ch);
 }

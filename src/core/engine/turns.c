@@ -22,11 +22,19 @@ static uint32_t bucket_of(uint64_t owner, uint32_t mask)
     return (uint32_t)((owner * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & mask;
 }
 
+/* The table, or NULL while the handle's one bucket serves. */
+static hl_lock_rare *table_of(const hilock_lock *lock)
+{
+    hl_lock_rare *r = hl_lock_rare_peek(lock);
+    return r != NULL && r->turn_table != NULL ? r : NULL;
+}
+
 static hl_turn **bucket(hilock_lock *lock, uint64_t owner)
 {
-    if (lock->turn_table == NULL)
+    hl_lock_rare *r = table_of(lock);
+    if (r == NULL)
         return &lock->turns;
-    return &lock->turn_table[bucket_of(owner, lock->turn_mask)];
+    return &r->turn_table[bucket_of(owner, r->turn_mask)];
 }
 
 static void chain_insert(hl_turn **slot, hl_turn *head)
@@ -63,28 +71,39 @@ static void chain_remove(hilock_lock *lock, hl_turn *head)
     head->chain_prev = head->chain_next = NULL;
 }
 
-/* More lines than buckets: double the buckets, if memory allows. */
+/* More lines than buckets: double the buckets, if memory allows.  Lines
+ * are counted once there is a table; before, the one bucket's chain is
+ * every line, and a second one asks for a table. */
 static void maybe_grow(hilock_lock *lock)
 {
-    uint32_t buckets = lock->turn_table ? lock->turn_mask + 1 : 1;
-    if (lock->turn_lines <= buckets || buckets > UINT32_MAX / 2)
+    hl_lock_rare *r = table_of(lock);
+    uint32_t buckets = r != NULL ? r->turn_mask + 1 : 1;
+    bool crowded = r != NULL ? r->turn_lines > buckets
+                             : lock->turns != NULL &&
+                                   lock->turns->chain_next != NULL;
+    if (!crowded || buckets > UINT32_MAX / 2)
+        return;
+    if (r == NULL && (r = hl_lock_rare_get(lock)) == NULL)
         return;
     uint32_t grown = buckets < FIRST_TABLE ? FIRST_TABLE : 2 * buckets;
     hl_turn **table = hl_calloc(grown, sizeof *table);
     if (table == NULL)
         return;
+    uint32_t lines = 0;
     for (uint32_t i = 0; i < buckets; i++) {
-        hl_turn *h = lock->turn_table ? lock->turn_table[i] : lock->turns;
+        hl_turn *h = r->turn_table ? r->turn_table[i] : lock->turns;
         while (h != NULL) {
             hl_turn *next = h->chain_next;
             chain_insert(&table[bucket_of(h->owner, grown - 1)], h);
+            lines++;
             h = next;
         }
     }
-    hl_free(lock->turn_table);
+    hl_free(r->turn_table);
     lock->turns = NULL;
-    lock->turn_table = table;
-    lock->turn_mask = grown - 1;
+    r->turn_table = table;
+    r->turn_mask = grown - 1;
+    r->turn_lines = lines;
 }
 
 static hl_turn *line_of(hilock_lock *lock, uint64_t owner)
@@ -120,7 +139,9 @@ bool hl_turn_take(hilock_lock *lock, hl_turn *turn, uint64_t owner,
     turn->prev = turn->next = turn;
     turn->active = true;
     chain_insert(bucket(lock, owner), turn);
-    lock->turn_lines++;
+    hl_lock_rare *r = table_of(lock);
+    if (r != NULL)
+        r->turn_lines++;
     maybe_grow(lock);
     return true;
 }
@@ -163,7 +184,9 @@ void hl_turn_end(hilock_lock *lock, hl_turn *turn)
             chain_replace(lock, turn, next);
         } else {
             chain_remove(lock, turn);
-            lock->turn_lines--;
+            hl_lock_rare *r = table_of(lock);
+            if (r != NULL)
+                r->turn_lines--;
         }
     }
     turn->prev = turn->next = NULL;

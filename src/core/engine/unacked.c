@@ -18,16 +18,23 @@ struct hl_unacked_set {
     hl_unacked_release r[HL_UNACKED_MAX];
 };
 
+/* The handle's kept releases, or NULL before the first. */
+static hl_unacked_set *set_of(const hilock_lock *lock)
+{
+    hl_lock_rare *r = hl_lock_rare_peek(lock);
+    return r != NULL ? r->unacked : NULL;
+}
+
 static void list_add(hilock_lock *lock)
 {
     hilock_client *c = lock->client;
-    hl_unacked_set *u = lock->unacked;
+    hl_unacked_set *u = set_of(lock);
     if (u->listed)
         return;
     u->prev = NULL;
     u->next = c->unacked_locks;
     if (c->unacked_locks != NULL)
-        c->unacked_locks->unacked->prev = lock;
+        set_of(c->unacked_locks)->prev = lock;
     c->unacked_locks = lock;
     u->listed = true;
 }
@@ -35,15 +42,15 @@ static void list_add(hilock_lock *lock)
 static void list_remove(hilock_lock *lock)
 {
     hilock_client *c = lock->client;
-    hl_unacked_set *u = lock->unacked;
+    hl_unacked_set *u = set_of(lock);
     if (u == NULL || !u->listed)
         return;
     if (u->prev != NULL)
-        u->prev->unacked->next = u->next;
+        set_of(u->prev)->next = u->next;
     else
         c->unacked_locks = u->next;
     if (u->next != NULL)
-        u->next->unacked->prev = u->prev;
+        set_of(u->next)->prev = u->prev;
     u->prev = u->next = NULL;
     u->listed = false;
 }
@@ -62,9 +69,10 @@ static void forget_expired(hl_unacked_set *u, hl_monotime now)
  * all of them), else a free one, else the one that ends first. */
 static hl_unacked_release *slot_for(hilock_lock *lock, uint64_t owner)
 {
-    if (lock->unacked == NULL)
-        lock->unacked = hl_calloc(1, sizeof *lock->unacked);
-    hl_unacked_set *u = lock->unacked;
+    hl_lock_rare *rare = hl_lock_rare_get(lock);
+    if (rare != NULL && rare->unacked == NULL)
+        rare->unacked = hl_calloc(1, sizeof *rare->unacked);
+    hl_unacked_set *u = rare != NULL ? rare->unacked : NULL;
     if (u == NULL)
         return NULL;
     forget_expired(u, hl_monotime_now());
@@ -154,7 +162,7 @@ void hl_unacked_id_release(hilock_lock *lock, const char *id, size_t id_len,
  * once more, and making it again is harmless either way. */
 static void lock_master_changed(hilock_lock *lock, hl_monotime now)
 {
-    hl_unacked_set *u = lock->unacked;
+    hl_unacked_set *u = set_of(lock);
     forget_expired(u, now);
     for (size_t i = 0; i < u->n; i++)
         make_again(lock, &u->r[i], now);
@@ -168,7 +176,7 @@ void hl_unacked_master_changed(hilock_client *client)
     hilock_lock *next;
     for (hilock_lock *lock = client->unacked_locks; lock != NULL;
          lock = next) {
-        next = lock->unacked->next;
+        next = set_of(lock)->next;
         lock_master_changed(lock, now);
     }
 }
@@ -177,6 +185,9 @@ void hl_unacked_forget(hilock_lock *lock)
 {
     if (lock->client != NULL)
         list_remove(lock);
-    hl_free(lock->unacked);
-    lock->unacked = NULL;
+    hl_lock_rare *r = hl_lock_rare_peek(lock);
+    if (r != NULL) {
+        hl_free(r->unacked);
+        r->unacked = NULL;
+    }
 }
