@@ -208,6 +208,31 @@ static void test_buf_append_consume(void **state)
     hl_buf_free(&b);
 }
 
+/* A buffer that grew in a burst lets its memory go once drained; a small
+ * one keeps its memory for the next write. */
+static void test_buf_drained_burst_lets_go(void **state)
+{
+    (void)state;
+    hl_buf b = {0};
+    static char burst[300 * 1024];
+    memset(burst, 'x', sizeof burst);
+    assert_int_equal(hl_buf_append(&b, burst, sizeof burst), 0);
+    assert_true(b.cap >= sizeof burst);
+    hl_buf_consume(&b, 1000);
+    assert_non_null(b.data); /* not drained yet */
+    hl_buf_consume(&b, sizeof burst - 1000);
+    assert_null(b.data);
+    assert_int_equal(b.cap, 0);
+    assert_int_equal(hl_buf_len(&b), 0);
+    /* It grows again from nothing. */
+    assert_int_equal(hl_buf_append(&b, "abc", 3), 0);
+    assert_memory_equal(hl_buf_head(&b), "abc", 3);
+    hl_buf_consume(&b, 3);
+    assert_non_null(b.data); /* small: kept */
+    assert_int_equal(b.cap, 4096);
+    hl_buf_free(&b);
+}
+
 static void test_map_insert_find_remove(void **state)
 {
     (void)state;
@@ -634,6 +659,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backoff_doubles_and_caps),
         cmocka_unit_test(test_buf_append_consume),
+        cmocka_unit_test(test_buf_drained_burst_lets_go),
         cmocka_unit_test(test_map_insert_find_remove),
         cmocka_unit_test(test_reader_builds_replies),
         cmocka_unit_test(test_reader_bounds),

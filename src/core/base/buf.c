@@ -36,11 +36,19 @@ int hl_buf_append(hl_buf *b, const void *p, size_t len)
     return 0;
 }
 
+/* A drained buffer larger than this lets its memory go: a burst (a
+ * renewal round of many leases, a flood of acquires) would otherwise
+ * leave its high-water mark allocated for good. */
+#define KEEP_WHEN_DRAINED (64 * 1024)
+
 void hl_buf_consume(hl_buf *b, size_t len)
 {
     b->start += len;
-    if (b->start >= b->end)
-        b->start = b->end = 0;
+    if (b->start < b->end)
+        return;
+    b->start = b->end = 0;
+    if (b->cap > KEEP_WHEN_DRAINED)
+        hl_buf_free(b);
 }
 
 void hl_buf_reset(hl_buf *b) { b->start = b->end = 0; }

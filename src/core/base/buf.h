@@ -20,6 +20,8 @@ static inline const char *hl_buf_head(const hl_buf *b)
 {
     return b->data + b->start;
 }
+/* Consume len bytes from the front; a buffer drained by it lets its
+ * memory go when it grew past 64 KiB. */
 void hl_buf_consume(hl_buf *b, size_t len);
 void hl_buf_reset(hl_buf *b);
 void hl_buf_free(hl_buf *b);
