@@ -3,8 +3,11 @@
  * the client's connection stays up, and each lock write meets READONLY.
  * An acquire that may wait asks the sentinels where the master is and
  * tries again while its wait lasts, so it is granted once a master is
- * back; one that may not wait says HILOCK_EREADONLY at once.  Its own
+ * back; one that may not wait says HILOCK_EREADONLY at once.  Every
+ * other write (a release, a count down, permits added, a force release)
+ * is made again on the master within the command timeout.  Its own
  * group: the demotion empties the master's data. */
+/* ctest-timeout: 300 */
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -333,12 +336,103 @@ static void test_semaphore_release_waits_out_a_demotion(void **state)
     hilock_client_destroy(c);
 }
 
+static void on_latch_counted(hilock_latch *latch, int status, int64_t value,
+                             void *data)
+{
+    (void)latch, (void)value;
+    released_with(data, status);
+}
+
+static void count_down(void *what, released *r)
+{
+    assert_int_equal(hilock_latch_count_down_async(what, on_latch_counted, r),
+                     HILOCK_OK);
+}
+
+static bool latch_open(void *l)
+{
+    int64_t count = -1;
+    return hilock_latch_count(l, &count) == HILOCK_OK && count == 0;
+}
+
+/* A latch's count down too: lost, it would keep the latch shut for
+ * good; told HILOCK_EREADONLY, its caller would have to know whether to
+ * count again. */
+static void test_latch_count_down_waits_out_a_demotion(void **state)
+{
+    (void)state;
+    hl_redis_server *master;
+    hilock_client *c = client_of_settled_group(&master);
+    hilock_latch *l = NULL;
+    assert_int_equal(hilock_latch_create(&l, c, "demoted-latch"), HILOCK_OK);
+    bool set = false;
+    assert_int_equal(hilock_latch_try_set_count(l, 1, &set), HILOCK_OK);
+    assert_true(set);
+    ran_on where = release_across_demotion(master, "demoted-latch",
+                                           count_down, l);
+    expect_let_go(where, latch_open, l, "the latch is still shut");
+    hilock_latch_destroy(l);
+    hilock_client_destroy(c);
+}
+
+static void add_permit(void *what, released *r)
+{
+    assert_int_equal(
+        hilock_semaphore_add_async(what, 1, on_permits_released, r),
+        HILOCK_OK);
+}
+
+/* A semaphore's other writes as well: permits added while the master is
+ * demoted are added once a master takes them. */
+static void test_semaphore_add_waits_out_a_demotion(void **state)
+{
+    (void)state;
+    hl_redis_server *master;
+    hilock_client *c = client_of_settled_group(&master);
+    hilock_semaphore *s = NULL;
+    assert_int_equal(hilock_semaphore_create(&s, c, "demoted-add"),
+                     HILOCK_OK);
+    assert_int_equal(hilock_semaphore_try_set(s, 1, NULL), HILOCK_OK);
+    assert_int_equal(hilock_semaphore_try_acquire(s, 1, 0), HILOCK_OK);
+    ran_on where =
+        release_across_demotion(master, "demoted-add", add_permit, s);
+    expect_let_go(where, permit_back, s, "the permit was not added");
+    hilock_semaphore_destroy(s);
+    hilock_client_destroy(c);
+}
+
+static void force_release(void *what, released *r)
+{
+    assert_int_equal(
+        hilock_lock_force_release_async(what, on_lock_released, r),
+        HILOCK_OK);
+}
+
+/* And a lock's force release, an operator's way out of a stuck hold. */
+static void test_force_release_waits_out_a_demotion(void **state)
+{
+    (void)state;
+    hl_redis_server *master;
+    hilock_client *c = client_of_settled_group(&master);
+    hilock_lock *l = NULL;
+    assert_int_equal(hilock_lock_create(&l, c, "demoted-force"), HILOCK_OK);
+    assert_int_equal(hilock_lock_try_acquire(l, 0, 60000), HILOCK_OK);
+    ran_on where =
+        release_across_demotion(master, "demoted-force", force_release, l);
+    expect_let_go(where, lock_free, l, "the lock is still held");
+    hilock_lock_destroy(l);
+    hilock_client_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acquire_waits_out_a_demotion),
         cmocka_unit_test(test_release_waits_out_a_demotion),
         cmocka_unit_test(test_semaphore_release_waits_out_a_demotion),
+        cmocka_unit_test(test_latch_count_down_waits_out_a_demotion),
+        cmocka_unit_test(test_semaphore_add_waits_out_a_demotion),
+        cmocka_unit_test(test_force_release_waits_out_a_demotion),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -83,7 +83,9 @@ HILOCK_API const char *hilock_latch_name(const hilock_latch *latch,
  * HILOCK_EINDOUBT (it was sent, and its answer did not come in time: a
  * count down may have counted), HILOCK_ECLOSED, HILOCK_EPERM (the server's
  * ACL does not allow the user a command the call needs), HILOCK_EREADONLY
- * (the server is a replica), HILOCK_EFULL (max_pending
+ * (the server is a replica; under Sentinel or on a cluster a write is
+ * first made again on the master, as a lock's release is, see lock.h,
+ * and did not run when this is said), HILOCK_EFULL (max_pending
  * operations of the client are unfinished; nothing was started).  Under a
  * replica acknowledgement policy (hilock_options_set_replica_ack) every
  * call that writes (all but hilock_latch_count and hilock_latch_await)

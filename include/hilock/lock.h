@@ -101,9 +101,9 @@ HILOCK_API uint64_t hilock_thread_owner(void);
  * HILOCK_EREADONLY (the server is a replica, named by the URL or demoted
  * by a failover; a cluster or Sentinel client asks where the master is
  * now, and the call may be made again.  Such a client makes a release
- * again itself, every 50 ms for as long as the command timeout from its
- * first refusal, and says this only when no master took it by then: the
- * hold is still held).
+ * or a force release again itself, every 50 ms for as long as the
+ * command timeout from its first refusal, and says this only when no
+ * master took it by then: the hold is still held).
  * Each may also return HILOCK_EFULL at once, starting nothing, while the
  * client has max_pending operations unfinished
  * (hilock_options_set_max_pending).

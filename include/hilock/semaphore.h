@@ -67,8 +67,9 @@
  * as "5.5": neither hilock nor Redisson wrote it; the detail quotes it,
  * and the call changed nothing), HILOCK_EPERM (the server's ACL refuses a
  * command), HILOCK_EREADONLY (the server is a replica; under Sentinel
- * or on a cluster a release is first made again on the master, as a
- * lock's is, see lock.h), HILOCK_EFULL
+ * or on a cluster a release, set, add or drain is first made again on
+ * the master, as a lock's release is, see lock.h; an acquire waits as
+ * its wait allows), HILOCK_EFULL
  * (max_pending operations unfinished),
  * HILOCK_ENOMEM.  Counts are read exactly, beyond 2^53 too.
  *

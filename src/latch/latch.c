@@ -9,6 +9,7 @@
 #include "core/base/alloc.h"
 #include "core/base/error_detail.h"
 #include "core/base/handle.h"
+#include "core/engine/again.h"
 #include "core/engine/compose.h"
 #include "kindkit/kind_mark.h"
 #include "kindkit/kindkit.h"
@@ -211,6 +212,8 @@ typedef struct latch_call {
     hl_op op; /* first */
     hilock_lock *lock;
     call_what what;
+    /* A write a demoted master refused, made again on the next. */
+    hl_again again;
     char count[24];
     size_t count_len;
     hilock_latch_cb *cb; /* NULL: a blocking caller waits */
@@ -228,6 +231,14 @@ static bool script_value(hilock_client *client, const hilock_reply *r,
 static void on_reply(void *data, int status, hilock_reply *reply)
 {
     latch_call *call = data;
+    /* Refused by a demoted master, it did not run: made again there, as
+     * a lock's release is; a count down lost would keep the latch shut. */
+    if (call->what != CALL_COUNT && status == HILOCK_EREDIS &&
+        hl_again_after_refusal(&call->again, call->lock,
+                               reply ? reply->str : NULL)) {
+        hilock_reply_free(reply);
+        return;
+    }
     if (status != HILOCK_OK) {
         char why[256];
         snprintf(why, sizeof why, "%s",
@@ -310,6 +321,22 @@ static void call_start(hl_op *op)
         hl_op_done(op, rc, 0, NULL, hl_send_failure(rc));
 }
 
+static void call_again(void *data)
+{
+    call_start(&((latch_call *)data)->op);
+}
+
+/* Only at the client's close: a write waiting to be made again ends; a
+ * request in flight ends by itself. */
+static void call_cancel(hl_op *op, int status)
+{
+    latch_call *call = (latch_call *)op;
+    if (hl_again_stop(&call->again))
+        hl_op_done(op, status, 0, NULL,
+                   "the client closed while a replica refused the write: "
+                   "it did not run");
+}
+
 static void call_complete(hl_op *op)
 {
     latch_call *call = (latch_call *)op;
@@ -326,6 +353,7 @@ static void call_destroy(hl_op *op)
 
 static const hl_op_type latch_call_type = {
     .start = call_start,
+    .cancel = call_cancel,
     .complete = call_complete,
     .destroy = call_destroy,
     .bounded = true,
@@ -359,6 +387,7 @@ static int call_run(hilock_latch *latch, call_what what, int64_t count,
         return hl_fail(HILOCK_ENOMEM, "out of memory");
     }
     hl_op_init(&call->op, &latch_call_type);
+    hl_again_init(&call->again, lock, call_again, call);
     call->lock = lock;
     call->what = what;
     call->count_len = (size_t)snprintf(call->count, sizeof call->count,

@@ -230,6 +230,12 @@ static void keep_unacked(sem_op *op)
                           op->consume, until, op->changes_at_send);
 }
 
+static bool made_again(sem_call call)
+{
+    return call != SEM_ACQUIRE && call != SEM_PERMIT_ACQUIRE &&
+           call != SEM_AVAILABLE;
+}
+
 static void on_reply(void *data, int status, hilock_reply *reply)
 {
     sem_op *op = data;
@@ -245,8 +251,9 @@ static void on_reply(void *data, int status, hilock_reply *reply)
         status = HILOCK_ECLOSED;
         reply = NULL;
     }
-    /* Refused by a demoted master, it did not run: made again there. */
-    if (op->call == SEM_RELEASE && status == HILOCK_EREDIS &&
+    /* Refused by a demoted master, it did not run: a write that is no
+     * acquire is made again there (an acquire waits as its wait says). */
+    if (made_again(op->call) && status == HILOCK_EREDIS &&
         hl_again_after_refusal(&op->again, op->sem->lock,
                                reply ? reply->str : NULL)) {
         hilock_reply_free(reply);
@@ -440,7 +447,7 @@ static void op_cancel(hl_op *o, int status)
     if (hl_again_stop(&op->again))
         hl_op_done(o, status, 0, NULL,
                    "the client closed while a replica refused the "
-                   "release: it did not run");
+                   "write: it did not run");
 }
 
 static void op_complete(hl_op *o)

@@ -1,11 +1,12 @@
 /* A lock write a replica refused (READONLY: the node was demoted, and the
  * script stopped before its first write, so nothing of it ran).  Under
  * Sentinel or on a cluster the client asks where the master is now, and
- * a write that must not be lost, a release, is made again there every
- * HL_AGAIN_EVERY_US for as long as the command timeout from its first
- * refusal: what it lets go most likely lives on the new master, and a
- * caller told HILOCK_EREADONLY would have to release again, or leave it
- * held.  Loop thread only. */
+ * a write that is no acquire (a release, a count down, permits added) is
+ * made again there every HL_AGAIN_EVERY_US for as long as the command
+ * timeout from its first refusal: what a release lets go most likely
+ * lives on the new master, and a caller told HILOCK_EREADONLY would have
+ * to release again, or leave it held.  An acquire waits as its own wait
+ * allows instead.  Loop thread only. */
 #ifndef HL_AGAIN_H
 #define HL_AGAIN_H
 

@@ -234,6 +234,14 @@ static void on_reply(void *data, int status, hilock_reply *reply)
         release_done(call, status, reply);
         return;
     }
+    /* A force release refused by a demoted master did not run: made
+     * again there, as a release is. */
+    if (call->kind == CALL_FORCE && status == HILOCK_EREDIS &&
+        hl_again_after_refusal(&call->again, call->lock,
+                               reply ? reply->str : NULL)) {
+        hilock_reply_free(reply);
+        return;
+    }
     if (status != HILOCK_OK) {
         char why[256];
         snprintf(why, sizeof why, "%s",
@@ -423,8 +431,11 @@ static void call_cancel(hl_op *op, int status)
     lock_call *call = (lock_call *)op;
     if (hl_again_stop(&call->again))
         call_finish(call, status, 0,
-                    "the client closed while a replica refused the "
-                    "release: it did not run");
+                    call->kind == CALL_FORCE
+                        ? "the client closed while a replica refused the "
+                          "force release: it did not run"
+                        : "the client closed while a replica refused the "
+                          "release: it did not run");
 }
 
 static void call_complete(hl_op *op)
