@@ -73,7 +73,8 @@
 /* The acquire script, in two forms: an attempt that has nothing to do
  * with its client's wish (an uncontended one, the most common) passes
  * neither the wishes' key nor the last two arguments, since every key
- * and argument costs the server on every call.
+ * and argument costs the server on every call.  The wish form's
+ * drop_stale runs before every answer after wish_first.
  *
  * KEYS: name, token key, void set, line, alive, next, delay key, and for
  * acquire_wish_lua the wishes.  ARGV: lease ms, field, fenced (0/1),
@@ -93,7 +94,7 @@
  * plus 2 when the lock is free but promised, pttl then being the
  * promise's, plus 4 when the wish was recorded), {2} when the attempt was
  * voided. */
-#define ACQUIRE_LUA(delay_arg, wish_first, wish_join)                       \
+#define ACQUIRE_LUA(delay_arg, wish_first, wish_join, drop_stale)           \
     HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK                           \
     "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n" \
     "local delay = " delay_arg "\n"                                          \
@@ -110,7 +111,8 @@
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"  \
     wish_first                                                              \
     "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[2])\n" \
-    "if refused then return refused end\n"                                   \
+    "if refused then\n" drop_stale "  return refused\n"                      \
+    "end\n"                                                                  \
     "local ttl, kept, wanted = false, 0, 0\n"                                \
     /* A delay outranks a promise to this client, which it keeps for when  \
      * the delay ends. */                                                  \
@@ -131,15 +133,16 @@
      * without the server: no place needed (see release_lua). */           \
     "  if kept == 0 and string.sub(holds[1] or '',\n"                       \
     "      1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ") == me then\n"                \
-    "    return {0, ttl, 0}\n"                                               \
+    drop_stale "    return {0, ttl, 0}\n"                                    \
     "  end\n"                                                                \
     "  if ARGV[6] ~= '0' then\n" HL_LUA_LINE_JOIN("ARGV[6]") "  end\n"     \
     "  local first = redis.call('lindex', KEYS[4], 0) == me\n"              \
     "  if ARGV[6] ~= '0' then\n" wish_join "  end\n"                        \
-    "  return {0, ttl, (first and 1 or 0) + kept + wanted}\n"               \
+    drop_stale "  return {0, ttl, (first and 1 or 0) + kept + wanted}\n"    \
     "end\n"                                                                  \
     /* A first hold of a client in line (see HL_LUA_LINE_ON_GRANT). */      \
     HL_LUA_LINE_ON_GRANT("not held", "ARGV[7]")                             \
+    drop_stale                                                              \
     "local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"             \
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"                              \
     KEEP_DELAY                                                              \
@@ -154,7 +157,7 @@
     "             tonumber(ARGV[1]) + tonumber(delay))\n"                   \
     "end\n"
 
-static const char acquire_lua[] = ACQUIRE_LUA("ARGV[8]", "", "");
+static const char acquire_lua[] = ACQUIRE_LUA("ARGV[8]", "", "", "");
 
 /* The lean form (hl_attempt_args.lean): the grant of a first hold on a
  * lock nobody touches, the most common call by far, in the fewest keys,
@@ -189,9 +192,9 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     KEEP_DELAY
     "  return {1, tonumber(held), 0}\n"
     "end\n"
-    "if w and string.sub(w, -#ARGV[2] - 1) == ' ' .. ARGV[2] then\n"
-    "  redis.call('hdel', KEYS[8], me)\n"
-    "end\n",
+    /* The field's older wish or grant goes on the way out, unless a new
+     * wish takes its entry: a contended attempt saves a call. */
+    "local stale = w and string.sub(w, -#ARGV[2] - 1) == ' ' .. ARGV[2]\n",
     /* The delay rides in the wish, after the lease, so that a release
      * that grants the wish keeps the new holder's delay (HAND_TO_WISH). */
     "    if ARGV[8] == '1' then\n" HL_LUA_KEEP
@@ -200,8 +203,9 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "                 ARGV[1] .. (delay and ',' .. delay or '') .. ' ' ..\n"
     "                 ARGV[2])\n"
     "      keep_key(KEYS[8], ARGV[6])\n"
-    "      wanted = 4\n"
-    "    end\n");
+    "      stale, wanted = false, 4\n"
+    "    end\n",
+    "if stale then redis.call('hdel', KEYS[8], me) end\n");
 
 /* In a release's promise_next (HL_LUA_LINE_PROMISE_HANDING), with
  * ARGV[5] "1": the first client's wish in KEYS[7] gets the lock outright
