@@ -184,7 +184,7 @@ static const char read_acquire_lua[] =
  * owner holds the read lock (an upgrade, which would wait for itself).
  * A refused writer that waits joins the line or renews its client's
  * place there; a single try keeps none. */
-#define WRITE_ACQUIRE_LUA(wish_first, wish_join)                            \
+#define WRITE_ACQUIRE_LUA(wish_first, wish_join, drop_stale)                \
     RW_LUA_COMMON HL_LUA_TOKEN HL_LUA_HOLD_CHECK                            \
     "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n" \
     "local wf = ARGV[2] .. " WRITE_SUFFIX "\n"                              \
@@ -192,20 +192,24 @@ static const char read_acquire_lua[] =
     wish_first                                                              \
     "local refused = hold_refused(KEYS[1], redis.call('hget', KEYS[1], wf))\n" \
     "                or token_refused(KEYS[2])\n"                            \
-    "if refused then return refused end\n"                                  \
+    "if refused then\n" drop_stale "  return refused\n"                     \
+    "end\n"                                                                 \
     "local mode = redis.call('hget', KEYS[1], " MODE ")\n"                  \
     "if mode == " WRITE " and redis.call('hexists', KEYS[1], wf) == 1 then\n" \
     "  local n = redis.call('hincrby', KEYS[1], wf, 1)\n"                   \
     "  extend(KEYS[1], ARGV[1])\n"                                          \
-    "  return {1, n, token(KEYS[2], n)}\n"                                  \
+    drop_stale "  return {1, n, token(KEYS[2], n)}\n"                       \
     "end\n"                                                                 \
     "if mode == " READ " then\n"                                            \
-    "  if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then return {3} end\n" \
+    "  if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"              \
+    drop_stale "    return {3}\n"                                            \
+    "  end\n"                                                               \
     "  local all = redis.call('hgetall', KEYS[1])\n"                        \
     /* A reader's count no client of the layout writes: whether it lives   \
      * cannot be told, so the acquire is refused before anything goes. */  \
     "  for i = 1, #all, 2 do\n"                                             \
     "    if is_reader(all[i]) and holds(all[i + 1]) == 0 then\n"            \
+    drop_stale                                                              \
     "      return foreign(KEYS[1], all[i + 1], 'a read hold count')\n"      \
     "    end\n"                                                             \
     "  end\n"                                                               \
@@ -239,22 +243,23 @@ static const char read_acquire_lua[] =
     HL_LUA_LINE_ON_GRANT("true", "ARGV[7]")                                 \
     "    redis.call('hset', KEYS[1], " MODE ", " WRITE ", wf, 1)\n"          \
     "    redis.call('pexpire', KEYS[1], ARGV[1])\n"                         \
-    "    return {1, 1, token(KEYS[2], 1)}\n"                                \
+    drop_stale "    return {1, 1, token(KEYS[2], 1)}\n"                     \
     "  end\n"                                                               \
     "end\n"                                                                 \
     "local ttl = redis.call('pttl', kept == 2 and KEYS[6] or KEYS[1])\n"    \
     "if ARGV[6] ~= '0' then\n" HL_LUA_LINE_JOIN("ARGV[6]") "end\n"         \
     "local first = redis.call('lindex', KEYS[4], 0) == me\n"                \
     "if ARGV[6] ~= '0' then\n" wish_join "end\n"                            \
-    "return {0, ttl, (first and 1 or 0) + kept + wanted}\n"
+    drop_stale "return {0, ttl, (first and 1 or 0) + kept + wanted}\n"
 
-static const char write_acquire_lua[] = WRITE_ACQUIRE_LUA("", "");
+static const char write_acquire_lua[] = WRITE_ACQUIRE_LUA("", "", "");
 
 /* The grant a release made for this acquire's wish, its message lost, is
  * this attempt's, for the whole lease from now; any other wish or grant
- * of the field's is stale.  A refused attempt then records its wish,
- * "w <nonce> <lease> <field>" (HL_LUA_WISH_LEAD), which a release that
- * frees the lock grants (HAND_TO_WISH). */
+ * of the field's is stale, and drop_stale deletes it before every answer
+ * but the one whose new wish overwrites it.  A refused attempt then
+ * records its wish, "w <nonce> <lease> <field>" (HL_LUA_WISH_LEAD), which
+ * a release that frees the lock grants (HAND_TO_WISH). */
 static const char write_acquire_wish_lua[] = WRITE_ACQUIRE_LUA(
     "local w = redis.call('hget', KEYS[7], me)\n"
     "if w and ARGV[9] ~= '' and w == 'g ' .. ARGV[9] .. ' ' .. ARGV[2] and\n"
@@ -263,15 +268,16 @@ static const char write_acquire_wish_lua[] = WRITE_ACQUIRE_LUA(
     "  extend(KEYS[1], ARGV[1])\n"
     "  return {1, tonumber(redis.call('hget', KEYS[1], wf)), 0}\n"
     "end\n"
-    "if w and string.sub(w, -#ARGV[2] - 1) == ' ' .. ARGV[2] then\n"
-    "  redis.call('hdel', KEYS[7], me)\n"
-    "end\n",
+    /* The field's older wish or grant goes on the way out, unless a new
+     * wish takes its entry: a contended attempt saves a call. */
+    "local stale = w and string.sub(w, -#ARGV[2] - 1) == ' ' .. ARGV[2]\n",
     "    if ARGV[8] == '1' then\n" HL_LUA_KEEP
     "      redis.call('hset', KEYS[7], me, " HL_LUA_WISH_LEAD " ..\n"
     "                 ARGV[5] .. ' ' .. ARGV[1] .. ' ' .. ARGV[2])\n"
     "      keep_key(KEYS[7], ARGV[6])\n"
-    "      wanted = 4\n"
-    "    end\n");
+    "      stale, wanted = false, 4\n"
+    "    end\n",
+    "if stale then redis.call('hdel', KEYS[7], me) end\n");
 
 /* In a release's promise_next, with ARGV[4] "1": the first writer client's
  * wish in KEYS[7] gets the write lock outright (HL_LUA_LINE_HAND_TO_WISH),
