@@ -145,6 +145,7 @@ int hl_lock_create(hilock_lock **out, hilock_client *client,
     }
     lock->kind = kind;
     atomic_init(&lock->refs, 1);
+    atomic_init(&lock->rare, NULL);
     memcpy(lock->name, name, name_len);
     lock->name[name_len] = '\0';
     lock->name_len = (uint32_t)name_len;
