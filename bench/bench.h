@@ -14,6 +14,8 @@
 /* The cluster rows' deployment, as WORKLOADS.md sets it (replicas per
  * master: --cluster-replicas changes it). */
 #define BENCH_CLUSTER_MASTERS 3
+/* The most windows a W7 point can be the median of (--w7-windows). */
+#define BENCH_W7_WINDOWS_MAX 9
 #define BENCH_CLUSTER_REPLICAS 1
 
 typedef struct bench_args {
@@ -27,6 +29,8 @@ typedef struct bench_args {
     bool duration_given;
     bool warmup_given;
     bool kind_given;
+    /* W7: the windows a point is the median of (--w7-windows). */
+    int w7_windows;
     int64_t lease_ms;
     int64_t retry_ms; /* accepted, ignored: waiting is by notification */
     const char *host;

@@ -22,7 +22,7 @@ static void usage(FILE *f)
             "  [--connections N] [--busy-poll-us N] [--wd-leases N]\n"
             "  [--wd-duration S] [--cluster] [--cluster-replicas N]\n"
             "  [--replicas N --ack none|one|majority|all]\n"
-            "  [--cluster-ack none|one|majority|all]\n"
+            "  [--cluster-ack none|one|majority|all] [--w7-windows K]\n"
             "--kind is the lock kind of W1 and W2 (default reentrant); W3\n"
             "always takes reentrant segment locks, WD reentrant leases.\n"
             "WD holds C (default 100000) watchdog leases for --duration.\n"
@@ -54,6 +54,8 @@ static void usage(FILE *f)
             "one, and only W7 takes rwlock and semaphore).  It runs last\n"
             "in the full suite, with a 3 s window and 1 s warm-up unless\n"
             "--duration or --warmup say otherwise; single server only.\n"
+            "Each W7 point is the median of K windows (--w7-windows, 1 to\n"
+            "9, default 3), taken in turns over the process counts.\n"
             "W8 is the condition variable: C processes (16 unless\n"
             "--concurrency), half producing into a bounded buffer of 16\n"
             "and half consuming, through one lock and its conditions;\n"
@@ -147,6 +149,15 @@ static int parse(int argc, char **argv, bench_args *a)
                 a->cluster_replicas = (int)d;
             else if (strcmp(k, "--replicas") == 0)
                 a->replicas = (int)d;
+            else if (strcmp(k, "--w7-windows") == 0) {
+                if (d < 1 || d > BENCH_W7_WINDOWS_MAX || d != (int)d) {
+                    fprintf(stderr, "hilock-bench: --w7-windows is a whole "
+                                    "number from 1 to %d\n",
+                            BENCH_W7_WINDOWS_MAX);
+                    return -1;
+                }
+                a->w7_windows = (int)d;
+            }
             else {
                 fprintf(stderr, "hilock-bench: unknown option %s\n", k);
                 return -1;
@@ -387,8 +398,80 @@ static void point(const bench_args *a, hilock_client *c, const char *w,
     bench_print_point(a, &p);
 }
 
-/* W7: each kind (or --kind's), at each standard N (or --concurrency's),
- * the N points of a kind back to back. */
+/* The figure a W7 window is ranked by: owner changes/s, and with one
+ * process, which changes no owner, acquisitions/s. */
+static double w7_rank(const bench_point *p)
+{
+    return p->procs == 1 ? p->cycles_per_s : p->owner_changes_per_s;
+}
+
+static int w7_by_rank(const void *x, const void *y)
+{
+    double a = w7_rank(x), b = w7_rank(y);
+    return (a > b) - (a < b);
+}
+
+typedef struct w7_slot {
+    bench_point win[BENCH_W7_WINDOWS_MAX];
+    char error[256];
+    char notes[1024];
+} w7_slot;
+
+/* The points of one kind at the n process counts procs.  Each is the
+ * median window of a->w7_windows (of an even number, the higher middle
+ * one), and the windows go round the counts in turns: a window of
+ * forked processes on a small machine swings by a tenth or more, and a
+ * slow spell then falls on every count alike, not on the one it hit,
+ * which would move the ratios between counts that the targets read.  A
+ * window that fails makes the point that failure. */
+static void w7_kind(const bench_args *a, hilock_client *c, const int *procs,
+                    size_t n)
+{
+    int k = a->w7_windows;
+    w7_slot *slots = calloc(n, sizeof *slots);
+    if (slots == NULL) {
+        fprintf(stderr, "hilock-bench: W7: out of memory\n");
+        return;
+    }
+    for (int w = 0; w < k; w++)
+        for (size_t i = 0; i < n; i++) {
+            if (slots[i].error[0] != '\0')
+                continue;
+            fprintf(stderr, "hilock-bench: W7 C=%d api=sync kind=%s "
+                            "window %d of %d ...\n",
+                    procs[i], a->kind, w + 1, k);
+            bench_point *p = &slots[i].win[w];
+            if (bench_run_w7(a, c, procs[i], p) != 0 || p->error != NULL) {
+                snprintf(slots[i].error, sizeof slots[i].error, "%s",
+                         p->error ? p->error : "the window failed");
+                p->error = slots[i].error;
+                slots[i].win[0] = *p;
+            }
+        }
+    for (size_t i = 0; i < n; i++) {
+        w7_slot *s = &slots[i];
+        if (s->error[0] != '\0') {
+            bench_print_point(a, &s->win[0]);
+            continue;
+        }
+        qsort(s->win, (size_t)k, sizeof s->win[0], w7_by_rank);
+        bench_point median = s->win[k / 2];
+        int len = snprintf(s->notes, sizeof s->notes,
+                           "%s; the median of %d windows taken in turns "
+                           "over the process counts, by %s/s:",
+                           median.notes ? median.notes : "", k,
+                           procs[i] == 1 ? "acquisitions" : "owner changes");
+        for (int w = 0; w < k && len > 0 && (size_t)len < sizeof s->notes;
+             w++)
+            len += snprintf(s->notes + len, sizeof s->notes - (size_t)len,
+                            "%s %.0f", w ? "," : "", w7_rank(&s->win[w]));
+        median.notes = s->notes;
+        bench_print_point(a, &median);
+    }
+    free(slots);
+}
+
+/* W7: each kind (or --kind's), at each standard N (or --concurrency's). */
 static void w7_points(const bench_args *a, hilock_client *c)
 {
     static const char *const kinds[] = {"reentrant", "fair", "rwlock",
@@ -399,12 +482,10 @@ static void w7_points(const bench_args *a, hilock_client *c)
             continue;
         bench_args one = *a;
         one.kind = kinds[k];
-        if (a->concurrency > 0) {
-            point(&one, c, "W7", a->concurrency, 0, "sync");
-            continue;
-        }
-        for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++)
-            point(&one, c, "W7", procs[i], 0, "sync");
+        if (a->concurrency > 0)
+            w7_kind(&one, c, &a->concurrency, 1);
+        else
+            w7_kind(&one, c, procs, sizeof procs / sizeof procs[0]);
     }
 }
 
@@ -639,7 +720,7 @@ int main(int argc, char **argv)
                     .retry_ms = 10, .host = "127.0.0.1", .products = 1000,
                     .kind = "reentrant", .wd_leases = 100000,
                     .cluster_replicas = BENCH_CLUSTER_REPLICAS,
-                    .wd_duration_s = 60};
+                    .wd_duration_s = 60, .w7_windows = 3};
     snprintf(a.run_id, sizeof a.run_id, "%d", (int)getpid());
     if (parse(argc, argv, &a) != 0) {
         usage(stderr);

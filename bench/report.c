@@ -98,7 +98,7 @@ void bench_print_point(const bench_args *a, const bench_point *p)
            p->cycles_per_s, (long long)p->p50_us, (long long)p->p99_us,
            (unsigned long long)p->violations);
     int servers = p->servers > 0 ? p->servers : 1;
-    char notes[768];
+    char notes[1536];
     if (a->cluster != NULL)
         snprintf(notes, sizeof notes,
                  "waits by pub/sub notification; --retry-ms is accepted and "
