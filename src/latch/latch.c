@@ -332,9 +332,7 @@ static void call_cancel(hl_op *op, int status)
 {
     latch_call *call = (latch_call *)op;
     if (hl_again_stop(&call->again))
-        hl_op_done(op, status, 0, NULL,
-                   "the client closed while a replica refused the write: "
-                   "it did not run");
+        hl_op_done(op, status, 0, NULL, HL_AGAIN_CLOSED("write"));
 }
 
 static void call_complete(hl_op *op)

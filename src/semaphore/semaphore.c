@@ -445,9 +445,7 @@ static void op_cancel(hl_op *o, int status)
 {
     sem_op *op = (sem_op *)o;
     if (hl_again_stop(&op->again))
-        hl_op_done(o, status, 0, NULL,
-                   "the client closed while a replica refused the "
-                   "write: it did not run");
+        hl_op_done(o, status, 0, NULL, HL_AGAIN_CLOSED("write"));
 }
 
 static void op_complete(hl_op *o)

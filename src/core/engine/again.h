@@ -40,4 +40,8 @@ bool hl_again_after_refusal(hl_again *a, hilock_lock *lock, const char *why);
 /* The client closes: true when fn was due, which it no longer is. */
 bool hl_again_stop(hl_again *a);
 
+/* The detail of a write that ends so, what naming the write. */
+#define HL_AGAIN_CLOSED(what)                                               \
+    "the client closed while a replica refused the " what ": it did not run"
+
 #endif

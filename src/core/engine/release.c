@@ -432,10 +432,8 @@ static void call_cancel(hl_op *op, int status)
     if (hl_again_stop(&call->again))
         call_finish(call, status, 0,
                     call->kind == CALL_FORCE
-                        ? "the client closed while a replica refused the "
-                          "force release: it did not run"
-                        : "the client closed while a replica refused the "
-                          "release: it did not run");
+                        ? HL_AGAIN_CLOSED("force release")
+                        : HL_AGAIN_CLOSED("release"));
 }
 
 static void call_complete(hl_op *op)
