@@ -583,8 +583,12 @@ static void standard_points(const bench_args *a, hilock_client *c, int port)
     if (a->cluster == NULL)
         run_workload(a, c, "W4");
     run_workload(a, c, "W2");
-    if (a->api == NULL)
+    if (a->api == NULL) {
+        /* C = 8 on the blocking API as well: W7's processes wait on it,
+         * and W7 N = 8 is read against W2 C = 8. */
+        point(a, c, "W2", 8, 0, "sync");
         point(a, c, "W2", 64, 0, "sync");
+    }
     if (strcmp(a->kind, "fair") != 0) {
         /* The fair lock's W2 beside the reentrant one. */
         bench_args fair = *a;

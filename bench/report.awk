@@ -297,14 +297,14 @@ function w7_at(k, c,    i) {
     return field(line[i], "error") == "" ? i : 0
 }
 
-# The W2 point of this run at C = 8 of kind k (async, one server, no
-# busy polling), for W7 N = 8; 0 if none.
-function w2_twin8(k,    j, m) {
+# The W2 point of this run at C = 8 of kind k on the api given (one
+# server, no busy polling), for W7 N = 8; 0 if none.
+function w2_twin8(k, api,    j, m) {
     for (j = 1; j <= n; j++) {
         m = line[j]
         if (field(m, "workload") == "W2" && field(m, "error") == "" &&
             field(m, "topology") == "" && field(m, "C") == 8 &&
-            field(m, "kind") == k && field(m, "api") == "async" &&
+            field(m, "kind") == k && field(m, "api") == api &&
             field(m, "busy_poll_us") == 0)
             return j
     }
@@ -385,7 +385,23 @@ function w7_table(    i, j, k, c, l, hdr, sep, row, worst, worst_n, v, a, b, r, 
     for (j = 1; j <= w7_nk; j++) {
         k = w7_kinds[j]
         a = w7_at(k, 8)
-        row = row changes_ratio(a, w2_twin8(k), 0.5, a ? " no W2 C=8 point" : "")
+        row = row changes_ratio(a, w2_twin8(k, "async"), 0.5, a ? " no W2 C=8 point" : "")
+    }
+    print row
+    # W7's processes wait on the blocking API: the same ratio against W2
+    # on it, shown beside the target, which reads the async point.
+    row = "| owner changes/s at N=8 / W2 C=8 sync of the kind (W7's API; not a target) |"
+    for (j = 1; j <= w7_nk; j++) {
+        k = w7_kinds[j]
+        a = w7_at(k, 8)
+        b = w2_twin8(k, "sync")
+        if (!a || !b || field(line[b], "owner_changes_per_s") <= 0) {
+            row = row (a ? " no W2 C=8 sync point |" : " |")
+            continue
+        }
+        row = row sprintf(" %.0f / %.0f = %.2f |", field(line[a], "owner_changes_per_s"),
+            field(line[b], "owner_changes_per_s"),
+            field(line[a], "owner_changes_per_s") / field(line[b], "owner_changes_per_s"))
     }
     print row
     row = "| max wait at N=128 <= 2 x the fair lock's |"
