@@ -282,12 +282,15 @@ function w7_collect(    i, l, k, c, j, t) {
 # A target's table cell: the owner changes/s of line a over line b's,
 # met when at least min; missing when either point (or b's rate) is not
 # there.
+# Owner changes/s of point a over point b, judged against min (below 0:
+# not judged); missing when either is absent.
 function changes_ratio(a, b, min, missing,    r) {
     if (!a || !b || field(line[b], "owner_changes_per_s") <= 0)
         return missing " |"
     r = field(line[a], "owner_changes_per_s") / field(line[b], "owner_changes_per_s")
-    return sprintf(" %.0f / %.0f = %.2f (%s) |", field(line[a], "owner_changes_per_s"),
-        field(line[b], "owner_changes_per_s"), r, met(r >= min))
+    return sprintf(" %.0f / %.0f = %.2f%s |", field(line[a], "owner_changes_per_s"),
+        field(line[b], "owner_changes_per_s"), r,
+        min < 0 ? "" : " (" met(r >= min) ")")
 }
 
 function w7_at(k, c,    i) {
@@ -394,14 +397,7 @@ function w7_table(    i, j, k, c, l, hdr, sep, row, worst, worst_n, v, a, b, r, 
     for (j = 1; j <= w7_nk; j++) {
         k = w7_kinds[j]
         a = w7_at(k, 8)
-        b = w2_twin8(k, "sync")
-        if (!a || !b || field(line[b], "owner_changes_per_s") <= 0) {
-            row = row (a ? " no W2 C=8 sync point |" : " |")
-            continue
-        }
-        row = row sprintf(" %.0f / %.0f = %.2f |", field(line[a], "owner_changes_per_s"),
-            field(line[b], "owner_changes_per_s"),
-            field(line[a], "owner_changes_per_s") / field(line[b], "owner_changes_per_s"))
+        row = row changes_ratio(a, w2_twin8(k, "sync"), -1, a ? " no W2 C=8 sync point" : "")
     }
     print row
     row = "| max wait at N=128 <= 2 x the fair lock's |"
