@@ -88,6 +88,12 @@ typedef struct w7_shared {
 int bench_procs_client(const w7_request *rq, hilock_client **out,
                        char *error, size_t cap);
 
+/* A plain TCP connection to host:port whose reads and writes give up
+ * after 5 s: its descriptor, or -1 with error set (naming what it is
+ * for). */
+int bench_procs_connect(const char *host, int port, const char *what,
+                        char *error, size_t cap);
+
 /* A process with its client and lock says it is ready and waits at the
  * gate: true when the point runs, false when the runner gave it up. */
 bool bench_procs_start(w7_shared *sh, int gate);

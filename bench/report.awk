@@ -271,19 +271,34 @@ function w7_collect(    i, l, k, c, j, t) {
     for (i = 1; i <= w7_nn; i++)
         for (j = i + 1; j <= w7_nn; j++)
             if (w7_n[j] < w7_n[i]) { t = w7_n[i]; w7_n[i] = w7_n[j]; w7_n[j] = t }
-    split("reentrant fair rwlock semaphore", w7_all, " ")
+    split("reentrant fair rwlock semaphore floor", w7_all, " ")
     w7_nk = 0
-    for (i = 1; i <= 4; i++)
-        if (w7_all[i] in w7_has_kind)
-            w7_kinds[++w7_nk] = w7_all[i]
+    w7_nlocks = 0
+    for (i = 1; i <= 5; i++) {
+        if (!(w7_all[i] in w7_has_kind))
+            continue
+        w7_kinds[++w7_nk] = w7_all[i]
+        if (w7_all[i] != "floor")
+            w7_locks[++w7_nlocks] = w7_all[i]
+    }
 }
 
-# The W7 line of kind k at N = c, if measured: its line number, else 0.
+# The time a hand-off of kind k takes at N = 64 beyond its time at N = 2
+# (µs, from owner changes/s), as "+12 µs"; missing when either is absent.
+function w7_growth(k, missing,    a, b, ta, tb) {
+    a = w7_at(k, 64)
+    b = w7_at(k, 2)
+    if (!a || !b || field(line[a], "owner_changes_per_s") <= 0 ||
+        field(line[b], "owner_changes_per_s") <= 0)
+        return missing
+    ta = 1e6 / field(line[a], "owner_changes_per_s")
+    tb = 1e6 / field(line[b], "owner_changes_per_s")
+    return sprintf("%+.0f µs", ta - tb)
+}
+
 # A target's table cell: the owner changes/s of line a over line b's,
-# met when at least min; missing when either point (or b's rate) is not
-# there.
-# Owner changes/s of point a over point b, judged against min (below 0:
-# not judged); missing when either is absent.
+# met when at least min (below 0: not judged); missing when either point
+# (or b's rate) is not there.
 function changes_ratio(a, b, min, missing,    r) {
     if (!a || !b || field(line[b], "owner_changes_per_s") <= 0)
         return missing " |"
@@ -293,6 +308,7 @@ function changes_ratio(a, b, min, missing,    r) {
         min < 0 ? "" : " (" met(r >= min) ")")
 }
 
+# The W7 line of kind k at N = c, if measured: its line number, else 0.
 function w7_at(k, c,    i) {
     if (!((k "/" c) in w7))
         return 0
@@ -357,16 +373,16 @@ function w7_table(    i, j, k, c, l, hdr, sep, row, worst, worst_n, v, a, b, r, 
     print ""
     hdr = "| target |"
     sep = "| --- |"
-    for (j = 1; j <= w7_nk; j++) {
-        hdr = hdr " " w7_kinds[j] " |"
+    for (j = 1; j <= w7_nlocks; j++) {
+        hdr = hdr " " w7_locks[j] " |"
         sep = sep " --- |"
     }
     print hdr
     print sep
     # Scripts per hand-off, the most over N up to 128.
     row = "| scripts per hand-off <= 3 at every N up to 128 |"
-    for (j = 1; j <= w7_nk; j++) {
-        k = w7_kinds[j]
+    for (j = 1; j <= w7_nlocks; j++) {
+        k = w7_locks[j]
         worst = -1
         for (i = 1; i <= w7_nn; i++) {
             c = w7_n[i]
@@ -379,14 +395,14 @@ function w7_table(    i, j, k, c, l, hdr, sep, row, worst, worst_n, v, a, b, r, 
     }
     print row
     row = "| owner changes/s at N=64 >= 0.9 x N=2 |"
-    for (j = 1; j <= w7_nk; j++) {
-        k = w7_kinds[j]
+    for (j = 1; j <= w7_nlocks; j++) {
+        k = w7_locks[j]
         row = row changes_ratio(w7_at(k, 64), w7_at(k, 2), 0.9, "")
     }
     print row
     row = "| owner changes/s at N=8 >= 0.5 x W2 C=8 of the kind |"
-    for (j = 1; j <= w7_nk; j++) {
-        k = w7_kinds[j]
+    for (j = 1; j <= w7_nlocks; j++) {
+        k = w7_locks[j]
         a = w7_at(k, 8)
         row = row changes_ratio(a, w2_twin8(k, "async"), 0.5, a ? " no W2 C=8 point" : "")
     }
@@ -394,16 +410,23 @@ function w7_table(    i, j, k, c, l, hdr, sep, row, worst, worst_n, v, a, b, r, 
     # W7's processes wait on the blocking API: the same ratio against W2
     # on it, shown beside the target, which reads the async point.
     row = "| owner changes/s at N=8 / W2 C=8 sync of the kind (W7's API; not a target) |"
-    for (j = 1; j <= w7_nk; j++) {
-        k = w7_kinds[j]
+    for (j = 1; j <= w7_nlocks; j++) {
+        k = w7_locks[j]
         a = w7_at(k, 8)
         row = row changes_ratio(a, w2_twin8(k, "sync"), -1, a ? " no W2 C=8 sync point" : "")
     }
     print row
+    # What N adds to a hand-off, against what it adds to the floor's.
+    if (w7_at("floor", 64) && w7_at("floor", 2)) {
+        row = "| time per hand-off at N=64 beyond N=2 (the floor's: " w7_growth("floor", "") "; not a target) |"
+        for (j = 1; j <= w7_nlocks; j++)
+            row = row " " w7_growth(w7_locks[j], "") " |"
+        print row
+    }
     row = "| max wait at N=128 <= 2 x the fair lock's |"
     f = w7_at("fair", 128)
-    for (j = 1; j <= w7_nk; j++) {
-        k = w7_kinds[j]
+    for (j = 1; j <= w7_nlocks; j++) {
+        k = w7_locks[j]
         a = w7_at(k, 128)
         if (k == "fair" || !a || !f || field(line[f], "max_us") <= 0) {
             row = row (k == "fair" && f ? sprintf(" %.1f ms (the reference) |", field(line[f], "max_us") / 1000) : " |")
@@ -415,20 +438,22 @@ function w7_table(    i, j, k, c, l, hdr, sep, row, worst, worst_n, v, a, b, r, 
     print row
 }
 
-# The W7 plot's data: one row per N, two columns per kind (owner changes/s
-# and scripts per hand-off), "?" where there is no figure.  One process
+# The W7 plot's data: one row per N, two columns per kind and the floor
+# (owner changes/s and scripts per hand-off), "?" where there is no
+# figure.  One process
 # changes no owner: its row has scripts per acquisition only.
 function w7_plot(    i, j, k, c, l, row) {
     w7_collect()
-    split("reentrant fair rwlock semaphore", w7_all, " ")
     for (i = 1; i <= w7_nn; i++) {
         c = w7_n[i]
         row = c
-        for (j = 1; j <= 4; j++) {
+        for (j = 1; j <= 5; j++) {
             k = w7_all[j]
             l = w7_at(k, c) ? line[w7_at(k, c)] : ""
             if (l == "" || field(l, "scripts_per_handoff") == "")
                 row = row " ? ?"
+            else if (k == "floor") # no scripts: none on a log scale
+                row = row " " (c == 1 ? "?" : field(l, "owner_changes_per_s")) " ?"
             else
                 row = row " " (c == 1 ? "?" : field(l, "owner_changes_per_s")) \
                     " " field(l, "scripts_per_handoff")

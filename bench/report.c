@@ -120,6 +120,13 @@ void bench_print_point(const bench_args *a, const bench_point *p)
                  "(auto-pipelined) and one pub/sub connection%s%s",
                  a->replicas, a->ack, a->connections, p->notes ? "; " : "",
                  p->notes ? p->notes : "");
+    else if (p->procs > 0 && bench_point_on_floor(p))
+        snprintf(notes, sizeof notes,
+                 "no library: %d process%s, each with one thread and two "
+                 "plain blocking sockets, one subscribed to its channel and "
+                 "one that passes the token on with PUBLISH%s%s",
+                 p->procs, p->procs == 1 ? "" : "es", p->notes ? "; " : "",
+                 p->notes ? p->notes : "");
     else if (p->procs > 0)
         snprintf(notes, sizeof notes,
                  "waits by pub/sub notification; --retry-ms is accepted and "
@@ -144,6 +151,7 @@ void bench_print_point(const bench_args *a, const bench_point *p)
            (unsigned long long)p->per_worker_max, p->jain,
            (long long)p->max_us,
            a->cluster     ? a->connections + 1 + BENCH_CLUSTER_MASTERS
+           : p->procs > 0 && bench_point_on_floor(p) ? p->procs * 2
            : p->procs > 0 ? p->procs * (a->connections + 1)
                           : servers * (a->connections + 1));
     if (a->cluster != NULL && p->single_cycles_per_s > 0)

@@ -19,6 +19,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -34,6 +36,7 @@
 
 #include "bench.h"
 #include "procs.h"
+#include "w7_floor.h"
 
 /* The counters live in memory shared between processes: only atomics
  * that need no lock work there. */
@@ -96,7 +99,8 @@ static int read_all(int fd, void *buf, size_t len)
  * clients being measured: it opens a connection of its own for the
  * point, and reads the server's counters as text. */
 
-static int info_connect(const char *host, int port, char *error, size_t cap)
+int bench_procs_connect(const char *host, int port, const char *what,
+                        char *error, size_t cap)
 {
     char service[16];
     snprintf(service, sizeof service, "%d", port);
@@ -104,7 +108,7 @@ static int info_connect(const char *host, int port, char *error, size_t cap)
     struct addrinfo *list;
     int rc = getaddrinfo(host, service, &hints, &list);
     if (rc != 0) {
-        snprintf(error, cap, "INFO: cannot resolve %.100s: %s", host,
+        snprintf(error, cap, "%s: cannot resolve %.100s: %s", what, host,
                  gai_strerror(rc));
         return -1;
     }
@@ -114,11 +118,13 @@ static int info_connect(const char *host, int port, char *error, size_t cap)
                     ai->ai_protocol);
         if (fd < 0)
             continue;
-        /* A server that stops answering fails the snapshot instead of
-         * holding the point. */
+        /* A server that stops answering fails the point instead of
+         * holding it. */
         struct timeval tv = {5, 0};
+        int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
             close(fd);
             fd = -1;
@@ -126,8 +132,8 @@ static int info_connect(const char *host, int port, char *error, size_t cap)
     }
     freeaddrinfo(list);
     if (fd < 0)
-        snprintf(error, cap, "INFO: cannot connect to %.100s:%d: %s", host, port,
-                 strerror(errno));
+        snprintf(error, cap, "%s: cannot connect to %.100s:%d: %s", what,
+                 host, port, strerror(errno));
     return fd;
 }
 
@@ -257,10 +263,14 @@ typedef struct w7_worker {
     hilock_lock *lock;     /* reentrant, fair, or a read-write lock's
                             * write side */
     hilock_semaphore *sem; /* the semaphore of one permit */
+    bool on_floor;         /* the floor: a token passed round a ring */
+    w7_floor floor;
 } w7_worker;
 
 static void worker_close(w7_worker *w)
 {
+    if (w->on_floor)
+        w7_floor_close(&w->floor);
     if (w->lock != NULL)
         hilock_lock_destroy(w->lock);
     if (w->sem != NULL)
@@ -295,9 +305,13 @@ int bench_procs_client(const w7_request *rq, hilock_client **out,
     return 0;
 }
 
-static int worker_open(w7_worker *w, const w7_request *rq, char *error,
-                       size_t cap)
+static int worker_open(w7_worker *w, const w7_request *rq, int me,
+                       char *error, size_t cap)
 {
+    if (strcmp(rq->kind, "floor") == 0) {
+        w->on_floor = true;
+        return w7_floor_open(&w->floor, rq, me, error, cap);
+    }
     if (bench_procs_client(rq, &w->client, error, cap) != 0)
         return -1;
     int rc;
@@ -324,6 +338,8 @@ static int worker_open(w7_worker *w, const w7_request *rq, char *error,
  * plain semaphore's permit has no lease). */
 static int worker_acquire(w7_worker *w)
 {
+    if (w->on_floor)
+        return w7_floor_take(&w->floor) == 0 ? HILOCK_OK : HILOCK_EIO;
     if (w->sem != NULL)
         return hilock_semaphore_try_acquire(w->sem, 1, HILOCK_WAIT_FOREVER);
     return hilock_lock_try_acquire(w->lock, HILOCK_WAIT_FOREVER,
@@ -332,9 +348,27 @@ static int worker_acquire(w7_worker *w)
 
 static int worker_release(w7_worker *w)
 {
+    if (w->on_floor)
+        return w7_floor_give(&w->floor) == 0 ? HILOCK_OK : HILOCK_EIO;
     if (w->sem != NULL)
         return hilock_semaphore_release(w->sem, 1);
     return hilock_lock_release(w->lock);
+}
+
+/* Why a process stops: the library's error, or the floor's. */
+static void worker_failed(const w7_worker *w, w7_slot *slot,
+                          const char *what, int rc)
+{
+    if (w->on_floor)
+        snprintf(slot->error, sizeof slot->error, "floor: %s: %s",
+                 strcmp(what, "acquire") == 0 ? "take" : "give",
+                 errno == EAGAIN || errno == EWOULDBLOCK
+                     ? "nothing for 5 s"
+                 : errno != 0 ? strerror(errno)
+                              : "the server closed or said something else");
+    else
+        snprintf(slot->error, sizeof slot->error, "%s: %s: %s", what,
+                 hilock_errname(rc), hilock_last_error());
 }
 
 bool bench_procs_start(w7_shared *sh, int gate)
@@ -356,7 +390,7 @@ static _Noreturn void worker_main(const w7_request *rq, w7_shared *sh,
 {
     w7_slot *slot = &sh->slots[me];
     w7_worker w = {0};
-    if (worker_open(&w, rq, slot->error, sizeof slot->error) != 0)
+    if (worker_open(&w, rq, me, slot->error, sizeof slot->error) != 0)
         _exit(1);
     if (!bench_procs_start(sh, gate)) {
         worker_close(&w);
@@ -368,8 +402,7 @@ static _Noreturn void worker_main(const w7_request *rq, w7_shared *sh,
         int64_t t0 = bench_now_us();
         int rc = worker_acquire(&w);
         if (rc != HILOCK_OK) {
-            snprintf(slot->error, sizeof slot->error, "acquire: %s: %s",
-                     hilock_errname(rc), hilock_last_error());
+            worker_failed(&w, slot, "acquire", rc);
             _exit(1);
         }
         int64_t t1 = bench_now_us();
@@ -379,8 +412,7 @@ static _Noreturn void worker_main(const w7_request *rq, w7_shared *sh,
         atomic_fetch_sub(&sh->inside, 1);
         rc = worker_release(&w);
         if (rc != HILOCK_OK) {
-            snprintf(slot->error, sizeof slot->error, "release: %s: %s",
-                     hilock_errname(rc), hilock_last_error());
+            worker_failed(&w, slot, "release", rc);
             _exit(1);
         }
         int64_t now = bench_now_us();
@@ -592,7 +624,7 @@ static void run_point(const w7_request *rq, w7_result *res)
                 rq->workload, n, (double)(bench_now_us() - t) / 1e3);
     w7_snapshot before = {0}, after = {0};
     if (pt.error[0] == '\0')
-        info = info_connect(rq->host, rq->port, res->error,
+        info = bench_procs_connect(rq->host, rq->port, "INFO", res->error,
                             sizeof res->error);
     if (pt.error[0] != '\0') {
         atomic_store(&sh->go, -1);
@@ -780,6 +812,12 @@ static int set_semaphore(const bench_args *a, hilock_client *c)
     return rc == HILOCK_OK ? 0 : -1;
 }
 
+bool bench_point_on_floor(const bench_point *p)
+{
+    return p->workload != NULL && strcmp(p->workload, "W7") == 0 &&
+           p->kind != NULL && strcmp(p->kind, "floor") == 0;
+}
+
 int bench_run_w7(const bench_args *a, hilock_client *c, int procs,
                  bench_point *p)
 {
@@ -797,6 +835,13 @@ int bench_run_w7(const bench_args *a, hilock_client *c, int procs,
                "used_cpu_sys + used_cpu_user, both from INFO at the "
                "window's start and end, per owner change (with one "
                "process, per acquisition)";
+    if (bench_point_on_floor(p)) {
+        p->api = "bare";
+        p->notes = "the token goes round the processes in their order; "
+                   "inside and the last owner in shared memory; server CPU is used_cpu_sys + "
+                   "used_cpu_user, both from INFO at the window's start and "
+                   "end, per owner change (with one process, per take)";
+    }
     if (runner_pid < 0) {
         p->error = "W7 runs on one server, from a runner forked at start "
                    "(not with --replicas or --cluster)";
