@@ -79,7 +79,7 @@ static const char leave_lua[] =
     "  wake(1, now, wt)\n"
     "  return answer(1)\n"
     "end\n"
-    "redis.call('lrem', KEYS[1], 1, ARGV[1])\n"
+    "redis.call('lrem', KEYS[1], '1', ARGV[1])\n"
     "redis.call('zrem', KEYS[2], ARGV[1])\n"
     "return answer(0)\n";
 

@@ -63,7 +63,7 @@
     "    if not redis.call('zscore', aq, w) then dead[#dead + 1] = w end\n" \
     "  end\n"                                                               \
     "  for _, w in ipairs(dead) do\n"                                       \
-    "    redis.call('lrem', q, 0, w)\n"                                     \
+    "    redis.call('lrem', q, '0', w)\n"                                   \
     "    redis.call('zrem', tq, w)\n"                                       \
     "    redis.call('zrem', aq, w)\n"                                       \
     "  end\n"                                                               \
@@ -74,7 +74,7 @@
     "  return s and tonumber(s)\n"                                          \
     "end\n"                                                                 \
     "local function wake_head(q, ch)\n"                                     \
-    "  local head = redis.call('lindex', q, 0)\n"                           \
+    "  local head = redis.call('lindex', q, '0')\n"                         \
     "  if head then\n"                                                      \
     "    announce(ch .. ':' .. head, '" HL_LAYOUT_MSG_UNLOCK "')\n"         \
     "  end\n"                                                               \
@@ -123,32 +123,32 @@
     "local refused = hold_refused(KEYS[1], held) or token_refused(KEYS[7])\n" \
     "if refused then return refused end\n"                                   \
     "if held then\n"                                                         \
-    "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"               \
+    "  local n = redis.call('hincrby', KEYS[1], ARGV[2], '1')\n"             \
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"                            \
     KEEP_DELAY                                                              \
     "  return {1, n, token(KEYS[7], n)}\n"                                   \
     "end\n"                                                                  \
     "if not busy then\n"                                                     \
-    "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"                            \
+    "  redis.call('hset', KEYS[1], ARGV[2], '1')\n"                          \
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"                            \
     KEEP_DELAY                                                              \
     "  return {1, 1, token(KEYS[7], 1)}\n"                                   \
     "end\n"                                                                  \
     "local ttl = redis.call('pttl', KEYS[1])\n"                              \
     "if ttl == -2 then ttl = redis.call('pttl', KEYS[8]) end\n"              \
-    "local head = redis.call('lindex', KEYS[2], 0)\n"                        \
+    "local head = redis.call('lindex', KEYS[2], '0')\n"                      \
     "local now = nil\n"                                                      \
     "if ttl == -2 and head and head ~= ARGV[2] then\n"                       \
     /* Free, yet someone else is first: unless it died. */                  \
     "  now = now_ms()\n"                                                     \
     "  purge(KEYS[2], KEYS[3], KEYS[5], now)\n"                              \
-    "  head = redis.call('lindex', KEYS[2], 0)\n"                            \
+    "  head = redis.call('lindex', KEYS[2], '0')\n"                          \
     "end\n"                                                                  \
     "if ttl == -2 and (not head or head == ARGV[2]) then\n"                  \
     "  if head then redis.call('lpop', KEYS[2]) end\n"                       \
     "  redis.call('zrem', KEYS[3], ARGV[2])\n"                               \
     "  redis.call('zrem', KEYS[5], ARGV[2])\n"                               \
-    "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"                            \
+    "  redis.call('hset', KEYS[1], ARGV[2], '1')\n"                          \
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"                            \
     KEEP_DELAY                                                              \
     "  return {1, 1, token(KEYS[7], 1)}\n"                                   \
@@ -164,7 +164,7 @@
     "  local pos = redis.call('zadd', KEYS[5], now + wt, ARGV[2]) == 0 and\n" \
     "              redis.call('lpos', KEYS[2], ARGV[2])\n"                   \
     "  local before\n"                                                       \
-    "  if not pos then before = redis.call('lindex', KEYS[2], -1)\n"         \
+    "  if not pos then before = redis.call('lindex', KEYS[2], '-1')\n"       \
     "  elseif pos > 0 then\n"                                                \
     "    before = redis.call('lindex', KEYS[2], pos - 1)\n"                  \
     "  end\n"                                                                \
@@ -247,7 +247,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "if w then n, l, d = string.match(w, '" pattern "') end\n"              \
     "if n then\n"                                                           \
     "  local ms = math.min(tonumber(l), math.ceil(tonumber(s) - now))\n"    \
-    "  redis.call('hset', KEYS[1], head, 1)\n"                              \
+    "  redis.call('hset', KEYS[1], head, '1')\n"                            \
     "  redis.call('pexpire', KEYS[1], ms)\n"                                \
     delay_write                                                             \
     "  redis.call('hset', KEYS[" want "], head, 'g ' .. n)\n"               \
@@ -283,7 +283,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "local function live_head(q, tq, aq, now)\n"                            \
     "  local dead = {}\n"                                                   \
     "  while true do\n"                                                     \
-    "    local c = redis.call('lindex', q, 0)\n"                            \
+    "    local c = redis.call('lindex', q, '0')\n"                          \
     "    if not c then return false, false, nil, dead end\n"                \
     "    local s = redis.call('zscore', aq, c)\n"                           \
     "    local ours = s ~= false\n"                                         \
@@ -364,7 +364,7 @@ static const char release_into_cond_delayed_lua[] =
  * counts that waiter dead, an earlier one could drop a live waiter. */
 static const char leave_lua[] =
     FAIR_LUA_COMMON
-    "redis.call('lrem', KEYS[2], 0, ARGV[1])\n"
+    "redis.call('lrem', KEYS[2], '0', ARGV[1])\n"
     "redis.call('zrem', KEYS[3], ARGV[1])\n"
     "redis.call('zrem', KEYS[5], ARGV[1])\n"
     "if redis.call('exists', KEYS[1]) == 0 then\n"
@@ -448,7 +448,7 @@ static const char reconcile_lua[] =
 static const char status_lua[] =
     HL_LUA_NOW HL_LUA_MS_UNTIL
     "local all = redis.call('hgetall', KEYS[1])\n"
-    "local line = redis.call('lrange', KEYS[2], 0, -1)\n"
+    "local line = redis.call('lrange', KEYS[2], '0', '-1')\n"
     "local now = now_ms()\n"
     "local w = {}\n"
     "for _, m in ipairs(line) do\n"

@@ -114,7 +114,7 @@
     "local v = redis.call('hget', KEYS[1], " field ")\n"                    \
     "if not v then return -1 end\n"                                         \
     "local left = v == '1' and 0 or\n"                                      \
-    "             redis.call('hincrby', KEYS[1], " field ", -1)\n"
+    "             redis.call('hincrby', KEYS[1], " field ", '-1')\n"
 
 /* The wake-up PUBLISH of a release, which a refusal by the server's ACL
  * (a user without PUBLISH, or without the channel) must not abort: the

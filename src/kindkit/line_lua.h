@@ -41,7 +41,7 @@
     HL_LUA_NOW                                                              \
     "local function head(line, alive, now, c)\n"                            \
     "  while true do\n"                                                     \
-    "    c = c or redis.call('lindex', line, 0)\n"                          \
+    "    c = c or redis.call('lindex', line, '0')\n"                        \
     "    if not c then return false end\n"                                  \
     "    local s = tonumber(redis.call('zscore', alive, c) or 0)\n"         \
     "    if s > now then return c, math.min(s, now + 86400000) end\n"       \
@@ -52,7 +52,7 @@
     "end\n"                                                                 \
     "local function promise_next(line, alive, next, wake, me, c)\n"         \
     "  if c == me then\n"                                                   \
-    "    c = redis.call('lindex', line, 1)\n"                               \
+    "    c = redis.call('lindex', line, '1')\n"                             \
     "    if not c then return me end\n"                                     \
     "    redis.call('lpop', line)\n"                                        \
     "    redis.call('rpush', line, me)\n"                                   \
@@ -75,7 +75,7 @@
     HL_LUA_LINE_PROMISE_FROM_HANDING(L, me, "")
 /* The same, with a hand block as in HL_LUA_LINE_PROMISE_HANDING. */
 #define HL_LUA_LINE_PROMISE_FROM_HANDING(L, me, hand)                       \
-    "local first = redis.call('lindex', KEYS[" #L "], 0)\n"                 \
+    "local first = redis.call('lindex', KEYS[" #L "], '0')\n"               \
     "if first then\n" HL_LUA_LINE_PROMISE_HANDING(hand)                     \
     "  first = promise_next(KEYS[" #L "], KEYS[" #L " + 1], KEYS[" #L       \
     " + 2], KEYS[" #L " + 3], " me ", first)\n"                             \
@@ -125,7 +125,7 @@
     "    local ms = math.min(tonumber(l), math.ceil(s - now))\n"            \
     hold                                                                    \
     "    redis.call('hset', " wishes ", c, 'g ' .. n .. ' ' .. f)\n"        \
-    "    redis.call('lrem', line, 1, c)\n"                                  \
+    "    redis.call('lrem', line, '1', c)\n"                                \
     "    redis.call('zrem', alive, c)\n"                                    \
     "    announce(wake .. ':' .. c, '" HL_WAKE_MSG_GRANT "' .. n)\n"        \
     "    handed = true\n"                                                   \
@@ -220,9 +220,9 @@
     "    redis.call('zscore', KEYS[5], me) then\n"                          \
     "  if " keep " == '0' then\n"                                           \
     "    redis.call('zrem', KEYS[5], me)\n"                                 \
-    "    redis.call('lrem', KEYS[4], 1, me)\n"                              \
-    "  elseif redis.call('lindex', KEYS[4], -1) ~= me then\n"               \
-    "    redis.call('lrem', KEYS[4], 1, me)\n"                              \
+    "    redis.call('lrem', KEYS[4], '1', me)\n"                            \
+    "  elseif redis.call('lindex', KEYS[4], '-1') ~= me then\n"             \
+    "    redis.call('lrem', KEYS[4], '1', me)\n"                            \
     "    redis.call('rpush', KEYS[4], me)\n"                                \
     HL_LUA_LINE_PLACE(keep)                                                 \
     "  end\n"                                                               \
@@ -237,8 +237,8 @@
  * its channel: it listens to other libraries' releases from then on).
  * Needs HL_LUA_ANNOUNCE. */
 #define HL_LUA_LINE_LEAVE(L, free)                                          \
-    "local was_first = redis.call('lindex', KEYS[" #L "], 0) == me\n"       \
-    "redis.call('lrem', KEYS[" #L "], 1, me)\n"                             \
+    "local was_first = redis.call('lindex', KEYS[" #L "], '0') == me\n"     \
+    "redis.call('lrem', KEYS[" #L "], '1', me)\n"                           \
     "redis.call('zrem', KEYS[" #L " + 1], me)\n"                            \
     "local promised = redis.call('get', KEYS[" #L " + 2]) == me\n"          \
     "if promised then redis.call('del', KEYS[" #L " + 2]) end\n"            \
@@ -246,7 +246,7 @@
     "  if promised or was_first then\n"                                     \
     HL_LUA_LINE_PROMISE_FROM(L, "me") "  end\n"                              \
     "elseif was_first then\n"                                               \
-    "  local first = redis.call('lindex', KEYS[" #L "], 0)\n"               \
+    "  local first = redis.call('lindex', KEYS[" #L "], '0')\n"             \
     "  if first then\n"                                                     \
     "    announce(KEYS[" #L " + 3] .. ':' .. first, '" HL_WAKE_MSG_FIRST    \
     "')\n"                                                                  \
@@ -259,7 +259,7 @@
 #define HL_LUA_LINE_STATUS(L)                                               \
     "local waiters = {}\n"                                                  \
     "local now = now_ms()\n"                                                \
-    "for _, c in ipairs(redis.call('lrange', KEYS[" #L "], 0, -1)) do\n"    \
+    "for _, c in ipairs(redis.call('lrange', KEYS[" #L "], '0', '-1')) do\n" \
     "  local at = redis.call('zscore', KEYS[" #L " + 1], c)\n"              \
     "  local ms = at and ms_until(at, now)\n"                               \
     "  waiters[#waiters + 1] = c\n"                                         \

@@ -136,14 +136,14 @@
     drop_stale "    return {0, ttl, 0}\n"                                    \
     "  end\n"                                                                \
     "  if ARGV[6] ~= '0' then\n" HL_LUA_LINE_JOIN("ARGV[6]") "  end\n"     \
-    "  local first = redis.call('lindex', KEYS[4], 0) == me\n"              \
+    "  local first = redis.call('lindex', KEYS[4], '0') == me\n"            \
     "  if ARGV[6] ~= '0' then\n" wish_join "  end\n"                        \
     drop_stale "  return {0, ttl, (first and 1 or 0) + kept + wanted}\n"    \
     "end\n"                                                                  \
     /* A first hold of a client in line (see HL_LUA_LINE_ON_GRANT). */      \
     HL_LUA_LINE_ON_GRANT("not held", "ARGV[7]")                             \
     drop_stale                                                              \
-    "local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"             \
+    "local count = redis.call('hincrby', KEYS[1], ARGV[2], '1')\n"           \
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"                              \
     KEEP_DELAY                                                              \
     "return {1, count, token(KEYS[2], count)}\n"
@@ -175,7 +175,7 @@ static const char acquire_lean_lua[] =
     "if redis.call('exists', KEYS[1], KEYS[2], KEYS[3], KEYS[4]) > 0 then\n"
     "  return 0\n"
     "end\n"
-    "local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+    "local count = redis.call('hincrby', KEYS[1], ARGV[2], '1')\n"
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "return count\n";
 
@@ -216,7 +216,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
  * leaves them to a promise, and their attempt. */
 #define HAND_TO_WISH(pattern, delay_write)                                  \
     HL_LUA_LINE_HAND_TO_WISH("KEYS[7]", "ARGV[5]", "KEYS[2]", pattern,      \
-                             "    redis.call('hset', KEYS[1], f, 1)\n"      \
+                             "    redis.call('hset', KEYS[1], f, '1')\n"    \
                              "    redis.call('pexpire', KEYS[1], ms)\n"     \
                              delay_write)
 

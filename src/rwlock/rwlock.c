@@ -134,8 +134,8 @@ static const char read_acquire_lua[] =
     "if refused then return refused end\n"
     "local function grant()\n"
     "  if ARGV[6] ~= '0' then redis.call('zrem', KEYS[5], me) end\n"
-    "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-    "  redis.call('set', tkey(KEYS[1], ARGV[2], n), 1, 'px', ARGV[1])\n"
+    "  local n = redis.call('hincrby', KEYS[1], ARGV[2], '1')\n"
+    "  redis.call('set', tkey(KEYS[1], ARGV[2], n), '1', 'px', ARGV[1])\n"
     "  extend(KEYS[1], ARGV[1])\n"
     "  return {1, n, token(KEYS[2], n)}\n"
     "end\n"
@@ -196,7 +196,7 @@ static const char read_acquire_lua[] =
     "end\n"                                                                 \
     "local mode = redis.call('hget', KEYS[1], " MODE ")\n"                  \
     "if mode == " WRITE " and redis.call('hexists', KEYS[1], wf) == 1 then\n" \
-    "  local n = redis.call('hincrby', KEYS[1], wf, 1)\n"                   \
+    "  local n = redis.call('hincrby', KEYS[1], wf, '1')\n"                 \
     "  extend(KEYS[1], ARGV[1])\n"                                          \
     drop_stale "  return {1, n, token(KEYS[2], n)}\n"                       \
     "end\n"                                                                 \
@@ -241,14 +241,14 @@ static const char read_acquire_lua[] =
     "  else\n"                                                              \
     "    if promised then redis.call('del', KEYS[6]) end\n"                 \
     HL_LUA_LINE_ON_GRANT("true", "ARGV[7]")                                 \
-    "    redis.call('hset', KEYS[1], " MODE ", " WRITE ", wf, 1)\n"          \
+    "    redis.call('hset', KEYS[1], " MODE ", " WRITE ", wf, '1')\n"        \
     "    redis.call('pexpire', KEYS[1], ARGV[1])\n"                         \
     drop_stale "    return {1, 1, token(KEYS[2], 1)}\n"                     \
     "  end\n"                                                               \
     "end\n"                                                                 \
     "local ttl = redis.call('pttl', kept == 2 and KEYS[6] or KEYS[1])\n"    \
     "if ARGV[6] ~= '0' then\n" HL_LUA_LINE_JOIN("ARGV[6]") "end\n"         \
-    "local first = redis.call('lindex', KEYS[4], 0) == me\n"                \
+    "local first = redis.call('lindex', KEYS[4], '0') == me\n"              \
     "if ARGV[6] ~= '0' then\n" wish_join "end\n"                            \
     drop_stale "return {0, ttl, (first and 1 or 0) + kept + wanted}\n"
 
@@ -332,7 +332,7 @@ static const char write_acquire_wish_lua[] = WRITE_ACQUIRE_LUA(
 static const char read_release_lua[] =
     RW_LUA_COMMON HL_LUA_LINE_ANNOUNCE_OURS RW_LUA_OUR_READERS
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return -1 end\n"
-    "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
+    "local n = redis.call('hincrby', KEYS[1], ARGV[2], '-1')\n"
     "redis.call('del', tkey(KEYS[1], ARGV[2], n + 1))\n"
     "if n > 0 then return n end\n"
     "redis.call('hdel', KEYS[1], ARGV[2])\n"

@@ -133,13 +133,13 @@
     "local open = false\n"                                                  \
     "local function released(me, v, msg)\n"                                 \
     "  hand_free = tonumber(v)\n"                                           \
-    "  local first = redis.call('lindex', KEYS[4], 0)\n"                    \
+    "  local first = redis.call('lindex', KEYS[4], '0')\n"                  \
     "  while first and hand_free > 0 do\n"                                  \
     "    local before = hands\n"                                            \
     "    first = promise_next(KEYS[4], KEYS[5], KEYS[6], KEYS[7], me,\n"    \
     "                         first)\n"                                     \
     "    if hands == before or hand_free <= 0 then break end\n"             \
-    "    first = redis.call('lindex', KEYS[4], 0)\n"                        \
+    "    first = redis.call('lindex', KEYS[4], '0')\n"                      \
     "  end\n"                                                               \
     "  open = not first or first == me\n"                                   \
     "  if msg and hands == 0 and (not first or\n"                           \
@@ -178,7 +178,7 @@
     /* Every grant sets the one record TTL, so a plain PEXPIRE never       \
      * shortens the hash's: no PTTL needed. */                             \
     "    redis.call('pexpire', " grants ", " HL_LAYOUT_SEM_RECORD_TTL_MS_TEXT ")\n" \
-    "    redis.call('lrem', line, 1, c)\n"                                  \
+    "    redis.call('lrem', line, '1', c)\n"                                \
     "    redis.call('zrem', alive, c)\n"                                    \
     "    announce(wake .. ':' .. c, '" HL_WAKE_MSG_GRANT "' .. n)\n"        \
     "    hands = hands + 1\n"                                               \
@@ -190,7 +190,7 @@
  * if it is first).  Needs HL_LUA_ANNOUNCE. */
 #define SEM_LUA_PASS_ON(left)                                               \
     "if lined and tonumber(" left ") > 0 then\n"                           \
-    "  local first = redis.call('lindex', KEYS[4], 0)\n"                    \
+    "  local first = redis.call('lindex', KEYS[4], '0')\n"                  \
     "  if first then\n" HL_LUA_LINE_PROMISE                                 \
     "    promise_next(KEYS[4], KEYS[5], KEYS[6], KEYS[7], me, first)\n"     \
     "  end\n"                                                               \
@@ -204,7 +204,7 @@
     HL_LUA_NOW                                                              \
     "if stored and tonumber(stored) > 0 then\n"                             \
     "  local now = now_ms()\n"                                              \
-    "  for _, c in ipairs(redis.call('lrange', KEYS[4], 0, -1)) do\n"       \
+    "  for _, c in ipairs(redis.call('lrange', KEYS[4], '0', '-1')) do\n"   \
     "    local at = tonumber(redis.call('zscore', KEYS[5], c) or 0)\n"      \
     "    if c ~= me and at > now then\n"                                    \
     "      redis.call('set', KEYS[6], c, 'px',\n"                           \
@@ -221,7 +221,7 @@
  * promised to another client). */
 #define SEM_LUA_REFUSED(wait)                                               \
     "  if " wait " ~= '0' then\n" HL_LUA_LINE_JOIN(wait) "  end\n"          \
-    "  local how = (redis.call('lindex', KEYS[4], 0) == me and 1 or 0) +\n" \
+    "  local how = (redis.call('lindex', KEYS[4], '0') == me and 1 or 0) +\n" \
     "              kept\n"
 
 /* Whether the permits are promised to a client other than me (kept 2);
@@ -232,7 +232,7 @@
  * common uncontended attempt reads the line once and nothing more of
  * it. */
 #define SEM_LUA_PROMISE_CHECK                                               \
-    "local lined = redis.call('lindex', KEYS[4], 0) ~= false\n"             \
+    "local lined = redis.call('lindex', KEYS[4], '0') ~= false\n"           \
     "local kept = 0\n"                                                      \
     "local promised = lined and redis.call('get', KEYS[6])\n"               \
     "if promised == me then redis.call('del', KEYS[6])\n"                   \
@@ -428,7 +428,7 @@ static const char permit_acquire_lua[] =
     "local v = redis.call('get', KEYS[1])\n"
     "if kept == 0 and v ~= false and tonumber(v) >= 1 then\n"
     HL_LUA_LINE_ON_GRANT("lined", "ARGV[6]")
-    "  local left = exact(redis.call('decrby', KEYS[1], 1))\n"
+    "  local left = exact(redis.call('decrby', KEYS[1], '1'))\n"
     "  redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])\n"
     "  local ttl = redis.call('pttl', KEYS[1])\n"
     "  if ttl > 0 then redis.call('pexpire', KEYS[2], ttl) end\n"
@@ -440,7 +440,7 @@ static const char permit_acquire_lua[] =
     "if kept == 2 then\n"
     "  return answer({0, redis.call('pttl', KEYS[6]), how})\n"
     "end\n"
-    "local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
+    "local first = redis.call('zrange', KEYS[2], '0', '0', 'withscores')\n"
     "if first[2] and first[2] ~= '" HL_LAYOUT_PERMIT_NO_EXPIRY "' then\n"
     "  local ms = math.ceil(tonumber(first[2]) - now)\n"
     "  if ms < 2^53 then return answer({0, math.max(ms, 0), how}) end\n"
@@ -460,7 +460,7 @@ static const char permit_reconcile_lua[] =
     "if redis.call('zrem', KEYS[2], ARGV[2]) == 0 then\n"
     "  return answer(0)\n"
     "end\n"
-    "redis.call('incrby', KEYS[1], 1)\n"
+    "redis.call('incrby', KEYS[1], '1')\n"
     "local v = redis.call('get', KEYS[1])\n"
     "released('', v, v)\n"
     "return answer(0)\n";
@@ -474,7 +474,7 @@ static const char permit_release_lua[] =
     "local s = redis.call('zscore', KEYS[2], ARGV[2])\n"
     "if s == false then return answer(0) end\n"
     "redis.call('zrem', KEYS[2], ARGV[2])\n"
-    "redis.call('incrby', KEYS[1], 1)\n"
+    "redis.call('incrby', KEYS[1], '1')\n"
     "local v = redis.call('get', KEYS[1])\n"
     "released(ARGV[3], v, v)\n"
     "if tonumber(s) <= now then return answer(2) end\n"
@@ -626,7 +626,7 @@ static const char drain_lua[] =
     SEM_LUA_COMMON
     "local v = redis.call('get', KEYS[1])\n"
     "if v == false then return answer(0) end\n"
-    "redis.call('set', KEYS[1], 0)\n"
+    "redis.call('set', KEYS[1], '0')\n"
     "return answer(v)\n";
 
 /* ARGV: expirable.  Replies the count, as text. */
