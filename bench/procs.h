@@ -88,6 +88,12 @@ typedef struct w7_shared {
 int bench_procs_client(const w7_request *rq, hilock_client **out,
                        char *error, size_t cap);
 
+/* All of buf to fd, through EINTR and short writes: 0, or -1. */
+int bench_write_all(int fd, const void *buf, size_t len);
+/* All len bytes from fd: 1; 0 at end of file before any of them; -1 on
+ * an error or an end of file part of the way. */
+int bench_read_all(int fd, void *buf, size_t len);
+
 /* A plain TCP connection to host:port whose reads and writes give up
  * after 5 s: its descriptor, or -1 with error set (naming what it is
  * for). */

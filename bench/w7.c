@@ -61,7 +61,7 @@ static void sleep_us(int64_t us)
         ;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
+int bench_write_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;
     while (len > 0) {
@@ -76,8 +76,7 @@ static int write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
-/* 1: read all of it; 0: end of file before any of it; -1: error. */
-static int read_all(int fd, void *buf, size_t len)
+int bench_read_all(int fd, void *buf, size_t len)
 {
     char *p = buf;
     size_t got = 0;
@@ -144,7 +143,7 @@ static char *info_section(int fd, const char *section, char *error,
     char cmd[96];
     int n = snprintf(cmd, sizeof cmd, "*2\r\n$4\r\nINFO\r\n$%zu\r\n%s\r\n",
                      strlen(section), section);
-    if (write_all(fd, cmd, (size_t)n) != 0) {
+    if (bench_write_all(fd, cmd, (size_t)n) != 0) {
         snprintf(error, cap, "INFO %s: cannot send: %s", section,
                  strerror(errno));
         return NULL;
@@ -672,12 +671,12 @@ static _Noreturn void runner_main(void)
 {
     w7_request rq;
     for (;;) {
-        int rc = read_all(req_fd, &rq, sizeof rq);
+        int rc = bench_read_all(req_fd, &rq, sizeof rq);
         if (rc <= 0)
             _exit(rc == 0 ? 0 : 1);
         w7_result res;
         run_point(&rq, &res);
-        if (write_all(res_fd, &res, sizeof res) != 0)
+        if (bench_write_all(res_fd, &res, sizeof res) != 0)
             _exit(1);
     }
 }
@@ -747,7 +746,7 @@ static int await_result(w7_result *res, int64_t deadline_us, char *error,
             continue;
         if (ready == 0)
             continue;
-        if (ready > 0 && read_all(runner_out, res, sizeof *res) == 1)
+        if (ready > 0 && bench_read_all(runner_out, res, sizeof *res) == 1)
             return 0;
         snprintf(error, cap, "the W7 runner ended");
         break;
@@ -773,7 +772,7 @@ int bench_procs_run(const w7_request *rq, w7_result *res, char *error,
                        (int64_t)((rq->warmup_s + rq->duration_s + W7_READY_S +
                                   W7_FINISH_S + 30) *
                                  1e6);
-    if (write_all(runner_in, rq, sizeof *rq) != 0) {
+    if (bench_write_all(runner_in, rq, sizeof *rq) != 0) {
         snprintf(error, cap, "cannot reach the runner: %s", strerror(errno));
         return -1;
     }

@@ -22,36 +22,6 @@ static int channel(char *out, size_t cap, const w7_request *rq, int i)
     return snprintf(out, cap, "bench:%s:floor:%d", rq->run_id, i);
 }
 
-static int send_all(int fd, const char *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, buf, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        buf += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-/* Exactly len bytes, asleep in read(); -1 on an error, the end, or 5 s
- * without a byte (the sockets' timeout: the ring stalled). */
-static int read_exactly(int fd, char *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = read(fd, buf, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        buf += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 static int fail(w7_floor *f, char *error, size_t cap, const char *what)
 {
     snprintf(error, cap, "floor: %s: %s", what,
@@ -82,8 +52,8 @@ int w7_floor_open(w7_floor *f, const w7_request *rq, int me, char *error,
                         "*3\r\n$9\r\nsubscribe\r\n$%d\r\n%s\r\n:1\r\n",
                         chlen, ch);
     errno = 0;
-    if (send_all(f->sub, cmd, (size_t)n) != 0 ||
-        read_exactly(f->sub, got, (size_t)want) != 0 ||
+    if (bench_write_all(f->sub, cmd, (size_t)n) != 0 ||
+        bench_read_all(f->sub, got, (size_t)want) != 1 ||
         memcmp(got, expect, (size_t)want) != 0)
         return fail(f, error, cap, "SUBSCRIBE");
     /* Every message is the same: its length is all a take reads. */
@@ -104,7 +74,7 @@ int w7_floor_take(w7_floor *f)
         return 0;
     }
     char got[sizeof f->message];
-    if (read_exactly(f->sub, got, f->message_len) != 0 ||
+    if (bench_read_all(f->sub, got, f->message_len) != 1 ||
         memcmp(got, f->message, f->message_len) != 0)
         return -1;
     return 0;
@@ -116,8 +86,8 @@ int w7_floor_give(w7_floor *f)
      * the window's end. */
     char answer[4];
     errno = 0;
-    if (send_all(f->out, f->pass, f->pass_len) != 0 ||
-        read_exactly(f->out, answer, sizeof answer) != 0 ||
+    if (bench_write_all(f->out, f->pass, f->pass_len) != 0 ||
+        bench_read_all(f->out, answer, sizeof answer) != 1 ||
         answer[0] != ':')
         return -1;
     return 0;
