@@ -23,7 +23,7 @@ plot data using 1:2 title "reentrant" lc rgb "#2b6cb0" pt 7, \
      '' using 1:4 title "fair" lc rgb "#2f855a" pt 5, \
      '' using 1:6 title "rwlock (write)" lc rgb "#c05621" pt 9, \
      '' using 1:8 title "semaphore (1 permit)" lc rgb "#6b46c1" pt 11, \
-     '' using 1:10 title "floor (bare processes, PUBLISH)" lc rgb "#718096" pt 13 dt 2
+     '' using 1:10 title "floor (bare processes, PUBLISH)" lc rgb "#000000" pt 13 dt 3
 
 set title "scripts per hand-off (N = 1: per acquisition)"
 set ylabel "scripts per hand-off"
