@@ -493,7 +493,7 @@ function wd_lines(    i, l, single_cpu, single_bytes, where) {
 }
 
 # W8, the condition variable: one sentence per point.
-function w8_lines(    i, l, how) {
+function w8_lines(    i, l, how, waits) {
     for (i = 1; i <= n; i++) {
         l = line[i]
         if (field(l, "workload") != "W8")
@@ -505,11 +505,16 @@ function w8_lines(    i, l, how) {
         how = "flat out"
         if (field(l, "pace_us") > 0)
             how = "producers working " field(l, "pace_us") " µs between items"
-        printf "\nW8, the condition variable: a bounded buffer of 16 items, %d producer and %d consumer processes, each with its own client, on one lock and its conditions not-full and not-empty, %s: %.0f items/s; over %s wake-ups (from the latest signal to the wait's return holding the lock) p50 %s µs, p99 %s µs, max %s µs; %s scripts and %s µs of server CPU per item; %s violations.\n",
+        # With no wait ended by a signal the percentiles are of nothing.
+        if (field(l, "wakeups") > 0)
+            waits = sprintf("over %s wake-ups (from the latest signal to the wait's return holding the lock) p50 %s µs, p99 %s µs, max %s µs",
+                field(l, "wakeups"), field(l, "p50_us"), field(l, "p99_us"), field(l, "max_us"))
+        else
+            waits = "no wait was ended by a signal in the window"
+        printf "\nW8, the condition variable: a bounded buffer of 16 items, %d producer and %d consumer processes, each with its own client, on one lock and its conditions not-full and not-empty, %s: %.0f items/s; %s; %s scripts and %s µs of server CPU per item; %s violations.\n",
             field(l, "C") / 2, field(l, "C") / 2,
             how,
-            field(l, "cycles_per_s"), field(l, "wakeups"),
-            field(l, "p50_us"), field(l, "p99_us"), field(l, "max_us"),
+            field(l, "cycles_per_s"), waits,
             field(l, "scripts_per_handoff"),
             field(l, "server_cpu_us_per_handoff"), field(l, "violations")
     }
