@@ -113,7 +113,8 @@ void bench_sort(int64_t *samples, size_t n);
 
 /* Print one JSON line for a point. */
 void bench_print_point(const bench_args *a, const bench_point *p);
-/* A W7 point of the floor (--kind floor), which has no client. */
+/* A W7 point of a floor (--kind floor or floor-loop), which has no
+ * client. */
 bool bench_point_on_floor(const bench_point *p);
 void bench_print_ceiling(const bench_args *a, const char *what, int clients,
                          int pipeline, long requests, double rps,

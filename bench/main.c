@@ -51,11 +51,13 @@ static void usage(FILE *f)
             "64 and 128 unless --concurrency), each with its own client,\n"
             "take turns on one lock of each kind (reentrant, fair, the\n"
             "write side of rwlock, a semaphore of 1 permit; --kind picks\n"
-            "one, and only W7 takes rwlock and semaphore), and the floor\n"
-            "(--kind floor): bare processes passing a token round a ring\n"
-            "by PUBLISH, the least a hand-off can cost.  It runs last\n"
-            "in the full suite, with a 3 s window and 1 s warm-up unless\n"
-            "--duration or --warmup say otherwise; single server only.\n"
+            "one, and only W7 takes rwlock and semaphore), and two\n"
+            "floors: bare processes passing a token round a ring by\n"
+            "PUBLISH, the least a hand-off can cost (--kind floor), and\n"
+            "the same with a loop thread in each process (floor-loop).\n"
+            "It runs last in the full suite, with a 3 s window and 1 s\n"
+            "warm-up unless --duration or --warmup say otherwise; single\n"
+            "server only.\n"
             "Each W7 point is the median of K windows (--w7-windows, 1 to\n"
             "9, default 3), taken in turns over the process counts.\n"
             "W8 is the condition variable: C processes (16 unless\n"
@@ -177,9 +179,11 @@ static int parse(int argc, char **argv, bench_args *a)
     if (strcmp(a->kind, "reentrant") != 0 && strcmp(a->kind, "fair") != 0 &&
         (!w7 || (strcmp(a->kind, "rwlock") != 0 &&
                  strcmp(a->kind, "semaphore") != 0 &&
-                 strcmp(a->kind, "floor") != 0))) {
+                 strcmp(a->kind, "floor") != 0 &&
+                 strcmp(a->kind, "floor-loop") != 0))) {
         fprintf(stderr, "hilock-bench: --kind is reentrant or fair (W7 "
-                        "also takes rwlock, semaphore and floor)\n");
+                        "also takes rwlock, semaphore, floor and "
+                        "floor-loop)\n");
         return -1;
     }
     int ack;
@@ -478,7 +482,7 @@ static void w7_kind(const bench_args *a, hilock_client *c, const int *procs,
 static void w7_points(const bench_args *a, hilock_client *c)
 {
     static const char *const kinds[] = {"reentrant", "fair", "rwlock",
-                                        "semaphore", "floor"};
+                                        "semaphore", "floor", "floor-loop"};
     static const int procs[] = {1, 2, 8, 32, 64, 128};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         if (a->kind_given && strcmp(a->kind, kinds[k]) != 0)

@@ -2,8 +2,8 @@
 # per hand-off against the number of processes, one line per kind.  The
 # data (report.awk -v mode=w7plot) has one row per N: N, then owner
 # changes/s and scripts per hand-off of reentrant, fair, rwlock,
-# semaphore and the floor (which runs no script); "?" where a point is
-# missing.  At N = 1 no owner changes:
+# semaphore, the floor and the looped floor (which run no script); "?"
+# where a point is missing.  At N = 1 no owner changes:
 # scripts are per acquisition there, and owner changes are not drawn.
 set terminal svg size 1100,480 font "sans,11" background "white"
 set output out
@@ -23,7 +23,8 @@ plot data using 1:2 title "reentrant" lc rgb "#2b6cb0" pt 7, \
      '' using 1:4 title "fair" lc rgb "#2f855a" pt 5, \
      '' using 1:6 title "rwlock (write)" lc rgb "#c05621" pt 9, \
      '' using 1:8 title "semaphore (1 permit)" lc rgb "#6b46c1" pt 11, \
-     '' using 1:10 title "floor (bare processes, PUBLISH)" lc rgb "#000000" pt 13 dt 3
+     '' using 1:10 title "floor (bare processes, PUBLISH)" lc rgb "#000000" pt 13 dt 3, \
+     '' using 1:12 title "floor with a loop thread" lc rgb "#000000" pt 6 dt 4
 
 set title "scripts per hand-off (N = 1: per acquisition)"
 set ylabel "scripts per hand-off"

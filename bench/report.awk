@@ -271,14 +271,14 @@ function w7_collect(    i, l, k, c, j, t) {
     for (i = 1; i <= w7_nn; i++)
         for (j = i + 1; j <= w7_nn; j++)
             if (w7_n[j] < w7_n[i]) { t = w7_n[i]; w7_n[i] = w7_n[j]; w7_n[j] = t }
-    split("reentrant fair rwlock semaphore floor", w7_all, " ")
+    w7_nall = split("reentrant fair rwlock semaphore floor floor-loop", w7_all, " ")
     w7_nk = 0
     w7_nlocks = 0
-    for (i = 1; i <= 5; i++) {
+    for (i = 1; i <= w7_nall; i++) {
         if (!(w7_all[i] in w7_has_kind))
             continue
         w7_kinds[++w7_nk] = w7_all[i]
-        if (w7_all[i] != "floor")
+        if (w7_all[i] !~ /^floor/)
             w7_locks[++w7_nlocks] = w7_all[i]
     }
 }
@@ -416,9 +416,11 @@ function w7_table(    i, j, k, c, l, hdr, sep, row, worst, worst_n, v, a, b, r, 
         row = row changes_ratio(a, w2_twin8(k, "sync"), -1, a ? " no W2 C=8 sync point" : "")
     }
     print row
-    # What N adds to a hand-off, against what it adds to the floor's.
+    # What N adds to a hand-off, against what it adds to the floors'.
     if (w7_at("floor", 64) && w7_at("floor", 2)) {
-        row = "| time per hand-off at N=64 beyond N=2 (the floor's: " w7_growth("floor", "") "; not a target) |"
+        row = "| time per hand-off at N=64 beyond N=2 (the floor's: " w7_growth("floor", "") \
+            (w7_at("floor-loop", 64) && w7_at("floor-loop", 2) ? ", with a loop thread: " w7_growth("floor-loop", "") : "") \
+            "; not a target) |"
         for (j = 1; j <= w7_nlocks; j++)
             row = row " " w7_growth(w7_locks[j], "") " |"
         print row
@@ -438,7 +440,7 @@ function w7_table(    i, j, k, c, l, hdr, sep, row, worst, worst_n, v, a, b, r, 
     print row
 }
 
-# The W7 plot's data: one row per N, two columns per kind and the floor
+# The W7 plot's data: one row per N, two columns per kind and floor
 # (owner changes/s and scripts per hand-off), "?" where there is no
 # figure.  One process
 # changes no owner: its row has scripts per acquisition only.
@@ -447,12 +449,12 @@ function w7_plot(    i, j, k, c, l, row) {
     for (i = 1; i <= w7_nn; i++) {
         c = w7_n[i]
         row = c
-        for (j = 1; j <= 5; j++) {
+        for (j = 1; j <= w7_nall; j++) {
             k = w7_all[j]
             l = w7_at(k, c) ? line[w7_at(k, c)] : ""
             if (l == "" || field(l, "scripts_per_handoff") == "")
                 row = row " ? ?"
-            else if (k == "floor") # no scripts: none on a log scale
+            else if (k ~ /^floor/) # no scripts: none on a log scale
                 row = row " " (c == 1 ? "?" : field(l, "owner_changes_per_s")) " ?"
             else
                 row = row " " (c == 1 ? "?" : field(l, "owner_changes_per_s")) \

@@ -122,11 +122,17 @@ void bench_print_point(const bench_args *a, const bench_point *p)
                  p->notes ? p->notes : "");
     else if (p->procs > 0 && bench_point_on_floor(p))
         snprintf(notes, sizeof notes,
-                 "no library: %d process%s, each with one thread and two "
-                 "plain blocking sockets, one subscribed to its channel and "
-                 "one that passes the token on with PUBLISH%s%s",
-                 p->procs, p->procs == 1 ? "" : "es", p->notes ? "; " : "",
-                 p->notes ? p->notes : "");
+                 "no library: %d process%s, each with two plain blocking "
+                 "sockets, one subscribed to its channel and one that "
+                 "passes the token on with PUBLISH, and %s%s%s",
+                 p->procs, p->procs == 1 ? "" : "es",
+                 strcmp(p->kind, "floor") == 0
+                     ? "one thread"
+                     : "a loop thread that owns them and wakes a second "
+                       "thread, asleep on a futex, with the token; the "
+                       "second hands the pass back through an eventfd and "
+                       "sleeps until the loop thread has its answer",
+                 p->notes ? "; " : "", p->notes ? p->notes : "");
     else if (p->procs > 0)
         snprintf(notes, sizeof notes,
                  "waits by pub/sub notification; --retry-ms is accepted and "

@@ -262,7 +262,7 @@ typedef struct w7_worker {
     hilock_lock *lock;     /* reentrant, fair, or a read-write lock's
                             * write side */
     hilock_semaphore *sem; /* the semaphore of one permit */
-    bool on_floor;         /* the floor: a token passed round a ring */
+    bool on_floor;         /* a floor: a token passed round a ring */
     w7_floor floor;
 } w7_worker;
 
@@ -307,9 +307,10 @@ int bench_procs_client(const w7_request *rq, hilock_client **out,
 static int worker_open(w7_worker *w, const w7_request *rq, int me,
                        char *error, size_t cap)
 {
-    if (strcmp(rq->kind, "floor") == 0) {
+    if (strncmp(rq->kind, "floor", 5) == 0) {
         w->on_floor = true;
-        return w7_floor_open(&w->floor, rq, me, error, cap);
+        return w7_floor_open(&w->floor, rq, me,
+                             strcmp(rq->kind, "floor-loop") == 0, error, cap);
     }
     if (bench_procs_client(rq, &w->client, error, cap) != 0)
         return -1;
@@ -814,7 +815,7 @@ static int set_semaphore(const bench_args *a, hilock_client *c)
 bool bench_point_on_floor(const bench_point *p)
 {
     return p->workload != NULL && strcmp(p->workload, "W7") == 0 &&
-           p->kind != NULL && strcmp(p->kind, "floor") == 0;
+           p->kind != NULL && strncmp(p->kind, "floor", 5) == 0;
 }
 
 int bench_run_w7(const bench_args *a, hilock_client *c, int procs,
@@ -837,9 +838,10 @@ int bench_run_w7(const bench_args *a, hilock_client *c, int procs,
     if (bench_point_on_floor(p)) {
         p->api = "bare";
         p->notes = "the token goes round the processes in their order; "
-                   "inside and the last owner in shared memory; server CPU is used_cpu_sys + "
-                   "used_cpu_user, both from INFO at the window's start and "
-                   "end, per owner change (with one process, per take)";
+                   "inside and the last owner in shared memory; server "
+                   "CPU is used_cpu_sys + used_cpu_user, both from INFO at "
+                   "the window's start and end, per owner change (with one "
+                   "process, per take)";
     }
     if (runner_pid < 0) {
         p->error = "W7 runs on one server, from a runner forked at start "
