@@ -1,4 +1,4 @@
-/* W7's floor: the least a hand-off between sleeping processes through
+/* W7's floors: the least a hand-off between sleeping processes through
  * the server can cost on this machine, what the kinds' W7 rows are held
  * against, as hilock-rtt-floor is what an acquire's latency is.
  *
@@ -164,16 +164,17 @@ static void *loop_main(void *arg)
             break;
         }
         errno = 0;
-        if (p[0].revents != 0 && ring_take(f) != 0)
-            break;
-        if (p[0].revents != 0)
+        if (p[0].revents != 0) {
+            if (ring_take(f) != 0)
+                break;
             post(f);
-        if (p[1].revents != 0 &&
-            (read(f->wake_fd, &n, sizeof n) != (ssize_t)sizeof n ||
-             ring_give(f) != 0))
-            break;
-        if (p[1].revents != 0)
+        }
+        if (p[1].revents != 0) {
+            if (read(f->wake_fd, &n, sizeof n) != (ssize_t)sizeof n ||
+                ring_give(f) != 0)
+                break;
             post(f);
+        }
     }
     atomic_store(&f->failed, errno != 0 ? errno : EPIPE);
     post(f);
