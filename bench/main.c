@@ -17,7 +17,7 @@ static void usage(FILE *f)
             "  [--duration S] [--warmup S] [--lease-ms N] [--retry-ms N]\n"
             "  [--host H] [--port P] [--ports P1,...,P5] [--segments S]\n"
             "  [--products N] [--run-id ID]\n"
-            "  [--kind reentrant|fair|rwlock|semaphore]\n"
+            "  [--kind reentrant|fair|rwlock|semaphore|floor|floor-loop]\n"
             "  [--api async|sync] [--no-ceiling] [--watchdog-ms N]\n"
             "  [--connections N] [--busy-poll-us N] [--wd-leases N]\n"
             "  [--wd-duration S] [--cluster] [--cluster-replicas N]\n"
@@ -76,6 +76,18 @@ static bool number(const char *s, double *out)
         return false;
     *out = v;
     return true;
+}
+
+/* W7's kinds, in the order the full suite runs them. */
+static const char *const w7_kinds[] = {"reentrant", "fair",  "rwlock",
+                                       "semaphore", "floor", "floor-loop"};
+
+static bool w7_kind_known(const char *kind)
+{
+    for (size_t k = 0; k < sizeof w7_kinds / sizeof w7_kinds[0]; k++)
+        if (strcmp(kind, w7_kinds[k]) == 0)
+            return true;
+    return false;
 }
 
 static int parse(int argc, char **argv, bench_args *a)
@@ -177,10 +189,7 @@ static int parse(int argc, char **argv, bench_args *a)
     }
     bool w7 = a->workload != NULL && strcmp(a->workload, "W7") == 0;
     if (strcmp(a->kind, "reentrant") != 0 && strcmp(a->kind, "fair") != 0 &&
-        (!w7 || (strcmp(a->kind, "rwlock") != 0 &&
-                 strcmp(a->kind, "semaphore") != 0 &&
-                 strcmp(a->kind, "floor") != 0 &&
-                 strcmp(a->kind, "floor-loop") != 0))) {
+        (!w7 || !w7_kind_known(a->kind))) {
         fprintf(stderr, "hilock-bench: --kind is reentrant or fair (W7 "
                         "also takes rwlock, semaphore, floor and "
                         "floor-loop)\n");
@@ -481,14 +490,12 @@ static void w7_kind(const bench_args *a, hilock_client *c, const int *procs,
 /* W7: each kind (or --kind's), at each standard N (or --concurrency's). */
 static void w7_points(const bench_args *a, hilock_client *c)
 {
-    static const char *const kinds[] = {"reentrant", "fair", "rwlock",
-                                        "semaphore", "floor", "floor-loop"};
     static const int procs[] = {1, 2, 8, 32, 64, 128};
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-        if (a->kind_given && strcmp(a->kind, kinds[k]) != 0)
+    for (size_t k = 0; k < sizeof w7_kinds / sizeof w7_kinds[0]; k++) {
+        if (a->kind_given && strcmp(a->kind, w7_kinds[k]) != 0)
             continue;
         bench_args one = *a;
-        one.kind = kinds[k];
+        one.kind = w7_kinds[k];
         if (a->concurrency > 0)
             w7_kind(&one, c, &a->concurrency, 1);
         else

@@ -442,8 +442,8 @@ function w7_table(    i, j, k, c, l, hdr, sep, row, worst, worst_n, v, a, b, r, 
 
 # The W7 plot's data: one row per N, two columns per kind and floor
 # (owner changes/s and scripts per hand-off), "?" where there is no
-# figure.  One process
-# changes no owner: its row has scripts per acquisition only.
+# figure.  One process changes no owner: its row has scripts per
+# acquisition only.
 function w7_plot(    i, j, k, c, l, row) {
     w7_collect()
     for (i = 1; i <= w7_nn; i++) {
