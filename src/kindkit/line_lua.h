@@ -206,9 +206,21 @@
     "    keep_key(KEYS[4], " ms ")\n"                                       \
     "    keep_key(KEYS[5], " ms ")\n"
 
-/* In a refused attempt: join the line at its end, or renew the place. */
+/* In a refused attempt: join the line at its end, or renew the place.
+ * The script declares the local first before, nil; a client that comes
+ * to the end of the line was nowhere in it (it had no place, so no entry
+ * either), and is first only in a line of one, which this sets: the line
+ * need not be read again (HL_LUA_LINE_FIRST). */
 #define HL_LUA_LINE_JOIN(ms)                                                \
-    HL_LUA_LINE_PLACE_THEN(ms, "      redis.call('rpush', KEYS[4], me)\n")
+    HL_LUA_LINE_PLACE_THEN(                                                 \
+        ms, "      first = redis.call('rpush', KEYS[4], me) == 1\n")
+
+/* After HL_LUA_LINE_JOIN, or where the attempt kept no place: the local
+ * first becomes whether me is first in line. */
+#define HL_LUA_LINE_FIRST                                                   \
+    "if first == nil then\n"                                                \
+    "  first = redis.call('lindex', KEYS[4], '0') == me\n"                  \
+    "end\n"
 
 /* In an attempt about to grant a first hold (when the Lua condition
  * cond holds), keep being the argument that says how long the client

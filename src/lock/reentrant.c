@@ -94,16 +94,11 @@
  * plus 2 when the lock is free but promised, pttl then being the
  * promise's, plus 4 when the wish was recorded), {2} when the attempt was
  * voided. */
-#define ACQUIRE_LUA(delay_arg, wish_first, wish_join, drop_stale)           \
+#define ACQUIRE_LUA(delay_arg, probe, wish_first, wish_join, drop_stale)    \
     HL_LUA_FOREIGN HL_LUA_TOKEN HL_LUA_HOLD_CHECK                           \
     "if redis.call('sismember', KEYS[3], ARGV[5]) == 1 then return {2} end\n" \
     "local delay = " delay_arg "\n"                                          \
-    /* Free, promised to nobody and in no delay, the common case, in one   \
-     * call; the hash is read only where something exists, whole: its one \
-     * field tells a reentry and a refusal by another owner of this        \
-     * client alike. */                                                    \
-    "local busy = redis.call('exists', KEYS[1], KEYS[6], KEYS[7]) > 0\n"     \
-    "local holds = busy and redis.call('hgetall', KEYS[1]) or {}\n"          \
+    probe                                                                   \
     "local held = false\n"                                                   \
     "for i = 1, #holds, 2 do\n"                                              \
     "  if holds[i] == ARGV[2] then held = holds[i + 1] break end\n"          \
@@ -135,8 +130,9 @@
     "      1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ") == me then\n"                \
     drop_stale "    return {0, ttl, 0}\n"                                    \
     "  end\n"                                                                \
+    "  local first\n"                                                       \
     "  if ARGV[6] ~= '0' then\n" HL_LUA_LINE_JOIN("ARGV[6]") "  end\n"     \
-    "  local first = redis.call('lindex', KEYS[4], '0') == me\n"            \
+    HL_LUA_LINE_FIRST                                                       \
     "  if ARGV[6] ~= '0' then\n" wish_join "  end\n"                        \
     drop_stale "  return {0, ttl, (first and 1 or 0) + kept + wanted}\n"    \
     "end\n"                                                                  \
@@ -148,6 +144,24 @@
     KEEP_DELAY                                                              \
     "return {1, count, token(KEYS[2], count)}\n"
 
+/* The probe of an attempt: busy, whether anything exists at the name, the
+ * promise or the delay key, and holds, the hash at the name, read whole
+ * (its one field tells a reentry and a refusal by another owner of this
+ * client alike).  An attempt that makes no wish most often finds the
+ * lock free, promised to nobody and in no delay, which one call tells;
+ * the hash is read only where something exists. */
+#define PROBE_FREE_FIRST                                                    \
+    "local busy = redis.call('exists', KEYS[1], KEYS[6], KEYS[7]) > 0\n"     \
+    "local holds = busy and redis.call('hgetall', KEYS[1]) or {}\n"
+
+/* An attempt that makes a wish comes where the lock was contended lately,
+ * and most often finds it held, which its holds tell without the call
+ * above. */
+#define PROBE_HELD_FIRST                                                    \
+    "local holds = redis.call('hgetall', KEYS[1])\n"                         \
+    "local busy = #holds > 0 or\n"                                           \
+    "             redis.call('exists', KEYS[6], KEYS[7]) > 0\n"
+
 /* A holder with a delay has its delay key expire that long after the
  * lease it just set.  Inline, not a function: a function would be made
  * on every call, by clients without a delay too. */
@@ -157,7 +171,8 @@
     "             tonumber(ARGV[1]) + tonumber(delay))\n"                   \
     "end\n"
 
-static const char acquire_lua[] = ACQUIRE_LUA("ARGV[8]", "", "", "");
+static const char acquire_lua[] =
+    ACQUIRE_LUA("ARGV[8]", PROBE_FREE_FIRST, "", "", "");
 
 /* The lean form (hl_attempt_args.lean): the grant of a first hold on a
  * lock nobody touches, the most common call by far, in the fewest keys,
@@ -183,7 +198,7 @@ static const char acquire_lean_lua[] =
  * this attempt's, for the whole lease from now; any other wish or grant
  * of the field's is stale.  A refused attempt then records its wish. */
 static const char acquire_wish_lua[] = ACQUIRE_LUA(
-    "ARGV[10]",
+    "ARGV[10]", PROBE_HELD_FIRST,
     "local w = redis.call('hget', KEYS[8], me)\n"
     "if w and held and ARGV[9] ~= '' and\n"
     "    w == 'g ' .. ARGV[9] .. ' ' .. ARGV[2] then\n"

@@ -190,12 +190,12 @@ static const char read_acquire_lua[] =
     "local wf = ARGV[2] .. " WRITE_SUFFIX "\n"                              \
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"  \
     wish_first                                                              \
-    "local refused = hold_refused(KEYS[1], redis.call('hget', KEYS[1], wf))\n" \
-    "                or token_refused(KEYS[2])\n"                            \
+    "local mine = redis.call('hget', KEYS[1], wf)\n"                        \
+    "local refused = hold_refused(KEYS[1], mine) or token_refused(KEYS[2])\n" \
     "if refused then\n" drop_stale "  return refused\n"                     \
     "end\n"                                                                 \
     "local mode = redis.call('hget', KEYS[1], " MODE ")\n"                  \
-    "if mode == " WRITE " and redis.call('hexists', KEYS[1], wf) == 1 then\n" \
+    "if mode == " WRITE " and mine then\n"                                  \
     "  local n = redis.call('hincrby', KEYS[1], wf, '1')\n"                 \
     "  extend(KEYS[1], ARGV[1])\n"                                          \
     drop_stale "  return {1, n, token(KEYS[2], n)}\n"                       \
@@ -247,8 +247,9 @@ static const char read_acquire_lua[] =
     "  end\n"                                                               \
     "end\n"                                                                 \
     "local ttl = redis.call('pttl', kept == 2 and KEYS[6] or KEYS[1])\n"    \
+    "local first\n"                                                         \
     "if ARGV[6] ~= '0' then\n" HL_LUA_LINE_JOIN("ARGV[6]") "end\n"         \
-    "local first = redis.call('lindex', KEYS[4], '0') == me\n"              \
+    HL_LUA_LINE_FIRST                                                       \
     "if ARGV[6] ~= '0' then\n" wish_join "end\n"                            \
     drop_stale "return {0, ttl, (first and 1 or 0) + kept + wanted}\n"
 

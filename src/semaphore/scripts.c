@@ -220,8 +220,10 @@
  * reentrant lock's (1: first in line, plus kept, 2 when the permits are
  * promised to another client). */
 #define SEM_LUA_REFUSED(wait)                                               \
+    "  local first\n"                                                       \
     "  if " wait " ~= '0' then\n" HL_LUA_LINE_JOIN(wait) "  end\n"          \
-    "  local how = (redis.call('lindex', KEYS[4], '0') == me and 1 or 0) +\n" \
+    HL_LUA_LINE_FIRST                                                       \
+    "  local how = (first and 1 or 0) +\n"                                  \
     "              kept\n"
 
 /* Whether the permits are promised to a client other than me (kept 2);
