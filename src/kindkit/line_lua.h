@@ -195,25 +195,32 @@
  * keep the line's keys that long.  Defines what it needs in the block it
  * is in, so that attempts that keep no place pay nothing for it. */
 #define HL_LUA_LINE_PLACE(ms)                                               \
-    HL_LUA_LINE_PLACE_THEN(ms, "")
-/* The same, with then a Lua block run when the place is new: the client
- * had none, so it is not in line either. */
-#define HL_LUA_LINE_PLACE_THEN(ms, then)                                    \
     HL_LUA_NOW HL_LUA_KEEP                                                  \
-    "    if redis.call('zadd', KEYS[5], now_ms() + " ms ", me) == 1 then\n" \
-    then                                                                    \
-    "    end\n"                                                             \
+    "    redis.call('zadd', KEYS[5], now_ms() + " ms ", me)\n"              \
     "    keep_key(KEYS[4], " ms ")\n"                                       \
     "    keep_key(KEYS[5], " ms ")\n"
 
 /* In a refused attempt: join the line at its end, or renew the place.
- * The script declares the local first before, nil; a client that comes
- * to the end of the line was nowhere in it (it had no place, so no entry
- * either), and is first only in a line of one, which this sets: the line
- * need not be read again (HL_LUA_LINE_FIRST). */
+ * The script declares the local first before, nil.  A client whose place
+ * is new had none, so it had no entry in the line either (every script
+ * that takes a client out of one takes it out of the other), and it is
+ * first only in a line of one, which this sets: the line need not be
+ * read again (HL_LUA_LINE_FIRST).  A line of one was made just now, and
+ * the places hold no live place besides: their expiries are set without
+ * asking what they were, which spares the common line of two processes
+ * two calls a hand-off. */
 #define HL_LUA_LINE_JOIN(ms)                                                \
-    HL_LUA_LINE_PLACE_THEN(                                                 \
-        ms, "      first = redis.call('rpush', KEYS[4], me) == 1\n")
+    HL_LUA_NOW HL_LUA_KEEP                                                  \
+    "    if redis.call('zadd', KEYS[5], now_ms() + " ms ", me) == 1 then\n" \
+    "      first = redis.call('rpush', KEYS[4], me) == 1\n"                 \
+    "    end\n"                                                             \
+    "    if first then\n"                                                   \
+    "      redis.call('pexpire', KEYS[4], 2 * tonumber(" ms "))\n"          \
+    "      redis.call('pexpire', KEYS[5], 2 * tonumber(" ms "))\n"          \
+    "    else\n"                                                            \
+    "      keep_key(KEYS[4], " ms ")\n"                                     \
+    "      keep_key(KEYS[5], " ms ")\n"                                     \
+    "    end\n"
 
 /* After HL_LUA_LINE_JOIN, or where the attempt kept no place: the local
  * first becomes whether me is first in line. */
