@@ -98,7 +98,9 @@
  * in line, which its wish says by its letter, "W" (HL_LUA_WISH_LEAD),
  * while it lives: a client whose own channel has no subscriber died, and
  * the one subscriber there is someone else's waiter, which must hear of
- * the release rather than wait out the ttl it last read.
+ * the release rather than wait out the ttl it last read.  One NUMSUB
+ * counts both channels: c's is read even where the other count alone
+ * decides, which costs less than a second call where it does not.
  * With _BESIDE, ours is a Lua expression, with c and listens (whether
  * c's wish says c listens there) in scope: how many of the other
  * subscribers there are clients of ours that wait for nothing a grant
@@ -111,10 +113,10 @@
     "  local w = " may " == '1' and redis.call('hget', " wishes ", c)\n"    \
     "  local listens = w and string.sub(w, 1, 1) == 'W'\n"                 \
     "  if w then\n"                                                         \
-    "    local n = redis.call('pubsub', 'numsub', " foreign ")[2] - (" ours \
-    ")\n"                                                                   \
-    "    if n > 1 or (n == 1 and not (listens and redis.call('pubsub',\n"   \
-    "        'numsub', wake .. ':' .. c)[2] > 0)) then\n"                  \
+    "    local subs = redis.call('pubsub', 'numsub', " foreign ",\n"        \
+    "                            wake .. ':' .. c)\n"                       \
+    "    local n = subs[2] - (" ours ")\n"                                  \
+    "    if n > 1 or (n == 1 and not (listens and subs[4] > 0)) then\n"    \
     "      w = false\n"                                                     \
     "    end\n"                                                             \
     "  end\n"                                                               \
@@ -143,6 +145,24 @@
  * space after it, "W " when the attempt's answer tells me it is first in
  * line, so that it listens on the other libraries' channel, else "w ". */
 #define HL_LUA_WISH_LEAD "(first and 'W ' or 'w ')"
+
+/* A wish-form attempt's stale entry, the older wish or grant of its field
+ * ARGV[2] in the hash of its client me: the attempt reads the entry up
+ * front only where it may claim a grant (its acquire knows of a recorded
+ * wish), and sets the local stale from what it read, nil where it read
+ * nothing.  A refused attempt that records its wish overwrites the entry
+ * and sets stale false, so the contended attempt, the common one, reads
+ * it no more; HL_LUA_WISH_DROP_STALE, before every other answer, reads
+ * it if still unknown and deletes it when it is the field's. */
+#define HL_LUA_WISH_STALE(w)                                                \
+    "local stale = " w " and string.sub(" w ", -#ARGV[2] - 1) == ' ' ..\n"  \
+    "              ARGV[2]\n"
+#define HL_LUA_WISH_DROP_STALE(wishes)                                      \
+    "if stale == nil then\n"                                                \
+    "  local v = redis.call('hget', " wishes ", me)\n"                      \
+    "  stale = v and string.sub(v, -#ARGV[2] - 1) == ' ' .. ARGV[2]\n"      \
+    "end\n"                                                                 \
+    "if stale then redis.call('hdel', " wishes ", me) end\n"
 
 /* Whether the wish w was recorded by the attempt named by nonce. */
 #define HL_LUA_WISH_OF(w, nonce)                                            \
@@ -191,14 +211,25 @@
     "  announce(ch, msg)\n"                                                 \
     "end\n"
 
+/* Keep a line (the Lua expression line) and its places (alive) for at
+ * least ms, as HL_LUA_KEEP keeps a key: every script that extends one
+ * extends the other to the same expiry, so the line's time left stands
+ * for both, and one call reads it where two did.  Were the places to
+ * run out first all the same, their clients would count as gone and
+ * join again at their next attempt, as after any lost place. */
+#define HL_LUA_LINE_KEEP(line, alive, ms)                                   \
+    "    if redis.call('pttl', " line ") < tonumber(" ms ") then\n"         \
+    "      redis.call('pexpire', " line ", 2 * tonumber(" ms "))\n"         \
+    "      redis.call('pexpire', " alive ", 2 * tonumber(" ms "))\n"        \
+    "    end\n"
+
 /* In an attempt: set the client's (me's) place to run out in ms, and
  * keep the line's keys that long.  Defines what it needs in the block it
  * is in, so that attempts that keep no place pay nothing for it. */
 #define HL_LUA_LINE_PLACE(ms)                                               \
-    HL_LUA_NOW HL_LUA_KEEP                                                  \
+    HL_LUA_NOW                                                              \
     "    redis.call('zadd', KEYS[5], now_ms() + " ms ", me)\n"              \
-    "    keep_key(KEYS[4], " ms ")\n"                                       \
-    "    keep_key(KEYS[5], " ms ")\n"
+    HL_LUA_LINE_KEEP("KEYS[4]", "KEYS[5]", ms)
 
 /* In a refused attempt: join the line at its end, or renew the place.
  * The script declares the local first before, nil.  A client whose place
@@ -210,7 +241,7 @@
  * asking what they were, which spares the common line of two processes
  * two calls a hand-off. */
 #define HL_LUA_LINE_JOIN(ms)                                                \
-    HL_LUA_NOW HL_LUA_KEEP                                                  \
+    HL_LUA_NOW                                                              \
     "    if redis.call('zadd', KEYS[5], now_ms() + " ms ", me) == 1 then\n" \
     "      first = redis.call('rpush', KEYS[4], me) == 1\n"                 \
     "    end\n"                                                             \
@@ -218,8 +249,7 @@
     "      redis.call('pexpire', KEYS[4], 2 * tonumber(" ms "))\n"          \
     "      redis.call('pexpire', KEYS[5], 2 * tonumber(" ms "))\n"          \
     "    else\n"                                                            \
-    "      keep_key(KEYS[4], " ms ")\n"                                     \
-    "      keep_key(KEYS[5], " ms ")\n"                                     \
+    HL_LUA_LINE_KEEP("KEYS[4]", "KEYS[5]", ms)                              \
     "    end\n"
 
 /* After HL_LUA_LINE_JOIN, or where the attempt kept no place: the local

@@ -199,17 +199,17 @@ static const char acquire_lean_lua[] =
  * of the field's is stale.  A refused attempt then records its wish. */
 static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "ARGV[10]", PROBE_HELD_FIRST,
-    "local w = redis.call('hget', KEYS[8], me)\n"
-    "if w and held and ARGV[9] ~= '' and\n"
-    "    w == 'g ' .. ARGV[9] .. ' ' .. ARGV[2] then\n"
-    "  redis.call('hdel', KEYS[8], me)\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "local w\n"
+    "if held and ARGV[9] ~= '' then\n"
+    "  w = redis.call('hget', KEYS[8], me)\n"
+    "  if w == 'g ' .. ARGV[9] .. ' ' .. ARGV[2] then\n"
+    "    redis.call('hdel', KEYS[8], me)\n"
+    "    redis.call('pexpire', KEYS[1], ARGV[1])\n"
     KEEP_DELAY
-    "  return {1, tonumber(held), 0}\n"
+    "    return {1, tonumber(held), 0}\n"
+    "  end\n"
     "end\n"
-    /* The field's older wish or grant goes on the way out, unless a new
-     * wish takes its entry: a contended attempt saves a call. */
-    "local stale = w and string.sub(w, -#ARGV[2] - 1) == ' ' .. ARGV[2]\n",
+    HL_LUA_WISH_STALE("w"),
     /* The delay rides in the wish, after the lease, so that a release
      * that grants the wish keeps the new holder's delay (HAND_TO_WISH). */
     "    if ARGV[8] == '1' then\n" HL_LUA_KEEP
@@ -220,7 +220,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "      keep_key(KEYS[8], ARGV[6])\n"
     "      stale, wanted = false, 4\n"
     "    end\n",
-    "if stale then redis.call('hdel', KEYS[8], me) end\n");
+    HL_LUA_WISH_DROP_STALE("KEYS[8]"));
 
 /* In a release's promise_next (HL_LUA_LINE_PROMISE_HANDING), with
  * ARGV[5] "1": the first client's wish in KEYS[7] gets the lock outright
@@ -253,7 +253,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
  * one lives and only holders with a delay write it, so its release names
  * none, as before the delay was. */
 #define RELEASE_LUA(on_still_held, del_freed, hand)                         \
-    HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS HL_LUA_NOW HL_LUA_KEEP       \
+    HL_LUA_ANNOUNCE HL_LUA_LINE_ANNOUNCE_OURS HL_LUA_NOW                    \
     HL_LUA_COUNT_DOWN                                                       \
     "if left > 0 then\n"                                                    \
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"                           \
@@ -278,8 +278,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "    redis.call('zadd', KEYS[4], 'nx', now_ms() + tonumber(ARGV[4]), me)\n" \
     "        == 1 then\n"                                                   \
     "  redis.call('rpush', KEYS[3], me)\n"                                  \
-    "  keep_key(KEYS[3], ARGV[4])\n"                                        \
-    "  keep_key(KEYS[4], ARGV[4])\n"                                        \
+    HL_LUA_LINE_KEEP("KEYS[3]", "KEYS[4]", "ARGV[4]")                       \
     "end\n"                                                                 \
     "return answer(-3)\n"
 

@@ -262,23 +262,24 @@ static const char write_acquire_lua[] = WRITE_ACQUIRE_LUA("", "", "");
  * records its wish, "w <nonce> <lease> <field>" (HL_LUA_WISH_LEAD), which
  * a release that frees the lock grants (HAND_TO_WISH). */
 static const char write_acquire_wish_lua[] = WRITE_ACQUIRE_LUA(
-    "local w = redis.call('hget', KEYS[7], me)\n"
-    "if w and ARGV[9] ~= '' and w == 'g ' .. ARGV[9] .. ' ' .. ARGV[2] and\n"
-    "    redis.call('hexists', KEYS[1], wf) == 1 then\n"
-    "  redis.call('hdel', KEYS[7], me)\n"
-    "  extend(KEYS[1], ARGV[1])\n"
-    "  return {1, tonumber(redis.call('hget', KEYS[1], wf)), 0}\n"
+    "local w\n"
+    "if ARGV[9] ~= '' then\n"
+    "  w = redis.call('hget', KEYS[7], me)\n"
+    "  if w == 'g ' .. ARGV[9] .. ' ' .. ARGV[2] and\n"
+    "      redis.call('hexists', KEYS[1], wf) == 1 then\n"
+    "    redis.call('hdel', KEYS[7], me)\n"
+    "    extend(KEYS[1], ARGV[1])\n"
+    "    return {1, tonumber(redis.call('hget', KEYS[1], wf)), 0}\n"
+    "  end\n"
     "end\n"
-    /* The field's older wish or grant goes on the way out, unless a new
-     * wish takes its entry: a contended attempt saves a call. */
-    "local stale = w and string.sub(w, -#ARGV[2] - 1) == ' ' .. ARGV[2]\n",
+    HL_LUA_WISH_STALE("w"),
     "    if ARGV[8] == '1' then\n" HL_LUA_KEEP
     "      redis.call('hset', KEYS[7], me, " HL_LUA_WISH_LEAD " ..\n"
     "                 ARGV[5] .. ' ' .. ARGV[1] .. ' ' .. ARGV[2])\n"
     "      keep_key(KEYS[7], ARGV[6])\n"
     "      stale, wanted = false, 4\n"
     "    end\n",
-    "if stale then redis.call('hdel', KEYS[7], me) end\n");
+    HL_LUA_WISH_DROP_STALE("KEYS[7]"));
 
 /* In a release's promise_next, with ARGV[4] "1": the first writer client's
  * wish in KEYS[7] gets the write lock outright (HL_LUA_LINE_HAND_TO_WISH),
