@@ -40,6 +40,10 @@ static hl_lock_fixture fx;
 /* ---- the hand-off (support/line_handoff.h) ------------------------------ */
 
 CASE(test_release_hands_the_lock_over, hl_case_release_hands_over, "handoff")
+CASE(test_grant_record_goes_with_the_next_hold,
+     hl_case_grant_record_goes_with_next_hold, "grant-record")
+CASE(test_line_and_places_kept_together, hl_case_line_keys_kept_together,
+     "kept-line")
 CASE(test_lost_grant_message_is_claimed, hl_case_lost_grant_claimed,
      "unheard")
 CASE(test_gone_waiter_gives_its_grant_back, hl_case_gone_waiter_gives_back,
@@ -71,6 +75,8 @@ int main(void)
 #define T(fn) hl_lock_test(fn, &fx)
     const struct CMUnitTest tests[] = {
         T(test_release_hands_the_lock_over),
+        T(test_grant_record_goes_with_the_next_hold),
+        T(test_line_and_places_kept_together),
         T(test_lost_grant_message_is_claimed),
         T(test_gone_waiter_gives_its_grant_back),
         T(test_dead_client_grant_runs_out_with_its_place),

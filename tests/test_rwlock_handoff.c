@@ -324,6 +324,10 @@ static void test_java_waiter_beside_promised_handoffs_is_told(void **state)
 
 CASE(test_write_release_hands_the_lock_over, hl_case_release_hands_over,
      "wh")
+CASE(test_grant_record_goes_with_the_next_hold,
+     hl_case_grant_record_goes_with_next_hold, "w-grant-record")
+CASE(test_line_and_places_kept_together, hl_case_line_keys_kept_together,
+     "w-kept-line")
 CASE(test_lost_grant_message_is_claimed, hl_case_lost_grant_claimed,
      "w-unheard")
 CASE(test_gone_writer_gives_its_grant_back, hl_case_gone_waiter_gives_back,
@@ -358,6 +362,8 @@ int main(void)
         T(test_java_waiter_beside_our_readers_is_told),
         T(test_our_readers_sleep_through_promised_handoffs),
         T(test_java_waiter_beside_promised_handoffs_is_told),
+        T(test_grant_record_goes_with_the_next_hold),
+        T(test_line_and_places_kept_together),
         T(test_lost_grant_message_is_claimed),
         T(test_gone_writer_gives_its_grant_back),
         T(test_dead_client_grant_runs_out_with_its_place),

@@ -196,6 +196,96 @@ void hl_case_release_hands_over(hl_redis_server *s, const hl_line_kind *k,
     hl_free_client(h);
 }
 
+/* The grantee lets go with nobody waiting and takes the free lock again:
+ * that attempt, which records no wish, drops the grant the release left
+ * under its client. */
+void hl_case_grant_record_goes_with_next_hold(hl_redis_server *s,
+                                              const hl_line_kind *k,
+                                              const char *name)
+{
+    const hl_client_opts wopts = {.waiter_ms = 2000};
+    hilock_client *h = hl_new_client(s, NULL);
+    hilock_client *w = hl_new_client(s, &wopts);
+    hilock_lock *lh = k->make(h, name);
+    hilock_lock *lw = k->make(w, name);
+    static hl_acquire_rec rec, again;
+
+    assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
+    hl_wait_in_line(w, lw, OWNER, &rec, NULL);
+    (void)hl_expect_wish(s, k->keys, name, w, OWNER);
+    assert_status(hilock_lock_release(lh), HILOCK_OK);
+    assert_status(hl_expect_acquire(&rec), HILOCK_OK);
+    assert_int_equal(hl_handed_to(w), 1);
+    assert_int_equal(hl_read_wish(s, k->keys, name, hilock_client_id(w)).kind,
+                     'g');
+
+    assert_int_equal(hl_release_one(lw, OWNER), 0);
+    assert_int_equal(hl_raw_exists(s, name), 0);
+    hl_acquire_rec_init(&again, w);
+    assert_status(hilock_lock_acquire_async(lw, OWNER, HILOCK_WAIT_FOREVER,
+                                            HILOCK_LEASE_WATCHDOG, 0,
+                                            hl_record_acquire, &again, NULL),
+                  HILOCK_OK);
+    assert_status(hl_expect_acquire(&again), HILOCK_OK);
+    assert_int_equal(again.got.hold_count, 1);
+    assert_int_equal(hl_read_wish(s, k->keys, name, hilock_client_id(w)).kind,
+                     0);
+    assert_int_equal(hl_release_one(lw, OWNER), 0);
+    hl_free_lock(lw);
+    hl_free_lock(lh);
+    hl_free_client(w);
+    hl_free_client(h);
+}
+
+/* Three clients wait behind a holder, with places of 1.5 s, so each
+ * attempt that renews a place comes within 0.5 s; the line's keys are cut
+ * by hand to 1.4 s, less than a place, which the next renewing attempt
+ * finds too short: it keeps the line and its places alike, for twice a
+ * place, and nobody's place is lost. */
+void hl_case_line_keys_kept_together(hl_redis_server *s,
+                                     const hl_line_kind *k, const char *name)
+{
+    const hl_client_opts wopts = {.waiter_ms = 1500};
+    hilock_client *h = hl_new_client(s, NULL);
+    hilock_lock *lh = k->make(h, name);
+    hilock_client *w[3];
+    hilock_lock *lw[3];
+    static hl_acquire_rec rec[3];
+    key_buf line = key_of(k->keys->line, name);
+    key_buf alive = key_of(k->keys->alive, name);
+
+    assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
+    for (int i = 0; i < 3; i++) {
+        w[i] = hl_new_client(s, &wopts);
+        lw[i] = k->make(w[i], name);
+        hl_wait_in_line(w[i], lw[i], OWNER, &rec[i], NULL);
+    }
+    assert_int_equal(hl_raw_int(s, "LLEN", line.s, (char *)NULL), 3);
+    assert_int_equal(hl_raw_int(s, "ZCARD", alive.s, (char *)NULL), 3);
+    (void)hl_raw_int(s, "PEXPIRE", line.s, "1400", (char *)NULL);
+    (void)hl_raw_int(s, "PEXPIRE", alive.s, "1400", (char *)NULL);
+
+    if (!hl_wait_pttl_above(s, line.s, 1500, hl_widen(3000)))
+        fail_msg("the line was not kept: PTTL %lld", hl_raw_pttl(s, line.s));
+    long long kept = hl_raw_pttl(s, alive.s);
+    if (kept <= 1500)
+        fail_msg("the line was kept and its places not: PTTL %lld", kept);
+    assert_int_equal(hl_raw_int(s, "ZCARD", alive.s, (char *)NULL), 3);
+
+    assert_status(hilock_lock_release(lh), HILOCK_OK);
+    /* In the order of the line. */
+    for (int i = 0; i < 3; i++) {
+        assert_status(hl_expect_acquire(&rec[i]), HILOCK_OK);
+        assert_int_equal(hl_release_one(lw[i], OWNER), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        hl_free_lock(lw[i]);
+        hl_free_client(w[i]);
+    }
+    hl_free_lock(lh);
+    hl_free_client(h);
+}
+
 /* The waiter's next attempt comes within a third of its waiter timeout
  * (3 s). */
 void hl_case_lost_grant_claimed(hl_redis_server *s, const hl_line_kind *k,

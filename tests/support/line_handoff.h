@@ -33,6 +33,17 @@ extern const hl_line_kind hl_writers_line;   /* hl_new_write_lock */
 void hl_case_release_hands_over(hl_redis_server *s, const hl_line_kind *k,
                                 const char *name);
 
+/* The grant a release records for a waiter goes with that client's next
+ * hold of the free lock. */
+void hl_case_grant_record_goes_with_next_hold(hl_redis_server *s,
+                                              const hl_line_kind *k,
+                                              const char *name);
+
+/* A line and its places are kept alive together by the attempts that
+ * renew places. */
+void hl_case_line_keys_kept_together(hl_redis_server *s,
+                                     const hl_line_kind *k, const char *name);
+
 /* A grant whose message is lost is claimed by the waiter's next attempt,
  * counted once and for the whole lease. */
 void hl_case_lost_grant_claimed(hl_redis_server *s, const hl_line_kind *k,
