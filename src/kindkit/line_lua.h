@@ -43,7 +43,7 @@
     "  while true do\n"                                                     \
     "    c = c or redis.call('lindex', line, '0')\n"                        \
     "    if not c then return false end\n"                                  \
-    "    local s = tonumber(redis.call('zscore', alive, c) or 0)\n"         \
+    "    local s = (redis.call('zscore', alive, c) or 0) + 0\n"            \
     "    if s > now then return c, math.min(s, now + 86400000) end\n"       \
     "    redis.call('lpop', line)\n"                                        \
     "    redis.call('zrem', alive, c)\n"                                    \
@@ -124,7 +124,7 @@
     "  if w then n, l, d, f = string.match(w, '" pattern "') end\n"         \
     "  if f and string.sub(f, 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ") == c\n"  \
     "      then\n"                                                          \
-    "    local ms = math.min(tonumber(l), math.ceil(s - now))\n"            \
+    "    local ms = math.min(l + 0, math.ceil(s - now))\n"                 \
     hold                                                                    \
     "    redis.call('hset', " wishes ", c, 'g ' .. n .. ' ' .. f)\n"        \
     "    redis.call('lrem', line, '1', c)\n"                                \
@@ -218,9 +218,9 @@
  * run out first all the same, their clients would count as gone and
  * join again at their next attempt, as after any lost place. */
 #define HL_LUA_LINE_KEEP(line, alive, ms)                                   \
-    "    if redis.call('pttl', " line ") < tonumber(" ms ") then\n"         \
-    "      redis.call('pexpire', " line ", 2 * tonumber(" ms "))\n"         \
-    "      redis.call('pexpire', " alive ", 2 * tonumber(" ms "))\n"        \
+    "    if redis.call('pttl', " line ") < " ms " + 0 then\n"              \
+    "      redis.call('pexpire', " line ", 2 * " ms ")\n"                   \
+    "      redis.call('pexpire', " alive ", 2 * " ms ")\n"                  \
     "    end\n"
 
 /* In an attempt: set the client's (me's) place to run out in ms, and
@@ -246,8 +246,8 @@
     "      first = redis.call('rpush', KEYS[4], me) == 1\n"                 \
     "    end\n"                                                             \
     "    if first then\n"                                                   \
-    "      redis.call('pexpire', KEYS[4], 2 * tonumber(" ms "))\n"          \
-    "      redis.call('pexpire', KEYS[5], 2 * tonumber(" ms "))\n"          \
+    "      redis.call('pexpire', KEYS[4], 2 * " ms ")\n"                    \
+    "      redis.call('pexpire', KEYS[5], 2 * " ms ")\n"                    \
     "    else\n"                                                            \
     HL_LUA_LINE_KEEP("KEYS[4]", "KEYS[5]", ms)                              \
     "    end\n"

@@ -275,7 +275,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     /* Promised to another client: this one's waiters, which took no       \
      * place while it held, queue behind. */                               \
     "if ARGV[4] ~= '0' and\n"                                              \
-    "    redis.call('zadd', KEYS[4], 'nx', now_ms() + tonumber(ARGV[4]), me)\n" \
+    "    redis.call('zadd', KEYS[4], 'nx', now_ms() + ARGV[4], me)\n"      \
     "        == 1 then\n"                                                   \
     "  redis.call('rpush', KEYS[3], me)\n"                                  \
     HL_LUA_LINE_KEEP("KEYS[3]", "KEYS[4]", "ARGV[4]")                       \

@@ -122,7 +122,7 @@ static const char read_acquire_lua[] =
     "local me = string.sub(ARGV[2], 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ")\n"
     "local function refuse(ms)\n"
     "  if ARGV[6] ~= '0' then\n"
-    "    redis.call('zadd', KEYS[5], now_ms() + tonumber(ARGV[6]), me)\n"
+    "    redis.call('zadd', KEYS[5], now_ms() + ARGV[6], me)\n"
     HL_LUA_KEEP
     "    keep_key(KEYS[5], ARGV[6])\n"
     "  end\n"
