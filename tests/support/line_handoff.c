@@ -138,16 +138,58 @@ static void dead_client_in_line(hl_redis_server *s, const hl_line_kind *k,
     dead_client_wishing(s, k, name, place_ms, DEAD_WISH);
 }
 
+/* A holder's client and a waiting client whose places last 2 s, each
+ * with a handle on the lock. */
+typedef struct holder_and_waiter {
+    hilock_client *h, *w;
+    hilock_lock *lh, *lw;
+} holder_and_waiter;
+
+static holder_and_waiter holder_and_waiter_open(hl_redis_server *s,
+                                                const hl_line_kind *k,
+                                                const char *name)
+{
+    const hl_client_opts wopts = {.waiter_ms = 2000};
+    holder_and_waiter p;
+
+    p.h = hl_new_client(s, NULL);
+    p.w = hl_new_client(s, &wopts);
+    p.lh = k->make(p.h, name);
+    p.lw = k->make(p.w, name);
+    return p;
+}
+
+static void holder_and_waiter_close(holder_and_waiter *p)
+{
+    hl_free_lock(p->lw);
+    hl_free_lock(p->lh);
+    hl_free_client(p->w);
+    hl_free_client(p->h);
+}
+
+/* lh takes the lock and w's acquire on lw waits in line with a wish,
+ * which lh's release grants: the acquire (rec) holds, handed over. */
+static void hand_to_waiter(hl_redis_server *s, const hl_line_kind *k,
+                           const char *name, hilock_lock *lh,
+                           hilock_client *w, hilock_lock *lw,
+                           hl_acquire_rec *rec)
+{
+    assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
+    hl_wait_in_line(w, lw, OWNER, rec, NULL);
+    (void)hl_expect_wish(s, k->keys, name, w, OWNER);
+    assert_status(hilock_lock_release(lh), HILOCK_OK);
+    assert_status(hl_expect_acquire(rec), HILOCK_OK);
+    assert_int_equal(hl_handed_to(w), 1);
+}
+
 /* Before direct hand-offs, the woken waiter sent an acquire: 2 scripts.
  * The place is 2 s, where the lease is 30 s. */
 void hl_case_release_hands_over(hl_redis_server *s, const hl_line_kind *k,
                                 const char *name)
 {
-    const hl_client_opts wopts = {.waiter_ms = 2000};
-    hilock_client *h = hl_new_client(s, NULL);
-    hilock_client *w = hl_new_client(s, &wopts);
-    hilock_lock *lh = k->make(h, name);
-    hilock_lock *lw = k->make(w, name);
+    holder_and_waiter p = holder_and_waiter_open(s, k, name);
+    hilock_client *w = p.w;
+    hilock_lock *lh = p.lh, *lw = p.lw;
     static hl_acquire_rec rec;
     static hl_lost_rec lost;
 
@@ -190,10 +232,7 @@ void hl_case_release_hands_over(hl_redis_server *s, const hl_line_kind *k,
     /* The grantee's release frees the lock. */
     assert_int_equal(hl_release_one(lw, OWNER), 0);
     assert_int_equal(hl_raw_exists(s, name), 0);
-    hl_free_lock(lw);
-    hl_free_lock(lh);
-    hl_free_client(w);
-    hl_free_client(h);
+    holder_and_waiter_close(&p);
 }
 
 /* The grantee lets go with nobody waiting and takes the free lock again:
@@ -203,19 +242,12 @@ void hl_case_grant_record_goes_with_next_hold(hl_redis_server *s,
                                               const hl_line_kind *k,
                                               const char *name)
 {
-    const hl_client_opts wopts = {.waiter_ms = 2000};
-    hilock_client *h = hl_new_client(s, NULL);
-    hilock_client *w = hl_new_client(s, &wopts);
-    hilock_lock *lh = k->make(h, name);
-    hilock_lock *lw = k->make(w, name);
+    holder_and_waiter p = holder_and_waiter_open(s, k, name);
+    hilock_client *w = p.w;
+    hilock_lock *lh = p.lh, *lw = p.lw;
     static hl_acquire_rec rec, again;
 
-    assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
-    hl_wait_in_line(w, lw, OWNER, &rec, NULL);
-    (void)hl_expect_wish(s, k->keys, name, w, OWNER);
-    assert_status(hilock_lock_release(lh), HILOCK_OK);
-    assert_status(hl_expect_acquire(&rec), HILOCK_OK);
-    assert_int_equal(hl_handed_to(w), 1);
+    hand_to_waiter(s, k, name, lh, w, lw, &rec);
     assert_int_equal(hl_read_wish(s, k->keys, name, hilock_client_id(w)).kind,
                      'g');
 
@@ -231,10 +263,7 @@ void hl_case_grant_record_goes_with_next_hold(hl_redis_server *s,
     assert_int_equal(hl_read_wish(s, k->keys, name, hilock_client_id(w)).kind,
                      0);
     assert_int_equal(hl_release_one(lw, OWNER), 0);
-    hl_free_lock(lw);
-    hl_free_lock(lh);
-    hl_free_client(w);
-    hl_free_client(h);
+    holder_and_waiter_close(&p);
 }
 
 /* Three clients wait behind a holder, with places of 1.5 s, so each
@@ -406,12 +435,7 @@ void hl_case_wake_ups_beside_java(hl_redis_server *s, const hl_line_kind *k,
     key_buf channel = key_of(k->channel, name);
     char msg[16];
 
-    assert_status(hilock_lock_try_acquire(lh, 0, 30000), HILOCK_OK);
-    hl_wait_in_line(w, lw, OWNER, &rec, NULL);
-    (void)hl_expect_wish(s, k->keys, name, w, OWNER);
-    assert_status(hilock_lock_release(lh), HILOCK_OK);
-    assert_status(hl_expect_acquire(&rec), HILOCK_OK);
-    assert_int_equal(hl_handed_to(w), 1);
+    hand_to_waiter(s, k, name, lh, w, lw, &rec);
     hl_plain_sub *java = hl_plain_sub_open(s, channel.s);
     assert_true(java_attempt(s, k, name) > 0);
 
