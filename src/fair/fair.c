@@ -71,7 +71,7 @@
     "end\n"                                                                 \
     "local function place_end(tq, aq, w)\n"                                 \
     "  local s = redis.call('zscore', aq, w) or redis.call('zscore', tq, w)\n" \
-    "  return s and tonumber(s)\n"                                          \
+    "  return s and s + 0\n"                                                \
     "end\n"                                                                 \
     "local function wake_head(q, ch)\n"                                     \
     "  local head = redis.call('lindex', q, '0')\n"                         \
@@ -155,7 +155,7 @@
     "end\n"                                                                  \
     /* A waiter joins the line at its tail, or renews its place; a single  \
      * try (waiter timeout 0) does neither. */                             \
-    "local wt = tonumber(ARGV[6])\n"                                         \
+    "local wt = ARGV[6] + 0\n"                                               \
     "local wanted = 0\n"                                                     \
     "if wt > 0 then\n"                                                       \
     "  now = now or now_ms()\n"                                              \
@@ -178,7 +178,7 @@
     "  local at = now + wt\n"                                                \
     "  local b = before and redis.call('zscore', KEYS[3], before)\n"         \
     "  if b then\n"                                                          \
-    "    b = tonumber(b)\n"                                                  \
+    "    b = b + 0\n"                                                        \
     "    if not redis.call('zscore', KEYS[5], before) then\n"                \
     "      b = b + " HL_LAYOUT_FAIR_REDISSON_WAIT_MS_TEXT "\n"               \
     "    end\n"                                                              \
@@ -246,7 +246,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "local n, l, d\n"                                                       \
     "if w then n, l, d = string.match(w, '" pattern "') end\n"              \
     "if n then\n"                                                           \
-    "  local ms = math.min(tonumber(l), math.ceil(tonumber(s) - now))\n"    \
+    "  local ms = math.min(l + 0, math.ceil(s - now))\n"                    \
     "  redis.call('hset', KEYS[1], head, '1')\n"                            \
     "  redis.call('pexpire', KEYS[1], ms)\n"                                \
     delay_write                                                             \
@@ -288,9 +288,8 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "    local s = redis.call('zscore', aq, c)\n"                           \
     "    local ours = s ~= false\n"                                         \
     "    s = s or redis.call('zscore', tq, c)\n"                            \
-    "    if not s or tonumber(s) > now then\n"                              \
-    "      return c, ours, s and tonumber(s), dead\n"                       \
-    "    end\n"                                                             \
+    "    s = s and s + 0\n"                                                \
+    "    if not s or s > now then return c, ours, s, dead end\n"           \
     "    redis.call('lpop', q)\n"                                           \
     "    redis.call('zrem', tq, c)\n"                                       \
     "    redis.call('zrem', aq, c)\n"                                       \
