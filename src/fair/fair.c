@@ -288,8 +288,8 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "    local s = redis.call('zscore', aq, c)\n"                           \
     "    local ours = s ~= false\n"                                         \
     "    s = s or redis.call('zscore', tq, c)\n"                            \
-    "    s = s and s + 0\n"                                                \
-    "    if not s or s > now then return c, ours, s, dead end\n"           \
+    "    s = s and s + 0\n"                                                 \
+    "    if not s or s > now then return c, ours, s, dead end\n"            \
     "    redis.call('lpop', q)\n"                                           \
     "    redis.call('zrem', tq, c)\n"                                       \
     "    redis.call('zrem', aq, c)\n"                                       \

@@ -29,7 +29,7 @@
     "if cond_held and cond_held ~= '1' then return -5 end\n"                \
     "if cond_held then\n"                                                   \
     "  local t = redis.call('time')\n"                                      \
-    "  local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"                \
+    "  local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"                 \
     "  local wt = tonumber(ARGV[" wt "])\n"                                 \
     "  redis.call('rpush', KEYS[" line "], ARGV[" id "])\n"                 \
     "  redis.call('zadd', KEYS[" alive "], now + wt, ARGV[" id "])\n"       \

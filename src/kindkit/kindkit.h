@@ -170,7 +170,7 @@
 #define HL_LUA_KEEP                                                         \
     "local function keep_key(key, ms)\n"                                    \
     "  if redis.call('pttl', key) < ms + 0 then\n"                          \
-    "    redis.call('pexpire', key, 2 * ms)\n"                    \
+    "    redis.call('pexpire', key, 2 * ms)\n"                              \
     "  end\n"                                                               \
     "end\n"
 

@@ -43,7 +43,7 @@
     "  while true do\n"                                                     \
     "    c = c or redis.call('lindex', line, '0')\n"                        \
     "    if not c then return false end\n"                                  \
-    "    local s = (redis.call('zscore', alive, c) or 0) + 0\n"            \
+    "    local s = (redis.call('zscore', alive, c) or 0) + 0\n"             \
     "    if s > now then return c, math.min(s, now + 86400000) end\n"       \
     "    redis.call('lpop', line)\n"                                        \
     "    redis.call('zrem', alive, c)\n"                                    \
@@ -116,7 +116,7 @@
     "    local subs = redis.call('pubsub', 'numsub', " foreign ",\n"        \
     "                            wake .. ':' .. c)\n"                       \
     "    local n = subs[2] - (" ours ")\n"                                  \
-    "    if n > 1 or (n == 1 and not (listens and subs[4] > 0)) then\n"    \
+    "    if n > 1 or (n == 1 and not (listens and subs[4] > 0)) then\n"     \
     "      w = false\n"                                                     \
     "    end\n"                                                             \
     "  end\n"                                                               \
@@ -124,7 +124,7 @@
     "  if w then n, l, d, f = string.match(w, '" pattern "') end\n"         \
     "  if f and string.sub(f, 1, " HL_LAYOUT_CLIENT_ID_LEN_TEXT ") == c\n"  \
     "      then\n"                                                          \
-    "    local ms = math.min(l + 0, math.ceil(s - now))\n"                 \
+    "    local ms = math.min(l + 0, math.ceil(s - now))\n"                  \
     hold                                                                    \
     "    redis.call('hset', " wishes ", c, 'g ' .. n .. ' ' .. f)\n"        \
     "    redis.call('lrem', line, '1', c)\n"                                \
@@ -218,7 +218,7 @@
  * run out first all the same, their clients would count as gone and
  * join again at their next attempt, as after any lost place. */
 #define HL_LUA_LINE_KEEP(line, alive, ms)                                   \
-    "    if redis.call('pttl', " line ") < " ms " + 0 then\n"              \
+    "    if redis.call('pttl', " line ") < " ms " + 0 then\n"               \
     "      redis.call('pexpire', " line ", 2 * " ms ")\n"                   \
     "      redis.call('pexpire', " alive ", 2 * " ms ")\n"                  \
     "    end\n"

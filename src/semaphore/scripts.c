@@ -205,7 +205,7 @@
     "if stored and tonumber(stored) > 0 then\n"                             \
     "  local now = now_ms()\n"                                              \
     "  for _, c in ipairs(redis.call('lrange', KEYS[4], '0', '-1')) do\n"   \
-    "    local at = (redis.call('zscore', KEYS[5], c) or 0) + 0\n"         \
+    "    local at = (redis.call('zscore', KEYS[5], c) or 0) + 0\n"          \
     "    if c ~= me and at > now then\n"                                    \
     "      redis.call('set', KEYS[6], c, 'px',\n"                           \
     "                 math.ceil(math.min(at - now, 86400000)))\n"           \
