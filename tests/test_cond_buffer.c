@@ -95,6 +95,20 @@ static long long llen(hilock_client *c, const char *key)
     return n;
 }
 
+/* The count at key (INCRBY 0 reads it as a number, 0 when unset); -1
+ * when the server cannot say. */
+static long long count_at(hilock_client *c, const char *key)
+{
+    const char *argv[] = {"INCRBY", key, "0"};
+    hilock_reply *r = NULL;
+    long long n = -1;
+    if (hilock_client_command(c, 3, argv, NULL, &r) == HILOCK_OK &&
+        r->type == HILOCK_REPLY_INTEGER)
+        n = r->integer;
+    hilock_reply_free(r);
+    return n;
+}
+
 typedef struct side {
     hilock_client *client;
     hilock_lock *lock;
@@ -156,6 +170,18 @@ static bool wait_on(side *s, hilock_cond *cond, const char *counter,
  * producers find it full and wait. */
 #define SLOW_US 3000
 
+/* In the first half, a producer that made an item waits, a while at
+ * most, until a consumer has gone to wait for the next one (the count of
+ * such waits passes seen): consumers slower than SLOW_US, as under
+ * valgrind, would otherwise seldom find the buffer empty. */
+static void let_a_consumer_wait(side *s, long long seen)
+{
+    int64_t until = hl_now_ms() + hl_widen(1000);
+    while (count_at(s->client, "buf:waits:not-empty") <= seen &&
+           hl_now_ms() < until)
+        usleep(SLOW_US);
+}
+
 /* Release; a hold lost meanwhile is not an error here, the server's
  * sets are the judges. */
 static void unlock_it(side *s) { (void)hilock_lock_release(s->lock); }
@@ -169,6 +195,7 @@ static _Noreturn void producer(int n)
         char item[32];
         snprintf(item, sizeof item, "p%d-%d", n, k);
         lock_it(&s);
+        long long seen = count_at(s.client, "buf:waits:not-empty");
         for (;;) {
             long long len = llen(s.client, "buf:items");
             if (len >= BOUND) {
@@ -192,7 +219,7 @@ static _Noreturn void producer(int n)
         (void)hilock_cond_signal(s.not_empty, NULL);
         unlock_it(&s);
         if (k < PER_PRODUCER / 2)
-            usleep(SLOW_US);
+            let_a_consumer_wait(&s, seen);
     }
     _exit(0);
 }
