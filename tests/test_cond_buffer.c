@@ -83,30 +83,30 @@ static int eval(hilock_client *c, const char *script, const char *item,
     return rc;
 }
 
-static long long llen(hilock_client *c, const char *key)
+/* The integer a command answers; -1 when the server cannot say. */
+static long long int_reply(hilock_client *c, int argc,
+                           const char *const *argv)
 {
-    const char *argv[] = {"LLEN", key};
     hilock_reply *r = NULL;
     long long n = -1;
-    if (hilock_client_command(c, 2, argv, NULL, &r) == HILOCK_OK &&
+    if (hilock_client_command(c, argc, argv, NULL, &r) == HILOCK_OK &&
         r->type == HILOCK_REPLY_INTEGER)
         n = r->integer;
     hilock_reply_free(r);
     return n;
 }
 
-/* The count at key (INCRBY 0 reads it as a number, 0 when unset); -1
- * when the server cannot say. */
+static long long llen(hilock_client *c, const char *key)
+{
+    const char *argv[] = {"LLEN", key};
+    return int_reply(c, 2, argv);
+}
+
+/* The count at key (INCRBY 0 reads it as a number, 0 when unset). */
 static long long count_at(hilock_client *c, const char *key)
 {
     const char *argv[] = {"INCRBY", key, "0"};
-    hilock_reply *r = NULL;
-    long long n = -1;
-    if (hilock_client_command(c, 3, argv, NULL, &r) == HILOCK_OK &&
-        r->type == HILOCK_REPLY_INTEGER)
-        n = r->integer;
-    hilock_reply_free(r);
-    return n;
+    return int_reply(c, 3, argv);
 }
 
 typedef struct side {
