@@ -320,24 +320,6 @@ static void on_reply(void *data, int status, hilock_reply *reply)
     }
 }
 
-/* An error reply's copy, for the rider of a release that failed so. */
-static hilock_reply *error_copy(const hilock_reply *r)
-{
-    if (r == NULL || r->str == NULL)
-        return NULL;
-    hilock_reply *c = hl_calloc(1, sizeof *c);
-    if (c == NULL)
-        return NULL;
-    c->type = r->type;
-    c->len = r->len;
-    c->str = hl_memdup(r->str, r->len + 1);
-    if (c->str == NULL) {
-        hl_free(c);
-        return NULL;
-    }
-    return c;
-}
-
 /* The answer of a release that carried a waiter's attempt: {the
  * release's, the attempt's}.  The release ends first, as the server ran
  * them; when the attempt took the permits, the release wakes nobody. */
@@ -346,29 +328,8 @@ static void on_reply_with_rider(void *data, int status, hilock_reply *reply)
     sem_op *op = data;
     hl_acquire_op *rider = op->rider;
     op->rider = NULL;
-    bool ran = status == HILOCK_OK || status == HILOCK_ENOACK;
-    if (ran && reply != NULL && reply->type == HILOCK_REPLY_ARRAY &&
-        reply->elements == 2 &&
-        reply->element[1]->type == HILOCK_REPLY_ARRAY) {
-        hilock_reply *given = reply->element[0];
-        hilock_reply *taken = reply->element[1];
-        reply->elements = 0;
-        hilock_reply_free(reply);
-        op->rider_took = hl_ride_takes(rider, status, taken);
-        on_reply(op, status, given);
-        hl_ride_answered(rider, status, taken);
-        return;
-    }
-    if (ran) {
-        /* Neither part can be read: both ran, or neither did, as far as
-         * the client can tell. */
-        status = hl_fail(HILOCK_EPROTO,
-                         "unexpected reply to a semaphore release that "
-                         "carried a waiter's attempt");
-    }
-    hilock_reply *theirs = status == HILOCK_EREDIS ? error_copy(reply) : NULL;
-    on_reply(op, status, reply);
-    hl_ride_answered(rider, status, theirs);
+    hl_ride_reply(rider, status, reply, "semaphore release", on_reply, op,
+                  &op->rider_took);
 }
 
 /* Send the release with the rider's attempt a. */

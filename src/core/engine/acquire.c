@@ -1025,33 +1025,49 @@ static void send_attempt(hl_acquire_op *op)
 
 /* ---- an attempt riding on a release (ride.h) ---------------------------- */
 
-hl_acquire_op *hl_lock_ride(hilock_lock *lock, int64_t amount,
-                            hl_ride_send_fn *send, void *ctx, int *rc)
+/* The handle's oldest waiter listening on its own channel: the one a
+ * channel_per_owner kind's release most likely wakes. */
+static hl_acquire_op *oldest_listening(hilock_lock *lock)
 {
-    *rc = HILOCK_OK;
+    hl_acquire_op *op = lock->ops;
+    while (op != NULL && !(op->subscribed && op->state == HL_ACQUIRE_WAITING))
+        op = op->next;
+    return op;
+}
+
+/* The oldest idle waiter of the client's line on lock's name, as let_in
+ * picks: those in flight asked for permits freed before this release,
+ * and go their own way; the first idle one that asks for more than the
+ * release frees stops the walk, so that nobody behind it passes it. */
+static hl_acquire_op *next_in_line(hilock_lock *lock, int64_t amount)
+{
     hl_waiters *reg = lock->client != NULL ? lock->client->waiters : NULL;
     hl_aux_name ch;
-    if (reg == NULL || !lock->kind->in_line || lock->kind->reads_only ||
-        hl_lock_channel(lock, &ch) != 0)
+    if (reg == NULL || hl_lock_channel(lock, &ch) != 0)
         return NULL;
     hl_waiter *w = hl_waiters_head(reg, ch.s, ch.len);
     hl_aux_name_done(&ch);
-    /* The oldest idle waiter, as let_in picks: those in flight asked for
-     * permits freed before this release, and go their own way; the first
-     * idle one that asks for more than the release frees stops the walk,
-     * so that nobody behind it passes it. */
-    hl_acquire_op *op = NULL;
     for (; w != NULL && w->fn == on_wake; w = w->next) {
         hl_acquire_op *o = w->data;
         if (o->lock->kind != lock->kind || !lined(o))
             return NULL;
         if (o->state != HL_ACQUIRE_WAITING || w->trying)
             continue;
-        if (o->amount > amount)
-            return NULL;
-        op = o;
-        break;
+        return o->amount > amount ? NULL : o;
     }
+    return NULL;
+}
+
+hl_acquire_op *hl_lock_ride(hilock_lock *lock, int64_t amount,
+                            hl_ride_send_fn *send, void *ctx, int *rc)
+{
+    *rc = HILOCK_OK;
+    if (lock->client == NULL || lock->kind->reads_only)
+        return NULL;
+    hl_acquire_op *op = lock->kind->in_line ? next_in_line(lock, amount)
+                        : lock->kind->channel_per_owner
+                            ? oldest_listening(lock)
+                            : NULL;
     if (op == NULL || remaining(op) <= 0 || !hl_lock_usable(op->lock) ||
         !hl_turn_idle(op->lock, op->owner))
         return NULL;
@@ -1060,7 +1076,10 @@ hl_acquire_op *hl_lock_ride(hilock_lock *lock, int64_t amount,
     char field[HILOCK_CLIENT_ID_LEN + 22];
     prepare_attempt(op, &args, field, sizeof field);
     *rc = send(ctx, &args);
-    if (*rc != HILOCK_OK) {
+    bool carried = *rc == HILOCK_OK;
+    if (*rc == HL_RIDE_NOT_CARRIED)
+        *rc = HILOCK_OK;
+    if (!carried) {
         /* It waits on as it did; whatever woke it while it seemed to be
          * trying finds it idle again. */
         hl_turn_end(op->lock, &op->turn);
@@ -1086,6 +1105,55 @@ void hl_ride_answered(hl_acquire_op *op, int status, hilock_reply *reply)
     on_attempt_reply(op, status, reply);
 }
 
+/* An error reply's copy, for the rider of a request that failed so. */
+static hilock_reply *error_copy(const hilock_reply *r)
+{
+    if (r == NULL || r->str == NULL)
+        return NULL;
+    hilock_reply *c = hl_calloc(1, sizeof *c);
+    if (c == NULL)
+        return NULL;
+    c->type = r->type;
+    c->len = r->len;
+    c->str = hl_memdup(r->str, r->len + 1);
+    if (c->str == NULL) {
+        hl_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void hl_ride_reply(hl_acquire_op *rider, int status, hilock_reply *reply,
+                   const char *what, hl_request_fn *carrier, void *data,
+                   bool *took)
+{
+    bool ran = status == HILOCK_OK || status == HILOCK_ENOACK;
+    if (ran && reply != NULL && reply->type == HILOCK_REPLY_ARRAY &&
+        reply->elements == 2 &&
+        reply->element[1]->type == HILOCK_REPLY_ARRAY) {
+        hilock_reply *given = reply->element[0];
+        hilock_reply *taken = reply->element[1];
+        reply->elements = 0;
+        hilock_reply_free(reply);
+        if (took != NULL)
+            *took = hl_ride_takes(rider, status, taken);
+        carrier(data, status, given);
+        hl_ride_answered(rider, status, taken);
+        return;
+    }
+    if (ran) {
+        /* Neither part can be read: both ran, or neither did, as far as
+         * the client can tell. */
+        status = hl_fail(HILOCK_EPROTO,
+                         "unexpected reply to a %s that carried a waiter's "
+                         "attempt",
+                         what);
+    }
+    hilock_reply *theirs = status == HILOCK_EREDIS ? error_copy(reply) : NULL;
+    carrier(data, status, reply);
+    hl_ride_answered(rider, status, theirs);
+}
+
 bool hl_lock_hand_on(hilock_lock *lock)
 {
     if (!lock->kind->hand_on || lock->client == NULL)
@@ -1102,10 +1170,7 @@ bool hl_lock_hand_on(hilock_lock *lock)
      * the server's queue on it.  Guess that the oldest local waiter is that
      * head and let its attempt follow the release: the attempt's script
      * grants only to the head, so a wrong guess costs one request. */
-    hl_acquire_op *oldest = lock->ops;
-    while (oldest != NULL &&
-           !(oldest->subscribed && oldest->state == HL_ACQUIRE_WAITING))
-        oldest = oldest->next;
+    hl_acquire_op *oldest = oldest_listening(lock);
     if (oldest == NULL)
         return false;
     attempt(oldest);

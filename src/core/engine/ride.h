@@ -2,9 +2,11 @@
  * waiter of the same client asks for sends that waiter's attempt within
  * the release's own request, so the server runs both in one script and
  * the waiter hears its answer a round trip sooner, at the cost of one
- * request where there were two.  Only a line_per_client kind's waiters
- * ride (hl_kind.in_line): the client's oldest waiter on the name is the
- * one whose turn comes next, on whatever handle of the kind it waits.
+ * request where there were two.  A line_per_client kind's waiter rides
+ * (hl_kind.in_line): the client's oldest waiter on the name is the one
+ * whose turn comes next, on whatever handle of the kind it waits; so does
+ * a channel_per_owner kind's, the handle's oldest waiter, which the
+ * release most likely finds at the head of the server's line.
  * Loop thread only. */
 #ifndef HL_RIDE_H
 #define HL_RIDE_H
@@ -16,8 +18,11 @@
 #include "hilock/reply.h"
 
 /* Send a request that carries the attempt a (valid during the call
- * only); HILOCK_OK or an error, as a kind's attempt. */
+ * only); HILOCK_OK or an error, as a kind's attempt, or
+ * HL_RIDE_NOT_CARRIED when the request cannot carry a and nothing was
+ * sent (the caller then sends its request alone). */
 typedef int hl_ride_send_fn(void *ctx, const hl_attempt_args *a);
+#define HL_RIDE_NOT_CARRIED (-1)
 
 /* The oldest waiter of lock's client on lock's name, when it waits idle
  * for at most amount, on a handle of lock's kind, attempts through send.
@@ -42,5 +47,16 @@ bool hl_ride_takes(const hl_acquire_op *rider, int status,
  * answer goes first: a holder that the release let go is told so before
  * the next one hears of its grant, as the server ran them. */
 void hl_ride_answered(hl_acquire_op *rider, int status, hilock_reply *reply);
+
+/* The answer (owned) of a request that carried rider, as the server
+ * replies it, {the carrier's part, the rider's}: carrier gets its part
+ * with the request's status, then the rider its own (hl_ride_answered),
+ * *took (when not NULL) telling before carrier runs whether the rider
+ * took what it asked for.  An answer not so made fails both, the
+ * carrier with HILOCK_EPROTO (what names the request in the detail);
+ * the rider's attempt is then of unknown outcome. */
+void hl_ride_reply(hl_acquire_op *rider, int status, hilock_reply *reply,
+                   const char *what, hl_request_fn *carrier, void *data,
+                   bool *took);
 
 #endif
