@@ -34,6 +34,8 @@
 static hl_lock_fixture fx;
 
 #define OWNER 7
+/* A second owner of a handle whose calling thread holds: no thread's. */
+#define RIDER 1007
 
 /* A wish or a grant as the server keeps it under a waiter's field. */
 typedef struct wish {
@@ -370,6 +372,149 @@ static void test_wake_ups_both_ways_beside_java(void **state)
     hl_free_client(h);
 }
 
+/* ---- a waiter's attempt riding on a release ----------------------------- */
+
+/* Owner o's async acquire on lock of client c, with lease_ms, recorded in
+ * rec; returns once it was refused and waits idle on its channel. */
+static void wait_idle_in_line(hilock_client *c, hilock_lock *lock, uint64_t o,
+                              int64_t lease_ms, hl_acquire_rec *rec)
+{
+    hl_acquire_rec_init(rec, c);
+    assert_status(hilock_lock_acquire_async(lock, o, HILOCK_WAIT_FOREVER,
+                                            lease_ms, 0, hl_record_acquire,
+                                            rec, NULL),
+                  HILOCK_OK);
+    hl_expect_idle(c, lock, 1);
+}
+
+/* PUBLISH calls the server has run so far (INFO commandstats). */
+static long long publishes_run(void)
+{
+    char info[8192];
+    assert_true(hl_raw_bulk(fx.server, info, sizeof info, "INFO",
+                            "commandstats", (char *)NULL));
+    const char *at = strstr(info, "cmdstat_publish:calls=");
+    return at ? atoll(at + strlen("cmdstat_publish:calls=")) : 0;
+}
+
+/* Two owners of one handle: the release that frees the lock carries the
+ * waiting owner's attempt, which takes the lock in the same script as
+ * the head of the line, with no wake-up published for it.  Before, the
+ * release woke the head on its channel and the attempt was a script of
+ * its own: 2 scripts and a PUBLISH.  Both for a lease of the caller's
+ * (the waiter records no wish) and for the watchdog's (its wish goes with
+ * the grant). */
+static void expect_release_carries_attempt(const char *name,
+                                           int64_t lease_ms)
+{
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_lock *l = hl_new_fair_lock(c, name);
+    static hl_acquire_rec rec;
+    hl_value_rec rel;
+    char field[64], line[128];
+
+    snprintf(field, sizeof field, "%s:%d", hilock_client_id(c), RIDER);
+    snprintf(line, sizeof line, "redisson_lock_queue:{%s}", name);
+    hl_value_rec_init(&rel);
+    assert_status(hilock_lock_try_acquire(l, 0, 30000), HILOCK_OK);
+    wait_idle_in_line(c, l, RIDER, lease_ms, &rec);
+    if (lease_ms == HILOCK_LEASE_WATCHDOG)
+        assert_int_equal(read_wish(name, field).kind, 'w');
+
+    long long scripts = hl_scripts_run(fx.server);
+    long long published = publishes_run();
+    assert_status(hilock_lock_release(l), HILOCK_OK);
+    assert_status(hl_expect_acquire(&rec), HILOCK_OK);
+    assert_int_equal(rec.got.hold_count, 1);
+    assert_int_equal(hl_scripts_run(fx.server) - scripts, 1);
+    assert_int_equal(publishes_run() - published, 0);
+    assert_int_equal(hl_hold_of(fx.server, name, field), 1);
+    assert_int_equal(hl_raw_int(fx.server, "LLEN", line, (char *)NULL), 0);
+    assert_int_equal(read_wish(name, field).kind, 0);
+    long long ttl = hl_raw_pttl(fx.server, name);
+    if (ttl <= 20000)
+        fail_msg("the rider's hold lasts %lld ms on the server, where its "
+                 "lease is 30000",
+                 ttl);
+
+    assert_status(hilock_lock_release_async(l, RIDER, hl_record_value, &rel),
+                  HILOCK_OK);
+    assert_int_equal(hl_expect_value(&rel, HILOCK_OK), 0);
+    assert_int_equal(hl_raw_exists(fx.server, name), 0);
+    hl_free_lock(l);
+    hl_free_client(c);
+}
+
+static void test_release_carries_the_next_attempt(void **state)
+{
+    (void)state;
+    expect_release_carries_attempt("fair-ride", 30000);
+}
+
+static void test_release_carries_a_wishing_attempt(void **state)
+{
+    (void)state;
+    expect_release_carries_attempt("fair-ride-wish", HILOCK_LEASE_WATCHDOG);
+}
+
+/* The rider guessed wrong: another client's waiter heads the line, so
+ * the release hands the lock to it, and the rider's attempt, refused,
+ * keeps its place behind it, without taking the lock before its turn. */
+static void test_rider_behind_another_clients_waiter(void **state)
+{
+    hilock_client *c = hl_new_client(fx.server, NULL);
+    hilock_client *o = hl_new_client(fx.server, NULL);
+    hilock_lock *l = hl_new_fair_lock(c, "fair-ride-behind");
+    hilock_lock *lo = hl_new_fair_lock(o, "fair-ride-behind");
+    static hl_acquire_rec first, rider;
+    hl_value_rec rel;
+    char first_field[64], rider_field[64], line[2][64];
+
+    (void)state;
+    field_of(o, first_field, sizeof first_field);
+    snprintf(rider_field, sizeof rider_field, "%s:%d", hilock_client_id(c),
+             RIDER);
+    assert_status(hilock_lock_try_acquire(l, 0, 30000), HILOCK_OK);
+    wait_idle_in_line(o, lo, OWNER, 30000, &first);
+    wait_idle_in_line(c, l, RIDER, 30000, &rider);
+
+    assert_status(hilock_lock_release(l), HILOCK_OK);
+    assert_status(hl_expect_acquire(&first), HILOCK_OK);
+    /* The rider's refusal came back in the release's answer: it waits
+     * idle again, second no more, behind nobody but the holder. */
+    hl_expect_idle(c, l, 1);
+    assert_int_equal(atomic_load(&rider.calls), 0);
+    assert_int_equal(hl_hold_of(fx.server, "fair-ride-behind", first_field),
+                     1);
+    assert_int_equal(hl_hold_of(fx.server, "fair-ride-behind", rider_field),
+                     0);
+    assert_int_equal(hl_raw_int(fx.server, "LLEN",
+                                "redisson_lock_queue:{fair-ride-behind}",
+                                (char *)NULL),
+                     1);
+    assert_true(hl_raw_bulk(fx.server, line[0], sizeof line[0], "LINDEX",
+                            "redisson_lock_queue:{fair-ride-behind}", "0",
+                            (char *)NULL));
+    assert_string_equal(line[0], rider_field);
+
+    hl_value_rec_init(&rel);
+    assert_status(hilock_lock_release_async(lo, OWNER, hl_record_value, &rel),
+                  HILOCK_OK);
+    assert_int_equal(hl_expect_value(&rel, HILOCK_OK), 0);
+    assert_status(hl_expect_acquire(&rider), HILOCK_OK);
+    assert_int_equal(hl_hold_of(fx.server, "fair-ride-behind", rider_field),
+                     1);
+    hl_value_rec_init(&rel);
+    assert_status(hilock_lock_release_async(l, RIDER, hl_record_value, &rel),
+                  HILOCK_OK);
+    assert_int_equal(hl_expect_value(&rel, HILOCK_OK), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "fair-ride-behind"), 0);
+    hl_free_lock(lo);
+    hl_free_lock(l);
+    hl_free_client(o);
+    hl_free_client(c);
+}
+
 /* ---- under faults ------------------------------------------------------- */
 
 /* Grants go out unheard while pub/sub connections are killed, and are
@@ -389,6 +534,9 @@ int main(void)
         T(test_gone_waiter_gives_its_grant_back),
         T(test_dead_waiter_grant_runs_out_with_its_place),
         T(test_wake_ups_both_ways_beside_java),
+        T(test_release_carries_the_next_attempt),
+        T(test_release_carries_a_wishing_attempt),
+        T(test_rider_behind_another_clients_waiter),
         T(test_fair_handoffs_under_pubsub_kills),
     };
 #undef T

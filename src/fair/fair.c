@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "core/engine/lock_handle.h"
+#include "core/engine/ride.h"
 #include "core/transport/resp.h"
 #include "hilock/fair.h"
 #include "kindkit/cond_lua.h"
@@ -209,23 +210,26 @@ static const char acquire_lua[] = ACQUIRE_LUA("ARGV[7]", "", "");
  * of the field's is stale.  A refused attempt that keeps a place then
  * records its wish, with its lock delay after the lease, so that a
  * release that grants it keeps the new holder's delay (HAND_TO_WISH). */
-static const char acquire_wish_lua[] = ACQUIRE_LUA(
-    "ARGV[9]",
-    "local w = redis.call('hget', KEYS[9], ARGV[2])\n"
-    "if w then\n"
-    "  redis.call('hdel', KEYS[9], ARGV[2])\n"
-    "  if held and ARGV[8] ~= '' and w == 'g ' .. ARGV[8] then\n"
-    "    redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    KEEP_DELAY
-    "    return {1, tonumber(held), 0}\n"
-    "  end\n"
-    "end\n",
-    "  if ARGV[7] == '1' then\n" HL_LUA_KEEP
-    "    redis.call('hset', KEYS[9], ARGV[2], 'w ' .. ARGV[5] .. ' ' ..\n"
-    "               ARGV[1] .. (delay and ',' .. delay or ''))\n"
-    "    keep_key(KEYS[9], wt)\n"
-    "    wanted = 4\n"
-    "  end\n");
+#define ACQUIRE_WISH_LUA(delay_arg)                                         \
+    ACQUIRE_LUA(                                                            \
+        delay_arg,                                                          \
+        "local w = redis.call('hget', KEYS[9], ARGV[2])\n"                  \
+        "if w then\n"                                                       \
+        "  redis.call('hdel', KEYS[9], ARGV[2])\n"                          \
+        "  if held and ARGV[8] ~= '' and w == 'g ' .. ARGV[8] then\n"       \
+        "    redis.call('pexpire', KEYS[1], ARGV[1])\n"                     \
+        KEEP_DELAY                                                          \
+        "    return {1, tonumber(held), 0}\n"                               \
+        "  end\n"                                                           \
+        "end\n",                                                            \
+        "  if ARGV[7] == '1' then\n" HL_LUA_KEEP                            \
+        "    redis.call('hset', KEYS[9], ARGV[2], 'w ' .. ARGV[5] .. ' ' ..\n" \
+        "               ARGV[1] .. (delay and ',' .. delay or ''))\n"       \
+        "    keep_key(KEYS[9], wt)\n"                                       \
+        "    wanted = 4\n"                                                  \
+        "  end\n")
+
+static const char acquire_wish_lua[] = ACQUIRE_WISH_LUA("ARGV[9]");
 
 /* After a release frees the lock (the local now set), with ARGV[3] "1"
  * (the releasing client's writes go out alone, hl_lock_writes_plain):
@@ -237,11 +241,12 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
  * with a lock delay ("<lease>,<delay>") needs the new holder's delay key
  * written as its own grant would: match, the pattern, takes such wishes
  * only where the release has the key (delay_write); a release without it
- * leaves them to the head's attempt. */
-#define HAND_TO_WISH(want, pattern, delay_write)                            \
+ * leaves them to the head's attempt.  told, a Lua condition, says whether
+ * the head is to be told at all (release_riding_lua's rider is not). */
+#define HAND_TO_WISH(want, pattern, delay_write, told)                      \
     "redis.call('hdel', KEYS[" want "], ARGV[2])\n"                         \
     "for _, w in ipairs(dead) do redis.call('hdel', KEYS[" want "], w) end\n" \
-    "local w = ours and ARGV[3] == '1' and\n"                                \
+    "local w = ours and ARGV[3] == '1' and " told " and\n"                   \
     "          redis.call('hget', KEYS[" want "], head)\n"                   \
     "local n, l, d\n"                                                       \
     "if w then n, l, d = string.match(w, '" pattern "') end\n"              \
@@ -255,8 +260,8 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
     "  redis.call('zrem', KEYS[3], head)\n"                                 \
     "  redis.call('zrem', KEYS[5], head)\n"                                 \
     "  announce(KEYS[4] .. ':' .. head, '" HL_WAKE_MSG_GRANT "' .. n)\n"    \
-    "else\n"                                                                \
-    WAKE_HEAD                                                               \
+    "elseif head and " told " then\n"                                       \
+    "  announce(KEYS[4] .. ':' .. head, '" HL_LAYOUT_MSG_UNLOCK "')\n"      \
     "end\n"
 
 /* A free lock's head is woken, to make its own attempt. */
@@ -327,7 +332,7 @@ static const char acquire_wish_lua[] = ACQUIRE_LUA(
 
 static const char release_lua[] =
     RELEASE_LUA("", "redis.call('del', KEYS[1])\n",
-                HAND_TO_WISH("6", WISH_PLAIN, ""), ", KEYS[6]");
+                HAND_TO_WISH("6", WISH_PLAIN, "", "true"), ", KEYS[6]");
 
 static const char release_delayed_lua[] = RELEASE_LUA(
     "  redis.call('set', KEYS[6], ARGV[4], 'px',\n"
@@ -336,8 +341,34 @@ static const char release_delayed_lua[] = RELEASE_LUA(
     HAND_TO_WISH("7", WISH_ANY,
                  "  if d ~= '' then\n"
                  "    redis.call('set', KEYS[6], d, 'px', ms + tonumber(d))\n"
-                 "  end\n"),
+                 "  end\n",
+                 "true"),
     ", KEYS[7]");
+
+/* A release that frees the lock, and the attempt of the releasing
+ * client's oldest waiter on the handle riding on it (core/engine/ride.h),
+ * in one script: the attempt runs as it would have, right after the
+ * release, and needs no request of its own.  A head of the line that is
+ * the rider is neither woken nor granted its wish: its attempt, which
+ * follows at once, takes the free lock as the head, and drops its wish.
+ * Only a client without a lock delay sends it.
+ * KEYS: the acquire's with the wishes (acquire_wish_lua), the release
+ * taking the wishes from the ninth.  ARGV: the release's three
+ * (release_lua), then the attempt's six, or eight with a wish
+ * (acquire_lua, acquire_wish_lua).  Replies {the release's reply,
+ * the attempt's}. */
+static const char release_riding_lua[] =
+    "local function release(ARGV)\n"
+    RELEASE_LUA("", "redis.call('del', KEYS[1])\n",
+                HAND_TO_WISH("9", WISH_PLAIN, "", "head ~= ARGV[4]"),
+                ", KEYS[9]")
+    "end\n"
+    "local function attempt(ARGV)\n" ACQUIRE_LUA("nil", "", "") "end\n"
+    "local function attempt_wish(ARGV)\n" ACQUIRE_WISH_LUA("nil") "end\n"
+    "local a = {}\n"
+    "for i = 4, #ARGV do a[#a + 1] = ARGV[i] end\n"
+    "local freed = release({ARGV[1], ARGV[2], ARGV[3], a[2]})\n"
+    "return {freed, #a > 6 and attempt_wish(a) or attempt(a)}\n";
 
 /* The releases into a condition's line: KEYS name, queue, timeouts,
  * channel base, our places, for the delayed one the delay key, then the
@@ -461,6 +492,7 @@ static const char status_lua[] =
     "        redis.call('pttl', KEYS[5])}\n";
 
 static hl_script release_into_cond_script, release_into_cond_delayed_script;
+static hl_script release_riding_script;
 static hl_script acquire_script, acquire_wish_script, release_script,
     release_delayed_script, leave_script, force_script, withdraw_script,
     reconcile_script, status_script;
@@ -493,6 +525,14 @@ static const hl_script_def release_def = {
     .body = release_lua,
     .script = &release_script,
     HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_FAIR_WANT),
+};
+
+static const hl_script_def release_riding_def = {
+    .what = "fair release with a waiter's attempt",
+    .body = release_riding_lua,
+    .script = &release_riding_script,
+    HL_DEF_KEYS(FAIR_KEYS, HL_LAYOUT_VOID, HL_LAYOUT_TOKEN,
+                HL_LAYOUT_LOCK_DELAY, HL_LAYOUT_FAIR_WANT),
 };
 
 static const hl_script_def release_delayed_def = {
@@ -555,39 +595,62 @@ static const hl_script_def status_def = {
 
 const hl_script_def *const hl_fair_script_defs[] = {
     &acquire_def,   &acquire_wish_def, &release_def, &release_delayed_def,
+    &release_riding_def,
     &leave_def,     &force_def,     &withdraw_def, &reconcile_def,
     &status_def,    &release_into_cond_def,
     &release_into_cond_delayed_def, NULL};
+
+/* The text of an attempt's numbers. */
+typedef struct attempt_text {
+    char lease[24], token[24], wt[24], delay[24];
+} attempt_text;
+
+/* An attempt's ARGV (acquire_lua, acquire_wish_lua) into args and lens,
+ * with delay_ms, the client's lock delay (0: none); how many. */
+static int attempt_argv(const hl_attempt_args *a, int64_t delay_ms,
+                        attempt_text *t, const char **args, size_t *lens)
+{
+    static const char *const wants[] = {"0", "1", "2"};
+    int n = 0;
+    args[n] = t->lease;
+    lens[n++] = hl_i64_dec(t->lease, a->lease_ms);
+    args[n] = a->field;
+    lens[n++] = a->field_len;
+    args[n] = a->fenced ? "1" : "0";
+    lens[n++] = 1;
+    args[n] = t->token;
+    lens[n++] = hl_u64_dec(t->token, a->known_token);
+    args[n] = a->nonce;
+    lens[n++] = a->nonce_len;
+    args[n] = t->wt;
+    lens[n++] = hl_i64_dec(t->wt, a->waiter_timeout_ms);
+    if (a->want != HL_WANT_NONE) {
+        args[n] = wants[a->want];
+        lens[n++] = 1;
+        args[n] = a->claim ? a->claim : "";
+        lens[n++] = a->claim ? a->claim_len : 0;
+    }
+    /* Only a client with a delay sends one (see reentrant.c). */
+    if (delay_ms > 0) {
+        args[n] = t->delay;
+        lens[n++] = hl_i64_dec(t->delay, delay_ms);
+    }
+    return n;
+}
 
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
 {
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
-    static const char *const wants[] = {"0", "1", "2"};
-    char lease[24], token[24], wt[24], delay[24];
-    const char *args[] = {lease,    a->field, a->fenced ? "1" : "0",
-                          token,    a->nonce, wt,
-                          wants[a->want], a->claim ? a->claim : "", delay};
-    size_t lens[] = {hl_i64_dec(lease, a->lease_ms),
-                     a->field_len,
-                     1,
-                     hl_u64_dec(token, a->known_token),
-                     a->nonce_len,
-                     hl_i64_dec(wt, a->waiter_timeout_ms),
-                     1,
-                     a->claim ? a->claim_len : 0,
-                     0};
-    bool wish = a->want != HL_WANT_NONE;
-    int nargs = wish ? 8 : 6;
-    /* Only a client with a delay sends one (see reentrant.c). */
-    int64_t delay_ms = hl_lock_delay_ms(lock);
-    if (delay_ms > 0) {
-        args[nargs] = delay;
-        lens[nargs++] = hl_i64_dec(delay, delay_ms);
-    }
-    return hl_run_lock_def(lock, wish ? &acquire_wish_def : &acquire_def,
-                           nargs, args, lens, fn, data);
+    attempt_text t;
+    const char *args[HL_LOCK_SCRIPT_MAX_ARGS];
+    size_t lens[HL_LOCK_SCRIPT_MAX_ARGS];
+    int n = attempt_argv(a, hl_lock_delay_ms(lock), &t, args, lens);
+    return hl_run_lock_def(lock,
+                           a->want != HL_WANT_NONE ? &acquire_wish_def
+                                                   : &acquire_def,
+                           n, args, lens, fn, data);
 }
 
 static int release(hilock_lock *lock, const char *field, size_t field_len,
@@ -603,6 +666,26 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
     return hl_run_lock_def(lock,
                            delay_ms > 0 ? &release_delayed_def : &release_def,
                            delay_ms > 0 ? 4 : 3, args, lens, fn, data);
+}
+
+static int release_riding(hilock_lock *lock, const char *field,
+                          size_t field_len, int64_t lease_ms,
+                          const hl_attempt_args *a, hl_request_fn *fn,
+                          void *data)
+{
+    /* A holder's lock delay would need the delayed release's key and
+     * words; such a client's waiters attempt on their own. */
+    if (hl_lock_delay_ms(lock) > 0)
+        return HL_RIDE_NOT_CARRIED;
+    char lease[24];
+    attempt_text t;
+    const char *args[HL_LOCK_SCRIPT_MAX_ARGS] = {
+        lease, field, hl_lock_writes_plain(lock) ? "1" : "0"};
+    size_t lens[HL_LOCK_SCRIPT_MAX_ARGS] = {hl_i64_dec(lease, lease_ms),
+                                            field_len, 1};
+    int n = 3 + attempt_argv(a, 0, &t, args + 3, lens + 3);
+    return hl_run_lock_def(lock, &release_riding_def, n, args, lens, fn,
+                           data);
 }
 
 static int release_into_cond(hilock_lock *lock, const char *field,
@@ -673,6 +756,7 @@ static const hl_kind fair_kind = {
     .parse_attempt = hl_parse_acquire_reply,
     .release = release,
     .parse_release = hl_parse_release_reply,
+    .release_riding = release_riding,
     .force_release = force_release,
     .reconcile = reconcile,
     .leave = leave,

@@ -7,6 +7,7 @@
 #include "core/engine/again.h"
 #include "core/engine/compose.h"
 #include "core/engine/engine_internal.h"
+#include "core/engine/ride.h"
 #include "core/engine/unacked.h"
 #include "core/config/option_values.h"
 
@@ -19,6 +20,7 @@ typedef struct lock_call {
     void *user_data;
     bool lease_was_releasing; /* this release set the lease aside */
     bool handed_on;           /* a local waiter was woken with it */
+    hl_acquire_op *rider;     /* a local waiter's attempt rides on it */
     bool full_form;           /* a lean release was sent back for it */
     unsigned changes_at_send; /* the client's master changes then */
     /* A release into a condition's line: its waiter's entry. */
@@ -302,22 +304,48 @@ static int send_query(lock_call *call, hl_query q)
 }
 
 typedef struct release_send {
+    lock_call *call;
     hilock_lock *lock;
     const char *field;
     size_t field_len;
     int64_t lease_ms;
     const hl_cond_entry *cond;
+    const hl_attempt_args *rider;
 } release_send;
 
 static int send_release_now(void *ctx, hl_request_fn *fn, void *data)
 {
     release_send *s = ctx;
+    if (s->rider != NULL)
+        return s->lock->kind->release_riding(s->lock, s->field, s->field_len,
+                                             s->lease_ms, s->rider, fn, data);
     if (s->cond != NULL)
         return s->lock->kind->release_into_cond(s->lock, s->field,
                                                 s->field_len, s->lease_ms,
                                                 s->cond, fn, data);
     return s->lock->kind->release(s->lock, s->field, s->field_len,
                                   s->lease_ms, fn, data);
+}
+
+/* The answer of a release that carried a waiter's attempt.  The release
+ * ends first, as the server ran them. */
+static void on_reply_with_rider(void *data, int status, hilock_reply *reply)
+{
+    lock_call *call = data;
+    hl_acquire_op *rider = call->rider;
+    call->rider = NULL;
+    hl_ride_reply(rider, status, reply, "release", on_reply, call, NULL);
+}
+
+/* Send the release with the rider's attempt a. */
+static int send_with_rider(void *ctx, const hl_attempt_args *a)
+{
+    release_send *s = ctx;
+    s->rider = a;
+    int rc = hl_lock_write(s->lock, send_release_now, s, on_reply_with_rider,
+                           s->call);
+    s->rider = NULL;
+    return rc;
 }
 
 static void call_start(hl_op *op)
@@ -378,15 +406,21 @@ static void call_start(hl_op *op)
             h->releases_in_flight++;
         }
         call->changes_at_send = lock->client->master_changes;
-        release_send s = {lock, field, len, lease, call->cond};
+        release_send s = {call, lock, field, len, lease, call->cond, NULL};
         _Atomic int *gate = hl_op_gate_requests(op);
-        rc = hl_lock_write(lock, send_release_now, &s, on_reply, call);
+        /* A release that frees the lock takes the next local waiter's
+         * attempt along, where the kind's release can carry it. */
+        if (call->lease_was_releasing && call->cond == NULL &&
+            lock->kind->release_riding != NULL)
+            call->rider = hl_lock_ride(lock, 1, send_with_rider, &s, &rc);
+        if (call->rider == NULL && rc == HILOCK_OK)
+            rc = hl_lock_write(lock, send_release_now, &s, on_reply, call);
         hl_conn_gate_requests(gate);
         if (rc != HILOCK_OK && h) {
             h->releases_in_flight--;
             if (call->lease_was_releasing && hl_hold_lease(h))
                 hl_lease_set_releasing(hl_hold_lease(h), false);
-        } else if (call->lease_was_releasing) {
+        } else if (call->lease_was_releasing && call->rider == NULL) {
             /* This release frees the lock: the next local waiter's
              * attempt can follow it in the same write. */
             call->handed_on = hl_lock_hand_on(lock);
