@@ -517,6 +517,49 @@ static void test_rider_behind_another_clients_waiter(void **state)
 
 /* ---- under faults ------------------------------------------------------- */
 
+/* A release carrying the rider's attempt is written to a stopped server
+ * and gets no answer within the command timeout: the release says
+ * HILOCK_EINDOUBT, counted as done, and the rider's attempt is of unknown
+ * outcome, reconciled as any.  Once the server runs again the rider
+ * holds the lock exactly once, and nothing else of either is left. */
+static void test_ridden_release_without_answer(void **state)
+{
+    const hl_client_opts opts = {.command_timeout_ms = hl_widen(300)};
+    hilock_client *c = hl_new_client(fx.server, &opts);
+    hilock_lock *l = hl_new_fair_lock(c, "fair-ride-stopped");
+    static hl_acquire_rec rider;
+    hl_value_rec rel;
+    char field[64];
+
+    (void)state;
+    snprintf(field, sizeof field, "%s:%d", hilock_client_id(c), RIDER);
+    assert_status(hilock_lock_try_acquire(l, 0, 30000), HILOCK_OK);
+    wait_idle_in_line(c, l, RIDER, 30000, &rider);
+
+    hl_fixture_pause(fx.server);
+    int rc = hilock_lock_release(l);
+    hl_fixture_resume(fx.server);
+    assert_status(rc, HILOCK_EINDOUBT);
+    assert_status(hl_expect_acquire(&rider), HILOCK_OK);
+    assert_int_equal(rider.got.hold_count, 1);
+    assert_int_equal(hl_hold_of(fx.server, "fair-ride-stopped", field), 1);
+    assert_int_equal(hl_raw_int(fx.server, "HLEN", "fair-ride-stopped",
+                                (char *)NULL),
+                     1);
+    assert_int_equal(hl_raw_int(fx.server, "LLEN",
+                                "redisson_lock_queue:{fair-ride-stopped}",
+                                (char *)NULL),
+                     0);
+
+    hl_value_rec_init(&rel);
+    assert_status(hilock_lock_release_async(l, RIDER, hl_record_value, &rel),
+                  HILOCK_OK);
+    assert_int_equal(hl_expect_value(&rel, HILOCK_OK), 0);
+    assert_int_equal(hl_raw_exists(fx.server, "fair-ride-stopped"), 0);
+    hl_free_lock(l);
+    hl_free_client(c);
+}
+
 /* Grants go out unheard while pub/sub connections are killed, and are
  * claimed, or given back by waiters that gave up (handoff_faults.h). */
 static void test_fair_handoffs_under_pubsub_kills(void **state)
@@ -537,6 +580,7 @@ int main(void)
         T(test_release_carries_the_next_attempt),
         T(test_release_carries_a_wishing_attempt),
         T(test_rider_behind_another_clients_waiter),
+        T(test_ridden_release_without_answer),
         T(test_fair_handoffs_under_pubsub_kills),
     };
 #undef T
