@@ -387,6 +387,17 @@ static void wait_idle_in_line(hilock_client *c, hilock_lock *lock, uint64_t o,
     hl_expect_idle(c, lock, 1);
 }
 
+/* Owner o of lock gives its hold back, and the release says it did. */
+static void release_owner(hilock_lock *lock, uint64_t o)
+{
+    hl_value_rec rel;
+
+    hl_value_rec_init(&rel);
+    assert_status(hilock_lock_release_async(lock, o, hl_record_value, &rel),
+                  HILOCK_OK);
+    assert_int_equal(hl_expect_value(&rel, HILOCK_OK), 0);
+}
+
 /* PUBLISH calls the server has run so far (INFO commandstats). */
 static long long publishes_run(void)
 {
@@ -402,20 +413,18 @@ static long long publishes_run(void)
  * the head of the line, with no wake-up published for it.  Before, the
  * release woke the head on its channel and the attempt was a script of
  * its own: 2 scripts and a PUBLISH.  Both for a lease of the caller's
- * (the waiter records no wish) and for the watchdog's (its wish goes with
- * the grant). */
+ * (the waiter records no wish) and for the watchdog's (its attempt drops
+ * its wish as it takes the lock). */
 static void expect_release_carries_attempt(const char *name,
                                            int64_t lease_ms)
 {
     hilock_client *c = hl_new_client(fx.server, NULL);
     hilock_lock *l = hl_new_fair_lock(c, name);
     static hl_acquire_rec rec;
-    hl_value_rec rel;
     char field[64], line[128];
 
     snprintf(field, sizeof field, "%s:%d", hilock_client_id(c), RIDER);
     snprintf(line, sizeof line, "redisson_lock_queue:{%s}", name);
-    hl_value_rec_init(&rel);
     assert_status(hilock_lock_try_acquire(l, 0, 30000), HILOCK_OK);
     wait_idle_in_line(c, l, RIDER, lease_ms, &rec);
     if (lease_ms == HILOCK_LEASE_WATCHDOG)
@@ -437,9 +446,7 @@ static void expect_release_carries_attempt(const char *name,
                  "lease is 30000",
                  ttl);
 
-    assert_status(hilock_lock_release_async(l, RIDER, hl_record_value, &rel),
-                  HILOCK_OK);
-    assert_int_equal(hl_expect_value(&rel, HILOCK_OK), 0);
+    release_owner(l, RIDER);
     assert_int_equal(hl_raw_exists(fx.server, name), 0);
     hl_free_lock(l);
     hl_free_client(c);
@@ -467,7 +474,6 @@ static void test_rider_behind_another_clients_waiter(void **state)
     hilock_lock *l = hl_new_fair_lock(c, "fair-ride-behind");
     hilock_lock *lo = hl_new_fair_lock(o, "fair-ride-behind");
     static hl_acquire_rec first, rider;
-    hl_value_rec rel;
     char first_field[64], rider_field[64], line[2][64];
 
     (void)state;
@@ -497,17 +503,11 @@ static void test_rider_behind_another_clients_waiter(void **state)
                             (char *)NULL));
     assert_string_equal(line[0], rider_field);
 
-    hl_value_rec_init(&rel);
-    assert_status(hilock_lock_release_async(lo, OWNER, hl_record_value, &rel),
-                  HILOCK_OK);
-    assert_int_equal(hl_expect_value(&rel, HILOCK_OK), 0);
+    release_owner(lo, OWNER);
     assert_status(hl_expect_acquire(&rider), HILOCK_OK);
     assert_int_equal(hl_hold_of(fx.server, "fair-ride-behind", rider_field),
                      1);
-    hl_value_rec_init(&rel);
-    assert_status(hilock_lock_release_async(l, RIDER, hl_record_value, &rel),
-                  HILOCK_OK);
-    assert_int_equal(hl_expect_value(&rel, HILOCK_OK), 0);
+    release_owner(l, RIDER);
     assert_int_equal(hl_raw_exists(fx.server, "fair-ride-behind"), 0);
     hl_free_lock(lo);
     hl_free_lock(l);
@@ -528,7 +528,6 @@ static void test_ridden_release_without_answer(void **state)
     hilock_client *c = hl_new_client(fx.server, &opts);
     hilock_lock *l = hl_new_fair_lock(c, "fair-ride-stopped");
     static hl_acquire_rec rider;
-    hl_value_rec rel;
     char field[64];
 
     (void)state;
@@ -551,10 +550,7 @@ static void test_ridden_release_without_answer(void **state)
                                 (char *)NULL),
                      0);
 
-    hl_value_rec_init(&rel);
-    assert_status(hilock_lock_release_async(l, RIDER, hl_record_value, &rel),
-                  HILOCK_OK);
-    assert_int_equal(hl_expect_value(&rel, HILOCK_OK), 0);
+    release_owner(l, RIDER);
     assert_int_equal(hl_raw_exists(fx.server, "fair-ride-stopped"), 0);
     hl_free_lock(l);
     hl_free_client(c);
