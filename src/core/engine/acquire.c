@@ -1090,19 +1090,15 @@ hl_acquire_op *hl_lock_ride(hilock_lock *lock, int64_t amount,
     return op;
 }
 
-bool hl_ride_takes(const hl_acquire_op *op, int status,
-                   const hilock_reply *reply)
+/* Whether the rider's part of the answer grants it what it asked for. */
+static bool ride_takes(const hl_acquire_op *op, int status,
+                       const hilock_reply *reply)
 {
     if (status != HILOCK_OK || op->state != HL_ACQUIRE_ATTEMPTING)
         return false;
     hl_acquire_result res = {0};
     op->lock->kind->parse_attempt(reply, &res);
     return res.outcome == HL_ACQ_ACQUIRED;
-}
-
-void hl_ride_answered(hl_acquire_op *op, int status, hilock_reply *reply)
-{
-    on_attempt_reply(op, status, reply);
 }
 
 /* An error reply's copy, for the rider of a request that failed so. */
@@ -1136,9 +1132,9 @@ void hl_ride_reply(hl_acquire_op *rider, int status, hilock_reply *reply,
         reply->elements = 0;
         hilock_reply_free(reply);
         if (took != NULL)
-            *took = hl_ride_takes(rider, status, taken);
+            *took = ride_takes(rider, status, taken);
         carrier(data, status, given);
-        hl_ride_answered(rider, status, taken);
+        on_attempt_reply(rider, status, taken);
         return;
     }
     if (ran) {
@@ -1151,7 +1147,7 @@ void hl_ride_reply(hl_acquire_op *rider, int status, hilock_reply *reply,
     }
     hilock_reply *theirs = status == HILOCK_EREDIS ? error_copy(reply) : NULL;
     carrier(data, status, reply);
-    hl_ride_answered(rider, status, theirs);
+    on_attempt_reply(rider, status, theirs);
 }
 
 bool hl_lock_hand_on(hilock_lock *lock)

@@ -24,37 +24,25 @@
 typedef int hl_ride_send_fn(void *ctx, const hl_attempt_args *a);
 #define HL_RIDE_NOT_CARRIED (-1)
 
-/* The oldest waiter of lock's client on lock's name, when it waits idle
- * for at most amount, on a handle of lock's kind, attempts through send.
- * Returns that waiter's op, which the request's answer must reach
- * through hl_ride_answered (the op stays alive until then), or NULL when
- * no waiter rides: none fits (*rc HILOCK_OK, nothing sent: the caller
- * sends its request alone), or send failed (*rc its error; the waiter
- * waits on as before). */
+/* The waiter that rides (above), when it waits idle (for at most amount,
+ * in a line_per_client kind's line), attempts through send.  Returns
+ * that waiter's op, which the request's answer must reach through
+ * hl_ride_reply (the op stays alive until then), or NULL when no waiter
+ * rides: none fits, or the request cannot carry it (*rc HILOCK_OK,
+ * nothing sent: the caller sends its request alone), or send failed (*rc
+ * its error; the waiter waits on as before). */
 hl_acquire_op *hl_lock_ride(hilock_lock *lock, int64_t amount,
                             hl_ride_send_fn *send, void *ctx, int *rc);
 
-/* Whether the rider's part of the answer (reply, with the request's
- * status) grants it what it asked for: the release's freed permits are
- * then spoken for, and nobody else of the client needs waking for
- * them. */
-bool hl_ride_takes(const hl_acquire_op *rider, int status,
-                   const hilock_reply *reply);
-
-/* Hand the rider its part of the answer (owned; NULL when there is none)
- * with the request's status, which a status other than HILOCK_OK makes
- * an attempt of unknown outcome, reconciled as any.  The carrier's own
- * answer goes first: a holder that the release let go is told so before
- * the next one hears of its grant, as the server ran them. */
-void hl_ride_answered(hl_acquire_op *rider, int status, hilock_reply *reply);
-
 /* The answer (owned) of a request that carried rider, as the server
  * replies it, {the carrier's part, the rider's}: carrier gets its part
- * with the request's status, then the rider its own (hl_ride_answered),
- * *took (when not NULL) telling before carrier runs whether the rider
- * took what it asked for.  An answer not so made fails both, the
- * carrier with HILOCK_EPROTO (what names the request in the detail);
- * the rider's attempt is then of unknown outcome. */
+ * with the request's status, then the rider its own, answered as its
+ * own attempt would be; *took (when not NULL) tells before carrier runs
+ * whether the rider took what it asked for (a semaphore's freed permits
+ * are then spoken for, and nobody else of the client needs waking).  An
+ * answer not so made fails both, the carrier with HILOCK_EPROTO (what
+ * names the request in the detail); the rider's attempt is then of
+ * unknown outcome. */
 void hl_ride_reply(hl_acquire_op *rider, int status, hilock_reply *reply,
                    const char *what, hl_request_fn *carrier, void *data,
                    bool *took);
