@@ -184,6 +184,25 @@ static const sample samples[] = {
      "channel ARGV[1] of 'publish'"},
     {"return redis.call('pttl', ARGV[1] == '2' and KEYS[1] or 'other')\n", 1,
      false, NULL, "key 'other' of 'pttl'"},
+    /* A function whose parameter KEYS stands for keys the caller lists. */
+    {"local function rel(KEYS) return redis.call('del', KEYS[2]) end\n"
+     "return rel({KEYS[1]})\n",
+     1, false, NULL, "1 keys, where it reads KEYS[2]"},
+    {"local function rel(KEYS) return redis.call('del', KEYS[1]) end\n"
+     "return rel({ARGV[1]})\n",
+     1, false, NULL, "key ARGV[1] of the KEYS of rel()"},
+    {"local function rel(KEYS) return redis.call('del', KEYS[1]) end\n"
+     "local t = {KEYS[1]}\nreturn rel(t)\n",
+     1, false, NULL, "no table constructor"},
+    {"local function rel(KEYS) return redis.call('del', unpack(KEYS)) end\n"
+     "return rel({KEYS[1]})\n",
+     1, false, NULL, "KEYS read other than as KEYS[i]"},
+    {"local function rel(KEYS, i) return redis.call('del', KEYS[i]) end\n"
+     "return rel({KEYS[1]}, 1)\n",
+     1, false, NULL, "no constant from 1"},
+    {"local function rel(KEYS) return redis.call('del', KEYS[1]) end\n"
+     "return rel({KEYS[3]})\n",
+     2, false, NULL, "KEYS[3], beyond the 2 keys"},
     /* What the check does not read is refused, not passed. */
     {"return redis.call(ARGV[1], KEYS[1])\n", 1, false, NULL,
      "no literal string"},
@@ -223,6 +242,12 @@ static const sample samples[] = {
      "                    'numsub', ch)[2]\nend\n"
      "return n(KEYS[1], ARGV[1])\n",
      1, false, NULL, NULL},
+    {"local function rel(KEYS, ARGV)\n"
+     "  redis.call('del', KEYS[2])\n"
+     "  local function wake(c) redis.call('publish', KEYS[1] .. c, '0') end\n"
+     "  wake(ARGV[1])\nend\n"
+     "rel({KEYS[3], KEYS[1]}, {ARGV[2]})\n",
+     3, false, NULL, NULL},
     {"local function tkey(n, i) return n .. ':' .. i end\n"
      "return redis.call('exists', tkey(KEYS[1], 1))\n",
      1, false, "tkey", NULL},

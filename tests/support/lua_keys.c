@@ -79,7 +79,9 @@ static const char *const globals[] = {"ARGV",   "tonumber", "tostring",
 typedef struct function_info {
     int nparams;
     int roles[MAX_PARAMS];
-    bool done; /* its body read: a call from inside it would recurse */
+    int keys_param; /* the parameter named KEYS, or -1 */
+    long keys_read; /* the highest index read of it */
+    bool done;      /* its body read: a call from inside it would recurse */
 } function_info;
 
 typedef enum binding_kind {
@@ -87,7 +89,9 @@ typedef enum binding_kind {
     B_KEY,      /* a local bound to a KEYS entry where declared */
     B_PARAM,    /* a parameter: what it must be, its uses say */
     B_FUNCTION, /* a local function */
-    B_KEYS_LOOP /* the variable of a loop from 1 to #KEYS */
+    B_KEYS_LOOP, /* the variable of a loop from 1 to #KEYS */
+    B_KEYS_PARAM /* a parameter named KEYS: every call passes a table of
+                    keys, at least as many as the function reads */
 } binding_kind;
 
 typedef struct binding {
@@ -97,7 +101,7 @@ typedef struct binding {
     binding_kind kind;
     int role;      /* B_PARAM */
     bool assigned; /* after its declaration */
-    function_info *fn;
+    function_info *fn; /* B_FUNCTION; B_KEYS_PARAM: the function it is of */
 } binding;
 
 typedef struct walker {
@@ -203,6 +207,7 @@ static void leave_scope(walker *w, int mark)
     for (int i = w->nvars - 1; i >= mark; i--) {
         const binding *b = &w->vars[i];
         if (b->assigned && (b->kind == B_KEY || b->kind == B_KEYS_LOOP ||
+                            b->kind == B_KEYS_PARAM ||
                             (b->kind == B_PARAM && b->role != 0)))
             refuse(w, b->line, "%.*s stands for a key and is assigned again",
                    (int)b->len, b->name);
@@ -264,14 +269,37 @@ static void keys_index(walker *w, const lua_node *index, int line)
            describe(index, text, sizeof text));
 }
 
+/* Whether n names a parameter KEYS (B_KEYS_PARAM), which it returns. */
+static binding *keys_param(walker *w, const lua_node *n)
+{
+    binding *b = lookup_node(w, n);
+    return b != NULL && b->kind == B_KEYS_PARAM ? b : NULL;
+}
+
+/* KEYS[index] of a parameter KEYS: a constant index, which every call
+ * must pass that many keys for (local_call). */
+static void param_keys_index(walker *w, binding *param, const lua_node *index,
+                             int line)
+{
+    char text[96];
+    long v;
+    if (!const_int(index, &v) || v < 1)
+        refuse(w, line, "KEYS[%s] of a parameter KEYS: an index that is no "
+               "constant from 1",
+               describe(index, text, sizeof text));
+    if (v > param->fn->keys_read)
+        param->fn->keys_read = v;
+}
+
 static classified classify(walker *w, const lua_node *e)
 {
     classified none = {C_NONE, NULL};
     const binding *fb;
     switch (e->kind) {
     case LX_INDEX:
-        return is_global(w, e->kids[0], "KEYS") ? (classified){C_KEY, NULL}
-                                                : none;
+        return is_global(w, e->kids[0], "KEYS") || keys_param(w, e->kids[0])
+                   ? (classified){C_KEY, NULL}
+                   : none;
     case LX_NAME: {
         binding *b = lookup_node(w, e);
         if (b != NULL && b->kind == B_KEY)
@@ -419,6 +447,21 @@ static void local_call(walker *w, const lua_node *call, const binding *f)
 {
     if (!f->fn->done)
         refuse(w, call->line, "%.*s calls itself", (int)f->len, f->name);
+    int k = f->fn->keys_param;
+    if (k >= 0) {
+        /* Its KEYS: a table of keys, listed, as many as it reads. */
+        char where[96];
+        snprintf(where, sizeof where, "the KEYS of %.*s()", (int)f->len,
+                 f->name);
+        const lua_node *t = k + 1 < call->nkids ? call->kids[k + 1] : NULL;
+        if (t == NULL || t->kind != LX_TABLE)
+            refuse(w, call->line, "%s: no table constructor", where);
+        if (t->nkids < f->fn->keys_read)
+            refuse(w, call->line, "%s: %d keys, where it reads KEYS[%ld]",
+                   where, t->nkids, f->fn->keys_read);
+        for (int i = 0; i < t->nkids; i++)
+            require(w, t->kids[i], ROLE_KEY, where);
+    }
     for (int p = 0; p < f->fn->nparams; p++) {
         int role = f->fn->roles[p];
         if (role == 0)
@@ -459,6 +502,8 @@ static void visit_name(walker *w, const lua_node *e)
 {
     const binding *b = lookup_node(w, e);
     if (b != NULL) {
+        if (b->kind == B_KEYS_PARAM)
+            refuse(w, e->line, "KEYS read other than as KEYS[i]");
         if (b->kind == B_FUNCTION)
             refuse(w, e->line, "the function %.*s used as a value",
                    (int)e->len, e->s);
@@ -483,12 +528,18 @@ static void visit(walker *w, const lua_node *e)
     case LX_NAME:
         visit_name(w, e);
         return;
-    case LX_INDEX:
+    case LX_INDEX: {
         if (is_global(w, e->kids[0], "KEYS")) {
             keys_index(w, e->kids[1], e->line);
             return;
         }
+        binding *param = keys_param(w, e->kids[0]);
+        if (param != NULL) {
+            param_keys_index(w, param, e->kids[1], e->line);
+            return;
+        }
         break;
+    }
     case LX_UNOP:
         if (lua_node_is(e, LX_UNOP, "#") && is_global(w, e->kids[0], "KEYS"))
             return;
@@ -508,7 +559,7 @@ static void walk_block(walker *w, const lua_node *block);
 static void assign_target(walker *w, const lua_node *t)
 {
     if (t->kind == LX_INDEX) {
-        if (is_global(w, t->kids[0], "KEYS") ||
+        if (is_global(w, t->kids[0], "KEYS") || keys_param(w, t->kids[0]) ||
             is_global(w, t->kids[0], "ARGV"))
             refuse(w, t->line, "an assignment into %.*s", (int)t->kids[0]->len,
                    t->kids[0]->s);
@@ -532,11 +583,19 @@ static void local_function(walker *w, const lua_node *s)
                "more functions or parameters than this check "
                "keeps");
     function_info *fn = &w->fns[w->nfns++];
-    *fn = (function_info){.nparams = s->nnames};
+    *fn = (function_info){.nparams = s->nnames, .keys_param = -1};
     declare(w, s->s, s->len, s->line, B_FUNCTION)->fn = fn;
     int mark = w->nvars;
-    for (int i = 0; i < s->nnames; i++)
-        declare(w, s->kids[i]->s, s->kids[i]->len, s->kids[i]->line, B_PARAM);
+    for (int i = 0; i < s->nnames; i++) {
+        const lua_node *p = s->kids[i];
+        bool keys = lua_node_is(p, LX_NAME, "KEYS");
+        if (keys && fn->keys_param >= 0)
+            refuse(w, p->line, "two parameters named KEYS");
+        if (keys)
+            fn->keys_param = i;
+        declare(w, p->s, p->len, p->line, keys ? B_KEYS_PARAM : B_PARAM)
+            ->fn = fn;
+    }
     walk_block(w, s->kids[s->nnames]);
     for (int i = 0; i < s->nnames; i++)
         fn->roles[i] = w->vars[mark + i].role;
