@@ -206,23 +206,29 @@ static void wake_all(hl_waiters *reg, hl_wait_channel *ch, hl_wake_reason why)
     channel_maybe_free(reg, ch);
 }
 
-/* Wake the oldest listener not already trying; handed_on counts the
- * wake as one a release's message will not need to make.  Returns
- * whether one was woken. */
+/* The oldest listener not already trying: the one a release wakes. */
+static hl_waiter *first_idle(const hl_wait_channel *ch)
+{
+    for (hl_waiter *w = ch->head; w != NULL; w = w->next)
+        if (w->listening && !w->trying)
+            return w;
+    return NULL;
+}
+
+/* Wake first_idle; handed_on counts the wake as one a release's message
+ * will not need to make.  Returns whether one was woken. */
 static bool wake_idle(hl_waiters *reg, hl_wait_channel *ch, bool handed_on)
 {
-    for (hl_waiter *w = ch->head; w != NULL; w = w->next) {
-        if (w->listening && !w->trying) {
-            if (handed_on)
-                ch->handed_on++;
-            ch->waking++;
-            w->fn(w, HL_WAKE_MESSAGE);
-            ch->waking--;
-            channel_maybe_free(reg, ch);
-            return true;
-        }
-    }
-    return false;
+    hl_waiter *w = first_idle(ch);
+    if (w == NULL)
+        return false;
+    if (handed_on)
+        ch->handed_on++;
+    ch->waking++;
+    w->fn(w, HL_WAKE_MESSAGE);
+    ch->waking--;
+    channel_maybe_free(reg, ch);
+    return true;
 }
 
 static void wake_first(hl_waiters *reg, hl_wait_channel *ch)
@@ -529,6 +535,14 @@ bool hl_waiter_done_trying(hl_waiter *w)
     bool pending = w->wake_pending;
     w->wake_pending = false;
     return pending;
+}
+
+hl_waiter *hl_waiters_next_idle(hl_waiters *reg, const char *channel,
+                                size_t len)
+{
+    hl_map_entry *e = reg ? hl_map_find(&reg->channels, channel, len) : NULL;
+    hl_wait_channel *ch = e ? e->value : NULL;
+    return ch != NULL && ch->ready ? first_idle(ch) : NULL;
 }
 
 bool hl_waiters_hand_on(hl_waiters *reg, const char *channel, size_t len)

@@ -87,6 +87,11 @@ void hl_waiter_remove(hl_waiters *reg, hl_waiter *w, bool pass_on);
  * waiter was woken. */
 bool hl_waiters_hand_on(hl_waiters *reg, const char *channel, size_t len);
 
+/* The waiter hl_waiters_hand_on would wake, left as it is; NULL when
+ * there is none, or the channel's subscription is not confirmed. */
+hl_waiter *hl_waiters_next_idle(hl_waiters *reg, const char *channel,
+                                size_t len);
+
 /* The release behind a hand-on did not publish (it failed, or did not
  * free the lock): stop expecting its message, and wake the oldest idle
  * waiter so nobody waits for it. */
