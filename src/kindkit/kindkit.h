@@ -209,7 +209,7 @@ int hl_lock_keys(const hilock_lock *lock, int n, const char *const *prefixes,
                  hl_aux_name *out);
 
 /* Most arguments hl_run_def passes after the keys. */
-#define HL_LOCK_SCRIPT_MAX_ARGS 12
+#define HL_LOCK_SCRIPT_MAX_ARGS 16
 
 /* Run def's script on the lock's connection with KEYS as def names them
  * (given[i], of given_lens[i] bytes, standing for its i-th hl_key_given)

@@ -55,6 +55,7 @@
 #include <string.h>
 
 #include "core/engine/lock_handle.h"
+#include "core/engine/ride.h"
 #include "core/transport/resp.h"
 #include "kindkit/cond_lua.h"
 #include "kindkit/kindkit.h"
@@ -197,30 +198,32 @@ static const char acquire_lean_lua[] =
 /* The grant a release made for this acquire's wish, its message lost, is
  * this attempt's, for the whole lease from now; any other wish or grant
  * of the field's is stale.  A refused attempt then records its wish. */
-static const char acquire_wish_lua[] = ACQUIRE_LUA(
-    "ARGV[10]", PROBE_HELD_FIRST,
-    "local w\n"
-    "if held and ARGV[9] ~= '' then\n"
-    "  w = redis.call('hget', KEYS[8], me)\n"
-    "  if w == 'g ' .. ARGV[9] .. ' ' .. ARGV[2] then\n"
-    "    redis.call('hdel', KEYS[8], me)\n"
-    "    redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    KEEP_DELAY
-    "    return {1, tonumber(held), 0}\n"
-    "  end\n"
-    "end\n"
-    HL_LUA_WISH_STALE("w"),
-    /* The delay rides in the wish, after the lease, so that a release
-     * that grants the wish keeps the new holder's delay (HAND_TO_WISH). */
-    "    if ARGV[8] == '1' then\n" HL_LUA_KEEP
-    "      redis.call('hset', KEYS[8], me, " HL_LUA_WISH_LEAD " ..\n"
-    "                 ARGV[5] .. ' ' ..\n"
-    "                 ARGV[1] .. (delay and ',' .. delay or '') .. ' ' ..\n"
-    "                 ARGV[2])\n"
-    "      keep_key(KEYS[8], ARGV[6])\n"
-    "      stale, wanted = false, 4\n"
-    "    end\n",
-    HL_LUA_WISH_DROP_STALE("KEYS[8]"));
+#define ACQUIRE_WISH_LUA(delay_arg)                                         \
+    ACQUIRE_LUA(delay_arg, PROBE_HELD_FIRST,                                \
+    "local w\n"                                                             \
+    "if held and ARGV[9] ~= '' then\n"                                      \
+    "  w = redis.call('hget', KEYS[8], me)\n"                               \
+    "  if w == 'g ' .. ARGV[9] .. ' ' .. ARGV[2] then\n"                    \
+    "    redis.call('hdel', KEYS[8], me)\n"                                 \
+    "    redis.call('pexpire', KEYS[1], ARGV[1])\n"                         \
+    KEEP_DELAY                                                              \
+    "    return {1, tonumber(held), 0}\n"                                   \
+    "  end\n"                                                               \
+    "end\n"                                                                 \
+    HL_LUA_WISH_STALE("w"),                                                 \
+    /* The delay rides in the wish, after the lease, so that a release      \
+     * that grants the wish keeps the new holder's delay (HAND_TO_WISH). */ \
+    "    if ARGV[8] == '1' then\n" HL_LUA_KEEP                              \
+    "      redis.call('hset', KEYS[8], me, " HL_LUA_WISH_LEAD " ..\n"       \
+    "                 ARGV[5] .. ' ' ..\n"                                  \
+    "                 ARGV[1] .. (delay and ',' .. delay or '') .. ' ' ..\n" \
+    "                 ARGV[2])\n"                                           \
+    "      keep_key(KEYS[8], ARGV[6])\n"                                    \
+    "      stale, wanted = false, 4\n"                                      \
+    "    end\n",                                                            \
+    HL_LUA_WISH_DROP_STALE("KEYS[8]"))
+
+static const char acquire_wish_lua[] = ACQUIRE_WISH_LUA("ARGV[10]");
 
 /* In a release's promise_next (HL_LUA_LINE_PROMISE_HANDING), with
  * ARGV[5] "1": the first client's wish in KEYS[7] gets the lock outright
@@ -318,6 +321,32 @@ static const char release_delayed_lua[] = RELEASE_LUA(
                  "    if d ~= '' then\n"
                  "      redis.call('set', KEYS[8], d, 'px', ms + tonumber(d))\n"
                  "    end\n"));
+
+/* A release that frees the lock, and the attempt of the client's next
+ * local waiter riding on it (core/engine/ride.h), in one script: the
+ * attempt runs as it would have, right after the release in the same
+ * write, and needs no request of its own.  The release takes its keys from
+ * the attempt's, the order its body reads them in.  Only a client without
+ * a lock delay sends it.
+ * KEYS: the acquire's with the wishes (acquire_wish_lua), then the channel
+ * and the wake base.  ARGV: the release's five (release_lua), then the
+ * attempt's seven, or nine with a wish (acquire_lua, acquire_wish_lua).
+ * Replies {the release's reply, the attempt's}. */
+static const char release_riding_lua[] =
+    "local function release(KEYS, ARGV)\n"
+    RELEASE_LUA("", "redis.call('del', KEYS[1])\n",
+                HAND_TO_WISH(WISH_PLAIN, ""))
+    "end\n"
+    "local function attempt(ARGV)\n"
+    ACQUIRE_LUA("nil", PROBE_FREE_FIRST, "", "", "")
+    "end\n"
+    "local function attempt_wish(ARGV)\n" ACQUIRE_WISH_LUA("nil") "end\n"
+    "local a = {}\n"
+    "for i = 6, #ARGV do a[#a + 1] = ARGV[i] end\n"
+    "local freed = release({KEYS[1], KEYS[9], KEYS[4], KEYS[5], KEYS[6],\n"
+    "                       KEYS[10], KEYS[8]},\n"
+    "                      {ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]})\n"
+    "return {freed, #a > 7 and attempt_wish(a) or attempt(a)}\n";
 
 /* The releases into a condition's line: KEYS and ARGV of release_lua or
  * release_delayed_lua, then KEYS the condition's line and alive, ARGV the
@@ -426,6 +455,7 @@ _Static_assert(HILOCK_CLIENT_ID_LEN == 36,
                "HL_LAYOUT_CLIENT_ID_LEN_TEXT counts client ids so");
 
 static hl_script release_into_cond_script, release_into_cond_delayed_script;
+static hl_script release_riding_script;
 static hl_script acquire_script, acquire_wish_script, release_script,
     release_delayed_script, acquire_lean_script, release_lean_script,
     force_script, leave_script, withdraw_script, reconcile_script,
@@ -473,6 +503,15 @@ static const hl_script_def release_def = {
     .script = &release_script,
     HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, LINE_WAKE_KEYS,
                 HL_LAYOUT_LOCK_WANT),
+};
+
+static const hl_script_def release_riding_def = {
+    .what = "reentrant release carrying an attempt",
+    .body = release_riding_lua,
+    .script = &release_riding_script,
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_TOKEN, HL_LAYOUT_VOID, LINE_KEYS,
+                HL_LAYOUT_LOCK_DELAY, HL_LAYOUT_LOCK_WANT,
+                HL_LAYOUT_LOCK_CHANNEL, HL_LAYOUT_LOCK_WAKE),
 };
 
 static const hl_script_def release_delayed_def = {
@@ -543,7 +582,7 @@ const hl_script_def *const hl_reentrant_script_defs[] = {
     &force_def,
     &leave_def,    &withdraw_def,     &reconcile_def, &status_def,
     &release_into_cond_def, &release_into_cond_delayed_def,
-    &acquire_lean_def, &release_lean_def, NULL};
+    &acquire_lean_def, &release_lean_def, &release_riding_def, NULL};
 
 /* The kind's channel is the client's own: "hilock_lock_wake:{NAME}:<id>". */
 static int client_channel(const hilock_lock *lock, const char *field,
@@ -554,6 +593,47 @@ static int client_channel(const hilock_lock *lock, const char *field,
     return hl_channel_under(HL_LAYOUT_LOCK_WAKE, lock,
                             hl_lock_client_id(lock), HILOCK_CLIENT_ID_LEN,
                             out);
+}
+
+/* The text of an attempt's numbers. */
+typedef struct attempt_text {
+    char lease[24], token[24], wait[24], keep[24], delay[24];
+} attempt_text;
+
+/* An attempt's ARGV (acquire_lua, acquire_wish_lua) into args and lens,
+ * with delay_ms, the client's lock delay (0: none); how many. */
+static int attempt_argv(const hl_attempt_args *a, int64_t delay_ms,
+                        attempt_text *t, const char **args, size_t *lens)
+{
+    static const char *const wants[] = {"0", "1", "2"};
+    int n = 0;
+    args[n] = t->lease;
+    lens[n++] = hl_i64_dec(t->lease, a->lease_ms);
+    args[n] = a->field;
+    lens[n++] = a->field_len;
+    args[n] = a->fenced ? "1" : "0";
+    lens[n++] = 1;
+    args[n] = t->token;
+    lens[n++] = hl_u64_dec(t->token, a->known_token);
+    args[n] = a->nonce;
+    lens[n++] = a->nonce_len;
+    args[n] = t->wait;
+    lens[n++] = hl_i64_dec(t->wait, a->waiter_timeout_ms);
+    args[n] = t->keep;
+    lens[n++] = hl_i64_dec(t->keep, a->keep_in_line_ms);
+    if (a->want != HL_WANT_NONE) {
+        args[n] = wants[a->want];
+        lens[n++] = 1;
+        args[n] = a->claim ? a->claim : "";
+        lens[n++] = a->claim ? a->claim_len : 0;
+    }
+    /* The delay goes last, and only when set, so that clients without
+     * one send what they always sent. */
+    if (delay_ms > 0) {
+        args[n] = t->delay;
+        lens[n++] = hl_i64_dec(t->delay, delay_ms);
+    }
+    return n;
 }
 
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
@@ -569,32 +649,14 @@ static int attempt(hilock_lock *lock, const hl_attempt_args *a,
         return hl_run_lock_def(lock, &acquire_lean_def, 2, args, lens, fn,
                                data);
     }
-    static const char *const wants[] = {"0", "1", "2"};
-    char lease[24], token[24], wait[24], keep[24], delay[24];
-    const char *args[] = {lease,      a->field, a->fenced ? "1" : "0",
-                          token,      a->nonce, wait,
-                          keep,       wants[a->want],
-                          a->claim ? a->claim : "", delay};
-    size_t lens[] = {hl_i64_dec(lease, a->lease_ms),
-                     a->field_len,
-                     1,
-                     hl_u64_dec(token, a->known_token),
-                     a->nonce_len,
-                     hl_i64_dec(wait, a->waiter_timeout_ms),
-                     hl_i64_dec(keep, a->keep_in_line_ms),
-                     1,
-                     a->claim ? a->claim_len : 0,
-                     0};
-    bool wish = a->want != HL_WANT_NONE;
-    int nargs = wish ? 9 : 7;
-    /* The delay goes last, and only when set, so that clients without
-     * one send what they always sent. */
-    if (delay_ms > 0) {
-        args[nargs] = delay;
-        lens[nargs++] = hl_i64_dec(delay, delay_ms);
-    }
-    return hl_run_lock_def(lock, wish ? &acquire_wish_def : &acquire_def,
-                           nargs, args, lens, fn, data);
+    attempt_text t;
+    const char *args[HL_LOCK_SCRIPT_MAX_ARGS];
+    size_t lens[HL_LOCK_SCRIPT_MAX_ARGS];
+    int n = attempt_argv(a, delay_ms, &t, args, lens);
+    return hl_run_lock_def(lock,
+                           a->want != HL_WANT_NONE ? &acquire_wish_def
+                                                   : &acquire_def,
+                           n, args, lens, fn, data);
 }
 
 static int release(hilock_lock *lock, const char *field, size_t field_len,
@@ -624,6 +686,30 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
                            delay_ms > 0 ? &release_delayed_def : &release_def,
                            delay_ms > 0 ? 6 : 5, args,
                            lens, fn, data);
+}
+
+/* The release's words for a client whose other waiters wait: the
+ * waiter timeout keeps their place when the lock goes to another client. */
+static int release_riding(hilock_lock *lock, const char *field,
+                          size_t field_len, int64_t lease_ms,
+                          const hl_attempt_args *a, hl_request_fn *fn,
+                          void *data)
+{
+    /* A holder's lock delay would need the delayed release's key and
+     * words; such a client's waiters attempt on their own. */
+    if (hl_lock_delay_ms(lock) > 0)
+        return HL_RIDE_NOT_CARRIED;
+    char lease[24], wait[24];
+    attempt_text t;
+    const char *args[HL_LOCK_SCRIPT_MAX_ARGS] = {
+        lease, field, hl_lock_on_cluster(lock) ? "1" : "0", wait,
+        hl_lock_writes_plain(lock) ? "1" : "0"};
+    size_t lens[HL_LOCK_SCRIPT_MAX_ARGS] = {
+        hl_i64_dec(lease, lease_ms), field_len, 1,
+        hl_i64_dec(wait, hl_lock_waiter_timeout_ms(lock)), 1};
+    int n = 5 + attempt_argv(a, 0, &t, args + 5, lens + 5);
+    return hl_run_lock_def(lock, &release_riding_def, n, args, lens, fn,
+                           data);
 }
 
 static int release_into_cond(hilock_lock *lock, const char *field,
@@ -733,6 +819,7 @@ static const hl_kind reentrant_kind = {
     .parse_attempt = parse_attempt,
     .release = release,
     .parse_release = parse_release,
+    .release_riding = release_riding,
     .force_release = force_release,
     .reconcile = reconcile,
     .leave = leave,

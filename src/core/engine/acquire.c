@@ -1058,6 +1058,26 @@ static hl_acquire_op *next_in_line(hilock_lock *lock, int64_t amount)
     return NULL;
 }
 
+/* The client's waiter a release would hand the freed lock on to
+ * (hl_waiters_hand_on), when it is an acquire of lock's kind, on any
+ * handle of the name: a queue_locally kind's waiters take turns across
+ * its handles on the client's channel. */
+static hl_acquire_op *next_queued(hilock_lock *lock)
+{
+    hl_waiters *reg = lock->client != NULL ? lock->client->waiters : NULL;
+    hl_aux_name ch;
+    if (reg == NULL || hl_lock_channel(lock, &ch) != 0)
+        return NULL;
+    hl_waiter *w = hl_waiters_next_idle(reg, ch.s, ch.len);
+    hl_aux_name_done(&ch);
+    if (w == NULL || w->fn != on_wake)
+        return NULL;
+    hl_acquire_op *o = w->data;
+    return o->lock->kind == lock->kind && o->state == HL_ACQUIRE_WAITING
+               ? o
+               : NULL;
+}
+
 hl_acquire_op *hl_lock_ride(hilock_lock *lock, int64_t amount,
                             hl_ride_send_fn *send, void *ctx, int *rc)
 {
@@ -1067,7 +1087,8 @@ hl_acquire_op *hl_lock_ride(hilock_lock *lock, int64_t amount,
     hl_acquire_op *op = lock->kind->in_line ? next_in_line(lock, amount)
                         : lock->kind->channel_per_owner
                             ? oldest_listening(lock)
-                            : NULL;
+                        : lock->kind->queue_locally ? next_queued(lock)
+                                                    : NULL;
     if (op == NULL || remaining(op) <= 0 || !hl_lock_usable(op->lock) ||
         !hl_turn_idle(op->lock, op->owner))
         return NULL;

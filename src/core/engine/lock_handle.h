@@ -253,11 +253,11 @@ typedef struct hl_kind {
                    int64_t lease_ms, hl_request_fn *fn, void *data);
     hl_release_outcome (*parse_release)(const hilock_reply *reply,
                                         int64_t *remaining);
-    /* Kinds whose channel_per_owner waiters ride on a release that frees
-     * the lock (ride.h) set it: release as release does, and run the
-     * attempt a in the same script, which replies {the release's reply,
-     * the attempt's}; HL_RIDE_NOT_CARRIED, nothing sent, when this
-     * release cannot carry it. */
+    /* Kinds whose waiters ride on a release that frees the lock (ride.h)
+     * set it: release as release does, and run the attempt a in the same
+     * script, which replies {the release's reply, the attempt's};
+     * HL_RIDE_NOT_CARRIED, nothing sent, when this release cannot carry
+     * it. */
     int (*release_riding)(hilock_lock *lock, const char *field,
                           size_t field_len, int64_t lease_ms,
                           const hl_attempt_args *a, hl_request_fn *fn,

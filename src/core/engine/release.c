@@ -21,6 +21,7 @@ typedef struct lock_call {
     bool lease_was_releasing; /* this release set the lease aside */
     bool handed_on;           /* a local waiter was woken with it */
     hl_acquire_op *rider;     /* a local waiter's attempt rides on it */
+    bool rider_took;          /* and took the lock it freed */
     bool full_form;           /* a lean release was sent back for it */
     unsigned changes_at_send; /* the client's master changes then */
     /* A release into a condition's line: its waiter's entry. */
@@ -109,7 +110,9 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
         else
             hl_waiters_hand_on_undone(lock->client->waiters, ch.s, ch.len);
         hl_aux_name_done(&ch);
-    } else if (out == HL_REL_FREED_OPEN) {
+    } else if (out == HL_REL_FREED_OPEN && !call->rider_took) {
+        /* No message comes: the client's next waiter is woken here,
+         * unless the rider took the lock, whose release will. */
         hl_lock_freed_here(lock);
     }
     /* Refused (by the server, or by the script for a value it found),
@@ -334,7 +337,9 @@ static void on_reply_with_rider(void *data, int status, hilock_reply *reply)
     lock_call *call = data;
     hl_acquire_op *rider = call->rider;
     call->rider = NULL;
-    hl_ride_reply(rider, status, reply, "release", on_reply, call, NULL);
+    call->rider_took = false;
+    hl_ride_reply(rider, status, reply, "release", on_reply, call,
+                  &call->rider_took);
 }
 
 /* Send the release with the rider's attempt a. */

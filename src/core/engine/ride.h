@@ -2,11 +2,13 @@
  * waiter of the same client asks for sends that waiter's attempt within
  * the release's own request, so the server runs both in one script and
  * the waiter hears its answer a round trip sooner, at the cost of one
- * request where there were two.  A line_per_client kind's waiter rides
- * (hl_kind.in_line): the client's oldest waiter on the name is the one
- * whose turn comes next, on whatever handle of the kind it waits; so does
- * a channel_per_owner kind's, the handle's oldest waiter, which the
- * release most likely finds at the head of the server's line.
+ * request where there were two.  A kind whose server line holds clients
+ * (hl_kind.in_line) has the client's oldest waiter on the name ride, the
+ * one whose turn comes next, on whatever handle of the kind it waits; a
+ * queue_locally kind, the waiter a hand-on would wake (the oldest idle
+ * listener on the client's channel); a channel_per_owner kind, the
+ * handle's oldest waiter, which the release most likely finds at the
+ * head of the server's line.
  * Loop thread only. */
 #ifndef HL_RIDE_H
 #define HL_RIDE_H
