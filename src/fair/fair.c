@@ -600,53 +600,15 @@ const hl_script_def *const hl_fair_script_defs[] = {
     &status_def,    &release_into_cond_def,
     &release_into_cond_delayed_def, NULL};
 
-/* The text of an attempt's numbers. */
-typedef struct attempt_text {
-    char lease[24], token[24], wt[24], delay[24];
-} attempt_text;
-
-/* An attempt's ARGV (acquire_lua, acquire_wish_lua) into args and lens,
- * with delay_ms, the client's lock delay (0: none); how many. */
-static int attempt_argv(const hl_attempt_args *a, int64_t delay_ms,
-                        attempt_text *t, const char **args, size_t *lens)
-{
-    static const char *const wants[] = {"0", "1", "2"};
-    int n = 0;
-    args[n] = t->lease;
-    lens[n++] = hl_i64_dec(t->lease, a->lease_ms);
-    args[n] = a->field;
-    lens[n++] = a->field_len;
-    args[n] = a->fenced ? "1" : "0";
-    lens[n++] = 1;
-    args[n] = t->token;
-    lens[n++] = hl_u64_dec(t->token, a->known_token);
-    args[n] = a->nonce;
-    lens[n++] = a->nonce_len;
-    args[n] = t->wt;
-    lens[n++] = hl_i64_dec(t->wt, a->waiter_timeout_ms);
-    if (a->want != HL_WANT_NONE) {
-        args[n] = wants[a->want];
-        lens[n++] = 1;
-        args[n] = a->claim ? a->claim : "";
-        lens[n++] = a->claim ? a->claim_len : 0;
-    }
-    /* Only a client with a delay sends one (see reentrant.c). */
-    if (delay_ms > 0) {
-        args[n] = t->delay;
-        lens[n++] = hl_i64_dec(t->delay, delay_ms);
-    }
-    return n;
-}
-
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
 {
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
-    attempt_text t;
+    hl_attempt_text t;
     const char *args[HL_LOCK_SCRIPT_MAX_ARGS];
     size_t lens[HL_LOCK_SCRIPT_MAX_ARGS];
-    int n = attempt_argv(a, hl_lock_delay_ms(lock), &t, args, lens);
+    int n = hl_attempt_argv(a, false, hl_lock_delay_ms(lock), &t, args, lens);
     return hl_run_lock_def(lock,
                            a->want != HL_WANT_NONE ? &acquire_wish_def
                                                    : &acquire_def,
@@ -678,12 +640,12 @@ static int release_riding(hilock_lock *lock, const char *field,
     if (hl_lock_delay_ms(lock) > 0)
         return HL_RIDE_NOT_CARRIED;
     char lease[24];
-    attempt_text t;
+    hl_attempt_text t;
     const char *args[HL_LOCK_SCRIPT_MAX_ARGS] = {
         lease, field, hl_lock_writes_plain(lock) ? "1" : "0"};
     size_t lens[HL_LOCK_SCRIPT_MAX_ARGS] = {hl_i64_dec(lease, lease_ms),
                                             field_len, 1};
-    int n = 3 + attempt_argv(a, 0, &t, args + 3, lens + 3);
+    int n = 3 + hl_attempt_argv(a, false, 0, &t, args + 3, lens + 3);
     return hl_run_lock_def(lock, &release_riding_def, n, args, lens, fn,
                            data);
 }

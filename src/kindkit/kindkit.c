@@ -298,6 +298,41 @@ int hl_run_lock_def(hilock_lock *lock, const hl_script_def *def, int nargs,
                       data);
 }
 
+int hl_attempt_argv(const hl_attempt_args *a, bool with_keep,
+                    int64_t delay_ms, hl_attempt_text *t, const char **args,
+                    size_t *lens)
+{
+    static const char *const wants[] = {"0", "1", "2"};
+    int n = 0;
+    args[n] = t->lease;
+    lens[n++] = hl_i64_dec(t->lease, a->lease_ms);
+    args[n] = a->field;
+    lens[n++] = a->field_len;
+    args[n] = a->fenced ? "1" : "0";
+    lens[n++] = 1;
+    args[n] = t->token;
+    lens[n++] = hl_u64_dec(t->token, a->known_token);
+    args[n] = a->nonce;
+    lens[n++] = a->nonce_len;
+    args[n] = t->wait;
+    lens[n++] = hl_i64_dec(t->wait, a->waiter_timeout_ms);
+    if (with_keep) {
+        args[n] = t->keep;
+        lens[n++] = hl_i64_dec(t->keep, a->keep_in_line_ms);
+    }
+    if (a->want != HL_WANT_NONE) {
+        args[n] = wants[a->want];
+        lens[n++] = 1;
+        args[n] = a->claim ? a->claim : "";
+        lens[n++] = a->claim ? a->claim_len : 0;
+    }
+    if (delay_ms > 0) {
+        args[n] = t->delay;
+        lens[n++] = hl_i64_dec(t->delay, delay_ms);
+    }
+    return n;
+}
+
 int hl_hash_query_suffixed(hilock_lock *lock, hl_query q, const char *field,
                            size_t field_len, const char *suffix,
                            hl_request_fn *fn, void *data)

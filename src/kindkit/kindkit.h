@@ -238,6 +238,22 @@ int hl_run_lock_def(hilock_lock *lock, const hl_script_def *def, int nargs,
                     const char *const *args, const size_t *arg_lens,
                     hl_request_fn *fn, void *data);
 
+/* The text of an attempt's numbers, for hl_attempt_argv. */
+typedef struct hl_attempt_text {
+    char lease[24], token[24], wait[24], keep[24], delay[24];
+} hl_attempt_text;
+
+/* An attempt's ARGV as the lock kinds' acquire scripts read it, into args
+ * and lens (room for HL_LOCK_SCRIPT_MAX_ARGS), of text t: lease ms,
+ * field, fenced (0/1), known token, nonce, waiter timeout ms; with
+ * with_keep (a line of clients) how long the client stays in line; with
+ * a wish (a->want) what to do with it and the claim; and last, only where
+ * delay_ms > 0, the lock delay, so that clients without one send what
+ * they always sent.  Returns how many. */
+int hl_attempt_argv(const hl_attempt_args *a, bool with_keep,
+                    int64_t delay_ms, hl_attempt_text *t, const char **args,
+                    size_t *lens);
+
 /* A lock's request channel and request (hl_kind.request_channel and
  * request_release), the same for every kind that has them. */
 int hl_release_request_channel(const hilock_lock *lock, hl_aux_name *out);

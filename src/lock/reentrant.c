@@ -595,47 +595,6 @@ static int client_channel(const hilock_lock *lock, const char *field,
                             out);
 }
 
-/* The text of an attempt's numbers. */
-typedef struct attempt_text {
-    char lease[24], token[24], wait[24], keep[24], delay[24];
-} attempt_text;
-
-/* An attempt's ARGV (acquire_lua, acquire_wish_lua) into args and lens,
- * with delay_ms, the client's lock delay (0: none); how many. */
-static int attempt_argv(const hl_attempt_args *a, int64_t delay_ms,
-                        attempt_text *t, const char **args, size_t *lens)
-{
-    static const char *const wants[] = {"0", "1", "2"};
-    int n = 0;
-    args[n] = t->lease;
-    lens[n++] = hl_i64_dec(t->lease, a->lease_ms);
-    args[n] = a->field;
-    lens[n++] = a->field_len;
-    args[n] = a->fenced ? "1" : "0";
-    lens[n++] = 1;
-    args[n] = t->token;
-    lens[n++] = hl_u64_dec(t->token, a->known_token);
-    args[n] = a->nonce;
-    lens[n++] = a->nonce_len;
-    args[n] = t->wait;
-    lens[n++] = hl_i64_dec(t->wait, a->waiter_timeout_ms);
-    args[n] = t->keep;
-    lens[n++] = hl_i64_dec(t->keep, a->keep_in_line_ms);
-    if (a->want != HL_WANT_NONE) {
-        args[n] = wants[a->want];
-        lens[n++] = 1;
-        args[n] = a->claim ? a->claim : "";
-        lens[n++] = a->claim ? a->claim_len : 0;
-    }
-    /* The delay goes last, and only when set, so that clients without
-     * one send what they always sent. */
-    if (delay_ms > 0) {
-        args[n] = t->delay;
-        lens[n++] = hl_i64_dec(t->delay, delay_ms);
-    }
-    return n;
-}
-
 static int attempt(hilock_lock *lock, const hl_attempt_args *a,
                    hl_request_fn *fn, void *data)
 {
@@ -649,10 +608,10 @@ static int attempt(hilock_lock *lock, const hl_attempt_args *a,
         return hl_run_lock_def(lock, &acquire_lean_def, 2, args, lens, fn,
                                data);
     }
-    attempt_text t;
+    hl_attempt_text t;
     const char *args[HL_LOCK_SCRIPT_MAX_ARGS];
     size_t lens[HL_LOCK_SCRIPT_MAX_ARGS];
-    int n = attempt_argv(a, delay_ms, &t, args, lens);
+    int n = hl_attempt_argv(a, true, delay_ms, &t, args, lens);
     return hl_run_lock_def(lock,
                            a->want != HL_WANT_NONE ? &acquire_wish_def
                                                    : &acquire_def,
@@ -700,14 +659,14 @@ static int release_riding(hilock_lock *lock, const char *field,
     if (hl_lock_delay_ms(lock) > 0)
         return HL_RIDE_NOT_CARRIED;
     char lease[24], wait[24];
-    attempt_text t;
+    hl_attempt_text t;
     const char *args[HL_LOCK_SCRIPT_MAX_ARGS] = {
         lease, field, hl_lock_on_cluster(lock) ? "1" : "0", wait,
         hl_lock_writes_plain(lock) ? "1" : "0"};
     size_t lens[HL_LOCK_SCRIPT_MAX_ARGS] = {
         hl_i64_dec(lease, lease_ms), field_len, 1,
         hl_i64_dec(wait, hl_lock_waiter_timeout_ms(lock)), 1};
-    int n = 5 + attempt_argv(a, 0, &t, args + 5, lens + 5);
+    int n = 5 + hl_attempt_argv(a, true, 0, &t, args + 5, lens + 5);
     return hl_run_lock_def(lock, &release_riding_def, n, args, lens, fn,
                            data);
 }

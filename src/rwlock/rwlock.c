@@ -750,22 +750,12 @@ static int attempt_with(const hl_script_def *def, hilock_lock *lock,
 {
     if (hl_check_name_slot(lock) != HILOCK_OK)
         return HILOCK_EINVAL;
-    static const char *const wants[] = {"0", "1", "2"};
-    char lease[24], token[24], wt[24], keep[24];
-    const char *args[] = {lease,    a->field, a->fenced ? "1" : "0",
-                          token,    a->nonce, wt,
-                          keep,     wants[a->want],
-                          a->claim ? a->claim : ""};
-    size_t lens[] = {hl_i64_dec(lease, a->lease_ms),
-                     a->field_len,
-                     1,
-                     hl_u64_dec(token, a->known_token),
-                     a->nonce_len,
-                     hl_i64_dec(wt, a->waiter_timeout_ms),
-                     hl_i64_dec(keep, a->keep_in_line_ms),
-                     1,
-                     a->claim ? a->claim_len : 0};
-    return hl_run_lock_def(lock, def, def == &write_acquire_wish_def ? 9 : 7,
+    hl_attempt_text t;
+    const char *args[HL_LOCK_SCRIPT_MAX_ARGS];
+    size_t lens[HL_LOCK_SCRIPT_MAX_ARGS];
+    int n = hl_attempt_argv(a, true, 0, &t, args, lens);
+    /* The readers' script takes no wish. */
+    return hl_run_lock_def(lock, def, def == &write_acquire_wish_def ? n : 7,
                            args, lens, fn, data);
 }
 
