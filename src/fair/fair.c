@@ -635,10 +635,6 @@ static int release_riding(hilock_lock *lock, const char *field,
                           const hl_attempt_args *a, hl_request_fn *fn,
                           void *data)
 {
-    /* A holder's lock delay would need the delayed release's key and
-     * words; such a client's waiters attempt on their own. */
-    if (hl_lock_delay_ms(lock) > 0)
-        return HL_RIDE_NOT_CARRIED;
     char lease[24];
     hl_attempt_text t;
     const char *args[HL_LOCK_SCRIPT_MAX_ARGS] = {

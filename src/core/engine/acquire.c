@@ -1035,18 +1035,27 @@ static hl_acquire_op *oldest_listening(hilock_lock *lock)
     return op;
 }
 
+/* The waiter pick finds among the client's waiters on lock's channel. */
+static hl_waiter *channel_waiter(hilock_lock *lock,
+                                 hl_waiter *(*pick)(hl_waiters *,
+                                                    const char *, size_t))
+{
+    hl_waiters *reg = lock->client != NULL ? lock->client->waiters : NULL;
+    hl_aux_name ch;
+    if (reg == NULL || hl_lock_channel(lock, &ch) != 0)
+        return NULL;
+    hl_waiter *w = pick(reg, ch.s, ch.len);
+    hl_aux_name_done(&ch);
+    return w;
+}
+
 /* The oldest idle waiter of the client's line on lock's name, as let_in
  * picks: those in flight asked for permits freed before this release,
  * and go their own way; the first idle one that asks for more than the
  * release frees stops the walk, so that nobody behind it passes it. */
 static hl_acquire_op *next_in_line(hilock_lock *lock, int64_t amount)
 {
-    hl_waiters *reg = lock->client != NULL ? lock->client->waiters : NULL;
-    hl_aux_name ch;
-    if (reg == NULL || hl_lock_channel(lock, &ch) != 0)
-        return NULL;
-    hl_waiter *w = hl_waiters_head(reg, ch.s, ch.len);
-    hl_aux_name_done(&ch);
+    hl_waiter *w = channel_waiter(lock, hl_waiters_head);
     for (; w != NULL && w->fn == on_wake; w = w->next) {
         hl_acquire_op *o = w->data;
         if (o->lock->kind != lock->kind || !lined(o))
@@ -1064,12 +1073,7 @@ static hl_acquire_op *next_in_line(hilock_lock *lock, int64_t amount)
  * its handles on the client's channel. */
 static hl_acquire_op *next_queued(hilock_lock *lock)
 {
-    hl_waiters *reg = lock->client != NULL ? lock->client->waiters : NULL;
-    hl_aux_name ch;
-    if (reg == NULL || hl_lock_channel(lock, &ch) != 0)
-        return NULL;
-    hl_waiter *w = hl_waiters_next_idle(reg, ch.s, ch.len);
-    hl_aux_name_done(&ch);
+    hl_waiter *w = channel_waiter(lock, hl_waiters_next_idle);
     if (w == NULL || w->fn != on_wake)
         return NULL;
     hl_acquire_op *o = w->data;
@@ -1097,10 +1101,7 @@ hl_acquire_op *hl_lock_ride(hilock_lock *lock, int64_t amount,
     char field[HILOCK_CLIENT_ID_LEN + 22];
     prepare_attempt(op, &args, field, sizeof field);
     *rc = send(ctx, &args);
-    bool carried = *rc == HILOCK_OK;
-    if (*rc == HL_RIDE_NOT_CARRIED)
-        *rc = HILOCK_OK;
-    if (!carried) {
+    if (*rc != HILOCK_OK) {
         /* It waits on as it did; whatever woke it while it seemed to be
          * trying finds it idle again. */
         hl_turn_end(op->lock, &op->turn);

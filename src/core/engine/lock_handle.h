@@ -255,9 +255,8 @@ typedef struct hl_kind {
                                         int64_t *remaining);
     /* Kinds whose waiters ride on a release that frees the lock (ride.h)
      * set it: release as release does, and run the attempt a in the same
-     * script, which replies {the release's reply, the attempt's};
-     * HL_RIDE_NOT_CARRIED, nothing sent, when this release cannot carry
-     * it. */
+     * script, which replies {the release's reply, the attempt's}.  The
+     * engine does not ask it of a holder with a lock delay. */
     int (*release_riding)(hilock_lock *lock, const char *field,
                           size_t field_len, int64_t lease_ms,
                           const hl_attempt_args *a, hl_request_fn *fn,

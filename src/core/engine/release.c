@@ -414,9 +414,12 @@ static void call_start(hl_op *op)
         release_send s = {call, lock, field, len, lease, call->cond, NULL};
         _Atomic int *gate = hl_op_gate_requests(op);
         /* A release that frees the lock takes the next local waiter's
-         * attempt along, where the kind's release can carry it. */
+         * attempt along, where the kind's release can carry it: not a
+         * holder's with a lock delay, which needs the delayed release's
+         * key and words (its client's waiters attempt on their own). */
         if (call->lease_was_releasing && call->cond == NULL &&
-            lock->kind->release_riding != NULL)
+            lock->kind->release_riding != NULL &&
+            hl_lock_delay_ms(lock) == 0)
             call->rider = hl_lock_ride(lock, 1, send_with_rider, &s, &rc);
         if (call->rider == NULL && rc == HILOCK_OK)
             rc = hl_lock_write(lock, send_release_now, &s, on_reply, call);

@@ -20,11 +20,8 @@
 #include "hilock/reply.h"
 
 /* Send a request that carries the attempt a (valid during the call
- * only); HILOCK_OK or an error, as a kind's attempt, or
- * HL_RIDE_NOT_CARRIED when the request cannot carry a and nothing was
- * sent (the caller then sends its request alone). */
+ * only); HILOCK_OK or an error, as a kind's attempt. */
 typedef int hl_ride_send_fn(void *ctx, const hl_attempt_args *a);
-#define HL_RIDE_NOT_CARRIED (-1)
 
 /* The waiter that rides (above), when it waits idle (for at most amount,
  * in a line_per_client kind's line), attempts through send.  Returns
