@@ -156,7 +156,7 @@ static void op_finish(hl_acquire_op *op, int status,
     if (!attempting)
         hl_turn_end(lock, &op->turn);
     /* The next in line, whose turn comes when this one leaves it. */
-    hl_acquire_op *next_in_line =
+    hl_acquire_op *behind =
         op->linked && lined(op) && line_head(op) && op->waiter.next
             ? op->waiter.next->data
             : NULL;
@@ -195,9 +195,9 @@ static void op_finish(hl_acquire_op *op, int status,
         size_t len = hl_owner_field(lock, op->owner, field, sizeof field);
         lock->kind->leave(lock, field, len);
     }
-    if (next_in_line != NULL && next_in_line->state == HL_ACQUIRE_WAITING &&
-        hl_lock_usable(next_in_line->lock))
-        attempt(next_in_line); /* its turn came */
+    if (behind != NULL && behind->state == HL_ACQUIRE_WAITING &&
+        hl_lock_usable(behind->lock))
+        attempt(behind); /* its turn came */
     if (acquired)
         op->got = *acquired;
     op->in_flight++; /* keep op alive across the callback */
