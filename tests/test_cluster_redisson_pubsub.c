@@ -30,6 +30,7 @@
 #include "hilock/hilock.h"
 #include "support/cluster_util.h"
 #include "support/fixture.h"
+#include "support/lock_helpers.h"
 #include "support/plain_sub.h"
 #include "support/redisson_peer.h"
 
@@ -371,6 +372,43 @@ static void test_release_reaches_listeners(void **state)
     release_reaches_listeners(NULL, false, true);
 }
 
+/* Every SPUBLISH goes on to the shard's replicas, heard or not: a
+ * release that nobody listens for on Redisson's channel stays quiet, in
+ * the lean form and in the full one that carries a local waiter's
+ * attempt (a listener still hears either: above). */
+static void test_unheard_release_stays_quiet(void **state)
+{
+    (void)state;
+    char name[64];
+    name_on(1, "quiet", name, sizeof name);
+    hl_redis_server *m = master_of_name(name);
+    hilock_client *c = client(NULL);
+    hilock_lock *lock = NULL;
+    OK(hilock_lock_create(&lock, c, name));
+    static hl_acquire_rec rider;
+    static hl_value_rec rel;
+
+    long long before = hl_fixture_calls(m, "spublish");
+    OK(hilock_lock_try_acquire(lock, 0, lease_ms));
+    OK(hilock_lock_release(lock));
+    assert_int_equal(hl_fixture_calls(m, "spublish") - before, 0);
+
+    OK(hilock_lock_try_acquire(lock, 0, lease_ms));
+    hl_acquire_rec_init(&rider, c);
+    OK(hilock_lock_acquire_async(lock, 1007, HILOCK_WAIT_FOREVER, lease_ms,
+                                 0, hl_record_acquire, &rider, NULL));
+    hl_expect_idle(c, lock, 1);
+    OK(hilock_lock_release(lock));
+    assert_int_equal(hl_expect_acquire(&rider), HILOCK_OK);
+    hl_value_rec_init(&rel);
+    OK(hilock_lock_release_async(lock, 1007, hl_record_value, &rel));
+    assert_int_equal(hl_expect_value(&rel, HILOCK_OK), 0);
+    assert_int_equal(hl_fixture_calls(m, "spublish") - before, 0);
+
+    OK(hilock_lock_destroy(lock));
+    OK(hilock_client_destroy(c));
+}
+
 /* Our client first in our line listens on Redisson's channel itself, and
  * a release of its own may stay quiet there when nobody else listens.
  * Plain listeners elsewhere cannot be counted from the master, so such a
@@ -676,6 +714,7 @@ int main(void)
         cmocka_unit_test(test_both_hears_either_java_release),
         cmocka_unit_test(test_sharded_java_release_wakes_waiter),
         cmocka_unit_test(test_release_reaches_listeners),
+        cmocka_unit_test(test_unheard_release_stays_quiet),
         cmocka_unit_test(test_first_in_line_still_announces),
         cmocka_unit_test(test_fair_both_ways),
         cmocka_unit_test(test_latch_opens),

@@ -200,13 +200,17 @@
  * sharded subscribers).  ours, when given, counts the other subscribers
  * there that are clients of ours the release does not concern (a
  * read-write lock's readers, who wait behind the line whatever it says).
- * Needs HL_LUA_ANNOUNCE. */
+ * A server that cannot count (sharded subscribers before Redis 7) hears
+ * the message.  Needs HL_LUA_ANNOUNCE. */
 #define HL_LUA_LINE_ANNOUNCE_OURS                                           \
     "local function announce_ours(ch, first, me, sharded, msg, ours)\n"     \
-    "  if first and redis.call('pubsub', sharded == '1' and\n"              \
-    "      'shardnumsub' or 'numsub', ch)[2] - (ours or 0) <=\n"            \
-    "      (first == me and 1 or 0) then\n"                                 \
-    "    return\n"                                                          \
+    "  if first then\n"                                                     \
+    "    local n = redis.pcall('pubsub', sharded == '1' and\n"              \
+    "                          'shardnumsub' or 'numsub', ch)\n"            \
+    "    if type(n) == 'table' and not n.err and\n"                         \
+    "        n[2] - (ours or 0) <= (first == me and 1 or 0) then\n"         \
+    "      return\n"                                                        \
+    "    end\n"                                                             \
     "  end\n"                                                               \
     "  announce(ch, msg)\n"                                                 \
     "end\n"

@@ -269,10 +269,15 @@ static const char acquire_wish_lua[] = ACQUIRE_WISH_LUA("ARGV[10]");
     HL_LUA_LINE_PROMISE_FROM_HANDING(3, "me", hand)                         \
     RELEASE_LUA_TAIL
 
+/* A release with no line announces to whoever listens; on a cluster it
+ * counts them first, as if a client of nobody's were first in line
+ * (SHARDED_QUIET): every SPUBLISH goes to the shard's replicas as well,
+ * listened to or not. */
 #define RELEASE_LUA_TAIL                                                    \
     /* Held again, by our client: Redisson's waiters would find it so. */  \
     "if not handed then\n"                                                  \
-    "  announce_ours(KEYS[2], first, me, ARGV[3], '" MSG_OUR_RELEASE "')\n" \
+    "  announce_ours(KEYS[2], first or (ARGV[3] == '1' and '-'), me,\n"     \
+    "                ARGV[3], '" MSG_OUR_RELEASE "')\n"                      \
     "end\n"                                                                 \
     "if not first or first == me then return answer(-4) end\n"              \
     /* Promised to another client: this one's waiters, which took no       \
@@ -293,18 +298,32 @@ static const char acquire_wish_lua[] = ACQUIRE_WISH_LUA("ARGV[10]");
  *
  * KEYS: name, channel, line.  ARGV: lease ms, field.  Replies as
  * release_lua, or HL_RELEASE_FULL_FORM. */
+#define RELEASE_LEAN_LUA(announce_freed)                                    \
+    HL_LUA_ANNOUNCE HL_LUA_COUNT_DOWN                                       \
+    "if left > 0 then\n"                                                    \
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"                           \
+    "  return left\n"                                                       \
+    "end\n"                                                                 \
+    "if redis.call('exists', KEYS[3]) == 1 then\n"                          \
+    "  return " HL_RELEASE_FULL_FORM_TEXT "\n"                              \
+    "end\n"                                                                 \
+    "redis.call('del', KEYS[1])\n"                                          \
+    announce_freed                                                          \
+    "return answer(-4)\n"
+
+/* On a lone server a PUBLISH that nobody hears costs what counting the
+ * listeners would. */
 static const char release_lean_lua[] =
-    HL_LUA_ANNOUNCE HL_LUA_COUNT_DOWN
-    "if left > 0 then\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  return left\n"
-    "end\n"
-    "if redis.call('exists', KEYS[3]) == 1 then\n"
-    "  return " HL_RELEASE_FULL_FORM_TEXT "\n"
-    "end\n"
-    "redis.call('del', KEYS[1])\n"
-    "announce(KEYS[2], '" MSG_OUR_RELEASE "')\n"
-    "return answer(-4)\n";
+    RELEASE_LEAN_LUA("announce(KEYS[2], '" MSG_OUR_RELEASE "')\n");
+
+/* On a cluster every SPUBLISH goes to the shard's replicas too, heard or
+ * not: the lean release counts the listeners first.  A server that
+ * cannot count them (before Redis 7) hears the message. */
+static const char release_lean_cluster_lua[] = RELEASE_LEAN_LUA(
+    "local n = redis.pcall('pubsub', 'shardnumsub', KEYS[2])\n"
+    "if type(n) ~= 'table' or n.err or n[2] > 0 then\n"
+    "  announce(KEYS[2], '" MSG_OUR_RELEASE "')\n"
+    "end\n");
 
 /* Wishes as every client records them, and also those with a delay. */
 #define WISH_PLAIN HL_LUA_WISH_PLAIN
@@ -458,6 +477,7 @@ static hl_script release_into_cond_script, release_into_cond_delayed_script;
 static hl_script release_riding_script;
 static hl_script acquire_script, acquire_wish_script, release_script,
     release_delayed_script, acquire_lean_script, release_lean_script,
+    release_lean_cluster_script,
     force_script, leave_script, withdraw_script, reconcile_script,
     status_script;
 
@@ -494,6 +514,13 @@ static const hl_script_def release_lean_def = {
     .what = "reentrant lean release",
     .body = release_lean_lua,
     .script = &release_lean_script,
+    HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, HL_LAYOUT_LOCK_LINE),
+};
+
+static const hl_script_def release_lean_cluster_def = {
+    .what = "reentrant lean release",
+    .body = release_lean_cluster_lua,
+    .script = &release_lean_cluster_script,
     HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, HL_LAYOUT_LOCK_LINE),
 };
 
@@ -582,7 +609,8 @@ const hl_script_def *const hl_reentrant_script_defs[] = {
     &force_def,
     &leave_def,    &withdraw_def,     &reconcile_def, &status_def,
     &release_into_cond_def, &release_into_cond_delayed_def,
-    &acquire_lean_def, &release_lean_def, &release_riding_def, NULL};
+    &acquire_lean_def, &release_lean_def, &release_lean_cluster_def,
+    &release_riding_def, NULL};
 
 /* The kind's channel is the client's own: "hilock_lock_wake:{NAME}:<id>". */
 static int client_channel(const hilock_lock *lock, const char *field,
@@ -629,8 +657,11 @@ static int release(hilock_lock *lock, const char *field, size_t field_len,
         !hl_lock_contended_lately(lock)) {
         const char *args[] = {lease, field};
         size_t lens[] = {hl_i64_dec(lease, lease_ms), field_len};
-        return hl_run_lock_def(lock, &release_lean_def, 2, args, lens, fn,
-                               data);
+        return hl_run_lock_def(lock,
+                               hl_lock_on_cluster(lock)
+                                   ? &release_lean_cluster_def
+                                   : &release_lean_def,
+                               2, args, lens, fn, data);
     }
     const char *args[] = {lease, field, hl_lock_on_cluster(lock) ? "1" : "0",
                           wait, hl_lock_writes_plain(lock) ? "1" : "0",
