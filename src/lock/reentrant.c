@@ -270,9 +270,9 @@ static const char acquire_wish_lua[] = ACQUIRE_WISH_LUA("ARGV[10]");
     RELEASE_LUA_TAIL
 
 /* A release with no line announces to whoever listens; on a cluster it
- * counts them first, as if a client of nobody's were first in line
- * (SHARDED_QUIET): every SPUBLISH goes to the shard's replicas as well,
- * listened to or not. */
+ * counts them first, as if a client of nobody's ('-') were first in
+ * line: every SPUBLISH goes to the shard's replicas as well, listened to
+ * or not. */
 #define RELEASE_LUA_TAIL                                                    \
     /* Held again, by our client: Redisson's waiters would find it so. */  \
     "if not handed then\n"                                                  \
