@@ -518,7 +518,7 @@ static const hl_script_def release_lean_def = {
 };
 
 static const hl_script_def release_lean_cluster_def = {
-    .what = "reentrant lean release",
+    .what = "reentrant lean release on a cluster",
     .body = release_lean_cluster_lua,
     .script = &release_lean_cluster_script,
     HL_DEF_KEYS(hl_key_name, HL_LAYOUT_LOCK_CHANNEL, HL_LAYOUT_LOCK_LINE),
