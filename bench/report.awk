@@ -509,8 +509,9 @@ function w8_lines(    i, l, how, waits) {
             how = "producers working " field(l, "pace_us") " µs between items"
         # With no wait ended by a signal the percentiles are of nothing.
         if (field(l, "wakeups") > 0)
-            waits = sprintf("over %s wake-ups (from the latest signal to the wait's return holding the lock) p50 %s µs, p99 %s µs, max %s µs",
-                field(l, "wakeups"), field(l, "p50_us"), field(l, "p99_us"), field(l, "max_us"))
+            waits = sprintf("over %s wake-up%s (from the latest signal to the wait's return holding the lock) p50 %s µs, p99 %s µs, max %s µs",
+                field(l, "wakeups"), field(l, "wakeups") == 1 ? "" : "s",
+                field(l, "p50_us"), field(l, "p99_us"), field(l, "max_us"))
         else
             waits = "no wait was ended by a signal in the window"
         printf "\nW8, the condition variable: a bounded buffer of 16 items, %d producer and %d consumer processes, each with its own client, on one lock and its conditions not-full and not-empty, %s: %.0f items/s; %s; %s scripts and %s µs of server CPU per item; %s violations.\n",
