@@ -4,7 +4,8 @@
  * table its kind runs it from (core/transport/script_def.h), so the
  * check cannot drift from what the code passes.  The few scripts that
  * must name keys no caller can know carry a named exception with its
- * reason, and Dragonfly's flag that lets them.  No server needed. */
+ * reason, and Dragonfly's flag that lets them.  Each script's name, by
+ * which a failure is reported, is its own.  No server needed. */
 /* ctest-timeout: 60 */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -149,6 +150,26 @@ static void exceptions_are_named(void **state)
                 n++;
             }
     print_message("%d scripts name keys they are not given\n", n);
+}
+
+/* A failed script is reported by its def's name, so no two defs share
+ * one: an error must say which script ran (the lean release's lone-server
+ * and cluster forms once did not). */
+static void every_script_has_a_name_of_its_own(void **state)
+{
+    (void)state;
+    const hl_script_def *seen[256];
+    size_t n = 0;
+    for (size_t l = 0; l < NLISTS; l++)
+        for (const hl_script_def *const *d = def_lists[l]; *d; d++) {
+            assert_non_null((*d)->what);
+            for (size_t i = 0; i < n; i++)
+                if (strcmp(seen[i]->what, (*d)->what) == 0)
+                    fail_msg("two scripts are called \"%s\"", (*d)->what);
+            assert_true(n < sizeof seen / sizeof seen[0]);
+            seen[n++] = *d;
+        }
+    assert_true(n >= 40);
 }
 
 /* ---- the checker itself ------------------------------------------------ */
@@ -309,6 +330,7 @@ int main(void)
         cmocka_unit_test(every_script_names_only_its_keys),
         cmocka_unit_test(one_key_fewer_fails),
         cmocka_unit_test(exceptions_are_named),
+        cmocka_unit_test(every_script_has_a_name_of_its_own),
         cmocka_unit_test(checker_refuses_what_it_should),
         cmocka_unit_test(prefixed_keys_share_the_name_slot),
     };
