@@ -44,6 +44,15 @@ void hl_io_init(hl_io *io, struct ev_loop *loop, hl_io_fn *on_event,
     io->want_read = io->want_write = false;
     ev_init(&io->read_watcher, io_read_cb);
     ev_init(&io->write_watcher, io_write_cb);
+    /* A loop that wakes late (its process stopped or starved, a caller's
+     * loop not run) finds an answer that came meanwhile and a deadline
+     * that passed meanwhile ready together, and libev runs the timer
+     * first.  The deadline would then judge a request, a lease or a
+     * Sentinel round without an answer that is already there: a reply
+     * turned into a timeout and a reset connection, a renewed lease
+     * reported lost, a sentinel's doubt left unheard.  Sockets first. */
+    ev_set_priority(&io->read_watcher, EV_MAXPRI);
+    ev_set_priority(&io->write_watcher, EV_MAXPRI);
 }
 
 void hl_io_set_fd(hl_io *io, int fd)
