@@ -86,29 +86,6 @@ static bool chose(void *arg)
            strstr(reply, "promoted") != NULL;
 }
 
-/* A replicas=one client whose Sentinel rounds wait for every sentinel
- * for 10 s: the failing sentinel's answer must be heard even when a busy
- * machine runs it late, or the other two, which know nothing of the
- * failover, would vouch on their own (as a round does when a sentinel
- * is down for good). */
-static hilock_client *patient_client(void)
-{
-    hilock_options *o;
-    hilock_client *c;
-    assert_int_equal(hilock_options_create(&o), HILOCK_OK);
-    assert_int_equal(
-        hilock_options_set_url(o, hl_redis_replicated_sentinel_url(group)),
-        HILOCK_OK);
-    assert_int_equal(hilock_options_set_replica_ack(o, HILOCK_ACK_ONE),
-                     HILOCK_OK);
-    assert_int_equal(
-        hilock_options_set_connect_timeout_ms(o, hl_widen(10000)),
-        HILOCK_OK);
-    assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
-    hilock_options_free(o);
-    return c;
-}
-
 /* Under replicas=one a master with three replicas needs one
  * acknowledgement.  A sentinel fails it over, held still before the
  * promotion, so every sentinel still names the master; then another
@@ -126,7 +103,12 @@ static void test_a_master_being_failed_over_is_vouched_for_by_nobody(
     hl_redis_server *leaves = hl_redis_replicated_node(group, 3);
     hl_redis_server *failing = hl_redis_replicated_sentinel(group, 0);
 
-    hilock_client *c = patient_client();
+    /* Rounds wait 10 s for each sentinel: the failing sentinel's answer
+     * must be heard even when a busy machine runs it late, or the other
+     * two, which know nothing of the failover, would vouch on their own
+     * (as a round does when a sentinel is down for good). */
+    hilock_client *c =
+        hl_sentinel_client_waiting(group, HILOCK_ACK_ONE, hl_widen(10000));
     const char *name = "failing-over";
     hilock_lock *l;
     assert_int_equal(hilock_lock_create(&l, c, name),

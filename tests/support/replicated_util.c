@@ -50,10 +50,11 @@ void hl_sentinel_names(hl_redis_replicated *g, size_t i,
                      '+');
 }
 
-hilock_client *hl_sentinel_client(hl_redis_replicated *g,
-                                  hilock_replica_ack policy,
-                                  int64_t ack_timeout_ms,
-                                  int64_t command_timeout_ms)
+static hilock_client *sentinel_client(hl_redis_replicated *g,
+                                      hilock_replica_ack policy,
+                                      int64_t ack_timeout_ms,
+                                      int64_t command_timeout_ms,
+                                      int64_t connect_timeout_ms)
 {
     hilock_options *o;
     hilock_client *c;
@@ -70,7 +71,26 @@ hilock_client *hl_sentinel_client(hl_redis_replicated *g,
         assert_int_equal(
             hilock_options_set_command_timeout_ms(o, command_timeout_ms),
             HILOCK_OK);
+    if (connect_timeout_ms != 0)
+        assert_int_equal(
+            hilock_options_set_connect_timeout_ms(o, connect_timeout_ms),
+            HILOCK_OK);
     assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
     hilock_options_free(o);
     return c;
+}
+
+hilock_client *hl_sentinel_client(hl_redis_replicated *g,
+                                  hilock_replica_ack policy,
+                                  int64_t ack_timeout_ms,
+                                  int64_t command_timeout_ms)
+{
+    return sentinel_client(g, policy, ack_timeout_ms, command_timeout_ms, 0);
+}
+
+hilock_client *hl_sentinel_client_waiting(hl_redis_replicated *g,
+                                          hilock_replica_ack policy,
+                                          int64_t connect_timeout_ms)
+{
+    return sentinel_client(g, policy, 0, 0, connect_timeout_ms);
 }

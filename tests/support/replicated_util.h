@@ -36,5 +36,10 @@ hilock_client *hl_sentinel_client(hl_redis_replicated *g,
                                   hilock_replica_ack policy,
                                   int64_t ack_timeout_ms,
                                   int64_t command_timeout_ms);
+/* The same with a nonzero connect_timeout_ms, which also bounds how long
+ * a round of the sentinels waits for each one's answer. */
+hilock_client *hl_sentinel_client_waiting(hl_redis_replicated *g,
+                                          hilock_replica_ack policy,
+                                          int64_t connect_timeout_ms);
 
 #endif
