@@ -413,7 +413,10 @@ HILOCK_API int hilock_options_set_description(hilock_options *opts,
  * on the loop's thread, and the loop's thread is the one that called
  * hilock_client_create(), unless another thread takes the loop over with
  * hilock_client_set_loop_thread().  NULL restores the default (own loop
- * thread). */
+ * thread).  The client's socket watchers have libev's highest priority
+ * (EV_MAXPRI): in a turn of the loop that finds both ready, the client
+ * reads its answers before its timers, and before the loop's other
+ * watchers of lower priority, judge them late. */
 HILOCK_API int hilock_options_set_loop(hilock_options *opts,
                                        struct ev_loop *loop);
 
