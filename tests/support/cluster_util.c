@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "core/transport/keyslot.h"
+#include "support/fixture.h"
 
 hilock_client *hl_fx_cluster_client(const char *url, int64_t watchdog_ms,
                                     int64_t command_ms)
@@ -31,12 +32,25 @@ hilock_client *hl_fx_cluster_client(const char *url, int64_t watchdog_ms,
     return c;
 }
 
+typedef struct slot_probe {
+    hl_redis_cluster *c;
+    int slot;
+    hl_redis_server *master;
+} slot_probe;
+
+static bool slot_served(void *arg)
+{
+    slot_probe *p = arg;
+    p->master = hl_redis_cluster_master_of(p->c, p->slot);
+    return p->master != NULL;
+}
+
 hl_redis_server *hl_fx_master_of(hl_redis_cluster *c, int slot)
 {
-    hl_redis_server *m = hl_redis_cluster_master_of(c, slot);
-    if (m == NULL)
+    slot_probe p = {c, slot, NULL};
+    if (!hl_wait_until(slot_served, &p, hl_widen(15000)))
         fail_msg("no master serves slot %d", slot);
-    return m;
+    return p.master;
 }
 
 hl_redis_server *hl_fx_master(hl_redis_cluster *c, int i)

@@ -14,7 +14,10 @@
 hilock_client *hl_fx_cluster_client(const char *url, int64_t watchdog_ms,
                                     int64_t command_ms);
 
-/* The master serving slot, as the first node that answers sees it. */
+/* The master serving slot, as the first node that answers sees it,
+ * waiting up to hl_widen(15000) ms for one: a view caught in the middle
+ * of a change (a node a busy machine left unscheduled past the node
+ * timeout, flagged and cleared again) names none for a moment. */
 hl_redis_server *hl_fx_master_of(hl_redis_cluster *c, int slot);
 
 /* Master i of 3, by the slots 0, 8192 and 16383 each serves. */
