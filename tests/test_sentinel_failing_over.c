@@ -7,7 +7,14 @@
  * stopped, so it never takes the REPLICAOF NO ONE it is sent, and the
  * failover waits in its promotion step for the failover timeout.  Its
  * own group, of 3 replicas: a master that lost one still has an
- * acknowledging replica for replicas=one besides the stopped one. */
+ * acknowledging replica for replicas=one besides the stopped one.
+ *
+ * The master stays suspect until the sentinels vouch for it: a refusal
+ * answers the writes that are waiting for it, and every write after it
+ * waits for a word of its own, including one whose acknowledgement came
+ * after the refusal. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +26,10 @@
 #include "support/fixture.h"
 #include "support/raw_reads.h"
 #include "support/replicated_util.h"
+#include "support/loop_call.h"
 #include "core/runtime/ack.h"
+#include "core/runtime/client_state.h"
+#include "core/runtime/sentinel.h"
 
 /* ctest-timeout: 180 */
 
@@ -86,6 +96,52 @@ static bool chose(void *arg)
            strstr(reply, "promoted") != NULL;
 }
 
+static void read_rounds(hilock_client *c, void *arg)
+{
+    *(unsigned *)arg = hl_sentinel_rounds(c->sentinel);
+}
+
+typedef struct rounds_probe {
+    hilock_client *c;
+    unsigned past;
+} rounds_probe;
+
+/* The client's sentinels have ended a round since it had probe->past. */
+static bool rounds_past(void *arg)
+{
+    rounds_probe *r = arg;
+    unsigned n = 0;
+    hl_run_on_loop(r->c, read_rounds, &n);
+    return n > r->past;
+}
+
+/* A grant asked on a thread of its own, while the test holds its
+ * acknowledgement back. */
+typedef struct grant {
+    hilock_lock *lock;
+    int rc;
+    char detail[512];
+    atomic_bool done;
+} grant;
+
+static void *grant_main(void *arg)
+{
+    grant *g = arg;
+    g->rc = hilock_lock_try_acquire(g->lock, 0, 10000);
+    snprintf(g->detail, sizeof g->detail, "%s", hilock_last_error());
+    atomic_store(&g->done, true);
+    return NULL;
+}
+
+/* A grant the sentinels' refusal must fail: its status and what it
+ * said (rc, detail). */
+static void expect_refused(const char *which, int rc, const char *detail)
+{
+    printf("# %s: %s (%s)\n", which, hilock_errname(rc), detail);
+    if (rc != HILOCK_ENOACK || strstr(detail, "did not vouch") == NULL)
+        fail_msg("%s: %s (%s)", which, hilock_errname(rc), detail);
+}
+
 /* Under replicas=one a master with three replicas needs one
  * acknowledgement.  A sentinel fails it over, held still before the
  * promotion, so every sentinel still names the master; then another
@@ -141,14 +197,40 @@ static void test_a_master_being_failed_over_is_vouched_for_by_nobody(
     int rc = fell ? hilock_lock_try_acquire(l, 0, 10000) : HILOCK_EIO;
     char detail[512];
     snprintf(detail, sizeof detail, "%s", hilock_last_error());
+    if (!fell) {
+        hl_fixture_resume(chosen);
+        fail_msg("the replica that left still counts as online");
+    }
+    expect_refused("a grant while a sentinel fails the master over", rc,
+                   detail);
+    if (strstr(detail, "is failing it over") == NULL &&
+        strstr(detail, "holds it down") == NULL) {
+        hl_fixture_resume(chosen);
+        fail_msg("refused for another reason than the failover: %s",
+                 detail);
+    }
+
+    /* At once, on the count just read: still suspect. */
+    rc = hilock_lock_try_acquire(l, 0, 10000);
+    snprintf(detail, sizeof detail, "%s", hilock_last_error());
+    expect_refused("the next grant, on the same count", rc, detail);
+
+    /* The replica that stays holds the acknowledgement back until the
+     * round asked by the fresh count has refused. */
+    hl_sleep_ms(HL_ACK_RECOUNT_MS + 100);
+    rounds_probe r = {.c = c};
+    hl_run_on_loop(c, read_rounds, &r.past);
+    grant g = {.lock = l};
+    pthread_t t;
+    hl_fixture_pause(stays);
+    assert_int_equal(pthread_create(&t, NULL, grant_main, &g), 0);
+    bool refused = hl_wait_until(rounds_past, &r, hl_widen(20000));
+    hl_fixture_resume(stays);
+    assert_int_equal(pthread_join(t, NULL), 0);
     hl_fixture_resume(chosen);
-    assert_true(fell);
-    printf("# a grant while a sentinel fails the master over: %s (%s)\n",
-           hilock_errname(rc), detail);
-    if (rc != HILOCK_ENOACK)
-        fail_msg("a grant vouched for during a failover: %s (%s)",
-                 hilock_errname(rc), detail);
-    assert_non_null(strstr(detail, "is failing it over"));
+    assert_true(refused);
+    expect_refused("a grant acknowledged after the refusal", g.rc,
+                   g.detail);
     hilock_lock_destroy(l);
     hilock_client_destroy(c);
 }

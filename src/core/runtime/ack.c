@@ -342,16 +342,28 @@ static void deliver_short(hl_ack *a, int need, const char *why)
     deliver(a, HILOCK_ENOACK);
 }
 
-/* Whether a's verdict waits for the topology's word on its master,
- * which is suspect and being asked about (e, a's count, confirming):
- * then it is parked.  Every
- * write's does, acknowledged or short: a master being replaced may still
- * have as many replicas as the policy asks for, ones that have not left
- * it yet, and a count that fell may yet be confirmed. */
+/* e's master reported fewer replicas than it had, and the topology has
+ * not vouched for it since. */
+static bool is_suspect(const ack_count *e)
+{
+    return e->k >= 0 && e->k < e->had;
+}
+
+/* Whether a's verdict waits for the topology's word on its master (e, a's
+ * count): while the master is suspect or being asked about, it is
+ * parked.  Every write's does, acknowledged or short: a master being
+ * replaced may still have as many replicas as the policy asks for, ones
+ * that have not left it yet (under replicas=one, one is enough), and a
+ * count that fell may yet be confirmed.  A refusal answers only the
+ * writes parked when it came: one judged after it asks again, or a
+ * write acknowledged just after the sentinels refused, or sent on the
+ * count that made them refuse, would count on the master they would not
+ * vouch for. */
 static bool held_for_word(hl_ack *a, ack_count *e)
 {
-    if (e == NULL || !e->confirming)
+    if (e == NULL || (!e->confirming && !is_suspect(e)))
         return false;
+    ask_topology(a->client, e, a->conn);
     park(a->client, e, a);
     return true;
 }
