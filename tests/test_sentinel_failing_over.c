@@ -12,7 +12,8 @@
  * The master stays suspect until the sentinels vouch for it: a refusal
  * answers the writes that are waiting for it, and every write after it
  * waits for a word of its own, including one whose acknowledgement came
- * after the refusal. */
+ * after the refusal; rounds asked back to back come no closer than
+ * HL_SENTINEL_REASK_MS. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -137,7 +138,6 @@ static void *grant_main(void *arg)
  * said (rc, detail). */
 static void expect_refused(const char *which, int rc, const char *detail)
 {
-    printf("# %s: %s (%s)\n", which, hilock_errname(rc), detail);
     if (rc != HILOCK_ENOACK || strstr(detail, "did not vouch") == NULL)
         fail_msg("%s: %s (%s)", which, hilock_errname(rc), detail);
 }
@@ -201,6 +201,8 @@ static void test_a_master_being_failed_over_is_vouched_for_by_nobody(
         hl_fixture_resume(chosen);
         fail_msg("the replica that left still counts as online");
     }
+    printf("# a grant while a sentinel fails the master over: %s (%s)\n",
+           hilock_errname(rc), detail);
     expect_refused("a grant while a sentinel fails the master over", rc,
                    detail);
     if (strstr(detail, "is failing it over") == NULL &&
@@ -227,10 +229,29 @@ static void test_a_master_being_failed_over_is_vouched_for_by_nobody(
     bool refused = hl_wait_until(rounds_past, &r, hl_widen(20000));
     hl_fixture_resume(stays);
     assert_int_equal(pthread_join(t, NULL), 0);
-    hl_fixture_resume(chosen);
     assert_true(refused);
     expect_refused("a grant acknowledged after the refusal", g.rc,
                    g.detail);
+
+    /* Grants asked back to back while the sentinels refuse ask them at
+     * most once per HL_SENTINEL_REASK_MS, not once each. */
+    unsigned before = 0, after = 0;
+    int asked = 0;
+    hl_run_on_loop(c, read_rounds, &before);
+    int64_t from = hl_now_ms(), took;
+    while ((took = hl_now_ms() - from) < 500) {
+        rc = hilock_lock_try_acquire(l, 0, 10000);
+        snprintf(detail, sizeof detail, "%s", hilock_last_error());
+        expect_refused("a grant asked back to back", rc, detail);
+        asked++;
+    }
+    hl_run_on_loop(c, read_rounds, &after);
+    hl_fixture_resume(chosen);
+    printf("# %d grants in %lld ms asked %u rounds\n", asked,
+           (long long)took, after - before);
+    if (after - before > took / HL_SENTINEL_REASK_MS + 2)
+        fail_msg("%d grants in %lld ms asked %u rounds", asked,
+                 (long long)took, after - before);
     hilock_lock_destroy(l);
     hilock_client_destroy(c);
 }

@@ -67,6 +67,7 @@ struct hl_sentinel {
     hl_timer next;
     hl_timer watch; /* looks for a master that stopped answering */
     int failed_rounds;
+    hl_monotime nobody_at; /* the last round vouched for nobody; or 0 */
     int calling; /* inside fn: a free waits for the return */
     bool free_on_return;
     bool closed;
@@ -220,11 +221,22 @@ static void follow(hl_sentinel *s, int i)
     }
 }
 
+/* Start the next round from the loop: at once, or HL_SENTINEL_REASK_MS
+ * after a round that vouched for nobody. */
+static void arm_next(hl_sentinel *s)
+{
+    hl_monotime wait = 0;
+    if (s->nobody_at != 0)
+        wait = s->nobody_at + HL_MS(HL_SENTINEL_REASK_MS) - hl_monotime_now();
+    hl_timer_arm(&s->next, wait > 0 ? wait : 0);
+}
+
 static void round_succeeded(hl_sentinel *s, int index, const char *host,
                             int port, bool vouched)
 {
     round_over(s);
     s->failed_rounds = 0;
+    s->nobody_at = 0;
     s->answers++;
     follow(s, index);
     if (!tell(s, HILOCK_OK, NULL, host, port, vouched))
@@ -233,7 +245,7 @@ static void round_succeeded(hl_sentinel *s, int index, const char *host,
      * ask. */
     if (s->again) {
         s->again = false;
-        hl_timer_arm(&s->next, 0);
+        arm_next(s);
     }
 }
 
@@ -277,14 +289,16 @@ static bool same_addr(const sentinel_addr *a, const sentinel_addr *b)
 
 /* The round heard enough and vouches for no master (detail says why):
  * the client stays where it is.  Not a failed round, so no backoff: the
- * sentinels may agree a moment later, and whoever asks next finds out.
- * Its last act, like round_failed's. */
+ * sentinels may agree a moment later, and whoever asks next finds out,
+ * HL_SENTINEL_REASK_MS from now at the soonest.  Its last act, like
+ * round_failed's. */
 static void vouch_for_nobody(hl_sentinel *s, const char *detail)
 {
     round_over(s);
+    s->nobody_at = hl_monotime_now();
     if (s->again) {
         s->again = false;
-        hl_timer_arm(&s->next, 0);
+        arm_next(s);
     }
     tell(s, HILOCK_EIO, detail, NULL, 0, false);
 }
@@ -664,7 +678,7 @@ static void ask(hl_sentinel *s)
     if (s->asking)
         s->again = true;
     else if (!s->next.armed)
-        hl_timer_arm(&s->next, 0);
+        arm_next(s);
 }
 
 /* ---- a silent master ---------------------------------------------------- */

@@ -42,6 +42,12 @@ typedef struct hl_sentinel hl_sentinel;
  * where the master is, at most once per this time while it lasts. */
 #define HL_SENTINEL_SILENT_MS 500
 
+/* A round asked within this long of one that vouched for nobody starts
+ * this long after it: while the sentinels disagree or doubt a master,
+ * every write to it asks them, and each round opens a connection to
+ * each sentinel. */
+#define HL_SENTINEL_REASK_MS 100
+
 /* status HILOCK_OK: the master is at host:port, vouched for when a
  * majority of the sentinels named it and none another (always so for a
  * master other than the one the client follows, unless announced by
