@@ -50,7 +50,7 @@ int hilock_segmented_create_n(hilock_segmented **out, hilock_client *client,
     if (rc == HILOCK_OK && hl_handle_add(set) != 0)
         rc = hl_fail(HILOCK_ENOMEM, "out of memory");
     if (rc != HILOCK_OK) {
-        char detail[256];
+        char detail[HL_DETAIL_MAX];
         snprintf(detail, sizeof detail, "%s", hilock_last_error());
         for (unsigned i = 0; i < segments; i++)
             if (set->locks[i])

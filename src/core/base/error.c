@@ -4,8 +4,6 @@
 
 #include "core/base/error_detail.h"
 
-#define HL_DETAIL_MAX 256
-
 static _Thread_local char thread_detail[HL_DETAIL_MAX];
 
 const char *hilock_strerror(int status)

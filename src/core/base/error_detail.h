@@ -4,6 +4,11 @@
 
 #include "hilock/error.h"
 
+/* The longest detail kept, with its NUL.  A refusal that names the
+ * sentinels' answer and the counts it was judged by runs past 300
+ * bytes; a longer one is cut. */
+#define HL_DETAIL_MAX 512
+
 /* Set the calling thread's detail text (printf format) and return status,
  * so a failure path reads: return hl_fail(HILOCK_EINVAL, "bad port %d", p) */
 int hl_fail(int status, const char *fmt, ...)

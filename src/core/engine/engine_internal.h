@@ -115,7 +115,7 @@ struct hl_acquire_op {
     hl_turn turn;         /* of its attempt */
     hl_monotime queued_at; /* when it started waiting for its turn */
     int last_status; /* why the last attempt failed, for the deadline */
-    char last_detail[200];
+    char last_detail[HL_DETAIL_MAX];
     hl_waiter waiter;
     hl_timer timer;
     hilock_acquire_cb *cb; /* NULL: a blocking caller waits */

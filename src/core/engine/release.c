@@ -122,7 +122,7 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
         status = HILOCK_EPROTO;
     if (status == HILOCK_EREDIS || status == HILOCK_ECLOSED ||
         status == HILOCK_ECANCELED || foreign[0]) {
-        char why[256];
+        char why[HL_DETAIL_MAX];
         snprintf(why, sizeof why, "%s",
                  foreign[0] ? foreign
                  : reply    ? reply->str
@@ -146,7 +146,7 @@ static void release_done(lock_call *call, int status, hilock_reply *reply)
          * the server's count to the same, so both sides agree, and say so:
          * a caller told only "timed out" would release again, and drop a
          * second hold. */
-        char why[256];
+        char why[HL_DETAIL_MAX];
         snprintf(why, sizeof why, "%s; counted as released (the server "
                                   "is brought to agree): do not release "
                                   "again for it",
@@ -248,7 +248,7 @@ static void on_reply(void *data, int status, hilock_reply *reply)
         return;
     }
     if (status != HILOCK_OK) {
-        char why[256];
+        char why[HL_DETAIL_MAX];
         snprintf(why, sizeof why, "%s",
                  reply ? reply->str : hilock_last_error());
         hilock_reply_free(reply);

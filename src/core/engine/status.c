@@ -19,7 +19,7 @@ static void on_reply(void *data, int status, hilock_reply *reply)
 {
     status_call *call = data;
     if (status != HILOCK_OK) {
-        char why[256];
+        char why[HL_DETAIL_MAX];
         snprintf(why, sizeof why, "%s",
                  reply ? reply->str : hilock_last_error());
         hilock_reply_free(reply);

@@ -477,7 +477,7 @@ static void unpark(hilock_client *c, ack_count *e, hl_monotime until,
 static void refuse_parked(hilock_client *c, ack_count *e, hl_monotime until,
                           const char *why)
 {
-    char text[384];
+    char text[HL_DETAIL_MAX];
     snprintf(text, sizeof text,
              "the master answered late or reported fewer online replicas "
              "(%d) than it had (%d), and %s, so the write's acknowledgement "

@@ -10,6 +10,7 @@
 
 #include <openssl/ssl.h>
 
+#include "core/base/error_detail.h"
 #include "core/loop/io.h"
 #include "core/runtime/runtime.h"
 #include "core/transport/conn.h"
@@ -127,7 +128,7 @@ struct hilock_client {
 
     bool first_done; /* the first attempt ended, one way or the other */
     int first_status;
-    char first_detail[256];
+    char first_detail[HL_DETAIL_MAX];
 
     int callback_depth;   /* user callbacks running on the loop thread */
     bool free_when_idle;  /* destroyed inside a callback */

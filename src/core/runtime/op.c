@@ -672,7 +672,7 @@ int hl_op_run_blocking(hilock_client *home, hl_op *op, int64_t limit_us,
     hl_op_ref(op); /* the home loop's */
     int rc = hl_op_submit(home, op);
     if (rc != HILOCK_OK) {
-        char why[256];
+        char why[HL_DETAIL_MAX];
         snprintf(why, sizeof why, "%s", hilock_last_error());
         hl_op_unref(op);
         hl_op_unref(op);

@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/base/error_detail.h"
 #include "hilock/client.h"
 #include "hilock/reply.h"
 
@@ -85,7 +86,7 @@ struct hl_op {
     int status;
     int64_t value;
     hilock_reply *reply;
-    char detail[256];
+    char detail[HL_DETAIL_MAX];
     /* A blocking caller's wait. */
     _Atomic uint32_t word;
     /* A blocking caller's claim against the loop's (HL_GATE_*, conn.h):
