@@ -619,7 +619,7 @@ static void test_max_hold(void **state)
     int rc = TOOL(f, out, "--watchdog", "300", "run", "--max-hold", "1s",
                   "capped", "--", "sleep", "30");
     if (rc != 76)
-        fail_msg("run --max-hold 1s exited %d:\n%s", rc, out);
+        hl_fail_run("run --max-hold 1s", rc, out);
     assert_has(out, "lost the lock capped");
     assert_has(out, "max_hold cap");
     assert_free(f, "capped");
@@ -652,7 +652,7 @@ static void test_lock_delay(void **state)
     int rc = TOOL(f, out, "--watchdog", "300", "run", "--lock-delay", "3s",
                   "delayed", "--", "sh", "-c", cmd);
     if (rc != 76)
-        fail_msg("run --lock-delay 3s exited %d:\n%s", rc, out);
+        hl_fail_run("run --lock-delay 3s", rc, out);
     assert_int_equal(TOOL(f, out, "status", "delayed"), 0);
     assert_has(out, "\"locked\":false");
     assert_has(out, "\"delay_ms\":");
@@ -682,7 +682,7 @@ static void test_lock_delay(void **state)
     rc = tool_at(url, out, widen(20000), "run", "delayed-url", "--", "sh",
                  "-c", cmd, (char *)NULL);
     if (rc != 76)
-        fail_msg("run with lock_delay=3000 exited %d:\n%s", rc, out);
+        hl_fail_run("run with lock_delay=3000", rc, out);
     assert_int_equal(tool_at(url, out, widen(20000), "status", "delayed-url",
                              (char *)NULL),
                      0);
@@ -740,7 +740,7 @@ static void test_revoke(void **state)
     hl_expect_numsub(f->server, "hilock_release_request:{asked}", 1, 1);
     rc = TOOL(f, out, "revoke", "-r", "disk swap", "asked");
     if (rc != 0)
-        fail_msg("revoke exited %d:\n%s", rc, out);
+        hl_fail_run("revoke", rc, out);
     assert_has(out, "asked: 1 holder heard");
     rc = hl_wait_exit(pid, widen(10000));
     hl_file_read(out_path, log, sizeof log);
@@ -1989,7 +1989,7 @@ static void test_status_java_holder(void **state)
     int rc = hl_wait_exit(pid, widen(10000));
     if (rc != 0) {
         hl_file_read(out_path, out, sizeof out);
-        fail_msg("the waiting run exited %d:\n%s", rc, out);
+        hl_fail_run("the waiting run", rc, out);
     }
     assert_free(f, "fj");
     hilock_client_destroy(c);
@@ -2101,7 +2101,7 @@ static void test_unlock_force(void **state)
     rc = hl_wait_exit(pid, widen(15000));
     hl_file_read(out_path, out, sizeof out);
     if (rc != 0)
-        fail_msg("the waiting run exited %d:\n%s", rc, out);
+        hl_fail_run("the waiting run", rc, out);
     assert_has(out, "acquired");
     assert_int_equal(TOOL(f, out, "unlock", "--force", "uf"), 0);
     assert_string_equal(out, "not locked\n");
@@ -2146,7 +2146,7 @@ static void test_unlock_force_read_write(void **state)
     rc = hl_wait_exit(pid, widen(15000));
     hl_file_read(out_path, out, sizeof out);
     if (rc != 0)
-        fail_msg("the waiting writer exited %d:\n%s", rc, out);
+        hl_fail_run("the waiting writer", rc, out);
     assert_has(out, "acquired");
     hl_redis_server_cmd(f->server, reply, sizeof reply, "KEYS",
                         "*ufrw*rwlock_timeout*", (char *)NULL);

@@ -106,7 +106,7 @@ static void assert_segments_on(const char *text, const placement *pl)
 static void assert_demo_succeeded(int rc)
 {
     if (rc != 0)
-        fail_msg("demo exited %d:\n%s", rc, out);
+        hl_fail_run("demo", rc, out);
     assert_int_equal(count_of(out, ": consistent"), 2);
     assert_null(strstr(out, "MISMATCH"));
     assert_non_null(strstr(out, "cluster: 3 masters"));
@@ -289,7 +289,7 @@ static void test_ls_walks_every_master(void **state)
                           "ls-spread-*", NULL};
     int rc = hl_run(argv, out, sizeof out, hl_widen(30000));
     if (rc != 0)
-        fail_msg("ls exited %d:\n%s", rc, out);
+        hl_fail_run("ls", rc, out);
     for (int i = 0; i < N; i++) {
         char want[64];
         snprintf(want, sizeof want, "{\"name\":\"ls-spread-%d\",", i);
@@ -304,7 +304,7 @@ static void test_ls_walks_every_master(void **state)
                          "-n", "1", "ls-spread-*", NULL};
     rc = hl_run(top, out, sizeof out, hl_widen(30000));
     if (rc != 0)
-        fail_msg("top exited %d:\n%s", rc, out);
+        hl_fail_run("top", rc, out);
     assert_int_equal(count_of(out, "\nls-spread-"), N);
     char holder[64];
     snprintf(holder, sizeof holder, " %s[%ld]@", program_invocation_short_name,

@@ -309,7 +309,7 @@ static void test_a_replica_exits_unavailable(void **state)
     int rc = tool(out, "--redis", rurl, "run", "-w", "2s", "r", "--", "true",
                   (char *)NULL);
     if (rc != 69)
-        fail_msg("run against a replica exited %d:\n%s", rc, out);
+        hl_fail_run("run against a replica", rc, out);
     assert_has(out, "READONLY");
     assert_has(out, "replica");
     assert_has(out, "redis-sentinel://");
@@ -378,7 +378,7 @@ static void test_wait_refused_fails_at_once(void **state)
     int rc = tool(out, "--redis", murl, "run", "-w", "2s", "w", "--", "true",
                   (char *)NULL);
     if (rc != 69)
-        fail_msg("run with WAIT refused exited %d:\n%s", rc, out);
+        hl_fail_run("run with WAIT refused", rc, out);
     assert_has(out, "replicas=none");
 
     assert_status(hilock_options_set_url(o, none_url), HILOCK_OK);
@@ -439,7 +439,7 @@ static void test_a_wait_on_a_lost_server_says_so(void **state)
     char out[OUT_CAP];
     hl_file_read(path, out, sizeof out);
     if (rc != 0)
-        fail_msg("the wait exited %d:\n%s", rc, out);
+        hl_fail_run("the wait", rc, out);
     assert_has(out, "ran");
     unlink(path);
     hilock_lock_destroy(l);

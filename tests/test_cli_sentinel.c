@@ -126,7 +126,7 @@ static void test_status_shows_master_replicas_and_policy(void **state)
                           "st-sent", NULL};
     int rc = hl_run(argv, out, sizeof out, tool_timeout_ms());
     if (rc != 0)
-        fail_msg("status exited %d:\n%s", rc, out);
+        hl_fail_run("status", rc, out);
     assert_has(out, "{\"name\":\"st-sent\",\"kind\":\"reentrant\","
                     "\"locked\":true");
     char want[128], addr[64];
@@ -167,7 +167,7 @@ static void test_status_on_nodes_named_directly(void **state)
                           "st-free", NULL};
     int rc = hl_run(argv, out, sizeof out, tool_timeout_ms());
     if (rc != 0)
-        fail_msg("status exited %d:\n%s", rc, out);
+        hl_fail_run("status", rc, out);
     assert_has(out, "\"locked\":false");
     char want[128];
     snprintf(want, sizeof want, "\"replication\":{\"master\":\"%s\","
@@ -183,7 +183,7 @@ static void test_status_on_nodes_named_directly(void **state)
              hl_redis_server_port(r));
     rc = hl_run(argv, out, sizeof out, tool_timeout_ms());
     if (rc != 0)
-        fail_msg("status on the replica exited %d:\n%s", rc, out);
+        hl_fail_run("status on the replica", rc, out);
     assert_has(out, "\"role\":\"slave\",\"replicas\":[]");
 }
 
@@ -226,7 +226,7 @@ static void test_unlock_through_sentinel(void **state)
                           "--force", "un-sent", NULL};
     int rc = hl_run(argv, out, sizeof out, tool_timeout_ms());
     if (rc != 0)
-        fail_msg("unlock exited %d:\n%s", rc, out);
+        hl_fail_run("unlock", rc, out);
     assert_string_equal(out, "deleted\n");
     assert_false(master_has_key("un-sent"));
     assert_int_equal(hilock_lock_release(l), HILOCK_ELEASELOST);
@@ -257,7 +257,7 @@ static void test_status_reports_the_urls_policy(void **state)
                           "ack-sent", NULL};
     int rc = hl_run(argv, out, sizeof out, tool_timeout_ms());
     if (rc != 0)
-        fail_msg("status exited %d:\n%s", rc, out);
+        hl_fail_run("status", rc, out);
     assert_has(out, "\"ack\":\"all\",\"ack_timeout_ms\":250}}\n");
 }
 
@@ -304,7 +304,7 @@ static void test_plain_demo_through_sentinel(void **state)
     const char *argv[] = {HILOCK_TOOL_PATH, "--redis", url, "demo", NULL};
     int rc = hl_run(argv, out, sizeof out, tool_timeout_ms());
     if (rc != 0)
-        fail_msg("demo exited %d:\n%s", rc, out);
+        hl_fail_run("demo", rc, out);
     snprintf(want, sizeof want, "connected to master %s ('mymaster', named "
              "by the sentinels)", addr);
     assert_has(out, want);
@@ -340,7 +340,7 @@ static void test_demo_replicas_private_group(void **state)
     const char *argv[] = {HILOCK_TOOL_PATH, "demo", "--replicas", NULL};
     int rc = hl_run(argv, out, sizeof out, tool_timeout_ms());
     if (rc != 0)
-        fail_msg("demo exited %d:\n%s", rc, out);
+        hl_fail_run("demo", rc, out);
     assert_has(out, "starting a private master with 2 replicas and 3 "
                     "sentinels");
     assert_has(out, "kill -9 of the master");
@@ -363,7 +363,7 @@ static void test_demo_replicas_on_the_urls_group(void **state)
                           "--replicas", NULL};
     int rc = hl_run(argv, out, sizeof out, tool_timeout_ms());
     if (rc != 0)
-        fail_msg("demo exited %d:\n%s", rc, out);
+        hl_fail_run("demo", rc, out);
     assert_null(strstr(out, "starting a private"));
     assert_has(out, "SENTINEL FAILOVER mymaster");
     assert_failover_told(old_master);

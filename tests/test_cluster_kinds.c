@@ -1323,7 +1323,7 @@ static void test_cli_on_every_master(void **state)
         int rc = tool(seeds, out, "run", "--fence-env", name, "--", "sh",
                       "-c", script, (char *)NULL);
         if (rc != 0)
-            fail_msg("run exited %d:\n%s", rc, out);
+            hl_fail_run("run", rc, out);
         assert_true(strncmp(out, "1\n", 2) == 0);
         expect_has(out, "fence=");
         assert_int_equal(on_master_int(m, "EXISTS", name), 0);

@@ -181,7 +181,7 @@ static void test_cli_exits_unavailable(void **state)
                           "fsync-cli", "--", "true", NULL};
     int code = hl_run(argv, out, sizeof out, hl_widen(20000));
     if (code != 69 || strstr(out, "fsync=no") == NULL)
-        fail_msg("hilock run with fsync=yes exited %d:\n%s", code, out);
+        hl_fail_run("hilock run with fsync=yes", code, out);
 }
 
 static void test_option(void **state)

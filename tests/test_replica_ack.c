@@ -303,7 +303,7 @@ static void acquire_fails_unacknowledged(const char *policy)
                           "300ms", name, "--", "true", NULL};
     int code = hl_run(argv, out, sizeof out, hl_widen(20000));
     if (code != 69)
-        fail_msg("hilock run, unacknowledged, exited %d:\n%s", code, out);
+        hl_fail_run("hilock run, unacknowledged,", code, out);
     resume_replicas();
     /* And once they acknowledge again, the lock is granted. */
     assert_int_equal(hilock_lock_try_acquire(l, 2000, 10000), HILOCK_OK);

@@ -167,6 +167,19 @@ static int hl_fx_collect(pid_t pid, int fd, char *out, size_t cap,
     return 128 + WTERMSIG(status);
 }
 
+void hl_fail_run(const char *what, int rc, const char *out)
+{
+    printf("# %s exited %d; its output:\n", what, rc);
+    for (const char *p = out; p != NULL && *p != '\0';) {
+        const char *nl = strchr(p, '\n');
+        int n = nl ? (int)(nl - p) : (int)strlen(p);
+        printf("#   %.*s\n", n, p);
+        p = nl ? nl + 1 : NULL;
+    }
+    fflush(stdout);
+    fail_msg("%s exited %d (its output is above)", what, rc);
+}
+
 int hl_run(const char *const argv[], char *out, size_t cap, int timeout_ms)
 {
     posix_spawn_file_actions_t actions;

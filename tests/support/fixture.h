@@ -137,6 +137,10 @@ void hl_expect_numsub(hl_redis_server *s, const char *channel,
  * then killed). */
 int hl_run(const char *const argv[], char *out, size_t cap, int timeout_ms);
 
+/* Fails the test for a run (what) that exited rc, with its output out
+ * printed whole first: a failure message longer than 1 KiB is cut. */
+void hl_fail_run(const char *what, int rc, const char *out);
+
 /* Calls pred(arg) every 5 ms until it returns true (then returns true) or
  * timeout_ms pass (then returns false), for conditions that can only be
  * observed, such as a subscriber count reaching a value. */
