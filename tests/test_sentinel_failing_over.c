@@ -29,7 +29,6 @@
 #include "support/replicated_util.h"
 #include "support/loop_call.h"
 #include "core/runtime/ack.h"
-#include "core/runtime/client_state.h"
 #include "core/runtime/sentinel.h"
 
 /* ctest-timeout: 180 */
@@ -95,25 +94,6 @@ static bool chose(void *arg)
     return hl_redis_server_cmd(s, reply, sizeof reply, "SENTINEL",
                                "REPLICAS", mname, (char *)NULL) == '*' &&
            strstr(reply, "promoted") != NULL;
-}
-
-static void read_rounds(hilock_client *c, void *arg)
-{
-    *(unsigned *)arg = hl_sentinel_rounds(c->sentinel);
-}
-
-typedef struct rounds_probe {
-    hilock_client *c;
-    unsigned past;
-} rounds_probe;
-
-/* The client's sentinels have ended a round since it had probe->past. */
-static bool rounds_past(void *arg)
-{
-    rounds_probe *r = arg;
-    unsigned n = 0;
-    hl_run_on_loop(r->c, read_rounds, &n);
-    return n > r->past;
 }
 
 /* A grant asked on a thread of its own, while the test holds its
@@ -222,13 +202,13 @@ static void test_a_master_being_failed_over_is_vouched_for_by_nobody(
     /* The replica that stays holds the acknowledgement back until the
      * round asked by the fresh count has refused. */
     hl_sleep_ms(HL_ACK_RECOUNT_MS + 100);
-    rounds_probe r = {.c = c};
-    hl_run_on_loop(c, read_rounds, &r.past);
+    hl_rounds_probe r = {.client = c,
+                         .rounds = hl_client_sentinel_rounds(c)};
     grant g = {.lock = l};
     pthread_t t;
     hl_fixture_pause(stays);
     assert_int_equal(pthread_create(&t, NULL, grant_main, &g), 0);
-    bool refused = hl_wait_until(rounds_past, &r, hl_widen(20000));
+    bool refused = hl_wait_until(hl_client_has_asked, &r, hl_widen(20000));
     hl_fixture_resume(stays);
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_true(refused);
@@ -237,9 +217,8 @@ static void test_a_master_being_failed_over_is_vouched_for_by_nobody(
 
     /* Grants asked back to back while the sentinels refuse ask them at
      * most once per HL_SENTINEL_REASK_MS, not once each. */
-    unsigned before = 0, after = 0;
+    unsigned before = hl_client_sentinel_rounds(c);
     int asked = 0;
-    hl_run_on_loop(c, read_rounds, &before);
     int64_t from = hl_now_ms(), took;
     while ((took = hl_now_ms() - from) < 500) {
         rc = hilock_lock_try_acquire(l, 0, 10000);
@@ -247,7 +226,7 @@ static void test_a_master_being_failed_over_is_vouched_for_by_nobody(
         expect_refused("a grant asked back to back", rc, detail);
         asked++;
     }
-    hl_run_on_loop(c, read_rounds, &after);
+    unsigned after = hl_client_sentinel_rounds(c);
     hl_fixture_resume(chosen);
     printf("# %d grants in %lld ms asked %u rounds\n", asked,
            (long long)took, after - before);

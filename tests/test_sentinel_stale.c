@@ -91,29 +91,6 @@ static bool acquired_on(void *arg)
     return false;
 }
 
-static void read_rounds(hilock_client *c, void *arg)
-{
-    *(unsigned *)arg = hl_sentinel_rounds(c->sentinel);
-}
-
-static unsigned rounds_of(hilock_client *c)
-{
-    unsigned n = 0;
-    hl_run_on_loop(c, read_rounds, &n);
-    return n;
-}
-
-typedef struct round_wait {
-    hilock_client *c;
-    unsigned from;
-} round_wait;
-
-static bool round_ended(void *arg)
-{
-    round_wait *w = arg;
-    return rounds_of(w->c) > w->from;
-}
-
 /* The client follows the new master; a sentinel that still names the
  * old one is the only one that answers the round the client asks for
  * when its connections drop.  On that answer alone it stays with the
@@ -161,9 +138,10 @@ static void test_a_lagging_sentinel_moves_nobody_back(void **state)
     /* Now only the one that lags answers. */
     hl_fixture_pause(sentinel(0));
     hl_fixture_pause(sentinel(1));
-    round_wait w = {.c = c, .from = rounds_of(c)};
+    hl_rounds_probe w = {.client = c,
+                         .rounds = hl_client_sentinel_rounds(c)};
     hl_fixture_client_kill(next, "normal");
-    bool asked = hl_wait_until(round_ended, &w, hl_widen(15000));
+    bool asked = hl_wait_until(hl_client_has_asked, &w, hl_widen(15000));
     int rc = asked ? hilock_lock_try_acquire(l, hl_widen(10000), 10000)
                    : HILOCK_ETIMEDOUT;
     char detail[512];

@@ -11,6 +11,7 @@
 
 #include "core/runtime/client_state.h"
 #include "core/runtime/op.h"
+#include "core/runtime/sentinel.h"
 #include "hilock/error.h"
 #include "support/fixture.h"
 
@@ -84,4 +85,22 @@ bool hl_client_has_moved(void *probe)
 {
     hl_moves_probe *p = probe;
     return hl_client_master_moves(p->client) > p->moves;
+}
+
+static void read_sentinel_rounds(hilock_client *c, void *arg)
+{
+    *(unsigned *)arg = hl_sentinel_rounds(c->sentinel);
+}
+
+unsigned hl_client_sentinel_rounds(hilock_client *c)
+{
+    unsigned n = 0;
+    hl_run_on_loop(c, read_sentinel_rounds, &n);
+    return n;
+}
+
+bool hl_client_has_asked(void *probe)
+{
+    hl_rounds_probe *p = probe;
+    return hl_client_sentinel_rounds(p->client) > p->rounds;
 }

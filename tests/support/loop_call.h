@@ -38,4 +38,16 @@ typedef struct hl_moves_probe {
 } hl_moves_probe;
 bool hl_client_has_moved(void *probe);
 
+/* How many rounds of questions c's sentinels have ended, read on its
+ * loop thread (c follows Sentinel). */
+unsigned hl_client_sentinel_rounds(hilock_client *c);
+
+/* For hl_wait_until: whether client's sentinels ended a round since it
+ * had rounds. */
+typedef struct hl_rounds_probe {
+    hilock_client *client;
+    unsigned rounds;
+} hl_rounds_probe;
+bool hl_client_has_asked(void *probe);
+
 #endif
