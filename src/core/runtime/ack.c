@@ -29,6 +29,14 @@ typedef struct ack_count {
      * as it had until a topology read confirms it is still the master. */
     int had;
     bool confirming;   /* a topology read was asked for the suspect */
+    /* The lowest count and the last late answer since the topology last
+     * vouched for the master (low -1: none lower than had), and when the
+     * newest of them came: a read begun before it cannot vouch for what
+     * it shows.  A master being failed over loses its replicas one by
+     * one, and a round slowed by one sentinel may have heard another
+     * before the failover began. */
+    int low;
+    hl_monotime doubted_at;
     struct hl_ack *parked; /* short writes waiting for that read */
     bool reading;      /* an INFO is in flight */
     /* The last WAIT judged here fell short: the WAITs sent meanwhile get
@@ -166,6 +174,7 @@ static ack_count *count_for(hilock_client *c, const hl_conn *conn,
     stalest->conn = conn;
     stalest->k = -1;
     stalest->had = -1;
+    stalest->low = -1;
     return stalest;
 }
 
@@ -203,11 +212,10 @@ static bool vouched(const hilock_client *c)
     return c->sentinel != NULL || c->cluster != NULL;
 }
 
-/* Ask the topology whether e's master is still the master. */
+/* Ask the topology whether e's master is still the master: at once, or,
+ * with a read under way, once more after it. */
 static void ask_topology(hilock_client *c, ack_count *e, const hl_conn *conn)
 {
-    if (e->confirming)
-        return;
     e->confirming = true;
     if (c->sentinel != NULL)
         hl_sentinel_vouch(c->sentinel);
@@ -220,10 +228,17 @@ static void ask_topology(hilock_client *c, ack_count *e, const hl_conn *conn)
  * once. */
 static void suspect(hilock_client *c, ack_count *e, const hl_conn *conn)
 {
-    if (!vouched(c))
+    if (!vouched(c)) {
         e->had = e->k;
-    else
-        ask_topology(c, e, conn);
+        return;
+    }
+    if (e->low < 0 || e->k < e->low) {
+        e->low = e->k;
+        e->doubted_at = hl_monotime_now();
+    } else if (e->confirming) {
+        return; /* nothing the read under way has not been asked about */
+    }
+    ask_topology(c, e, conn);
 }
 
 /* An answer this late may come from a master that was paused or cut off
@@ -244,6 +259,7 @@ static bool verify_late(hl_ack *a)
     if (e == NULL)
         return false;
     a->late = true;
+    e->doubted_at = hl_monotime_now();
     ask_topology(c, e, a->conn);
     park(c, e, a);
     return true;
@@ -363,7 +379,8 @@ static bool held_for_word(hl_ack *a, ack_count *e)
 {
     if (e == NULL || (!e->confirming && !is_suspect(e)))
         return false;
-    ask_topology(a->client, e, a->conn);
+    if (!e->confirming)
+        ask_topology(a->client, e, a->conn);
     park(a->client, e, a);
     return true;
 }
@@ -508,7 +525,8 @@ static void on_park_timer(hl_timer *t)
 }
 
 void hl_ack_topology(hilock_client *c, const hl_conn *conn,
-                     hl_ack_verdict verdict, const char *why)
+                     hl_ack_verdict verdict, const char *why,
+                     hl_monotime begun)
 {
     if (c->acks == NULL)
         return;
@@ -516,18 +534,26 @@ void hl_ack_topology(hilock_client *c, const hl_conn *conn,
         ack_count *e = &c->acks->counts[i];
         if (e->conn == NULL || (conn != NULL && e->conn != conn))
             continue;
-        e->confirming = false;
         if (verdict == HL_ACK_MASTER_CONFIRMED) {
+            /* Doubted after the read began: the read asked then answers. */
+            if (e->doubted_at > begun)
+                continue;
+            e->confirming = false;
             if (e->k >= 0)
                 e->had = e->k;
+            e->low = -1;
+            e->doubted_at = 0;
             unpark(c, e, INT64_MAX, NULL);
             continue;
         }
+        e->confirming = false;
         refuse_parked(c, e, INT64_MAX, why);
         if (verdict == HL_ACK_MASTER_REPLACED) {
             /* Whatever the connection reaches next is another master. */
             e->had = -1;
             e->k = -1;
+            e->low = -1;
+            e->doubted_at = 0;
         }
     }
     arm_park_timer(c);

@@ -23,6 +23,7 @@
 
 #include <stdint.h>
 
+#include "core/base/monotime.h"
 #include "core/transport/conn.h"
 #include "hilock/client.h"
 
@@ -84,9 +85,12 @@ typedef enum hl_ack_verdict {
  * most the ack timeout plus the connect timeout), and is judged by the
  * master's count now when confirmed, or fails with HILOCK_ENOACK and why
  * otherwise.  A confirmed master's count is what it has from then on; a
- * replaced one's is read afresh. */
+ * replaced one's is read afresh.  begun: when the read that confirms
+ * began; a master doubted since (its count fell lower, or an answer came
+ * late) waits for the next read, asked when the doubt came. */
 void hl_ack_topology(hilock_client *c, const hl_conn *conn,
-                     hl_ack_verdict verdict, const char *why);
+                     hl_ack_verdict verdict, const char *why,
+                     hl_monotime begun);
 
 /* End the writes waiting for a verdict (client shutdown, after its
  * connections): HILOCK_ENOACK, their acknowledgement unknown. */

@@ -438,7 +438,7 @@ static void on_sentinel_answer(hilock_client *c, int status,
         char why[320];
         snprintf(why, sizeof why, "the sentinels did not vouch for it (%s)",
                  detail ? detail : hilock_strerror(status));
-        hl_ack_topology(c, NULL, HL_ACK_MASTER_UNKNOWN, why);
+        hl_ack_topology(c, NULL, HL_ACK_MASTER_UNKNOWN, why, 0);
         if (!c->first_done)
             note_first_attempt(c, status, detail);
         return;
@@ -446,12 +446,13 @@ static void on_sentinel_answer(hilock_client *c, int status,
     bool same = c->master_known && c->opts->port == port &&
                 strcmp(c->opts->host, host) == 0;
     if (same && vouched)
-        hl_ack_topology(c, NULL, HL_ACK_MASTER_CONFIRMED, NULL);
+        hl_ack_topology(c, NULL, HL_ACK_MASTER_CONFIRMED, NULL,
+                        hl_sentinel_round_begun(c->sentinel));
     if (same || c->closed)
         return;
     if (c->master_known)
         hl_ack_topology(c, NULL, HL_ACK_MASTER_REPLACED,
-                        "the sentinels name another master");
+                        "the sentinels name another master", 0);
     if (hilock_options_set_host(c->opts, host) != HILOCK_OK ||
         hilock_options_set_port(c->opts, port) != HILOCK_OK)
         return; /* out of memory: the next answer tries again */

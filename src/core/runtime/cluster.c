@@ -500,7 +500,8 @@ static void judge_masters(hl_cluster *cl, const unsigned char *map)
         hl_ack_topology(cl->client, cl->nodes[i]->conn,
                         serves[i] ? HL_ACK_MASTER_CONFIRMED
                                   : HL_ACK_MASTER_REPLACED,
-                        "the cluster map names another master for its slots");
+                        "the cluster map names another master for its slots",
+                        cl->read_started);
     /* The seed connection is the node at the client's own address. */
     const char *host = cl->client->opts->host;
     int seed = find_node(cl, host, strlen(host), cl->client->opts->port);
@@ -508,7 +509,8 @@ static void judge_masters(hl_cluster *cl, const unsigned char *map)
         hl_ack_topology(cl->client, cl->client->conn,
                         serves[seed] ? HL_ACK_MASTER_CONFIRMED
                                      : HL_ACK_MASTER_REPLACED,
-                        "the cluster map names another master for its slots");
+                        "the cluster map names another master for its slots",
+                        cl->read_started);
 }
 
 /* Whether the node's requests have gone unanswered long enough that it

@@ -68,6 +68,7 @@ struct hl_sentinel {
     hl_timer watch; /* looks for a master that stopped answering */
     int failed_rounds;
     hl_monotime nobody_at; /* the last round vouched for nobody; or 0 */
+    hl_monotime begun;     /* when the last round began */
     int calling; /* inside fn: a free waits for the return */
     bool free_on_return;
     bool closed;
@@ -628,6 +629,7 @@ static void start_round(hl_sentinel *s)
 {
     s->asking = true;
     s->again = false;
+    s->begun = hl_monotime_now();
     s->vouching = s->want_vouch;
     s->want_vouch = false;
     s->left = s->count;
@@ -854,6 +856,8 @@ unsigned hl_sentinel_answers(const hl_sentinel *s) { return s->answers; }
 unsigned hl_sentinel_switches(const hl_sentinel *s) { return s->switches; }
 
 unsigned hl_sentinel_rounds(const hl_sentinel *s) { return s->rounds; }
+
+hl_monotime hl_sentinel_round_begun(const hl_sentinel *s) { return s->begun; }
 
 int hl_sentinel_heard_out(const hl_sentinel *s)
 {

@@ -33,6 +33,8 @@
 
 #include <openssl/ssl.h>
 
+#include "core/base/monotime.h"
+
 struct hilock_client;
 struct hilock_options;
 typedef struct hl_sentinel hl_sentinel;
@@ -88,6 +90,8 @@ void hl_sentinel_free(hl_sentinel *s);
 unsigned hl_sentinel_answers(const hl_sentinel *s);
 unsigned hl_sentinel_switches(const hl_sentinel *s);
 unsigned hl_sentinel_rounds(const hl_sentinel *s);
+/* When the last round began (the one that just answered, inside fn). */
+hl_monotime hl_sentinel_round_begun(const hl_sentinel *s);
 /* The sentinels of the round under way that named a master and were
  * heard out (0 when no round is under way). */
 int hl_sentinel_heard_out(const hl_sentinel *s);
