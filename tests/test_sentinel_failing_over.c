@@ -25,6 +25,7 @@
 
 #include "hilock/hilock.h"
 #include "support/fixture.h"
+#include "support/held_failover.h"
 #include "support/raw_reads.h"
 #include "support/replicated_util.h"
 #include "support/loop_call.h"
@@ -34,7 +35,6 @@
 /* ctest-timeout: 180 */
 
 static hl_redis_replicated *group;
-static char reply[8192]; /* the main thread's */
 
 static int setup(void **state)
 {
@@ -57,61 +57,6 @@ static int teardown(void **state)
     (void)state;
     hl_redis_replicated_stop(group);
     return 0;
-}
-
-static void command_ok(hl_redis_server *s, const char *a, const char *b,
-                       const char *c, const char *d)
-{
-    int t = hl_redis_server_cmd(s, reply, sizeof reply, a, b, c, d,
-                                (char *)NULL);
-    if (t != '+')
-        fail_msg("%s %s on port %d: %s", a, b, hl_redis_server_port(s),
-                 reply);
-}
-
-/* The sentinel has read the priorities of 0 (it reads a replica's at
- * its next INFO, up to 10 s later): it can choose only the other. */
-static bool knows_priorities(void *arg)
-{
-    hl_redis_server *s = arg;
-    const char *mname = hl_redis_replicated_master_name(group);
-    if (hl_redis_server_cmd(s, reply, sizeof reply, "SENTINEL", "REPLICAS",
-                            mname, (char *)NULL) != '*')
-        return false;
-    int zeros = 0;
-    for (const char *p = reply;
-         (p = strstr(p, "slave-priority\r\n$1\r\n0\r\n")) != NULL; p++)
-        zeros++;
-    return zeros == 2;
-}
-
-/* The sentinel has chosen the replica to promote: the failover is past
- * its choice, waiting for the promotion. */
-static bool chose(void *arg)
-{
-    hl_redis_server *s = arg;
-    const char *mname = hl_redis_replicated_master_name(group);
-    return hl_redis_server_cmd(s, reply, sizeof reply, "SENTINEL",
-                               "REPLICAS", mname, (char *)NULL) == '*' &&
-           strstr(reply, "promoted") != NULL;
-}
-
-/* A grant asked on a thread of its own, while the test holds its
- * acknowledgement back. */
-typedef struct grant {
-    hilock_lock *lock;
-    int rc;
-    char detail[512];
-    atomic_bool done;
-} grant;
-
-static void *grant_main(void *arg)
-{
-    grant *g = arg;
-    g->rc = hilock_lock_try_acquire(g->lock, 0, 10000);
-    snprintf(g->detail, sizeof g->detail, "%s", hilock_last_error());
-    atomic_store(&g->done, true);
-    return NULL;
 }
 
 /* A grant the sentinels' refusal must fail: its status and what it
@@ -157,19 +102,21 @@ static void test_a_master_being_failed_over_is_vouched_for_by_nobody(
     assert_int_equal(hilock_lock_release(l), HILOCK_OK);
     int64_t counted_at = hl_now_ms();
 
-    command_ok(stays, "CONFIG", "SET", "replica-priority", "0");
-    command_ok(leaves, "CONFIG", "SET", "replica-priority", "0");
-    assert_true(hl_wait_until(knows_priorities, failing, hl_widen(30000)));
+    hl_command_ok(stays, "CONFIG", "SET", "replica-priority", "0");
+    hl_command_ok(leaves, "CONFIG", "SET", "replica-priority", "0");
+    hl_failover_probe f = {.group = group, .sentinel = failing, .zeros = 2};
+    assert_true(
+        hl_wait_until(hl_sentinel_knows_priorities, &f, hl_widen(30000)));
     hl_fixture_pause(chosen);
-    command_ok(failing, "SENTINEL", "FAILOVER",
+    hl_command_ok(failing, "SENTINEL", "FAILOVER",
                hl_redis_replicated_master_name(group), NULL);
-    bool held = hl_wait_until(chose, failing, hl_widen(10000));
+    bool held = hl_wait_until(hl_sentinel_chose, &f, hl_widen(10000));
     if (!held) {
         hl_fixture_resume(chosen);
         fail_msg("the sentinel chose no replica to promote");
     }
 
-    command_ok(leaves, "REPLICAOF", "NO", "ONE", NULL);
+    hl_command_ok(leaves, "REPLICAOF", "NO", "ONE", NULL);
     hl_online_probe two = {.of = master, .want = 2};
     bool fell = hl_wait_until(hl_online_is, &two, hl_widen(10000));
     int64_t old = hl_now_ms() - counted_at;
@@ -204,10 +151,10 @@ static void test_a_master_being_failed_over_is_vouched_for_by_nobody(
     hl_sleep_ms(HL_ACK_RECOUNT_MS + 100);
     hl_rounds_probe r = {.client = c,
                          .rounds = hl_client_sentinel_rounds(c)};
-    grant g = {.lock = l};
+    hl_grant g = {.lock = l};
     pthread_t t;
     hl_fixture_pause(stays);
-    assert_int_equal(pthread_create(&t, NULL, grant_main, &g), 0);
+    assert_int_equal(pthread_create(&t, NULL, hl_grant_main, &g), 0);
     bool refused = hl_wait_until(hl_client_has_asked, &r, hl_widen(20000));
     hl_fixture_resume(stays);
     assert_int_equal(pthread_join(t, NULL), 0);

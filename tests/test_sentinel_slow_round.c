@@ -17,6 +17,7 @@
 
 #include "hilock/hilock.h"
 #include "support/fixture.h"
+#include "support/held_failover.h"
 #include "support/loop_call.h"
 #include "support/raw_reads.h"
 #include "support/replicated_util.h"
@@ -27,7 +28,6 @@
 /* ctest-timeout: 180 */
 
 static hl_redis_replicated *group;
-static char reply[8192]; /* the main thread's */
 
 static int setup(void **state)
 {
@@ -51,39 +51,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static void command_ok(hl_redis_server *s, const char *a, const char *b,
-                       const char *c, const char *d)
-{
-    int t = hl_redis_server_cmd(s, reply, sizeof reply, a, b, c, d,
-                                (char *)NULL);
-    if (t != '+')
-        fail_msg("%s %s on port %d: %s", a, b, hl_redis_server_port(s),
-                 reply);
-}
-
-static bool knows_priorities(void *arg)
-{
-    hl_redis_server *s = arg;
-    const char *mname = hl_redis_replicated_master_name(group);
-    if (hl_redis_server_cmd(s, reply, sizeof reply, "SENTINEL", "REPLICAS",
-                            mname, (char *)NULL) != '*')
-        return false;
-    int zeros = 0;
-    for (const char *p = reply;
-         (p = strstr(p, "slave-priority\r\n$1\r\n0\r\n")) != NULL; p++)
-        zeros++;
-    return zeros == 2;
-}
-
-static bool chose(void *arg)
-{
-    hl_redis_server *s = arg;
-    const char *mname = hl_redis_replicated_master_name(group);
-    return hl_redis_server_cmd(s, reply, sizeof reply, "SENTINEL",
-                               "REPLICAS", mname, (char *)NULL) == '*' &&
-           strstr(reply, "promoted") != NULL;
-}
-
 /* One connection, so that every lock's write is judged by one count;
  * rounds wait 30 s for each sentinel. */
 static hilock_client *one_connection_client(void)
@@ -102,22 +69,6 @@ static hilock_client *one_connection_client(void)
     assert_int_equal(hilock_client_create(&c, o), HILOCK_OK);
     hilock_options_free(o);
     return c;
-}
-
-typedef struct grant {
-    hilock_lock *lock;
-    int rc;
-    char detail[512];
-    atomic_bool done;
-} grant;
-
-static void *grant_main(void *arg)
-{
-    grant *g = arg;
-    g->rc = hilock_lock_try_acquire(g->lock, 0, 10000);
-    snprintf(g->detail, sizeof g->detail, "%s", hilock_last_error());
-    atomic_store(&g->done, true);
-    return NULL;
 }
 
 static void read_heard_out(hilock_client *c, void *arg)
@@ -186,11 +137,11 @@ static void test_a_round_begun_before_the_count_fell_does_not_vouch(
     bool left = leave(first, 3);
     hl_fixture_pause(slow);
     let_count_age(counted_at);
-    grant g1 = {.lock = before};
+    hl_grant g1 = {.lock = before};
     pthread_t t1;
     bool open = false;
     if (left) {
-        assert_int_equal(pthread_create(&t1, NULL, grant_main, &g1), 0);
+        assert_int_equal(pthread_create(&t1, NULL, hl_grant_main, &g1), 0);
         open = hl_wait_until(two_heard_out, c, hl_widen(15000));
     }
     counted_at = hl_now_ms();
@@ -199,24 +150,26 @@ static void test_a_round_begun_before_the_count_fell_does_not_vouch(
      * second replica dies. */
     bool held = false, fell = false;
     if (open) {
-        command_ok(stays, "CONFIG", "SET", "replica-priority", "0");
-        command_ok(second, "CONFIG", "SET", "replica-priority", "0");
-        bool knows =
-            hl_wait_until(knows_priorities, failing, hl_widen(30000));
+        hl_command_ok(stays, "CONFIG", "SET", "replica-priority", "0");
+        hl_command_ok(second, "CONFIG", "SET", "replica-priority", "0");
+        hl_failover_probe f = {
+            .group = group, .sentinel = failing, .zeros = 2};
+        bool knows = hl_wait_until(hl_sentinel_knows_priorities, &f,
+                                   hl_widen(30000));
         hl_fixture_pause(chosen);
         if (knows)
-            command_ok(failing, "SENTINEL", "FAILOVER",
+            hl_command_ok(failing, "SENTINEL", "FAILOVER",
                        hl_redis_replicated_master_name(group), NULL);
-        held = knows && hl_wait_until(chose, failing, hl_widen(10000));
+        held = knows && hl_wait_until(hl_sentinel_chose, &f, hl_widen(10000));
         fell = held && leave(second, 2);
     }
     /* A grant on the count of 2, asked while the round is still open. */
-    grant g2 = {.lock = after};
+    hl_grant g2 = {.lock = after};
     pthread_t t2;
     bool asked = false;
     if (fell) {
         let_count_age(counted_at);
-        assert_int_equal(pthread_create(&t2, NULL, grant_main, &g2), 0);
+        assert_int_equal(pthread_create(&t2, NULL, hl_grant_main, &g2), 0);
         asked = hl_wait_until(exists_on, "after", hl_widen(10000));
     }
     hl_fixture_resume(slow);
